@@ -1,0 +1,104 @@
+"""JSON encoding (orjson) and atomic, durable file writes.
+
+A reader of a file written here sees either the old or the new content,
+never a mix: the new bytes go to a temporary file in the same directory,
+which is fsynced, renamed over the target, and the directory is fsynced so
+that the rename itself survives a crash.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+
+JSONError = orjson.JSONDecodeError
+
+
+def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False) -> bytes:
+    """Encode C{value} as compact UTF-8 JSON bytes."""
+    option = orjson.OPT_NON_STR_KEYS
+    if sort_keys:
+        option |= orjson.OPT_SORT_KEYS
+    if indent:
+        option |= orjson.OPT_INDENT_2
+    return orjson.dumps(value, option=option)
+
+
+def loads(data: bytes | str) -> Any:
+    """Decode JSON; raises L{JSONError} (a C{ValueError}) on bad input."""
+    return orjson.loads(data)
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename or unlink in directory C{path} durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file(
+    path: str,
+    data: bytes | str,
+    *,
+    mode: int = 0o644,
+    durable: bool = True,
+    uid: int = -1,
+    gid: int = -1,
+) -> None:
+    """Replace C{path} with C{data} atomically.
+
+    With C{durable} (the default) the data and the rename are fsynced
+    before this returns; without, the write survives a crash of this
+    process but not necessarily of the machine.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fchmod(fd, mode)
+        if uid != -1 or gid != -1:
+            os.fchown(fd, uid, gid)
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    if durable:
+        fsync_dir(directory)
+
+
+def read_file(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def write_json(path: str, value: Any, *, mode: int = 0o644, durable: bool = True) -> None:
+    write_file(path, dumps(value), mode=mode, durable=durable)
+
+
+def read_json(path: str) -> Any:
+    return loads(read_file(path))
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
