@@ -1,0 +1,1 @@
+"""WConfD: the configuration and lock daemon of the master node."""

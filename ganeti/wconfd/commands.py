@@ -1,0 +1,344 @@
+"""WConfD's AMP schema: argument types, commands and error codes.
+
+Shared by the daemon (responders) and L{ganeti.wconfd.client}.  One command
+per WConfD function, named as Ganeti names the function.  An AMP value holds
+at most 64 KiB, so configs travel in L{BigBytes}/L{BigJSON} arguments that
+split a value over several box keys, transparently to both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.protocols import amp
+
+from ganeti import errors, serializer
+from ganeti.locking import Owner
+from ganeti.wconfd.store import UnknownEntity
+
+CHUNK = 0xFFFF  # the largest value AMP allows
+
+
+class BadArguments(errors.GenericError):
+    """A command's arguments could not be decoded."""
+
+
+class InternalError(errors.GenericError):
+    """WConfD failed in an unexpected way (the daemon logs the details)."""
+
+
+class JSON(amp.Argument):
+    """Any JSON value, encoded with orjson."""
+
+    def toString(self, inObject: Any) -> bytes:
+        return serializer.dumps(inObject)
+
+    def fromString(self, inString: bytes) -> Any:
+        try:
+            return serializer.loads(inString)
+        except ValueError as e:
+            raise BadArguments("not valid JSON: %s" % e) from e
+
+
+class BigBytes(amp.Argument):
+    """Bytes of any size, split over keys C{name}, C{name.1}, C{name.2}...
+
+    The key C{name} holds the number of chunks as ASCII digits.
+    """
+
+    def toBox(self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any) -> None:
+        raw = objects.get(name.decode("ascii"))
+        if raw is None:
+            if self.optional:
+                return
+            raise BadArguments("argument %r is required" % name.decode("ascii"))
+        value = self.encode(raw)
+        count = max(1, -(-len(value) // CHUNK))
+        strings[name] = b"%d" % count
+        view = memoryview(value)
+        for index in range(count):
+            strings[b"%s.%d" % (name, index + 1)] = bytes(view[index * CHUNK:(index + 1) * CHUNK])
+
+    def fromBox(self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any) -> None:
+        if name not in strings and self.optional:
+            objects[name.decode("ascii")] = None
+            return
+        try:
+            count = int(strings[name])
+            chunks = [strings[b"%s.%d" % (name, i + 1)] for i in range(count)]
+        except (KeyError, ValueError) as e:
+            raise BadArguments("argument %r is not a valid chunked value" % name.decode("ascii", "replace")) from e
+        objects[name.decode("ascii")] = self.decode(b"".join(chunks))
+
+    def encode(self, value: Any) -> bytes:
+        if not isinstance(value, bytes):
+            raise TypeError("BigBytes needs bytes, not %s" % type(value).__name__)
+        return value
+
+    def decode(self, data: bytes) -> Any:
+        return data
+
+
+class BigJSON(BigBytes):
+    """A JSON value of any size."""
+
+    def encode(self, value: Any) -> bytes:
+        return value if isinstance(value, bytes) else serializer.dumps(value)
+
+    def decode(self, data: bytes) -> Any:
+        try:
+            return serializer.loads(data)
+        except ValueError as e:
+            raise BadArguments("not valid JSON: %s" % e) from e
+
+
+class OwnerArg(amp.Argument):
+    """A lock owner, as Ganeti's JSON C{[identifier, lock file, pid]}."""
+
+    def toString(self, inObject: Owner) -> bytes:
+        return serializer.dumps(inObject.to_wire())
+
+    def fromString(self, inString: bytes) -> Owner:
+        try:
+            return Owner.from_wire(serializer.loads(inString))
+        except ValueError as e:
+            raise BadArguments("owner is not valid JSON: %s" % e) from e
+
+
+#: Every error a command may answer with, and its code on the wire.
+ERRORS: dict[type[Exception], bytes] = {
+    BadArguments: b"BAD_ARGUMENTS",
+    UnknownEntity: b"UNKNOWN_ENTITY",
+    errors.PendingRequestError: b"PENDING_REQUEST",
+    errors.LockError: b"LOCK_ERROR",
+    errors.ConfigVerifyError: b"CONFIG_VERIFY_ERROR",
+    errors.ConfigurationError: b"CONFIGURATION_ERROR",
+    errors.OpPrereqError: b"PREREQ_ERROR",
+    InternalError: b"INTERNAL_ERROR",
+}
+
+
+class Command(amp.Command):
+    """A WConfD command: known errors mapped, bad arguments reported."""
+
+    errors = ERRORS
+
+    @classmethod
+    def parseArguments(cls, box: Any, protocol: Any) -> dict[str, Any]:
+        try:
+            return super().parseArguments(box, protocol)  # type: ignore[no-any-return]
+        except BadArguments as e:
+            raise BadArguments("%s: %s" % (cls.commandName.decode(), e)) from e
+        except KeyError as e:
+            raise BadArguments("%s: missing argument %s" % (cls.commandName.decode(), e)) from e
+        except (ValueError, TypeError, errors.GenericError) as e:
+            raise BadArguments("%s: %s" % (cls.commandName.decode(), e)) from e
+
+
+OWNER = (b"owner", OwnerArg())
+REQUEST = (b"request", JSON())
+RELEASE = (b"release", JSON(optional=True))
+
+# --- general ---------------------------------------------------------------
+
+
+class Echo(Command):
+    arguments = [(b"text", amp.Unicode())]
+    response = [(b"text", amp.Unicode())]
+
+
+# --- config reads ----------------------------------------------------------
+
+
+class ReadConfig(Command):
+    """The whole config.data as JSON bytes, with its serial number."""
+
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"config", BigBytes()), (b"serial_no", amp.Integer())]
+
+
+class ReadSerial(Command):
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"serial_no", amp.Integer())]
+
+
+class ReadCluster(Command):
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"cluster", BigJSON())]
+
+
+class ReadEntity(Command):
+    """One node, instance, nodegroup, network or disk, by uuid or name."""
+
+    arguments = [(b"kind", amp.Unicode()), (b"key", amp.Unicode())]
+    response = [(b"entity", BigJSON())]
+
+
+class VerifyConfig(Command):
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"problems", JSON())]
+
+
+class FlushConfig(Command):
+    """Return once config.data on disk holds every acknowledged change."""
+
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"serial_no", amp.Integer())]
+
+
+# --- config writes ---------------------------------------------------------
+
+
+class LockConfig(Command):
+    """Take the config lock (waiting for it) and return the config."""
+
+    arguments = [OWNER, (b"shared", amp.Boolean()), (b"timeout", amp.Float(optional=True))]
+    response = [(b"config", BigBytes()), (b"serial_no", amp.Integer())]
+
+
+class UnlockConfig(Command):
+    arguments = [OWNER]
+    response: list[tuple[bytes, amp.Argument]] = []
+
+
+class WriteConfig(Command):
+    """Replace the whole config; the owner must hold the config lock."""
+
+    arguments = [OWNER, (b"config", BigJSON()), RELEASE]
+    response = [(b"serial_no", amp.Integer())]
+
+
+class WriteConfigAndUnlock(WriteConfig):
+    """L{WriteConfig}, then release the config lock once durable."""
+
+
+class UpdateEntity(Command):
+    """Replace one entity (or the cluster) atomically.
+
+    The entity's C{serial_no} must equal the stored one; the owner must hold
+    the entity's lock.  Locks named in C{release} are released once the
+    change is durable.
+    """
+
+    arguments = [OWNER, (b"kind", amp.Unicode()), (b"entity", BigJSON()), RELEASE]
+    response = [(b"serial_no", amp.Integer()), (b"mtime", amp.Float()), (b"config_serial", amp.Integer())]
+
+
+class AddEntity(Command):
+    """Add a node, nodegroup, network or instance (with its disks)."""
+
+    arguments = [OWNER, (b"kind", amp.Unicode()), (b"entity", BigJSON()), (b"disks", BigJSON(optional=True)), RELEASE]
+    response = [(b"uuid", amp.Unicode()), (b"config_serial", amp.Integer())]
+
+
+class RemoveEntity(Command):
+    """Remove an entity; the owner must hold its lock exclusively."""
+
+    arguments = [OWNER, (b"kind", amp.Unicode()), (b"key", amp.Unicode()), RELEASE]
+    response = [(b"config_serial", amp.Integer())]
+
+
+# --- locks -----------------------------------------------------------------
+
+
+class ListLocks(Command):
+    arguments = [OWNER]
+    response = [(b"locks", JSON())]
+
+
+class ListAllLocks(Command):
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"locks", JSON())]
+
+
+class ListAllLocksOwners(Command):
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"locks", BigJSON())]
+
+
+class ListLocksWaitingStatus(Command):
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"status", BigJSON())]
+
+
+class TryUpdateLocks(Command):
+    arguments = [OWNER, REQUEST]
+    response = [(b"blockers", JSON())]
+
+
+class UpdateLocksWaiting(Command):
+    """Apply now or queue; a queued request is granted later with L{LocksGranted}."""
+
+    arguments = [OWNER, (b"priority", amp.Integer()), REQUEST]
+    response = [(b"blockers", JSON())]
+
+
+class HasPendingRequest(Command):
+    arguments = [OWNER]
+    response = [(b"pending", amp.Boolean())]
+
+
+class CancelPendingRequest(Command):
+    arguments = [OWNER]
+    response = [(b"cancelled", amp.Boolean())]
+
+
+class FreeLocks(Command):
+    arguments = [OWNER]
+    response: list[tuple[bytes, amp.Argument]] = []
+
+
+class FreeLocksLevel(Command):
+    arguments = [OWNER, (b"level", amp.Unicode())]
+    response: list[tuple[bytes, amp.Argument]] = []
+
+
+class DowngradeLocksLevel(Command):
+    arguments = [OWNER, (b"level", amp.Unicode())]
+    response: list[tuple[bytes, amp.Argument]] = []
+
+
+class IntersectLocks(Command):
+    arguments = [OWNER, (b"locks", JSON())]
+    response: list[tuple[bytes, amp.Argument]] = []
+
+
+class OpportunisticLockUnion(Command):
+    """Take what is free of C{request}; with a timeout, wait for at least C{count}."""
+
+    arguments = [
+        OWNER,
+        REQUEST,
+        (b"count", amp.Integer(optional=True)),
+        (b"timeout", amp.Float(optional=True)),
+    ]
+    response = [(b"acquired", JSON())]
+
+
+class GuardedOpportunisticLockUnion(OpportunisticLockUnion):
+    """Like L{OpportunisticLockUnion}, all-or-nothing below C{count}."""
+
+
+class AddLocks(Command):
+    """Create lock names and hold them exclusively (for entities being created)."""
+
+    arguments = [OWNER, (b"locks", JSON())]
+    response = [(b"blockers", JSON())]
+
+
+class CleanupLocks(Command):
+    """Run dead-owner detection now; answers the owners found dead."""
+
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"dead", JSON())]
+
+
+# --- pushed from WConfD to a client -----------------------------------------
+
+
+class LocksGranted(Command):
+    """A queued request of C{owner} has been granted."""
+
+    arguments = [OWNER]
+    response: list[tuple[bytes, amp.Argument]] = []
+    requiresAnswer = False

@@ -1,0 +1,258 @@
+"""WConfD's AMP protocol: one instance per connection, bytes <-> service calls.
+
+No policy here: each responder decodes, calls L{WConfdService} and encodes.
+Anything that goes wrong becomes an AMP error with a clear message and the
+connection stays open; unexpected failures are logged in full.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.protocols import amp
+from twisted.python.failure import Failure
+
+from ganeti import errors
+from ganeti.locking import Owner
+from ganeti.wconfd import commands as c
+from ganeti.wconfd.service import WConfdService
+
+def _run(coro: Awaitable[Any]) -> Deferred:
+    return ensureDeferred(coro)  # type: ignore[arg-type]
+
+
+class WConfdProtocol(amp.AMP):
+    log = Logger()
+
+    def __init__(self, service: WConfdService) -> None:
+        super().__init__()
+        self.service = service
+
+    # --- plumbing ---------------------------------------------------------
+    def locateResponder(self, name: bytes) -> Callable[[Any], Deferred] | None:
+        responder = super().locateResponder(name)
+        if responder is None:
+            return None
+
+        def guarded(box: Any) -> Deferred:
+            return maybeDeferred(responder, box).addErrback(self._unexpected, name)
+
+        return guarded
+
+    def _unexpected(self, failure: Failure, name: bytes) -> Failure:
+        if failure.check(amp.RemoteAmpError):
+            return failure
+        command = name.decode("ascii", "replace")
+        for cls, code in c.ERRORS.items():
+            if isinstance(failure.value, cls):
+                return Failure(amp.RemoteAmpError(code, str(failure.value)))
+        self.log.failure("{command} failed unexpectedly", failure, command=command)
+        return Failure(
+            amp.RemoteAmpError(b"INTERNAL_ERROR", "%s failed: %s: %s" % (command, failure.type.__name__, failure.value))
+        )
+
+    def connectionLost(self, reason: Failure) -> None:
+        self.service.detach(self)
+        super().connectionLost(reason)
+
+    def notify_granted(self, owner: Owner) -> None:
+        """Push L{c.LocksGranted} to the peer (no answer expected)."""
+        try:
+            self.callRemote(c.LocksGranted, owner=owner)
+        except Exception:  # the connection is closing: the owner can ask later
+            self.log.debug("could not tell {owner} of its grant", owner=owner.to_wire())
+
+    def _owner(self, owner: Owner) -> Owner:
+        self.service.check_owner(owner)
+        self.service.attach(owner, self)
+        return owner
+
+    # --- general and reads ---------------------------------------------------
+    @c.Echo.responder
+    def echo(self, text: str) -> dict[str, Any]:
+        return {"text": text}
+
+    @c.ReadConfig.responder
+    def read_config(self) -> dict[str, Any]:
+        data, serial = self.service.read_config()
+        return {"config": data, "serial_no": serial}
+
+    @c.ReadSerial.responder
+    def read_serial(self) -> dict[str, Any]:
+        return {"serial_no": self.service.config_store.serial_no}
+
+    @c.ReadCluster.responder
+    def read_cluster(self) -> dict[str, Any]:
+        return {"cluster": self.service.config_store.cluster.to_json()}
+
+    @c.ReadEntity.responder
+    def read_entity(self, kind: str, key: str) -> dict[str, Any]:
+        return {"entity": self.service.config_store.lookup(kind, key).to_json()}
+
+    @c.VerifyConfig.responder
+    def verify_config(self) -> dict[str, Any]:
+        return {"problems": self.service.config_store.verify()}
+
+    @c.FlushConfig.responder
+    def flush_config(self) -> Deferred:
+        return self.service.flush().addCallback(lambda serial: {"serial_no": serial})
+
+    # --- config writes -------------------------------------------------------
+    @c.LockConfig.responder
+    def lock_config(self, owner: Owner, shared: bool, timeout: float | None) -> Deferred:
+        async def go() -> dict[str, Any]:
+            data, serial = await self.service.lock_config(self._owner(owner), shared, timeout)
+            return {"config": data, "serial_no": serial}
+
+        return _run(go())
+
+    @c.UnlockConfig.responder
+    def unlock_config(self, owner: Owner) -> dict[str, Any]:
+        self.service.unlock_config(self._owner(owner))
+        return {}
+
+    @c.WriteConfig.responder
+    def write_config(self, owner: Owner, config: Any, release: list[str] | None) -> Deferred:
+        return self._write_config(owner, config, release, unlock=False)
+
+    @c.WriteConfigAndUnlock.responder
+    def write_config_and_unlock(self, owner: Owner, config: Any, release: list[str] | None) -> Deferred:
+        return self._write_config(owner, config, release, unlock=True)
+
+    def _write_config(self, owner: Owner, config: Any, release: list[str] | None, unlock: bool) -> Deferred:
+        async def go() -> dict[str, Any]:
+            serial = await self.service.write_config(self._owner(owner), config, _names(release), unlock)
+            return {"serial_no": serial}
+
+        return _run(go())
+
+    @c.UpdateEntity.responder
+    def update_entity(self, owner: Owner, kind: str, entity: Any, release: list[str] | None) -> Deferred:
+        async def go() -> dict[str, Any]:
+            stored, serial = await self.service.update_entity(self._owner(owner), kind, entity, _names(release))
+            return {"serial_no": stored.serial_no, "mtime": stored.mtime, "config_serial": serial}
+
+        return _run(go())
+
+    @c.AddEntity.responder
+    def add_entity(self, owner: Owner, kind: str, entity: Any, disks: Any, release: list[str] | None) -> Deferred:
+        async def go() -> dict[str, Any]:
+            if disks is not None and not isinstance(disks, list):
+                raise c.BadArguments("disks must be a list")
+            stored, serial = await self.service.add_entity(self._owner(owner), kind, entity, disks or [], _names(release))
+            return {"uuid": stored.uuid, "config_serial": serial}
+
+        return _run(go())
+
+    @c.RemoveEntity.responder
+    def remove_entity(self, owner: Owner, kind: str, key: str, release: list[str] | None) -> Deferred:
+        async def go() -> dict[str, Any]:
+            serial = await self.service.remove_entity(self._owner(owner), kind, key, _names(release))
+            return {"config_serial": serial}
+
+        return _run(go())
+
+    # --- locks ---------------------------------------------------------------
+    @c.ListLocks.responder
+    def list_locks(self, owner: Owner) -> dict[str, Any]:
+        return {"locks": [list(x) for x in self.service.locks.owned(owner)]}
+
+    @c.ListAllLocks.responder
+    def list_all_locks(self) -> dict[str, Any]:
+        return {"locks": self.service.locks.all_locks()}
+
+    @c.ListAllLocksOwners.responder
+    def list_all_locks_owners(self) -> dict[str, Any]:
+        return {"locks": _owners_wire(self.service.locks.all_owners())}
+
+    @c.ListLocksWaitingStatus.responder
+    def list_locks_waiting_status(self) -> dict[str, Any]:
+        locks = self.service.locks
+        pending = [[prio, owner.to_wire(), [list(r) for r in req]] for prio, owner, req in locks.pending()]
+        return {"status": [_owners_wire(locks.all_owners()), pending]}
+
+    @c.TryUpdateLocks.responder
+    def try_update_locks(self, owner: Owner, request: Any) -> dict[str, Any]:
+        blockers = self.service.try_update(self._owner(owner), request)
+        return {"blockers": [b.to_wire() for b in blockers]}
+
+    @c.UpdateLocksWaiting.responder
+    def update_locks_waiting(self, owner: Owner, priority: int, request: Any) -> dict[str, Any]:
+        blockers = self.service.update_waiting(self._owner(owner), priority, request)
+        return {"blockers": [b.to_wire() for b in blockers]}
+
+    @c.HasPendingRequest.responder
+    def has_pending_request(self, owner: Owner) -> dict[str, Any]:
+        return {"pending": self.service.locks.has_pending(owner)}
+
+    @c.CancelPendingRequest.responder
+    def cancel_pending_request(self, owner: Owner) -> dict[str, Any]:
+        return {"cancelled": bool(self.service.lock_call("cancel_pending", self._owner(owner)))}
+
+    @c.FreeLocks.responder
+    def free_locks(self, owner: Owner) -> dict[str, Any]:
+        self.service.lock_call("free", self._owner(owner))
+        return {}
+
+    @c.FreeLocksLevel.responder
+    def free_locks_level(self, owner: Owner, level: str) -> dict[str, Any]:
+        self.service.lock_call("free_level", self._owner(owner), level)
+        return {}
+
+    @c.DowngradeLocksLevel.responder
+    def downgrade_locks_level(self, owner: Owner, level: str) -> dict[str, Any]:
+        self.service.lock_call("downgrade_level", self._owner(owner), level)
+        return {}
+
+    @c.IntersectLocks.responder
+    def intersect_locks(self, owner: Owner, locks: Any) -> dict[str, Any]:
+        self.service.lock_call("intersect", self._owner(owner), _names(locks))
+        return {}
+
+    @c.OpportunisticLockUnion.responder
+    def opportunistic_lock_union(self, owner: Owner, request: Any, count: int | None, timeout: float | None) -> Deferred:
+        return self._opportunistic(owner, request, count, timeout, guarded=False)
+
+    @c.GuardedOpportunisticLockUnion.responder
+    def guarded_opportunistic_lock_union(
+        self, owner: Owner, request: Any, count: int | None, timeout: float | None
+    ) -> Deferred:
+        return self._opportunistic(owner, request, count, timeout, guarded=True)
+
+    def _opportunistic(self, owner: Owner, request: Any, count: int | None, timeout: float | None, guarded: bool) -> Deferred:
+        async def go() -> dict[str, Any]:
+            acquired = await self.service.opportunistic(self._owner(owner), request, count or 1, timeout, guarded)
+            return {"acquired": acquired}
+
+        return _run(go())
+
+    @c.AddLocks.responder
+    def add_locks(self, owner: Owner, locks: Any) -> dict[str, Any]:
+        blockers = self.service.lock_call("add_locks", self._owner(owner), _names(locks))
+        return {"blockers": [b.to_wire() for b in blockers]}
+
+    @c.CleanupLocks.responder
+    def cleanup_locks(self) -> dict[str, Any]:
+        return {"dead": [o.to_wire() for o in self.service.check_owners()]}
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise c.BadArguments("expected a list of lock names, got %r" % (value,))
+    return value
+
+
+def _owners_wire(all_owners: Any) -> list[Any]:
+    return [[lock, [[o.to_wire(), mode] for o, mode in holders]] for lock, holders in all_owners]
+
+
+def wconfd_factory(service: WConfdService) -> Factory:
+    return Factory.forProtocol(lambda: WConfdProtocol(service))
+
+
+__all__ = ["WConfdProtocol", "wconfd_factory", "errors"]

@@ -1,0 +1,506 @@
+"""WConfD's state and policy: config changes, locks, persistence, owners.
+
+The AMP protocol (L{ganeti.wconfd.protocol}) only translates calls into
+methods of L{WConfdService}; everything with timing or ordering lives here:
+
+  - a config change is applied in memory, its journal record is made
+    durable (group commit), and only then is it acknowledged and are the
+    locks named in C{release} freed: a restart never shows a released lock
+    whose change was lost;
+  - config.data is rewritten in the background from cached fragments,
+    coalescing bursts, and each new config.data goes to the distributor;
+  - every lock change is journalled before the answer goes out, and owners
+    whose queued requests were granted are told at once over their
+    connections (no polling);
+  - owners whose lock file is no longer locked are dead: their locks are
+    freed on a short timer and before a request waits for them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable
+
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
+from ganeti.objects import ConfigData
+from ganeti.wconfd.death import owner_is_dead
+from ganeti.wconfd.storage import IStorage
+from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
+
+#: priority of WConfD's own config-lock requests (more urgent than any job)
+CONFIG_LOCK_PRIORITY = -21
+
+Distributor = Callable[[bytes, int], Any]
+
+
+class RecordingDistributor:
+    """The default distributor: remembers what it was handed, sends nothing.
+
+    The node daemon's RPC replaces it with one that pushes config.data to
+    the master candidates.
+    """
+
+    log = Logger()
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, data: bytes, serial: int) -> None:
+        self.calls.append(serial)
+        self.log.debug("config serial {serial} ready for distribution ({size} bytes)", serial=serial, size=len(data))
+
+
+class WConfdService(Service):
+    """Owns the config store, the lock manager and their persistence."""
+
+    log = Logger()
+
+    def __init__(
+        self,
+        storage: IStorage,
+        clock: Any,
+        *,
+        owner_dirs: Iterable[str] = (),
+        distributor: Distributor | None = None,
+        death_interval: float = 0.25,
+        checkpoint_delay: float = 0.2,
+        lock_snapshot_interval: float = 5.0,
+        probe: Callable[[str], bool] = owner_is_dead,
+    ) -> None:
+        self.storage = storage
+        self.clock = clock
+        self.owner_dirs = tuple(os.path.realpath(d) + os.sep for d in owner_dirs)
+        self.distributor: Distributor = distributor or RecordingDistributor()
+        self.death_interval = death_interval
+        self.checkpoint_delay = checkpoint_delay
+        self.lock_snapshot_interval = lock_snapshot_interval
+        self.probe = probe
+        self.store: ConfigStore | None = None
+        self.locks = LockManager()
+        self._valid_owners: set[Owner] = set()
+        self._connections: dict[Owner, set[Any]] = {}
+        self._grant_waiters: dict[Owner, list[Deferred]] = {}
+        self._change_waiters: list[Deferred] = []
+        self._durable_serial = 0
+        self._flush_waiters: list[tuple[int, Deferred]] = []
+        self._checkpoint_call: Any = None
+        self._checkpointing = False
+        self._checkpoint_duration = 0.0
+        self._lock_snapshot_call: Any = None
+        self._distributing = False
+        self._next_distribution: tuple[bytes, int] | None = None
+        self._broken: str | None = None
+        self._death_loop: LoopingCall | None = None
+
+    # --- life cycle -------------------------------------------------------
+    def startService(self) -> None:
+        self.recover()
+        super().startService()
+        self._death_loop = LoopingCall(self.check_owners)
+        self._death_loop.clock = self.clock
+        self._death_loop.start(self.death_interval, now=True)
+
+    def stopService(self) -> Deferred:
+        super().stopService()
+        if self._death_loop is not None and self._death_loop.running:
+            self._death_loop.stop()
+        for call in (self._checkpoint_call, self._lock_snapshot_call):
+            if call is not None and call.active():
+                call.cancel()
+        self._checkpoint_call = self._lock_snapshot_call = None
+        d = self.flush() if self.store is not None and self._broken is None else succeed(None)
+
+        def finish(result: Any) -> Any:
+            try:
+                self.storage.write_locks(self.locks.to_data())
+            finally:
+                self.storage.close()
+            return result
+
+        return d.addBoth(finish)
+
+    def recover(self) -> None:
+        """Load config.data and locks.data, replay both journals."""
+        found = self.storage.load()
+        if found.config is None:
+            raise errors.ConfigurationError(
+                "no config.data found: initialise the cluster first "
+                "(or create one with 'ganeti-wconfd-client init-config')"
+            )
+        try:
+            config = ConfigData.from_json(found.config)
+        except (ValueError, TypeError) as e:
+            raise errors.ConfigurationError("config.data is not a valid configuration: %s" % e) from e
+        store = ConfigStore(config)
+        base = store.serial_no
+        replayed = 0
+        for record in found.records:
+            if record.get("s", 0) > store.serial_no:
+                store.replay(record)
+                replayed += 1
+        self.store = store
+        self.locks = LockManager.from_data(found.locks or [[], []], names=store.lock_names())
+        for line in found.lock_records:
+            owner = Owner.from_wire(line[0])
+            pending = None if line[2] is None else (line[2][0], [tuple(r) for r in line[2][1]])
+            self.locks.set_owner_state(owner, [tuple(h) for h in line[1]], pending)
+        self.locks.take_dirty()
+        self.locks.take_granted()
+        self.storage.write_locks(self.locks.to_data())
+        self._durable_serial = base
+        self.log.info(
+            "loaded config serial {base}, replayed {n} journalled changes (now serial {serial}); "
+            "{owners} lock owners",
+            base=base,
+            n=replayed,
+            serial=store.serial_no,
+            owners=len(self.locks.owners()),
+        )
+        if replayed or found.records:
+            self._run_checkpoint()
+
+    # --- owners and connections ------------------------------------------
+    def check_owner(self, owner: Owner) -> Owner:
+        """Refuse owners whose lock file lives outside the lock directories."""
+        if owner in self._valid_owners:
+            return owner
+        if self.owner_dirs:
+            real = os.path.realpath(owner.lockfile)
+            if not any(real.startswith(d) for d in self.owner_dirs):
+                raise errors.LockError(
+                    "lock file %r is not under %s" % (owner.lockfile, " or ".join(d.rstrip(os.sep) for d in self.owner_dirs))
+                )
+        self._valid_owners.add(owner)
+        return owner
+
+    def attach(self, owner: Owner, connection: Any) -> None:
+        """Remember that C{connection} speaks for C{owner} (for pushes)."""
+        self._connections.setdefault(owner, set()).add(connection)
+
+    def detach(self, connection: Any) -> None:
+        for owner in [o for o, conns in self._connections.items() if connection in conns]:
+            conns = self._connections[owner]
+            conns.discard(connection)
+            if not conns:
+                del self._connections[owner]
+
+    def check_owners(self, owners: Iterable[Owner] | None = None) -> list[Owner]:
+        """Free the locks of owners whose process died; returns them."""
+        candidates = list(self.locks.owners() if owners is None else owners)
+        dead = [o for o in candidates if self.probe(o.lockfile)]
+        for owner in dead:
+            self.log.info("owner {owner} is dead: freeing its locks", owner=owner.to_wire())
+            self.locks.free(owner)
+            self._valid_owners.discard(owner)
+            self._fail_grant_waiters(owner, errors.LockError("owner %s died" % (owner.to_wire(),)))
+            if self._may_delete(owner.lockfile):
+                try:
+                    os.unlink(owner.lockfile)
+                except OSError:
+                    pass
+        if dead:
+            self._locks_changed()
+        return dead
+
+    def _may_delete(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return bool(self.owner_dirs) and any(real.startswith(d) for d in self.owner_dirs)
+
+    # --- lock operations ---------------------------------------------------
+    def lock_call(self, method: str, owner: Owner | None, *args: Any) -> Any:
+        """Run one lock-manager method, then persist and notify."""
+        if owner is not None:
+            self.check_owner(owner)
+            args = (owner,) + args
+        try:
+            return getattr(self.locks, method)(*args)
+        finally:
+            self._locks_changed()
+
+    def try_update(self, owner: Owner, request: list[Any]) -> list[Owner]:
+        blockers = self.lock_call("try_update", owner, request)
+        if blockers and self.check_owners(blockers):
+            blockers = self.lock_call("try_update", owner, request)
+        return blockers  # type: ignore[no-any-return]
+
+    def update_waiting(self, owner: Owner, priority: int, request: list[Any]) -> list[Owner]:
+        blockers = self.lock_call("update_waiting", owner, priority, request)
+        if blockers and self.check_owners(blockers):
+            blockers = self.locks.blockers_of(owner) if self.locks.has_pending(owner) else []
+        return blockers  # type: ignore[no-any-return]
+
+    async def acquire(self, owner: Owner, priority: int, request: list[Any], timeout: float | None) -> None:
+        """Wait (pushed, not polled) until C{request} is granted, or time out."""
+        waiter = self._grant_waiter(owner)
+        if not self.update_waiting(owner, priority, request):
+            self._drop_grant_waiter(owner, waiter)
+            return
+        try:
+            await self._with_timeout(waiter, timeout)
+        except CancelledError:
+            self._drop_grant_waiter(owner, waiter)
+            if self.lock_call("cancel_pending", owner):
+                raise errors.LockError("timed out after %ss waiting for %s" % (timeout, _names(request))) from None
+
+    async def opportunistic(
+        self, owner: Owner, request: list[Any], count: int, timeout: float | None, guarded: bool
+    ) -> list[str]:
+        """Take what is free; with a timeout, wait for changes until C{count}."""
+        deadline = None if not timeout else self.clock.seconds() + timeout
+        count = max(count, 1)
+        acquired: list[str] = []
+        while True:
+            if guarded:
+                acquired = self.lock_call("guarded_opportunistic_union", owner, count, request)
+            else:
+                acquired.extend(self.lock_call("opportunistic_union", owner, request))
+            if len(acquired) >= count or deadline is None:
+                return acquired
+            remaining = deadline - self.clock.seconds()
+            if remaining <= 0:
+                return acquired
+            change: Deferred = Deferred()
+            self._change_waiters.append(change)
+            try:
+                await self._with_timeout(change, remaining)
+            except CancelledError:
+                pass
+
+    def _locks_changed(self) -> None:
+        for owner in self.locks.take_dirty():
+            holdings, pending = self.locks.owner_state(owner)
+            line = [owner.to_wire(), [list(h) for h in holdings], None if pending is None else [pending[0], [list(r) for r in pending[1]]]]
+            self.storage.append_locks(line)
+            if self._lock_snapshot_call is None:
+                self._lock_snapshot_call = self.clock.callLater(self.lock_snapshot_interval, self._snapshot_locks)
+        for owner in self.locks.take_granted():
+            for connection in list(self._connections.get(owner, ())):
+                connection.notify_granted(owner)
+            for waiter in self._grant_waiters.pop(owner, []):
+                waiter.callback(None)
+        waiters, self._change_waiters = self._change_waiters, []
+        for waiter in waiters:
+            if not waiter.called:
+                waiter.callback(None)
+
+    def _snapshot_locks(self) -> None:
+        self._lock_snapshot_call = None
+        try:
+            self.storage.write_locks(self.locks.to_data())
+        except OSError:
+            self.log.failure("cannot write locks.data")
+
+    def _grant_waiter(self, owner: Owner) -> Deferred:
+        d: Deferred = Deferred()
+        self._grant_waiters.setdefault(owner, []).append(d)
+        return d
+
+    def _drop_grant_waiter(self, owner: Owner, waiter: Deferred) -> None:
+        waiters = self._grant_waiters.get(owner, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+        if not waiters:
+            self._grant_waiters.pop(owner, None)
+
+    def _fail_grant_waiters(self, owner: Owner, exc: Exception) -> None:
+        for waiter in self._grant_waiters.pop(owner, []):
+            waiter.errback(exc)
+
+    async def _with_timeout(self, d: Deferred, timeout: float | None) -> Any:
+        if timeout is None:
+            return await d
+        d.addTimeout(timeout, self.clock)
+        return await d
+
+    def _holds(self, owner: Owner, name: str, exclusive: bool) -> bool:
+        for held, mode in self.locks.owned(owner):
+            if held == name:
+                return mode == EXCLUSIVE or not exclusive
+        return False
+
+    def _require(self, owner: Owner, name: str, exclusive: bool = True) -> None:
+        group = name.split("/", 1)[0] + "/[lockset]"
+        if self._holds(owner, name, exclusive) or self._holds(owner, group, exclusive):
+            return
+        raise errors.LockError(
+            "owner %s must hold %s%s to change it" % (owner.to_wire()[0], name, " exclusively" if exclusive else "")
+        )
+
+    # --- config reads ------------------------------------------------------
+    @property
+    def config_store(self) -> ConfigStore:
+        if self.store is None:
+            raise errors.ConfigurationError("WConfD has not loaded its configuration yet")
+        return self.store
+
+    def read_config(self) -> tuple[bytes, int]:
+        store = self.config_store
+        return store.snapshot(), store.serial_no
+
+    # --- config changes ----------------------------------------------------
+    async def lock_config(self, owner: Owner, shared: bool, timeout: float | None) -> tuple[bytes, int]:
+        await self.acquire(owner, CONFIG_LOCK_PRIORITY, [(CONFIG_LOCK, SHARED if shared else EXCLUSIVE)], timeout)
+        return self.read_config()
+
+    def unlock_config(self, owner: Owner) -> None:
+        self.lock_call("try_update", owner, [(CONFIG_LOCK, "release")])
+
+    async def write_config(self, owner: Owner, data: Any, release: list[str], unlock: bool) -> int:
+        self._writable()
+        self.check_owner(owner)
+        if not self._holds(owner, CONFIG_LOCK, exclusive=True):
+            raise errors.LockError("writing the whole config needs the config lock held exclusively (LockConfig)")
+        try:
+            config = ConfigData.from_dict(data)
+        except (TypeError, ValueError) as e:
+            raise errors.ConfigurationError("malformed configuration: %s" % e) from e
+        store = self.config_store
+        before = set(store.lock_names())
+        store.replace(config)
+        after = set(store.lock_names())
+        self.locks.add_names(after - before)
+        self.locks.remove_names(before - after)
+        await self.flush()
+        self._release(owner, list(release) + ([CONFIG_LOCK] if unlock else []))
+        return store.serial_no
+
+    async def update_entity(self, owner: Owner, kind: str, data: Any, release: list[str]) -> tuple[Any, int]:
+        self._writable()
+        self.check_owner(owner)
+        store = self.config_store
+        if not isinstance(data, dict):
+            raise errors.ConfigurationError("the %s must be a JSON object" % kind)
+        if kind == "cluster":
+            self._require(owner, "cluster/BGL", exclusive=False)
+        else:
+            current = store.lookup(kind, data.get("uuid") or "")
+            self._require(owner, lock_name(kind, current))
+            old_names = entity_lock_names(kind, current)
+        stored, record = store.update(kind, data)
+        if kind != "cluster":
+            new_names = entity_lock_names(kind, stored)
+            if new_names != old_names:
+                self.locks.add_names(new_names)
+                self.locks.remove_names([n for n in old_names if n not in new_names])
+        await self._commit(record)
+        self._release(owner, release)
+        return stored, store.serial_no
+
+    async def add_entity(self, owner: Owner, kind: str, data: Any, disks: list[Any], release: list[str]) -> tuple[Any, int]:
+        self._writable()
+        self.check_owner(owner)
+        store = self.config_store
+        stored, record = store.add(kind, data, disks or ())
+        self.locks.add_names(entity_lock_names(kind, stored))
+        await self._commit(record)
+        self._release(owner, release)
+        return stored, store.serial_no
+
+    async def remove_entity(self, owner: Owner, kind: str, key: str, release: list[str]) -> int:
+        self._writable()
+        self.check_owner(owner)
+        store = self.config_store
+        current = store.lookup(kind, key)
+        self._require(owner, lock_name(kind, current))
+        removed, record = store.remove(kind, key)
+        self.locks.remove_names(entity_lock_names(kind, removed))
+        await self._commit(record)
+        self._release(owner, release)
+        return store.serial_no
+
+    def _release(self, owner: Owner, names: Iterable[str]) -> None:
+        names = list(names)
+        if names:
+            self.lock_call("try_update", owner, [(name, "release") for name in names])
+
+    def _writable(self) -> None:
+        if self._broken is not None:
+            raise errors.ConfigurationError("WConfD cannot write its state (%s); restart it" % self._broken)
+
+    async def _commit(self, record: dict[str, Any]) -> None:
+        try:
+            await self.storage.append(record)
+        except Exception as e:
+            self._broken = str(e)
+            self.log.critical("journal write failed, refusing further changes: {e}", e=e)
+            raise errors.ConfigurationError("change not saved: %s" % e) from e
+        self._schedule_checkpoint()
+
+    # --- checkpoints, flush, distribution ----------------------------------
+    def _schedule_checkpoint(self) -> None:
+        if self._checkpoint_call is not None or self._checkpointing:
+            return
+        delay = max(self.checkpoint_delay, 3 * self._checkpoint_duration)
+        self._checkpoint_call = self.clock.callLater(delay, self._run_checkpoint)
+
+    def _run_checkpoint(self) -> Deferred:
+        if self._checkpoint_call is not None and self._checkpoint_call.active():
+            self._checkpoint_call.cancel()
+        self._checkpoint_call = None
+        self._checkpointing = True
+        store = self.config_store
+        serial, data = store.serial_no, store.snapshot()
+        started = self.clock.seconds()
+        self.storage.begin_checkpoint()
+        d = self.storage.write_config(data)
+        d.addCallback(lambda _: self.storage.end_checkpoint())
+
+        def written(_: Any) -> None:
+            self._checkpoint_duration = self.clock.seconds() - started
+            self._durable_serial = max(self._durable_serial, serial)
+            self._distribute(data, serial)
+
+        def failed(failure: Any) -> None:
+            self.log.failure("cannot write config.data (will retry)", failure)
+
+        def done(_: Any) -> None:
+            self._checkpointing = False
+            ready = [(s, w) for s, w in self._flush_waiters if s <= self._durable_serial]
+            self._flush_waiters = [(s, w) for s, w in self._flush_waiters if s > self._durable_serial]
+            for _s, waiter in ready:
+                waiter.callback(self._durable_serial)
+            if self._flush_waiters:
+                self._run_checkpoint()
+            elif self.config_store.serial_no > self._durable_serial:
+                self._schedule_checkpoint()
+
+        d.addCallbacks(written, failed)
+        d.addCallback(done)
+        return d
+
+    def flush(self) -> Deferred:
+        """Fires with the serial once config.data holds every change so far."""
+        target = self.config_store.serial_no
+        if self._durable_serial >= target:
+            return succeed(self._durable_serial)
+        waiter: Deferred = Deferred()
+        self._flush_waiters.append((target, waiter))
+        if not self._checkpointing:
+            self._run_checkpoint()
+        return waiter
+
+    def _distribute(self, data: bytes, serial: int) -> None:
+        if self._distributing:
+            self._next_distribution = (data, serial)
+            return
+        self._distributing = True
+        d = maybeDeferred(self.distributor, data, serial)
+        d.addErrback(lambda f: self.log.failure("distributing config serial {serial} failed", f, serial=serial))
+
+        def next_one(_: Any) -> None:
+            self._distributing = False
+            pending, self._next_distribution = self._next_distribution, None
+            if pending is not None:
+                self._distribute(*pending)
+
+        d.addCallback(next_one)
+
+
+def _names(request: list[Any]) -> str:
+    return ", ".join(str(r[0]) for r in request)

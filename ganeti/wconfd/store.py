@@ -1,0 +1,402 @@
+"""The configuration as WConfD holds it: entity maps, indexes, cached JSON.
+
+Pure: no Twisted, no I/O.  Every change returns a journal record (a dict)
+that the service makes durable before it acknowledges the change; replaying
+the records on top of the config.data they followed gives the same state.
+
+Costs are per entity, not per config: a change checks only the references
+of the entity it touches (through name and usage indexes), re-encodes only
+that entity, and the full config.data bytes are rebuilt lazily from cached
+per-entity fragments the next time somebody reads the whole config.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import attrs
+
+from ganeti import errors, serializer
+from ganeti.config import verify as config_verify
+from ganeti.objects import KINDS, Cluster, ConfigData, ConfigObject, Disk, Instance, Node, new_uuid, now
+
+#: kinds whose names must be unique, and that can be looked up by name
+NAMED = ("node", "nodegroup", "instance", "network")
+#: top-level keys of config.data in the order they are written
+_MAP_ORDER = ("nodes", "nodegroups", "instances", "networks", "disks")
+_KIND_OF_MAP = {key: kind for kind, (_cls, key) in KINDS.items()}
+
+
+class UnknownEntity(errors.ConfigurationError):
+    """No such entity (the AMP layer maps this to its own code)."""
+
+
+def lock_name(kind: str, obj: ConfigObject) -> str:
+    """The lock that guards changes to C{obj}."""
+    if kind == "cluster":
+        return "cluster/BGL"
+    if kind == "instance":
+        return "instance/%s" % obj.name  # type: ignore[attr-defined]
+    return "%s/%s" % (kind, obj.uuid)  # type: ignore[attr-defined]
+
+
+def entity_lock_names(kind: str, obj: ConfigObject) -> list[str]:
+    """Lock names that exist because C{obj} exists."""
+    if kind == "node":
+        return ["node/%s" % obj.uuid, "node-res/%s" % obj.uuid]  # type: ignore[attr-defined]
+    if kind in ("instance", "nodegroup", "network"):
+        return [lock_name(kind, obj)]
+    return []
+
+
+class ConfigStore:
+    """The live configuration, with per-entity change operations."""
+
+    def __init__(self, config: ConfigData) -> None:
+        self._load(config)
+
+    # --- construction -----------------------------------------------------
+    def _load(self, config: ConfigData) -> None:
+        self.version = config.version
+        self.cluster: Cluster = config.cluster
+        self.filters = dict(config.filters)
+        self.extra = dict(config.extra)
+        self.serial_no = config.serial_no if isinstance(config.serial_no, int) else 1
+        self.ctime = config.ctime
+        self.mtime = config.mtime
+        self.maps: dict[str, dict[str, Any]] = {kind: dict(getattr(config, key)) for kind, (_c, key) in KINDS.items()}
+        self._names: dict[str, dict[str, str]] = {kind: {} for kind in NAMED}
+        for kind in NAMED:
+            for uuid, obj in self.maps[kind].items():
+                if obj.name is not None:
+                    self._names[kind][obj.name] = uuid
+        self._disk_owner: dict[str, str] = {}
+        self._node_instances: dict[str, set[str]] = {}
+        for uuid, inst in self.maps["instance"].items():
+            self._index_instance(uuid, inst)
+        self._group_nodes: dict[str, set[str]] = {}
+        for uuid, node in self.maps["node"].items():
+            self._group_nodes.setdefault(node.group, set()).add(uuid)
+        self._fragments: dict[str, dict[str, bytes]] = {
+            kind: {uuid: _pair(uuid, obj) for uuid, obj in items.items()} for kind, items in self.maps.items()
+        }
+        self._joined: dict[str, bytes | None] = {kind: None for kind in self.maps}
+        self._cluster_bytes = self.cluster.to_json()
+        self._cache: bytes | None = None
+
+    def _index_instance(self, uuid: str, inst: Instance) -> None:
+        for disk in inst.disks:
+            self._disk_owner[disk] = uuid
+        if inst.primary_node:
+            self._node_instances.setdefault(inst.primary_node, set()).add(uuid)
+
+    def _unindex_instance(self, uuid: str, inst: Instance) -> None:
+        for disk in inst.disks:
+            if self._disk_owner.get(disk) == uuid:
+                del self._disk_owner[disk]
+        if inst.primary_node:
+            self._node_instances.get(inst.primary_node, set()).discard(uuid)
+
+    # --- reads ------------------------------------------------------------
+    def config(self) -> ConfigData:
+        """A snapshot as records (records are immutable, the maps are copies)."""
+        return ConfigData(
+            version=self.version,
+            cluster=self.cluster,
+            filters=dict(self.filters),
+            ctime=self.ctime,
+            mtime=self.mtime,
+            serial_no=self.serial_no,
+            extra=dict(self.extra),
+            **{key: dict(self.maps[kind]) for kind, (_c, key) in KINDS.items()},
+        )
+
+    def snapshot(self) -> bytes:
+        """config.data as bytes; cached until the next change."""
+        if self._cache is None:
+            parts = [b'"version":' + serializer.dumps(self.version), b'"cluster":' + self._cluster_bytes]
+            for key in _MAP_ORDER:
+                kind = _KIND_OF_MAP[key]
+                joined = self._joined[kind]
+                if joined is None:
+                    joined = self._joined[kind] = b",".join(self._fragments[kind].values())
+                parts.append(b'"%s":{%s}' % (key.encode(), joined))
+            parts.append(b'"filters":' + serializer.dumps(self.filters))
+            for key in ("ctime", "mtime"):
+                value = getattr(self, key)
+                if value is not None:
+                    parts.append(b'"%s":%s' % (key.encode(), serializer.dumps(value)))
+            parts.append(b'"serial_no":%d' % self.serial_no)
+            for key, value in self.extra.items():
+                parts.append(serializer.dumps(key) + b":" + serializer.dumps(value))
+            self._cache = b"{" + b",".join(parts) + b"}"
+        return self._cache
+
+    def lookup(self, kind: str, key: str) -> Any:
+        """The entity of C{kind} with uuid or name C{key}."""
+        if kind == "cluster":
+            return self.cluster
+        items = self._map(kind)
+        found = items.get(key)
+        if found is None and kind in NAMED:
+            uuid = self._names[kind].get(key)
+            found = items.get(uuid) if uuid else None
+        if found is None:
+            raise UnknownEntity("%s %r is not known" % (_label(kind), key))
+        return found
+
+    def lock_names(self) -> list[str]:
+        """Every lock name the current entities give rise to."""
+        names: list[str] = []
+        for kind in ("instance", "nodegroup", "node", "network"):
+            for obj in self.maps[kind].values():
+                names.extend(entity_lock_names(kind, obj))
+        return names
+
+    def verify(self) -> list[str]:
+        return config_verify.verify(self.config())
+
+    def _map(self, kind: str) -> dict[str, Any]:
+        try:
+            return self.maps[kind]
+        except KeyError:
+            raise errors.ConfigurationError(
+                "unknown kind %r (expected one of cluster, %s)" % (kind, ", ".join(sorted(self.maps)))
+            ) from None
+
+    # --- changes ----------------------------------------------------------
+    def update(self, kind: str, data: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Replace an existing entity with C{data}; returns (stored, record).
+
+        C{data["serial_no"]} must equal the stored serial: a writer that read
+        an older version gets an error instead of losing someone's change.
+        """
+        obj = _decode(kind, data)
+        if kind == "cluster":
+            current: Any = self.cluster
+        else:
+            if not obj.uuid:
+                raise errors.ConfigurationError("%s has no uuid" % _label(kind))
+            current = self.lookup(kind, obj.uuid)
+        if obj.serial_no != current.serial_no:
+            raise errors.ConfigurationError(
+                "%s %s was changed since it was read (serial %s, now %s)"
+                % (_label(kind), _describe(current), obj.serial_no, current.serial_no)
+            )
+        when = now()
+        stored = attrs.evolve(obj.touched(when), ctime=current.ctime)
+        self._check(kind, stored, current)
+        record = self._record(when, [(kind, stored)])
+        self._apply(kind, stored.uuid if kind != "cluster" else None, stored)
+        return stored, record
+
+    def add(self, kind: str, data: dict[str, Any], disks: Iterable[dict[str, Any]] = ()) -> tuple[Any, dict[str, Any]]:
+        """Add a new entity (an instance together with its disks)."""
+        if kind in ("cluster", "disk"):
+            raise errors.ConfigurationError("cannot add a %s on its own" % _label(kind))
+        obj = _decode(kind, data)
+        when = now()
+        stamp = {"serial_no": 1, "ctime": when, "mtime": when}
+        obj = attrs.evolve(obj, uuid=obj.uuid or new_uuid(), **stamp)
+        if obj.uuid in self._map(kind):
+            raise errors.ConfigurationError("%s uuid %s is already in use" % (_label(kind), obj.uuid))
+        new_disks = [attrs.evolve(d, uuid=d.uuid or new_uuid(), **stamp) for d in (_decode("disk", x) for x in disks)]
+        if new_disks:
+            if kind != "instance":
+                raise errors.ConfigurationError("only instances come with disks")
+            if obj.disks and [d.uuid for d in new_disks] != list(obj.disks):
+                raise errors.ConfigurationError("the instance's disk list does not match the disks given")
+            obj = attrs.evolve(obj, disks=[d.uuid for d in new_disks])
+        for disk in new_disks:
+            if disk.uuid in self.maps["disk"]:
+                raise errors.ConfigurationError("disk uuid %s is already in use" % disk.uuid)
+            self._check("disk", disk, None)
+        if kind == "instance":
+            self._check_instance(obj, None, extra_disks={d.uuid for d in new_disks})
+        else:
+            self._check(kind, obj, None)
+        changes: list[tuple[str, Any]] = [("disk", d) for d in new_disks] + [(kind, obj)]
+        record = self._record(when, changes)
+        for change_kind, item in changes:
+            self._apply(change_kind, item.uuid, item)
+        return obj, record
+
+    def remove(self, kind: str, key: str) -> tuple[Any, dict[str, Any]]:
+        """Remove an entity (an instance with its disks)."""
+        if kind in ("cluster", "disk"):
+            raise errors.ConfigurationError("cannot remove a %s on its own" % _label(kind))
+        obj = self.lookup(kind, key)
+        uuid = obj.uuid
+        if kind == "node":
+            if uuid == self.cluster.master_node:
+                raise errors.ConfigurationError("node %s is the master node" % obj.name)
+            users = self._node_instances.get(uuid) or set()
+            if users:
+                raise errors.ConfigurationError(
+                    "node %s still has instances: %s"
+                    % (obj.name, ", ".join(sorted(self.maps["instance"][u].name for u in users)))
+                )
+            if any(uuid in d.nodes for d in self.maps["disk"].values()):
+                raise errors.ConfigurationError("node %s still holds disks" % obj.name)
+        elif kind == "nodegroup":
+            if self._group_nodes.get(uuid):
+                raise errors.ConfigurationError("node group %s still has nodes" % obj.name)
+            if len(self.maps["nodegroup"]) == 1:
+                raise errors.ConfigurationError("node group %s is the last one" % obj.name)
+        elif kind == "network":
+            for inst in self.maps["instance"].values():
+                if any(nic.network == uuid for nic in inst.nics):
+                    raise errors.ConfigurationError("network %s is used by instance %s" % (obj.name, inst.name))
+        when = now()
+        changes: list[tuple[str, Any]] = [(kind, None)]
+        uuids = [uuid]
+        if kind == "instance":
+            changes += [("disk", None) for _ in obj.disks]
+            uuids += list(obj.disks)
+        record = {"s": self.serial_no + 1, "t": when, "c": [[k, u, None] for (k, _o), u in zip(changes, uuids)]}
+        for (change_kind, _none), item_uuid in zip(changes, uuids):
+            self._apply(change_kind, item_uuid, None)
+        self._bump(when)
+        return obj, record
+
+    def replace(self, config: ConfigData) -> None:
+        """Replace everything (a whole-config write); verified first."""
+        problems = config_verify.verify(config)
+        if problems:
+            raise errors.ConfigVerifyError("Configuration verification failed", problems)
+        when = now()
+        self._load(attrs.evolve(config, serial_no=max(self.serial_no, config.serial_no or 0) + 1, mtime=when))
+
+    def replay(self, record: dict[str, Any]) -> None:
+        """Apply a journal record written by L{update}, L{add} or L{remove}."""
+        for kind, uuid, data in record["c"]:
+            obj = None if data is None else _decode(kind, data)
+            self._apply(kind, uuid, obj)
+        self.serial_no = record["s"]
+        self.mtime = record["t"]
+        self._cache = None
+
+    # --- internals --------------------------------------------------------
+    def _record(self, when: float, changes: list[tuple[str, Any]]) -> dict[str, Any]:
+        self._bump(when)
+        return {"s": self.serial_no, "t": when, "c": [[k, o.uuid, o.to_dict()] for k, o in changes]}
+
+    def _bump(self, when: float) -> None:
+        self.serial_no += 1
+        self.mtime = when
+        self._cache = None
+
+    def _apply(self, kind: str, uuid: str | None, obj: Any) -> None:
+        if kind == "cluster":
+            self.cluster = obj
+            self._cluster_bytes = obj.to_json()
+            self._cache = None
+            return
+        assert uuid is not None
+        items = self.maps[kind]
+        old = items.get(uuid)
+        if old is not None:
+            if kind in NAMED and self._names[kind].get(old.name) == uuid:
+                del self._names[kind][old.name]
+            if kind == "instance":
+                self._unindex_instance(uuid, old)
+            elif kind == "node":
+                self._group_nodes.get(old.group, set()).discard(uuid)
+        if obj is None:
+            items.pop(uuid, None)
+            self._fragments[kind].pop(uuid, None)
+        else:
+            items[uuid] = obj
+            self._fragments[kind][uuid] = _pair(uuid, obj)
+            if kind in NAMED and obj.name is not None:
+                self._names[kind][obj.name] = uuid
+            if kind == "instance":
+                self._index_instance(uuid, obj)
+            elif kind == "node":
+                self._group_nodes.setdefault(obj.group, set()).add(uuid)
+        self._joined[kind] = None
+        self._cache = None
+
+    def _check(self, kind: str, obj: Any, current: Any) -> None:
+        """Reference and uniqueness checks for one entity (O(1) each)."""
+        if kind == "instance":
+            self._check_instance(obj, current)
+            return
+        problems: list[str] = []
+        if kind in NAMED:
+            self._check_name(kind, obj, problems)
+        if kind == "node":
+            if obj.group not in self.maps["nodegroup"]:
+                problems.append("node %s: node group %r does not exist" % (obj.name, obj.group))
+            if obj.uuid == self.cluster.master_node and obj.offline:
+                problems.append("node %s is the master node and cannot be offline" % obj.name)
+        elif kind == "disk":
+            for node in obj.nodes:
+                if node not in self.maps["node"]:
+                    problems.append("disk %s: node %r does not exist" % (obj.uuid, node))
+        elif kind == "cluster":
+            if obj.master_node not in self.maps["node"]:
+                problems.append("cluster: master node %r does not exist" % obj.master_node)
+        _raise_if(problems)
+
+    def _check_instance(self, obj: Instance, current: Instance | None, extra_disks: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        problems: list[str] = []
+        self._check_name("instance", obj, problems)
+        if obj.primary_node not in self.maps["node"]:
+            problems.append("instance %s: primary node %r does not exist" % (obj.name, obj.primary_node))
+        seen: set[str] = set()
+        for disk in obj.disks:
+            if disk in seen:
+                problems.append("instance %s: disk %s is listed twice" % (obj.name, disk))
+            seen.add(disk)
+            if disk not in self.maps["disk"] and disk not in extra_disks:
+                problems.append("instance %s: disk %s does not exist" % (obj.name, disk))
+            owner = self._disk_owner.get(disk)
+            if owner is not None and owner != obj.uuid:
+                problems.append(
+                    "instance %s: disk %s belongs to instance %s" % (obj.name, disk, self.maps["instance"][owner].name)
+                )
+        for nic in obj.nics:
+            if nic.network is not None and nic.network not in self.maps["network"]:
+                problems.append("instance %s: network %r does not exist" % (obj.name, nic.network))
+        _raise_if(problems)
+
+    def _check_name(self, kind: str, obj: Any, problems: list[str]) -> None:
+        if not obj.name or not isinstance(obj.name, str):
+            problems.append("%s %s has no name" % (_label(kind), obj.uuid))
+            return
+        holder = self._names[kind].get(obj.name)
+        if holder is not None and holder != obj.uuid:
+            problems.append("%s name %r is already used by %s" % (_label(kind), obj.name, holder))
+
+
+def _decode(kind: str, data: Any) -> Any:
+    cls = Cluster if kind == "cluster" else KINDS[kind][0] if kind in KINDS else None
+    if cls is None:
+        raise errors.ConfigurationError("unknown kind %r" % kind)
+    if isinstance(data, ConfigObject):
+        return data
+    try:
+        return cls.from_dict(data)
+    except (TypeError, ValueError) as e:
+        raise errors.ConfigurationError("malformed %s: %s" % (_label(kind), e)) from e
+
+
+def _pair(uuid: str, obj: ConfigObject) -> bytes:
+    return serializer.dumps(uuid) + b":" + obj.to_json()
+
+
+def _label(kind: str) -> str:
+    return {"nodegroup": "node group"}.get(kind, kind)
+
+
+def _describe(obj: Any) -> str:
+    return getattr(obj, "name", None) or getattr(obj, "cluster_name", None) or getattr(obj, "uuid", "?")
+
+
+def _raise_if(problems: list[str]) -> None:
+    if problems:
+        raise errors.ConfigVerifyError("Configuration verification failed", problems)
+
+
+__all__ = ["ConfigStore", "UnknownEntity", "lock_name", "entity_lock_names", "Node", "Disk"]

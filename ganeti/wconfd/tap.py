@@ -1,0 +1,92 @@
+"""C{twistd ganeti-wconfd}: options and the composition root.
+
+Run in the foreground with C{twistd -n ganeti-wconfd --root DIR} (or
+C{twist ganeti-wconfd --root DIR}).  The socket defaults to
+C{ROOT/var/run/ganeti/socket/ganeti-wconfd}, mode 0600.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.application.service import IService, MultiService, Service
+from twisted.internet.endpoints import serverFromString
+from twisted.python import usage
+
+from ganeti.daemon import lock_pid_file, write_pid
+from ganeti.paths import Paths
+from ganeti.wconfd.protocol import wconfd_factory
+from ganeti.wconfd.service import WConfdService
+from ganeti.wconfd.storage import FileStorage
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise ValueError("must be positive")
+    return number
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = (
+        "WConfD owns the cluster configuration (config.data) and the lock "
+        "manager of the master node.  Job processes and LuxiD talk to it over "
+        "AMP on a Unix socket."
+    )
+    optParameters = [
+        ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
+        ["socket-mode", None, 0o600, "Permissions of the Unix socket, octal (default 600).", lambda v: int(v, 8)],
+        ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", _positive],
+        ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", _positive],
+    ]
+
+    def opt_listen(self, description: str) -> None:
+        """Endpoint string to listen on (repeatable); default: the WConfD socket."""
+        self.setdefault("listen", []).append(description)
+
+    def postOptions(self) -> None:
+        self["paths"] = Paths.from_option(self["root"])
+        if not self.get("listen"):
+            path = self["paths"].wconfd_socket
+            self["listen"] = ["unix:%s:mode=%o:lockfile=1" % (path.replace(":", r"\:"), self["socket-mode"])]
+
+
+def makeService(options: Options, reactor: Any = None) -> IService:
+    if reactor is None:
+        from twisted.internet import reactor
+    paths: Paths = options["paths"]
+    paths.ensure_dirs()
+    if not os.path.exists(paths.config_data):
+        raise SystemExit(
+            "ganeti-wconfd: no configuration at %s; initialise the cluster first "
+            "(for a test root: ganeti-wconfd-client --root %s init-config ...)" % (paths.config_data, paths.root)
+        )
+    pid_fd = lock_pid_file(paths, "ganeti-wconfd")
+    root = MultiService()
+    service = WConfdService(
+        FileStorage(paths, reactor),
+        reactor,
+        owner_dirs=paths.owner_dirs(),
+        death_interval=options["death-interval"],
+        checkpoint_delay=options["checkpoint-delay"],
+    )
+    service.setServiceParent(root)
+    root.addService(_PidFile(pid_fd))
+    factory = wconfd_factory(service)
+    for description in options["listen"]:
+        StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
+    return root
+
+
+class _PidFile(Service):
+    """Rewrites the pid after twistd's fork; the lock is already held."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def startService(self) -> None:
+        super().startService()
+        write_pid(self.fd)
