@@ -1,0 +1,1 @@
+"""The cluster configuration: checks and helpers around L{ganeti.objects}."""
