@@ -93,15 +93,11 @@ class ConfigObject:
         return attrs.evolve(self, serial_no=serial + 1, mtime=now() if when is None else when)  # type: ignore[misc]
 
 
-def _record(cls: type[T]) -> type[T]:
-    return attrs.frozen(kw_only=True)(cls)
-
-
 _dict = attrs.Factory(dict)
 _list = attrs.Factory(list)
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class NIC(ConfigObject):
     mac: str | None = None
     ip: str | None = None
@@ -115,7 +111,7 @@ class NIC(ConfigObject):
     extra: dict[str, Any] = _dict
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class Disk(ConfigObject):
     logical_id: Any = None
     physical_id: Any = None
@@ -141,7 +137,7 @@ class Disk(ConfigObject):
 Disk._nested = {"children": (_from_list(Disk), _to_list)}
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class Instance(ConfigObject):
     name: str | None = None
     primary_node: str | None = None
@@ -169,7 +165,7 @@ class Instance(ConfigObject):
     _nested = {"nics": (_from_list(NIC), _to_list)}
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class Node(ConfigObject):
     name: str | None = None
     primary_ip: str | None = None
@@ -194,7 +190,7 @@ class Node(ConfigObject):
     extra: dict[str, Any] = _dict
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class NodeGroup(ConfigObject):
     name: str | None = None
     members: list[str] = _list
@@ -213,7 +209,7 @@ class NodeGroup(ConfigObject):
     extra: dict[str, Any] = _dict
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class Network(ConfigObject):
     name: str | None = None
     network: str | None = None
@@ -231,7 +227,7 @@ class Network(ConfigObject):
     extra: dict[str, Any] = _dict
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class Cluster(ConfigObject):
     rsahostkeypub: str | None = None
     dsahostkeypub: str | None = None
@@ -304,7 +300,7 @@ KINDS: dict[str, tuple[type[ConfigObject], str]] = {
 }
 
 
-@_record
+@attrs.frozen(kw_only=True)
 class ConfigData(ConfigObject):
     """The whole of config.data."""
 

@@ -113,7 +113,7 @@ class WConfdClient:
 
     # --- config writes -------------------------------------------------------
     async def lock_config(self, owner: Owner, shared: bool = False, timeout: float | None = None) -> ConfigData:
-        answer = await self.call(c.LockConfig, owner=owner, shared=shared, timeout=timeout)
+        answer = await self.call(c.LockConfig, owner=owner, shared=shared, timeout=_seconds(timeout))
         return ConfigData.from_json(answer["config"])
 
     async def unlock_config(self, owner: Owner) -> None:
@@ -233,14 +233,14 @@ class WConfdClient:
     async def opportunistic_lock_union(
         self, owner: Owner, request: Request, count: int = 1, timeout: float | None = None
     ) -> list[str]:
-        answer = await self.call(c.OpportunisticLockUnion, owner=owner, request=_req(request), count=count, timeout=timeout)
+        answer = await self.call(c.OpportunisticLockUnion, owner=owner, request=_req(request), count=count, timeout=_seconds(timeout))
         return answer["acquired"]  # type: ignore[no-any-return]
 
     async def guarded_opportunistic_lock_union(
         self, owner: Owner, count: int, request: Request, timeout: float | None = None
     ) -> list[str]:
         answer = await self.call(
-            c.GuardedOpportunisticLockUnion, owner=owner, request=_req(request), count=count, timeout=timeout
+            c.GuardedOpportunisticLockUnion, owner=owner, request=_req(request), count=count, timeout=_seconds(timeout)
         )
         return answer["acquired"]  # type: ignore[no-any-return]
 
@@ -262,6 +262,10 @@ class WConfdClient:
 
     async def cleanup_locks(self) -> list[Owner]:
         return [Owner.from_wire(o) for o in (await self.call(c.CleanupLocks))["dead"]]
+
+
+def _seconds(timeout: float | None) -> float | None:
+    return None if timeout is None else float(timeout)
 
 
 def _req(request: Request) -> list[list[str]]:

@@ -1,0 +1,1 @@
+"""Helpers shipped for tests, benchmarks and the demo (real daemons, fakes)."""
