@@ -95,14 +95,22 @@ class BigJSON(BigBytes):
 class OwnerArg(amp.Argument):
     """A lock owner, as Ganeti's JSON C{[identifier, lock file, pid]}."""
 
+    _cache: dict[bytes, Owner] = {}
+
     def toString(self, inObject: Owner) -> bytes:
         return serializer.dumps(inObject.to_wire())
 
     def fromString(self, inString: bytes) -> Owner:
-        try:
-            return Owner.from_wire(serializer.loads(inString))
-        except ValueError as e:
-            raise BadArguments("owner is not valid JSON: %s" % e) from e
+        owner = self._cache.get(inString)
+        if owner is None:
+            try:
+                owner = Owner.from_wire(serializer.loads(inString))
+            except ValueError as e:
+                raise BadArguments("owner is not valid JSON: %s" % e) from e
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[inString] = owner
+        return owner
 
 
 #: Every error a command may answer with, and its code on the wire.

@@ -7,9 +7,9 @@ connection stays open; unexpected failures are logged in full.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable
 
-from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.protocols import amp
@@ -32,15 +32,10 @@ class WConfdProtocol(amp.AMP):
         self.service = service
 
     # --- plumbing ---------------------------------------------------------
-    def locateResponder(self, name: bytes) -> Callable[[Any], Deferred] | None:
-        responder = super().locateResponder(name)
-        if responder is None:
-            return None
-
-        def guarded(box: Any) -> Deferred:
-            return maybeDeferred(responder, box).addErrback(self._unexpected, name)
-
-        return guarded
+    def dispatchCommand(self, box: Any) -> Deferred:
+        # AMP drops the connection on a failure that is not a RemoteAmpError
+        # (bad arguments, bugs): turn those into error answers instead.
+        return super().dispatchCommand(box).addErrback(self._unexpected, box.get(b"_command", b"?"))
 
     def _unexpected(self, failure: Failure, name: bytes) -> Failure:
         if failure.check(amp.RemoteAmpError):
