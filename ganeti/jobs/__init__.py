@@ -1,0 +1,1 @@
+"""Jobs: the model, the on-disk queue, scheduling, and the job process."""
