@@ -1,0 +1,5 @@
+import sys
+
+from ganeti.jobs.process import main
+
+sys.exit(main())

@@ -1,0 +1,169 @@
+"""The job process: C{python -m ganeti.jobs JOB_ID --root DIR}.
+
+It shows it is alive by holding a flock on its own lock file, proves that
+to LuxiD in the handshake of L{ganeti.jobs.channel}, then registers with
+WConfD as owner C{(job id, lock file)} and runs the job's opcodes through
+L{ganeti.jobs.processor.Processor}, writing its job file as it goes.  When
+it dies, however it dies, the kernel drops the flock: WConfD frees its
+locks and LuxiD marks the job failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import sys
+import time
+from typing import Any
+
+from twisted.internet.protocol import Protocol
+
+from ganeti import serializer
+from ganeti.jobs import channel
+from ganeti.paths import Paths
+
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_NOT_CONFIRMED = 3
+CONFIRM_TIMEOUT = 60.0
+
+
+def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
+    """Create and hold this job process's lock file."""
+    os.makedirs(paths.lock_dir, exist_ok=True)
+    path = os.path.join(paths.lock_dir, "job_%06d_%d" % (job_id, time.time_ns()))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd, path
+
+
+def handshake(paths: Paths, job_id: int, to_parent: int, from_parent: int, timeout: float = CONFIRM_TIMEOUT) -> tuple[int, str]:
+    """Steps 2-4 of the handshake; raises L{channel.ChannelError} if unconfirmed."""
+    lock_fd, lock_path = create_lockfile(paths, job_id)
+    try:
+        channel.write_blocking(to_parent, {channel.LOCKFILE: lock_path, "pid": os.getpid()})
+        answer = channel.read_blocking(from_parent, timeout)
+        if answer.get(channel.CONFIRM) is not True:
+            raise channel.ChannelError("expected a confirmation, got %r" % (answer,))
+    except (channel.ChannelError, OSError) as e:
+        _remove(lock_path)
+        os.close(lock_fd)
+        raise channel.ChannelError(str(e)) from e
+    return lock_fd, lock_path
+
+
+def job_file(paths: Paths, job_id: int) -> str:
+    return os.path.join(paths.queue_dir, "job-%d" % job_id)
+
+
+def save_job(paths: Paths, job: Any) -> None:
+    serializer.write_file(job_file(paths, job.id), serializer.dumps(job.to_dict()), mode=0o640)
+
+
+async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int) -> int:
+    """Run the job (after the handshake); returns the exit code."""
+    from twisted.internet.stdio import StandardIO
+
+    from ganeti.jobs.model import QueuedJob, timestamp
+    from ganeti.jobs.processor import Processor
+    from ganeti.locking import Owner
+    from ganeti.wconfd.client import WConfdClient
+
+    job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))
+    owner = Owner(job_id, lock_path, os.getpid())
+    client = await WConfdClient.connect(reactor, paths.wconfd_socket)
+
+    async def save(current: QueuedJob) -> None:
+        save_job(paths, current)
+
+    processor = Processor(job, client, owner, save=save, clock=reactor)
+    control = _Control(processor)
+    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
+    if job.start_timestamp is None:
+        job.start_timestamp = timestamp()
+    try:
+        await processor.run()
+    finally:
+        if job.finalized and job.end_timestamp is None:
+            job.end_timestamp = timestamp()
+        save_job(paths, job)
+        try:
+            await client.free_locks(owner)
+        finally:
+            await client.close()
+    return EXIT_DONE
+
+
+class _Control(Protocol):
+    """Messages from LuxiD while the job runs: cancel, priority."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.decoder = channel.LineDecoder()
+
+    def dataReceived(self, data: bytes) -> None:
+        try:
+            messages = self.decoder.feed(data)
+        except channel.ChannelError:
+            return
+        for message in messages:
+            if message.get(channel.CANCEL):
+                cancelled = bool(self.processor.request_cancel())
+                self.transport.write(channel.encode({channel.CANCELLED: cancelled}))
+            elif isinstance(message.get(channel.PRIORITY), int):
+                self.processor.change_priority(message[channel.PRIORITY])
+
+
+def run(
+    job_id: int,
+    paths: Paths,
+    to_parent: int = channel.TO_PARENT_FD,
+    from_parent: int = channel.FROM_PARENT_FD,
+    confirm_timeout: float = CONFIRM_TIMEOUT,
+) -> int:
+    """Handshake, then run the job under a fresh reactor; returns the exit code."""
+    try:
+        lock_fd, lock_path = handshake(paths, job_id, to_parent, from_parent, confirm_timeout)
+    except channel.ChannelError as e:
+        print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
+        return EXIT_NOT_CONFIRMED
+    from twisted.internet import defer, task
+
+    codes: list[int] = []
+
+    async def main(reactor: Any) -> None:
+        try:
+            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent))
+        except Exception:
+            import traceback
+
+            traceback.print_exc()
+            codes.append(EXIT_FAILED)
+
+    try:
+        task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+    except SystemExit:
+        pass
+    finally:
+        _remove(lock_path)
+        os.close(lock_fd)
+    return codes[0] if codes else EXIT_FAILED
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ganeti.jobs", description="Run one job (started by ganeti-luxid).")
+    parser.add_argument("job_id", type=int)
+    parser.add_argument("--root", help="root of the node's files (default: $GANETI_ROOT or /)")
+    parser.add_argument(
+        "--confirm-timeout", type=float, default=CONFIRM_TIMEOUT, help="seconds to wait for LuxiD's confirmation"
+    )
+    args = parser.parse_args(argv)
+    return run(args.job_id, Paths.from_option(args.root), confirm_timeout=args.confirm_timeout)

@@ -1,0 +1,175 @@
+"""LUXI methods of LuxiD: argument checks, then the service or a query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti import errors
+from ganeti.jobs.model import QueuedJob
+from ganeti.luxi.server import MethodHandler
+from ganeti.luxid.service import LuxidService
+from ganeti.objects import ConfigData
+from ganeti.query import fields as q
+
+TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise errors.OpPrereqError("%s must be a number, not %r" % (what, value), errors.ECODE_INVAL)
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.OpPrereqError("%s must be a number, not %r" % (what, value), errors.ECODE_INVAL) from None
+
+
+def _fields(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        raise errors.OpPrereqError("fields must be a list of names, not %r" % (value,), errors.ECODE_INVAL)
+    return value
+
+
+class LuxiHandler(MethodHandler):
+    """Every LUXI method LuxiD answers (spec/luxi.md section 3)."""
+
+    def __init__(self, service: LuxidService) -> None:
+        self.service = service
+        self._config: ConfigData | None = None
+        self._config_serial = -1
+
+    # --- helpers ---------------------------------------------------------------
+    async def _wconfd(self) -> Any:
+        if self.service.wconfd is None:
+            raise errors.LuxiError("WConfD is not reachable; is ganeti-wconfd running on this node?")
+        return self.service.wconfd
+
+    async def config(self) -> ConfigData:
+        wconfd = await self._wconfd()
+        serial = await wconfd.read_serial()
+        if self._config is None or serial != self._config_serial:
+            self._config = await wconfd.read_config()
+            self._config_serial = serial
+        return self._config
+
+    async def context(self, what: str) -> Any:
+        config = await self.config() if what != "job" or self._config is None else self._config
+        locks: Any = [[], []]
+        if what == "lock":
+            locks = await (await self._wconfd()).list_locks_waiting_status()
+        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live={})
+
+    def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
+        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})
+        row = q.query("job", fields, None, ctx)["data"][0]
+        return [value if status == q.RS_NORMAL else None for status, value in row]
+
+    # --- jobs --------------------------------------------------------------------
+    def luxi_SubmitJob(self, ops: Any) -> int:
+        return self._submit_one(ops, drained_ok=False)
+
+    def luxi_SubmitJobToDrainedQueue(self, ops: Any) -> int:
+        return self._submit_one(ops, drained_ok=True)
+
+    def _submit_one(self, ops: Any, drained_ok: bool) -> int:
+        ((ok, value),) = self.service.submit([ops], drained_ok=drained_ok)
+        if not ok:
+            raise errors.OpPrereqError(value, errors.ECODE_INVAL)
+        return int(value)
+
+    def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
+        if not isinstance(jobs, list) or not jobs:
+            raise errors.OpPrereqError("SubmitManyJobs needs a non-empty list of jobs", errors.ECODE_INVAL)
+        return self.service.submit(jobs)
+
+    async def luxi_WaitForJobChange(
+        self, job_id: Any, fields: Any, prev_job_info: Any, prev_log_serial: Any, timeout: Any
+    ) -> Any:
+        fields = _fields(fields)
+        serial = None if prev_log_serial is None else _int(prev_log_serial, "prev_log_serial")
+        wait = float(_int(timeout, "timeout")) if not isinstance(timeout, float) else timeout
+
+        def current(job: QueuedJob) -> list[Any]:
+            return [self.job_values(job, fields), job.log_since(serial)]
+
+        answer = await self.service.wait_for_change(job_id, current, [prev_job_info, []], wait)
+        return "nochange" if answer is None else answer
+
+    def luxi_CancelJob(self, job_id: Any, kill: Any = False) -> Any:
+        return self.service.cancel(job_id)
+
+    def luxi_ArchiveJob(self, job_id: Any) -> bool:
+        return self.service.archive(job_id)
+
+    def luxi_AutoArchiveJobs(self, age: Any, timeout: Any) -> list[int]:
+        return self.service.auto_archive(float(_int(age, "age")), float(_int(timeout, "timeout")))
+
+    def luxi_ChangeJobPriority(self, job_id: Any, priority: Any) -> list[Any]:
+        return self.service.change_priority(job_id, priority)
+
+    def luxi_QueryJobs(self, job_ids: Any, fields: Any) -> list[Any]:
+        fields = _fields(fields)
+        if job_ids in (None, []):
+            ids = sorted(self.service.live_jobs())
+        elif isinstance(job_ids, list):
+            ids = [_int(i, "job id") for i in job_ids]
+        else:
+            raise errors.OpPrereqError("job ids must be a list or null", errors.ECODE_INVAL)
+        rows: list[Any] = []
+        for job_id in ids:
+            try:
+                rows.append(self.job_values(self.service.job(job_id), fields))
+            except errors.JobLost:
+                rows.append(None)
+        return rows
+
+    def luxi_SetDrainFlag(self, flag: Any) -> bool:
+        return self.service.set_drained(bool(flag))
+
+    def luxi_PickupJob(self, job_id: Any) -> None:
+        raise errors.GenericError("PickupJob is internal to Ganeti's own daemons")
+
+    # --- queries -------------------------------------------------------------------
+    async def luxi_Query(self, what: Any, fields: Any, qfilter: Any) -> Any:
+        return q.query(str(what), _fields(fields), qfilter, await self.context(str(what)))
+
+    def luxi_QueryFields(self, what: Any, fields: Any) -> Any:
+        return q.query_fields(str(what), None if fields is None else _fields(fields))
+
+    async def luxi_QueryClusterInfo(self) -> Any:
+        return q.cluster_info(await self.config())
+
+    async def luxi_QueryConfigValues(self, names: Any) -> Any:
+        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(), None)
+
+    async def luxi_QueryTags(self, kind: Any, name: Any) -> list[str]:
+        if kind not in TAG_KINDS:
+            raise errors.OpPrereqError("Invalid tag kind %r" % (kind,), errors.ECODE_INVAL)
+        config = await self.config()
+        if kind == "cluster":
+            return list(config.cluster.tags)
+        finder = {
+            "instance": config.find_instance,
+            "node": config.find_node,
+            "nodegroup": config.find_group,
+            "network": lambda key: next((n for n in config.networks.values() if key in (n.name, n.uuid)), None),
+        }[kind]
+        found = finder(str(name))
+        if found is None:
+            raise errors.OpPrereqError("%s %r not known" % (kind, name), errors.ECODE_NOENT)
+        return list(found.tags)
+
+    async def _legacy(self, what: str, names: Any, fields: Any, use_locking: Any) -> Any:
+        if use_locking:
+            raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
+        if not isinstance(names, list):
+            raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)
+        return q.legacy_query(what, names, _fields(fields), await self.context(what))
+
+    async def luxi_QueryNodes(self, names: Any, fields: Any, use_locking: Any) -> Any:
+        return await self._legacy("node", names, fields, use_locking)
+
+    async def luxi_QueryInstances(self, names: Any, fields: Any, use_locking: Any) -> Any:
+        return await self._legacy("instance", names, fields, use_locking)
+
+    async def luxi_QueryGroups(self, names: Any, fields: Any, use_locking: Any) -> Any:
+        return await self._legacy("group", names, fields, use_locking)

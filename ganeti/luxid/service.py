@@ -1,0 +1,481 @@
+"""LuxiD's job queue manager: submit, schedule, spawn, follow, recover.
+
+Ownership of a job file: LuxiD writes it while the job has no process
+(submission, spawning, cancel of a queued job, failure of a dead job); the
+job process writes it from the confirmation of its handshake until it
+exits.  LuxiD follows every write through inotify and wakes
+C{WaitForJobChange} callers at once; process exits come from the
+C{ProcessProtocol} (or the fork server); job processes that outlived a
+LuxiD restart are followed through their lock files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import orjson
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.python import filepath
+
+from ganeti import errors
+from ganeti.jobs import scheduler
+from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
+from ganeti.jobs.queue import JobQueueDir
+from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
+from ganeti.paths import Paths
+from ganeti.wconfd.death import hold_lockfile, owner_is_dead
+
+#: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
+WFJC_TIMEOUT = 89
+DEFAULT_MAX_RUNNING = 20
+#: a job whose process dies before the handshake this often is failed
+MAX_START_ATTEMPTS = 3
+
+JobWrite = Callable[[str, bytes], Any]
+
+
+class JobDistributor:
+    """Default replication hook: remembers job file writes, sends nothing.
+
+    The node daemon's C{jobqueue_update} RPC to master candidates replaces it.
+    """
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.last: str | None = None
+
+    def __call__(self, path: str, content: bytes) -> None:
+        self.writes += 1
+        self.last = path
+
+
+class LuxidService(Service):
+    log = Logger()
+
+    def __init__(
+        self,
+        paths: Paths,
+        reactor: Any,
+        queue: JobQueueDir,
+        *,
+        max_running: int | None = None,
+        use_forkserver: bool = True,
+        distributor: JobWrite | None = None,
+        follow_interval: float = 0.5,
+    ) -> None:
+        self.paths = paths
+        self.reactor = reactor
+        self.queue = queue
+        self.max_running_override = max_running
+        self.use_forkserver = use_forkserver
+        self.distributor: JobWrite = distributor or JobDistributor()
+        self.follow_interval = follow_interval
+        self.jobs: dict[int, QueuedJob] = {}
+        self.running: dict[int, JobChannel] = {}
+        self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
+        self.start_attempts: dict[int, int] = {}
+        self.spawn_times: list[float] = []
+        self._watchers: dict[int, list[Deferred]] = {}
+        self._scheduling = False
+        self._schedule_again = False
+        self._max_running_config = DEFAULT_MAX_RUNNING
+        self.wconfd: Any = None
+        self.forkserver: Any = None
+        self._notifier: Any = None
+        self._follow: LoopingCall | None = None
+        self._livelock_fd: int | None = None
+        self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
+
+    # --- life cycle ---------------------------------------------------------
+    def startService(self) -> None:
+        super().startService()
+        self._livelock_fd = hold_lockfile(self.livelock)
+        self.jobs = self.queue.load_live_jobs()
+        self._recover()
+        self._watch_queue()
+        if self.use_forkserver:
+            from ganeti.luxid.forkclient import ForkServer
+
+            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited)
+            try:
+                self.forkserver.start()
+            except OSError:
+                self.log.failure("cannot start the fork server; starting jobs directly")
+                self.forkserver = None
+        self._follow = LoopingCall(self._follow_adopted)
+        self._follow.clock = self.reactor
+        self._follow.start(self.follow_interval, now=False)
+        self.reactor.callLater(0, self._connect_wconfd)
+        self.schedule()
+
+    def stopService(self) -> Any:
+        super().stopService()
+        if self._follow is not None and self._follow.running:
+            self._follow.stop()
+        if self._notifier is not None:
+            self._notifier.loseConnection()
+        if self.forkserver is not None:
+            self.forkserver.stop()
+        for waiters in self._watchers.values():
+            for d in list(waiters):
+                if not d.called:
+                    d.cancel()
+        if self._livelock_fd is not None:
+            os.close(self._livelock_fd)
+            try:
+                os.unlink(self.livelock)
+            except OSError:
+                pass
+        self.queue.close()
+        if self.wconfd is not None:
+            return self.wconfd.close()
+        return None
+
+    def _recover(self) -> None:
+        """Jobs left by an earlier LuxiD: follow the live, settle the dead."""
+        for job in sorted(self.jobs.values(), key=lambda j: j.id):
+            if job.finalized or not job.livelock:
+                continue
+            name = os.path.basename(job.livelock)
+            if name.startswith("luxi-daemon_"):
+                # spawned but never confirmed: the job never ran; run it again
+                job.livelock = job.process_id = None
+                self._write(job)
+            elif not owner_is_dead(job.livelock):
+                self.log.info("job {job} still runs (pid {pid}); following it", job=job.id, pid=job.process_id)
+                self.adopted[job.id] = job.livelock
+            else:
+                self._fail(job, "the job process died while LuxiD was not running")
+
+    async def _connect_wconfd(self) -> None:
+        from twisted.internet.task import deferLater
+
+        from ganeti.wconfd.client import WConfdClient
+
+        while self.running:
+            try:
+                client = await WConfdClient.connect(self.reactor, self.paths.wconfd_socket)
+            except errors.GenericError:
+                await deferLater(self.reactor, 0.5, lambda: None)
+                continue
+            self.wconfd = client
+            client.protocol.lost.addCallback(self._wconfd_lost)
+            try:
+                cluster = await client.read_cluster()
+                if cluster.max_running_jobs:
+                    self._max_running_config = cluster.max_running_jobs
+            except Exception:
+                self.log.failure("cannot read the cluster from WConfD")
+            self.log.info("connected to WConfD")
+            self.schedule()
+            return
+
+    def _wconfd_lost(self, _: Any) -> None:
+        self.wconfd = None
+        if self.running:
+            self.log.warn("lost the connection to WConfD; reconnecting")
+            self.reactor.callLater(0.5, self._connect_wconfd)
+
+    @property
+    def max_running(self) -> int:
+        return self.max_running_override or self._max_running_config
+
+    # --- job file I/O ---------------------------------------------------------
+    def _write(self, job: QueuedJob) -> None:
+        self.queue.write_job(job)
+        self._changed(job.id)
+
+    def _fail(self, job: QueuedJob, message: str) -> None:
+        job.fail(message)
+        self.log.info("job {job} failed: {why}", job=job.id, why=message)
+        self._write(job)
+
+    def _watch_queue(self) -> None:
+        try:
+            from twisted.internet import inotify
+        except ImportError:  # not Linux: fall back to the follow timer
+            return
+        self._notifier = inotify.INotify(self.reactor)
+        self._notifier.startReading()
+        mask = inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE
+        self._notifier.watch(filepath.FilePath(self.paths.queue_dir), mask=mask, callbacks=[self._inotify_event])
+
+    def _inotify_event(self, _watch: Any, path: filepath.FilePath, _mask: int) -> None:
+        name = path.basename()
+        if isinstance(name, bytes):
+            name = name.decode()
+        if not name.startswith("job-"):
+            return
+        try:
+            job_id = int(name[4:])
+        except ValueError:
+            return
+        if job_id in self.running or job_id in self.adopted:
+            self._reload(job_id)
+
+    def _reload(self, job_id: int) -> QueuedJob | None:
+        try:
+            with open(self.queue.job_path(job_id), "rb") as handle:
+                content = handle.read()
+            job = QueuedJob.from_dict(orjson.loads(content))
+        except (OSError, ValueError):
+            return self.jobs.get(job_id)
+        self.jobs[job_id] = job
+        self.distributor(self.queue.job_path(job_id), content)
+        self._changed(job_id)
+        if job_id in self.adopted and job.finalized:
+            del self.adopted[job_id]
+            self.schedule()
+        return job
+
+    def _changed(self, job_id: int) -> None:
+        for d in self._watchers.pop(job_id, []):
+            if not d.called:
+                d.callback(None)
+
+    # --- scheduling and spawning ----------------------------------------------
+    def schedule(self) -> None:
+        if self._scheduling:
+            self._schedule_again = True
+            return
+        self._scheduling = True
+        try:
+            while True:
+                self._schedule_again = False
+                self._schedule_once()
+                if not self._schedule_again:
+                    break
+        finally:
+            self._scheduling = False
+
+    def _schedule_once(self) -> None:
+        if not self.running:
+            return
+        busy = set(self.running) | set(self.adopted)
+        decision = scheduler.schedule(self.jobs, busy, self.max_running, lookup=self.queue.read_job)
+        for job_id, reason in decision.fail:
+            self._fail(self.jobs[job_id], reason)
+        for job_id in decision.cancel:
+            job = self.jobs[job_id]
+            job.cancel()
+            self._write(job)
+        if decision.fail or decision.cancel:
+            self._schedule_again = True
+        if self.wconfd is None:
+            return  # jobs need WConfD: start them once it is there
+        for job_id in decision.start:
+            self._spawn(self.jobs[job_id])
+
+    def _spawn(self, job: QueuedJob) -> None:
+        job.livelock, job.process_id = self.livelock, None
+        self._write(job)  # step 1: our own lock file in the job file
+        job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
+        self.running[job.id] = job_channel
+        started = time.perf_counter()
+        job_channel.ready.addCallback(lambda _: self.spawn_times.append(time.perf_counter() - started))
+        job_channel.ready.addErrback(lambda f: None)
+        if self.forkserver is not None and self.forkserver.running:
+            try:
+                self.forkserver.spawn(job_channel)
+                return
+            except (OSError, RuntimeError):
+                self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
+        spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+
+    def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> None:
+        """Step 3: the child's lock file goes into the job file, durably."""
+        job = self.jobs[job_id]
+        job.livelock, job.process_id = lockfile, pid
+        self._write(job)
+
+    def _job_exited(self, exit: JobExit) -> None:
+        self.running.pop(exit.job_id, None)
+        job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
+        if job is not None and not job.finalized:
+            if exit.confirmed:
+                self._fail(job, "the job process %s before the job finished" % exit.describe())
+                self._cleanup_locks()
+            else:
+                attempts = self.start_attempts.get(job.id, 0) + 1
+                self.start_attempts[job.id] = attempts
+                if attempts >= MAX_START_ATTEMPTS:
+                    self._fail(job, "the job process could not be started (%s, %d attempts)" % (exit.describe(), attempts))
+                else:
+                    job.livelock = job.process_id = None
+                    self._write(job)
+        self.schedule()
+
+    def _follow_adopted(self) -> None:
+        """Processes we did not start: their lock file tells if they live."""
+        for job_id, lockfile in list(self.adopted.items()):
+            job = self._reload(job_id)
+            if job is None or job.finalized:
+                self.adopted.pop(job_id, None)
+                continue
+            if owner_is_dead(lockfile):
+                self.adopted.pop(job_id, None)
+                self._fail(job, "the job process died")
+                self._cleanup_locks()
+        if not self._notifier:
+            for job_id in list(self.running):
+                self._reload(job_id)
+
+    def _cleanup_locks(self) -> None:
+        if self.wconfd is not None:
+            d = Deferred.fromCoroutine(self.wconfd.cleanup_locks())
+            d.addErrback(lambda f: self.log.failure("CleanupLocks failed", f))
+        self.schedule()
+
+    # --- what LUXI methods call -------------------------------------------------
+    def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
+        """Submit several jobs; each entry of the answer is [True, id] or [False, why]."""
+        if not drained_ok and self.queue.is_drained():
+            raise errors.JobQueueDrainError("Queue drained")
+        self.queue.check_capacity(len(self.jobs), len(jobs_ops))
+        results: list[Any] = []
+        ids = self.queue.allocate_ids(len(jobs_ops))
+        now = time.time()
+        for job_id, ops in zip(ids, jobs_ops):
+            try:
+                ops = _check_ops(ops)
+                ops = scheduler.resolve_relative_depends(ops, job_id)
+            except errors.GenericError as e:
+                results.append([False, str(e.args[0]) if e.args else str(e)])
+                continue
+            job = QueuedJob.new(job_id, ops, now)
+            self.queue.write_job(job)  # durable before we answer
+            self.jobs[job_id] = job
+            results.append([True, job_id])
+        self.reactor.callLater(0, self.schedule)
+        return results
+
+    def job(self, job_id: Any) -> QueuedJob:
+        if not isinstance(job_id, int) or isinstance(job_id, bool):
+            try:
+                job_id = int(job_id)
+            except (TypeError, ValueError):
+                raise errors.OpPrereqError("Invalid job id %r" % (job_id,), errors.ECODE_INVAL) from None
+        job = self.jobs.get(job_id) or self.queue.read_job(job_id)
+        if job is None:
+            raise errors.JobLost("Job %s not found" % job_id)
+        return job
+
+    async def wait_for_change(self, job_id: Any, current: Callable[[QueuedJob], Any], previous: Any, timeout: float) -> Any:
+        """Answer as soon as C{current(job)} differs from C{previous}."""
+        deadline = time.monotonic() + max(0.0, min(float(timeout), WFJC_TIMEOUT))
+        while True:
+            job = self.job(job_id)
+            answer = current(job)
+            if answer != previous or job.finalized:
+                return answer
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            d: Deferred = Deferred()
+            self._watchers.setdefault(job.id, []).append(d)
+            d.addTimeout(remaining, self.reactor)
+            try:
+                await d
+            except CancelledError:
+                waiters = self._watchers.get(job.id, [])
+                if d in waiters:
+                    waiters.remove(d)
+                if time.monotonic() >= deadline:
+                    return None
+                raise
+
+    def cancel(self, job_id: Any) -> Deferred:
+        job = self.job(job_id)
+        if job.finalized:
+            return succeed([False, "Job %s is finished" % job.id])
+        channel = self.running.get(job.id)
+        if channel is None and job.id not in self.adopted:
+            job.cancel()
+            self._write(job)
+            self.schedule()
+            return succeed([True, "Job %s canceled" % job.id])
+        if channel is None:
+            return succeed([False, "Job %s is run by a process this LuxiD did not start" % job.id])
+
+        def answered(cancelled: bool) -> list[Any]:
+            if cancelled:
+                return [True, "Job %s will be canceled" % job.id]
+            return [False, "Job %s is running, it cannot be canceled" % job.id]
+
+        return channel.request_cancel().addCallback(answered)
+
+    def change_priority(self, job_id: Any, priority: Any) -> list[Any]:
+        job = self.job(job_id)
+        if priority not in PRIO_SUBMIT_VALID:
+            raise errors.OpPrereqError(
+                "Invalid priority %r (valid: %s)" % (priority, sorted(PRIO_SUBMIT_VALID)), errors.ECODE_INVAL
+            )
+        if job.finalized:
+            return [False, "Job %s is finished" % job.id]
+        channel = self.running.get(job.id)
+        if channel is not None:
+            channel.send({"priority": priority})
+            return [True, "Priority of job %s changed to %s" % (job.id, priority)]
+        job.set_priority(priority)
+        self._write(job)
+        self.schedule()
+        return [True, "Priority of job %s changed to %s" % (job.id, priority)]
+
+    def archive(self, job_id: Any) -> bool:
+        try:
+            job = self.job(job_id)
+        except errors.JobLost:
+            return False
+        if not job.finalized or job.id in self.running:
+            return False
+        if self.queue.archive_job(job.id):
+            self.jobs.pop(job.id, None)
+            return True
+        return False
+
+    def auto_archive(self, age: float, timeout: float) -> list[int]:
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        cutoff = time.time() - age if age >= 0 else None
+        archived = 0
+        ids = sorted(self.jobs)
+        for index, job_id in enumerate(ids):
+            if time.monotonic() > deadline:
+                return [archived, len(ids) - index]
+            job = self.jobs[job_id]
+            if not job.finalized or job_id in self.running:
+                continue
+            if cutoff is not None and not self.queue.archivable(job, cutoff):
+                continue
+            if self.queue.archive_job(job_id):
+                self.jobs.pop(job_id, None)
+                archived += 1
+        return [archived, 0]
+
+    def set_drained(self, flag: bool) -> bool:
+        self.queue.set_drained(bool(flag))
+        return True
+
+    def live_jobs(self) -> dict[int, QueuedJob]:
+        return self.jobs
+
+
+def _check_ops(ops: Any) -> list[dict[str, Any]]:
+    if not isinstance(ops, list) or not ops:
+        raise errors.OpPrereqError("A job needs a non-empty list of opcodes", errors.ECODE_INVAL)
+    for index, op in enumerate(ops):
+        if not isinstance(op, dict) or not isinstance(op.get("OP_ID"), str):
+            raise errors.OpPrereqError("Opcode %d is not an object with an OP_ID" % index, errors.ECODE_INVAL)
+        prio = op.get("priority", 0)
+        if prio not in PRIO_SUBMIT_VALID or isinstance(prio, bool):
+            raise errors.OpPrereqError(
+                "Opcode %d: invalid priority %r (valid: -10, 0, 10)" % (index, prio), errors.ECODE_INVAL
+            )
+    return [dict(op) for op in ops]
+
+
+__all__ = ["LuxidService", "JobDistributor"]

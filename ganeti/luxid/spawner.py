@@ -1,0 +1,210 @@
+"""Starting job processes, and LuxiD's side of the handshake.
+
+L{JobProcessProtocol} drives one job process: it waits for the child's lock
+file, has it recorded durably in the job file (C{record}), confirms, and
+reports the exit.  A child that says nothing within C{timeout} seconds is
+killed; a child that dies before confirmation never ran anything.
+
+Two ways to start the child, same protocol:
+  - L{spawn_direct}: C{reactor.spawnProcess} of C{python -m ganeti.jobs}
+    with pipes on child fds 3 and 4 (a cold interpreter: ~100 ms);
+  - L{ganeti.luxid.forkserver}: a pre-imported server, child of LuxiD,
+    forks the job process and hands it pipes LuxiD made (~ms).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.error import ProcessDone, ProcessTerminated
+from twisted.internet.protocol import ProcessProtocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from ganeti.jobs import channel
+from ganeti.paths import Paths
+
+#: seconds a new job process has to send its lock file path
+HANDSHAKE_TIMEOUT = 30.0
+
+Record = Callable[[int, str, int], Any]  # (job id, lock file, pid) -> Deferred/None
+
+
+class JobExit:
+    """How a job process ended."""
+
+    def __init__(self, job_id: int, exit_code: int | None, signal: int | None, confirmed: bool) -> None:
+        self.job_id = job_id
+        self.exit_code = exit_code
+        self.signal = signal
+        self.confirmed = confirmed
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return "killed by signal %d" % self.signal
+        return "exited with status %s" % self.exit_code
+
+
+class JobChannel:
+    """LuxiD's end of the pipes to one job process (transport-agnostic)."""
+
+    log = Logger()
+
+    def __init__(self, job_id: int, paths: Paths, clock: Any, record: Record, timeout: float = HANDSHAKE_TIMEOUT) -> None:
+        self.job_id = job_id
+        self.paths = paths
+        self.clock = clock
+        self.record = record
+        self.timeout = timeout
+        self.lockfile: str | None = None
+        self.pid: int | None = None
+        self.confirmed = False
+        self.started_at = clock.seconds()
+        self.confirmed_at: float | None = None
+        #: fires when the handshake is confirmed (with the job id)
+        self.ready: Deferred = Deferred()
+        self._decoder = channel.LineDecoder()
+        self._cancels: list[Deferred] = []
+        self._timer: Any = None
+        self._write: Callable[[bytes], None] | None = None
+        self._kill: Callable[[], None] | None = None
+
+    def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
+        self._write, self._kill = write, kill
+        self._timer = self.clock.callLater(self.timeout, self._silent)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self._decoder.feed(data)
+        except channel.ChannelError as e:
+            self.log.warn("job {job}: bad message from the job process ({why}); killing it", job=self.job_id, why=e)
+            self.kill()
+            return
+        for message in messages:
+            if channel.LOCKFILE in message and self.lockfile is None:
+                self._lockfile(message)
+            elif channel.CANCELLED in message and self._cancels:
+                self._cancels.pop(0).callback(bool(message[channel.CANCELLED]))
+
+    def _lockfile(self, message: dict[str, Any]) -> None:
+        path, pid = message.get(channel.LOCKFILE), message.get("pid")
+        real = os.path.realpath(path) if isinstance(path, str) else ""
+        if not isinstance(pid, int) or not real.startswith(os.path.realpath(self.paths.lock_dir) + os.sep):
+            self.log.warn("job {job}: refused lock file {path!r}; killing the process", job=self.job_id, path=path)
+            self.kill()
+            return
+        self._stop_timer()
+        self.lockfile, self.pid = path, pid
+        d = maybeDeferred(self.record, self.job_id, path, pid)
+        d.addCallbacks(self._confirm, self._record_failed)
+
+    def _confirm(self, _: Any) -> None:
+        if self._write is None:
+            return
+        self._write(channel.encode({channel.CONFIRM: True}))
+        self.confirmed = True
+        self.confirmed_at = self.clock.seconds()
+        if not self.ready.called:
+            self.ready.callback(self.job_id)
+
+    def _record_failed(self, failure: Failure) -> None:
+        self.log.failure("job {job}: could not record its lock file; killing it", failure, job=self.job_id)
+        self.kill()
+
+    def _silent(self) -> None:
+        self._timer = None
+        self.log.warn("job {job}: no handshake within {t}s; killing the process", job=self.job_id, t=self.timeout)
+        self.kill()
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def kill(self) -> None:
+        if self._kill is not None:
+            self._kill()
+
+    def send(self, message: dict[str, Any]) -> bool:
+        if self._write is None or not self.confirmed:
+            return False
+        try:
+            self._write(channel.encode(message))
+        except Exception:
+            return False
+        return True
+
+    def request_cancel(self) -> Deferred:
+        """Ask the job to cancel; fires with whether it could."""
+        d: Deferred = Deferred()
+        if not self.send({channel.CANCEL: True}):
+            d.callback(False)
+            return d
+        self._cancels.append(d)
+        return d
+
+    def ended(self) -> None:
+        self._stop_timer()
+        self._write = None
+        for d in self._cancels:
+            d.callback(False)
+        self._cancels = []
+        if not self.ready.called:
+            self.ready.errback(RuntimeError("job %d: the process ended before the handshake" % self.job_id))
+
+
+class JobProcessProtocol(ProcessProtocol):
+    """A job process started by LuxiD itself (L{spawn_direct})."""
+
+    def __init__(self, job_channel: JobChannel, on_exit: Callable[[JobExit], Any]) -> None:
+        self.channel = job_channel
+        self.on_exit = on_exit
+
+    def connectionMade(self) -> None:
+        self.channel.attach(lambda data: self.transport.writeToChild(channel.FROM_PARENT_FD, data), self._kill)
+
+    def _kill(self) -> None:
+        try:
+            self.transport.signalProcess("KILL")
+        except Exception:
+            pass
+
+    def childDataReceived(self, childFD: int, data: bytes) -> None:
+        if childFD == channel.TO_PARENT_FD:
+            self.channel.data_received(data)
+
+    def processEnded(self, reason: Failure) -> None:
+        self.channel.ended()
+        code: int | None = None
+        sig: int | None = None
+        if reason.check(ProcessDone):
+            code = 0
+        elif reason.check(ProcessTerminated):
+            code, sig = reason.value.exitCode, reason.value.signal
+        self.on_exit(JobExit(self.channel.job_id, code, sig, self.channel.confirmed))
+
+
+def job_argv(paths: Paths, job_id: int) -> list[str]:
+    return [sys.executable, "-m", "ganeti.jobs", str(job_id), "--root", paths.root]
+
+
+def spawn_direct(reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any]) -> JobProcessProtocol:
+    """Start C{python -m ganeti.jobs} with the handshake pipes on fds 3 and 4."""
+    os.makedirs(paths.log_dir, exist_ok=True)
+    log_fd = os.open(paths.log_file("jobs"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    try:
+        protocol = JobProcessProtocol(job_channel, on_exit)
+        argv = job_argv(paths, job_channel.job_id)
+        reactor.spawnProcess(
+            protocol,
+            argv[0],
+            argv,
+            env=dict(os.environ),
+            childFDs={0: "w", 1: log_fd, 2: log_fd, channel.TO_PARENT_FD: "r", channel.FROM_PARENT_FD: "w"},
+        )
+    finally:
+        os.close(log_fd)
+    return protocol

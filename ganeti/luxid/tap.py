@@ -1,0 +1,87 @@
+"""C{twistd ganeti-luxid}: options and the composition root.
+
+Run in the foreground with C{twistd -n --pidfile= ganeti-luxid --root DIR}.
+LUXI is served on C{ROOT/var/run/ganeti/socket/ganeti-query} and, for old
+clients, C{ganeti-master} (mode 0660).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.application.service import IService, MultiService, Service
+from twisted.internet.endpoints import serverFromString
+from twisted.python import usage
+
+from ganeti.daemon import lock_pid_file, write_pid
+from ganeti.jobs.queue import JobQueueDir, QueueLocked
+from ganeti.luxi.server import LuxiServerFactory
+from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.service import LuxidService
+from ganeti.paths import Paths
+
+
+def _count(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = "LuxiD answers LUXI requests of the gnt-* commands and RAPI, keeps the job queue and runs jobs."
+    optParameters = [
+        ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
+        ["socket-mode", None, 0o660, "Permissions of the LUXI sockets, octal (default 660).", lambda v: int(v, 8)],
+        ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", _count],
+    ]
+    optFlags = [["no-forkserver", None, "Start every job process from a fresh interpreter."]]
+
+    def opt_listen(self, description: str) -> None:
+        """Endpoint string to listen on (repeatable); default: the LUXI sockets."""
+        self.setdefault("listen", []).append(description)
+
+    def postOptions(self) -> None:
+        self["paths"] = paths = Paths.from_option(self["root"])
+        if not self.get("listen"):
+            self["listen"] = [
+                "unix:%s:mode=%o:lockfile=1" % (path.replace(":", r"\:"), self["socket-mode"])
+                for path in (paths.luxi_socket, paths.master_socket)
+            ]
+
+
+class _PidFile(Service):
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def startService(self) -> None:
+        super().startService()
+        write_pid(self.fd)
+
+
+def makeService(options: Options, reactor: Any = None) -> IService:
+    if reactor is None:
+        from twisted.internet import reactor
+    paths: Paths = options["paths"]
+    paths.ensure_dirs()
+    queue = JobQueueDir(paths)
+    try:
+        queue.open()
+    except QueueLocked as e:
+        raise SystemExit("ganeti-luxid: %s" % e)
+    pid_fd = lock_pid_file(paths, "ganeti-luxid")
+    root = MultiService()
+    service = LuxidService(
+        paths, reactor, queue, max_running=options["max-running-jobs"], use_forkserver=not options["no-forkserver"]
+    )
+    service.setServiceParent(root)
+    root.addService(_PidFile(pid_fd))
+    factory = LuxiServerFactory(LuxiHandler(service))
+    for description in options["listen"]:
+        StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
+    return root
+
+
+__all__ = ["Options", "makeService"]
