@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
 from twisted.protocols import amp
 
@@ -198,7 +199,7 @@ class WConfdClient:
             waiter.addTimeout(timeout, clock)
         try:
             await waiter
-        except CancelledError:
+        except (CancelledError, DeferredTimeout):  # addTimeout raises the latter
             self._forget(owner, waiter)
             if await self.cancel_pending_request(owner):
                 raise errors.LockError(

@@ -40,6 +40,18 @@ class JSON(amp.Argument):
             raise BadArguments("not valid JSON: %s" % e) from e
 
 
+class LockRequest(JSON):
+    """A lock request: a JSON list of C{[lock name, mode]} pairs."""
+
+    def fromString(self, inString: bytes) -> Any:
+        value = super().fromString(inString)
+        if not isinstance(value, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair) for pair in value
+        ):
+            raise BadArguments("request must be a list of [lock, mode] pairs, not %.200r" % (value,))
+        return value
+
+
 class BigBytes(amp.Argument):
     """Bytes of any size, split over keys C{name}, C{name.1}, C{name.2}...
 
@@ -144,7 +156,7 @@ class Command(amp.Command):
 
 
 OWNER = (b"owner", OwnerArg())
-REQUEST = (b"request", JSON())
+REQUEST = (b"request", LockRequest())
 RELEASE = (b"release", JSON(optional=True))
 
 # --- general ---------------------------------------------------------------

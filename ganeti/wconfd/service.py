@@ -150,6 +150,7 @@ class WConfdService(Service):
             owner = Owner.from_wire(line[0])
             pending = None if line[2] is None else (line[2][0], [tuple(r) for r in line[2][1]])
             self.locks.set_owner_state(owner, [tuple(h) for h in line[1]], pending)
+        self.locks.retry_pending()
         self.locks.take_dirty()
         self.locks.take_granted()
         self.storage.write_locks(self.locks.to_data())
@@ -315,7 +316,9 @@ class WConfdService(Service):
     async def _with_timeout(self, d: Deferred, timeout: float | None) -> Any:
         if timeout is None:
             return await d
-        d.addTimeout(timeout, self.clock)
+        # addTimeout would turn the CancelledError into TimeoutError, which
+        # the callers do not expect: keep the CancelledError
+        d.addTimeout(timeout, self.clock, onTimeoutCancel=lambda result, _timeout: result)
         return await d
 
     def _holds(self, owner: Owner, name: str, exclusive: bool) -> bool:
@@ -380,7 +383,7 @@ class WConfdService(Service):
             self._require(owner, "cluster/BGL", exclusive=False)
         else:
             current = store.lookup(kind, data.get("uuid") or "")
-            self._require(owner, lock_name(kind, current))
+            self._require(owner, store.guarding_lock(kind, current))
             old_names = entity_lock_names(kind, current)
         stored, record = store.update(kind, data)
         if kind != "cluster":
@@ -456,7 +459,10 @@ class WConfdService(Service):
             self._durable_serial = max(self._durable_serial, serial)
             self._distribute(data, serial)
 
+        ok = [True]
+
         def failed(failure: Any) -> None:
+            ok[0] = False
             self.log.failure("cannot write config.data (will retry)", failure)
 
         def done(_: Any) -> None:
@@ -465,10 +471,10 @@ class WConfdService(Service):
             self._flush_waiters = [(s, w) for s, w in self._flush_waiters if s > self._durable_serial]
             for _s, waiter in ready:
                 waiter.callback(self._durable_serial)
-            if self._flush_waiters:
+            if self._flush_waiters and ok[0]:
                 self._run_checkpoint()
-            elif self.config_store.serial_no > self._durable_serial:
-                self._schedule_checkpoint()
+            elif self._flush_waiters or self.config_store.serial_no > self._durable_serial:
+                self._schedule_checkpoint()  # after a failure: retry later, not in a loop
 
         d.addCallbacks(written, failed)
         d.addCallback(done)

@@ -178,7 +178,18 @@ class _JournalWriter:
         if op == "rotate":
             os.fsync(self._fd)
             os.close(self._fd)
-            os.replace(self._path, self._path + ".old")
+            old = self._path + ".old"
+            if os.path.exists(old):
+                # The previous checkpoint never finished, so config.data may
+                # lack the old journal's records: keep them, add ours after.
+                # (A crash before the unlink leaves duplicates; replay skips them.)
+                with open(self._path, "rb") as src, open(old, "ab") as dst:
+                    dst.write(src.read())
+                    dst.flush()
+                    os.fsync(dst.fileno())
+                os.unlink(self._path)
+            else:
+                os.replace(self._path, old)
             self._fd = self._open()
         elif op == "drop_old":
             try:

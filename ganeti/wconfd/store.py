@@ -145,6 +145,14 @@ class ConfigStore:
             raise UnknownEntity("%s %r is not known" % (_label(kind), key))
         return found
 
+    def guarding_lock(self, kind: str, obj: ConfigObject) -> str:
+        """The lock a writer of C{obj} must hold: a disk's is its instance's."""
+        if kind == "disk":
+            owner = self._disk_owner.get(obj.uuid)  # type: ignore[attr-defined]
+            if owner is not None:
+                return lock_name("instance", self.maps["instance"][owner])
+        return lock_name(kind, obj)
+
     def lock_names(self) -> list[str]:
         """Every lock name the current entities give rise to."""
         names: list[str] = []
@@ -177,7 +185,10 @@ class ConfigStore:
         else:
             if not obj.uuid:
                 raise errors.ConfigurationError("%s has no uuid" % _label(kind))
-            current = self.lookup(kind, obj.uuid)
+            # by uuid only: a name here would store a second copy under that key
+            current = self._map(kind).get(obj.uuid)
+            if current is None:
+                raise UnknownEntity("%s %r is not known" % (_label(kind), obj.uuid))
         if obj.serial_no != current.serial_no:
             raise errors.ConfigurationError(
                 "%s %s was changed since it was read (serial %s, now %s)"
