@@ -1,0 +1,317 @@
+"""Query fields and the query engine behind LUXI C{Query}/C{QueryFields}.
+
+Pure: no Twisted, no I/O.  Everything a query needs arrives in a
+L{QueryContext}; the per-resource field tables live in
+L{ganeti.query.resources} and L{ganeti.query.instance}.  L{cluster_info}
+and L{config_values} (from L{ganeti.query.cluster}) are re-exported here.
+
+A field is a L{FieldDef}: Ganeti's C{name}, C{title}, C{kind} and C{doc}
+(what C{QueryFields} returns) plus a C{getter(item, ctx)} that returns the
+value or raises L{NoData}, L{Unavail} or L{Offline}; those become the
+result statuses L{RS_NODATA}, L{RS_UNAVAIL} and L{RS_OFFLINE}.  Every cell
+of a result is C{[status, value]}, the value C{None} unless the status is
+L{RS_NORMAL} (spec/luxi.md section 5).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+import attrs
+
+from ganeti import errors
+from ganeti.objects import ConfigData, nice_sort_key
+from ganeti.query.cluster import cluster_info, config_values  # noqa: F401  (re-exported)
+
+# --- result statuses ---------------------------------------------------------
+RS_NORMAL = 0
+RS_UNKNOWN = 1
+RS_NODATA = 2
+RS_UNAVAIL = 3
+RS_OFFLINE = 4
+RS_ALL = (RS_NORMAL, RS_UNKNOWN, RS_NODATA, RS_UNAVAIL, RS_OFFLINE)
+
+# --- field kinds ---------------------------------------------------------------
+QFT_UNKNOWN = "unknown"
+QFT_TEXT = "text"
+QFT_BOOL = "bool"
+QFT_NUMBER = "number"
+QFT_FLOAT = "float"
+QFT_UNIT = "unit"
+QFT_TIMESTAMP = "timestamp"
+QFT_OTHER = "other"
+QFT_ALL = frozenset({QFT_UNKNOWN, QFT_TEXT, QFT_BOOL, QFT_NUMBER, QFT_FLOAT, QFT_UNIT, QFT_TIMESTAMP, QFT_OTHER})
+
+# --- how filters treat a field (Ganeti's QFF_* flags) -------------------------
+#: plain comparisons
+QFF_NORMAL = "normal"
+#: C{==} also matches the short name: "node1" matches "node1.example.com"
+QFF_HOSTNAME = "hostname"
+#: the value is C{[seconds, microseconds]}; filters compare the seconds
+QFF_TIMESTAMP = "timestamp"
+#: a job id: filter values may be decimal strings
+QFF_JOB_ID = "job_id"
+
+
+class NoData(Exception):
+    """Raised by a getter: the data is missing (e.g. no live data)."""
+
+
+class Unavail(Exception):
+    """Raised by a getter: the field does not apply to this item."""
+
+
+class Offline(Exception):
+    """Raised by a getter: the node the data lives on is offline."""
+
+
+_STATUS_OF = {NoData: RS_NODATA, Unavail: RS_UNAVAIL, Offline: RS_OFFLINE}
+
+Getter = Callable[[Any, "QueryContext"], Any]
+
+
+def _unknown_getter(item: Any, ctx: "QueryContext") -> Any:
+    raise AssertionError("unknown fields are never evaluated")
+
+
+@attrs.frozen
+class FieldDef:
+    """One query field: what C{QueryFields} shows plus how to compute it."""
+
+    name: str
+    title: str
+    kind: str
+    doc: str
+    getter: Getter = attrs.field(eq=False, repr=False)
+    #: one of the C{QFF_*} constants
+    qff: str = QFF_NORMAL
+
+    def to_dict(self) -> dict[str, str]:
+        """The wire form C{{"name", "title", "kind", "doc"}}."""
+        return {"name": self.name, "title": self.title, "kind": self.kind, "doc": self.doc}
+
+    def renamed(self, name: str) -> "FieldDef":
+        """The same field under another name (Ganeti's field aliases)."""
+        return attrs.evolve(self, name=name)
+
+    def evaluate(self, item: Any, ctx: "QueryContext") -> tuple[int, Any]:
+        """C{(status, value)} of this field for C{item}."""
+        if self.kind == QFT_UNKNOWN:
+            return (RS_UNKNOWN, None)
+        try:
+            return (RS_NORMAL, self.getter(item, ctx))
+        except (NoData, Unavail, Offline) as e:
+            return (_STATUS_OF[type(e)], None)
+
+
+def unknown_field(name: str) -> FieldDef:
+    """The definition Ganeti returns for a requested field it does not know."""
+    return FieldDef(name, name, QFT_UNKNOWN, "Unknown field '%s'" % name, _unknown_getter)
+
+
+@attrs.frozen
+class QueryContext:
+    """Everything a query may look at.
+
+    C{locks} has WConfD's C{listLocksWaitingStatus} shape
+    C{[[[lock, [[owner, mode], ...]], ...], [[prio, owner, [[lock, mode], ...]], ...]]}
+    where an owner is C{[job_id_or_string, livelock_file, pid]}.
+
+    C{live} maps a node name to what its node daemon reported, a dict:
+    node live fields by their query name (C{"mfree"}, C{"bootid"}, ...) and
+    C{"instances"}: instance name -> C{{"state": "running"|"shutdown",
+    "memory": MiB, "vcpus": n}}.  A node missing from C{live} has no data.
+
+    C{watcher_pause} is the epoch until which the watcher is paused, or
+    C{None} when it is not paused (the caller drops past pauses).
+    """
+
+    config: ConfigData
+    jobs: Mapping[int, Any] = attrs.field(factory=dict)
+    locks: Any = attrs.field(factory=lambda: [[], []])
+    live: Mapping[str, Any] = attrs.field(factory=dict)
+    archived_jobs: frozenset[int] = frozenset()
+    drain_flag: bool = False
+    watcher_pause: float | None = None
+    _cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+
+    def memo(self, key: str, compute: Callable[["QueryContext"], Any]) -> Any:
+        """C{compute(self)}, computed once per context (for indexes)."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            value = self._cache[key] = compute(self)
+            return value
+
+
+@attrs.frozen
+class Resource:
+    """A queryable resource: its fields and how to list and find its items.
+
+    C{items(ctx)} lists every item in Ganeti's order; C{lookup(ctx, name)}
+    finds one by name (C{None} if unknown); C{row_for_missing} says whether
+    an unknown requested name yields a row (jobs) instead of an error.
+    """
+
+    name: str
+    title: str
+    fields: Mapping[str, FieldDef]
+    items: Callable[[QueryContext], list[Any]] = attrs.field(eq=False, repr=False)
+    lookup: Callable[[QueryContext, Any], Any] = attrs.field(eq=False, repr=False)
+    #: the field whose C{==} filters name items directly (None: never)
+    namefield: str | None = "name"
+    row_for_missing: bool = False
+
+
+def field_table(fields: Iterable[FieldDef], aliases: Iterable[tuple[str, str]] = ()) -> dict[str, FieldDef]:
+    """A name -> field map; C{aliases} are C{(alias, target)} pairs.
+
+    @raise errors.ProgrammerError: a name is defined twice.
+    """
+    table: dict[str, FieldDef] = {}
+    for fdef in fields:
+        if fdef.name in table:
+            raise errors.ProgrammerError("duplicate query field %r" % fdef.name)
+        if fdef.kind not in QFT_ALL:
+            raise errors.ProgrammerError("bad kind %r for field %r" % (fdef.kind, fdef.name))
+        table[fdef.name] = fdef
+    for alias, target in aliases:
+        if alias in table:
+            raise errors.ProgrammerError("duplicate query field %r" % alias)
+        table[alias] = table[target].renamed(alias)
+    return table
+
+
+# --- the engine ----------------------------------------------------------------
+
+
+def get_resource(resource: str) -> Resource:
+    """The L{Resource} called C{resource}.
+
+    @raise errors.OpPrereqError: (C{ECODE_INVAL}) no such resource.
+    """
+    from ganeti.query.resources import RESOURCES
+
+    found = RESOURCES.get(resource) if isinstance(resource, str) else None
+    if found is None:
+        raise errors.OpPrereqError("Resource type '%s' unknown" % (resource,), errors.ECODE_INVAL)
+    return found
+
+
+def _check_names(kind: str, values: Any) -> list[Any]:
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise errors.OpPrereqError("%s must be a list of strings" % kind, errors.ECODE_INVAL)
+    return list(values)
+
+
+def _select(res: Resource, names: list[str]) -> list[FieldDef]:
+    return [res.fields.get(name) or unknown_field(name) for name in names]
+
+
+def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> list[Any]:
+    """The items to look at: C{names} in order (without repeats) or all."""
+    if not names:
+        return res.items(ctx)
+    items, seen = [], set()
+    for name in names:
+        item = res.lookup(ctx, name)
+        if item is None:
+            raise errors.OpPrereqError("%s '%s' not known" % (res.title, name), errors.ECODE_NOENT)
+        key = id(item) if not isinstance(item, tuple) else item[0]
+        if key in seen:
+            continue
+        seen.add(key)
+        items.append(item)
+    return items
+
+
+def query(resource: str, fields: list[str], qfilter: Any, ctx: QueryContext) -> dict[str, Any]:
+    """Answer LUXI C{Query(resource, fields, qfilter)}.
+
+    Rows come in Ganeti's order: names requested by a filter that is a plain
+    OR of C{==} on the name field in the order given, otherwise every item
+    (nice-sorted names, jobs by id, locks by name).
+
+    @return: C{{"fields": [fielddef, ...], "data": [[[status, value], ...], ...]}}
+    @raise errors.OpPrereqError: unknown resource, or a requested name is
+        not known (C{ECODE_NOENT}).
+    @raise errors.QueryFilterParseError: the filter is malformed.
+    """
+    from ganeti.query import qlang
+
+    res = get_resource(resource)
+    selected = _select(res, _check_names("Fields", fields))
+    predicate = qlang.compile_filter(qfilter, res.fields)
+    names = qlang.names_from_filter(qfilter, res.namefield) if res.namefield else None
+    data = []
+    for item in _wanted_items(res, ctx, names):
+        cells: dict[str, tuple[int, Any]] = {}
+
+        def get(name: str, item: Any = item, cells: dict[str, tuple[int, Any]] = cells) -> tuple[int, Any]:
+            cell = cells.get(name)
+            if cell is None:
+                cell = cells[name] = res.fields[name].evaluate(item, ctx)
+            return cell
+
+        if predicate(get):
+            data.append([[RS_UNKNOWN, None] if f.kind == QFT_UNKNOWN else list(get(f.name)) for f in selected])
+    return {"fields": [f.to_dict() for f in selected], "data": data}
+
+
+def query_fields(resource: str, names: list[str] | None) -> dict[str, Any]:
+    """Answer LUXI C{QueryFields}: C{None} or C{[]} means all, sorted by name."""
+    res = get_resource(resource)
+    if not names:
+        selected = [res.fields[n] for n in sorted(res.fields, key=nice_sort_key)]
+    else:
+        selected = _select(res, _check_names("Fields", names))
+    return {"fields": [f.to_dict() for f in selected]}
+
+
+def legacy_query(resource: str, names: list[Any], fields: list[str], ctx: QueryContext) -> list[Any]:
+    """Answer the old-style C{QueryNodes}/C{QueryInstances}/C{QueryGroups}/C{QueryJobs}.
+
+    Rows hold plain values (a cell whose status is not normal becomes
+    C{None}); C{names=[]} means all items.  Names may also be UUIDs or
+    unique short host names.  For jobs the names are job ids and an unknown
+    job gives a C{None} row.
+
+    @raise errors.OpPrereqError: an unknown field (C{ECODE_INVAL}) or an
+        unknown name (C{ECODE_NOENT}).
+    """
+    res = get_resource(resource)
+    fields = _check_names("Fields", fields)
+    unknown = [name for name in fields if name not in res.fields]
+    if unknown:
+        raise errors.OpPrereqError("Unknown output fields selected: %s" % ", ".join(unknown), errors.ECODE_INVAL)
+    if names is None:
+        names = []
+    if not isinstance(names, (list, tuple)):
+        raise errors.OpPrereqError("Names must be a list", errors.ECODE_INVAL)
+    selected = [res.fields[name] for name in fields]
+    rows: list[Any] = []
+    if res.row_for_missing:
+        for item in _wanted_items(res, ctx, list(names)):
+            if item[1] is None:
+                rows.append(None)
+            else:
+                rows.append([_plain(f.evaluate(item, ctx)) for f in selected])
+        return rows
+    for item in _wanted_items(res, ctx, list(names)):
+        rows.append([_plain(f.evaluate(item, ctx)) for f in selected])
+    return rows
+
+
+def _plain(cell: tuple[int, Any]) -> Any:
+    return cell[1] if cell[0] == RS_NORMAL else None
+
+
+def evaluate_row(resource: str, fields: list[str], item: Any, ctx: QueryContext) -> list[tuple[int, Any]]:
+    """C{[(status, value), ...]} of C{fields} for one C{item}.
+
+    C{item} is what the resource lists: a config object, C{(job_id, job)}
+    for jobs (e.g. for WaitForJobChange), C{(name, owners, pending)} for
+    locks.  Unknown fields give C{(RS_UNKNOWN, None)}.
+    """
+    res = get_resource(resource)
+    return [f.evaluate(item, ctx) for f in _select(res, fields)]
