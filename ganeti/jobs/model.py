@@ -44,8 +44,8 @@ Timestamp = list[int]
 def timestamp(when: float | None = None) -> Timestamp:
     """Ganeti's C{[seconds, microseconds]}."""
     when = time.time() if when is None else when
-    seconds = int(when)
-    return [seconds, int(round((when - seconds) * 1e6)) % 1000000]
+    seconds, micros = divmod(int(round(when * 1e6)), 1000000)
+    return [seconds, micros]
 
 
 def ts_seconds(value: Timestamp | None) -> float | None:
@@ -64,7 +64,8 @@ class QueuedOpCode:
     end_timestamp: Timestamp | None = None
     extra: dict[str, Any] = attrs.Factory(dict)
 
-    _FIELDS = ("input", "status", "result", "log", "priority", "start_timestamp", "exec_timestamp", "end_timestamp")
+    # In the order Ganeti's job process writes them.
+    _FIELDS = ("input", "status", "result", "log", "start_timestamp", "exec_timestamp", "end_timestamp", "priority")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "QueuedOpCode":
@@ -115,9 +116,9 @@ class QueuedJob:
         out: dict[str, Any] = {
             "id": self.id,
             "ops": [op.to_dict() for op in self.ops],
-            "received_timestamp": self.received_timestamp,
             "start_timestamp": self.start_timestamp,
             "end_timestamp": self.end_timestamp,
+            "received_timestamp": self.received_timestamp,
         }
         for key in self._OPTIONAL:
             value = getattr(self, key)
@@ -155,7 +156,7 @@ class QueuedJob:
                 all_success = False
             if op.status not in (SUCCESS, QUEUED):
                 candidate = op.status
-        if all_success and self.ops:
+        if all_success:
             return SUCCESS
         return candidate
 
