@@ -194,8 +194,15 @@ class WConfdService(Service):
     def check_owners(self, owners: Iterable[Owner] | None = None) -> list[Owner]:
         """Free the locks of owners whose process died; returns them."""
         candidates = list(self.locks.owners() if owners is None else owners)
-        dead = [o for o in candidates if self.probe(o.lockfile)]
+        dead = []
+        for owner in candidates:
+            try:
+                if self.probe(owner.lockfile):
+                    dead.append(owner)
+            except Exception:  # one odd lock file must not stop death detection
+                self.log.failure("cannot probe the lock file of {owner}", owner=owner.to_wire())
         for owner in dead:
+            self._connections.pop(owner, None)
             self.log.info("owner {owner} is dead: freeing its locks", owner=owner.to_wire())
             self.locks.free(owner)
             self._valid_owners.discard(owner)
@@ -365,11 +372,11 @@ class WConfdService(Service):
             raise errors.ConfigurationError("malformed configuration: %s" % e) from e
         store = self.config_store
         before = set(store.lock_names())
-        store.replace(config)
+        record = store.replace(config)
         after = set(store.lock_names())
         self.locks.add_names(after - before)
         self.locks.remove_names(before - after)
-        await self.flush()
+        await self._commit(record)
         self._release(owner, list(release) + ([CONFIG_LOCK] if unlock else []))
         return store.serial_no
 

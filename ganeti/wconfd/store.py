@@ -270,16 +270,24 @@ class ConfigStore:
         self._bump(when)
         return obj, record
 
-    def replace(self, config: ConfigData) -> None:
-        """Replace everything (a whole-config write); verified first."""
+    def replace(self, config: ConfigData) -> dict[str, Any]:
+        """Replace everything (a whole-config write); verified first.
+
+        The record carries the whole config, so that changes journalled
+        after it replay onto it, not onto an older config.data.
+        """
         problems = config_verify.verify(config)
         if problems:
             raise errors.ConfigVerifyError("Configuration verification failed", problems)
         when = now()
         self._load(attrs.evolve(config, serial_no=max(self.serial_no, config.serial_no or 0) + 1, mtime=when))
+        return {"s": self.serial_no, "t": when, "full": serializer.loads(self.snapshot())}
 
     def replay(self, record: dict[str, Any]) -> None:
-        """Apply a journal record written by L{update}, L{add} or L{remove}."""
+        """Apply a journal record written by L{update}, L{add}, L{remove} or L{replace}."""
+        if "full" in record:
+            self._load(ConfigData.from_dict(record["full"]))
+            return
         for kind, uuid, data in record["c"]:
             obj = None if data is None else _decode(kind, data)
             self._apply(kind, uuid, obj)

@@ -10,6 +10,7 @@ import attrs
 import pytest_twisted
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
+from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.task import deferLater
 
 from ganeti import serializer
@@ -34,7 +35,7 @@ async def test_kill_at_random_points_loses_no_acknowledged_change(root):
     config = grow(initial_config("crash.test", "node1.test", "127.0.1.1"), nodes=3, instances=WRITERS)
     seed_config(root, config)
     names = sorted(inst.name for inst in config.instances.values())
-    job = LiveOwner(root, 4242)
+    jobs = {name: LiveOwner(root, 4242 + n) for n, name in enumerate(names)}  # one job per writer
     sent = {name: 0 for name in names}
     acked = {name: 0 for name in names}
     daemon = Daemon(root, "ganeti-wconfd")
@@ -47,30 +48,31 @@ async def test_kill_at_random_points_loses_no_acknowledged_change(root):
         client = await WConfdClient.connect(reactor, root.wconfd_socket)
 
         # --- after a restart: check what survived --------------------------
-        held = dict(await client.list_locks(job.owner))
+        held = {name: dict(await client.list_locks(jobs[name].owner)) for name in names}
         serial = await client.read_serial()
         assert serial >= last_serial, "config serial went backwards"
         last_serial = serial
         for name in names:
             value = version_of((await client.read_instance(name)).os)
             assert acked[name] <= value <= sent[name], (iteration, name, acked[name], value, sent[name])
-            if "instance/" + name not in held:
+            if "instance/" + name not in held[name]:
                 assert value == sent[name], "lock of %s released but its change v%d was lost" % (name, sent[name])
             acked[name] = sent[name] = value
         assert await client.verify_config() == []
 
         # --- a stream of update-and-release calls, killed at random ---------
-        if "cluster/BGL" not in held:
-            assert await client.try_update_locks(job.owner, [("cluster/BGL", "shared")]) == []
+        for name in names:
+            if "cluster/BGL" not in held[name]:
+                assert await client.try_update_locks(jobs[name].owner, [("cluster/BGL", "shared")]) == []
         stop = False
 
         async def writer(name: str) -> None:
-            lock = "instance/" + name
+            lock, owner = "instance/" + name, jobs[name].owner
             while not stop:
-                assert await client.try_update_locks(job.owner, [(lock, "exclusive")]) == []
+                assert await client.try_update_locks(owner, [(lock, "exclusive")]) == []
                 inst = await client.read_instance(name)
                 sent[name] += 1
-                await client.update_instance(job.owner, attrs.evolve(inst, os="v%d" % sent[name]), release=[lock])
+                await client.update_instance(owner, attrs.evolve(inst, os="v%d" % sent[name]), release=[lock])
                 acked[name] = sent[name]
 
         running = [ensureDeferred(writer(name)) for name in names]
@@ -81,7 +83,7 @@ async def test_kill_at_random_points_loses_no_acknowledged_change(root):
         for d in running:
             try:
                 await d
-            except Exception:
+            except (ConnectionDone, ConnectionLost):
                 pass  # the connection died with the daemon
         if sum(acked.values()) > before or any(sent[n] > acked[n] for n in names):
             kills_mid_stream += 1

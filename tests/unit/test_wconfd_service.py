@@ -459,10 +459,31 @@ class WriteConfigTests(ServiceTestCase):
         serial = self.successResultOf(self.write(self.a, self.renamed(), unlock=True))
         self.assertGreater(serial, before)
         self.assertEqual(self.read().cluster.candidate_pool_size, 2)
+        # durable through the journal at once; config.data catches up
+        self.assertEqual(self.storage.journal[-1]["s"], serial)
+        self.assertEqual(self.storage.journal[-1]["full"]["cluster"]["candidate_pool_size"], 2)
+        self.clock.advance(1)
         self.assertEqual(ConfigData.from_json(self.storage.config).serial_no, serial)  # type: ignore[arg-type]
         self.assertEqual(self.owned(self.a), [])  # unlock released the config lock
         self.assertEqual(self.service.try_update(self.b, [("instance/web.example.test", "exclusive")]), [])
         self.assertRaises(errors.LockError, self.service.try_update, job(3), [(LOCK1, "exclusive")])
+
+    def test_changes_after_a_whole_config_write_survive_a_crash_before_the_checkpoint(self) -> None:
+        """The replaced config is journalled, so later records replay onto it."""
+        self.successResultOf(ensureDeferred(self.service.lock_config(self.a, False, None)))
+        self.successResultOf(self.write(self.a, self.renamed(), unlock=True))
+        self.hold(self.b, "instance/web.example.test")
+        inst = by_name(self.service.config_store, "instance", "web.example.test")
+        data = attrs.evolve(inst, os="after-replace").to_dict()
+        self.successResultOf(ensureDeferred(self.service.update_entity(self.b, "instance", data, [])))
+        self.assertEqual(self.storage.config_writes, 0)  # crash now: config.data is the old one
+        fresh = MemoryStorage(self.config.to_json())  # the old config.data, and the journal
+        fresh.journal = list(self.storage.old_journal + self.storage.journal)
+        restarted = make_service(storage=fresh)
+        store = restarted.config_store
+        self.assertEqual(store.cluster.candidate_pool_size, 2)
+        self.assertEqual(by_name(store, "instance", "web.example.test").os, "after-replace")
+        self.assertEqual(store.verify(), [])
 
     def test_write_config_that_fails_verification_keeps_the_old_config(self) -> None:
         self.successResultOf(ensureDeferred(self.service.lock_config(self.a, False, None)))
