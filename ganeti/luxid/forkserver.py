@@ -18,6 +18,7 @@ It exits when LuxiD closes the socket (or dies).
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import select
 import signal
@@ -73,11 +74,12 @@ def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int]) ->
                 os.close(fd)
             except OSError:
                 pass
-        high = [os.dup(fd) for fd in fds]  # out of the way of 3 and 4
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # out of the way of 3 and 4
         for fd in fds:
-            os.close(fd)
-        os.dup2(high[0], channel.TO_PARENT_FD)
-        os.dup2(high[1], channel.FROM_PARENT_FD)
+            if fd not in (channel.TO_PARENT_FD, channel.FROM_PARENT_FD):
+                os.close(fd)
+        os.dup2(high[0], channel.TO_PARENT_FD, inheritable=False)
+        os.dup2(high[1], channel.FROM_PARENT_FD, inheritable=False)
         for fd in high:
             os.close(fd)
         devnull = os.open(os.devnull, os.O_RDONLY)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import orjson
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python import filepath
@@ -76,7 +76,7 @@ class LuxidService(Service):
         self.distributor: JobWrite = distributor or JobDistributor()
         self.follow_interval = follow_interval
         self.jobs: dict[int, QueuedJob] = {}
-        self.running: dict[int, JobChannel] = {}
+        self.processes: dict[int, JobChannel] = {}
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
         self.start_attempts: dict[int, int] = {}
         self.spawn_times: list[float] = []
@@ -110,7 +110,7 @@ class LuxidService(Service):
         self._follow = LoopingCall(self._follow_adopted)
         self._follow.clock = self.reactor
         self._follow.start(self.follow_interval, now=False)
-        self.reactor.callLater(0, self._connect_wconfd)
+        self.reactor.callLater(0, self._start_connect)
         self.schedule()
 
     def stopService(self) -> Any:
@@ -152,6 +152,10 @@ class LuxidService(Service):
             else:
                 self._fail(job, "the job process died while LuxiD was not running")
 
+    def _start_connect(self) -> None:
+        d = Deferred.fromCoroutine(self._connect_wconfd())
+        d.addErrback(lambda f: self.log.failure("connecting to WConfD failed", f))
+
     async def _connect_wconfd(self) -> None:
         from twisted.internet.task import deferLater
 
@@ -179,7 +183,7 @@ class LuxidService(Service):
         self.wconfd = None
         if self.running:
             self.log.warn("lost the connection to WConfD; reconnecting")
-            self.reactor.callLater(0.5, self._connect_wconfd)
+            self.reactor.callLater(0.5, self._start_connect)
 
     @property
     def max_running(self) -> int:
@@ -215,7 +219,7 @@ class LuxidService(Service):
             job_id = int(name[4:])
         except ValueError:
             return
-        if job_id in self.running or job_id in self.adopted:
+        if job_id in self.processes or job_id in self.adopted:
             self._reload(job_id)
 
     def _reload(self, job_id: int) -> QueuedJob | None:
@@ -256,7 +260,7 @@ class LuxidService(Service):
     def _schedule_once(self) -> None:
         if not self.running:
             return
-        busy = set(self.running) | set(self.adopted)
+        busy = set(self.processes) | set(self.adopted)
         decision = scheduler.schedule(self.jobs, busy, self.max_running, lookup=self.queue.read_job)
         for job_id, reason in decision.fail:
             self._fail(self.jobs[job_id], reason)
@@ -275,7 +279,7 @@ class LuxidService(Service):
         job.livelock, job.process_id = self.livelock, None
         self._write(job)  # step 1: our own lock file in the job file
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
-        self.running[job.id] = job_channel
+        self.processes[job.id] = job_channel
         started = time.perf_counter()
         job_channel.ready.addCallback(lambda _: self.spawn_times.append(time.perf_counter() - started))
         job_channel.ready.addErrback(lambda f: None)
@@ -294,7 +298,7 @@ class LuxidService(Service):
         self._write(job)
 
     def _job_exited(self, exit: JobExit) -> None:
-        self.running.pop(exit.job_id, None)
+        self.processes.pop(exit.job_id, None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:
             if exit.confirmed:
@@ -322,7 +326,7 @@ class LuxidService(Service):
                 self._fail(job, "the job process died")
                 self._cleanup_locks()
         if not self._notifier:
-            for job_id in list(self.running):
+            for job_id in list(self.processes):
                 self._reload(job_id)
 
     def _cleanup_locks(self) -> None:
@@ -381,19 +385,25 @@ class LuxidService(Service):
             d.addTimeout(remaining, self.reactor)
             try:
                 await d
-            except CancelledError:
-                waiters = self._watchers.get(job.id, [])
-                if d in waiters:
-                    waiters.remove(d)
-                if time.monotonic() >= deadline:
-                    return None
+            except TimeoutError:
+                self._forget_watcher(job.id, d)
+                return None
+            except CancelledError:  # the client went away
+                self._forget_watcher(job.id, d)
                 raise
+
+    def _forget_watcher(self, job_id: int, d: Deferred) -> None:
+        waiters = self._watchers.get(job_id, [])
+        if d in waiters:
+            waiters.remove(d)
+        if not waiters:
+            self._watchers.pop(job_id, None)
 
     def cancel(self, job_id: Any) -> Deferred:
         job = self.job(job_id)
         if job.finalized:
             return succeed([False, "Job %s is finished" % job.id])
-        channel = self.running.get(job.id)
+        channel = self.processes.get(job.id)
         if channel is None and job.id not in self.adopted:
             job.cancel()
             self._write(job)
@@ -417,7 +427,7 @@ class LuxidService(Service):
             )
         if job.finalized:
             return [False, "Job %s is finished" % job.id]
-        channel = self.running.get(job.id)
+        channel = self.processes.get(job.id)
         if channel is not None:
             channel.send({"priority": priority})
             return [True, "Priority of job %s changed to %s" % (job.id, priority)]
@@ -431,7 +441,7 @@ class LuxidService(Service):
             job = self.job(job_id)
         except errors.JobLost:
             return False
-        if not job.finalized or job.id in self.running:
+        if not job.finalized or job.id in self.processes:
             return False
         if self.queue.archive_job(job.id):
             self.jobs.pop(job.id, None)
@@ -447,7 +457,7 @@ class LuxidService(Service):
             if time.monotonic() > deadline:
                 return [archived, len(ids) - index]
             job = self.jobs[job_id]
-            if not job.finalized or job_id in self.running:
+            if not job.finalized or job_id in self.processes:
                 continue
             if cutoff is not None and not self.queue.archivable(job, cutoff):
                 continue
