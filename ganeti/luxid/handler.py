@@ -97,8 +97,8 @@ class LuxiHandler(MethodHandler):
     def luxi_CancelJob(self, job_id: Any, kill: Any = False) -> Any:
         return self.service.cancel(job_id)
 
-    def luxi_ArchiveJob(self, job_id: Any) -> bool:
-        return self.service.archive(job_id)
+    async def luxi_ArchiveJob(self, job_id: Any) -> bool:
+        return await self.service.archive(job_id)
 
     def luxi_AutoArchiveJobs(self, age: Any, timeout: Any) -> list[int]:
         return self.service.auto_archive(float(_int(age, "age")), float(_int(timeout, "timeout")))

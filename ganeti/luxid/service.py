@@ -35,6 +35,8 @@ WFJC_TIMEOUT = 89
 DEFAULT_MAX_RUNNING = 20
 #: a job whose process dies before the handshake this often is failed
 MAX_START_ATTEMPTS = 3
+#: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
+ARCHIVE_EXIT_WAIT = 11.0
 
 JobWrite = Callable[[str, bytes], Any]
 
@@ -81,6 +83,7 @@ class LuxidService(Service):
         self.start_attempts: dict[int, int] = {}
         self.spawn_times: list[float] = []
         self._watchers: dict[int, list[Deferred]] = {}
+        self._exit_waiters: dict[int, list[Deferred]] = {}
         self._scheduling = False
         self._schedule_again = False
         self._max_running_config = DEFAULT_MAX_RUNNING
@@ -299,6 +302,9 @@ class LuxidService(Service):
 
     def _job_exited(self, exit: JobExit) -> None:
         self.processes.pop(exit.job_id, None)
+        for waiter in self._exit_waiters.pop(exit.job_id, []):
+            if not waiter.called:
+                waiter.callback(None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:
             if exit.confirmed:
@@ -436,13 +442,22 @@ class LuxidService(Service):
         self.schedule()
         return [True, "Priority of job %s changed to %s" % (job.id, priority)]
 
-    def archive(self, job_id: Any) -> bool:
+    async def archive(self, job_id: Any) -> bool:
+        """Archive a finished job, waiting up to 11 s for its process to exit."""
         try:
             job = self.job(job_id)
         except errors.JobLost:
             return False
-        if not job.finalized or job.id in self.processes:
+        if not job.finalized:
             return False
+        if job.id in self.processes:
+            d: Deferred = Deferred()
+            self._exit_waiters.setdefault(job.id, []).append(d)
+            d.addTimeout(ARCHIVE_EXIT_WAIT, self.reactor)
+            try:
+                await d
+            except TimeoutError:
+                return False
         if self.queue.archive_job(job.id):
             self.jobs.pop(job.id, None)
             return True
