@@ -1,0 +1,23 @@
+"""Logical units: the code behind each opcode (see L{ganeti.cmdlib.base}).
+
+Importing this package registers every LU; L{lookup} finds the one for an
+C{OP_ID}.  To add LUs, write a module here with C{@register}-decorated
+L{LogicalUnit} subclasses and import it below.
+"""
+
+from __future__ import annotations
+
+from ganeti import errors
+from ganeti.cmdlib import cluster, group, tags, test  # noqa: F401  (registration)
+from ganeti.cmdlib.base import ALL_SET, REGISTRY, LogicalUnit, OpContext, register
+
+
+def lookup(op_id: str) -> type[LogicalUnit]:
+    """The LU class for C{op_id}; L{errors.OpPrereqError} if there is none."""
+    cls = REGISTRY.get(op_id)
+    if cls is None:
+        raise errors.OpPrereqError("%s: opcode not implemented" % op_id, errors.ECODE_INVAL)
+    return cls
+
+
+__all__ = ["ALL_SET", "REGISTRY", "LogicalUnit", "OpContext", "lookup", "register"]

@@ -1,0 +1,386 @@
+"""The logical-unit framework: one class per opcode, run by the processor.
+
+The processor (L{ganeti.jobs.processor.Processor}) drives a logical unit
+(LU) through these steps, in this order:
+
+  1. C{lu = LUClass(op, ctx, cfg)} with C{op} the validated opcode dict and
+     C{cfg} a config snapshot read before any lock is taken;
+  2. L{LogicalUnit.check_arguments}: checks of the opcode alone;
+  3. L{LogicalUnit.expand_names}: resolve names to UUIDs and fill
+     L{LogicalUnit.needed_locks} (C{level -> [member, ...]} or L{ALL_SET}),
+     L{LogicalUnit.share_locks} (C{level -> True} for shared) and
+     L{LogicalUnit.add_locks} (C{level -> [member, ...]} for entities the LU
+     creates);
+  4. the BGL (exclusive if C{REQ_BGL}, shared otherwise, none if
+     L{LogicalUnit.uses_bgl} says so), then level by level in lock order:
+     L{LogicalUnit.declare_locks} (only for levels present in
+     C{needed_locks} or C{add_locks}; C{self.cfg} is re-read first when
+     locks were taken since the last read), then that level's locks;
+  5. C{self.cfg} is re-read (it now reflects what the locks protect), and
+     L{LogicalUnit.check_prereq} runs: raise L{errors.OpPrereqError} with
+     an C{ECODE_*} when the operation cannot be done;
+  6. unless C{dry_run}: C{await lu.exec_(feedback)}; its return value is the
+     opcode result (JSON-able); raise L{errors.OpExecError} on failure;
+  7. every lock is released, whatever happened.
+
+Changes go through WConfD: L{LogicalUnit.update}, L{LogicalUnit.add},
+L{LogicalUnit.remove} and L{LogicalUnit.modify} (read-change-write that
+retries when somebody else changed the object first).  WConfD insists that
+the LU holds the entity's lock exclusively (the BGL, shared, for the
+cluster object).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Awaitable, Callable, ClassVar, Iterable
+
+import attrs
+from twisted.internet.defer import Deferred, ensureDeferred, succeed
+from twisted.internet.task import deferLater
+
+from ganeti import errors
+from ganeti.jobs import model
+from ganeti.locking.names import (
+    LEVEL_CLUSTER,
+    LEVEL_INSTANCE,
+    LEVEL_NETWORK,
+    LEVEL_NODE,
+    LEVEL_NODE_ALLOC,
+    LEVEL_NODE_RES,
+    LEVEL_NODEGROUP,
+    LEVELS,
+)
+from ganeti.objects import KINDS, ConfigData, ConfigObject, Node
+
+__all__ = [
+    "ALL_SET",
+    "LEVELS",
+    "LEVEL_CLUSTER",
+    "LEVEL_INSTANCE",
+    "LEVEL_NETWORK",
+    "LEVEL_NODE",
+    "LEVEL_NODEGROUP",
+    "LEVEL_NODE_ALLOC",
+    "LEVEL_NODE_RES",
+    "LogicalUnit",
+    "OpContext",
+    "REGISTRY",
+    "register",
+]
+
+
+class _AllSet:
+    """Marker for "every lock of the level" (the level's group lock)."""
+
+    def __repr__(self) -> str:
+        return "ALL_SET"
+
+
+#: Use as C{needed_locks[level]} to lock a whole level.
+ALL_SET: Any = _AllSet()
+
+#: Attempts of L{LogicalUnit.modify} when the object keeps changing under it.
+MODIFY_ATTEMPTS = 5
+
+#: OP_ID -> LU class, filled by L{register}.
+REGISTRY: dict[str, type["LogicalUnit"]] = {}
+
+
+def register(cls: type["LogicalUnit"]) -> type["LogicalUnit"]:
+    """Class decorator: make C{cls} the LU for its C{OP_ID}."""
+    if not cls.OP_ID:
+        raise errors.ProgrammerError("%s has no OP_ID" % cls.__name__)
+    if cls.OP_ID in REGISTRY and REGISTRY[cls.OP_ID] is not cls:
+        raise errors.ProgrammerError("%s already has the LU %s" % (cls.OP_ID, REGISTRY[cls.OP_ID].__name__))
+    REGISTRY[cls.OP_ID] = cls
+    return cls
+
+
+Feedback = Callable[..., Any]
+
+
+class OpContext:
+    """What an LU gets from the job process.
+
+    @ivar wconfd: the L{ganeti.wconfd.client.WConfdClient}.
+    @ivar owner: the job's lock owner.
+    @ivar clock: an C{IReactorTime} (sleeps and timestamps).
+    @ivar job_id: the job's id (C{None} outside a job).
+    """
+
+    def __init__(
+        self,
+        wconfd: Any,
+        owner: Any,
+        clock: Any,
+        feedback: Callable[[Any, str], Awaitable[None] | None] | None = None,
+        job_id: int | None = None,
+    ) -> None:
+        self.wconfd = wconfd
+        self.owner = owner
+        self.clock = clock
+        self.job_id = job_id
+        self._feedback = feedback
+
+    def feedback(self, message: Any, kind: str = model.ELOG_MESSAGE) -> Any:
+        """Add C{message} to the opcode's log.
+
+        Returns a Deferred that fires once the job file holds the entry;
+        awaiting it is optional.
+        """
+        if self._feedback is None:
+            return succeed(None)
+        result = self._feedback(message, kind)
+        if isinstance(result, Deferred):
+            return result
+        if inspect.isawaitable(result):
+            return ensureDeferred(result)
+        return succeed(result)
+
+    def sleep(self, seconds: float) -> Any:
+        """A Deferred that fires after C{seconds} on the context's clock."""
+        return deferLater(self.clock, max(0.0, float(seconds)), lambda: None)
+
+
+class LogicalUnit:
+    """Base of every LU.  Subclass, set C{OP_ID}, decorate with L{register}.
+
+    @cvar OP_ID: the opcode this LU runs.
+    @cvar REQ_BGL: take the BGL exclusively (default); False: shared.
+    @ivar op: the validated opcode (a dict with defaults filled in).
+    @ivar cfg: a L{ConfigData} snapshot (see the module docstring for when it
+        is refreshed).
+    @ivar ctx: the L{OpContext}.
+    @ivar needed_locks: C{level -> [member, ...] | ALL_SET}.
+    @ivar share_locks: C{level -> bool} (True: shared); default exclusive.
+    @ivar add_locks: C{level -> [member, ...]}: new locks to create and hold.
+    @ivar dry_run_result: the result of a C{dry_run} opcode.
+    """
+
+    OP_ID: ClassVar[str | None] = None
+    REQ_BGL: ClassVar[bool] = True
+
+    def __init__(self, op: dict[str, Any], ctx: OpContext, cfg: ConfigData | None = None) -> None:
+        self.op = op
+        self.ctx = ctx
+        self.cfg: ConfigData = cfg if cfg is not None else ConfigData()
+        self.needed_locks: dict[str, Any] = {}
+        self.share_locks: dict[str, bool] = {}
+        self.add_locks: dict[str, list[str]] = {}
+        self.dry_run_result: Any = None
+        #: level -> member names held (or ALL_SET); kept by the processor
+        self.acquired: dict[str, Any] = {}
+
+    # --- hooks (override) ------------------------------------------------
+    def uses_bgl(self) -> bool:
+        """Whether to take the BGL at all (mode from C{REQ_BGL})."""
+        return True
+
+    def check_arguments(self) -> None:
+        """Checks that need nothing but the opcode."""
+
+    def expand_names(self) -> None:
+        """Resolve names; fill C{needed_locks}, C{share_locks}, C{add_locks}."""
+
+    def declare_locks(self, level: str) -> None:
+        """Compute the locks of C{level} from the locks held so far."""
+
+    def check_prereq(self) -> None:
+        """Check that the operation can be done; raise L{errors.OpPrereqError}."""
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        """Do it; return the opcode result."""
+        raise NotImplementedError("%s does not implement exec_" % type(self).__name__)
+
+    # --- lock helpers ------------------------------------------------------
+    def share_all(self) -> None:
+        """Take every lock of this LU in shared mode."""
+        self.share_locks = {level: True for level in LEVELS}
+
+    def owned_locks(self, level: str) -> frozenset[str]:
+        """The members of C{level} this LU holds (every member for ALL_SET)."""
+        held = self.acquired.get(level)
+        if held is None:
+            return frozenset()
+        if held is ALL_SET:
+            return frozenset(level_members(self.cfg, level))
+        return frozenset(held)
+
+    # --- feedback -------------------------------------------------------------
+    def feedback(self, message: Any) -> Any:
+        return self.ctx.feedback(message)
+
+    def log_info(self, message: str, *args: Any) -> Any:
+        """Ganeti's C{LogInfo}: a C{" - INFO: "} line in the job log."""
+        return self.ctx.feedback(" - INFO: %s" % (message % args if args else message))
+
+    def log_warning(self, message: str, *args: Any) -> Any:
+        """Ganeti's C{LogWarning}: a C{" - WARNING: "} line in the job log."""
+        return self.ctx.feedback(" - WARNING: %s" % (message % args if args else message))
+
+    # --- config changes --------------------------------------------------------
+    async def update(self, kind: str, obj: ConfigObject, release: Iterable[str] = ()) -> Any:
+        """Store a changed entity (its C{serial_no} must be the stored one).
+
+        @return: the stored object (new serial and mtime); C{self.cfg} is
+            updated with it.
+        """
+        stored = await self.ctx.wconfd.update(self.ctx.owner, kind, obj, release=list(release))
+        self._patch_cfg(kind, stored)
+        return stored
+
+    async def add(self, kind: str, obj: ConfigObject, release: Iterable[str] = ()) -> Any:
+        """Add a new entity; returns it as stored (C{self.cfg} updated)."""
+        uuid = await self.ctx.wconfd.add(self.ctx.owner, kind, obj, release=list(release))
+        stored = await read_entity(self.ctx.wconfd, kind, uuid)
+        self._patch_cfg(kind, stored)
+        return stored
+
+    async def remove(self, kind: str, key: str, release: Iterable[str] = ()) -> None:
+        """Remove the entity of C{kind} with uuid (or name) C{key}."""
+        current = _find(self.cfg, kind, key)
+        await self.ctx.wconfd.remove(self.ctx.owner, kind, key, release=list(release))
+        if current is not None:
+            _, attr = KINDS[kind]
+            items = dict(getattr(self.cfg, attr))
+            items.pop(current.uuid, None)
+            self.cfg = attrs.evolve(self.cfg, **{attr: items})
+
+    async def modify(self, kind: str, key: str | None, change: Callable[[Any], Any]) -> Any:
+        """Read the entity afresh, apply C{change}, store the result.
+
+        Retries (re-reading) when another writer changed the object in
+        between, which can only happen to objects guarded by a shared lock
+        (the cluster, under the shared BGL).  C{change} may raise to abort;
+        if it returns the object unchanged nothing is written.
+        """
+        for attempt in range(MODIFY_ATTEMPTS):
+            current = await read_entity(self.ctx.wconfd, kind, key)
+            changed = change(current)
+            if changed == current:
+                self._patch_cfg(kind, current)
+                return current
+            try:
+                return await self.update(kind, changed)
+            except errors.ConfigurationError as e:
+                if "changed since it was read" not in str(e) or attempt == MODIFY_ATTEMPTS - 1:
+                    raise
+        raise errors.ProgrammerError("unreachable")  # pragma: no cover
+
+    def _patch_cfg(self, kind: str, stored: Any) -> None:
+        if kind == "cluster":
+            self.cfg = attrs.evolve(self.cfg, cluster=stored)
+            return
+        if kind not in KINDS:
+            return
+        _, attr = KINDS[kind]
+        items = dict(getattr(self.cfg, attr))
+        items[stored.uuid] = stored
+        self.cfg = attrs.evolve(self.cfg, **{attr: items})
+
+
+# --- config lookups shared by LUs ------------------------------------------------
+
+
+async def read_entity(wconfd: Any, kind: str, key: str | None) -> Any:
+    """One entity, read from WConfD now, as a record."""
+    if kind == "cluster":
+        return await wconfd.read_cluster()
+    cls, _ = KINDS[kind]
+    return cls.from_dict(await wconfd.read_entity(kind, key))
+
+
+def _find(cfg: ConfigData, kind: str, key: str) -> Any:
+    if kind == "cluster":
+        return cfg.cluster
+    items = getattr(cfg, KINDS[kind][1])
+    found = items.get(key)
+    if found is not None:
+        return found
+    for item in items.values():
+        if getattr(item, "name", None) == key:
+            return item
+    return None
+
+
+def match_name(short: str, names: Iterable[str]) -> str | None:
+    """Ganeti's name expansion: C{short} itself, or the one name it is a prefix of.
+
+    C{"web1"} matches C{"web1.example.com"} (a prefix ending at a dot);
+    comparisons ignore case; ambiguity gives C{None}.
+    """
+    names = list(names)
+    if short in names:
+        return short
+    lower = short.lower()
+    exact = [n for n in names if n.lower() == lower]
+    if len(exact) == 1:
+        return exact[0]
+    prefix = lower + "."
+    found = [n for n in names if n.lower().startswith(prefix)]
+    return found[0] if len(found) == 1 else None
+
+
+def expand_instance_name(cfg: ConfigData, name: str) -> str:
+    """The full name of instance C{name} (short names expanded)."""
+    if name in cfg.instances:  # a UUID
+        return cfg.instances[name].name  # type: ignore[return-value]
+    full = match_name(name, [i.name for i in cfg.instances.values() if i.name])
+    if full is None:
+        raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)
+    return full
+
+
+def expand_node(cfg: ConfigData, name: str) -> Node:
+    """The node called C{name} (or with that UUID; short names expanded)."""
+    node = cfg.nodes.get(name)
+    if node is not None:
+        return node
+    full = match_name(name, [n.name for n in cfg.nodes.values() if n.name])
+    if full is None:
+        raise errors.OpPrereqError("Node '%s' not known" % name, errors.ECODE_NOENT)
+    return next(n for n in cfg.nodes.values() if n.name == full)
+
+
+def lookup_group(cfg: ConfigData, name: str | None) -> str:
+    """The UUID of node group C{name} (a name or a UUID; None: the only group)."""
+    if name is None:
+        if len(cfg.nodegroups) != 1:
+            raise errors.OpPrereqError(
+                "More than one node group exists. Target group must be specified explicitly.", errors.ECODE_INVAL
+            )
+        return next(iter(cfg.nodegroups))
+    if name in cfg.nodegroups:
+        return name
+    for group in cfg.nodegroups.values():
+        if group.name == name:
+            return group.uuid  # type: ignore[return-value]
+    raise errors.OpPrereqError("Node group '%s' not found" % name, errors.ECODE_NOENT)
+
+
+def lookup_network(cfg: ConfigData, name: str) -> str:
+    """The UUID of network C{name} (a name or a UUID)."""
+    if name in cfg.networks:
+        return name
+    for net in cfg.networks.values():
+        if net.name == name:
+            return net.uuid  # type: ignore[return-value]
+    raise errors.OpPrereqError("Network '%s' not found" % name, errors.ECODE_NOENT)
+
+
+def level_members(cfg: ConfigData, level: str) -> list[str]:
+    """Every lock member of C{level} the config gives rise to."""
+    if level == LEVEL_INSTANCE:
+        return [i.name for i in cfg.instances.values() if i.name]
+    if level == LEVEL_NODEGROUP:
+        return list(cfg.nodegroups)
+    if level in (LEVEL_NODE, LEVEL_NODE_RES):
+        return list(cfg.nodes)
+    if level == LEVEL_NETWORK:
+        return list(cfg.networks)
+    if level == LEVEL_CLUSTER:
+        return ["BGL"]
+    if level == LEVEL_NODE_ALLOC:
+        return ["NAL"]
+    raise errors.ProgrammerError("unknown lock level %r" % level)

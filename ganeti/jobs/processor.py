@@ -1,0 +1,458 @@
+"""The opcode processor of a job process: runs a job's opcodes in order.
+
+For each opcode not yet finished:
+
+  1. validate it (L{ganeti.opcodes.validate}) and find its LU; an invalid
+     opcode fails here, before any lock is asked for;
+  2. status C{waiting}, C{start_timestamp}; build the LU on a fresh config
+     snapshot, C{check_arguments}, C{expand_names};
+  3. take its locks through WConfD, the BGL first, then level by level in
+     lock order, at the opcode's priority.  The first attempts have
+     timeouts (L{DEFAULT_LOCK_TIMEOUTS}, for the whole set of locks); when
+     one runs out every lock is given back, the opcode's priority goes up
+     by one (to at most C{PRIO_HIGHEST}) and the LU is built again; after
+     the last timeout the processor waits as long as it takes;
+  4. status C{running}, C{exec_timestamp}; re-read the config,
+     C{check_prereq}, C{exec_} (skipped with C{dry_run});
+  5. status C{success} with the result, or C{error} with the encoded
+     exception (C{[ClassName, [args]]}), C{end_timestamp}; every lock is
+     released.  After an error every later opcode fails with
+     C{OpExecError("Preceding opcode failed")} and the job ends.
+
+The job is handed to C{save} after every change of state and every log
+entry (the job process writes and replicates the job file there); saves
+never overlap and coalesce when they come faster than they finish.
+
+L{Processor.request_cancel} stops a job whose current opcode has not started
+running: its opcodes become C{canceling}, a lock wait in progress is
+abandoned (the pending request withdrawn), and they all end C{canceled}.
+L{Processor.change_priority} changes the priority of the pending opcodes,
+also of a lock request already waiting when that makes it more urgent.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from functools import partial
+from typing import Any, Awaitable, Callable, Iterable
+
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
+from twisted.internet.task import deferLater
+from twisted.logger import Logger
+
+from ganeti import errors, opcodes
+from ganeti.jobs import model
+from ganeti.jobs.model import QueuedJob, QueuedOpCode
+from ganeti.locking.names import BGL, EXCLUSIVE, LEVEL_CLUSTER, LEVELS, SHARED, group_lock
+
+#: Timeouts (seconds) of the lock attempts before the blocking one.
+DEFAULT_LOCK_TIMEOUTS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+#: Retry delays when creating new locks is blocked (doubling up to the max).
+ADD_LOCKS_FIRST_DELAY = 0.05
+ADD_LOCKS_MAX_DELAY = 2.0
+
+#: Result of opcodes ended by a cancel request (Ganeti's text).
+CANCELED_RESULT = "Job canceled by request"
+#: Message of the error given to the opcodes after a failed one.
+PRECEDING_FAILED = "Preceding opcode failed"
+
+SaveFunction = Callable[[QueuedJob], "Awaitable[None] | None"]
+
+
+class _Canceled(Exception):
+    """The job was canceled before its current opcode started running."""
+
+
+class _Saver:
+    """Runs C{save(job)} one at a time, coalescing requests made meanwhile."""
+
+    log = Logger()
+
+    def __init__(self, job: QueuedJob, save: SaveFunction) -> None:
+        self._job = job
+        self._save = save
+        self._waiters: list[Deferred] = []
+        self._busy = False
+
+    def request(self) -> Deferred:
+        """Fires (never fails) once a save that started after this call is done."""
+        waiter: Deferred = Deferred()
+        self._waiters.append(waiter)
+        if not self._busy:
+            ensureDeferred(self._loop())
+        return waiter
+
+    async def _loop(self) -> None:
+        self._busy = True
+        try:
+            while self._waiters:
+                waiters, self._waiters = self._waiters, []
+                try:
+                    result = self._save(self._job)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    self.log.failure("cannot save job {job}", job=self._job.id)
+                for waiter in waiters:
+                    waiter.callback(None)
+        finally:
+            self._busy = False
+
+
+class Processor:
+    """Runs the opcodes of one job (in the job's own process).
+
+    @param job: the job; changed in place as it runs.
+    @param wconfd: a L{ganeti.wconfd.client.WConfdClient}.
+    @param owner: the job's lock owner (job id, lock file, pid).
+    @param save: called with the job after every change; may return an
+        awaitable, which is awaited.
+    @param clock: an C{IReactorTime}: timeouts, sleeps and timestamps.
+    @param lock_timeouts: timeouts of the lock attempts before the
+        blocking one.
+    @param registry: C{OP_ID -> LU class} (default: L{ganeti.cmdlib}'s).
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        job: QueuedJob,
+        wconfd: Any,
+        owner: Any,
+        *,
+        save: SaveFunction,
+        clock: Any,
+        lock_timeouts: Iterable[float] = DEFAULT_LOCK_TIMEOUTS,
+        registry: dict[str, type] | None = None,
+    ) -> None:
+        self.job = job
+        self.wconfd = wconfd
+        self.owner = owner
+        self.clock = clock
+        self.lock_timeouts = tuple(lock_timeouts)
+        self._registry = registry
+        self._saver = _Saver(job, save)
+        self._cancel_requested = False
+        self._started = False
+        self._may_hold_locks = False
+        #: what request_cancel may cancel: a lock wait or a retry sleep
+        self._interruptible: Deferred | None = None
+        #: the lock request now waiting in WConfD, and its priority
+        self._waiting_request: tuple[list[tuple[str, str]], int] | None = None
+
+    # --- public -------------------------------------------------------------
+    async def run(self) -> None:
+        """Run every unfinished opcode; returns when the job is finalized."""
+        if self._started:
+            raise errors.ProgrammerError("Processor.run() called twice")
+        self._started = True
+        for index, qop in enumerate(self.job.ops):
+            if qop.status in model.FINALIZED:
+                continue
+            if self._cancel_requested or qop.status == model.CANCELING:
+                self._cancel_from(index)
+                break
+            if qop.status == model.RUNNING:
+                self._fail(index, errors.OpExecError("The job process was restarted while this opcode ran"))
+                break
+            if not await self._run_op(index, qop):
+                break
+        if self.job.finalized and self.job.end_timestamp is None:
+            self.job.end_timestamp = self._timestamp()
+        await self._save()
+
+    def request_cancel(self) -> bool:
+        """Cancel the job unless an opcode runs already; returns whether it will be."""
+        if self.job.finalized or any(op.status == model.RUNNING for op in self.job.ops):
+            return False
+        self._cancel_requested = True
+        for op in self.job.ops:
+            if op.status in (model.QUEUED, model.WAITING):
+                op.status = model.CANCELING
+        self._saver.request()
+        if self._interruptible is not None and not self._interruptible.called:
+            self._interruptible.cancel()
+        self.log.info("job {job}: cancel requested", job=self.job.id)
+        return True
+
+    def change_priority(self, priority: int) -> bool:
+        """Set the priority of the opcodes not yet running; returns whether any changed."""
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            return False
+        if not model.PRIO_HIGHEST <= priority <= model.PRIO_LOWEST:
+            return False
+        changed = False
+        for op in self.job.ops:
+            if op.status in model.PENDING:
+                op.priority = priority
+                if priority in model.PRIO_SUBMIT_VALID:
+                    op.input["priority"] = priority
+                changed = True
+        if not changed:
+            return False
+        self._saver.request()
+        waiting = self._waiting_request
+        if waiting is not None and priority < waiting[1]:
+            self._waiting_request = (waiting[0], priority)
+            d = ensureDeferred(self.wconfd.update_locks_waiting(self.owner, priority, waiting[0]))
+            d.addErrback(lambda f: self.log.failure("job {job}: cannot raise the lock priority", f, job=self.job.id))
+        return True
+
+    # --- one opcode -------------------------------------------------------------
+    async def _run_op(self, index: int, qop: QueuedOpCode) -> bool:
+        count = len(self.job.ops)
+        try:
+            op = opcodes.validate(qop.input)
+            lu_class = self._lu_class(op["OP_ID"])
+        except errors.GenericError as e:
+            now = self._timestamp()
+            qop.start_timestamp = qop.start_timestamp or now
+            self._fail(index, e)
+            self.log.info("job {job} op {n}/{count}: invalid: {e}", job=self.job.id, n=index + 1, count=count, e=e)
+            await self._save()
+            return False
+        now = self._timestamp()
+        qop.status = model.WAITING
+        qop.start_timestamp = now
+        if self.job.start_timestamp is None:
+            self.job.start_timestamp = now
+        self.log.info(
+            "job {job} op {n}/{count}: {summary}",
+            job=self.job.id,
+            n=index + 1,
+            count=count,
+            summary=opcodes.summary(op),
+        )
+        await self._save()
+        ok = False
+        try:
+            result = await self._execute(index, qop, op, lu_class)
+        except _Canceled:
+            self._cancel_from(index)
+        except Exception as e:
+            if not isinstance(e, errors.GenericError):
+                self.log.failure("job {job} op {n}: unexpected error", job=self.job.id, n=index + 1)
+            self._fail(index, e)
+        else:
+            qop.status = model.SUCCESS
+            qop.result = result
+            qop.end_timestamp = self._timestamp()
+            ok = True
+        self.log.info(
+            "job {job} op {n}/{count}: {status}", job=self.job.id, n=index + 1, count=count, status=qop.status
+        )
+        await self._save()
+        await self._release()
+        return ok
+
+    async def _execute(self, index: int, qop: QueuedOpCode, op: dict[str, Any], lu_class: Any) -> Any:
+        from ganeti.cmdlib.base import OpContext
+
+        feedback = partial(self._feedback, index)
+        ctx = OpContext(self.wconfd, self.owner, self.clock, feedback=feedback, job_id=self.job.id)
+        lu = await self._lock(qop, op, lu_class, ctx)
+        self._check_cancel()
+        qop.status = model.RUNNING
+        qop.exec_timestamp = self._timestamp()
+        await self._save()
+        lu.cfg = await self.wconfd.read_config()
+        lu.check_prereq()
+        if op.get("dry_run"):
+            return lu.dry_run_result
+        return await lu.exec_(ctx.feedback)
+
+    def _lu_class(self, op_id: str) -> Any:
+        if self._registry is None:
+            from ganeti import cmdlib
+
+            return cmdlib.lookup(op_id)
+        cls = self._registry.get(op_id)
+        if cls is None:
+            raise errors.OpPrereqError("%s: opcode not implemented" % op_id, errors.ECODE_INVAL)
+        return cls
+
+    # --- locks ------------------------------------------------------------------
+    async def _lock(self, qop: QueuedOpCode, op: dict[str, Any], lu_class: Any, ctx: Any) -> Any:
+        """Build the LU and get its locks; a fresh LU for every attempt."""
+        for timeout in self.lock_timeouts + (None,):
+            self._check_cancel()
+            lu = lu_class(copy.deepcopy(op), ctx, await self.wconfd.read_config())
+            lu.check_arguments()
+            lu.expand_names()
+            if await self._lock_attempt(lu, qop, timeout):
+                return lu
+            await self._release()
+            if qop.priority > model.PRIO_HIGHEST:
+                qop.priority -= 1
+            self.log.info(
+                "job {job}: no locks after {timeout}s, trying again at priority {prio}",
+                job=self.job.id,
+                timeout=timeout,
+                prio=qop.priority,
+            )
+            await self._save()
+        raise errors.ProgrammerError("unreachable")  # pragma: no cover
+
+    async def _lock_attempt(self, lu: Any, qop: QueuedOpCode, timeout: float | None) -> bool:
+        """Take every lock of C{lu} before C{timeout}; False if it ran out."""
+        from ganeti.cmdlib.base import ALL_SET, LogicalUnit
+
+        deadline = None if timeout is None else self.clock.seconds() + timeout
+        refresh = type(lu).declare_locks is not LogicalUnit.declare_locks
+        cfg_fresh = True
+        for level in LEVELS:
+            self._check_cancel()
+            if level == LEVEL_CLUSTER:
+                if not lu.uses_bgl():
+                    continue
+                request = [(BGL, EXCLUSIVE if lu.REQ_BGL else SHARED)]
+                if not await self._wait_for(request, qop, deadline):
+                    return False
+                lu.acquired[level] = ["BGL"]
+                cfg_fresh = False
+                continue
+            adding, acquiring = level in lu.add_locks, level in lu.needed_locks
+            if not adding and not acquiring:
+                continue
+            if adding and acquiring:
+                raise errors.ProgrammerError("%s both adds and acquires locks at level %s" % (type(lu).__name__, level))
+            if refresh and not cfg_fresh:
+                lu.cfg = await self.wconfd.read_config()
+                cfg_fresh = True
+            lu.declare_locks(level)
+            if adding:
+                members = sorted(set(lu.add_locks[level]))
+                if members:
+                    if not await self._add_locks(["%s/%s" % (level, m) for m in members], deadline):
+                        return False
+                    lu.acquired[level] = members
+                    cfg_fresh = False
+                continue
+            wanted = lu.needed_locks[level]
+            if wanted is ALL_SET:
+                names, members = [group_lock(level)], ALL_SET
+            else:
+                members = sorted(set(wanted or ()))
+                names = ["%s/%s" % (level, m) for m in members]
+            if not names:
+                continue
+            mode = SHARED if lu.share_locks.get(level) else EXCLUSIVE
+            if not await self._wait_for([(name, mode) for name in names], qop, deadline):
+                return False
+            lu.acquired[level] = members
+            cfg_fresh = False
+        return True
+
+    async def _wait_for(self, request: list[tuple[str, str]], qop: QueuedOpCode, deadline: float | None) -> bool:
+        """Get C{request} granted; False when the deadline passes first."""
+        timeout = None
+        if deadline is not None:
+            timeout = deadline - self.clock.seconds()
+            if timeout <= 0:
+                return False
+        self._may_hold_locks = True
+        expired = [False]
+        d = ensureDeferred(self.wconfd.acquire(self.owner, request, qop.priority, None))
+        timer = None
+        if timeout is not None and not d.called:
+
+            def expire() -> None:
+                expired[0] = True
+                d.cancel()
+
+            timer = self.clock.callLater(timeout, expire)
+        self._interruptible = d
+        self._waiting_request = (request, qop.priority)
+        try:
+            await d
+            return True
+        except (errors.LockError, CancelledError):
+            # a cancelled wait ends as LockError (request withdrawn) or as
+            # CancelledError (still being submitted; freed afterwards)
+            if self._cancel_requested:
+                raise _Canceled() from None
+            if expired[0]:
+                return False
+            raise
+        finally:
+            if timer is not None and timer.active():
+                timer.cancel()
+            self._interruptible = None
+            self._waiting_request = None
+
+    async def _add_locks(self, names: list[str], deadline: float | None) -> bool:
+        """Create C{names} and hold them; retry while others are in the way."""
+        self._may_hold_locks = True
+        delay = ADD_LOCKS_FIRST_DELAY
+        while True:
+            self._check_cancel()
+            if not await self.wconfd.add_locks(self.owner, names):
+                return True
+            now = self.clock.seconds()
+            if deadline is not None and now >= deadline:
+                return False
+            pause = delay if deadline is None else min(delay, deadline - now)
+            sleep = deferLater(self.clock, pause, lambda: None)
+            self._interruptible = sleep
+            try:
+                await sleep
+            except CancelledError:
+                raise _Canceled() from None
+            finally:
+                self._interruptible = None
+            delay = min(delay * 2, ADD_LOCKS_MAX_DELAY)
+
+    async def _release(self) -> None:
+        if not self._may_hold_locks:
+            return
+        try:
+            await self.wconfd.free_locks(self.owner)
+            self._may_hold_locks = False
+        except Exception:
+            self.log.failure("job {job}: cannot release locks", job=self.job.id)
+
+    # --- state ---------------------------------------------------------------
+    def _check_cancel(self) -> None:
+        if self._cancel_requested:
+            raise _Canceled()
+
+    def _timestamp(self) -> model.Timestamp:
+        return model.timestamp(self.clock.seconds())
+
+    def _save(self) -> Deferred:
+        return self._saver.request()
+
+    def _feedback(self, index: int, message: Any, kind: str = model.ELOG_MESSAGE) -> Deferred:
+        self.job.add_log(index, message, kind, when=self.clock.seconds())
+        return self._saver.request()
+
+    def _fail(self, index: int, exc: BaseException) -> None:
+        """Opcode C{index} failed with C{exc}; every later one fails too."""
+        now = self._timestamp()
+        qop = self.job.ops[index]
+        qop.status = model.ERROR
+        qop.result = _encode(exc)
+        qop.end_timestamp = now
+        later = errors.encode(errors.OpExecError(PRECEDING_FAILED))
+        for op in self.job.ops[index + 1:]:
+            if op.status not in model.FINALIZED:
+                op.status = model.ERROR
+                op.result = list(later)
+                op.end_timestamp = now
+
+    def _cancel_from(self, index: int) -> None:
+        now = self._timestamp()
+        for op in self.job.ops[index:]:
+            if op.status not in model.FINALIZED:
+                op.status = model.CANCELED
+                op.result = CANCELED_RESULT
+                op.end_timestamp = now
+
+
+def _encode(exc: BaseException) -> list[Any]:
+    """Ganeti's C{[ClassName, [args]]}; foreign exceptions become OpExecError."""
+    if isinstance(exc, errors.GenericError):
+        return errors.encode(exc)
+    return errors.encode(errors.OpExecError(str(exc) or type(exc).__name__))

@@ -1,0 +1,484 @@
+"""Tests for L{ganeti.jobs.processor}: a real WConfD in memory, no sockets.
+
+Each job gets its own client connection to one L{WConfdService} over an
+L{twisted.test.iosim} pipe; one L{Clock} drives WConfD, the processors and
+the LUs' sleeps.  L{Env} is also used by the LU tests (test_cmdlib).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Coroutine
+
+import attrs
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti import errors, serializer
+from ganeti.cmdlib import REGISTRY
+from ganeti.cmdlib.base import LogicalUnit
+from ganeti.cmdlib.test import LUTestDelay
+from ganeti.jobs import model
+from ganeti.jobs.model import QueuedJob
+from ganeti.jobs.processor import CANCELED_RESULT, PRECEDING_FAILED, Processor
+from ganeti.locking import Owner
+from ganeti.objects import ConfigData
+
+from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
+
+#: 2023-11-14, so that timestamps look like real ones
+START = 1_700_000_000.0
+
+
+def delay(duration: float = 0.0, **params: Any) -> dict[str, Any]:
+    return dict({"OP_ID": "OP_TEST_DELAY", "duration": duration}, **params)
+
+
+def group_add(name: str, **params: Any) -> dict[str, Any]:
+    return dict({"OP_ID": "OP_GROUP_ADD", "group_name": name}, **params)
+
+
+@attrs.define
+class Run:
+    """One job being processed."""
+
+    job: QueuedJob
+    processor: Processor
+    owner: Owner
+    wire: Wire
+    saves: list[dict[str, Any]]
+    done: Deferred
+
+    @property
+    def ops(self) -> list[model.QueuedOpCode]:
+        return self.job.ops
+
+
+class Env:
+    """A WConfD on MemoryStorage and a Clock, and jobs connected to it."""
+
+    def __init__(self, config: ConfigData | None = None) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.config = config if config is not None else make_config(nodes=2, instances=2)
+        self.service = make_service(self.config, clock=self.clock)
+        self.wires: list[Wire] = []
+        self.admin = self.connect()
+
+    def connect(self) -> Wire:
+        wire = Wire.connect(self.service)
+        self.wires.append(wire)
+        return wire
+
+    def settle(self) -> None:
+        """Move bytes on every connection until all are quiet.
+
+        One exchange per connection in turn, so that jobs interleave.
+        """
+        for _ in range(100000):
+            moved = False
+            for wire in self.wires:
+                moved = wire.pump.pump() or moved
+            if not moved:
+                return
+        raise AssertionError("connections never became quiet")
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.settle()
+
+    def call(self, work: Coroutine[Any, Any, Any]) -> Any:
+        """Run a client call on the admin connection and return its result."""
+        d = ensureDeferred(work)
+        self.settle()
+        results: list[Any] = []
+        d.addBoth(results.append)
+        assert results, "the call did not finish"
+        if isinstance(results[0], Exception) or hasattr(results[0], "raiseException"):
+            results[0].raiseException()
+        return results[0]
+
+    def read_config(self) -> ConfigData:
+        return self.call(self.admin.client.read_config())  # type: ignore[no-any-return]
+
+    def start(self, job_id: int, ops: list[Any], settle: bool = True, **options: Any) -> Run:
+        """Start processing a new job with C{ops}; returns at once.
+
+        With C{settle=False} nothing moves yet: jobs started that way run
+        interleaved once the test calls L{settle}.
+        """
+        wire = self.connect()
+        owner = job(job_id)
+        queued = QueuedJob.new(job_id, ops, when=self.clock.seconds())
+        saves: list[dict[str, Any]] = []
+
+        def save(current: QueuedJob) -> None:
+            saves.append(copy.deepcopy(current.to_dict()))
+
+        processor = Processor(queued, wire.client, owner, save=save, clock=self.clock, **options)
+        done = ensureDeferred(processor.run())
+        if settle:
+            self.settle()
+        return Run(queued, processor, owner, wire, saves, done)
+
+    def finish(self, run: Run, step: float = 1.0, limit: int = 1000) -> QueuedJob:
+        """Let time pass until C{run} is done."""
+        for _ in range(limit):
+            if run.done.called:
+                break
+            self.advance(step)
+        assert run.done.called, "job %d did not finish" % run.job.id
+        return run.job
+
+    def execute(self, job_id: int, ops: list[Any], **options: Any) -> QueuedJob:
+        return self.finish(self.start(job_id, ops, **options))
+
+    def locks_of(self, owner: Owner) -> list[tuple[str, str]]:
+        return self.service.locks.owned(owner)
+
+    def pending(self) -> list[tuple[int, Owner, list[tuple[str, str]]]]:
+        return self.service.locks.pending()
+
+
+class ExclusiveDelay(LUTestDelay):
+    """A test delay that wants the BGL exclusively (like node add/remove)."""
+
+    REQ_BGL = True
+
+    def uses_bgl(self) -> bool:
+        return True
+
+
+class Broken(LogicalUnit):
+    OP_ID = "OP_TEST_DELAY"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Any) -> Any:
+        raise ValueError("bug in the LU")
+
+
+def registry(**overrides: Any) -> dict[str, type]:
+    table = dict(REGISTRY)
+    table.update(overrides)
+    return table
+
+
+class ProcessorTestCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.env = Env()
+
+
+class TestDelayTests(ProcessorTestCase):
+    def test_logs_iterations_and_succeeds(self) -> None:
+        """Ganeti's job-1892: C{repeat=2} logs iterations 0/1 and 1/1."""
+        run = self.env.start(1, [delay(0.5, repeat=2, no_locks=False)])
+        (op,) = run.ops
+        self.assertEqual(op.status, model.RUNNING)
+        self.assertEqual(self.env.locks_of(run.owner), [(BGL, "shared")])
+        self.assertEqual([e[3] for e in op.log], [" - INFO: Test delay iteration 0/1"])
+        self.env.advance(0.5)
+        self.assertEqual(len(op.log), 2)
+        self.assertFalse(run.done.called)
+        self.env.advance(0.5)
+        self.successResultOf(run.done)
+        self.assertEqual(op.status, model.SUCCESS)
+        self.assertIsNone(op.result)
+        self.assertEqual(
+            [(e[0], e[2], e[3]) for e in op.log],
+            [(1, "message", " - INFO: Test delay iteration 0/1"), (2, "message", " - INFO: Test delay iteration 1/1")],
+        )
+        self.assertEqual(model.ts_seconds(op.end_timestamp) - model.ts_seconds(op.exec_timestamp), 1.0)
+        self.assertEqual(self.env.locks_of(run.owner), [])
+
+    def test_no_locks_takes_nothing(self) -> None:
+        run = self.env.start(1, [delay(3)])
+        self.assertEqual(run.ops[0].status, model.RUNNING)
+        self.assertEqual(self.env.locks_of(run.owner), [])
+        self.assertNotIn(run.owner, self.env.service.locks.owners())
+        self.env.finish(run)
+        self.assertEqual(run.job.status, model.SUCCESS)
+
+
+class ValidationTests(ProcessorTestCase):
+    def test_invalid_opcode_fails_before_any_lock(self) -> None:
+        run = self.env.start(1, [{"OP_ID": "OP_TEST_DELAY", "repeat": 1}, delay(0, no_locks=False)])
+        self.successResultOf(run.done)
+        first, second = run.ops
+        self.assertEqual(first.status, model.ERROR)
+        self.assertEqual(
+            first.result, ["OpPrereqError", ["OP_TEST_DELAY: parameter 'duration' is required", "wrong_input"]]
+        )
+        self.assertEqual(second.status, model.ERROR)
+        self.assertEqual(second.result, ["OpExecError", [PRECEDING_FAILED]])
+        self.assertIsNone(first.exec_timestamp)
+        self.assertIsNotNone(first.end_timestamp)
+        self.assertNotIn(run.owner, self.env.service.locks.owners())
+        self.assertEqual(run.job.status, model.ERROR)
+
+    def test_later_invalid_opcode(self) -> None:
+        """Earlier opcodes run; the invalid one fails when its turn comes."""
+        run = self.env.start(1, [delay(0), {"OP_ID": "OP_NO_SUCH_THING"}, delay(0)])
+        self.successResultOf(run.done)
+        self.assertEqual([op.status for op in run.ops], [model.SUCCESS, model.ERROR, model.ERROR])
+        self.assertEqual(run.ops[1].result, ["OpPrereqError", ["OP_NO_SUCH_THING: unknown opcode", "wrong_input"]])
+
+    def test_wrong_type_names_the_parameter(self) -> None:
+        run = self.env.start(1, [delay("soon")])
+        self.successResultOf(run.done)
+        self.assertIn("parameter 'duration'", run.ops[0].result[1][0])
+
+
+class FailureTests(ProcessorTestCase):
+    def test_failing_middle_opcode(self) -> None:
+        """Op 2 fails: op 3 errors too, nothing more changes, no lock stays held."""
+        run = self.env.start(1, [group_add("g1"), group_add("g1"), group_add("g2")])
+        self.successResultOf(run.done)
+        first, second, third = run.ops
+        self.assertEqual(first.status, model.SUCCESS)
+        self.assertEqual(second.status, model.ERROR)
+        (uuid,) = [g.uuid for g in self.env.read_config().nodegroups.values() if g.name == "g1"]
+        self.assertEqual(
+            second.result,
+            [
+                "OpPrereqError",
+                ["Desired group name 'g1' already exists as a node group (UUID: %s)" % uuid, "already_exists"],
+            ],
+        )
+        self.assertEqual(third.status, model.ERROR)
+        self.assertEqual(third.result, ["OpExecError", [PRECEDING_FAILED]])
+        self.assertIsNone(third.start_timestamp)
+        self.assertEqual(sorted(g.name for g in self.env.read_config().nodegroups.values()), ["default", "g1"])
+        self.assertEqual(self.env.call(self.env.admin.client.list_locks(run.owner)), [])
+        self.assertFalse(self.env.call(self.env.admin.client.has_pending_request(run.owner)))
+        self.assertEqual(run.job.status, model.ERROR)
+        self.assertIsNotNone(run.job.end_timestamp)
+
+    def test_unexpected_exception_is_an_exec_error(self) -> None:
+        run = self.env.start(1, [delay(0), delay(0)], registry=registry(OP_TEST_DELAY=Broken))
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].result, ["OpExecError", ["bug in the LU"]])
+        self.assertEqual(run.ops[1].result, ["OpExecError", [PRECEDING_FAILED]])
+        self.flushLoggedErrors(ValueError)
+
+    def test_prereq_error_after_locks_releases_them(self) -> None:
+        run = self.env.start(1, [{"OP_ID": "OP_GROUP_REMOVE", "group_name": "default"}])
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].result[0], "OpPrereqError")
+        self.assertEqual(run.ops[0].result[1][1], errors.ECODE_STATE)
+        self.assertIsNotNone(run.ops[0].exec_timestamp)
+        self.assertEqual(self.env.locks_of(run.owner), [])
+
+    def test_dry_run_only_checks(self) -> None:
+        run = self.env.start(1, [group_add("g1", dry_run=True)])
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].status, model.SUCCESS)
+        self.assertEqual([g.name for g in self.env.read_config().nodegroups.values()], ["default"])
+
+
+class ContentionTests(ProcessorTestCase):
+    def test_exclusive_bgl_runs_one_after_the_other(self) -> None:
+        table = registry(OP_TEST_DELAY=ExclusiveDelay)
+        a = self.env.start(1, [delay(5)], registry=table, lock_timeouts=())
+        b = self.env.start(2, [delay(5)], registry=table, lock_timeouts=())
+        self.assertEqual(a.ops[0].status, model.RUNNING)
+        self.assertEqual(b.ops[0].status, model.WAITING)
+        self.assertEqual(self.env.locks_of(a.owner), [(BGL, "exclusive")])
+        self.assertEqual([(p, o) for p, o, _ in self.env.pending()], [(0, b.owner)])
+        self.env.advance(5)
+        self.successResultOf(a.done)
+        self.assertEqual(b.ops[0].status, model.RUNNING)
+        self.assertEqual(self.env.locks_of(b.owner), [(BGL, "exclusive")])
+        self.assertGreaterEqual(b.ops[0].exec_timestamp, a.ops[0].end_timestamp)
+        self.env.advance(5)
+        self.successResultOf(b.done)
+        self.assertEqual(b.job.status, model.SUCCESS)
+        self.assertEqual(model.ts_seconds(b.ops[0].end_timestamp) - START, 10.0)
+
+    def test_shared_bgl_runs_together(self) -> None:
+        a = self.env.start(1, [delay(5, no_locks=False)])
+        b = self.env.start(2, [delay(5, no_locks=False)])
+        self.assertEqual([a.ops[0].status, b.ops[0].status], [model.RUNNING, model.RUNNING])
+        self.env.advance(5)
+        self.successResultOf(a.done)
+        self.successResultOf(b.done)
+
+    def test_lock_timeouts_raise_priority_then_block(self) -> None:
+        a = self.env.start(1, [delay(10)], registry=registry(OP_TEST_DELAY=ExclusiveDelay), lock_timeouts=())
+        b = self.env.start(2, [delay(1, no_locks=False)], lock_timeouts=(1.0, 2.0))
+        self.assertEqual([(p, o) for p, o, _ in self.env.pending()], [(0, b.owner)])
+        self.env.advance(1)
+        self.assertEqual(b.ops[0].priority, -1)
+        self.assertEqual([(p, o) for p, o, _ in self.env.pending()], [(-1, b.owner)])
+        self.env.advance(2)
+        self.assertEqual(b.ops[0].priority, -2)
+        self.assertEqual([(p, o) for p, o, _ in self.env.pending()], [(-2, b.owner)])
+        self.env.advance(100)  # blocking now: no more timeouts
+        self.assertEqual(b.ops[0].priority, -2)
+        self.successResultOf(a.done)
+        self.env.finish(b)
+        self.assertEqual(b.job.status, model.SUCCESS)
+        self.assertEqual(b.ops[0].input.get("priority", 0), 0)  # escalation is not a resubmission
+
+    def test_new_lock_waits_for_the_level_lock(self) -> None:
+        """OP_GROUP_ADD creates its group's lock; a holder of the whole level delays it."""
+        admin = job(99)
+        blockers = self.env.call(self.env.admin.client.try_update_locks(admin, [("nodegroup/[lockset]", "shared")]))
+        self.assertEqual(blockers, [])
+        run = self.env.start(1, [group_add("g1")], lock_timeouts=(1.0,))
+        self.assertEqual(run.ops[0].status, model.WAITING)
+        self.env.advance(3)  # the timed attempt gives up, the blocking one keeps trying
+        self.assertEqual(run.ops[0].status, model.WAITING)
+        self.assertEqual(run.ops[0].priority, -1)
+        self.env.call(self.env.admin.client.free_locks(admin))
+        self.env.finish(run, step=0.5)
+        self.assertEqual(run.job.status, model.SUCCESS, run.ops[0].result)
+        self.assertIn("g1", [g.name for g in self.env.read_config().nodegroups.values()])
+        self.assertEqual(self.env.locks_of(run.owner), [])
+
+    def test_change_priority_of_a_waiting_request(self) -> None:
+        a = self.env.start(1, [delay(10)], registry=registry(OP_TEST_DELAY=ExclusiveDelay), lock_timeouts=())
+        b = self.env.start(2, [delay(0, no_locks=False), delay(0)], lock_timeouts=())
+        self.assertFalse(a.processor.change_priority(-10))  # running: nothing pending
+        self.assertTrue(b.processor.change_priority(-10))
+        self.env.settle()
+        self.assertEqual([op.priority for op in b.ops], [-10, -10])
+        self.assertEqual(b.ops[1].input["priority"], -10)
+        self.assertEqual([(p, o) for p, o, _ in self.env.pending()], [(-10, b.owner)])
+        self.assertFalse(b.processor.change_priority(99))
+        self.env.finish(b)
+        self.assertEqual(b.job.status, model.SUCCESS)
+
+
+class CancelTests(ProcessorTestCase):
+    def test_cancel_while_waiting_for_locks(self) -> None:
+        table = registry(OP_TEST_DELAY=ExclusiveDelay)
+        a = self.env.start(1, [delay(10)], registry=table, lock_timeouts=())
+        b = self.env.start(2, [delay(1), delay(1)], registry=table, lock_timeouts=())
+        self.assertEqual(b.ops[0].status, model.WAITING)
+        self.assertFalse(a.processor.request_cancel())
+        self.assertTrue(b.processor.request_cancel())
+        self.assertEqual([op.status for op in b.ops], [model.CANCELING, model.CANCELING])
+        self.env.settle()
+        self.successResultOf(b.done)
+        self.assertEqual([op.status for op in b.ops], [model.CANCELED, model.CANCELED])
+        self.assertEqual([op.result for op in b.ops], [CANCELED_RESULT, CANCELED_RESULT])
+        self.assertEqual(b.job.status, model.CANCELED)
+        self.assertIsNotNone(b.job.end_timestamp)
+        self.assertEqual(self.env.pending(), [])
+        self.assertEqual(self.env.locks_of(b.owner), [])
+        self.assertIn(model.CANCELING, [s["ops"][0]["status"] for s in b.saves])
+        self.assertFalse(b.processor.request_cancel())
+        self.env.finish(a)
+        self.assertEqual(a.job.status, model.SUCCESS)
+
+    def test_cancel_during_a_lock_timeout_attempt(self) -> None:
+        a = self.env.start(1, [delay(10)], registry=registry(OP_TEST_DELAY=ExclusiveDelay), lock_timeouts=())
+        b = self.env.start(2, [delay(1, no_locks=False)], lock_timeouts=(5.0,))
+        self.env.advance(1)
+        self.assertTrue(b.processor.request_cancel())
+        self.env.settle()
+        self.assertEqual(b.job.status, model.CANCELED)
+        self.assertEqual(self.env.pending(), [])
+        self.env.advance(10)  # the cancelled attempt's timer does nothing
+        self.assertEqual(b.job.status, model.CANCELED)
+        self.successResultOf(a.done)
+
+    def test_cancel_before_start(self) -> None:
+        wire = self.env.connect()
+        queued = QueuedJob.new(3, [delay(1), delay(1)], when=self.env.clock.seconds())
+        processor = Processor(queued, wire.client, job(3), save=lambda j: None, clock=self.env.clock)
+        self.assertTrue(processor.request_cancel())
+        d = ensureDeferred(processor.run())
+        self.env.settle()
+        self.successResultOf(d)
+        self.assertEqual(queued.status, model.CANCELED)
+        self.assertTrue(all(op.start_timestamp is None for op in queued.ops))
+
+    def test_running_opcode_cannot_be_cancelled(self) -> None:
+        run = self.env.start(1, [delay(5), delay(5)])
+        self.assertFalse(run.processor.request_cancel())
+        self.env.finish(run)
+        self.assertEqual(run.job.status, model.SUCCESS)
+
+    def test_cancel_between_opcodes(self) -> None:
+        """Once op 1 is done, the queued op 2 can still be cancelled."""
+        table = registry(OP_TEST_DELAY=ExclusiveDelay)
+        blocker = self.env.start(1, [delay(10)], registry=table, lock_timeouts=())
+        run = self.env.start(2, [delay(0), delay(1, no_locks=False)], lock_timeouts=())
+        self.assertEqual([op.status for op in run.ops], [model.SUCCESS, model.WAITING])
+        self.assertTrue(run.processor.request_cancel())
+        self.env.settle()
+        self.assertEqual([op.status for op in run.ops], [model.SUCCESS, model.CANCELED])
+        self.assertEqual(run.job.status, model.CANCELED)
+        self.env.finish(blocker)
+
+
+class JobFileTests(ProcessorTestCase):
+    def test_job_dict_after_run(self) -> None:
+        run = self.env.start(
+            7,
+            [
+                delay(0.25, repeat=2),
+                {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": ["a"]},
+                delay(0.25, repeat=1),
+            ],
+        )
+        job = self.env.finish(run, step=0.25)
+        data = serializer.loads(serializer.dumps(job.to_dict()))
+        self.assertEqual(job.status, model.SUCCESS)
+        self.assertEqual(data["id"], 7)
+        self.assertEqual([op["status"] for op in data["ops"]], ["success"] * 3)
+        serials = [entry[0] for op in data["ops"] for entry in op["log"]]
+        self.assertEqual(serials, [1, 2, 3])
+        self.assertEqual([len(op["log"]) for op in data["ops"]], [2, 0, 1])
+        stamps = [data["received_timestamp"]]
+        for op in data["ops"]:
+            stamps += [op["start_timestamp"], op["exec_timestamp"], op["end_timestamp"]]
+        stamps.append(data["end_timestamp"])
+        self.assertNotIn(None, stamps)
+        self.assertEqual(stamps, sorted(stamps))
+        self.assertEqual(data["start_timestamp"], data["ops"][0]["start_timestamp"])
+        self.assertEqual(data["ops"][0]["input"]["reason"][-1][0], "gnt:opcode:test_delay")
+        self.assertEqual(data["ops"][0]["input"]["duration"], 0.25)
+        self.assertNotIn("on_master", data["ops"][0]["input"])  # the input stays as submitted
+        self.assertEqual(QueuedJob.from_dict(data).to_dict(), data)
+        self.assertEqual(run.saves[-1], job.to_dict())
+
+    def test_saved_after_every_change(self) -> None:
+        run = self.env.start(1, [delay(1, repeat=2, no_locks=False)])
+        self.env.finish(run)
+        states = [(s["ops"][0]["status"], len(s["ops"][0]["log"])) for s in run.saves]
+        for expected in [("waiting", 0), ("running", 0), ("running", 1), ("running", 2), ("success", 2)]:
+            self.assertIn(expected, states)
+        self.assertEqual(states, sorted(states, key=lambda s: (model.status_index(s[0]), s[1])))
+
+    def test_slow_saves_do_not_overlap(self) -> None:
+        wire = self.env.connect()
+        queued = QueuedJob.new(5, [delay(0, repeat=3)], when=self.env.clock.seconds())
+        pending: list[Deferred] = []
+        active = [0]
+
+        def save(current: QueuedJob) -> Deferred:
+            self.assertEqual(active[0], 0)
+            active[0] += 1
+            d: Deferred = Deferred()
+
+            def done(_: Any) -> None:
+                active[0] -= 1
+
+            d.addCallback(done)
+            pending.append(d)
+            return d
+
+        processor = Processor(queued, wire.client, job(5), save=save, clock=self.env.clock)
+        finished = ensureDeferred(processor.run())
+        for _ in range(100):
+            self.env.settle()
+            if finished.called:
+                break
+            while pending:
+                pending.pop(0).callback(None)
+        self.successResultOf(finished)
+        self.assertEqual(queued.status, model.SUCCESS)
+        self.assertEqual(len(queued.ops[0].log), 3)
