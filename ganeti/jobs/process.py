@@ -58,7 +58,14 @@ def job_file(paths: Paths, job_id: int) -> str:
 
 
 def save_job(paths: Paths, job: Any) -> None:
-    serializer.write_file(job_file(paths, job.id), serializer.dumps(job.to_dict()), mode=0o640)
+    """Write the job file atomically; fsync only once the job has ended.
+
+    Intermediate states (waiting, running, log lines) survive a crash of
+    any process; only a power loss can take them, and then the job is
+    failed as a dead one on restart, which it would be anyway.
+    """
+    data = serializer.dumps(job.to_dict()) + b"\n"
+    serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
 
 
 async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int) -> int:

@@ -193,8 +193,8 @@ class LuxidService(Service):
         return self.max_running_override or self._max_running_config
 
     # --- job file I/O ---------------------------------------------------------
-    def _write(self, job: QueuedJob) -> None:
-        self.queue.write_job(job)
+    def _write(self, job: QueuedJob, durable: bool = True) -> None:
+        self.queue.write_job(job, durable=durable)
         self._changed(job.id)
 
     def _fail(self, job: QueuedJob, message: str) -> None:
@@ -280,7 +280,10 @@ class LuxidService(Service):
 
     def _spawn(self, job: QueuedJob) -> None:
         job.livelock, job.process_id = self.livelock, None
-        self._write(job)  # step 1: our own lock file in the job file
+        # step 1: our own lock file in the job file.  Not fsynced: if it is
+        # lost with a power cut, the job simply looks queued, which is what
+        # recovery would make of it anyway.
+        self._write(job, durable=False)
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
         self.processes[job.id] = job_channel
         started = time.perf_counter()
