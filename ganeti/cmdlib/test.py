@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti import errors
-from ganeti.cmdlib.base import Feedback, LogicalUnit, register
+from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, register
 
 
 @register
 class LUTestDelay(LogicalUnit):
     """Sleep C{duration} seconds, C{repeat} times (once for 0), logging each round.
 
-    Locks: none with C{no_locks} (the default); otherwise the BGL, shared.
-    Sleeping on other nodes (C{on_nodes}, node locks) needs the node daemon
-    and is refused for now.
+    Locks: none with C{no_locks} (the default); otherwise, as Ganeti does,
+    the BGL shared and the nodes it sleeps on exclusively: the master node
+    with C{on_master}.  Sleeping on other nodes (C{on_nodes}) needs the
+    node daemon and is refused for now.
     """
 
     OP_ID = "OP_TEST_DELAY"
@@ -22,6 +23,12 @@ class LUTestDelay(LogicalUnit):
 
     def uses_bgl(self) -> bool:
         return not self.op["no_locks"]
+
+    def expand_names(self) -> None:
+        if not self.op["no_locks"] and self.op["on_master"]:
+            master = self.cfg.cluster.master_node
+            if master:
+                self.needed_locks[LEVEL_NODE] = [master]
 
     def check_arguments(self) -> None:
         if self.op["on_nodes"]:

@@ -175,7 +175,12 @@ class TestDelayTests(ProcessorTestCase):
         run = self.env.start(1, [delay(0.5, repeat=2, no_locks=False)])
         (op,) = run.ops
         self.assertEqual(op.status, model.RUNNING)
-        self.assertEqual(self.env.locks_of(run.owner), [(BGL, "shared")])
+        master = "node/" + self.env.config.cluster.master_node if hasattr(self.env, "config") else None
+        locks = self.env.locks_of(run.owner)
+        self.assertEqual(locks[0], (BGL, "shared"))
+        self.assertEqual([(name.split("/")[0], mode) for name, mode in locks[1:]], [("node", "exclusive")])
+        if master:
+            self.assertEqual(locks[1][0], master)
         self.assertEqual([e[3] for e in op.log], [" - INFO: Test delay iteration 0/1"])
         self.env.advance(0.5)
         self.assertEqual(len(op.log), 2)
@@ -296,11 +301,21 @@ class ContentionTests(ProcessorTestCase):
         self.assertEqual(model.ts_seconds(b.ops[0].end_timestamp) - START, 10.0)
 
     def test_shared_bgl_runs_together(self) -> None:
+        """Off the master, test delays take only the BGL, shared: neither waits."""
+        a = self.env.start(1, [delay(5, no_locks=False, on_master=False)])
+        b = self.env.start(2, [delay(5, no_locks=False, on_master=False)])
+        self.successResultOf(a.done)
+        self.successResultOf(b.done)
+        self.assertEqual([a.ops[0].status, b.ops[0].status], [model.SUCCESS, model.SUCCESS])
+
+    def test_delays_on_the_master_take_turns_on_its_node_lock(self) -> None:
         a = self.env.start(1, [delay(5, no_locks=False)])
         b = self.env.start(2, [delay(5, no_locks=False)])
-        self.assertEqual([a.ops[0].status, b.ops[0].status], [model.RUNNING, model.RUNNING])
+        self.assertEqual([a.ops[0].status, b.ops[0].status], [model.RUNNING, model.WAITING])
         self.env.advance(5)
         self.successResultOf(a.done)
+        self.assertEqual(b.ops[0].status, model.RUNNING)
+        self.env.advance(5)
         self.successResultOf(b.done)
 
     def test_lock_timeouts_raise_priority_then_block(self) -> None:
