@@ -18,7 +18,7 @@ from ganeti.daemon import lock_pid_file, write_pid
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
-from ganeti.luxid.service import LuxidService
+from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
 
 
@@ -66,7 +66,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         from twisted.internet import reactor
     paths: Paths = options["paths"]
     paths.ensure_dirs()
-    queue = JobQueueDir(paths)
+    distributor = JobDistributor()  # every job file write, LuxiD's and the job processes'
+    queue = JobQueueDir(paths, on_write=distributor)
     try:
         queue.open()
     except QueueLocked as e:
@@ -74,7 +75,12 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-luxid")
     root = MultiService()
     service = LuxidService(
-        paths, reactor, queue, max_running=options["max-running-jobs"], use_forkserver=not options["no-forkserver"]
+        paths,
+        reactor,
+        queue,
+        max_running=options["max-running-jobs"],
+        use_forkserver=not options["no-forkserver"],
+        distributor=distributor,
     )
     service.setServiceParent(root)
     root.addService(_PidFile(pid_fd))
