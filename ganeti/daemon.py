@@ -5,6 +5,8 @@ from __future__ import annotations
 import fcntl
 import os
 
+from twisted.application.service import Service
+
 from ganeti.paths import Paths
 
 
@@ -37,3 +39,14 @@ def lock_pid_file(paths: Paths, daemon: str) -> int:
 def write_pid(fd: int) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+
+
+class PidFileService(Service):
+    """Rewrites the pid after twistd's fork; the lock is already held."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def startService(self) -> None:
+        super().startService()
+        write_pid(self.fd)

@@ -322,13 +322,13 @@ class ConfigData(ConfigObject):
         return cls.from_dict(serializer.loads(data))
 
     def find_node(self, name_or_uuid: str) -> Node | None:
-        return _find(self.nodes, name_or_uuid)
+        return find_by_key(self.nodes, name_or_uuid)
 
     def find_instance(self, name_or_uuid: str) -> Instance | None:
-        return _find(self.instances, name_or_uuid)
+        return find_by_key(self.instances, name_or_uuid)
 
     def find_group(self, name_or_uuid: str) -> NodeGroup | None:
-        return _find(self.nodegroups, name_or_uuid)
+        return find_by_key(self.nodegroups, name_or_uuid)
 
     def master_node_name(self) -> str | None:
         node = self.nodes.get(self.cluster.master_node or "")
@@ -356,7 +356,8 @@ ConfigData._nested = {
 }
 
 
-def _find(items: dict[str, Any], name_or_uuid: str) -> Any:
+def find_by_key(items: dict[str, Any], name_or_uuid: str) -> Any:
+    """The record with uuid (key) or name C{name_or_uuid}, or None."""
     found = items.get(name_or_uuid)
     if found is not None:
         return found

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.application.internet import StreamServerEndpointService
-from twisted.application.service import IService, MultiService, Service
+from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from ganeti.daemon import lock_pid_file, write_pid
+from ganeti.daemon import PidFileService, lock_pid_file
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
@@ -52,15 +52,6 @@ class Options(usage.Options):
             ]
 
 
-class _PidFile(Service):
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def startService(self) -> None:
-        super().startService()
-        write_pid(self.fd)
-
-
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
@@ -83,7 +74,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         distributor=distributor,
     )
     service.setServiceParent(root)
-    root.addService(_PidFile(pid_fd))
+    root.addService(PidFileService(pid_fd))
     factory = LuxiServerFactory(LuxiHandler(service))
     for description in options["listen"]:
         StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from ganeti.objects import ConfigData, Disk, Instance, Node, NodeGroup, nice_sort_key
+from ganeti.objects import ConfigData, Disk, Instance, Node, NodeGroup, find_by_key, nice_sort_key
 from ganeti.query.fields import (
     QFT_NUMBER,
     QFT_OTHER,
@@ -97,12 +97,9 @@ def find(items: Mapping[str, Any], name: Any) -> Any:
     """
     if not isinstance(name, str) or not name:
         return None
-    found = items.get(name)
+    found = find_by_key(items, name)
     if found is not None:
         return found
-    for item in items.values():
-        if item.name == name:
-            return item
     prefix = name.lower() + "."
     partial = [item for item in items.values() if (item.name or "").lower().startswith(prefix)]
     return partial[0] if len(partial) == 1 else None

@@ -11,11 +11,11 @@ import os
 from typing import Any
 
 from twisted.application.internet import StreamServerEndpointService
-from twisted.application.service import IService, MultiService, Service
+from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from ganeti.daemon import lock_pid_file, write_pid
+from ganeti.daemon import PidFileService, lock_pid_file
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.service import WConfdService
@@ -74,19 +74,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         checkpoint_delay=options["checkpoint-delay"],
     )
     service.setServiceParent(root)
-    root.addService(_PidFile(pid_fd))
+    root.addService(PidFileService(pid_fd))
     factory = wconfd_factory(service)
     for description in options["listen"]:
         StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
     return root
-
-
-class _PidFile(Service):
-    """Rewrites the pid after twistd's fork; the lock is already held."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def startService(self) -> None:
-        super().startService()
-        write_pid(self.fd)
