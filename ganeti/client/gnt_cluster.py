@@ -1,0 +1,82 @@
+"""gnt-cluster: cluster-wide commands (Ganeti's names and output).
+
+    gnt-cluster queue {drain | undrain | info}
+    gnt-cluster list-tags | add-tags TAG... | remove-tags TAG...
+
+Adding a subcommand: write C{def my_command(ctx, opts) -> int} and an
+argparse setup function, then add them to L{COMMANDS}::
+
+    COMMANDS["verify"] = Command(verify, _setup_verify, "Verify the cluster")
+
+C{Command.func} may also be a C{"module:function"} string so that a big
+implementation is imported only when its subcommand runs.  Use
+L{ganeti.cli.opcode} to build opcodes and L{ganeti.cli.submit_or_send}
+to run them (with L{ganeti.cli.add_submit_options} in the setup).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ganeti import cli
+from ganeti.cli import Command, Context
+
+
+def queue_ops(ctx: Context, opts: argparse.Namespace) -> int:
+    """Drain or undrain the job queue, or show its drain flag."""
+    client = ctx.client()
+    if opts.queue_command in ("drain", "undrain"):
+        client.set_drain_flag(opts.queue_command == "drain")
+    else:
+        (flag,) = client.query_config_values(["drain_flag"])
+        ctx.out("The drain flag is %s" % ("set" if flag else "unset"))
+    return cli.EXIT_SUCCESS
+
+
+def list_tags(ctx: Context, opts: argparse.Namespace) -> int:
+    return cli.list_tags(ctx, cli.TAG_CLUSTER, "")
+
+
+def add_tags(ctx: Context, opts: argparse.Namespace) -> int:
+    if not opts.tags and opts.tags_source is None:
+        ctx.usage_error("no tags given")
+    return cli.add_tags(ctx, cli.TAG_CLUSTER, "", opts.tags)
+
+
+def remove_tags(ctx: Context, opts: argparse.Namespace) -> int:
+    if not opts.tags and opts.tags_source is None:
+        ctx.usage_error("no tags given")
+    return cli.remove_tags(ctx, cli.TAG_CLUSTER, "", opts.tags)
+
+
+def _setup_queue(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "queue_command", choices=("drain", "undrain", "info"), metavar="drain|undrain|info",
+        help="drain: refuse new jobs; undrain: accept them again; info: show the drain flag",
+    )
+
+
+def _setup_tags_change(parser: argparse.ArgumentParser) -> None:
+    cli.add_tag_source_option(parser)
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("tags", nargs="*", metavar="TAG")
+
+
+COMMANDS: dict[str, Command] = {
+    "queue": Command(
+        queue_ops, _setup_queue, "Change queue properties",
+        "A drained queue accepts no new jobs; jobs already submitted still run.",
+    ),
+    "list-tags": Command(list_tags, None, "List the tags of the cluster"),
+    "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the cluster"),
+    "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the cluster"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run("gnt-cluster", COMMANDS, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""gnt-debug: debugging commands (Ganeti's names and output).
+
+    gnt-debug delay [--submit] [--repeat N] [--priority P] [--no-master] [-n NODE] DURATION
+    gnt-debug locks [-o FIELDS] [--no-headers] [--separator S] [--interval SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from ganeti import cli
+from ganeti.cli import Command, Context
+
+#: default fields of C{gnt-debug locks}
+LOCKS_DEF_FIELDS = ["name", "mode", "owner", "pending"]
+
+
+def delay(ctx: Context, opts: argparse.Namespace) -> int:
+    """Submit OP_TEST_DELAY and follow it (or only submit it)."""
+    op = cli.opcode(
+        ctx,
+        "OP_TEST_DELAY",
+        duration=opts.duration,
+        on_master=opts.on_master,
+        on_nodes=list(opts.on_nodes),
+        repeat=opts.repeat,
+    )
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
+def _dash_if_empty(fn: Any) -> Any:
+    def format_value(value: Any) -> str:
+        return fn(value) if value else "-"
+
+    return format_value
+
+
+def _format_pending(value: Any) -> str:
+    return ", ".join("%s:%s" % (mode, ",".join(owners)) for mode, owners in value)
+
+
+#: how C{gnt-debug locks} shows lock fields
+LOCKS_FORMAT = {
+    "mode": (_dash_if_empty(str), False),
+    "owner": (_dash_if_empty(",".join), False),
+    "pending": (_dash_if_empty(_format_pending), False),
+}
+
+
+def list_locks(ctx: Context, opts: argparse.Namespace) -> int:
+    fields = cli.parse_fields(opts.output, LOCKS_DEF_FIELDS)
+    while True:
+        result = cli.generic_list(ctx, "lock", fields, None, LOCKS_FORMAT)
+        if result != cli.EXIT_SUCCESS or not opts.interval:
+            return result
+        ctx.out("")
+        time.sleep(opts.interval)
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError("not a non-negative integer: %r" % value)
+    return number
+
+
+def _duration(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError("invalid duration: %r (seconds, a non-negative number)" % value)
+    return number
+
+
+def _setup_delay(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-master", dest="on_master", action="store_false", help="Do not sleep in the master code"
+    )
+    parser.add_argument(
+        "-n", dest="on_nodes", action="append", default=[], metavar="NODE",
+        help="Select nodes to sleep on (repeatable)",
+    )
+    parser.add_argument(
+        "-r", "--repeat", type=_non_negative_int, default=0, metavar="N",
+        help="Number of times to repeat the sleep",
+    )
+    cli.add_dry_run_option(parser)
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("duration", type=_duration, metavar="DURATION", help="seconds to sleep (a float)")
+
+
+def _setup_locks(parser: argparse.ArgumentParser) -> None:
+    cli.add_list_options(parser, LOCKS_DEF_FIELDS)
+    parser.add_argument(
+        "--interval", type=_non_negative_int, default=None, metavar="SECONDS",
+        help="Repeat the listing every SECONDS seconds (until interrupted)",
+    )
+
+
+COMMANDS: dict[str, Command] = {
+    "delay": Command(
+        delay, _setup_delay, "Executes a TestDelay OpCode",
+        "Runs a test opcode (a sleep) on the master and on selected nodes. By default the"
+        " delay is also executed on the master, unless --no-master is given.",
+    ),
+    "locks": Command(list_locks, _setup_locks, "Show a list of locks in the master daemon"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run("gnt-debug", COMMANDS, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
