@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
-import attrs
-
 ROOT_ENV = "GANETI_ROOT"
 
 
@@ -21,11 +19,24 @@ def default_root() -> str:
     return os.environ.get(ROOT_ENV) or "/"
 
 
-@attrs.frozen
 class Paths:
-    """The file layout of one node under C{root}."""
+    """The file layout of one node under C{root}.
 
-    root: str = attrs.field(converter=lambda r: os.path.abspath(r or "/"))
+    A plain class (no attrs): every gnt-* command imports it, and start-up
+    time matters there.
+    """
+
+    def __init__(self, root: str = "/") -> None:
+        self.root = os.path.abspath(root or "/")
+
+    def __repr__(self) -> str:
+        return "Paths(%r)" % self.root
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Paths) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
 
     @classmethod
     def from_option(cls, root: str | None = None) -> "Paths":
