@@ -11,10 +11,9 @@ import pytest
 from ganeti import CONFIG_VERSION, errors, serializer
 from ganeti.config.verify import verify, verify_or_raise
 from ganeti.objects import ConfigData
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
-TESTDATA = Path("/work/shared/testdata/ganeti-3.0.2")
-if not TESTDATA.exists():  # pragma: no cover - alternative checkout layout
-    TESTDATA = Path(__file__).resolve().parents[2] / "testdata" / "ganeti-3.0.2"
+TESTDATA = _TESTDATA_DIR
 
 NODE = "cbfe05be-22f4-46f2-9bd0-93a1a74f659c"
 GROUP = "7900f1c5-b1b6-421c-869e-574d23686a56"

@@ -9,6 +9,7 @@ import pytest
 from ganeti import serializer
 from ganeti.jobs import model
 from ganeti.jobs.model import (
+from tests.testdata import TESTDATA as _TESTDATA_DIR
     CANCELED,
     CANCELING,
     ERROR,
@@ -20,7 +21,7 @@ from ganeti.jobs.model import (
     QueuedOpCode,
 )
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata", "ganeti-3.0.2")
+TESTDATA = str(_TESTDATA_DIR)
 REAL_QUEUE = os.path.join(TESTDATA, "queue")
 REAL_JOB_FILES = sorted(glob.glob(os.path.join(REAL_QUEUE, "job-*")))
 REAL_STATUSES = {

@@ -15,8 +15,9 @@ from ganeti.jobs import queue as jqueue
 from ganeti.jobs.model import CANCELED, ERROR, QUEUED, RUNNING, SUCCESS, QueuedJob, QueuedOpCode
 from ganeti.jobs.queue import MAX_JOBS, JobQueueDir, QueueLocked
 from ganeti.paths import Paths
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata", "ganeti-3.0.2")
+TESTDATA = str(_TESTDATA_DIR)
 REAL_QUEUE = os.path.join(TESTDATA, "queue")
 
 

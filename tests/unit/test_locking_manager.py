@@ -9,6 +9,7 @@ import pytest
 
 from ganeti.errors import LockError, PendingRequestError
 from ganeti.locking import BGL, CONFIG_LOCK, NAL, LockManager, Owner
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
 S, X, R = "shared", "exclusive", "release"
 A, B, C = "instance/a", "instance/b", "instance/c"
@@ -19,7 +20,7 @@ NG = "node/[lockset]"
 NR1 = "node-res/n1"
 
 NAMES = [A, B, C, N1, N2, NR1, "node-res/n2", "nodegroup/g1", "network/net1"]
-TESTDATA = "/work/shared/testdata/ganeti-3.0.2/locks.data"
+TESTDATA = str(_TESTDATA_DIR / "locks.data")
 
 
 def O(ident: int | str) -> Owner:

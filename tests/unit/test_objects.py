@@ -7,8 +7,9 @@ import orjson
 import pytest
 
 from ganeti.objects import NIC, ConfigData, Instance, nice_sort
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata", "ganeti-3.0.2")
+TESTDATA = str(_TESTDATA_DIR)
 REAL_CONFIG = os.path.join(TESTDATA, "config.data")
 
 

@@ -27,8 +27,9 @@ from ganeti.query import (
 )
 from ganeti.query.fields import QFT_ALL, evaluate_row
 from ganeti.query.resources import RESOURCES, haskell_show_double, op_summary
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata", "ganeti-3.0.2")
+TESTDATA = str(_TESTDATA_DIR)
 
 MASTER_UUID = "cbfe05be-22f4-46f2-9bd0-93a1a74f659c"
 DEFAULT_GROUP = "7900f1c5-b1b6-421c-869e-574d23686a56"

@@ -13,10 +13,9 @@ import pytest
 from ganeti import GANETI_RELEASE, errors, ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
-TESTDATA = Path("/work/shared/testdata/ganeti-3.0.2")
-if not TESTDATA.exists():  # pragma: no cover - alternative checkout layout
-    TESTDATA = Path(__file__).resolve().parents[2] / "testdata" / "ganeti-3.0.2"
+TESTDATA = _TESTDATA_DIR
 
 SSCONF_DIR = TESTDATA / "ssconf"
 

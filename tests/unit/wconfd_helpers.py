@@ -22,10 +22,9 @@ from ganeti.wconfd.client import WConfdClient, _ClientProtocol
 from ganeti.wconfd.protocol import WConfdProtocol
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.storage import MemoryStorage
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
-TESTDATA = Path("/work/shared/testdata/ganeti-3.0.2")
-if not TESTDATA.exists():  # pragma: no cover - alternative checkout layout
-    TESTDATA = Path(__file__).resolve().parents[2] / "testdata" / "ganeti-3.0.2"
+TESTDATA = _TESTDATA_DIR
 
 MASTER = "node1.example.test"
 LOCK_DIR = "/run/ganeti/lock"
