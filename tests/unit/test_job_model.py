@@ -9,7 +9,6 @@ import pytest
 from ganeti import serializer
 from ganeti.jobs import model
 from ganeti.jobs.model import (
-from tests.testdata import TESTDATA as _TESTDATA_DIR
     CANCELED,
     CANCELING,
     ERROR,
@@ -20,6 +19,7 @@ from tests.testdata import TESTDATA as _TESTDATA_DIR
     QueuedJob,
     QueuedOpCode,
 )
+from tests.testdata import TESTDATA as _TESTDATA_DIR
 
 TESTDATA = str(_TESTDATA_DIR)
 REAL_QUEUE = os.path.join(TESTDATA, "queue")
