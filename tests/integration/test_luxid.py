@@ -227,6 +227,12 @@ async def test_two_hundred_conflicting_jobs_all_finish_by_priority(root):
         cluster.stop()
 
 
+async def until(client: LuxiClient, job_id: int, status: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while job_row(client, job_id, "status")[0] != status and time.monotonic() < deadline:
+        await deferLater(reactor, 0.02, lambda: None)
+
+
 def _pid_of(root, job_id: int) -> int | None:
     import orjson
 
@@ -239,3 +245,28 @@ def _pid_of(root, job_id: int) -> int | None:
     if "job_" not in lockfile or owner_is_dead(lockfile):
         return None
     return data.get("process_id")
+
+
+@pytest_twisted.ensureDeferred
+async def test_cancel_a_job_waiting_for_locks_and_reorder_the_queue(root):
+    cluster = await Cluster(root, "--max-running-jobs", "2").start()
+    try:
+        client = cluster.client()
+        hog = client.submit_job([delay(1.0, no_locks=False)])  # holds the master node lock
+        await until(client, hog, "running")
+        waiter = client.submit_job([delay(0.01, no_locks=False)])
+        await until(client, waiter, "waiting")
+        assert job_row(client, waiter, "status")[0] == "waiting", "the second job waits for the lock"
+        assert client.cancel_job(waiter)[0] is True
+        assert await in_thread(wait_job, client, waiter) == "canceled"
+        # the two slots are busy (hog + a second hog): later jobs queue; priority reorders them
+        hog2 = client.submit_job([delay(0.5, no_locks=False)])
+        first = client.submit_job([delay(0.01)])
+        second = client.submit_job([delay(0.01)])
+        assert client.change_job_priority(second, -10)[0] is True
+        for job_id in (hog, hog2, first, second):
+            assert await in_thread(wait_job, client, job_id) == "success"
+        starts = {j: job_row(client, j, "start_ts")[0] for j in (first, second)}
+        assert starts[second] <= starts[first], "the re-prioritised job started first"
+    finally:
+        cluster.stop()
