@@ -63,7 +63,31 @@ def _setup_tags_change(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tags", nargs="*", metavar="TAG")
 
 
+def _lazy_setup(name: str):  # type: ignore[no-untyped-def]
+    """An argparse setup from cluster_init, imported only when used."""
+
+    def setup(parser: argparse.ArgumentParser) -> None:
+        from ganeti.client import cluster_init
+
+        getattr(cluster_init, name)(parser)
+
+    return setup
+
+
 COMMANDS: dict[str, Command] = {
+    "init": Command(
+        "ganeti.client.cluster_init:init",
+        _lazy_setup("setup_init"),
+        "Initialise a new cluster with this node as its master",
+    ),
+    "destroy": Command(
+        "ganeti.client.cluster_init:destroy",
+        _lazy_setup("setup_destroy"),
+        "Stop the daemons and remove the cluster's files from this node",
+    ),
+    "getmaster": Command("ganeti.client.cluster_init:getmaster", None, "Print the master node's name"),
+    "version": Command("ganeti.client.cluster_init:version", None, "Print the software and protocol versions"),
+    "info": Command("ganeti.client.cluster_init:info", None, "Show the cluster's parameters"),
     "queue": Command(
         queue_ops, _setup_queue, "Change queue properties",
         "A drained queue accepts no new jobs; jobs already submitted still run.",

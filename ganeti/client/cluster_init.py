@@ -1,0 +1,154 @@
+"""gnt-cluster init | destroy | getmaster | version | info.
+
+C{init} makes this node (this root) the master of a new one-node cluster:
+certificates and keys, the first config.data and ssconf files, the node's
+identity, then the daemons (through L{ganeti.daemons}).  C{destroy} stops
+the daemons and removes what C{init} created (logs stay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+from typing import Any
+
+from ganeti import cli
+from ganeti.cli import Context
+from ganeti.client import format_time
+from ganeti.paths import Paths
+
+
+def _paths(ctx: Context) -> Paths:
+    return Paths.from_option(ctx.root)
+
+
+def init(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti import crypto, daemons, serializer, ssconf
+    from ganeti.config.bootstrap import initial_config
+
+    paths = _paths(ctx)
+    if os.path.exists(paths.config_data):
+        ctx.err("Failure: this node is already part of a cluster (%s exists)" % paths.config_data)
+        return cli.EXIT_FAILURE
+    node_name = opts.node_name or socket.getfqdn()
+    templates = [t for t in opts.enabled_disk_templates.split(",") if t]
+    hypervisors = [h for h in opts.enabled_hypervisors.split(",") if h]
+    paths.ensure_dirs()
+    crypto.bootstrap_secrets(paths, opts.cluster_name, node_name=node_name)
+    config = initial_config(
+        opts.cluster_name,
+        node_name,
+        opts.primary_ip,
+        cluster_ip=opts.master_ip,
+        master_netdev=opts.master_netdev,
+        master_netmask=opts.master_netmask,
+        enabled_hypervisors=hypervisors,
+        enabled_disk_templates=templates,
+        file_storage_dir=opts.file_storage_dir or paths.file_storage_dir,
+        shared_file_storage_dir=opts.shared_file_storage_dir or paths.shared_file_storage_dir,
+        candidate_pool_size=opts.candidate_pool_size,
+        mac_prefix=opts.mac_prefix,
+        candidate_cert=crypto.cluster_cert_digest(paths),
+    )
+    serializer.write_file(paths.config_data, config.to_json(), mode=0o640)
+    ssconf.write_files(paths, ssconf.compute(config), max_size=None)
+    daemons.write_node_identity(paths, node_name, opts.primary_ip)
+    for directory in (config.cluster.file_storage_dir, config.cluster.shared_file_storage_dir):
+        if directory and directory.startswith(paths.root):
+            os.makedirs(directory, exist_ok=True)
+    ctx.out("Cluster %s initialised; master node %s (%s), root %s" % (opts.cluster_name, node_name, opts.primary_ip, paths.root))
+    if opts.no_start:
+        return cli.EXIT_SUCCESS
+    return daemons.start(paths, out=ctx.out)
+
+
+def destroy(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti import daemons
+
+    if not opts.yes_do_it:
+        ctx.err(
+            "Destroying a cluster is irreversible. If you really want to destroy this cluster,"
+            " supply the --yes-do-it option."
+        )
+        return cli.EXIT_FAILURE
+    paths = _paths(ctx)
+    if not os.path.exists(paths.config_data):
+        ctx.err("Failure: no cluster configuration at %s" % paths.config_data)
+        return cli.EXIT_FAILURE
+    daemons.stop(paths, out=ctx.out)
+    for name in os.listdir(paths.data_dir):
+        path = os.path.join(paths.data_dir, name)
+        if name.startswith("ssconf_") or name in (
+            "config.data", "config.journal", "config.journal.old", "locks.data", "locks.journal", "tempres.data",
+            "server.pem", "client.pem", "rapi.pem", "hmac.key", "cluster-domain-secret", "node.json",
+        ):
+            os.unlink(path)
+    shutil.rmtree(paths.queue_dir, ignore_errors=True)
+    ctx.out("Cluster destroyed on root %s (logs kept in %s)" % (paths.root, paths.log_dir))
+    return cli.EXIT_SUCCESS
+
+
+def getmaster(ctx: Context, opts: argparse.Namespace) -> int:
+    (master,) = ctx.client().query_config_values(["master_node"])
+    ctx.out(master)
+    return cli.EXIT_SUCCESS
+
+
+def version(ctx: Context, opts: argparse.Namespace) -> int:
+    info = ctx.client().query_cluster_info()
+    ctx.out("Software version: %s" % info["software_version"])
+    ctx.out("Internode protocol: %s" % info["protocol_version"])
+    ctx.out("Configuration format: %s" % info["config_version"])
+    ctx.out("OS api version: %s" % info["os_api_version"])
+    ctx.out("Export interface: %s" % info["export_version"])
+    ctx.out("VCS version: %s" % info["vcs_version"])
+    return cli.EXIT_SUCCESS
+
+
+def info(ctx: Context, opts: argparse.Namespace) -> int:
+    data = ctx.client().query_cluster_info()
+    lines: list[tuple[str, Any]] = [
+        ("Cluster name", data["name"]),
+        ("Cluster UUID", data["uuid"]),
+        ("Creation time", format_time(data["ctime"])),
+        ("Modification time", format_time(data["mtime"])),
+        ("Master node", data["master"]),
+        ("Architecture (this node)", "%s (%s)" % tuple(data["architecture"])),
+        ("Tags", ", ".join(data["tags"]) or "(none)"),
+        ("Default hypervisor", data["default_hypervisor"]),
+        ("Enabled hypervisors", ", ".join(data["enabled_hypervisors"])),
+        ("Enabled disk templates", ", ".join(data["enabled_disk_templates"])),
+        ("Candidate pool size", data["candidate_pool_size"]),
+        ("Master netdev", data["master_netdev"]),
+        ("File storage path", data["file_storage_dir"]),
+        ("Shared file storage path", data["shared_file_storage_dir"]),
+        ("Maximum running jobs", data["max_running_jobs"]),
+        ("Maximum tracked jobs", data["max_tracked_jobs"]),
+    ]
+    for key, value in lines:
+        ctx.out("%s: %s" % (key, value))
+    return cli.EXIT_SUCCESS
+
+
+def setup_init(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cluster_name", metavar="CLUSTER_NAME")
+    parser.add_argument("--primary-ip", required=True, help="this node's primary IP (e.g. 127.0.1.1 for a loopback cluster)")
+    parser.add_argument("--node-name", help="this node's name (default: the host's FQDN)")
+    parser.add_argument("--master-ip", help="the cluster's floating IP (default: the primary IP)")
+    parser.add_argument("--master-netdev", default="none", help="interface of the master IP; 'none' for loopback clusters")
+    parser.add_argument("--master-netmask", type=int, default=32, help="netmask (prefix length) of the master IP")
+    parser.add_argument("--enabled-hypervisors", default="fake", help="comma-separated list (default: fake)")
+    parser.add_argument(
+        "--enabled-disk-templates", default="diskless,file,sharedfile", help="comma-separated list (default: %(default)s)"
+    )
+    parser.add_argument("--file-storage-dir", help="directory for file disks (default: under the root)")
+    parser.add_argument("--shared-file-storage-dir", help="directory for sharedfile disks (default: under the root)")
+    parser.add_argument("-C", "--candidate-pool-size", type=int, default=10, help="master candidates to keep (default 10)")
+    parser.add_argument("--mac-prefix", default="aa:00:00", help="prefix of generated MAC addresses")
+    parser.add_argument("--no-start", action="store_true", help="write the files but start no daemon")
+
+
+def setup_destroy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--yes-do-it", action="store_true", help="really destroy the cluster")

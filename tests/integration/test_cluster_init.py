@@ -1,0 +1,44 @@
+"""gnt-cluster init / ganeti-daemons / gnt-cluster destroy on a fresh root."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+BIN = os.path.dirname(sys.executable)
+
+
+def run(root, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([os.path.join(BIN, tool), "--root", root.root, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_init_run_restart_and_destroy(root):
+    init = run(root, "gnt-cluster", "init", "--primary-ip", "127.0.1.1", "--node-name", "node1.test", "cluster.test")
+    try:
+        assert init.returncode == 0, init.stdout + init.stderr
+        assert "ganeti-wconfd: started" in init.stdout and "ganeti-luxid: started" in init.stdout
+        data = root.data_dir
+        for name in ("config.data", "server.pem", "client.pem", "rapi.pem", "hmac.key", "ssconf_master_node"):
+            assert os.path.exists(os.path.join(data, name)), name
+        assert stat.S_IMODE(os.stat(os.path.join(data, "hmac.key")).st_mode) == 0o400
+        with open(root.ssconf("master_node")) as handle:
+            assert handle.read() == "node1.test\n"
+        assert run(root, "gnt-cluster", "getmaster").stdout == "node1.test\n"
+        again = run(root, "gnt-cluster", "init", "--primary-ip", "127.0.1.1", "other.test")
+        assert again.returncode == 1 and "already part of a cluster" in again.stderr
+
+        assert run(root, "ganeti-daemons", "restart").returncode == 0
+        delay = run(root, "gnt-debug", "delay", "0.01")
+        assert delay.returncode == 0, delay.stderr
+        status = run(root, "ganeti-daemons", "status")
+        assert status.returncode == 0 and "ganeti-luxid: running" in status.stdout
+
+        refused = run(root, "gnt-cluster", "destroy")
+        assert refused.returncode == 1 and "--yes-do-it" in refused.stderr
+    finally:
+        destroyed = run(root, "gnt-cluster", "destroy", "--yes-do-it")
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert not os.path.exists(os.path.join(root.data_dir, "config.data"))
+    assert run(root, "ganeti-daemons", "status").returncode == 1  # all stopped
