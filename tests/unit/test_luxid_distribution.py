@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -23,7 +25,9 @@ class Recorder:
 
 class DistributionTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.paths = Paths(self.mktemp())
+        root = tempfile.mkdtemp(prefix="gntd")
+        self.addCleanup(shutil.rmtree, root, True)
+        self.paths = Paths(root)
         self.paths.ensure_dirs()
         self.recorder = Recorder()
         self.queue = JobQueueDir(self.paths, on_write=self.recorder)
