@@ -165,6 +165,8 @@ class WConfdService(Service):
         )
         if replayed or found.records:
             self._run_checkpoint()
+        else:  # the replicas (and this node's ssconf) may lag: bring them up to date
+            self._distribute(store.snapshot(), store.serial_no)
 
     # --- owners and connections ------------------------------------------
     def check_owner(self, owner: Owner) -> Owner:

@@ -19,6 +19,7 @@ from ganeti.daemon import PidFileService, lock_pid_file
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.service import WConfdService
+from ganeti.wconfd.ssconf_writer import LocalSsconf
 from ganeti.wconfd.storage import FileStorage
 
 
@@ -73,6 +74,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         death_interval=options["death-interval"],
         checkpoint_delay=options["checkpoint-delay"],
     )
+    service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), service.distributor)
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
     factory = wconfd_factory(service)

@@ -8,6 +8,7 @@ import sys
 
 import pytest_twisted
 from twisted.internet import reactor, threads
+from twisted.internet.task import deferLater
 
 from ganeti.config.bootstrap import initial_config
 from ganeti.testing.daemons import Daemon, seed_config
@@ -51,6 +52,13 @@ async def test_an_admin_session(root):
         assert duplicate.returncode == 1 and "already exists" in duplicate.stdout + duplicate.stderr
         groups = await run(root, "gnt-group", "list", "--no-headers", "-o", "name")
         assert groups.stdout.split() == ["default", "rack2"]
+        for _ in range(100):  # WConfD rewrites this node's ssconf after the change (coalesced)
+            with open(root.ssconf("nodegroups")) as handle:
+                if handle.read().endswith(" rack2\n"):
+                    break
+            await deferLater(reactor, 0.05, lambda: None)
+        else:
+            raise AssertionError("ssconf_nodegroups did not follow the new group")
         assert (await run(root, "gnt-group", "rename", "rack2", "rack3")).returncode == 0
         assert (await run(root, "gnt-group", "remove", "rack3")).returncode == 0
 

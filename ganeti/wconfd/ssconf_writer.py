@@ -1,0 +1,54 @@
+"""A distributor stage: this node's ssconf files follow every config.data.
+
+WConfD hands each durable config.data to its distributor (coalesced).  This
+stage takes the store's in-memory config (no re-parse of config.data),
+computes the ssconf values and writes the files that changed in a worker
+thread, then passes the config on to the next stage (the node RPC push to
+the master candidates, when the node daemon provides it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+
+from ganeti import ssconf
+from ganeti.objects import ConfigData
+from ganeti.paths import Paths
+
+
+class LocalSsconf:
+    log = Logger()
+
+    def __init__(
+        self,
+        paths: Paths,
+        reactor: Any,
+        config: Callable[[], ConfigData],
+        next_stage: Callable[[bytes, int], Any] | None = None,
+    ) -> None:
+        self.paths = paths
+        self.reactor = reactor
+        self.config = config
+        self.next_stage = next_stage
+        self.written_serial = 0
+
+    def __call__(self, data: bytes, serial: int) -> Deferred:
+        config = self.config()  # immutable records: safe to hand to a thread
+        d = deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self._write, config)
+
+        def written(keys: list[str]) -> Any:
+            self.written_serial = serial
+            if keys:
+                self.log.debug("ssconf for serial {serial}: wrote {keys}", serial=serial, keys=", ".join(keys))
+            if self.next_stage is not None:
+                return maybeDeferred(self.next_stage, data, serial)
+            return None
+
+        return d.addCallback(written)
+
+    def _write(self, config: ConfigData) -> list[str]:
+        return ssconf.write_files(self.paths, ssconf.compute(config), max_size=None)
