@@ -50,8 +50,11 @@ def seed_config(paths: Paths, config: ConfigData) -> None:
 class Daemon:
     """One daemon of one node root, run by twistd in the foreground."""
 
-    def __init__(self, paths: Paths, name: str, *args: str) -> None:
+    def __init__(self, paths: Paths, name: str, *args: str, tcp: tuple[str, int] | None = None) -> None:
+        """@param tcp: C{(address, port)} the daemon listens on, for L{ready}
+        (default: its Unix socket)."""
         self.paths = paths
+        self.tcp = tcp
         self.name = name
         self.args = list(args)
         self.process: subprocess.Popen[bytes] | None = None
@@ -74,7 +77,7 @@ class Daemon:
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError("%s exited with %s:\n%s" % (self.name, self.process.returncode, self.output()))
-            if _accepts(self.socket_path):
+            if _accepts_tcp(self.tcp) if self.tcp else _accepts(self.socket_path):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError("%s did not start within %ss:\n%s" % (self.name, timeout, self.output()))
@@ -115,6 +118,14 @@ def _accepts(path: str) -> bool:
         return False
     finally:
         sock.close()
+
+
+def _accepts_tcp(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 class LiveOwner:

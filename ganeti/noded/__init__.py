@@ -1,0 +1,1 @@
+"""NodeD: the node daemon serving node RPC."""

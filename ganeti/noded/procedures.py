@@ -1,0 +1,376 @@
+"""The node-side procedures of node RPC (Ganeti's C{backend}).
+
+Each public method of L{NodeProcedures} listed in L{PROCEDURES} is one
+procedure: it takes the positional arguments of the request and returns
+the payload (or a Deferred of it).  L{RpcFailure} becomes the answer
+C{[false, message]}.  Every procedure checks all of its input before it
+changes anything.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+import shutil
+import socket
+from typing import Any, Callable
+
+from twisted.internet import defer, task
+from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+
+from ganeti import GANETI_RELEASE, errors, serializer, ssconf
+from ganeti.noded import files
+from ganeti.paths import Paths
+from ganeti.rpc import wire
+
+#: The procedures noded answers.
+PROCEDURES = (
+    "version",
+    "master_node_name",
+    "node_info",
+    "node_verify",
+    "upload_file",
+    "upload_file_single",
+    "write_ssconf_files",
+    "jobqueue_update",
+    "jobqueue_rename",
+    "jobqueue_purge",
+    "node_leave_cluster",
+    "test_delay",
+)
+
+#: Mode of job queue files (Ganeti: 0640).
+QUEUE_FILE_MODE = 0o640
+#: Longest C{test_delay} accepted, seconds.
+MAX_DELAY = 24 * 3600
+#: Seconds to wait for a TCP connection in C{node_verify}'s reachability test.
+NET_TEST_TIMEOUT = 5.0
+
+
+class RpcFailure(Exception):
+    """A procedure's refusal or failure, sent as C{[false, message]}."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise RpcFailure(message)
+
+
+def _file_sha1(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha1").hexdigest()
+    except OSError:
+        return None
+
+
+def _meminfo() -> dict[str, int]:
+    """/proc/meminfo in MiB."""
+    values = {}
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    values[key] = int(parts[0]) // 1024
+    except OSError:
+        pass
+    return values
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+class NodeProcedures:
+    """The procedures of one node root.
+
+    @param paths: the node's root
+    @param reactor: for timers and the reachability test
+    @param shutdown: called (after the answer is sent) when the node leaves the cluster
+    @param port: the noded port of other nodes (reachability test)
+    """
+
+    log = Logger()
+
+    def __init__(self, paths: Paths, reactor: Any, *, shutdown: Callable[[], None] | None = None,
+                 port: int = wire.DEFAULT_PORT) -> None:
+        self.paths = paths
+        self._reactor = reactor
+        self._shutdown = shutdown
+        self._port = port
+
+    def lookup(self, name: str) -> Callable[..., Any] | None:
+        if name not in PROCEDURES:
+            return None
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    # --- informational ---------------------------------------------------------------
+
+    def version(self) -> int:
+        return wire.PROTOCOL_VERSION
+
+    def master_node_name(self) -> str:
+        try:
+            return ssconf.SimpleStore(self.paths).get_master_node()
+        except errors.ConfigurationError as e:
+            raise RpcFailure(str(e)) from None
+
+    def node_info(self, storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
+        """C{[boot_id, [storage info...], [hypervisor info...]]} of this machine."""
+        _check(isinstance(storage_units, list) and isinstance(hv_specs, list),
+               "node_info takes a list of storage units and a list of hypervisor specs")
+        storage = [self._storage_info(unit) for unit in storage_units]
+        hv_info = []
+        for spec in hv_specs:
+            _check(isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str),
+                   "hypervisor spec must be [name, hvparams], not %.100r" % (spec,))
+            hv_info.append(self._hv_info(spec[0]))
+        return [_boot_id(), storage, hv_info]
+
+    def _storage_info(self, unit: Any) -> dict[str, Any]:
+        _check(isinstance(unit, list) and len(unit) in (2, 3) and isinstance(unit[0], str),
+               "storage unit must be [type, key, params], not %.100r" % (unit,))
+        kind, key = unit[0], unit[1]
+        if kind == "diskless":
+            return {"type": kind, "name": key, "storage_free": 0, "storage_size": 0}
+        if kind in ("file", "sharedfile", "gluster"):
+            try:
+                real = wire.localize(self.paths.root, key)
+            except wire.RpcWireError as e:
+                raise RpcFailure(str(e)) from None
+            probe = real  # a storage dir not created yet: report its file system
+            while not os.path.exists(probe) and probe != self.paths.root:
+                probe = os.path.dirname(probe)
+            st = os.statvfs(probe)
+            return {
+                "type": kind,
+                "name": key,
+                "storage_free": st.f_bavail * st.f_frsize // (1024 * 1024),
+                "storage_size": st.f_blocks * st.f_frsize // (1024 * 1024),
+            }
+        raise RpcFailure("Storage type %r is not supported on this node" % (kind,))
+
+    def _hv_info(self, hv_name: str) -> dict[str, Any]:
+        mem = _meminfo()
+        total = mem.get("MemTotal", 0)
+        free = mem.get("MemAvailable", mem.get("MemFree", 0))
+        cpus = os.cpu_count() or 1
+        return {
+            "hv_name": hv_name,
+            "memory_total": total,
+            "memory_free": free,
+            "memory_dom0": total - free,
+            "cpu_total": cpus,
+            "cpu_nodes": 1,
+            "cpu_sockets": 1,
+            "cpu_dom0": cpus,
+        }
+
+    async def node_verify(self, checkdict: dict[str, Any], cluster_name: str, all_hvparams: Any = None) -> dict[str, Any]:
+        """Checks named in C{checkdict}; unknown checks are ignored.
+
+          - C{filelist}: [virtual paths] -> {path: sha1 hex} of the files present
+          - C{node-net-test} / C{nodelist}: [[name, ip, ...] or name] ->
+            {name: error} for nodes whose noded port is not reachable
+          - C{ssconf}: {key: expected sha1 of the file, or null} ->
+            {key: local sha1 or null} for each key that differs
+          - C{version}: -> [protocol version, release]
+          - C{cluster_name}: -> this node's ssconf cluster name (null if none)
+        """
+        _check(isinstance(checkdict, dict), "node_verify takes a dict of checks")
+        result: dict[str, Any] = {}
+        if "filelist" in checkdict:
+            names = checkdict["filelist"]
+            _check(isinstance(names, list), "filelist must be a list of file names")
+            found = {}
+            for vpath in names:
+                try:
+                    digest = _file_sha1(wire.localize(self.paths.root, vpath))
+                except wire.RpcWireError as e:
+                    raise RpcFailure(str(e)) from None
+                if digest is not None:
+                    found[vpath] = digest
+            result["filelist"] = found
+        for check in ("node-net-test", "nodelist"):
+            if check in checkdict:
+                result[check] = await self._net_test(checkdict[check])
+        if "ssconf" in checkdict:
+            expected = checkdict["ssconf"]
+            if isinstance(expected, list):
+                expected = dict.fromkeys(expected)
+            _check(isinstance(expected, dict), "ssconf check takes {key: sha1}")
+            differing = {}
+            for key, digest in expected.items():
+                _check(key in ssconf.KEYS, "unknown ssconf key %r" % (key,))
+                local = _file_sha1(self.paths.ssconf(key))
+                if digest is None or local != digest:
+                    differing[key] = local
+            result["ssconf"] = differing
+        if "version" in checkdict:
+            result["version"] = [wire.PROTOCOL_VERSION, GANETI_RELEASE]
+        if "cluster_name" in checkdict:
+            try:
+                result["cluster_name"] = ssconf.SimpleStore(self.paths).get_cluster_name()
+            except errors.ConfigurationError:
+                result["cluster_name"] = None
+        return result
+
+    async def _net_test(self, nodes: Any) -> dict[str, str]:
+        _check(isinstance(nodes, list), "node list must be a list")
+        known: dict[str, str] = {}
+        targets = []
+        for entry in nodes:
+            if isinstance(entry, list) and len(entry) >= 2 and all(isinstance(e, str) for e in entry[:2]):
+                targets.append((entry[0], entry[1]))
+            elif isinstance(entry, str):
+                if not known:
+                    try:
+                        known = ssconf.SimpleStore(self.paths).get_node_primary_ips()
+                    except errors.ConfigurationError:
+                        known = {}
+                targets.append((entry, known.get(entry, entry)))
+            else:
+                raise RpcFailure("node entry must be a name or [name, ip, ...], not %.100r" % (entry,))
+        outcomes = await defer.gatherResults([defer.ensureDeferred(self._reach(ip)) for _name, ip in targets])
+        return {name: why for (name, _ip), why in zip(targets, outcomes) if why is not None}
+
+    async def _reach(self, ip: str) -> str | None:
+        try:
+            family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+            socket.inet_pton(family, ip)
+        except OSError:
+            return "invalid address %r" % (ip,)
+        cls = TCP6ClientEndpoint if family == socket.AF_INET6 else TCP4ClientEndpoint
+        endpoint = cls(self._reactor, ip, self._port, timeout=NET_TEST_TIMEOUT)
+        try:
+            proto = await endpoint.connect(Factory.forProtocol(Protocol))
+        except Exception as e:
+            return "TCP connection to %s:%d failed: %s" % (ip, self._port, e.__class__.__name__)
+        proto.transport.loseConnection()
+        return None
+
+    # --- files -----------------------------------------------------------------------
+
+    def _ownership(self, owner: Any, group: Any) -> tuple[int, int]:
+        """uid/gid to set, or -1 to leave as is (unprivileged noded keeps its own)."""
+        if os.geteuid() != 0:
+            return -1, -1
+        try:
+            uid = pwd.getpwnam(owner).pw_uid if owner else -1
+            gid = grp.getgrnam(group).gr_gid if group else -1
+        except KeyError as e:
+            raise RpcFailure("Unknown user or group: %s" % e) from None
+        return uid, gid
+
+    def upload_file(self, details: list[Any]) -> None:
+        """Replace an allowed file atomically (C{FILE_DETAILS})."""
+        _check(isinstance(details, list) and len(details) == 7,
+               "upload_file takes [path, data, mode, owner, group, atime, mtime]")
+        vpath, data, mode, owner, group, atime, mtime = details
+        self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
+
+    def upload_file_single(self, vpath: Any, data: Any, mode: Any, owner: Any, group: Any,
+                           atime: Any, mtime: Any) -> None:
+        try:
+            real = files.upload_file(self.paths, vpath)
+        except files.PathRefused as e:
+            raise RpcFailure("upload_file refused: %s" % e) from None
+        _check(isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o777,
+               "file mode must be an integer between 0 and 0777")
+        _check(owner is None or isinstance(owner, (str, int)), "owner must be a name")
+        _check(group is None or isinstance(group, (str, int)), "group must be a name")
+        times = [t for t in (atime, mtime) if t is not None]
+        _check(all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in times), "times must be numbers")
+        try:
+            content = wire.decompress(data)
+        except wire.RpcWireError as e:
+            raise RpcFailure(str(e)) from None
+        uid, gid = self._ownership(owner if isinstance(owner, str) else "", group if isinstance(group, str) else "")
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        serializer.write_file(real, content, mode=mode, uid=uid, gid=gid)
+        if atime is not None and mtime is not None:
+            os.utime(real, (atime, mtime))
+
+    def write_ssconf_files(self, values: Any) -> None:
+        _check(isinstance(values, dict), "write_ssconf_files takes {key: lines}")
+        for key, value in values.items():
+            _check(isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+                   "ssconf value of %r must be text or a list of lines" % (key,))
+        try:
+            ssconf.write_files(self.paths, values)
+        except errors.ConfigurationError as e:
+            raise RpcFailure(str(e)) from None
+
+    def jobqueue_update(self, file_name: Any, content: Any) -> None:
+        try:
+            real = files.queue_file(self.paths, file_name)
+            data = wire.decompress(content)
+        except (files.PathRefused, wire.RpcWireError) as e:
+            raise RpcFailure("jobqueue_update refused: %s" % e) from None
+        os.makedirs(os.path.dirname(real), mode=0o700, exist_ok=True)
+        serializer.write_file(real, data, mode=QUEUE_FILE_MODE)
+
+    def jobqueue_rename(self, pairs: Any) -> list[Any]:
+        _check(isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs),
+               "jobqueue_rename takes [[old, new], ...]")
+        try:
+            moves = [(files.queue_file(self.paths, old), files.queue_file(self.paths, new)) for old, new in pairs]
+        except files.PathRefused as e:
+            raise RpcFailure("jobqueue_rename refused: %s" % e) from None
+        results: list[Any] = []
+        for old, new in moves:
+            try:
+                os.makedirs(os.path.dirname(new), mode=0o700, exist_ok=True)
+                os.rename(old, new)
+                results.append(None)
+            except OSError as e:
+                results.append("Can't rename %s: %s" % (os.path.basename(old), e.strerror))
+        serializer.fsync_dir(self.paths.queue_dir)
+        return results
+
+    def jobqueue_purge(self) -> None:
+        """Remove everything in the queue directory but its lock file."""
+        queue = self.paths.queue_dir
+        if not os.path.isdir(queue):
+            return
+        for name in os.listdir(queue):
+            if name == "lock":
+                continue
+            path = os.path.join(queue, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        serializer.fsync_dir(queue)
+
+    def node_leave_cluster(self, modify_ssh_setup: Any = False) -> None:
+        """Forget the cluster (config, ssconf, queue, secrets), then stop noded."""
+        data = self.paths.data_dir
+        doomed = [self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
+                  self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
+        doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts")]
+        doomed += [self.paths.ssconf(key) for key in ssconf.KEYS]
+        self.jobqueue_purge()
+        for path in doomed:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.log.info("node left the cluster; noded stops")
+        if self._shutdown is not None:
+            self._reactor.callLater(0.2, self._shutdown)
+
+    def test_delay(self, duration: Any) -> defer.Deferred[None]:
+        _check(isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration <= MAX_DELAY,
+               "test_delay takes a duration between 0 and %d seconds" % MAX_DELAY)
+        return task.deferLater(self._reactor, duration, lambda: None)

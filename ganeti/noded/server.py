@@ -1,0 +1,94 @@
+"""noded's HTTP side: C{POST /<procedure>} with a JSON array of arguments.
+
+Answers: 200 C{[true, payload]} or C{[false, message]} (the procedure
+failed or refused); 404 for an unknown procedure, 400 for another method
+than POST, a malformed body or wrong arguments, 413 for a body over the
+limit.  Every error answer is C{[false, message]} and changes nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.defer import CancelledError
+from twisted.logger import Logger
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Request, Site
+
+from ganeti.noded.procedures import NodeProcedures, RpcFailure
+from ganeti.rpc import wire
+
+
+class NodeRpcResource(Resource):
+    isLeaf = True
+    log = Logger()
+
+    def __init__(self, procedures: NodeProcedures, max_body: int = wire.MAX_BODY) -> None:
+        super().__init__()
+        self._procedures = procedures
+        self._max_body = max_body
+
+    def render(self, request: Request) -> Any:
+        request.setHeader(b"Content-Type", b"application/json")
+        if request.method != b"POST":
+            return self._error(request, 400, "Only POST is supported")
+        return self.render_POST(request)
+
+    def _error(self, request: Request, code: int, message: str) -> bytes:
+        request.setResponseCode(code)
+        return wire.encode_response(False, message)
+
+    def render_POST(self, request: Request) -> Any:
+        segments = [s for s in request.postpath if s]
+        name = segments[0].decode("ascii", "replace") if len(segments) == 1 else ""
+        function = self._procedures.lookup(name) if wire.valid_procedure(name) else None
+        if function is None:
+            return self._error(request, 404, "Unknown procedure %r" % "/".join(s.decode("ascii", "replace") for s in segments))
+        content = request.content
+        content.seek(0, 2)
+        if content.tell() > self._max_body:
+            return self._error(request, 413, "Request body over %d bytes" % self._max_body)
+        content.seek(0)
+        try:
+            args = wire.decode_request(content.read())
+            inspect.signature(function).bind(*args)
+        except wire.RpcWireError as e:
+            return self._error(request, 400, str(e))
+        except TypeError as e:
+            return self._error(request, 400, "Bad arguments for %s: %s" % (name, e))
+        d = defer.maybeDeferred(lambda: _run(function, args))
+        finished = request.notifyFinish()
+        finished.addErrback(lambda _: d.cancel())
+        d.addCallbacks(lambda payload: wire.encode_response(True, payload), lambda f: self._failure(f, name))
+        d.addCallback(self._write, request)
+        return NOT_DONE_YET
+
+    def _failure(self, failure: Any, name: str) -> bytes | None:
+        if failure.check(CancelledError):
+            return None
+        if failure.check(RpcFailure):
+            return wire.encode_response(False, str(failure.value))
+        self.log.failure("procedure {name} crashed", failure, name=name)
+        return wire.encode_response(False, "Error while executing backend function: %s" % (failure.value,))
+
+    def _write(self, body: bytes | None, request: Request) -> None:
+        if body is None or request.finished or request._disconnected:
+            return
+        request.write(body)
+        request.finish()
+
+
+def _run(function: Any, args: list[Any]) -> Any:
+    result = function(*args)
+    if inspect.iscoroutine(result):
+        return defer.ensureDeferred(result)
+    return result
+
+
+def node_site(procedures: NodeProcedures) -> Site:
+    site = Site(NodeRpcResource(procedures))
+    site.displayTracebacks = False
+    site.noisy = False
+    return site

@@ -1,0 +1,79 @@
+"""C{twistd ganeti-noded}: options and the composition root.
+
+    twistd -n ganeti-noded --root DIR --bind 127.0.1.1 [--port 1811]
+
+Serves node RPC over HTTPS with mutual TLS: the TLS layer is a
+C{TLSMemoryBIOFactory} around the web site on a plain TCP endpoint, so that
+the handshake can require and pin the client's cluster certificate before
+any HTTP is parsed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.application.service import IService, MultiService
+from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.python import usage
+
+from ganeti import errors
+from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.noded.procedures import NodeProcedures
+from ganeti.noded.server import node_site
+from ganeti.paths import Paths
+from ganeti.rpc import wire
+from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise ValueError("port out of range")
+    return port
+
+
+class Options(usage.Options):
+    synopsis = "--bind ADDRESS [options]"
+    longdesc = (
+        "NodeD runs on every node and serves node RPC (HTTPS, mutual TLS with "
+        "the cluster certificate server.pem) to the master and the candidates."
+    )
+    optParameters = [
+        ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
+        ["bind", "b", None, "Address to listen on (the node's primary IP)."],
+        ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", _port],
+    ]
+
+    def postOptions(self) -> None:
+        if not self["bind"]:
+            raise usage.UsageError("--bind ADDRESS is required")
+        self["paths"] = Paths.from_option(self["root"])
+
+
+def makeService(options: Options, reactor: Any = None) -> IService:
+    if reactor is None:
+        from twisted.internet import reactor
+    paths: Paths = options["paths"]
+    paths.ensure_dirs()
+    try:
+        creds = Credentials.cluster(paths)
+    except errors.ConfigurationError as e:
+        raise SystemExit(
+            "ganeti-noded: %s\n(this node has no cluster certificate; create one with "
+            "gnt-cluster init, or join it to a cluster)" % e
+        )
+    pid_fd = lock_pid_file(paths, "ganeti-noded")
+    root = MultiService()
+    root.addService(PidFileService(pid_fd))
+    procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
+    tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
+    factory = TLSMemoryBIOFactory(tls, False, node_site(procedures))
+    address = options["bind"]
+    if ":" in address:
+        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)
+    else:
+        endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
+    StreamServerEndpointService(endpoint, factory).setServiceParent(root)
+    return root

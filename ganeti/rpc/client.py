@@ -1,0 +1,215 @@
+"""The node RPC client: one procedure on many nodes, in parallel.
+
+    client = RpcClient.from_paths(reactor, paths)
+    results = await client.call({"node1": "127.0.1.1", "node2": "127.0.1.2"}, "version", [])
+    for name, result in results.items():
+        if result.failed:
+            print(name, result.fail_msg)      # e.g. "node unreachable: connection refused"
+        else:
+            print(name, result.payload)
+    await client.close()
+
+Every node gets its own request and its own timeout; a node that is down,
+slow, or answers garbage gives a failed L{RpcResult} for that node only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import attrs
+import treq
+from OpenSSL import SSL
+from twisted.internet import defer, error as ierror
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.logger import Logger
+from twisted.web.client import (
+    Agent,
+    HTTPConnectionPool,
+    RequestTransmissionFailed,
+    ResponseFailed,
+    ResponseNeverReceived,
+)
+from twisted.web.http_headers import Headers
+
+from ganeti.paths import Paths
+from ganeti.rpc import wire
+from ganeti.rpc.tls import Credentials, PinnedPolicy
+
+#: How a node is reached: an IP address (default port) or C{(address, port)}.
+Address = str | tuple[str, int]
+
+_HEADERS = Headers({b"Content-Type": [b"application/json"]})
+
+
+class RpcError(Exception):
+    """Raised by L{RpcResult.raise_on_fail}."""
+
+
+@attrs.frozen
+class RpcResult:
+    """What one node answered to one call.
+
+    @ivar node: the node's name, as given to the call
+    @ivar success: whether the node ran the procedure and it succeeded
+    @ivar payload: the procedure's result (C{None} on failure)
+    @ivar fail_msg: why the call failed (C{None} on success): the node's
+        own error message, or a transport failure such as
+        C{"node unreachable: connection refused"} or C{"timeout after 60s"}
+    @ivar offline: the node was not contacted because it is offline
+    """
+
+    node: str
+    success: bool
+    payload: Any = None
+    fail_msg: str | None = None
+    offline: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return not self.success
+
+    def raise_on_fail(self, prefix: str = "") -> Any:
+        """The payload, or L{RpcError} with the failure message."""
+        if not self.success:
+            raise RpcError("%s%s: %s" % (prefix + ": " if prefix else "", self.node, self.fail_msg))
+        return self.payload
+
+    @classmethod
+    def failure(cls, node: str, msg: str, *, offline: bool = False) -> "RpcResult":
+        return cls(node, False, None, msg, offline)
+
+
+def _transport_message(reason: BaseException) -> str:
+    """A clear, short message for a transport-level failure."""
+    if isinstance(reason, ierror.ConnectionRefusedError):
+        return "node unreachable: connection refused"
+    if isinstance(reason, (ierror.TimeoutError, ierror.TCPTimedOutError)):
+        return "node unreachable: connect timeout"
+    if isinstance(reason, (ierror.NoRouteError, ierror.DNSLookupError, ierror.ConnectError)):
+        return "node unreachable: %s" % (reason.__class__.__name__,)
+    if isinstance(reason, (ResponseNeverReceived, ResponseFailed, RequestTransmissionFailed)):
+        inner = [f.value for f in reason.reasons]
+        if any(isinstance(r, SSL.Error) for r in inner):
+            return "TLS handshake failed (certificate not accepted): %s" % "; ".join(str(r) for r in inner)
+        return "connection lost: %s" % "; ".join(str(r) or r.__class__.__name__ for r in inner)
+    if isinstance(reason, SSL.Error):
+        return "TLS error: %s" % (reason,)
+    return "%s: %s" % (reason.__class__.__name__, reason)
+
+
+class RpcClient:
+    """Calls node daemons over mutual TLS (see L{ganeti.rpc.tls}).
+
+    @param reactor: provides C{IReactorTCP} and C{IReactorTime}
+    @param policy: the TLS policy (L{PinnedPolicy})
+    @param port: default noded port
+    @param persistent: keep connections open between calls
+    @param connect_timeout: seconds to establish a TCP connection
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        policy: PinnedPolicy,
+        *,
+        port: int = wire.DEFAULT_PORT,
+        persistent: bool = True,
+        connect_timeout: float = wire.CONNECT_TIMEOUT,
+    ) -> None:
+        self._reactor = reactor
+        self._port = port
+        self._pool = HTTPConnectionPool(reactor, persistent=persistent)
+        self._pool.maxPersistentPerHost = 4
+        self._pool.retryAutomatically = False
+        agent = Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=self._pool)
+        self._http = treq.client.HTTPClient(agent)
+
+    @classmethod
+    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "RpcClient":
+        """A client presenting this node's cluster certificate (C{server.pem})."""
+        return cls(reactor, PinnedPolicy(Credentials.cluster(paths)), **kwargs)
+
+    async def close(self) -> None:
+        await self._pool.closeCachedConnections()
+
+    def _url(self, address: Address, procedure: str) -> bytes:
+        host, port = (address, self._port) if isinstance(address, str) else address
+        if ":" in host:
+            host = "[%s]" % host
+        return ("https://%s:%d/%s" % (host, port, procedure)).encode("ascii")
+
+    async def call(
+        self,
+        nodes: Mapping[str, Address] | Iterable[tuple[str, Address]],
+        procedure: str,
+        args: list[Any] | tuple[Any, ...] = (),
+        *,
+        timeout: float = wire.TMO_URGENT,
+        node_args: Mapping[str, list[Any]] | None = None,
+        offline: Iterable[str] = (),
+    ) -> dict[str, RpcResult]:
+        """Call C{procedure} on every node at once.
+
+        @param nodes: C{{name: address}} (or pairs), in the order wanted
+        @param args: positional arguments, the same for every node
+        @param timeout: per-node limit in seconds for the whole call
+        @param node_args: per-node arguments replacing C{args}
+        @param offline: names not to contact (their result says "node offline")
+        @return: C{{name: RpcResult}} for every node, in the given order;
+            never raises for a node's failure
+        """
+        if not wire.valid_procedure(procedure):
+            raise ValueError("invalid procedure name %r" % (procedure,))
+        pairs = list(nodes.items()) if isinstance(nodes, Mapping) else list(nodes)
+        skip = set(offline)
+        common = wire.encode_request(args)
+        calls = []
+        for name, address in pairs:
+            if name in skip:
+                calls.append(defer.succeed(RpcResult.failure(name, "node offline", offline=True)))
+                continue
+            body = wire.encode_request(node_args[name]) if node_args and name in node_args else common
+            calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout)))
+        results = await defer.gatherResults(calls)
+        return {result.node: result for result in results}
+
+    async def call_one(
+        self, name: str, address: Address, procedure: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float = wire.TMO_URGENT
+    ) -> RpcResult:
+        """Call C{procedure} on a single node."""
+        return (await self.call([(name, address)], procedure, args, timeout=timeout))[name]
+
+    async def _call_one(self, name: str, address: Address, procedure: str, body: bytes, timeout: float) -> RpcResult:
+        timed_out = []
+        d: Deferred[Any] = defer.ensureDeferred(self._exchange(address, procedure, body))
+
+        def expire() -> None:
+            timed_out.append(True)
+            d.cancel()
+
+        timer = self._reactor.callLater(timeout, expire)
+        try:
+            code, answer = await d
+        except CancelledError:
+            if timed_out:
+                return RpcResult.failure(name, "timeout after %gs calling %s" % (timeout, procedure))
+            raise
+        except Exception as e:  # any transport failure is this node's result
+            return RpcResult.failure(name, _transport_message(e))
+        finally:
+            if timer.active():
+                timer.cancel()
+        try:
+            success, payload = wire.decode_response(answer)
+        except wire.RpcWireError as e:
+            return RpcResult.failure(name, "HTTP %d, %s" % (code, e) if code != 200 else str(e))
+        if code != 200:
+            return RpcResult.failure(name, "HTTP %d: %s" % (code, payload))
+        if not success:
+            return RpcResult.failure(name, str(payload))
+        return RpcResult(name, True, payload)
+
+    async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes]:
+        response = await self._http.post(self._url(address, procedure), data=body, headers=_HEADERS)
+        return response.code, await response.content()

@@ -1,0 +1,183 @@
+"""TLS policy of node RPC: mutual TLS with the cluster certificate, pinned.
+
+Both ends present the cluster certificate (C{server.pem}, or a node's
+C{client.pem} signed by it) and both check the peer's certificate twice:
+it must chain to the cluster certificate, and its SHA1 fingerprint must be
+one the end expects.
+
+  - noded (server) accepts the fingerprint of C{server.pem} itself and those
+    listed in C{ssconf_master_candidates_certs} (the candidates' client
+    certificates).  A client without such a certificate fails the
+    handshake: no HTTP request is ever parsed for it.
+  - the RPC client accepts only the fingerprint of the cluster certificate;
+    host names are not checked (nodes are addressed by IP, as in Ganeti).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Collection
+
+import attrs
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from OpenSSL import SSL, crypto
+from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IOpenSSLContextFactory
+from twisted.logger import Logger
+from twisted.web.iweb import IPolicyForHTTPS
+from zope.interface import implementer
+
+from ganeti import crypto as gcrypto
+from ganeti import errors
+from ganeti.paths import Paths
+from ganeti.ssconf import SimpleStore
+
+log = Logger()
+
+VerifyCallback = Callable[[SSL.Connection, Any, int, int, int], bool]
+
+
+@attrs.frozen
+class Credentials:
+    """What one end presents (key and certificate) and what it trusts.
+
+    @ivar key_pem: private key of C{cert_pem}
+    @ivar cert_pem: the certificate presented to the peer
+    @ivar ca_pem: the cluster certificate (trust root)
+    """
+
+    key_pem: bytes
+    cert_pem: bytes
+    ca_pem: bytes
+
+    @classmethod
+    def cluster(cls, paths: Paths) -> "Credentials":
+        """Present C{server.pem} and trust it (noded, and the default client)."""
+        key_pem, cert_pem = gcrypto.load_pem_file(paths.server_pem)
+        return cls(key_pem, cert_pem, cert_pem)
+
+    @classmethod
+    def node_client(cls, paths: Paths) -> "Credentials":
+        """Present this node's C{client.pem}, or C{server.pem} without one (Ganeti's choice)."""
+        _key, ca_pem = gcrypto.load_pem_file(paths.server_pem)
+        if os.path.exists(paths.client_pem):
+            key_pem, cert_pem = gcrypto.load_pem_file(paths.client_pem)
+            return cls(key_pem, cert_pem, ca_pem)
+        return cls.cluster(paths)
+
+    @property
+    def ca_fingerprint(self) -> str:
+        return gcrypto.fingerprint(self.ca_pem, "sha1")
+
+
+def peer_fingerprint(cert: Any) -> str:
+    """SHA1 fingerprint C{AA:BB:...} of a pyOpenSSL or C{cryptography} certificate."""
+    if isinstance(cert, crypto.X509):
+        return cert.digest("sha1").decode("ascii").upper()
+    return gcrypto.fingerprint(cert.public_bytes(serialization.Encoding.PEM), "sha1")
+
+
+def make_verify_callback(allowed: Callable[[], Collection[str]], what: str = "peer") -> VerifyCallback:
+    """A pyOpenSSL verify callback pinning the leaf certificate's fingerprint.
+
+    OpenSSL's chain verification (C{preverify_ok}) must have passed at
+    every depth; at depth 0 (the peer's own certificate) its SHA1
+    fingerprint must also be in C{allowed()}, which is asked anew for each
+    handshake.
+    """
+
+    def verify(connection: SSL.Connection, cert: Any, errno: int, depth: int, preverify_ok: int) -> bool:
+        if not preverify_ok:
+            log.warn("TLS: {what} certificate refused by chain verification (error {errno}, depth {depth})",
+                     what=what, errno=errno, depth=depth)
+            return False
+        if depth != 0:
+            return True
+        digest = peer_fingerprint(cert)
+        if digest in allowed():
+            return True
+        log.warn("TLS: {what} certificate {digest} is not a cluster certificate", what=what, digest=digest)
+        return False
+
+    return verify
+
+
+def _context(creds: Credentials, verify: VerifyCallback, *, server: bool) -> SSL.Context:
+    ctx = SSL.Context(SSL.TLS_METHOD)
+    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+    ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
+    ctx.use_privatekey(serialization.load_pem_private_key(creds.key_pem, password=None))  # type: ignore[arg-type]
+    ctx.use_certificate(x509.load_pem_x509_certificate(creds.cert_pem))
+    ctx.check_privatekey()
+    ctx.get_cert_store().add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(creds.ca_pem)))  # type: ignore[union-attr]
+    ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, verify)
+    if server:
+        ctx.set_session_id(b"ganeti-noded")
+    return ctx
+
+
+@implementer(IOpenSSLContextFactory)
+class ServerContextFactory:
+    """noded's TLS context (for C{TLSMemoryBIOFactory}): requires a cluster client certificate."""
+
+    def __init__(self, creds: Credentials, allowed: Callable[[], Collection[str]]) -> None:
+        self._ctx = _context(creds, make_verify_callback(allowed, "client"), server=True)
+
+    def getContext(self) -> SSL.Context:
+        return self._ctx
+
+
+class AllowedClients:
+    """The fingerprints noded accepts: the cluster certificate's and the
+    candidates' client certificates from C{ssconf_master_candidates_certs}
+    (re-read when that file changes)."""
+
+    def __init__(self, paths: Paths, cluster_fingerprint: str) -> None:
+        self._paths = paths
+        self._cluster = cluster_fingerprint
+        self._stamp: Any = None
+        self._cached: frozenset[str] = frozenset([cluster_fingerprint])
+
+    def __call__(self) -> frozenset[str]:
+        path = self._paths.ssconf("master_candidates_certs")
+        try:
+            st = os.stat(path)
+            stamp: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            self._stamp = stamp
+            digests = {self._cluster}
+            if stamp is not None:
+                try:
+                    digests.update(d.upper() for d in SimpleStore(self._paths).get_master_candidates_certs().values())
+                except errors.ConfigurationError as e:
+                    log.warn("ignoring {path}: {error}", path=path, error=e)
+            self._cached = frozenset(digests)
+        return self._cached
+
+
+@implementer(IOpenSSLClientConnectionCreator)
+class _PinnedCreator:
+    def __init__(self, ctx: SSL.Context) -> None:
+        self._ctx = ctx
+
+    def clientConnectionForTLS(self, tlsProtocol: Any) -> SSL.Connection:
+        connection = SSL.Connection(self._ctx, None)
+        connection.set_app_data(tlsProtocol)
+        connection.set_connect_state()
+        return connection
+
+
+@implementer(IPolicyForHTTPS)
+class PinnedPolicy:
+    """The RPC client's TLS policy: present C{creds}, accept only a node
+    whose certificate has one of C{fingerprints} (default: the cluster
+    certificate's) and chains to the cluster certificate."""
+
+    def __init__(self, creds: Credentials, fingerprints: Collection[str] | None = None) -> None:
+        allowed = frozenset(fingerprints) if fingerprints is not None else frozenset([creds.ca_fingerprint])
+        self._creator = _PinnedCreator(_context(creds, make_verify_callback(lambda: allowed, "node"), server=False))
+
+    def creatorForNetloc(self, hostname: bytes, port: int) -> _PinnedCreator:
+        return self._creator

@@ -1,0 +1,186 @@
+"""noded's resource and procedures through treq's StubTreq (no sockets)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from treq.testing import StubTreq
+from twisted.internet.task import Clock
+
+from ganeti import serializer, ssconf
+from ganeti.noded.procedures import NodeProcedures
+from ganeti.noded.server import NodeRpcResource
+from ganeti.rpc import wire
+
+
+class Node:
+    def __init__(self, paths):
+        paths.ensure_dirs()
+        self.paths = paths
+        self.clock = Clock()
+        self.stopped = []
+        self.procs = NodeProcedures(paths, self.clock, shutdown=lambda: self.stopped.append(True))
+        self.stub = StubTreq(NodeRpcResource(self.procs))
+
+    def post(self, procedure, body, method="POST"):
+        d = self.stub.request(method, "https://node/" + procedure, data=body)
+        self.stub.flush()
+        response = self.successful(d)
+        content = self.successful(response.content())
+        return response.code, serializer.loads(content)
+
+    def call(self, procedure, *args):
+        return self.post(procedure, wire.encode_request(list(args)))
+
+    @staticmethod
+    def successful(d):
+        out = []
+        d.addBoth(out.append)
+        assert out, "deferred did not fire"
+        if hasattr(out[0], "raiseException"):
+            out[0].raiseException()
+        return out[0]
+
+    def snapshot(self):
+        found = {}
+        for base, _dirs, names in os.walk(self.paths.root):
+            for name in names:
+                path = os.path.join(base, name)
+                found[path] = open(path, "rb").read()
+        return found
+
+
+@pytest.fixture
+def node(root):
+    return Node(root)
+
+
+def test_version(node):
+    assert node.call("version") == (200, [True, wire.PROTOCOL_VERSION])
+
+
+def test_unknown_procedure_and_bad_requests_change_nothing(node):
+    before = node.snapshot()
+    assert node.call("no_such_thing")[0] == 404
+    assert node.call("version/extra")[0] == 404
+    assert node.call("..")[0] == 404
+    assert node.post("version", b"[]", method="GET") == (400, [False, "Only POST is supported"])
+    code, (ok, msg) = node.post("upload_file", b"{not json")
+    assert (code, ok) == (400, False) and "JSON" in msg
+    code, (ok, msg) = node.post("upload_file", b'{"a": 1}')
+    assert (code, ok) == (400, False)
+    code, (ok, msg) = node.call("upload_file")
+    assert (code, ok) == (400, False) and "Bad arguments" in msg
+    code, (ok, _msg) = node.call("version", 1, 2)
+    assert (code, ok) == (400, False)
+    assert node.snapshot() == before
+
+
+def test_upload_allowed_file_atomically_with_mode(node):
+    data = b'{"serial_no": 7}' * 100
+    details = wire.file_details("/var/lib/ganeti/config.data", data, mode=0o640, atime=1000.0, mtime=2000.0)
+    assert node.call("upload_file", details) == (200, [True, None])
+    assert open(node.paths.config_data, "rb").read() == data
+    st = os.stat(node.paths.config_data)
+    assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_mtime == 2000.0
+    assert not [n for n in os.listdir(node.paths.data_dir) if n.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("vpath", ["/etc/passwd", "/var/lib/ganeti/../../../tmp/x", "/var/lib/ganeti/client.pem", "relative"])
+def test_upload_outside_the_allow_list_is_refused(node, vpath):
+    before = node.snapshot()
+    code, (ok, msg) = node.call("upload_file", wire.file_details(vpath, b"evil"))
+    assert (code, ok) == (200, False) and "refused" in msg
+    assert node.snapshot() == before
+
+
+def test_upload_bad_mode_or_data_is_refused(node):
+    before = node.snapshot()
+    assert node.call("upload_file", wire.file_details("/var/lib/ganeti/config.data", b"x", mode=0o4755))[1][0] is False
+    assert node.call("upload_file", ["/var/lib/ganeti/config.data", [7, "x"], 0o640, "", "", None, None])[1][0] is False
+    assert node.snapshot() == before
+
+
+def test_write_ssconf_files(node):
+    assert node.call("write_ssconf_files", {"master_node": ["node1.test"], "node_list": "a\nb"}) == (200, [True, None])
+    assert open(node.paths.ssconf("master_node")).read() == "node1.test\n"
+    assert node.call("master_node_name") == (200, [True, "node1.test"])
+    before = node.snapshot()
+    code, (ok, msg) = node.call("write_ssconf_files", {"master_node": ["x"], "../../etc/passwd": ["y"]})
+    assert not ok and "Unknown ssconf key" in msg
+    assert node.snapshot() == before
+
+
+def test_master_node_name_without_ssconf(node):
+    assert node.call("master_node_name")[1][0] is False
+
+
+def test_jobqueue_update_rename_purge(node):
+    queue = node.paths.queue_dir
+    assert node.call("jobqueue_update", "/var/lib/ganeti/queue/job-1", wire.compress(b"{}"))[1] == [True, None]
+    assert node.call("jobqueue_update", "/var/lib/ganeti/queue/job-2", wire.compress(b"x" * 5000))[1] == [True, None]
+    assert open(os.path.join(queue, "job-2"), "rb").read() == b"x" * 5000
+    pairs = [["/var/lib/ganeti/queue/job-1", "/var/lib/ganeti/queue/archive/0/job-1"],
+             ["/var/lib/ganeti/queue/job-9", "/var/lib/ganeti/queue/archive/0/job-9"]]
+    code, (ok, result) = node.call("jobqueue_rename", pairs)
+    assert ok and result[0] is None and "job-9" in result[1]
+    assert os.path.exists(os.path.join(queue, "archive", "0", "job-1"))
+    open(os.path.join(queue, "lock"), "w").close()
+    assert node.call("jobqueue_purge")[1] == [True, None]
+    assert os.listdir(queue) == ["lock"]
+
+
+@pytest.mark.parametrize("name", ["/var/lib/ganeti/config.data", "/var/lib/ganeti/queue/../config.data", "/var/lib/ganeti/queue/lock", "/etc/x"])
+def test_jobqueue_refuses_paths_outside_the_queue(node, name):
+    before = node.snapshot()
+    assert node.call("jobqueue_update", name, wire.compress(b"x"))[1][0] is False
+    assert node.call("jobqueue_rename", [["/var/lib/ganeti/queue/job-1", name]])[1][0] is False
+    assert node.snapshot() == before
+
+
+def test_node_info_reads_the_machine(node):
+    code, (ok, (boot_id, storage, hv)) = node.call("node_info", [["file", "/srv/ganeti/file-storage", []]], [["fake", {}]])
+    assert ok and storage[0]["storage_size"] > 0 and storage[0]["storage_free"] >= 0
+    assert hv[0]["memory_total"] > 0 and hv[0]["cpu_total"] >= 1
+    assert node.call("node_info", [["lvm-vg", "xenvg", []]], [])[1][0] is False
+    assert node.call("node_info", [["file", "/../../etc", []]], [])[1][0] is False
+
+
+def test_node_verify_files_and_ssconf(node):
+    ssconf.write_files(node.paths, {"cluster_name": ["c.test"], "master_node": ["n1"]})
+    good = wire.sha1_hex(ssconf.render(["c.test"]))
+    code, (ok, result) = node.call(
+        "node_verify",
+        {"filelist": ["/var/lib/ganeti/ssconf_cluster_name", "/var/lib/ganeti/config.data"],
+         "ssconf": {"cluster_name": good, "master_node": "0" * 40, "node_list": None},
+         "version": None, "unknown-check": 1},
+        "c.test", {},
+    )
+    assert ok
+    assert result["filelist"] == {"/var/lib/ganeti/ssconf_cluster_name": good}
+    assert result["ssconf"] == {"master_node": wire.sha1_hex(b"n1\n"), "node_list": None}
+    assert result["version"][0] == wire.PROTOCOL_VERSION
+    assert "unknown-check" not in result
+
+
+def test_test_delay_waits_on_the_clock(node):
+    d = node.stub.request("POST", "https://node/test_delay", data=b"[2.5]")
+    node.stub.flush()
+    out = []
+    d.addCallback(out.append)
+    assert not out
+    node.clock.advance(2.5)
+    node.stub.flush()
+    assert out and out[0].code == 200
+    assert node.call("test_delay", -1)[1][0] is False
+
+
+def test_node_leave_cluster_removes_cluster_files_and_stops(node):
+    ssconf.write_files(node.paths, {"master_node": ["n1"]})
+    serializer.write_file(node.paths.config_data, b"{}")
+    assert node.call("node_leave_cluster", False)[1] == [True, None]
+    assert not os.path.exists(node.paths.config_data) and not os.path.exists(node.paths.ssconf("master_node"))
+    node.clock.advance(1)
+    assert node.stopped == [True]
