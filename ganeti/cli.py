@@ -78,6 +78,8 @@ REASON_SRC_USER = "gnt:user"
 
 TAG_CLUSTER = "cluster"
 TAG_NODEGROUP = "nodegroup"
+TAG_NODE = "node"
+TAG_INSTANCE = "instance"
 
 
 # --- exceptions ---------------------------------------------------------------

@@ -29,6 +29,15 @@ def test_init_run_restart_and_destroy(root):
         again = run(root, "gnt-cluster", "init", "--primary-ip", "127.0.1.1", "other.test")
         assert again.returncode == 1 and "already part of a cluster" in again.stderr
 
+        listing = run(root, "gnt-node", "list", "--no-headers", "-o", "name,role,pip")
+        assert listing.stdout.split() == ["node1.test", "M", "127.0.1.1"]
+        info = run(root, "gnt-node", "info", "node1.test")
+        assert "primary ip: 127.0.1.1" in info.stdout and "master candidate: True" in info.stdout
+        assert run(root, "gnt-node", "add-tags", "node1.test", "rack1").returncode == 0
+        assert run(root, "gnt-node", "list-tags", "node1.test").stdout == "rack1\n"
+        missing = run(root, "gnt-node", "info", "nosuch")
+        assert missing.returncode == 1 and "Node 'nosuch' not known" in missing.stderr
+
         assert run(root, "ganeti-daemons", "restart").returncode == 0
         delay = run(root, "gnt-debug", "delay", "0.01")
         assert delay.returncode == 0, delay.stderr
