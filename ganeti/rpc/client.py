@@ -191,11 +191,11 @@ class RpcClient:
         timer = self._reactor.callLater(timeout, expire)
         try:
             code, answer = await d
-        except CancelledError:
-            if timed_out:
-                return RpcResult.failure(name, "timeout after %gs calling %s" % (timeout, procedure))
-            raise
         except Exception as e:  # any transport failure is this node's result
+            if timed_out:  # the cancellation may arrive wrapped (ResponseNeverReceived)
+                return RpcResult.failure(name, "timeout after %gs calling %s" % (timeout, procedure))
+            if isinstance(e, CancelledError):
+                raise
             return RpcResult.failure(name, _transport_message(e))
         finally:
             if timer.active():
