@@ -1,0 +1,171 @@
+"""The confd service: owns the HMAC key and the index, and reloads them.
+
+C{config.data} is watched with inotify on the data directory (WConfD and
+NodeD replace it by rename, so C{IN_MOVED_TO}; C{IN_CLOSE_WRITE} for
+editors), and checked again every C{check_interval} seconds in case an event
+was missed.  A reload builds the whole new L{Index} first and then swaps
+one attribute, so a query sees the old or the new config, never a mix.  A
+file that does not parse is logged and the old index keeps serving.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from twisted.application.service import Service
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from ganeti.confd.answers import Index
+from ganeti.paths import Paths
+
+CHECK_INTERVAL = 5.0
+
+
+def read_key(path: str) -> bytes:
+    """The HMAC key: the file's bytes as stored (Ganeti keeps the newline)."""
+    with open(path, "rb") as handle:
+        key = handle.read()
+    if not key.strip():
+        raise ValueError("HMAC key %s is empty" % path)
+    return key
+
+
+def _signature(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+
+
+class ConfdService(Service):
+    log = Logger()
+
+    def __init__(
+        self,
+        paths: Paths,
+        clock: IReactorTime,
+        *,
+        check_interval: float = CHECK_INTERVAL,
+        watch: Callable[[str, Callable[[str], None]], Any] | None = None,
+    ) -> None:
+        """
+        @param watch: C{watch(directory, callback)} starts watching a
+            directory and returns an object with C{loseConnection()}; the
+            callback gets the changed file's name.  C{None}: no inotify.
+        """
+        self.paths = paths
+        self.clock = clock
+        self.check_interval = check_interval
+        self._watch = watch
+        self._watcher: Any = None
+        self._loop: LoopingCall | None = None
+        self.key: bytes = b""
+        self.index: Index | None = None
+        self._config_sig: tuple[int, int, int, int] | None = None
+        self._key_sig: tuple[int, int, int, int] | None = None
+        self.reloads = 0
+
+    def load_key(self) -> None:
+        """(Re)read hmac.key if it changed; raises if it never could be read."""
+        sig = _signature(self.paths.hmac_key)
+        if sig == self._key_sig and self.key:
+            return
+        try:
+            key = read_key(self.paths.hmac_key)
+        except (OSError, ValueError) as e:
+            if not self.key:
+                raise
+            self.log.error("cannot reload the HMAC key, keeping the old one: {why}", why=str(e))
+            return
+        self.key, self._key_sig = key, sig
+
+    def load_config(self, force: bool = False) -> bool:
+        """Rebuild the index if config.data changed; True if it was swapped."""
+        path = self.paths.config_data
+        sig = _signature(path)
+        if sig is None:
+            if self._config_sig is not None or self.index is None:
+                self.log.warn("no configuration at {path}", path=path)
+            self._config_sig = None
+            return False
+        if sig == self._config_sig and not force:
+            return False
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+            index = Index.build(data)
+        except Exception as e:
+            # a half-written or corrupt file: remember it so as not to log it again
+            self._config_sig = sig
+            self.log.error(
+                "ignoring unusable {path} ({why}); still serving serial {serial}",
+                path=path,
+                why=str(e) or type(e).__name__,
+                serial=self.index.serial if self.index else None,
+            )
+            return False
+        self._config_sig = sig
+        self.index = index  # the atomic swap
+        self.reloads += 1
+        self.log.info(
+            "loaded configuration serial {serial} (cluster serial {cluster_serial})",
+            serial=index.serial,
+            cluster_serial=index.cluster_serial,
+        )
+        return True
+
+    def check(self) -> None:
+        """The timer's and inotify's entry point: reload what changed."""
+        try:
+            self.load_key()
+        except (OSError, ValueError) as e:
+            self.log.error("no usable HMAC key: {why}", why=str(e))
+        self.load_config()
+
+    def _changed(self, name: str) -> None:
+        if name in ("config.data", "hmac.key"):
+            self.check()
+
+    def startService(self) -> None:
+        super().startService()
+        self.check()
+        self._loop = LoopingCall(self.check)
+        self._loop.clock = self.clock
+        self._loop.start(self.check_interval, now=False)
+        if self._watch is not None:
+            try:
+                self._watcher = self._watch(self.paths.data_dir, self._changed)
+            except Exception as e:
+                self.log.warn("no inotify on {dir} ({why}); polling only", dir=self.paths.data_dir, why=str(e))
+
+    def stopService(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._watcher is not None:
+            self._watcher.loseConnection()
+            self._watcher = None
+        super().stopService()
+
+
+def inotify_watch(reactor: Any) -> Callable[[str, Callable[[str], None]], Any]:
+    """A C{watch} for L{ConfdService} built on C{twisted.internet.inotify}."""
+
+    def watch(directory: str, callback: Callable[[str], None]) -> Any:
+        from twisted.internet import inotify
+        from twisted.python.filepath import FilePath
+
+        notifier = inotify.INotify(reactor)
+        notifier.startReading()
+        mask = inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE | inotify.IN_CREATE
+
+        def notify(_ignored: Any, filepath: FilePath, _mask: int) -> None:
+            callback(filepath.basename().decode() if isinstance(filepath.basename(), bytes) else filepath.basename())
+
+        notifier.watch(FilePath(directory), mask=mask, callbacks=[notify])
+        return notifier
+
+    return watch

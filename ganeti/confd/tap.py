@@ -1,0 +1,72 @@
+"""C{twistd ganeti-confd}: options and the composition root.
+
+Run in the foreground with
+C{twistd -n ganeti-confd --root DIR --bind ADDRESS [--port 1814]}.
+It answers from C{ROOT/var/lib/ganeti/config.data}, signed with
+C{ROOT/var/lib/ganeti/hmac.key}.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from twisted.application.internet import UDPServer
+from twisted.application.service import IService, MultiService
+from twisted.python import usage
+
+from ganeti.confd import wire
+from ganeti.confd.protocol import ConfdServerProtocol
+from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
+from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.paths import Paths
+
+
+def _port(value: str) -> int:
+    number = int(value)
+    if not 0 <= number <= 65535:
+        raise ValueError("not a port number")
+    return number
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise ValueError("must be positive")
+    return number
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = (
+        "RConfD answers HMAC-signed configuration queries over UDP from the "
+        "local replica of config.data (Ganeti's confd protocol)."
+    )
+    optParameters = [
+        ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
+        ["bind", "b", "0.0.0.0", "Address to listen on."],
+        ["port", "p", wire.PORT, "UDP port (default 1814).", _port],
+        ["check-interval", None, CHECK_INTERVAL, "Seconds between fallback checks of config.data.", _positive],
+    ]
+    optFlags = [["no-inotify", None, "Do not watch config.data with inotify (timer only)."]]
+
+    def postOptions(self) -> None:
+        self["paths"] = Paths.from_option(self["root"])
+
+
+def makeService(options: Options, reactor: Any = None) -> IService:
+    if reactor is None:
+        from twisted.internet import reactor
+    paths: Paths = options["paths"]
+    if not os.path.exists(paths.hmac_key):
+        raise SystemExit("ganeti-confd: no HMAC key at %s" % paths.hmac_key)
+    pid_fd = lock_pid_file(paths, "ganeti-confd")
+    root = MultiService()
+    watch = None if options["no-inotify"] else inotify_watch(reactor)
+    service = ConfdService(paths, reactor, check_interval=options["check-interval"], watch=watch)
+    service.load_key()  # fail now, not after the fork, on an unreadable key
+    service.setServiceParent(root)
+    root.addService(PidFileService(pid_fd))
+    protocol = ConfdServerProtocol(service, reactor)
+    UDPServer(options["port"], protocol, interface=options["bind"], maxPacketSize=8192, reactor=reactor).setServiceParent(root)
+    return root
