@@ -357,6 +357,31 @@ define(
 define("OP_CLUSTER_QUERY", [], doc="Cluster information.", result="dict (as LUXI QueryClusterInfo)")
 
 define(
+    "OP_CLUSTER_SET_PARAMS",
+    [
+        P_FORCE,
+        Param("candidate_pool_size", t_maybe(T_POS_INT), ABSENT, "master candidates to keep"),
+        Param("max_running_jobs", t_maybe(T_POS_INT), ABSENT, "jobs run at once"),
+        Param("max_tracked_jobs", t_maybe(T_POS_INT), ABSENT, "jobs tracked at once"),
+        Param("enabled_hypervisors", t_maybe(t_list(T_HYPERVISOR)), ABSENT, "hypervisors instances may use"),
+        Param("enabled_disk_templates", t_maybe(t_list(T_DISK_TEMPLATE)), ABSENT, "disk templates instances may use"),
+        Param("hvparams", t_maybe(t_dict_of(T_DICT)), ABSENT, "per-hypervisor parameters to change"),
+        Param("beparams", t_maybe(T_DICT), ABSENT, "default backend parameters to change"),
+        Param("nicparams", t_maybe(T_DICT), ABSENT, "default NIC parameters to change"),
+        P_NDPARAMS,
+        Param("file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of file disks"),
+        Param("shared_file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of sharedfile disks"),
+        Param("master_netdev", t_maybe(T_NONEMPTY_STR), ABSENT, "interface of the master IP"),
+        Param("mac_prefix", t_maybe(T_NONEMPTY_STR), ABSENT, "prefix of generated MAC addresses"),
+        Param("maintain_node_health", t_maybe(T_BOOL), ABSENT, "shut down unknown instances"),
+        Param("modify_etc_hosts", t_maybe(T_BOOL), ABSENT, "keep /etc/hosts up to date"),
+        Param("prealloc_wipe_disks", t_maybe(T_BOOL), ABSENT, "wipe new disks"),
+        Param("default_iallocator", t_maybe(T_STR), ABSENT, "default allocator"),
+    ],
+    doc="Change cluster parameters.",
+)
+
+define(
     "OP_CLUSTER_VERIFY_CONFIG",
     [
         Param("debug_simulate_errors", T_BOOL, False, "inject fake errors (testing)"),

@@ -152,3 +152,94 @@ def setup_init(parser: argparse.ArgumentParser) -> None:
 
 def setup_destroy(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes-do-it", action="store_true", help="really destroy the cluster")
+
+
+def _value(text: str) -> Any:
+    """Ganeti-style parameter values: numbers, yes/no/true/false, else text."""
+    lowered = text.lower()
+    if lowered in ("yes", "true"):
+        return True
+    if lowered in ("no", "false"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_keyval(text: str) -> dict[str, Any]:
+    """C{key=val,key2=val2} (Ganeti's -B/-N syntax) as a dict."""
+    result: dict[str, Any] = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError("expected key=value, got %r" % item)
+        result[key.strip()] = _value(value.strip())
+    return result
+
+
+def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
+    """C{hv:key=val,...} (Ganeti's -H syntax)."""
+    hv, sep, rest = text.partition(":")
+    if not sep or not hv:
+        raise argparse.ArgumentTypeError("expected hypervisor:key=value,..., got %r" % text)
+    return {hv: parse_keyval(rest)}
+
+
+def _yes_no(text: str) -> bool:
+    if text.lower() in ("yes", "true"):
+        return True
+    if text.lower() in ("no", "false"):
+        return False
+    raise argparse.ArgumentTypeError("expected yes or no, got %r" % text)
+
+
+def modify(ctx: Context, opts: argparse.Namespace) -> int:
+    params: dict[str, Any] = {}
+    for name in (
+        "candidate_pool_size", "max_running_jobs", "max_tracked_jobs", "file_storage_dir",
+        "shared_file_storage_dir", "master_netdev", "mac_prefix", "maintain_node_health",
+        "prealloc_wipe_disks", "default_iallocator", "beparams", "nicparams", "ndparams",
+    ):
+        value = getattr(opts, name)
+        if value is not None:
+            params[name] = value
+    if opts.enabled_hypervisors is not None:
+        params["enabled_hypervisors"] = [h for h in opts.enabled_hypervisors.split(",") if h]
+    if opts.enabled_disk_templates is not None:
+        params["enabled_disk_templates"] = [t for t in opts.enabled_disk_templates.split(",") if t]
+    if opts.hvparams:
+        merged: dict[str, dict[str, Any]] = {}
+        for item in opts.hvparams:
+            for hv, values in item.items():
+                merged.setdefault(hv, {}).update(values)
+        params["hvparams"] = merged
+    if not params:
+        ctx.err("Please give at least one of the parameters.")
+        return cli.EXIT_FAILURE
+    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
+    return cli.EXIT_SUCCESS
+
+
+def setup_modify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-C", "--candidate-pool-size", type=int, help="master candidates to keep")
+    parser.add_argument("--max-running-jobs", type=int, help="jobs run at once")
+    parser.add_argument("--max-tracked-jobs", type=int, help="jobs tracked at once")
+    parser.add_argument("--enabled-hypervisors", help="comma-separated list")
+    parser.add_argument("--enabled-disk-templates", help="comma-separated list")
+    parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", action="append", type=parse_hvparams,
+                        help="hypervisor:key=value,... (repeatable)")
+    parser.add_argument("-B", "--backend-parameters", dest="beparams", type=parse_keyval, help="key=value,...")
+    parser.add_argument("-N", "--nic-parameters", dest="nicparams", type=parse_keyval, help="key=value,...")
+    parser.add_argument("--node-parameters", dest="ndparams", type=parse_keyval, help="key=value,...")
+    parser.add_argument("--file-storage-dir")
+    parser.add_argument("--shared-file-storage-dir")
+    parser.add_argument("--master-netdev")
+    parser.add_argument("--mac-prefix")
+    parser.add_argument("--maintain-node-health", type=_yes_no, metavar="yes|no")
+    parser.add_argument("--prealloc-wipe-disks", type=_yes_no, metavar="yes|no")
+    parser.add_argument("-I", "--default-iallocator")
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)

@@ -85,6 +85,9 @@ COMMANDS: dict[str, Command] = {
         _lazy_setup("setup_destroy"),
         "Stop the daemons and remove the cluster's files from this node",
     ),
+    "modify": Command(
+        "ganeti.client.cluster_init:modify", _lazy_setup("setup_modify"), "Change the cluster's parameters"
+    ),
     "getmaster": Command("ganeti.client.cluster_init:getmaster", None, "Print the master node's name"),
     "version": Command("ganeti.client.cluster_init:version", None, "Print the software and protocol versions"),
     "info": Command("ganeti.client.cluster_init:info", None, "Show the cluster's parameters"),

@@ -1,9 +1,13 @@
-"""Cluster LUs: OP_CLUSTER_QUERY, OP_CLUSTER_VERIFY_CONFIG."""
+"""Cluster LUs: OP_CLUSTER_QUERY, OP_CLUSTER_VERIFY_CONFIG, OP_CLUSTER_SET_PARAMS."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import attrs
+
+from ganeti import errors
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.config import verify as config_verify
 from ganeti.query import cluster_info
@@ -65,3 +69,88 @@ class LUClusterVerifyConfig(LogicalUnit):
         for problem in problems:
             await self._error(problem)
         return not self.bad
+
+
+_SIMPLE = (
+    "candidate_pool_size", "max_running_jobs", "max_tracked_jobs", "file_storage_dir", "shared_file_storage_dir",
+    "master_netdev", "mac_prefix", "maintain_node_health", "modify_etc_hosts", "prealloc_wipe_disks",
+    "default_iallocator",
+)
+_MAC_PREFIX = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
+
+
+@register
+class LUClusterSetParams(LogicalUnit):
+    """Change cluster parameters (those our model has).
+
+    Locks: the BGL and every instance, node group and node, all shared (as
+    Ganeti); the cluster object itself is changed through WConfD, retried
+    if another job changed it in between.
+    """
+
+    OP_ID = "OP_CLUSTER_SET_PARAMS"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        self.needed_locks = {level: ALL_SET for level in ("instance", "nodegroup", "node")}
+        self.share_all()
+
+    def check_prereq(self) -> None:
+        op = self.op
+        prefix = op.get("mac_prefix")
+        if prefix is not None and not _MAC_PREFIX.match(prefix.lower()):
+            raise errors.OpPrereqError("Invalid MAC prefix %r (expected aa:bb:cc)" % prefix, errors.ECODE_INVAL)
+        running = op.get("max_running_jobs") or self.cfg.cluster.max_running_jobs
+        tracked = op.get("max_tracked_jobs") or self.cfg.cluster.max_tracked_jobs
+        if running and tracked and tracked < running:
+            raise errors.OpPrereqError(
+                "max_tracked_jobs (%s) must not be below max_running_jobs (%s)" % (tracked, running), errors.ECODE_INVAL
+            )
+        instances = list(self.cfg.instances.values())
+        hypervisors = op.get("enabled_hypervisors")
+        if hypervisors is not None:
+            if not hypervisors:
+                raise errors.OpPrereqError("At least one hypervisor must be enabled", errors.ECODE_INVAL)
+            used = sorted({i.hypervisor for i in instances if i.hypervisor not in hypervisors})
+            if used:
+                raise errors.OpPrereqError(
+                    "Hypervisor(s) %s still used by instances" % ", ".join(used), errors.ECODE_STATE
+                )
+        templates = op.get("enabled_disk_templates")
+        if templates is not None:
+            if not templates:
+                raise errors.OpPrereqError("At least one disk template must be enabled", errors.ECODE_INVAL)
+            used = sorted({i.disk_template for i in instances if i.disk_template and i.disk_template not in templates})
+            if used:
+                raise errors.OpPrereqError(
+                    "Disk template(s) %s still used by instances" % ", ".join(used), errors.ECODE_STATE
+                )
+
+    def _changed(self, cluster: Any) -> Any:
+        op = self.op
+        changes: dict[str, Any] = {name: op[name] for name in _SIMPLE if op.get(name) is not None}
+        if op.get("enabled_hypervisors") is not None:
+            changes["enabled_hypervisors"] = list(op["enabled_hypervisors"])
+            hvparams = dict(cluster.hvparams)
+            for hv in op["enabled_hypervisors"]:
+                hvparams.setdefault(hv, {})
+            changes["hvparams"] = hvparams
+        if op.get("enabled_disk_templates") is not None:
+            changes["enabled_disk_templates"] = list(op["enabled_disk_templates"])
+        if op.get("hvparams"):
+            hvparams = dict(changes.get("hvparams", cluster.hvparams))
+            for hv, params in op["hvparams"].items():
+                hvparams[hv] = dict(hvparams.get(hv, {}), **params)
+            changes["hvparams"] = hvparams
+        for name in ("beparams", "nicparams"):
+            if op.get(name):
+                merged = dict(getattr(cluster, name))
+                merged["default"] = dict(merged.get("default", {}), **op[name])
+                changes[name] = merged
+        if op.get("ndparams"):
+            changes["ndparams"] = dict(cluster.ndparams, **op["ndparams"])
+        return attrs.evolve(cluster, **changes) if changes else cluster
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        await self.modify("cluster", None, self._changed)
+        return None

@@ -38,6 +38,14 @@ def test_init_run_restart_and_destroy(root):
         missing = run(root, "gnt-node", "info", "nosuch")
         assert missing.returncode == 1 and "Node 'nosuch' not known" in missing.stderr
 
+        modified = run(root, "gnt-cluster", "modify", "-C", "3", "--max-running-jobs", "5", "-B", "maxmem=256,vcpus=2")
+        assert modified.returncode == 0, modified.stdout + modified.stderr
+        info = run(root, "gnt-cluster", "info").stdout
+        assert "Candidate pool size: 3" in info and "Maximum running jobs: 5" in info
+        bad = run(root, "gnt-cluster", "modify", "--max-tracked-jobs", "2")
+        assert bad.returncode == 1 and "max_tracked_jobs" in bad.stderr
+        assert run(root, "gnt-cluster", "modify").returncode == 1  # nothing to change
+
         assert run(root, "ganeti-daemons", "restart").returncode == 0
         delay = run(root, "gnt-debug", "delay", "0.01")
         assert delay.returncode == 0, delay.stderr

@@ -497,3 +497,32 @@ class JobFileTests(ProcessorTestCase):
         self.successResultOf(finished)
         self.assertEqual(queued.status, model.SUCCESS)
         self.assertEqual(len(queued.ops[0].log), 3)
+
+
+class ClusterSetParamsTests(ProcessorTestCase):
+    def test_changes_land_in_the_config_and_merge_params(self) -> None:
+        op = {
+            "OP_ID": "OP_CLUSTER_SET_PARAMS",
+            "candidate_pool_size": 3,
+            "max_running_jobs": 7,
+            "beparams": {"maxmem": 256},
+            "hvparams": {"fake": {"migration_mode": "non-live"}},
+        }
+        job = self.env.execute(1, [op])
+        self.assertEqual(job.status, model.SUCCESS, job.ops[0].result)
+        cluster = self.env.read_config().cluster
+        self.assertEqual((cluster.candidate_pool_size, cluster.max_running_jobs), (3, 7))
+        self.assertEqual(cluster.beparams["default"]["maxmem"], 256)
+        self.assertEqual(cluster.beparams["default"]["vcpus"], 1, "other defaults are kept")
+        self.assertEqual(cluster.hvparams["fake"]["migration_mode"], "non-live")
+
+    def test_refuses_to_disable_what_instances_use_and_changes_nothing(self) -> None:
+        before = self.env.read_config().cluster
+        job = self.env.execute(1, [{"OP_ID": "OP_CLUSTER_SET_PARAMS", "enabled_hypervisors": ["kvm"]}])
+        self.assertEqual(job.status, model.ERROR)
+        self.assertIn("still used by instances", str(job.ops[0].result))
+        self.assertEqual(self.env.read_config().cluster, before)
+
+    def test_bad_mac_prefix_is_a_prerequisite_error(self) -> None:
+        job = self.env.execute(1, [{"OP_ID": "OP_CLUSTER_SET_PARAMS", "mac_prefix": "zz:00"}])
+        self.assertEqual(job.ops[0].result[0], "OpPrereqError")
