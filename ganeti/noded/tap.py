@@ -40,6 +40,7 @@ class Options(usage.Options):
         "NodeD runs on every node and serves node RPC (HTTPS, mutual TLS with "
         "the cluster certificate server.pem) to the master and the candidates."
     )
+    optFlags = [["access-log", None, "Log a line for every request."]]
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", None, "Address to listen on (the node's primary IP)."],
@@ -69,7 +70,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
     tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
-    factory = TLSMemoryBIOFactory(tls, False, node_site(procedures))
+    factory = TLSMemoryBIOFactory(tls, False, node_site(procedures, access_log=bool(options["access-log"])))
     address = options["bind"]
     if ":" in address:
         endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)

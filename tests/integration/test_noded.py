@@ -33,7 +33,7 @@ def cluster():
         shutil.copy(roots[0].server_pem, paths.server_pem)
     port = free_port()
     daemons = [
-        Daemon(paths, "ganeti-noded", "--bind", "127.0.1.%d" % i, "--port", str(port), tcp=("127.0.1.%d" % i, port))
+        Daemon(paths, "ganeti-noded", "--access-log", "--bind", "127.0.1.%d" % i, "--port", str(port), tcp=("127.0.1.%d" % i, port))
         for i, paths in enumerate(roots, 1)
     ]
     yield roots, daemons, port
@@ -113,6 +113,7 @@ async def test_upload_file_and_allow_list(cluster):
         assert unknown.failed and "404" in unknown.fail_msg
     finally:
         await client.close()
+    assert '"POST /upload_file HTTP/1.1" 200' in daemons[0].output()
 
 
 @pytest_twisted.ensureDeferred
@@ -149,7 +150,9 @@ async def test_wrong_certificate_is_refused_in_the_handshake(cluster, tmp_path):
         assert result.failed and "TLS" in result.fail_msg
     finally:
         remove_root(other)
-    assert "POST /version" not in daemons[0].output()
+    output = daemons[0].output()
+    assert "TLS: client certificate refused" in output
+    assert "POST /version" not in output
 
 
 @pytest_twisted.ensureDeferred
