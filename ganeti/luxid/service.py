@@ -172,15 +172,23 @@ class LuxidService(Service):
                 continue
             self.wconfd = client
             client.protocol.lost.addCallback(self._wconfd_lost)
-            try:
-                cluster = await client.read_cluster()
-                if cluster.max_running_jobs:
-                    self._max_running_config = cluster.max_running_jobs
-            except Exception:
-                self.log.failure("cannot read the cluster from WConfD")
+            await self._refresh_limits()
             self.log.info("connected to WConfD")
             self.schedule()
             return
+
+    async def _refresh_limits(self) -> None:
+        """Take max_running_jobs from the cluster (a job may just have changed it)."""
+        if self.wconfd is None:
+            return
+        try:
+            cluster = await self.wconfd.read_cluster()
+        except Exception:
+            self.log.failure("cannot read the cluster from WConfD")
+            return
+        if cluster.max_running_jobs and cluster.max_running_jobs != self._max_running_config:
+            self._max_running_config = cluster.max_running_jobs
+            self.schedule()
 
     def _wconfd_lost(self, _: Any) -> None:
         self.wconfd = None
@@ -322,6 +330,8 @@ class LuxidService(Service):
                     job.livelock = job.process_id = None
                     self._write(job)
         self.schedule()
+        if exit.confirmed:
+            Deferred.fromCoroutine(self._refresh_limits())
 
     def _follow_adopted(self) -> None:
         """Processes we did not start: their lock file tells if they live."""
