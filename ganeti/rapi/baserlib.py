@@ -1,0 +1,184 @@
+"""The machinery of RAPI resources: routes, the request context, jobs.
+
+A resource is a URI pattern with, per method, an async handler and the
+right it needs::
+
+    @route(r"/2/groups/(NAME)/rename", PUT=WRITE)
+    async def group_rename(ctx: Context, name: str) -> Any:
+        return await ctx.submit("OP_GROUP_RENAME", ctx.body_dict(), static={"group_name": name},
+                                resource="r_2_groups_name_rename")
+
+Writes build one opcode from the body plus static values and submit it;
+an opcode this cluster does not define answers 501 and submits nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Awaitable, Callable
+
+import attrs
+
+from ganeti import errors, opcodes
+from ganeti.rapi.http import HttpError, QueryArgs, bad_request, not_implemented
+
+#: who may call a method: anonymous readers (unless authentication is
+#: required), users with C{read} or C{write}, users with C{write}
+ANON: tuple[str, ...] = ()
+READ: tuple[str, ...] = ("read", "write")
+WRITE: tuple[str, ...] = ("write",)
+
+#: Ganeti's URI name pattern
+NAME = r"[\w\._-]+"
+
+REASON_SRC_USER = "gnt:user"
+REASON_SRC_RLIB2 = "gnt:library:rlib2"
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@attrs.frozen
+class Method:
+    handler: Handler
+    access: tuple[str, ...]
+    doc: str = ""
+
+
+@attrs.frozen
+class Route:
+    template: str  # e.g. /2/instances/{name}/startup
+    regex: re.Pattern[str]
+    methods: dict[str, Method]
+    names: tuple[str, ...]
+
+
+ROUTES: list[Route] = []
+
+
+def route(template: str, **methods: tuple[str, ...]) -> Callable[[Handler], Handler]:
+    """Register C{handler} for C{template} and the given methods.
+
+    C{template} uses C{{name}}, C{{job_id}} and C{{disk}} placeholders.
+    """
+
+    def register(handler: Handler) -> Handler:
+        names = tuple(re.findall(r"\{(\w+)\}", template))
+        pattern = re.escape(template)
+        for name in names:
+            part = r"(\d+)" if name in ("job_id", "disk") else "(%s)" % NAME
+            pattern = pattern.replace(re.escape("{%s}" % name), part)
+        regex = re.compile("^%s$" % pattern)
+        doc = (handler.__doc__ or "").strip().splitlines()[0] if handler.__doc__ else ""
+        for existing in ROUTES:
+            if existing.template == template:
+                for method, access in methods.items():
+                    existing.methods[method] = Method(handler, access, doc)
+                return handler
+        ROUTES.append(Route(template, regex, {m: Method(handler, a, doc) for m, a in methods.items()}, names))
+        return handler
+
+    return register
+
+
+def match(path: str) -> tuple[Route, tuple[str, ...]] | None:
+    for r in ROUTES:
+        m = r.regex.match(path)
+        if m is not None:
+            return r, m.groups()
+    return None
+
+
+class Context:
+    """One request as handlers see it."""
+
+    def __init__(self, method: str, path: str, args: QueryArgs, body: Any, user: str | None, luxi: Any,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.method = method
+        self.path = path
+        self.args = args
+        self.body = body
+        self.user = user
+        self.luxi = luxi
+        self.clock = clock
+
+    # --- body ---------------------------------------------------------------
+    def body_dict(self) -> dict[str, Any]:
+        if self.body is None:
+            return {}
+        if not isinstance(self.body, dict):
+            raise bad_request("Body must be a JSON object (a dictionary), not %s" % type(self.body).__name__)
+        return dict(self.body)
+
+    # --- LUXI ---------------------------------------------------------------
+    async def call(self, method: str, *args: Any) -> Any:
+        return await self.luxi.call(method, *args)
+
+    # --- jobs ---------------------------------------------------------------
+    def reason(self, resource: str) -> list[list[Any]]:
+        now = int(self.clock() * 1e9)
+        trail: list[list[Any]] = []
+        text = self.args.one("reason")
+        if text is not None:
+            trail.append([REASON_SRC_USER, text, now])
+        trail.append(["%s:%s" % (REASON_SRC_RLIB2, resource), "", now])
+        return trail
+
+    def opcode(
+        self,
+        op_id: str,
+        body: dict[str, Any] | None = None,
+        static: dict[str, Any] | None = None,
+        rename: dict[str, str] | None = None,
+        resource: str = "",
+        dry_run: bool = True,
+    ) -> dict[str, Any]:
+        """Build and check one opcode (Ganeti's C{FillOpcode}).
+
+        @raise HttpError: 501 if this cluster has no C{op_id}; 400 for a
+            static parameter also in the body, a parameter given under two
+            names, an unknown parameter or a value of the wrong type.
+        """
+        opdef = opcodes.OPCODES.get(op_id)
+        if opdef is None:
+            raise not_implemented(
+                "%s is not implemented by this cluster yet (opcode %s does not exist); nothing was submitted"
+                % (self.path, op_id)
+            )
+        params = dict(body or {})
+        for old, new in (rename or {}).items():
+            if old in params:
+                if new in params:
+                    raise bad_request("Parameter '%s' was renamed to '%s', but both are given" % (old, new))
+                params[new] = params.pop(old)
+        for key in static or {}:
+            if key in params:
+                raise bad_request("Parameter '%s' must not be given in the body" % key)
+        params.update(static or {})
+        for forbidden in ("OP_ID", "reason"):
+            if forbidden in params:
+                raise bad_request("Parameter '%s' must not be given" % forbidden)
+        known = {p.name for p in opdef.all_params}
+        unknown = sorted(k for k in params if k not in known)
+        if unknown:
+            raise bad_request("Unknown parameter(s) for %s: %s" % (op_id, ", ".join(unknown)))
+        if dry_run and "dry_run" not in params and "dry-run" in self.args:
+            params["dry_run"] = self.args.bool("dry-run")
+        op = {"OP_ID": op_id, **params, "reason": self.reason(resource)}
+        try:
+            opcodes.validate(op)
+        except errors.OpPrereqError as e:
+            raise bad_request(str(e.args[0])) from None
+        return op
+
+    async def submit(self, op_id: str, body: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Submit a one-opcode job; the answer is the job id."""
+        return await self.submit_ops([self.opcode(op_id, body, **kwargs)])
+
+    async def submit_ops(self, ops: list[dict[str, Any]]) -> Any:
+        return await self.call("SubmitJob", ops)
+
+
+def not_available(ctx: Context, op_id: str) -> HttpError:
+    """The 501 for a resource whose opcode does not exist (checked by L{Context.opcode})."""
+    return not_implemented("%s is not implemented by this cluster yet (opcode %s does not exist)" % (ctx.path, op_id))

@@ -1,0 +1,95 @@
+"""LuxiD connections of RAPI: a small pool for calls, one connection per wait.
+
+A connection that breaks is dropped and the next call connects again, so
+RAPI recovers by itself when LuxiD comes back.  A connection that cannot
+be made or breaks in the middle of a call raises L{LuxidUnreachable}
+(answered with 502).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti.luxi.client import AsyncLuxiClient
+
+
+class LuxidUnreachable(Exception):
+    """LuxiD cannot be reached, or the connection broke during the call."""
+
+
+class LuxiPool:
+    """Up to C{size} pipelined connections; each call goes to the least busy one.
+
+    LuxiD answers the requests of one connection one at a time, so long
+    calls (C{WaitForJobChange}) get a connection of their own.
+    """
+
+    log = Logger()
+
+    def __init__(self, reactor: Any, path: str, size: int = 4, connect_timeout: float = 5.0) -> None:
+        self.reactor = reactor
+        self.path = path
+        self.size = size
+        self.connect_timeout = connect_timeout
+        self._clients: list[Any] = []
+        self._busy: dict[int, int] = {}
+
+    async def _connect(self) -> AsyncLuxiClient:
+        try:
+            return await AsyncLuxiClient.connect(self.reactor, self.path, timeout=self.connect_timeout)
+        except errors.LuxiError as e:
+            raise LuxidUnreachable(str(e)) from None
+
+    @staticmethod
+    def _alive(client: Any) -> bool:
+        return getattr(client.protocol, "_lost", None) is None
+
+    async def _client(self) -> Any:
+        self._clients = [c for c in self._clients if self._alive(c)]
+        if len(self._clients) < self.size:
+            if not self._clients or all(self._busy.get(id(c), 0) for c in self._clients):
+                client = await self._connect()
+                self._clients.append(client)
+                return client
+        return min(self._clients, key=lambda c: self._busy.get(id(c), 0))
+
+    async def call(self, method: str, *args: Any) -> Any:
+        client = await self._client()
+        key = id(client)
+        self._busy[key] = self._busy.get(key, 0) + 1
+        try:
+            return await client.call(method, *args)
+        except errors.LuxiError as e:
+            if not self._alive(client):
+                if client in self._clients:
+                    self._clients.remove(client)
+                raise LuxidUnreachable(str(e)) from None
+            raise
+        finally:
+            left = self._busy.get(key, 1) - 1
+            if left:
+                self._busy[key] = left
+            else:
+                self._busy.pop(key, None)
+
+    async def call_alone(self, method: str, *args: Any) -> Any:
+        """C{method} on a connection of its own (for calls that wait)."""
+        client = await self._connect()
+        try:
+            return await client.call(method, *args)
+        except errors.LuxiError as e:
+            if not self._alive(client):
+                raise LuxidUnreachable(str(e)) from None
+            raise
+        finally:
+            if self._alive(client):
+                client.close()
+
+    def close(self) -> None:
+        for client in self._clients:
+            if self._alive(client):
+                client.close()
+        self._clients = []

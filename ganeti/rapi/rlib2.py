@@ -1,0 +1,602 @@
+"""The version 2 resources (Ganeti's C{rlib2}), forwarded to LuxiD.
+
+Reads are LUXI queries; writes submit one job and answer its id.  Writes
+whose opcode this cluster does not define yet answer 501 (see
+L{baserlib.Context.opcode}): they start working as soon as the opcode exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti import errors
+from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, route
+from ganeti.rapi.http import bad_request, not_found, not_implemented
+
+RAPI_VERSION = 2
+
+FEATURES = ["instance-create-reqv1", "instance-reinstall-reqv1", "node-migrate-reqv1", "node-evac-res1"]
+
+COMMON_FIELDS = ["ctime", "mtime", "uuid", "serial_no", "tags"]
+I_FIELDS = [
+    "name", "admin_state", "os", "pnode", "snodes", "disk_template",
+    "nic.ips", "nic.macs", "nic.modes", "nic.uuids", "nic.names", "nic.links", "nic.networks",
+    "nic.networks.names", "nic.bridges", "network_port", "disk.sizes", "disk.spindles", "disk_usage",
+    "disk.uuids", "disk.names", "beparams", "hvparams", "oper_state", "oper_ram", "oper_vcpus", "status",
+    "custom_hvparams", "custom_beparams", "custom_nicparams", "custom_osparams",
+] + COMMON_FIELDS
+N_FIELDS = [
+    "name", "offline", "master_candidate", "drained", "dtotal", "dfree", "sptotal", "spfree",
+    "mtotal", "mnode", "mfree", "pinst_cnt", "sinst_cnt", "ctotal", "cnos", "cnodes", "csockets",
+    "pip", "sip", "role", "pinst_list", "sinst_list", "master_capable", "vm_capable", "ndparams",
+    "group.uuid",
+] + COMMON_FIELDS
+G_FIELDS = [
+    "alloc_policy", "name", "node_cnt", "node_list", "ipolicy", "custom_ipolicy", "diskparams",
+    "custom_diskparams", "ndparams", "custom_ndparams",
+] + COMMON_FIELDS
+NET_FIELDS = [
+    "name", "network", "gateway", "network6", "gateway6", "mac_prefix", "free_count", "reserved_count",
+    "map", "group_list", "inst_list", "external_reservations",
+] + COMMON_FIELDS
+J_FIELDS_BULK = ["id", "ops", "status", "summary", "opstatus", "received_ts", "start_ts", "end_ts"]
+J_FIELDS = J_FIELDS_BULK + ["oplog", "opresult"]
+
+NODE_ROLES = {"M": "master", "C": "master-candidate", "R": "regular", "D": "drained", "O": "offline"}
+QUERY_RESOURCES = ("node", "instance", "group", "network", "export", "job", "lock", "filter")
+WFJC_TIMEOUT = 10
+RS_NORMAL = 0
+
+
+# --- helpers ----------------------------------------------------------------
+async def query(ctx: Context, resource: str, fields: list[str], names: list[str] | None = None) -> list[list[Any]]:
+    """Rows of plain values (C{None} where a value is unavailable or unknown)."""
+    qfilter = None if names is None else ["|"] + [["=", "name", n] for n in names]
+    result = await ctx.call("Query", resource, fields, qfilter)
+    return [[cell[1] if cell[0] == RS_NORMAL else None for cell in row] for row in result["data"]]
+
+
+async def list_items(ctx: Context, resource: str, fields: list[str], uri: str, key: str = "id") -> Any:
+    if ctx.args.bool("bulk"):
+        rows = await query(ctx, resource, fields)
+        return [dict(zip(fields, row)) for row in rows]
+    rows = await query(ctx, resource, ["name"])
+    return [{key: row[0], "uri": uri % row[0]} for row in rows]
+
+
+async def one_item(ctx: Context, resource: str, fields: list[str], name: str) -> dict[str, Any]:
+    rows = await query(ctx, resource, fields, [name])
+    if not rows:
+        raise not_found("%s '%s' not found" % (resource.capitalize(), name))
+    return dict(zip(fields, rows[0]))
+
+
+def tags_from_args(ctx: Context) -> list[str]:
+    return ctx.args.all("tag")
+
+
+async def tags_resource(ctx: Context, kind: str, name: str | None, resource: str) -> Any:
+    if ctx.method == "GET":
+        return await ctx.call("QueryTags", kind, name or "")
+    op_id = "OP_TAGS_SET" if ctx.method == "PUT" else "OP_TAGS_DEL"
+    static: dict[str, Any] = {"kind": kind, "tags": tags_from_args(ctx)}
+    if name is not None:
+        static["name"] = name
+    return await ctx.submit(op_id, static=static, resource=resource)
+
+
+# --- cluster ------------------------------------------------------------------
+@route("/", GET=ANON)
+async def root(ctx: Context) -> Any:
+    """Legacy root: null."""
+    return None
+
+
+@route("/2", GET=ANON)
+async def root2(ctx: Context) -> Any:
+    """Legacy version 2 root: null."""
+    return None
+
+
+@route("/version", GET=ANON)
+async def version(ctx: Context) -> Any:
+    """The RAPI version (2)."""
+    return RAPI_VERSION
+
+
+@route("/2/info", GET=ANON)
+async def info(ctx: Context) -> Any:
+    """Cluster information (LUXI QueryClusterInfo)."""
+    result = await ctx.call("QueryClusterInfo")
+    if isinstance(result, dict):
+        result.setdefault("vg_name", result.get("volume_group_name"))
+        result.setdefault("drbd_helper", result.get("drbd_usermode_helper"))
+    return result
+
+
+@route("/2/features", GET=ANON)
+async def features(ctx: Context) -> Any:
+    """Features of this RAPI server."""
+    return list(FEATURES)
+
+
+@route("/2/os", GET=ANON)
+async def os_list(ctx: Context) -> Any:
+    """Operating systems (OpOsDiagnose)."""
+    ctx.opcode("OP_OS_DIAGNOSE", {"output_fields": ["name", "variants"], "names": []}, resource="r_2_os")
+    raise not_implemented("/2/os is not implemented yet: waiting for the OpOsDiagnose job needs the OS API")
+
+
+@route("/2/redistribute-config", PUT=WRITE)
+async def redistribute_config(ctx: Context) -> Any:
+    """Redistribute the configuration (OpClusterRedistConf)."""
+    return await ctx.submit("OP_CLUSTER_REDIST_CONF", resource="r_2_redist_config")
+
+
+@route("/2/modify", PUT=WRITE)
+async def cluster_modify(ctx: Context) -> Any:
+    """Modify the cluster (OpClusterSetParams)."""
+    body = ctx.body_dict()
+    if "compression_tools" in body:
+        from ganeti.rapi.http import HttpError
+
+        raise HttpError(403, "Parameter 'compression_tools' cannot be set through RAPI")
+    return await ctx.submit("OP_CLUSTER_SET_PARAMS", body, resource="r_2_cluster_modify")
+
+
+@route("/2/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+async def cluster_tags(ctx: Context) -> Any:
+    """Cluster tags; PUT/DELETE ?tag=... add/remove them."""
+    return await tags_resource(ctx, "cluster", None, "r_2_tags")
+
+
+# --- jobs -----------------------------------------------------------------------
+@route("/2/jobs", GET=ANON)
+async def jobs(ctx: Context) -> Any:
+    """Jobs; bulk=1 gives their details."""
+    fields = J_FIELDS_BULK if ctx.args.bool("bulk") else ["id"]
+    rows = [row for row in await ctx.call("QueryJobs", None, fields) if row is not None]
+    if ctx.args.bool("bulk"):
+        return [dict(zip(fields, row)) for row in rows]
+    return [{"id": row[0], "uri": "/2/jobs/%s" % row[0]} for row in rows]
+
+
+@route("/2/jobs/{job_id}", GET=ANON, DELETE=WRITE)
+async def job(ctx: Context, job_id: str) -> Any:
+    """A job; DELETE cancels it."""
+    if ctx.method == "DELETE":
+        try:
+            return await ctx.call("CancelJob", int(job_id))
+        except errors.JobLost:
+            raise not_found("Job %s not found" % job_id) from None
+    rows = await ctx.call("QueryJobs", [int(job_id)], J_FIELDS)
+    if not rows or rows[0] is None:
+        raise not_found("Job %s not found" % job_id)
+    return dict(zip(J_FIELDS, rows[0]))
+
+
+@route("/2/jobs/{job_id}/wait", GET=WRITE)
+async def job_wait(ctx: Context, job_id: str) -> Any:
+    """Wait (at most 10 s) for a job to change (LUXI WaitForJobChange)."""
+    body = ctx.body_dict()
+    fields = body.get("fields")
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise bad_request("Missing or invalid 'fields' parameter: a list of field names is required")
+    prev_info = body.get("previous_job_info")
+    prev_serial = body.get("previous_log_serial")
+    if prev_info is not None and not isinstance(prev_info, list):
+        raise bad_request("'previous_job_info' must be a list or null")
+    if prev_serial is not None and (isinstance(prev_serial, bool) or not isinstance(prev_serial, int)):
+        raise bad_request("'previous_log_serial' must be an integer or null")
+    unknown = sorted(set(body) - {"fields", "previous_job_info", "previous_log_serial"})
+    if unknown:
+        raise bad_request("Unknown parameter(s): %s" % ", ".join(unknown))
+    try:
+        result = await ctx.luxi.call_alone("WaitForJobChange", int(job_id), fields, prev_info, prev_serial,
+                                           WFJC_TIMEOUT)
+    except errors.JobLost:
+        raise not_found("Job %s not found" % job_id) from None
+    if result is None:
+        raise not_found("Job %s not found" % job_id)
+    if result == "nochange":
+        return None
+    job_info, log_entries = result
+    return {"job_info": job_info, "log_entries": log_entries}
+
+
+# --- nodes ---------------------------------------------------------------------------
+@route("/2/nodes", GET=ANON)
+async def nodes(ctx: Context) -> Any:
+    """Nodes; bulk=1 gives their details."""
+    return await list_items(ctx, "node", N_FIELDS, "/2/nodes/%s")
+
+
+@route("/2/nodes/{name}", GET=ANON)
+async def node(ctx: Context, name: str) -> Any:
+    """One node."""
+    result = await one_item(ctx, "node", N_FIELDS, name)
+    result["secondary_ip"] = result.get("sip")
+    return result
+
+
+@route("/2/nodes/{name}/role", GET=ANON, PUT=WRITE)
+async def node_role(ctx: Context, name: str) -> Any:
+    """The node's role; PUT a role string to change it (OpNodeSetParams)."""
+    if ctx.method == "GET":
+        role = (await one_item(ctx, "node", ["role"], name))["role"]
+        return NODE_ROLES.get(role, role)
+    role = ctx.body
+    flags = {
+        "master-candidate": {"master_candidate": True, "offline": False, "drained": False},
+        "regular": {"master_candidate": False, "offline": False, "drained": False},
+        "drained": {"drained": True, "master_candidate": False, "offline": False},
+        "offline": {"offline": True, "master_candidate": False, "drained": False},
+    }
+    if not isinstance(role, str) or role not in flags:
+        raise bad_request("Can't set role to %r: one of %s" % (role, ", ".join(sorted(flags))))
+    static = dict(flags[role], node_name=name, force=ctx.args.bool("force"),
+                  auto_promote=ctx.args.bool("auto-promote"))
+    return await ctx.submit("OP_NODE_SET_PARAMS", static=static, resource="r_2_nodes_name_role")
+
+
+@route("/2/nodes/{name}/modify", POST=WRITE)
+async def node_modify(ctx: Context, name: str) -> Any:
+    """Modify a node (OpNodeSetParams)."""
+    return await ctx.submit("OP_NODE_SET_PARAMS", ctx.body_dict(), static={"node_name": name},
+                            resource="r_2_nodes_name_modify")
+
+
+@route("/2/nodes/{name}/evacuate", POST=WRITE)
+async def node_evacuate(ctx: Context, name: str) -> Any:
+    """Evacuate a node (OpNodeEvacuate)."""
+    return await ctx.submit("OP_NODE_EVACUATE", ctx.body_dict(), static={"node_name": name},
+                            resource="r_2_nodes_name_evacuate")
+
+
+@route("/2/nodes/{name}/migrate", POST=WRITE)
+async def node_migrate(ctx: Context, name: str) -> Any:
+    """Migrate a node's primary instances (OpNodeMigrate)."""
+    body = ctx.body_dict()
+    if "mode" in ctx.args or "live" in ctx.args:
+        if "live" in ctx.args and "mode" in ctx.args:
+            raise bad_request("Only one of 'live' and 'mode' should be passed")
+        body = {"mode": ctx.args.one("mode")} if "mode" in ctx.args else {
+            "mode": "live" if ctx.args.bool("live") else "non-live"}
+    return await ctx.submit("OP_NODE_MIGRATE", body, static={"node_name": name}, resource="r_2_nodes_name_migrate")
+
+
+@route("/2/nodes/{name}/powercycle", POST=WRITE)
+async def node_powercycle(ctx: Context, name: str) -> Any:
+    """Powercycle a node (OpNodePowercycle)."""
+    return await ctx.submit("OP_NODE_POWERCYCLE", static={"node_name": name, "force": ctx.args.bool("force")},
+                            resource="r_2_nodes_name_powercycle")
+
+
+@route("/2/nodes/{name}/storage", GET=WRITE)
+async def node_storage(ctx: Context, name: str) -> Any:
+    """Storage units of a node (OpNodeQueryStorage)."""
+    fields = ctx.args.one("output_fields")
+    if not fields:
+        raise bad_request("Missing the required 'output_fields' parameter")
+    return await ctx.submit("OP_NODE_QUERY_STORAGE", static={
+        "nodes": [name], "storage_type": ctx.args.one("storage_type"), "output_fields": fields.split(",")},
+        resource="r_2_nodes_name_storage")
+
+
+@route("/2/nodes/{name}/storage/modify", PUT=WRITE)
+async def node_storage_modify(ctx: Context, name: str) -> Any:
+    """Modify a storage unit (OpNodeModifyStorage)."""
+    changes = {} if "allocatable" not in ctx.args else {"allocatable": ctx.args.bool("allocatable")}
+    return await ctx.submit("OP_NODE_MODIFY_STORAGE", static={
+        "node_name": name, "storage_type": ctx.args.one("storage_type"), "name": ctx.args.one("name"),
+        "changes": changes}, resource="r_2_nodes_name_storage_modify")
+
+
+@route("/2/nodes/{name}/storage/repair", PUT=WRITE)
+async def node_storage_repair(ctx: Context, name: str) -> Any:
+    """Repair a storage unit (OpRepairNodeStorage)."""
+    return await ctx.submit("OP_REPAIR_NODE_STORAGE", static={
+        "node_name": name, "storage_type": ctx.args.one("storage_type"), "name": ctx.args.one("name")},
+        resource="r_2_nodes_name_storage_repair")
+
+
+@route("/2/nodes/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+async def node_tags(ctx: Context, name: str) -> Any:
+    """Node tags; PUT/DELETE ?tag=... add/remove them."""
+    return await tags_resource(ctx, "node", name, "r_2_nodes_name_tags")
+
+
+# --- groups ----------------------------------------------------------------------------
+@route("/2/groups", GET=ANON, POST=WRITE)
+async def groups(ctx: Context) -> Any:
+    """Node groups; POST adds one (OpGroupAdd)."""
+    if ctx.method == "POST":
+        return await ctx.submit("OP_GROUP_ADD", ctx.body_dict(), rename={"name": "group_name"},
+                                resource="r_2_groups")
+    return await list_items(ctx, "group", G_FIELDS, "/2/groups/%s", key="name")
+
+
+@route("/2/groups/{name}", GET=ANON, DELETE=WRITE)
+async def group(ctx: Context, name: str) -> Any:
+    """One node group; DELETE removes it (OpGroupRemove)."""
+    if ctx.method == "DELETE":
+        return await ctx.submit("OP_GROUP_REMOVE", static={"group_name": name}, resource="r_2_groups_name")
+    return await one_item(ctx, "group", G_FIELDS, name)
+
+
+@route("/2/groups/{name}/modify", PUT=WRITE)
+async def group_modify(ctx: Context, name: str) -> Any:
+    """Modify a node group (OpGroupSetParams)."""
+    return await ctx.submit("OP_GROUP_SET_PARAMS", ctx.body_dict(), static={"group_name": name},
+                            rename={"custom_ndparams": "ndparams", "custom_ipolicy": "ipolicy",
+                                    "custom_diskparams": "diskparams"},
+                            resource="r_2_groups_name_modify")
+
+
+@route("/2/groups/{name}/rename", PUT=WRITE)
+async def group_rename(ctx: Context, name: str) -> Any:
+    """Rename a node group (OpGroupRename)."""
+    return await ctx.submit("OP_GROUP_RENAME", ctx.body_dict(), static={"group_name": name},
+                            resource="r_2_groups_name_rename")
+
+
+@route("/2/groups/{name}/assign-nodes", PUT=WRITE)
+async def group_assign_nodes(ctx: Context, name: str) -> Any:
+    """Assign nodes to a group (OpGroupAssignNodes)."""
+    return await ctx.submit("OP_GROUP_ASSIGN_NODES", ctx.body_dict(),
+                            static={"group_name": name, "force": ctx.args.bool("force")},
+                            resource="r_2_groups_name_assign_nodes")
+
+
+@route("/2/groups/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+async def group_tags(ctx: Context, name: str) -> Any:
+    """Node group tags; PUT/DELETE ?tag=... add/remove them."""
+    return await tags_resource(ctx, "nodegroup", name, "r_2_groups_name_tags")
+
+
+# --- instances ----------------------------------------------------------------------------
+@route("/2/instances", GET=ANON, POST=WRITE)
+async def instances(ctx: Context) -> Any:
+    """Instances; POST creates one (OpInstanceCreate, body with __version__ 1)."""
+    if ctx.method == "GET":
+        return await list_items(ctx, "instance", I_FIELDS, "/2/instances/%s")
+    body = ctx.body_dict()
+    version = body.pop("__version__", 0)
+    if version == 0:
+        raise bad_request("Instance creation request version 0 is no longer supported")
+    if version != 1:
+        raise bad_request("Unsupported request data version %s" % (version,))
+    hvparams = body.get("hvparams")
+    if isinstance(hvparams, dict) and isinstance(hvparams.get("usb_devices"), str):
+        body["hvparams"] = dict(hvparams, usb_devices=hvparams["usb_devices"].replace(" ", ","))
+    return await ctx.submit("OP_INSTANCE_CREATE", body, rename={"name": "instance_name", "os": "os_type"},
+                            resource="r_2_instances")
+
+
+@route("/2/instances-multi-alloc", POST=WRITE)
+async def instances_multi_alloc(ctx: Context) -> Any:
+    """Allocate several instances (OpInstanceMultiAlloc)."""
+    return await ctx.submit("OP_INSTANCE_MULTI_ALLOC", ctx.body_dict(), resource="r_2_instances_multi_alloc")
+
+
+@route("/2/instances/{name}", GET=ANON, DELETE=WRITE)
+async def instance(ctx: Context, name: str) -> Any:
+    """One instance; DELETE removes it (OpInstanceRemove)."""
+    if ctx.method == "DELETE":
+        return await ctx.submit("OP_INSTANCE_REMOVE", static={"instance_name": name, "ignore_failures": False},
+                                resource="r_2_instances_name")
+    return await one_item(ctx, "instance", I_FIELDS, name)
+
+
+def _instance_op(template: str, method: str, op_id: str, resource: str, doc: str,
+                 static_args: tuple[str, ...] = (), body: bool = True) -> None:
+    async def handler(ctx: Context, name: str) -> Any:
+        static: dict[str, Any] = {"instance_name": name}
+        for arg in static_args:
+            if arg in ctx.args:
+                static[arg] = ctx.args.bool(arg)
+        return await ctx.submit(op_id, ctx.body_dict() if body else None, static=static, resource=resource)
+
+    handler.__doc__ = doc
+    route(template, **{method: WRITE})(handler)
+
+
+_instance_op("/2/instances/{name}/startup", "PUT", "OP_INSTANCE_STARTUP", "r_2_instances_name_startup",
+             "Start an instance (OpInstanceStartup).", ("force", "no_remember"), body=False)
+_instance_op("/2/instances/{name}/shutdown", "PUT", "OP_INSTANCE_SHUTDOWN", "r_2_instances_name_shutdown",
+             "Shut an instance down (OpInstanceShutdown).", ("no_remember",))
+_instance_op("/2/instances/{name}/failover", "PUT", "OP_INSTANCE_FAILOVER", "r_2_instances_name_failover",
+             "Fail an instance over (OpInstanceFailover).")
+_instance_op("/2/instances/{name}/migrate", "PUT", "OP_INSTANCE_MIGRATE", "r_2_instances_name_migrate",
+             "Migrate an instance (OpInstanceMigrate).")
+_instance_op("/2/instances/{name}/rename", "PUT", "OP_INSTANCE_RENAME", "r_2_instances_name_rename",
+             "Rename an instance (OpInstanceRename).")
+_instance_op("/2/instances/{name}/activate-disks", "PUT", "OP_INSTANCE_ACTIVATE_DISKS",
+             "r_2_instances_name_activate_disks", "Activate an instance's disks (OpInstanceActivateDisks).")
+_instance_op("/2/instances/{name}/deactivate-disks", "PUT", "OP_INSTANCE_DEACTIVATE_DISKS",
+             "r_2_instances_name_deactivate_disks", "Deactivate an instance's disks (OpInstanceDeactivateDisks).")
+_instance_op("/2/instances/{name}/recreate-disks", "POST", "OP_INSTANCE_RECREATE_DISKS",
+             "r_2_instances_name_recreate_disks", "Recreate an instance's disks (OpInstanceRecreateDisks).")
+_instance_op("/2/instances/{name}/replace-disks", "POST", "OP_INSTANCE_REPLACE_DISKS",
+             "r_2_instances_name_replace_disks", "Replace an instance's disks (OpInstanceReplaceDisks).")
+_instance_op("/2/instances/{name}/prepare-export", "PUT", "OP_BACKUP_PREPARE", "r_2_instances_name_prepare_export",
+             "Prepare an export (OpBackupPrepare).")
+_instance_op("/2/instances/{name}/export", "PUT", "OP_BACKUP_EXPORT", "r_2_instances_name_export",
+             "Export an instance (OpBackupExport).")
+
+
+@route("/2/instances/{name}/modify", PUT=WRITE)
+async def instance_modify(ctx: Context, name: str) -> Any:
+    """Modify an instance (OpInstanceSetParams)."""
+    return await ctx.submit("OP_INSTANCE_SET_PARAMS", ctx.body_dict(), static={"instance_name": name},
+                            rename={"custom_beparams": "beparams", "custom_hvparams": "hvparams"},
+                            resource="r_2_instances_name_modify")
+
+
+@route("/2/instances/{name}/reboot", POST=WRITE)
+async def instance_reboot(ctx: Context, name: str) -> Any:
+    """Reboot an instance (OpInstanceReboot)."""
+    kind = ctx.args.one("type", "hard")
+    if kind not in ("soft", "hard", "full"):
+        raise bad_request("Invalid reboot type %r: soft, hard or full" % kind)
+    return await ctx.submit("OP_INSTANCE_REBOOT", static={
+        "instance_name": name, "reboot_type": kind, "ignore_secondaries": ctx.args.bool("ignore_secondaries")},
+        resource="r_2_instances_name_reboot")
+
+
+@route("/2/instances/{name}/reinstall", POST=WRITE)
+async def instance_reinstall(ctx: Context, name: str) -> Any:
+    """Reinstall an instance (OpInstanceShutdown + OpInstanceReinstall [+ OpInstanceStartup])."""
+    body = ctx.body_dict()
+    if body and ("os" in ctx.args or "nostartup" in ctx.args):
+        raise bad_request("Parameters can be given in the body or the query string, not both")
+    if body:
+        os_name, start, osparams = body.pop("os", None), body.pop("start", True), body.pop("osparams", None)
+        if body:
+            raise bad_request("Unknown parameter(s): %s" % ", ".join(sorted(body)))
+    else:
+        os_name, start, osparams = ctx.args.one("os"), not ctx.args.bool("nostartup"), None
+    resource = "r_2_instances_name_reinstall"
+    ops = [ctx.opcode("OP_INSTANCE_SHUTDOWN", static={"instance_name": name}, resource=resource)]
+    reinstall: dict[str, Any] = {"instance_name": name}
+    if os_name is not None:
+        reinstall["os_type"] = os_name
+    if osparams is not None:
+        reinstall["osparams"] = osparams
+    ops.append(ctx.opcode("OP_INSTANCE_REINSTALL", static=reinstall, resource=resource))
+    if start:
+        ops.append(ctx.opcode("OP_INSTANCE_STARTUP", static={"instance_name": name, "force": False},
+                              resource=resource))
+    return await ctx.submit_ops(ops)
+
+
+@route("/2/instances/{name}/disk/{disk}/grow", POST=WRITE)
+async def instance_grow_disk(ctx: Context, name: str, disk: str) -> Any:
+    """Grow a disk (OpInstanceGrowDisk)."""
+    return await ctx.submit("OP_INSTANCE_GROW_DISK", ctx.body_dict(),
+                            static={"instance_name": name, "disk": int(disk)}, resource="r_2_instances_name_disk_grow")
+
+
+@route("/2/instances/{name}/info", GET=ANON)
+async def instance_info(ctx: Context, name: str) -> Any:
+    """Detailed instance information, as a job (OpInstanceQueryData)."""
+    return await ctx.submit("OP_INSTANCE_QUERY_DATA", static={
+        "instances": [name], "static": ctx.args.bool("static"), "use_locking": False},
+        resource="r_2_instances_name_info")
+
+
+@route("/2/instances/{name}/console", GET=READ)
+async def instance_console(ctx: Context, name: str) -> Any:
+    """Console information of a running instance (OpInstanceConsole)."""
+    ctx.opcode("OP_INSTANCE_CONSOLE", static={"instance_name": name}, resource="r_2_instances_name_console")
+    raise not_implemented("/2/instances/%s/console is not implemented yet (OP_INSTANCE_CONSOLE)" % name)
+
+
+@route("/2/instances/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+async def instance_tags(ctx: Context, name: str) -> Any:
+    """Instance tags; PUT/DELETE ?tag=... add/remove them."""
+    return await tags_resource(ctx, "instance", name, "r_2_instances_name_tags")
+
+
+# --- networks -----------------------------------------------------------------------------
+@route("/2/networks", GET=ANON, POST=WRITE)
+async def networks(ctx: Context) -> Any:
+    """Networks; POST adds one (OpNetworkAdd)."""
+    if ctx.method == "POST":
+        return await ctx.submit("OP_NETWORK_ADD", ctx.body_dict(), rename={"name": "network_name"},
+                                resource="r_2_networks")
+    return await list_items(ctx, "network", NET_FIELDS, "/2/networks/%s", key="name")
+
+
+@route("/2/networks/{name}", GET=ANON, DELETE=WRITE)
+async def network(ctx: Context, name: str) -> Any:
+    """One network; DELETE removes it (OpNetworkRemove)."""
+    if ctx.method == "DELETE":
+        return await ctx.submit("OP_NETWORK_REMOVE", static={"network_name": name}, resource="r_2_networks_name")
+    return await one_item(ctx, "network", NET_FIELDS, name)
+
+
+for _action, _op in (("connect", "OP_NETWORK_CONNECT"), ("disconnect", "OP_NETWORK_DISCONNECT"),
+                     ("modify", "OP_NETWORK_SET_PARAMS"), ("rename", "OP_NETWORK_RENAME")):
+    def _make(action: str, op_id: str) -> None:
+        async def handler(ctx: Context, name: str) -> Any:
+            return await ctx.submit(op_id, ctx.body_dict(), static={"network_name": name},
+                                    resource="r_2_networks_name_%s" % action)
+
+        handler.__doc__ = "%s a network (%s)." % (action.capitalize(), op_id)
+        route("/2/networks/{name}/%s" % action, PUT=WRITE)(handler)
+
+    _make(_action, _op)
+
+
+@route("/2/networks/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+async def network_tags(ctx: Context, name: str) -> Any:
+    """Network tags; PUT/DELETE ?tag=... add/remove them."""
+    return await tags_resource(ctx, "network", name, "r_2_networks_name_tags")
+
+
+# --- generic queries -------------------------------------------------------------------------
+def _query_resource(resource: str) -> str:
+    if resource not in QUERY_RESOURCES:
+        raise bad_request("Requested resource '%s' is not available through the query interface" % resource)
+    return resource
+
+
+def _field_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [f for f in value.split(",") if f]
+    if isinstance(value, list) and all(isinstance(f, str) for f in value):
+        return value
+    raise bad_request("'fields' must be a list of field names")
+
+
+@route("/2/query/{name}", GET=READ, PUT=READ)
+async def query_resource(ctx: Context, name: str) -> Any:
+    """LUXI Query: ?fields=a,b (GET) or body {fields, qfilter} (PUT)."""
+    resource = _query_resource(name)
+    qfilter = None
+    if ctx.method == "PUT":
+        body = ctx.body_dict()
+        unknown = sorted(set(body) - {"fields", "qfilter", "filter"})
+        if unknown:
+            raise bad_request("Unknown parameter(s): %s" % ", ".join(unknown))
+        if "qfilter" in body and "filter" in body:
+            raise bad_request("Only one of 'qfilter' and 'filter' may be given")
+        qfilter = body.get("qfilter", body.get("filter"))
+        raw = body["fields"] if "fields" in body else ctx.args.one("fields")
+    else:
+        raw = ctx.args.one("fields")
+    if raw is None:
+        raise bad_request("Missing the required 'fields' parameter")
+    fields = _field_list(raw)
+    try:
+        return await ctx.call("Query", resource, fields, qfilter)
+    except errors.QueryFilterParseError as e:
+        raise bad_request(str(e.args[0] if e.args else e)) from None
+
+
+@route("/2/query/{name}/fields", GET=ANON)
+async def query_fields(ctx: Context, name: str) -> Any:
+    """LUXI QueryFields (?fields= optional)."""
+    resource = _query_resource(name)
+    raw = ctx.args.one("fields")
+    return await ctx.call("QueryFields", resource, None if raw is None else _field_list(raw))
+
+
+# --- job filters ----------------------------------------------------------------------------
+@route("/2/filters", GET=ANON, POST=WRITE)
+async def filters(ctx: Context) -> Any:
+    """Job filter rules."""
+    if ctx.method == "POST":
+        return await ctx.submit("OP_FILTER_ADD", ctx.body_dict(), resource="r_2_filters")
+    raise not_implemented("/2/filters: job filter rules are not implemented by this cluster yet")
+
+
+@route("/2/filters/{name}", GET=ANON, PUT=WRITE, DELETE=WRITE)
+async def filter_rule(ctx: Context, name: str) -> Any:
+    """One job filter rule."""
+    if ctx.method == "DELETE":
+        return await ctx.submit("OP_FILTER_REMOVE", static={"uuid": name}, resource="r_2_filters_name")
+    if ctx.method == "PUT":
+        return await ctx.submit("OP_FILTER_SET", ctx.body_dict(), static={"uuid": name}, resource="r_2_filters_name")
+    raise not_implemented("/2/filters: job filter rules are not implemented by this cluster yet")

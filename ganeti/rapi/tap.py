@@ -1,0 +1,99 @@
+"""C{twistd ganeti-rapi}: options and the composition root.
+
+Run in the foreground with
+C{twistd -n --pidfile= ganeti-rapi --root DIR --bind ADDRESS [--port 5080]}.
+HTTPS with C{ROOT/var/lib/ganeti/rapi.pem}; users from
+C{ROOT/var/lib/ganeti/rapi/users}; every request goes to LuxiD over
+C{ROOT/var/run/ganeti/socket/ganeti-query}.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.application.service import IService, MultiService, Service
+from twisted.internet.endpoints import SSL4ServerEndpoint
+from twisted.internet.ssl import PrivateCertificate
+from twisted.python import usage
+
+from ganeti import crypto
+from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.paths import Paths
+from ganeti.rapi.luxi import LuxiPool
+from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
+from ganeti.rapi.users import UsersFile
+
+DEFAULT_PORT = 5080
+
+
+def _port(value: str) -> int:
+    number = int(value)
+    if not 0 <= number <= 65535:
+        raise ValueError("not a TCP port")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+class Options(usage.Options):
+    synopsis = "--bind ADDRESS [--port 5080] [options]"
+    longdesc = (
+        "ganeti-rapi serves Ganeti's remote API (version 2) over HTTPS and forwards every "
+        "request to LuxiD over LUXI."
+    )
+    optParameters = [
+        ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
+        ["bind", "b", None, "Address to listen on (e.g. 127.0.0.1 or ::)."],
+        ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", _port],
+        ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", _positive_int],
+        ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", _positive_int],
+    ]
+    optFlags = [["require-authentication", None, "Require authentication for reads too."]]
+
+    def postOptions(self) -> None:
+        if not self["bind"]:
+            raise usage.UsageError("--bind ADDRESS is required")
+        self["paths"] = Paths.from_option(self["root"])
+
+
+class _ClosePool(Service):
+    def __init__(self, pool: LuxiPool) -> None:
+        self.pool = pool
+
+    def stopService(self) -> None:
+        super().stopService()
+        self.pool.close()
+
+
+def makeService(options: Options, reactor: Any = None) -> IService:
+    if reactor is None:
+        from twisted.internet import reactor
+    paths: Paths = options["paths"]
+    if not os.path.exists(paths.rapi_pem):
+        raise SystemExit("ganeti-rapi: no certificate at %s; initialise the cluster first" % paths.rapi_pem)
+    key_pem, cert_pem = crypto.load_pem_file(paths.rapi_pem)
+    tls = PrivateCertificate.loadPEM(key_pem + b"\n" + cert_pem).options()
+    paths.ensure_dirs()
+    pid_fd = lock_pid_file(paths, "ganeti-rapi")
+    pool = LuxiPool(reactor, paths.luxi_socket, size=options["luxi-connections"])
+    resource = RapiResource(
+        pool,
+        UsersFile(paths.rapi_users),
+        require_authentication=options["require-authentication"],
+        max_body=options["max-body"],
+    )
+    site = RapiSite(resource, requestFactory=request_factory(options["max-body"]))
+    site.displayTracebacks = False
+    root = MultiService()
+    root.addService(PidFileService(pid_fd))
+    endpoint = SSL4ServerEndpoint(reactor, options["port"], tls, interface=options["bind"])
+    StreamServerEndpointService(endpoint, site).setServiceParent(root)
+    _ClosePool(pool).setServiceParent(root)
+    return root

@@ -1,0 +1,310 @@
+"""RAPI resources over treq's StubTreq, with a fake LuxiD."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from treq.testing import StubTreq
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti import errors, opcodes
+from ganeti.rapi import openapi
+from ganeti.rapi.luxi import LuxidUnreachable
+from ganeti.rapi.server import RapiResource
+from ganeti.rapi.users import UsersFile, ha1
+
+BASE = "https://rapi.test:5080"
+
+
+class FakeLuxi:
+    """Answers LUXI calls from C{answers} (method -> value or callable)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.down = False
+        self.answers: dict[str, Any] = {
+            "QueryClusterInfo": lambda: {"name": "cluster.test", "master": "node1.test", "software_version": "3.0.2",
+                                         "protocol_version": 2030000, "volume_group_name": None,
+                                         "drbd_usermode_helper": None},
+            "SubmitJob": lambda ops: 42,
+            "QueryTags": lambda kind, name: ["t1"],
+            "Query": self._query,
+            "QueryFields": lambda what, fields: {"fields": [{"name": "name", "title": "Name", "kind": "text",
+                                                             "doc": "Name"}]},
+            "QueryJobs": self._jobs,
+            "CancelJob": lambda job_id: [True, "Job %s canceled" % job_id],
+            "WaitForJobChange": lambda *args: [["running"], [[1, [1, 2], "message", "hello"]]],
+        }
+        self.items = {"node": ["node1.test", "node2.test"], "instance": ["inst1.test"], "group": ["default"],
+                      "network": []}
+
+    def _query(self, what: str, fields: list[str], qfilter: Any) -> Any:
+        names = self.items.get(what, [])
+        if qfilter is not None and qfilter[0] == "|":
+            wanted = [f[2] for f in qfilter[1:]]
+            for name in wanted:
+                if name not in names:
+                    raise errors.OpPrereqError("%s '%s' not known" % (what, name), errors.ECODE_NOENT)
+            names = wanted
+        values = {"name": None, "role": "M", "status": "running", "tags": []}
+        return {"fields": [{"name": f} for f in fields],
+                "data": [[[0, name if f == "name" else values.get(f, 1)] if f in values or f == "name" else [2, None]
+                          for f in fields] for name in names]}
+
+    def _jobs(self, ids: Any, fields: list[str]) -> Any:
+        known = {1: "success", 2: "running"}
+        ids = sorted(known) if ids is None else ids
+        return [None if i not in known else [i if f == "id" else known[i] if f == "status" else [] for f in fields]
+                for i in ids]
+
+    async def call(self, method: str, *args: Any) -> Any:
+        self.calls.append((method, *args))
+        if self.down:
+            raise LuxidUnreachable("cannot connect to the master daemon at /x: Connection refused")
+        answer = self.answers[method]
+        return answer(*args) if callable(answer) else answer
+
+    call_alone = call
+
+    def methods(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def auth(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()}
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+class RapiTestCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.users_path = self.mktemp()
+        with open(self.users_path, "w") as handle:
+            handle.write("jack abc123 write\nreader %s read\nnobody pw\n" % ha1("reader", "pw"))
+        self.luxi = FakeLuxi()
+        self.resource = RapiResource(self.luxi, UsersFile(self.users_path), clock=lambda: 1700000000.0,
+                                     max_body=4096)
+        self.stub = StubTreq(self.resource)
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+                raw: bytes | None = None) -> tuple[int, Any, Any]:
+        hdrs = dict(headers or {})
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        d = self.stub.request(method, BASE + path, data=data, headers=hdrs)
+        self.stub.flush()
+        response = self.successResultOf(d)
+        content = self.successResultOf(response.content())
+        self.stub.flush()
+        self.assertEqual(response.headers.getRawHeaders("content-type"), ["application/json"])
+        return response.code, response.headers, json.loads(content)
+
+    def ok(self, method: str, path: str, body: Any = None, user: tuple[str, str] | None = None) -> Any:
+        code, _, result = self.request(method, path, body, auth(*user) if user else None)
+        self.assertEqual(code, 200, result)
+        return result
+
+    def error(self, code: int, method: str, path: str, body: Any = None, headers: Any = None,
+              raw: bytes | None = None) -> tuple[Any, Any]:
+        got, hdrs, result = self.request(method, path, body, headers, raw)
+        self.assertEqual(got, code, result)
+        self.assertEqual(sorted(result), ["code", "explain", "message"])
+        self.assertEqual(result["code"], code)
+        return hdrs, result
+
+
+class ReadTests(RapiTestCase):
+    def test_basics(self) -> None:
+        self.assertIsNone(self.ok("GET", "/"))
+        self.assertEqual(self.ok("GET", "/version"), 2)
+        self.assertEqual(set(self.ok("GET", "/2/features")),
+                         {"instance-create-reqv1", "instance-reinstall-reqv1", "node-migrate-reqv1", "node-evac-res1"})
+        info = self.ok("GET", "/2/info")
+        self.assertEqual(info["name"], "cluster.test")
+        self.assertIn("vg_name", info)
+        self.assertIn("drbd_helper", info)
+        self.assertEqual(self.ok("GET", "/2/tags"), ["t1"])
+        self.assertEqual(self.luxi.calls[-1], ("QueryTags", "cluster", ""))
+
+    def test_lists_and_items(self) -> None:
+        self.assertEqual(self.ok("GET", "/2/nodes"), [{"id": "node1.test", "uri": "/2/nodes/node1.test"},
+                                                       {"id": "node2.test", "uri": "/2/nodes/node2.test"}])
+        bulk = self.ok("GET", "/2/nodes?bulk=1")
+        self.assertEqual(bulk[0]["name"], "node1.test")
+        self.assertIn("pinst_list", bulk[0])
+        self.assertEqual(self.ok("GET", "/2/nodes/node2.test/role"), "master")
+        self.assertEqual(self.ok("GET", "/2/groups"), [{"name": "default", "uri": "/2/groups/default"}])
+        self.assertEqual(self.ok("GET", "/2/instances/inst1.test")["name"], "inst1.test")
+        self.assertEqual(self.luxi.calls[-1][3], ["|", ["=", "name", "inst1.test"]])
+        self.assertEqual(self.ok("GET", "/2/jobs"), [{"id": 1, "uri": "/2/jobs/1"}, {"id": 2, "uri": "/2/jobs/2"}])
+        self.assertEqual(self.ok("GET", "/2/jobs/2")["status"], "running")
+        self.assertEqual(self.ok("GET", "/2/instances/inst1.test/tags"), ["t1"])
+
+    def test_unknown_items(self) -> None:
+        _, body = self.error(404, "GET", "/2/instances/nope.test")
+        self.assertIn("nope.test", body["message"])
+        self.error(404, "GET", "/2/jobs/99")
+        self.error(404, "GET", "/2/nowhere")
+        self.error(404, "GET", "/2/instances/../info")
+        self.error(404, "GET", "/2/instances/a/b")
+        self.error(404, "GET", "/2/jobs/abc")
+
+    def test_queries(self) -> None:
+        result = self.ok("GET", "/2/query/node?fields=name,role", user=("reader", "pw"))
+        self.assertEqual(self.luxi.calls[-1], ("Query", "node", ["name", "role"], None))
+        self.assertEqual(len(result["data"]), 2)
+        self.ok("PUT", "/2/query/instance", {"fields": ["name"], "qfilter": ["=", "name", "x"]}, user=("jack", "abc123"))
+        self.assertEqual(self.luxi.calls[-1], ("Query", "instance", ["name"], ["=", "name", "x"]))
+        self.assertEqual(self.ok("GET", "/2/query/node/fields")["fields"][0]["name"], "name")
+        self.error(401, "GET", "/2/query/node?fields=name")
+        self.error(400, "GET", "/2/query/node", headers=auth("reader", "pw"))
+        self.error(400, "GET", "/2/query/cluster?fields=name", headers=auth("reader", "pw"))
+
+    def test_luxid_down_then_back(self) -> None:
+        self.luxi.down = True
+        _, body = self.error(502, "GET", "/2/info")
+        self.assertIn("LuxiD", body["message"])
+        self.luxi.down = False
+        self.assertEqual(self.ok("GET", "/2/info")["name"], "cluster.test")
+
+
+class AuthTests(RapiTestCase):
+    def test_write_needs_credentials(self) -> None:
+        hdrs, _ = self.error(401, "PUT", "/2/tags?tag=a")
+        self.assertEqual(hdrs.getRawHeaders("www-authenticate"), ['Basic realm="Ganeti Remote API"'])
+        self.error(401, "PUT", "/2/tags?tag=a", headers=auth("jack", "wrong"))
+        self.error(401, "PUT", "/2/tags?tag=a", headers=auth("ghost", "abc123"))
+        self.error(401, "PUT", "/2/tags?tag=a", headers={"Authorization": "Basic !!!"})
+        self.error(403, "PUT", "/2/tags?tag=a", headers=auth("reader", "pw"))
+        self.error(403, "PUT", "/2/tags?tag=a", headers=auth("nobody", "pw"))
+        self.assertNotIn("SubmitJob", self.luxi.methods())
+        self.assertEqual(self.ok("PUT", "/2/tags?tag=a", user=("jack", "abc123")), 42)
+
+    def test_wait_needs_write(self) -> None:
+        self.error(401, "GET", "/2/jobs/2/wait", {"fields": ["status"]})
+        self.error(403, "GET", "/2/jobs/2/wait", {"fields": ["status"]}, headers=auth("reader", "pw"))
+
+    def test_require_authentication(self) -> None:
+        self.resource.require_authentication = True
+        self.error(401, "GET", "/2/info")
+        self.assertEqual(self.ok("GET", "/2/info", user=("nobody", "pw"))["name"], "cluster.test")
+
+    def test_users_file_reloaded(self) -> None:
+        with open(self.users_path, "w") as handle:
+            handle.write("jack newpass write\n")
+        self.error(401, "PUT", "/2/tags?tag=a", headers=auth("jack", "abc123"))
+        self.assertEqual(self.ok("PUT", "/2/tags?tag=a", user=("jack", "newpass")), 42)
+
+
+JACK = ("jack", "abc123")
+
+
+class WriteTests(RapiTestCase):
+    def submitted(self) -> dict[str, Any]:
+        method, ops = self.luxi.calls[-1]
+        self.assertEqual(method, "SubmitJob")
+        self.assertEqual(len(ops), 1)
+        return ops[0]
+
+    def test_tags(self) -> None:
+        self.assertEqual(self.ok("PUT", "/2/nodes/node1.test/tags?tag=a&tag=b&dry-run=1&reason=why", user=JACK), 42)
+        op = self.submitted()
+        self.assertEqual((op["OP_ID"], op["kind"], op["name"], op["tags"], op["dry_run"]),
+                         ("OP_TAGS_SET", "node", "node1.test", ["a", "b"], True))
+        self.assertEqual(op["reason"], [["gnt:user", "why", 1700000000 * 10**9],
+                                        ["gnt:library:rlib2:r_2_nodes_name_tags", "", 1700000000 * 10**9]])
+        self.ok("DELETE", "/2/groups/default/tags?tag=a", user=JACK)
+        self.assertEqual((self.submitted()["OP_ID"], self.submitted()["kind"]), ("OP_TAGS_DEL", "nodegroup"))
+        self.ok("DELETE", "/2/tags?tag=a", user=JACK)
+        self.assertNotIn("name", self.submitted())
+
+    def test_groups(self) -> None:
+        self.ok("POST", "/2/groups?dry-run=0", {"name": "g2", "alloc_policy": "preferred"}, user=JACK)
+        op = self.submitted()
+        self.assertEqual((op["OP_ID"], op["group_name"], op["alloc_policy"], op["dry_run"]),
+                         ("OP_GROUP_ADD", "g2", "preferred", False))
+        self.ok("PUT", "/2/groups/g2/rename", {"new_name": "g3"}, user=JACK)
+        self.assertEqual(self.submitted()["new_name"], "g3")
+        self.ok("DELETE", "/2/groups/g3", user=JACK)
+        self.assertEqual(self.submitted()["OP_ID"], "OP_GROUP_REMOVE")
+
+    def test_bad_input_submits_nothing(self) -> None:
+        h = auth(*JACK)
+        self.error(400, "POST", "/2/groups", {"name": "g", "bogus": 1}, headers=h)
+        self.error(400, "POST", "/2/groups", {"name": "g", "group_name": "g"}, headers=h)
+        self.error(400, "POST", "/2/groups", {"name": 5}, headers=h)
+        self.error(400, "POST", "/2/groups", ["not", "a", "dict"], headers=h)
+        self.error(400, "PUT", "/2/groups/g/rename", {"new_name": "x", "group_name": "y"}, headers=h)
+        self.error(400, "POST", "/2/groups", headers=dict(h, **JSON), raw=b'{"name": ')
+        self.error(415, "POST", "/2/groups", headers=dict(h, **{"Content-Type": "text/plain"}), raw=b'{"name": "g"}')
+        self.error(413, "POST", "/2/groups", {"name": "g" * 5000}, headers=h)
+        self.error(400, "PUT", "/2/tags?tag=a&frobnicate=1", headers=h)
+        self.error(400, "PUT", "/2/tags?tag=a&dry-run=yes", headers=h)
+        self.assertNotIn("SubmitJob", self.luxi.methods())
+
+    def test_not_implemented(self) -> None:
+        for op_id, method, path, body in [
+            ("OP_INSTANCE_CREATE", "POST", "/2/instances", {"__version__": 1, "name": "i1", "mode": "create"}),
+            ("OP_INSTANCE_STARTUP", "PUT", "/2/instances/i1/startup", None),
+            ("OP_INSTANCE_SHUTDOWN", "PUT", "/2/instances/i1/shutdown", {}),
+            ("OP_INSTANCE_REBOOT", "POST", "/2/instances/i1/reboot", None),
+            ("OP_INSTANCE_REMOVE", "DELETE", "/2/instances/i1", None),
+            ("OP_NODE_SET_PARAMS", "PUT", "/2/nodes/node1.test/role", "drained"),
+            ("OP_NODE_EVACUATE", "POST", "/2/nodes/node1.test/evacuate", {}),
+            ("OP_CLUSTER_REDIST_CONF", "PUT", "/2/redistribute-config", None),
+            ("OP_OS_DIAGNOSE", "GET", "/2/os", None),
+        ]:
+            if op_id in opcodes.OPCODES:  # implemented meanwhile: not this test's business
+                continue
+            _, body_ = self.error(501, method, path, body, headers=auth(*JACK))
+            self.assertIn("not implemented", body_["message"], path)
+            self.assertIn(op_id, body_["message"], path)
+        self.assertNotIn("SubmitJob", self.luxi.methods())
+        self.error(400, "POST", "/2/instances", {"__version__": 0}, headers=auth(*JACK))
+        self.error(400, "PUT", "/2/nodes/node1.test/role", "king", headers=auth(*JACK))
+        self.error(403, "PUT", "/2/modify", {"compression_tools": []}, headers=auth(*JACK))
+        self.error(501, "PATCH", "/2/info")
+        self.error(501, "POST", "/2/info", headers=auth(*JACK))
+
+    def test_jobs(self) -> None:
+        self.assertEqual(self.ok("DELETE", "/2/jobs/2", user=JACK), [True, "Job 2 canceled"])
+        result = self.ok("GET", "/2/jobs/2/wait", {"fields": ["status"], "previous_job_info": None,
+                                                   "previous_log_serial": None}, user=JACK)
+        self.assertEqual(result, {"job_info": ["running"], "log_entries": [[1, [1, 2], "message", "hello"]]})
+        self.assertEqual(self.luxi.calls[-1], ("WaitForJobChange", 2, ["status"], None, None, 10))
+        self.luxi.answers["WaitForJobChange"] = "nochange"
+        self.assertIsNone(self.ok("GET", "/2/jobs/2/wait", {"fields": ["status"]}, user=JACK))
+
+        def lost(*args: Any) -> Any:
+            raise errors.JobLost("Job 9 not found")
+
+        self.luxi.answers["WaitForJobChange"] = lost
+        self.error(404, "GET", "/2/jobs/9/wait", {"fields": ["status"]}, headers=auth(*JACK))
+        self.error(400, "GET", "/2/jobs/2/wait", {"fields": "status"}, headers=auth(*JACK))
+
+
+class OpenApiTests(RapiTestCase):
+    def test_document_lists_routes(self) -> None:
+        doc = self.ok("GET", "/openapi.json")
+        self.assertEqual(doc["openapi"], "3.0.3")
+        for path in ("/2/info", "/2/instances", "/2/jobs/{job_id}/wait", "/2/query/{name}/fields"):
+            self.assertIn(path, doc["paths"])
+        self.assertIn("security", doc["paths"]["/2/tags"]["put"])
+
+    def test_answers_match_document(self) -> None:
+        doc = self.ok("GET", "/openapi.json")
+        for template, path in [("/", "/"), ("/version", "/version"), ("/2/info", "/2/info"),
+                               ("/2/features", "/2/features"), ("/2/nodes", "/2/nodes"),
+                               ("/2/nodes", "/2/nodes?bulk=1"), ("/2/nodes/{name}", "/2/nodes/node1.test"),
+                               ("/2/instances", "/2/instances?bulk=1"), ("/2/groups", "/2/groups?bulk=1"),
+                               ("/2/jobs", "/2/jobs"), ("/2/jobs/{job_id}", "/2/jobs/1")]:
+            schema = doc["paths"][template]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+            self.assertEqual(openapi.check(schema, self.ok("GET", path)), [], path)
+        _, err = self.error(404, "GET", "/2/nowhere")
+        self.assertEqual(openapi.check(openapi.ERROR, err), [])
+        self.assertEqual(openapi.check({"type": "integer"}, "x"), ["$: 'x' is not integer"])
