@@ -36,7 +36,7 @@ def _fields(fields: list[str], extra: dict[str, Any] | None = None) -> dict[str,
 
 
 def _bulk(key: str, fields: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"oneOf": [_ref_list(key), {"type": "array", "items": _fields(fields, extra)}]}
+    return {"anyOf": [_ref_list(key), {"type": "array", "items": _fields(fields, extra)}]}
 
 
 JOB_REF = {"type": "array", "items": {"type": "object", "required": ["id", "uri"],
@@ -51,7 +51,7 @@ GET_SCHEMAS: dict[str, dict[str, Any]] = {
                 "properties": {"name": {"type": "string"}, "master": {"type": "string"}}},
     "/2/features": STR_LIST,
     "/2/tags": STR_LIST,
-    "/2/jobs": {"oneOf": [JOB_REF, {"type": "array", "items": _fields(rlib2.J_FIELDS_BULK, {
+    "/2/jobs": {"anyOf": [JOB_REF, {"type": "array", "items": _fields(rlib2.J_FIELDS_BULK, {
         "id": {"type": "integer"}, "status": {"type": "string"}, "ops": {"type": "array"}})}]},
     "/2/jobs/{job_id}": _fields(rlib2.J_FIELDS, {"id": {"type": "integer"}, "status": {"type": "string"},
                                                  "ops": {"type": "array"}, "oplog": {"type": "array"}}),
@@ -152,11 +152,10 @@ _TYPES = {
 
 def check(schema: dict[str, Any], value: Any, where: str = "$") -> list[str]:
     """Problems of C{value} against C{schema} (empty if it conforms)."""
-    if "oneOf" in schema:
-        results = [check(s, value, where) for s in schema["oneOf"]]
-        if sum(1 for r in results if not r) != 1:
-            return ["%s: matches %d of oneOf" % (where, sum(1 for r in results if not r))] + [
-                p for r in results for p in r]
+    if "anyOf" in schema:
+        results = [check(s, value, where) for s in schema["anyOf"]]
+        if not any(not r for r in results):
+            return ["%s: matches none of anyOf" % where] + [p for r in results for p in r]
         return []
     problems: list[str] = []
     kind = schema.get("type")

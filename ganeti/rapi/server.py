@@ -49,6 +49,9 @@ class _Sink:
     def seek(self, *args: Any) -> int:
         return 0
 
+    def tell(self) -> int:
+        return 0
+
     def read(self, *args: Any) -> bytes:
         return b""
 
