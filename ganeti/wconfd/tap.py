@@ -19,6 +19,7 @@ from ganeti.daemon import PidFileService, lock_pid_file
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.service import WConfdService
+from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.ssconf_writer import LocalSsconf
 from ganeti.wconfd.storage import FileStorage
 
@@ -42,6 +43,7 @@ class Options(usage.Options):
         ["socket-mode", None, 0o600, "Permissions of the Unix socket, octal (default 600).", lambda v: int(v, 8)],
         ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", _positive],
         ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", _positive],
+        ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
     ]
 
     def opt_listen(self, description: str) -> None:
@@ -74,7 +76,12 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         death_interval=options["death-interval"],
         checkpoint_delay=options["checkpoint-delay"],
     )
-    service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), service.distributor)
+    next_stage = service.distributor
+    if os.path.exists(paths.server_pem):  # a cluster with certificates: push to the other nodes
+        next_stage = ConfigPusher(
+            paths, reactor, lambda: service.config_store.config(), service.read_config, port=options["rpc-port"]
+        )
+    service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), next_stage)
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
     factory = wconfd_factory(service)
