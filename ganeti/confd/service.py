@@ -10,6 +10,7 @@ file that does not parse is logged and the old index keeps serving.
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any, Callable
 
@@ -51,16 +52,22 @@ class ConfdService(Service):
         *,
         check_interval: float = CHECK_INTERVAL,
         watch: Callable[[str, Callable[[str], None]], Any] | None = None,
+        freeze_gc: bool = False,
     ) -> None:
         """
         @param watch: C{watch(directory, callback)} starts watching a
             directory and returns an object with C{loseConnection()}; the
             callback gets the changed file's name.  C{None}: no inotify.
+        @param freeze_gc: after each reload, collect the old index and move
+            the new one out of the garbage collector's sight (C{gc.freeze}),
+            so that full collections during queries stay short (the daemon
+            sets this; it is process-wide, so tests leave it off).
         """
         self.paths = paths
         self.clock = clock
         self.check_interval = check_interval
         self._watch = watch
+        self._freeze_gc = freeze_gc
         self._watcher: Any = None
         self._loop: LoopingCall | None = None
         self.key: bytes = b""
@@ -111,6 +118,10 @@ class ConfdService(Service):
         self._config_sig = sig
         self.index = index  # the atomic swap
         self.reloads += 1
+        if self._freeze_gc:
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
         self.log.info(
             "loaded configuration serial {serial} (cluster serial {cluster_serial})",
             serial=index.serial,

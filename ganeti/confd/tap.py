@@ -63,7 +63,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-confd")
     root = MultiService()
     watch = None if options["no-inotify"] else inotify_watch(reactor)
-    service = ConfdService(paths, reactor, check_interval=options["check-interval"], watch=watch)
+    service = ConfdService(paths, reactor, check_interval=options["check-interval"], watch=watch, freeze_gc=True)
     service.load_key()  # fail now, not after the fork, on an unreadable key
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
