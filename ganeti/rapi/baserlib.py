@@ -114,6 +114,13 @@ class Context:
     async def call(self, method: str, *args: Any) -> Any:
         return await self.luxi.call(method, *args)
 
+    async def read(self, method: str, *args: Any) -> Any:
+        """A read-only call; identical concurrent reads may share one LUXI call (do not modify the result)."""
+        read = getattr(self.luxi, "read", None)
+        if read is None:
+            return await self.luxi.call(method, *args)
+        return await read(method, *args)
+
     # --- jobs ---------------------------------------------------------------
     def reason(self, resource: str) -> list[list[Any]]:
         now = int(self.clock() * 1e9)

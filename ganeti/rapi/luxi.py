@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from ganeti import errors
 from ganeti.luxi.client import AsyncLuxiClient
@@ -36,6 +39,8 @@ class LuxiPool:
         self.connect_timeout = connect_timeout
         self._clients: list[Any] = []
         self._busy: dict[int, int] = {}
+        self._running: dict[bytes, Deferred[Any]] = {}
+        self._next: dict[bytes, list[Deferred[Any]]] = {}
 
     async def _connect(self) -> AsyncLuxiClient:
         try:
@@ -74,6 +79,42 @@ class LuxiPool:
                 self._busy[key] = left
             else:
                 self._busy.pop(key, None)
+
+    async def read(self, method: str, *args: Any) -> Any:
+        """A read-only call shared by identical concurrent requests.
+
+        A request never gets an answer computed before it arrived: while an
+        identical call is running, new requests wait for it to end and then
+        share one fresh call.  Callers must not modify the result.
+        """
+        key = orjson.dumps([method, args])
+        if key not in self._running:
+            return await self._start_shared(key, method, args)
+        waiter: Deferred[Any] = Deferred()
+        self._next.setdefault(key, []).append(waiter)
+        return await waiter
+
+    async def _start_shared(self, key: bytes, method: str, args: Any) -> Any:
+        d = ensureDeferred(self.call(method, *args))
+        self._running[key] = d
+        try:
+            return await d
+        finally:
+            del self._running[key]
+            waiters = self._next.pop(key, None)
+            if waiters:
+                nxt = ensureDeferred(self._start_shared(key, method, args))
+
+                def fan_out(result: Any) -> None:
+                    for w in waiters:
+                        if w.called:  # cancelled: its client went away
+                            continue
+                        if isinstance(result, Failure):
+                            w.errback(result)
+                        else:
+                            w.callback(result)
+
+                nxt.addBoth(fan_out)
 
     async def call_alone(self, method: str, *args: Any) -> Any:
         """C{method} on a connection of its own (for calls that wait)."""

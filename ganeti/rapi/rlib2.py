@@ -52,7 +52,7 @@ RS_NORMAL = 0
 async def query(ctx: Context, resource: str, fields: list[str], names: list[str] | None = None) -> list[list[Any]]:
     """Rows of plain values (C{None} where a value is unavailable or unknown)."""
     qfilter = None if names is None else ["|"] + [["=", "name", n] for n in names]
-    result = await ctx.call("Query", resource, fields, qfilter)
+    result = await ctx.read("Query", resource, fields, qfilter)
     return [[cell[1] if cell[0] == RS_NORMAL else None for cell in row] for row in result["data"]]
 
 
@@ -107,8 +107,9 @@ async def version(ctx: Context) -> Any:
 @route("/2/info", GET=ANON)
 async def info(ctx: Context) -> Any:
     """Cluster information (LUXI QueryClusterInfo)."""
-    result = await ctx.call("QueryClusterInfo")
+    result = await ctx.read("QueryClusterInfo")
     if isinstance(result, dict):
+        result = dict(result)
         result.setdefault("vg_name", result.get("volume_group_name"))
         result.setdefault("drbd_helper", result.get("drbd_usermode_helper"))
     return result
