@@ -9,6 +9,16 @@ from typing import Any
 from treq.testing import StubTreq
 from twisted.trial.unittest import SynchronousTestCase
 
+
+def _temp_path(case: SynchronousTestCase) -> str:
+    """A path in a fresh temporary directory removed after the test."""
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="rapi-test-")
+    case.addCleanup(shutil.rmtree, directory, True)
+    return directory + "/users"
+
 from ganeti import errors, opcodes
 from ganeti.rapi import openapi
 from ganeti.rapi.luxi import LuxidUnreachable
@@ -81,7 +91,7 @@ JSON = {"Content-Type": "application/json"}
 
 class RapiTestCase(SynchronousTestCase):
     def setUp(self) -> None:
-        self.users_path = self.mktemp()
+        self.users_path = _temp_path(self)
         with open(self.users_path, "w") as handle:
             handle.write("jack abc123 write\nreader %s read\nnobody pw\n" % ha1("reader", "pw"))
         self.luxi = FakeLuxi()

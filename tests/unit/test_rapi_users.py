@@ -7,6 +7,16 @@ import os
 
 from twisted.trial.unittest import SynchronousTestCase
 
+
+def _temp_path(case: SynchronousTestCase) -> str:
+    """A path in a fresh temporary directory removed after the test."""
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="rapi-test-")
+    case.addCleanup(shutil.rmtree, directory, True)
+    return directory + "/users"
+
 from ganeti.rapi.users import UsersFile, ha1, parse_users
 
 
@@ -36,7 +46,7 @@ class ParseTests(SynchronousTestCase):
 
 class ReloadTests(SynchronousTestCase):
     def test_reloaded_when_changed(self) -> None:
-        path = self.mktemp()
+        path = _temp_path(self)
         users = UsersFile(path)
         self.assertIsNone(users.authenticate("jack", "a"), "no file: nobody")
         with open(path, "w") as handle:
