@@ -64,22 +64,22 @@ class LuxiHandler(MethodHandler):
         return [value if status == q.RS_NORMAL else None for status, value in row]
 
     # --- jobs --------------------------------------------------------------------
-    def luxi_SubmitJob(self, ops: Any) -> int:
-        return self._submit_one(ops, drained_ok=False)
+    async def luxi_SubmitJob(self, ops: Any) -> int:
+        return await self._submit_one(ops, drained_ok=False)
 
-    def luxi_SubmitJobToDrainedQueue(self, ops: Any) -> int:
-        return self._submit_one(ops, drained_ok=True)
+    async def luxi_SubmitJobToDrainedQueue(self, ops: Any) -> int:
+        return await self._submit_one(ops, drained_ok=True)
 
-    def _submit_one(self, ops: Any, drained_ok: bool) -> int:
-        ((ok, value),) = self.service.submit([ops], drained_ok=drained_ok)
+    async def _submit_one(self, ops: Any, drained_ok: bool) -> int:
+        ((ok, value),) = await self.service.submit([ops], drained_ok=drained_ok)
         if not ok:
             raise errors.OpPrereqError(value, errors.ECODE_INVAL)
         return int(value)
 
-    def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
+    async def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
         if not isinstance(jobs, list) or not jobs:
             raise errors.OpPrereqError("SubmitManyJobs needs a non-empty list of jobs", errors.ECODE_INVAL)
-        return self.service.submit(jobs)
+        return await self.service.submit(jobs)
 
     async def luxi_WaitForJobChange(
         self, job_id: Any, fields: Any, prev_job_info: Any, prev_log_serial: Any, timeout: Any

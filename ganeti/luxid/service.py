@@ -42,18 +42,22 @@ JobWrite = Callable[[str, bytes], Any]
 
 
 class JobDistributor:
-    """Default replication hook: remembers job file writes, sends nothing.
+    """The hook every job queue write goes through (LuxiD's and job processes').
 
-    The node daemon's C{jobqueue_update} RPC to master candidates replaces it.
+    It counts writes and hands each to C{forward} (the background push of
+    L{ganeti.luxid.replication.JobReplicator} on a cluster with candidates).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, forward: JobWrite | None = None) -> None:
         self.writes = 0
         self.last: str | None = None
+        self.forward = forward
 
     def __call__(self, path: str, content: bytes) -> None:
         self.writes += 1
         self.last = path
+        if self.forward is not None:
+            self.forward(path, content)
 
 
 class LuxidService(Service):
@@ -68,6 +72,7 @@ class LuxidService(Service):
         max_running: int | None = None,
         use_forkserver: bool = True,
         distributor: JobWrite | None = None,
+        replicator: Any = None,
         follow_interval: float = 0.5,
     ) -> None:
         self.paths = paths
@@ -76,6 +81,7 @@ class LuxidService(Service):
         self.max_running_override = max_running
         self.use_forkserver = use_forkserver
         self.distributor: JobWrite = distributor or JobDistributor()
+        self.replicator = replicator
         self.follow_interval = follow_interval
         self.jobs: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
@@ -355,12 +361,17 @@ class LuxidService(Service):
         self.schedule()
 
     # --- what LUXI methods call -------------------------------------------------
-    def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
-        """Submit several jobs; each entry of the answer is [True, id] or [False, why]."""
+    async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
+        """Submit several jobs; each entry of the answer is [True, id] or [False, why].
+
+        A job is acknowledged once its file is durable here and, on a
+        cluster with other master candidates, held by a majority of them.
+        """
         if not drained_ok and self.queue.is_drained():
             raise errors.JobQueueDrainError("Queue drained")
         self.queue.check_capacity(len(self.jobs), len(jobs_ops))
         results: list[Any] = []
+        written: list[tuple[QueuedJob, bytes]] = []
         ids = self.queue.allocate_ids(len(jobs_ops))
         now = time.time()
         for job_id, ops in zip(ids, jobs_ops):
@@ -371,9 +382,18 @@ class LuxidService(Service):
                 results.append([False, str(e.args[0]) if e.args else str(e)])
                 continue
             job = QueuedJob.new(job_id, ops, now)
-            self.queue.write_job(job)  # durable before we answer
-            self.jobs[job_id] = job
+            content = self.queue.write_job(job)  # durable before we answer
+            written.append((job, content))
             results.append([True, job_id])
+        if written and self.replicator is not None:
+            holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])
+            if holders < total // 2 + 1:
+                why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
+                for job, _content in written:
+                    self._fail(job, why)
+                raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
+        for job, _content in written:
+            self.jobs[job.id] = job  # only now can the scheduler see it
         self.reactor.callLater(0, self.schedule)
         return results
 

@@ -7,6 +7,7 @@ clients, C{ganeti-master} (mode 0660).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.application.internet import StreamServerEndpointService
@@ -18,6 +19,7 @@ from ganeti.daemon import PidFileService, lock_pid_file
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
 
@@ -36,6 +38,7 @@ class Options(usage.Options):
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["socket-mode", None, 0o660, "Permissions of the LUXI sockets, octal (default 660).", lambda v: int(v, 8)],
         ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", _count],
+        ["rpc-port", None, 1811, "Port of the candidates' ganeti-noded (job file replication).", int],
     ]
     optFlags = [["no-forkserver", None, "Start every job process from a fresh interpreter."]]
 
@@ -57,7 +60,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         from twisted.internet import reactor
     paths: Paths = options["paths"]
     paths.ensure_dirs()
-    distributor = JobDistributor()  # every job file write, LuxiD's and the job processes'
+    replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
+    # every job file write, LuxiD's and the job processes', goes out to the candidates
+    distributor = JobDistributor(replicator.background if replicator is not None else None)
     queue = JobQueueDir(paths, on_write=distributor)
     try:
         queue.open()
@@ -72,6 +77,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         max_running=options["max-running-jobs"],
         use_forkserver=not options["no-forkserver"],
         distributor=distributor,
+        replicator=replicator,
     )
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))

@@ -8,11 +8,13 @@ import socket
 import time
 
 import attrs
+import pytest
 import pytest_twisted
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
-from ganeti import crypto, serializer
+from ganeti import crypto, errors, serializer
+from ganeti.luxi.client import LuxiClient
 from ganeti.config.bootstrap import initial_config
 from ganeti.objects import ConfigData, Node, NodeGroup, new_uuid
 from ganeti.testing.daemons import Daemon, LiveOwner, make_root, remove_root, seed_config
@@ -75,6 +77,7 @@ async def test_config_reaches_candidates_and_ssconf_every_node(root):
         for n, paths in enumerate(roots, 1)
     ]
     wconfd = Daemon(roots[0], "ganeti-wconfd", "--rpc-port", str(port))
+    luxid = Daemon(roots[0], "ganeti-luxid", "--rpc-port", str(port))
     client = None
     try:
         for daemon in nodeds:
@@ -107,7 +110,20 @@ async def test_config_reaches_candidates_and_ssconf_every_node(root):
         await nodeds[1].ready(reactor)
         await until(lambda: serial_of(roots[1]) == newest, timeout=30)
         assert "node2.test missed config serial" in wconfd.output()
+
+        # job files: on a majority of the candidates (node1 itself + node2) before the id comes back
+        luxid.start()
+        await luxid.ready(reactor)
+        luxi = LuxiClient(roots[0].luxi_socket)
+        job_id = luxi.submit_job([{"OP_ID": "OP_TEST_DELAY", "duration": 0.01, "reason": []}])
+        assert os.path.exists(os.path.join(roots[1].queue_dir, "job-%d" % job_id)), "replicated before the answer"
+        assert not os.path.exists(os.path.join(roots[2].queue_dir, "job-%d" % job_id)), "node3 is no candidate"
+        nodeds[1].stop()  # now only 1 of 2 candidates can hold a new job: no majority
+        with pytest.raises(errors.JobQueueError, match="majority"):
+            luxi.submit_job([{"OP_ID": "OP_TEST_DELAY", "duration": 0.01, "reason": []}])
+        luxi.close()
     finally:
+        luxid.stop()
         if client is not None:
             await client.close()
         wconfd.stop()

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -41,7 +42,7 @@ class DistributionTests(SynchronousTestCase):
         return [content for written, content in self.recorder.writes if written == path]
 
     def test_submission_hands_the_durable_job_file_to_the_distributor(self) -> None:
-        ((ok, job_id),) = self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])
+        ((ok, job_id),) = self.successResultOf(Deferred.fromCoroutine(self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])))
         self.assertTrue(ok)
         (content,) = self.job_writes(job_id)
         with open(self.queue.job_path(job_id), "rb") as handle:
@@ -49,7 +50,7 @@ class DistributionTests(SynchronousTestCase):
         self.assertIn(os.path.join(self.paths.queue_dir, "serial"), [p for p, _ in self.recorder.writes])
 
     def test_writes_by_a_job_process_are_distributed_when_seen(self) -> None:
-        ((ok, job_id),) = self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])
+        ((ok, job_id),) = self.successResultOf(Deferred.fromCoroutine(self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])))
         self.service.processes[job_id] = object()  # as if a job process owned the file
         job = QueuedJob.from_dict(self.queue.read_job(job_id).to_dict())
         job.ops[0].status = "running"
