@@ -850,6 +850,44 @@ def remove_tags(ctx: Context, kind: str, name: str, tags: list[str]) -> int:
     return EXIT_SUCCESS
 
 
+def tag_commands(kind: str, metavar: str, what: str) -> dict[str, "Command"]:
+    """C{list-tags}, C{add-tags} and C{remove-tags} for one object of C{kind}.
+
+    @param metavar: the name of the object argument (e.g. C{"NODE"})
+    @param what: how help texts call the object (e.g. C{"node"})
+    """
+
+    def name(opts: argparse.Namespace) -> str:
+        return str(opts.object_name)
+
+    def show(ctx: "Context", opts: argparse.Namespace) -> int:
+        return list_tags(ctx, kind, name(opts))
+
+    def change(add: bool) -> CommandFunc:
+        def run_change(ctx: "Context", opts: argparse.Namespace) -> int:
+            if not opts.tags and opts.tags_source is None:
+                ctx.usage_error("no tags given")
+            return (add_tags if add else remove_tags)(ctx, kind, name(opts), opts.tags)
+
+        return run_change
+
+    def setup_show(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("object_name", metavar=metavar)
+
+    def setup_change(parser: argparse.ArgumentParser) -> None:
+        add_tag_source_option(parser)
+        add_priority_option(parser)
+        add_submit_options(parser)
+        parser.add_argument("object_name", metavar=metavar)
+        parser.add_argument("tags", nargs="*", metavar="TAG")
+
+    return {
+        "list-tags": Command(show, setup_show, "List the tags of the given %s" % what),
+        "add-tags": Command(change(True), setup_change, "Add tags to the given %s" % what),
+        "remove-tags": Command(change(False), setup_change, "Remove tags from the given %s" % what),
+    }
+
+
 # --- asking the user ----------------------------------------------------------------
 def ask_user(text: str, choices: list[tuple[str, Any, str]] | None = None, tty: str = "/dev/tty") -> Any:
     """Ask a question on the terminal; without one, the last choice's value.

@@ -50,3 +50,28 @@ class PidFileService(Service):
     def startService(self) -> None:
         super().startService()
         write_pid(self.fd)
+
+
+# --- option coercers shared by the daemons' usage.Options -------------------------
+
+
+def port_number(value: str) -> int:
+    """A TCP/UDP port (0 lets the kernel choose)."""
+    number = int(value)
+    if not 0 <= number <= 65535:
+        raise ValueError("not a port number (0-65535)")
+    return number
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+def positive_float(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise ValueError("must be positive")
+    return number

@@ -67,22 +67,6 @@ def list_group_fields(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.generic_list_fields(ctx, "group")
 
 
-def list_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.list_tags(ctx, cli.TAG_NODEGROUP, opts.group)
-
-
-def add_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    if not opts.tags and opts.tags_source is None:
-        ctx.usage_error("no tags given")
-    return cli.add_tags(ctx, cli.TAG_NODEGROUP, opts.group, opts.tags)
-
-
-def remove_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    if not opts.tags and opts.tags_source is None:
-        ctx.usage_error("no tags given")
-    return cli.remove_tags(ctx, cli.TAG_NODEGROUP, opts.group, opts.tags)
-
-
 def _job_options(parser: argparse.ArgumentParser) -> None:
     cli.add_dry_run_option(parser)
     cli.add_priority_option(parser)
@@ -114,18 +98,6 @@ def _setup_list(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("groups", nargs="*", metavar="GROUP_NAME", help="groups to list (default: all)")
 
 
-def _setup_list_tags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("group", metavar="GROUP_NAME")
-
-
-def _setup_tags_change(parser: argparse.ArgumentParser) -> None:
-    cli.add_tag_source_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
-    parser.add_argument("group", metavar="GROUP_NAME")
-    parser.add_argument("tags", nargs="*", metavar="TAG")
-
-
 COMMANDS: dict[str, Command] = {
     "add": Command(add_group, _setup_add, "Add a new node group to the cluster"),
     "remove": Command(remove_group, _setup_remove, "Remove an (empty) node group from the cluster"),
@@ -138,9 +110,7 @@ COMMANDS: dict[str, Command] = {
         "Default options and arguments may also come from the GNT_GROUP_LIST environment variable.",
     ),
     "list-fields": Command(list_group_fields, cli.add_list_fields_options, "Lists all available fields for node groups"),
-    "list-tags": Command(list_tags, _setup_list_tags, "List the tags of the given node group"),
-    "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the given node group"),
-    "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the given node group"),
+    **cli.tag_commands(cli.TAG_NODEGROUP, "GROUP_NAME", "node group"),
 }
 
 

@@ -68,22 +68,6 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
-def list_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.list_tags(ctx, cli.TAG_NODE, opts.node)
-
-
-def add_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    if not opts.tags and opts.tags_source is None:
-        ctx.usage_error("no tags given")
-    return cli.add_tags(ctx, cli.TAG_NODE, opts.node, opts.tags)
-
-
-def remove_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    if not opts.tags and opts.tags_source is None:
-        ctx.usage_error("no tags given")
-    return cli.remove_tags(ctx, cli.TAG_NODE, opts.node, opts.tags)
-
-
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     cli.add_list_options(parser, LIST_DEF_FIELDS, units=True)
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
@@ -91,18 +75,6 @@ def _setup_list(parser: argparse.ArgumentParser) -> None:
 
 def _setup_info(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to describe (default: all)")
-
-
-def _setup_node(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("node", metavar="NODE")
-
-
-def _setup_tags_change(parser: argparse.ArgumentParser) -> None:
-    cli.add_tag_source_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
-    parser.add_argument("node", metavar="NODE")
-    parser.add_argument("tags", nargs="*", metavar="TAG")
 
 
 COMMANDS: dict[str, Command] = {
@@ -114,9 +86,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "list-fields": Command(list_node_fields, cli.add_list_fields_options, "Lists all available fields for nodes"),
     "info": Command(info, _setup_info, "Show information about the node(s)"),
-    "list-tags": Command(list_tags, _setup_node, "List the tags of the given node"),
-    "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the given node"),
-    "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the given node"),
+    **cli.tag_commands(cli.TAG_NODE, "NODE", "node"),
 }
 
 

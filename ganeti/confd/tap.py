@@ -18,22 +18,8 @@ from twisted.python import usage
 from ganeti.confd import wire
 from ganeti.confd.protocol import ConfdServerProtocol
 from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
-from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float
 from ganeti.paths import Paths
-
-
-def _port(value: str) -> int:
-    number = int(value)
-    if not 0 <= number <= 65535:
-        raise ValueError("not a port number")
-    return number
-
-
-def _positive(value: str) -> float:
-    number = float(value)
-    if number <= 0:
-        raise ValueError("must be positive")
-    return number
 
 
 class Options(usage.Options):
@@ -45,8 +31,8 @@ class Options(usage.Options):
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", "0.0.0.0", "Address to listen on."],
-        ["port", "p", wire.PORT, "UDP port (default 1814).", _port],
-        ["check-interval", None, CHECK_INTERVAL, "Seconds between fallback checks of config.data.", _positive],
+        ["port", "p", wire.PORT, "UDP port (default 1814).", port_number],
+        ["check-interval", None, CHECK_INTERVAL, "Seconds between fallback checks of config.data.", positive_float],
     ]
     optFlags = [["no-inotify", None, "Do not watch config.data with inotify (timer only)."]]
 

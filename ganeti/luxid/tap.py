@@ -15,7 +15,7 @@ from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.daemon import PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
@@ -24,20 +24,13 @@ from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
 
 
-def _count(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
-
-
 class Options(usage.Options):
     synopsis = "[options]"
     longdesc = "LuxiD answers LUXI requests of the gnt-* commands and RAPI, keeps the job queue and runs jobs."
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["socket-mode", None, 0o660, "Permissions of the LUXI sockets, octal (default 660).", lambda v: int(v, 8)],
-        ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", _count],
+        ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", positive_int],
         ["rpc-port", None, 1811, "Port of the candidates' ganeti-noded (job file replication).", int],
     ]
     optFlags = [["no-forkserver", None, "Start every job process from a fresh interpreter."]]

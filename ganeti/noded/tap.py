@@ -19,19 +19,12 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
 
 from ganeti import errors
-from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
-
-
-def _port(value: str) -> int:
-    port = int(value)
-    if not 0 <= port <= 65535:
-        raise ValueError("port out of range")
-    return port
 
 
 class Options(usage.Options):
@@ -44,7 +37,7 @@ class Options(usage.Options):
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", None, "Address to listen on (the node's primary IP)."],
-        ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", _port],
+        ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
     ]
 
     def postOptions(self) -> None:

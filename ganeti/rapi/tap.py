@@ -19,27 +19,13 @@ from twisted.internet.ssl import PrivateCertificate
 from twisted.python import usage
 
 from ganeti import crypto
-from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_int
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
 from ganeti.rapi.users import UsersFile
 
 DEFAULT_PORT = 5080
-
-
-def _port(value: str) -> int:
-    number = int(value)
-    if not 0 <= number <= 65535:
-        raise ValueError("not a TCP port")
-    return number
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
 
 
 class Options(usage.Options):
@@ -51,9 +37,9 @@ class Options(usage.Options):
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", None, "Address to listen on (e.g. 127.0.0.1 or ::)."],
-        ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", _port],
-        ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", _positive_int],
-        ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", _positive_int],
+        ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", port_number],
+        ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
+        ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
     ]
     optFlags = [["require-authentication", None, "Require authentication for reads too."]]
 

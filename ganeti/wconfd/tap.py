@@ -15,20 +15,13 @@ from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from ganeti.daemon import PidFileService, lock_pid_file
+from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.ssconf_writer import LocalSsconf
 from ganeti.wconfd.storage import FileStorage
-
-
-def _positive(value: str) -> float:
-    number = float(value)
-    if number <= 0:
-        raise ValueError("must be positive")
-    return number
 
 
 class Options(usage.Options):
@@ -41,8 +34,8 @@ class Options(usage.Options):
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["socket-mode", None, 0o600, "Permissions of the Unix socket, octal (default 600).", lambda v: int(v, 8)],
-        ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", _positive],
-        ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", _positive],
+        ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", positive_float],
+        ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", positive_float],
         ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
     ]
 
