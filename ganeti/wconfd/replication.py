@@ -76,6 +76,10 @@ class ConfigPusher:
         candidates = {n.name: n.primary_ip for n in nodes if n.master_candidate}
         everyone = {n.name: n.primary_ip for n in nodes}
         rpc = self.rpc()
+        newcomers = {name: ip for name, ip in everyone.items() if name not in self.confirmed}
+        if newcomers:  # the secrets every node needs (confd's key, RAPI's certificate, ...)
+            for ancillary in await deferToThreadPool(self.reactor, pool, self._ancillary):
+                await rpc.call(newcomers, "upload_file", [ancillary], timeout=PUSH_TIMEOUT)
         uploads = await rpc.call(candidates, "upload_file", [details], timeout=PUSH_TIMEOUT) if candidates else {}
         writes = await rpc.call(everyone, "write_ssconf_files", [values], timeout=PUSH_TIMEOUT)
         missed = set()
@@ -93,6 +97,24 @@ class ConfigPusher:
         self.lagging = missed
         if missed and (self._retry is None or not self._retry.active()):
             self._retry = self.reactor.callLater(self.retry_interval, self._retry_lagging)
+
+    def _ancillary(self) -> list[list]:
+        """upload_file arguments for the cluster-wide secrets this node has."""
+        from ganeti.rpc import wire
+
+        files = []
+        for path, mode in (
+            (self.paths.hmac_key, 0o400),
+            (self.paths.rapi_pem, 0o440),
+            (self.paths.cluster_domain_secret, 0o400),
+        ):
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            files.append(wire.file_details(wire.virtual_path(self.paths.root, path), data, mode=mode))
+        return files
 
     def _retry_lagging(self) -> None:
         self._retry = None

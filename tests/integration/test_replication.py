@@ -92,7 +92,10 @@ async def test_config_reaches_candidates_and_ssconf_every_node(root):
         await until(lambda: serial_of(roots[1]) == serial)
         await until(lambda: ssconf_of(roots[2], "master_node") == "node1.test\n")
         assert serial_of(roots[2]) is None, "node3 is not a candidate: no config.data there"
-        assert ssconf_of(roots[1], "master_candidates") == "node1.test\nnode2.test\n"
+        assert sorted((ssconf_of(roots[1], "master_candidates") or "").split()) == ["node1.test", "node2.test"]
+        for paths in roots[1:]:  # the cluster-wide secrets reach every node once
+            with open(paths.hmac_key, "rb") as theirs, open(roots[0].hmac_key, "rb") as ours:
+                assert theirs.read() == ours.read()
 
         job = LiveOwner(roots[0], 1)
         uuid = await client.add(job.owner, "nodegroup", NodeGroup(name="rack2", alloc_policy="preferred"))
