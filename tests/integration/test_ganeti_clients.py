@@ -1,0 +1,78 @@
+"""Ganeti 3.0.2's own LUXI and confd clients against our daemons.
+
+The clients come from Debian's ganeti-3.0 package, extracted (not installed)
+by scripts/install-ganeti-clients; they run in a subprocess with that package
+first on the path (it is also called "ganeti").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor, threads
+
+from ganeti import crypto
+from ganeti.config.bootstrap import initial_config
+from ganeti.testing.daemons import Daemon, seed_config
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+GANETI_LIB = CHECKOUT / ".venv" / "ganeti-3.0" / "usr" / "share" / "ganeti" / "3.0"
+SCRIPT = CHECKOUT / "tests" / "compat" / "ganeti_clients.py"
+
+pytestmark = pytest.mark.skipif(
+    not (GANETI_LIB / "ganeti" / "luxi.py").exists(),
+    reason="Ganeti 3.0.2's Python package is not available (scripts/install-ganeti-clients fetches it)",
+)
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.1.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ganeti_clients(*args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(GANETI_LIB))
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env, cwd="/"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest_twisted.ensureDeferred
+async def test_ganeti_luxi_and_confd_clients_get_correct_answers(root):
+    root.ensure_dirs()
+    crypto.write_hmac_key(root.hmac_key, crypto.generate_hmac_key())
+    seed_config(root, initial_config("cluster.test", "node1.test", "127.0.1.1"))
+    port = free_udp_port()
+    daemons = [
+        Daemon(root, "ganeti-wconfd"),
+        Daemon(root, "ganeti-luxid"),
+    ]
+    confd = Daemon(root, "ganeti-confd", "--bind", "127.0.1.1", "--port", str(port))
+    try:
+        for daemon in daemons:
+            daemon.start()
+            await daemon.ready(reactor)
+        confd.start()
+        got = await threads.deferToThread(ganeti_clients, root.luxi_socket, "127.0.1.1", str(port), root.hmac_key)
+    finally:
+        confd.stop()
+        for daemon in reversed(daemons):
+            daemon.stop()
+    assert got["status"] == "success"
+    assert got["log"] == [" - INFO: Test delay iteration 0/1", " - INFO: Test delay iteration 1/1"]
+    assert got["query_jobs"] == [[got["job_id"], "success", [None], ["TEST_DELAY(1.0e-2)"]]]
+    assert got["cluster_name"] == "cluster.test"
+    assert got["nodes"] == [["node1.test", "M"]]
+    assert got["config_values"] == ["cluster.test", False]
+    assert got["confd"]["timed_out"] is False and got["confd"]["received"] == 1
+    assert (got["confd"]["status"], got["confd"]["answer"]) == (0, "node1.test")
