@@ -1,15 +1,20 @@
 """C{twistd ganeti-noded}: options and the composition root.
 
     twistd -n ganeti-noded --root DIR --bind 127.0.1.1 [--port 1811]
+           [--join-token TOKEN | --join-token-file FILE]
 
 Serves node RPC over HTTPS with mutual TLS: the TLS layer is a
 C{TLSMemoryBIOFactory} around the web site on a plain TCP endpoint, so that
 the handshake can require and pin the client's cluster certificate before
 any HTTP is parsed.
+
+Without C{server.pem} but with a join token, noded starts in unjoined mode
+(L{ganeti.noded.join}) and switches to the above once the master joined it.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.application.internet import StreamServerEndpointService
@@ -20,10 +25,11 @@ from twisted.python import usage
 
 from ganeti import errors
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
+from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.paths import Paths
-from ganeti.rpc import wire
+from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
 
 
@@ -38,12 +44,29 @@ class Options(usage.Options):
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", None, "Address to listen on (the node's primary IP)."],
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
+        ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
+        ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
     ]
 
     def postOptions(self) -> None:
         if not self["bind"]:
             raise usage.UsageError("--bind ADDRESS is required")
         self["paths"] = Paths.from_option(self["root"])
+        if self["join-token"] and self["join-token-file"]:
+            raise usage.UsageError("give --join-token or --join-token-file, not both")
+        token = self["join-token"]
+        if self["join-token-file"]:
+            try:
+                with open(self["join-token-file"]) as handle:
+                    token = handle.read()
+            except OSError as e:
+                raise usage.UsageError("cannot read the join token file: %s" % e)
+        if token is not None:
+            try:
+                token = join.check_token(token)
+            except ValueError as e:
+                raise usage.UsageError(str(e))
+        self["token"] = token
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
@@ -51,23 +74,33 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         from twisted.internet import reactor
     paths: Paths = options["paths"]
     paths.ensure_dirs()
-    try:
-        creds = Credentials.cluster(paths)
-    except errors.ConfigurationError as e:
-        raise SystemExit(
-            "ganeti-noded: %s\n(this node has no cluster certificate; create one with "
-            "gnt-cluster init, or join it to a cluster)" % e
-        )
-    pid_fd = lock_pid_file(paths, "ganeti-noded")
-    root = MultiService()
-    root.addService(PidFileService(pid_fd))
-    procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
-    tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
-    factory = TLSMemoryBIOFactory(tls, False, node_site(procedures, access_log=bool(options["access-log"])))
     address = options["bind"]
     if ":" in address:
         endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)
     else:
         endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
-    StreamServerEndpointService(endpoint, factory).setServiceParent(root)
+
+    def joined_factory() -> TLSMemoryBIOFactory:
+        creds = Credentials.cluster(paths)
+        procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
+        tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
+        return TLSMemoryBIOFactory(tls, False, node_site(procedures, access_log=bool(options["access-log"])))
+
+    unjoined = not os.path.exists(paths.server_pem) and options.get("token")
+    if not unjoined:
+        try:
+            factory = joined_factory()
+        except errors.ConfigurationError as e:
+            raise SystemExit(
+                "ganeti-noded: %s\n(this node has no cluster certificate; create one with "
+                "gnt-cluster init, or start noded with --join-token to be joined to a cluster)" % e
+            )
+    pid_fd = lock_pid_file(paths, "ganeti-noded")
+    root = MultiService()
+    root.addService(PidFileService(pid_fd))
+    if unjoined:
+        JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
+                    stop=reactor.stop, reactor=reactor).setServiceParent(root)
+    else:
+        StreamServerEndpointService(endpoint, factory).setServiceParent(root)
     return root

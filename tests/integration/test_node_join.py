@@ -1,0 +1,175 @@
+"""A real noded in unjoined mode, joined by join_node (ganeti.rpc.join)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor
+
+from ganeti import crypto, daemons, errors, ssconf
+from ganeti.rpc import RpcClient, join, wire
+from ganeti.testing.daemons import Daemon, make_root, remove_root
+
+TOKEN = "correct-horse-battery-staple-42"
+ADDRESS = "127.0.1.2"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((ADDRESS, 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def master():
+    paths = make_root("gntm")
+    crypto.bootstrap_secrets(paths, "cluster.test", node_name="node1.test")
+    ssconf.write_files(paths, {"cluster_name": ["cluster.test"], "master_node": ["node1.test"],
+                               "node_list": ["node1.test"]})
+    yield paths
+    remove_root(paths)
+
+
+@pytest.fixture
+def node():
+    """An unjoined node root and its noded (not started), token in a file."""
+    paths = make_root("gntj")
+    port = free_port()
+    token_file = os.path.join(paths.root, "join-token")
+    with open(token_file, "w") as handle:
+        handle.write(TOKEN + "\n")
+    daemon = Daemon(paths, "ganeti-noded", "--access-log", "--bind", ADDRESS, "--port", str(port),
+                    "--join-token-file", token_file, tcp=(ADDRESS, port))
+    yield paths, daemon, port, token_file
+    daemon.stop()
+    remove_root(paths)
+
+
+def data_files(paths) -> list[str]:
+    return sorted(os.listdir(paths.data_dir)) if os.path.isdir(paths.data_dir) else []
+
+
+def raw_post(port: int, path: str, body: bytes) -> tuple[int, bytes]:
+    """An HTTPS POST without any certificate or token (stdlib ssl)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((ADDRESS, port), timeout=10) as raw:
+        with ctx.wrap_socket(raw) as tls:
+            tls.sendall(b"POST /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                        % (path.encode(), len(body)) + body)
+            data = b""
+            while True:
+                try:
+                    chunk = tls.recv(65536)
+                except (ssl.SSLEOFError, ConnectionError):
+                    break
+                if not chunk:
+                    break
+                data += chunk
+    return join.parse_http_response(data)
+
+
+def test_refuses_to_start_without_certificate_or_token(node):
+    paths, _daemon, port, _token_file = node
+    daemon = Daemon(paths, "ganeti-noded", "--bind", ADDRESS, "--port", str(port), tcp=(ADDRESS, port))
+    daemon.start()
+    assert daemon.process.wait(timeout=30) != 0
+    assert "no cluster certificate" in daemon.output() and "--join-token" in daemon.output()
+
+
+def test_short_token_is_refused(node):
+    paths, _daemon, port, _token_file = node
+    daemon = Daemon(paths, "ganeti-noded", "--bind", ADDRESS, "--port", str(port), "--join-token", "short",
+                    tcp=(ADDRESS, port))
+    daemon.start()
+    assert daemon.process.wait(timeout=30) != 0
+    assert "at least 16 characters" in daemon.output()
+
+
+@pytest_twisted.ensureDeferred
+async def test_join_then_normal_rpc(master, node):
+    paths, daemon, port, token_file = node
+    daemon.start()
+    await daemon.ready(reactor)
+    before = data_files(paths)
+    # unjoined: the cluster's RPC client cannot talk to it (throw-away certificate) ...
+    client = RpcClient.from_paths(reactor, master, port=port)
+    try:
+        result = await client.call_one("node2", ADDRESS, "version", [], timeout=10)
+        assert result.failed and "TLS" in result.fail_msg
+    finally:
+        await client.close()
+    # ... and a client without certificate gets only refusals
+    status, body = raw_post(port, "version", b"[]")
+    assert status == 404 and b"node_join" in body
+    assert data_files(paths) == before
+
+    await join.join_node_async(reactor, master, ADDRESS, TOKEN, "node2.test", port=port, timeout=20)
+
+    assert not os.path.exists(token_file)
+    assert os.stat(paths.server_pem).st_mode & 0o777 == 0o440
+    assert crypto.load_pem_file(paths.server_pem) == crypto.load_pem_file(master.server_pem)
+    _key, client_cert = crypto.load_pem_file(paths.client_pem)
+    assert crypto.is_issued_by(client_cert, crypto.load_pem_file(master.server_pem)[1])
+    assert ssconf.SimpleStore(paths).get_cluster_name() == "cluster.test"
+    assert ssconf.SimpleStore(paths).get_master_node() == "node1.test"
+    assert daemons.read_node_identity(paths) == {"name": "node2.test", "address": ADDRESS}
+
+    client = RpcClient.from_paths(reactor, master, port=port)
+    try:
+        result = await client.call_one("node2", ADDRESS, "version", [], timeout=10)
+        assert result.success, result.fail_msg
+        assert result.payload == wire.PROTOCOL_VERSION
+        names = await client.call_one("node2", ADDRESS, "master_node_name", [], timeout=10)
+        assert names.payload == "node1.test"
+    finally:
+        await client.close()
+    # a second join is impossible: the node now wants the cluster certificate
+    with pytest.raises(errors.OpExecError):
+        await join.join_node_async(reactor, master, ADDRESS, TOKEN, "node2.test", port=port, timeout=10)
+    assert "joined; serving node RPC with the cluster certificate" in daemon.output()
+
+
+@pytest_twisted.ensureDeferred
+async def test_wrong_token_writes_nothing_and_burns_after_five(master, node):
+    paths, daemon, port, token_file = node
+    daemon.start()
+    await daemon.ready(reactor)
+    before = data_files(paths)
+    for _ in range(4):
+        with pytest.raises(errors.OpExecError, match="the node refused the join token"):
+            await join.join_node_async(reactor, master, ADDRESS, "x" * 20, "node2.test", port=port, timeout=10)
+    # a forged request without the token: refused too, nothing written
+    forged = {"proof": "00" * 32, "nonce": "AAAAAAAAAAAAAAAA", "payload": "AAAA"}
+    status, _body = raw_post(port, "node_join", json.dumps(forged).encode())
+    assert status == 403
+    assert data_files(paths) == before
+    assert daemon.process.wait(timeout=10) is not None  # fifth wrong proof: the token is burnt
+    assert "the join token is burnt" in daemon.output()
+    assert not os.path.exists(token_file)
+    assert not os.path.exists(paths.server_pem)
+
+
+@pytest_twisted.ensureDeferred
+async def test_token_survives_a_few_wrong_proofs(master, node):
+    paths, daemon, port, _token_file = node
+    daemon.start()
+    await daemon.ready(reactor)
+    with pytest.raises(errors.OpExecError, match="the node refused the join token"):
+        await join.join_node_async(reactor, master, ADDRESS, "y" * 16, "node2.test", port=port, timeout=10)
+    status, _body = raw_post(port, "node_join", b"not json")
+    assert status == 400
+    await join.join_node_async(reactor, master, ADDRESS, TOKEN, "node2.test", port=port, timeout=20)
+    assert os.path.exists(paths.server_pem)
+
+
+def test_unreachable_node(master):
+    port = free_port()
+    with pytest.raises(errors.OpExecError, match="node unreachable"):
+        join.join_node(master, ADDRESS, TOKEN, "node2.test", port=port, timeout=5)
