@@ -160,6 +160,9 @@ class JoinResource(Resource):
         except join.JoinError as e:
             self.log.warn("node_join from {peer}: refused payload: {error}", peer=peer, error=e)
             return self._answer(request, 400, {"error": str(e)})
+        except OSError as e:
+            self.log.error("node_join from {peer}: cannot write the cluster files: {error}", peer=peer, error=e)
+            return self._answer(request, 500, {"error": "cannot write the cluster files: %s" % e})
         self.log.info("node_join from {peer}: joined cluster {cluster} as {name}",
                       peer=peer, cluster=payload["cluster_name"], name=payload["node_name"])
         proof = join.server_proof(key).hex()

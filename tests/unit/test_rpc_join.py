@@ -190,3 +190,58 @@ def test_build_payload_from_the_master_files(root):
     assert value["ssconf"]["node_list"] == ["a", "b"]
     _key, client_cert = noded_join._parse_pem(value["client_pem"], "client_pem")
     assert crypto.is_issued_by(client_cert, crypto.load_pem_file(root.server_pem)[1])
+
+
+class _FakePort:
+    def __init__(self, factory):
+        self.factory = factory
+        self.stopped = False
+
+    def stopListening(self):
+        from twisted.internet import defer
+
+        self.stopped = True
+        return defer.succeed(None)
+
+
+class _FakeEndpoint:
+    def __init__(self):
+        self.ports = []
+
+    def listen(self, factory):
+        from twisted.internet import defer
+
+        self.ports.append(_FakePort(factory))
+        return defer.succeed(self.ports[-1])
+
+
+def test_join_service_burns_the_token_after_five_wrong_proofs(root):
+    token_file = os.path.join(root.root, "token")
+    with open(token_file, "w") as handle:
+        handle.write(TOKEN)
+    stopped = []
+    service = noded_join.JoinService(root, _FakeEndpoint(), TOKEN, lambda: None, token_file=token_file,
+                                     stop=lambda: stopped.append(True))
+    service.startService()
+    for n in range(1, noded_join.MAX_FAILURES):
+        service.wrong_proof(("127.0.0.1", n))
+        assert service.waiting and service.token == TOKEN and not stopped
+    service.wrong_proof(("127.0.0.1", 99))
+    assert not service.waiting and service.token == "" and stopped == [True]
+    assert not os.path.exists(token_file)
+
+
+def test_join_service_switches_listeners_in_process(root):
+    from twisted.internet import defer
+
+    endpoint = _FakeEndpoint()
+    joined_factory = object()
+    service = noded_join.JoinService(root, endpoint, TOKEN, lambda: joined_factory)
+    service.startService()
+    unjoined = endpoint.ports[0]
+    d = defer.ensureDeferred(service.joined())
+    assert d.called and unjoined.stopped
+    assert [p.factory for p in endpoint.ports[1:]] == [joined_factory]
+    assert not service.waiting and service.token == ""
+    service.stopService()
+    assert endpoint.ports[1].stopped
