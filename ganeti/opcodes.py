@@ -436,3 +436,69 @@ define(
     doc="Rename a node group.",
     result="the new name",
 )
+
+define(
+    "OP_CLUSTER_VERIFY",
+    [
+        Param("debug_simulate_errors", T_BOOL, False, "inject fake errors (testing)"),
+        Param("error_codes", T_BOOL, False, "machine-parsable error output"),
+        Param("skip_checks", t_list(T_STR), [], "optional checks to skip"),
+        Param("ignore_errors", t_list(T_STR), [], "verify error codes downgraded to warnings"),
+        Param("verbose", T_BOOL, False, "more output"),
+        Param("group_name", t_maybe(T_NONEMPTY_STR), ABSENT, "node group name"),
+        Param("verify_clutter", T_BOOL, False, "also check authorized_keys for stray entries"),
+    ],
+    doc="Verify the cluster: its configuration and every online node (live).",
+    result="bool",
+)
+
+define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
+
+P_MASTER_CAPABLE = Param("master_capable", t_maybe(T_BOOL), ABSENT, "may become master/candidate")
+P_VM_CAPABLE = Param("vm_capable", t_maybe(T_BOOL), ABSENT, "may host instances")
+P_SECONDARY_IP = Param("secondary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "replication IP")
+
+define(
+    "OP_NODE_ADD",
+    [
+        P_NODE_NAME,
+        P_HV_STATE,
+        P_DISK_STATE,
+        Param("primary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "primary IP (resolved from the name if omitted)"),
+        P_SECONDARY_IP,
+        Param("readd", T_BOOL, False, "re-add a node that was already in the cluster"),
+        Param("group", t_maybe(T_NONEMPTY_STR), ABSENT, "initial node group (default group if omitted)"),
+        P_MASTER_CAPABLE,
+        P_VM_CAPABLE,
+        P_NDPARAMS,
+        Param("node_setup", T_BOOL, False, "run SSH/daemon setup on the new node"),
+        Param("join_token", t_maybe(T_NONEMPTY_STR), ABSENT, "(ours) one-time token an unjoined noded waits for"),
+    ],
+    doc="Add a node to the cluster.",
+    summary="node_name",
+)
+
+define("OP_NODE_REMOVE", [P_NODE_NAME, P_NODE_UUID], doc="Remove a node from the cluster.", summary="node_name")
+
+define(
+    "OP_NODE_SET_PARAMS",
+    [
+        P_NODE_NAME,
+        P_NODE_UUID,
+        P_FORCE,
+        P_HV_STATE,
+        P_DISK_STATE,
+        Param("master_candidate", t_maybe(T_BOOL), ABSENT, "set/unset the master candidate flag"),
+        Param("offline", t_maybe(T_BOOL), ABSENT, "set/unset the offline flag"),
+        Param("drained", t_maybe(T_BOOL), ABSENT, "set/unset the drained flag"),
+        Param("auto_promote", T_BOOL, False, "promote other nodes if the candidate pool shrinks"),
+        P_MASTER_CAPABLE,
+        P_VM_CAPABLE,
+        P_SECONDARY_IP,
+        P_NDPARAMS,
+        Param("powered", t_maybe(T_BOOL), ABSENT, "record the power state (OOB)"),
+    ],
+    doc="Change a node's roles and parameters.",
+    result="list of [param_name, new_value] changes applied",
+    summary="node_name",
+)

@@ -8,7 +8,7 @@ L{LogicalUnit} subclasses and import it below.
 from __future__ import annotations
 
 from ganeti import errors
-from ganeti.cmdlib import cluster, group, tags, test  # noqa: F401  (registration)
+from ganeti.cmdlib import cluster, group, node, tags, test  # noqa: F401  (registration)
 from ganeti.cmdlib.base import ALL_SET, REGISTRY, LogicalUnit, OpContext, register
 
 

@@ -107,6 +107,7 @@ class OpContext:
     @ivar owner: the job's lock owner.
     @ivar clock: an C{IReactorTime} (sleeps and timestamps).
     @ivar job_id: the job's id (C{None} outside a job).
+    @ivar paths: the master's L{ganeti.paths.Paths} (C{None} in tests).
     """
 
     def __init__(
@@ -116,12 +117,40 @@ class OpContext:
         clock: Any,
         feedback: Callable[[Any, str], Awaitable[None] | None] | None = None,
         job_id: int | None = None,
+        paths: Any = None,
+        rpc_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.wconfd = wconfd
         self.owner = owner
         self.clock = clock
         self.job_id = job_id
+        self.paths = paths
         self._feedback = feedback
+        self._rpc_factory = rpc_factory
+        self._rpc: Any = None
+
+    def rpc(self) -> Any:
+        """The node RPC client (L{ganeti.rpc.RpcClient}), created on first use.
+
+        It talks to the node daemons on L{rpc_port}; without C{paths} (and
+        no C{rpc_factory}) there is none: L{errors.OpExecError}.
+        """
+        if self._rpc is None:
+            if self._rpc_factory is not None:
+                self._rpc = self._rpc_factory()
+            elif self.paths is not None:
+                from ganeti.rpc import RpcClient
+
+                self._rpc = RpcClient.from_paths(self.clock, self.paths, port=rpc_port())
+            else:
+                raise errors.OpExecError("No node RPC available in this context")
+        return self._rpc
+
+    async def close(self) -> None:
+        """Close the RPC client if one was made."""
+        rpc, self._rpc = self._rpc, None
+        if rpc is not None and hasattr(rpc, "close"):
+            await rpc.close()
 
     def feedback(self, message: Any, kind: str = model.ELOG_MESSAGE) -> Any:
         """Add C{message} to the opcode's log.
@@ -141,6 +170,21 @@ class OpContext:
     def sleep(self, seconds: float) -> Any:
         """A Deferred that fires after C{seconds} on the context's clock."""
         return deferLater(self.clock, max(0.0, float(seconds)), lambda: None)
+
+
+#: The node daemons' port when C{GANETI_RPC_PORT} is not set.
+DEFAULT_RPC_PORT = 1811
+
+
+def rpc_port() -> int:
+    """The cluster-wide node daemon port: C{$GANETI_RPC_PORT}, else 1811."""
+    import os
+
+    value = os.environ.get("GANETI_RPC_PORT", "")
+    try:
+        return int(value) if value else DEFAULT_RPC_PORT
+    except ValueError:
+        return DEFAULT_RPC_PORT
 
 
 class LogicalUnit:

@@ -84,7 +84,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     async def save(current: QueuedJob) -> None:
         save_job(paths, current)
 
-    processor = Processor(job, client, owner, save=save, clock=reactor)
+    processor = Processor(job, client, owner, save=save, clock=reactor, paths=paths)
     control = _Control(processor)
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
     if job.start_timestamp is None:

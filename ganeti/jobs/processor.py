@@ -112,6 +112,9 @@ class Processor:
     @param lock_timeouts: timeouts of the lock attempts before the
         blocking one.
     @param registry: C{OP_ID -> LU class} (default: L{ganeti.cmdlib}'s).
+    @param paths: the node root (LUs' node RPC client uses its certificate).
+    @param rpc_factory: makes the LUs' node RPC client (tests); default:
+        one from C{paths}.
     """
 
     log = Logger()
@@ -126,8 +129,12 @@ class Processor:
         clock: Any,
         lock_timeouts: Iterable[float] = DEFAULT_LOCK_TIMEOUTS,
         registry: dict[str, type] | None = None,
+        paths: Any = None,
+        rpc_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.job = job
+        self.paths = paths
+        self.rpc_factory = rpc_factory
         self.wconfd = wconfd
         self.owner = owner
         self.clock = clock
@@ -251,17 +258,23 @@ class Processor:
         from ganeti.cmdlib.base import OpContext
 
         feedback = partial(self._feedback, index)
-        ctx = OpContext(self.wconfd, self.owner, self.clock, feedback=feedback, job_id=self.job.id)
-        lu = await self._lock(qop, op, lu_class, ctx)
-        self._check_cancel()
-        qop.status = model.RUNNING
-        qop.exec_timestamp = self._timestamp()
-        await self._save()
-        lu.cfg = await self.wconfd.read_config()
-        lu.check_prereq()
-        if op.get("dry_run"):
-            return lu.dry_run_result
-        return await lu.exec_(ctx.feedback)
+        ctx = OpContext(
+            self.wconfd, self.owner, self.clock, feedback=feedback, job_id=self.job.id,
+            paths=self.paths, rpc_factory=self.rpc_factory,
+        )
+        try:
+            lu = await self._lock(qop, op, lu_class, ctx)
+            self._check_cancel()
+            qop.status = model.RUNNING
+            qop.exec_timestamp = self._timestamp()
+            await self._save()
+            lu.cfg = await self.wconfd.read_config()
+            lu.check_prereq()
+            if op.get("dry_run"):
+                return lu.dry_run_result
+            return await lu.exec_(ctx.feedback)
+        finally:
+            await ctx.close()
 
     def _lu_class(self, op_id: str) -> Any:
         if self._registry is None:

@@ -79,8 +79,8 @@ class RegistryTests(SynchronousTestCase):
         self.assertEqual(set(REGISTRY), set(opcodes.OPCODES))
 
     def test_lookup_unknown(self) -> None:
-        e = self.assertRaises(errors.OpPrereqError, lookup, "OP_NODE_ADD")
-        self.assertEqual(e.args, ("OP_NODE_ADD: opcode not implemented", errors.ECODE_INVAL))
+        e = self.assertRaises(errors.OpPrereqError, lookup, "OP_NO_SUCH_OPCODE")
+        self.assertEqual(e.args, ("OP_NO_SUCH_OPCODE: opcode not implemented", errors.ECODE_INVAL))
 
 
 class GroupTests(LUTestCase):
@@ -355,10 +355,10 @@ class ClusterTests(LUTestCase):
 
 
 class TestDelayTests(LUTestCase):
-    def test_on_nodes_not_supported(self) -> None:
-        result = self.error(delay(1, on_nodes=["node2.example.test"]))
+    def test_on_unknown_nodes_refused(self) -> None:
+        result = self.error(delay(1, on_nodes=["no-such-node.example.test"]))
         self.assertEqual(result[0], "OpPrereqError")
-        self.assertIn("not supported yet", result[1][0])
+        self.assertIn("not known", result[1][0])
 
     def test_locks(self) -> None:
         self.assertFalse(make_lu(delay(1), self.env.config).uses_bgl())

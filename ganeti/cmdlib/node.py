@@ -1,0 +1,611 @@
+"""Node LUs: OP_NODE_ADD, OP_NODE_REMOVE, OP_NODE_SET_PARAMS.
+
+The master-candidate pool follows Ganeti's rules (C{lib/cmdlib/common.py},
+C{lib/config.py}): the cluster wants C{candidate_pool_size} candidates, or
+every node that can be one (online, not drained, master capable) if there
+are fewer.  A new node becomes a candidate while the pool is short; a node
+that leaves the pool (removed, offline, drained, demoted, no longer master
+capable) is replaced by promoting another, when the LU holds every node
+lock.
+
+Nodes are reached by node RPC at their primary IP on the cluster-wide
+port (L{ganeti.cmdlib.base.rpc_port}).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Iterable
+
+import attrs
+
+from ganeti import errors
+from ganeti.cmdlib.base import (
+    ALL_SET,
+    LEVEL_NODE,
+    LEVEL_NODE_RES,
+    Feedback,
+    LogicalUnit,
+    expand_node,
+    lookup_group,
+    register,
+    rpc_port,
+)
+from ganeti.cmdlib.cluster import LUClusterVerifyConfig
+from ganeti.objects import ConfigData, Node, new_uuid
+from ganeti.rpc import wire
+
+# --- the candidate pool (pure functions of a config) ---------------------------------
+
+
+def candidate_stats(cfg: ConfigData, exceptions: Iterable[str] = ()) -> tuple[int, int, int]:
+    """Ganeti's C{GetMasterCandidateStats}: C{(now, should, max)}.
+
+    C{now}: candidates; C{max}: nodes that could be one (online, not
+    drained, master capable); C{should}: C{min(max, candidate_pool_size)}.
+    Nodes whose UUID is in C{exceptions} are not counted.
+    """
+    skip = set(exceptions)
+    mc_now = mc_max = 0
+    for node in cfg.nodes.values():
+        if node.uuid in skip:
+            continue
+        if not (node.offline or node.drained) and node.master_capable:
+            mc_max += 1
+        if node.master_candidate:
+            mc_now += 1
+    pool = cfg.cluster.candidate_pool_size or 0
+    return mc_now, min(mc_max, pool), mc_max
+
+
+def decide_self_promotion(cfg: ConfigData, exceptions: Iterable[str] = ()) -> bool:
+    """Whether a node (not counted yet, or in C{exceptions}) should become a candidate."""
+    mc_now, mc_should, _ = candidate_stats(cfg, exceptions)
+    mc_should = min(mc_should + 1, cfg.cluster.candidate_pool_size or 0)
+    return mc_now < mc_should
+
+
+def nodes_to_promote(cfg: ConfigData, exceptions: Iterable[str] = ()) -> list[Node]:
+    """Ganeti's C{MaintainCandidatePool}: nodes to make candidates (by name order).
+
+    Only online, undrained, master capable nodes outside C{exceptions} that
+    are not candidates yet, as many as the pool is short.
+    """
+    skip = set(exceptions)
+    mc_now, mc_should, _ = candidate_stats(cfg, skip)
+    chosen: list[Node] = []
+    for node in sorted(cfg.nodes.values(), key=lambda n: n.name or ""):
+        if mc_now >= mc_should:
+            break
+        if node.master_candidate or node.offline or node.drained or node.uuid in skip or not node.master_capable:
+            continue
+        chosen.append(node)
+        mc_now += 1
+    return chosen
+
+
+async def adjust_candidate_pool(lu: LogicalUnit, exceptions: Iterable[str]) -> list[str]:
+    """Promote nodes until the pool is full again (the LU holds every node lock).
+
+    Returns the names of the promoted nodes.
+    """
+    exceptions = list(exceptions)
+    promoted = []
+    for node in nodes_to_promote(lu.cfg, exceptions):
+        await lu.update("node", attrs.evolve(node, master_candidate=True))
+        promoted.append(node.name)
+    if promoted:
+        await lu.log_info("Promoted nodes to master candidate role: %s", ", ".join(promoted))
+    mc_now, mc_should, _ = candidate_stats(lu.cfg, exceptions)
+    if mc_now > mc_should:
+        await lu.log_info("Note: more nodes are candidates (%d) than desired (%d)" % (mc_now, mc_should))
+    return promoted
+
+
+def node_instances(cfg: ConfigData, node_uuid: str) -> list[str]:
+    """Names of the instances using C{node_uuid} (as primary or through a disk)."""
+    names = []
+    for inst in cfg.instances.values():
+        nodes = {inst.primary_node}
+        for disk_uuid in inst.disks:
+            disk = cfg.disks.get(disk_uuid)
+            if disk is not None:
+                nodes.update(disk.nodes or [])
+        if node_uuid in nodes:
+            names.append(inst.name or inst.uuid or "?")
+    return sorted(names)
+
+
+def _address(node: Node) -> str:
+    return node.primary_ip or node.name or ""
+
+
+# --- OP_NODE_ADD ------------------------------------------------------------------------
+
+
+@register
+class LUNodeAdd(LogicalUnit):
+    """Add a node (or re-add one with C{readd}).
+
+    Locks: the BGL exclusively (C{REQ_BGL}), and every node lock, so that
+    the node being re-added may be changed.  With C{join_token} the node's
+    unjoined NodeD is first given the cluster's certificate
+    (L{ganeti.rpc.join}); without it the node must already have them.  The
+    node must answer C{version} and the master must reach its node daemon
+    before it enters the configuration; WConfD then pushes config.data (to
+    candidates) and ssconf to it.
+    """
+
+    OP_ID = "OP_NODE_ADD"
+    REQ_BGL = True
+
+    def check_arguments(self) -> None:
+        op = self.op
+        if op.get("primary_ip") is None:
+            try:
+                op["primary_ip"] = socket.gethostbyname(op["node_name"])
+            except OSError as e:
+                raise errors.OpPrereqError(
+                    "Cannot resolve node name '%s' (%s); give its primary IP" % (op["node_name"], e),
+                    errors.ECODE_RESOLVER,
+                ) from None
+        for key in ("primary_ip", "secondary_ip"):
+            value = op.get(key)
+            if value is not None and not _valid_ip(value):
+                raise errors.OpPrereqError("Invalid %s address '%s'" % (key.replace("_", " "), value), errors.ECODE_INVAL)
+        if op.get("secondary_ip") is None:
+            op["secondary_ip"] = op["primary_ip"]
+
+    def expand_names(self) -> None:
+        self.needed_locks[LEVEL_NODE] = ALL_SET
+
+    def check_prereq(self) -> None:
+        op = self.op
+        name = op["node_name"]
+        ips = {op["primary_ip"], op["secondary_ip"]}
+        existing = next((n for n in self.cfg.nodes.values() if n.name == name), None)
+        if existing is not None and not op["readd"]:
+            raise errors.OpPrereqError("Node %s is already in the configuration" % name, errors.ECODE_EXISTS)
+        if existing is None and op["readd"]:
+            raise errors.OpPrereqError("Node %s is not in the configuration" % name, errors.ECODE_NOENT)
+        for node in self.cfg.nodes.values():
+            if node.name == name:
+                continue
+            if ips & {node.primary_ip, node.secondary_ip}:
+                raise errors.OpPrereqError(
+                    "New node ip address(es) conflict with existing node %s" % node.name, errors.ECODE_NOTUNIQUE
+                )
+        if existing is not None and existing.uuid == self.cfg.cluster.master_node:
+            raise errors.OpPrereqError("Cannot readd the master node", errors.ECODE_STATE)
+        self.existing = existing
+        self.group_uuid = existing.group if existing is not None and op.get("group") is None else lookup_group(
+            self.cfg, op.get("group")
+        )
+        default = existing.master_capable if existing is not None else True
+        self.master_capable = default if op.get("master_capable") is None else op["master_capable"]
+        default = existing.vm_capable if existing is not None else True
+        self.vm_capable = default if op.get("vm_capable") is None else op["vm_capable"]
+        exceptions = [existing.uuid] if existing is not None else []
+        self.master_candidate = bool(self.master_capable) and decide_self_promotion(self.cfg, exceptions)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        op = self.op
+        name, ip = op["node_name"], op["primary_ip"]
+        port = rpc_port()
+        if op.get("join_token"):
+            from ganeti.rpc.join import join_node_async
+
+            try:
+                await join_node_async(self.ctx.clock, self.ctx.paths, ip, op["join_token"], name, port=port)
+            except Exception as e:
+                raise errors.OpExecError("Could not join node %s at %s:%d: %s" % (name, ip, port, e)) from e
+        rpc = self.ctx.rpc()
+        result = (await rpc.call({name: ip}, "version", []))[name]
+        if result.failed:
+            raise errors.OpPrereqError(
+                "Can't get version information from node %s: %s" % (name, result.fail_msg), errors.ECODE_ENVIRON
+            )
+        if result.payload != wire.PROTOCOL_VERSION:
+            raise errors.OpExecError(
+                "Version mismatch master version %s, node version %s" % (wire.PROTOCOL_VERSION, result.payload)
+            )
+        master = self.cfg.nodes.get(self.cfg.cluster.master_node or "")
+        if master is not None:
+            answer = (await rpc.call({master.name: _address(master)}, "node_verify",
+                                     [{"nodelist": [[name, ip]]}, self.cfg.cluster.cluster_name]))[master.name]
+            if answer.failed:
+                raise errors.OpExecError("Cannot communicate with node %s: %s" % (master.name, answer.fail_msg))
+            failures = (answer.payload or {}).get("nodelist") or {}
+            if failures:
+                for failed, why in failures.items():
+                    await self.feedback("ssh/hostname verification failed (checking from %s): %s" % (master.name, why))
+                raise errors.OpExecError("ssh/hostname verification failed")
+        changes = dict(
+            primary_ip=ip,
+            secondary_ip=op["secondary_ip"],
+            master_candidate=self.master_candidate,
+            offline=False,
+            drained=False,
+            group=self.group_uuid,
+            master_capable=self.master_capable,
+            vm_capable=self.vm_capable,
+        )
+        if op.get("ndparams") is not None:
+            changes["ndparams"] = dict(op["ndparams"])
+        if op.get("hv_state") is not None:
+            changes["hv_state_static"] = op["hv_state"]
+        if op.get("disk_state") is not None:
+            changes["disk_state_static"] = op["disk_state"]
+        if self.existing is not None:
+            await self.log_info("Readding a node, the offline/drained flags were reset")
+            await self.update("node", attrs.evolve(self.existing, **changes))
+        else:
+            node = Node(name=name, uuid=new_uuid(), powered=True, **changes)
+            await self.add("node", node)
+        return None
+
+
+def _valid_ip(text: str) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, text)
+            return True
+        except OSError:
+            pass
+    return False
+
+
+# --- OP_NODE_REMOVE ---------------------------------------------------------------------
+
+
+@register
+class LUNodeRemove(LogicalUnit):
+    """Remove a node: not the master, not one with instances.
+
+    Locks: the BGL exclusively and every node lock (another node may be
+    promoted to keep the candidate pool full).  The node is told to leave
+    the cluster (best effort: a warning if it cannot be reached).
+    """
+
+    OP_ID = "OP_NODE_REMOVE"
+    REQ_BGL = True
+
+    def expand_names(self) -> None:
+        self.node_uuid = expand_node(self.cfg, self.op["node_name"]).uuid
+        self.op["node_uuid"] = self.node_uuid
+        self.needed_locks[LEVEL_NODE] = ALL_SET
+
+    def check_prereq(self) -> None:
+        node = self.cfg.nodes.get(self.node_uuid)
+        if node is None:
+            raise errors.OpPrereqError("Node '%s' not known" % self.op["node_name"], errors.ECODE_NOENT)
+        if node.uuid == self.cfg.cluster.master_node:
+            raise errors.OpPrereqError("Node is the master node, failover to another node is required",
+                                       errors.ECODE_INVAL)
+        instances = node_instances(self.cfg, node.uuid)
+        if instances:
+            raise errors.OpPrereqError(
+                "Instance %s is still running on the node, please remove first" % instances[0], errors.ECODE_INVAL
+            )
+        self.node = node
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        node = self.node
+        await adjust_candidate_pool(self, [node.uuid])
+        await self.remove("node", node.uuid)
+        result = (await self.ctx.rpc().call({node.name: _address(node)}, "node_leave_cluster", [False]))[node.name]
+        if result.failed:
+            await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
+                                   result.fail_msg)
+        return None
+
+
+# --- OP_NODE_SET_PARAMS -----------------------------------------------------------------
+
+ROLE_CANDIDATE = "candidate"
+ROLE_DRAINED = "drained"
+ROLE_OFFLINE = "offline"
+ROLE_REGULAR = "regular"
+#: the flags (master_candidate, drained, offline) of each role
+_R2F = {
+    ROLE_CANDIDATE: (True, False, False),
+    ROLE_DRAINED: (False, True, False),
+    ROLE_OFFLINE: (False, False, True),
+    ROLE_REGULAR: (False, False, False),
+}
+_F2R = {flags: role for role, flags in _R2F.items()}
+_FLAGS = ("master_candidate", "drained", "offline")
+
+
+@register
+class LUNodeSetParams(LogicalUnit):
+    """Change a node's roles (candidate, drained, offline) and capabilities.
+
+    At most one of the three role flags may be set at once; setting one
+    clears the others.  The master's role cannot change here.  A demotion
+    that would leave the pool short is refused unless C{auto_promote},
+    which locks every node and promotes others.  Returns Ganeti's list of
+    C{[parameter, new value]} changes.
+    """
+
+    OP_ID = "OP_NODE_SET_PARAMS"
+    REQ_BGL = False
+
+    def check_arguments(self) -> None:
+        op = self.op
+        mods = ("offline", "master_candidate", "drained", "master_capable", "vm_capable", "secondary_ip",
+                "ndparams", "hv_state", "disk_state", "powered")
+        if all(op.get(name) is None for name in mods):
+            raise errors.OpPrereqError("Please pass at least one modification", errors.ECODE_INVAL)
+        if [op.get(flag) for flag in _FLAGS].count(True) > 1:
+            raise errors.OpPrereqError("Can't set the node into more than one state at the same time",
+                                       errors.ECODE_INVAL)
+        if op.get("secondary_ip") is not None and not _valid_ip(op["secondary_ip"]):
+            raise errors.OpPrereqError("Secondary IP (%s) needs to be a valid IP address" % op["secondary_ip"],
+                                       errors.ECODE_INVAL)
+        self.might_demote = (op.get("master_candidate") is False or op.get("offline") is True
+                             or op.get("drained") is True or op.get("master_capable") is False)
+        self.lock_all = bool(op["auto_promote"]) and self.might_demote
+
+    def expand_names(self) -> None:
+        self.node_uuid = expand_node(self.cfg, self.op["node_name"]).uuid
+        self.op["node_uuid"] = self.node_uuid
+        locks = ALL_SET if self.lock_all else [self.node_uuid]
+        self.needed_locks[LEVEL_NODE] = locks
+        self.needed_locks[LEVEL_NODE_RES] = locks
+
+    def check_prereq(self) -> None:
+        op = self.op
+        node = self.cfg.nodes.get(self.node_uuid)
+        if node is None:
+            raise errors.OpPrereqError("Node '%s' not known" % op["node_name"], errors.ECODE_NOENT)
+        self.node = node
+        self.infos: list[str] = []
+        is_master = node.uuid == self.cfg.cluster.master_node
+        if any(op.get(flag) is not None for flag in _FLAGS) and is_master:
+            raise errors.OpPrereqError("The master role can be changed only via master-failover", errors.ECODE_INVAL)
+        if op.get("master_candidate") and not node.master_capable and op.get("master_capable") is not True:
+            raise errors.OpPrereqError(
+                "Node %s is not master capable, cannot make it a master candidate" % node.name, errors.ECODE_STATE
+            )
+        if op.get("vm_capable") is False and node_instances(self.cfg, node.uuid):
+            raise errors.OpPrereqError(
+                "Node %s hosts instances, cannot unset the vm_capable flag" % node.name, errors.ECODE_STATE
+            )
+        if node.master_candidate and self.might_demote and not self.lock_all:
+            mc_remaining, mc_should, _ = candidate_stats(self.cfg, [node.uuid])
+            if mc_remaining < mc_should:
+                raise errors.OpPrereqError(
+                    "Not enough master candidates, please pass auto promote option to allow promotion"
+                    " (--auto-promote or RAPI auto_promote=True)", errors.ECODE_STATE
+                )
+        self.old_flags = old_flags = (bool(node.master_candidate), bool(node.drained), bool(node.offline))
+        if old_flags not in _F2R:
+            raise errors.OpPrereqError("Node %s has invalid flags %s" % (node.name, old_flags), errors.ECODE_STATE)
+        self.old_role = old_role = _F2R[old_flags]
+        # only real changes are kept: unsetting an unset flag is no change
+        for flag in _FLAGS:
+            if op.get(flag) is False and not getattr(node, flag):
+                self.infos.append("Ignoring request to unset flag %s, already unset" % flag)
+                op[flag] = None
+        # a node coming back (undrained, onlined, master capable again) may promote itself
+        if (op.get("drained") is False or op.get("offline") is False
+                or (op.get("master_capable") and not node.master_capable)):
+            if decide_self_promotion(self.cfg, [node.uuid]) and op.get("offline") is not True \
+                    and op.get("drained") is not True and op.get("master_candidate") is not False:
+                op["master_candidate"] = True
+                self.infos.append("Auto-promoting node to master candidate")
+        if op.get("master_capable") is False and node.master_candidate:
+            if is_master:
+                raise errors.OpPrereqError("Master must remain master capable", errors.ECODE_STATE)
+            self.infos.append("Demoting from master candidate")
+            op["master_candidate"] = False
+        if op.get("master_candidate"):
+            new_role = ROLE_CANDIDATE
+        elif op.get("drained"):
+            new_role = ROLE_DRAINED
+        elif op.get("offline"):
+            new_role = ROLE_OFFLINE
+        elif False in [op.get(flag) for flag in _FLAGS]:
+            new_role = ROLE_REGULAR
+        else:
+            new_role = old_role
+        self.new_role = new_role
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        op = self.op
+        node = self.node
+        for info in self.infos:
+            await self.log_info(info)
+        if self.old_role == ROLE_OFFLINE and self.new_role != self.old_role:
+            answer = (await self.ctx.rpc().call({node.name: _address(node)}, "version", []))[node.name]
+            if answer.failed:
+                raise errors.OpPrereqError(
+                    "Node %s is being de-offlined but fails to report its version: %s" % (node.name, answer.fail_msg),
+                    errors.ECODE_STATE,
+                )
+            await self.log_warning("Transitioning node from offline to online state without using re-add."
+                                   " Please make sure the node is healthy!")
+        result: list[list[Any]] = []
+        changes: dict[str, Any] = {}
+        if op.get("ndparams") is not None:
+            changes["ndparams"] = dict(node.ndparams, **op["ndparams"])
+            result.append(["ndparams", str(changes["ndparams"])])
+        if op.get("hv_state") is not None:
+            changes["hv_state_static"] = op["hv_state"]
+        if op.get("disk_state") is not None:
+            changes["disk_state_static"] = op["disk_state"]
+        if op.get("powered") is not None:
+            changes["powered"] = op["powered"]
+            result.append(["powered", str(op["powered"])])
+        for attr in ("master_capable", "vm_capable"):
+            if op.get(attr) is not None:
+                changes[attr] = op[attr]
+                result.append([attr, str(op[attr])])
+        if self.new_role != self.old_role:
+            new_flags = _R2F[self.new_role]
+            for old, new, desc in zip(self.old_flags, new_flags, _FLAGS):
+                if old != new:
+                    result.append([desc, str(new)])
+            changes.update(zip(_FLAGS, new_flags))
+        if op.get("secondary_ip") is not None:
+            changes["secondary_ip"] = op["secondary_ip"]
+            result.append(["secondary_ip", op["secondary_ip"]])
+        new_node = attrs.evolve(node, **changes)
+        if self.lock_all and self.new_role != self.old_role:
+            # every node is locked: fill the pool before this node leaves it
+            self.cfg = attrs.evolve(self.cfg, nodes=dict(self.cfg.nodes, **{node.uuid: new_node}))
+            await adjust_candidate_pool(self, [node.uuid])
+        if new_node != node:
+            await self.update("node", new_node)
+        return result
+
+
+# --- OP_CLUSTER_VERIFY, OP_CLUSTER_REDIST_CONF --------------------------------------------
+
+#: Per-node timeout of the cluster-wide RPCs of verify and redist-conf, seconds.
+VERIFY_TIMEOUT = 60.0
+PUSH_TIMEOUT = 60.0
+
+CV_ENODERPC = "ENODERPC"
+CV_ENODENET = "ENODENET"
+CV_ENODEVERSION = "ENODEVERSION"
+CV_ENODESSCONF = "ENODESSCONF"
+
+
+def expected_ssconf(cfg: ConfigData) -> dict[str, str]:
+    """C{{key: sha1 of the ssconf file}} every node should have."""
+    import hashlib
+
+    from ganeti import ssconf
+
+    return {key: hashlib.sha1(ssconf.render(lines)).hexdigest() for key, lines in ssconf.compute(cfg).items()}
+
+
+@register
+class LUClusterVerify(LUClusterVerifyConfig):
+    """Verify the cluster: the configuration, then every online node, live.
+
+    Ganeti submits one verify job per group; ours does the same checks in
+    one opcode and returns True when no error was found.  Each online node
+    runs C{node_verify}: it must reach the node daemon of every other online
+    node, speak our protocol version, and hold the ssconf files the
+    configuration gives.  Every lock, shared.
+    """
+
+    OP_ID = "OP_CLUSTER_VERIFY"
+    REQ_BGL = False
+
+    def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
+        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
+        if ltype == "ERROR":
+            self.bad = True
+        if self.op["error_codes"]:
+            line = "%s:%s:%s:%s:%s" % (ltype, code, "node", node, message)
+        else:
+            line = "%s: %s %s: %s" % (ltype, "node", node, message)
+        return self.feedback("  - %s" % line)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti import GANETI_RELEASE
+
+        await super().exec_(feedback)
+        cfg = self.cfg
+        groups = sorted(cfg.nodegroups.values(), key=lambda g: g.name or "")
+        if self.op.get("group_name"):
+            wanted = lookup_group(cfg, self.op["group_name"])
+            groups = [g for g in groups if g.uuid == wanted]
+        everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
+        checks = {
+            "nodelist": [[n.name, _address(n)] for n in everyone],
+            "ssconf": expected_ssconf(cfg),
+            "version": None,
+            "cluster_name": None,
+        }
+        for group in groups:
+            await self.feedback("* Verifying group '%s'" % group.name)
+            members = sorted((n for n in cfg.nodes.values() if n.group == group.uuid), key=lambda n: n.name or "")
+            online = [n for n in members if not n.offline]
+            await self.feedback("* Gathering data (%d nodes)" % len(members))
+            results = {}
+            if online:
+                results = await self.ctx.rpc().call(
+                    {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
+                    timeout=VERIFY_TIMEOUT,
+                )
+            await self.feedback("* Verifying node status")
+            for node in online:
+                await self._check_node(node, results[node.name], GANETI_RELEASE)
+            offline = len(members) - len(online)
+            if offline:
+                await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
+        return not self.bad
+
+    async def _check_node(self, node: Node, result: Any, release: str) -> None:
+        name = node.name or node.uuid or "?"
+        if result.failed:
+            await self._node_error(CV_ENODERPC, name, "while contacting node: %s" % result.fail_msg)
+            return
+        payload = result.payload if isinstance(result.payload, dict) else {}
+        version = payload.get("version")
+        if not isinstance(version, list) or len(version) != 2:
+            await self._node_error(CV_ENODERPC, name, "connection to node returned invalid data")
+        elif version[0] != wire.PROTOCOL_VERSION:
+            await self._node_error(CV_ENODEVERSION, name, "incompatible protocol versions: master %s, node %s"
+                                   % (wire.PROTOCOL_VERSION, version[0]))
+        elif version[1] != release:
+            await self._node_error(CV_ENODEVERSION, name, "software version mismatch: master %s, node %s"
+                                   % (release, version[1]), warning=True)
+        for other, why in sorted((payload.get("nodelist") or {}).items()):
+            await self._node_error(CV_ENODENET, name, "tcp communication with node '%s': %s" % (other, why))
+        differing = payload.get("ssconf") or {}
+        if differing:
+            await self._node_error(CV_ENODESSCONF, name, "ssconf files differ from the configuration: %s"
+                                   % ", ".join(sorted(differing)))
+        cluster_name = payload.get("cluster_name", self.cfg.cluster.cluster_name)
+        if cluster_name != self.cfg.cluster.cluster_name:
+            await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"
+                                   % (cluster_name, self.cfg.cluster.cluster_name))
+
+
+@register
+class LUClusterRedistConf(LogicalUnit):
+    """Push config.data to the master candidates and ssconf to every online node, now.
+
+    Locks: the BGL and every node, shared.  Nodes that do not take it are
+    reported as warnings (WConfD keeps retrying them on its own).
+    """
+
+    OP_ID = "OP_CLUSTER_REDIST_CONF"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        self.needed_locks[LEVEL_NODE] = ALL_SET
+        self.share_all()
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti import ssconf
+
+        await self.ctx.wconfd.flush_config()
+        data, _serial = await self.ctx.wconfd.read_config_bytes()
+        cfg = ConfigData.from_json(data)
+        master = cfg.cluster.master_node
+        nodes = sorted((n for n in cfg.nodes.values() if n.uuid != master and not n.offline),
+                       key=lambda n: n.name or "")
+        if not nodes:
+            return None
+        paths = self.ctx.paths
+        root = paths.root if paths is not None else "/"
+        config_path = paths.config_data if paths is not None else "/var/lib/ganeti/config.data"
+        details = wire.file_details(wire.virtual_path(root, config_path), data, mode=0o640)
+        values = ssconf.compute(cfg)
+        candidates = {n.name: _address(n) for n in nodes if n.master_candidate}
+        rpc = self.ctx.rpc()
+        uploads = await rpc.call(candidates, "upload_file", [details], timeout=PUSH_TIMEOUT) if candidates else {}
+        writes = await rpc.call({n.name: _address(n) for n in nodes}, "write_ssconf_files", [values],
+                                timeout=PUSH_TIMEOUT)
+        for name, result in list(uploads.items()) + list(writes.items()):
+            if result.failed:
+                what = "config.data" if name in uploads and result is uploads[name] else "ssconf"
+                await self.log_warning("Copy of %s to node %s failed: %s", what, name, result.fail_msg)
+        return None
