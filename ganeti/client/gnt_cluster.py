@@ -1,6 +1,8 @@
 """gnt-cluster: cluster-wide commands (Ganeti's names and output).
 
     gnt-cluster queue {drain | undrain | info}
+    gnt-cluster verify [--error-codes] [-I CODE] [--node-group G]
+    gnt-cluster redist-conf
     gnt-cluster list-tags | add-tags TAG... | remove-tags TAG...
 
 Adding a subcommand: write C{def my_command(ctx, opts) -> int} and an
@@ -49,6 +51,42 @@ def remove_tags(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.remove_tags(ctx, cli.TAG_CLUSTER, "", opts.tags)
 
 
+def verify(ctx: Context, opts: argparse.Namespace) -> int:
+    """Verify the configuration and every online node; exit 1 if anything is wrong."""
+    params = {
+        "verbose": opts.verbose,
+        "error_codes": opts.error_codes,
+        "debug_simulate_errors": opts.simulate_errors,
+        "ignore_errors": list(opts.ignore_errors),
+    }
+    if opts.nodegroup:
+        params["group_name"] = opts.nodegroup
+    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_CLUSTER_VERIFY", **params))
+    return cli.EXIT_SUCCESS if result else cli.EXIT_FAILURE
+
+
+def redist_conf(ctx: Context, opts: argparse.Namespace) -> int:
+    """Push the configuration and ssconf files to the nodes now."""
+    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_CLUSTER_REDIST_CONF"))
+    return cli.EXIT_SUCCESS
+
+
+def _setup_verify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", "-v", action="store_true", help="Verbose mode")
+    parser.add_argument("--error-codes", action="store_true", help="Enable parseable error messages")
+    parser.add_argument("--debug-simulate-errors", dest="simulate_errors", action="store_true",
+                        help="Debugging option that makes the operation treat most runtime checks as failed")
+    parser.add_argument("-I", "--ignore-errors", dest="ignore_errors", action="append", default=[],
+                        metavar="ERROR_CODE", help="Error code to be ignored")
+    parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
+    cli.add_priority_option(parser)
+
+
+def _setup_redist(parser: argparse.ArgumentParser) -> None:
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+
+
 def _setup_queue(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "queue_command", choices=("drain", "undrain", "info"), metavar="drain|undrain|info",
@@ -91,6 +129,8 @@ COMMANDS: dict[str, Command] = {
     "getmaster": Command("ganeti.client.cluster_init:getmaster", None, "Print the master node's name"),
     "version": Command("ganeti.client.cluster_init:version", None, "Print the software and protocol versions"),
     "info": Command("ganeti.client.cluster_init:info", None, "Show the cluster's parameters"),
+    "verify": Command(verify, _setup_verify, "Does a check on the cluster configuration and the nodes"),
+    "redist-conf": Command(redist_conf, _setup_redist, "Forces a push of the configuration file and ssconf files"),
     "queue": Command(
         queue_ops, _setup_queue, "Change queue properties",
         "A drained queue accepts no new jobs; jobs already submitted still run.",

@@ -4,9 +4,14 @@
     gnt-node list-fields [FIELD...]
     gnt-node info [NODE...]
     gnt-node list-tags | add-tags | remove-tags NODE TAG...
+    gnt-node add [--primary-ip IP] [--secondary-ip IP] [-g GROUP] [--join-token T] NODE
+    gnt-node remove NODE
+    gnt-node modify [--offline yes|no] [--drained yes|no] [-C|--master-candidate yes|no]
+                    [--master-capable yes|no] [--vm-capable yes|no] [--auto-promote] [--force] NODE
 
 Live fields (memory, disk) show C{?} until the node daemon answers
-node_info.  Adding, removing and modifying nodes come with the node daemon.
+node_info.  C{add} needs the new node's daemon running with the cluster's
+certificate, or waiting unjoined for C{--join-token}.
 """
 
 from __future__ import annotations
@@ -68,6 +73,92 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def _yes_no(text: str) -> bool:
+    if text.lower() in ("yes", "true"):
+        return True
+    if text.lower() in ("no", "false"):
+        return False
+    raise argparse.ArgumentTypeError("expected yes or no, got %r" % text)
+
+
+def add_node(ctx: Context, opts: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"node_name": opts.node, "readd": opts.readd}
+    for name in ("primary_ip", "secondary_ip", "group", "master_capable", "vm_capable", "join_token"):
+        value = getattr(opts, name)
+        if value is not None:
+            params[name] = value
+    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_ADD", **params))
+    return cli.EXIT_SUCCESS
+
+
+def remove_node(ctx: Context, opts: argparse.Namespace) -> int:
+    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_REMOVE", node_name=opts.node))
+    return cli.EXIT_SUCCESS
+
+
+_MODIFY_FLAGS = ("offline", "drained", "master_candidate", "master_capable", "vm_capable", "secondary_ip")
+
+
+def modify_node(ctx: Context, opts: argparse.Namespace) -> int:
+    params = {name: getattr(opts, name) for name in _MODIFY_FLAGS if getattr(opts, name) is not None}
+    if not params:
+        ctx.err("Please give at least one of the parameters.")
+        return cli.EXIT_FAILURE
+    op = cli.opcode(ctx, "OP_NODE_SET_PARAMS", node_name=opts.node, force=opts.force,
+                    auto_promote=opts.auto_promote, **params)
+    (result,) = cli.submit_or_send(ctx, op)
+    if result:
+        ctx.out("Modified node %s" % opts.node)
+        for param, data in result:
+            ctx.out(" - %-5s -> %s" % (param, data))
+    return cli.EXIT_SUCCESS
+
+
+def _setup_add(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
+                        help="Specify the secondary ip for the node")
+    parser.add_argument("--primary-ip", dest="primary_ip", metavar="ADDRESS",
+                        help="The node's primary IP (default: resolved from its name)")
+    parser.add_argument("-g", "--node-group", "--group", dest="group", metavar="GROUP",
+                        help="Node group (name or uuid)")
+    parser.add_argument("--readd", action="store_true", help="Readd old node after replacing it")
+    parser.add_argument("--master-capable", type=_yes_no, metavar="yes|no",
+                        help="Set the master_capable flag on the node")
+    parser.add_argument("--vm-capable", type=_yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("--join-token", metavar="TOKEN",
+                        help="One-time token the new node's unjoined ganeti-noded was started with")
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("node", metavar="NODE")
+
+
+def _setup_remove(parser: argparse.ArgumentParser) -> None:
+    cli.add_dry_run_option(parser)
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("node", metavar="NODE")
+
+
+def _setup_modify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-O", "--offline", type=_yes_no, metavar="yes|no", help="Set the offline flag on the node")
+    parser.add_argument("-D", "--drained", type=_yes_no, metavar="yes|no", help="Set the drained flag on the node")
+    parser.add_argument("-C", "--master-candidate", type=_yes_no, metavar="yes|no",
+                        help="Set the master_candidate flag on the node")
+    parser.add_argument("--master-capable", type=_yes_no, metavar="yes|no",
+                        help="Set the master_capable flag on the node")
+    parser.add_argument("--vm-capable", type=_yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
+                        help="Specify the secondary ip for the node")
+    parser.add_argument("--auto-promote", action="store_true",
+                        help="Automatically promote enough nodes to master candidate status to respect"
+                             " candidate_pool_size")
+    cli.add_force_option(parser)
+    cli.add_dry_run_option(parser)
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("node", metavar="NODE")
+
+
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     cli.add_list_options(parser, LIST_DEF_FIELDS, units=True)
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
@@ -86,6 +177,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "list-fields": Command(list_node_fields, cli.add_list_fields_options, "Lists all available fields for nodes"),
     "info": Command(info, _setup_info, "Show information about the node(s)"),
+    "add": Command(add_node, _setup_add, "Add a node to the cluster"),
+    "remove": Command(remove_node, _setup_remove, "Removes a node from the cluster"),
+    "modify": Command(modify_node, _setup_modify, "Alters the parameters of a node"),
     **cli.tag_commands(cli.TAG_NODE, "NODE", "node"),
 }
 

@@ -411,3 +411,65 @@ class TestDelayOnNodesTests(NodeLUTestCase):
         qop = self.run_op({"OP_ID": "OP_TEST_DELAY", "duration": 0.0, "on_nodes": [N3], "on_master": False})
         self.assertEqual(qop.status, model.ERROR)
         self.assertIn("Failure during rpc call to node %s" % N3, qop.result[1][0])
+
+
+# --- the CLI: gnt-node add/remove/modify, gnt-cluster verify/redist-conf ----------------------
+
+
+def _gnt(module: Any, tool: str, fake: Any, *argv: str) -> tuple[int, str, str]:
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    code = module.cli.run(tool, module.COMMANDS, list(argv), client_factory=lambda ctx: fake, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_gnt_node_add_remove_modify() -> None:
+    from ganeti.client import gnt_node
+    from tests.unit.test_cli_commands import following, submitted_op
+
+    fake = following()
+    code, _, err = _gnt(gnt_node, "gnt-node", fake, "add", "--primary-ip", "127.0.1.2", "-s", "10.0.0.2", "-g", "rack1",
+                        "--join-token", "tok", "--vm-capable", "no", "node2.test")
+    assert (code, err) == (0, "")
+    op = submitted_op(fake)
+    assert {k: op.get(k) for k in ("OP_ID", "node_name", "primary_ip", "secondary_ip", "group", "join_token",
+                                   "vm_capable", "readd")} == {
+        "OP_ID": "OP_NODE_ADD", "node_name": "node2.test", "primary_ip": "127.0.1.2", "secondary_ip": "10.0.0.2",
+        "group": "rack1", "join_token": "tok", "vm_capable": False, "readd": False,
+    }
+    assert "master_capable" not in op
+    fake = following()
+    assert _gnt(gnt_node, "gnt-node", fake, "remove", "node3.test")[0] == 0
+    assert (submitted_op(fake)["OP_ID"], submitted_op(fake)["node_name"]) == ("OP_NODE_REMOVE", "node3.test")
+    fake = following(opresult=[["master_candidate", "False"], ["offline", "True"]])
+    code, out, _ = _gnt(gnt_node, "gnt-node", fake, "modify", "--offline", "yes", "--auto-promote", "node3.test")
+    assert code == 0
+    assert out == "Modified node node3.test\n - master_candidate -> False\n - offline -> True\n"
+    op = submitted_op(fake)
+    assert (op["OP_ID"], op["offline"], op["auto_promote"], op["force"]) == ("OP_NODE_SET_PARAMS", True, True, False)
+    assert "drained" not in op and "master_candidate" not in op
+    fake = following()
+    _gnt(gnt_node, "gnt-node", fake, "modify", "-C", "yes", "--master-capable", "yes", "--force", "node3.test")
+    op = submitted_op(fake)
+    assert (op["master_candidate"], op["master_capable"], op["force"]) == (True, True, True)
+    code, _, err = _gnt(gnt_node, "gnt-node", following(), "modify", "node3.test")
+    assert code == 1 and "at least one" in err
+    code, _, err = _gnt(gnt_node, "gnt-node", following(), "modify", "--offline", "maybe", "node3.test")
+    assert code != 0 and "yes or no" in err
+
+
+def test_gnt_cluster_verify_and_redist_conf() -> None:
+    from ganeti.client import gnt_cluster
+    from tests.unit.test_cli_commands import following, submitted_op
+
+    fake = following(opresult=True)
+    assert _gnt(gnt_cluster, "gnt-cluster", fake, "verify")[0] == 0
+    assert submitted_op(fake)["OP_ID"] == "OP_CLUSTER_VERIFY"
+    fake = following(opresult=False)
+    assert _gnt(gnt_cluster, "gnt-cluster", fake, "verify", "--error-codes", "-I", "ENODERPC")[0] == 1
+    op = submitted_op(fake)
+    assert (op["error_codes"], op["ignore_errors"]) == (True, ["ENODERPC"])
+    fake = following()
+    assert _gnt(gnt_cluster, "gnt-cluster", fake, "redist-conf")[0] == 0
+    assert submitted_op(fake)["OP_ID"] == "OP_CLUSTER_REDIST_CONF"
