@@ -190,7 +190,7 @@ def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) 
 
 
 def status(paths: Paths, names: list[str] = (), out=print) -> int:  # type: ignore[assignment]
-    specs = [BY_NAME[n] for n in names] if names else [s for s in DAEMONS if available(s)]
+    specs = selected(paths, list(names))  # by default the daemons this node runs
     all_running = True
     for spec in specs:
         pid = running_pid(paths, spec)

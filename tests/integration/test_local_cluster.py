@@ -1,0 +1,44 @@
+"""ganeti-local-cluster: a node joins with a one-time token; the cluster works."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BIN = os.path.dirname(sys.executable)
+
+
+def run(*argv: str, root: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if root:
+        env["GANETI_ROOT"] = root
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_two_nodes_joined_by_token_share_the_config():
+    directory = tempfile.mkdtemp(prefix="gntlc", dir="/tmp")
+    tool = os.path.join(BIN, "ganeti-local-cluster")
+    try:
+        up = run(tool, "up", "--nodes", "2", "--dir", directory)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "node2.local (127.0.1.2) joined the cluster" in up.stdout
+        master = os.path.join(directory, "node1")
+        listing = run(os.path.join(BIN, "gnt-node"), "list", "--no-headers", "-o", "name,role", root=master)
+        assert listing.stdout.split() == ["node1.local", "M", "node2.local", "C"]
+        node2 = os.path.join(directory, "node2", "var", "lib", "ganeti")
+        assert os.path.exists(os.path.join(node2, "server.pem")), "the certificate came through the join"
+        serials = []
+        for node in ("node1", "node2"):
+            with open(os.path.join(directory, node, "var", "lib", "ganeti", "config.data")) as handle:
+                serials.append(json.load(handle)["serial_no"])
+        assert serials[0] == serials[1]
+        delay = run(os.path.join(BIN, "gnt-debug"), "delay", "-n", "node2.local", "0.05", root=master)
+        assert delay.returncode == 0, delay.stdout + delay.stderr
+        status = run(tool, "status", "--dir", directory)
+        assert status.returncode == 0 and "ganeti-confd: running" in status.stdout
+    finally:
+        run(tool, "down", "--dir", directory, "--purge")
+    assert not os.path.exists(directory)
