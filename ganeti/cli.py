@@ -850,6 +850,15 @@ def remove_tags(ctx: Context, kind: str, name: str, tags: list[str]) -> int:
     return EXIT_SUCCESS
 
 
+def yes_no(text: str) -> bool:
+    """An argparse type for Ganeti's C{yes|no} option values."""
+    if text.lower() in ("yes", "true"):
+        return True
+    if text.lower() in ("no", "false"):
+        return False
+    raise argparse.ArgumentTypeError("expected yes or no, got %r" % text)
+
+
 def tag_commands(kind: str, metavar: str, what: str) -> dict[str, "Command"]:
     """C{list-tags}, C{add-tags} and C{remove-tags} for one object of C{kind}.
 

@@ -188,14 +188,6 @@ def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
     return {hv: parse_keyval(rest)}
 
 
-def _yes_no(text: str) -> bool:
-    if text.lower() in ("yes", "true"):
-        return True
-    if text.lower() in ("no", "false"):
-        return False
-    raise argparse.ArgumentTypeError("expected yes or no, got %r" % text)
-
-
 def modify(ctx: Context, opts: argparse.Namespace) -> int:
     params: dict[str, Any] = {}
     for name in (
@@ -238,8 +230,8 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-file-storage-dir")
     parser.add_argument("--master-netdev")
     parser.add_argument("--mac-prefix")
-    parser.add_argument("--maintain-node-health", type=_yes_no, metavar="yes|no")
-    parser.add_argument("--prealloc-wipe-disks", type=_yes_no, metavar="yes|no")
+    parser.add_argument("--maintain-node-health", type=cli.yes_no, metavar="yes|no")
+    parser.add_argument("--prealloc-wipe-disks", type=cli.yes_no, metavar="yes|no")
     parser.add_argument("-I", "--default-iallocator")
     cli.add_priority_option(parser)
     cli.add_submit_options(parser)

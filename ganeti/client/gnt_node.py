@@ -73,14 +73,6 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
-def _yes_no(text: str) -> bool:
-    if text.lower() in ("yes", "true"):
-        return True
-    if text.lower() in ("no", "false"):
-        return False
-    raise argparse.ArgumentTypeError("expected yes or no, got %r" % text)
-
-
 def add_node(ctx: Context, opts: argparse.Namespace) -> int:
     params: dict[str, Any] = {"node_name": opts.node, "readd": opts.readd}
     for name in ("primary_ip", "secondary_ip", "group", "master_capable", "vm_capable", "join_token"):
@@ -122,9 +114,9 @@ def _setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-g", "--node-group", "--group", dest="group", metavar="GROUP",
                         help="Node group (name or uuid)")
     parser.add_argument("--readd", action="store_true", help="Readd old node after replacing it")
-    parser.add_argument("--master-capable", type=_yes_no, metavar="yes|no",
+    parser.add_argument("--master-capable", type=cli.yes_no, metavar="yes|no",
                         help="Set the master_capable flag on the node")
-    parser.add_argument("--vm-capable", type=_yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("--vm-capable", type=cli.yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
     parser.add_argument("--join-token", metavar="TOKEN",
                         help="One-time token the new node's unjoined ganeti-noded was started with")
     cli.add_priority_option(parser)
@@ -140,13 +132,13 @@ def _setup_remove(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_modify(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-O", "--offline", type=_yes_no, metavar="yes|no", help="Set the offline flag on the node")
-    parser.add_argument("-D", "--drained", type=_yes_no, metavar="yes|no", help="Set the drained flag on the node")
-    parser.add_argument("-C", "--master-candidate", type=_yes_no, metavar="yes|no",
+    parser.add_argument("-O", "--offline", type=cli.yes_no, metavar="yes|no", help="Set the offline flag on the node")
+    parser.add_argument("-D", "--drained", type=cli.yes_no, metavar="yes|no", help="Set the drained flag on the node")
+    parser.add_argument("-C", "--master-candidate", type=cli.yes_no, metavar="yes|no",
                         help="Set the master_candidate flag on the node")
-    parser.add_argument("--master-capable", type=_yes_no, metavar="yes|no",
+    parser.add_argument("--master-capable", type=cli.yes_no, metavar="yes|no",
                         help="Set the master_capable flag on the node")
-    parser.add_argument("--vm-capable", type=_yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("--vm-capable", type=cli.yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
     parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
                         help="Specify the secondary ip for the node")
     parser.add_argument("--auto-promote", action="store_true",

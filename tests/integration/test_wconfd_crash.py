@@ -76,7 +76,12 @@ async def test_kill_at_random_points_loses_no_acknowledged_change(root):
                 acked[name] = sent[name]
 
         running = [ensureDeferred(writer(name)) for name in names]
-        await deferLater(reactor, rng.uniform(0.02, 0.25), lambda: None)
+        flowing = sum(acked.values())
+        for _ in range(2000):  # the stream is under way (the daemon may still be settling in)
+            if sum(acked.values()) > flowing:
+                break
+            await deferLater(reactor, 0.005, lambda: None)
+        await deferLater(reactor, rng.uniform(0.0, 0.2), lambda: None)
         before = sum(acked.values())
         daemon.kill()
         stop = True
