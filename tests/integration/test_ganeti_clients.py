@@ -12,6 +12,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,27 @@ def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.1.1", 0))
         return int(sock.getsockname()[1])
+
+
+def confd_answers_ping(daemon: Daemon, address: str, port: int, key_file: str, timeout: float = 30) -> None:
+    """Wait until our confd answers (Ganeti's client sends only once)."""
+    from ganeti.confd import wire
+
+    with open(key_file, "rb") as handle:
+        key = handle.read()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert daemon.process is not None and daemon.process.poll() is None, daemon.output()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(0.2)
+            request = wire.request(wire.REQ_PING, None, str(uuid.uuid4()))
+            sock.sendto(wire.pack_request(key, request, time.time()), (address, port))
+            try:
+                sock.recv(65536)
+                return
+            except socket.timeout:
+                continue
+    raise AssertionError("confd did not answer:\n" + daemon.output())
 
 
 def ganeti_clients(*args: str) -> dict:
@@ -63,6 +86,7 @@ async def test_ganeti_luxi_and_confd_clients_get_correct_answers(root):
             daemon.start()
             await daemon.ready(reactor)
         confd.start()
+        await threads.deferToThread(confd_answers_ping, confd, "127.0.1.1", port, root.hmac_key)
         got = await threads.deferToThread(ganeti_clients, root.luxi_socket, "127.0.1.1", str(port), root.hmac_key)
     finally:
         confd.stop()
