@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganeti import errors
+from ganeti import errors, serializer
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
 from ganeti.luxid.service import LuxidService
@@ -12,6 +12,10 @@ from ganeti.objects import ConfigData
 from ganeti.query import fields as q
 
 TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
+#: resources whose query answers come from the config alone (no live node
+#: data exists yet; when it does, its version must join the cache key)
+CONFIG_ONLY_RESOURCES = frozenset({"instance", "node", "group", "cluster"})
+QUERY_CACHE_SIZE = 64
 
 
 def _int(value: Any, what: str) -> int:
@@ -36,6 +40,7 @@ class LuxiHandler(MethodHandler):
         self.service = service
         self._config: ConfigData | None = None
         self._config_serial = -1
+        self._query_cache: dict[Any, tuple[int, Any]] = {}
 
     # --- helpers ---------------------------------------------------------------
     async def _wconfd(self) -> Any:
@@ -130,7 +135,24 @@ class LuxiHandler(MethodHandler):
 
     # --- queries -------------------------------------------------------------------
     async def luxi_Query(self, what: Any, fields: Any, qfilter: Any) -> Any:
-        return q.query(str(what), _fields(fields), qfilter, await self.context(str(what)))
+        what, fields = str(what), _fields(fields)
+        if what not in CONFIG_ONLY_RESOURCES:
+            return q.query(what, fields, qfilter, await self.context(what))
+        # Answers about config-only resources depend on nothing but the config:
+        # cache them per config serial (exact, and always current).
+        ctx = await self.context(what)
+        try:
+            key = (what, tuple(fields), serializer.dumps(qfilter))
+        except TypeError:
+            return q.query(what, fields, qfilter, ctx)
+        hit = self._query_cache.get(key)
+        if hit is not None and hit[0] == self._config_serial:
+            return hit[1]
+        result = q.query(what, fields, qfilter, ctx)
+        if len(self._query_cache) >= QUERY_CACHE_SIZE:
+            self._query_cache.clear()
+        self._query_cache[key] = (self._config_serial, result)
+        return result
 
     def luxi_QueryFields(self, what: Any, fields: Any) -> Any:
         return q.query_fields(str(what), None if fields is None else _fields(fields))
