@@ -1,0 +1,112 @@
+"""The hypervisor interface, and the names of the implementations.
+
+A hypervisor runs instances on one node.  noded holds one object per
+hypervisor kind and node root; each method is synchronous and raises
+L{HypervisorError} when the operation fails.
+
+The values that cross the RPC boundary are plain JSON-able dicts:
+
+  - instance info (C{instance_info}, C{all_instances_info}):
+    C{{"memory": MiB, "vcpus": int, "state": int, "time": seconds}}, where
+    C{state} is L{STATE_RUNNING} or L{STATE_SHUTDOWN} (Ganeti's
+    C{HvInstanceState});
+  - node info (C{node_info}'s hypervisor part): C{memory_total},
+    C{memory_free}, C{memory_dom0}, C{memory_hv}, C{cpu_total},
+    C{cpu_nodes}, C{cpu_sockets}, C{cpu_dom0} (MiB and counts);
+  - console info: C{{"instance", "kind", ...}} with C{kind} one of
+    L{CONS_MESSAGE}, L{CONS_SSH}, L{CONS_VNC}, L{CONS_SPICE} and the fields
+    Ganeti's C{InstanceConsole} has for that kind (C{message}; C{host},
+    C{user}, C{command}; C{host}, C{port}, C{display}).
+
+Migration runs in Ganeti's order, each step on the node named:
+  1. source: C{migration_info(instance)} -> opaque JSON-able C{info};
+  2. target: C{accept_instance(instance, info)};
+  3. source: C{migrate_instance(instance, target)};
+  4. target: C{finalize_migration(instance, info, success)};
+  5. source: C{finalize_migration(instance, info, success)}.
+An implementation tells from its own state whether it is the source or the
+target of a finalize.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zope.interface import Interface
+
+from ganeti import errors
+
+HT_FAKE = "fake"
+HT_KVM = "kvm"
+
+#: Ganeti's HvInstanceState values
+STATE_RUNNING = 0
+STATE_SHUTDOWN = 1
+
+CONS_MESSAGE = "msg"
+CONS_SSH = "ssh"
+CONS_VNC = "vnc"
+CONS_SPICE = "spice"
+
+
+class HypervisorError(errors.OpExecError):
+    """A hypervisor operation failed (Ganeti's C{errors.HypervisorError})."""
+
+
+class IHypervisor(Interface):
+    """One hypervisor on one node."""
+
+    def start_instance(instance: Any, block_devices: list[Any], startup_paused: bool) -> None:
+        """Start C{instance} (an L{ganeti.objects.Instance} with filled
+        C{hvparams} and C{beparams}) with C{block_devices}, a list of
+        C{(disk, path, uri)} triples as C{blockdev_assemble} returns them.
+        Raise L{HypervisorError} if it is already running."""
+
+    def stop_instance(instance: Any, force: bool, timeout: int | None) -> None:
+        """Stop C{instance}: cleanly within C{timeout} seconds, then hard.
+        With C{force}, stopping an instance that is not running succeeds."""
+
+    def reboot_instance(instance: Any) -> None:
+        """Reboot a running C{instance} in place."""
+
+    def list_instances() -> list[str]:
+        """The names of the instances running (or paused) here, sorted."""
+
+    def get_instance_info(name: str) -> dict[str, Any] | None:
+        """The info dict of instance C{name}, or C{None} if it is not here."""
+
+    def get_all_instances_info() -> dict[str, dict[str, Any]]:
+        """C{{name: info dict}} for every instance running here."""
+
+    def get_console_info(instance: Any) -> dict[str, Any]:
+        """How to reach the console of C{instance}."""
+
+    def migration_info(instance: Any) -> Any:
+        """Source side: what the target needs to accept C{instance}."""
+
+    def accept_instance(instance: Any, info: Any) -> None:
+        """Target side: prepare to receive C{instance}."""
+
+    def migrate_instance(instance: Any, target: str) -> None:
+        """Source side: send C{instance} to node C{target}."""
+
+    def finalize_migration(instance: Any, info: Any, success: bool) -> None:
+        """Either side: commit (C{success}) or roll back the migration."""
+
+    def get_node_info() -> dict[str, Any]:
+        """The hypervisor's memory and CPU figures for this node."""
+
+
+def instance_memory(instance: Any) -> int:
+    """The memory (MiB) C{instance} runs with, from its filled beparams."""
+    be = getattr(instance, "beparams", None) or {}
+    for key in ("maxmem", "memory", "minmem"):
+        if be.get(key) is not None:
+            return int(be[key])
+    return 128
+
+
+def instance_vcpus(instance: Any) -> int:
+    """The virtual CPUs C{instance} runs with, from its filled beparams."""
+    be = getattr(instance, "beparams", None) or {}
+    return int(be.get("vcpus") or 1)
