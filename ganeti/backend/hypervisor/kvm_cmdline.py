@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ganeti import errors
+from ganeti.backend.hypervisor import HypervisorError
 
 DEFAULT_BINARY = "qemu-system-x86_64"
 VNC_BASE_PORT = 5900
@@ -97,7 +97,7 @@ _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$", re.IGNORECASE)
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 
 
-class KVMParameterError(errors.GenericError):
+class KVMParameterError(HypervisorError):
     """An hvparam or an instance property cannot be turned into a qemu option."""
 
 
