@@ -275,6 +275,7 @@ class RefusedTests(SynchronousTestCase):
         self.assertRefused("absolute", disks=[("disk0", "rw")])
         self.assertRefused("mode", disks=[("/srv/d0", "rx")])
         self.assertRefused("pair", disks=["/srv/d0"])
+        self.assertRefused("read-only", params(disk_type="ide"), disks=[("/srv/d0", "ro")])
         self.assertRefused("limited to 4", params(disk_type="ide"), disks=[(f"/srv/d{i}", "rw") for i in range(5)])
 
     def test_bad_nics(self) -> None:

@@ -262,6 +262,8 @@ def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> li
         _check_path(f"disk {index} path", path)
         if mode not in (DISK_RDWR, DISK_RDONLY):
             raise KVMParameterError(f"disk {index} mode must be {DISK_RDWR!r} or {DISK_RDONLY!r}, not {mode!r}")
+        if mode == DISK_RDONLY and interface == "ide":
+            raise KVMParameterError(f"disk {index} is read-only, which emulated (ide) hard disks cannot be")
         opts = [f"file={escape_opt(path)}", "format=raw", f"if={interface}", f"index={index}"]
         if cache != "default":
             opts.append(f"cache={cache}")
