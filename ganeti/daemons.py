@@ -109,22 +109,42 @@ def running_pid(paths: Paths, spec: Spec) -> int | None:
         os.close(fd)
 
 
-def _ready(paths: Paths, spec: Spec, address: str) -> bool:
-    if spec.socket:
-        target, family = getattr(paths, spec.socket), socket.AF_UNIX
-    elif spec.port:
-        target, family = (address, spec.port), socket.AF_INET6 if ":" in address else socket.AF_INET
-    else:
-        return True
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.settimeout(0.5)
+def accepts_unix(path: str, timeout: float = 0.5) -> bool:
+    """Whether something accepts connections on Unix socket C{path}."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
     try:
-        sock.connect(target)
+        sock.connect(path)
         return True
     except OSError:
         return False
     finally:
         sock.close()
+
+
+def accepts_tcp(address: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on C{address}:C{port}."""
+    try:
+        socket.create_connection((address, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def free_port(address: str = "127.0.1.1", udp: bool = False) -> int:
+    """A port nothing listens on at C{address} right now (tests, benchmarks)."""
+    kind = socket.SOCK_DGRAM if udp else socket.SOCK_STREAM
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, kind) as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+def _ready(paths: Paths, spec: Spec, address: str) -> bool:
+    if spec.socket:
+        return accepts_unix(getattr(paths, spec.socket))
+    if spec.port:
+        return accepts_tcp(address, spec.port)
+    return True
 
 
 def selected(paths: Paths, names: list[str]) -> list[Spec]:

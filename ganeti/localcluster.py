@@ -42,18 +42,12 @@ def _tool(name: str, paths: Paths, *args: str) -> subprocess.CompletedProcess[st
 
 
 def _wait_tcp(address: str, port: int, timeout: float = 30.0) -> bool:
-    import socket
-
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(0.5)
-            try:
-                sock.connect((address, port))
-                return True
-            except OSError:
-                time.sleep(0.05)
-    return False
+    while not daemons.accepts_tcp(address, port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:

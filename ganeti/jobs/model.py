@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 import attrs
 
+from ganeti import serializer
+
 # --- statuses (jobs and opcodes share them; the order matters) -------------
 QUEUED = "queued"
 WAITING = "waiting"
@@ -126,6 +128,10 @@ class QueuedJob:
                 out[key] = value
         out.update((k, v) for k, v in self.extra.items() if k not in out)
         return out
+
+    def to_json(self) -> bytes:
+        """The job file's content (JSON and a final newline, as Ganeti writes it)."""
+        return serializer.dumps(self.to_dict()) + b"\n"
 
     @classmethod
     def new(cls, job_id: int, inputs: Iterable[dict[str, Any]], when: float | None = None) -> "QueuedJob":

@@ -64,7 +64,7 @@ def save_job(paths: Paths, job: Any) -> None:
     any process; only a power loss can take them, and then the job is
     failed as a dead one on restart, which it would be anyway.
     """
-    data = serializer.dumps(job.to_dict()) + b"\n"
+    data = job.to_json()
     serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
 
 

@@ -275,7 +275,7 @@ class JobQueueDir:
     # --- job files ---------------------------------------------------------
     def write_job(self, job: QueuedJob, durable: bool = True) -> bytes:
         """Write C{job-<id>} atomically; returns the bytes written."""
-        data = serializer.dumps(job.to_dict()) + b"\n"
+        data = job.to_json()
         self._write(self.job_path(job.id), data, durable=durable)
         return data
 

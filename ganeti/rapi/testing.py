@@ -2,44 +2,20 @@
 
 from __future__ import annotations
 
-import socket
-import time
 from typing import Any
 
-from twisted.internet.task import deferLater
-
-from ganeti import crypto
+from ganeti import crypto, daemons
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 from ganeti.testing.daemons import Daemon, seed_config
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 class RapiDaemon(Daemon):
     """C{twistd ganeti-rapi}: ready once it accepts TCP connections."""
 
     def __init__(self, paths: Paths, host: str, port: int, *args: str) -> None:
-        super().__init__(paths, "ganeti-rapi", "--bind", host, "--port", str(port), *args)
+        super().__init__(paths, "ganeti-rapi", "--bind", host, "--port", str(port), *args, tcp=(host, port))
         self.host, self.port = host, port
-
-    async def ready(self, reactor: Any, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError("ganeti-rapi exited with %s:\n%s" % (self.process.returncode, self.output()))
-            try:
-                socket.create_connection((self.host, self.port), timeout=1).close()
-                return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("ganeti-rapi did not start within %ss:\n%s" % (timeout, self.output()))
-            await deferLater(reactor, 0.02, lambda: None)
 
 
 class RapiStack:
@@ -52,7 +28,7 @@ class RapiStack:
         self.key_pem, self.cert_pem = crypto.generate_key_and_cert(cluster_name)
         crypto.write_pem_file(paths.rapi_pem, self.key_pem, self.cert_pem)
         self.write_users(users)
-        self.host, self.port = host, free_port(host)
+        self.host, self.port = host, daemons.free_port(host)
         self.url = "https://%s:%d" % (host, self.port)
         self.wconfd = Daemon(paths, "ganeti-wconfd")
         self.luxid = Daemon(paths, "ganeti-luxid")

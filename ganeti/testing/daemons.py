@@ -24,6 +24,7 @@ from typing import Any
 from twisted.internet.task import deferLater
 
 from ganeti import serializer
+from ganeti.daemons import accepts_tcp, accepts_unix, free_port
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
@@ -77,7 +78,7 @@ class Daemon:
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError("%s exited with %s:\n%s" % (self.name, self.process.returncode, self.output()))
-            if _accepts_tcp(self.tcp) if self.tcp else _accepts(self.socket_path):
+            if accepts_tcp(*self.tcp, timeout=1) if self.tcp else accepts_unix(self.socket_path):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError("%s did not start within %ss:\n%s" % (self.name, timeout, self.output()))
@@ -107,25 +108,6 @@ class Daemon:
                 return handle.read().decode(errors="replace")[-4000:]
         except OSError:
             return ""
-
-
-def _accepts(path: str) -> bool:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
-
-
-def _accepts_tcp(address: tuple[str, int]) -> bool:
-    try:
-        socket.create_connection(address, timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 class LiveOwner:

@@ -37,6 +37,7 @@ class ConfigPusher:
         rpc: Any = None,
         port: int = 1811,
         retry_interval: float = RETRY_INTERVAL,
+        values: Callable[[ConfigData], dict[str, list[str]]] = ssconf.compute,
     ) -> None:
         self.paths = paths
         self.reactor = reactor
@@ -44,6 +45,7 @@ class ConfigPusher:
         self.snapshot = snapshot
         self.port = port
         self.retry_interval = retry_interval
+        self.values = values
         self._rpc = rpc
         self._retry: Any = None
         #: node name -> last serial it confirmed (config for candidates, ssconf for all)
@@ -72,7 +74,7 @@ class ConfigPusher:
         pool = self.reactor.getThreadPool()
         vpath = wire.virtual_path(self.paths.root, self.paths.config_data)
         details = await deferToThreadPool(self.reactor, pool, wire.file_details, vpath, data, mode=0o640)
-        values = await deferToThreadPool(self.reactor, pool, ssconf.compute, config)
+        values = await deferToThreadPool(self.reactor, pool, self.values, config)
         candidates = {n.name: n.primary_ip for n in nodes if n.master_candidate}
         everyone = {n.name: n.primary_ip for n in nodes}
         rpc = self.rpc()

@@ -20,6 +20,25 @@ from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 
 
+class SsconfValues:
+    """The ssconf values of a config, computed once per config serial.
+
+    Shared by the distribution stages (this node's files, the push to the
+    other nodes), which would otherwise each walk the whole config.
+    """
+
+    def __init__(self) -> None:
+        self._cached: tuple[int, dict[str, list[str]]] | None = None
+
+    def __call__(self, config: ConfigData) -> dict[str, list[str]]:
+        cached = self._cached  # one tuple: safe to read from worker threads
+        if cached is not None and cached[0] == config.serial_no:
+            return cached[1]
+        values = ssconf.compute(config)
+        self._cached = (config.serial_no, values)
+        return values
+
+
 class LocalSsconf:
     log = Logger()
 
@@ -29,11 +48,13 @@ class LocalSsconf:
         reactor: Any,
         config: Callable[[], ConfigData],
         next_stage: Callable[[bytes, int], Any] | None = None,
+        values: Callable[[ConfigData], dict[str, list[str]]] = ssconf.compute,
     ) -> None:
         self.paths = paths
         self.reactor = reactor
         self.config = config
         self.next_stage = next_stage
+        self.values = values
         self.written_serial = 0
 
     def __call__(self, data: bytes, serial: int) -> Deferred:
@@ -51,4 +72,4 @@ class LocalSsconf:
         return d.addCallback(written)
 
     def _write(self, config: ConfigData) -> list[str]:
-        return ssconf.write_files(self.paths, ssconf.compute(config), max_size=None)
+        return ssconf.write_files(self.paths, self.values(config), max_size=None)

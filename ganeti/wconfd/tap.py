@@ -20,7 +20,7 @@ from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.replication import ConfigPusher
-from ganeti.wconfd.ssconf_writer import LocalSsconf
+from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
 
 
@@ -70,11 +70,17 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         checkpoint_delay=options["checkpoint-delay"],
     )
     next_stage = service.distributor
+    values = SsconfValues()  # one ssconf computation per config serial for both stages
     if os.path.exists(paths.server_pem):  # a cluster with certificates: push to the other nodes
         next_stage = ConfigPusher(
-            paths, reactor, lambda: service.config_store.config(), service.read_config, port=options["rpc-port"]
+            paths,
+            reactor,
+            lambda: service.config_store.config(),
+            service.read_config,
+            port=options["rpc-port"],
+            values=values,
         )
-    service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), next_stage)
+    service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), next_stage, values)
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
     factory = wconfd_factory(service)

@@ -133,7 +133,8 @@ def main() -> None:
 
     from ganeti.config.bootstrap import grow, initial_config
     from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
-    from tests.integration.test_confd import free_port, wait_ready
+    from ganeti.daemons import free_port
+    from tests.integration.test_confd import wait_ready
 
     config = grow(initial_config("bench.test", "node1.example.test", ADDRESS), nodes=args.nodes - 1, instances=args.nodes)
     names = sorted(n.name for n in config.nodes.values())
@@ -141,7 +142,7 @@ def main() -> None:
     seed_config(paths, config)
     with open(paths.hmac_key, "wb") as handle:
         handle.write(KEY)
-    port = free_port()
+    port = free_port(udp=True)
     daemon = Daemon(paths, "ganeti-confd", "--bind", ADDRESS, "--port", str(port))
     daemon.start()
     results: dict[str, dict[str, Any]] = {}

@@ -18,18 +18,13 @@ from twisted.internet import defer, task
 from ganeti import crypto
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.rpc import RpcClient, wire
+from ganeti.daemons import free_port
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.1.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def timed(samples: list[float], call: Any) -> Any:

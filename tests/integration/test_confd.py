@@ -15,6 +15,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
+from ganeti.daemons import free_port
 from ganeti import serializer
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.confd import wire
@@ -32,12 +33,6 @@ CLI = os.path.join(os.path.dirname(sys.executable), "gnt-confd-query")
 def config(serial: int) -> ConfigData:
     cfg = grow(initial_config("cluster.test", "node1.test", "127.0.1.1"), nodes=4, instances=4)
     return attrs.evolve(cfg, serial_no=serial, cluster=attrs.evolve(cfg.cluster, serial_no=serial))
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.1.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def raw_query(address: str, port: int, qtype: int, query: Any = None, key: bytes = KEY, timeout: float = 0.5) -> dict[str, Any] | None:
@@ -65,7 +60,7 @@ def wait_ready(daemon: Daemon, address: str, port: int, timeout: float = 30) -> 
 
 class Cluster:
     def __init__(self) -> None:
-        self.port = free_port()
+        self.port = free_port(udp=True)
         self.roots: list[Paths] = []
         self.daemons: list[Daemon] = []
         for address, serial in zip(PEERS, SERIALS):

@@ -21,6 +21,7 @@ import pytest_twisted
 from twisted.internet import reactor, threads
 
 from ganeti import crypto
+from ganeti.daemons import free_port
 from ganeti.config.bootstrap import initial_config
 from ganeti.testing.daemons import Daemon, seed_config
 
@@ -32,12 +33,6 @@ pytestmark = pytest.mark.skipif(
     not (GANETI_LIB / "ganeti" / "luxi.py").exists(),
     reason="Ganeti 3.0.2's Python package is not available (scripts/install-ganeti-clients fetches it)",
 )
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.1.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def confd_answers_ping(daemon: Daemon, address: str, port: int, key_file: str, timeout: float = 30) -> None:
@@ -75,7 +70,7 @@ async def test_ganeti_luxi_and_confd_clients_get_correct_answers(root):
     root.ensure_dirs()
     crypto.write_hmac_key(root.hmac_key, crypto.generate_hmac_key())
     seed_config(root, initial_config("cluster.test", "node1.test", "127.0.1.1"))
-    port = free_udp_port()
+    port = free_port(udp=True)
     daemons = [
         Daemon(root, "ganeti-wconfd"),
         Daemon(root, "ganeti-luxid"),

@@ -13,16 +13,11 @@ from twisted.internet import reactor
 
 from ganeti import crypto, daemons, errors, ssconf
 from ganeti.rpc import RpcClient, join, wire
+from ganeti.daemons import free_port
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 TOKEN = "correct-horse-battery-staple-42"
 ADDRESS = "127.0.1.2"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((ADDRESS, 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -39,7 +34,7 @@ def master():
 def node():
     """An unjoined node root and its noded (not started), token in a file."""
     paths = make_root("gntj")
-    port = free_port()
+    port = free_port(ADDRESS)
     token_file = os.path.join(paths.root, "join-token")
     with open(token_file, "w") as handle:
         handle.write(TOKEN + "\n")
@@ -170,6 +165,6 @@ async def test_token_survives_a_few_wrong_proofs(master, node):
 
 
 def test_unreachable_node(master):
-    port = free_port()
+    port = free_port(ADDRESS)
     with pytest.raises(errors.OpExecError, match="node unreachable"):
         join.join_node(master, ADDRESS, TOKEN, "node2.test", port=port, timeout=5)

@@ -14,13 +14,8 @@ from twisted.internet import reactor
 from ganeti import crypto
 from ganeti.rpc import Credentials, PinnedPolicy, RpcClient
 from ganeti.rpc import wire
+from ganeti.daemons import free_port
 from ganeti.testing.daemons import Daemon, make_root, remove_root
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.1.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

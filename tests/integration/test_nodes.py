@@ -22,7 +22,8 @@ from ganeti import crypto
 from ganeti.config.bootstrap import initial_config
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
 
-from tests.integration.test_replication import free_port, serial_of, ssconf_of, until
+from ganeti.daemons import free_port
+from tests.integration.test_replication import serial_of, ssconf_of, until
 
 BIN = os.path.dirname(sys.executable)
 

@@ -17,14 +17,9 @@ from ganeti import crypto, errors, serializer
 from ganeti.luxi.client import LuxiClient
 from ganeti.config.bootstrap import initial_config
 from ganeti.objects import ConfigData, Node, NodeGroup, new_uuid
+from ganeti.daemons import free_port
 from ganeti.testing.daemons import Daemon, LiveOwner, make_root, remove_root, seed_config
 from ganeti.wconfd.client import WConfdClient
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.1.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def three_node_config() -> ConfigData:
