@@ -502,3 +502,6 @@ define(
     result="list of [param_name, new_value] changes applied",
     summary="node_name",
 )
+
+# the instance opcodes (and the node opcodes that move instances) register here
+from ganeti import opcodes_instance  # noqa: E402,F401

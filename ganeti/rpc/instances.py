@@ -1,0 +1,161 @@
+"""The instance procedures of node RPC: what the master sends, what noded answers.
+
+This module is the contract between the logical units (master side, which
+use the encoders below) and noded (node side, L{ganeti.noded.instances}).
+
+Instance encoding (spec/noderpc.md, C{INST_DICT})
+=================================================
+L{encode_instance} gives C{Instance.to_dict()} with:
+  - C{hvparams}: cluster C{hvparams[hv]}, then C{os_hvp[os][hv]}, then the
+    instance's own, then the per-call override;
+  - C{beparams}: cluster C{beparams["default"]}, the instance's, the override;
+  - C{osparams}: cluster C{osparams[os name without variant]}, then
+    C{osparams[os]}, the instance's, the override (private ones likewise
+    into C{osparams_private});
+  - each NIC's C{nicparams} filled from cluster C{nicparams["default"]};
+  - C{secondary_nodes}: C{[]} (no mirrored templates here);
+  - C{disks_info}: the instance's disks in order, each C{Disk.to_dict()}.
+noded reads it back with L{decode_instance}: an L{Instance} (unknown keys
+land in C{extra}) and its L{Disk} records.
+
+Disk paths
+==========
+A C{file} or C{sharedfile} disk has C{logical_id = [driver, path]}, with
+C{path} absolute as the cluster sees it: C{<dir>/<instance name>/disk<N>}
+under the cluster's C{file_storage_dir} / C{shared_file_storage_dir} (see
+L{disk_path}).  A node under root R keeps it at C{R + path} (the same path
+when R is C{/}); noded refuses a path outside its storage directory.  On
+one machine the nodes' C{shared-file-storage} directories are one directory
+(symlinks), so a sharedfile disk is visible on every node, as on a SAN.
+
+Procedures (positional arguments -> payload)
+============================================
+  - C{instance_start}: C{[inst, startup_paused, reason]} -> C{None}
+  - C{instance_shutdown}: C{[inst, timeout, reason]} -> C{None}; stopping an
+    instance that is not running succeeds
+  - C{instance_reboot}: C{[inst, reboot_type, shutdown_timeout, reason]} ->
+    C{None}; C{reboot_type} C{soft}/C{hard} reboot in place, C{full} stops
+    and starts
+  - C{instance_list}: C{[hypervisor_names, hvparams_by_hv]} -> C{[name, ...]}
+  - C{instance_info}: C{[name, hypervisor, hvparams]} -> C{{}} or
+    C{{"memory", "vcpus", "state", "time"}}
+  - C{all_instances_info}: C{[hypervisor_names, hvparams_by_hv]} ->
+    C{{name: {"memory", "vcpus", "state", "time"}}}
+  - C{instance_console_info}: C{[inst]} -> console dict (see
+    L{ganeti.backend.hypervisor})
+  - C{migration_info}: C{[inst]} (on the source) -> opaque C{info}
+  - C{accept_instance}: C{[inst, info, target_ip]} (on the target) -> C{None}
+  - C{instance_migrate}: C{[cluster_name, inst, target_ip, live]} (source)
+  - C{instance_get_migration_status}: C{[inst]} (source) ->
+    C{{"status": "completed"|"active"|"failed"|"none", ...}}
+  - C{instance_finalize_migration_dst}: C{[inst, info, success]} (target)
+  - C{instance_finalize_migration_src}: C{[inst, success, live]} (source)
+  - C{blockdev_create}: C{[disk, size, owner, on_primary, info,
+    exclusive_storage]} -> the disk's path on that node
+  - C{blockdev_remove}: C{[disk]} -> C{None}; a disk already gone succeeds
+  - C{blockdev_grow}: C{[disk, amount, dryrun, backingstore,
+    exclusive_storage]} -> C{None}
+  - C{instance_os_add}: C{[inst, reinstall, debug]} -> C{None}; runs the
+    OS's C{create} script (output in the node's log and in the error)
+  - C{instance_run_rename}: C{[inst, old_name, debug]} -> C{None}
+  - C{os_diagnose}: C{[]} -> C{[[name, path, status, diagnose, variants,
+    parameters, api_versions, trusted], ...]} (Ganeti's shape)
+  - C{node_info}: as before; its hypervisor part (C{hv_specs}) now comes
+    from the hypervisor objects (C{memory_total}, C{memory_free}, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from ganeti.objects import ConfigData, Disk, Instance
+
+#: file name of disk N inside the instance's directory
+DISK_FILE_FORMAT = "disk%d"
+
+
+def _merge(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if layer:
+            out.update(layer)
+    return out
+
+
+def filled_hvparams(cfg: ConfigData, inst: Instance, override: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The hypervisor parameters C{inst} runs with."""
+    cluster = cfg.cluster
+    hv = inst.hypervisor or ""
+    os_hvp = (cluster.os_hvp or {}).get(inst.os or "", {}) or {}
+    return _merge((cluster.hvparams or {}).get(hv), os_hvp.get(hv), inst.hvparams, override)
+
+
+def filled_beparams(cfg: ConfigData, inst: Instance, override: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The backend parameters (memory, vcpus, ...) C{inst} runs with."""
+    return _merge((cfg.cluster.beparams or {}).get("default"), inst.beparams, override)
+
+
+def filled_osparams(cfg: ConfigData, inst: Instance, override: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The OS parameters of C{inst}: cluster (OS name, then name+variant), own."""
+    osparams = cfg.cluster.osparams or {}
+    name = inst.os or ""
+    return _merge(osparams.get(name.split("+", 1)[0]), osparams.get(name) if "+" in name else None, inst.osparams, override)
+
+
+def instance_disks(cfg: ConfigData, inst: Instance) -> list[Disk]:
+    """The disk records of C{inst}, in order."""
+    return [cfg.disks[uuid] for uuid in inst.disks if uuid in cfg.disks]
+
+
+def encode_instance(
+    cfg: ConfigData,
+    inst: Instance,
+    *,
+    hvp: Mapping[str, Any] | None = None,
+    bep: Mapping[str, Any] | None = None,
+    osp: Mapping[str, Any] | None = None,
+    disks: list[Disk] | None = None,
+) -> dict[str, Any]:
+    """The C{INST_DICT} of C{inst} (see the module docstring).
+
+    @param disks: the disk records to send (default: from C{cfg}); an LU
+        creating an instance passes the disks it has not stored yet.
+    """
+    data = inst.to_dict()
+    data["hvparams"] = filled_hvparams(cfg, inst, hvp)
+    data["beparams"] = filled_beparams(cfg, inst, bep)
+    data["osparams"] = filled_osparams(cfg, inst, osp)
+    default_nic = (cfg.cluster.nicparams or {}).get("default") or {}
+    for nic in data.get("nics") or []:
+        nic["nicparams"] = _merge(default_nic, nic.get("nicparams"))
+    data["secondary_nodes"] = []
+    data["disks_info"] = [d.to_dict() for d in (disks if disks is not None else instance_disks(cfg, inst))]
+    return data
+
+
+def decode_instance(data: Any) -> tuple[Instance, list[Disk]]:
+    """noded's side of L{encode_instance}.
+
+    @raise ValueError: C{data} is not an instance dict with a name
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        raise ValueError("not an instance description: %r" % (str(data)[:100],))
+    body = dict(data)
+    disks_info = body.pop("disks_info", None) or []
+    body.pop("secondary_nodes", None)
+    if not isinstance(disks_info, list) or not all(isinstance(d, dict) for d in disks_info):
+        raise ValueError("disks_info of instance %s is not a list of disks" % data["name"])
+    return Instance.from_dict(body), [Disk.from_dict(d) for d in disks_info]
+
+
+def disk_path(storage_dir: str, instance_name: str, index: int) -> str:
+    """Where disk C{index} of C{instance_name} lives, cluster-wide."""
+    return os.path.join(storage_dir, instance_name, DISK_FILE_FORMAT % index)
+
+
+def node_path(root: str, path: str) -> str:
+    """A cluster-wide absolute C{path} as seen by the node rooted at C{root}."""
+    if not root or root == "/":
+        return path
+    return os.path.join(root, path.lstrip("/"))
