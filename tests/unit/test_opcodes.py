@@ -127,7 +127,7 @@ class ValidateTests(SynchronousTestCase):
                 if op["OP_ID"] in opcodes.OPCODES:
                     self.assertEqual(validate(op)["OP_ID"], op["OP_ID"])
                     seen.add(op["OP_ID"])
-        self.assertEqual(seen, {"OP_TEST_DELAY", "OP_TAGS_SET", "OP_GROUP_ADD"})
+        self.assertEqual(seen, {"OP_TEST_DELAY", "OP_TAGS_SET", "OP_GROUP_ADD", "OP_INSTANCE_CREATE", "OP_INSTANCE_REMOVE"})
 
     @given(st.dictionaries(st.text(max_size=8), st.none() | st.booleans() | st.integers() | st.text(max_size=5)))
     def test_garbage_never_crashes(self, extra: dict[str, Any]) -> None:
