@@ -1,0 +1,382 @@
+"""Helpers shared by the instance LUs (creation, operations, migration).
+
+Lookups and checks on a config snapshot raise L{errors.OpPrereqError};
+the node RPC helpers raise L{errors.OpExecError} carrying the node's own
+message.  Nodes are reached at their primary IP (L{node_address}) on the
+cluster-wide noded port; the instance travels as the C{INST_DICT} of
+L{ganeti.rpc.instances.encode_instance}.
+
+These names are imported by other LU modules: keep them stable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+from ganeti import errors
+from ganeti.cmdlib.base import LogicalUnit, expand_instance_name
+from ganeti.objects import ConfigData, Disk, Instance, Node
+from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import wire
+
+ADMIN_UP = "up"
+ADMIN_DOWN = "down"
+ADMIN_OFFLINE = "offline"
+ADMIN_SOURCE_ADMIN = "admin"
+ADMIN_SOURCE_USER = "user"
+
+DT_DISKLESS = "diskless"
+DT_FILE = "file"
+DT_SHARED_FILE = "sharedfile"
+#: the disk templates this implementation can create
+SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
+#: templates whose disks every node of the cluster sees
+SHARED_TEMPLATES = (DT_SHARED_FILE,)
+
+#: what an instance runs with when no beparams say otherwise (MiB)
+DEFAULT_MEMORY = 128
+
+#: RPC timeouts of the instance procedures (seconds)
+TMO_START = wire.TMO_NORMAL
+TMO_OS_ADD = 86400
+TMO_RENAME = wire.TMO_SLOW
+
+
+# --- lookups ---------------------------------------------------------------------
+
+
+def expand_instance(cfg: ConfigData, name: str) -> Instance:
+    """The instance called C{name} (or with that UUID; short names expanded)."""
+    full = expand_instance_name(cfg, name)
+    for inst in cfg.instances.values():
+        if inst.name == full:
+            return inst
+    raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)  # pragma: no cover
+
+
+def current_instance(cfg: ConfigData, uuid: str, name: str) -> Instance:
+    """The instance C{uuid} in C{cfg}; OpPrereqError if it is gone (e.g. removed
+    while the LU waited for its lock)."""
+    inst = cfg.instances.get(uuid)
+    if inst is None:
+        raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)
+    return inst
+
+
+def get_node(cfg: ConfigData, uuid: str | None) -> Node:
+    """The node with C{uuid}; OpPrereqError if there is none."""
+    node = cfg.nodes.get(uuid or "")
+    if node is None:
+        raise errors.OpPrereqError("Node '%s' not known" % uuid, errors.ECODE_NOENT)
+    return node
+
+
+def node_name(cfg: ConfigData, uuid: str | None) -> str:
+    """The name of node C{uuid} (the UUID itself if it is not known)."""
+    node = cfg.nodes.get(uuid or "")
+    return (node.name if node is not None else None) or str(uuid)
+
+
+def node_address(node: Node) -> str:
+    """Where node RPC reaches C{node}: its primary IP, else its name."""
+    return node.primary_ip or node.name or ""
+
+
+def instance_nodes(cfg: ConfigData, inst: Instance) -> list[str]:
+    """UUIDs of the nodes C{inst} uses: the primary first, then its disks' nodes."""
+    nodes = [inst.primary_node] if inst.primary_node else []
+    for disk in rpc_inst.instance_disks(cfg, inst):
+        for uuid in disk.nodes or ():
+            if uuid not in nodes:
+                nodes.append(uuid)
+    return nodes
+
+
+def secondary_nodes(cfg: ConfigData, inst: Instance) -> list[str]:
+    """The nodes of C{inst} besides the primary."""
+    return [uuid for uuid in instance_nodes(cfg, inst) if uuid != inst.primary_node]
+
+
+# --- checks ------------------------------------------------------------------------
+
+
+def check_node_online(cfg: ConfigData, uuid: str, msg: str | None = None) -> Node:
+    """Refuse an offline node (Ganeti's C{CheckNodeOnline}); returns the node."""
+    node = get_node(cfg, uuid)
+    if node.offline:
+        raise errors.OpPrereqError("%s: %s" % (msg or "Can't use offline node", node.name), errors.ECODE_STATE)
+    return node
+
+
+def check_node_not_drained(cfg: ConfigData, uuid: str) -> Node:
+    node = get_node(cfg, uuid)
+    if node.drained:
+        raise errors.OpPrereqError("Can't use drained node %s" % node.name, errors.ECODE_STATE)
+    return node
+
+
+def check_node_vm_capable(cfg: ConfigData, uuid: str) -> Node:
+    node = get_node(cfg, uuid)
+    if node.vm_capable is False:
+        raise errors.OpPrereqError("Can't use non-vm_capable node %s" % node.name, errors.ECODE_STATE)
+    return node
+
+
+def check_instance_state(
+    inst: Instance, *, want_up: bool = False, want_down: bool = False, allow_offline: bool = False, msg: str = ""
+) -> None:
+    """Check C{inst}'s admin state (the configuration, not the live state).
+
+    @param want_up: refuse unless it is marked up
+    @param want_down: refuse if it is marked up
+    @param allow_offline: accept an instance marked offline (refused otherwise)
+    @param msg: what the LU wants to do, for the message
+    """
+    suffix = (", cannot %s" % msg) if msg else ""
+    state = inst.admin_state or ADMIN_DOWN
+    if state == ADMIN_OFFLINE and not allow_offline:
+        raise errors.OpPrereqError("Instance %s is marked to be offline%s" % (inst.name, suffix), errors.ECODE_STATE)
+    if want_up and state != ADMIN_UP:
+        raise errors.OpPrereqError("Instance %s is marked to be %s%s" % (inst.name, state, suffix), errors.ECODE_STATE)
+    if want_down and state == ADMIN_UP:
+        raise errors.OpPrereqError("Instance %s is marked to be up%s" % (inst.name, suffix), errors.ECODE_STATE)
+
+
+def check_hypervisor_enabled(cfg: ConfigData, hypervisor: str | None) -> str:
+    """C{hypervisor} if the cluster has it enabled."""
+    enabled = list(cfg.cluster.enabled_hypervisors or [])
+    if not hypervisor or hypervisor not in enabled:
+        raise errors.OpPrereqError(
+            "Hypervisor '%s' is not enabled in the cluster (enabled: %s)" % (hypervisor, ", ".join(enabled) or "none"),
+            errors.ECODE_STATE,
+        )
+    return hypervisor
+
+
+# --- resources ------------------------------------------------------------------------
+
+
+def instance_memory(cfg: ConfigData, inst: Instance, bep: Mapping[str, Any] | None = None) -> int:
+    """The memory (MiB) C{inst} starts with: its filled C{maxmem} (or C{memory})."""
+    be = rpc_inst.filled_beparams(cfg, inst, bep)
+    for key in ("maxmem", "memory", "minmem"):
+        value = be.get(key)
+        if value is not None:
+            return int(value)
+    return DEFAULT_MEMORY
+
+
+def instance_vcpus(cfg: ConfigData, inst: Instance) -> int:
+    return int(rpc_inst.filled_beparams(cfg, inst).get("vcpus") or 1)
+
+
+@attrs.frozen
+class NodeResources:
+    """What C{node_info} says about one node (MiB; C{None}: not reported).
+
+    @ivar storage_free: C{{template: free MiB}} for the storage units asked
+    """
+
+    memory_total: int | None = None
+    memory_free: int | None = None
+    cpu_total: int | None = None
+    storage_free: dict[str, int] = attrs.Factory(dict)
+
+
+def storage_units(cfg: ConfigData, templates: Iterable[str]) -> list[list[Any]]:
+    """C{node_info}'s storage units for the file templates among C{templates}."""
+    units = []
+    for template in templates:
+        if template == DT_FILE and cfg.cluster.file_storage_dir:
+            units.append([DT_FILE, cfg.cluster.file_storage_dir, []])
+        elif template == DT_SHARED_FILE and cfg.cluster.shared_file_storage_dir:
+            units.append([DT_SHARED_FILE, cfg.cluster.shared_file_storage_dir, []])
+    return units
+
+
+def parse_node_info(payload: Any) -> NodeResources:
+    """Read C{node_info}'s C{[boot_id, [storage...], [hv...]]}."""
+    if not isinstance(payload, list) or len(payload) != 3:
+        raise ValueError("node_info answered %.100r" % (payload,))
+    _boot, storage, hvs = payload
+    hv = hvs[0] if isinstance(hvs, list) and hvs and isinstance(hvs[0], dict) else {}
+    free: dict[str, int] = {}
+    for unit in storage if isinstance(storage, list) else ():
+        if isinstance(unit, dict) and isinstance(unit.get("storage_free"), int):
+            free[str(unit.get("type"))] = unit["storage_free"]
+
+    def number(key: str) -> int | None:
+        value = hv.get(key)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    return NodeResources(number("memory_total"), number("memory_free"), number("cpu_total"), free)
+
+
+async def node_resources(
+    lu: LogicalUnit, node_uuids: Iterable[str], hypervisor: str, templates: Iterable[str] = ()
+) -> dict[str, NodeResources | str]:
+    """C{{node uuid: NodeResources, or the error text}} from C{node_info}."""
+    cfg = lu.cfg
+    nodes = [get_node(cfg, uuid) for uuid in node_uuids]
+    if not nodes:
+        return {}
+    hvparams = (cfg.cluster.hvparams or {}).get(hypervisor) or {}
+    args = [storage_units(cfg, templates), [[hypervisor, hvparams]]]
+    answers = await lu.ctx.rpc().call(
+        {n.name: node_address(n) for n in nodes}, "node_info", args, timeout=wire.TMO_URGENT
+    )
+    out: dict[str, NodeResources | str] = {}
+    for node in nodes:
+        result = answers[node.name]
+        if result.failed:
+            out[node.uuid] = result.fail_msg or "unknown error"  # type: ignore[index]
+            continue
+        try:
+            out[node.uuid] = parse_node_info(result.payload)  # type: ignore[index]
+        except ValueError as e:
+            out[node.uuid] = str(e)  # type: ignore[index]
+    return out
+
+
+async def node_free_memory(lu: LogicalUnit, node_uuids: Iterable[str], hypervisor: str) -> dict[str, int | None]:
+    """C{{node uuid: free MiB}} as the hypervisor reports it; C{None} if unknown."""
+    answers = await node_resources(lu, node_uuids, hypervisor)
+    return {uuid: (res.memory_free if isinstance(res, NodeResources) else None) for uuid, res in answers.items()}
+
+
+async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, requested: int, hypervisor: str) -> int:
+    """Ganeti's C{CheckNodeFreeMemory}: the node has C{requested} MiB free.
+
+    @return: the free memory
+    @raise errors.OpPrereqError: the node cannot tell, or has too little
+    """
+    name = node_name(lu.cfg, node_uuid)
+    answer = (await node_resources(lu, [node_uuid], hypervisor))[node_uuid]
+    if not isinstance(answer, NodeResources):
+        raise errors.OpPrereqError("Can't get data from node %s: %s" % (name, answer), errors.ECODE_ENVIRON)
+    if answer.memory_free is None:
+        raise errors.OpPrereqError("Can't compute free memory on node %s, result was '%s'" % (name, answer),
+                                   errors.ECODE_ENVIRON)
+    if requested > answer.memory_free:
+        raise errors.OpPrereqError(
+            "Not enough memory on node %s for %s: needed %s MiB, available %s MiB"
+            % (name, reason, requested, answer.memory_free),
+            errors.ECODE_NORES,
+        )
+    return answer.memory_free
+
+
+# --- node RPC -----------------------------------------------------------------------------
+
+
+async def call_node_result(
+    lu: LogicalUnit, node_uuid: str, procedure: str, args: list[Any], timeout: float = wire.TMO_NORMAL
+) -> Any:
+    """Call C{procedure} on one node; returns its L{ganeti.rpc.RpcResult}."""
+    node = get_node(lu.cfg, node_uuid)
+    answers = await lu.ctx.rpc().call({node.name: node_address(node)}, procedure, args, timeout=timeout)
+    return answers[node.name]
+
+
+async def call_node(
+    lu: LogicalUnit,
+    node_uuid: str,
+    procedure: str,
+    args: list[Any],
+    timeout: float = wire.TMO_NORMAL,
+    what: str | None = None,
+) -> Any:
+    """Call C{procedure} on one node; its payload, or L{errors.OpExecError}.
+
+    The error reads C{"Could not <what> on node <name>: <node's message>"}.
+    """
+    result = await call_node_result(lu, node_uuid, procedure, args, timeout)
+    if result.failed:
+        raise errors.OpExecError(
+            "Could not %s on node %s: %s" % (what or procedure, node_name(lu.cfg, node_uuid), result.fail_msg)
+        )
+    return result.payload
+
+
+def reason_trail(lu: LogicalUnit) -> list[Any]:
+    """The opcode's reason trail, for the RPCs that record it."""
+    reason = lu.op.get("reason")
+    return list(reason) if isinstance(reason, list) else []
+
+
+def encode(lu: LogicalUnit, inst: Instance, **kwargs: Any) -> dict[str, Any]:
+    """C{INST_DICT} of C{inst} on the LU's config (see L{rpc_inst.encode_instance})."""
+    return rpc_inst.encode_instance(lu.cfg, inst, **kwargs)
+
+
+async def instance_info(lu: LogicalUnit, inst: Instance, node_uuid: str | None = None) -> dict[str, Any] | None:
+    """The hypervisor's info on C{inst} on C{node_uuid} (default: its primary).
+
+    @return: C{None} if it does not run there, else C{{"memory", "vcpus", "state", "time"}}
+    @raise errors.OpExecError: the node cannot be asked
+    """
+    node_uuid = node_uuid or inst.primary_node or ""
+    hvparams = rpc_inst.filled_hvparams(lu.cfg, inst)
+    payload = await call_node(
+        lu, node_uuid, "instance_info", [inst.name, inst.hypervisor, hvparams], timeout=wire.TMO_URGENT,
+        what="get the state of instance %s" % inst.name,
+    )
+    return payload if isinstance(payload, dict) and payload else None
+
+
+async def check_instance_not_running(lu: LogicalUnit, inst: Instance, what: str) -> None:
+    """Refuse (OpPrereqError) if C{inst} runs on its primary node."""
+    if await instance_info(lu, inst) is not None:
+        raise errors.OpPrereqError("Instance %s is running, %s" % (inst.name, what), errors.ECODE_STATE)
+
+
+async def start_instance_on(
+    lu: LogicalUnit,
+    inst: Instance,
+    node_uuid: str,
+    *,
+    hvp: Mapping[str, Any] | None = None,
+    bep: Mapping[str, Any] | None = None,
+    paused: bool = False,
+    disks: list[Disk] | None = None,
+) -> None:
+    """Start C{inst} on C{node_uuid} (C{instance_start}); OpExecError on failure."""
+    data = rpc_inst.encode_instance(lu.cfg, inst, hvp=hvp, bep=bep, disks=disks)
+    await call_node(lu, node_uuid, "instance_start", [data, bool(paused), reason_trail(lu)], timeout=TMO_START,
+                    what="start instance %s" % inst.name)
+
+
+async def shutdown_instance_on(lu: LogicalUnit, inst: Instance, node_uuid: str, timeout: int) -> None:
+    """Stop C{inst} on C{node_uuid} (C{instance_shutdown}); OpExecError on failure.
+
+    Stopping an instance that does not run succeeds (noded's contract).
+    """
+    data = rpc_inst.encode_instance(lu.cfg, inst)
+    await call_node(lu, node_uuid, "instance_shutdown", [data, int(timeout), reason_trail(lu)],
+                    timeout=TMO_START + int(timeout), what="shutdown instance %s" % inst.name)
+
+
+async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -> list[str]:
+    """Remove C{disks} from C{node_uuid}, each even if another fails.
+
+    @return: the error messages (empty when every disk is gone)
+    """
+    problems = []
+    for disk in disks:
+        if disk.dev_type == DT_DISKLESS:
+            continue
+        result = await call_node_result(lu, node_uuid, "blockdev_remove", [disk.to_dict()])
+        if result.failed:
+            problems.append("could not remove disk %s on node %s: %s"
+                            % (disk.iv_name or disk.uuid, node_name(lu.cfg, node_uuid), result.fail_msg))
+    return problems
+
+
+async def set_admin_state(lu: LogicalUnit, inst: Instance, state: str, source: str = ADMIN_SOURCE_ADMIN) -> Instance:
+    """Record C{inst}'s admin state (and its source) in the config."""
+    current = lu.cfg.instances.get(inst.uuid or "", inst)
+    if current.admin_state == state and current.admin_state_source == source:
+        return current
+    return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))  # type: ignore[no-any-return]
