@@ -7,13 +7,15 @@ from typing import Any
 from ganeti import errors, serializer
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
+from ganeti.luxid import live
 from ganeti.luxid.service import LuxidService
 from ganeti.objects import ConfigData
 from ganeti.query import fields as q
+from ganeti.query import qlang
 
 TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
-#: resources whose query answers come from the config alone (no live node
-#: data exists yet; when it does, its version must join the cache key)
+#: resources whose query answers come from the config alone, unless the
+#: query needs live node data (L{live.needed}): those are never cached
 CONFIG_ONLY_RESOURCES = frozenset({"instance", "node", "group", "cluster"})
 QUERY_CACHE_SIZE = 64
 
@@ -41,6 +43,7 @@ class LuxiHandler(MethodHandler):
         self._config: ConfigData | None = None
         self._config_serial = -1
         self._query_cache: dict[Any, tuple[int, Any]] = {}
+        self.live = live.LiveData.for_node(service.reactor, service.paths)
 
     # --- helpers ---------------------------------------------------------------
     async def _wconfd(self) -> Any:
@@ -56,12 +59,21 @@ class LuxiHandler(MethodHandler):
             self._config_serial = serial
         return self._config
 
-    async def context(self, what: str) -> Any:
+    async def context(self, what: str, fields: Any = (), qfilter: Any = None, names: Any = None) -> Any:
+        """The query context of C{what}, with the live node data C{fields}
+        and C{qfilter} need (C{names}: the items asked for, default: from
+        the filter)."""
         config = await self.config() if what != "job" or self._config is None else self._config
         locks: Any = [[], []]
         if what == "lock":
             locks = await (await self._wconfd()).list_locks_waiting_status()
-        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live={})
+        data: Any = {}
+        needs = live.needed(what, fields, qfilter)
+        if needs:
+            if names is None and isinstance(qfilter, list):
+                names = qlang.names_from_filter(qfilter, "name")
+            data = await self.live.gather(config, needs, names)
+        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data)
 
     def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
         ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})
@@ -136,8 +148,8 @@ class LuxiHandler(MethodHandler):
     # --- queries -------------------------------------------------------------------
     async def luxi_Query(self, what: Any, fields: Any, qfilter: Any) -> Any:
         what, fields = str(what), _fields(fields)
-        if what not in CONFIG_ONLY_RESOURCES:
-            return q.query(what, fields, qfilter, await self.context(what))
+        if what not in CONFIG_ONLY_RESOURCES or live.needed(what, fields, qfilter):
+            return q.query(what, fields, qfilter, await self.context(what, fields, qfilter))
         # Answers about config-only resources depend on nothing but the config:
         # cache them per config serial (exact, and always current).
         ctx = await self.context(what)
@@ -185,7 +197,8 @@ class LuxiHandler(MethodHandler):
             raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
         if not isinstance(names, list):
             raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)
-        return q.legacy_query(what, names, _fields(fields), await self.context(what))
+        fields = _fields(fields)
+        return q.legacy_query(what, names, fields, await self.context(what, fields, None, names))
 
     async def luxi_QueryNodes(self, names: Any, fields: Any, use_locking: Any) -> Any:
         return await self._legacy("node", names, fields, use_locking)

@@ -52,6 +52,14 @@ QFF_TIMESTAMP = "timestamp"
 #: a job id: filter values may be decimal strings
 QFF_JOB_ID = "job_id"
 
+# --- data beyond the config a field needs (L{FieldDef.needs}) ------------------
+#: the node daemons' C{all_instances_info} (instance state, memory, vcpus)
+NEED_LIVE_INSTANCES = "live-instances"
+#: the node daemons' C{node_info} (memory, storage, CPUs, boot id)
+NEED_LIVE_NODES = "live-nodes"
+#: C{instance_console_info} of the running instances (with their live state)
+NEED_CONSOLE = "console"
+
 
 class NoData(Exception):
     """Raised by a getter: the data is missing (e.g. no live data)."""
@@ -85,6 +93,8 @@ class FieldDef:
     getter: Getter = attrs.field(eq=False, repr=False)
     #: one of the C{QFF_*} constants
     qff: str = QFF_NORMAL
+    #: the C{NEED_*} data the getter reads from L{QueryContext.live}
+    needs: frozenset[str] = frozenset()
 
     def to_dict(self) -> dict[str, str]:
         """The wire form C{{"name", "title", "kind", "doc"}}."""
@@ -120,7 +130,10 @@ class QueryContext:
     C{live} maps a node name to what its node daemon reported, a dict:
     node live fields by their query name (C{"mfree"}, C{"bootid"}, ...) and
     C{"instances"}: instance name -> C{{"state": "running"|"shutdown",
-    "memory": MiB, "vcpus": n}}.  A node missing from C{live} has no data.
+    "memory": MiB, "vcpus": n}} (plus C{"console"}, the console dict, when
+    a C{NEED_CONSOLE} field was asked for).  A node missing from C{live}
+    has no data.  LuxiD fills C{live} (L{ganeti.luxid.live}) only with
+    what the fields' C{needs} ask for.
 
     C{watcher_pause} is the epoch until which the watcher is paused, or
     C{None} when it is not paused (the caller drops past pauses).

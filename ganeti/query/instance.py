@@ -14,6 +14,8 @@ from ganeti.objects import Disk, Instance
 from ganeti.query import common
 from ganeti.query.common import PP_DEFAULT, fill, index, known, ordinal, present
 from ganeti.query.fields import (
+    NEED_CONSOLE,
+    NEED_LIVE_INSTANCES,
     QFF_HOSTNAME,
     QFT_BOOL,
     QFT_NUMBER,
@@ -289,6 +291,9 @@ def _console(inst: Instance, ctx: QueryContext) -> Any:
 
 # --- field builders ------------------------------------------------------------------
 
+_LIVE = frozenset({NEED_LIVE_INSTANCES})
+_CONSOLE = frozenset({NEED_LIVE_INSTANCES, NEED_CONSOLE})
+
 
 def _param_fields() -> list[FieldDef]:
     out = []
@@ -511,11 +516,17 @@ def _instance_fields() -> list[FieldDef]:
     ]
     out += _param_fields() + _disk_fields() + _nic_fields()
     out += [
-        FieldDef("status", "Status", QFT_TEXT, _STATUS_DOC, instance_status),
-        FieldDef("oper_state", "Running", QFT_BOOL, "Actual state of instance", _oper_state),
-        FieldDef("console", "Console", QFT_OTHER, "Instance console information", _console),
-        FieldDef("oper_ram", "Memory", QFT_UNIT, "Actual memory usage as seen by hypervisor", _live_value("memory")),
-        FieldDef("oper_vcpus", "VCPUs", QFT_NUMBER, "Actual number of VCPUs as seen by hypervisor", _live_value("vcpus")),
+        FieldDef("status", "Status", QFT_TEXT, _STATUS_DOC, instance_status, needs=_LIVE),
+        FieldDef("oper_state", "Running", QFT_BOOL, "Actual state of instance", _oper_state, needs=_LIVE),
+        FieldDef("console", "Console", QFT_OTHER, "Instance console information", _console, needs=_CONSOLE),
+        FieldDef(
+            "oper_ram", "Memory", QFT_UNIT, "Actual memory usage as seen by hypervisor", _live_value("memory"),
+            needs=_LIVE,
+        ),
+        FieldDef(
+            "oper_vcpus", "VCPUs", QFT_NUMBER, "Actual number of VCPUs as seen by hypervisor", _live_value("vcpus"),
+            needs=_LIVE,
+        ),
         FieldDef(
             "forthcoming", "Forthcoming", QFT_BOOL, "Whether the Instance is forthcoming",
             lambda i, c: bool(i.forthcoming),

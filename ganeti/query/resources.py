@@ -18,6 +18,7 @@ from ganeti.query import cluster as cluster_info_mod
 from ganeti.query import common
 from ganeti.query.common import by_name, common_fields, index, known, present
 from ganeti.query.fields import (
+    NEED_LIVE_NODES,
     QFF_HOSTNAME,
     QFF_JOB_ID,
     QFF_TIMESTAMP,
@@ -71,6 +72,9 @@ NODE_LIVE_FIELDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+_LIVE_NODE = frozenset({NEED_LIVE_NODES})
+
+
 def node_role(node: Node, ctx: QueryContext) -> str:
     """Ganeti's one-letter node role."""
     if node.uuid is not None and node.uuid == ctx.config.cluster.master_node:
@@ -88,6 +92,8 @@ def _node_live(key: str) -> Callable[[Node, QueryContext], Any]:
     def get(node: Node, ctx: QueryContext) -> Any:
         if node.offline:
             raise Offline()
+        if node.vm_capable is False:  # no hypervisor to ask
+            raise Unavail()
         data = ctx.live.get(node.name or "")
         if not isinstance(data, Mapping):
             raise NoData()
@@ -164,7 +170,10 @@ def _node_fields() -> list[FieldDef]:
         FieldDef("hv_state", "HypervisorState", QFT_OTHER, "Hypervisor state", lambda n, c: present(None)),
         FieldDef("disk_state", "DiskState", QFT_OTHER, "Disk state", lambda n, c: present(None)),
     ]
-    out += [FieldDef(name, title, kind, doc, _node_live(name)) for name, (title, kind, doc) in NODE_LIVE_FIELDS.items()]
+    out += [
+        FieldDef(name, title, kind, doc, _node_live(name), needs=_LIVE_NODE)
+        for name, (title, kind, doc) in NODE_LIVE_FIELDS.items()
+    ]
     out += common.nd_param_fields(lambda n, c: common.node_ndparams(c.config, n))
     out += common_fields("Node")
     return out

@@ -1,0 +1,362 @@
+"""Live data for LuxiD's queries: what the node daemons report right now.
+
+A query field that shows more than the config says (an instance's
+C{status} or C{oper_ram}, a node's C{mfree}, ...) declares it in
+L{FieldDef.needs}.  L{needed} reads those marks for the fields a query
+asks for and the fields its filter looks at; L{LiveData.gather} then asks
+the online, vm-capable nodes in parallel, each with a short timeout, and
+builds the C{live} dict of L{ganeti.query.fields.QueryContext}::
+
+    {"node1": {"instances": {"web1": {"state": "running", "memory": 512,
+                                      "vcpus": 1, "time": 17.5}}},
+     "node2": {"mfree": 3072, "mtotal": 4096, "bootid": "...", ...}}
+
+Which calls each need makes:
+  - L{NEED_LIVE_INSTANCES}: C{all_instances_info} with
+    C{[enabled hypervisors, {hv: cluster hvparams}]} on every node;
+  - L{NEED_CONSOLE}: that, then C{instance_console_info} with the
+    instance's C{INST_DICT} on the primary node of each instance found
+    running there (only the instances the query names, when it names some);
+  - L{NEED_LIVE_NODES}: C{node_info} with C{[storage units, [[default
+    hypervisor, its hvparams]]]} on every node.
+
+A node that does not answer in time, or answers an error, is left out of
+the dict: its cells become C{RS_NODATA}.  Offline nodes are not asked
+(their cells are C{RS_OFFLINE}).  Concurrent queries that need the same
+calls share one round of them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Awaitable, Callable, Iterable, Mapping
+
+from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
+from twisted.logger import Logger
+
+from ganeti import errors
+from ganeti.objects import ConfigData, Instance, Node
+from ganeti.query import fields as q
+
+#: seconds a node has to answer a live-data call
+LIVE_TIMEOUT = 5.0
+#: noded's port when C{$GANETI_RPC_PORT} is not set (as L{ganeti.cmdlib.base.rpc_port})
+DEFAULT_RPC_PORT = 1811
+
+#: hypervisor instance states (Ganeti's HvInstanceState) -> the query's names
+_STATES = {0: "running", 1: "shutdown"}
+#: node_info hypervisor keys -> node query fields
+_HV_FIELDS = {
+    "memory_total": "mtotal",
+    "memory_free": "mfree",
+    "memory_dom0": "mnode",
+    "cpu_total": "ctotal",
+    "cpu_nodes": "cnodes",
+    "cpu_sockets": "csockets",
+    "cpu_dom0": "cnos",
+}
+#: disk templates whose storage noded's node_info reports, and the cluster
+#: attribute naming their directory
+_STORAGE_DIRS = {"file": "file_storage_dir", "sharedfile": "shared_file_storage_dir"}
+_MAX_FILTER_DEPTH = 64
+
+
+def rpc_port() -> int:
+    """The node daemon port: C{$GANETI_RPC_PORT}, else 1811."""
+    value = os.environ.get("GANETI_RPC_PORT", "")
+    try:
+        return int(value) if value else DEFAULT_RPC_PORT
+    except ValueError:
+        return DEFAULT_RPC_PORT
+
+
+# --- which data a query needs (pure) ----------------------------------------------------------
+
+
+def _filter_fields(qfilter: Any, out: list[str], depth: int = 0) -> None:
+    """Append the field names a qlang filter looks at to C{out}."""
+    if not isinstance(qfilter, (list, tuple)) or not qfilter or depth > _MAX_FILTER_DEPTH:
+        return
+    op = qfilter[0]
+    if op in ("&", "|", "!"):
+        for sub in qfilter[1:]:
+            _filter_fields(sub, out, depth + 1)
+    elif len(qfilter) >= 2 and isinstance(qfilter[1], str):
+        out.append(qfilter[1])
+
+
+def needed(resource: Any, fields: Iterable[Any], qfilter: Any = None) -> frozenset[str]:
+    """The C{NEED_*} data a query of C{resource} needs; empty: config only.
+
+    Never raises: an unknown resource or a malformed filter needs nothing
+    (the query itself reports the error).
+    """
+    try:
+        res = q.get_resource(resource)
+    except errors.OpPrereqError:
+        return frozenset()
+    names = [f for f in fields if isinstance(f, str)] if isinstance(fields, (list, tuple)) else []
+    _filter_fields(qfilter, names)
+    needs: set[str] = set()
+    for name in names:
+        fdef = res.fields.get(name)
+        if fdef is not None:
+            needs |= fdef.needs
+    return frozenset(needs)
+
+
+def asked_nodes(config: ConfigData) -> dict[str, str]:
+    """C{{name: address}} of the nodes to ask: online and vm-capable."""
+    return {
+        node.name: node.primary_ip or node.name
+        for node in sorted(config.nodes.values(), key=lambda n: n.name or "")
+        if node.name and not node.offline and node.vm_capable is not False
+    }
+
+
+def storage_units(config: ConfigData) -> list[list[Any]]:
+    """node_info's storage unit for C{dfree}/C{dtotal}: the first enabled
+    template whose storage noded reports (file, sharedfile), if any."""
+    cluster = config.cluster
+    for template in cluster.enabled_disk_templates or []:
+        attr = _STORAGE_DIRS.get(template)
+        directory = getattr(cluster, attr) if attr else None
+        if directory:
+            return [[template, directory, []]]
+    return []
+
+
+def hypervisor_args(config: ConfigData) -> list[Any]:
+    """C{all_instances_info}'s arguments: the enabled hypervisors and their hvparams."""
+    cluster = config.cluster
+    names = list(cluster.enabled_hypervisors or [])
+    hvparams = cluster.hvparams or {}
+    return [names, {name: dict(hvparams.get(name) or {}) for name in names}]
+
+
+def node_info_args(config: ConfigData) -> list[Any]:
+    """C{node_info}'s arguments: the storage unit and the default hypervisor."""
+    cluster = config.cluster
+    hvs = list(cluster.enabled_hypervisors or []) or ([cluster.default_hypervisor] if cluster.default_hypervisor else [])
+    specs = [[hvs[0], dict((cluster.hvparams or {}).get(hvs[0]) or {})]] if hvs else []
+    return [storage_units(config), specs]
+
+
+def instance_report(info: Any) -> dict[str, Any] | None:
+    """One instance of C{all_instances_info}'s answer, as the query reads it."""
+    if not isinstance(info, Mapping):
+        return None
+    report = dict(info)
+    state = report.get("state")
+    if isinstance(state, int) and not isinstance(state, bool):
+        report["state"] = _STATES.get(state, str(state))
+    return report
+
+
+def instances_report(payload: Any) -> dict[str, Any] | None:
+    """C{all_instances_info}'s answer of one node as C{{name: info}}; C{None} if malformed."""
+    if not isinstance(payload, Mapping):
+        return None
+    out = {}
+    for name, info in payload.items():
+        report = instance_report(info)
+        if isinstance(name, str) and report is not None:
+            out[name] = report
+    return out
+
+
+def node_report(payload: Any) -> dict[str, Any] | None:
+    """C{node_info}'s C{[boot_id, [storage...], [hypervisor...]]} as node query
+    fields; C{None} if malformed.  Values the node did not report are left out."""
+    if not isinstance(payload, (list, tuple)) or len(payload) != 3:
+        return None
+    boot_id, storage, hvs = payload
+    out: dict[str, Any] = {}
+    if isinstance(boot_id, str) and boot_id:
+        out["bootid"] = boot_id
+    if isinstance(storage, list) and storage and isinstance(storage[0], Mapping):
+        for key, field in (("storage_size", "dtotal"), ("storage_free", "dfree")):
+            if _number(storage[0].get(key)):
+                out[field] = storage[0][key]
+    if isinstance(hvs, list) and hvs and isinstance(hvs[0], Mapping):
+        for key, field in _HV_FIELDS.items():
+            if _number(hvs[0].get(key)):
+                out[field] = hvs[0][key]
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def wanted_instances(config: ConfigData, names: Iterable[Any] | None) -> list[Instance] | None:
+    """The instances C{names} designate (full names, UUIDs or unique short
+    names); C{None} (all) when no names are given."""
+    if not names:
+        return None
+    from ganeti.query import common
+
+    found = []
+    for name in names:
+        inst = common.find(config.instances, name)
+        if inst is not None and inst not in found:
+            found.append(inst)
+    return found
+
+
+# --- asking the nodes ---------------------------------------------------------------------
+
+
+class LiveData:
+    """Asks the node daemons for the live data of a query.
+
+    @param rpc_factory: makes the node RPC client (a L{ganeti.rpc.RpcClient}
+        or a fake with its C{call} and C{call_one}), once, on first use.
+    @param timeout: seconds each node has to answer.
+    """
+
+    log = Logger()
+
+    def __init__(self, rpc_factory: Callable[[], Any], timeout: float = LIVE_TIMEOUT) -> None:
+        self._rpc_factory = rpc_factory
+        self._rpc: Any = None
+        self.timeout = timeout
+        self._inflight: dict[Any, list[Deferred[Any]]] = {}
+
+    @classmethod
+    def for_node(cls, reactor: Any, paths: Any, timeout: float = LIVE_TIMEOUT) -> "LiveData":
+        """Talk to the nodes with this node's cluster certificate."""
+
+        def factory() -> Any:
+            from ganeti.rpc import RpcClient
+
+            return RpcClient.from_paths(reactor, paths, port=rpc_port())
+
+        return cls(factory, timeout)
+
+    def rpc(self) -> Any:
+        if self._rpc is None:
+            self._rpc = self._rpc_factory()
+        return self._rpc
+
+    async def close(self) -> None:
+        rpc, self._rpc = self._rpc, None
+        if rpc is not None and hasattr(rpc, "close"):
+            await rpc.close()
+
+    async def gather(
+        self, config: ConfigData, needs: Iterable[str], names: Iterable[Any] | None = None
+    ) -> dict[str, Any]:
+        """The C{live} dict for a query that C{needs} this data.
+
+        @param names: the instances the query names (for consoles), or
+            C{None} for all.
+        """
+        needs = frozenset(needs)
+        nodes = asked_nodes(config)
+        live: dict[str, dict[str, Any]] = {}
+        if not nodes:
+            return live
+        if q.NEED_LIVE_NODES in needs:
+            reports = await self._shared(("node_info", id(config)), lambda: self._node_info(config, nodes))
+            for name, report in reports.items():
+                live.setdefault(name, {}).update(report)
+        if q.NEED_LIVE_INSTANCES in needs or q.NEED_CONSOLE in needs:
+            running = await self._shared(("instances", id(config)), lambda: self._instances(config, nodes))
+            if q.NEED_CONSOLE in needs:
+                running = await self._with_consoles(config, nodes, running, wanted_instances(config, names))
+            for name, report in running.items():
+                live.setdefault(name, {})["instances"] = report
+        return live
+
+    async def _shared(self, key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
+        """C{await make()}, or the result of the same call already under way."""
+        waiters = self._inflight.get(key)
+        if waiters is not None:
+            d: Deferred[Any] = Deferred()
+            waiters.append(d)
+            return await d
+        self._inflight[key] = waiters = []
+        try:
+            result = await make()
+        except BaseException as e:
+            del self._inflight[key]
+            for w in waiters:
+                w.errback(e)
+            raise
+        del self._inflight[key]
+        for w in waiters:
+            w.callback(result)
+        return result
+
+    async def _call(self, nodes: Mapping[str, str], procedure: str, args: list[Any]) -> dict[str, Any]:
+        """C{{node: payload}} of the nodes whose call succeeded."""
+        try:
+            results = await self.rpc().call(nodes, procedure, args, timeout=self.timeout)
+        except Exception:
+            self.log.failure("live data: {procedure} failed", procedure=procedure)
+            return {}
+        out = {}
+        for name, result in results.items():
+            if result.failed:
+                self.log.debug(
+                    "live data: {procedure} on {node}: {why}", procedure=procedure, node=name, why=result.fail_msg
+                )
+                continue
+            out[name] = result.payload
+        return out
+
+    async def _node_info(self, config: ConfigData, nodes: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        answers = await self._call(nodes, "node_info", node_info_args(config))
+        out = {}
+        for name, payload in answers.items():
+            report = node_report(payload)
+            if report is not None:
+                out[name] = report
+        return out
+
+    async def _instances(self, config: ConfigData, nodes: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        answers = await self._call(nodes, "all_instances_info", hypervisor_args(config))
+        out = {}
+        for name, payload in answers.items():
+            report = instances_report(payload)
+            if report is not None:
+                out[name] = report
+        return out
+
+    async def _with_consoles(
+        self,
+        config: ConfigData,
+        nodes: Mapping[str, str],
+        running: dict[str, dict[str, Any]],
+        wanted: list[Instance] | None,
+    ) -> dict[str, dict[str, Any]]:
+        """A copy of C{running} with each wanted instance's console added,
+        asked from its primary node if it runs there."""
+        out = {node: dict(report) for node, report in running.items()}
+        candidates = wanted if wanted is not None else list(config.instances.values())
+        calls = []
+        for inst in candidates:
+            pnode: Node | None = config.nodes.get(inst.primary_node or "")
+            if pnode is None or pnode.name not in nodes or inst.name not in out.get(pnode.name, {}):
+                continue
+            calls.append(ensureDeferred(self._console(config, inst, pnode.name, nodes[pnode.name], out)))
+        if calls:
+            await gatherResults(calls)
+        return out
+
+    async def _console(
+        self, config: ConfigData, inst: Instance, node: str, address: str, out: dict[str, dict[str, Any]]
+    ) -> None:
+        from ganeti.rpc.instances import encode_instance
+
+        try:
+            result = await self.rpc().call_one(
+                node, address, "instance_console_info", [encode_instance(config, inst)], timeout=self.timeout
+            )
+        except Exception:
+            self.log.failure("live data: instance_console_info of {instance} failed", instance=inst.name)
+            return
+        if result.failed or not isinstance(result.payload, Mapping):
+            return
+        out[node][inst.name] = dict(out[node][inst.name], console=dict(result.payload))
