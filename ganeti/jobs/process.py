@@ -72,6 +72,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     """Run the job (after the handshake); returns the exit code."""
     from twisted.internet.stdio import StandardIO
 
+    from ganeti.jobs import followup
     from ganeti.jobs.model import QueuedJob, timestamp
     from ganeti.jobs.processor import Processor
     from ganeti.locking import Owner
@@ -84,7 +85,10 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     async def save(current: QueuedJob) -> None:
         save_job(paths, current)
 
-    processor = Processor(job, client, owner, save=save, clock=reactor, paths=paths)
+    processor = Processor(
+        job, client, owner, save=save, clock=reactor, paths=paths,
+        submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket),
+    )
     control = _Control(processor)
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
     if job.start_timestamp is None:

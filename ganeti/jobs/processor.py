@@ -14,7 +14,9 @@ For each opcode not yet finished:
      the last timeout the processor waits as long as it takes;
   4. status C{running}, C{exec_timestamp}; re-read the config,
      C{check_prereq}, C{exec_} (skipped with C{dry_run});
-  5. status C{success} with the result, or C{error} with the encoded
+  5. an LU result that is a L{ganeti.jobs.followup.ResultWithJobs} has
+     its jobs submitted (the result becomes C{{"jobs": [...]}});
+     status C{success} with the result, or C{error} with the encoded
      exception (C{[ClassName, [args]]}), C{end_timestamp}; every lock is
      released.  After an error every later opcode fails with
      C{OpExecError("Preceding opcode failed")} and the job ends.
@@ -42,7 +44,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes
-from ganeti.jobs import model
+from ganeti.jobs import followup, model
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.locking.names import BGL, EXCLUSIVE, LEVEL_CLUSTER, LEVELS, SHARED, group_lock
 
@@ -115,6 +117,8 @@ class Processor:
     @param paths: the node root (LUs' node RPC client uses its certificate).
     @param rpc_factory: makes the LUs' node RPC client (tests); default:
         one from C{paths}.
+    @param submit_jobs: submits the follow-up jobs of an LU that returns a
+        L{ganeti.jobs.followup.ResultWithJobs} (the job process: over LUXI).
     """
 
     log = Logger()
@@ -131,8 +135,10 @@ class Processor:
         registry: dict[str, type] | None = None,
         paths: Any = None,
         rpc_factory: Callable[[], Any] | None = None,
+        submit_jobs: Callable[[list[list[dict[str, Any]]]], Awaitable[list[Any]]] | None = None,
     ) -> None:
         self.job = job
+        self.submit_jobs = submit_jobs
         self.paths = paths
         self.rpc_factory = rpc_factory
         self.wconfd = wconfd
@@ -272,7 +278,10 @@ class Processor:
             lu.check_prereq()
             if op.get("dry_run"):
                 return lu.dry_run_result
-            return await lu.exec_(ctx.feedback)
+            result = await lu.exec_(ctx.feedback)
+            if isinstance(result, followup.ResultWithJobs):
+                result = await followup.submit(self.submit_jobs, op, result, self.job.id)
+            return result
         finally:
             await ctx.close()
 

@@ -1,0 +1,789 @@
+"""Moving instances between nodes: OP_INSTANCE_MIGRATE, OP_INSTANCE_FAILOVER,
+OP_NODE_MIGRATE and OP_NODE_EVACUATE.
+
+Only an instance whose disks every node sees can change node: templates
+C{sharedfile} and C{diskless}.  Any other (C{file}, C{plain}, ...) has its
+disks on its primary node and is refused with an L{errors.OpPrereqError}
+naming that node.
+
+Migration (the instance keeps running) follows the node RPC contract of
+L{ganeti.rpc.instances}: C{migration_info} on the source, C{accept_instance}
+on the target, C{instance_migrate} on the source, C{instance_get_migration_status}
+polled on the source until the transfer is over, then
+C{instance_finalize_migration_dst} on the target and
+C{instance_finalize_migration_src} on the source.  When anything fails
+after the target accepted the instance, both sides are finalized with
+C{success=false}: the instance keeps running on the source and the
+configuration is unchanged.  The primary node changes in the configuration
+only once the target has taken the instance over.
+
+Failover (the instance is stopped and started): stop it on the source
+(skipped, with a warning, when the source is marked offline; a failed stop
+aborts unless C{ignore_consistency}), change the primary node, then start
+it on the target if it is marked up.
+
+Choices where Ganeti leaves room or has features we do not have:
+  - Migrating an instance that is not marked up, or does not run on its
+    primary node, or whose primary node is offline, is refused unless
+    C{allow_failover} is set, which turns the operation into a failover
+    (the instance is then started on the target only if marked up).
+  - The migration mode is C{mode}, else C{live}, else the instance's
+    C{migration_mode} hypervisor parameter, else live.
+  - No memory ballooning: the target must have the instance's current
+    memory free (C{allow_runtime_changes} is accepted and has no effect);
+    C{ignore_ipolicy} and C{ignore_hvversions} are accepted, there is no
+    instance policy nor hypervisor version check to skip.
+  - Without C{target_node} the built-in allocator chooses (whatever
+    C{iallocator} names): the online, undrained, vm_capable node of the
+    primary's group with the most free memory (C{node_info}) that can hold
+    the instance.  The node locks are then all of them.
+  - C{cleanup} asks C{instance_list} on the primary and on the target (or,
+    without one, on every possible target) and records where the instance
+    runs; it fails if that is nowhere or on several nodes.  OP_INSTANCE_FAILOVER
+    ignores C{cleanup}.
+  - OP_NODE_MIGRATE submits one OP_INSTANCE_MIGRATE per primary instance
+    (name order) without checking them: each job accepts or refuses its
+    instance, as in Ganeti.
+  - OP_NODE_EVACUATE chooses every target itself (C{remote_node}, else the
+    allocator, placing the running instances biggest first) and submits one
+    job per instance: OP_INSTANCE_MIGRATE with C{allow_failover} for those
+    marked up, OP_INSTANCE_FAILOVER for the others.  It refuses the whole
+    evacuation, naming them, when some instances have node-local disks.
+    Secondary-only evacuation has nothing to do (no template here has
+    secondaries).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterable
+
+import attrs
+
+from ganeti import errors
+from ganeti.cmdlib.base import (
+    ALL_SET,
+    LEVEL_INSTANCE,
+    LEVEL_NODE,
+    LEVEL_NODE_RES,
+    LEVEL_NODEGROUP,
+    Feedback,
+    LogicalUnit,
+    expand_node,
+    register,
+)
+from ganeti.cmdlib.instance_utils import (
+    ADMIN_UP,
+    DT_DISKLESS,
+    SHARED_TEMPLATES,
+    TMO_START,
+    NodeResources,
+    call_node,
+    call_node_result,
+    check_node_free_memory,
+    check_node_not_drained,
+    check_node_online,
+    check_node_vm_capable,
+    current_instance,
+    encode,
+    expand_instance,
+    get_node,
+    instance_info,
+    instance_memory,
+    node_address,
+    node_name,
+    node_resources,
+    reason_trail,
+    secondary_nodes,
+    start_instance_on,
+)
+from ganeti.jobs.followup import ResultWithJobs
+from ganeti.objects import ConfigData, Instance, Node
+from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
+from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import wire
+
+#: templates whose instances can change node
+MOVABLE_TEMPLATES = tuple(SHARED_TEMPLATES) + (DT_DISKLESS,)
+
+MODE_LIVE = "live"
+MODE_NON_LIVE = "non-live"
+
+#: seconds between two C{instance_get_migration_status} calls
+MIGRATION_POLL_INTERVAL = 1.0
+#: seconds between two progress lines in the job log
+MIGRATION_FEEDBACK_INTERVAL = 10.0
+#: statuses of a migration still going on (the hypervisors' own words)
+MIGRATION_ACTIVE = frozenset(
+    ["active", "setup", "pre-switchover", "device", "postcopy-active", "postcopy-paused", "postcopy-recover",
+     "wait-unplug"]
+)
+MIGRATION_COMPLETED = "completed"
+
+EVAC_PRIMARY = "primary-only"
+EVAC_SECONDARY = "secondary-only"
+EVAC_ALL = "all"
+
+
+# --- checks --------------------------------------------------------------------------
+
+
+def local_disk_problem(cfg: ConfigData, inst: Instance) -> str | None:
+    """Why the disks of C{inst} cannot follow it to another node, or C{None}."""
+    template = inst.disk_template or DT_DISKLESS
+    if template not in MOVABLE_TEMPLATES:
+        return "disk template %s" % template
+    for index, disk in enumerate(rpc_inst.instance_disks(cfg, inst)):
+        if disk.dev_type not in MOVABLE_TEMPLATES:
+            return "disk %d is of type %s" % (index, disk.dev_type)
+    return None
+
+
+def check_movable(cfg: ConfigData, inst: Instance, what: str) -> None:
+    """Refuse an instance whose disks live on its primary node only."""
+    problem = local_disk_problem(cfg, inst)
+    if problem is not None:
+        raise errors.OpPrereqError(
+            "Cannot %s instance %s: its disks (%s) are local to node %s and cannot follow it to another node;"
+            " only %s instances can change node" % (what, inst.name, problem, node_name(cfg, inst.primary_node),
+                                                   " and ".join(MOVABLE_TEMPLATES)),
+            errors.ECODE_STATE,
+        )
+
+
+def check_target_node(cfg: ConfigData, inst: Instance, target_uuid: str, what: str) -> Node:
+    """The node C{target_uuid}, if C{inst} may go there."""
+    node = get_node(cfg, target_uuid)
+    if target_uuid == inst.primary_node:
+        raise errors.OpPrereqError(
+            "Cannot %s instance %s to node %s: it is its primary node already" % (what, inst.name, node.name),
+            errors.ECODE_INVAL,
+        )
+    check_node_online(cfg, target_uuid, "Cannot %s an instance to an offline node" % what)
+    check_node_not_drained(cfg, target_uuid)
+    check_node_vm_capable(cfg, target_uuid)
+    return node
+
+
+def uuid_of(item: Node | Instance) -> str:
+    """The UUID of a node or instance of the config (never missing there)."""
+    return item.uuid or ""
+
+
+def migration_address(node: Node) -> str:
+    """Where the instance's memory goes: the node's secondary IP (else its primary)."""
+    return node.secondary_ip or node_address(node)
+
+
+def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable[str] = ()) -> list[Node]:
+    """Nodes of the source's group that may receive an instance, by name."""
+    source = cfg.nodes.get(source_uuid or "")
+    group = source.group if source is not None else None
+    skip = set(exclude) | {source_uuid}
+    return sorted(
+        (n for n in cfg.nodes.values()
+         if n.uuid not in skip and (group is None or n.group == group)
+         and not n.offline and not n.drained and n.vm_capable is not False),
+        key=lambda n: n.name or "",
+    )
+
+
+async def free_memory(lu: LogicalUnit, nodes: list[Node], hypervisor: str) -> tuple[dict[str, int], list[str]]:
+    """C{({node uuid: free MiB}, [problems])} for C{nodes} that can tell."""
+    answers = await node_resources(lu, [uuid_of(n) for n in nodes], hypervisor)
+    free: dict[str, int] = {}
+    problems = []
+    for node in nodes:
+        answer = answers.get(uuid_of(node))
+        if isinstance(answer, NodeResources) and answer.memory_free is not None:
+            free[uuid_of(node)] = answer.memory_free
+        else:
+            problems.append("%s: %s" % (node.name, answer if isinstance(answer, str) else "free memory unknown"))
+    return free, problems
+
+
+async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
+    """The built-in allocator: the possible target with the most free memory,
+    at least C{need} MiB (ties: by name)."""
+    candidates = possible_targets(lu.cfg, inst.primary_node)
+    owned = lu.owned_locks(LEVEL_NODE)
+    candidates = [n for n in candidates if n.uuid in owned]
+    if not candidates:
+        raise errors.OpPrereqError(
+            "No node can take instance %s: no other online, undrained, vm_capable node in the group of node %s"
+            % (inst.name, node_name(lu.cfg, inst.primary_node)),
+            errors.ECODE_NORES,
+        )
+    free, problems = await free_memory(lu, candidates, inst.hypervisor or "")
+    best: Node | None = None
+    for node in candidates:
+        memory = free.get(uuid_of(node))
+        if memory is None:
+            continue
+        if memory < need:
+            problems.append("%s: %d MiB free" % (node.name, memory))
+        elif best is None or memory > free[uuid_of(best)]:
+            best = node
+    if best is None:
+        raise errors.OpPrereqError(
+            "No node can take instance %s (%d MiB of memory): %s" % (inst.name, need, "; ".join(problems)),
+            errors.ECODE_NORES,
+        )
+    await lu.log_info("Selected node %s for instance %s", best.name, inst.name)
+    return uuid_of(best)
+
+
+def plan_evacuation(
+    instances: list[tuple[str, int, bool]], free: dict[str, int], names: dict[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """Place C{instances} (C{(uuid, MiB, running)}) on the nodes of C{free}.
+
+    Running instances first, biggest first, each on the node with the most
+    memory left that holds it; the stopped ones then on the node with the
+    most memory left (they take none now, their memory is still counted
+    against the node so they spread).  Ties go by node name.
+
+    @return: C{({instance uuid: node uuid}, [uuids of running instances no
+        node can hold])}
+    """
+    left = dict(free)
+    by_name = sorted(left, key=lambda n: names.get(n, n))
+    placed: dict[str, str] = {}
+    homeless: list[str] = []
+    order = sorted(instances, key=lambda item: (not item[2], -item[1]))
+    for uuid, need, running in order:
+        best = None
+        for node in by_name:
+            if running and left[node] < need:
+                continue
+            if best is None or left[node] > left[best]:
+                best = node
+        if best is None:
+            homeless.append(uuid)
+            continue
+        placed[uuid] = best
+        left[best] -= need
+    return placed, homeless
+
+
+# --- moving the instance in the configuration -----------------------------------------------
+
+
+async def set_primary_node(lu: LogicalUnit, inst: Instance, target_uuid: str) -> Instance:
+    """Record C{target_uuid} as the primary node of C{inst}, and its disks' node."""
+    current = lu.cfg.instances.get(inst.uuid or "", inst)
+    old = current.primary_node
+    stored: Instance = await lu.update("instance", attrs.evolve(current, primary_node=target_uuid))
+    for disk in rpc_inst.instance_disks(lu.cfg, stored):
+        if old in (disk.nodes or []):
+            nodes: list[str] = []
+            for uuid in disk.nodes:
+                uuid = target_uuid if uuid == old else uuid
+                if uuid not in nodes:
+                    nodes.append(uuid)
+            await lu.update("disk", attrs.evolve(disk, nodes=nodes))
+    return stored
+
+
+async def failover(
+    lu: LogicalUnit, inst: Instance, target_uuid: str, shutdown_timeout: int, ignore_consistency: bool
+) -> None:
+    """Stop C{inst} on its primary, make C{target_uuid} its primary, start it
+    there if it is marked up."""
+    cfg = lu.cfg
+    source, target = get_node(cfg, inst.primary_node), get_node(cfg, target_uuid)
+    await lu.feedback("* shutting down instance on source node %s" % source.name)
+    if source.offline:
+        await lu.log_warning(
+            "Node %s is offline: instance %s is not stopped there; make sure that node is really down",
+            source.name, inst.name,
+        )
+    else:
+        result = await call_node_result(
+            lu, uuid_of(source), "instance_shutdown",
+            [encode(lu, inst), int(shutdown_timeout), reason_trail(lu)], timeout=TMO_START + int(shutdown_timeout),
+        )
+        if result.failed:
+            if not ignore_consistency:
+                raise errors.OpExecError(
+                    "Could not shut down instance %s on node %s: %s" % (inst.name, source.name, result.fail_msg)
+                )
+            await lu.log_warning(
+                "Could not shut down instance %s on node %s (%s); going on as ignore_consistency asks:"
+                " make sure it does not run there", inst.name, source.name, result.fail_msg,
+            )
+    inst = await set_primary_node(lu, inst, target_uuid)
+    if inst.admin_state == ADMIN_UP:
+        await lu.feedback("* starting the instance on the target node %s" % target.name)
+        await start_instance_on(lu, inst, target_uuid)
+    else:
+        await lu.feedback("* instance %s is marked %s: not starting it on %s"
+                          % (inst.name, inst.admin_state or "down", target.name))
+
+
+# --- OP_INSTANCE_MIGRATE / OP_INSTANCE_FAILOVER -----------------------------------------------
+
+
+class _LUInstanceMove(LogicalUnit):
+    """What migration and failover share: names, locks, checks.
+
+    Locks: the instance exclusively; node and node-res locks of the
+    primary and the target, exclusively, or every node when the target is
+    to be chosen.
+    """
+
+    REQ_BGL = False
+    WHAT: ClassVar[str] = ""
+
+    def check_arguments(self) -> None:
+        if self.op.get("target_node") and self.op.get("iallocator"):
+            raise errors.OpPrereqError("Give either a target node or an iallocator, not both", errors.ECODE_INVAL)
+
+    def expand_names(self) -> None:
+        inst = expand_instance(self.cfg, self.op["instance_name"])
+        self.inst_uuid = uuid_of(inst)
+        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        self.target_uuid: str | None = None
+        wanted = self.op.get("target_node_uuid") or self.op.get("target_node")
+        if wanted:
+            node = expand_node(self.cfg, wanted)
+            self.target_uuid = node.uuid
+            self.op["target_node"], self.op["target_node_uuid"] = node.name, node.uuid
+        self.needed_locks = {LEVEL_INSTANCE: [inst.name], LEVEL_NODE: [], LEVEL_NODE_RES: []}
+
+    def declare_locks(self, level: str) -> None:
+        if level not in (LEVEL_NODE, LEVEL_NODE_RES):
+            return
+        if self.target_uuid is None:
+            self.needed_locks[level] = ALL_SET
+            return
+        inst = self.cfg.instances.get(self.inst_uuid)
+        members = [self.target_uuid]
+        if inst is not None and inst.primary_node:
+            members.append(inst.primary_node)
+        self.needed_locks[level] = members
+
+    def check_prereq(self) -> None:
+        inst = current_instance(self.cfg, self.inst_uuid, self.op["instance_name"])
+        self.instance = inst
+        check_movable(self.cfg, inst, self.WHAT)
+        get_node(self.cfg, inst.primary_node)
+        if self.target_uuid is not None:
+            check_target_node(self.cfg, inst, self.target_uuid, self.WHAT)
+
+    async def target_for(self, inst: Instance, need: int) -> str:
+        """The given target (with C{need} MiB free), or one the allocator chooses."""
+        if self.target_uuid is None:
+            self.target_uuid = await choose_target(self, inst, need)
+        elif need > 0:
+            await check_node_free_memory(
+                self, self.target_uuid, "%s of instance %s" % (self.WHAT, inst.name), need, inst.hypervisor or "",
+            )
+        return self.target_uuid
+
+    async def run_failover(self, inst: Instance, shutdown_timeout: int, ignore_consistency: bool) -> None:
+        need = instance_memory(self.cfg, inst) if inst.admin_state == ADMIN_UP else 0
+        target = await self.target_for(inst, need)
+        await self.feedback("Failover instance %s" % inst.name)
+        await failover(self, inst, target, shutdown_timeout, ignore_consistency)
+
+
+@register
+class LUInstanceFailover(_LUInstanceMove):
+    """Stop an instance, change its primary node, start it there (if marked up)."""
+
+    OP_ID = "OP_INSTANCE_FAILOVER"
+    WHAT = "failover"
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        await self.run_failover(self.instance, self.op["shutdown_timeout"], self.op["ignore_consistency"])
+        return None
+
+
+@register
+class LUInstanceMigrate(_LUInstanceMove):
+    """Move a running instance to another node without stopping it."""
+
+    OP_ID = "OP_INSTANCE_MIGRATE"
+    WHAT = "migrate"
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if self.op.get("mode") is not None and self.op.get("live") is not None:
+            raise errors.OpPrereqError("Give either 'mode' or 'live', not both", errors.ECODE_INVAL)
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        inst = self.instance
+        mode = self.op.get("mode")
+        if mode is None and self.op.get("live") is not None:
+            mode = MODE_LIVE if self.op["live"] else MODE_NON_LIVE
+        if mode is None:
+            mode = rpc_inst.filled_hvparams(self.cfg, inst).get("migration_mode") or MODE_LIVE
+        self.live = mode == MODE_LIVE
+        self.fall_back = False
+        if self.op["cleanup"]:
+            return
+        why = None
+        if inst.admin_state != ADMIN_UP:
+            why = "it is marked %s" % (inst.admin_state or "down")
+        elif get_node(self.cfg, inst.primary_node).offline:
+            why = "its primary node %s is offline" % node_name(self.cfg, inst.primary_node)
+        if why is not None:
+            if not self.op["allow_failover"]:
+                raise errors.OpPrereqError(
+                    "Cannot migrate instance %s: %s; use failover (or allow_failover)" % (inst.name, why),
+                    errors.ECODE_STATE,
+                )
+            self.fall_back = True
+            self.fall_back_reason = why
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst = self.instance
+        if self.op["cleanup"]:
+            await self.feedback("Migrating instance %s (cleanup)" % inst.name)
+            await self.cleanup(inst)
+            return None
+        running = None
+        if not self.fall_back:
+            running = await instance_info(self, inst)
+            if running is None:
+                why = "it does not run on its primary node %s" % node_name(self.cfg, inst.primary_node)
+                if not self.op["allow_failover"]:
+                    raise errors.OpPrereqError(
+                        "Cannot migrate instance %s: %s; use failover (or allow_failover)" % (inst.name, why),
+                        errors.ECODE_STATE,
+                    )
+                self.fall_back, self.fall_back_reason = True, why
+        if self.fall_back:
+            await self.log_info("Instance %s cannot be migrated (%s): failing it over", inst.name,
+                                self.fall_back_reason)
+            await self.run_failover(inst, DEFAULT_SHUTDOWN_TIMEOUT, False)
+            return None
+        assert running is not None
+        need = int(running.get("memory") or instance_memory(self.cfg, inst))
+        target = await self.target_for(inst, need)
+        await self.feedback("Migrating instance %s" % inst.name)
+        await self.migrate(inst, target)
+        return None
+
+    # --- the migration ---------------------------------------------------------
+    async def migrate(self, inst: Instance, target_uuid: str) -> None:
+        source, target = get_node(self.cfg, inst.primary_node), get_node(self.cfg, target_uuid)
+        data = encode(self, inst)
+        address = migration_address(target)
+        await self.feedback("* checking disk consistency between source and target")
+        # sharedfile and diskless: both nodes see the same disks, nothing differs
+        info = await call_node(self, uuid_of(source), "migration_info", [data],
+                               what="get the migration data of instance %s" % inst.name)
+        await self.feedback("* preparing %s to accept the instance" % target.name)
+        try:
+            await call_node(self, uuid_of(target), "accept_instance", [data, info, address],
+                            what="prepare the migration of instance %s" % inst.name)
+        except errors.OpExecError:
+            await self.abort(source, target, data, info, source_too=False)
+            raise
+        await self.feedback("* migrating instance to %s" % target.name)
+        try:
+            await call_node(self, uuid_of(source), "instance_migrate",
+                            [self.cfg.cluster.cluster_name, data, address, self.live],
+                            timeout=wire.TMO_SLOW, what="migrate instance %s" % inst.name)
+            await self.wait_for_migration(inst, source, data)
+            await call_node(self, uuid_of(target), "instance_finalize_migration_dst", [data, info, True],
+                            what="take over instance %s" % inst.name)
+        except errors.OpExecError as e:
+            await self.feedback("* migration failed, rolling back: %s" % e)
+            await self.abort(source, target, data, info, source_too=True)
+            raise errors.OpExecError(
+                "Could not migrate instance %s, it stays on node %s: %s" % (inst.name, source.name, e)
+            ) from e
+        await self.feedback("* instance %s runs on %s now, updating the configuration" % (inst.name, target.name))
+        await set_primary_node(self, inst, target_uuid)
+        result = await call_node_result(self, uuid_of(source), "instance_finalize_migration_src",
+                                        [data, True, self.live])
+        if result.failed:
+            await self.log_warning("Node %s could not clean up after the migration of instance %s: %s",
+                                   source.name, inst.name, result.fail_msg)
+        await self.feedback("* done")
+
+    async def wait_for_migration(self, inst: Instance, source: Node, data: dict[str, Any]) -> None:
+        """Poll the source until the transfer is over; OpExecError if it failed."""
+        clock = self.ctx.clock
+        last = clock.seconds()
+        while True:
+            status = await call_node(self, uuid_of(source), "instance_get_migration_status", [data],
+                                     timeout=wire.TMO_URGENT,
+                                     what="get the migration status of instance %s" % inst.name)
+            state = status.get("status") if isinstance(status, dict) else None
+            if state == MIGRATION_COMPLETED:
+                return
+            if state not in MIGRATION_ACTIVE:
+                detail = status.get("info") or status.get("error") if isinstance(status, dict) else None
+                raise errors.OpExecError(
+                    "the migration ended with status %r%s" % (state, ": %s" % detail if detail else "")
+                )
+            now = clock.seconds()
+            if now - last >= MIGRATION_FEEDBACK_INTERVAL:
+                last = now
+                done, total = status.get("transferred_ram"), status.get("total_ram")
+                if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
+                    await self.feedback("* memory transfer progress: %.2f %%" % (100.0 * done / total))
+            await self.ctx.sleep(MIGRATION_POLL_INTERVAL)
+
+    async def abort(self, source: Node, target: Node, data: dict[str, Any], info: Any, source_too: bool) -> None:
+        """Roll back: finalize the target (and the source) with success=false."""
+        result = await call_node_result(self, uuid_of(target), "instance_finalize_migration_dst",
+                                        [data, info, False])
+        if result.failed:
+            await self.log_warning("Could not clean up the aborted migration on target node %s: %s",
+                                   target.name, result.fail_msg)
+        if source_too:
+            result = await call_node_result(self, uuid_of(source), "instance_finalize_migration_src",
+                                            [data, False, self.live])
+            if result.failed:
+                await self.log_warning("Could not recover instance %s on source node %s: %s",
+                                       data.get("name"), source.name, result.fail_msg)
+
+    # --- cleanup ---------------------------------------------------------------
+    async def cleanup(self, inst: Instance) -> None:
+        """Find where C{inst} runs after a failed migration; record that node."""
+        cfg = self.cfg
+        if self.target_uuid is not None:
+            others = [get_node(cfg, self.target_uuid)]
+        else:
+            others = possible_targets(cfg, inst.primary_node)
+        nodes = [get_node(cfg, inst.primary_node)] + others
+        hv = inst.hypervisor or ""
+        args = [[hv], {hv: (cfg.cluster.hvparams or {}).get(hv) or {}}]
+        await self.feedback("* checking where instance %s runs (on %s)"
+                            % (inst.name, ", ".join(n.name or "?" for n in nodes)))
+        answers = await self.ctx.rpc().call({n.name: node_address(n) for n in nodes}, "instance_list", args,
+                                            timeout=wire.TMO_URGENT)
+        running = []
+        for node in nodes:
+            result = answers[node.name]
+            if result.failed:
+                raise errors.OpExecError("Cannot tell where instance %s runs: node %s: %s"
+                                         % (inst.name, node.name, result.fail_msg))
+            if inst.name in (result.payload or []):
+                running.append(node)
+        if len(running) > 1:
+            raise errors.OpExecError(
+                "Instance %s runs on several nodes (%s): this needs manual intervention"
+                % (inst.name, ", ".join(n.name or "?" for n in running))
+            )
+        if not running:
+            raise errors.OpExecError(
+                "Instance %s runs on none of %s: stop it (gnt-instance shutdown) to mark it down, then start it"
+                % (inst.name, ", ".join(n.name or "?" for n in nodes))
+            )
+        (where,) = running
+        if where.uuid == inst.primary_node:
+            await self.feedback("* instance %s confirmed to run on its primary node %s" % (inst.name, where.name))
+        else:
+            await self.feedback("* instance %s runs on node %s, updating the configuration" % (inst.name, where.name))
+            await set_primary_node(self, inst, uuid_of(where))
+        await self.feedback("* done")
+
+
+# --- OP_NODE_MIGRATE / OP_NODE_EVACUATE --------------------------------------------------------
+
+
+def primary_instances(cfg: ConfigData, node_uuid: str) -> list[Instance]:
+    """The instances whose primary node is C{node_uuid}, by name."""
+    return sorted((i for i in cfg.instances.values() if i.primary_node == node_uuid), key=lambda i: i.name or "")
+
+
+def secondary_instances(cfg: ConfigData, node_uuid: str) -> list[Instance]:
+    """The instances with a disk on C{node_uuid} that is not their primary, by name."""
+    return sorted((i for i in cfg.instances.values() if node_uuid in secondary_nodes(cfg, i)),
+                  key=lambda i: i.name or "")
+
+
+class _LUNodeJobs(LogicalUnit):
+    """A node LU that hands one job per instance on to LuxiD."""
+
+    REQ_BGL = False
+
+    def expand_node_names(self) -> Node:
+        node = expand_node(self.cfg, self.op.get("node_uuid") or self.op["node_name"])
+        self.node_uuid = uuid_of(node)
+        self.op["node_name"], self.op["node_uuid"] = node.name, node.uuid
+        return node
+
+    def node(self) -> Node:
+        node = self.cfg.nodes.get(self.node_uuid)
+        if node is None:
+            raise errors.OpPrereqError("Node '%s' not known" % self.op["node_name"], errors.ECODE_NOENT)
+        return node
+
+
+@register
+class LUNodeMigrate(_LUNodeJobs):
+    """Migrate every primary instance of a node: one OP_INSTANCE_MIGRATE job each.
+
+    Locks: the node, shared.
+    """
+
+    OP_ID = "OP_NODE_MIGRATE"
+    PASSED_ON = ("mode", "live", "target_node", "iallocator", "allow_runtime_changes", "ignore_ipolicy")
+
+    def check_arguments(self) -> None:
+        if self.op.get("mode") is not None and self.op.get("live") is not None:
+            raise errors.OpPrereqError("Give either 'mode' or 'live', not both", errors.ECODE_INVAL)
+        if self.op.get("target_node") and self.op.get("iallocator"):
+            raise errors.OpPrereqError("Give either a target node or an iallocator, not both", errors.ECODE_INVAL)
+
+    def expand_names(self) -> None:
+        node = self.expand_node_names()
+        wanted = self.op.get("target_node_uuid") or self.op.get("target_node")
+        if wanted:
+            target = expand_node(self.cfg, wanted)
+            if target.uuid == node.uuid:
+                raise errors.OpPrereqError("Cannot migrate the instances of node %s to that node itself" % node.name,
+                                           errors.ECODE_INVAL)
+            self.op["target_node"], self.op["target_node_uuid"] = target.name, target.uuid
+        self.needed_locks = {LEVEL_NODE: [node.uuid]}
+        self.share_all()
+
+    def check_prereq(self) -> None:
+        self.node()
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        instances = primary_instances(self.cfg, self.node_uuid)
+        if not instances:
+            await self.log_info("Node %s has no primary instances", self.op["node_name"])
+        params = {key: self.op[key] for key in self.PASSED_ON if self.op.get(key) is not None}
+        jobs = [[dict({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": inst.name}, **params)] for inst in instances]
+        return ResultWithJobs(jobs)
+
+
+@register
+class LUNodeEvacuate(_LUNodeJobs):
+    """Move every instance away from a node: one job per instance.
+
+    Locks (all shared): the instances to move, the groups of the node and
+    of C{remote_node}, the node and C{remote_node} (every node when the
+    allocator chooses).
+    """
+
+    OP_ID = "OP_NODE_EVACUATE"
+
+    def check_arguments(self) -> None:
+        if self.op.get("remote_node") and self.op.get("iallocator"):
+            raise errors.OpPrereqError("Give either a remote node or an iallocator, not both", errors.ECODE_INVAL)
+
+    def expand_names(self) -> None:
+        node = self.expand_node_names()
+        self.remote_uuid: str | None = None
+        wanted = self.op.get("remote_node_uuid") or self.op.get("remote_node")
+        if wanted:
+            remote = expand_node(self.cfg, wanted)
+            if remote.uuid == node.uuid:
+                raise errors.OpPrereqError("Cannot evacuate node %s to itself" % node.name, errors.ECODE_INVAL)
+            self.remote_uuid = remote.uuid
+            self.op["remote_node"], self.op["remote_node_uuid"] = remote.name, remote.uuid
+        self.instance_names = self.affected(self.cfg)
+        groups = {node.group}
+        if self.remote_uuid is not None:
+            groups.add(get_node(self.cfg, self.remote_uuid).group)
+        self.needed_locks = {
+            LEVEL_INSTANCE: self.instance_names,
+            LEVEL_NODEGROUP: sorted(g for g in groups if g),
+            LEVEL_NODE: [node.uuid, self.remote_uuid] if self.remote_uuid is not None else ALL_SET,
+        }
+        self.share_all()
+
+    def affected(self, cfg: ConfigData) -> list[str]:
+        """Names of the instances the evacuation concerns (primary and/or secondary)."""
+        found: list[Instance] = []
+        if self.op["mode"] in (EVAC_PRIMARY, EVAC_ALL):
+            found += primary_instances(cfg, self.node_uuid)
+        if self.op["mode"] in (EVAC_SECONDARY, EVAC_ALL):
+            found += secondary_instances(cfg, self.node_uuid)
+        return sorted({i.name for i in found if i.name})
+
+    def check_prereq(self) -> None:
+        cfg, node = self.cfg, self.node()
+        now = self.affected(cfg)
+        if now != self.instance_names:
+            raise errors.OpPrereqError(
+                "The instances of node %s changed while the locks were taken (were: %s; now: %s); try again"
+                % (node.name, ", ".join(self.instance_names) or "none", ", ".join(now) or "none"),
+                errors.ECODE_STATE,
+            )
+        if self.remote_uuid is not None:
+            check_node_online(cfg, self.remote_uuid, "Cannot evacuate to an offline node")
+            check_node_not_drained(cfg, self.remote_uuid)
+            check_node_vm_capable(cfg, self.remote_uuid)
+        secondaries = [i.name or "?" for i in secondary_instances(cfg, self.node_uuid)]
+        if secondaries and self.op["mode"] != EVAC_PRIMARY:
+            raise errors.OpPrereqError(
+                "Cannot move the disks of instances %s away from their secondary node %s: no supported disk"
+                " template has secondaries" % (", ".join(sorted(secondaries)), node.name),
+                errors.ECODE_STATE,
+            )
+        self.to_move = primary_instances(cfg, self.node_uuid) if self.op["mode"] != EVAC_SECONDARY else []
+        stuck = []
+        for inst in self.to_move:
+            problem = local_disk_problem(cfg, inst)
+            if problem is not None:
+                stuck.append("%s (%s)" % (inst.name, problem))
+        if stuck:
+            raise errors.OpPrereqError(
+                "Cannot evacuate node %s: the disks of instance(s) %s are local to it and cannot move;"
+                " remove or export these instances first" % (node.name, ", ".join(stuck)),
+                errors.ECODE_STATE,
+            )
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        if not self.to_move:
+            await self.log_info("No instances to evacuate from node %s", self.op["node_name"])
+            return ResultWithJobs([])
+        targets = await self.targets()
+        jobs = []
+        for inst in self.to_move:
+            target = node_name(self.cfg, targets[uuid_of(inst)])
+            if inst.admin_state == ADMIN_UP:
+                op = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": inst.name, "target_node": target,
+                      "allow_failover": True}
+            else:
+                op = {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": inst.name, "target_node": target}
+            jobs.append([op])
+        return ResultWithJobs(jobs)
+
+    async def targets(self) -> dict[str, str]:
+        """C{{instance uuid: target node uuid}} for L{to_move}."""
+        if self.remote_uuid is not None:
+            return {uuid_of(inst): self.remote_uuid for inst in self.to_move}
+        cfg = self.cfg
+        candidates = possible_targets(cfg, self.node_uuid)
+        if not candidates:
+            raise errors.OpPrereqError(
+                "Cannot evacuate node %s: no other online, undrained, vm_capable node in its group"
+                % self.op["node_name"], errors.ECODE_NORES,
+            )
+        hypervisors = sorted({inst.hypervisor or "" for inst in self.to_move})
+        free: dict[str, int] | None = None
+        problems: list[str] = []
+        for hv in hypervisors:  # one node_info per hypervisor; the least free memory counts
+            answer, trouble = await free_memory(self, candidates, hv)
+            problems += trouble
+            free = answer if free is None else {n: min(free[n], answer[n]) for n in free if n in answer}
+        if not free:
+            raise errors.OpPrereqError(
+                "Cannot evacuate node %s: no node reports its free memory (%s)" % (self.op["node_name"],
+                                                                                  "; ".join(problems)),
+                errors.ECODE_NORES,
+            )
+        wanted = [(uuid_of(inst), instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in self.to_move]
+        placed, homeless = plan_evacuation(wanted, free, {uuid_of(n): n.name or "" for n in candidates})
+        if homeless:
+            names = ", ".join("%s (%d MiB)" % (cfg.instances[u].name, instance_memory(cfg, cfg.instances[u]))
+                              for u in homeless)
+            raise errors.OpPrereqError(
+                "Cannot evacuate node %s: no node has enough free memory for %s" % (self.op["node_name"], names),
+                errors.ECODE_NORES,
+            )
+        for inst in self.to_move:
+            await self.log_info("Instance %s goes to node %s", inst.name, node_name(cfg, placed[uuid_of(inst)]))
+        return placed
