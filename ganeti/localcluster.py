@@ -37,6 +37,19 @@ def node_roots(directory: str) -> list[Paths]:
     return [Paths(os.path.join(os.path.abspath(directory), n)) for n in names]
 
 
+def share_file_storage(directory: str, paths: Paths) -> None:
+    """Make the node's sharedfile directory the cluster's one directory
+    C{DIR/shared-file-storage}, so every node sees the same disks (a SAN)."""
+    common = os.path.join(os.path.abspath(directory), "shared-file-storage")
+    os.makedirs(common, exist_ok=True)
+    link = paths.shared_file_storage_dir
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if not os.path.islink(link):
+        if os.path.isdir(link):
+            os.rmdir(link)  # only an empty one
+        os.symlink(common, link)
+
+
 def _tool(name: str, paths: Paths, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([os.path.join(BIN, name), "--root", paths.root, *args], capture_output=True, text=True)
 
@@ -58,17 +71,22 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
         print("--nodes must be between 1 and 250")
         return 2
     master = node_root(directory, 1)
+    # cluster-wide storage paths, each node keeps them under its own root
     init = _tool(
-        "gnt-cluster", master, "init", "--primary-ip", "127.0.1.1", "--node-name", "node1.%s" % domain, cluster_name
+        "gnt-cluster", master, "init", "--primary-ip", "127.0.1.1", "--node-name", "node1.%s" % domain,
+        "--file-storage-dir", "/srv/ganeti/file-storage",
+        "--shared-file-storage-dir", "/srv/ganeti/shared-file-storage", cluster_name
     )
     print(init.stdout.rstrip())
     if init.returncode != 0:
         print(init.stderr.rstrip())
         return 1
+    share_file_storage(directory, master)
     for number in range(2, nodes + 1):
         paths = node_root(directory, number)
         name, address = "node%d.%s" % (number, domain), "127.0.1.%d" % number
         paths.ensure_dirs()
+        share_file_storage(directory, paths)
         daemons.write_node_identity(paths, name, address)
         token = secrets.token_hex(16)
         started = subprocess.run(

@@ -154,6 +154,16 @@ class Paths:
     def shared_file_storage_dir(self) -> str:
         return self._under("srv", "ganeti", "shared-file-storage")
 
+    @property
+    def os_search_dir(self) -> str:
+        """Where the node's OS definitions live (Ganeti's C{/srv/ganeti/os})."""
+        return self._under("srv", "ganeti", "os")
+
+    @property
+    def os_log_dir(self) -> str:
+        """Logs of the OS scripts (create, rename, ...)."""
+        return os.path.join(self.log_dir, "os")
+
     def owner_dirs(self) -> tuple[str, ...]:
         """Directories in which a lock owner's lock file may live."""
         return (self.lock_dir, self.livelock_dir)

@@ -23,7 +23,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
-from ganeti.noded import files
+from ganeti.noded import files, instances
+from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 
@@ -41,7 +42,7 @@ PROCEDURES = (
     "jobqueue_purge",
     "node_leave_cluster",
     "test_delay",
-)
+) + instances.PROCEDURES
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -49,10 +50,6 @@ QUEUE_FILE_MODE = 0o640
 MAX_DELAY = 24 * 3600
 #: Seconds to wait for a TCP connection in C{node_verify}'s reachability test.
 NET_TEST_TIMEOUT = 5.0
-
-
-class RpcFailure(Exception):
-    """A procedure's refusal or failure, sent as C{[false, message]}."""
 
 
 def _check(condition: bool, message: str) -> None:
@@ -66,21 +63,6 @@ def _file_sha1(path: str) -> str | None:
             return hashlib.file_digest(handle, "sha1").hexdigest()
     except OSError:
         return None
-
-
-def _meminfo() -> dict[str, int]:
-    """/proc/meminfo in MiB."""
-    values = {}
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                key, _, rest = line.partition(":")
-                parts = rest.split()
-                if parts and parts[0].isdigit():
-                    values[key] = int(parts[0]) // 1024
-    except OSError:
-        pass
-    return values
 
 
 def _boot_id() -> str:
@@ -108,10 +90,13 @@ class NodeProcedures:
         self._reactor = reactor
         self._shutdown = shutdown
         self._port = port
+        self.instances = instances.InstanceProcedures(paths, reactor)
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         if name not in PROCEDURES:
             return None
+        if name in instances.PROCEDURES:
+            return getattr(self.instances, name)  # type: ignore[no-any-return]
         return getattr(self, name)  # type: ignore[no-any-return]
 
     # --- informational ---------------------------------------------------------------
@@ -125,16 +110,16 @@ class NodeProcedures:
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
 
-    def node_info(self, storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
-        """C{[boot_id, [storage info...], [hypervisor info...]]} of this machine."""
+    async def node_info(self, storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
+        """C{[boot_id, [storage info...], [hypervisor info...]]} of this node;
+        the hypervisor part comes from each hypervisor's C{get_node_info}."""
         _check(isinstance(storage_units, list) and isinstance(hv_specs, list),
                "node_info takes a list of storage units and a list of hypervisor specs")
-        storage = [self._storage_info(unit) for unit in storage_units]
-        hv_info = []
         for spec in hv_specs:
             _check(isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str),
                    "hypervisor spec must be [name, hvparams], not %.100r" % (spec,))
-            hv_info.append(self._hv_info(spec[0]))
+        storage = [self._storage_info(unit) for unit in storage_units]
+        hv_info = [await self.instances.hypervisor_node_info(spec[0]) for spec in hv_specs]
         return [_boot_id(), storage, hv_info]
 
     def _storage_info(self, unit: Any) -> dict[str, Any]:
@@ -159,22 +144,6 @@ class NodeProcedures:
                 "storage_size": st.f_blocks * st.f_frsize // (1024 * 1024),
             }
         raise RpcFailure("Storage type %r is not supported on this node" % (kind,))
-
-    def _hv_info(self, hv_name: str) -> dict[str, Any]:
-        mem = _meminfo()
-        total = mem.get("MemTotal", 0)
-        free = mem.get("MemAvailable", mem.get("MemFree", 0))
-        cpus = os.cpu_count() or 1
-        return {
-            "hv_name": hv_name,
-            "memory_total": total,
-            "memory_free": free,
-            "memory_dom0": total - free,
-            "cpu_total": cpus,
-            "cpu_nodes": 1,
-            "cpu_sockets": 1,
-            "cpu_dom0": cpus,
-        }
 
     async def node_verify(self, checkdict: dict[str, Any], cluster_name: str, all_hvparams: Any = None) -> dict[str, Any]:
         """Checks named in C{checkdict}; unknown checks are ignored.

@@ -30,12 +30,13 @@ one machine the nodes' C{shared-file-storage} directories are one directory
 
 Procedures (positional arguments -> payload)
 ============================================
-  - C{instance_start}: C{[inst, startup_paused, reason]} -> C{None}
+  - C{instance_start}: C{[inst, startup_paused, reason]} -> C{None};
+    starting an instance that already runs succeeds and changes nothing
   - C{instance_shutdown}: C{[inst, timeout, reason]} -> C{None}; stopping an
     instance that is not running succeeds
   - C{instance_reboot}: C{[inst, reboot_type, shutdown_timeout, reason]} ->
     C{None}; C{reboot_type} C{soft}/C{hard} reboot in place, C{full} stops
-    and starts
+    and starts; an instance that is not running is refused
   - C{instance_list}: C{[hypervisor_names, hvparams_by_hv]} -> C{[name, ...]}
   - C{instance_info}: C{[name, hypervisor, hvparams]} -> C{{}} or
     C{{"memory", "vcpus", "state", "time"}}
@@ -44,7 +45,8 @@ Procedures (positional arguments -> payload)
   - C{instance_console_info}: C{[inst]} -> console dict (see
     L{ganeti.backend.hypervisor})
   - C{migration_info}: C{[inst]} (on the source) -> opaque C{info}
-  - C{accept_instance}: C{[inst, info, target_ip]} (on the target) -> C{None}
+  - C{accept_instance}: C{[inst, info, target_ip]} (on the target) -> C{None};
+    refused unless the instance's disks exist on the target
   - C{instance_migrate}: C{[cluster_name, inst, target_ip, live]} (source)
   - C{instance_get_migration_status}: C{[inst]} (source) ->
     C{{"status": "completed"|"active"|"failed"|"none", ...}}
@@ -54,7 +56,8 @@ Procedures (positional arguments -> payload)
     exclusive_storage]} -> the disk's path on that node
   - C{blockdev_remove}: C{[disk]} -> C{None}; a disk already gone succeeds
   - C{blockdev_grow}: C{[disk, amount, dryrun, backingstore,
-    exclusive_storage]} -> C{None}
+    exclusive_storage]} -> C{None}; as in Ganeti, a file disk grows only
+    in the call with C{backingstore} true (the logical step is a no-op)
   - C{instance_os_add}: C{[inst, reinstall, debug]} -> C{None}; runs the
     OS's C{create} script (output in the node's log and in the error)
   - C{instance_run_rename}: C{[inst, old_name, debug]} -> C{None}

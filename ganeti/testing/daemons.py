@@ -41,6 +41,28 @@ def make_root(prefix: str = "gnt") -> Paths:
 
 def remove_root(paths: Paths) -> None:
     shutil.rmtree(paths.root, ignore_errors=True)
+    shutil.rmtree(paths.root + SHARED_SUFFIX, ignore_errors=True)
+
+
+#: the common sharedfile directory of roots sharing storage: next to the first
+SHARED_SUFFIX = "-shared"
+
+
+def share_file_storage(roots: list[Paths]) -> str:
+    """Make the C{srv/ganeti/shared-file-storage} of every root a symlink to
+    one common directory (C{<first root>-shared}, removed with that root),
+    so that a sharedfile disk is visible on every node; returns it."""
+    common = roots[0].root + SHARED_SUFFIX
+    os.makedirs(common, exist_ok=True)
+    for paths in roots:
+        link = paths.shared_file_storage_dir
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if os.path.islink(link):
+            continue
+        if os.path.isdir(link):
+            os.rmdir(link)  # only an empty one: disks are never dropped
+        os.symlink(common, link)
+    return common
 
 
 def seed_config(paths: Paths, config: ConfigData) -> None:
@@ -127,4 +149,4 @@ class LiveOwner:
             self.fd = -1
 
 
-__all__ = ["Daemon", "LiveOwner", "make_root", "remove_root", "seed_config", "signal"]
+__all__ = ["Daemon", "LiveOwner", "make_root", "remove_root", "seed_config", "share_file_storage", "signal"]

@@ -1,8 +1,9 @@
 """The hypervisor interface, and the names of the implementations.
 
 A hypervisor runs instances on one node.  noded holds one object per
-hypervisor kind and node root; each method is synchronous and raises
-L{HypervisorError} when the operation fails.
+hypervisor kind and node root (L{get_hypervisor}); each method returns its
+result or a Deferred of it (noded calls them through C{maybeDeferred}) and
+fails with L{HypervisorError} when the operation fails.
 
 The values that cross the RPC boundary are plain JSON-able dicts:
 
@@ -20,16 +21,19 @@ The values that cross the RPC boundary are plain JSON-able dicts:
 
 Migration runs in Ganeti's order, each step on the node named:
   1. source: C{migration_info(instance)} -> opaque JSON-able C{info};
-  2. target: C{accept_instance(instance, info)};
-  3. source: C{migrate_instance(instance, target)};
+  2. target: C{accept_instance(instance, info, target=<its own address>)};
+  3. source: C{migrate_instance(instance, target)} (noded adds C{live=}
+     when the method takes that keyword), then
+     C{get_migration_status(instance)} until it is no longer C{active};
   4. target: C{finalize_migration(instance, info, success)};
-  5. source: C{finalize_migration(instance, info, success)}.
+  5. source: C{finalize_migration(instance, None, success)}.
 An implementation tells from its own state whether it is the source or the
 target of a finalize.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from zope.interface import Interface
@@ -84,11 +88,14 @@ class IHypervisor(Interface):
     def migration_info(instance: Any) -> Any:
         """Source side: what the target needs to accept C{instance}."""
 
-    def accept_instance(instance: Any, info: Any) -> None:
-        """Target side: prepare to receive C{instance}."""
+    def accept_instance(instance: Any, info: Any, target: str = "") -> None:
+        """Target side: prepare to receive C{instance} on address C{target}."""
 
     def migrate_instance(instance: Any, target: str) -> None:
         """Source side: send C{instance} to node C{target}."""
+
+    def get_migration_status(instance: Any) -> dict[str, Any]:
+        """Source side: C{{"status": "completed"|"active"|"failed"|"none", ...}}."""
 
     def finalize_migration(instance: Any, info: Any, success: bool) -> None:
         """Either side: commit (C{success}) or roll back the migration."""
@@ -110,3 +117,36 @@ def instance_vcpus(instance: Any) -> int:
     """The virtual CPUs C{instance} runs with, from its filled beparams."""
     be = getattr(instance, "beparams", None) or {}
     return int(be.get("vcpus") or 1)
+
+
+#: hypervisor name -> "module:class"; each class is built as C{cls(paths, reactor)}
+#: except the fake one, which needs no reactor
+_IMPLEMENTATIONS = {
+    HT_FAKE: "ganeti.backend.hypervisor.fake:FakeHypervisor",
+    HT_KVM: "ganeti.backend.hypervisor.kvm:KVMHypervisor",
+}
+
+_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
+def get_hypervisor(name: str, paths: Any, reactor: Any) -> Any:
+    """The hypervisor C{name} of the node rooted at C{paths.root}.
+
+    One object per (name, root), made on first use (the KVM module is only
+    imported then); asking again with another reactor makes a new one.
+    @raise HypervisorError: an unknown hypervisor, or one that cannot load
+    """
+    if not isinstance(name, str) or name not in _IMPLEMENTATIONS:
+        raise HypervisorError("Unknown hypervisor %r" % (name,))
+    key = (name, paths.root)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] is reactor:
+        return cached[1]
+    module_name, _, class_name = _IMPLEMENTATIONS[name].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise HypervisorError("Hypervisor %s is not available: %s" % (name, exc)) from None
+    instance = cls(paths) if name == HT_FAKE else cls(paths, reactor)
+    _cache[key] = (reactor, instance)
+    return instance

@@ -186,7 +186,7 @@ class FakeHypervisor:
             raise hv.HypervisorError("Instance %s is not running" % instance.name)
         return dict(record)
 
-    def accept_instance(self, instance: Any, info: Any) -> None:
+    def accept_instance(self, instance: Any, info: Any, target: str = "") -> None:
         name = instance.name
         if self._read(name) is not None:
             raise hv.HypervisorError("Instance %s already exists on this node" % name)
