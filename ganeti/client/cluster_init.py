@@ -18,6 +18,11 @@ from ganeti import cli
 from ganeti.cli import Context
 from ganeti.client import format_time
 from ganeti.paths import Paths
+from ganeti.rpc.instances import node_path
+
+#: cluster-wide storage directories (as Ganeti's defaults); node R keeps them at R + path
+DEFAULT_FILE_STORAGE_DIR = "/srv/ganeti/file-storage"
+DEFAULT_SHARED_FILE_STORAGE_DIR = "/srv/ganeti/shared-file-storage"
 
 
 def _paths(ctx: Context) -> Paths:
@@ -46,8 +51,8 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
         master_netmask=opts.master_netmask,
         enabled_hypervisors=hypervisors,
         enabled_disk_templates=templates,
-        file_storage_dir=opts.file_storage_dir or paths.file_storage_dir,
-        shared_file_storage_dir=opts.shared_file_storage_dir or paths.shared_file_storage_dir,
+        file_storage_dir=opts.file_storage_dir or DEFAULT_FILE_STORAGE_DIR,
+        shared_file_storage_dir=opts.shared_file_storage_dir or DEFAULT_SHARED_FILE_STORAGE_DIR,
         candidate_pool_size=opts.candidate_pool_size,
         mac_prefix=opts.mac_prefix,
         candidate_cert=crypto.cluster_cert_digest(paths),
@@ -56,8 +61,9 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     ssconf.write_files(paths, ssconf.compute(config), max_size=None)
     daemons.write_node_identity(paths, node_name, opts.primary_ip)
     for directory in (config.cluster.file_storage_dir, config.cluster.shared_file_storage_dir):
-        if directory and directory.startswith(paths.root):
-            os.makedirs(directory, exist_ok=True)
+        # cluster-wide paths; this node keeps them under its root
+        if directory:
+            os.makedirs(node_path(paths.root, directory), exist_ok=True)
     ctx.out("Cluster %s initialised; master node %s (%s), root %s" % (opts.cluster_name, node_name, opts.primary_ip, paths.root))
     if opts.no_start:
         return cli.EXIT_SUCCESS
@@ -143,8 +149,8 @@ def setup_init(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--enabled-disk-templates", default="diskless,file,sharedfile", help="comma-separated list (default: %(default)s)"
     )
-    parser.add_argument("--file-storage-dir", help="directory for file disks (default: under the root)")
-    parser.add_argument("--shared-file-storage-dir", help="directory for sharedfile disks (default: under the root)")
+    parser.add_argument("--file-storage-dir", help="directory for file disks, cluster-wide; each node keeps it under its root (default: %s)" % DEFAULT_FILE_STORAGE_DIR)
+    parser.add_argument("--shared-file-storage-dir", help="directory for sharedfile disks, shared by all nodes (default: %s)" % DEFAULT_SHARED_FILE_STORAGE_DIR)
     parser.add_argument("-C", "--candidate-pool-size", type=int, default=10, help="master candidates to keep (default 10)")
     parser.add_argument("--mac-prefix", default="aa:00:00", help="prefix of generated MAC addresses")
     parser.add_argument("--no-start", action="store_true", help="write the files but start no daemon")
