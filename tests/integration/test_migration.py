@@ -1,0 +1,190 @@
+"""Moving instances on a real 3-node loopback cluster (fake hypervisor):
+migrate, failover, node evacuate and node migrate, with their follow-up jobs
+submitted by the job processes to LuxiD.
+
+The instances are written into the seeded configuration (the disk of the
+sharedfile one is created and the running ones started through node RPC),
+so that only the LUs under test run as jobs.  The three roots share their
+sharedfile directory, as nodes on a SAN would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import attrs
+import pytest_twisted
+from twisted.internet import reactor
+
+from ganeti import crypto
+from ganeti.config.bootstrap import initial_config
+from ganeti.daemons import free_port
+from ganeti.luxi.client import LuxiClient
+from ganeti.objects import NIC, ConfigData, Disk, Instance, Node, new_uuid
+from ganeti.rpc import RpcClient
+from ganeti.rpc.instances import disk_path, encode_instance
+from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from tests.integration.test_luxid import in_thread, wait_job
+
+NODES = {"node1.test": "127.0.1.1", "node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
+N1, N2, N3 = NODES
+SHARED, NODISK, DOWN = "shared1.test", "nodisk1.test", "down1.test"
+STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
+
+
+def cluster_config() -> ConfigData:
+    """Three nodes (only the master a candidate); shared1 and nodisk1 running
+    on node1, down1 stopped on node2."""
+    cfg = initial_config("cluster.test", N1, NODES[N1], candidate_pool_size=1)
+    group = next(iter(cfg.nodegroups))
+    nodes = dict(cfg.nodes)
+    for name in (N2, N3):
+        uuid = new_uuid()
+        nodes[uuid] = Node(name=name, uuid=uuid, primary_ip=NODES[name], secondary_ip=NODES[name],
+                           master_candidate=False, offline=False, drained=False, group=group, master_capable=True,
+                           vm_capable=True, powered=True, **STAMP)  # type: ignore[arg-type]
+    uuid_of = {n.name: u for u, n in nodes.items()}
+    disk_uuid = new_uuid()
+    disk = Disk(uuid=disk_uuid, dev_type="sharedfile", iv_name="disk/0", size=8, mode="rw", nodes=[uuid_of[N1]],
+                logical_id=["loop", disk_path(cfg.cluster.shared_file_storage_dir or "", SHARED, 0)],
+                **STAMP)  # type: ignore[arg-type]
+    instances = {}
+    for number, (name, node, template, state) in enumerate(
+        [(SHARED, N1, "sharedfile", "up"), (NODISK, N1, "diskless", "up"), (DOWN, N2, "diskless", "down")], 1
+    ):
+        uuid = new_uuid()
+        instances[uuid] = Instance(
+            name=name, uuid=uuid, primary_node=uuid_of[node], os="noop", hypervisor="fake", admin_state=state,
+            admin_state_source="admin", disk_template=template, disks_active=state == "up",
+            beparams={"maxmem": 128, "vcpus": 1}, nics=[NIC(mac="aa:00:00:00:00:%02x" % number, uuid=new_uuid())],
+            disks=[disk_uuid] if template == "sharedfile" else [], **STAMP,  # type: ignore[arg-type]
+        )
+    return attrs.evolve(cfg, nodes=nodes, instances=instances, disks={disk_uuid: disk})
+
+
+def submit(client: LuxiClient, op: dict) -> tuple[str, list]:
+    """Run a one-opcode job to its end: C{(status, [opresult, oplog lines])}."""
+    job_id = client.submit_job([op])
+    status = wait_job(client, job_id, timeout=120)
+    ((result,), (log,)) = client.query_jobs([job_id], ["opresult", "oplog"])[0]
+    return status, [result, [entry[3] for entry in log]]
+
+
+def follow_ups(client: LuxiClient, result: dict) -> dict[str, tuple[str, object]]:
+    """Wait for the jobs an opcode submitted: C{{instance name: (status, opresult)}}."""
+    out = {}
+    for ok, job_id in result["jobs"]:
+        assert ok is True, job_id
+        status = wait_job(client, job_id, timeout=120)
+        ((op,), (opresult,)) = client.query_jobs([job_id], ["ops", "opresult"])[0]
+        out[op["instance_name"]] = (status, op["OP_ID"], opresult)
+    return out
+
+
+def primaries(client: LuxiClient) -> dict[str, str]:
+    rows = client.query_instances([], ["name", "pnode"], False)
+    return {name: pnode for name, pnode in rows}
+
+
+async def running(rpc: RpcClient) -> dict[str, list[str]]:
+    """What the fake hypervisor of each node runs."""
+    answers = await rpc.call(NODES, "instance_list", [["fake"], {}], timeout=30)
+    assert all(r.success for r in answers.values()), answers
+    return {name: sorted(answers[name].payload) for name in NODES}
+
+
+@pytest_twisted.ensureDeferred
+async def test_migrate_failover_evacuate(root, monkeypatch):
+    roots = [root, make_root("gntm2"), make_root("gntm3")]
+    crypto.bootstrap_secrets(roots[0], "cluster.test", node_name=N1)
+    for paths in roots[1:]:
+        os.makedirs(paths.data_dir, exist_ok=True)
+        shutil.copy(roots[0].server_pem, paths.server_pem)
+    share_file_storage(roots)
+    cfg = cluster_config()
+    seed_config(roots[0], cfg)
+    port = free_port()
+    monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
+    nodeds = [
+        Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
+        for paths, address in zip(roots, NODES.values())
+    ]
+    wconfd = Daemon(roots[0], "ganeti-wconfd", "--rpc-port", str(port))
+    luxid = Daemon(roots[0], "ganeti-luxid", "--rpc-port", str(port))
+    rpc = RpcClient.from_paths(reactor, roots[0], port=port)
+    try:
+        for daemon in nodeds:
+            daemon.start()
+        for daemon in nodeds:
+            await daemon.ready(reactor)
+        wconfd.start()
+        await wconfd.ready(reactor)
+        luxid.start()
+        await luxid.ready(reactor)
+
+        # the instances as the create LU would leave them
+        (disk,) = cfg.disks.values()
+        made = await rpc.call_one(N1, NODES[N1], "blockdev_create", [disk.to_dict(), 8, SHARED, True, "", False])
+        assert made.success, made.fail_msg
+        for inst in cfg.instances.values():
+            if inst.admin_state == "up":
+                started = await rpc.call_one(N1, NODES[N1], "instance_start", [encode_instance(cfg, inst), False, []])
+                assert started.success, started.fail_msg
+        assert await running(rpc) == {N1: [NODISK, SHARED], N2: [], N3: []}
+        client = LuxiClient(roots[0].luxi_socket, timeout=60)
+
+        # a live migration of the sharedfile instance
+        status, (result, log) = await in_thread(submit, client, {
+            "OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "shared1", "target_node": N2})
+        assert (status, result) == ("success", None), log
+        assert "* migrating instance to %s" % N2 in log and log[-1] == "* done"
+        assert (await in_thread(primaries, client))[SHARED] == N2
+        assert await running(rpc) == {N1: [NODISK], N2: [SHARED], N3: []}
+
+        # a failover of the running diskless one: stopped on node1, started on node2
+        status, (result, log) = await in_thread(submit, client, {
+            "OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": NODISK, "target_node": N2})
+        assert status == "success", (result, log)
+        assert await running(rpc) == {N1: [], N2: [NODISK, SHARED], N3: []}
+
+        # refused: the target is the primary node already
+        status, (result, _log) = await in_thread(submit, client, {
+            "OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": SHARED, "target_node": N2})
+        assert status == "error" and "primary node already" in result[1][0]
+
+        # evacuate node2 to node3: one job per instance, migrations for the running ones
+        status, (result, log) = await in_thread(submit, client, {
+            "OP_ID": "OP_NODE_EVACUATE", "node_name": "node2", "mode": "all", "remote_node": N3})
+        assert status == "success", (result, log)
+        jobs = await in_thread(follow_ups, client, result)
+        assert jobs == {
+            SHARED: ("success", "OP_INSTANCE_MIGRATE", None),
+            NODISK: ("success", "OP_INSTANCE_MIGRATE", None),
+            DOWN: ("success", "OP_INSTANCE_FAILOVER", None),
+        }
+        assert await in_thread(primaries, client) == {SHARED: N3, NODISK: N3, DOWN: N3}
+        assert await running(rpc) == {N1: [], N2: [], N3: [NODISK, SHARED]}
+
+        # node migrate of node3, targets from the allocator: the stopped one is
+        # refused by its own job (as in Ganeti), the running ones leave
+        status, (result, log) = await in_thread(submit, client, {"OP_ID": "OP_NODE_MIGRATE", "node_name": N3})
+        assert status == "success", (result, log)
+        jobs = await in_thread(follow_ups, client, result)
+        assert {name: state for name, (state, _op, _res) in jobs.items()} == {
+            SHARED: "success", NODISK: "success", DOWN: "error"}
+        assert jobs[DOWN][2][0] == "OpPrereqError" and "use failover" in jobs[DOWN][2][1][0]
+        where = await in_thread(primaries, client)
+        assert where[DOWN] == N3 and where[SHARED] in (N1, N2) and where[NODISK] in (N1, N2)
+        now = await running(rpc)
+        assert now[N3] == [] and sorted(now[N1] + now[N2]) == [NODISK, SHARED]
+        assert SHARED in now[where[SHARED]] and NODISK in now[where[NODISK]]
+        client.close()
+    finally:
+        await rpc.close()
+        luxid.stop()
+        wconfd.stop()
+        for daemon in nodeds:
+            daemon.stop()
+        for paths in roots[1:]:
+            remove_root(paths)
