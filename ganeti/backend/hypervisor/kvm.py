@@ -1,0 +1,785 @@
+"""The KVM hypervisor: one qemu process per instance, driven through QMP.
+
+Runtime files, under the node's C{run_dir}:
+  - C{kvm-hypervisor/conf/NAME}: the runtime record (JSON): pid, argv, the
+    pieces the command line was built from, state, start time;
+  - C{kvm-hypervisor/pid/NAME}: qemu's own pid file;
+  - C{kvm-hypervisor/ctrl/NAME.qmp}, C{NAME.serial}: the QMP monitor and
+    serial console sockets (qemu listens on both).
+qemu's output goes to C{<log_dir>/kvm/NAME.log}.
+
+qemu runs detached from noded (see L{kvm_process.QemuProcesses}), so the
+state of the node is always read back from those files plus a check that
+the recorded pid is still that instance's qemu: an object made after a
+noded restart sees the instances its predecessor started, and a record
+whose process is gone is removed when found.
+
+A record's C{state} is C{running}, C{paused} (started with
+C{startup_paused}) or C{incoming} (a migration target not yet finalized,
+not listed as running).  A migration source adds C{migration} (target and
+port) to its record, which is how its finalize knows its role.
+
+Waits (start-up, shutdown, migration) poll on the reactor's clock.  The
+methods that talk to qemu return Deferreds; the others are synchronous.
+Concurrent operations on one instance share one QMP connection, since qemu
+serves one monitor client at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import uuid as uuid_module
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+from twisted.internet import defer
+from twisted.internet.defer import Deferred, ensureDeferred, fail, succeed
+from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.task import deferLater
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from ganeti import serializer
+from ganeti.backend import hypervisor as hv
+from ganeti.backend.hypervisor import kvm_cmdline as cmdline
+from ganeti.backend.hypervisor.kvm_process import HostFacts, IQemuProcesses, QemuProcesses, log_tail
+from ganeti.backend.hypervisor.qmp import QMPDisconnected, QMPProtocol
+from ganeti.paths import Paths
+
+RUNNING = "running"
+PAUSED = "paused"
+INCOMING = "incoming"
+
+DEFAULT_MIGRATION_PORT = 8102
+#: seconds a shutdown waits for the guest when the caller gives no timeout
+DEFAULT_SHUTDOWN_TIMEOUT = 120
+#: seconds qemu has to come up (its QMP monitor answering) after the spawn
+START_TIMEOUT = 30.0
+START_POLL = 0.05
+#: seconds to connect to a monitor, and for qemu to answer one command
+CONNECT_TIMEOUT = 10.0
+COMMAND_TIMEOUT = 30.0
+#: interval of query-status while the guest powers down
+SHUTDOWN_POLL = 0.5
+#: seconds qemu has to exit after quit, then after SIGKILL
+QUIT_GRACE = 5.0
+KILL_GRACE = 5.0
+EXIT_POLL = 0.1
+#: interval of query-migrate while a migration runs
+MIGRATION_POLL = 0.2
+
+#: qemu run states after which the guest is stopped but qemu still lives
+_GUEST_DOWN = ("shutdown", "guest-panicked")
+#: run states of a source whose migration stopped it
+_MIGRATION_STOPPED = ("postmigrate", "finish-migrate", "paused")
+_SUN_PATH_MAX = 107
+_WILDCARD = ("0.0.0.0", "::", "[::]")
+
+
+class MonitorUnreachable(hv.HypervisorError):
+    """The QMP monitor of an instance could not be connected to."""
+
+
+@attrs.frozen
+class InstanceFiles:
+    """Where the runtime files of one instance live on the node."""
+
+    conf: str
+    pidfile: str
+    qmp_socket: str
+    serial_socket: str
+    log: str
+
+    @property
+    def runtime(self) -> cmdline.RuntimePaths:
+        return cmdline.RuntimePaths(qmp_socket=self.qmp_socket, serial_socket=self.serial_socket,
+                                    pidfile=self.pidfile)
+
+    @property
+    def marker(self) -> str:
+        """What qemu's command line contains, and no other process's."""
+        return cmdline.escape_opt(self.qmp_socket)
+
+
+class _Monitor:
+    """One QMP connection to one instance, shared by concurrent users."""
+
+    def __init__(self, connecting: Deferred[QMPProtocol]) -> None:
+        self.users = 0
+        self.protocol: QMPProtocol | None = None
+        self.failure: Failure | None = None
+        self._waiting: list[Deferred[QMPProtocol]] = []
+        connecting.addCallbacks(self._connected, self._failed)
+
+    def _connected(self, protocol: QMPProtocol) -> None:
+        self.protocol = protocol
+        self._wake()
+
+    def _failed(self, failure: Failure) -> None:
+        self.failure = failure
+        self._wake()
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            self.wait().chainDeferred(d)
+
+    def wait(self) -> Deferred[QMPProtocol]:
+        if self.failure is not None:
+            return fail(self.failure)
+        if self.protocol is not None:
+            return succeed(self.protocol)
+        d: Deferred[QMPProtocol] = Deferred()
+        self._waiting.append(d)
+        return d
+
+    @property
+    def usable(self) -> bool:
+        if self.failure is not None:
+            return False
+        return self.protocol is None or not self.protocol.closed.called
+
+    def close(self) -> None:
+        if self.protocol is not None and not self.protocol.closed.called:
+            self.protocol.transport.loseConnection()
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "\0" in name:
+        raise hv.HypervisorError("Invalid instance name %r" % (name,))
+    return name
+
+
+def _disk_mode(disk: Any) -> str:
+    mode = disk.get("mode") if isinstance(disk, dict) else getattr(disk, "mode", None)
+    return cmdline.DISK_RDONLY if mode == cmdline.DISK_RDONLY else cmdline.DISK_RDWR
+
+
+def _disks(block_devices: Any) -> list[list[str]]:
+    """C{[[path, mode], ...]} from C{(disk, path, uri)} triples (or paths)."""
+    result = []
+    for index, device in enumerate(block_devices or []):
+        if isinstance(device, str):
+            result.append([device, cmdline.DISK_RDWR])
+        elif isinstance(device, (list, tuple)) and len(device) >= 2 and isinstance(device[1], str):
+            result.append([device[1], _disk_mode(device[0])])
+        else:
+            raise hv.HypervisorError("Block device %d is not a (disk, path, uri) triple: %r" % (index, device))
+    return result
+
+
+def _port(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise hv.HypervisorError("%s must be a TCP port, not %r" % (what, value))
+    return value
+
+
+@implementer(hv.IHypervisor)
+class KVMHypervisor:
+    """The KVM hypervisor of the node rooted at C{paths.root}.
+
+    @param paths: the node's file layout.
+    @param reactor: provides the clock (C{callLater}, C{seconds}) and, by
+        default, connects to the monitors and runs helper commands.
+    @param processes: an L{IQemuProcesses} (default: real processes).
+    @param connect: C{connect(socket_path)} -> Deferred of a negotiated
+        L{QMPProtocol} (default: over the Unix socket).
+    @param host: the node's L{HostFacts}.
+    @param kvm_usable: overrides the check of C{/dev/kvm}; C{False} makes
+        new instances run under TCG (software emulation).
+    """
+
+    name = hv.HT_KVM
+    log = Logger()
+
+    def __init__(self, paths: Paths, reactor: Any, *, processes: IQemuProcesses | None = None,
+                 connect: Any = None, host: HostFacts | None = None,
+                 kvm_usable: bool | None = None) -> None:
+        self.paths = paths
+        self._reactor = reactor
+        self._processes = processes if processes is not None else QemuProcesses(reactor)
+        self._connect = connect if connect is not None else self._connect_unix
+        self._host = host if host is not None else HostFacts()
+        self._kvm_usable = kvm_usable
+        self.state_dir = os.path.join(paths.run_dir, "kvm-hypervisor")
+        self._monitors: dict[str, _Monitor] = {}
+
+    # --- files ---------------------------------------------------------------
+    def files(self, name: str) -> InstanceFiles:
+        """The runtime files of instance C{name} on this node."""
+        _check_name(name)
+        ctrl = os.path.join(self.state_dir, "ctrl")
+        return InstanceFiles(
+            conf=os.path.join(self.state_dir, "conf", name),
+            pidfile=os.path.join(self.state_dir, "pid", name),
+            qmp_socket=os.path.join(ctrl, name + ".qmp"),
+            serial_socket=os.path.join(ctrl, name + ".serial"),
+            log=os.path.join(self.paths.log_dir, "kvm", name + ".log"),
+        )
+
+    def _read(self, name: str) -> dict[str, Any] | None:
+        try:
+            record = serializer.read_json(self.files(name).conf)
+        except FileNotFoundError:
+            return None
+        except ValueError as e:
+            raise hv.HypervisorError("Corrupt runtime file of instance %s: %s" % (name, e)) from None
+        return record if isinstance(record, dict) else None
+
+    def _write(self, name: str, record: dict[str, Any]) -> None:
+        path = self.files(name).conf
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        serializer.write_json(path, record, mode=0o600, durable=False)
+
+    def _cleanup(self, name: str) -> None:
+        """Forget instance C{name}: every runtime file but the log."""
+        files = self.files(name)
+        for path in (files.conf, files.pidfile, files.qmp_socket, files.serial_socket):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def _alive(self, name: str, record: dict[str, Any]) -> bool:
+        pid = record.get("pid")
+        return isinstance(pid, int) and self._processes.alive(pid, self.files(name).marker)
+
+    def _live(self, name: str) -> dict[str, Any] | None:
+        """The record of C{name} if its qemu runs; a dead one is removed."""
+        record = self._read(name)
+        if record is None:
+            return None
+        if self._alive(name, record):
+            return record
+        self.log.info("qemu of instance {name} (pid {pid}) is gone; removing its runtime files",
+                      name=name, pid=record.get("pid"))
+        self._cleanup(name)
+        return None
+
+    def _all_live(self) -> dict[str, dict[str, Any]]:
+        try:
+            names = sorted(os.listdir(os.path.join(self.state_dir, "conf")))
+        except FileNotFoundError:
+            return {}
+        result = {}
+        for name in names:
+            if name.startswith("."):
+                continue
+            try:
+                record = self._live(name)
+            except hv.HypervisorError as e:
+                self.log.warn("skipping instance {name}: {e}", name=name, e=e)
+                continue
+            if record is not None:
+                result[name] = record
+        return result
+
+    def _running(self, name: str, doing: str) -> dict[str, Any]:
+        record = self._live(name)
+        if record is None or record.get("state") == INCOMING:
+            raise hv.HypervisorError("Failed to %s instance %s: not running" % (doing, name))
+        return record
+
+    # --- QMP -----------------------------------------------------------------
+    def _connect_unix(self, path: str) -> Deferred[QMPProtocol]:
+        """Connect and negotiate within L{CONNECT_TIMEOUT}; a connection
+        that does not get there is dropped (it would hold the monitor)."""
+        protocol = QMPProtocol()
+        d = connectProtocol(UNIXClientEndpoint(self._reactor, path, timeout=CONNECT_TIMEOUT), protocol)
+        d.addCallback(lambda _: protocol.ready)
+        d.addCallback(lambda _: protocol)
+        d.addTimeout(CONNECT_TIMEOUT, self._reactor)
+
+        def failed(failure: Failure) -> Failure:
+            if protocol.transport is not None:
+                protocol.transport.abortConnection()
+            return failure
+        return d.addErrback(failed)
+
+    @asynccontextmanager
+    async def _qmp(self, name: str) -> AsyncIterator[QMPProtocol]:
+        """The (shared) monitor connection of instance C{name}."""
+        path = self.files(name).qmp_socket
+        monitor = self._monitors.get(path)
+        if monitor is None or not monitor.usable:
+            monitor = self._monitors[path] = _Monitor(self._connect(path))
+        monitor.users += 1
+        try:
+            try:
+                protocol = await monitor.wait()
+            except Exception as e:
+                raise MonitorUnreachable("Cannot reach the QMP monitor of instance %s at %s: %s"
+                                         % (name, path, e)) from None
+            yield protocol
+        finally:
+            monitor.users -= 1
+            if monitor.users == 0:
+                if self._monitors.get(path) is monitor:
+                    del self._monitors[path]
+                monitor.close()
+
+    async def _execute(self, protocol: QMPProtocol, command: str, arguments: dict[str, Any] | None = None,
+                       timeout: float = COMMAND_TIMEOUT) -> Any:
+        d = protocol.execute(command, arguments)
+        d.addTimeout(timeout, self._reactor)
+        try:
+            return await d
+        except defer.TimeoutError:
+            raise hv.HypervisorError("qemu did not answer %s within %s seconds" % (command, timeout)) from None
+
+    async def _status(self, protocol: QMPProtocol) -> str:
+        answer = await self._execute(protocol, "query-status")
+        return str(answer.get("status", "")) if isinstance(answer, dict) else ""
+
+    async def _sleep(self, seconds: float) -> None:
+        await deferLater(self._reactor, seconds, lambda: None)
+
+    # --- starting qemu -------------------------------------------------------
+    def _binary(self, hvparams: dict[str, Any]) -> str:
+        configured = hvparams.get("kvm_path") or ""
+        if configured:
+            if not isinstance(configured, str) or not os.path.isabs(configured):
+                raise hv.HypervisorError("hvparam kvm_path must be an absolute path, not %r" % (configured,))
+            if os.access(configured, os.X_OK) and os.path.isfile(configured):
+                return configured
+            raise hv.HypervisorError(
+                "The qemu binary %s (hvparam kvm_path) is missing or not executable; install QEMU "
+                "(Debian/Ubuntu: apt-get install qemu-system-x86) or set kvm_path" % configured)
+        for directory in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/usr/local/bin"]:
+            candidate = os.path.join(directory or ".", cmdline.DEFAULT_BINARY)
+            if os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+                return candidate
+        raise hv.HypervisorError(
+            "%s is not installed; install QEMU (Debian/Ubuntu: apt-get install qemu-system-x86) "
+            "or set hvparam kvm_path" % cmdline.DEFAULT_BINARY)
+
+    def kvm_usable(self) -> bool:
+        """Whether new instances get KVM acceleration (else TCG)."""
+        if self._kvm_usable is None:
+            self._kvm_usable = self._host.kvm_usable()
+        return self._kvm_usable
+
+    def _tap(self, uuid: str, index: int) -> str:
+        digest = hashlib.sha1(("%s\0%s" % (self.paths.root, uuid)).encode()).hexdigest()
+        return "gk%sn%d" % (digest[:9], index)
+
+    def _nics(self, instance: Any, uuid: str) -> list[dict[str, Any]]:
+        result = []
+        for index, nic in enumerate(getattr(instance, "nics", None) or []):
+            params = getattr(nic, "nicparams", None) or {}
+            mode = params.get("mode") or "bridged"
+            link = params.get("link") or ""
+            if mode not in ("bridged", "routed", "openvswitch"):
+                raise hv.HypervisorError("NIC %d of %s: mode %r is not supported" % (index, instance.name, mode))
+            if mode != "routed" and not link:
+                raise hv.HypervisorError("NIC %d of %s: mode %s needs a link" % (index, instance.name, mode))
+            result.append({"mac": getattr(nic, "mac", None), "mode": mode, "link": link,
+                           "tap": self._tap(uuid, index)})
+        return result
+
+    def _new_record(self, instance: Any, disks: list[list[str]], paused: bool) -> dict[str, Any]:
+        hvparams = dict(getattr(instance, "hvparams", None) or {})
+        uuid = instance.uuid or str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, instance.name))
+        vnc_port = None
+        if hvparams.get("vnc_bind_address"):
+            vnc_port = getattr(instance, "network_port", None)
+            if vnc_port is None:
+                raise hv.HypervisorError("Instance %s has a VNC console but no network port" % instance.name)
+        return {
+            "name": instance.name, "uuid": uuid, "memory": hv.instance_memory(instance),
+            "vcpus": hv.instance_vcpus(instance), "hvparams": hvparams, "disks": disks,
+            "nics": self._nics(instance, uuid), "vnc_port": vnc_port,
+            "accel": cmdline.detect_accel(self.kvm_usable()), "state": PAUSED if paused else RUNNING,
+        }
+
+    def _argv(self, name: str, record: dict[str, Any], incoming: str | None) -> list[str]:
+        files = self.files(name)
+        for path in (files.qmp_socket, files.serial_socket):
+            if len(path.encode()) > _SUN_PATH_MAX:
+                raise hv.HypervisorError("Socket path %s is longer than a Unix socket allows (%d bytes); "
+                                         "use a shorter node root or instance name" % (path, _SUN_PATH_MAX))
+        hvparams = record["hvparams"]
+        argv = cmdline.build_command(
+            name, record["uuid"], record["memory"], record["vcpus"], hvparams,
+            [(path, mode) for path, mode in record["disks"]],
+            [(nic["mac"], nic["tap"], None) for nic in record["nics"]],
+            files.runtime, vnc_port=record["vnc_port"], incoming=incoming, accel=record["accel"],
+            binary=self._binary(hvparams))
+        if incoming is None and record["state"] == PAUSED:
+            argv.append("-S")
+        return argv
+
+    async def _launch(self, name: str, record: dict[str, Any], incoming: str | None) -> None:
+        """Spawn qemu for C{record}, wait for its monitor, set it up; on
+        any failure kill it and remove its files."""
+        argv = self._argv(name, record, incoming)
+        files = self.files(name)
+        for directory in (os.path.dirname(files.conf), os.path.dirname(files.pidfile),
+                          os.path.dirname(files.qmp_socket)):
+            os.makedirs(directory, mode=0o750, exist_ok=True)
+        self._cleanup(name)
+        pid = self._processes.spawn(argv, files.log)
+        record.update(pid=pid, argv=argv, started=self._reactor.seconds())
+        self._write(name, record)
+        try:
+            status = await self._wait_for_monitor(name, record)
+            expected = "inmigrate" if incoming is not None else None
+            if expected is not None and status != expected:
+                raise hv.HypervisorError("qemu of instance %s is %r, not waiting for the migration"
+                                         % (name, status))
+            await self._set_vnc_password(name, record)
+            await self._setup_taps(name, record)
+        except BaseException:
+            await self._destroy(name, record)
+            raise
+
+    async def _wait_for_monitor(self, name: str, record: dict[str, Any]) -> str:
+        deadline = self._reactor.seconds() + START_TIMEOUT
+        while True:
+            if not self._alive(name, record):
+                tail = log_tail(self.files(name).log)
+                raise hv.HypervisorError("qemu of instance %s exited while starting%s"
+                                         % (name, (": " + tail) if tail else ""))
+            try:
+                async with self._qmp(name) as protocol:
+                    return await self._status(protocol)
+            except (MonitorUnreachable, QMPDisconnected) as e:
+                if self._reactor.seconds() >= deadline:
+                    raise hv.HypervisorError("qemu of instance %s did not open its monitor within %s seconds: %s"
+                                             % (name, START_TIMEOUT, e)) from None
+            await self._sleep(START_POLL)
+
+    async def _set_vnc_password(self, name: str, record: dict[str, Any]) -> None:
+        password_file = record["hvparams"].get("vnc_password_file")
+        if record.get("vnc_port") is None or not password_file:
+            return
+        try:
+            with open(password_file) as handle:
+                password = handle.readline().strip()
+        except OSError as e:
+            raise hv.HypervisorError("Cannot read the VNC password file %s: %s" % (password_file, e)) from None
+        async with self._qmp(name) as protocol:
+            await self._execute(protocol, "set_password", {"protocol": "vnc", "password": password})
+
+    async def _setup_taps(self, name: str, record: dict[str, Any]) -> None:
+        for nic in record["nics"]:
+            tap, link = nic["tap"], nic["link"]
+            commands = []
+            if nic["mode"] == "openvswitch":
+                commands.append(["ovs-vsctl", "--may-exist", "add-port", link, tap])
+                commands.append(["ip", "link", "set", "dev", tap, "up"])
+            elif nic["mode"] == "bridged":
+                commands.append(["ip", "link", "set", "dev", tap, "master", link, "up"])
+            else:
+                commands.append(["ip", "link", "set", "dev", tap, "up"])
+            for argv in commands:
+                code, output = await self._processes.run(argv)
+                if code != 0:
+                    raise hv.HypervisorError("Cannot connect NIC %s of instance %s (%s): %s failed: %s"
+                                             % (nic["mac"], name, tap, " ".join(argv), output))
+
+    # --- stopping qemu -------------------------------------------------------
+    async def _wait_gone(self, name: str, record: dict[str, Any], seconds: float) -> bool:
+        deadline = self._reactor.seconds() + seconds
+        while self._alive(name, record):
+            if self._reactor.seconds() >= deadline:
+                return False
+            await self._sleep(EXIT_POLL)
+        return True
+
+    async def _destroy(self, name: str, record: dict[str, Any]) -> None:
+        """End qemu: quit through QMP, SIGKILL after L{QUIT_GRACE}; then
+        remove the runtime files."""
+        if self._alive(name, record):
+            try:
+                async with self._qmp(name) as protocol:
+                    d = protocol.quit()
+                    d.addTimeout(QUIT_GRACE, self._reactor)
+                    await d
+            except Exception as e:
+                self.log.info("quit of instance {name} failed: {e}", name=name, e=e)
+            if not await self._wait_gone(name, record, QUIT_GRACE):
+                self.log.warn("qemu of instance {name} (pid {pid}) did not quit; killing it",
+                              name=name, pid=record["pid"])
+                self._processes.kill(record["pid"])
+                if not await self._wait_gone(name, record, KILL_GRACE):
+                    raise hv.HypervisorError("qemu of instance %s (pid %s) survived SIGKILL"
+                                             % (name, record["pid"]))
+        self._cleanup(name)
+
+    async def _power_down(self, name: str, record: dict[str, Any], timeout: float) -> None:
+        """Press the ACPI power button and wait up to C{timeout} seconds for
+        the guest to stop; failures only mean we go on harder."""
+        try:
+            async with self._qmp(name) as protocol:
+                if await self._status(protocol) != "running":
+                    return              # paused or already down: ACPI cannot help
+                await self._execute(protocol, "system_powerdown")
+                deadline = self._reactor.seconds() + timeout
+                while self._reactor.seconds() < deadline:
+                    await self._sleep(min(SHUTDOWN_POLL, max(0.0, deadline - self._reactor.seconds())))
+                    if not self._alive(name, record) or await self._status(protocol) in _GUEST_DOWN:
+                        return
+                self.log.info("instance {name} did not power down within {timeout} s", name=name,
+                              timeout=timeout)
+        except (hv.HypervisorError, QMPDisconnected) as e:
+            self.log.info("powerdown of instance {name} failed: {e}", name=name, e=e)
+
+    async def _stop(self, instance: Any, force: bool, timeout: int | None) -> None:
+        name = _check_name(instance.name)
+        record = self._live(name)
+        if record is None:
+            if force:
+                return
+            raise hv.HypervisorError("Failed to stop instance %s: not running" % name)
+        timeout = DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else max(0, timeout)
+        acpi = record["hvparams"].get("acpi", True) is not False
+        if acpi and timeout > 0 and record.get("state") != INCOMING:
+            await self._power_down(name, record, timeout)
+        await self._destroy(name, record)
+
+    # --- the interface: lifecycle --------------------------------------------
+    def start_instance(self, instance: Any, block_devices: list[Any], startup_paused: bool) -> Deferred[None]:
+        return ensureDeferred(self._start(instance, block_devices, startup_paused))
+
+    async def _start(self, instance: Any, block_devices: list[Any], startup_paused: bool) -> None:
+        name = _check_name(instance.name)
+        current = self._live(name)
+        if current is not None and current.get("state") == INCOMING:
+            raise hv.HypervisorError("Instance %s is being migrated here" % name)
+        if current is not None:
+            raise hv.HypervisorError("Instance %s is already running" % name)
+        record = self._new_record(instance, _disks(block_devices), bool(startup_paused))
+        await self._launch(name, record, incoming=None)
+
+    def stop_instance(self, instance: Any, force: bool = False, timeout: int | None = None) -> Deferred[None]:
+        return ensureDeferred(self._stop(instance, force, timeout))
+
+    def reboot_instance(self, instance: Any) -> Deferred[None]:
+        return ensureDeferred(self._reboot(instance))
+
+    async def _reboot(self, instance: Any) -> None:
+        name = _check_name(instance.name)
+        record = self._running(name, "reboot")
+        async with self._qmp(name) as protocol:
+            status = await self._status(protocol)
+            await self._execute(protocol, "system_reset")
+            if status in _GUEST_DOWN and record.get("state") != PAUSED:
+                await self._execute(protocol, "cont")
+
+    def list_instances(self) -> list[str]:
+        return sorted(n for n, r in self._all_live().items() if r.get("state") != INCOMING)
+
+    def _info(self, record: dict[str, Any]) -> dict[str, Any]:
+        started = float(record.get("started") or 0)
+        return {
+            "memory": int(record.get("memory") or 0),
+            "vcpus": int(record.get("vcpus") or 0),
+            "state": hv.STATE_RUNNING,
+            "time": max(0, int(self._reactor.seconds() - started)),
+        }
+
+    def get_instance_info(self, name: str) -> dict[str, Any] | None:
+        record = self._live(_check_name(name))
+        if record is None or record.get("state") == INCOMING:
+            return None
+        return self._info(record)
+
+    def get_all_instances_info(self) -> dict[str, dict[str, Any]]:
+        return {n: self._info(r) for n, r in self._all_live().items() if r.get("state") != INCOMING}
+
+    def get_console_info(self, instance: Any) -> dict[str, Any]:
+        name = _check_name(instance.name)
+        hvparams = getattr(instance, "hvparams", None) or {}
+        bind = hvparams.get("vnc_bind_address") or ""
+        record = self._read(name) or {}
+        port = record.get("vnc_port") or getattr(instance, "network_port", None)
+        if bind and port:
+            host = socket.gethostname() if bind in _WILDCARD else bind
+            return {"instance": name, "kind": hv.CONS_VNC, "host": host, "port": port,
+                    "display": port - cmdline.VNC_BASE_PORT}
+        if hvparams.get("serial_console", True):
+            path = self.files(name).serial_socket
+            return {"instance": name, "kind": hv.CONS_MESSAGE,
+                    "message": "The serial console of instance %s is the Unix socket %s on node %s; attach "
+                               "with: socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:%s (Ctrl-] leaves)"
+                               % (name, path, socket.gethostname(), path)}
+        return {"instance": name, "kind": hv.CONS_MESSAGE,
+                "message": "Instance %s has no console (no vnc_bind_address, serial_console off)" % name}
+
+    # --- the interface: migration --------------------------------------------
+    def _migration_port(self, instance: Any, record: dict[str, Any] | None = None) -> int:
+        hvparams = dict((record or {}).get("hvparams") or {})
+        hvparams.update(getattr(instance, "hvparams", None) or {})
+        return _port(hvparams.get("migration_port") or DEFAULT_MIGRATION_PORT, "hvparam migration_port")
+
+    def migration_info(self, instance: Any) -> dict[str, Any]:
+        """Source side: the pieces the target's command line is built from
+        (memory, vcpus, hvparams, disks, NICs, VNC port, acceleration), the
+        source's own command line (for the record) and whether it is paused."""
+        name = _check_name(instance.name)
+        record = self._running(name, "migrate")
+        info = {key: record.get(key) for key in ("uuid", "memory", "vcpus", "hvparams", "disks", "vnc_port", "accel")}
+        info["nics"] = [{k: nic[k] for k in ("mac", "mode", "link")} for nic in record.get("nics") or []]
+        info["paused"] = record.get("state") == PAUSED
+        info["argv"] = record.get("argv")
+        return info
+
+    def accept_instance(self, instance: Any, info: Any, target: str = "") -> Deferred[None]:
+        return ensureDeferred(self._accept(instance, info, target))
+
+    async def _accept(self, instance: Any, info: Any, target: str) -> None:
+        name = _check_name(instance.name)
+        if self._live(name) is not None:
+            raise hv.HypervisorError("Instance %s already exists on this node" % name)
+        if not isinstance(info, dict) or not isinstance(info.get("hvparams"), dict):
+            raise hv.HypervisorError("Bad migration info for instance %s: %.200r" % (name, info))
+        accel = info.get("accel") or "kvm"
+        if accel == "kvm" and not self.kvm_usable():
+            raise hv.HypervisorError("Instance %s runs with KVM acceleration on its source, but this node "
+                                     "has no usable /dev/kvm" % name)
+        uuid = info.get("uuid") or instance.uuid or str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, name))
+        port = self._migration_port(instance, info)
+        address = target or "0.0.0.0"
+        nics = []
+        for index, nic in enumerate(info.get("nics") or []):
+            nics.append({"mac": nic.get("mac"), "mode": nic.get("mode") or "bridged",
+                         "link": nic.get("link") or "", "tap": self._tap(uuid, index)})
+        record = {
+            "name": name, "uuid": uuid, "memory": info.get("memory") or hv.instance_memory(instance),
+            "vcpus": info.get("vcpus") or hv.instance_vcpus(instance), "hvparams": dict(info["hvparams"]),
+            "disks": [list(d) for d in info.get("disks") or []], "nics": nics, "vnc_port": info.get("vnc_port"),
+            "accel": accel, "state": INCOMING, "source_paused": bool(info.get("paused")),
+            "incoming": {"address": address, "port": port},
+        }
+        await self._launch(name, record, incoming=cmdline.incoming_tcp(address, port))
+
+    def migrate_instance(self, instance: Any, target: str, live: bool = True) -> Deferred[None]:
+        """Source side: send C{instance} to C{target} over TCP and wait for
+        the end of the transfer.  Not C{live}: the guest's CPUs stop first
+        (the target resumes it at its finalize)."""
+        return ensureDeferred(self._migrate(instance, target, live))
+
+    async def _migrate(self, instance: Any, target: str, live: bool) -> None:
+        name = _check_name(instance.name)
+        record = self._running(name, "migrate")
+        if not target or not isinstance(target, str):
+            raise hv.HypervisorError("Migration of instance %s needs the target's address" % name)
+        port = self._migration_port(instance, record)
+        hvparams = dict(record["hvparams"])
+        hvparams.update(getattr(instance, "hvparams", None) or {})
+        parameters = cmdline.migration_parameters(hvparams)
+        uri = cmdline.incoming_tcp(target, port)
+        record["migration"] = {"target": target, "port": port}
+        self._write(name, record)
+        async with self._qmp(name) as protocol:
+            await self._execute(protocol, "migrate-set-parameters", parameters)
+            if not live:
+                await self._execute(protocol, "stop")
+            await self._execute(protocol, "migrate", {"uri": uri})
+            while True:
+                answer = await self._execute(protocol, "query-migrate")
+                status = answer.get("status") if isinstance(answer, dict) else None
+                if status == "completed":
+                    return
+                if status in ("failed", "cancelled"):
+                    why = answer.get("error-desc") or "no reason given"
+                    raise hv.HypervisorError("Migration of instance %s to %s %s: %s" % (name, uri, status, why))
+                await self._sleep(MIGRATION_POLL)
+
+    def get_migration_status(self, instance: Any) -> Deferred[dict[str, Any]]:
+        """Source side: C{{"status", "transferred_ram", "total_ram"}} from
+        qemu's query-migrate (RAM in bytes), C{{"status": "none"}} if no
+        migration is known here."""
+        return ensureDeferred(self._migration_status(instance))
+
+    async def _migration_status(self, instance: Any) -> dict[str, Any]:
+        name = _check_name(instance.name)
+        record = self._live(name)
+        if record is None or record.get("state") == INCOMING or "migration" not in record:
+            return {"status": "none"}
+        async with self._qmp(name) as protocol:
+            answer = await self._execute(protocol, "query-migrate")
+        answer = answer if isinstance(answer, dict) else {}
+        result: dict[str, Any] = {"status": answer.get("status") or "none"}
+        ram = answer.get("ram")
+        if isinstance(ram, dict):
+            result["transferred_ram"] = ram.get("transferred")
+            result["total_ram"] = ram.get("total")
+        if answer.get("error-desc"):
+            result["error"] = answer["error-desc"]
+        return result
+
+    def finalize_migration(self, instance: Any, info: Any, success: bool) -> Deferred[None]:
+        return ensureDeferred(self._finalize(instance, info, success))
+
+    async def _finalize(self, instance: Any, info: Any, success: bool) -> None:
+        name = _check_name(instance.name)
+        record = self._read(name)
+        if record is not None and record.get("state") == INCOMING:
+            await self._finalize_target(name, record, success)
+        elif record is not None and "migration" in record:
+            await self._finalize_source(name, record, success)
+        elif success:
+            raise hv.HypervisorError("No migration of instance %s to finalize here" % name)
+
+    async def _finalize_target(self, name: str, record: dict[str, Any], success: bool) -> None:
+        if not success:
+            await self._destroy(name, record)
+            return
+        if not self._alive(name, record):
+            self._cleanup(name)
+            raise hv.HypervisorError("qemu of instance %s died on the target during the migration" % name)
+        paused = bool(record.get("source_paused"))
+        async with self._qmp(name) as protocol:
+            status = await self._status(protocol)
+            if status == "inmigrate":
+                raise hv.HypervisorError("Instance %s has not arrived here yet (qemu is %s)" % (name, status))
+            if not paused:
+                await self._execute(protocol, "cont")
+        for key in ("incoming", "source_paused"):
+            record.pop(key, None)
+        record["state"] = PAUSED if paused else RUNNING
+        self._write(name, record)
+
+    async def _finalize_source(self, name: str, record: dict[str, Any], success: bool) -> None:
+        if success:
+            await self._destroy(name, record)
+            return
+        record.pop("migration", None)
+        if not self._alive(name, record):
+            self._cleanup(name)
+            return
+        self._write(name, record)
+        async with self._qmp(name) as protocol:
+            if await self._status(protocol) in _MIGRATION_STOPPED and record.get("state") != PAUSED:
+                await self._execute(protocol, "cont")
+
+    # --- the interface: node -------------------------------------------------
+    def get_node_info(self) -> dict[str, Any]:
+        """Memory from C{/proc/meminfo}: C{memory_free} is what the kernel
+        has available less what the instances here may still claim (qemu
+        takes guest memory lazily); CPUs from the host."""
+        meminfo = self._host.meminfo()
+        total = meminfo.get("MemTotal", 0) // 1024
+        if "MemAvailable" in meminfo:
+            available = meminfo["MemAvailable"] // 1024
+        else:
+            available = sum(meminfo.get(k, 0) for k in ("MemFree", "Buffers", "Cached")) // 1024
+        instances = sum(int(r.get("memory") or 0) for r in self._all_live().values())
+        cpus, nodes, sockets = self._host.cpu_topology()
+        return {
+            "memory_total": total,
+            "memory_free": max(0, min(available, total - instances)),
+            "memory_dom0": max(0, total - available - instances),
+            "memory_hv": 0,
+            "cpu_total": cpus,
+            "cpu_nodes": nodes,
+            "cpu_sockets": sockets,
+            "cpu_dom0": 0,
+        }
