@@ -8,6 +8,11 @@
     gnt-node remove NODE
     gnt-node modify [--offline yes|no] [--drained yes|no] [-C|--master-candidate yes|no]
                     [--master-capable yes|no] [--vm-capable yes|no] [--auto-promote] [--force] NODE
+    gnt-node evacuate [-f] [-p|-s] [-n NEW_NODE | -I ALLOCATOR] [--early-release] NODE
+    gnt-node migrate [-f] [--non-live | --migration-mode MODE] [-n TARGET | -I ALLOCATOR] NODE
+
+C{evacuate} and C{migrate} submit one job that submits one job per
+instance; the command then follows those (L{ganeti.client.executor}).
 
 Live fields (memory, disk) show C{?} until the node daemon answers
 node_info.  C{add} needs the new node's daemon running with the cluster's
@@ -17,11 +22,13 @@ certificate, or waiting unjoined for C{--join-token}.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
-from ganeti import cli
+from ganeti import cli, errors
 from ganeti.cli import Command, Context
 
+EVAC_PRIMARY, EVAC_SECONDARY, EVAC_ALL = "primary-only", "secondary-only", "all"
 LIST_DEF_FIELDS = ["name", "dtotal", "dfree", "mtotal", "mnode", "mfree", "pinst_cnt", "sinst_cnt"]
 INFO_FIELDS = [
     "name", "pip", "sip", "master", "master_candidate", "drained", "offline", "master_capable", "vm_capable",
@@ -106,6 +113,126 @@ def modify_node(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def _nice_key(name: str) -> list[Any]:
+    """Sort key putting C{web2} before C{web10}."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _node_instances(ctx: Context, node: str, fields: list[str]) -> list[str]:
+    """The instances listed in C{fields} (pinst_list, sinst_list) of C{node}."""
+    response = ctx.client().query("node", ["name"] + fields, cli.make_simple_filter("name", [node]))
+    names: set[str] = set()
+    for row in response["data"]:
+        for status, value in row[1:]:
+            if status == 0:
+                names.update(value or [])
+    return sorted(names, key=_nice_key)
+
+
+def _report_follow_up(ctx: Context, result: Any, done: str, failed: str) -> int:
+    from ganeti.client.executor import follow_up_jobs
+
+    bad = sum(1 for ok, _ in follow_up_jobs(ctx, result) if not ok)
+    if bad:
+        ctx.out(failed % bad)
+        return cli.EXIT_FAILURE
+    ctx.out(done)
+    return cli.EXIT_SUCCESS
+
+
+def evacuate_node(ctx: Context, opts: argparse.Namespace) -> int:
+    """Move the node's instances away (primary, secondary or all), one job each."""
+    if opts.dst_node and opts.iallocator:
+        raise errors.OpPrereqError(
+            "Give either an iallocator (-I) or a new node (-n), not both", errors.ECODE_INVAL
+        )
+    if opts.primary_only:
+        mode, fields = EVAC_PRIMARY, ["pinst_list"]
+    elif opts.secondary_only:
+        mode, fields = EVAC_SECONDARY, ["sinst_list"]
+    else:
+        mode, fields = EVAC_ALL, ["pinst_list", "sinst_list"]
+    instances = _node_instances(ctx, opts.node, fields)
+    if not instances:
+        ctx.err("No instances to evacuate on node(s) %s, exiting." % opts.node)
+        return cli.EXIT_SUCCESS
+    if not opts.force and not cli.ask_user(
+        "Move instance(s) %s away from node %s?" % (", ".join(instances), opts.node)
+    ):
+        return cli.EXIT_CONFIRMATION
+    params: dict[str, Any] = {"node_name": opts.node, "mode": mode, "early_release": opts.early_release}
+    for key, value in (("remote_node", opts.dst_node), ("iallocator", opts.iallocator)):
+        if value:
+            params[key] = value
+    if opts.ignore_soft_errors:
+        params["ignore_soft_errors"] = True
+    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_EVACUATE", **params))
+    return _report_follow_up(
+        ctx, result, "All instances evacuated successfully.", "There were %d errors during the evacuation."
+    )
+
+
+def migrate_node(ctx: Context, opts: argparse.Namespace) -> int:
+    """Live-migrate the node's primary instances away, one job each."""
+    if opts.non_live and opts.migration_mode is not None:
+        raise errors.OpPrereqError(
+            "Only one of the --non-live and --migration-mode options can be passed", errors.ECODE_INVAL
+        )
+    if opts.dst_node and opts.iallocator:
+        raise errors.OpPrereqError(
+            "Give either an iallocator (-I) or a target node (-n), not both", errors.ECODE_INVAL
+        )
+    instances = _node_instances(ctx, opts.node, ["pinst_list"])
+    if not instances:
+        ctx.out("No primary instances on node %s, exiting." % opts.node)
+        return cli.EXIT_SUCCESS
+    if not opts.force and not cli.ask_user("Migrate instance(s) %s?" % ", ".join(instances)):
+        return cli.EXIT_CONFIRMATION
+    params: dict[str, Any] = {
+        "node_name": opts.node,
+        "allow_runtime_changes": opts.allow_runtime_changes,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+    }
+    mode = "non-live" if opts.non_live else opts.migration_mode
+    for key, value in (("mode", mode), ("target_node", opts.dst_node), ("iallocator", opts.iallocator)):
+        if value:
+            params[key] = value
+    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_MIGRATE", **params))
+    return _report_follow_up(
+        ctx, result, "All instances migrated successfully.", "There were %d errors during the node migration."
+    )
+
+
+def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
+    cli.add_force_option(parser, help="Do not ask for confirmation")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("-p", "--primary-only", action="store_true", help="Evacuate the primary instances only")
+    which.add_argument("-s", "--secondary-only", action="store_true", help="Evacuate the secondary instances only")
+    parser.add_argument("-n", "--new-secondary", dest="dst_node", metavar="NODE",
+                        help="Move the instances to this node")
+    parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the new nodes with this allocator")
+    parser.add_argument("--early-release", action="store_true", help="Release the locks as early as possible")
+    parser.add_argument("--ignore-soft-errors", action="store_true", help="Ignore the allocator's soft errors")
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("node", metavar="NODE")
+
+
+def _setup_migrate(parser: argparse.ArgumentParser) -> None:
+    cli.add_force_option(parser, help="Do not ask for confirmation")
+    parser.add_argument("--non-live", action="store_true", help="Stop each instance while its memory is copied")
+    parser.add_argument("--migration-mode", choices=("live", "non-live"), help="live or non-live (default: hvparams)")
+    parser.add_argument("--no-runtime-changes", dest="allow_runtime_changes", action="store_false",
+                        help="Do not change the instances' memory to make them fit on the target")
+    parser.add_argument("-n", "--target-node", dest="dst_node", metavar="NODE",
+                        help="Target node (shared storage templates)")
+    parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the target nodes with this allocator")
+    parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("node", metavar="NODE")
+
+
 def _setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
                         help="Specify the secondary ip for the node")
@@ -172,6 +299,8 @@ COMMANDS: dict[str, Command] = {
     "add": Command(add_node, _setup_add, "Add a node to the cluster"),
     "remove": Command(remove_node, _setup_remove, "Removes a node from the cluster"),
     "modify": Command(modify_node, _setup_modify, "Alters the parameters of a node"),
+    "evacuate": Command(evacuate_node, _setup_evacuate, "Move the primary and/or secondary instances off a node"),
+    "migrate": Command(migrate_node, _setup_migrate, "Migrate all primary instances of a node to other nodes"),
     **cli.tag_commands(cli.TAG_NODE, "NODE", "node"),
 }
 

@@ -1,0 +1,501 @@
+"""gnt-instance: instance commands (Ganeti's names, options and output).
+
+    gnt-instance add -t TEMPLATE {--disk N:size=S,... | -s SIZE} [-n PNODE[:SNODE] | -I ALLOC]
+                     -o OS [-B be=v,...] [-H hv[:k=v,...]] [--net N:k=v,...|--no-nics] NAME
+    gnt-instance remove [-f] [--ignore-failures] NAME
+    gnt-instance list [-o [+]FIELDS] [--no-headers] [--separator S] [-F] [NAME|FILTER...]
+    gnt-instance info [-s] {NAME... | --all}
+    gnt-instance startup|shutdown|reboot [--all|--node|--primary|--secondary|--tags] NAME...
+    gnt-instance modify [-B ...] [-H ...] [-O ...] [--disk ...] [--net ...] [--offline|--online] NAME
+    gnt-instance rename|reinstall|failover|migrate|console ...
+
+Option values (key=value lists, sizes, disks, NICs) are parsed by
+L{ganeti.client.instance_opts}; C{info}'s layout is
+L{ganeti.client.instance_info}'s; commands acting on several instances
+submit one job each through L{ganeti.client.executor.JobExecutor}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any, Callable
+
+from ganeti import cli, errors
+from ganeti.cli import Command, Context
+from ganeti.client import RS_NORMAL, instance_opts as iopts
+from ganeti.client.executor import JobExecutor
+from ganeti.client.qfilter import make_filter
+
+#: default fields of C{gnt-instance list}
+LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
+DISK_TEMPLATES = ("diskless", "file", "sharedfile", "plain", "drbd", "blockdev", "rbd", "ext", "gluster")
+REBOOT_TYPES = ("soft", "hard", "full")
+MIGRATION_MODES = ("live", "non-live")
+DEFAULT_SHUTDOWN_TIMEOUT = 120
+#: with more instances than this, the confirmation offers to show the list
+CONFIRM_LIST_MAX = 20
+
+# how "startup" and friends choose their instances (Ganeti's --all, --node, ...)
+BY_NAME, BY_CLUSTER, BY_NODE, BY_PRIMARY, BY_SECONDARY = "instances", "cluster", "node", "primary", "secondary"
+BY_TAGS, BY_NODE_TAGS, BY_PRIMARY_TAGS, BY_SECONDARY_TAGS = "tags", "node-tags", "primary-tags", "secondary-tags"
+
+
+def _join(value: Any) -> str:
+    return ",".join(str(item) for item in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+#: how C{gnt-instance list} shows list-valued fields
+LIST_FORMAT = {
+    name: (_join, False)
+    for name in (
+        "tags", "disk.sizes", "disk.spindles", "disk.names", "disk.uuids", "nic.macs", "nic.ips", "nic.modes",
+        "nic.links", "nic.bridges", "nic.networks", "nic.networks.names", "nic.names", "nic.uuids", "nic.vlans",
+        "snodes", "snodes.group", "snodes.group.uuid",
+    )
+}
+
+
+def _prereq(message: str, code: str = errors.ECODE_INVAL) -> errors.OpPrereqError:
+    return errors.OpPrereqError(message, code)
+
+
+# --- add -----------------------------------------------------------------------------------
+def create_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
+    """The OP_INSTANCE_CREATE of C{gnt-instance add}'s options."""
+    hypervisor, hvparams = None, {}
+    if opts.hypervisor is not None:
+        hypervisor, raw = opts.hypervisor
+        if not isinstance(raw, dict):
+            raise _prereq("Invalid hypervisor option '%s': give -H HYPERVISOR[:PARAM=VALUE,...]" % hypervisor)
+        hvparams = iopts.hv_params(raw)
+    pnode, snode = iopts.split_node(opts.node)
+    params: dict[str, Any] = {
+        "instance_name": opts.instance,
+        "mode": "create",
+        "disks": iopts.instance_disks(opts.disks, opts.os_size, opts.disk_template),
+        "nics": iopts.instance_nics(opts.nics, opts.no_nics),
+        "beparams": iopts.be_params(opts.beparams),
+        "hvparams": hvparams,
+        "osparams": dict(opts.osparams),
+        "start": opts.start,
+        "no_install": opts.no_install,
+        "name_check": opts.name_check,
+        "ip_check": opts.ip_check,
+        "conflicts_check": opts.conflicts_check,
+        "wait_for_sync": opts.wait_for_sync,
+        "opportunistic_locking": opts.opportunistic_locking,
+        "force_variant": opts.force_variant,
+        "identify_defaults": opts.identify_defaults,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+        "tags": [tag for tag in (opts.tags or "").split(",") if tag],
+    }
+    optional = {
+        "disk_template": opts.disk_template,
+        "pnode": pnode,
+        "snode": snode,
+        "iallocator": opts.iallocator,
+        "os_type": opts.os,
+        "hypervisor": hypervisor,
+        "file_storage_dir": opts.file_storage_dir,
+        "file_driver": opts.file_driver,
+        "group_name": opts.nodegroup,
+    }
+    params.update({key: value for key, value in optional.items() if value is not None})
+    return cli.opcode(ctx, "OP_INSTANCE_CREATE", **params)
+
+
+def add_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    cli.submit_or_send(ctx, create_opcode(ctx, opts))
+    return cli.EXIT_SUCCESS
+
+
+# --- remove ----------------------------------------------------------------------------------
+def _check_exists(ctx: Context, names: list[str]) -> list[str]:
+    """The full names of C{names}; LuxiD refuses unknown ones (exit 1)."""
+    response = ctx.client().query("instance", ["name"], cli.make_simple_filter("name", names))
+    return [row[0][1] for row in response["data"]]
+
+
+def remove_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    if not opts.force:
+        _check_exists(ctx, [opts.instance])
+        question = (
+            "This will remove the volumes of the instance %s (including mirrors), thus removing all the data"
+            " of the instance. Continue?" % opts.instance
+        )
+        if not cli.ask_user(question):
+            return cli.EXIT_FAILURE
+    op = cli.opcode(
+        ctx, "OP_INSTANCE_REMOVE", instance_name=opts.instance, ignore_failures=opts.ignore_failures,
+        shutdown_timeout=opts.shutdown_timeout,
+    )
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
+# --- list, list-fields, info --------------------------------------------------------------------
+def list_instances(ctx: Context, opts: argparse.Namespace) -> int:
+    fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
+    qfilter = make_filter(opts.names, opts.force_filter)
+    return cli.generic_list(ctx, "instance", fields, qfilter, LIST_FORMAT)
+
+
+def list_instance_fields(ctx: Context, opts: argparse.Namespace) -> int:
+    return cli.generic_list_fields(ctx, "instance")
+
+
+def show_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.client.instance_info import instance_info
+
+    if not opts.names and not opts.show_all:
+        ctx.err("No instance selected. Give instance names, or --all for every instance (slow on big clusters).")
+        return cli.EXIT_FAILURE
+    if opts.names and opts.show_all:
+        ctx.err("Cannot use --all if you specify instance names.")
+        return cli.EXIT_FAILURE
+    op = cli.opcode(
+        ctx, "OP_INSTANCE_QUERY_DATA", instances=list(opts.names), static=opts.static, use_locking=not opts.static
+    )
+    (result,) = cli.submit_opcodes(ctx, [op])
+    if not result:
+        ctx.out("No instances.")
+        return cli.EXIT_FAILURE
+    datas = list(result.values()) if isinstance(result, dict) else list(result)
+    if opts.names:
+        order = {name: index for index, name in enumerate(opts.names)}
+        datas.sort(key=lambda d: (order.get(d.get("name"), len(order)), str(d.get("name"))))
+    else:
+        datas.sort(key=lambda d: str(d.get("name")))
+    ctx.out(cli.format_generic_info([instance_info(data) for data in datas]))
+    return cli.EXIT_SUCCESS
+
+
+# --- several instances at once -----------------------------------------------------------------
+def expand_names(ctx: Context, mode: str, args: list[str]) -> list[str]:
+    """The instances C{mode} and the arguments select, each once."""
+    if mode == BY_CLUSTER and args:
+        ctx.usage_error("--all takes no arguments")
+    if mode != BY_CLUSTER and not args:
+        if mode == BY_NAME:
+            ctx.usage_error("no instance name given")
+        ctx.usage_error("no %s given" % ("node name" if mode in (BY_NODE, BY_PRIMARY, BY_SECONDARY) else "tag"))
+    client = ctx.client()
+    if mode == BY_CLUSTER:
+        return [row[0][1] for row in client.query("instance", ["name"], None)["data"]]
+    if mode == BY_NAME:
+        return _unique(_check_exists(ctx, args))
+    if mode == BY_TAGS:
+        rows = client.query("instance", ["name", "tags"], None)["data"]
+        return [row[0][1] for row in rows if set(args) & set(row[1][1] or [])]
+    if mode in (BY_NODE, BY_PRIMARY, BY_SECONDARY):
+        rows = client.query("node", ["name", "pinst_list", "sinst_list"], cli.make_simple_filter("name", args))["data"]
+    else:
+        rows = [row for row in client.query("node", ["name", "pinst_list", "sinst_list", "tags"], None)["data"]
+                if set(args) & set(row[3][1] or [])]
+    primary = mode in (BY_NODE, BY_PRIMARY, BY_NODE_TAGS, BY_PRIMARY_TAGS)
+    secondary = mode in (BY_NODE, BY_SECONDARY, BY_NODE_TAGS, BY_SECONDARY_TAGS)
+    names: list[str] = []
+    for row in rows:
+        names += (row[1][1] or []) if primary else []
+        names += (row[2][1] or []) if secondary else []
+    return _unique(names)
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+
+
+def confirm(names: list[str], what: str, operation: str, extra: str = "") -> bool:
+    """Ask whether C{operation} may go ahead on C{names}, listing them
+    (on request when there are many)."""
+    intro = "The %s will act on %d %s.\n%sContinue?" % (operation, len(names), what, extra)
+    listing = "\nAffected %s:\n%s" % (what, "\n".join("  %s" % name for name in names))
+    choices = [("y", True, "Yes, run the %s" % operation), ("n", False, "No, cancel the %s" % operation)]
+    if len(names) <= CONFIRM_LIST_MAX:
+        return bool(cli.ask_user(intro + listing, choices))
+    answer = cli.ask_user(intro, [choices[0], ("v", "v", "View the %s first" % what), choices[1]])
+    if answer == "v":
+        answer = cli.ask_user(intro + listing, choices)
+    return bool(answer)
+
+
+def many_ops(operation: str, make_op: Callable[[Context, argparse.Namespace, str], dict[str, Any]]) -> Any:
+    """A command that runs C{make_op}'s opcode on each selected instance, one job each."""
+
+    def run(ctx: Context, opts: argparse.Namespace) -> int:
+        mode = opts.multi_mode or BY_NAME
+        names = expand_names(ctx, mode, opts.names)
+        if not names:
+            if mode == BY_CLUSTER:
+                ctx.out("Cluster is empty, no instances to %s" % operation)
+                return cli.EXIT_SUCCESS
+            raise _prereq("Selection filter does not match any instances")
+        several = mode != BY_NAME or len(names) > 1
+        if several and not opts.force_multi and not confirm(names, "instances", operation):
+            return cli.EXIT_FAILURE
+        executor = JobExecutor(ctx, verbose=several)
+        for name in names:
+            executor.queue_job(name, make_op(ctx, opts, name))
+        results = executor.wait_or_show(not opts.submit_only)
+        return cli.EXIT_SUCCESS if all(ok for ok, _ in results) else cli.EXIT_FAILURE
+
+    return run
+
+
+def _startup_op(ctx: Context, opts: argparse.Namespace, name: str) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "instance_name": name, "force": opts.force, "ignore_offline_nodes": opts.ignore_offline,
+        "no_remember": opts.no_remember, "startup_paused": opts.startup_paused,
+    }
+    if opts.hvparams:
+        params["hvparams"] = iopts.hv_params(opts.hvparams)
+    if opts.beparams:
+        params["beparams"] = iopts.be_params(opts.beparams)
+    return cli.opcode(ctx, "OP_INSTANCE_STARTUP", **params)
+
+
+def _shutdown_op(ctx: Context, opts: argparse.Namespace, name: str) -> dict[str, Any]:
+    return cli.opcode(
+        ctx, "OP_INSTANCE_SHUTDOWN", instance_name=name, force=opts.force, ignore_offline_nodes=opts.ignore_offline,
+        timeout=opts.timeout, no_remember=opts.no_remember,
+    )
+
+
+def _reboot_op(ctx: Context, opts: argparse.Namespace, name: str) -> dict[str, Any]:
+    return cli.opcode(
+        ctx, "OP_INSTANCE_REBOOT", instance_name=name, reboot_type=opts.reboot_type,
+        ignore_secondaries=opts.ignore_secondaries, shutdown_timeout=opts.shutdown_timeout,
+    )
+
+
+# --- modify, rename, reinstall --------------------------------------------------------------------
+def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | None:
+    """The OP_INSTANCE_SET_PARAMS of C{gnt-instance modify}; C{None} if nothing changes."""
+    offline = True if opts.offline_inst else (False if opts.online_inst else None)
+    changes = (opts.nics, opts.disks, opts.disk_template, opts.hvparams, opts.beparams, opts.os, opts.osparams,
+               opts.runtime_mem, opts.new_primary_node, opts.node)
+    if not any(changes) and offline is None:
+        return None
+    params: dict[str, Any] = {
+        "instance_name": opts.instance,
+        "nics": iopts.modifications(opts.nics, "nic"),
+        "disks": iopts.modifications(opts.disks, "disk"),
+        "beparams": iopts.be_params(opts.beparams, allow_reset=True),
+        "hvparams": iopts.hv_params(opts.hvparams, allow_reset=True),
+        "osparams": dict(opts.osparams),
+        "force": opts.force,
+        "force_variant": opts.force_variant,
+        "wait_for_sync": opts.wait_for_sync,
+        "conflicts_check": opts.conflicts_check,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+        "hotplug_if_possible": opts.hotplug_if_possible,
+    }
+    optional = {
+        "hotplug": opts.hotplug,
+        "disk_template": opts.disk_template, "os_name": opts.os, "runtime_mem": opts.runtime_mem,
+        "pnode": opts.new_primary_node, "remote_node": opts.node, "offline": offline,
+        "file_storage_dir": opts.file_storage_dir, "file_driver": opts.file_driver,
+    }
+    params.update({key: value for key, value in optional.items() if value is not None})
+    return cli.opcode(ctx, "OP_INSTANCE_SET_PARAMS", **params)
+
+
+def modify_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    op = modify_opcode(ctx, opts)
+    if op is None:
+        ctx.err("Please give at least one of the parameters.")
+        return cli.EXIT_FAILURE
+    (result,) = cli.submit_or_send(ctx, op)
+    if result:
+        ctx.out("Modified instance %s" % opts.instance)
+        for param, data in result:
+            ctx.out(" - %-5s -> %s" % (param, data))
+        ctx.out("Most changes take effect when Ganeti next starts the instance (a reboot from inside the"
+                " instance is not enough).")
+        if opts.hvparams:
+            ctx.out("Restart the instance before migrating it live: it still runs with its old hypervisor"
+                    " parameters.")
+    return cli.EXIT_SUCCESS
+
+
+def rename_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    if not opts.name_check and not opts.force:
+        if not cli.ask_user("The name '%s' will not be looked up in DNS; make sure it is a fully qualified"
+                            " name. Continue?" % opts.new_name):
+            return cli.EXIT_FAILURE
+    op = cli.opcode(ctx, "OP_INSTANCE_RENAME", instance_name=opts.instance, new_name=opts.new_name,
+                    name_check=opts.name_check, ip_check=opts.ip_check)
+    (result,) = cli.submit_or_send(ctx, op)
+    if result:
+        ctx.out("Instance '%s' renamed to '%s'" % (opts.instance, result))
+    return cli.EXIT_SUCCESS
+
+
+def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    mode = opts.multi_mode or BY_NAME
+    names = expand_names(ctx, mode, opts.names)
+    if not names:
+        raise _prereq("Selection filter does not match any instances")
+    what_os = "change its OS to '%s'" % opts.os if opts.os else "keep its OS"
+    several = mode != BY_NAME or len(names) > 1
+    if several:
+        extra = "All data of these instances will be lost; each will %s.\n" % what_os
+        if not opts.force_multi and not confirm(names, "instances", "reinstall", extra):
+            return cli.EXIT_FAILURE
+    elif not (opts.force or opts.force_multi):
+        if not cli.ask_user("This will reinstall the instance '%s' and %s; all its data will be lost."
+                            " Continue?" % (names[0], what_os)):
+            return cli.EXIT_FAILURE
+    executor = JobExecutor(ctx, verbose=several)
+    for name in names:
+        params: dict[str, Any] = {"instance_name": name, "force_variant": opts.force_variant}
+        if opts.os:
+            params["os_type"] = opts.os
+        if opts.osparams:
+            params["osparams"] = dict(opts.osparams)
+        executor.queue_job(name, cli.opcode(ctx, "OP_INSTANCE_REINSTALL", **params))
+    results = executor.wait_or_show(not opts.submit_only)
+    return cli.EXIT_SUCCESS if all(ok for ok, _ in results) else cli.EXIT_FAILURE
+
+
+# --- failover, migrate, console --------------------------------------------------------------------
+def _target(opts: argparse.Namespace) -> dict[str, Any]:
+    if opts.iallocator and opts.dst_node:
+        raise _prereq("Give either an iallocator (-I) or a target node (-n), not both")
+    return {key: value for key, value in (("iallocator", opts.iallocator), ("target_node", opts.dst_node)) if value}
+
+
+def failover_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    target = _target(opts)
+    if not opts.force:
+        _check_exists(ctx, [opts.instance])
+        if not cli.ask_user("Instance %s will be shut down and started on another node. Continue?" % opts.instance):
+            return cli.EXIT_FAILURE
+    op = cli.opcode(ctx, "OP_INSTANCE_FAILOVER", instance_name=opts.instance,
+                    ignore_consistency=opts.ignore_consistency, shutdown_timeout=opts.shutdown_timeout,
+                    ignore_ipolicy=opts.ignore_ipolicy, cleanup=False, **target)
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
+def migration_mode(opts: argparse.Namespace) -> str | None:
+    """C{--non-live} or C{--migration-mode}, not both."""
+    if opts.non_live and opts.migration_mode is not None:
+        raise _prereq("Only one of the --non-live and --migration-mode options can be passed")
+    return "non-live" if opts.non_live else opts.migration_mode
+
+
+def migrate_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    target = _target(opts)
+    mode = migration_mode(opts)
+    if not opts.force:
+        _check_exists(ctx, [opts.instance])
+        if opts.cleanup:
+            question = ("Instance %s will be recovered from a failed migration; if anything goes wrong this"
+                        " may affect the running instance. Continue?" % opts.instance)
+        else:
+            question = ("Instance %s will be migrated; if anything goes wrong (e.g. a hypervisor bug) this may"
+                        " affect the running instance. Continue?" % opts.instance)
+        if not cli.ask_user(question):
+            return cli.EXIT_FAILURE
+    params: dict[str, Any] = dict(target)
+    if mode is not None:
+        params["mode"] = mode
+    op = cli.opcode(ctx, "OP_INSTANCE_MIGRATE", instance_name=opts.instance, cleanup=opts.cleanup,
+                    allow_failover=opts.allow_failover, allow_runtime_changes=opts.allow_runtime_changes,
+                    ignore_ipolicy=opts.ignore_ipolicy, ignore_hvversions=opts.ignore_hvversions, **params)
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
+def console_command(console: dict[str, Any]) -> list[str]:
+    """The ssh command line of an C{ssh} console."""
+    command = console.get("command")
+    remote = command if isinstance(command, str) else shlex.join(str(part) for part in command or [])
+    argv = ["ssh", "-oEscapeChar=~", "-oBatchMode=yes", "-t"]
+    if console.get("port"):
+        argv += ["-p", str(console["port"])]
+    if console.get("user"):
+        argv += ["-l", str(console["user"])]
+    return argv + [str(console.get("host")), remote]
+
+
+def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
+    name = opts.instance
+    response = ctx.client().query("instance", ["name", "console", "oper_state"], cli.make_simple_filter("name", [name]))
+    if not response["data"]:
+        raise _prereq("Instance '%s' does not exist" % name, errors.ECODE_NOENT)
+    (_, (console_status, console), (state_status, running)) = response["data"][0]
+    if console_status != RS_NORMAL or not isinstance(console, dict):
+        if state_status == RS_NORMAL and running:
+            raise errors.OpExecError("Console information for instance %s is unavailable" % name)
+        raise errors.OpExecError("Instance %s is not running, can't get console" % name)
+    kind = console.get("kind")
+    who = console.get("instance", name)
+    if kind == "msg":
+        ctx.out(str(console.get("message")))
+    elif kind == "vnc":
+        ctx.out("Instance %s has VNC listening on %s:%s (display %s)." % (
+            who, console.get("host"), console.get("port"), console.get("display")))
+    elif kind == "spice":
+        ctx.out("Instance %s has SPICE listening on %s:%s" % (who, console.get("host"), console.get("port")))
+    elif kind == "ssh":
+        argv = console_command(console)
+        if opts.show_command:
+            ctx.out(shlex.join(argv))
+        else:
+            import subprocess
+
+            if subprocess.call(argv) != 0:
+                raise errors.OpExecError("Connection to the console of instance %s failed (%s)" % (who, shlex.join(argv)))
+    else:
+        raise errors.GenericError("Unknown console type '%s'" % kind)
+    return cli.EXIT_SUCCESS
+
+
+# --- the command table (options: ganeti.client.instance_setup) ----------------------------------------
+def _setup(name: str) -> Callable[[argparse.ArgumentParser], None]:
+    def setup(parser: argparse.ArgumentParser) -> None:
+        from ganeti.client import instance_setup
+
+        getattr(instance_setup, "setup_" + name)(parser)
+
+    return setup
+
+
+COMMANDS: dict[str, Command] = {
+    "add": Command(add_instance, _setup("add"), "Create an instance and add it to the cluster"),
+    "remove": Command(remove_instance, _setup("remove"), "Stop an instance and remove it with its disks"),
+    "list": Command(
+        list_instances, _setup("list"),
+        "List the instances and their state. \"list-fields\" shows the fields there are; the default ones"
+        " are (in order): %s." % ", ".join(LIST_DEF_FIELDS),
+        "Default options and arguments may also come from the GNT_INSTANCE_LIST environment variable.",
+    ),
+    "list-fields": Command(list_instance_fields, cli.add_list_fields_options, "Describe the fields of instances"),
+    "info": Command(show_instance, _setup("info"), "Show the configuration and state of instances"),
+    "startup": Command(many_ops("startup", _startup_op), _setup("startup"), "Start instances"),
+    "shutdown": Command(many_ops("shutdown", _shutdown_op), _setup("shutdown"), "Stop instances"),
+    "reboot": Command(many_ops("reboot", _reboot_op), _setup("reboot"), "Reboot instances"),
+    "modify": Command(modify_instance, _setup("modify"), "Change an instance's parameters, disks or NICs"),
+    "rename": Command(rename_instance, _setup("rename"), "Give an instance a new name"),
+    "reinstall": Command(reinstall_instance, _setup("reinstall"), "Install the OS of stopped instances again"),
+    "failover": Command(failover_instance, _setup("failover"),
+                        "Move an instance to another node: stop it, then start it there if it was running"),
+    "migrate": Command(migrate_instance, _setup("migrate"),
+                       "Move a running instance to another node without stopping it"),
+    "console": Command(connect_console, _setup("console"), "Connect to the console of a running instance"),
+    **cli.tag_commands(cli.TAG_INSTANCE, "INSTANCE", "instance"),
+}
+
+ALIASES = {"start": "startup", "stop": "shutdown", "show": "info"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run("gnt-instance", COMMANDS, argv, aliases=ALIASES, env_override={"list"})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

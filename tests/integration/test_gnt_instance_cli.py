@@ -1,0 +1,120 @@
+"""gnt-instance and gnt-node evacuate|migrate against a real 3-node loopback
+cluster (fake hypervisor): live list fields from the node daemons, console,
+migrate, failover, node evacuate and node migrate with their follow-up jobs.
+
+The cluster is test_migration's: shared1 (sharedfile) and nodisk1 running on
+node1, down1 stopped on node2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest_twisted
+from twisted.internet import reactor
+
+from ganeti import crypto
+from ganeti.daemons import free_port
+from ganeti.rpc import RpcClient
+from ganeti.rpc.instances import encode_instance
+from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from tests.integration.test_migration import DOWN, N1, N2, N3, NODES, NODISK, SHARED, cluster_config
+from tests.integration.test_nodes import gnt, ok
+
+
+def table(root, *args: str) -> dict[str, list[str]]:
+    """C{gnt-instance list} rows by instance name."""
+    out = ok(root, "gnt-instance", "list", "--no-headers", "--separator", "|", *args)
+    return {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
+
+
+@pytest_twisted.ensureDeferred
+async def test_instance_commands(root, monkeypatch):
+    roots = [root, make_root("gnti2"), make_root("gnti3")]
+    crypto.bootstrap_secrets(roots[0], "cluster.test", node_name=N1)
+    for paths in roots[1:]:
+        os.makedirs(paths.data_dir, exist_ok=True)
+        shutil.copy(roots[0].server_pem, paths.server_pem)
+    share_file_storage(roots)
+    cfg = cluster_config()
+    seed_config(roots[0], cfg)
+    port = free_port()
+    monkeypatch.setenv("GANETI_RPC_PORT", str(port))
+    nodeds = [
+        Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
+        for paths, address in zip(roots, NODES.values())
+    ]
+    wconfd = Daemon(roots[0], "ganeti-wconfd", "--rpc-port", str(port))
+    luxid = Daemon(roots[0], "ganeti-luxid", "--rpc-port", str(port))
+    rpc = RpcClient.from_paths(reactor, roots[0], port=port)
+    try:
+        for daemon in nodeds:
+            daemon.start()
+        for daemon in nodeds:
+            await daemon.ready(reactor)
+        wconfd.start()
+        await wconfd.ready(reactor)
+        luxid.start()
+        await luxid.ready(reactor)
+        (disk,) = cfg.disks.values()
+        made = await rpc.call_one(N1, NODES[N1], "blockdev_create", [disk.to_dict(), 8, SHARED, True, "", False])
+        assert made.success, made.fail_msg
+        for inst in cfg.instances.values():
+            if inst.admin_state == "up":
+                started = await rpc.call_one(N1, NODES[N1], "instance_start", [encode_instance(cfg, inst), False, []])
+                assert started.success, started.fail_msg
+
+        # live fields come from the node daemons
+        assert table(root, "-o", "name,pnode,status,oper_state,oper_vcpus") == {
+            DOWN: [N2, "ADMIN_down", "N", "-"],
+            NODISK: [N1, "running", "Y", "1"],
+            SHARED: [N1, "running", "Y", "1"],
+        }
+        assert list(table(root, "-F", 'status == "running"')) == [NODISK, SHARED]
+        assert list(table(root, "-o", "name", "*disk*")) == [NODISK]
+        nodes = ok(root, "gnt-node", "list", "--no-headers", "--separator", "|", "-o", "name,mtotal,ctotal")
+        for line in nodes.splitlines():
+            name, mtotal, ctotal = line.split("|")
+            assert name in NODES and int(mtotal) > 0 and int(ctotal) > 0, line
+        assert ok(root, "gnt-instance", "console", SHARED) == "Console not available for fake hypervisor\n"
+        refused = gnt(root, "gnt-instance", "console", DOWN)
+        assert refused.returncode == 1 and "is not running" in refused.stderr
+
+        # migrate and failover, confirmed with -f
+        out = ok(root, "gnt-instance", "migrate", "-f", "-n", N2, SHARED)
+        assert "* done" in out
+        ok(root, "gnt-instance", "failover", "-f", "-n", N2, NODISK)
+        assert table(root, "-o", "name,pnode,status") == {
+            DOWN: [N2, "ADMIN_down"], NODISK: [N2, "running"], SHARED: [N2, "running"]}
+
+        # node evacuate follows the three follow-up jobs
+        done = gnt(root, "gnt-node", "evacuate", "-f", "-n", N3, N2)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert done.stdout.count("Waiting for job ") == 3
+        assert done.stdout.endswith("All instances evacuated successfully.\n")
+        assert {row[0] for row in table(root, "-o", "name,pnode").values()} == {N3}
+
+        # node migrate: the stopped instance's job fails
+        done = gnt(root, "gnt-node", "migrate", "-f", N3)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert done.stdout.endswith("There were 1 errors during the node migration.\n")
+        assert "use failover" in done.stderr
+        where = table(root, "-o", "name,pnode,status")
+        assert where[DOWN] == [N3, "ADMIN_down"]
+        assert where[SHARED][0] in (N1, N2) and where[SHARED][1] == "running"
+
+        # a node that cannot be reached gives no data, not a hang
+        nodeds[1].stop()
+        rows = table(root, "-o", "name,pnode,status")
+        for name, (pnode, status) in rows.items():
+            if pnode == N2:
+                assert status == ("?" if name != DOWN else "ADMIN_down"), (name, status)
+    finally:
+        await rpc.close()
+        luxid.stop()
+        wconfd.stop()
+        for daemon in nodeds:
+            daemon.stop()
+        for paths in roots[1:]:
+            remove_root(paths)
