@@ -50,8 +50,9 @@ from ganeti.locking.names import (
     LEVEL_NODE_RES,
     LEVEL_NODEGROUP,
     LEVELS,
+    group_lock,
 )
-from ganeti.objects import KINDS, ConfigData, ConfigObject, Node
+from ganeti.objects import KINDS, ConfigData, ConfigObject, Disk, Node
 
 __all__ = [
     "ALL_SET",
@@ -199,6 +200,11 @@ class LogicalUnit:
     @ivar needed_locks: C{level -> [member, ...] | ALL_SET}.
     @ivar share_locks: C{level -> bool} (True: shared); default exclusive.
     @ivar add_locks: C{level -> [member, ...]}: new locks to create and hold.
+    @ivar opportunistic_locks: C{level -> True}: take of that level's
+        C{needed_locks} only those free (waiting, pushed by WConfD, until at
+        least C{opportunistic_locks_count[level]} (default 1) are); what was
+        got is in C{acquired[level]}.
+    @ivar opportunistic_locks_count: C{level -> int}, see above.
     @ivar dry_run_result: the result of a C{dry_run} opcode.
     """
 
@@ -212,6 +218,8 @@ class LogicalUnit:
         self.needed_locks: dict[str, Any] = {}
         self.share_locks: dict[str, bool] = {}
         self.add_locks: dict[str, list[str]] = {}
+        self.opportunistic_locks: dict[str, bool] = {}
+        self.opportunistic_locks_count: dict[str, int] = {}
         self.dry_run_result: Any = None
         #: level -> member names held (or ALL_SET); kept by the processor
         self.acquired: dict[str, Any] = {}
@@ -251,6 +259,32 @@ class LogicalUnit:
             return frozenset(level_members(self.cfg, level))
         return frozenset(held)
 
+    async def release_locks(self, level: str, keep: Iterable[str] = ()) -> None:
+        """Release the locks of C{level} this LU holds, except the members in C{keep}.
+
+        A whole level held through its group lock is narrowed to the kept
+        members (taken in the same mode) before the group lock goes.
+        """
+        held = self.acquired.get(level)
+        if held is None:
+            return
+        keep_set = set(keep)
+        if held is ALL_SET:
+            mode = "shared" if self.share_locks.get(level) else "exclusive"
+            request = [("%s/%s" % (level, m), mode) for m in sorted(keep_set)]
+            request.append((group_lock(level), "release"))
+            blockers = await self.ctx.wconfd.try_update_locks(self.ctx.owner, request)
+            if blockers:
+                raise errors.LockError("cannot narrow the %s locks: held by %s" % (level, blockers))
+            self.acquired[level] = sorted(keep_set)
+            return
+        drop = [m for m in held if m not in keep_set]
+        if drop:
+            await self.ctx.wconfd.try_update_locks(
+                self.ctx.owner, [("%s/%s" % (level, m), "release") for m in drop]
+            )
+        self.acquired[level] = [m for m in held if m in keep_set]
+
     # --- feedback -------------------------------------------------------------
     def feedback(self, message: Any) -> Any:
         return self.ctx.feedback(message)
@@ -264,20 +298,55 @@ class LogicalUnit:
         return self.ctx.feedback(" - WARNING: %s" % (message % args if args else message))
 
     # --- config changes --------------------------------------------------------
-    async def update(self, kind: str, obj: ConfigObject, release: Iterable[str] = ()) -> Any:
+    async def update(
+        self,
+        kind: str,
+        obj: ConfigObject,
+        release: Iterable[str] = (),
+        disks: Iterable[Disk] = (),
+        remove_disks: Iterable[str] = (),
+    ) -> Any:
         """Store a changed entity (its C{serial_no} must be the stored one).
 
+        @param disks: for an instance, new disks it lists (added with it).
+        @param remove_disks: for an instance, uuids of disks it no longer
+            lists that leave the config in the same change.
         @return: the stored object (new serial and mtime); C{self.cfg} is
             updated with it.
         """
-        stored = await self.ctx.wconfd.update(self.ctx.owner, kind, obj, release=list(release))
+        disks, remove_disks = list(disks), list(remove_disks)
+        extra: dict[str, Any] = {}
+        if disks:
+            extra["disks"] = disks
+        if remove_disks:
+            extra["remove_disks"] = remove_disks
+        stored = await self.ctx.wconfd.update(self.ctx.owner, kind, obj, release=list(release), **extra)
+        if extra:
+            table = dict(self.cfg.disks)
+            for disk in disks:
+                table[disk.uuid] = attrs.evolve(disk, serial_no=1)  # type: ignore[index]
+            for uuid in remove_disks:
+                table.pop(uuid, None)
+            self.cfg = attrs.evolve(self.cfg, disks=table)
         self._patch_cfg(kind, stored)
         return stored
 
-    async def add(self, kind: str, obj: ConfigObject, release: Iterable[str] = ()) -> Any:
-        """Add a new entity; returns it as stored (C{self.cfg} updated)."""
-        uuid = await self.ctx.wconfd.add(self.ctx.owner, kind, obj, release=list(release))
+    async def add(
+        self, kind: str, obj: ConfigObject, release: Iterable[str] = (), disks: Iterable[Disk] = ()
+    ) -> Any:
+        """Add a new entity (an instance with its C{disks}); returns it as
+        stored (C{self.cfg} updated)."""
+        disks = list(disks)
+        if disks:
+            uuid = await self.ctx.wconfd.add(self.ctx.owner, kind, obj, disks=disks, release=list(release))
+        else:
+            uuid = await self.ctx.wconfd.add(self.ctx.owner, kind, obj, release=list(release))
         stored = await read_entity(self.ctx.wconfd, kind, uuid)
+        if disks:
+            table = dict(self.cfg.disks)
+            for disk_uuid in stored.disks:
+                table[disk_uuid] = await read_entity(self.ctx.wconfd, "disk", disk_uuid)
+            self.cfg = attrs.evolve(self.cfg, disks=table)
         self._patch_cfg(kind, stored)
         return stored
 

@@ -53,6 +53,9 @@ DEFAULT_LOCK_TIMEOUTS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
 #: Retry delays when creating new locks is blocked (doubling up to the max).
 ADD_LOCKS_FIRST_DELAY = 0.05
 ADD_LOCKS_MAX_DELAY = 2.0
+#: How long one opportunistic lock request may wait in WConfD when the
+#: processor itself has no deadline any more; it is then asked again.
+OPPORTUNISTIC_WAIT = 60.0
 
 #: Result of opcodes ended by a cancel request (Ganeti's text).
 CANCELED_RESULT = "Job canceled by request"
@@ -338,34 +341,94 @@ class Processor:
             adding, acquiring = level in lu.add_locks, level in lu.needed_locks
             if not adding and not acquiring:
                 continue
-            if adding and acquiring:
-                raise errors.ProgrammerError("%s both adds and acquires locks at level %s" % (type(lu).__name__, level))
             if refresh and not cfg_fresh:
                 lu.cfg = await self.wconfd.read_config()
                 cfg_fresh = True
             lu.declare_locks(level)
-            if adding:
-                members = sorted(set(lu.add_locks[level]))
-                if members:
-                    if not await self._add_locks(["%s/%s" % (level, m) for m in members], deadline):
-                        return False
-                    lu.acquired[level] = members
-                    cfg_fresh = False
-                continue
-            wanted = lu.needed_locks[level]
+            added: list[str] = sorted(set(lu.add_locks.get(level) or ())) if adding else []
+            wanted = lu.needed_locks.get(level) if acquiring else None
             if wanted is ALL_SET:
-                names, members = [group_lock(level)], ALL_SET
+                if added:
+                    raise errors.ProgrammerError(
+                        "%s adds locks at level %s and wants all of it" % (type(lu).__name__, level)
+                    )
+                members: Any = ALL_SET
             else:
                 members = sorted(set(wanted or ()))
-                names = ["%s/%s" % (level, m) for m in members]
-            if not names:
-                continue
             mode = SHARED if lu.share_locks.get(level) else EXCLUSIVE
-            if not await self._wait_for([(name, mode) for name in names], qop, deadline):
-                return False
-            lu.acquired[level] = members
-            cfg_fresh = False
+            if acquiring and lu.opportunistic_locks.get(level):
+                got = await self._opportunistic(lu, level, members, mode, deadline)
+                if got is None:
+                    return False
+                lu.acquired[level] = got
+                cfg_fresh = False
+                continue
+            # new names and existing ones at one level: take them in lock order
+            steps: list[tuple[str, list[str]]] = []
+            if members is ALL_SET:
+                steps.append(("acquire", [group_lock(level)]))
+            else:
+                if added and members and min(added) < min(members):
+                    steps.append(("add", added))
+                    added = []
+                if members:
+                    steps.append(("acquire", ["%s/%s" % (level, m) for m in members]))
+            if added:
+                steps.append(("add", added))
+            for step, names in steps:
+                if step == "add":
+                    if not await self._add_locks(["%s/%s" % (level, m) for m in names], deadline):
+                        return False
+                elif not await self._wait_for([(name, mode) for name in names], qop, deadline):
+                    return False
+                cfg_fresh = False
+            if steps:
+                held = ALL_SET if members is ALL_SET else sorted(set(members) | set(lu.add_locks.get(level) or ()))
+                lu.acquired[level] = held
         return True
+
+    async def _opportunistic(
+        self, lu: Any, level: str, members: Any, mode: str, deadline: float | None
+    ) -> list[str] | None:
+        """Take what is free of C{members} (all of the level for ALL_SET).
+
+        WConfD waits, pushed by lock changes, until at least the LU's count
+        is free (L{OPPORTUNISTIC_WAIT} at a time when there is no deadline).
+        Returns the members got, or C{None} when the deadline passed first.
+        """
+        from ganeti.cmdlib.base import ALL_SET, level_members
+
+        if members is ALL_SET:
+            members = sorted(level_members(lu.cfg, level))
+        count = max(1, int(lu.opportunistic_locks_count.get(level, 1)))
+        if not members:
+            return []
+        count = min(count, len(members))
+        request = [("%s/%s" % (level, m), mode) for m in members]
+        self._may_hold_locks = True
+        while True:
+            self._check_cancel()
+            if deadline is None:
+                timeout = OPPORTUNISTIC_WAIT
+            else:
+                timeout = deadline - self.clock.seconds()
+                if timeout <= 0:
+                    return None
+            d = ensureDeferred(self.wconfd.guarded_opportunistic_lock_union(self.owner, count, request, timeout=timeout))
+            self._interruptible = d
+            try:
+                got = await d
+            except CancelledError:
+                if self._cancel_requested:
+                    raise _Canceled() from None
+                raise
+            finally:
+                self._interruptible = None
+            if got:
+                prefix = level + "/"
+                return sorted(name[len(prefix):] for name in got if name.startswith(prefix))
+            if deadline is not None:
+                return None
 
     async def _wait_for(self, request: list[tuple[str, str]], qop: QueuedOpCode, deadline: float | None) -> bool:
         """Get C{request} granted; False when the deadline passes first."""

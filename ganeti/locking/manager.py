@@ -245,16 +245,20 @@ class LockManager:
         """Like L{opportunistic_union}, but all or nothing below C{count}.
 
         @return: the names acquired, or C{[]} (and what this call acquired is
-            undone) if that would be fewer than C{count}.
+            undone, leaving L{generation} as it was) if that would be fewer
+            than C{count}.
         """
         if isinstance(count, bool) or not isinstance(count, int):
             raise LockError("Lock count must be an int, not %r" % (count,))
+        generation, dirty = self._generation, owner in self._dirty
         got = self._opportunistic(owner, request, prio)
         if len(got) < count:
             for name, old, parsed in reversed(got):
                 self._set(owner, name, parsed, old or RELEASE)
-            if got:
-                self._changed(owner)
+            # nothing changed in the end: waiters for changes stay asleep
+            self._generation = generation
+            if not dirty:
+                self._dirty.discard(owner)
             got = []
         self._settle()
         return [name for name, _, _ in got]
@@ -387,6 +391,10 @@ class LockManager:
             owner = self._queue_owner[seq]
             result.append((prio, owner, self._pending[owner].request()))
         return result
+
+    def is_held(self, name: str) -> bool:
+        """Whether anybody holds C{name} directly."""
+        return name in self._held_table.direct
 
     def has_pending(self, owner: Owner) -> bool:
         """Whether C{owner} has a pending request."""

@@ -130,9 +130,33 @@ class WConfdClient:
         )
         return answer["serial_no"]  # type: ignore[no-any-return]
 
-    async def update(self, owner: Owner, kind: str, obj: ConfigObject, release: Iterable[str] = ()) -> Any:
-        """Store C{obj}; returns it with its new serial and mtime."""
-        answer = await self.call(c.UpdateEntity, owner=owner, kind=kind, entity=obj.to_json(), release=list(release) or None)
+    async def update(
+        self,
+        owner: Owner,
+        kind: str,
+        obj: ConfigObject,
+        release: Iterable[str] = (),
+        disks: Iterable[ConfigObject] = (),
+        remove_disks: Iterable[str] = (),
+    ) -> Any:
+        """Store C{obj}; returns it with its new serial and mtime.
+
+        @param disks: for an instance, new disk records it lists (added with
+            it, in the same change).
+        @param remove_disks: for an instance, uuids of disks it no longer
+            lists that leave the config with the change.
+        @raise c.MacInUse: a NIC's MAC address belongs to another instance.
+        """
+        kwargs: dict[str, Any] = {}
+        disk_list = [d.to_dict() for d in disks]
+        if disk_list:
+            kwargs["disks"] = disk_list
+        removed = list(remove_disks)
+        if removed:
+            kwargs["remove_disks"] = removed
+        answer = await self.call(
+            c.UpdateEntity, owner=owner, kind=kind, entity=obj.to_json(), release=list(release) or None, **kwargs
+        )
         return _stamped(obj, answer["serial_no"], answer["mtime"])
 
     async def update_instance(self, owner: Owner, inst: Instance, release: Iterable[str] = ()) -> Instance:

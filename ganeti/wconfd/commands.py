@@ -14,7 +14,7 @@ from twisted.protocols import amp
 
 from ganeti import errors, serializer
 from ganeti.locking import Owner
-from ganeti.wconfd.store import UnknownEntity
+from ganeti.wconfd.store import MacInUse, UnknownEntity
 
 CHUNK = 0xFFFF  # the largest value AMP allows
 
@@ -129,6 +129,7 @@ class OwnerArg(amp.Argument):
 ERRORS: dict[type[Exception], bytes] = {
     BadArguments: b"BAD_ARGUMENTS",
     UnknownEntity: b"UNKNOWN_ENTITY",
+    MacInUse: b"MAC_IN_USE",
     errors.PendingRequestError: b"PENDING_REQUEST",
     errors.LockError: b"LOCK_ERROR",
     errors.ConfigVerifyError: b"CONFIG_VERIFY_ERROR",
@@ -237,10 +238,19 @@ class UpdateEntity(Command):
 
     The entity's C{serial_no} must equal the stored one; the owner must hold
     the entity's lock.  Locks named in C{release} are released once the
-    change is durable.
+    change is durable.  An instance may come with C{disks}, new disk
+    records it lists, and C{remove_disks}, uuids of disks it no longer
+    lists that leave the config with this change.
     """
 
-    arguments = [OWNER, (b"kind", amp.Unicode()), (b"entity", BigJSON()), RELEASE]
+    arguments = [
+        OWNER,
+        (b"kind", amp.Unicode()),
+        (b"entity", BigJSON()),
+        RELEASE,
+        (b"disks", BigJSON(optional=True)),
+        (b"remove_disks", JSON(optional=True)),
+    ]
     response = [(b"serial_no", amp.Integer()), (b"mtime", amp.Float()), (b"config_serial", amp.Integer())]
 
 

@@ -125,9 +125,21 @@ class WConfdProtocol(amp.AMP):
         return _run(go())
 
     @c.UpdateEntity.responder
-    def update_entity(self, owner: Owner, kind: str, entity: Any, release: list[str] | None) -> Deferred:
+    def update_entity(
+        self,
+        owner: Owner,
+        kind: str,
+        entity: Any,
+        release: list[str] | None,
+        disks: Any = None,
+        remove_disks: Any = None,
+    ) -> Deferred:
         async def go() -> dict[str, Any]:
-            stored, serial = await self.service.update_entity(self._owner(owner), kind, entity, _names(release))
+            if disks is not None and not isinstance(disks, list):
+                raise c.BadArguments("disks must be a list")
+            stored, serial = await self.service.update_entity(
+                self._owner(owner), kind, entity, _names(release), disks or [], _uuids(remove_disks)
+            )
             return {"serial_no": stored.serial_no, "mtime": stored.mtime, "config_serial": serial}
 
         return _run(go())
@@ -226,7 +238,7 @@ class WConfdProtocol(amp.AMP):
 
     @c.AddLocks.responder
     def add_locks(self, owner: Owner, locks: Any) -> dict[str, Any]:
-        blockers = self.service.lock_call("add_locks", self._owner(owner), _names(locks))
+        blockers = self.service.add_locks(self._owner(owner), _names(locks))
         return {"blockers": [b.to_wire() for b in blockers]}
 
     @c.CleanupLocks.responder
@@ -239,6 +251,14 @@ def _names(value: Any) -> list[str]:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise c.BadArguments("expected a list of lock names, got %r" % (value,))
+    return value
+
+
+def _uuids(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise c.BadArguments("expected a list of uuids, got %.200r" % (value,))
     return value
 
 

@@ -87,6 +87,8 @@ class WConfdService(Service):
         self._connections: dict[Owner, set[Any]] = {}
         self._grant_waiters: dict[Owner, list[Deferred]] = {}
         self._change_waiters: list[Deferred] = []
+        #: the lock generation the change waiters were last woken at
+        self._woken_generation = -1
         self._durable_serial = 0
         self._flush_waiters: list[tuple[int, Deferred]] = []
         self._checkpoint_call: Any = None
@@ -266,8 +268,12 @@ class WConfdService(Service):
         count = max(count, 1)
         acquired: list[str] = []
         while True:
-            if guarded:
-                acquired = self.lock_call("guarded_opportunistic_union", owner, count, request)
+            if guarded:  # the manager takes the count first, as Ganeti's call
+                self.check_owner(owner)
+                try:
+                    acquired = self.locks.guarded_opportunistic_union(count, owner, request)
+                finally:
+                    self._locks_changed()
             else:
                 acquired.extend(self.lock_call("opportunistic_union", owner, request))
             if len(acquired) >= count or deadline is None:
@@ -294,6 +300,10 @@ class WConfdService(Service):
                 connection.notify_granted(owner)
             for waiter in self._grant_waiters.pop(owner, []):
                 waiter.callback(None)
+        generation = self.locks.generation
+        if generation == self._woken_generation:
+            return
+        self._woken_generation = generation
         waiters, self._change_waiters = self._change_waiters, []
         for waiter in waiters:
             if not waiter.called:
@@ -382,7 +392,15 @@ class WConfdService(Service):
         self._release(owner, list(release) + ([CONFIG_LOCK] if unlock else []))
         return store.serial_no
 
-    async def update_entity(self, owner: Owner, kind: str, data: Any, release: list[str]) -> tuple[Any, int]:
+    async def update_entity(
+        self,
+        owner: Owner,
+        kind: str,
+        data: Any,
+        release: list[str],
+        disks: list[Any] | None = None,
+        remove_disks: list[str] | None = None,
+    ) -> tuple[Any, int]:
         self._writable()
         self.check_owner(owner)
         store = self.config_store
@@ -394,7 +412,7 @@ class WConfdService(Service):
             current = store.lookup(kind, data.get("uuid") or "")
             self._require(owner, store.guarding_lock(kind, current))
             old_names = entity_lock_names(kind, current)
-        stored, record = store.update(kind, data)
+        stored, record = store.update(kind, data, disks or (), remove_disks or ())
         if kind != "cluster":
             new_names = entity_lock_names(kind, stored)
             if new_names != old_names:
@@ -425,6 +443,21 @@ class WConfdService(Service):
         await self._commit(record)
         self._release(owner, release)
         return store.serial_no
+
+    def add_locks(self, owner: Owner, names: list[str]) -> list[Owner]:
+        """Create lock names for entities being created, and hold them.
+
+        A name left behind by a creator that failed (known, held by nobody,
+        and no entity of the config behind it) is dropped first, so that
+        the creation can be tried again.
+        """
+        self.check_owner(owner)
+        store = self.store
+        if store is not None:
+            stale = [n for n in names if self.locks.exists(n) and not self.locks.is_held(n) and not store.backs_lock(n)]
+            if stale:
+                self.locks.remove_names(stale)
+        return self.lock_call("add_locks", owner, names)  # type: ignore[no-any-return]
 
     def _release(self, owner: Owner, names: Iterable[str]) -> None:
         names = list(names)

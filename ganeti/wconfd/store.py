@@ -31,6 +31,18 @@ class UnknownEntity(errors.ConfigurationError):
     """No such entity (the AMP layer maps this to its own code)."""
 
 
+class MacInUse(errors.ConfigurationError):
+    """A NIC's MAC address is already used by another instance (or twice).
+
+    Its own error so that a creator can generate another address and retry.
+    """
+
+
+def normalize_mac(mac: str) -> str:
+    """The form MACs are compared in (lower case)."""
+    return mac.lower()
+
+
 def lock_name(kind: str, obj: ConfigObject) -> str:
     """The lock that guards changes to C{obj}."""
     if kind == "cluster":
@@ -71,6 +83,7 @@ class ConfigStore:
                 if obj.name is not None:
                     self._names[kind][obj.name] = uuid
         self._disk_owner: dict[str, str] = {}
+        self._mac_owner: dict[str, str] = {}
         self._node_instances: dict[str, set[str]] = {}
         for uuid, inst in self.maps["instance"].items():
             self._index_instance(uuid, inst)
@@ -87,6 +100,9 @@ class ConfigStore:
     def _index_instance(self, uuid: str, inst: Instance) -> None:
         for disk in inst.disks:
             self._disk_owner[disk] = uuid
+        for nic in inst.nics:
+            if nic.mac:
+                self._mac_owner[normalize_mac(nic.mac)] = uuid
         if inst.primary_node:
             self._node_instances.setdefault(inst.primary_node, set()).add(uuid)
 
@@ -94,6 +110,9 @@ class ConfigStore:
         for disk in inst.disks:
             if self._disk_owner.get(disk) == uuid:
                 del self._disk_owner[disk]
+        for nic in inst.nics:
+            if nic.mac and self._mac_owner.get(normalize_mac(nic.mac)) == uuid:
+                del self._mac_owner[normalize_mac(nic.mac)]
         if inst.primary_node:
             self._node_instances.get(inst.primary_node, set()).discard(uuid)
 
@@ -145,6 +164,21 @@ class ConfigStore:
             raise UnknownEntity("%s %r is not known" % (_label(kind), key))
         return found
 
+    def mac_owner(self, mac: str) -> str | None:
+        """The uuid of the instance with a NIC of address C{mac}, if any."""
+        return self._mac_owner.get(normalize_mac(mac))
+
+    def backs_lock(self, name: str) -> bool:
+        """Whether an entity of the config gives rise to lock C{name}."""
+        level, _, member = name.partition("/")
+        if level == "instance":
+            return member in self._names["instance"]
+        if level in ("node", "node-res"):
+            return member in self.maps["node"]
+        if level in ("nodegroup", "network"):
+            return member in self.maps[level]
+        return False
+
     def guarding_lock(self, kind: str, obj: ConfigObject) -> str:
         """The lock a writer of C{obj} must hold: a disk's is its instance's."""
         if kind == "disk":
@@ -173,11 +207,23 @@ class ConfigStore:
             ) from None
 
     # --- changes ----------------------------------------------------------
-    def update(self, kind: str, data: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def update(
+        self,
+        kind: str,
+        data: dict[str, Any],
+        disks: Iterable[dict[str, Any]] = (),
+        remove_disks: Iterable[str] = (),
+    ) -> tuple[Any, dict[str, Any]]:
         """Replace an existing entity with C{data}; returns (stored, record).
 
         C{data["serial_no"]} must equal the stored serial: a writer that read
         an older version gets an error instead of losing someone's change.
+
+        For an instance, in the same change: C{disks} are new disk records
+        (with their uuids) added with it, each listed in its C{disks};
+        C{remove_disks} are uuids of disks it listed before and no longer
+        lists, removed from the config (a disk it merely stops listing stays,
+        detached, and may be attached to another instance).
         """
         obj = _decode(kind, data)
         if kind == "cluster":
@@ -196,9 +242,44 @@ class ConfigStore:
             )
         when = now()
         stored = attrs.evolve(obj.touched(when), ctime=current.ctime)
-        self._check(kind, stored, current)
-        record = self._record(when, [(kind, stored)])
+        new_disks = [_decode("disk", d) for d in disks]
+        dropped: list[str] = []
+        if kind == "instance":
+            listed = set(stored.disks)
+            for disk in new_disks:
+                if not disk.uuid:
+                    raise errors.ConfigurationError("a new disk of instance %s has no uuid" % stored.name)
+                if disk.uuid in self.maps["disk"]:
+                    raise errors.ConfigurationError("disk uuid %s is already in use" % disk.uuid)
+                if disk.uuid not in listed:
+                    raise errors.ConfigurationError(
+                        "new disk %s is not in the disk list of instance %s" % (disk.uuid, stored.name)
+                    )
+            stamp = {"serial_no": 1, "ctime": when, "mtime": when}
+            new_disks = [attrs.evolve(d, **stamp) for d in new_disks]
+            for disk in new_disks:
+                self._check("disk", disk, None)
+            self._check_instance(stored, current, extra_disks={d.uuid for d in new_disks})
+            dropped = list(dict.fromkeys(remove_disks))
+            for uuid in dropped:
+                if uuid not in current.disks or uuid in listed:
+                    raise errors.ConfigurationError(
+                        "disk %s to remove is not a disk instance %s drops" % (uuid, stored.name)
+                    )
+        elif new_disks or list(remove_disks):
+            raise errors.ConfigurationError("only instances come with disks")
+        else:
+            self._check(kind, stored, current)
+        self._bump(when)
+        changes = [["disk", d.uuid, d.to_dict()] for d in new_disks]
+        changes.append([kind, stored.uuid, stored.to_dict()])
+        changes += [["disk", uuid, None] for uuid in dropped]
+        record = {"s": self.serial_no, "t": when, "c": changes}
+        for disk in new_disks:
+            self._apply("disk", disk.uuid, disk)
         self._apply(kind, stored.uuid if kind != "cluster" else None, stored)
+        for uuid in dropped:
+            self._apply("disk", uuid, None)
         return stored, record
 
     def add(self, kind: str, data: dict[str, Any], disks: Iterable[dict[str, Any]] = ()) -> tuple[Any, dict[str, Any]]:
@@ -379,6 +460,24 @@ class ConfigStore:
             if nic.network is not None and nic.network not in self.maps["network"]:
                 problems.append("instance %s: network %r does not exist" % (obj.name, nic.network))
         _raise_if(problems)
+        self._check_macs(obj)
+
+    def _check_macs(self, obj: Instance) -> None:
+        """Every NIC MAC of C{obj} is its own (O(1) per NIC): else L{MacInUse}."""
+        mine: set[str] = set()
+        for nic in obj.nics:
+            if not nic.mac:
+                continue
+            mac = normalize_mac(nic.mac)
+            if mac in mine:
+                raise MacInUse("instance %s: MAC address %s is used by two of its NICs" % (obj.name, nic.mac))
+            mine.add(mac)
+            owner = self._mac_owner.get(mac)
+            if owner is not None and owner != obj.uuid:
+                raise MacInUse(
+                    "instance %s: MAC address %s is already in use by instance %s"
+                    % (obj.name, nic.mac, self.maps["instance"][owner].name)
+                )
 
     def _check_name(self, kind: str, obj: Any, problems: list[str]) -> None:
         if not obj.name or not isinstance(obj.name, str):
@@ -418,4 +517,4 @@ def _raise_if(problems: list[str]) -> None:
         raise errors.ConfigVerifyError("Configuration verification failed", problems)
 
 
-__all__ = ["ConfigStore", "UnknownEntity", "lock_name", "entity_lock_names", "Node", "Disk"]
+__all__ = ["ConfigStore", "MacInUse", "UnknownEntity", "normalize_mac", "lock_name", "entity_lock_names", "Node", "Disk"]
