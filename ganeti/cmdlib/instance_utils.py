@@ -219,15 +219,21 @@ async def node_resources(
 ) -> dict[str, NodeResources | str]:
     """C{{node uuid: NodeResources, or the error text}} from C{node_info}."""
     cfg = lu.cfg
-    nodes = [get_node(cfg, uuid) for uuid in node_uuids]
+    out: dict[str, NodeResources | str] = {}
+    nodes = []
+    for uuid in node_uuids:
+        node = get_node(cfg, uuid)
+        if node.offline:
+            out[uuid] = "node is marked offline"
+        else:
+            nodes.append(node)
     if not nodes:
-        return {}
+        return out
     hvparams = (cfg.cluster.hvparams or {}).get(hypervisor) or {}
     args = [storage_units(cfg, templates), [[hypervisor, hvparams]]]
     answers = await lu.ctx.rpc().call(
         {n.name: node_address(n) for n in nodes}, "node_info", args, timeout=wire.TMO_URGENT
     )
-    out: dict[str, NodeResources | str] = {}
     for node in nodes:
         result = answers[node.name]
         if result.failed:
@@ -274,8 +280,15 @@ async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, r
 async def call_node_result(
     lu: LogicalUnit, node_uuid: str, procedure: str, args: list[Any], timeout: float = wire.TMO_NORMAL
 ) -> Any:
-    """Call C{procedure} on one node; returns its L{ganeti.rpc.RpcResult}."""
+    """Call C{procedure} on one node; returns its L{ganeti.rpc.RpcResult}.
+
+    An offline node is not contacted: its result is a failure saying so.
+    """
     node = get_node(lu.cfg, node_uuid)
+    if node.offline:
+        from ganeti.rpc import RpcResult
+
+        return RpcResult.failure(node.name or node_uuid, "node is marked offline", offline=True)
     answers = await lu.ctx.rpc().call({node.name: node_address(node)}, procedure, args, timeout=timeout)
     return answers[node.name]
 

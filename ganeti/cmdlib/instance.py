@@ -1,0 +1,544 @@
+"""Instance creation and removal: OP_INSTANCE_CREATE, OP_INSTANCE_REMOVE.
+
+Creation (mode C{create} only; imports are refused) places the instance on
+C{pnode} or where an allocator says (L{ganeti.cmdlib.allocator}), then, on
+the primary node: creates its disks (C{blockdev_create}), adds it to the
+configuration, installs its OS (C{instance_os_add}, unless C{no_install})
+and starts it (unless C{start} is false).  A failure at any step undoes the
+earlier ones: the instance leaves the configuration and the disks made are
+removed, so nothing of it remains.
+
+Disk templates: C{diskless}, C{file} and C{sharedfile}.  A file disk lives
+at C{<storage dir>[/<file_storage_dir>]/<instance name>/disk<N>} (see
+L{ganeti.rpc.instances.disk_path}); when a disk of the configuration (an
+instance renamed since) already uses that directory, the instance's uuid
+prefix is added to the directory name.
+
+Locks (spec/opcodes.md section 4): the BGL shared, a new lock for the
+instance name, the node groups shared, and the node and node-res locks of
+the primary node; with an allocator, those of every candidate node, taken
+opportunistically with C{opportunistic_locking} (only the free ones, at
+least one).  Once the allocator has chosen, the other nodes' locks are
+released, so that parallel creations proceed on the other nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import attrs
+
+from ganeti import errors
+from ganeti.cmdlib import allocator
+from ganeti.cmdlib import instance_params as params
+from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib.base import (
+    ALL_SET,
+    LEVEL_INSTANCE,
+    LEVEL_NODE,
+    LEVEL_NODE_RES,
+    LEVEL_NODEGROUP,
+    Feedback,
+    LogicalUnit,
+    expand_node,
+    lookup_group,
+    register,
+)
+from ganeti.cmdlib.tags import TagError, validate_tag
+from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
+from ganeti.rpc import instances as rpc_inst
+from ganeti.wconfd.store import MacInUse
+
+#: how often a creation draws new MACs when a parallel one took them first
+MAC_ATTEMPTS = 5
+#: Ganeti's default file driver
+DEFAULT_FILE_DRIVER = "loop"
+#: seconds to wait for the instance's IP to answer when C{ip_check} is set
+IP_CHECK_TIMEOUT = 1.0
+IP_CHECK_PORT = 1811
+
+
+def candidate_nodes(cfg: ConfigData, group: str | None = None) -> list[str]:
+    """UUIDs of the nodes a new instance may go to: online, vm capable, not
+    drained, in C{group} (any group that is not C{unallocable} if None)."""
+    out = []
+    for uuid, node in cfg.nodes.items():
+        if node.offline or node.drained or node.vm_capable is False:
+            continue
+        if group is not None and node.group != group:
+            continue
+        if group is None:
+            grp = cfg.nodegroups.get(node.group or "")
+            if grp is not None and grp.alloc_policy == "unallocable":
+                continue
+        out.append(uuid)
+    return sorted(out)
+
+
+def storage_dir(cfg: ConfigData, template: str) -> str | None:
+    if template == iu.DT_FILE:
+        return cfg.cluster.file_storage_dir
+    if template == iu.DT_SHARED_FILE:
+        return cfg.cluster.shared_file_storage_dir
+    return None
+
+
+def instance_dir_name(cfg: ConfigData, base: str, name: str, uuid: str) -> str:
+    """The directory name for a new instance's disks under C{base}."""
+    prefix = os.path.join(base, name) + os.sep
+    for disk in cfg.disks.values():
+        lid = disk.logical_id
+        if isinstance(lid, list) and len(lid) == 2 and isinstance(lid[1], str) and lid[1].startswith(prefix):
+            return "%s-%s" % (name, uuid[:8])
+    return name
+
+
+async def check_os(lu: LogicalUnit, node_uuid: str, os_type: str, osparams: dict[str, Any],
+                   force_variant: bool) -> None:
+    """Refuse an OS the node does not have (or a bad variant, or unknown
+    parameters), from the node's C{os_diagnose}."""
+    name, _, variant = os_type.partition("+")
+    listing = await iu.call_node(lu, node_uuid, "os_diagnose", [], what="list the operating systems")
+    entry = None
+    for item in listing or []:
+        if isinstance(item, list) and item and item[0] == name:
+            entry = item
+            break
+    node = iu.node_name(lu.cfg, node_uuid)
+    if entry is None:
+        raise errors.OpPrereqError("OS '%s' not in supported OS list for node %s" % (name, node), errors.ECODE_INVAL)
+    status = entry[2] if len(entry) > 2 else True
+    if status is not True and status is not None:
+        diagnose = entry[3] if len(entry) > 3 else ""
+        raise errors.OpPrereqError("OS '%s' on node %s is not valid: %s" % (name, node, diagnose), errors.ECODE_INVAL)
+    variants = entry[4] if len(entry) > 4 and isinstance(entry[4], list) else []
+    if not force_variant and variants:
+        if not variant:
+            raise errors.OpPrereqError("OS name '%s' must include a variant (one of %s)"
+                                       % (os_type, ", ".join(variants)), errors.ECODE_INVAL)
+        if variant not in variants:
+            raise errors.OpPrereqError("Unsupported OS variant '%s' (one of %s)" % (variant, ", ".join(variants)),
+                                       errors.ECODE_INVAL)
+    declared = entry[5] if len(entry) > 5 and isinstance(entry[5], list) else None
+    if declared is not None and osparams:
+        known = [p[0] if isinstance(p, list) and p else p for p in declared]
+        params.check_osparams(osparams, known=[k for k in known if isinstance(k, str)])
+
+
+@register
+class LUInstanceCreate(LogicalUnit):
+    """Create an instance (see the module docstring).  Result: the names of
+    the instance's nodes (its primary)."""
+
+    OP_ID = "OP_INSTANCE_CREATE"
+    REQ_BGL = False
+
+    # --- arguments ---------------------------------------------------------------
+    def check_arguments(self) -> None:
+        op, cfg = self.op, self.cfg
+        if op["mode"] != "create":
+            raise errors.OpPrereqError(
+                "Instance creation mode '%s' (import) is not supported; use mode 'create'" % op["mode"],
+                errors.ECODE_INVAL,
+            )
+        if op["forthcoming"] or op["commit"]:
+            raise errors.OpPrereqError("Forthcoming instances are not supported", errors.ECODE_INVAL)
+        if op["instance_communication"]:
+            raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
+        if op.get("pnode") and op.get("iallocator"):
+            raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
+        if op["ip_check"] and not op["name_check"]:
+            raise errors.OpPrereqError("Cannot do IP address check without a name check", errors.ECODE_INVAL)
+        template = op.get("disk_template") or next(iter(cfg.cluster.enabled_disk_templates or []), None)
+        if template not in iu.SUPPORTED_TEMPLATES:
+            raise errors.OpPrereqError(
+                "Disk template '%s' is not supported (supported: %s)" % (template, ", ".join(iu.SUPPORTED_TEMPLATES)),
+                errors.ECODE_INVAL,
+            )
+        self.template = template
+        self.disks = [params.check_disk(d, i) for i, d in enumerate(op["disks"])]
+        if template == iu.DT_DISKLESS and self.disks:
+            raise errors.OpPrereqError("Disk template diskless takes no disks", errors.ECODE_INVAL)
+        if template != iu.DT_DISKLESS and not self.disks:
+            raise errors.OpPrereqError("Disk template %s needs at least one disk" % template, errors.ECODE_INVAL)
+        for disk in self.disks:
+            disk.setdefault("mode", "rw")
+        self.nics = [params.check_nic(cfg, n, i) for i, n in enumerate(op["nics"])]
+        subdir = op.get("file_storage_dir")
+        if subdir is not None and (os.path.isabs(subdir) or ".." in subdir.split("/")):
+            raise errors.OpPrereqError("file_storage_dir must be a relative path without '..': %r" % subdir,
+                                       errors.ECODE_INVAL)
+        for tag in op["tags"]:
+            try:
+                validate_tag(tag)
+            except TagError as e:
+                raise errors.OpPrereqError("Invalid tag %r: %s" % (tag, e), errors.ECODE_INVAL) from None
+        self.hypervisor = op.get("hypervisor") or next(iter(cfg.cluster.enabled_hypervisors or []), None)
+        if not self.hypervisor:
+            raise errors.OpPrereqError("No hypervisor given and none enabled in the cluster", errors.ECODE_STATE)
+        self.beparams = {k: v for k, v in params.check_beparams(op["beparams"]).items() if v is not params.DEFAULT}
+        self.hvparams = {k: v for k, v in params.check_hvparams(self.hypervisor, op["hvparams"]).items()
+                         if v is not params.DEFAULT}
+        self.osparams = {k: v for k, v in params.check_osparams(op["osparams"]).items() if v is not params.DEFAULT}
+        self.osparams_private = params.check_osparams(op.get("osparams_private") or {}, allow_default=False)
+        self.osparams_secret = params.check_osparams(op.get("osparams_secret") or {}, allow_default=False)
+        if op["identify_defaults"]:
+            cluster = cfg.cluster
+            self.beparams = params.without_defaults(self.beparams, (cluster.beparams or {}).get("default") or {})
+            self.hvparams = params.without_defaults(self.hvparams, (cluster.hvparams or {}).get(self.hypervisor) or {})
+        self.no_install = bool(op.get("no_install"))
+        if not op.get("os_type") and not self.no_install:
+            raise errors.OpPrereqError("No guest OS specified (os_type), and no_install is not set", errors.ECODE_INVAL)
+        if op["name_check"]:
+            self._check_name()
+
+    def _check_name(self) -> None:
+        op = self.op
+        name = op["instance_name"]
+        try:
+            canonical, _aliases, addresses = socket.gethostbyname_ex(name)
+        except OSError as e:
+            raise errors.OpPrereqError("Cannot resolve instance name '%s': %s" % (name, e),
+                                       errors.ECODE_RESOLVER) from None
+        if not (canonical == name or canonical.startswith(name + ".")):
+            raise errors.OpPrereqError("Resolved hostname '%s' does not look like '%s'" % (canonical, name),
+                                       errors.ECODE_INVAL)
+        op["instance_name"] = canonical
+        if op["ip_check"] and addresses:
+            try:
+                socket.create_connection((addresses[0], IP_CHECK_PORT), timeout=IP_CHECK_TIMEOUT).close()
+            except OSError:
+                return
+            raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
+                                       errors.ECODE_NOTUNIQUE)
+
+    # --- locks -----------------------------------------------------------------------
+    def expand_names(self) -> None:
+        op, cfg = self.op, self.cfg
+        name = op["instance_name"]
+        if cfg.find_instance(name) is not None:
+            raise errors.OpPrereqError("Instance '%s' is already in the cluster" % name, errors.ECODE_EXISTS)
+        self.add_locks[LEVEL_INSTANCE] = [name]
+        self.share_locks[LEVEL_NODEGROUP] = True
+        self.allocating = not op.get("pnode")
+        if not self.allocating:
+            node = expand_node(cfg, op["pnode"])
+            op["pnode"], op["pnode_uuid"] = node.name, node.uuid
+            self.needed_locks[LEVEL_NODEGROUP] = [node.group]
+            self.needed_locks[LEVEL_NODE] = [node.uuid]
+            self.needed_locks[LEVEL_NODE_RES] = [node.uuid]
+            return
+        group = lookup_group(cfg, op["group_name"]) if op.get("group_name") else None
+        self.group = group
+        if op["opportunistic_locking"]:
+            self.needed_locks[LEVEL_NODE] = candidate_nodes(cfg, group)
+            self.opportunistic_locks[LEVEL_NODE] = True
+        elif group is not None:
+            self.needed_locks[LEVEL_NODE] = sorted(u for u, n in cfg.nodes.items() if n.group == group)
+        else:
+            self.needed_locks[LEVEL_NODE] = ALL_SET
+        self.needed_locks[LEVEL_NODEGROUP] = [group] if group is not None else ALL_SET
+        self.needed_locks[LEVEL_NODE_RES] = []
+
+    def declare_locks(self, level: str) -> None:
+        if level == LEVEL_NODE_RES and self.allocating:
+            held = self.acquired.get(LEVEL_NODE)
+            self.needed_locks[LEVEL_NODE_RES] = ALL_SET if held is ALL_SET else list(held or [])
+
+    # --- checks ------------------------------------------------------------------------
+    def check_prereq(self) -> None:
+        op, cfg = self.op, self.cfg
+        name = op["instance_name"]
+        if cfg.find_instance(name) is not None:
+            raise errors.OpPrereqError("Instance '%s' is already in the cluster" % name, errors.ECODE_EXISTS)
+        cluster = cfg.cluster
+        if self.template not in (cluster.enabled_disk_templates or []):
+            raise errors.OpPrereqError(
+                "Disk template '%s' is not enabled in the cluster (enabled: %s)"
+                % (self.template, ", ".join(cluster.enabled_disk_templates or []) or "none"),
+                errors.ECODE_STATE,
+            )
+        if self.template != iu.DT_DISKLESS and not storage_dir(cfg, self.template):
+            raise errors.OpPrereqError("The cluster has no storage directory for template %s" % self.template,
+                                       errors.ECODE_STATE)
+        iu.check_hypervisor_enabled(cfg, self.hypervisor)
+        used = params.used_macs(cfg)
+        for index, nic in enumerate(self.nics):
+            params.check_nic_mode(cfg, nic, index)
+            if nic["mac"] not in (params.MAC_AUTO, params.MAC_GENERATE) and nic["mac"] in used:
+                raise errors.OpPrereqError("MAC address %s already in use in the cluster" % nic["mac"],
+                                           errors.ECODE_NOTUNIQUE)
+        explicit = [n["mac"] for n in self.nics if n["mac"] not in (params.MAC_AUTO, params.MAC_GENERATE)]
+        if len(set(explicit)) != len(explicit):
+            raise errors.OpPrereqError("The same MAC address is given to two NICs", errors.ECODE_INVAL)
+        if not self.allocating:
+            pnode = op["pnode_uuid"]
+            iu.check_node_online(cfg, pnode)
+            iu.check_node_not_drained(cfg, pnode)
+            iu.check_node_vm_capable(cfg, pnode)
+            self.candidates = [pnode]
+        else:
+            wanted = set(candidate_nodes(cfg, self.group))
+            self.candidates = sorted(wanted & self.owned_locks(LEVEL_NODE))
+            if not self.candidates:
+                if self.op["opportunistic_locking"]:
+                    raise errors.OpPrereqError("No free node to place instance %s on (all are locked)" % name,
+                                               errors.ECODE_TEMP_NORES)
+                raise errors.OpPrereqError("No node can host instance %s (online, vm capable and not drained)"
+                                           % name, errors.ECODE_NORES)
+
+    # --- execution --------------------------------------------------------------------
+    def _request(self) -> allocator.Request:
+        probe = Instance(name=self.op["instance_name"], hypervisor=self.hypervisor, beparams=self.beparams)
+        return allocator.Request(
+            name=self.op["instance_name"],
+            memory=iu.instance_memory(self.cfg, probe),
+            vcpus=iu.instance_vcpus(self.cfg, probe),
+            disk_template=self.template,
+            disks=[dict(d) for d in self.disks],
+            nics=[{"mac": n["mac"], "ip": n.get("ip"), "mode": n["nicparams"].get("mode"),
+                   "link": n["nicparams"].get("link"), "network": n.get("network")} for n in self.nics],
+            hypervisor=self.hypervisor,
+            os=self.op.get("os_type") or "",
+            tags=list(self.op["tags"]),
+        )
+
+    async def _allocate(self) -> str:
+        """Choose the primary node among the candidates; returns its uuid."""
+        cfg = self.cfg
+        request = self._request()
+        root = self.ctx.paths.root if self.ctx.paths is not None else "/"
+        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator, root)
+        resources = await iu.node_resources(self, self.candidates, self.hypervisor, [self.template])
+        counts: dict[str, int] = {}
+        for inst in cfg.instances.values():
+            counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
+        states = []
+        for uuid in self.candidates:
+            res = resources.get(uuid)
+            node_name = iu.node_name(cfg, uuid)
+            if not isinstance(res, iu.NodeResources):
+                states.append(allocator.NodeState(uuid, node_name, error=str(res), instances=counts.get(uuid, 0)))
+                continue
+            states.append(allocator.NodeState(
+                uuid, node_name, free_memory=res.memory_free, total_memory=res.memory_total,
+                free_disk=res.storage_free.get(self.template), total_cpus=res.cpu_total,
+                instances=counts.get(uuid, 0)))
+        partial = self.op["opportunistic_locking"] and set(self.candidates) != set(candidate_nodes(cfg, self.group))
+        if executable is None:
+            placement = allocator.place(request, states)
+            if placement.node is None:
+                raise errors.OpPrereqError(
+                    "Can't compute nodes using iallocator '%s': no node has the resources for instance %s (%d MiB"
+                    " memory, %d MiB disk)%s: %s" % (
+                        allocator.BUILTIN, request.name, request.memory, request.disk_space,
+                        " among the free ones" if partial else "", placement.explain()),
+                    errors.ECODE_TEMP_NORES if partial else errors.ECODE_NORES,
+                )
+            chosen = placement.node.uuid
+        else:
+            data = allocator.build_input(cfg, request, states, usable=self.candidates)
+            names = await allocator.run_external(name, executable, data, self.ctx.clock)
+            by_name = {iu.node_name(cfg, u): u for u in self.candidates}
+            if names[0] not in by_name:
+                raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
+                                           % (name, names[0], ", ".join(sorted(by_name))), errors.ECODE_FAULT)
+            chosen = by_name[names[0]]
+        await self.log_info("Selected node %s for instance %s (allocator %s)", iu.node_name(cfg, chosen),
+                            request.name, name)
+        return chosen
+
+    async def _narrow_locks(self, pnode: str) -> None:
+        """Keep only the locks of the chosen node (and its group)."""
+        await self.release_locks(LEVEL_NODE, keep=[pnode])
+        await self.release_locks(LEVEL_NODE_RES, keep=[pnode])
+        group = self.cfg.nodes[pnode].group
+        await self.release_locks(LEVEL_NODEGROUP, keep=[group] if group else [])
+
+    def _build(self, pnode: str) -> tuple[Instance, list[Disk]]:
+        cfg, op = self.cfg, self.op
+        name = op["instance_name"]
+        uuid = new_uuid()
+        disks: list[Disk] = []
+        base = storage_dir(cfg, self.template)
+        if base is not None:
+            if op.get("file_storage_dir"):
+                base = os.path.join(base, op["file_storage_dir"])
+            dirname = instance_dir_name(cfg, base, name, uuid)
+            driver = op.get("file_driver") or DEFAULT_FILE_DRIVER
+            for index, spec in enumerate(self.disks):
+                disks.append(Disk(
+                    uuid=new_uuid(), name=spec.get("name"), dev_type=self.template,
+                    logical_id=[driver, rpc_inst.disk_path(base, dirname, index)], nodes=[pnode],
+                    iv_name="disk/%d" % index, size=spec["size"], mode=spec["mode"], params={},
+                ))
+        inst = Instance(
+            name=name, uuid=uuid, primary_node=pnode, os=op.get("os_type") or "", hypervisor=self.hypervisor,
+            hvparams=self.hvparams, beparams=self.beparams, osparams=self.osparams,
+            osparams_private=self.osparams_private,
+            admin_state=iu.ADMIN_UP if op["start"] else iu.ADMIN_DOWN, admin_state_source=iu.ADMIN_SOURCE_ADMIN,
+            nics=self._make_nics(), disks=[d.uuid for d in disks], disk_template=self.template,  # type: ignore[misc]
+            disks_active=bool(op["start"]) and self.template != iu.DT_DISKLESS, tags=list(op["tags"]),
+        )
+        return inst, disks
+
+    def _make_nics(self) -> list[NIC]:
+        used = params.used_macs(self.cfg)
+        used.update(n["mac"] for n in self.nics)
+        nics = []
+        for nic in self.nics:
+            mac = nic["mac"]
+            if mac in (params.MAC_AUTO, params.MAC_GENERATE):
+                mac = params.generate_mac(params.mac_prefix(self.cfg, nic.get("network")), used)
+            nics.append(NIC(mac=mac, ip=nic.get("ip"), network=nic.get("network"), name=nic.get("name"),
+                            nicparams=dict(nic["nicparams"]), uuid=new_uuid()))
+        return nics
+
+    async def _add_to_config(self, inst: Instance, disks: list[Disk]) -> Instance:
+        """Add C{inst}; draw new automatic MACs when a parallel creation took them."""
+        for attempt in range(MAC_ATTEMPTS):
+            try:
+                return await self.add("instance", inst, disks=disks)  # type: ignore[no-any-return]
+            except MacInUse as e:
+                automatic = [n["mac"] in (params.MAC_AUTO, params.MAC_GENERATE) for n in self.nics]
+                if not any(automatic) or attempt == MAC_ATTEMPTS - 1:
+                    raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None
+                self.cfg = await self.ctx.wconfd.read_config()
+                fresh = self._make_nics()
+                nics = [new if auto else old for old, new, auto in zip(inst.nics, fresh, automatic)]
+                inst = attrs.evolve(inst, nics=nics)
+        raise errors.ProgrammerError("unreachable")  # pragma: no cover
+
+    async def _allocate_port(self, inst: Instance) -> Instance:
+        """A VNC port for KVM instances that have a VNC bind address."""
+        if inst.hypervisor != "kvm" or not rpc_inst.filled_hvparams(self.cfg, inst).get("vnc_bind_address"):
+            return inst
+        port: list[int] = []
+
+        def take(cluster: Any) -> Any:
+            pool = list(cluster.tcpudp_port_pool or [])
+            if pool:
+                port[:] = [pool.pop(0)]
+                return attrs.evolve(cluster, tcpudp_port_pool=pool)
+            port[:] = [(cluster.highest_used_port or 11000) + 1]
+            return attrs.evolve(cluster, highest_used_port=port[0])
+
+        await self.modify("cluster", None, take)
+        return attrs.evolve(inst, network_port=port[0])
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        op = self.op
+        if self.allocating:
+            pnode = await self._allocate()
+            await self._narrow_locks(pnode)
+        else:
+            pnode = op["pnode_uuid"]
+        if op.get("os_type"):
+            await check_os(self, pnode, op["os_type"], self.osparams, op["force_variant"])
+        inst, disks = self._build(pnode)
+        if op["start"] and not self.allocating:
+            await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
+                                            iu.instance_memory(self.cfg, inst), self.hypervisor)
+        inst = await self._allocate_port(inst)
+        created: list[Disk] = []
+        added = started = False
+        try:
+            for disk in disks:
+                await iu.call_node(self, pnode, "blockdev_create",
+                                   [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
+                                   what="create disk %s of instance %s" % (disk.iv_name, inst.name))
+                created.append(disk)
+            inst = await self._add_to_config(inst, disks)
+            added = True
+            if not self.no_install:
+                await self.feedback("* running the instance OS create scripts...")
+                osp = dict(self.osparams_secret) if self.osparams_secret else None
+                data = rpc_inst.encode_instance(self.cfg, inst, osp=osp)
+                await iu.call_node(self, pnode, "instance_os_add", [data, False, op.get("debug_level") or 0],
+                                   timeout=iu.TMO_OS_ADD, what="add os for instance %s" % inst.name)
+            if op["start"]:
+                await self.feedback("* starting instance...")
+                started = True
+                await iu.start_instance_on(self, inst, pnode)
+        except BaseException as e:
+            await self._undo(inst, pnode, created, added, started, e)
+            raise
+        return [iu.node_name(self.cfg, pnode)]
+
+    async def _undo(self, inst: Instance, pnode: str, created: list[Disk], added: bool, started: bool,
+                    error: BaseException) -> None:
+        """Remove what a failed creation made (best effort, with warnings)."""
+        await self.log_warning("Creation of instance %s failed (%s): removing what was made", inst.name, error)
+        if started:
+            result = await iu.call_node_result(self, pnode, "instance_shutdown",
+                                               [rpc_inst.encode_instance(self.cfg, inst), 0, iu.reason_trail(self)])
+            if result.failed:
+                await self.log_warning("Could not stop instance %s: %s", inst.name, result.fail_msg)
+        if added:
+            try:
+                await self.remove("instance", inst.uuid or "")
+            except Exception as e:
+                await self.log_warning("Could not remove instance %s from the configuration: %s", inst.name, e)
+        for problem in await iu.remove_disks(self, pnode, created):
+            await self.log_warning("%s", problem)
+
+
+@register
+class LUInstanceRemove(LogicalUnit):
+    """Remove an instance: stop it, remove its disks, drop it from the config.
+
+    With C{ignore_failures}, a failure to stop it or to remove a disk is a
+    warning and the instance leaves the configuration anyway.
+    """
+
+    OP_ID = "OP_INSTANCE_REMOVE"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        inst = iu.expand_instance(self.cfg, self.op["instance_name"])
+        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        self.needed_locks[LEVEL_INSTANCE] = [inst.name]
+        self.needed_locks[LEVEL_NODE] = []
+        self.needed_locks[LEVEL_NODE_RES] = []
+
+    def declare_locks(self, level: str) -> None:
+        inst = self.cfg.instances.get(self.op["instance_uuid"])
+        if inst is None:
+            return
+        if level == LEVEL_NODE:
+            self.needed_locks[LEVEL_NODE] = iu.instance_nodes(self.cfg, inst)
+        elif level == LEVEL_NODE_RES:
+            self.needed_locks[LEVEL_NODE_RES] = list(self.acquired.get(LEVEL_NODE) or [])
+
+    def check_prereq(self) -> None:
+        self.instance = iu.current_instance(self.cfg, self.op["instance_uuid"], self.op["instance_name"])
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, op = self.instance, self.op
+        pnode = inst.primary_node or ""
+        await self.log_info("Shutting down instance %s on node %s", inst.name, iu.node_name(self.cfg, pnode))
+        result = await iu.call_node_result(
+            self, pnode, "instance_shutdown",
+            [rpc_inst.encode_instance(self.cfg, inst), op["shutdown_timeout"], iu.reason_trail(self)],
+            timeout=iu.TMO_START + op["shutdown_timeout"])
+        if result.failed:
+            message = "Could not shutdown instance %s on node %s: %s" % (inst.name, iu.node_name(self.cfg, pnode),
+                                                                         result.fail_msg)
+            if not op["ignore_failures"]:
+                raise errors.OpExecError(message)
+            await self.log_warning("%s", message)
+        await self.log_info("Removing block devices for instance %s", inst.name)
+        problems = []
+        for disk in rpc_inst.instance_disks(self.cfg, inst):
+            for node in disk.nodes or [pnode]:
+                problems += await iu.remove_disks(self, node, [disk])
+        if problems:
+            if not op["ignore_failures"]:
+                raise errors.OpExecError("Can't remove instance's disks: %s" % "; ".join(problems))
+            for problem in problems:
+                await self.log_warning("%s", problem)
+        await self.log_info("Removing instance %s out of cluster config", inst.name)
+        await self.remove("instance", inst.uuid or "")
+        return None

@@ -1,0 +1,289 @@
+"""Instance operations: startup, shutdown, reboot, reinstall, rename, console.
+
+Every LU here locks the instance (by name) exclusively, under the shared
+BGL; startup also takes the node-res lock of the primary node (its memory
+is checked before starting).  The admin state recorded in the
+configuration follows what the user asked (C{up} after a start or reboot,
+C{down} after a shutdown) unless C{no_remember}.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import attrs
+
+from ganeti import errors
+from ganeti.cmdlib import instance_params as params
+from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE_RES, Feedback, LogicalUnit, register
+from ganeti.cmdlib.instance import IP_CHECK_PORT, IP_CHECK_TIMEOUT, check_os
+from ganeti.objects import Instance
+from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import wire
+
+
+class InstanceLU(LogicalUnit):
+    """An LU on one existing instance, locked (exclusively unless C{SHARED})."""
+
+    REQ_BGL = False
+    SHARED = False
+
+    def expand_names(self) -> None:
+        inst = iu.expand_instance(self.cfg, self.op["instance_name"])
+        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        self.needed_locks[LEVEL_INSTANCE] = [inst.name]
+        if self.SHARED:
+            self.share_locks[LEVEL_INSTANCE] = True
+
+    def check_prereq(self) -> None:
+        self.instance: Instance = iu.current_instance(self.cfg, self.op["instance_uuid"], self.op["instance_name"])
+
+    @property
+    def pnode(self) -> str:
+        return self.instance.primary_node or ""
+
+
+@register
+class LUInstanceStartup(InstanceLU):
+    """Start an instance on its primary node.
+
+    The node must have the instance's memory free.  C{hvparams}/C{beparams}
+    apply to this start only.  An instance already running is left alone.
+    With C{ignore_offline_nodes} and an offline primary, only the admin
+    state is recorded.
+    """
+
+    OP_ID = "OP_INSTANCE_STARTUP"
+
+    def expand_names(self) -> None:
+        super().expand_names()
+        self.needed_locks[LEVEL_NODE_RES] = []
+
+    def declare_locks(self, level: str) -> None:
+        if level == LEVEL_NODE_RES:
+            inst = self.cfg.instances.get(self.op["instance_uuid"])
+            self.needed_locks[LEVEL_NODE_RES] = [inst.primary_node] if inst is not None and inst.primary_node else []
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        inst, op = self.instance, self.op
+        iu.check_instance_state(inst, msg="start it")
+        self.bep = params.check_beparams(op["beparams"], allow_default=False)
+        self.hvp = params.check_hvparams(inst.hypervisor or "", op["hvparams"], allow_default=False)
+        node = iu.get_node(self.cfg, self.pnode)
+        self.primary_offline = bool(node.offline)
+        if self.primary_offline and not op["ignore_offline_nodes"]:
+            iu.check_node_online(self.cfg, self.pnode)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, op = self.instance, self.op
+        if self.primary_offline:
+            await self.log_warning("Primary node offline, marked instance as started")
+        elif await iu.instance_info(self, inst) is not None:
+            await self.feedback("Instance %s is already running" % inst.name)
+        else:
+            memory = iu.instance_memory(self.cfg, inst, self.bep)
+            await iu.check_node_free_memory(self, self.pnode, "starting instance %s" % inst.name, memory,
+                                            inst.hypervisor or "")
+            await iu.start_instance_on(self, inst, self.pnode, hvp=self.hvp or None, bep=self.bep or None,
+                                       paused=op["startup_paused"])
+        if not op["no_remember"]:
+            await iu.set_admin_state(self, inst, iu.ADMIN_UP)
+        return None
+
+
+@register
+class LUInstanceShutdown(InstanceLU):
+    """Stop an instance (cleanly within C{timeout} seconds, then hard).
+
+    The admin state becomes C{down} (from C{admin_state_source}) first,
+    unless C{no_remember}; an instance marked offline is refused unless
+    C{force}.
+    """
+
+    OP_ID = "OP_INSTANCE_SHUTDOWN"
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        inst, op = self.instance, self.op
+        if not op["force"]:
+            iu.check_instance_state(inst, msg="shut it down")
+        node = iu.get_node(self.cfg, self.pnode)
+        self.primary_offline = bool(node.offline)
+        if self.primary_offline and not op["ignore_offline_nodes"]:
+            iu.check_node_online(self.cfg, self.pnode)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, op = self.instance, self.op
+        if not op["no_remember"] and inst.admin_state != iu.ADMIN_OFFLINE:
+            inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN,
+                                            op.get("admin_state_source") or iu.ADMIN_SOURCE_ADMIN)
+        if self.primary_offline:
+            await self.log_warning("Primary node offline, marked instance as stopped")
+            return None
+        await iu.shutdown_instance_on(self, inst, self.pnode, op["timeout"])
+        return None
+
+
+@register
+class LUInstanceReboot(InstanceLU):
+    """Reboot a running instance: C{soft}/C{hard} in place, C{full} as a
+    shutdown and a start.  The admin state becomes C{up}."""
+
+    OP_ID = "OP_INSTANCE_REBOOT"
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        iu.check_instance_state(self.instance, msg="reboot it")
+        iu.check_node_online(self.cfg, self.pnode)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, op = self.instance, self.op
+        if await iu.instance_info(self, inst) is None:
+            raise errors.OpPrereqError("Instance %s is not running, cannot reboot it" % inst.name, errors.ECODE_STATE)
+        kind = op["reboot_type"]
+        if kind in ("soft", "hard"):
+            await iu.call_node(
+                self, self.pnode, "instance_reboot",
+                [rpc_inst.encode_instance(self.cfg, inst), kind, op["shutdown_timeout"], iu.reason_trail(self)],
+                timeout=iu.TMO_START + op["shutdown_timeout"], what="reboot instance %s" % inst.name)
+        else:
+            await iu.shutdown_instance_on(self, inst, self.pnode, op["shutdown_timeout"])
+            await iu.start_instance_on(self, inst, self.pnode)
+        await iu.set_admin_state(self, inst, iu.ADMIN_UP)
+        return None
+
+
+@register
+class LUInstanceReinstall(InstanceLU):
+    """Reinstall the OS of a stopped instance (its OS create script, run
+    again); C{os_type} changes its OS for good, C{osparams} apply to this
+    installation only."""
+
+    OP_ID = "OP_INSTANCE_REINSTALL"
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        inst, op = self.instance, self.op
+        if inst.disk_template == iu.DT_DISKLESS:
+            raise errors.OpPrereqError("Instance '%s' has no disks" % inst.name, errors.ECODE_INVAL)
+        iu.check_instance_state(inst, want_down=True, msg="reinstall it")
+        iu.check_node_online(self.cfg, self.pnode)
+        self.osp = params.check_osparams(op.get("osparams") or {}, allow_default=False)
+        self.secret = params.check_osparams(op.get("osparams_secret") or {}, allow_default=False)
+        self.private = params.check_osparams(op.get("osparams_private") or {}, allow_default=False)
+        if not op.get("os_type") and not inst.os:
+            raise errors.OpPrereqError("Instance %s has no OS; give os_type" % inst.name, errors.ECODE_INVAL)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, op = self.instance, self.op
+        await iu.check_instance_not_running(self, inst, "cannot reinstall")
+        os_type = op.get("os_type") or inst.os or ""
+        await check_os(self, self.pnode, os_type, self.osp, op["force_variant"])
+        if op.get("os_type") and op["os_type"] != inst.os:
+            inst = await self.update("instance", attrs.evolve(inst, os=op["os_type"]))
+        override = dict(self.osp, **self.secret) or None
+        data = rpc_inst.encode_instance(self.cfg, inst, osp=override)
+        if self.private:
+            data["osparams_private"] = dict(data.get("osparams_private") or {}, **self.private)
+        await self.feedback("Running the instance OS create scripts...")
+        await iu.call_node(self, self.pnode, "instance_os_add", [data, True, op.get("debug_level") or 0],
+                           timeout=iu.TMO_OS_ADD, what="install OS for instance %s" % inst.name)
+        return None
+
+
+@register
+class LUInstanceRename(InstanceLU):
+    """Rename a stopped instance; the result is the new name.
+
+    Locks: the instance's current name and a new lock for the new name.
+    The disks keep their paths (a file disk stays under the directory named
+    after the old name); the OS's rename script runs on the primary node,
+    and its failure is only a warning, as the rename is done by then.
+    """
+
+    OP_ID = "OP_INSTANCE_RENAME"
+
+    def check_arguments(self) -> None:
+        op = self.op
+        if op["ip_check"] and not op["name_check"]:
+            raise errors.OpPrereqError("IP address check requires a name check", errors.ECODE_INVAL)
+        if op["name_check"]:
+            try:
+                canonical, _aliases, addresses = socket.gethostbyname_ex(op["new_name"])
+            except OSError as e:
+                raise errors.OpPrereqError("Cannot resolve new name '%s': %s" % (op["new_name"], e),
+                                           errors.ECODE_RESOLVER) from None
+            op["new_name"] = canonical
+            if op["ip_check"] and addresses:
+                try:
+                    socket.create_connection((addresses[0], IP_CHECK_PORT), timeout=IP_CHECK_TIMEOUT).close()
+                except OSError:
+                    pass
+                else:
+                    raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
+                                               errors.ECODE_NOTUNIQUE)
+
+    def expand_names(self) -> None:
+        super().expand_names()
+        new, old = self.op["new_name"], self.op["instance_name"]
+        if new == old:
+            raise errors.OpPrereqError("Instance '%s' already has that name" % old, errors.ECODE_INVAL)
+        if self.cfg.find_instance(new) is not None:
+            raise errors.OpPrereqError("Instance '%s' is already in the cluster" % new, errors.ECODE_NOTUNIQUE)
+        self.add_locks[LEVEL_INSTANCE] = [new]
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        if self.cfg.find_instance(self.op["new_name"]) is not None:
+            raise errors.OpPrereqError("Instance '%s' is already in the cluster" % self.op["new_name"],
+                                       errors.ECODE_NOTUNIQUE)
+        iu.check_instance_state(self.instance, want_down=True, allow_offline=True, msg="rename it")
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, new = self.instance, self.op["new_name"]
+        old = inst.name or ""
+        node = iu.get_node(self.cfg, self.pnode)
+        if not node.offline:
+            await iu.check_instance_not_running(self, inst, "cannot rename")
+        inst = await self.update("instance", attrs.evolve(inst, name=new))
+        if node.offline:
+            await self.log_warning("Primary node %s is offline: the OS rename script did not run", node.name)
+        elif inst.os:
+            result = await iu.call_node_result(
+                self, self.pnode, "instance_run_rename",
+                [rpc_inst.encode_instance(self.cfg, inst), old, self.op.get("debug_level") or 0],
+                timeout=iu.TMO_RENAME)
+            if result.failed:
+                await self.log_warning("Could not run OS rename script for instance %s on node %s (but the instance"
+                                       " has been renamed in Ganeti): %s", new, node.name, result.fail_msg)
+        return new
+
+
+@register
+class LUInstanceConsole(InstanceLU):
+    """How to reach a running instance's console (the node's
+    C{instance_console_info} answer)."""
+
+    OP_ID = "OP_INSTANCE_CONSOLE"
+    SHARED = True
+
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        iu.check_node_online(self.cfg, self.pnode)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst = self.instance
+        if await iu.instance_info(self, inst) is None:
+            if inst.admin_state == iu.ADMIN_UP:
+                raise errors.OpExecError("Instance %s is marked to be up, but not running" % inst.name)
+            raise errors.OpExecError("Instance %s is not running" % inst.name)
+        console = await iu.call_node(self, self.pnode, "instance_console_info",
+                                     [rpc_inst.encode_instance(self.cfg, inst)], timeout=wire.TMO_URGENT,
+                                     what="get the console of instance %s" % inst.name)
+        if not isinstance(console, dict):
+            raise errors.OpExecError("Node %s gave no console description for instance %s"
+                                     % (iu.node_name(self.cfg, self.pnode), inst.name))
+        return console

@@ -1,0 +1,367 @@
+"""OP_INSTANCE_SET_PARAMS: change an instance's parameters, disks and NICs.
+
+Supported: C{beparams} (memory, vcpus, ...), C{hvparams}, C{osparams} and
+C{osparams_private}, C{os_name}, C{offline} (the admin state C{offline}
+and back to C{down}), disks (C{add} with size/mode/name, created on the
+primary node; C{remove} from a stopped instance, removed from the node;
+C{modify} of mode and name) and NICs (C{add}, C{remove}, C{modify}), in
+both formats of the modification lists (L{params.upgrade_mods}).  The value
+C{"default"} removes the instance's own parameter.
+
+Refused with a clear error: C{runtime_mem} (no ballooning here: change
+C{maxmem} and restart), disk template conversion, a new primary node or
+secondary (C{pnode}, C{remote_node}, C{iallocator}), file driver or
+directory changes, ExtStorage parameters, C{attach}/C{detach} of disks and
+the instance communication NIC.
+
+Changes take effect at the next start of the instance (no hotplug).  The
+result is Ganeti's list of C{[parameter, new value]}.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+
+from ganeti import errors
+from ganeti.cmdlib import instance_params as params
+from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
+from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
+from ganeti.cmdlib.instance_ops import InstanceLU
+from ganeti.objects import NIC, Disk, Instance, new_uuid
+from ganeti.rpc import instances as rpc_inst
+from ganeti.wconfd.store import MacInUse
+
+_REFUSED = {
+    "disk_template": "Changing the disk template is not supported",
+    "pnode": "Changing the primary node is not supported (use failover or migrate)",
+    "remote_node": "Secondary nodes are not supported by the disk templates here",
+    "iallocator": "An allocator is only used to choose new nodes, which is not supported here",
+    "file_driver": "Changing the file driver is not supported",
+    "file_storage_dir": "Moving the file storage directory is not supported",
+}
+_AUTO_MACS = (params.MAC_AUTO, params.MAC_GENERATE)
+
+
+def _shown(value: Any) -> Any:
+    return params.VALUE_DEFAULT if value is params.DEFAULT else value
+
+
+@register
+class LUInstanceSetParams(InstanceLU):
+    """Change an instance (see the module docstring).
+
+    Locks: the instance exclusively, its node groups shared, its nodes
+    exclusively.
+    """
+
+    OP_ID = "OP_INSTANCE_SET_PARAMS"
+
+    def check_arguments(self) -> None:
+        op = self.op
+        if op.get("runtime_mem") is not None:
+            raise errors.OpPrereqError(
+                "Changing the runtime memory of a running instance (ballooning) is not supported;"
+                " change the maxmem/minmem backend parameters and restart the instance", errors.ECODE_INVAL)
+        for key, message in _REFUSED.items():
+            if op.get(key) is not None:
+                raise errors.OpPrereqError(message, errors.ECODE_INVAL)
+        if op["ext_params"]:
+            raise errors.OpPrereqError("ExtStorage parameters are not supported", errors.ECODE_INVAL)
+        if op.get("instance_communication"):
+            raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
+        self.disk_mods = params.upgrade_mods(op["disks"], "disk")
+        self.nic_mods = params.upgrade_mods(op["nics"], "NIC")
+        for action, ident, mod in self.disk_mods + self.nic_mods:
+            if action in (params.MOD_ATTACH, params.MOD_DETACH):
+                raise errors.OpPrereqError("Attaching and detaching disks or NICs is not supported",
+                                           errors.ECODE_INVAL)
+            if action == params.MOD_REMOVE and mod:
+                raise errors.OpPrereqError("Not accepting parameters on removal", errors.ECODE_INVAL)
+        for position, (action, _ident, mod) in enumerate(self.disk_mods):
+            if action == params.MOD_ADD:
+                params.check_disk(mod, position)
+            elif action == params.MOD_MODIFY:
+                if "size" in mod:
+                    raise errors.OpPrereqError("Disk size cannot be changed here (grow the disk instead)",
+                                               errors.ECODE_INVAL)
+                params.check_disk(mod, position, require_size=False)
+        self.bep = params.check_beparams(op["beparams"])
+        self.osp = params.check_osparams(op["osparams"])
+        self.osp_private = params.check_osparams(op.get("osparams_private") or {})
+        if not (self.disk_mods or self.nic_mods or self.bep or op["hvparams"] or self.osp or self.osp_private
+                or op.get("os_name") or op.get("offline") is not None):
+            raise errors.OpPrereqError("No changes submitted", errors.ECODE_INVAL)
+
+    def expand_names(self) -> None:
+        super().expand_names()
+        self.needed_locks[LEVEL_NODEGROUP] = []
+        self.needed_locks[LEVEL_NODE] = []
+        self.share_locks[LEVEL_NODEGROUP] = True
+
+    def declare_locks(self, level: str) -> None:
+        inst = self.cfg.instances.get(self.op["instance_uuid"])
+        if inst is None:
+            return
+        nodes = iu.instance_nodes(self.cfg, inst)
+        if level == LEVEL_NODEGROUP:
+            self.needed_locks[level] = sorted({self.cfg.nodes[n].group for n in nodes if n in self.cfg.nodes}
+                                              - {None})
+        elif level == LEVEL_NODE:
+            self.needed_locks[level] = nodes
+
+    # --- checks --------------------------------------------------------------------
+    def check_prereq(self) -> None:
+        super().check_prereq()
+        inst, op, cfg = self.instance, self.op, self.cfg
+        self.hvp = params.check_hvparams(inst.hypervisor or "", op["hvparams"])
+        new_be = params.merged(inst.beparams, self.bep)
+        filled = rpc_inst.filled_beparams(cfg, attrs.evolve(inst, beparams=new_be))
+        if isinstance(filled.get("minmem"), int) and isinstance(filled.get("maxmem"), int) \
+                and filled["minmem"] > filled["maxmem"]:
+            raise errors.OpPrereqError("Minimum memory (%s) is greater than maximum memory (%s)"
+                                       % (filled["minmem"], filled["maxmem"]), errors.ECODE_INVAL)
+        offline = op.get("offline")
+        if offline is not None:
+            if offline and inst.admin_state == iu.ADMIN_UP:
+                raise errors.OpPrereqError("Instance %s is marked to be up, cannot set it offline" % inst.name,
+                                           errors.ECODE_STATE)
+        elif inst.admin_state == iu.ADMIN_OFFLINE and (self.disk_mods or self.nic_mods):
+            raise errors.OpPrereqError("Instance %s is offline: bring it online first" % inst.name,
+                                       errors.ECODE_STATE)
+        if self.disk_mods:
+            if inst.disk_template == iu.DT_DISKLESS and any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
+                raise errors.OpPrereqError("Disks cannot be added to a diskless instance (no disk template "
+                                           "conversion)", errors.ECODE_INVAL)
+            if any(a == params.MOD_REMOVE for a, _i, _m in self.disk_mods) and inst.admin_state == iu.ADMIN_UP:
+                raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks"
+                                           % inst.name, errors.ECODE_STATE)
+            if any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
+                iu.check_node_online(cfg, self.pnode)
+        self._plan_disks()
+        self._plan_nics()
+
+    def _plan_disks(self) -> None:
+        """The instance's disks after the modifications (pure)."""
+        cfg, inst = self.cfg, self.instance
+        disks: list[Disk] = rpc_inst.instance_disks(cfg, inst)
+        self.new_disks: list[Disk] = []
+        self.removed_disks: list[Disk] = []
+        self.disk_changes: list[list[Any]] = []
+        taken = {d.logical_id[1] for d in disks if isinstance(d.logical_id, list) and len(d.logical_id) == 2}
+        for action, ident, mod in self.disk_mods:
+            def names(disk: Disk) -> list[str]:
+                return [x for x in (disk.name, disk.uuid) if x]
+
+            if action == params.MOD_ADD:
+                spec = params.check_disk(mod, len(disks))
+                if ident == -1:
+                    position = len(disks)
+                elif isinstance(ident, int) and 0 <= ident <= len(disks):
+                    position = ident
+                else:
+                    raise errors.OpPrereqError("Invalid disk index %s for adding (there are %d)"
+                                               % (ident, len(disks)), errors.ECODE_INVAL)
+                disk = self._new_disk(spec, taken)
+                disks.insert(position, disk)
+                self.new_disks.append(disk)
+                self.disk_changes.append(["disk/%d" % position,
+                                          "add:size=%s,mode=%s" % (disk.size, disk.mode)])
+            elif action == params.MOD_REMOVE:
+                position = params.find_item(disks, ident, "disk", names)
+                disk = disks.pop(position)
+                if disk in self.new_disks:
+                    self.new_disks.remove(disk)
+                else:
+                    self.removed_disks.append(disk)
+                self.disk_changes.append(["disk/%d" % position, "remove"])
+            else:
+                position = params.find_item(disks, ident, "disk", names)
+                spec = params.check_disk(mod, position, require_size=False)
+                changes = {k: spec[k] for k in ("mode", "name") if k in spec}
+                disks[position] = attrs.evolve(disks[position], **changes)
+                for key, value in changes.items():
+                    self.disk_changes.append(["disk.%s/%d" % (key, position), value])
+        if disks == [] and self.instance.disk_template != iu.DT_DISKLESS and self.disk_mods:
+            raise errors.OpPrereqError("Cannot remove the last disk of instance %s" % inst.name, errors.ECODE_INVAL)
+        self.disks = [attrs.evolve(d, iv_name="disk/%d" % i) for i, d in enumerate(disks)]
+
+    def _new_disk(self, spec: dict[str, Any], taken: set[str]) -> Disk:
+        cfg, inst = self.cfg, self.instance
+        template = inst.disk_template or iu.DT_DISKLESS
+        existing = [d for d in rpc_inst.instance_disks(cfg, inst)
+                    if isinstance(d.logical_id, list) and len(d.logical_id) == 2]
+        if existing:
+            driver, first = existing[0].logical_id
+            directory = os.path.dirname(first)
+        else:
+            driver, directory = "loop", os.path.join(storage_dir(cfg, template) or "", inst.name or "")
+        index = 0
+        while os.path.join(directory, rpc_inst.DISK_FILE_FORMAT % index) in taken:
+            index += 1
+        path = os.path.join(directory, rpc_inst.DISK_FILE_FORMAT % index)
+        taken.add(path)
+        return Disk(uuid=new_uuid(), name=spec.get("name"), dev_type=template, logical_id=[driver, path],
+                    nodes=[self.pnode], size=spec["size"], mode=spec.get("mode", "rw"), params={})
+
+    def _plan_nics(self) -> None:
+        """The instance's NICs after the modifications (pure but for new MACs)."""
+        cfg, inst = self.cfg, self.instance
+        nics: list[NIC] = list(inst.nics)
+        self.nic_changes: list[list[Any]] = []
+        self.auto_macs: list[str] = []  # uuids of NICs with generated MACs
+        used = params.used_macs(cfg, skip_instance=inst.uuid)
+        for action, ident, mod in self.nic_mods:
+            def names(nic: NIC) -> list[str]:
+                return [x for x in (nic.name, nic.uuid) if x]
+
+            if action == params.MOD_ADD:
+                spec = params.check_nic(cfg, mod, len(nics))
+                params.check_nic_mode(cfg, spec, len(nics))
+                position = len(nics) if ident == -1 else ident
+                if not isinstance(position, int) or not 0 <= position <= len(nics):
+                    raise errors.OpPrereqError("Invalid NIC index %s for adding (there are %d)" % (ident, len(nics)),
+                                               errors.ECODE_INVAL)
+                uuid = new_uuid()
+                nic = NIC(uuid=uuid, ip=spec.get("ip"), network=spec.get("network"), name=spec.get("name"),
+                          nicparams=dict(spec["nicparams"]), mac=self._mac(spec, used, uuid))
+                nics.insert(position, nic)
+                self.nic_changes.append(["nic.%d" % position, "add:mac=%s,ip=%s,mode=%s,link=%s,network=%s" % (
+                    nic.mac, nic.ip, nic.nicparams.get("mode"), nic.nicparams.get("link"), nic.network)])
+            elif action == params.MOD_REMOVE:
+                position = params.find_item(nics, ident, "NIC", names)
+                nics.pop(position)
+                self.nic_changes.append(["nic.%d" % position, "remove"])
+            else:
+                position = params.find_item(nics, ident, "NIC", names)
+                spec = params.check_nic(cfg, mod, position, modify=True)
+                old = nics[position]
+                changes: dict[str, Any] = {k: spec[k] for k in ("ip", "network", "name") if k in spec}
+                if "nicparams" in spec:
+                    changes["nicparams"] = dict(old.nicparams or {}, **spec["nicparams"])
+                if "mac" in spec:
+                    changes["mac"] = self._mac(spec, used, old.uuid)
+                nic = attrs.evolve(old, **changes)
+                params.check_nic_mode(cfg, {"ip": nic.ip, "network": nic.network, "nicparams": nic.nicparams},
+                                      position)
+                nics[position] = nic
+                for key, value in sorted(changes.items()):
+                    if key == "nicparams":
+                        for pkey, pvalue in sorted(spec["nicparams"].items()):
+                            self.nic_changes.append(["nic.%s/%d" % (pkey, position), pvalue])
+                    else:
+                        self.nic_changes.append(["nic.%s/%d" % (key, position), value])
+        self.nics = nics
+
+    def _mac(self, spec: dict[str, Any], used: set[str], nic_uuid: str | None) -> str:
+        mac = spec["mac"]
+        if mac in _AUTO_MACS:
+            self.auto_macs.append(nic_uuid or "")
+            return params.generate_mac(params.mac_prefix(self.cfg, spec.get("network")), used)
+        if mac in used:
+            raise errors.OpPrereqError("MAC address %s already in use in the cluster" % mac, errors.ECODE_NOTUNIQUE)
+        used.add(mac)
+        return mac  # type: ignore[no-any-return]
+
+    # --- execution -------------------------------------------------------------------
+    def _changed_instance(self) -> tuple[Instance, list[list[Any]]]:
+        inst, op = self.instance, self.op
+        result: list[list[Any]] = []
+        changes: dict[str, Any] = {}
+        if self.bep:
+            changes["beparams"] = params.merged(inst.beparams, self.bep)
+            result += [["be/%s" % k, _shown(v)] for k, v in sorted(self.bep.items())]
+        if self.hvp:
+            changes["hvparams"] = params.merged(inst.hvparams, self.hvp)
+            result += [["hv/%s" % k, _shown(v)] for k, v in sorted(self.hvp.items())]
+        if self.osp:
+            changes["osparams"] = params.merged(inst.osparams, self.osp)
+            result += [["os/%s" % k, _shown(v)] for k, v in sorted(self.osp.items())]
+        if self.osp_private:
+            changes["osparams_private"] = params.merged(inst.osparams_private, self.osp_private)
+            result += [["os_private/%s" % k, "<private>"] for k in sorted(self.osp_private)]
+        if op.get("os_name") and op["os_name"] != inst.os:
+            changes["os"] = op["os_name"]
+            result.append(["os_name", op["os_name"]])
+        offline = op.get("offline")
+        if offline is True and inst.admin_state != iu.ADMIN_OFFLINE:
+            changes["admin_state"] = iu.ADMIN_OFFLINE
+            result.append(["admin_state", iu.ADMIN_OFFLINE])
+        elif offline is False and inst.admin_state == iu.ADMIN_OFFLINE:
+            changes["admin_state"] = iu.ADMIN_DOWN
+            result.append(["admin_state", iu.ADMIN_DOWN])
+        if self.disk_mods:
+            changes["disks"] = [d.uuid for d in self.disks]
+            result += self.disk_changes
+        if self.nic_mods:
+            changes["nics"] = self.nics
+            result += self.nic_changes
+        return attrs.evolve(inst, **changes), result
+
+    async def _check_memory(self, new: Instance) -> None:
+        if self.op["force"] or "maxmem" not in self.bep:
+            return
+        old_mem = iu.instance_memory(self.cfg, self.instance)
+        new_mem = iu.instance_memory(self.cfg, new)
+        if new_mem <= old_mem or self.instance.admin_state != iu.ADMIN_UP:
+            return
+        info = await iu.instance_info(self, self.instance)
+        if info is None:
+            return
+        current = int(info.get("memory") or old_mem)
+        await iu.check_node_free_memory(self, self.pnode, "increasing the memory of instance %s" % new.name,
+                                        new_mem - current, new.hypervisor or "")
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        inst, op = self.instance, self.op
+        new, result = self._changed_instance()
+        await self._check_memory(new)
+        if op.get("os_name") and op["os_name"] != inst.os:
+            await check_os(self, self.pnode, op["os_name"], dict(new.osparams), op["force_variant"])
+        created: list[Disk] = []
+        by_uuid = {d.uuid: d for d in self.disks}
+        try:
+            for disk in self.new_disks:
+                disk = by_uuid[disk.uuid]
+                await iu.call_node(self, self.pnode, "blockdev_create",
+                                   [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
+                                   what="create disk %s of instance %s" % (disk.iv_name, inst.name))
+                created.append(disk)
+            stored = await self._store(new, created)
+        except BaseException:
+            for problem in await iu.remove_disks(self, self.pnode, created):
+                await self.log_warning("%s", problem)
+            raise
+        for disk in self.disks:
+            old = self.cfg.disks.get(disk.uuid or "")
+            if old is not None and disk.uuid not in {d.uuid for d in created} and \
+                    (old.iv_name, old.mode, old.name) != (disk.iv_name, disk.mode, disk.name):
+                await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name))
+        for disk in self.removed_disks:
+            for node in disk.nodes or [self.pnode]:
+                for problem in await iu.remove_disks(self, node, [disk]):
+                    await self.log_warning("%s (the disk left the configuration anyway)", problem)
+        if result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
+            await self.log_info("The changes take effect at the next start of instance %s", stored.name)
+        return result
+
+    async def _store(self, new: Instance, created: list[Disk]) -> Instance:
+        """Store C{new} with its new disks; new automatic MACs if a parallel job took them."""
+        removed = [d.uuid for d in self.removed_disks if d.uuid]
+        for attempt in range(MAC_ATTEMPTS):
+            try:
+                return await self.update("instance", new, disks=created, remove_disks=removed)  # type: ignore[no-any-return]
+            except MacInUse as e:
+                if not self.auto_macs or attempt == MAC_ATTEMPTS - 1:
+                    raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None
+                self.cfg = await self.ctx.wconfd.read_config()
+                auto = set(self.auto_macs)
+                used = params.used_macs(self.cfg, skip_instance=new.uuid)
+                used.update(params.normalize_mac(n.mac) for n in new.nics if n.uuid not in auto and n.mac)
+                new = attrs.evolve(new, nics=[
+                    attrs.evolve(n, mac=params.generate_mac(params.mac_prefix(self.cfg, n.network), used))
+                    if n.uuid in auto else n for n in new.nics])
+        raise errors.ProgrammerError("unreachable")  # pragma: no cover
