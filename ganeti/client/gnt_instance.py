@@ -203,8 +203,8 @@ def expand_names(ctx: Context, mode: str, args: list[str]) -> list[str]:
 
 
 def _unique(names: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+    """C{names} without repeats, in order."""
+    return list(dict.fromkeys(names))
 
 
 def confirm(names: list[str], what: str, operation: str, extra: str = "") -> bool:
@@ -449,7 +449,9 @@ def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
             import subprocess
 
             if subprocess.call(argv) != 0:
-                raise errors.OpExecError("Connection to the console of instance %s failed (%s)" % (who, shlex.join(argv)))
+                raise errors.OpExecError(
+                    "Connection to the console of instance %s failed (%s)" % (who, shlex.join(argv))
+                )
     else:
         raise errors.GenericError("Unknown console type '%s'" % kind)
     return cli.EXIT_SUCCESS

@@ -39,7 +39,9 @@ def _instance(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("instance", metavar="INSTANCE")
 
 
-def _backend(parser: argparse.ArgumentParser, help: str = "Backend parameters (memory=, maxmem=, minmem=, vcpus=, ...)") -> None:
+def _backend(
+    parser: argparse.ArgumentParser, help: str = "Backend parameters (maxmem=, minmem=, memory=, vcpus=, ...)"
+) -> None:
     parser.add_argument("-B", "--backend-parameters", dest="beparams", type=iopts.key_values, default={},
                         metavar="PARAM=VALUE,...", help=help)
 

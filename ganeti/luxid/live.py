@@ -137,7 +137,9 @@ def hypervisor_args(config: ConfigData) -> list[Any]:
 def node_info_args(config: ConfigData) -> list[Any]:
     """C{node_info}'s arguments: the storage unit and the default hypervisor."""
     cluster = config.cluster
-    hvs = list(cluster.enabled_hypervisors or []) or ([cluster.default_hypervisor] if cluster.default_hypervisor else [])
+    hvs = list(cluster.enabled_hypervisors or [])
+    if not hvs and cluster.default_hypervisor:
+        hvs = [cluster.default_hypervisor]
     specs = [[hvs[0], dict((cluster.hvparams or {}).get(hvs[0]) or {})]] if hvs else []
     return [storage_units(config), specs]
 
