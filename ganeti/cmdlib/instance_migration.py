@@ -33,10 +33,13 @@ Choices where Ganeti leaves room or has features we do not have:
     memory free (C{allow_runtime_changes} is accepted and has no effect);
     C{ignore_ipolicy} and C{ignore_hvversions} are accepted, there is no
     instance policy nor hypervisor version check to skip.
-  - Without C{target_node} the built-in allocator chooses (whatever
-    C{iallocator} names): the online, undrained, vm_capable node of the
-    primary's group with the most free memory (C{node_info}) that can hold
-    the instance.  The node locks are then all of them.
+  - Without C{target_node} the built-in allocator of
+    L{ganeti.cmdlib.allocator} chooses, whatever C{iallocator} names (an
+    external allocator only places new instances): among the online,
+    undrained, vm_capable nodes of the primary's group, one that has the
+    instance's memory free (C{node_info}), the most left after it.  The LU
+    then holds every node lock until the choice is made, and keeps only
+    those of the primary and the target afterwards.
   - C{cleanup} asks C{instance_list} on the primary and on the target (or,
     without one, on every possible target) and records where the instance
     runs; it fails if that is nowhere or on several nodes.  OP_INSTANCE_FAILOVER
@@ -45,7 +48,7 @@ Choices where Ganeti leaves room or has features we do not have:
     (name order) without checking them: each job accepts or refuses its
     instance, as in Ganeti.
   - OP_NODE_EVACUATE chooses every target itself (C{remote_node}, else the
-    allocator, placing the running instances biggest first) and submits one
+    built-in allocator, running instances biggest first) and submits one
     job per instance: OP_INSTANCE_MIGRATE with C{allow_failover} for those
     marked up, OP_INSTANCE_FAILOVER for the others.  It refuses the whole
     evacuation, naming them, when some instances have node-local disks.
@@ -60,6 +63,7 @@ from typing import Any, ClassVar, Iterable
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import allocator
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
@@ -89,6 +93,7 @@ from ganeti.cmdlib.instance_utils import (
     get_node,
     instance_info,
     instance_memory,
+    instance_vcpus,
     node_address,
     node_name,
     node_resources,
@@ -187,81 +192,93 @@ def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable
     )
 
 
-async def free_memory(lu: LogicalUnit, nodes: list[Node], hypervisor: str) -> tuple[dict[str, int], list[str]]:
-    """C{({node uuid: free MiB}, [problems])} for C{nodes} that can tell."""
-    answers = await node_resources(lu, [uuid_of(n) for n in nodes], hypervisor)
-    free: dict[str, int] = {}
-    problems = []
-    for node in nodes:
-        answer = answers.get(uuid_of(node))
-        if isinstance(answer, NodeResources) and answer.memory_free is not None:
-            free[uuid_of(node)] = answer.memory_free
-        else:
-            problems.append("%s: %s" % (node.name, answer if isinstance(answer, str) else "free memory unknown"))
-    return free, problems
+def primary_counts(cfg: ConfigData) -> dict[str, int]:
+    """C{{node uuid: number of primary instances}}."""
+    counts: dict[str, int] = {}
+    for inst in cfg.instances.values():
+        counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
+    return counts
+
+
+async def node_states(lu: LogicalUnit, nodes: list[Node], hypervisors: Iterable[str]) -> list[allocator.NodeState]:
+    """The allocator's view of C{nodes} (C{node_info} once per hypervisor;
+    the least free memory counts)."""
+    counts = primary_counts(lu.cfg)
+    states = {uuid_of(n): allocator.NodeState(uuid_of(n), n.name or "", instances=counts.get(uuid_of(n), 0))
+              for n in nodes}
+    for hv in sorted(set(hypervisors)):
+        answers = await node_resources(lu, list(states), hv)
+        for uuid, state in states.items():
+            res = answers.get(uuid)
+            if state.error is not None:
+                continue
+            if not isinstance(res, NodeResources):
+                states[uuid] = attrs.evolve(state, error=str(res))
+            elif res.memory_free is not None:
+                free = res.memory_free if state.free_memory is None else min(state.free_memory, res.memory_free)
+                states[uuid] = attrs.evolve(state, free_memory=free, total_memory=res.memory_total,
+                                            total_cpus=res.cpu_total)
+    return list(states.values())
+
+
+def move_request(cfg: ConfigData, inst: Instance, memory: int) -> allocator.Request:
+    """What the allocator must find room for: C{memory} MiB (the disks stay
+    where they are, on storage every node sees)."""
+    return allocator.Request(name=inst.name or "", memory=memory, vcpus=instance_vcpus(cfg, inst),
+                             disk_template=inst.disk_template or DT_DISKLESS, hypervisor=inst.hypervisor or "",
+                             os=inst.os or "", tags=list(inst.tags))
 
 
 async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
-    """The built-in allocator: the possible target with the most free memory,
-    at least C{need} MiB (ties: by name)."""
-    candidates = possible_targets(lu.cfg, inst.primary_node)
+    """The built-in allocator's node for C{inst} (C{need} MiB free) among the
+    possible targets whose lock the LU holds."""
     owned = lu.owned_locks(LEVEL_NODE)
-    candidates = [n for n in candidates if n.uuid in owned]
+    candidates = [n for n in possible_targets(lu.cfg, inst.primary_node) if n.uuid in owned]
     if not candidates:
         raise errors.OpPrereqError(
             "No node can take instance %s: no other online, undrained, vm_capable node in the group of node %s"
             % (inst.name, node_name(lu.cfg, inst.primary_node)),
             errors.ECODE_NORES,
         )
-    free, problems = await free_memory(lu, candidates, inst.hypervisor or "")
-    best: Node | None = None
-    for node in candidates:
-        memory = free.get(uuid_of(node))
-        if memory is None:
-            continue
-        if memory < need:
-            problems.append("%s: %d MiB free" % (node.name, memory))
-        elif best is None or memory > free[uuid_of(best)]:
-            best = node
-    if best is None:
+    wanted = lu.op.get("iallocator")
+    if wanted and wanted not in (allocator.BUILTIN, allocator.HAIL):
+        await lu.log_info("Allocator %s places new instances only; the built-in one chooses where %s goes",
+                          wanted, inst.name)
+    states = await node_states(lu, candidates, [inst.hypervisor or ""])
+    placement = allocator.place(move_request(lu.cfg, inst, need), states)
+    if placement.node is None:
         raise errors.OpPrereqError(
-            "No node can take instance %s (%d MiB of memory): %s" % (inst.name, need, "; ".join(problems)),
+            "No node can take instance %s (%d MiB of memory): %s" % (inst.name, need, placement.explain()),
             errors.ECODE_NORES,
         )
-    await lu.log_info("Selected node %s for instance %s", best.name, inst.name)
-    return uuid_of(best)
+    await lu.log_info("Selected node %s for instance %s", placement.node.name, inst.name)
+    return placement.node.uuid
 
 
 def plan_evacuation(
-    instances: list[tuple[str, int, bool]], free: dict[str, int], names: dict[str, str]
-) -> tuple[dict[str, str], list[str]]:
-    """Place C{instances} (C{(uuid, MiB, running)}) on the nodes of C{free}.
+    cfg: ConfigData, instances: list[tuple[Instance, int, bool]], states: list[allocator.NodeState]
+) -> tuple[dict[str, str], list[Instance]]:
+    """Place C{instances} (C{(instance, MiB, running)}) with the built-in allocator.
 
-    Running instances first, biggest first, each on the node with the most
-    memory left that holds it; the stopped ones then on the node with the
-    most memory left (they take none now, their memory is still counted
-    against the node so they spread).  Ties go by node name.
+    Running instances first, biggest first, each where the allocator puts
+    it; then the stopped ones, which need no memory now (the allocator
+    takes the node with the most left).  Each placed instance's memory is
+    taken from its node, so that the next ones spread.
 
-    @return: C{({instance uuid: node uuid}, [uuids of running instances no
-        node can hold])}
+    @return: C{({instance uuid: node uuid}, [running instances no node can hold])}
     """
-    left = dict(free)
-    by_name = sorted(left, key=lambda n: names.get(n, n))
+    current = {s.uuid: s for s in states}
     placed: dict[str, str] = {}
-    homeless: list[str] = []
-    order = sorted(instances, key=lambda item: (not item[2], -item[1]))
-    for uuid, need, running in order:
-        best = None
-        for node in by_name:
-            if running and left[node] < need:
-                continue
-            if best is None or left[node] > left[best]:
-                best = node
-        if best is None:
-            homeless.append(uuid)
+    homeless: list[Instance] = []
+    for inst, need, running in sorted(instances, key=lambda item: (not item[2], -item[1], item[0].name or "")):
+        placement = allocator.place(move_request(cfg, inst, need if running else 0), list(current.values()))
+        if placement.node is None:
+            homeless.append(inst)
             continue
-        placed[uuid] = best
-        left[best] -= need
+        node = placement.node
+        placed[uuid_of(inst)] = node.uuid
+        current[node.uuid] = attrs.evolve(node, free_memory=(node.free_memory or 0) - need,
+                                          instances=node.instances + 1)
     return placed, homeless
 
 
@@ -374,6 +391,9 @@ class _LUInstanceMove(LogicalUnit):
         """The given target (with C{need} MiB free), or one the allocator chooses."""
         if self.target_uuid is None:
             self.target_uuid = await choose_target(self, inst, need)
+            keep = [self.target_uuid, inst.primary_node or ""]
+            await self.release_locks(LEVEL_NODE, keep=keep)
+            await self.release_locks(LEVEL_NODE_RES, keep=keep)
         elif need > 0:
             await check_node_free_memory(
                 self, self.target_uuid, "%s of instance %s" % (self.WHAT, inst.name), need, inst.hypervisor or "",
@@ -762,26 +782,16 @@ class LUNodeEvacuate(_LUNodeJobs):
                 "Cannot evacuate node %s: no other online, undrained, vm_capable node in its group"
                 % self.op["node_name"], errors.ECODE_NORES,
             )
-        hypervisors = sorted({inst.hypervisor or "" for inst in self.to_move})
-        free: dict[str, int] | None = None
-        problems: list[str] = []
-        for hv in hypervisors:  # one node_info per hypervisor; the least free memory counts
-            answer, trouble = await free_memory(self, candidates, hv)
-            problems += trouble
-            free = answer if free is None else {n: min(free[n], answer[n]) for n in free if n in answer}
-        if not free:
-            raise errors.OpPrereqError(
-                "Cannot evacuate node %s: no node reports its free memory (%s)" % (self.op["node_name"],
-                                                                                  "; ".join(problems)),
-                errors.ECODE_NORES,
-            )
-        wanted = [(uuid_of(inst), instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in self.to_move]
-        placed, homeless = plan_evacuation(wanted, free, {uuid_of(n): n.name or "" for n in candidates})
+        states = await node_states(self, candidates, [inst.hypervisor or "" for inst in self.to_move])
+        wanted = [(inst, instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in self.to_move]
+        placed, homeless = plan_evacuation(cfg, wanted, states)
         if homeless:
-            names = ", ".join("%s (%d MiB)" % (cfg.instances[u].name, instance_memory(cfg, cfg.instances[u]))
-                              for u in homeless)
+            problems = "; ".join(s.name + ": " + s.error for s in states if s.error is not None)
             raise errors.OpPrereqError(
-                "Cannot evacuate node %s: no node has enough free memory for %s" % (self.op["node_name"], names),
+                "Cannot evacuate node %s: no node has enough free memory for %s%s" % (
+                    self.op["node_name"],
+                    ", ".join("%s (%d MiB)" % (i.name, instance_memory(cfg, i)) for i in homeless),
+                    " (%s)" % problems if problems else ""),
                 errors.ECODE_NORES,
             )
         for inst in self.to_move:

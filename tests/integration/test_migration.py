@@ -2,10 +2,9 @@
 migrate, failover, node evacuate and node migrate, with their follow-up jobs
 submitted by the job processes to LuxiD.
 
-The instances are written into the seeded configuration (the disk of the
-sharedfile one is created and the running ones started through node RPC),
-so that only the LUs under test run as jobs.  The three roots share their
-sharedfile directory, as nodes on a SAN would.
+The instances are made with OP_INSTANCE_CREATE (a sharedfile and a
+diskless one running on node1, a diskless one stopped on node2).  The
+three roots share their sharedfile directory, as nodes on a SAN would.
 """
 
 from __future__ import annotations
@@ -21,21 +20,19 @@ from ganeti import crypto
 from ganeti.config.bootstrap import initial_config
 from ganeti.daemons import free_port
 from ganeti.luxi.client import LuxiClient
-from ganeti.objects import NIC, ConfigData, Disk, Instance, Node, new_uuid
+from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import RpcClient
-from ganeti.rpc.instances import disk_path, encode_instance
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
 from tests.integration.test_luxid import in_thread, wait_job
 
 NODES = {"node1.test": "127.0.1.1", "node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
 N1, N2, N3 = NODES
-SHARED, NODISK, DOWN = "shared1.test", "nodisk1.test", "down1.test"
+SHARED, NODISK, DOWN, LOCAL = "shared1.test", "nodisk1.test", "down1.test", "local1.test"
 STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
 
 
 def cluster_config() -> ConfigData:
-    """Three nodes (only the master a candidate); shared1 and nodisk1 running
-    on node1, down1 stopped on node2."""
+    """Three nodes of one group, only the master a candidate."""
     cfg = initial_config("cluster.test", N1, NODES[N1], candidate_pool_size=1)
     group = next(iter(cfg.nodegroups))
     nodes = dict(cfg.nodes)
@@ -44,23 +41,13 @@ def cluster_config() -> ConfigData:
         nodes[uuid] = Node(name=name, uuid=uuid, primary_ip=NODES[name], secondary_ip=NODES[name],
                            master_candidate=False, offline=False, drained=False, group=group, master_capable=True,
                            vm_capable=True, powered=True, **STAMP)  # type: ignore[arg-type]
-    uuid_of = {n.name: u for u, n in nodes.items()}
-    disk_uuid = new_uuid()
-    disk = Disk(uuid=disk_uuid, dev_type="sharedfile", iv_name="disk/0", size=8, mode="rw", nodes=[uuid_of[N1]],
-                logical_id=["loop", disk_path(cfg.cluster.shared_file_storage_dir or "", SHARED, 0)],
-                **STAMP)  # type: ignore[arg-type]
-    instances = {}
-    for number, (name, node, template, state) in enumerate(
-        [(SHARED, N1, "sharedfile", "up"), (NODISK, N1, "diskless", "up"), (DOWN, N2, "diskless", "down")], 1
-    ):
-        uuid = new_uuid()
-        instances[uuid] = Instance(
-            name=name, uuid=uuid, primary_node=uuid_of[node], os="noop", hypervisor="fake", admin_state=state,
-            admin_state_source="admin", disk_template=template, disks_active=state == "up",
-            beparams={"maxmem": 128, "vcpus": 1}, nics=[NIC(mac="aa:00:00:00:00:%02x" % number, uuid=new_uuid())],
-            disks=[disk_uuid] if template == "sharedfile" else [], **STAMP,  # type: ignore[arg-type]
-        )
-    return attrs.evolve(cfg, nodes=nodes, instances=instances, disks={disk_uuid: disk})
+    return attrs.evolve(cfg, nodes=nodes)
+
+
+def create(name: str, node: str, template: str, start: bool = True) -> dict:
+    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create", "disk_template": template,
+            "disks": [] if template == "diskless" else [{"size": 8}], "nics": [{}], "os_type": "noop",
+            "beparams": {"memory": 128}, "pnode": node, "start": start}
 
 
 def submit(client: LuxiClient, op: dict) -> tuple[str, list]:
@@ -72,7 +59,7 @@ def submit(client: LuxiClient, op: dict) -> tuple[str, list]:
 
 
 def follow_ups(client: LuxiClient, result: dict) -> dict[str, tuple[str, object]]:
-    """Wait for the jobs an opcode submitted: C{{instance name: (status, opresult)}}."""
+    """Wait for the jobs an opcode submitted: C{{instance name: (status, OP_ID, opresult)}}."""
     out = {}
     for ok, job_id in result["jobs"]:
         assert ok is True, job_id
@@ -102,8 +89,7 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         os.makedirs(paths.data_dir, exist_ok=True)
         shutil.copy(roots[0].server_pem, paths.server_pem)
     share_file_storage(roots)
-    cfg = cluster_config()
-    seed_config(roots[0], cfg)
+    seed_config(roots[0], cluster_config())
     port = free_port()
     monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
     nodeds = [
@@ -123,16 +109,12 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         luxid.start()
         await luxid.ready(reactor)
 
-        # the instances as the create LU would leave them
-        (disk,) = cfg.disks.values()
-        made = await rpc.call_one(N1, NODES[N1], "blockdev_create", [disk.to_dict(), 8, SHARED, True, "", False])
-        assert made.success, made.fail_msg
-        for inst in cfg.instances.values():
-            if inst.admin_state == "up":
-                started = await rpc.call_one(N1, NODES[N1], "instance_start", [encode_instance(cfg, inst), False, []])
-                assert started.success, started.fail_msg
-        assert await running(rpc) == {N1: [NODISK, SHARED], N2: [], N3: []}
         client = LuxiClient(roots[0].luxi_socket, timeout=60)
+        for name, node, template, start in [(SHARED, N1, "sharedfile", True), (NODISK, N1, "diskless", True),
+                                            (DOWN, N2, "diskless", False)]:
+            status, (result, log) = await in_thread(submit, client, create(name, node, template, start))
+            assert status == "success", (result, log)
+        assert await running(rpc) == {N1: [NODISK, SHARED], N2: [], N3: []}
 
         # a live migration of the sharedfile instance
         status, (result, log) = await in_thread(submit, client, {
@@ -179,6 +161,14 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         now = await running(rpc)
         assert now[N3] == [] and sorted(now[N1] + now[N2]) == [NODISK, SHARED]
         assert SHARED in now[where[SHARED]] and NODISK in now[where[NODISK]]
+
+        # an instance with node-local (file) disks pins its node: no evacuation, no jobs
+        status, (result, log) = await in_thread(submit, client, create(LOCAL, N3, "file"))
+        assert status == "success", (result, log)
+        status, (result, _log) = await in_thread(submit, client, {
+            "OP_ID": "OP_NODE_EVACUATE", "node_name": N3, "mode": "primary-only"})
+        assert status == "error" and "%s (disk template file)" % LOCAL in result[1][0], result
+        assert (await in_thread(primaries, client))[LOCAL] == N3
         client.close()
     finally:
         await rpc.close()

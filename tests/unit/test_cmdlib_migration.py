@@ -16,6 +16,7 @@ from twisted.internet.defer import ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors
+from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_migration as im
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import followup, model
@@ -23,6 +24,7 @@ from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.rpc import RpcResult
 
 from tests.unit.test_processor import Env
+from tests.unit.wconfd_helpers import job
 
 MASTER = "node1.example.test"
 N2, N3, N4 = "node2.example.test", "node3.example.test", "node4.example.test"
@@ -91,12 +93,16 @@ class FakeNodes:
         self.free: dict[str, int] = {}
         self.fail: dict[Any, str] = {}
         self.statuses: list[dict[str, Any]] = []
+        #: called with the procedure before each call
+        self.hook: Any = None
 
     def on(self, node: str) -> set[str]:
         return self.running.setdefault(node, set())
 
     async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> dict[str, RpcResult]:
         out = {}
+        if self.hook is not None:
+            self.hook(procedure)
         for name in dict(nodes):
             args = list(args)
             self.calls.append((procedure, name, args))
@@ -344,6 +350,21 @@ class MigrateTests(MoveTestCase):
         self.ok(migrate(SHARED))
         self.assertEqual(self.primary(SHARED), N4)
 
+    def test_node_locks_narrowed_once_the_target_is_chosen(self) -> None:
+        held: dict[str, list[str]] = {}
+
+        def record(procedure: str) -> None:
+            held.setdefault(procedure, [name for name, _ in self.env.locks_of(job(self.next_id))])
+
+        self.rpc.hook = record
+        self.rpc.free = {N3: 2000, N4: 3000, MASTER: 2500}
+        self.ok(migrate(SHARED))
+        self.assertIn("node/[lockset]", held["node_info"])
+        nodes = sorted("node/%s" % self.uuid(n) for n in (N2, N4))
+        self.assertEqual([n for n in held["migration_info"] if n.startswith("node/")], nodes)
+        self.assertEqual([n for n in held["migration_info"] if n.startswith("node-res/")],
+                         [n.replace("node/", "node-res/") for n in nodes])
+
     def test_allocator_skips_nodes_without_room(self) -> None:
         self.rpc.free = {N3: 100, N4: 100, MASTER: 100}
         self.assertIn("No node can take", self.error(migrate(SHARED)))
@@ -548,8 +569,15 @@ class FollowUpTests(SynchronousTestCase):
         d = ensureDeferred(followup.submit(refuse, {}, followup.ResultWithJobs([[{"OP_ID": "OP_TEST_DELAY"}]]), 1))
         self.assertIn("Queue drained", str(self.failureResultOf(d, errors.OpExecError).value))
 
-    def test_plan_is_deterministic(self) -> None:
-        placed, homeless = im.plan_evacuation(
-            [("a", 100, True), ("b", 100, True), ("c", 1000, True)], {"x": 500, "y": 500}, {"x": "n1", "y": "n2"}
-        )
-        self.assertEqual((placed, homeless), ({"a": "x", "b": "y"}, ["c"]))
+    def test_plan_running_first_and_spread(self) -> None:
+        cfg = cluster()
+        by_name = {i.name: i for i in cfg.instances.values()}
+        small = attrs.evolve(by_name[NODISK], name="small.example.test", uuid="small")
+        states = [allocator.NodeState("x", "n1", free_memory=600), allocator.NodeState("y", "n2", free_memory=500)]
+        wanted = [(by_name[DOWN], 256, False), (small, 100, True), (by_name[NODISK], 512, True),
+                  (by_name[SHARED], 1024, True)]
+        placed, homeless = im.plan_evacuation(cfg, wanted, states)
+        self.assertEqual(homeless, [by_name[SHARED]])
+        # NODISK (512) where most is left after it (n1: 88), small then n2 (400),
+        # the stopped one where most is left (n2: 400)
+        self.assertEqual(placed, {by_name[NODISK].uuid: "x", "small": "y", by_name[DOWN].uuid: "y"})
