@@ -20,8 +20,9 @@ from ganeti import crypto
 from ganeti.config.bootstrap import initial_config
 from ganeti.daemons import free_port
 from ganeti.luxi.client import LuxiClient
-from ganeti.objects import ConfigData, Node, new_uuid
+from ganeti.objects import NIC, ConfigData, Disk, Instance, Node, new_uuid
 from ganeti.rpc import RpcClient
+from ganeti.rpc.instances import disk_path
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
 from tests.integration.test_luxid import in_thread, wait_job
 
@@ -31,7 +32,7 @@ SHARED, NODISK, DOWN, LOCAL = "shared1.test", "nodisk1.test", "down1.test", "loc
 STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
 
 
-def cluster_config() -> ConfigData:
+def three_nodes() -> ConfigData:
     """Three nodes of one group, only the master a candidate."""
     cfg = initial_config("cluster.test", N1, NODES[N1], candidate_pool_size=1)
     group = next(iter(cfg.nodegroups))
@@ -42,6 +43,30 @@ def cluster_config() -> ConfigData:
                            master_candidate=False, offline=False, drained=False, group=group, master_capable=True,
                            vm_capable=True, powered=True, **STAMP)  # type: ignore[arg-type]
     return attrs.evolve(cfg, nodes=nodes)
+
+
+def cluster_config() -> ConfigData:
+    """L{three_nodes} with the instances written in: shared1 (sharedfile) and
+    nodisk1 marked up on node1, down1 marked down on node2 (the caller
+    creates the disk and starts them; used by the gnt-instance test)."""
+    cfg = three_nodes()
+    uuid_of = {n.name: u for u, n in cfg.nodes.items()}
+    disk_uuid = new_uuid()
+    disk = Disk(uuid=disk_uuid, dev_type="sharedfile", iv_name="disk/0", size=8, mode="rw", nodes=[uuid_of[N1]],
+                logical_id=["loop", disk_path(cfg.cluster.shared_file_storage_dir or "", SHARED, 0)],
+                **STAMP)  # type: ignore[arg-type]
+    instances = {}
+    for number, (name, node, template, state) in enumerate(
+        [(SHARED, N1, "sharedfile", "up"), (NODISK, N1, "diskless", "up"), (DOWN, N2, "diskless", "down")], 1
+    ):
+        uuid = new_uuid()
+        instances[uuid] = Instance(
+            name=name, uuid=uuid, primary_node=uuid_of[node], os="noop", hypervisor="fake", admin_state=state,
+            admin_state_source="admin", disk_template=template, disks_active=state == "up",
+            beparams={"maxmem": 128, "vcpus": 1}, nics=[NIC(mac="aa:00:00:00:00:%02x" % number, uuid=new_uuid())],
+            disks=[disk_uuid] if template == "sharedfile" else [], **STAMP,  # type: ignore[arg-type]
+        )
+    return attrs.evolve(cfg, instances=instances, disks={disk_uuid: disk})
 
 
 def create(name: str, node: str, template: str, start: bool = True) -> dict:
@@ -89,7 +114,7 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         os.makedirs(paths.data_dir, exist_ok=True)
         shutil.copy(roots[0].server_pem, paths.server_pem)
     share_file_storage(roots)
-    seed_config(roots[0], cluster_config())
+    seed_config(roots[0], three_nodes())
     port = free_port()
     monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
     nodeds = [
