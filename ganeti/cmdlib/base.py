@@ -8,9 +8,10 @@ The processor (L{ganeti.jobs.processor.Processor}) drives a logical unit
   2. L{LogicalUnit.check_arguments}: checks of the opcode alone;
   3. L{LogicalUnit.expand_names}: resolve names to UUIDs and fill
      L{LogicalUnit.needed_locks} (C{level -> [member, ...]} or L{ALL_SET}),
-     L{LogicalUnit.share_locks} (C{level -> True} for shared) and
+     L{LogicalUnit.share_locks} (C{level -> True} for shared),
      L{LogicalUnit.add_locks} (C{level -> [member, ...]} for entities the LU
-     creates);
+     creates) and L{LogicalUnit.opportunistic_locks}; then
+     C{await lu.probe()}, which may ask the nodes before any lock is taken;
   4. the BGL (exclusive if C{REQ_BGL}, shared otherwise, none if
      L{LogicalUnit.uses_bgl} says so), then level by level in lock order:
      L{LogicalUnit.declare_locks} (only for levels present in
@@ -234,6 +235,11 @@ class LogicalUnit:
 
     def expand_names(self) -> None:
         """Resolve names; fill C{needed_locks}, C{share_locks}, C{add_locks}."""
+
+    async def probe(self) -> None:
+        """After L{expand_names}, before any lock: ask the nodes what the lock
+        declarations depend on (e.g. which nodes have room); may narrow
+        C{needed_locks}.  Runs again on every locking attempt."""
 
     def declare_locks(self, level: str) -> None:
         """Compute the locks of C{level} from the locks held so far."""

@@ -17,9 +17,12 @@ prefix is added to the directory name.
 Locks (spec/opcodes.md section 4): the BGL shared, a new lock for the
 instance name, the node groups shared, and the node and node-res locks of
 the primary node; with an allocator, those of every candidate node, taken
-opportunistically with C{opportunistic_locking} (only the free ones, at
-least one).  Once the allocator has chosen, the other nodes' locks are
-released, so that parallel creations proceed on the other nodes.
+opportunistically with C{opportunistic_locking}: only the free ones among
+those that have room for the instance (asked before locking), waiting
+until at least one is free.  Once the allocator has chosen, the other
+nodes' locks are released, so that parallel creations proceed on the other
+nodes.  A creation that finds no node with room fails with
+C{ECODE_NORES}.
 """
 
 from __future__ import annotations
@@ -242,6 +245,23 @@ class LUInstanceCreate(LogicalUnit):
         self.needed_locks[LEVEL_NODEGROUP] = [group] if group is not None else ALL_SET
         self.needed_locks[LEVEL_NODE_RES] = []
 
+    async def probe(self) -> None:
+        """With opportunistic locking, ask for the locks of the nodes that
+        have room for the instance only: the creation then waits for one of
+        those instead of failing on a busy node that has none.  When no
+        node has room, fail at once (waiting would not help)."""
+        if not (self.allocating and self.op["opportunistic_locking"]):
+            return
+        request = self._request()
+        states = await self._node_states(self.needed_locks[LEVEL_NODE])
+        fitting = [s.uuid for s in states if allocator.place(request, [s]).node is not None]
+        if not fitting:
+            placement = allocator.place(request, states)
+            raise errors.OpPrereqError(
+                "No node has the resources for instance %s (%d MiB memory, %d MiB disk): %s"
+                % (request.name, request.memory, request.disk_space, placement.explain()), errors.ECODE_NORES)
+        self.needed_locks[LEVEL_NODE] = fitting
+
     def declare_locks(self, level: str) -> None:
         if level == LEVEL_NODE_RES and self.allocating:
             held = self.acquired.get(LEVEL_NODE)
@@ -311,31 +331,15 @@ class LUInstanceCreate(LogicalUnit):
         request = self._request()
         root = self.ctx.paths.root if self.ctx.paths is not None else "/"
         name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator, root)
-        resources = await iu.node_resources(self, self.candidates, self.hypervisor, [self.template])
-        counts: dict[str, int] = {}
-        for inst in cfg.instances.values():
-            counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
-        states = []
-        for uuid in self.candidates:
-            res = resources.get(uuid)
-            node_name = iu.node_name(cfg, uuid)
-            if not isinstance(res, iu.NodeResources):
-                states.append(allocator.NodeState(uuid, node_name, error=str(res), instances=counts.get(uuid, 0)))
-                continue
-            states.append(allocator.NodeState(
-                uuid, node_name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(self.template), total_cpus=res.cpu_total,
-                instances=counts.get(uuid, 0)))
-        partial = self.op["opportunistic_locking"] and set(self.candidates) != set(candidate_nodes(cfg, self.group))
+        states = await self._node_states(self.candidates)
         if executable is None:
             placement = allocator.place(request, states)
             if placement.node is None:
                 raise errors.OpPrereqError(
                     "Can't compute nodes using iallocator '%s': no node has the resources for instance %s (%d MiB"
-                    " memory, %d MiB disk)%s: %s" % (
-                        allocator.BUILTIN, request.name, request.memory, request.disk_space,
-                        " among the free ones" if partial else "", placement.explain()),
-                    errors.ECODE_TEMP_NORES if partial else errors.ECODE_NORES,
+                    " memory, %d MiB disk): %s" % (allocator.BUILTIN, request.name, request.memory,
+                                                   request.disk_space, placement.explain()),
+                    errors.ECODE_NORES,
                 )
             chosen = placement.node.uuid
         else:
@@ -349,6 +353,26 @@ class LUInstanceCreate(LogicalUnit):
         await self.log_info("Selected node %s for instance %s (allocator %s)", iu.node_name(cfg, chosen),
                             request.name, name)
         return chosen
+
+    async def _node_states(self, uuids: list[str]) -> list[allocator.NodeState]:
+        """The allocator's view of nodes C{uuids}, from their C{node_info}."""
+        cfg = self.cfg
+        resources = await iu.node_resources(self, uuids, self.hypervisor, [self.template])
+        counts: dict[str, int] = {}
+        for inst in cfg.instances.values():
+            counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
+        states = []
+        for uuid in uuids:
+            res = resources.get(uuid)
+            name = iu.node_name(cfg, uuid)
+            if not isinstance(res, iu.NodeResources):
+                states.append(allocator.NodeState(uuid, name, error=str(res), instances=counts.get(uuid, 0)))
+                continue
+            states.append(allocator.NodeState(
+                uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
+                free_disk=res.storage_free.get(self.template), total_cpus=res.cpu_total,
+                instances=counts.get(uuid, 0)))
+        return states
 
     async def _narrow_locks(self, pnode: str) -> None:
         """Keep only the locks of the chosen node (and its group)."""

@@ -306,6 +306,7 @@ class Processor:
             lu = lu_class(copy.deepcopy(op), ctx, await self.wconfd.read_config())
             lu.check_arguments()
             lu.expand_names()
+            await lu.probe()
             if await self._lock_attempt(lu, qop, timeout):
                 return lu
             await self._release()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+from twisted.internet.defer import Deferred
 
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import ConfigData
@@ -55,6 +56,8 @@ class FakeNodes:
         self.down: set[str] = set()
         self.os_list = [list(e) for e in OS_LIST]
         self.free_disk = 100000
+        #: the clock C{test_delay} sleeps on (none: it returns at once)
+        self.clock: Any = None
 
     # --- inspection -------------------------------------------------------------
     def procedures(self, node: str | None = None) -> list[str]:
@@ -83,6 +86,8 @@ class FakeNodes:
                 continue
             try:
                 payload = getattr(self, "_" + procedure)(name, *args)
+                if isinstance(payload, Deferred):
+                    payload = await payload
             except _Refused as e:
                 out[name] = RpcResult.failure(name, str(e))
                 continue
@@ -151,6 +156,13 @@ class FakeNodes:
     def _all_instances_info(self, node: str, hypervisors: Any, hvparams: Any) -> Any:
         return {name: {"memory": m, "vcpus": 1, "state": 0, "time": 1.0}
                 for name, m in self.running.get(node, {}).items()}
+
+    def _test_delay(self, node: str, duration: float) -> Any:
+        if self.clock is None:
+            return None
+        from twisted.internet.task import deferLater
+
+        return deferLater(self.clock, duration, lambda: None)
 
     def _instance_console_info(self, node: str, inst: dict[str, Any]) -> Any:
         return {"instance": inst["name"], "kind": "msg", "message": "fake console"}

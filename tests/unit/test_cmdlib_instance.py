@@ -321,9 +321,34 @@ class ParallelCreateTests(InstanceTestCase):
         for qop in results:
             if qop.status == model.ERROR:
                 self.assertEqual(qop.result[0], "OpPrereqError")
-                self.assertIn(qop.result[1][1], (errors.ECODE_NORES, errors.ECODE_TEMP_NORES))
+                self.assertEqual(qop.result[1][1], errors.ECODE_NORES)
                 self.assertIn("not enough memory", qop.result[1][0])
         self.assertEqual(len(self.cfg().instances), 6)
+
+    def test_a_creation_waits_for_a_busy_node_with_room(self) -> None:
+        """The free node is full: the creation waits for the busy ones."""
+        self.env = Env(cluster(nodes=2))
+        self.rpc = FakeNodes(memory={MASTER: 100})
+        self.rpc.clock = self.env.clock
+        cfg = self.cfg()
+        busy = sorted(n.name for n in cfg.nodes.values() if n.name != MASTER)
+        delay = self.env.start(800, [{"OP_ID": "OP_TEST_DELAY", "duration": 30, "on_nodes": busy,
+                                      "on_master": False, "no_locks": False}], rpc_factory=lambda: self.rpc)
+        self.assertEqual(delay.ops[0].status, model.RUNNING)
+        run = self.env.start(801, [create(opportunistic_locking=True)], rpc_factory=lambda: self.rpc)
+        self.env.advance(20)
+        self.assertEqual(run.ops[0].status, model.WAITING)
+        self.assertNotIn("blockdev_create", self.rpc.procedures())
+        self.env.finish(delay)
+        self.env.finish(run)
+        self.assertEqual(run.ops[0].status, model.SUCCESS, run.ops[0].result)
+        self.assertIn(run.ops[0].result[0], busy)
+
+    def test_no_node_with_room_fails_at_once(self) -> None:
+        self.rpc = FakeNodes(default_memory=64)
+        message = self.error(create(opportunistic_locking=True), code=errors.ECODE_NORES)
+        self.assertIn("No node has the resources for instance %s" % WEB, message)
+        self.assertNotIn("instance/%s" % WEB, self.lock_names())
 
     def test_a_creation_keeps_only_its_node_locks(self) -> None:
         run = self.env.start(900, [create(opportunistic_locking=True, start=False)], settle=False,

@@ -184,6 +184,17 @@ class ServiceTests(SynchronousTestCase):
         self.clock.advance(30)
         self.assertEqual([d.result for d in waiting], [[request[0][0]], []], "the other times out empty")
 
+    def test_a_guarded_union_below_its_count_changes_nothing(self) -> None:
+        nodes = sorted(self.service.config_store.maps["node"])
+        request = [("node/%s" % n, "exclusive") for n in nodes]
+        locks = self.service.locks
+        locks.take_dirty()
+        generation = locks.generation
+        self.assertEqual(locks.guarded_opportunistic_union(len(nodes) + 1, self.a, request), [])
+        self.assertEqual((locks.generation, locks.take_dirty(), locks.owned(self.a)), (generation, set(), []))
+        self.assertEqual(len(locks.guarded_opportunistic_union(len(nodes), self.a, request)), len(nodes))
+        self.assertNotEqual(locks.generation, generation)
+
     def test_waiters_are_not_woken_by_attempts_that_change_nothing(self) -> None:
         nodes = sorted(self.service.config_store.maps["node"])
         request = [("node/%s" % n, "exclusive") for n in nodes]
