@@ -5,13 +5,18 @@ For each opcode not yet finished:
   1. validate it (L{ganeti.opcodes.validate}) and find its LU; an invalid
      opcode fails here, before any lock is asked for;
   2. status C{waiting}, C{start_timestamp}; build the LU on a fresh config
-     snapshot, C{check_arguments}, C{expand_names};
+     snapshot, C{check_arguments}, C{expand_names}, C{await probe()};
   3. take its locks through WConfD, the BGL first, then level by level in
      lock order, at the opcode's priority.  The first attempts have
      timeouts (L{DEFAULT_LOCK_TIMEOUTS}, for the whole set of locks); when
      one runs out every lock is given back, the opcode's priority goes up
      by one (to at most C{PRIO_HIGHEST}) and the LU is built again; after
-     the last timeout the processor waits as long as it takes;
+     the last timeout the processor waits as long as it takes.  New locks
+     (C{add_locks}) and existing ones of one level are taken in lock
+     order.  A level the LU marks in C{opportunistic_locks} is taken with
+     WConfD's guarded opportunistic union: only the members free now, and
+     WConfD waits (pushed by lock changes, not polled) until at least the
+     LU's count is; what was got is in C{lu.acquired};
   4. status C{running}, C{exec_timestamp}; re-read the config,
      C{check_prereq}, C{exec_} (skipped with C{dry_run});
   5. an LU result that is a L{ganeti.jobs.followup.ResultWithJobs} has
