@@ -12,6 +12,7 @@ place, because WConfD shares records between snapshots.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid as uuidlib
 from typing import Any, ClassVar, TypeVar
@@ -367,8 +368,23 @@ def find_by_key(items: dict[str, Any], name_or_uuid: str) -> Any:
     return None
 
 
+#: runs of ASCII digits and runs of other characters
+_RUNS = re.compile(r"[0-9]+|[^0-9]+")
+
+
 def nice_sort_key(name: str) -> tuple[Any, ...]:
-    """Sort key that orders embedded numbers numerically (node2 < node10)."""
+    """Sort key that orders embedded numbers numerically (node2 < node10).
+
+    The key is a tuple of C{(0, number)} for each run of digits and
+    C{(1, text)} for each run of other characters, in order.
+    """
+    if name.isascii():  # the common case, split by the regex engine
+        return tuple([(0, int(run)) if run.isdigit() else (1, run) for run in _RUNS.findall(name)])
+    return _nice_sort_key_slow(name)
+
+
+def _nice_sort_key_slow(name: str) -> tuple[Any, ...]:
+    # any str.isdigit() character counts as a digit here, as it always has
     parts: list[Any] = []
     digits = ""
     text = ""

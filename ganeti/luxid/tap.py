@@ -15,7 +15,7 @@ from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from ganeti.daemon import PidFileService, lock_pid_file, positive_int
+from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
@@ -74,6 +74,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     )
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
+    root.addService(FrozenHeapService(reactor))
     factory = LuxiServerFactory(LuxiHandler(service))
     for description in options["listen"]:
         StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)

@@ -82,7 +82,11 @@ def build_index(config: ConfigData) -> ConfigIndex:
 
 def index(ctx: QueryContext) -> ConfigIndex:
     """The L{ConfigIndex} of C{ctx.config}, computed once per context."""
-    return ctx.memo("config-index", lambda c: build_index(c.config))  # type: ignore[no-any-return]
+    return ctx.memo("config-index", _build_index)  # type: ignore[no-any-return]
+
+
+def _build_index(ctx: QueryContext) -> ConfigIndex:
+    return build_index(ctx.config)
 
 
 def by_name(items: Iterable[Any]) -> list[Any]:

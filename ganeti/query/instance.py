@@ -8,7 +8,8 @@ C{status} falls back to the admin state.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from ganeti.objects import Disk, Instance
 from ganeti.query import common
@@ -186,8 +187,17 @@ def _filled_osparams(inst: Instance, ctx: QueryContext) -> dict[str, Any]:
 
 
 def _nic_params(inst: Instance, ctx: QueryContext) -> list[dict[str, Any]]:
-    default = ctx.config.cluster.nicparams.get(PP_DEFAULT) or {}
-    return [fill(default, nic.nicparams) for nic in inst.nics]
+    """The filled parameters of each NIC, computed once per instance and query (do not modify)."""
+    per_query = ctx.memo("nic-params", _new_dict)
+    found = per_query.get(id(inst))
+    if found is None:
+        default = ctx.config.cluster.nicparams.get(PP_DEFAULT) or {}
+        found = per_query[id(inst)] = [fill(default, nic.nicparams) for nic in inst.nics]
+    return found  # type: ignore[no-any-return]
+
+
+def _new_dict(ctx: QueryContext) -> dict[Any, Any]:
+    return {}
 
 
 def _bridge(params: Mapping[str, Any]) -> Any:
@@ -206,8 +216,24 @@ def _network_name(ctx: QueryContext, uuid: Any) -> Any:
 # --- live data ---------------------------------------------------------------------
 
 
-def _live_info(inst: Instance, ctx: QueryContext) -> tuple[dict[str, Any] | None, bool]:
+def _live_reports(ctx: QueryContext) -> dict[Any, list[tuple[Any, Mapping[str, Any]]]]:
+    """Instance name -> C{[(node name, info), ...]}: where the nodes in C{ctx.live} see it running."""
+    reports: dict[Any, list[tuple[Any, Mapping[str, Any]]]] = {}
+    for node_name, data in ctx.live.items():
+        running = data.get("instances") if isinstance(data, Mapping) else None
+        if not isinstance(running, Mapping):
+            continue
+        for name, info in running.items():
+            if isinstance(info, Mapping):
+                reports.setdefault(name, []).append((node_name, info))
+    return reports
+
+
+def _live_info(inst: Instance, ctx: QueryContext) -> tuple[Mapping[str, Any] | None, bool]:
     """C{(info, on_primary)} of a live instance, C{(None, False)} if it runs nowhere.
+
+    The report of the primary node wins over any other node's.  C{info} is
+    the report itself: do not modify it.
 
     @raise Offline: the primary node is offline.
     @raise NoData: there is no live data from the primary node.
@@ -215,19 +241,15 @@ def _live_info(inst: Instance, ctx: QueryContext) -> tuple[dict[str, Any] | None
     pnode = _pnode(inst, ctx)
     if pnode.offline:
         raise Offline()
-    primary = ctx.live.get(pnode.name or "")
-    if not isinstance(primary, Mapping):
+    if not isinstance(ctx.live.get(pnode.name or ""), Mapping):
         raise NoData()
-    info = (primary.get("instances") or {}).get(inst.name)
-    if isinstance(info, Mapping):
-        return dict(info), True
-    for name, data in ctx.live.items():
-        if name == pnode.name or not isinstance(data, Mapping):
-            continue
-        info = (data.get("instances") or {}).get(inst.name)
-        if isinstance(info, Mapping):
-            return dict(info), False
-    return None, False
+    found = ctx.memo("live-reports", _live_reports).get(inst.name)
+    if not found:
+        return None, False
+    for node_name, info in found:
+        if node_name == pnode.name:
+            return info, True
+    return found[0][1], False
 
 
 def _allow_user_down(inst: Instance, ctx: QueryContext) -> bool:

@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 import attrs
 
 from ganeti import errors, opcodes
-from ganeti.rapi.http import HttpError, QueryArgs, bad_request, not_implemented
+from ganeti.rapi.http import QueryArgs, bad_request, not_implemented
 
 #: who may call a method: anonymous readers (unless authentication is
 #: required), users with C{read} or C{write}, users with C{write}
@@ -39,10 +39,19 @@ Handler = Callable[..., Awaitable[Any]]
 
 
 @attrs.frozen
+class Encoded:
+    """A handler's answer already encoded as JSON (the server sends C{data} as it is)."""
+
+    data: bytes
+
+
+@attrs.frozen
 class Method:
     handler: Handler
     access: tuple[str, ...]
     doc: str = ""
+    #: the opcodes a job submitted by this method holds, in order
+    submits: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -56,10 +65,14 @@ class Route:
 ROUTES: list[Route] = []
 
 
-def route(template: str, **methods: tuple[str, ...]) -> Callable[[Handler], Handler]:
+def route(
+    template: str, submits: dict[str, tuple[str, ...]] | None = None, **methods: tuple[str, ...]
+) -> Callable[[Handler], Handler]:
     """Register C{handler} for C{template} and the given methods.
 
-    C{template} uses C{{name}}, C{{job_id}} and C{{disk}} placeholders.
+    C{template} uses C{{name}}, C{{job_id}} and C{{disk}} placeholders;
+    C{submits} maps a method to the opcodes of the job it submits (for the
+    OpenAPI document).
     """
 
     def register(handler: Handler) -> Handler:
@@ -69,13 +82,13 @@ def route(template: str, **methods: tuple[str, ...]) -> Callable[[Handler], Hand
             part = r"(\d+)" if name in ("job_id", "disk") else "(%s)" % NAME
             pattern = pattern.replace(re.escape("{%s}" % name), part)
         regex = re.compile("^%s$" % pattern)
-        doc = (handler.__doc__ or "").strip().splitlines()[0] if handler.__doc__ else ""
+        doc = (handler.__doc__ or "").strip()
+        built = {m: Method(handler, a, doc, tuple((submits or {}).get(m, ()))) for m, a in methods.items()}
         for existing in ROUTES:
             if existing.template == template:
-                for method, access in methods.items():
-                    existing.methods[method] = Method(handler, access, doc)
+                existing.methods.update(built)
                 return handler
-        ROUTES.append(Route(template, regex, {m: Method(handler, a, doc) for m, a in methods.items()}, names))
+        ROUTES.append(Route(template, regex, built, names))
         return handler
 
     return register
@@ -120,6 +133,17 @@ class Context:
         if read is None:
             return await self.luxi.call(method, *args)
         return await read(method, *args)
+
+    async def shared(self, key: Any, compute: Callable[[], Awaitable[Any]]) -> Any:
+        """C{await compute()}, shared by identical concurrent requests when the LUXI pool can.
+
+        C{key} must determine the answer entirely (see L{ganeti.rapi.luxi.LuxiPool.shared});
+        do not modify the result.
+        """
+        shared = getattr(self.luxi, "shared", None)
+        if shared is None:
+            return await compute()
+        return await shared(key, compute)
 
     # --- jobs ---------------------------------------------------------------
     def reason(self, resource: str) -> list[list[Any]]:
@@ -169,7 +193,9 @@ class Context:
         unknown = sorted(k for k in params if k not in known)
         if unknown:
             raise bad_request("Unknown parameter(s) for %s: %s" % (op_id, ", ".join(unknown)))
-        if dry_run and "dry_run" not in params and "dry-run" in self.args:
+        if dry_run and "dry-run" in self.args:
+            if "dry_run" in params:
+                raise bad_request("Parameter 'dry_run' must not be given in the body as well as 'dry-run' in the query")
             params["dry_run"] = self.args.bool("dry-run")
         op = {"OP_ID": op_id, **params, "reason": self.reason(resource)}
         try:
@@ -185,7 +211,3 @@ class Context:
     async def submit_ops(self, ops: list[dict[str, Any]]) -> Any:
         return await self.call("SubmitJob", ops)
 
-
-def not_available(ctx: Context, op_id: str) -> HttpError:
-    """The 501 for a resource whose opcode does not exist (checked by L{Context.opcode})."""
-    return not_implemented("%s is not implemented by this cluster yet (opcode %s does not exist)" % (ctx.path, op_id))

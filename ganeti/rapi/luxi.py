@@ -8,7 +8,7 @@ be made or breaks in the middle of a call raises L{LuxidUnreachable}
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import orjson
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -39,8 +39,8 @@ class LuxiPool:
         self.connect_timeout = connect_timeout
         self._clients: list[Any] = []
         self._busy: dict[int, int] = {}
-        self._running: dict[bytes, Deferred[Any]] = {}
-        self._next: dict[bytes, list[Deferred[Any]]] = {}
+        self._running: dict[Any, Deferred[Any]] = {}
+        self._next: dict[Any, list[Deferred[Any]]] = {}
 
     async def _connect(self) -> AsyncLuxiClient:
         try:
@@ -81,21 +81,25 @@ class LuxiPool:
                 self._busy.pop(key, None)
 
     async def read(self, method: str, *args: Any) -> Any:
-        """A read-only call shared by identical concurrent requests.
+        """A read-only call shared by identical concurrent requests (see L{shared})."""
+        return await self.shared(orjson.dumps([method, args]), lambda: self.call(method, *args))
 
-        A request never gets an answer computed before it arrived: while an
-        identical call is running, new requests wait for it to end and then
-        share one fresh call.  Callers must not modify the result.
+    async def shared(self, key: Any, compute: Callable[[], Awaitable[Any]]) -> Any:
+        """C{await compute()}, shared by the concurrent requests with the same C{key}.
+
+        A request never gets an answer computed before it arrived: while a
+        computation for C{key} is running, new requests wait for it to end
+        and then share one fresh computation.  C{key} must determine the
+        answer entirely, and callers must not modify the result.
         """
-        key = orjson.dumps([method, args])
         if key not in self._running:
-            return await self._start_shared(key, method, args)
+            return await self._start_shared(key, compute)
         waiter: Deferred[Any] = Deferred()
         self._next.setdefault(key, []).append(waiter)
         return await waiter
 
-    async def _start_shared(self, key: bytes, method: str, args: Any) -> Any:
-        d = ensureDeferred(self.call(method, *args))
+    async def _start_shared(self, key: Any, compute: Callable[[], Awaitable[Any]]) -> Any:
+        d = ensureDeferred(compute())
         self._running[key] = d
         try:
             return await d
@@ -103,7 +107,7 @@ class LuxiPool:
             del self._running[key]
             waiters = self._next.pop(key, None)
             if waiters:
-                nxt = ensureDeferred(self._start_shared(key, method, args))
+                nxt = ensureDeferred(self._start_shared(key, compute))
 
                 def fan_out(result: Any) -> None:
                     for w in waiters:

@@ -3,14 +3,17 @@
 Reads are LUXI queries; writes submit one job and answer its id.  Writes
 whose opcode this cluster does not define yet answer 501 (see
 L{baserlib.Context.opcode}): they start working as soon as the opcode exists.
+The instance resources live in L{ganeti.rapi.instances}.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from ganeti import errors
-from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, route
+from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, Encoded, route
 from ganeti.rapi.http import bad_request, not_found, not_implemented
 
 RAPI_VERSION = 2
@@ -46,22 +49,45 @@ NODE_ROLES = {"M": "master", "C": "master-candidate", "R": "regular", "D": "drai
 QUERY_RESOURCES = ("node", "instance", "group", "network", "export", "job", "lock", "filter")
 WFJC_TIMEOUT = 10
 RS_NORMAL = 0
+#: the opcodes of the tag resources' writes
+TAG_OPS = {"PUT": ("OP_TAGS_SET",), "DELETE": ("OP_TAGS_DEL",)}
 
 
 # --- helpers ----------------------------------------------------------------
+#: the LUXI methods answering rows of plain values (as Ganeti's rlib2 reads these resources)
+LEGACY_QUERIES = {"instance": "QueryInstances", "node": "QueryNodes", "group": "QueryGroups"}
+
+
 async def query(ctx: Context, resource: str, fields: list[str], names: list[str] | None = None) -> list[list[Any]]:
-    """Rows of plain values (C{None} where a value is unavailable or unknown)."""
+    """Rows of plain values (C{None} where a value is unavailable or unknown).
+
+    An unknown name fails with C{OpPrereqError} (C{unknown_entity}): 404.
+    """
+    method = LEGACY_QUERIES.get(resource)
+    if method is not None:
+        return await ctx.read(method, [] if names is None else names, fields, False)  # type: ignore[no-any-return]
     qfilter = None if names is None else ["|"] + [["=", "name", n] for n in names]
     result = await ctx.read("Query", resource, fields, qfilter)
-    return [[cell[1] if cell[0] == RS_NORMAL else None for cell in row] for row in result["data"]]
+    return [[value if status == RS_NORMAL else None for status, value in row] for row in result["data"]]
 
 
 async def list_items(ctx: Context, resource: str, fields: list[str], uri: str, key: str = "id") -> Any:
-    if ctx.args.bool("bulk"):
-        rows = await query(ctx, resource, fields)
-        return [dict(zip(fields, row)) for row in rows]
-    rows = await query(ctx, resource, ["name"])
-    return [{key: row[0], "uri": uri % row[0]} for row in rows]
+    """The items of C{resource}: dicts of C{fields} (bulk) or C{{key: name, "uri": ...}}.
+
+    The answer, encoded, is shared by identical concurrent requests: under
+    load a bulk list of 1,000 instances is queried, reshaped and encoded
+    once per round of requests instead of once per request.
+    """
+    bulk = ctx.args.bool("bulk")
+
+    async def compute() -> Encoded:
+        if bulk:
+            rows = await query(ctx, resource, fields)
+            return Encoded(orjson.dumps([dict(zip(fields, row)) for row in rows]))
+        rows = await query(ctx, resource, ["name"])
+        return Encoded(orjson.dumps([{key: row[0], "uri": uri % row[0]} for row in rows]))
+
+    return await ctx.shared(("list", resource, bulk, tuple(fields), uri, key), compute)
 
 
 async def one_item(ctx: Context, resource: str, fields: list[str], name: str) -> dict[str, Any]:
@@ -121,20 +147,20 @@ async def features(ctx: Context) -> Any:
     return list(FEATURES)
 
 
-@route("/2/os", GET=ANON)
+@route("/2/os", GET=ANON, submits={"GET": ("OP_OS_DIAGNOSE",)})
 async def os_list(ctx: Context) -> Any:
     """Operating systems (OpOsDiagnose)."""
     ctx.opcode("OP_OS_DIAGNOSE", {"output_fields": ["name", "variants"], "names": []}, resource="r_2_os")
     raise not_implemented("/2/os is not implemented yet: waiting for the OpOsDiagnose job needs the OS API")
 
 
-@route("/2/redistribute-config", PUT=WRITE)
+@route("/2/redistribute-config", PUT=WRITE, submits={"PUT": ("OP_CLUSTER_REDIST_CONF",)})
 async def redistribute_config(ctx: Context) -> Any:
     """Redistribute the configuration (OpClusterRedistConf)."""
     return await ctx.submit("OP_CLUSTER_REDIST_CONF", resource="r_2_redist_config")
 
 
-@route("/2/modify", PUT=WRITE)
+@route("/2/modify", PUT=WRITE, submits={"PUT": ("OP_CLUSTER_SET_PARAMS",)})
 async def cluster_modify(ctx: Context) -> Any:
     """Modify the cluster (OpClusterSetParams)."""
     body = ctx.body_dict()
@@ -145,7 +171,7 @@ async def cluster_modify(ctx: Context) -> Any:
     return await ctx.submit("OP_CLUSTER_SET_PARAMS", body, resource="r_2_cluster_modify")
 
 
-@route("/2/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+@route("/2/tags", GET=ANON, PUT=WRITE, DELETE=WRITE, submits=TAG_OPS)
 async def cluster_tags(ctx: Context) -> Any:
     """Cluster tags; PUT/DELETE ?tag=... add/remove them."""
     return await tags_resource(ctx, "cluster", None, "r_2_tags")
@@ -220,7 +246,7 @@ async def node(ctx: Context, name: str) -> Any:
     return result
 
 
-@route("/2/nodes/{name}/role", GET=ANON, PUT=WRITE)
+@route("/2/nodes/{name}/role", GET=ANON, PUT=WRITE, submits={"PUT": ("OP_NODE_SET_PARAMS",)})
 async def node_role(ctx: Context, name: str) -> Any:
     """The node's role; PUT a role string to change it (OpNodeSetParams)."""
     if ctx.method == "GET":
@@ -240,23 +266,41 @@ async def node_role(ctx: Context, name: str) -> Any:
     return await ctx.submit("OP_NODE_SET_PARAMS", static=static, resource="r_2_nodes_name_role")
 
 
-@route("/2/nodes/{name}/modify", POST=WRITE)
+@route("/2/nodes/{name}/modify", POST=WRITE, submits={"POST": ("OP_NODE_SET_PARAMS",)})
 async def node_modify(ctx: Context, name: str) -> Any:
     """Modify a node (OpNodeSetParams)."""
     return await ctx.submit("OP_NODE_SET_PARAMS", ctx.body_dict(), static={"node_name": name},
                             resource="r_2_nodes_name_modify")
 
 
-@route("/2/nodes/{name}/evacuate", POST=WRITE)
+def _body_only(ctx: Context, names: tuple[str, ...]) -> None:
+    """Refuse parameters that old clients sent as query arguments: this server reads them from the body."""
+    given = [n for n in names if n in ctx.args]
+    if given:
+        raise bad_request("Give %s in the request body, not in the query string" % ", ".join(given))
+
+
+@route("/2/nodes/{name}/evacuate", POST=WRITE, submits={"POST": ("OP_NODE_EVACUATE",)})
 async def node_evacuate(ctx: Context, name: str) -> Any:
-    """Evacuate a node (OpNodeEvacuate)."""
+    """Move the instances off a node (OpNodeEvacuate; its result lists the jobs it submitted).
+
+    Body: C{mode} (required: C{primary-only}, C{secondary-only} or C{all}),
+    C{iallocator} or C{remote_node}, C{early_release}.  Query: C{dry-run}, C{reason}.
+    """
+    _body_only(ctx, ("iallocator", "remote_node", "early_release"))
     return await ctx.submit("OP_NODE_EVACUATE", ctx.body_dict(), static={"node_name": name},
                             resource="r_2_nodes_name_evacuate")
 
 
-@route("/2/nodes/{name}/migrate", POST=WRITE)
+@route("/2/nodes/{name}/migrate", POST=WRITE, submits={"POST": ("OP_NODE_MIGRATE",)})
 async def node_migrate(ctx: Context, name: str) -> Any:
-    """Migrate a node's primary instances (OpNodeMigrate)."""
+    """Migrate a node's primary instances (OpNodeMigrate).
+
+    Body: C{mode}, C{target_node}, C{iallocator}, C{allow_runtime_changes},
+    C{ignore_ipolicy}.  Legacy form: query C{live=0|1} or C{mode=...}
+    (then the body is ignored).  Query: C{dry-run}, C{reason}.
+    """
+    _body_only(ctx, ("iallocator", "target_node"))
     body = ctx.body_dict()
     if "mode" in ctx.args or "live" in ctx.args:
         if "live" in ctx.args and "mode" in ctx.args:
@@ -266,14 +310,14 @@ async def node_migrate(ctx: Context, name: str) -> Any:
     return await ctx.submit("OP_NODE_MIGRATE", body, static={"node_name": name}, resource="r_2_nodes_name_migrate")
 
 
-@route("/2/nodes/{name}/powercycle", POST=WRITE)
+@route("/2/nodes/{name}/powercycle", POST=WRITE, submits={"POST": ("OP_NODE_POWERCYCLE",)})
 async def node_powercycle(ctx: Context, name: str) -> Any:
     """Powercycle a node (OpNodePowercycle)."""
     return await ctx.submit("OP_NODE_POWERCYCLE", static={"node_name": name, "force": ctx.args.bool("force")},
                             resource="r_2_nodes_name_powercycle")
 
 
-@route("/2/nodes/{name}/storage", GET=WRITE)
+@route("/2/nodes/{name}/storage", GET=WRITE, submits={"GET": ("OP_NODE_QUERY_STORAGE",)})
 async def node_storage(ctx: Context, name: str) -> Any:
     """Storage units of a node (OpNodeQueryStorage)."""
     fields = ctx.args.one("output_fields")
@@ -284,7 +328,7 @@ async def node_storage(ctx: Context, name: str) -> Any:
         resource="r_2_nodes_name_storage")
 
 
-@route("/2/nodes/{name}/storage/modify", PUT=WRITE)
+@route("/2/nodes/{name}/storage/modify", PUT=WRITE, submits={"PUT": ("OP_NODE_MODIFY_STORAGE",)})
 async def node_storage_modify(ctx: Context, name: str) -> Any:
     """Modify a storage unit (OpNodeModifyStorage)."""
     changes = {} if "allocatable" not in ctx.args else {"allocatable": ctx.args.bool("allocatable")}
@@ -293,7 +337,7 @@ async def node_storage_modify(ctx: Context, name: str) -> Any:
         "changes": changes}, resource="r_2_nodes_name_storage_modify")
 
 
-@route("/2/nodes/{name}/storage/repair", PUT=WRITE)
+@route("/2/nodes/{name}/storage/repair", PUT=WRITE, submits={"PUT": ("OP_REPAIR_NODE_STORAGE",)})
 async def node_storage_repair(ctx: Context, name: str) -> Any:
     """Repair a storage unit (OpRepairNodeStorage)."""
     return await ctx.submit("OP_REPAIR_NODE_STORAGE", static={
@@ -301,14 +345,14 @@ async def node_storage_repair(ctx: Context, name: str) -> Any:
         resource="r_2_nodes_name_storage_repair")
 
 
-@route("/2/nodes/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+@route("/2/nodes/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE, submits=TAG_OPS)
 async def node_tags(ctx: Context, name: str) -> Any:
     """Node tags; PUT/DELETE ?tag=... add/remove them."""
     return await tags_resource(ctx, "node", name, "r_2_nodes_name_tags")
 
 
 # --- groups ----------------------------------------------------------------------------
-@route("/2/groups", GET=ANON, POST=WRITE)
+@route("/2/groups", GET=ANON, POST=WRITE, submits={"POST": ("OP_GROUP_ADD",)})
 async def groups(ctx: Context) -> Any:
     """Node groups; POST adds one (OpGroupAdd)."""
     if ctx.method == "POST":
@@ -317,7 +361,7 @@ async def groups(ctx: Context) -> Any:
     return await list_items(ctx, "group", G_FIELDS, "/2/groups/%s", key="name")
 
 
-@route("/2/groups/{name}", GET=ANON, DELETE=WRITE)
+@route("/2/groups/{name}", GET=ANON, DELETE=WRITE, submits={"DELETE": ("OP_GROUP_REMOVE",)})
 async def group(ctx: Context, name: str) -> Any:
     """One node group; DELETE removes it (OpGroupRemove)."""
     if ctx.method == "DELETE":
@@ -325,7 +369,7 @@ async def group(ctx: Context, name: str) -> Any:
     return await one_item(ctx, "group", G_FIELDS, name)
 
 
-@route("/2/groups/{name}/modify", PUT=WRITE)
+@route("/2/groups/{name}/modify", PUT=WRITE, submits={"PUT": ("OP_GROUP_SET_PARAMS",)})
 async def group_modify(ctx: Context, name: str) -> Any:
     """Modify a node group (OpGroupSetParams)."""
     return await ctx.submit("OP_GROUP_SET_PARAMS", ctx.body_dict(), static={"group_name": name},
@@ -334,14 +378,14 @@ async def group_modify(ctx: Context, name: str) -> Any:
                             resource="r_2_groups_name_modify")
 
 
-@route("/2/groups/{name}/rename", PUT=WRITE)
+@route("/2/groups/{name}/rename", PUT=WRITE, submits={"PUT": ("OP_GROUP_RENAME",)})
 async def group_rename(ctx: Context, name: str) -> Any:
     """Rename a node group (OpGroupRename)."""
     return await ctx.submit("OP_GROUP_RENAME", ctx.body_dict(), static={"group_name": name},
                             resource="r_2_groups_name_rename")
 
 
-@route("/2/groups/{name}/assign-nodes", PUT=WRITE)
+@route("/2/groups/{name}/assign-nodes", PUT=WRITE, submits={"PUT": ("OP_GROUP_ASSIGN_NODES",)})
 async def group_assign_nodes(ctx: Context, name: str) -> Any:
     """Assign nodes to a group (OpGroupAssignNodes)."""
     return await ctx.submit("OP_GROUP_ASSIGN_NODES", ctx.body_dict(),
@@ -349,158 +393,14 @@ async def group_assign_nodes(ctx: Context, name: str) -> Any:
                             resource="r_2_groups_name_assign_nodes")
 
 
-@route("/2/groups/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+@route("/2/groups/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE, submits=TAG_OPS)
 async def group_tags(ctx: Context, name: str) -> Any:
     """Node group tags; PUT/DELETE ?tag=... add/remove them."""
     return await tags_resource(ctx, "nodegroup", name, "r_2_groups_name_tags")
 
 
-# --- instances ----------------------------------------------------------------------------
-@route("/2/instances", GET=ANON, POST=WRITE)
-async def instances(ctx: Context) -> Any:
-    """Instances; POST creates one (OpInstanceCreate, body with __version__ 1)."""
-    if ctx.method == "GET":
-        return await list_items(ctx, "instance", I_FIELDS, "/2/instances/%s")
-    body = ctx.body_dict()
-    version = body.pop("__version__", 0)
-    if version == 0:
-        raise bad_request("Instance creation request version 0 is no longer supported")
-    if version != 1:
-        raise bad_request("Unsupported request data version %s" % (version,))
-    hvparams = body.get("hvparams")
-    if isinstance(hvparams, dict) and isinstance(hvparams.get("usb_devices"), str):
-        body["hvparams"] = dict(hvparams, usb_devices=hvparams["usb_devices"].replace(" ", ","))
-    return await ctx.submit("OP_INSTANCE_CREATE", body, rename={"name": "instance_name", "os": "os_type"},
-                            resource="r_2_instances")
-
-
-@route("/2/instances-multi-alloc", POST=WRITE)
-async def instances_multi_alloc(ctx: Context) -> Any:
-    """Allocate several instances (OpInstanceMultiAlloc)."""
-    return await ctx.submit("OP_INSTANCE_MULTI_ALLOC", ctx.body_dict(), resource="r_2_instances_multi_alloc")
-
-
-@route("/2/instances/{name}", GET=ANON, DELETE=WRITE)
-async def instance(ctx: Context, name: str) -> Any:
-    """One instance; DELETE removes it (OpInstanceRemove)."""
-    if ctx.method == "DELETE":
-        return await ctx.submit("OP_INSTANCE_REMOVE", static={"instance_name": name, "ignore_failures": False},
-                                resource="r_2_instances_name")
-    return await one_item(ctx, "instance", I_FIELDS, name)
-
-
-def _instance_op(template: str, method: str, op_id: str, resource: str, doc: str,
-                 static_args: tuple[str, ...] = (), body: bool = True) -> None:
-    async def handler(ctx: Context, name: str) -> Any:
-        static: dict[str, Any] = {"instance_name": name}
-        for arg in static_args:
-            if arg in ctx.args:
-                static[arg] = ctx.args.bool(arg)
-        return await ctx.submit(op_id, ctx.body_dict() if body else None, static=static, resource=resource)
-
-    handler.__doc__ = doc
-    route(template, **{method: WRITE})(handler)
-
-
-_instance_op("/2/instances/{name}/startup", "PUT", "OP_INSTANCE_STARTUP", "r_2_instances_name_startup",
-             "Start an instance (OpInstanceStartup).", ("force", "no_remember"), body=False)
-_instance_op("/2/instances/{name}/shutdown", "PUT", "OP_INSTANCE_SHUTDOWN", "r_2_instances_name_shutdown",
-             "Shut an instance down (OpInstanceShutdown).", ("no_remember",))
-_instance_op("/2/instances/{name}/failover", "PUT", "OP_INSTANCE_FAILOVER", "r_2_instances_name_failover",
-             "Fail an instance over (OpInstanceFailover).")
-_instance_op("/2/instances/{name}/migrate", "PUT", "OP_INSTANCE_MIGRATE", "r_2_instances_name_migrate",
-             "Migrate an instance (OpInstanceMigrate).")
-_instance_op("/2/instances/{name}/rename", "PUT", "OP_INSTANCE_RENAME", "r_2_instances_name_rename",
-             "Rename an instance (OpInstanceRename).")
-_instance_op("/2/instances/{name}/activate-disks", "PUT", "OP_INSTANCE_ACTIVATE_DISKS",
-             "r_2_instances_name_activate_disks", "Activate an instance's disks (OpInstanceActivateDisks).")
-_instance_op("/2/instances/{name}/deactivate-disks", "PUT", "OP_INSTANCE_DEACTIVATE_DISKS",
-             "r_2_instances_name_deactivate_disks", "Deactivate an instance's disks (OpInstanceDeactivateDisks).")
-_instance_op("/2/instances/{name}/recreate-disks", "POST", "OP_INSTANCE_RECREATE_DISKS",
-             "r_2_instances_name_recreate_disks", "Recreate an instance's disks (OpInstanceRecreateDisks).")
-_instance_op("/2/instances/{name}/replace-disks", "POST", "OP_INSTANCE_REPLACE_DISKS",
-             "r_2_instances_name_replace_disks", "Replace an instance's disks (OpInstanceReplaceDisks).")
-_instance_op("/2/instances/{name}/prepare-export", "PUT", "OP_BACKUP_PREPARE", "r_2_instances_name_prepare_export",
-             "Prepare an export (OpBackupPrepare).")
-_instance_op("/2/instances/{name}/export", "PUT", "OP_BACKUP_EXPORT", "r_2_instances_name_export",
-             "Export an instance (OpBackupExport).")
-
-
-@route("/2/instances/{name}/modify", PUT=WRITE)
-async def instance_modify(ctx: Context, name: str) -> Any:
-    """Modify an instance (OpInstanceSetParams)."""
-    return await ctx.submit("OP_INSTANCE_SET_PARAMS", ctx.body_dict(), static={"instance_name": name},
-                            rename={"custom_beparams": "beparams", "custom_hvparams": "hvparams"},
-                            resource="r_2_instances_name_modify")
-
-
-@route("/2/instances/{name}/reboot", POST=WRITE)
-async def instance_reboot(ctx: Context, name: str) -> Any:
-    """Reboot an instance (OpInstanceReboot)."""
-    kind = ctx.args.one("type", "hard")
-    if kind not in ("soft", "hard", "full"):
-        raise bad_request("Invalid reboot type %r: soft, hard or full" % kind)
-    return await ctx.submit("OP_INSTANCE_REBOOT", static={
-        "instance_name": name, "reboot_type": kind, "ignore_secondaries": ctx.args.bool("ignore_secondaries")},
-        resource="r_2_instances_name_reboot")
-
-
-@route("/2/instances/{name}/reinstall", POST=WRITE)
-async def instance_reinstall(ctx: Context, name: str) -> Any:
-    """Reinstall an instance (OpInstanceShutdown + OpInstanceReinstall [+ OpInstanceStartup])."""
-    body = ctx.body_dict()
-    if body and ("os" in ctx.args or "nostartup" in ctx.args):
-        raise bad_request("Parameters can be given in the body or the query string, not both")
-    if body:
-        os_name, start, osparams = body.pop("os", None), body.pop("start", True), body.pop("osparams", None)
-        if body:
-            raise bad_request("Unknown parameter(s): %s" % ", ".join(sorted(body)))
-    else:
-        os_name, start, osparams = ctx.args.one("os"), not ctx.args.bool("nostartup"), None
-    resource = "r_2_instances_name_reinstall"
-    ops = [ctx.opcode("OP_INSTANCE_SHUTDOWN", static={"instance_name": name}, resource=resource)]
-    reinstall: dict[str, Any] = {"instance_name": name}
-    if os_name is not None:
-        reinstall["os_type"] = os_name
-    if osparams is not None:
-        reinstall["osparams"] = osparams
-    ops.append(ctx.opcode("OP_INSTANCE_REINSTALL", static=reinstall, resource=resource))
-    if start:
-        ops.append(ctx.opcode("OP_INSTANCE_STARTUP", static={"instance_name": name, "force": False},
-                              resource=resource))
-    return await ctx.submit_ops(ops)
-
-
-@route("/2/instances/{name}/disk/{disk}/grow", POST=WRITE)
-async def instance_grow_disk(ctx: Context, name: str, disk: str) -> Any:
-    """Grow a disk (OpInstanceGrowDisk)."""
-    return await ctx.submit("OP_INSTANCE_GROW_DISK", ctx.body_dict(),
-                            static={"instance_name": name, "disk": int(disk)}, resource="r_2_instances_name_disk_grow")
-
-
-@route("/2/instances/{name}/info", GET=ANON)
-async def instance_info(ctx: Context, name: str) -> Any:
-    """Detailed instance information, as a job (OpInstanceQueryData)."""
-    return await ctx.submit("OP_INSTANCE_QUERY_DATA", static={
-        "instances": [name], "static": ctx.args.bool("static"), "use_locking": False},
-        resource="r_2_instances_name_info")
-
-
-@route("/2/instances/{name}/console", GET=READ)
-async def instance_console(ctx: Context, name: str) -> Any:
-    """Console information of a running instance (OpInstanceConsole)."""
-    ctx.opcode("OP_INSTANCE_CONSOLE", static={"instance_name": name}, resource="r_2_instances_name_console")
-    raise not_implemented("/2/instances/%s/console is not implemented yet (OP_INSTANCE_CONSOLE)" % name)
-
-
-@route("/2/instances/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
-async def instance_tags(ctx: Context, name: str) -> Any:
-    """Instance tags; PUT/DELETE ?tag=... add/remove them."""
-    return await tags_resource(ctx, "instance", name, "r_2_instances_name_tags")
-
-
 # --- networks -----------------------------------------------------------------------------
-@route("/2/networks", GET=ANON, POST=WRITE)
+@route("/2/networks", GET=ANON, POST=WRITE, submits={"POST": ("OP_NETWORK_ADD",)})
 async def networks(ctx: Context) -> Any:
     """Networks; POST adds one (OpNetworkAdd)."""
     if ctx.method == "POST":
@@ -509,7 +409,7 @@ async def networks(ctx: Context) -> Any:
     return await list_items(ctx, "network", NET_FIELDS, "/2/networks/%s", key="name")
 
 
-@route("/2/networks/{name}", GET=ANON, DELETE=WRITE)
+@route("/2/networks/{name}", GET=ANON, DELETE=WRITE, submits={"DELETE": ("OP_NETWORK_REMOVE",)})
 async def network(ctx: Context, name: str) -> Any:
     """One network; DELETE removes it (OpNetworkRemove)."""
     if ctx.method == "DELETE":
@@ -525,12 +425,12 @@ for _action, _op in (("connect", "OP_NETWORK_CONNECT"), ("disconnect", "OP_NETWO
                                     resource="r_2_networks_name_%s" % action)
 
         handler.__doc__ = "%s a network (%s)." % (action.capitalize(), op_id)
-        route("/2/networks/{name}/%s" % action, PUT=WRITE)(handler)
+        route("/2/networks/{name}/%s" % action, PUT=WRITE, submits={"PUT": (op_id,)})(handler)
 
     _make(_action, _op)
 
 
-@route("/2/networks/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE)
+@route("/2/networks/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE, submits=TAG_OPS)
 async def network_tags(ctx: Context, name: str) -> Any:
     """Network tags; PUT/DELETE ?tag=... add/remove them."""
     return await tags_resource(ctx, "network", name, "r_2_networks_name_tags")
@@ -585,7 +485,7 @@ async def query_fields(ctx: Context, name: str) -> Any:
 
 
 # --- job filters ----------------------------------------------------------------------------
-@route("/2/filters", GET=ANON, POST=WRITE)
+@route("/2/filters", GET=ANON, POST=WRITE, submits={"POST": ("OP_FILTER_ADD",)})
 async def filters(ctx: Context) -> Any:
     """Job filter rules."""
     if ctx.method == "POST":
@@ -593,7 +493,8 @@ async def filters(ctx: Context) -> Any:
     raise not_implemented("/2/filters: job filter rules are not implemented by this cluster yet")
 
 
-@route("/2/filters/{name}", GET=ANON, PUT=WRITE, DELETE=WRITE)
+@route("/2/filters/{name}", GET=ANON, PUT=WRITE, DELETE=WRITE,
+       submits={"PUT": ("OP_FILTER_SET",), "DELETE": ("OP_FILTER_REMOVE",)})
 async def filter_rule(ctx: Context, name: str) -> Any:
     """One job filter rule."""
     if ctx.method == "DELETE":

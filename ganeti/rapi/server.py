@@ -22,7 +22,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from ganeti import errors
-from ganeti.rapi import baserlib, rlib2  # noqa: F401  (rlib2 registers the routes)
+from ganeti.rapi import baserlib, instances, rlib2  # noqa: F401  (they register the routes)
 from ganeti.rapi.http import REALM, HttpError, QueryArgs
 from ganeti.rapi.luxi import LuxidUnreachable
 from ganeti.rapi.users import UsersFile
@@ -166,6 +166,8 @@ class RapiResource(Resource):
         body = self._body(request)
         ctx = baserlib.Context(method, path, args, body, state["user"], self.luxi, self.clock)
         result = await handler.handler(ctx, *groups)
+        if isinstance(result, baserlib.Encoded):
+            return result.data
         return orjson.dumps(result)
 
     def _path(self, request: Any) -> str:

@@ -19,7 +19,7 @@ from twisted.internet.ssl import PrivateCertificate
 from twisted.python import usage
 
 from ganeti import crypto
-from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_int
+from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
@@ -82,4 +82,5 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     endpoint = SSL4ServerEndpoint(reactor, options["port"], tls, interface=options["bind"])
     StreamServerEndpointService(endpoint, site).setServiceParent(root)
     _ClosePool(pool).setServiceParent(root)
+    FrozenHeapService(reactor).setServiceParent(root)
     return root

@@ -17,6 +17,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
+from ganeti import opcodes
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.rapi import openapi
 from ganeti.rapi.testing import RapiStack
@@ -138,12 +139,32 @@ async def test_reads_writes_and_openapi(root, stack_config):
         code, _, _ = await client.request("GET", "/2/groups/group3")
         assert code == 404
 
+        # instance operations submit their job (whether it succeeds is the LUs' business)
+        for method, path, body, op_ids in [
+            ("PUT", "/2/instances/%s/startup?dry-run=1" % name, None, ["OP_INSTANCE_STARTUP"]),
+            ("PUT", "/2/instances/%s/shutdown?dry-run=1" % name, {"timeout": 5}, ["OP_INSTANCE_SHUTDOWN"]),
+            ("POST", "/2/instances/%s/reinstall?nostartup=1&dry-run=1" % name, None,
+             ["OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REINSTALL"]),
+            ("POST", "/2/instances?dry-run=1", {"__version__": 1, "name": "new1.test", "mode": "create",
+                                                "disk_template": "diskless", "disks": [], "nics": [],
+                                                "os": "noop", "pnode": "node1.test"}, ["OP_INSTANCE_CREATE"]),
+        ]:
+            job_id = await client.ok(method, path, body, user=JACK)
+            assert isinstance(job_id, int), (path, job_id)
+            job = await client.ok("GET", "/2/jobs/%d" % job_id)
+            assert [op["OP_ID"] for op in job["ops"]] == op_ids, (path, job)
+            assert all(op["dry_run"] is True for op in job["ops"]), job
+            assert any(r[0].startswith("gnt:library:rlib2:r_2_instances") for r in job["ops"][0]["reason"]), job
+
         # bad input and missing opcodes submit nothing
         jobs_before = await client.ok("GET", "/2/jobs")
-        for method, path, body, user, expected in [
+        missing = [] if "OP_INSTANCE_GROW_DISK" in opcodes.OPCODES else [
+            ("POST", "/2/instances/%s/disk/0/grow" % name, {"amount": 1}, JACK, 501)]
+        for method, path, body, user, expected in missing + [
             ("POST", "/2/groups", {"name": "g", "bogus": 1}, JACK, 400),
-            ("PUT", "/2/instances/%s/startup" % name, None, JACK, 501),
-            ("POST", "/2/instances", {"__version__": 1, "name": "x", "mode": "create"}, JACK, 501),
+            ("POST", "/2/instances", {"__version__": 1, "name": "x", "mode": "create"}, JACK, 400),
+            ("POST", "/2/instances", {"__version__": 0, "name": "x"}, JACK, 400),
+            ("PUT", "/2/instances/%s/rename" % name, {}, JACK, 400),
             ("PUT", "/2/tags?tag=x", None, ("reader", "pw"), 403),
             ("PUT", "/2/tags?tag=x", None, ("jack", "nope"), 401),
             ("GET", "/2/instances/%2e%2e/tags", None, None, 404),

@@ -41,6 +41,9 @@ class FakeLuxi:
             "SubmitJob": lambda ops: 42,
             "QueryTags": lambda kind, name: ["t1"],
             "Query": self._query,
+            "QueryInstances": lambda names, fields, lock: self._legacy("instance", names, fields, lock),
+            "QueryNodes": lambda names, fields, lock: self._legacy("node", names, fields, lock),
+            "QueryGroups": lambda names, fields, lock: self._legacy("group", names, fields, lock),
             "QueryFields": lambda what, fields: {"fields": [{"name": "name", "title": "Name", "kind": "text",
                                                              "doc": "Name"}]},
             "QueryJobs": self._jobs,
@@ -49,19 +52,30 @@ class FakeLuxi:
         }
         self.items = {"node": ["node1.test", "node2.test"], "instance": ["inst1.test"], "group": ["default"],
                       "network": []}
+        #: field -> value of every item; other fields have no data
+        self.values: dict[str, Any] = {"role": "M", "status": "running", "tags": []}
+
+    def _names(self, what: str, wanted: list[str] | None) -> list[str]:
+        names = self.items.get(what, [])
+        for name in wanted or []:
+            if name not in names:
+                raise errors.OpPrereqError("%s '%s' not known" % (what, name), errors.ECODE_NOENT)
+        return list(wanted) if wanted else names
+
+    def _cell(self, name: str, field: str) -> list[Any]:
+        if field == "name":
+            return [0, name]
+        return [0, self.values[field]] if field in self.values else [2, None]
 
     def _query(self, what: str, fields: list[str], qfilter: Any) -> Any:
-        names = self.items.get(what, [])
-        if qfilter is not None and qfilter[0] == "|":
-            wanted = [f[2] for f in qfilter[1:]]
-            for name in wanted:
-                if name not in names:
-                    raise errors.OpPrereqError("%s '%s' not known" % (what, name), errors.ECODE_NOENT)
-            names = wanted
-        values = {"name": None, "role": "M", "status": "running", "tags": []}
+        wanted = [f[2] for f in qfilter[1:]] if qfilter is not None and qfilter[0] == "|" else None
         return {"fields": [{"name": f} for f in fields],
-                "data": [[[0, name if f == "name" else values.get(f, 1)] if f in values or f == "name" else [2, None]
-                          for f in fields] for name in names]}
+                "data": [[self._cell(name, f) for f in fields] for name in self._names(what, wanted)]}
+
+    def _legacy(self, what: str, names: list[str], fields: list[str], lock: bool) -> Any:
+        if lock:
+            raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
+        return [[cell[1] for cell in (self._cell(name, f) for f in fields)] for name in self._names(what, names)]
 
     def _jobs(self, ids: Any, fields: list[str]) -> Any:
         known = {1: "success", 2: "running"}
@@ -150,7 +164,8 @@ class ReadTests(RapiTestCase):
         self.assertEqual(self.ok("GET", "/2/nodes/node2.test/role"), "master")
         self.assertEqual(self.ok("GET", "/2/groups"), [{"name": "default", "uri": "/2/groups/default"}])
         self.assertEqual(self.ok("GET", "/2/instances/inst1.test")["name"], "inst1.test")
-        self.assertEqual(self.luxi.calls[-1][3], ["|", ["=", "name", "inst1.test"]])
+        self.assertEqual(self.luxi.calls[-1][:2], ("QueryInstances", ["inst1.test"]))
+        self.assertEqual(self.luxi.calls[-1][3], False)
         self.assertEqual(self.ok("GET", "/2/jobs"), [{"id": 1, "uri": "/2/jobs/1"}, {"id": 2, "uri": "/2/jobs/2"}])
         self.assertEqual(self.ok("GET", "/2/jobs/2")["status"], "running")
         self.assertEqual(self.ok("GET", "/2/instances/inst1.test/tags"), ["t1"])
@@ -258,16 +273,14 @@ class WriteTests(RapiTestCase):
         self.assertNotIn("SubmitJob", self.luxi.methods())
 
     def test_not_implemented(self) -> None:
+        """Resources whose opcode this cluster lacks answer 501 and submit nothing."""
         for op_id, method, path, body in [
-            ("OP_INSTANCE_CREATE", "POST", "/2/instances", {"__version__": 1, "name": "i1", "mode": "create"}),
-            ("OP_INSTANCE_STARTUP", "PUT", "/2/instances/i1/startup", None),
-            ("OP_INSTANCE_SHUTDOWN", "PUT", "/2/instances/i1/shutdown", {}),
-            ("OP_INSTANCE_REBOOT", "POST", "/2/instances/i1/reboot", None),
-            ("OP_INSTANCE_REMOVE", "DELETE", "/2/instances/i1", None),
-            ("OP_NODE_SET_PARAMS", "PUT", "/2/nodes/node1.test/role", "drained"),
-            ("OP_NODE_EVACUATE", "POST", "/2/nodes/node1.test/evacuate", {}),
-            ("OP_CLUSTER_REDIST_CONF", "PUT", "/2/redistribute-config", None),
             ("OP_OS_DIAGNOSE", "GET", "/2/os", None),
+            ("OP_INSTANCE_MULTI_ALLOC", "POST", "/2/instances-multi-alloc", {"instances": []}),
+            ("OP_INSTANCE_GROW_DISK", "POST", "/2/instances/i1/disk/0/grow", {"amount": 1024}),
+            ("OP_INSTANCE_ACTIVATE_DISKS", "PUT", "/2/instances/i1/activate-disks", None),
+            ("OP_NODE_POWERCYCLE", "POST", "/2/nodes/node1.test/powercycle", None),
+            ("OP_GROUP_SET_PARAMS", "PUT", "/2/groups/default/modify", {}),
         ]:
             if op_id in opcodes.OPCODES:  # implemented meanwhile: not this test's business
                 continue
@@ -276,6 +289,7 @@ class WriteTests(RapiTestCase):
             self.assertIn(op_id, body_["message"], path)
         self.assertNotIn("SubmitJob", self.luxi.methods())
         self.error(400, "POST", "/2/instances", {"__version__": 0}, headers=auth(*JACK))
+        self.assertNotIn("SubmitJob", self.luxi.methods())
         self.error(400, "PUT", "/2/nodes/node1.test/role", "king", headers=auth(*JACK))
         self.error(403, "PUT", "/2/modify", {"compression_tools": []}, headers=auth(*JACK))
         self.error(501, "PATCH", "/2/info")
@@ -318,3 +332,53 @@ class OpenApiTests(RapiTestCase):
         _, err = self.error(404, "GET", "/2/nowhere")
         self.assertEqual(openapi.check(openapi.ERROR, err), [])
         self.assertEqual(openapi.check({"type": "integer"}, "x"), ["$: 'x' is not integer"])
+
+    def test_operations_document_their_opcodes(self) -> None:
+        """Writes name the opcodes they submit; 501 is documented exactly for those this cluster lacks."""
+        paths = self.ok("GET", "/openapi.json")["paths"]
+        for template, method, op_ids in [
+            ("/2/instances", "post", ["OP_INSTANCE_CREATE"]),
+            ("/2/instances/{name}", "delete", ["OP_INSTANCE_REMOVE"]),
+            ("/2/instances/{name}/startup", "put", ["OP_INSTANCE_STARTUP"]),
+            ("/2/instances/{name}/shutdown", "put", ["OP_INSTANCE_SHUTDOWN"]),
+            ("/2/instances/{name}/reboot", "post", ["OP_INSTANCE_REBOOT"]),
+            ("/2/instances/{name}/reinstall", "post",
+             ["OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REINSTALL", "OP_INSTANCE_STARTUP"]),
+            ("/2/instances/{name}/modify", "put", ["OP_INSTANCE_SET_PARAMS"]),
+            ("/2/instances/{name}/rename", "put", ["OP_INSTANCE_RENAME"]),
+            ("/2/instances/{name}/failover", "put", ["OP_INSTANCE_FAILOVER"]),
+            ("/2/instances/{name}/migrate", "put", ["OP_INSTANCE_MIGRATE"]),
+            ("/2/instances/{name}/info", "get", ["OP_INSTANCE_QUERY_DATA"]),
+            ("/2/nodes/{name}/evacuate", "post", ["OP_NODE_EVACUATE"]),
+            ("/2/nodes/{name}/migrate", "post", ["OP_NODE_MIGRATE"]),
+        ]:
+            op = paths[template][method]
+            self.assertEqual(op["x-ganeti-opcodes"], op_ids, template)
+            self.assertNotIn("501", op["responses"], template)
+            self.assertEqual(op["responses"]["200"]["content"]["application/json"]["schema"], openapi.JOB_ID)
+            names = {p["name"] for p in op["parameters"] if p["in"] == "query"}
+            self.assertTrue({"dry-run", "reason"} <= names, template)
+        startup = paths["/2/instances/{name}/startup"]["put"]
+        self.assertEqual({p["name"] for p in startup["parameters"] if p["in"] == "query"},
+                         {"force", "no_remember", "dry-run", "reason"})
+        self.assertIn("ignored", startup["description"])
+        create = paths["/2/instances"]["post"]
+        self.assertTrue(create["requestBody"]["required"])
+        self.assertEqual(create["requestBody"]["content"]["application/json"]["schema"]["properties"]
+                         ["__version__"]["enum"], [1])
+        console = paths["/2/instances/{name}/console"]["get"]
+        self.assertNotIn("x-ganeti-opcodes", console)
+        self.assertIn("503", console["responses"])
+        if "OP_OS_DIAGNOSE" not in opcodes.OPCODES:
+            self.assertIn("501", paths["/2/os"]["get"]["responses"])
+        self.assertNotIn("bulk", {p["name"] for p in startup["parameters"]})
+        self.assertIn("bulk", {p["name"] for p in paths["/2/instances"]["get"]["parameters"]})
+
+    def test_console_matches_document(self) -> None:
+        doc = self.ok("GET", "/openapi.json")
+        self.luxi.values.update(oper_state=True, console={"instance": "inst1.test", "kind": "vnc",
+                                                          "host": "node1.test", "port": 11000, "display": 5100})
+        schema = doc["paths"]["/2/instances/{name}/console"]["get"]["responses"]["200"]["content"][
+            "application/json"]["schema"]
+        console = self.ok("GET", "/2/instances/inst1.test/console", user=("reader", "pw"))
+        self.assertEqual(openapi.check(schema, console), [])
