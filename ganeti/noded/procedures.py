@@ -17,7 +17,7 @@ import shutil
 import socket
 from typing import Any, Callable
 
-from twisted.internet import defer, task
+from twisted.internet import defer, task, threads
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
@@ -91,6 +91,8 @@ class NodeProcedures:
         self._shutdown = shutdown
         self._port = port
         self.instances = instances.InstanceProcedures(paths, reactor)
+        #: queue file path -> its lock: writes of one file stay in order
+        self._queue_locks: dict[str, defer.DeferredLock] = {}
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         if name not in PROCEDURES:
@@ -280,32 +282,65 @@ class NodeProcedures:
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
 
-    def jobqueue_update(self, file_name: Any, content: Any) -> None:
+    def _blocking(self, function: Callable[[], Any]) -> defer.Deferred[Any]:
+        """Run C{function} (file writes with fsync) off the reactor thread when
+        the reactor has a thread pool, so other requests are not held up."""
+        get_pool = getattr(self._reactor, "getThreadPool", None)
+        if get_pool is None:
+            return defer.maybeDeferred(function)
+        return threads.deferToThreadPool(self._reactor, get_pool(), function)
+
+    def _queue_io(self, paths: list[str], function: Callable[[], Any]) -> defer.Deferred[Any]:
+        """Run C{function} once every earlier write of C{paths} is done."""
+        locks = [self._queue_locks.setdefault(path, defer.DeferredLock()) for path in sorted(set(paths))]
+
+        async def run() -> Any:
+            for lock in locks:
+                await lock.acquire()
+            try:
+                return await self._blocking(function)
+            finally:
+                for path, lock in zip(sorted(set(paths)), locks):
+                    lock.release()
+                    if not lock.locked and not lock.waiting:
+                        self._queue_locks.pop(path, None)
+
+        return defer.ensureDeferred(run())
+
+    def jobqueue_update(self, file_name: Any, content: Any) -> defer.Deferred[None]:
         try:
             real = files.queue_file(self.paths, file_name)
             data = wire.decompress(content)
         except (files.PathRefused, wire.RpcWireError) as e:
             raise RpcFailure("jobqueue_update refused: %s" % e) from None
-        os.makedirs(os.path.dirname(real), mode=0o700, exist_ok=True)
-        serializer.write_file(real, data, mode=QUEUE_FILE_MODE)
 
-    def jobqueue_rename(self, pairs: Any) -> list[Any]:
+        def write() -> None:
+            os.makedirs(os.path.dirname(real), mode=0o700, exist_ok=True)
+            serializer.write_file(real, data, mode=QUEUE_FILE_MODE)
+
+        return self._queue_io([real], write)
+
+    def jobqueue_rename(self, pairs: Any) -> defer.Deferred[list[Any]]:
         _check(isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs),
                "jobqueue_rename takes [[old, new], ...]")
         try:
             moves = [(files.queue_file(self.paths, old), files.queue_file(self.paths, new)) for old, new in pairs]
         except files.PathRefused as e:
             raise RpcFailure("jobqueue_rename refused: %s" % e) from None
-        results: list[Any] = []
-        for old, new in moves:
-            try:
-                os.makedirs(os.path.dirname(new), mode=0o700, exist_ok=True)
-                os.rename(old, new)
-                results.append(None)
-            except OSError as e:
-                results.append("Can't rename %s: %s" % (os.path.basename(old), e.strerror))
-        serializer.fsync_dir(self.paths.queue_dir)
-        return results
+
+        def rename() -> list[Any]:
+            results: list[Any] = []
+            for old, new in moves:
+                try:
+                    os.makedirs(os.path.dirname(new), mode=0o700, exist_ok=True)
+                    os.rename(old, new)
+                    results.append(None)
+                except OSError as e:
+                    results.append("Can't rename %s: %s" % (os.path.basename(old), e.strerror))
+            serializer.fsync_dir(self.paths.queue_dir)
+            return results
+
+        return self._queue_io([path for move in moves for path in move], rename)
 
     def jobqueue_purge(self) -> None:
         """Remove everything in the queue directory but its lock file."""

@@ -184,3 +184,49 @@ def test_node_leave_cluster_removes_cluster_files_and_stops(node):
     assert not os.path.exists(node.paths.config_data) and not os.path.exists(node.paths.ssconf("master_node"))
     node.clock.advance(1)
     assert node.stopped == [True]
+
+
+class _ManualPool:
+    """A thread pool stand-in: work runs when the test says so, in any order."""
+
+    def __init__(self):
+        self.pending = []
+
+    def getThreadPool(self):
+        return self
+
+    def run(self, index=0):
+        function, d = self.pending.pop(index)
+        d.callback(function())
+
+
+def test_queue_writes_of_one_file_stay_in_order(tmp_path, monkeypatch):
+    """Replica writes run off the reactor thread, but a later write of the
+    same job file never overtakes an earlier one; other files go on."""
+    from ganeti.paths import Paths
+    from twisted.internet import defer, threads
+
+    pool = _ManualPool()
+
+    def to_pool(reactor, threadpool, function):
+        d = defer.Deferred()
+        pool.pending.append((function, d))
+        return d
+
+    monkeypatch.setattr(threads, "deferToThreadPool", to_pool)
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    procs = NodeProcedures(paths, pool)
+    first = procs.jobqueue_update("/var/lib/ganeti/queue/job-1", wire.compress(b"first"))
+    second = procs.jobqueue_update("/var/lib/ganeti/queue/job-1", wire.compress(b"second"))
+    other = procs.jobqueue_update("/var/lib/ganeti/queue/job-2", wire.compress(b"other"))
+    assert len(pool.pending) == 2  # job-1's second write waits for its first
+    pool.run(1)  # job-2 first: it does not wait for job-1
+    assert other.called and not first.called
+    pool.run(0)
+    assert first.called and len(pool.pending) == 1
+    pool.run(0)
+    assert second.called
+    with open(os.path.join(paths.queue_dir, "job-1"), "rb") as handle:
+        assert handle.read() == b"second"
+    assert procs._queue_locks == {}
