@@ -59,9 +59,21 @@ _HASHES: dict[str, type[hashes.HashAlgorithm]] = {
 # --- keys and certificates -------------------------------------------------------
 
 
+def load_private_key(pem: bytes | str) -> Any:
+    """A private key from PEM text we wrote ourselves (C{server.pem} and
+    friends, readable only by us).
+
+    C{cryptography}'s RSA consistency check costs ~100 ms per load, every
+    job process loads the cluster key, and OpenSSL checks that the key
+    matches its certificate when it is used; so the check is skipped.
+    """
+    data = pem.encode() if isinstance(pem, str) else pem
+    return serialization.load_pem_private_key(data, password=None, unsafe_skip_rsa_key_validation=True)
+
+
 def _as_key(key: Any) -> rsa.RSAPrivateKey:
     if isinstance(key, (bytes, str)):
-        key = serialization.load_pem_private_key(key.encode() if isinstance(key, str) else key, password=None)
+        key = load_private_key(key)
     if not isinstance(key, rsa.RSAPrivateKey):
         raise TypeError("signer key must be an RSA private key, not %s" % type(key).__name__)
     return key
@@ -179,7 +191,7 @@ def load_pem_file(path: str) -> tuple[bytes, bytes]:
         )
         raise errors.ConfigurationError("PEM file %s lacks %s" % (path, missing))
     try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
+        key = load_private_key(key_pem)
     except (ValueError, TypeError, UnsupportedAlgorithm) as e:
         raise errors.ConfigurationError("PEM file %s has a bad private key: %s" % (path, e)) from e
     try:

@@ -46,7 +46,7 @@ class UnjoinedContextFactory:
         ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
         ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE | SSL.OP_NO_TICKET)
         ctx.set_session_cache_mode(SSL.SESS_CACHE_OFF)
-        ctx.use_privatekey(serialization.load_pem_private_key(key_pem, password=None))  # type: ignore[arg-type]
+        ctx.use_privatekey(crypto.load_private_key(key_pem))  # type: ignore[arg-type]
         ctx.use_certificate(x509.load_pem_x509_certificate(cert_pem))
         ctx.check_privatekey()
         ctx.set_verify(SSL.VERIFY_NONE, lambda *_: True)
@@ -72,7 +72,7 @@ def _parse_pem(text: str, what: str) -> tuple[bytes, bytes]:
     if key_pem is None or cert_pem is None:
         raise join.JoinError("%s must hold a private key and a certificate" % what)
     try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
+        key = crypto.load_private_key(key_pem)
         cert = x509.load_pem_x509_certificate(cert_pem)
     except (ValueError, TypeError) as e:
         raise join.JoinError("%s is malformed: %s" % (what, e)) from None
