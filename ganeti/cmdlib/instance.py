@@ -299,6 +299,9 @@ class LUInstanceCreate(LogicalUnit):
             iu.check_node_not_drained(cfg, pnode)
             iu.check_node_vm_capable(cfg, pnode)
             self.candidates = [pnode]
+            # as Ganeti: a dry run answers the instance's node uuids (with an
+            # allocator the node is chosen only when executing, so None then)
+            self.dry_run_result = [pnode]
         else:
             wanted = set(candidate_nodes(cfg, self.group))
             self.candidates = sorted(wanted & self.owned_locks(LEVEL_NODE))

@@ -111,6 +111,13 @@ class CreateTests(InstanceTestCase):
         self.assertEqual(self.rpc.running_on(N2), {WEB})
         self.assertIn("instance/%s" % WEB, self.lock_names())
 
+    def test_dry_run_answers_the_node_uuids_and_creates_nothing(self) -> None:
+        node = self.cfg().find_node(N2)
+        assert node is not None
+        self.assertEqual(self.ok(create(pnode="node2", dry_run=True)), [node.uuid])
+        self.assertIsNone(self.instance())
+        self.assertEqual(self.rpc.procedures(), [])
+
     def test_no_install_no_start(self) -> None:
         self.ok(create(pnode=N3, no_install=True, start=False, os_type=None))
         self.assertEqual(self.rpc.procedures(), ["blockdev_create"])
