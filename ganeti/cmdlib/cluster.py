@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -10,6 +11,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.config import verify as config_verify
+from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.query import cluster_info
 
 
@@ -133,7 +135,8 @@ class LUClusterSetParams(LogicalUnit):
             changes["enabled_hypervisors"] = list(op["enabled_hypervisors"])
             hvparams = dict(cluster.hvparams)
             for hv in op["enabled_hypervisors"]:
-                hvparams.setdefault(hv, {})
+                # a hypervisor enabled after init gets the defaults init gives
+                hvparams[hv] = dict(copy.deepcopy(DEFAULT_HVPARAMS.get(hv, {})), **(hvparams.get(hv) or {}))
             changes["hvparams"] = hvparams
         if op.get("enabled_disk_templates") is not None:
             changes["enabled_disk_templates"] = list(op["enabled_disk_templates"])

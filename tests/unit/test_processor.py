@@ -19,6 +19,7 @@ from ganeti import errors, serializer
 from ganeti.cmdlib import REGISTRY
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.cmdlib.test import LUTestDelay
+from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.jobs import model
 from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.processor import CANCELED_RESULT, PRECEDING_FAILED, Processor
@@ -515,6 +516,18 @@ class ClusterSetParamsTests(ProcessorTestCase):
         self.assertEqual(cluster.beparams["default"]["maxmem"], 256)
         self.assertEqual(cluster.beparams["default"]["vcpus"], 1, "other defaults are kept")
         self.assertEqual(cluster.hvparams["fake"]["migration_mode"], "non-live")
+
+    def test_a_hypervisor_enabled_later_gets_the_default_params(self) -> None:
+        """As at cluster init: enabling kvm gives it kvm's default
+        parameters (not an empty dict), under the ones given with it."""
+        op = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "enabled_hypervisors": ["fake", "kvm"],
+              "hvparams": {"kvm": {"migration_port": 9100, "kvm_path": "/opt/qemu"}}}
+        job = self.env.execute(1, [op])
+        self.assertEqual(job.status, model.SUCCESS, job.ops[0].result)
+        kvm = self.env.read_config().cluster.hvparams["kvm"]
+        self.assertEqual((kvm["migration_port"], kvm["kvm_path"]), (9100, "/opt/qemu"))
+        self.assertEqual((kvm["acpi"], kvm["serial_console"], kvm["migration_mode"]), (True, True, "live"))
+        self.assertEqual(set(kvm), set(DEFAULT_HVPARAMS["kvm"]))
 
     def test_refuses_to_disable_what_instances_use_and_changes_nothing(self) -> None:
         before = self.env.read_config().cluster
