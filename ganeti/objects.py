@@ -368,6 +368,25 @@ def find_by_key(items: dict[str, Any], name_or_uuid: str) -> Any:
     return None
 
 
+#: the memory (MiB) an instance runs with when its backend parameters name none
+DEFAULT_MEMORY = 128
+
+
+def beparams_memory(beparams: Any) -> int:
+    """The memory (MiB) of an instance's filled backend parameters:
+    C{maxmem}, else C{memory} (the name before Ganeti 2.6), else C{minmem}."""
+    for key in ("maxmem", "memory", "minmem"):
+        value = beparams.get(key)
+        if value is not None:
+            return int(value)
+    return DEFAULT_MEMORY
+
+
+def beparams_vcpus(beparams: Any) -> int:
+    """The virtual CPUs of an instance's filled backend parameters (default 1)."""
+    return int(beparams.get("vcpus") or 1)
+
+
 #: runs of ASCII digits and runs of other characters
 _RUNS = re.compile(r"[0-9]+|[^0-9]+")
 

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import attrs
 
 from ganeti import errors, serializer
+from ganeti.cmdlib.instance_utils import instance_memory, instance_nodes, node_name
 from ganeti.objects import ConfigData, nice_sort_key
 from ganeti.rpc import instances as rpc_inst
 
@@ -162,7 +163,7 @@ def build_input(
     for uuid, node in cfg.nodes.items():
         state = states.get(uuid)
         hosted = primaries.get(uuid, [])
-        memories = [_memory(cfg, i) for i in hosted]
+        memories = [instance_memory(cfg, i) for i in hosted]
         up_memory = sum(m for i, m in zip(hosted, memories) if i.admin_state == "up")
         entry: dict[str, Any] = {
             "tags": list(node.tags),
@@ -200,10 +201,10 @@ def build_input(
             "admin_state": inst.admin_state,
             "admin_state_source": inst.admin_state_source,
             "vcpus": int(be.get("vcpus") or 1),
-            "memory": _memory(cfg, inst),
+            "memory": instance_memory(cfg, inst),
             "spindle_use": int(be.get("spindle_use") or 1),
             "os": inst.os,
-            "nodes": [_node_name(cfg, u) for u in _inst_nodes(cfg, inst)],
+            "nodes": [node_name(cfg, u) for u in instance_nodes(cfg, inst)],
             "nics": [{"mac": n.mac, "ip": n.ip, "mode": (n.nicparams or {}).get("mode"),
                       "link": (n.nicparams or {}).get("link"), "network": n.network} for n in inst.nics],
             "disks": [{"size": d.size, "mode": d.mode, "spindles": d.spindles} for d in disks],
@@ -316,25 +317,3 @@ async def _spawn(executable: str, args: list[str], reactor: Any) -> tuple[bytes,
 
     done = subprocess.run([executable] + args, capture_output=True, timeout=ALLOCATOR_TIMEOUT, check=False)
     return done.stdout, done.stderr, done.returncode
-
-
-def _memory(cfg: ConfigData, inst: Any) -> int:
-    be = rpc_inst.filled_beparams(cfg, inst)
-    for key in ("maxmem", "memory", "minmem"):
-        if be.get(key) is not None:
-            return int(be[key])
-    return 128
-
-
-def _inst_nodes(cfg: ConfigData, inst: Any) -> list[str]:
-    nodes = [inst.primary_node] if inst.primary_node else []
-    for disk in rpc_inst.instance_disks(cfg, inst):
-        for uuid in disk.nodes or ():
-            if uuid not in nodes:
-                nodes.append(uuid)
-    return nodes
-
-
-def _node_name(cfg: ConfigData, uuid: str) -> str:
-    node = cfg.nodes.get(uuid)
-    return (node.name if node is not None else None) or uuid

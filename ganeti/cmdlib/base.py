@@ -134,16 +134,16 @@ class OpContext:
     def rpc(self) -> Any:
         """The node RPC client (L{ganeti.rpc.RpcClient}), created on first use.
 
-        It talks to the node daemons on L{rpc_port}; without C{paths} (and
+        It talks to the node daemons on L{ganeti.rpc.wire.rpc_port}; without C{paths} (and
         no C{rpc_factory}) there is none: L{errors.OpExecError}.
         """
         if self._rpc is None:
             if self._rpc_factory is not None:
                 self._rpc = self._rpc_factory()
             elif self.paths is not None:
-                from ganeti.rpc import RpcClient
+                from ganeti.rpc import RpcClient, wire
 
-                self._rpc = RpcClient.from_paths(self.clock, self.paths, port=rpc_port())
+                self._rpc = RpcClient.from_paths(self.clock, self.paths, port=wire.rpc_port())
             else:
                 raise errors.OpExecError("No node RPC available in this context")
         return self._rpc
@@ -172,21 +172,6 @@ class OpContext:
     def sleep(self, seconds: float) -> Any:
         """A Deferred that fires after C{seconds} on the context's clock."""
         return deferLater(self.clock, max(0.0, float(seconds)), lambda: None)
-
-
-#: The node daemons' port when C{GANETI_RPC_PORT} is not set.
-DEFAULT_RPC_PORT = 1811
-
-
-def rpc_port() -> int:
-    """The cluster-wide node daemon port: C{$GANETI_RPC_PORT}, else 1811."""
-    import os
-
-    value = os.environ.get("GANETI_RPC_PORT", "")
-    try:
-        return int(value) if value else DEFAULT_RPC_PORT
-    except ValueError:
-        return DEFAULT_RPC_PORT
 
 
 class LogicalUnit:

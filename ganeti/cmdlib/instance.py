@@ -361,9 +361,7 @@ class LUInstanceCreate(LogicalUnit):
         """The allocator's view of nodes C{uuids}, from their C{node_info}."""
         cfg = self.cfg
         resources = await iu.node_resources(self, uuids, self.hypervisor, [self.template])
-        counts: dict[str, int] = {}
-        for inst in cfg.instances.values():
-            counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
+        counts = iu.primary_counts(cfg)
         states = []
         for uuid in uuids:
             res = resources.get(uuid)

@@ -97,6 +97,7 @@ from ganeti.cmdlib.instance_utils import (
     node_address,
     node_name,
     node_resources,
+    primary_counts,
     reason_trail,
     secondary_nodes,
     start_instance_on,
@@ -190,14 +191,6 @@ def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable
          and not n.offline and not n.drained and n.vm_capable is not False),
         key=lambda n: n.name or "",
     )
-
-
-def primary_counts(cfg: ConfigData) -> dict[str, int]:
-    """C{{node uuid: number of primary instances}}."""
-    counts: dict[str, int] = {}
-    for inst in cfg.instances.values():
-        counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
-    return counts
 
 
 async def node_states(lu: LogicalUnit, nodes: list[Node], hypervisors: Iterable[str]) -> list[allocator.NodeState]:

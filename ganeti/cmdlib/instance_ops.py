@@ -44,6 +44,14 @@ class InstanceLU(LogicalUnit):
     def pnode(self) -> str:
         return self.instance.primary_node or ""
 
+    def check_primary_online(self) -> None:
+        """Note in C{primary_offline} whether the primary node is offline;
+        refuse it then, unless C{ignore_offline_nodes}."""
+        node = iu.get_node(self.cfg, self.pnode)
+        self.primary_offline = bool(node.offline)
+        if self.primary_offline and not self.op["ignore_offline_nodes"]:
+            iu.check_node_online(self.cfg, self.pnode)
+
 
 @register
 class LUInstanceStartup(InstanceLU):
@@ -72,10 +80,7 @@ class LUInstanceStartup(InstanceLU):
         iu.check_instance_state(inst, msg="start it")
         self.bep = params.check_beparams(op["beparams"], allow_default=False)
         self.hvp = params.check_hvparams(inst.hypervisor or "", op["hvparams"], allow_default=False)
-        node = iu.get_node(self.cfg, self.pnode)
-        self.primary_offline = bool(node.offline)
-        if self.primary_offline and not op["ignore_offline_nodes"]:
-            iu.check_node_online(self.cfg, self.pnode)
+        self.check_primary_online()
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
@@ -110,10 +115,7 @@ class LUInstanceShutdown(InstanceLU):
         inst, op = self.instance, self.op
         if not op["force"]:
             iu.check_instance_state(inst, msg="shut it down")
-        node = iu.get_node(self.cfg, self.pnode)
-        self.primary_offline = bool(node.offline)
-        if self.primary_offline and not op["ignore_offline_nodes"]:
-            iu.check_node_online(self.cfg, self.pnode)
+        self.check_primary_online()
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op

@@ -17,7 +17,7 @@ import attrs
 
 from ganeti import errors
 from ganeti.cmdlib.base import LogicalUnit, expand_instance_name
-from ganeti.objects import ConfigData, Disk, Instance, Node
+from ganeti.objects import ConfigData, Disk, Instance, Node, beparams_memory, beparams_vcpus
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import wire
 
@@ -34,9 +34,6 @@ DT_SHARED_FILE = "sharedfile"
 SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
 #: templates whose disks every node of the cluster sees
 SHARED_TEMPLATES = (DT_SHARED_FILE,)
-
-#: what an instance runs with when no beparams say otherwise (MiB)
-DEFAULT_MEMORY = 128
 
 #: RPC timeouts of the instance procedures (seconds)
 TMO_START = wire.TMO_NORMAL
@@ -97,6 +94,14 @@ def instance_nodes(cfg: ConfigData, inst: Instance) -> list[str]:
 def secondary_nodes(cfg: ConfigData, inst: Instance) -> list[str]:
     """The nodes of C{inst} besides the primary."""
     return [uuid for uuid in instance_nodes(cfg, inst) if uuid != inst.primary_node]
+
+
+def primary_counts(cfg: ConfigData) -> dict[str, int]:
+    """C{{node uuid: number of primary instances}}."""
+    counts: dict[str, int] = {}
+    for inst in cfg.instances.values():
+        counts[inst.primary_node or ""] = counts.get(inst.primary_node or "", 0) + 1
+    return counts
 
 
 # --- checks ------------------------------------------------------------------------
@@ -160,16 +165,11 @@ def check_hypervisor_enabled(cfg: ConfigData, hypervisor: str | None) -> str:
 
 def instance_memory(cfg: ConfigData, inst: Instance, bep: Mapping[str, Any] | None = None) -> int:
     """The memory (MiB) C{inst} starts with: its filled C{maxmem} (or C{memory})."""
-    be = rpc_inst.filled_beparams(cfg, inst, bep)
-    for key in ("maxmem", "memory", "minmem"):
-        value = be.get(key)
-        if value is not None:
-            return int(value)
-    return DEFAULT_MEMORY
+    return beparams_memory(rpc_inst.filled_beparams(cfg, inst, bep))
 
 
 def instance_vcpus(cfg: ConfigData, inst: Instance) -> int:
-    return int(rpc_inst.filled_beparams(cfg, inst).get("vcpus") or 1)
+    return beparams_vcpus(rpc_inst.filled_beparams(cfg, inst))
 
 
 @attrs.frozen

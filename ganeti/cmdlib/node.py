@@ -9,7 +9,7 @@ capable) is replaced by promoting another, when the LU holds every node
 lock.
 
 Nodes are reached by node RPC at their primary IP on the cluster-wide
-port (L{ganeti.cmdlib.base.rpc_port}).
+port (L{ganeti.rpc.wire.rpc_port}).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from ganeti.cmdlib.base import (
     expand_node,
     lookup_group,
     register,
-    rpc_port,
 )
 from ganeti.cmdlib.cluster import LUClusterVerifyConfig
 from ganeti.objects import ConfigData, Node, new_uuid
@@ -191,7 +190,7 @@ class LUNodeAdd(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         op = self.op
         name, ip = op["node_name"], op["primary_ip"]
-        port = rpc_port()
+        port = wire.rpc_port()
         if op.get("join_token"):
             from ganeti.rpc.join import join_node_async
 

@@ -28,7 +28,6 @@ calls share one round of them.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
@@ -40,8 +39,6 @@ from ganeti.query import fields as q
 
 #: seconds a node has to answer a live-data call
 LIVE_TIMEOUT = 5.0
-#: noded's port when C{$GANETI_RPC_PORT} is not set (as L{ganeti.cmdlib.base.rpc_port})
-DEFAULT_RPC_PORT = 1811
 
 #: hypervisor instance states (Ganeti's HvInstanceState) -> the query's names
 _STATES = {0: "running", 1: "shutdown"}
@@ -59,15 +56,6 @@ _HV_FIELDS = {
 #: attribute naming their directory
 _STORAGE_DIRS = {"file": "file_storage_dir", "sharedfile": "shared_file_storage_dir"}
 _MAX_FILTER_DEPTH = 64
-
-
-def rpc_port() -> int:
-    """The node daemon port: C{$GANETI_RPC_PORT}, else 1811."""
-    value = os.environ.get("GANETI_RPC_PORT", "")
-    try:
-        return int(value) if value else DEFAULT_RPC_PORT
-    except ValueError:
-        return DEFAULT_RPC_PORT
 
 
 # --- which data a query needs (pure) ----------------------------------------------------------
@@ -230,9 +218,9 @@ class LiveData:
         """Talk to the nodes with this node's cluster certificate."""
 
         def factory() -> Any:
-            from ganeti.rpc import RpcClient
+            from ganeti.rpc import RpcClient, wire
 
-            return RpcClient.from_paths(reactor, paths, port=rpc_port())
+            return RpcClient.from_paths(reactor, paths, port=wire.rpc_port())
 
         return cls(factory, timeout)
 

@@ -49,6 +49,15 @@ class RpcWireError(ValueError):
     """A request or an answer does not follow the node RPC format."""
 
 
+def rpc_port() -> int:
+    """The cluster-wide node daemon port: C{$GANETI_RPC_PORT}, else L{DEFAULT_PORT}."""
+    value = os.environ.get("GANETI_RPC_PORT", "")
+    try:
+        return int(value) if value else DEFAULT_PORT
+    except ValueError:
+        return DEFAULT_PORT
+
+
 def valid_procedure(name: str) -> bool:
     return bool(_PROCEDURE.match(name))
 

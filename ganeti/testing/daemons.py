@@ -73,11 +73,14 @@ def seed_config(paths: Paths, config: ConfigData) -> None:
 class Daemon:
     """One daemon of one node root, run by twistd in the foreground."""
 
-    def __init__(self, paths: Paths, name: str, *args: str, tcp: tuple[str, int] | None = None) -> None:
+    def __init__(self, paths: Paths, name: str, *args: str, tcp: tuple[str, int] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         """@param tcp: C{(address, port)} the daemon listens on, for L{ready}
-        (default: its Unix socket)."""
+        (default: its Unix socket)
+        @param env: variables the daemon gets besides this process's environment"""
         self.paths = paths
         self.tcp = tcp
+        self.env = dict(env or {})
         self.name = name
         self.args = list(args)
         self.process: subprocess.Popen[bytes] | None = None
@@ -91,7 +94,8 @@ class Daemon:
         assert self.process is None or self.process.poll() is not None, "already running"
         log = open(self.log_path, "ab")
         argv = [TWISTD, "-n", "--pidfile=", "--logfile=-", self.name, "--root", self.paths.root, *self.args]
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root)
+        env = dict(os.environ, **self.env) if self.env else None
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
         log.close()
 
     async def ready(self, reactor: Any, timeout: float = 30.0) -> None:

@@ -8,19 +8,12 @@ node1, down1 stopped on node2.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti import crypto
-from ganeti.daemons import free_port
-from ganeti.rpc import RpcClient
 from ganeti.rpc.instances import encode_instance
-from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from ganeti.testing.cluster import LoopbackCluster, gnt, ok
 from tests.integration.test_migration import DOWN, N1, N2, N3, NODES, NODISK, SHARED, cluster_config
-from tests.integration.test_nodes import gnt, ok
 
 
 def table(root, *args: str) -> dict[str, list[str]]:
@@ -30,33 +23,10 @@ def table(root, *args: str) -> dict[str, list[str]]:
 
 
 @pytest_twisted.ensureDeferred
-async def test_instance_commands(root, monkeypatch):
-    roots = [root, make_root("gnti2"), make_root("gnti3")]
-    crypto.bootstrap_secrets(roots[0], "cluster.test", node_name=N1)
-    for paths in roots[1:]:
-        os.makedirs(paths.data_dir, exist_ok=True)
-        shutil.copy(roots[0].server_pem, paths.server_pem)
-    share_file_storage(roots)
+async def test_instance_commands(root):
     cfg = cluster_config()
-    seed_config(roots[0], cfg)
-    port = free_port()
-    monkeypatch.setenv("GANETI_RPC_PORT", str(port))
-    nodeds = [
-        Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
-        for paths, address in zip(roots, NODES.values())
-    ]
-    wconfd = Daemon(roots[0], "ganeti-wconfd", "--rpc-port", str(port))
-    luxid = Daemon(roots[0], "ganeti-luxid", "--rpc-port", str(port))
-    rpc = RpcClient.from_paths(reactor, roots[0], port=port)
-    try:
-        for daemon in nodeds:
-            daemon.start()
-        for daemon in nodeds:
-            await daemon.ready(reactor)
-        wconfd.start()
-        await wconfd.ready(reactor)
-        luxid.start()
-        await luxid.ready(reactor)
+    async with LoopbackCluster(reactor, root, cfg, shared_file_storage=True, prefix="gnti") as cluster:
+        rpc = cluster.rpc
         (disk,) = cfg.disks.values()
         made = await rpc.call_one(N1, NODES[N1], "blockdev_create", [disk.to_dict(), 8, SHARED, True, "", False])
         assert made.success, made.fail_msg
@@ -105,16 +75,8 @@ async def test_instance_commands(root, monkeypatch):
         assert where[SHARED][0] in (N1, N2) and where[SHARED][1] == "running"
 
         # a node that cannot be reached gives no data, not a hang
-        nodeds[1].stop()
+        cluster.nodeds[1].stop()
         rows = table(root, "-o", "name,pnode,status")
         for name, (pnode, status) in rows.items():
             if pnode == N2:
                 assert status == ("?" if name != DOWN else "ADMIN_down"), (name, status)
-    finally:
-        await rpc.close()
-        luxid.stop()
-        wconfd.stop()
-        for daemon in nodeds:
-            daemon.stop()
-        for paths in roots[1:]:
-            remove_root(paths)

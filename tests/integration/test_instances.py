@@ -8,41 +8,21 @@ opportunistic locking, which all succeed.
 from __future__ import annotations
 
 import os
-import shutil
 from collections import Counter
 from typing import Any
 
-import attrs
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti import crypto
-from ganeti.config.bootstrap import initial_config
-from ganeti.daemons import free_port
 from ganeti.luxi.client import LuxiClient
-from ganeti.objects import ConfigData, Node, new_uuid
-from ganeti.rpc import RpcClient
 from ganeti.rpc.instances import node_path
-from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from ganeti.testing.cluster import LoopbackCluster, loopback_config
 from tests.integration.test_luxid import in_thread, wait_job
 
 NODES = {"node1.test": "127.0.1.1", "node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
 N1, N2, N3 = NODES
-STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
 FILE_DIR = "/srv/ganeti/file-storage"
 PARALLEL = 20
-
-
-def cluster_config() -> ConfigData:
-    cfg = initial_config("cluster.test", N1, NODES[N1], candidate_pool_size=1)
-    group = next(iter(cfg.nodegroups))
-    nodes = dict(cfg.nodes)
-    for name in (N2, N3):
-        uuid = new_uuid()
-        nodes[uuid] = Node(name=name, uuid=uuid, primary_ip=NODES[name], secondary_ip=NODES[name],
-                           master_candidate=False, offline=False, drained=False, group=group, master_capable=True,
-                           vm_capable=True, powered=True, **STAMP)  # type: ignore[arg-type]
-    return attrs.evolve(cfg, nodes=nodes)
 
 
 def create(name: str, **extra: Any) -> dict[str, Any]:
@@ -73,45 +53,15 @@ def instances(client: LuxiClient) -> dict[str, list[Any]]:
     return {row[0]: row[1:] for row in rows}
 
 
-async def running(rpc: RpcClient) -> dict[str, list[str]]:
-    answers = await rpc.call(NODES, "instance_list", [["fake"], {}], timeout=30)
-    assert all(r.success for r in answers.values()), answers
-    return {name: sorted(answers[name].payload) for name in NODES}
-
-
 @pytest_twisted.ensureDeferred
-async def test_instance_lifecycle(root, monkeypatch):
-    roots = [root, make_root("gnta2"), make_root("gnta3")]
-    by_node = dict(zip(NODES, roots))
-    crypto.bootstrap_secrets(roots[0], "cluster.test", node_name=N1)
-    for paths in roots[1:]:
-        os.makedirs(paths.data_dir, exist_ok=True)
-        shutil.copy(roots[0].server_pem, paths.server_pem)
-    share_file_storage(roots)
-    seed_config(roots[0], cluster_config())
-    port = free_port()
-    monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
-    nodeds = [
-        Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
-        for paths, address in zip(roots, NODES.values())
-    ]
-    wconfd = Daemon(roots[0], "ganeti-wconfd", "--rpc-port", str(port))
-    luxid = Daemon(roots[0], "ganeti-luxid", "--rpc-port", str(port))
-    rpc = RpcClient.from_paths(reactor, roots[0], port=port)
+async def test_instance_lifecycle(root):
+    async with LoopbackCluster(reactor, root, loopback_config(3), shared_file_storage=True, prefix="gnta") as cluster:
+        by_node = dict(zip(NODES, cluster.roots))
 
-    def disk_file(node: str, instance: str, index: int = 0) -> str:
-        return node_path(by_node[node].root, "%s/%s/disk%d" % (FILE_DIR, instance, index))
+        def disk_file(node: str, instance: str, index: int = 0) -> str:
+            return node_path(by_node[node].root, "%s/%s/disk%d" % (FILE_DIR, instance, index))
 
-    try:
-        for daemon in nodeds:
-            daemon.start()
-        for daemon in nodeds:
-            await daemon.ready(reactor)
-        wconfd.start()
-        await wconfd.ready(reactor)
-        luxid.start()
-        await luxid.ready(reactor)
-        client = LuxiClient(roots[0].luxi_socket, timeout=60)
+        client = LuxiClient(cluster.master.luxi_socket, timeout=60)
 
         async def one(opcode: dict[str, Any]) -> tuple[str, Any]:
             ((status, result),) = await in_thread(run_jobs, client, [opcode])
@@ -137,7 +87,7 @@ async def test_instance_lifecycle(root, monkeypatch):
         assert rows["file1.test"][:3] == [N2, "up", "file"]
         assert rows["shared1.test"][1:3] == ["up", "sharedfile"]
         assert rows["nodisk1.test"][1:3] == ["down", "diskless"]
-        live = await running(rpc)
+        live = await cluster.running()
         assert "file1.test" in live[N2] and "shared1.test" in live[placed[0]]
         assert not any("nodisk1.test" in names for names in live.values())
 
@@ -154,15 +104,15 @@ async def test_instance_lifecycle(root, monkeypatch):
 
         # --- shutdown, startup, reboot
         await ok(op("SHUTDOWN", "file1.test", timeout=5))
-        assert "file1.test" not in (await running(rpc))[N2]
+        assert "file1.test" not in (await cluster.running())[N2]
         assert (await in_thread(instances, client))["file1.test"][1] == "down"
         await refused(op("REBOOT", "file1.test", reboot_type="soft"), "is not running")
         await ok(op("STARTUP", "file1.test"))
-        assert "file1.test" in (await running(rpc))[N2]
+        assert "file1.test" in (await cluster.running())[N2]
         await ok(op("STARTUP", "file1.test"))  # already running: fine
         await ok(op("REBOOT", "file1.test", reboot_type="soft"))
         await ok(op("REBOOT", "file1.test", reboot_type="full"))
-        assert "file1.test" in (await running(rpc))[N2]
+        assert "file1.test" in (await cluster.running())[N2]
         console = await ok(op("CONSOLE", "file1.test"))
         assert console["instance"] == "file1.test"
 
@@ -192,7 +142,7 @@ async def test_instance_lifecycle(root, monkeypatch):
         # --- remove: stopped, disks gone, out of the config
         await ok(op("REMOVE", "file2.test"))
         assert "file2.test" not in await in_thread(instances, client)
-        assert "file2.test" not in (await running(rpc))[N2]
+        assert "file2.test" not in (await cluster.running())[N2]
         assert not os.path.exists(disk_file(N2, "file1.test"))
         await ok(op("REMOVE", "shared1.test"))
         await ok(op("REMOVE", "nodisk1.test"))
@@ -210,14 +160,6 @@ async def test_instance_lifecycle(root, monkeypatch):
         assert set(spread) == set(NODES), spread
         macs = [row[3][0] for row in rows.values()]
         assert len(set(macs)) == PARALLEL
-        live = await running(rpc)
+        live = await cluster.running()
         assert sorted(sum(live.values(), [])) == names
         client.close()
-    finally:
-        await rpc.close()
-        luxid.stop()
-        wconfd.stop()
-        for daemon in nodeds:
-            daemon.stop()
-        for paths in roots[1:]:
-            remove_root(paths)

@@ -9,21 +9,14 @@ three roots share their sharedfile directory, as nodes on a SAN would.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import attrs
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti import crypto
-from ganeti.config.bootstrap import initial_config
-from ganeti.daemons import free_port
 from ganeti.luxi.client import LuxiClient
-from ganeti.objects import NIC, ConfigData, Disk, Instance, Node, new_uuid
-from ganeti.rpc import RpcClient
+from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.rpc.instances import disk_path
-from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from ganeti.testing.cluster import LoopbackCluster, loopback_config
 from tests.integration.test_luxid import in_thread, wait_job
 
 NODES = {"node1.test": "127.0.1.1", "node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
@@ -32,24 +25,12 @@ SHARED, NODISK, DOWN, LOCAL = "shared1.test", "nodisk1.test", "down1.test", "loc
 STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
 
 
-def three_nodes() -> ConfigData:
-    """Three nodes of one group, only the master a candidate."""
-    cfg = initial_config("cluster.test", N1, NODES[N1], candidate_pool_size=1)
-    group = next(iter(cfg.nodegroups))
-    nodes = dict(cfg.nodes)
-    for name in (N2, N3):
-        uuid = new_uuid()
-        nodes[uuid] = Node(name=name, uuid=uuid, primary_ip=NODES[name], secondary_ip=NODES[name],
-                           master_candidate=False, offline=False, drained=False, group=group, master_capable=True,
-                           vm_capable=True, powered=True, **STAMP)  # type: ignore[arg-type]
-    return attrs.evolve(cfg, nodes=nodes)
-
-
 def cluster_config() -> ConfigData:
-    """L{three_nodes} with the instances written in: shared1 (sharedfile) and
-    nodisk1 marked up on node1, down1 marked down on node2 (the caller
-    creates the disk and starts them; used by the gnt-instance test)."""
-    cfg = three_nodes()
+    """Three nodes (only the master a candidate) with the instances written
+    in: shared1 (sharedfile) and nodisk1 marked up on node1, down1 marked
+    down on node2 (the caller creates the disk and starts them; used by the
+    gnt-instance test)."""
+    cfg = loopback_config(3)
     uuid_of = {n.name: u for u, n in cfg.nodes.items()}
     disk_uuid = new_uuid()
     disk = Disk(uuid=disk_uuid, dev_type="sharedfile", iv_name="disk/0", size=8, mode="rw", nodes=[uuid_of[N1]],
@@ -99,47 +80,15 @@ def primaries(client: LuxiClient) -> dict[str, str]:
     return {name: pnode for name, pnode in rows}
 
 
-async def running(rpc: RpcClient) -> dict[str, list[str]]:
-    """What the fake hypervisor of each node runs."""
-    answers = await rpc.call(NODES, "instance_list", [["fake"], {}], timeout=30)
-    assert all(r.success for r in answers.values()), answers
-    return {name: sorted(answers[name].payload) for name in NODES}
-
-
 @pytest_twisted.ensureDeferred
-async def test_migrate_failover_evacuate(root, monkeypatch):
-    roots = [root, make_root("gntm2"), make_root("gntm3")]
-    crypto.bootstrap_secrets(roots[0], "cluster.test", node_name=N1)
-    for paths in roots[1:]:
-        os.makedirs(paths.data_dir, exist_ok=True)
-        shutil.copy(roots[0].server_pem, paths.server_pem)
-    share_file_storage(roots)
-    seed_config(roots[0], three_nodes())
-    port = free_port()
-    monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
-    nodeds = [
-        Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
-        for paths, address in zip(roots, NODES.values())
-    ]
-    wconfd = Daemon(roots[0], "ganeti-wconfd", "--rpc-port", str(port))
-    luxid = Daemon(roots[0], "ganeti-luxid", "--rpc-port", str(port))
-    rpc = RpcClient.from_paths(reactor, roots[0], port=port)
-    try:
-        for daemon in nodeds:
-            daemon.start()
-        for daemon in nodeds:
-            await daemon.ready(reactor)
-        wconfd.start()
-        await wconfd.ready(reactor)
-        luxid.start()
-        await luxid.ready(reactor)
-
-        client = LuxiClient(roots[0].luxi_socket, timeout=60)
+async def test_migrate_failover_evacuate(root):
+    async with LoopbackCluster(reactor, root, loopback_config(3), shared_file_storage=True, prefix="gntm") as cluster:
+        client = LuxiClient(cluster.master.luxi_socket, timeout=60)
         for name, node, template, start in [(SHARED, N1, "sharedfile", True), (NODISK, N1, "diskless", True),
                                             (DOWN, N2, "diskless", False)]:
             status, (result, log) = await in_thread(submit, client, create(name, node, template, start))
             assert status == "success", (result, log)
-        assert await running(rpc) == {N1: [NODISK, SHARED], N2: [], N3: []}
+        assert await cluster.running() == {N1: [NODISK, SHARED], N2: [], N3: []}
 
         # a live migration of the sharedfile instance
         status, (result, log) = await in_thread(submit, client, {
@@ -147,13 +96,13 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         assert (status, result) == ("success", None), log
         assert "* migrating instance to %s" % N2 in log and log[-1] == "* done"
         assert (await in_thread(primaries, client))[SHARED] == N2
-        assert await running(rpc) == {N1: [NODISK], N2: [SHARED], N3: []}
+        assert await cluster.running() == {N1: [NODISK], N2: [SHARED], N3: []}
 
         # a failover of the running diskless one: stopped on node1, started on node2
         status, (result, log) = await in_thread(submit, client, {
             "OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": NODISK, "target_node": N2})
         assert status == "success", (result, log)
-        assert await running(rpc) == {N1: [], N2: [NODISK, SHARED], N3: []}
+        assert await cluster.running() == {N1: [], N2: [NODISK, SHARED], N3: []}
 
         # refused: the target is the primary node already
         status, (result, _log) = await in_thread(submit, client, {
@@ -171,7 +120,7 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
             DOWN: ("success", "OP_INSTANCE_FAILOVER", None),
         }
         assert await in_thread(primaries, client) == {SHARED: N3, NODISK: N3, DOWN: N3}
-        assert await running(rpc) == {N1: [], N2: [], N3: [NODISK, SHARED]}
+        assert await cluster.running() == {N1: [], N2: [], N3: [NODISK, SHARED]}
 
         # node migrate of node3, targets from the allocator: the stopped one is
         # refused by its own job (as in Ganeti), the running ones leave
@@ -183,7 +132,7 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         assert jobs[DOWN][2][0] == "OpPrereqError" and "use failover" in jobs[DOWN][2][1][0]
         where = await in_thread(primaries, client)
         assert where[DOWN] == N3 and where[SHARED] in (N1, N2) and where[NODISK] in (N1, N2)
-        now = await running(rpc)
+        now = await cluster.running()
         assert now[N3] == [] and sorted(now[N1] + now[N2]) == [NODISK, SHARED]
         assert SHARED in now[where[SHARED]] and NODISK in now[where[NODISK]]
 
@@ -195,11 +144,3 @@ async def test_migrate_failover_evacuate(root, monkeypatch):
         assert status == "error" and "%s (disk template file)" % LOCAL in result[1][0], result
         assert (await in_thread(primaries, client))[LOCAL] == N3
         client.close()
-    finally:
-        await rpc.close()
-        luxid.stop()
-        wconfd.stop()
-        for daemon in nodeds:
-            daemon.stop()
-        for paths in roots[1:]:
-            remove_root(paths)

@@ -30,11 +30,13 @@ def _client_available() -> bool:
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(
+#: for the tests that run Ganeti's client (also test_rapi_cluster's)
+needs_ganeti_client = pytest.mark.skipif(
     not _client_available(),
     reason="Ganeti's RAPI client is not importable by /usr/bin/python3 "
     "(install python3-ganeti-rapi: scripts/install-rapi-client)",
 )
+pytestmark = needs_ganeti_client
 
 # Runs in /usr/bin/python3 with Ganeti's client; prints one JSON object of results.
 SCRIPT = r'''

@@ -21,99 +21,28 @@ import tempfile
 import threading
 from typing import Any
 
-import attrs
 import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti import crypto
-from ganeti.config.bootstrap import initial_config
-from ganeti.daemons import free_port
-from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
 from ganeti.rapi.users import ha1
-from ganeti.rpc import RpcClient
-from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from ganeti.testing.cluster import LoopbackCluster, loopback_config
 from tests.integration.test_rapi import Client
+from tests.integration.test_rapi_client import SYSTEM_PYTHON, needs_ganeti_client
 
 NODES = {"node1.test": "127.0.1.1", "node2.test": "127.0.1.2"}
 N1, N2 = NODES
-STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
 USERS = "jack abc123 write\nreader %s read\n" % ha1("reader", "pw")
 JACK, READER = ("jack", "abc123"), ("reader", "pw")
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-def two_nodes() -> ConfigData:
-    """Two vm-capable nodes of one group, the master the only candidate."""
-    cfg = initial_config("cluster.test", N1, NODES[N1], candidate_pool_size=1)
-    group = next(iter(cfg.nodegroups))
-    uuid = new_uuid()
-    node = Node(name=N2, uuid=uuid, primary_ip=NODES[N2], secondary_ip=NODES[N2], master_candidate=False,
-                offline=False, drained=False, group=group, master_capable=True, vm_capable=True, powered=True,
-                **STAMP)  # type: ignore[arg-type]
-    return attrs.evolve(cfg, nodes=dict(cfg.nodes, **{uuid: node}))
-
-
-class RapiCluster:
-    """The noded of each node, WConfD, LuxiD and ganeti-rapi of the master."""
-
-    def __init__(self, root: Paths, monkeypatch: Any) -> None:
-        self.roots = [root, make_root("gntr2")]
-        crypto.bootstrap_secrets(root, "cluster.test", node_name=N1)
-        for paths in self.roots[1:]:
-            os.makedirs(paths.data_dir, exist_ok=True)
-            shutil.copy(root.server_pem, paths.server_pem)
-        share_file_storage(self.roots)
-        seed_config(root, two_nodes())
-        key_pem, self.cert_pem = crypto.generate_key_and_cert("cluster.test")
-        crypto.write_pem_file(root.rapi_pem, key_pem, self.cert_pem)
-        os.makedirs(os.path.dirname(root.rapi_users), exist_ok=True)
-        with open(root.rapi_users, "w") as handle:
-            handle.write(USERS)
-        port = free_port()
-        monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
-        self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
-                       for paths, address in zip(self.roots, NODES.values())]
-        self.wconfd = Daemon(root, "ganeti-wconfd", "--rpc-port", str(port))
-        self.luxid = Daemon(root, "ganeti-luxid", "--rpc-port", str(port))
-        self.host, self.port = "127.0.0.1", free_port("127.0.0.1")
-        self.url = "https://%s:%d" % (self.host, self.port)
-        self.rapi = RapiDaemon(root, self.host, self.port)
-        self.rpc = RpcClient.from_paths(reactor, root, port=port)
-
-    async def start(self) -> "RapiCluster":
-        for daemon in self.nodeds:
-            daemon.start()
-        for daemon in self.nodeds:
-            await daemon.ready(reactor)
-        for daemon in (self.wconfd, self.luxid, self.rapi):
-            daemon.start()
-            await daemon.ready(reactor)
-        return self
-
-    async def running(self) -> dict[str, list[str]]:
-        """What the fake hypervisor of each node runs."""
-        answers = await self.rpc.call(NODES, "instance_list", [["fake"], {}], timeout=30)
-        assert all(r.success for r in answers.values()), answers
-        return {name: sorted(answers[name].payload) for name in NODES}
-
-    async def stop(self) -> None:
-        await self.rpc.close()
-        for daemon in (self.rapi, self.luxid, self.wconfd, *self.nodeds):
-            daemon.stop()
-        for paths in self.roots[1:]:
-            remove_root(paths)
-
-
-async def started(root: Paths, monkeypatch: Any) -> tuple[RapiCluster, Client]:
-    cluster = RapiCluster(root, monkeypatch)
-    try:
-        await cluster.start()
-    except BaseException:
-        await cluster.stop()
-        raise
+async def started(root: Paths) -> tuple[LoopbackCluster, Client]:
+    """The noded of each node, WConfD, LuxiD and ganeti-rapi of the master; a treq client."""
+    cluster = LoopbackCluster(reactor, root, loopback_config(2), shared_file_storage=True, rapi_users=USERS,
+                              prefix="gntr")
+    await cluster.start()
     return cluster, Client(cluster)  # type: ignore[arg-type]
 
 
@@ -128,14 +57,6 @@ def create_body(name: str, node: str, template: str = "sharedfile", **extra: Any
 
 
 # --- Ganeti's own client -------------------------------------------------------------------------
-
-def _ganeti_client_importable() -> bool:
-    if not os.path.exists(SYSTEM_PYTHON):
-        return False
-    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import ganeti.rapi.client"], cwd=tempfile.gettempdir(),
-                           capture_output=True)
-    return probe.returncode == 0
-
 
 #: Runs in /usr/bin/python3: one JSON C{[method, args, kwargs]} per input
 #: line, one JSON C{{"ok": result}} or C{{"error", "code"}} per output line.
@@ -159,9 +80,9 @@ for line in sys.stdin:
 class GanetiClient:
     """Ganeti's GanetiRapiClient in a system-python3 subprocess, one call at a time."""
 
-    def __init__(self, cluster: RapiCluster) -> None:
+    def __init__(self, rapi: RapiDaemon) -> None:
         self.process = subprocess.Popen(
-            [SYSTEM_PYTHON, "-c", BRIDGE, cluster.host, str(cluster.port), cluster.roots[0].rapi_pem],
+            [SYSTEM_PYTHON, "-c", BRIDGE, rapi.host, str(rapi.port), rapi.paths.rapi_pem],
             cwd=tempfile.gettempdir(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={"PATH": "/usr/bin:/bin", "HOME": tempfile.gettempdir()})
         self._lock = threading.Lock()
@@ -215,13 +136,12 @@ class GanetiClient:
             self.process.wait()
 
 
-@pytest.mark.skipif(not _ganeti_client_importable(),
-                    reason="Ganeti's RAPI client is not importable by /usr/bin/python3 "
-                    "(install python3-ganeti-rapi: scripts/install-rapi-client)")
+@needs_ganeti_client
 @pytest_twisted.ensureDeferred
-async def test_ganeti_client_instance_lifecycle(root, monkeypatch):
-    cluster, _ = await started(root, monkeypatch)
-    gc = GanetiClient(cluster)
+async def test_ganeti_client_instance_lifecycle(root):
+    cluster, _ = await started(root)
+    assert cluster.rapi is not None
+    gc = GanetiClient(cluster.rapi)
 
     async def instance(name: str) -> dict[str, Any]:
         (row,) = [i for i in await gc.ok("GetInstances", bulk=True) if i["name"] == name]
@@ -327,8 +247,8 @@ async def test_ganeti_client_instance_lifecycle(root, monkeypatch):
 # --- treq ---------------------------------------------------------------------------------------
 
 @pytest_twisted.ensureDeferred
-async def test_treq_instance_operations(root, monkeypatch):
-    cluster, client = await started(root, monkeypatch)
+async def test_treq_instance_operations(root):
+    cluster, client = await started(root)
 
     async def job(method: str, path: str, body: Any = None) -> dict[str, Any]:
         """Submit as jack, wait; the job as C{GET /2/jobs/<id>} shows it."""
@@ -470,13 +390,15 @@ async def test_treq_instance_operations(root, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 @pytest_twisted.ensureDeferred
-async def test_curl_instance_operations(root, monkeypatch):
-    cluster, client = await started(root, monkeypatch)
-    base = "https://cluster.test:%d" % cluster.port
+async def test_curl_instance_operations(root):
+    cluster, client = await started(root)
+    assert cluster.rapi is not None
+    host, port = cluster.rapi.host, cluster.rapi.port
+    base = "https://cluster.test:%d" % port
 
     def curl(*args: str) -> tuple[int, Any]:
         out = subprocess.run(["curl", "-sS", "--cacert", root.rapi_pem, "--resolve",
-                              "cluster.test:%d:%s" % (cluster.port, cluster.host), "-w", "\n%{http_code}", *args],
+                              "cluster.test:%d:%s" % (port, host), "-w", "\n%{http_code}", *args],
                              capture_output=True, text=True, check=True, timeout=30).stdout
         body, _, code = out.rpartition("\n")
         return int(code), json.loads(body)

@@ -12,7 +12,6 @@ import collections
 from typing import Any
 
 import attrs
-from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors
 from ganeti.cmdlib import instance_params as params
@@ -20,6 +19,7 @@ from ganeti.jobs import model
 from ganeti.objects import ConfigData, Instance
 
 from tests.unit.instance_fakes import MASTER, N2, N3, N4, FakeNodes, change_node, cluster
+from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
 WEB = "web1.example.test"
@@ -36,32 +36,13 @@ def op(op_id: str, name: str = WEB, **extra: Any) -> dict[str, Any]:
     return dict({"OP_ID": "OP_INSTANCE_" + op_id, "instance_name": name}, **extra)
 
 
-class InstanceTestCase(SynchronousTestCase):
+class InstanceTestCase(LUTestCase):
     config: ConfigData | None = None
 
     def setUp(self) -> None:
         self.env = Env(self.config if self.config is not None else cluster())
         self.rpc = FakeNodes()
         self.next_id = 100
-
-    def run_op(self, opcode: dict[str, Any]) -> model.QueuedOpCode:
-        self.next_id += 1
-        job = self.env.execute(self.next_id, [opcode], rpc_factory=lambda: self.rpc)
-        self.log = [entry[3] for entry in job.ops[0].log]
-        return job.ops[0]
-
-    def ok(self, opcode: dict[str, Any]) -> Any:
-        qop = self.run_op(opcode)
-        self.assertEqual(qop.status, model.SUCCESS, qop.result)
-        return qop.result
-
-    def error(self, opcode: dict[str, Any], kind: str = "OpPrereqError", code: str | None = None) -> str:
-        qop = self.run_op(opcode)
-        self.assertEqual(qop.status, model.ERROR, qop.result)
-        self.assertEqual(qop.result[0], kind, qop.result)
-        if code is not None:
-            self.assertEqual(qop.result[1][1], code, qop.result)
-        return str(qop.result[1][0])
 
     def cfg(self) -> ConfigData:
         return self.env.read_config()

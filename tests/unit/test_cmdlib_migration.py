@@ -23,6 +23,7 @@ from ganeti.jobs import followup, model
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.rpc import RpcResult
 
+from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 from tests.unit.wconfd_helpers import job
 
@@ -160,7 +161,7 @@ class FakeNodes:
             self.on(node).discard(inst["name"])
 
 
-class MoveTestCase(SynchronousTestCase):
+class MoveTestCase(LUTestCase):
     def setUp(self) -> None:
         self.env = Env(self.config())
         self.rpc = FakeNodes({N2: {SHARED, NODISK}})
@@ -174,23 +175,8 @@ class MoveTestCase(SynchronousTestCase):
         self.submitted.append(jobs)
         return [[True, 1000 + index] for index in range(len(jobs))]
 
-    def run_op(self, op: dict[str, Any]) -> model.QueuedOpCode:
-        self.next_id += 1
-        job = self.env.execute(self.next_id, [op], rpc_factory=lambda: self.rpc, submit_jobs=self.submit)
-        qop = job.ops[0]
-        self.log = [entry[3] for entry in qop.log]
-        return qop
-
-    def ok(self, op: dict[str, Any]) -> Any:
-        qop = self.run_op(op)
-        self.assertEqual(qop.status, model.SUCCESS, qop.result)
-        return qop.result
-
-    def error(self, op: dict[str, Any], kind: str = "OpPrereqError") -> str:
-        qop = self.run_op(op)
-        self.assertEqual(qop.status, model.ERROR, qop.result)
-        self.assertEqual(qop.result[0], kind, qop.result)
-        return str(qop.result[1][0])
+    def execute_options(self) -> dict[str, Any]:
+        return {"submit_jobs": self.submit}
 
     def instance(self, name: str) -> Instance:
         (found,) = [i for i in self.env.read_config().instances.values() if i.name == name]

@@ -19,6 +19,7 @@ from ganeti.jobs import model
 from ganeti.objects import ConfigData
 from ganeti.rpc import RpcResult, wire
 
+from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
 MASTER = "node1.example.test"
@@ -60,30 +61,13 @@ class FakeRpc:
         return [c[0] for c in self.calls]
 
 
-class NodeLUTestCase(SynchronousTestCase):
+class NodeLUTestCase(LUTestCase):
     config: ConfigData | None = None
 
     def setUp(self) -> None:
         self.env = Env(self.config if self.config is not None else cluster())
         self.rpc = FakeRpc()
         self.next_id = 100
-
-    def run_op(self, op: dict[str, Any]) -> model.QueuedOpCode:
-        self.next_id += 1
-        job = self.env.execute(self.next_id, [op], rpc_factory=lambda: self.rpc)
-        return job.ops[0]
-
-    def ok(self, op: dict[str, Any]) -> Any:
-        qop = self.run_op(op)
-        self.assertEqual(qop.status, model.SUCCESS, qop.result)
-        self.log = [entry[3] for entry in qop.log]
-        return qop.result
-
-    def error(self, op: dict[str, Any], kind: str = "OpPrereqError") -> str:
-        qop = self.run_op(op)
-        self.assertEqual(qop.status, model.ERROR, qop.result)
-        self.assertEqual(qop.result[0], kind, qop.result)
-        return str(qop.result[1][0])
 
     def node(self, name: str) -> Any:
         found = [n for n in self.env.read_config().nodes.values() if n.name == name]
@@ -195,7 +179,7 @@ class NodeAddTests(NodeLUTestCase):
                 del sys.modules["ganeti.rpc.join"]
             else:
                 sys.modules["ganeti.rpc.join"] = saved
-        self.assertEqual(joined, [("192.0.2.5", "s3cret", "node5.example.test", cmdnode.rpc_port())])
+        self.assertEqual(joined, [("192.0.2.5", "s3cret", "node5.example.test", wire.rpc_port())])
         self.assertIsNotNone(self.node("node5.example.test"))
 
     def test_readd_resets_flags(self) -> None:
@@ -203,14 +187,6 @@ class NodeAddTests(NodeLUTestCase):
         self.ok(add(N3, self.node(N3).primary_ip, readd=True))
         self.assertEqual(self.roles()[N3], (True, False, False), "readded into a short pool: candidate")
         self.assertIn("not in the configuration", self.error(add("node9.example.test", "192.0.2.9", readd=True)))
-
-    def test_rpc_port_from_environment(self) -> None:
-        import os
-
-        self.patch(os, "environ", {"GANETI_RPC_PORT": "4711"})
-        self.assertEqual(cmdnode.rpc_port(), 4711)
-        self.patch(os, "environ", {})
-        self.assertEqual(cmdnode.rpc_port(), 1811)
 
 
 class NodeRemoveTests(NodeLUTestCase):

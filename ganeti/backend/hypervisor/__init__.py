@@ -39,6 +39,7 @@ from typing import Any
 from zope.interface import Interface
 
 from ganeti import errors
+from ganeti.objects import beparams_memory, beparams_vcpus
 
 HT_FAKE = "fake"
 HT_KVM = "kvm"
@@ -106,17 +107,12 @@ class IHypervisor(Interface):
 
 def instance_memory(instance: Any) -> int:
     """The memory (MiB) C{instance} runs with, from its filled beparams."""
-    be = getattr(instance, "beparams", None) or {}
-    for key in ("maxmem", "memory", "minmem"):
-        if be.get(key) is not None:
-            return int(be[key])
-    return 128
+    return beparams_memory(getattr(instance, "beparams", None) or {})
 
 
 def instance_vcpus(instance: Any) -> int:
     """The virtual CPUs C{instance} runs with, from its filled beparams."""
-    be = getattr(instance, "beparams", None) or {}
-    return int(be.get("vcpus") or 1)
+    return beparams_vcpus(getattr(instance, "beparams", None) or {})
 
 
 #: hypervisor name -> "module:class"; each class is built as C{cls(paths, reactor)}
