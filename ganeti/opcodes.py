@@ -454,6 +454,57 @@ define(
 
 define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
 
+define(
+    "OP_GROUP_ASSIGN_NODES",
+    [
+        attrs.evolve(P_GROUP_NAME, doc="target group"),
+        P_FORCE,
+        Param("nodes", t_list(T_NONEMPTY_STR), REQUIRED, "node names"),
+        Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
+    ],
+    doc="Move nodes into a node group.",
+    summary="group_name",
+)
+
+define(
+    "OP_GROUP_SET_PARAMS",
+    [
+        P_GROUP_NAME,
+        Param("alloc_policy", t_maybe(T_ALLOC_POLICY), ABSENT, "preferred, last_resort or unallocable"),
+        P_NDPARAMS,
+        P_DISKPARAMS,
+        P_HV_STATE,
+        P_DISK_STATE,
+        P_IPOLICY,
+    ],
+    doc="Change a node group's parameters.",
+    result="list of [param_name, new_value] changes applied",
+    summary="group_name",
+)
+
+#: the fields OP_OS_DIAGNOSE can return (Ganeti's OS query fields)
+OS_FIELDS = (
+    "name", "valid", "hidden", "blacklisted", "variants", "api_versions", "parameters", "node_status",
+    "os_hvp", "osparams", "trusted",
+)
+
+
+def os_names(name: str, variants: Iterable[str] | None) -> list[str]:
+    """The names instances use for an OS: C{name+variant} for each variant, else C{name}."""
+    variants = list(variants or [])
+    return ["%s+%s" % (name, v) for v in variants] if variants else [name]
+
+
+define(
+    "OP_OS_DIAGNOSE",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "fields: %s" % ", ".join(OS_FIELDS)),
+        Param("names", t_list(T_NONEMPTY_STR), [], "OS names (empty: all)"),
+    ],
+    doc="The operating systems of the online vm-capable nodes, merged.",
+    result="list of rows, each the values of output_fields in order",
+)
+
 P_MASTER_CAPABLE = Param("master_capable", t_maybe(T_BOOL), ABSENT, "may become master/candidate")
 P_VM_CAPABLE = Param("vm_capable", t_maybe(T_BOOL), ABSENT, "may host instances")
 P_SECONDARY_IP = Param("secondary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "replication IP")

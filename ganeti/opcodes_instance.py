@@ -306,6 +306,21 @@ define(
 )
 
 define(
+    "OP_INSTANCE_GROW_DISK",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        P_WAIT_FOR_SYNC,
+        Param("disk", T_NONNEG_INT, REQUIRED, "disk index"),
+        Param("amount", T_NONNEG_INT, REQUIRED, "MiB to add (or the new size if absolute)"),
+        Param("absolute", T_BOOL, False, "amount is the new size, not an increment"),
+        P_IGNORE_IPOLICY,
+    ],
+    doc="Grow one disk of an instance.",
+    summary="instance_name",
+)
+
+define(
     "OP_INSTANCE_QUERY_DATA",
     [
         Param("instances", t_list(T_NONEMPTY_STR), [], "instance names (empty: all)"),

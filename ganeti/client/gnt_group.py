@@ -3,6 +3,8 @@
     gnt-group add [--alloc-policy POLICY] NAME     gnt-group remove NAME
     gnt-group rename OLD NEW                       gnt-group list [-o FIELDS] [NAME...]
     gnt-group list-fields                          gnt-group {list,add,remove}-tags NAME [TAG...]
+    gnt-group assign-nodes [--force] NAME NODE...
+    gnt-group modify [--alloc-policy POLICY] [-N k=v,...] [-D template:k=v,...] [--ipolicy-...] NAME
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ganeti import cli
+from ganeti import cli, errors
 from ganeti.cli import Command, Context
 
 #: default fields of C{gnt-group list}
@@ -58,6 +60,60 @@ def rename_group(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def assign_nodes(ctx: Context, opts: argparse.Namespace) -> int:
+    op = cli.opcode(ctx, "OP_GROUP_ASSIGN_NODES", group_name=opts.group, nodes=list(opts.nodes), force=opts.force)
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
+def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | None:
+    """The OP_GROUP_SET_PARAMS of C{gnt-group modify}; C{None} if nothing changes."""
+    from ganeti.client import instance_opts as iopts
+
+    params: dict[str, Any] = {}
+    if opts.alloc_policy is not None:
+        params["alloc_policy"] = opts.alloc_policy
+    if opts.ndparams is not None:
+        params["ndparams"] = dict(opts.ndparams)
+    if opts.diskparams:
+        params["diskparams"] = {template: dict(values) for template, values in opts.diskparams}
+    if opts.hv_state:
+        params["hv_state"] = {hypervisor: dict(values) for hypervisor, values in opts.hv_state}
+    if opts.disk_state:
+        state: dict[str, dict[str, Any]] = {}
+        for ident, values in opts.disk_state:
+            kind, _, unit = ident.partition("/")
+            if not kind or not unit:
+                raise errors.OpPrereqError("Invalid disk state '%s': give STORAGE_TYPE/NAME:PARAM=VALUE,..." % ident,
+                                           errors.ECODE_INVAL)
+            state.setdefault(kind, {})[unit] = dict(values)
+        params["disk_state"] = state
+    ipolicy: dict[str, Any] = {}
+    for key, value in (("vcpu-ratio", opts.ipolicy_vcpu_ratio), ("spindle-ratio", opts.ipolicy_spindle_ratio)):
+        if value is not None:
+            ipolicy[key] = value
+    if opts.ipolicy_disk_templates is not None:
+        ipolicy["disk-templates"] = [t for t in iopts.split_escaped(opts.ipolicy_disk_templates) if t]
+    if ipolicy:
+        params["ipolicy"] = ipolicy
+    if not params:
+        return None
+    return cli.opcode(ctx, "OP_GROUP_SET_PARAMS", group_name=opts.group, **params)
+
+
+def modify_group(ctx: Context, opts: argparse.Namespace) -> int:
+    op = modify_opcode(ctx, opts)
+    if op is None:
+        ctx.err("Please give at least one of the parameters.")
+        return cli.EXIT_FAILURE
+    (result,) = cli.submit_or_send(ctx, op)
+    if result:
+        ctx.out("Modified node group %s" % opts.group)
+        for param, data in result:
+            ctx.out(" - %-5s -> %s" % (param, data))
+    return cli.EXIT_SUCCESS
+
+
 def list_groups(ctx: Context, opts: argparse.Namespace) -> int:
     fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
     return cli.generic_list(ctx, "group", fields, cli.make_simple_filter("name", opts.groups), LIST_FORMAT)
@@ -93,6 +149,52 @@ def _setup_rename(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("new_name", metavar="NEW_NAME")
 
 
+def _setup_assign_nodes(parser: argparse.ArgumentParser) -> None:
+    cli.add_force_option(parser, help="Move the nodes even if instances end up split across groups")
+    _job_options(parser)
+    parser.add_argument("group", metavar="GROUP_NAME")
+    parser.add_argument("nodes", nargs="+", metavar="NODE")
+
+
+def _state(text: str) -> tuple[str, Any]:
+    """argparse type of C{IDENT:k=v,...} (C{--hypervisor-state}, C{-D}, ...)."""
+    from ganeti.client import instance_opts as iopts
+
+    ident, values = iopts.ident_key_values(text)
+    if not isinstance(values, dict):
+        raise argparse.ArgumentTypeError("expected %s:PARAM=VALUE,..." % ident)
+    return ident, values
+
+
+def _key_values(text: str) -> dict[str, Any]:
+    from ganeti.client import instance_opts as iopts
+
+    return iopts.key_values(text)
+
+
+def _setup_modify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--alloc-policy", choices=ALLOC_POLICIES, default=None, metavar="POLICY",
+        help="Allocation policy for the node group: %s" % ", ".join(ALLOC_POLICIES),
+    )
+    parser.add_argument("-N", "--node-parameters", dest="ndparams", type=_key_values, default=None,
+                        metavar="PARAM=VALUE,...", help="Node parameters (\"default\" resets one)")
+    parser.add_argument("-D", "--disk-parameters", dest="diskparams", type=_state, action="append", default=[],
+                        metavar="TEMPLATE:PARAM=VALUE,...", help="Disk parameters of a disk template")
+    parser.add_argument("--hypervisor-state", dest="hv_state", type=_state, action="append", default=[],
+                        metavar="HYPERVISOR:PARAM=VALUE,...", help="Static hypervisor state")
+    parser.add_argument("--disk-state", dest="disk_state", type=_state, action="append", default=[],
+                        metavar="STORAGE_TYPE/NAME:PARAM=VALUE,...", help="Static disk state")
+    parser.add_argument("--ipolicy-vcpu-ratio", default=None, metavar="RATIO",
+                        help="The maximum allowed vcpu-to-cpu ratio")
+    parser.add_argument("--ipolicy-spindle-ratio", default=None, metavar="RATIO",
+                        help="The maximum allowed instances to spindle ratio")
+    parser.add_argument("--ipolicy-disk-templates", default=None, metavar="TEMPLATE,...",
+                        help="Comma-separated list of the enabled disk templates")
+    _job_options(parser)
+    parser.add_argument("group", metavar="GROUP_NAME")
+
+
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     cli.add_list_options(parser, LIST_DEF_FIELDS)
     parser.add_argument("groups", nargs="*", metavar="GROUP_NAME", help="groups to list (default: all)")
@@ -102,6 +204,8 @@ COMMANDS: dict[str, Command] = {
     "add": Command(add_group, _setup_add, "Add a new node group to the cluster"),
     "remove": Command(remove_group, _setup_remove, "Remove an (empty) node group from the cluster"),
     "rename": Command(rename_group, _setup_rename, "Rename a node group"),
+    "assign-nodes": Command(assign_nodes, _setup_assign_nodes, "Assign nodes to a node group"),
+    "modify": Command(modify_group, _setup_modify, "Change the parameters of a node group"),
     "list": Command(
         list_groups, _setup_list,
         "Lists the node groups in the cluster. The available fields can be shown using the"

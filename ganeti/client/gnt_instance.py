@@ -7,6 +7,7 @@
     gnt-instance info [-s] {NAME... | --all}
     gnt-instance startup|shutdown|reboot [--all|--node|--primary|--secondary|--tags] NAME...
     gnt-instance modify [-B ...] [-H ...] [-O ...] [--disk ...] [--net ...] [--offline|--online] NAME
+    gnt-instance grow-disk [--absolute] NAME DISK AMOUNT
     gnt-instance rename|reinstall|failover|migrate|console ...
 
 Option values (key=value lists, sizes, disks, NICs) are parsed by
@@ -360,6 +361,27 @@ def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS if all(ok for ok, _ in results) else cli.EXIT_FAILURE
 
 
+def grow_disk_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
+    """The OP_INSTANCE_GROW_DISK of C{gnt-instance grow-disk INSTANCE DISK AMOUNT}."""
+    try:
+        disk = int(opts.disk)
+    except ValueError:
+        raise _prereq("Invalid disk index: '%s'" % opts.disk) from None
+    if disk < 0:
+        raise _prereq("Invalid disk index: %d" % disk)
+    try:
+        amount = iopts.parse_size(opts.amount)
+    except ValueError:
+        raise _prereq("Can't parse the given amount '%s'" % opts.amount) from None
+    return cli.opcode(ctx, "OP_INSTANCE_GROW_DISK", instance_name=opts.instance, disk=disk, amount=amount,
+                      wait_for_sync=opts.wait_for_sync, absolute=opts.absolute, ignore_ipolicy=opts.ignore_ipolicy)
+
+
+def grow_disk(ctx: Context, opts: argparse.Namespace) -> int:
+    cli.submit_or_send(ctx, grow_disk_opcode(ctx, opts))
+    return cli.EXIT_SUCCESS
+
+
 # --- failover, migrate, console --------------------------------------------------------------------
 def _target(opts: argparse.Namespace) -> dict[str, Any]:
     if opts.iallocator and opts.dst_node:
@@ -484,6 +506,7 @@ COMMANDS: dict[str, Command] = {
     "modify": Command(modify_instance, _setup("modify"), "Change an instance's parameters, disks or NICs"),
     "rename": Command(rename_instance, _setup("rename"), "Give an instance a new name"),
     "reinstall": Command(reinstall_instance, _setup("reinstall"), "Install the OS of stopped instances again"),
+    "grow-disk": Command(grow_disk, _setup("grow_disk"), "Grow a disk of an instance"),
     "failover": Command(failover_instance, _setup("failover"),
                         "Move an instance to another node: stop it, then start it there if it was running"),
     "migrate": Command(migrate_instance, _setup("migrate"),

@@ -246,6 +246,19 @@ def setup_reinstall(parser: argparse.ArgumentParser) -> None:
     _multi(parser)
 
 
+def setup_grow_disk(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-wait-for-sync", dest="wait_for_sync", action="store_false",
+                        help="Don't wait for the disks to sync")
+    parser.add_argument("--absolute", action="store_true",
+                        help="AMOUNT is the new size of the disk, not the growth")
+    parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
+    _job_options(parser)
+    _instance(parser)
+    parser.add_argument("disk", metavar="DISK", help="The index of the disk (0 is the first)")
+    parser.add_argument("amount", metavar="AMOUNT", help="The growth, or the new size with --absolute"
+                        " (MiB, or with a unit: 512M, 10G, 1T)")
+
+
 def setup_failover(parser: argparse.ArgumentParser) -> None:
     cli.add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--ignore-consistency", action="store_true",

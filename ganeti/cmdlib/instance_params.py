@@ -29,7 +29,7 @@ class _Default:
 #: marks a key to remove, in the dicts returned by the checks
 DEFAULT: Any = _Default()
 
-T_BOOL, T_INT, T_SIZE, T_STR = "bool", "int", "size", "string"
+T_BOOL, T_INT, T_SIZE, T_STR, T_FLOAT = "bool", "int", "size", "string", "float"
 
 #: backend parameters and their types (C{memory} is the old name of both sizes)
 BE_TYPES: dict[str, str] = {
@@ -124,6 +124,17 @@ def parse_int(value: Any, what: str) -> int:
     raise _invalid("Invalid %s %r: not an integer" % (what, value))
 
 
+def parse_float(value: Any, what: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise _invalid("Invalid %s %r: not a number" % (what, value))
+
+
 def parse_str(value: Any, what: str) -> str:
     if isinstance(value, str):
         return value
@@ -133,7 +144,7 @@ def parse_str(value: Any, what: str) -> str:
 
 
 _PARSERS: dict[str, Callable[[Any, str], Any]] = {T_BOOL: parse_bool, T_INT: parse_int, T_SIZE: parse_size,
-                                                  T_STR: parse_str}
+                                                  T_STR: parse_str, T_FLOAT: parse_float}
 
 
 def check_typed(params: Any, types: Mapping[str, str], kind: str, allow_default: bool = True) -> dict[str, Any]:

@@ -32,6 +32,10 @@ WRITE: tuple[str, ...] = ("write",)
 #: Ganeti's URI name pattern
 NAME = r"[\w\._-]+"
 
+#: seconds one WaitForJobChange of L{Context.wait_for_job} may block
+JOB_WAIT_TIMEOUT = 10
+_JOB_FINALIZED = ("success", "error", "canceled")
+
 REASON_SRC_USER = "gnt:user"
 REASON_SRC_RLIB2 = "gnt:library:rlib2"
 
@@ -210,4 +214,43 @@ class Context:
 
     async def submit_ops(self, ops: list[dict[str, Any]]) -> Any:
         return await self.call("SubmitJob", ops)
+
+    async def run_job(self, ops: list[dict[str, Any]]) -> list[Any]:
+        """Submit a job and wait for it (Ganeti's C{PollJob}): its opcode results.
+
+        @raise errors.GenericError: the error the job failed with (decoded),
+            L{errors.OpExecError} if it was canceled, L{errors.JobLost} if
+            it disappeared
+        """
+        return await self.wait_for_job(int(await self.submit_ops(ops)))
+
+    async def wait_for_job(self, job_id: int) -> list[Any]:
+        """Wait for job C{job_id} to end (see L{run_job})."""
+        info: Any = None
+        serial: int | None = None
+        while True:
+            answer = await self.luxi.call_alone("WaitForJobChange", job_id, ["status"], info, serial,
+                                                JOB_WAIT_TIMEOUT)
+            if answer is None:
+                raise errors.JobLost("Job %s not found" % job_id)
+            if answer == "nochange":
+                continue
+            info, entries = answer
+            for entry in entries or []:
+                if isinstance(entry, list) and entry and isinstance(entry[0], int):
+                    serial = entry[0] if serial is None else max(serial, entry[0])
+            if info and info[0] in _JOB_FINALIZED:
+                break
+        rows = await self.call("QueryJobs", [job_id], ["status", "opstatus", "opresult"])
+        if not rows or rows[0] is None:
+            raise errors.JobLost("Job %s not found" % job_id)
+        status, op_status, results = rows[0]
+        if status == "success":
+            return list(results or [])
+        if status == "canceled":
+            raise errors.OpExecError("Job %s was canceled" % job_id)
+        for one_status, result in zip(op_status or [], results or []):
+            if one_status == "error":
+                raise errors.decode(result)
+        raise errors.OpExecError("Job %s failed: %s" % (job_id, results))
 

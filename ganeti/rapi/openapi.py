@@ -53,6 +53,10 @@ GET_SCHEMAS: dict[str, dict[str, Any]] = {
     "/2/info": {"type": "object", "required": ["name", "master", "software_version", "protocol_version"],
                 "properties": {"name": {"type": "string"}, "master": {"type": "string"}}},
     "/2/features": STR_LIST,
+    "/2/os": {"anyOf": [STR_LIST, {"type": "array", "items": _fields(rlib2.OS_FIELDS_BULK, {
+        "name": {"type": "string"}, "valid": {"type": "boolean"}, "variants": STR_LIST,
+        "parameters": {"type": "array", "items": {"type": "object", "required": ["name", "description"]}},
+        "api_versions": {"type": "array", "items": {"type": "integer"}}})}]},
     "/2/tags": STR_LIST,
     "/2/jobs": {"anyOf": [JOB_REF, {"type": "array", "items": _fields(rlib2.J_FIELDS_BULK, {
         "id": {"type": "integer"}, "status": {"type": "string"}, "ops": {"type": "array"}})}]},
@@ -191,10 +195,16 @@ def _summary_and_description(doc: str) -> tuple[str, str]:
     return first.strip(), re.sub(r"[CLI]\{([^}]*)\}", r"\1", text)
 
 
+#: the methods that submit a job but take no C{dry-run} (they wait for its result)
+NO_DRY_RUN = frozenset({("/2/os", "GET")})
+
+
 def _query_parameters(template: str, method: str, submits: tuple[str, ...]) -> list[dict[str, Any]]:
     params = dict(QUERY_PARAMS.get((template, method), {}))
     if submits:
         params.update(JOB_QUERY_PARAMS)
+        if (template, method) in NO_DRY_RUN:
+            del params["dry-run"]
     return [{"name": k, "in": "query", "required": False, "schema": {"type": "string"}, "description": v}
             for k, v in params.items()]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from ganeti import errors
+from ganeti import errors, opcodes
 from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, Encoded, route
-from ganeti.rapi.http import bad_request, not_found, not_implemented
+from ganeti.rapi.http import HttpError, bad_request, not_found, not_implemented
 
 RAPI_VERSION = 2
 
@@ -44,6 +44,8 @@ NET_FIELDS = [
 ] + COMMON_FIELDS
 J_FIELDS_BULK = ["id", "ops", "status", "summary", "opstatus", "received_ts", "start_ts", "end_ts"]
 J_FIELDS = J_FIELDS_BULK + ["oplog", "opresult"]
+#: the fields of C{/2/os?bulk=1}
+OS_FIELDS_BULK = ["name", "valid", "variants", "parameters", "api_versions", "blacklisted", "hidden", "trusted"]
 
 NODE_ROLES = {"M": "master", "C": "master-candidate", "R": "regular", "D": "drained", "O": "offline"}
 QUERY_RESOURCES = ("node", "instance", "group", "network", "export", "job", "lock", "filter")
@@ -149,9 +151,31 @@ async def features(ctx: Context) -> Any:
 
 @route("/2/os", GET=ANON, submits={"GET": ("OP_OS_DIAGNOSE",)})
 async def os_list(ctx: Context) -> Any:
-    """Operating systems (OpOsDiagnose)."""
-    ctx.opcode("OP_OS_DIAGNOSE", {"output_fields": ["name", "variants"], "names": []}, resource="r_2_os")
-    raise not_implemented("/2/os is not implemented yet: waiting for the OpOsDiagnose job needs the OS API")
+    """Operating systems (runs an OpOsDiagnose job and waits for it).
+
+    The valid OSes of every node, as the names instances use (C{name+variant}
+    for each variant, else C{name}); C{bulk=1}: every OS with its details
+    (C{name}, C{valid}, C{variants}, C{parameters} as C{[{name, description}]},
+    C{api_versions}, C{blacklisted}, C{hidden}, C{trusted}).
+    """
+    bulk = ctx.args.bool("bulk")
+    fields = OS_FIELDS_BULK if bulk else ["name", "variants"]
+    op = ctx.opcode("OP_OS_DIAGNOSE", {"output_fields": fields, "names": []}, resource="r_2_os", dry_run=False)
+    (rows,) = await ctx.run_job([op])
+    if not isinstance(rows, list):
+        raise HttpError(502, "Can't get OS list")
+    if bulk:
+        items = []
+        for row in rows:
+            item = dict(zip(fields, row))
+            item["parameters"] = [{"name": p[0], "description": p[1]} for p in item.get("parameters") or []
+                                  if isinstance(p, list) and len(p) == 2]
+            items.append(item)
+        return items
+    names: list[str] = []
+    for name, variants in rows:
+        names.extend(opcodes.os_names(name, variants))
+    return names
 
 
 @route("/2/redistribute-config", PUT=WRITE, submits={"PUT": ("OP_CLUSTER_REDIST_CONF",)})
@@ -165,8 +189,6 @@ async def cluster_modify(ctx: Context) -> Any:
     """Modify the cluster (OpClusterSetParams)."""
     body = ctx.body_dict()
     if "compression_tools" in body:
-        from ganeti.rapi.http import HttpError
-
         raise HttpError(403, "Parameter 'compression_tools' cannot be set through RAPI")
     return await ctx.submit("OP_CLUSTER_SET_PARAMS", body, resource="r_2_cluster_modify")
 

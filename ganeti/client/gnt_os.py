@@ -1,0 +1,124 @@
+"""gnt-os: the operating systems of the cluster (Ganeti's names and output).
+
+    gnt-os list [--no-headers]     the valid OS names instances may use
+    gnt-os diagnose                every OS, with its status on each node
+
+Both run an OP_OS_DIAGNOSE job and wait for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from ganeti import cli
+from ganeti.cli import Command, Context
+
+#: what C{diagnose} asks for
+DIAGNOSE_FIELDS = ["name", "valid", "variants", "node_status", "hidden", "blacklisted"]
+#: the OS API versions from which an OS lists variants, and parameters
+API_VARIANTS, API_PARAMETERS = 15, 20
+
+
+def _natural(name: str) -> list[Any]:
+    """Sort key ordering embedded numbers by value (node2 before node10)."""
+    return [int(part) if index % 2 else part for index, part in enumerate(re.split(r"(\d+)", name))]
+
+
+def _diagnose(ctx: Context, fields: list[str]) -> list[list[Any]]:
+    op = cli.opcode(ctx, "OP_OS_DIAGNOSE", output_fields=fields, names=[])
+    (rows,) = cli.submit_opcodes(ctx, [op])
+    return rows if isinstance(rows, list) else []
+
+
+def list_os(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.opcodes import os_names
+
+    rows = _diagnose(ctx, ["name", "variants"])
+    names = [[n] for name, variants in rows for n in os_names(name, variants)]
+    titles = None if opts.no_headers else ["Name"]
+    for line in cli.format_table(names, titles, [False], None):
+        ctx.out(line)
+    return cli.EXIT_SUCCESS
+
+
+def _status(valid: Any, diagnose: Any) -> str:
+    return "valid" if valid else "invalid - %s" % diagnose
+
+
+def describe_node_entry(entry: list[Any]) -> tuple[bool, str]:
+    """Whether the first OS directory a node has is valid, and its status line text."""
+    path, valid, diagnose, variants, parameters, api_versions = (list(entry) + [None] * 6)[:6]
+    text = "%s (path: %s)" % (_status(valid, diagnose), path)
+    apis = [v for v in api_versions or [] if isinstance(v, int)]
+    if apis:
+        text += " [API versions: %s]" % ", ".join(str(v) for v in apis)
+    else:
+        text += " [no API versions declared]"
+    highest = max(apis) if apis else 0
+    if highest >= API_VARIANTS:
+        text += " [variants: %s]" % ", ".join(variants) if variants else " [no variants]"
+    if highest >= API_PARAMETERS:
+        names = [p[0] for p in parameters or [] if isinstance(p, (list, tuple)) and p]
+        text += " [parameters: %s]" % ", ".join(names) if names else " [no parameters]"
+    return bool(valid), text
+
+
+def diagnose_os(ctx: Context, opts: argparse.Namespace) -> int:
+    rows = _diagnose(ctx, DIAGNOSE_FIELDS)
+    any_bad = False
+    for name, _valid, variants, node_status, hidden, blacklisted in rows:
+        good: dict[str, str] = {}
+        bad: dict[str, str] = {}
+        shadowed: dict[str, list[str]] = {}
+        for node, entries in (node_status or {}).items():
+            if not entries:
+                bad[node] = "OS not found"
+                continue
+            valid, text = describe_node_entry(entries[0])
+            (good if valid else bad)[node] = text
+            shadowed[node] = ["    [hidden] path: %s, status: %s" % (e[0], _status(e[1], e[2])) for e in entries[1:]]
+        if good and not bad:
+            status = "valid"
+        else:
+            status = "invalid" if not good else "partial valid"
+            any_bad = True
+        line = "OS: %s [global status: %s]" % (name, status)
+        if hidden:
+            line += " [hidden]"
+        if blacklisted:
+            line += " [blacklisted]"
+        ctx.out(line)
+        if variants:
+            ctx.out("  Variants: [%s]" % ", ".join(variants))
+        for table in (good, bad):
+            for node in sorted(table, key=_natural):
+                ctx.out("  Node: %s, status: %s" % (node, table[node]))
+                for extra in shadowed.get(node, []):
+                    ctx.out(extra)
+        ctx.out("")
+    return cli.EXIT_FAILURE if any_bad else cli.EXIT_SUCCESS
+
+
+def _setup_list(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-headers", action="store_true", help="Don't display column headers")
+    cli.add_priority_option(parser)
+
+
+def _setup_diagnose(parser: argparse.ArgumentParser) -> None:
+    cli.add_priority_option(parser)
+
+
+COMMANDS: dict[str, Command] = {
+    "list": Command(list_os, _setup_list, "Lists all valid operating systems on the cluster"),
+    "diagnose": Command(diagnose_os, _setup_diagnose, "Diagnose all operating systems"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run("gnt-os", COMMANDS, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
