@@ -42,6 +42,9 @@ IALLOCATOR_VERSION = 2
 #: seconds an external allocator may run
 ALLOCATOR_TIMEOUT = 300.0
 
+#: the one member of the node-allocation lock level (held while placing)
+NAL_MEMBER = "NAL"
+
 
 @attrs.frozen
 class Request:

@@ -37,10 +37,12 @@ from ganeti import errors
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib.allocator import NAL_MEMBER
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
     LEVEL_NODE,
+    LEVEL_NODE_ALLOC,
     LEVEL_NODE_RES,
     LEVEL_NODEGROUP,
     Feedback,
@@ -235,6 +237,10 @@ class LUInstanceCreate(LogicalUnit):
             return
         group = lookup_group(cfg, op["group_name"]) if op.get("group_name") else None
         self.group = group
+        # the node-allocation lock: allocations that lock every node hold it
+        # exclusively, opportunistic ones share it; released once placed
+        self.needed_locks[LEVEL_NODE_ALLOC] = [NAL_MEMBER]
+        self.share_locks[LEVEL_NODE_ALLOC] = bool(op["opportunistic_locking"])
         if op["opportunistic_locking"]:
             self.needed_locks[LEVEL_NODE] = candidate_nodes(cfg, group)
             self.opportunistic_locks[LEVEL_NODE] = True
@@ -377,6 +383,7 @@ class LUInstanceCreate(LogicalUnit):
 
     async def _narrow_locks(self, pnode: str) -> None:
         """Keep only the locks of the chosen node (and its group)."""
+        await self.release_locks(LEVEL_NODE_ALLOC)
         await self.release_locks(LEVEL_NODE, keep=[pnode])
         await self.release_locks(LEVEL_NODE_RES, keep=[pnode])
         group = self.cfg.nodes[pnode].group

@@ -68,6 +68,7 @@ from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
     LEVEL_NODE,
+    LEVEL_NODE_ALLOC,
     LEVEL_NODE_RES,
     LEVEL_NODEGROUP,
     Feedback,
@@ -359,6 +360,9 @@ class _LUInstanceMove(LogicalUnit):
             self.target_uuid = node.uuid
             self.op["target_node"], self.op["target_node_uuid"] = node.name, node.uuid
         self.needed_locks = {LEVEL_INSTANCE: [inst.name], LEVEL_NODE: [], LEVEL_NODE_RES: []}
+        if self.target_uuid is None:  # the allocator chooses: share the node-allocation lock
+            self.needed_locks[LEVEL_NODE_ALLOC] = [allocator.NAL_MEMBER]
+            self.share_locks[LEVEL_NODE_ALLOC] = True
 
     def declare_locks(self, level: str) -> None:
         if level not in (LEVEL_NODE, LEVEL_NODE_RES):
@@ -385,6 +389,7 @@ class _LUInstanceMove(LogicalUnit):
         if self.target_uuid is None:
             self.target_uuid = await choose_target(self, inst, need)
             keep = [self.target_uuid, inst.primary_node or ""]
+            await self.release_locks(LEVEL_NODE_ALLOC)
             await self.release_locks(LEVEL_NODE, keep=keep)
             await self.release_locks(LEVEL_NODE_RES, keep=keep)
         elif need > 0:

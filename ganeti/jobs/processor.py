@@ -513,6 +513,9 @@ class Processor:
         return model.timestamp(self.clock.seconds())
 
     def _save(self) -> Deferred:
+        # a job file never shows a final status without its end timestamp
+        if self.job.end_timestamp is None and self.job.finalized:
+            self.job.end_timestamp = self._timestamp()
         return self._saver.request()
 
     def _feedback(self, index: int, message: Any, kind: str = model.ELOG_MESSAGE) -> Deferred:

@@ -356,6 +356,53 @@ class ParallelCreateTests(InstanceTestCase):
         uuid = self.cfg().find_instance(WEB).primary_node  # type: ignore[union-attr]
         self.assertEqual(node_locks, ["node/%s" % uuid, "node-res/%s" % uuid])
 
+    def test_allocations_hold_the_node_allocation_lock_until_placed(self) -> None:
+        """An allocating creation holds node-alloc/NAL while it places the
+        instance (shared when opportunistic, exclusive otherwise) and lets it
+        go once the node is chosen; one on an explicit node never takes it."""
+        from ganeti.cmdlib import allocator
+
+        original_place = allocator.place
+        for number, (opportunistic, mode) in enumerate(((True, "shared"), (False, "exclusive"))):
+            run = self.env.start(910 + number, [create(instance_name="nal%d.example.com" % number,
+                                                       opportunistic_locking=opportunistic, start=False)],
+                                 settle=False, rpc_factory=lambda: self.rpc)
+            at_placement: list[Any] = []
+            at_disk: list[Any] = []
+            original_disk = self.rpc._blockdev_create
+
+            def place(*args: Any, run: Any = run, seen: list[Any] = at_placement) -> Any:
+                seen.append(self.env.locks_of(run.owner))
+                return original_place(*args)
+
+            def disk(node: str, *args: Any, run: Any = run, seen: list[Any] = at_disk,
+                     original: Any = original_disk) -> Any:
+                seen.append(self.env.locks_of(run.owner))
+                return original(node, *args)
+
+            self.rpc._blockdev_create = disk  # type: ignore[method-assign]
+            allocator.place = place  # type: ignore[assignment]
+            try:
+                self.env.finish(run)
+            finally:
+                allocator.place = original_place  # type: ignore[assignment]
+                self.rpc._blockdev_create = original_disk  # type: ignore[method-assign]
+            self.assertEqual(run.ops[0].status, model.SUCCESS, run.ops[0].result)
+            self.assertIn(("node-alloc/NAL", mode), at_placement[-1])
+            self.assertNotIn("node-alloc/NAL", [name for name, _ in at_disk[0]])
+        seen: list[Any] = []
+        original_disk = self.rpc._blockdev_create
+        fixed = self.env.start(920, [create(instance_name="fixed.example.com", pnode=N2, start=False)],
+                               settle=False, rpc_factory=lambda: self.rpc)
+
+        def disk_fixed(node: str, *args: Any) -> Any:
+            seen.append(self.env.locks_of(fixed.owner))
+            return original_disk(node, *args)
+
+        self.rpc._blockdev_create = disk_fixed  # type: ignore[method-assign]
+        self.env.finish(fixed)
+        self.assertEqual(fixed.ops[0].status, model.SUCCESS, fixed.ops[0].result)
+        self.assertNotIn("node-alloc/NAL", [name for name, _ in seen[0]])
 
 # --- removal ---------------------------------------------------------------------------
 

@@ -197,6 +197,18 @@ class TestDelayTests(ProcessorTestCase):
         self.assertEqual(model.ts_seconds(op.end_timestamp) - model.ts_seconds(op.exec_timestamp), 1.0)
         self.assertEqual(self.env.locks_of(run.owner), [])
 
+    def test_every_final_save_has_the_end_timestamp(self) -> None:
+        """A client that sees the job finished also sees when it ended: the
+        first save with a final status carries the end timestamp, even while
+        the job still releases its locks."""
+        run = self.env.start(1, [delay(0.5, no_locks=False), delay(0.5, no_locks=False)])
+        self.env.finish(run)
+        final = [QueuedJob.from_dict(saved) for saved in run.saves]
+        final = [saved for saved in final if saved.finalized]
+        self.assertTrue(final)
+        self.assertTrue(all(saved.end_timestamp is not None for saved in final))
+        self.assertEqual(final[0].end_timestamp, run.job.end_timestamp)
+
     def test_no_locks_takes_nothing(self) -> None:
         run = self.env.start(1, [delay(3)])
         self.assertEqual(run.ops[0].status, model.RUNNING)
