@@ -101,6 +101,12 @@ async def test_instance_lifecycle(root):
         await refused(create("x.test", mode="import"), "use mode 'create'")
         assert "x.test" not in await in_thread(instances, client)
         assert not os.path.exists(disk_file(N3, "x.test"))
+        # an offline node takes no new instance, and its instances do not start
+        offline = {"OP_ID": "OP_NODE_SET_PARAMS", "node_name": N3, "offline": True, "force": True,
+                   "reason": [["gnt:client:test", "", 0]]}
+        await ok(offline)
+        await refused(create("x.test", pnode=N3), "Can't use offline node")
+        await ok(dict(offline, offline=False))
 
         # --- shutdown, startup, reboot
         await ok(op("SHUTDOWN", "file1.test", timeout=5))
