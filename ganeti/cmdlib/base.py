@@ -157,8 +157,9 @@ class OpContext:
     def feedback(self, message: Any, kind: str = model.ELOG_MESSAGE) -> Any:
         """Add C{message} to the opcode's log.
 
-        Returns a Deferred that fires once the job file holds the entry;
-        awaiting it is optional.
+        The job file gets the entry at the next turn of the reactor (with
+        other entries made meanwhile); the Deferred returned fires when the
+        entry is logged, which in a job is at once.  Awaiting it is optional.
         """
         if self._feedback is None:
             return succeed(None)

@@ -44,7 +44,7 @@ import inspect
 from functools import partial
 from typing import Any, Awaitable, Callable, Iterable
 
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
@@ -79,14 +79,32 @@ class _Saver:
 
     log = Logger()
 
-    def __init__(self, job: QueuedJob, save: SaveFunction) -> None:
+    def __init__(self, job: QueuedJob, save: SaveFunction, clock: Any = None) -> None:
         self._job = job
         self._save = save
+        self._clock = clock
         self._waiters: list[Deferred] = []
         self._busy = False
+        self._soon: Any = None
+
+    def request_soon(self) -> None:
+        """Save at the next turn of the reactor, with whatever else changes
+        until then (log lines come in bursts; each is not worth a write)."""
+        if self._clock is None:
+            self.request()
+            return
+        if self._soon is None or not self._soon.active():
+            self._soon = self._clock.callLater(0, self._save_soon)
+
+    def _save_soon(self) -> None:
+        self._soon = None
+        self.request()
 
     def request(self) -> Deferred:
         """Fires (never fails) once a save that started after this call is done."""
+        if self._soon is not None and self._soon.active():
+            self._soon.cancel()  # this save takes what was waiting for the next turn
+            self._soon = None
         waiter: Deferred = Deferred()
         self._waiters.append(waiter)
         if not self._busy:
@@ -154,7 +172,7 @@ class Processor:
         self.clock = clock
         self.lock_timeouts = tuple(lock_timeouts)
         self._registry = registry
-        self._saver = _Saver(job, save)
+        self._saver = _Saver(job, save, clock)
         self._cancel_requested = False
         self._started = False
         self._may_hold_locks = False
@@ -519,8 +537,13 @@ class Processor:
         return self._saver.request()
 
     def _feedback(self, index: int, message: Any, kind: str = model.ELOG_MESSAGE) -> Deferred:
+        """Log C{message}; the job file gets it at the next turn of the
+        reactor, together with other lines logged meanwhile.  The LU does
+        not wait for the write (intermediate writes are not durable anyway,
+        and a burst of lines costs one write instead of one each)."""
         self.job.add_log(index, message, kind, when=self.clock.seconds())
-        return self._saver.request()
+        self._saver.request_soon()
+        return succeed(None)
 
     def _fail(self, index: int, exc: BaseException) -> None:
         """Opcode C{index} failed with C{exc}; every later one fails too."""

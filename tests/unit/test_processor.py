@@ -209,6 +209,29 @@ class TestDelayTests(ProcessorTestCase):
         self.assertTrue(all(saved.end_timestamp is not None for saved in final))
         self.assertEqual(final[0].end_timestamp, run.job.end_timestamp)
 
+    def test_a_burst_of_log_lines_is_one_write(self) -> None:
+        """Log lines do not make the LU wait for a write each: the lines an
+        LU logs before it next waits reach the job file in one save."""
+
+        class Chatty(LUTestDelay):
+            async def exec_(self, feedback: Any) -> Any:
+                for n in range(3):
+                    await self.log_info("line %d", n)
+                await self.ctx.sleep(1)
+                await self.log_info("after the sleep")
+
+        run = self.env.start(1, [delay(0)], registry=registry(OP_TEST_DELAY=Chatty))
+        self.env.advance(0)
+        logged = [len(saved["ops"][0]["log"]) for saved in run.saves]
+        self.assertIn(3, logged)
+        self.assertNotIn(1, logged)
+        self.assertNotIn(2, logged)
+        self.env.finish(run)
+        self.assertEqual(run.job.status, model.SUCCESS)
+        final = run.saves[-1]["ops"][0]["log"]
+        self.assertEqual([entry[3] for entry in final],
+                         [" - INFO: line 0", " - INFO: line 1", " - INFO: line 2", " - INFO: after the sleep"])
+
     def test_no_locks_takes_nothing(self) -> None:
         run = self.env.start(1, [delay(3)])
         self.assertEqual(run.ops[0].status, model.RUNNING)
