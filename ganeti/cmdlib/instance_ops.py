@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
+from ganeti.backend.hypervisor import STATE_SHUTDOWN
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE_RES, Feedback, LogicalUnit, register
@@ -58,7 +59,9 @@ class LUInstanceStartup(InstanceLU):
     """Start an instance on its primary node.
 
     The node must have the instance's memory free.  C{hvparams}/C{beparams}
-    apply to this start only.  An instance already running is left alone.
+    apply to this start only.  An instance already running is left alone;
+    one whose guest powered itself off (hypervisor state C{shutdown}, shown
+    as C{USER_down} or C{ERROR_down}) is stopped first, then started.
     With C{ignore_offline_nodes} and an offline primary, only the admin
     state is recorded.
     """
@@ -86,14 +89,22 @@ class LUInstanceStartup(InstanceLU):
         inst, op = self.instance, self.op
         if self.primary_offline:
             await self.log_warning("Primary node offline, marked instance as started")
-        elif await iu.instance_info(self, inst) is not None:
-            await self.feedback("Instance %s is already running" % inst.name)
         else:
-            memory = iu.instance_memory(self.cfg, inst, self.bep)
-            await iu.check_node_free_memory(self, self.pnode, "starting instance %s" % inst.name, memory,
-                                            inst.hypervisor or "")
-            await iu.start_instance_on(self, inst, self.pnode, hvp=self.hvp or None, bep=self.bep or None,
-                                       paused=op["startup_paused"])
+            info = await iu.instance_info(self, inst)
+            if info is not None and info.get("state") != STATE_SHUTDOWN:
+                await self.feedback("Instance %s is already running" % inst.name)
+            else:
+                if info is not None:
+                    # its guest powered itself off: end what is left of it
+                    # (it still holds its memory, so no free-memory check;
+                    # Ganeti's "requires_cleanup")
+                    await iu.shutdown_instance_on(self, inst, self.pnode, 0)
+                else:
+                    memory = iu.instance_memory(self.cfg, inst, self.bep)
+                    await iu.check_node_free_memory(self, self.pnode, "starting instance %s" % inst.name, memory,
+                                                    inst.hypervisor or "")
+                await iu.start_instance_on(self, inst, self.pnode, hvp=self.hvp or None, bep=self.bep or None,
+                                           paused=op["startup_paused"])
         if not op["no_remember"]:
             await iu.set_admin_state(self, inst, iu.ADMIN_UP)
         return None

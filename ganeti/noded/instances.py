@@ -270,13 +270,16 @@ class InstanceProcedures:
     # --- lifecycle -------------------------------------------------------------------
 
     async def instance_start(self, inst: Any, startup_paused: Any = False, reason: Any = None) -> None:
-        """Start the instance; one already running is left alone."""
+        """Start the instance; one already running is left alone, one whose
+        guest powered itself off (state L{hv.STATE_SHUTDOWN}) is handed to
+        the hypervisor, which replaces it."""
         instance, disks = decode(inst)
         paused = _flag(startup_paused, "startup_paused")
         _reason(reason)
         hyper = self.hypervisor(instance.hypervisor)
         devices = self.block_devices(instance, disks)
-        if await self._running_info(hyper, instance.name) is not None:
+        info = await self._running_info(hyper, instance.name)
+        if info is not None and info.get("state") != hv.STATE_SHUTDOWN:
             self.log.info("instance {name} already runs; not started again", name=instance.name)
             return None
         await self._start(hyper, instance, devices, paused)

@@ -3,7 +3,9 @@ and the real process spawner on a plain program.
 
 The instance has no disks and no NICs, so the guest is only SeaBIOS looking
 for something to boot: enough for QMP, migration and ACPI (which it
-ignores, so the stop goes on to quit).  Skipped without qemu-system-x86_64
+ignores, so the stop goes on to quit).  The power-off test boots a one-sector
+guest that powers the machine off through the PIIX4 ACPI registers, the way
+a guest OS does at the end of its shutdown.  Skipped without qemu-system-x86_64
 (scripts/install-qemu installs it where it can).
 """
 
@@ -18,7 +20,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti.backend.hypervisor import HypervisorError
+from ganeti.backend.hypervisor import STATE_RUNNING, STATE_SHUTDOWN, HypervisorError
 from ganeti.backend.hypervisor import kvm
 from ganeti.backend.hypervisor.kvm import KVMHypervisor
 from ganeti.backend.hypervisor.kvm_process import QemuProcesses
@@ -147,7 +149,8 @@ async def test_start_migrate_stop():
         # noded restarted: a new object finds the instance from its files
         target = KVMHypervisor(roots[1], reactor, kvm_usable=False)
         assert target.list_instances() == [NAME]
-        assert target.get_instance_info(NAME)["memory"] == 64
+        info = await target.get_instance_info(NAME)
+        assert info["memory"] == 64 and info["state"] == STATE_RUNNING
 
         # the guest (SeaBIOS) ignores ACPI, so this is powerdown, wait, quit
         await target.stop_instance(inst, False, 2)
@@ -163,6 +166,77 @@ async def test_start_migrate_stop():
                 pass
         for paths in roots:
             remove_root(paths)
+
+
+#: a boot sector: write SLP_EN with SLP_TYP 0 (S5, soft off) to PM1a_CNT at
+#: 0x604 (where SeaBIOS puts the PIIX4 PM registers on the pc machine), halt
+_POWEROFF_CODE = bytes([0xBA, 0x04, 0x06,   # mov dx, 0x604
+                        0xB8, 0x00, 0x20,   # mov ax, 0x2000
+                        0xEF,               # out dx, ax
+                        0xF4,               # hlt
+                        0xEB, 0xFD])        # jmp back to hlt
+
+
+def poweroff_disk(path) -> str:
+    """A 1 MiB raw disk (SeaBIOS will not boot a smaller one) that powers off."""
+    with open(path, "wb") as handle:
+        handle.write(_POWEROFF_CODE + bytes(510 - len(_POWEROFF_CODE)) + b"\x55\xaa")
+        handle.truncate(1024 * 1024)
+    return str(path)
+
+
+async def wait_for_state(hypervisor: KVMHypervisor, state: int, seconds: float = 60) -> dict:
+    from twisted.internet.task import deferLater
+
+    deadline = time.monotonic() + seconds
+    while True:
+        info = await hypervisor.get_instance_info(NAME)
+        if info["state"] == state or time.monotonic() > deadline:
+            return info
+        await deferLater(reactor, 0.2, lambda: None)
+
+
+@needs_qemu
+@pytest_twisted.ensureDeferred
+async def test_guest_powers_itself_off(tmp_path):
+    """qemu (-no-shutdown) stays with a powered-off guest: reported as
+    shutdown, replaced by a start, quit at once by a stop."""
+    root = make_root("gntkvm")
+    try:
+        hypervisor = KVMHypervisor(root, reactor, kvm_usable=False)
+        inst = Instance(name=NAME, uuid="5e0c7c1a-8a47-4f57-9d0b-3a0f2b9c6e11", hypervisor="kvm",
+                        beparams={"maxmem": 64, "vcpus": 1},
+                        hvparams={"kvm_path": QEMU, "vnc_bind_address": "", "serial_console": True,
+                                  "acpi": True})
+        disk = poweroff_disk(tmp_path / "poweroff.img")
+        await hypervisor.start_instance(inst, [disk], False)
+        first = qemu_pids([root])
+        assert len(first) == 1
+        assert (await wait_for_state(hypervisor, STATE_SHUTDOWN))["state"] == STATE_SHUTDOWN
+        assert await status(hypervisor) == "shutdown"
+        assert hypervisor.list_instances() == [NAME]
+        # noded restarted: nothing cached, qemu is asked again
+        again = KVMHypervisor(root, reactor, kvm_usable=False)
+        assert (await again.get_all_instances_info())[NAME]["state"] == STATE_SHUTDOWN
+
+        await hypervisor.start_instance(inst, [disk], False)
+        second = qemu_pids([root])
+        assert len(second) == 1 and second != first
+        assert (await wait_for_state(hypervisor, STATE_SHUTDOWN))["state"] == STATE_SHUTDOWN
+
+        began = time.monotonic()
+        await hypervisor.stop_instance(inst, False, 60)
+        assert time.monotonic() - began < kvm.QUIT_GRACE
+        assert hypervisor.list_instances() == []
+        assert qemu_pids([root]) == []
+        assert zombie_children() == []
+    finally:
+        for pid in qemu_pids([root]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        remove_root(root)
 
 
 @pytest_twisted.ensureDeferred

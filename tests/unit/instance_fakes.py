@@ -51,6 +51,8 @@ class FakeNodes:
         self.memory = dict(memory or {})
         self.default_memory = default_memory
         self.running: dict[str, dict[str, int]] = {}
+        #: instances whose guest powered itself off (hypervisor state 1)
+        self.powered_off: set[str] = set()
         self.disks: dict[str, set[str]] = {}
         self.fail: dict[tuple[str, str | None], str] = {}
         self.down: set[str] = set()
@@ -137,11 +139,14 @@ class FakeNodes:
         memory = int(inst["beparams"].get("maxmem") or 128)
         if memory > self._free(node) and decoded.name not in self.running.get(node, {}):
             raise _Refused("Not enough memory to start instance %s" % decoded.name)
+        if decoded.name in self.powered_off and decoded.name in self.running.get(node, {}):
+            raise _Refused("Instance %s is already running" % decoded.name)
         self.start(node, decoded.name or "", memory)
         return None
 
     def _instance_shutdown(self, node: str, inst: dict[str, Any], timeout: int, reason: Any) -> Any:
         self.running.get(node, {}).pop(inst["name"], None)
+        self.powered_off.discard(inst["name"])
         return None
 
     def _instance_reboot(self, node: str, inst: dict[str, Any], kind: str, timeout: int, reason: Any) -> Any:
@@ -151,10 +156,11 @@ class FakeNodes:
 
     def _instance_info(self, node: str, name: str, hypervisor: str, hvparams: Any) -> Any:
         memory = self.running.get(node, {}).get(name)
-        return {} if memory is None else {"memory": memory, "vcpus": 1, "state": 0, "time": 1.0}
+        state = 1 if name in self.powered_off else 0
+        return {} if memory is None else {"memory": memory, "vcpus": 1, "state": state, "time": 1.0}
 
     def _all_instances_info(self, node: str, hypervisors: Any, hvparams: Any) -> Any:
-        return {name: {"memory": m, "vcpus": 1, "state": 0, "time": 1.0}
+        return {name: {"memory": m, "vcpus": 1, "state": 1 if name in self.powered_off else 0, "time": 1.0}
                 for name, m in self.running.get(node, {}).items()}
 
     def _test_delay(self, node: str, duration: float) -> Any:

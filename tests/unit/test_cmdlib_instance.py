@@ -465,6 +465,20 @@ class StateTests(InstanceTestCase):
         self.assertEqual(self.admin(), ("down", "user"))
         self.assertEqual(self.rpc.calls_of("instance_shutdown")[-1][1][1], 7)
 
+    def test_startup_of_a_powered_off_guest(self) -> None:
+        """An instance whose guest powered itself off is stopped, then
+        started, without a memory check (it still holds its memory)."""
+        self.ok(op("STARTUP"))
+        self.rpc.powered_off.add(WEB)
+        self.rpc.memory[N2] = 600
+        self.rpc.calls.clear()
+        self.ok(op("STARTUP"))
+        self.assertEqual(self.rpc.procedures(), ["instance_info", "instance_shutdown", "instance_start"])
+        self.assertEqual(self.rpc.calls_of("instance_shutdown")[0][1][1], 0)
+        self.assertEqual(self.rpc.running_on(N2), {WEB})
+        self.assertEqual(self.rpc.powered_off, set())
+        self.assertNotIn("already running", self.log)
+
     def test_startup_checks_memory_and_takes_overrides(self) -> None:
         self.rpc.memory[N2] = 256
         self.assertIn("Not enough memory on node %s for starting instance %s: needed 512 MiB, available 256 MiB"

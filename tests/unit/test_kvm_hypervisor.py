@@ -48,6 +48,7 @@ class FakeQemu:
         self.connections = 0
         self.migrate_uri = ""
         self.paused_before = False
+        self.mute = False
 
     def commands(self) -> list[str]:
         return [m["execute"] for m in self.received if m["execute"] != "qmp_capabilities"]
@@ -66,6 +67,8 @@ class FakeQemu:
     def answer(self, message: dict[str, Any], server: "FakeMonitor") -> None:
         self.received.append(message)
         command, result = message["execute"], {}
+        if self.mute and command != "qmp_capabilities":
+            return
         if command == "query-status":
             result = {"status": self.status, "running": self.status == "running"}
         elif command == "system_powerdown" and self.obeys_powerdown:
@@ -121,6 +124,7 @@ class FakeNode:
         self.dies_at_start = False
         self.dies_on_kill = True
         self.monitor_down = False
+        self.connecting: list[Deferred[QMPProtocol]] = []
 
     def spawn(self, argv: list[str], log_path: str) -> int:
         self.next_pid += 1
@@ -154,6 +158,10 @@ class FakeNode:
         qemu = self.qemus.get(path)
         if qemu is None or qemu.pid not in self.running or self.monitor_down:
             return fail(ConnectError(string="No such file or directory: %s" % path))
+        if qemu.mute == "connect":
+            hanging: Deferred[QMPProtocol] = Deferred()
+            self.connecting.append(hanging)
+            return hanging
         client, _server, pump = iosim.connectedServerAndClient(
             lambda: FakeMonitor(qemu), QMPProtocol, greet=False)
         self.pumps.append(pump)
@@ -371,7 +379,8 @@ class StopTests(KVMTestCase):
         with open(path, "w") as handle:
             handle.write("{not json")
         self.assertEqual(self.kvm.list_instances(), [NAME])
-        self.assertRaises(hv.HypervisorError, self.kvm.get_instance_info, "broken")
+        self.failureResultOf(self.kvm.get_instance_info("broken"), hv.HypervisorError)
+        self.assertEqual(list(self.successResultOf(self.drive(self.kvm.get_all_instances_info()))), [NAME])
 
     def test_no_acpi_quits_at_once(self) -> None:
         qemu = self.start(instance(acpi=False))
@@ -398,7 +407,7 @@ class StateTests(KVMTestCase):
         self.node.running.discard(first.pid)
         self.assertEqual(self.kvm.list_instances(), ["inst2.example.com"])
         self.assertFalse(os.path.exists(self.kvm.files(NAME).conf))
-        self.assertIsNone(self.kvm.get_instance_info(NAME))
+        self.assertIsNone(self.successResultOf(self.kvm.get_instance_info(NAME)))
 
     def test_recycled_pid_is_not_the_instance(self) -> None:
         qemu = self.start()
@@ -416,12 +425,12 @@ class StateTests(KVMTestCase):
     def test_instance_info(self) -> None:
         self.start()
         self.clock.advance(42)
-        info = self.kvm.get_instance_info(NAME)
+        info = self.successResultOf(self.drive(self.kvm.get_instance_info(NAME)))
         assert info is not None
         self.assertEqual((info["memory"], info["vcpus"], info["state"]), (256, 2, hv.STATE_RUNNING))
         self.assertGreaterEqual(info["time"], 42)
-        self.assertEqual(list(self.kvm.get_all_instances_info()), [NAME])
-        self.assertIsNone(self.kvm.get_instance_info("other"))
+        self.assertEqual(list(self.successResultOf(self.drive(self.kvm.get_all_instances_info()))), [NAME])
+        self.assertIsNone(self.successResultOf(self.kvm.get_instance_info("other")))
 
     def test_reboot(self) -> None:
         qemu = self.start()
@@ -456,6 +465,108 @@ class StateTests(KVMTestCase):
         self.assertEqual(info["memory_free"], 6144)       # still below total - 256
         self.kvm._host.memory["MemAvailable"] = 8000 * 1024  # type: ignore[attr-defined]
         self.assertEqual(self.kvm.get_node_info()["memory_free"], 8192 - 256)
+
+
+class PoweredOffTests(KVMTestCase):
+    """A guest that powered itself off leaves qemu in run state C{shutdown}."""
+
+    def info(self, name: str = NAME, hypervisor: kvm.KVMHypervisor | None = None) -> Any:
+        return self.successResultOf(self.drive((hypervisor or self.kvm).get_instance_info(name)))
+
+    def all_info(self) -> dict[str, Any]:
+        return self.successResultOf(self.drive(self.kvm.get_all_instances_info()))  # type: ignore[no-any-return]
+
+    def test_reported_shutdown(self) -> None:
+        qemu = self.start()
+        self.start(instance("inst2.example.com"))
+        qemu.status = "shutdown"
+        self.assertEqual(self.info()["state"], hv.STATE_SHUTDOWN)
+        self.assertEqual({n: i["state"] for n, i in self.all_info().items()},
+                         {NAME: hv.STATE_SHUTDOWN, "inst2.example.com": hv.STATE_RUNNING})
+        self.assertEqual(self.kvm.list_instances(), [NAME, "inst2.example.com"])   # its qemu still holds the disks
+        qemu.status = "running"                 # rebooted from the console
+        self.assertEqual(self.info()["state"], hv.STATE_RUNNING)
+
+    def test_paused_and_panicked_are_not_shutdown(self) -> None:
+        qemu = self.start(paused=True)
+        self.assertEqual(self.info()["state"], hv.STATE_RUNNING)
+        qemu.status = "guest-panicked"
+        self.assertEqual(self.info()["state"], hv.STATE_RUNNING)
+
+    def test_seen_after_restart(self) -> None:
+        """Nothing is cached: a new noded asks qemu and sees the same."""
+        self.start().status = "shutdown"
+        again = self.make(self.kvm.paths.root)
+        self.assertEqual(self.info(hypervisor=again)["state"], hv.STATE_SHUTDOWN)
+
+    def test_info_does_not_leave_connections_open(self) -> None:
+        qemu = self.start()
+        for _ in range(3):
+            self.all_info()
+        self.assertEqual(self.kvm._monitors, {})
+        self.assertTrue(all(p.client.closed.called for p in self.node.pumps))
+        self.assertEqual(qemu.connections, 4)
+
+    def test_mute_monitors_are_waited_for_at_once(self) -> None:
+        """Stuck qemus cost one L{kvm.INFO_TIMEOUT} together, and count as running."""
+        names = ["i%d.example.com" % i for i in range(5)]
+        qemus = [self.start(instance(n)) for n in names]
+        qemus[0].mute = True                    # connected, does not answer
+        qemus[1].mute = "connect"               # the connection never completes
+        qemus[2].status = "shutdown"
+        d = self.kvm.get_all_instances_info()
+        self.node.flush()
+        self.clock.advance(kvm.INFO_TIMEOUT - 0.1)
+        self.node.flush()
+        self.assertNoResult(d)
+        self.clock.advance(0.1)
+        self.node.flush()
+        states = {n: i["state"] for n, i in self.successResultOf(d).items()}
+        self.assertEqual(states, {names[0]: hv.STATE_RUNNING, names[1]: hv.STATE_RUNNING,
+                                  names[2]: hv.STATE_SHUTDOWN, names[3]: hv.STATE_RUNNING,
+                                  names[4]: hv.STATE_RUNNING})
+        self.assertEqual(self.kvm._monitors, {})
+        # the connection that completes after the timeout is closed at once
+        [hanging] = self.node.connecting
+        client, _server, pump = iosim.connectedServerAndClient(
+            lambda: FakeMonitor(qemus[1]), QMPProtocol, greet=False)
+        pump.flush()
+        hanging.callback(client)
+        pump.flush()
+        self.assertTrue(client.closed.called)
+
+    def test_stop_quits_at_once(self) -> None:
+        qemu = self.start()
+        qemu.status = "shutdown"
+        d = self.kvm.stop_instance(instance(), False, 60)
+        self.successResultOf(self.drive(d, seconds=0.5))
+        self.assertEqual(qemu.commands(), ["query-status", "query-status", "quit"])
+        self.assertEqual(self.node.killed, [])
+        self.assertEqual(self.kvm.list_instances(), [])
+
+    def test_start_replaces_the_stopped_qemu(self) -> None:
+        old = self.start()
+        old.status = "shutdown"
+        self.successResultOf(self.drive(self.kvm.start_instance(instance(), [], False)))
+        self.assertEqual(old.commands(), ["query-status", "query-status", "quit"])
+        self.assertNotIn(old.pid, self.node.running)
+        new = self.node.qemu_of(self.kvm)
+        self.assertNotEqual(new.pid, old.pid)
+        self.assertEqual(json.loads(open(self.kvm.files(NAME).conf).read())["pid"], new.pid)
+        self.assertEqual(self.info()["state"], hv.STATE_RUNNING)
+
+    def test_start_still_refuses_a_running_guest(self) -> None:
+        qemu = self.start()
+        for status in ("running", "paused"):
+            qemu.status = status
+            failure = self.failureResultOf(self.drive(self.kvm.start_instance(instance(), [], False)),
+                                           hv.HypervisorError)
+            self.assertIn("already running", str(failure.value))
+        qemu.mute = True                        # cannot tell: do not kill it
+        d = self.drive(self.kvm.start_instance(instance(), [], False), seconds=kvm.COMMAND_TIMEOUT + 1)
+        self.assertIn("already running", str(self.failureResultOf(d, hv.HypervisorError).value))
+        self.assertEqual(len(self.node.spawned), 1)
+        self.assertIn(qemu.pid, self.node.running)
 
 
 class MigrationTests(KVMTestCase):

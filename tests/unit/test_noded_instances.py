@@ -164,6 +164,24 @@ def test_start_list_info_reboot_shutdown(node, cfg):
     refused(node.instance_reboot(data, "soft", 30, []), "not running")
 
 
+def test_start_hands_a_powered_off_instance_to_the_hypervisor(node, cfg, monkeypatch):
+    """A guest that powered itself off (state shutdown) is started again:
+    the hypervisor replaces what is left of it."""
+    inst, records = make_instance(cfg, disks=1)
+    data = encoded(cfg, inst, records)
+    create_disks(node, records)
+    run(node.instance_start(data, False, []))
+    hyper = node.hypervisor("fake")
+    starts = []
+    monkeypatch.setattr(hyper, "start_instance", lambda instance, devices, paused: starts.append(instance.name))
+    run(node.instance_start(data, False, []))
+    assert starts == []
+    down = {"memory": 256, "vcpus": 2, "state": hv.STATE_SHUTDOWN, "time": 1}
+    monkeypatch.setattr(hyper, "get_instance_info", lambda name: down)
+    run(node.instance_start(data, False, []))
+    assert starts == [NAME]
+
+
 def test_start_paused_and_diskless(node, cfg):
     inst, records = make_instance(cfg, template="diskless")
     data = encoded(cfg, inst, records)

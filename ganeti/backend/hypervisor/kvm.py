@@ -19,6 +19,19 @@ C{startup_paused}) or C{incoming} (a migration target not yet finalized,
 not listed as running).  A migration source adds C{migration} (target and
 port) to its record, which is how its finalize knows its role.
 
+A guest that powers itself off (ACPI shutdown from inside, a firmware
+halt) does not end qemu, which runs with C{-no-shutdown}: qemu stays, its
+QMP status C{shutdown}, holding the instance's disks and memory.  Such an
+instance is still listed (L{KVMHypervisor.list_instances}: its qemu
+exists), and its info says L{hv.STATE_SHUTDOWN}; the master shows it as
+C{USER_down} when the cluster's C{enabled_user_shutdown} and the
+instance's C{user_shutdown} hvparam are on, C{ERROR_down} otherwise (as
+Ganeti does).  The info methods ask each qemu C{query-status}, all at once,
+each within L{INFO_TIMEOUT} seconds; a monitor that does not answer in
+time counts as running.  Nothing is cached, so a new noded sees the same.
+Stopping such an instance quits qemu at once; starting it quits the
+stopped qemu and starts a fresh one with the instance's new parameters.
+
 Waits (start-up, shutdown, migration) poll on the reactor's clock.  The
 methods that talk to qemu return Deferreds; the others are synchronous.
 Concurrent operations on one instance share one QMP connection, since qemu
@@ -64,6 +77,8 @@ START_POLL = 0.05
 #: seconds to connect to a monitor, and for qemu to answer one command
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
+#: seconds an info call waits for one qemu's query-status
+INFO_TIMEOUT = 2.0
 #: interval of query-status while the guest powers down
 SHUTDOWN_POLL = 0.5
 #: seconds qemu has to exit after quit, then after SIGKILL
@@ -73,6 +88,8 @@ EXIT_POLL = 0.1
 #: interval of query-migrate while a migration runs
 MIGRATION_POLL = 0.2
 
+#: the qemu run state of a guest that powered itself off (qemu runs with -no-shutdown)
+_POWERED_OFF = "shutdown"
 #: qemu run states after which the guest is stopped but qemu still lives
 _GUEST_DOWN = ("shutdown", "guest-panicked")
 #: run states of a source whose migration stopped it
@@ -113,11 +130,14 @@ class _Monitor:
         self.users = 0
         self.protocol: QMPProtocol | None = None
         self.failure: Failure | None = None
+        self._closing = False
         self._waiting: list[Deferred[QMPProtocol]] = []
         connecting.addCallbacks(self._connected, self._failed)
 
     def _connected(self, protocol: QMPProtocol) -> None:
         self.protocol = protocol
+        if self._closing:                   # every user gave up (timed out) while we connected
+            self.close()
         self._wake()
 
     def _failed(self, failure: Failure) -> None:
@@ -145,6 +165,7 @@ class _Monitor:
         return self.protocol is None or not self.protocol.closed.called
 
     def close(self) -> None:
+        self._closing = True
         if self.protocol is not None and not self.protocol.closed.called:
             self.protocol.transport.loseConnection()
 
@@ -553,7 +574,12 @@ class KVMHypervisor:
         if current is not None and current.get("state") == INCOMING:
             raise hv.HypervisorError("Instance %s is being migrated here" % name)
         if current is not None:
-            raise hv.HypervisorError("Instance %s is already running" % name)
+            status = await self._status_of(name)
+            if status != _POWERED_OFF:
+                raise hv.HypervisorError("Instance %s is already running" % name)
+            self.log.info("the guest of instance {name} powered itself off; ending its qemu (pid {pid}) "
+                          "to start it afresh", name=name, pid=current.get("pid"))
+            await self._destroy(name, current)
         record = self._new_record(instance, _disks(block_devices), bool(startup_paused))
         await self._launch(name, record, incoming=None)
 
@@ -573,25 +599,61 @@ class KVMHypervisor:
                 await self._execute(protocol, "cont")
 
     def list_instances(self) -> list[str]:
+        """The instances whose qemu runs here, guest powered off or not
+        (such a qemu still holds the instance's disks and memory)."""
         return sorted(n for n, r in self._all_live().items() if r.get("state") != INCOMING)
 
-    def _info(self, record: dict[str, Any]) -> dict[str, Any]:
+    async def _status_of(self, name: str) -> str:
+        """qemu's run state of instance C{name}, C{""} if it cannot be asked."""
+        try:
+            async with self._qmp(name) as protocol:
+                return await self._status(protocol)
+        except (hv.HypervisorError, QMPDisconnected) as e:
+            self.log.info("cannot ask qemu of instance {name} for its state: {e}", name=name, e=e)
+            return ""
+
+    def _guest_state(self, name: str) -> Deferred[int]:
+        """L{hv.STATE_SHUTDOWN} if the guest of C{name} powered itself off,
+        else L{hv.STATE_RUNNING} (also when qemu does not answer within
+        L{INFO_TIMEOUT}: an unknown state is no reason to report it down)."""
+        d = ensureDeferred(self._status_of(name))
+        d.addTimeout(INFO_TIMEOUT, self._reactor)
+
+        def timed_out(failure: Failure) -> str:
+            failure.trap(defer.TimeoutError)
+            self.log.info("qemu of instance {name} did not tell its state within {timeout} s",
+                          name=name, timeout=INFO_TIMEOUT)
+            return ""
+        d.addErrback(timed_out)
+        return d.addCallback(lambda status: hv.STATE_SHUTDOWN if status == _POWERED_OFF else hv.STATE_RUNNING)
+
+    async def _info(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        state = await self._guest_state(name)
         started = float(record.get("started") or 0)
         return {
             "memory": int(record.get("memory") or 0),
             "vcpus": int(record.get("vcpus") or 0),
-            "state": hv.STATE_RUNNING,
+            "state": state,
             "time": max(0, int(self._reactor.seconds() - started)),
         }
 
-    def get_instance_info(self, name: str) -> dict[str, Any] | None:
-        record = self._live(_check_name(name))
+    def get_instance_info(self, name: str) -> Deferred[dict[str, Any] | None]:
+        """C{{"memory", "vcpus", "state", "time"}} of instance C{name},
+        C{None} if it does not run here; C{state} comes from qemu."""
+        try:
+            record = self._live(_check_name(name))
+        except hv.HypervisorError:
+            return fail()
         if record is None or record.get("state") == INCOMING:
-            return None
-        return self._info(record)
+            return succeed(None)
+        return ensureDeferred(self._info(name, record))
 
-    def get_all_instances_info(self) -> dict[str, dict[str, Any]]:
-        return {n: self._info(r) for n, r in self._all_live().items() if r.get("state") != INCOMING}
+    def get_all_instances_info(self) -> Deferred[dict[str, dict[str, Any]]]:
+        """The info of every instance here, their qemus asked all at once."""
+        records = {n: r for n, r in self._all_live().items() if r.get("state") != INCOMING}
+        names = list(records)
+        d = defer.gatherResults([ensureDeferred(self._info(n, records[n])) for n in names], consumeErrors=True)
+        return d.addCallback(lambda infos: dict(zip(names, infos)))
 
     def get_console_info(self, instance: Any) -> dict[str, Any]:
         name = _check_name(instance.name)
