@@ -758,6 +758,17 @@ def submit_opcodes(ctx: Context, ops: list[dict[str, Any]], reporter: JobReporte
     return poll_job(client, new_id, reporter or JobReporter(ctx))
 
 
+def report_changes(ctx: Context, what: str, changes: Any) -> bool:
+    """Print a SET_PARAMS result (C{[[param, new value], ...]}) as Ganeti's
+    modify commands do; False when nothing changed."""
+    if not changes:
+        return False
+    ctx.out("Modified %s" % what)
+    for param, data in changes:
+        ctx.out(" - %-5s -> %s" % (param, data))
+    return True
+
+
 def submit_or_send(ctx: Context, *ops: dict[str, Any]) -> list[Any]:
     """Ganeti's C{SubmitOrSend}: with C{--submit} send the job and raise
     L{JobSubmitted} (C{JobID: N}, exit 0); else follow it to its end."""

@@ -178,6 +178,17 @@ def load_pem_file(path: str) -> tuple[bytes, bytes]:
         data = serializer.read_file(path)
     except OSError as e:
         raise errors.ConfigurationError("Can't read PEM file %s: %s" % (path, e.strerror or e)) from e
+    return parse_pem(data, "PEM file %s" % path)
+
+
+def parse_pem(data: bytes, what: str) -> tuple[bytes, bytes]:
+    """The first private key and certificate blocks of C{data}, checked:
+    both parse, and the key belongs to the certificate.
+
+    @param what: names C{data} in the error messages
+    @raise errors.ConfigurationError: a part is missing, malformed or the
+        two do not match
+    """
     key_pem = cert_pem = None
     for match in _PEM_BLOCK.finditer(data):
         label = match.group("label")
@@ -187,21 +198,21 @@ def load_pem_file(path: str) -> tuple[bytes, bytes]:
             cert_pem = match.group(0)
     if key_pem is None or cert_pem is None:
         missing = " and ".join(
-            what for what, part in (("a private key", key_pem), ("a certificate", cert_pem)) if part is None
+            part for part, block in (("a private key", key_pem), ("a certificate", cert_pem)) if block is None
         )
-        raise errors.ConfigurationError("PEM file %s lacks %s" % (path, missing))
+        raise errors.ConfigurationError("%s lacks %s" % (what, missing))
     try:
         key = load_private_key(key_pem)
     except (ValueError, TypeError, UnsupportedAlgorithm) as e:
-        raise errors.ConfigurationError("PEM file %s has a bad private key: %s" % (path, e)) from e
+        raise errors.ConfigurationError("%s has a bad private key: %s" % (what, e)) from e
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError as e:
-        raise errors.ConfigurationError("PEM file %s has a bad certificate: %s" % (path, e)) from e
+        raise errors.ConfigurationError("%s has a bad certificate: %s" % (what, e)) from e
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
     der = serialization.Encoding.DER
     if key.public_key().public_bytes(der, spki) != cert.public_key().public_bytes(der, spki):
-        raise errors.ConfigurationError("PEM file %s: the private key does not match the certificate" % path)
+        raise errors.ConfigurationError("%s: the private key does not match the certificate" % what)
     return key_pem, cert_pem
 
 

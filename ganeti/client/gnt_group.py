@@ -107,10 +107,7 @@ def modify_group(ctx: Context, opts: argparse.Namespace) -> int:
         ctx.err("Please give at least one of the parameters.")
         return cli.EXIT_FAILURE
     (result,) = cli.submit_or_send(ctx, op)
-    if result:
-        ctx.out("Modified node group %s" % opts.group)
-        for param, data in result:
-            ctx.out(" - %-5s -> %s" % (param, data))
+    cli.report_changes(ctx, "node group %s" % opts.group, result)
     return cli.EXIT_SUCCESS
 
 

@@ -309,10 +309,7 @@ def modify_instance(ctx: Context, opts: argparse.Namespace) -> int:
         ctx.err("Please give at least one of the parameters.")
         return cli.EXIT_FAILURE
     (result,) = cli.submit_or_send(ctx, op)
-    if result:
-        ctx.out("Modified instance %s" % opts.instance)
-        for param, data in result:
-            ctx.out(" - %-5s -> %s" % (param, data))
+    if cli.report_changes(ctx, "instance %s" % opts.instance, result):
         ctx.out("Most changes take effect when Ganeti next starts the instance (a reboot from inside the"
                 " instance is not enough).")
         if opts.hvparams:

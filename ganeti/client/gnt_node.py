@@ -106,10 +106,7 @@ def modify_node(ctx: Context, opts: argparse.Namespace) -> int:
     op = cli.opcode(ctx, "OP_NODE_SET_PARAMS", node_name=opts.node, force=opts.force,
                     auto_promote=opts.auto_promote, **params)
     (result,) = cli.submit_or_send(ctx, op)
-    if result:
-        ctx.out("Modified node %s" % opts.node)
-        for param, data in result:
-            ctx.out(" - %-5s -> %s" % (param, data))
+    cli.report_changes(ctx, "node %s" % opts.node, result)
     return cli.EXIT_SUCCESS
 
 

@@ -17,7 +17,6 @@ import os
 from typing import Any, Callable
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from OpenSSL import SSL
 from twisted.application.service import Service
 from twisted.internet import defer
@@ -62,24 +61,10 @@ def _tls_connection(request: Request) -> SSL.Connection:
 
 
 def _parse_pem(text: str, what: str) -> tuple[bytes, bytes]:
-    key_pem = cert_pem = None
-    for match in crypto._PEM_BLOCK.finditer(text.encode("ascii", "replace")):
-        label = match.group("label")
-        if label.endswith(b"PRIVATE KEY") and key_pem is None:
-            key_pem = match.group(0)
-        elif label == b"CERTIFICATE" and cert_pem is None:
-            cert_pem = match.group(0)
-    if key_pem is None or cert_pem is None:
-        raise join.JoinError("%s must hold a private key and a certificate" % what)
     try:
-        key = crypto.load_private_key(key_pem)
-        cert = x509.load_pem_x509_certificate(cert_pem)
-    except (ValueError, TypeError) as e:
-        raise join.JoinError("%s is malformed: %s" % (what, e)) from None
-    spki, der = serialization.PublicFormat.SubjectPublicKeyInfo, serialization.Encoding.DER
-    if key.public_key().public_bytes(der, spki) != cert.public_key().public_bytes(der, spki):
-        raise join.JoinError("%s: the private key does not match the certificate" % what)
-    return key_pem, cert_pem
+        return crypto.parse_pem(text.encode("ascii", "replace"), what)
+    except errors.ConfigurationError as e:
+        raise join.JoinError(str(e)) from None
 
 
 def install(paths: Paths, payload: dict[str, Any]) -> None:
