@@ -150,7 +150,7 @@ def fail_daemon(reactor: Any, message: str, exit: Callable[[int], Any] = _exit_n
     For failures once the reactor runs: the services stop as usual, then
     the process exits with L{EXIT_FAILURE} instead of twistd's 0.
     """
-    log.critical("{message}", message=message)
+    log.critical("{line}", line=message)
     reactor.addSystemEventTrigger("after", "shutdown", exit, EXIT_FAILURE)
     if reactor.running:
         reactor.stop()
@@ -225,7 +225,7 @@ class Listener(Service):
             return
         message = failure_message(self.daemon, self.where, result.value)
         if raise_now:
-            self.log.critical("{message}", message=message)
+            self.log.critical("{line}", line=message)
             raise CannotListen(message)
         fail_daemon(self._reactor, message, self._exit)
 
