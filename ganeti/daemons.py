@@ -26,12 +26,13 @@ import fcntl
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ganeti.listening import CANNOT_LISTEN
 from ganeti.paths import Paths
@@ -181,6 +182,10 @@ def listening_problem(paths: Paths, spec: Spec, address: str) -> str | None:
     return None
 
 
+#: twistd's log line: "2026-11-24T23:10:46+0000 [system#level] text"
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\S+ \[[^\]]*\] (.*)$")
+
+
 def log_size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -204,9 +209,8 @@ def logged_reason(path: str, offset: int) -> str | None:
     chosen = [line for line in lines if CANNOT_LISTEN in line] or [line for line in lines if "#critical]" in line]
     if not chosen:
         return None
-    line = chosen[-1]
-    prefix_end = line.find("] ")
-    return line[prefix_end + 2:].strip() if line.startswith("20") and prefix_end >= 0 else line.strip()
+    match = _LOG_LINE.match(chosen[-1])
+    return (match.group(1) if match else chosen[-1]).strip()
 
 
 def spec_by_name(name: str) -> Spec:
@@ -225,7 +229,7 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
 
 
-def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out) -> bool:  # type: ignore[no-untyped-def]
+def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object]) -> bool:
     pid = running_pid(paths, spec)
     if pid is not None:
         problem = listening_problem(paths, spec, address)
