@@ -203,8 +203,14 @@ class Listener(Service):
     def _start(self, raise_now: bool) -> None:
         self._started = True
         if self._stale_socket:
-            for removed in remove_stale_socket(self._stale_socket):
-                self.log.info("{daemon}: removed {path} left by a dead instance", daemon=self.daemon, path=removed)
+            try:
+                removed = remove_stale_socket(self._stale_socket)
+            except OSError as e:
+                why = "cannot remove what a dead instance left there (%s)" % e
+                self._settled(Failure(CannotListenError(None, self._stale_socket, why)), raise_now)
+                return
+            for path in removed:
+                self.log.info("{daemon}: removed {path} left by a dead instance", daemon=self.daemon, path=path)
         outcome: list[Any] = []
         synchronous = True
 

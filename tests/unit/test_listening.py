@@ -267,3 +267,59 @@ class DatagramTests(SynchronousTestCase):
                                      reactor=reactor)
         error = self.assertRaises(CannotListen, listener.privilegedStartService)
         self.assertEqual(str(error), "ganeti-confd cannot listen on ::1 port 1814 (UDP): [Errno 98] Address already in use")
+
+
+class StaleSocketPermissionTests(SynchronousTestCase):
+    def test_socket_that_cannot_be_removed(self) -> None:
+        """A leftover socket the daemon may not remove (a directory it may not
+        write): the daemon ends, saying so."""
+        from ganeti import listening
+
+        def refuse(path: str) -> list[str]:
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+
+        self.patch(listening, "remove_stale_socket", refuse)
+        listens: list[bool] = []
+        listener = Listener(lambda: listens.append(True), "unix socket /r/ganeti-wconfd", daemon="ganeti-wconfd",
+                            reactor=MemoryReactorClock(), stale_socket="/r/ganeti-wconfd")
+        error = self.assertRaises(CannotListen, listener.privilegedStartService)
+        self.assertEqual(str(error), "ganeti-wconfd cannot listen on unix socket /r/ganeti-wconfd: cannot remove what a "
+                         "dead instance left there ([Errno 13] Permission denied: '/r/ganeti-wconfd')")
+        self.assertEqual(listens, [])
+
+
+class JoinedListenerTests(SynchronousTestCase):
+    def test_joined_mode_cannot_listen(self) -> None:
+        """noded joined a cluster but cannot listen with the cluster
+        certificate: it exits 1 (before: the reactor stopped, status 0)."""
+        from ganeti.noded.join import JoinService
+
+        paths = Paths(tempfile.mkdtemp(prefix="lsj"))
+        self.addCleanup(shutil.rmtree, paths.root, True)
+        reactor = BusyReactor()
+        reactor.running = True
+        listens: list[Any] = []
+
+        class Endpoint:
+            def listen(self, factory: Any) -> Any:
+                listens.append(factory)
+                if len(listens) == 1:
+                    return defer.succeed(_Port())
+                return defer.fail(CannotListenError("127.0.1.1", 1811, IN_USE))
+
+        service = JoinService(paths, Endpoint(), TOKEN, lambda: object(), reactor=reactor,
+                              where="127.0.1.1 port 1811 (TCP)")
+        service.privilegedStartService()
+        service.startService()
+        with capturedLogs() as events:
+            self.failureResultOf(defer.ensureDeferred(service.joined()), CannotListenError)
+        self.assertTrue(reactor.hasStopped)
+        [(_, args, _)] = reactor.triggers["after"]["shutdown"]
+        self.assertEqual(args, (1,))
+        self.assertEqual(critical_lines(events),
+                         ["ganeti-noded cannot listen on 127.0.1.1 port 1811 (TCP): [Errno 98] Address already in use"])
+
+
+class _Port:
+    def stopListening(self) -> Any:
+        return defer.succeed(None)
