@@ -187,6 +187,8 @@ class Listener(Service):
         self._stale_socket = stale_socket
         self._exit = exit
         self._started = False
+        self._stopped = False
+        self._pending: defer.Deferred[Any] | None = None
         self.port: Any = None
 
     def privilegedStartService(self) -> None:
@@ -217,13 +219,21 @@ class Listener(Service):
         def settle(result: Any) -> None:
             if synchronous:
                 outcome.append(result)
-            else:  # an asynchronous endpoint: the reactor runs by now
-                self._settled(result, raise_now=False)
+                return
+            self._pending = None  # an asynchronous endpoint: the reactor runs by now
+            if self._stopped:  # stopped (and the attempt cancelled) meanwhile
+                if not isinstance(result, Failure):
+                    result.stopListening()
+                return
+            self._settled(result, raise_now=False)
 
-        defer.maybeDeferred(self._listen).addBoth(settle)
+        pending = defer.maybeDeferred(self._listen)
+        pending.addBoth(settle)
         synchronous = False
         if outcome:
             self._settled(outcome[0], raise_now)
+        else:
+            self._pending = pending
 
     def _settled(self, result: Any, raise_now: bool) -> None:
         if not isinstance(result, Failure):
@@ -237,6 +247,9 @@ class Listener(Service):
 
     def stopService(self) -> Any:
         super().stopService()
+        self._stopped = True
+        if self._pending is not None:
+            self._pending.cancel()
         port, self.port = self.port, None
         if port is not None:
             return port.stopListening()

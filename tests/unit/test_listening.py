@@ -323,3 +323,18 @@ class JoinedListenerTests(SynchronousTestCase):
 class _Port:
     def stopListening(self) -> Any:
         return defer.succeed(None)
+
+
+class PendingListenTests(SynchronousTestCase):
+    def test_stopped_before_an_asynchronous_listen_settles(self) -> None:
+        """Stopping cancels the attempt, and that cancellation does not end the daemon."""
+        reactor = MemoryReactorClock()
+        reactor.running = True
+        cancelled: list[bool] = []
+        pending: defer.Deferred[Any] = defer.Deferred(lambda d: cancelled.append(True))
+        listener = Listener(lambda: pending, "somewhere", daemon="d", reactor=reactor, exit=lambda status: None)
+        listener.startService()
+        listener.stopService()
+        self.assertEqual(cancelled, [True])
+        self.assertFalse(reactor.hasStopped, "a cancelled listen does not end the daemon")
+        self.assertIsNone(listener.port)
