@@ -84,6 +84,12 @@ async def test_stale_sockets_locked_by_a_live_pid(root):
         assert os.readlink(root.luxi_socket + ".lock") == str(luxid.process.pid)
         assert os.readlink(root.wconfd_socket + ".lock") == str(wconfd.process.pid)
         assert "left by a dead instance" in luxid.output()
+        second = subprocess.run([TWISTD, "-n", "--pidfile=", "--logfile=-", "ganeti-wconfd", "--root", root.root],
+                                capture_output=True, text=True, timeout=60, cwd=root.root)
+        assert second.returncode == 1 and "ganeti-wconfd is already running" in second.stdout + second.stderr
+        assert os.readlink(root.wconfd_socket + ".lock") == str(wconfd.process.pid)  # the second one touched nothing
+        again = await threads.deferToThread(tool, root, "gnt-debug", "delay", "0.01")
+        assert again.returncode == 0, again.stdout + again.stderr
     finally:
         luxid.stop()
         wconfd.stop()
