@@ -63,9 +63,6 @@ BY_NAME = {spec.name: spec for spec in DAEMONS}
 #: full and short names (C{ganeti-luxid}, C{luxid})
 NAMES = {**BY_NAME, **{spec.package: spec for spec in DAEMONS}}
 
-#: seconds to wait for a failed daemon's reason to reach its log
-REASON_WAIT = 2.0
-
 
 def node_file(paths: Paths) -> str:
     return os.path.join(paths.data_dir, "node.json")
@@ -325,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ganeti-daemons", description="Start, stop or show a node's Ganeti daemons.")
     parser.add_argument("--root", help="root of the node's files (default: $GANETI_ROOT or /)")
     parser.add_argument("action", choices=("start", "stop", "status", "restart"))
-    parser.add_argument("daemons", nargs="*", metavar="DAEMON", help="ganeti-noded or noded, confd, wconfd, rapi, luxid (default: every daemon this node runs)")
+    parser.add_argument("daemons", nargs="*", metavar="DAEMON",
+                        help="ganeti-noded or noded, confd, wconfd, rapi, luxid (default: every daemon this node runs)")
     args = parser.parse_args(argv)
     paths = Paths.from_option(args.root)
     if args.action == "start":
