@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
-from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
+from ganeti.listening import endpoint_listener
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
@@ -77,7 +76,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(FrozenHeapService(reactor))
     factory = LuxiServerFactory(LuxiHandler(service))
     for description in options["listen"]:
-        StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(root)
     return root
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.protocols.tls import TLSMemoryBIOFactory
@@ -25,6 +24,7 @@ from twisted.python import usage
 
 from ganeti import errors
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
+from ganeti.listening import stream_listener
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
@@ -79,6 +79,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)
     else:
         endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
+    where = "%s port %d (TCP)" % (address, options["port"])
 
     def joined_factory() -> TLSMemoryBIOFactory:
         creds = Credentials.cluster(paths)
@@ -100,7 +101,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, where=where).setServiceParent(root)
     else:
-        StreamServerEndpointService(endpoint, factory).setServiceParent(root)
+        stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.endpoints import SSL4ServerEndpoint
 from twisted.internet.ssl import PrivateCertificate
@@ -20,6 +19,7 @@ from twisted.python import usage
 
 from ganeti import crypto
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
+from ganeti.listening import stream_listener
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
@@ -80,7 +80,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root = MultiService()
     root.addService(PidFileService(pid_fd))
     endpoint = SSL4ServerEndpoint(reactor, options["port"], tls, interface=options["bind"])
-    StreamServerEndpointService(endpoint, site).setServiceParent(root)
+    where = "%s port %d (HTTPS)" % (options["bind"], options["port"])
+    stream_listener(endpoint, site, where, daemon="ganeti-rapi", reactor=reactor).setServiceParent(root)
     _ClosePool(pool).setServiceParent(root)
     FrozenHeapService(reactor).setServiceParent(root)
     return root

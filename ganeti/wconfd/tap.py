@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
-from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
+from ganeti.listening import endpoint_listener
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.service import WConfdService
@@ -85,5 +84,5 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     factory = wconfd_factory(service)
     for description in options["listen"]:
-        StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-wconfd", reactor=reactor).setServiceParent(root)
     return root
