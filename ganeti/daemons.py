@@ -19,6 +19,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +28,9 @@ import time
 from typing import NamedTuple
 
 from ganeti.paths import Paths
+
+#: as in ganeti.logfile (not imported: it loads Twisted, and this module must start fast)
+LOG_FILE_ENV = "GANETI_LOG_FILE"
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -157,6 +161,23 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
 
 
+def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[str], dict[str, str]]:
+    """How to run C{spec}'s daemon daemonized: its argv and environment.
+
+    It logs through L{ganeti.logfile.observer} to C{ROOT/var/log/ganeti/<logbase>.log}
+    (appending, info level; C{GANETI_DEBUG=1} in the environment adds debug
+    lines).  twistd is the one installed beside this Python, else the one
+    on C{PATH} (a C{pip install --user} puts it in C{~/.local/bin}).
+    """
+    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
+    if not os.access(twistd, os.X_OK):
+        twistd = shutil.which("twistd") or twistd
+    env = dict(os.environ)
+    env[LOG_FILE_ENV] = paths.log_file(spec.logbase)
+    argv = [twistd, "--pidfile=", "--umask=022", "--logger=ganeti.logfile.observer", spec.name, *options]
+    return argv, env
+
+
 def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
     identity = read_node_identity(paths)
     paths.ensure_dirs()
@@ -166,11 +187,10 @@ def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print)
         if pid is not None:
             out("%s: already running (pid %s)" % (spec.name, pid))
             continue
-        twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
-        argv = [twistd, "--pidfile=", "--umask=022", "--logfile=%s" % paths.log_file(spec.logbase), spec.name, "--root", paths.root]
+        argv, env = twistd_command(paths, spec, ["--root", paths.root])
         if spec.bind:
             argv += ["--bind", identity["address"]]
-        result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True)
+        result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
         if result.returncode != 0:
             out("%s: failed to start: %s" % (spec.name, (result.stderr or result.stdout).strip()[-500:]))
             failed += 1

@@ -89,14 +89,10 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
         share_file_storage(directory, paths)
         daemons.write_node_identity(paths, name, address)
         token = secrets.token_hex(16)
-        started = subprocess.run(
-            [
-                os.path.join(BIN, "twistd"), "--pidfile=", "--umask=022",
-                "--logfile=%s" % paths.log_file("node-daemon"),
-                "ganeti-noded", "--root", paths.root, "--bind", address, "--join-token", token,
-            ],
-            cwd=paths.root, capture_output=True, text=True,
+        argv, env = daemons.twistd_command(
+            paths, daemons.BY_NAME["ganeti-noded"], ["--root", paths.root, "--bind", address, "--join-token", token]
         )
+        started = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
         if started.returncode != 0 or not _wait_tcp(address, 1811):
             print("%s: the node daemon did not start: %s" % (name, (started.stderr or started.stdout).strip()))
             return 1

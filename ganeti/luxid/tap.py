@@ -22,6 +22,7 @@ from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
+from ganeti.logfile import quiet_twisted
 
 
 class Options(usage.Options):
@@ -51,6 +52,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None

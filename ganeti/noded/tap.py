@@ -31,6 +31,7 @@ from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+from ganeti.logfile import quiet_twisted
 
 
 class Options(usage.Options):
@@ -72,6 +73,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     address = options["bind"]

@@ -24,6 +24,7 @@ from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
 from ganeti.rapi.users import UsersFile
+from ganeti.logfile import quiet_twisted
 
 DEFAULT_PORT = 5080
 
@@ -61,6 +62,8 @@ class _ClosePool(Service):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     if not os.path.exists(paths.rapi_pem):
         raise SystemExit("ganeti-rapi: no certificate at %s; initialise the cluster first" % paths.rapi_pem)

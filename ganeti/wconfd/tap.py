@@ -22,6 +22,7 @@ from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
+from ganeti.logfile import quiet_twisted
 
 
 class Options(usage.Options):
@@ -53,6 +54,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     if not os.path.exists(paths.config_data):
