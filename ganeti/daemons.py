@@ -78,6 +78,17 @@ def read_node_identity(paths: Paths) -> dict[str, str]:
     return {"name": str(value.get("name", "")), "address": str(value.get("address", ""))}
 
 
+def node_address(paths: Paths) -> str:
+    """The node's primary IP from its identity file, or C{""} (none, or unreadable)."""
+    try:
+        with open(node_file(paths)) as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return ""
+    address = value.get("address") if isinstance(value, dict) else None
+    return address if isinstance(address, str) else ""
+
+
 def is_master(paths: Paths) -> bool:
     """This node is the master if ssconf says so (master_node = our name)."""
     try:
@@ -239,12 +250,18 @@ def status(paths: Paths, names: list[str] = (), out=print) -> int:  # type: igno
     return EXIT_OK if all_running else EXIT_FAILURE
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ganeti-daemons", description="Start, stop or show a node's Ganeti daemons.")
     parser.add_argument("--root", help="root of the node's files (default: $GANETI_ROOT or /)")
     parser.add_argument("action", choices=("start", "stop", "status", "restart"))
-    parser.add_argument("daemons", nargs="*", metavar="DAEMON", help="default: every daemon this node runs")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "daemons", nargs="*", metavar="DAEMON", help="default: every daemon this node runs (%s)" % ", ".join(BY_NAME)
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     paths = Paths.from_option(args.root)
     if args.action == "start":
         return start(paths, args.daemons)
