@@ -73,13 +73,40 @@ def _site_packages(venv: str) -> str:
     return os.path.join(venv, "lib", version, "site-packages")
 
 
-def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(tmp_path: Any) -> None:
-    """pip install of the wheel gives every plugin, command, man page and
-    shipped OS (with its modes), without warnings; the cluster runs a job."""
-    tmp = str(tmp_path)
-    wheel, build_output = _build_wheel(tmp)
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: Any) -> str:
+    """The wheel, built once for this module; its build gave no setuptools warning."""
+    path, build_output = _build_wheel(str(tmp_path_factory.mktemp("wheel")))
     assert not re.search(r"(?i)setuptools.*warning|is absent from the .packages. configuration", build_output), build_output
-    _check_wheel_contents(wheel)
+    _check_wheel_contents(path)
+    return path
+
+
+def test_a_system_install_puts_everything_under_the_prefix(wheel: str, tmp_path: Any) -> None:
+    """pip install --prefix /usr (staged under --root): plugins beside
+    Twisted's, commands in bin, man pages in share/man, OS scripts executable."""
+    stage = str(tmp_path / "stage")
+    installed = _run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", "--root", stage, "--prefix", "/usr", wheel],
+        cwd=str(tmp_path), env=_clean_env(),
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    usr = os.path.join(stage, "usr")
+    site = os.path.join(usr, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    for spec in daemons.DAEMONS:
+        assert os.path.isfile(os.path.join(site, "twisted", "plugins", "ganeti_%s.py" % spec.package)), spec.name
+    assert not os.path.exists(os.path.join(site, "twisted", "__init__.py"))
+    assert os.access(os.path.join(usr, "bin", "gnt-cluster"), os.X_OK)
+    assert os.access(os.path.join(site, "ganeti", "backend", "os", "image", "create"), os.X_OK)
+    for page in os.listdir(os.path.join(CHECKOUT, "man")):
+        assert os.path.isfile(os.path.join(usr, "share", "man", "man8", page)), page
+    assert os.path.isfile(os.path.join(usr, "share", "doc", "ganeti-twisted", "LICENSE"))
+
+
+def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: Any) -> None:
+    """pip install of the wheel gives every plugin, command, man page and
+    shipped OS (with its modes); the cluster it runs takes a job."""
+    tmp = str(tmp_path)
 
     venv = os.path.join(tmp, "venv")
     assert _run([sys.executable, "-m", "venv", venv]).returncode == 0
