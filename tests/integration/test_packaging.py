@@ -151,10 +151,13 @@ def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: A
         assert nodes.stdout.split() == ["node1.test"], nodes.stdout + nodes.stderr
         oses = gnt("gnt-os", "list", "--no-headers")
         assert {"noop", "image"} <= set(oses.stdout.split()), oses.stdout + oses.stderr
+        master = gnt("gnt-confd-query", "CLUSTER_MASTER")
+        assert (master.returncode, master.stdout.strip()) == (0, '"node1.test"'), master.stdout + master.stderr
         log_dir = os.path.join(root, "var", "log", "ganeti")
         with open(os.path.join(log_dir, "commands.log")) as handle:
             commands = handle.read()
         assert "gnt-debug delay pid=" in commands and "Command line: gnt-debug --root %s delay 0.01" % root in commands
+        assert "Command line: gnt-confd-query --root %s CLUSTER_MASTER" % root in commands, commands
         with open(os.path.join(log_dir, "jobs.log")) as handle:
             jobs = handle.read()
         assert re.search(r"INFO job \d+ submitted: OP_TEST_DELAY", jobs) and re.search(r"INFO job \d+ finished: success", jobs), jobs
