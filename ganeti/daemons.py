@@ -27,10 +27,8 @@ import sys
 import time
 from typing import NamedTuple
 
+from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
-
-#: as in ganeti.logfile (not imported: it loads Twisted, and this module must start fast)
-LOG_FILE_ENV = "GANETI_LOG_FILE"
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 

@@ -19,8 +19,8 @@ from ganeti.confd import wire
 from ganeti.confd.protocol import ConfdServerProtocol
 from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
 from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float
-from ganeti.paths import Paths
 from ganeti.logfile import quiet_twisted
+from ganeti.paths import Paths
 
 
 class Options(usage.Options):

@@ -17,12 +17,12 @@ from twisted.python import usage
 
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
+from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
-from ganeti.logfile import quiet_twisted
 
 
 class Options(usage.Options):

@@ -25,14 +25,14 @@ from twisted.python import usage
 
 from ganeti import errors
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
-from ganeti.daemons import node_address
-from ganeti.logfile import quiet_twisted
 
 
 class Options(usage.Options):

@@ -20,12 +20,12 @@ from twisted.python import usage
 
 from ganeti import crypto
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
 from ganeti.rapi.users import UsersFile
-from ganeti.daemons import node_address
-from ganeti.logfile import quiet_twisted
 
 DEFAULT_PORT = 5080
 

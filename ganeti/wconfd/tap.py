@@ -16,13 +16,13 @@ from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
-from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.replication import ConfigPusher
+from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
-from ganeti.logfile import quiet_twisted
 
 
 class Options(usage.Options):
