@@ -107,6 +107,7 @@ class JobsLog:
         self._seen: dict[int, str] = {}
 
     def submitted(self, job_id: int, summary: Sequence[str]) -> None:
+        """@param summary: its opcodes' one-line summaries (C{TEST_DELAY(2.0)}), as gnt-job list shows them."""
         self._seen[job_id] = "queued"
         self._write("job %d submitted: %s" % (job_id, ", ".join(summary) or "no opcodes"))
 

@@ -29,6 +29,7 @@ from ganeti.jobs.queue import JobQueueDir
 from ganeti.logfile import JobsLog
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
+from ganeti.query.resources import op_summary
 from ganeti.wconfd.death import hold_lockfile, owner_is_dead
 
 #: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
@@ -399,7 +400,7 @@ class LuxidService(Service):
                 raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
         for job, _content in written:
             self.jobs[job.id] = job  # only now can the scheduler see it
-            self.jobs_log.submitted(job.id, [op.op_id for op in job.ops])
+            self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
         self.reactor.callLater(0, self.schedule)
         return results
 

@@ -160,7 +160,7 @@ def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: A
         assert "Command line: gnt-confd-query --root %s CLUSTER_MASTER" % root in commands, commands
         with open(os.path.join(log_dir, "jobs.log")) as handle:
             jobs = handle.read()
-        assert re.search(r"INFO job \d+ submitted: OP_TEST_DELAY", jobs) and re.search(r"INFO job \d+ finished: success", jobs), jobs
+        assert re.search(r"INFO job \d+ submitted: TEST_DELAY\(1\.0e-2\)", jobs) and re.search(r"INFO job \d+ finished: success", jobs), jobs
         with open(os.path.join(log_dir, "luxi-daemon.log")) as handle:
             luxid_log = handle.read()
         assert "ganeti-luxid pid=" in luxid_log and "connected to WConfD" in luxid_log

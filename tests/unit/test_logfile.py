@@ -96,21 +96,21 @@ def test_jobs_log_has_a_line_per_submission_start_and_end(tmp_path: Any) -> None
     clock = Clock()
     path = str(tmp_path / "jobs.log")
     jobs = logfile.JobsLog(path, clock)
-    jobs.submitted(7, ["OP_TEST_DELAY", "OP_CLUSTER_QUERY"])
+    jobs.submitted(7, ["TEST_DELAY(1.0)", "CLUSTER_QUERY"])
     jobs.status(7, "queued", False)
     jobs.status(7, "waiting", False)
     jobs.status(7, "running", False)
     jobs.status(7, "running", False)
     jobs.status(7, "error", True)
     jobs.status(7, "error", True)  # the job file written again: no second line
-    jobs.submitted(8, ["OP_TEST_DELAY"])
+    jobs.submitted(8, ["TEST_DELAY(0.5)"])
     jobs.status(8, "canceled", True)
     messages = [LINE.match(line).group("message") for line in _lines(path)]  # type: ignore[union-attr]
     assert messages == [
-        "job 7 submitted: OP_TEST_DELAY, OP_CLUSTER_QUERY",
+        "job 7 submitted: TEST_DELAY(1.0), CLUSTER_QUERY",
         "job 7 started",
         "job 7 finished: error",
-        "job 8 submitted: OP_TEST_DELAY",
+        "job 8 submitted: TEST_DELAY(0.5)",
         "job 8 finished: canceled",
     ]
     jobs.forget(7)
