@@ -127,7 +127,8 @@ def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: A
         assert os.access(os.path.join(vbin, script), os.X_OK), script
     for page in os.listdir(os.path.join(CHECKOUT, "man")):
         assert os.path.isfile(os.path.join(venv, "share", "man", "man8", page)), page
-    for name in ("systemd/ganeti.target", "systemd/ganeti-noded.service", "bash-completion/ganeti", "logrotate/ganeti", "cron/ganeti"):
+    for name in ("systemd/ganeti.target", "systemd/ganeti-noded.service", "bash-completion/ganeti", "logrotate/ganeti",
+                 "cron/ganeti", "default/ganeti"):
         assert os.path.isfile(os.path.join(venv, "share", "ganeti-twisted", name)), name
     shipped_os = os.path.join(_site_packages(venv), "ganeti", "backend", "os")
     for os_name in ("noop", "image"):
@@ -206,6 +207,16 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path: Any) -> None:
         env=dict(os.environ, MANPATH=manpath, SYSTEMD_LOG_LEVEL="notice"),
     )
     assert (checked.returncode, checked.stderr.strip(), checked.stdout.strip()) == (0, "", "")
+
+
+def test_the_defaults_file_names_every_units_variables() -> None:
+    with open(os.path.join(PACKAGING, "default", "ganeti")) as handle:
+        defaults = set(re.findall(r"^#?([A-Z_]+)=", handle.read(), re.M))
+    used = set()
+    for name in UNITS:
+        with open(os.path.join(PACKAGING, "systemd", name)) as handle:
+            used |= set(re.findall(r"\$([A-Z_]+)", handle.read()))
+    assert used and used <= defaults and logfile.DEBUG_ENV in defaults
 
 
 @pytest.mark.parametrize("unit", [name for name in UNITS if name.endswith(".service")])
