@@ -26,8 +26,10 @@ from ganeti import errors
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
+from ganeti.logfile import JobsLog
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
+from ganeti.query.resources import op_summary
 from ganeti.wconfd.death import hold_lockfile, owner_is_dead
 
 #: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
@@ -99,6 +101,7 @@ class LuxidService(Service):
         self._follow: LoopingCall | None = None
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
+        self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
 
     # --- life cycle ---------------------------------------------------------
     def startService(self) -> None:
@@ -255,6 +258,9 @@ class LuxidService(Service):
         return job
 
     def _changed(self, job_id: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None:
+            self.jobs_log.status(job_id, job.status, job.finalized)
         for d in self._watchers.pop(job_id, []):
             if not d.called:
                 d.callback(None)
@@ -394,6 +400,7 @@ class LuxidService(Service):
                 raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
         for job, _content in written:
             self.jobs[job.id] = job  # only now can the scheduler see it
+            self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
         self.reactor.callLater(0, self.schedule)
         return results
 
@@ -493,6 +500,7 @@ class LuxidService(Service):
                 return False
         if self.queue.archive_job(job.id):
             self.jobs.pop(job.id, None)
+            self.jobs_log.forget(job.id)
             return True
         return False
 
@@ -511,6 +519,7 @@ class LuxidService(Service):
                 continue
             if self.queue.archive_job(job_id):
                 self.jobs.pop(job_id, None)
+                self.jobs_log.forget(job_id)
                 archived += 1
         return [archived, 0]
 

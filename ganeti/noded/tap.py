@@ -25,6 +25,8 @@ from twisted.python import usage
 from ganeti import errors
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.listening import stream_listener
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
@@ -34,7 +36,7 @@ from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [options]"
+    synopsis = "[--bind ADDRESS] [options]"
     longdesc = (
         "NodeD runs on every node and serves node RPC (HTTPS, mutual TLS with "
         "the cluster certificate server.pem) to the master and the candidates."
@@ -42,15 +44,17 @@ class Options(usage.Options):
     optFlags = [["access-log", None, "Log a line for every request."]]
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (the node's primary IP)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
     ]
 
     def postOptions(self) -> None:
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
         if self["join-token"] and self["join-token-file"]:
             raise usage.UsageError("give --join-token or --join-token-file, not both")
@@ -72,6 +76,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     address = options["bind"]

@@ -20,6 +20,8 @@ from twisted.python import usage
 from ganeti import crypto
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
 from ganeti.listening import stream_listener
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
@@ -29,14 +31,14 @@ DEFAULT_PORT = 5080
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [--port 5080] [options]"
+    synopsis = "[--bind ADDRESS] [--port 5080] [options]"
     longdesc = (
         "ganeti-rapi serves Ganeti's remote API (version 2) over HTTPS and forwards every "
         "request to LuxiD over LUXI."
     )
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (e.g. 127.0.0.1 or ::)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", port_number],
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
@@ -44,8 +46,10 @@ class Options(usage.Options):
     optFlags = [["require-authentication", None, "Require authentication for reads too."]]
 
     def postOptions(self) -> None:
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
 
 
@@ -61,6 +65,8 @@ class _ClosePool(Service):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     if not os.path.exists(paths.rapi_pem):
         raise SystemExit("ganeti-rapi: no certificate at %s; initialise the cluster first" % paths.rapi_pem)
