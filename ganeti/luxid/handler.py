@@ -94,6 +94,9 @@ class LuxiHandler(MethodHandler):
         return int(value)
 
     async def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
+        """One invalid job refuses the whole request and creates nothing
+        (Ganeti's LuxiD fails to decode it; Ganeti's C{gnt-debug
+        test-jobqueue} expects an error, not a per-job C{[false, why]})."""
         if not isinstance(jobs, list) or not jobs:
             raise errors.OpPrereqError("SubmitManyJobs needs a non-empty list of jobs", errors.ECODE_INVAL)
         return await self.service.submit(jobs)

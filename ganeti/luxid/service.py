@@ -22,7 +22,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python import filepath
 
-from ganeti import errors
+from ganeti import errors, opcodes
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
@@ -362,26 +362,32 @@ class LuxidService(Service):
 
     # --- what LUXI methods call -------------------------------------------------
     async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
-        """Submit several jobs; each entry of the answer is [True, id] or [False, why].
+        """Submit several jobs; each entry of the answer is [True, id].
 
-        A job is acknowledged once its file is durable here and, on a
-        cluster with other master candidates, held by a majority of them.
+        Every opcode of every job is checked against its declaration
+        (L{ganeti.opcodes.validate}) and relative dependencies are resolved
+        before any job id is allocated or any file written: one invalid job
+        refuses the whole request (as Ganeti's LuxiD, which cannot decode
+        it) and nothing is created.  A job is acknowledged once its file is
+        durable here and, on a cluster with other master candidates, held
+        by a majority of them.
+
+        @raise errors.OpPrereqError: (C{ECODE_INVAL}) an invalid job; the
+            message names the job, the opcode and the parameter.
         """
         if not drained_ok and self.queue.is_drained():
             raise errors.JobQueueDrainError("Queue drained")
-        self.queue.check_capacity(len(self.jobs), len(jobs_ops))
+        if not isinstance(jobs_ops, list) or not jobs_ops:
+            raise errors.OpPrereqError("A submission needs a non-empty list of jobs", errors.ECODE_INVAL)
+        first = self.queue.serial() + 1
+        checked = [_check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
+        self.queue.check_capacity(len(self.jobs), len(checked))
         results: list[Any] = []
         written: list[tuple[QueuedJob, bytes]] = []
-        ids = self.queue.allocate_ids(len(jobs_ops))
+        ids = self.queue.allocate_ids(len(checked))
         now = time.time()
-        for job_id, ops in zip(ids, jobs_ops):
-            try:
-                ops = _check_ops(ops)
-                ops = scheduler.resolve_relative_depends(ops, job_id)
-            except errors.GenericError as e:
-                results.append([False, str(e.args[0]) if e.args else str(e)])
-                continue
-            job = QueuedJob.new(job_id, ops, now)
+        for job_id, ops in zip(ids, checked):
+            job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
             content = self.queue.write_job(job)  # durable before we answer
             written.append((job, content))
             results.append([True, job_id])
@@ -522,17 +528,25 @@ class LuxidService(Service):
         return self.jobs
 
 
-def _check_ops(ops: Any) -> list[dict[str, Any]]:
+def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
+    """Check one submitted job: its opcodes (L{opcodes.validate}) and its
+    dependencies resolved as job C{job_id}; the opcodes as submitted.
+
+    @raise errors.OpPrereqError: (C{ECODE_INVAL}) naming the job (when the
+        submission has several), the opcode and the problem.
+    """
+    where = "Job %d: " % index if count > 1 else ""
     if not isinstance(ops, list) or not ops:
-        raise errors.OpPrereqError("A job needs a non-empty list of opcodes", errors.ECODE_INVAL)
-    for index, op in enumerate(ops):
-        if not isinstance(op, dict) or not isinstance(op.get("OP_ID"), str):
-            raise errors.OpPrereqError("Opcode %d is not an object with an OP_ID" % index, errors.ECODE_INVAL)
-        prio = op.get("priority", 0)
-        if prio not in PRIO_SUBMIT_VALID or isinstance(prio, bool):
-            raise errors.OpPrereqError(
-                "Opcode %d: invalid priority %r (valid: -10, 0, 10)" % (index, prio), errors.ECODE_INVAL
-            )
+        raise errors.OpPrereqError("%sa job needs a non-empty list of opcodes" % where, errors.ECODE_INVAL)
+    for number, op in enumerate(ops):
+        try:
+            opcodes.validate(op)
+        except errors.OpPrereqError as e:
+            raise errors.OpPrereqError("%sopcode %d: %s" % (where, number, e.args[0]), errors.ECODE_INVAL) from None
+    try:
+        scheduler.resolve_relative_depends(ops, job_id)
+    except errors.OpPrereqError as e:
+        raise errors.OpPrereqError("%s%s" % (where, e.args[0]), errors.ECODE_INVAL) from None
     return [dict(op) for op in ops]
 
 
