@@ -29,6 +29,13 @@ def _int(value: Any, what: str) -> int:
         raise errors.OpPrereqError("%s must be a number, not %r" % (what, value), errors.ECODE_INVAL) from None
 
 
+def _bool(value: Any, what: str) -> bool:
+    """A flag: a JSON boolean and nothing else (C{"false"} and C{1} are not)."""
+    if not isinstance(value, bool):
+        raise errors.OpPrereqError("%s must be a boolean (true or false), not %r" % (what, value), errors.ECODE_INVAL)
+    return value
+
+
 def _fields(value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
         raise errors.OpPrereqError("fields must be a list of names, not %r" % (value,), errors.ECODE_INVAL)
@@ -115,7 +122,7 @@ class LuxiHandler(MethodHandler):
         return "nochange" if answer is None else answer
 
     def luxi_CancelJob(self, job_id: Any, kill: Any = False) -> Any:
-        return self.service.cancel(job_id)
+        return self.service.cancel(job_id, kill=_bool(kill, "kill"))
 
     async def luxi_ArchiveJob(self, job_id: Any) -> bool:
         return await self.service.archive(job_id)
@@ -143,7 +150,7 @@ class LuxiHandler(MethodHandler):
         return rows
 
     def luxi_SetDrainFlag(self, flag: Any) -> bool:
-        return self.service.set_drained(bool(flag))
+        return self.service.set_drained(_bool(flag, "the drain flag"))
 
     def luxi_PickupJob(self, job_id: Any) -> None:
         raise errors.GenericError("PickupJob is internal to Ganeti's own daemons")
@@ -196,7 +203,7 @@ class LuxiHandler(MethodHandler):
         return list(found.tags)
 
     async def _legacy(self, what: str, names: Any, fields: Any, use_locking: Any) -> Any:
-        if use_locking:
+        if _bool(use_locking, "use_locking"):
             raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
         if not isinstance(names, list):
             raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)

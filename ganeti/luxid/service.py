@@ -12,6 +12,7 @@ LuxiD restart are followed through their lock files.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any, Callable
 
@@ -37,6 +38,12 @@ DEFAULT_MAX_RUNNING = 20
 MAX_START_ATTEMPTS = 3
 #: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
 ARCHIVE_EXIT_WAIT = 11.0
+#: CancelJob with kill: seconds between SIGTERM and SIGKILL
+KILL_GRACE = 5.0
+#: ... and how long it then waits for the process to be gone
+KILL_WAIT = 5.0
+#: the result and log entry of a job killed with SIGKILL (LuxiD writes it)
+KILLED_HARD = "Job canceled by request (killed: the job process %s)"
 
 JobWrite = Callable[[str, bytes], Any]
 
@@ -74,6 +81,7 @@ class LuxidService(Service):
         distributor: JobWrite | None = None,
         replicator: Any = None,
         follow_interval: float = 0.5,
+        kill_grace: float = KILL_GRACE,
     ) -> None:
         self.paths = paths
         self.reactor = reactor
@@ -83,6 +91,11 @@ class LuxidService(Service):
         self.distributor: JobWrite = distributor or JobDistributor()
         self.replicator = replicator
         self.follow_interval = follow_interval
+        self.kill_grace = kill_grace
+        #: jobs being killed on request (CancelJob with kill)
+        self.killing: set[int] = set()
+        #: sends a signal to a pid (tests replace it)
+        self.os_kill: Callable[[int, int], None] = os.kill
         self.jobs: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
@@ -249,7 +262,7 @@ class LuxidService(Service):
         self.jobs[job_id] = job
         self.distributor(self.queue.job_path(job_id), content)
         self._changed(job_id)
-        if job_id in self.adopted and job.finalized:
+        if job_id in self.adopted and job.finalized and job_id not in self.killing:
             del self.adopted[job_id]
             self.schedule()
         return job
@@ -319,12 +332,11 @@ class LuxidService(Service):
 
     def _job_exited(self, exit: JobExit) -> None:
         self.processes.pop(exit.job_id, None)
-        for waiter in self._exit_waiters.pop(exit.job_id, []):
-            if not waiter.called:
-                waiter.callback(None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:
-            if exit.confirmed:
+            if exit.job_id in self.killing:
+                self._killed(job, exit.describe())
+            elif exit.confirmed:
                 self._fail(job, "the job process %s before the job finished" % exit.describe())
                 self._cleanup_locks()
             else:
@@ -335,21 +347,42 @@ class LuxidService(Service):
                 else:
                     job.livelock = job.process_id = None
                     self._write(job)
+        self._exit_waiters_fire(exit.job_id)
         self.schedule()
         if exit.confirmed:
             Deferred.fromCoroutine(self._refresh_limits())
+
+    def _exit_waiters_fire(self, job_id: int) -> None:
+        for waiter in self._exit_waiters.pop(job_id, []):
+            if not waiter.called:
+                waiter.callback(None)
+
+    def _killed(self, job: QueuedJob, how: str) -> None:
+        """A job killed on request ended before it could record it: record
+        it canceled, with why, and have WConfD free its locks."""
+        job.cancel(reason=KILLED_HARD % how)
+        self.log.info("job {job} killed on request ({how})", job=job.id, how=how)
+        self._write(job)
+        self._cleanup_locks()
 
     def _follow_adopted(self) -> None:
         """Processes we did not start: their lock file tells if they live."""
         for job_id, lockfile in list(self.adopted.items()):
             job = self._reload(job_id)
+            dead = owner_is_dead(lockfile)
             if job is None or job.finalized:
-                self.adopted.pop(job_id, None)
+                if dead or job_id not in self.killing:  # a killed one: until its process is gone
+                    self.adopted.pop(job_id, None)
+                    self._exit_waiters_fire(job_id)
                 continue
-            if owner_is_dead(lockfile):
+            if dead:
                 self.adopted.pop(job_id, None)
-                self._fail(job, "the job process died")
-                self._cleanup_locks()
+                if job_id in self.killing:
+                    self._killed(job, "was killed")
+                else:
+                    self._fail(job, "the job process died")
+                    self._cleanup_locks()
+                self._exit_waiters_fire(job_id)
         if not self._notifier:
             for job_id in list(self.processes):
                 self._reload(job_id)
@@ -444,7 +477,19 @@ class LuxidService(Service):
         if not waiters:
             self._watchers.pop(job_id, None)
 
-    def cancel(self, job_id: Any) -> Deferred:
+    def cancel(self, job_id: Any, kill: bool = False) -> Deferred:
+        """Ganeti's C{CancelJob}; fires with C{[success, message]}.
+
+        A job without a process (queued, or whose process has not been told
+        to run yet) is canceled at once.  Without C{kill} a job whose
+        process runs is asked to cancel, which it does only while no opcode
+        runs (waiting for locks), as Ganeti's.  With C{kill} the process gets
+        SIGTERM (it stops what runs, records the job canceled, frees its
+        locks and exits), and SIGKILL if it still runs after
+        C{kill_grace} seconds (LuxiD then records the job canceled and
+        WConfD frees the locks of the dead owner); the answer comes once
+        the process is gone.
+        """
         job = self.job(job_id)
         if job.finalized:
             return succeed([False, "Job %s is finished" % job.id])
@@ -454,19 +499,77 @@ class LuxidService(Service):
             self._write(job)
             self.schedule()
             return succeed([True, "Job %s canceled" % job.id])
+        if channel is not None and channel.abort():
+            job.cancel()
+            job.livelock = job.process_id = None
+            self._write(job)
+            self.schedule()
+            return succeed([True, "Job %s canceled (its process had not started it)" % job.id])
+        if kill:
+            return Deferred.fromCoroutine(self._kill(job, channel))
         if channel is None:
-            return succeed([False, "Job %s is run by a process this LuxiD did not start" % job.id])
+            return succeed(
+                [False, "Job %s is run by a process this LuxiD did not start; only killing it stops it" % job.id]
+            )
 
         def answered(cancelled: bool) -> list[Any]:
             if cancelled:
                 return [True, "Job %s will be canceled" % job.id]
-            return [False, "Job %s is running, it cannot be canceled" % job.id]
+            return [False, "Job %s is running, it cannot be canceled (but it can be killed)" % job.id]
 
         return channel.request_cancel().addCallback(answered)
 
+    async def _kill(self, job: QueuedJob, channel: JobChannel | None) -> list[Any]:
+        """SIGTERM, then SIGKILL after C{kill_grace} s; see L{cancel}."""
+        self.killing.add(job.id)
+        try:
+            self.log.info("job {job}: killing its process on request", job=job.id)
+            if not self._signal(job, channel, signal.SIGTERM):
+                return [False, "Job %s: its process is already gone" % job.id]
+            how = "SIGTERM"
+            if not await self._process_gone(job.id, self.kill_grace):
+                self.log.warn("job {job}: still running {t}s after SIGTERM; SIGKILL", job=job.id, t=self.kill_grace)
+                self._signal(job, channel, signal.SIGKILL)
+                how = "SIGKILL after %gs" % self.kill_grace
+                if not await self._process_gone(job.id, KILL_WAIT):
+                    return [False, "Job %s: its process did not end after SIGKILL" % job.id]
+        finally:
+            self.killing.discard(job.id)
+        status = self.job(job.id).status
+        return [True, "Job %s killed (%s), status %s" % (job.id, how, status)]
+
+    def _signal(self, job: QueuedJob, channel: JobChannel | None, signum: int) -> bool:
+        """Signal the job's process, if it still holds its lock file."""
+        if channel is not None:
+            return channel.signal(signum)
+        lockfile = self.adopted.get(job.id)
+        if lockfile is None or job.process_id is None or owner_is_dead(lockfile):
+            return False
+        try:
+            self.os_kill(job.process_id, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    async def _process_gone(self, job_id: int, timeout: float) -> bool:
+        """Wait up to C{timeout} s for the job's process to end."""
+        if job_id not in self.processes and job_id not in self.adopted:
+            return True
+        d: Deferred = Deferred()
+        self._exit_waiters.setdefault(job_id, []).append(d)
+        d.addTimeout(timeout, self.reactor)
+        try:
+            await d
+        except TimeoutError:
+            waiters = self._exit_waiters.get(job_id, [])
+            if d in waiters:
+                waiters.remove(d)
+            return False
+        return True
+
     def change_priority(self, job_id: Any, priority: Any) -> list[Any]:
         job = self.job(job_id)
-        if priority not in PRIO_SUBMIT_VALID:
+        if isinstance(priority, bool) or priority not in PRIO_SUBMIT_VALID:
             raise errors.OpPrereqError(
                 "Invalid priority %r (valid: %s)" % (priority, sorted(PRIO_SUBMIT_VALID)), errors.ECODE_INVAL
             )
@@ -521,7 +624,9 @@ class LuxidService(Service):
         return [archived, 0]
 
     def set_drained(self, flag: bool) -> bool:
-        self.queue.set_drained(bool(flag))
+        if not isinstance(flag, bool):
+            raise errors.OpPrereqError("The drain flag must be a boolean, not %r" % (flag,), errors.ECODE_INVAL)
+        self.queue.set_drained(flag)
         return True
 
     def live_jobs(self) -> dict[int, QueuedJob]:

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import shutil
 import tempfile
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors
+from ganeti.jobs.channel import encode
+from ganeti.jobs.process import save_job
+from ganeti.jobs.processor import KILLED_RESULT
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.service import LuxidService
+from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
 
 DELAY = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
@@ -62,7 +67,7 @@ def _invalid_request(rng: random.Random) -> tuple[str, list[Any]]:
     return method, [jobs]
 
 
-class SubmitTests(SynchronousTestCase):
+class _LuxidCase(SynchronousTestCase):
     def setUp(self) -> None:
         root = tempfile.mkdtemp(prefix="gntsub")
         self.addCleanup(shutil.rmtree, root, True)
@@ -86,6 +91,11 @@ class SubmitTests(SynchronousTestCase):
     def job_files(self) -> list[str]:
         return sorted(n for n in os.listdir(self.paths.queue_dir) if n.startswith("job-"))
 
+    def call_sync(self, method: str, *args: Any) -> Deferred:
+        return maybeDeferred(getattr(self.handler, "luxi_" + method), *args)
+
+
+class SubmitTests(_LuxidCase):
     def test_random_invalid_submissions_create_nothing(self) -> None:
         """300 invalid requests: each refused, no job, no id spent."""
         rng = random.Random(12)
@@ -133,3 +143,136 @@ class SubmitTests(SynchronousTestCase):
         self.queue.set_drained(True)
         self.failureResultOf(self.call("SubmitJob", [dict(DELAY)]), errors.JobQueueDrainError)
         self.assertEqual(self.successResultOf(self.call("SubmitJobToDrainedQueue", [dict(DELAY)])), 1)
+
+
+class FlagTests(_LuxidCase):
+    """Flags are JSON booleans only: C{"false"}, C{{"a": 1}}, C{1} change nothing."""
+
+    def test_drain_flag_booleans_only(self) -> None:
+        for bad in ("false", "true", {"a": 1}, 1, 0, None, [], "yes"):
+            failure = self.failureResultOf(self.call_sync("SetDrainFlag", bad), errors.OpPrereqError)
+            self.assertIn("must be a boolean", failure.value.args[0])
+            self.assertFalse(self.queue.is_drained())
+        self.assertTrue(self.successResultOf(self.call_sync("SetDrainFlag", True)))
+        self.assertTrue(self.queue.is_drained())
+        for bad in ("false", 0, None):
+            self.failureResultOf(self.call_sync("SetDrainFlag", bad), errors.OpPrereqError)
+            self.assertTrue(self.queue.is_drained())
+        self.successResultOf(self.call_sync("SetDrainFlag", False))
+        self.assertFalse(self.queue.is_drained())
+
+    def test_cancel_kill_boolean_only(self) -> None:
+        job_id = self.successResultOf(self.call("SubmitJob", [dict(DELAY)]))
+        for bad in ("true", 1, {"a": 1}, None):
+            self.failureResultOf(self.call_sync("CancelJob", job_id, bad), errors.OpPrereqError)
+            self.assertEqual(self.service.jobs[job_id].status, "queued")
+        self.assertEqual(self.successResultOf(self.call_sync("CancelJob", job_id, False))[0], True)
+
+    def test_legacy_queries_use_locking_boolean_only(self) -> None:
+        for method in ("QueryNodes", "QueryInstances", "QueryGroups"):
+            for bad in ("false", 0, {"a": 1}):
+                failure = self.failureResultOf(self.call(method, [], ["name"], bad), errors.OpPrereqError)
+                self.assertIn("use_locking must be a boolean", failure.value.args[0])
+            failure = self.failureResultOf(self.call(method, [], ["name"], True), errors.OpPrereqError)
+            self.assertIn("Sync queries are not allowed", failure.value.args[0])
+
+    def test_priority_is_not_a_boolean(self) -> None:
+        job_id = self.successResultOf(self.call("SubmitJob", [dict(DELAY, priority=10)]))
+        self.failureResultOf(self.call_sync("ChangeJobPriority", job_id, False), errors.OpPrereqError)
+        self.assertEqual(self.service.jobs[job_id].priority, 10)
+
+
+class KillTests(_LuxidCase):
+    """CancelJob of a job whose process runs: plain (Ganeti's: only while it
+    waits) and with kill (SIGTERM, SIGKILL after the grace period)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.clock: Clock = self.service.reactor
+        self.signals: list[int] = []
+        self.to_child: list[bytes] = []
+        self.hard_kills: list[int] = []
+        self.job_id = self.successResultOf(self.call("SubmitJob", [dict(DELAY, duration=3600), dict(DELAY)]))
+
+    def spawn(self, confirm: bool = True) -> JobChannel:
+        channel = JobChannel(self.job_id, self.paths, self.clock, self.service._record_lockfile)
+        channel.os_kill = lambda pid, signum: self.signals.append(signum)
+        channel.ready.addErrback(lambda _: None)  # as LuxidService._spawn does
+        channel.attach(self.to_child.append, lambda: self.hard_kills.append(1))
+        self.service.processes[self.job_id] = channel
+        if confirm:
+            lockfile = os.path.join(self.paths.lock_dir, "job_%06d_1" % self.job_id)
+            channel.data_received(encode({"lockfile": lockfile, "pid": 4242}))
+            self.assertTrue(channel.confirmed)
+            self.job_process_writes("running")
+        return channel
+
+    def job_process_writes(self, status: str, result: Any = None) -> None:
+        job = self.queue.read_job(self.job_id)
+        assert job is not None
+        for op in job.ops:
+            op.status, op.result = status, result
+        save_job(self.paths, job)
+        self.service._reload(self.job_id)
+
+    def exit(self, channel: JobChannel, signal: int | None) -> None:
+        channel.ended()
+        self.service._job_exited(JobExit(self.job_id, None if signal else 0, signal, channel.confirmed))
+
+    def test_plain_cancel_of_a_running_job_is_refused(self) -> None:
+        channel = self.spawn()
+        d = self.call_sync("CancelJob", self.job_id)
+        self.assertEqual(self.to_child[-1], encode({"cancel": True}))
+        channel.data_received(encode({"cancelled": False}))
+        ok, message = self.successResultOf(d)
+        self.assertFalse(ok)
+        self.assertIn("cannot be canceled", message)
+        self.assertEqual((self.signals, self.service.jobs[self.job_id].status), ([], "running"))
+
+    def test_kill_sigterm_the_job_records_canceled(self) -> None:
+        channel = self.spawn()
+        d = self.call_sync("CancelJob", self.job_id, True)
+        self.assertEqual(self.signals, [signal.SIGTERM])
+        self.assertNoResult(d)
+        self.job_process_writes("canceled", KILLED_RESULT)
+        self.exit(channel, None)
+        self.assertEqual(self.successResultOf(d), [True, "Job %d killed (SIGTERM), status canceled" % self.job_id])
+        self.clock.advance(60)
+        self.assertEqual(self.signals, [signal.SIGTERM])
+        self.assertEqual(self.queue.read_job(self.job_id).status, "canceled")
+
+    def test_kill_sigkill_after_grace(self) -> None:
+        """A process that ignores SIGTERM gets SIGKILL; LuxiD records the job canceled."""
+        channel = self.spawn()
+        d = self.call_sync("CancelJob", self.job_id, True)
+        self.clock.advance(self.service.kill_grace - 0.1)
+        self.assertEqual(self.signals, [signal.SIGTERM])
+        self.clock.advance(0.1)
+        self.assertEqual(self.signals, [signal.SIGTERM, signal.SIGKILL])
+        self.exit(channel, 9)
+        ok, message = self.successResultOf(d)
+        self.assertTrue(ok)
+        self.assertIn("SIGKILL after 5s", message)
+        job = self.queue.read_job(self.job_id)
+        assert job is not None
+        reason = "Job canceled by request (killed: the job process killed by signal 9)"
+        self.assertEqual([(op.status, op.result) for op in job.ops], [("canceled", reason)] * 2)
+        self.assertEqual(job.ops[0].log[-1][3], reason)
+        self.assertIsNotNone(job.end_timestamp)
+
+    def test_cancel_before_the_process_was_confirmed(self) -> None:
+        """A process not yet told to run never ran anything: cancel (with or
+        without kill) stops it and cancels the job at once."""
+        channel = self.spawn(confirm=False)
+        self.assertEqual(self.successResultOf(self.call_sync("CancelJob", self.job_id))[0], True)
+        self.assertEqual(self.hard_kills, [1])
+        lockfile = os.path.join(self.paths.lock_dir, "job_%06d_1" % self.job_id)
+        channel.data_received(encode({"lockfile": lockfile, "pid": 4242}))
+        self.assertFalse(channel.confirmed)
+        self.exit(channel, 9)
+        self.assertEqual(self.queue.read_job(self.job_id).status, "canceled")
+        self.assertEqual(self.service.jobs[self.job_id].status, "canceled")
+
+    def test_kill_of_a_finished_job(self) -> None:
+        self.job_process_writes("success")
+        self.assertEqual(self.successResultOf(self.call_sync("CancelJob", self.job_id, True))[0], False)
