@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from ganeti.jobs.processor import KILLED_RESULT
 from ganeti.luxi.client import LuxiClient
 
 from tests.integration.test_luxid import Cluster, _pid_of, delay, in_thread, job_row, until, wait_job
+from tests.unit.test_luxid_submit import _invalid_request
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 GANETI_LIB = CHECKOUT / ".venv" / "ganeti-3.0" / "usr" / "share" / "ganeti" / "3.0"
@@ -118,13 +120,19 @@ async def test_invalid_submissions_create_no_job(root):
         for ops in bad:
             with pytest.raises(errors.OpPrereqError):
                 client.submit_job(ops)
+        rng = random.Random(5)
+        for _ in range(300):
+            method, args = _invalid_request(rng)
+            with pytest.raises(errors.OpPrereqError):
+                client.call(method, *args)
         with pytest.raises(errors.OpPrereqError, match="Job 1: opcode 0: OP_TEST_DELAY: parameter 'duration'"):
             client.call("SubmitManyJobs", [[delay(0.01)], [delay(-1)]])
         with pytest.raises(errors.OpPrereqError, match="must be a boolean"):
             client.set_drain_flag("false")
         assert client.query_config_values(["drain_flag"]) == [False]
         second = client.submit_job([delay(0.01)])
-        assert second == first + 1, "no job id was spent on the refused submissions"
+        assert second == first + 1, "no job id was spent on the 306 refused submissions"
+        assert sorted(n for n in os.listdir(root.queue_dir) if n.startswith("job-")) == ["job-%d" % first, "job-%d" % second]
         assert await in_thread(wait_job, client, second) == "success"
     finally:
         cluster.stop()
