@@ -412,9 +412,9 @@ class LuxidService(Service):
             raise errors.JobQueueDrainError("Queue drained")
         if not isinstance(jobs_ops, list) or not jobs_ops:
             raise errors.OpPrereqError("A submission needs a non-empty list of jobs", errors.ECODE_INVAL)
+        self.queue.check_capacity(len(self.jobs), len(jobs_ops))
         first = self.queue.serial() + 1
         checked = [_check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
-        self.queue.check_capacity(len(self.jobs), len(checked))
         results: list[Any] = []
         written: list[tuple[QueuedJob, bytes]] = []
         ids = self.queue.allocate_ids(len(checked))
