@@ -1,6 +1,7 @@
 """Run under Ganeti 3.0.2's own Python package (PYTHONPATH): Ganeti's
-C{gnt-debug test-jobqueue} submission checks and C{gnt-job cancel --kill
---yes-do-it JOB_ID}, both against our LuxiD; prints what happened as JSON.
+C{gnt-debug test-jobqueue} submission and dependency checks and C{gnt-job
+cancel [--kill --yes-do-it] JOB_ID}, against our LuxiD; prints what
+happened as JSON.
 
 usage: ganeti_cancel.py LUXI_SOCKET JOB_ID
 """
@@ -24,6 +25,11 @@ def main():
         out["submission"] = "ok"
     except errors.GenericError as e:
         out["submission"] = "%s: %s" % (type(e).__name__, e)
+    try:
+        gnt_debug._TestJobDependency(argparse.Namespace(debug=False))
+        out["dependency"] = "ok"
+    except errors.GenericError as e:
+        out["dependency"] = "%s: %s" % (type(e).__name__, e)
     opts = argparse.Namespace(kill=False, yes_do_it=False, status_filter=None, force=True)
     try:
         gnt_job.CancelJobs(argparse.Namespace(**dict(vars(opts), kill=True)), [job_id], cl=luxi.Client(address=sock))

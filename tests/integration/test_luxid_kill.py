@@ -140,7 +140,7 @@ async def test_invalid_submissions_create_no_job(root):
 
 @pytest.mark.skipif(not (GANETI_LIB / "ganeti" / "luxi.py").exists(), reason="Ganeti 3.0.2's Python package is not available")
 @pytest_twisted.ensureDeferred
-async def test_ganeti_gnt_job_cancel_kill_and_test_jobqueue_submission(root):
+async def test_ganeti_gnt_job_cancel_kill_and_test_jobqueue_checks(root):
     cluster = await Cluster(root).start()
     try:
         client = cluster.client()
@@ -159,6 +159,7 @@ async def test_ganeti_gnt_job_cancel_kill_and_test_jobqueue_submission(root):
         assert result.returncode == 0, result.stdout + result.stderr
         out = json.loads(result.stdout.strip().splitlines()[-1])
         assert out["submission"] == "ok", out
+        assert out["dependency"] == "ok", out
         assert out["kill_unconfirmed"] == "The --kill option must be confirmed with --yes-do-it"
         assert out["plain_exit"] == 1 and "cannot be canceled" in out["plain"][0]
         assert out["kill_exit"] == 0 and "killed (SIGTERM), status canceled" in out["kill"][0], out
