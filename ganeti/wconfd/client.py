@@ -129,7 +129,8 @@ class WConfdClient:
         self._rids = itertools.count(time.time_ns())
         #: called (no arguments) after every successful reconnection
         self.reconnected: list[Callable[[], Any]] = []
-        self.reconnections = 0
+        #: connections made by the reconnecting machinery (the first one included)
+        self.connections = 0
         self.protocol: _ClientProtocol | None = None
         if protocol is not None:
             self._adopt(protocol)
@@ -258,7 +259,7 @@ class WConfdClient:
                     except ConnectionClosed as e:
                         last = e
                     else:
-                        self.reconnections += 1
+                        self.connections += 1
                         self._reconnecting = False
                         waiters, self._reconnect_waiters = self._reconnect_waiters, []
                         for waiter in waiters:
