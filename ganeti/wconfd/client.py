@@ -49,6 +49,12 @@ MAX_DELAY = 1.0
 #: how long a job process keeps trying to reach WConfD (seconds)
 JOB_RECONNECT_FOR = 300.0
 
+#: request ids, shared by every client of this process: two clients acting
+#: for one owner never reuse an id, and a later process (a reused ad-hoc
+#: owner) starts above what an earlier one used, unless it made more than
+#: a billion calls a second
+_RIDS = itertools.count(time.time_ns())
+
 
 def backoff(attempt: int, draw: float, first: float = FIRST_DELAY, most: float = MAX_DELAY) -> float:
     """The pause before reconnection attempt C{attempt} (0-based).
@@ -126,7 +132,6 @@ class WConfdClient:
         self._ready = False
         self._reconnecting = False
         self._reconnect_waiters: list[Deferred] = []
-        self._rids = itertools.count(time.time_ns())
         #: called (no arguments) after every successful reconnection
         self.reconnected: list[Callable[[], Any]] = []
         #: connections made by the reconnecting machinery (the first one included)
@@ -199,7 +204,7 @@ class WConfdClient:
                 self._lost(protocol)
 
     def _next_rid(self) -> int:
-        return next(self._rids)
+        return next(_RIDS)
 
     def _now(self) -> float:
         return self._clock().seconds()  # type: ignore[no-any-return]

@@ -108,9 +108,12 @@ async def test_jobs_ride_out_wconfd_kills(root):
                 await sleep(rng.uniform(0.05, 0.3))
                 wconfd.kill()
                 kills += 1
+                # a query that needs WConfD, asked while it is down, waits for it
+                query = threads.deferToThread(LuxiClient(root.luxi_socket, timeout=60).query_cluster_info)
                 await sleep(rng.uniform(0.1, 0.5))  # jobs and LuxiD are cut off meanwhile
                 wconfd.start()
                 await wconfd.ready(reactor)
+                assert (await query)["name"] == "restart.test"
             await sleep(0.1)
         assert kills == KILLS, "the stream ended before WConfD was killed %d times" % KILLS
 
