@@ -265,6 +265,12 @@ class WConfdClient:
                         last = e
                     else:
                         self.connections += 1
+                        if self.connections > 1:
+                            self.log.info(
+                                "reconnected to WConfD ({owners} owners, {waits} lock waits re-armed)",
+                                owners=len(self._owners),
+                                waits=len(self._armed),
+                            )
                         self._reconnecting = False
                         waiters, self._reconnect_waiters = self._reconnect_waiters, []
                         for waiter in waiters:
@@ -290,7 +296,7 @@ class WConfdClient:
             error = errors.ConfigurationError(
                 "WConfD unreachable for %s seconds (%s)" % (_fmt(self.reconnect_for), last or "closed")
             )
-        self.log.error("giving up on WConfD: {error}", error=error)
+            self.log.error("giving up on WConfD: {error}", error=error)
         waiters, self._reconnect_waiters = self._reconnect_waiters, []
         for waiter in waiters:
             waiter.errback(error)
@@ -324,8 +330,6 @@ class WConfdClient:
         if protocol.lost.called:
             raise ConnectionClosed("lost again while restoring")
         self._ready = True
-        self.log.info("reconnected to WConfD ({owners} owners, {waits} lock waits re-armed)",
-                      owners=len(self._owners), waits=len(self._armed))
 
     def _fail_waits(self, error: Exception) -> None:
         granted = dict(self._granted)

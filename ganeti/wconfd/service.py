@@ -472,7 +472,9 @@ class WConfdService(Service):
                 pass
 
     def _locks_changed(self) -> None:
-        answers, self._lock_answers = self._lock_answers, {}
+        answers = self._lock_answers
+        if answers:
+            self._lock_answers = {}
         for owner in self.locks.take_dirty():
             holdings, pending = self.locks.owner_state(owner)
             line = [owner.to_wire(), [list(h) for h in holdings], None if pending is None else [pending[0], [list(r) for r in pending[1]]]]
