@@ -82,6 +82,9 @@ async def test_jobs_ride_out_wconfd_kills(root):
     luxid.start()
     await luxid.ready(reactor)
     try:
+        reader = await WConfdClient.connect(reactor, root.wconfd_socket)
+        first_serial = await reader.read_serial()
+        await reader.close()
         client = LuxiClient(root.luxi_socket, timeout=60)
         jobs: list[list[dict]] = []
         for n in range(48):
@@ -127,6 +130,8 @@ async def test_jobs_ride_out_wconfd_kills(root):
             expected = sorted("tag%02d" % n for n in range(48) if n % 4 in (1, 3))
             assert sorted(config.cluster.tags) == expected
             assert sorted(g.name for g in config.nodegroups.values()) == ["default"]
+            # one config change per tag job and per group opcode: none applied twice
+            assert config.serial_no == first_serial + 24 + 2 * 12
             assert await wconfd_client.verify_config() == []
             for _ in range(50):  # the last jobs' processes may still be exiting
                 held = [(lock, holders) for lock, holders in await wconfd_client.list_all_locks_owners() if holders]
