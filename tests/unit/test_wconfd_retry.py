@@ -20,7 +20,6 @@ from twisted.test.iosim import IOPump, connectedServerAndClient
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors
-from ganeti.locking import Owner
 from ganeti.wconfd import commands as c
 from ganeti.wconfd.client import WConfdClient, _ClientProtocol, backoff
 from ganeti.wconfd.death import lock_holders
