@@ -38,6 +38,8 @@ WFJC_TIMEOUT = 89
 DEFAULT_MAX_RUNNING = 20
 #: a job whose process dies before the handshake this often is failed
 MAX_START_ATTEMPTS = 3
+#: while WConfD restarts, calls to it wait (and are sent again) this long at most
+WCONFD_RECONNECT_FOR = 30.0
 #: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
 ARCHIVE_EXIT_WAIT = 11.0
 #: CancelJob with kill: seconds between SIGTERM and SIGKILL
@@ -188,12 +190,17 @@ class LuxidService(Service):
 
         while self.running:
             try:
-                client = await WConfdClient.connect(self.reactor, self.paths.wconfd_socket)
+                client = await WConfdClient.connect(
+                    self.reactor, self.paths.wconfd_socket, reconnect_for=WCONFD_RECONNECT_FOR
+                )
             except errors.GenericError:
                 await deferLater(self.reactor, 0.5, lambda: None)
                 continue
+            if not self.running:
+                client.close()
+                return
             self.wconfd = client
-            client.protocol.lost.addCallback(self._wconfd_lost)
+            client.reconnected.append(self._wconfd_back)
             await self._refresh_limits()
             self.log.info("connected to WConfD")
             self.schedule()
@@ -212,11 +219,11 @@ class LuxidService(Service):
             self._max_running_config = cluster.max_running_jobs
             self.schedule()
 
-    def _wconfd_lost(self, _: Any) -> None:
-        self.wconfd = None
-        if self.running:
-            self.log.warn("lost the connection to WConfD; reconnecting")
-            self.reactor.callLater(0.5, self._start_connect)
+    def _wconfd_back(self) -> None:
+        """WConfD restarted: the client reconnected by itself; catch up."""
+        self.log.info("reconnected to WConfD")
+        Deferred.fromCoroutine(self._refresh_limits())
+        self._cleanup_locks()
 
     @property
     def max_running(self) -> int:
