@@ -37,6 +37,9 @@ DEFAULT_MAX_RUNNING = 20
 MAX_START_ATTEMPTS = 3
 #: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
 ARCHIVE_EXIT_WAIT = 11.0
+#: seconds before the scheduler tries again after a job process could not be
+#: started at all (no fork, no pipe: e.g. too many open files)
+SPAWN_RETRY = 1.0
 
 JobWrite = Callable[[str, bytes], Any]
 
@@ -97,6 +100,7 @@ class LuxidService(Service):
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None
+        self._spawn_retry: Any = None
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
 
@@ -126,6 +130,8 @@ class LuxidService(Service):
         super().stopService()
         if self._follow is not None and self._follow.running:
             self._follow.stop()
+        if self._spawn_retry is not None and self._spawn_retry.active():
+            self._spawn_retry.cancel()
         if self._notifier is not None:
             self._notifier.loseConnection()
         if self.forkserver is not None:
@@ -309,7 +315,30 @@ class LuxidService(Service):
                 return
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
-        spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+        try:
+            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+        except OSError as e:
+            self._spawn_failed(job, job_channel, e)
+
+    def _spawn_failed(self, job: QueuedJob, job_channel: JobChannel, why: OSError) -> None:
+        """No process at all: the job stays queued and is tried again later
+        (this is no start attempt, the job itself is not at fault)."""
+        self.log.error("cannot start a process for job {job} ({why}); trying again in {t}s",
+                       job=job.id, why=why, t=SPAWN_RETRY)
+        if self.processes.get(job.id) is job_channel:
+            del self.processes[job.id]
+        job_channel.ended()
+        job.livelock = job.process_id = None
+        try:
+            self._write(job, durable=False)
+        except OSError:
+            self.log.failure("job {job}: cannot write its file", job=job.id)
+        if self._spawn_retry is None or not self._spawn_retry.active():
+            self._spawn_retry = self.reactor.callLater(SPAWN_RETRY, self._retry_spawns)
+
+    def _retry_spawns(self) -> None:
+        self._spawn_retry = None
+        self.schedule()
 
     def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> None:
         """Step 3: the child's lock file goes into the job file, durably."""
