@@ -110,6 +110,8 @@ class LuxidService(Service):
         self._livelock_fd = hold_lockfile(self.livelock)
         self.jobs = self.queue.load_live_jobs()
         self._recover()
+        if self.replicator is not None:
+            self.replicator.start()  # a full resync of every candidate
         self._watch_queue()
         if self.use_forkserver:
             from ganeti.luxid.forkclient import ForkServer
@@ -134,6 +136,8 @@ class LuxidService(Service):
             self._spawn_retry.cancel()
         if self._notifier is not None:
             self._notifier.loseConnection()
+        if self.replicator is not None:
+            self.replicator.stop()
         if self.forkserver is not None:
             self.forkserver.stop()
         for waiters in self._watchers.values():
