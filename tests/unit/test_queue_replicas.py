@@ -247,3 +247,128 @@ class ReplicatorTests(SynchronousTestCase):
         self.fake.queues["node4.test"]["job-1"] = b"tampered"
         self.settle(RESYNC_INTERVAL)
         self.assertEqual(self.fake.queues["node4.test"], self.master())
+
+
+class FakeLU:
+    """What verify_queue_replicas uses of an LU: ctx (paths, rpc, sleep), cfg, feedback."""
+
+    def __init__(self, paths: Paths, cfg: Any, rpc: Any, clock: Clock) -> None:
+        self.cfg = cfg
+        self.lines: list[str] = []
+        self.errors: list[tuple[str, str, str, bool]] = []
+        lu = self
+
+        class Ctx:
+            def __init__(self) -> None:
+                self.paths = paths
+
+            def rpc(self) -> Any:
+                return rpc
+
+            def sleep(self, seconds: float) -> Deferred:
+                from twisted.internet.task import deferLater
+
+                return deferLater(clock, seconds, lambda: None)
+
+        self.ctx = Ctx()
+
+        async def node_error(code: str, node: str, message: str, warning: bool = False) -> None:
+            lu.errors.append((code, node, message, warning))
+
+        self.node_error = node_error
+
+    def feedback(self, line: str) -> Deferred:
+        self.lines.append(line)
+        return succeed(None)
+
+
+class VerifyTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        from ganeti.testing.cluster import loopback_config
+
+        root = tempfile.mkdtemp(prefix="gntv")
+        self.addCleanup(shutil.rmtree, root, True)
+        self.paths = Paths(root)
+        self.paths.ensure_dirs()
+        self.queue = JobQueueDir(self.paths)
+        self.queue.open()
+        self.addCleanup(self.queue.close)
+        self.clock = Clock()
+        self.fake = FakeCandidates(["node2.test", "node3.test"])
+        cfg = loopback_config(3, candidate_pool_size=10, candidates=["node2.test", "node3.test"])
+        self.lu = FakeLU(self.paths, cfg, self, self.clock)
+        self.jobs = []
+        for status in ("success", "error", "running"):
+            (job_id,) = self.queue.allocate_ids(1)
+            job = QueuedJob.new(job_id, [{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+            job.ops[0].status = status
+            self.queue.write_job(job)
+            self.jobs.append(job)
+        for name in self.fake.queues:
+            self.fake.queues[name] = {n: c for n, c in self.master().items()}
+
+    def master(self) -> dict[str, bytes]:
+        result = {}
+        for name in replicas.queue_names(self.paths.queue_dir):
+            with open(os.path.join(self.paths.queue_dir, name), "rb") as handle:
+                result[name] = handle.read()
+        return result
+
+    def call(self, nodes: dict[str, str], procedure: str, args: list[Any], timeout: float) -> Any:
+        """The candidates list their queues with each job's status, as noded does."""
+        d = self.fake.call(nodes, procedure, args, timeout)
+
+        def statuses(results: dict[str, RpcResult]) -> dict[str, RpcResult]:
+            for name, result in results.items():
+                if result.success:
+                    queue = self.fake.queues[name]
+                    listing = {n: [sha(c), replicas.job_status(c) if replicas.job_id_of(n) is not None else None]
+                               for n, c in queue.items()}
+                    results[name] = RpcResult(name, True, listing)
+            return results
+
+        return d.addCallback(statuses)
+
+    def verify(self) -> None:
+        from ganeti.cmdlib.queue_verify import verify_queue_replicas
+
+        d = Deferred.fromCoroutine(verify_queue_replicas(self.lu, self.lu.node_error))
+        self.clock.advance(5)
+        self.successResultOf(d)
+
+    def test_matching_replicas_pass(self) -> None:
+        self.verify()
+        self.assertEqual(self.lu.errors, [])
+        self.assertEqual(self.lu.lines, ["* Verifying the job queue replicas (2 candidates)"])
+
+    def test_differing_replicas_are_errors_naming_the_jobs(self) -> None:
+        done, failed, running = self.jobs
+        stale = QueuedJob.from_dict(done.to_dict())
+        stale.ops[0].status = "running"
+        self.fake.queues["node2.test"]["job-%d" % done.id] = stale.to_json()
+        del self.fake.queues["node3.test"]["job-%d" % failed.id]
+        self.fake.queues["node3.test"]["job-77"] = b"{}"
+        self.fake.queues["node3.test"]["job-%d" % running.id] = b"lagging behind"  # not final: not judged
+        self.verify()
+        self.assertEqual(self.lu.errors, [
+            ("EQUEUEREPLICA", "node2.test", "job queue replica differs from the master's for 1 job(s):"
+             " %d stale (status running, master: success)" % done.id, False),
+            ("EQUEUEREPLICA", "node3.test", "job queue replica differs from the master's for 2 job(s):"
+             " %d missing, 77 extra (job-77 there, not on the master)" % failed.id, False),
+        ])
+
+    def test_a_difference_that_heals_before_the_recheck_is_not_reported(self) -> None:
+        done = self.jobs[0]
+        del self.fake.queues["node2.test"]["job-%d" % done.id]
+        from ganeti.cmdlib.queue_verify import verify_queue_replicas
+
+        d = Deferred.fromCoroutine(verify_queue_replicas(self.lu, self.lu.node_error))
+        self.fake.queues["node2.test"]["job-%d" % done.id] = self.master()["job-%d" % done.id]
+        self.clock.advance(5)
+        self.successResultOf(d)
+        self.assertEqual(self.lu.errors, [])
+
+    def test_an_unreachable_candidate_is_a_warning(self) -> None:
+        self.fake.down.add("node3.test")
+        self.verify()
+        self.assertEqual([(n, w) for _c, n, _m, w in self.lu.errors], [("node3.test", True)])
