@@ -100,10 +100,14 @@ class ForkServer:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any]) -> None:
+    def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any],
+                 on_orphaned: Callable[[list[JobChannel]], Any] | None = None) -> None:
+        """@param on_orphaned: called with the channels of the jobs still
+            running when the server dies (their exits will not be reported)"""
         self.reactor = reactor
         self.paths = paths
         self.on_exit = on_exit
+        self.on_orphaned = on_orphaned
         self.running = False
         self._sock: socket.socket | None = None
         self._process: Any = None
@@ -200,9 +204,14 @@ class ForkServer:
             self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)
         # Its children live on (they are their own sessions); LuxiD follows
         # them through their lock files from now on.
+        orphans = list(self._channels.values())
         self._channels.clear()
         self._pids.clear()
         self._close_all_pipes()
+        for job_channel in orphans:
+            job_channel.ended()
+        if orphans and self.on_orphaned is not None:
+            self.on_orphaned(orphans)
 
     def _forget_pipes(self, job_id: int, pipes: _PipeProtocol | None = None) -> None:
         """Close the pipes of C{job_id} (only C{pipes}, if given)."""

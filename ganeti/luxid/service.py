@@ -116,7 +116,7 @@ class LuxidService(Service):
         if self.use_forkserver:
             from ganeti.luxid.forkclient import ForkServer
 
-            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited)
+            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned)
             try:
                 self.forkserver.start()
             except OSError:
@@ -371,6 +371,19 @@ class LuxidService(Service):
         self.schedule()
         if exit.confirmed:
             Deferred.fromCoroutine(self._refresh_limits())
+
+    def _jobs_orphaned(self, channels: list[JobChannel]) -> None:
+        """The fork server died: its jobs' exits will not be reported.  A
+        confirmed job is followed through its lock file; an unconfirmed one
+        never ran (its pipes are closed: it exits) and is started again."""
+        for job_channel in channels:
+            if self.processes.get(job_channel.job_id) is not job_channel:
+                continue
+            if job_channel.confirmed and job_channel.lockfile:
+                del self.processes[job_channel.job_id]
+                self.adopted[job_channel.job_id] = job_channel.lockfile
+            else:
+                self._job_exited(JobExit(job_channel.job_id, None, None, False))
 
     def _follow_adopted(self) -> None:
         """Processes we did not start: their lock file tells if they live."""

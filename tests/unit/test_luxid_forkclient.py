@@ -93,10 +93,15 @@ class ForkClientPipeTests(SynchronousTestCase):
         self.assertFalse(job_channel.send({"cancel": True}))
 
     def test_pipes_are_closed_when_the_server_dies(self) -> None:
-        self.spawn(9)
+        """... and the jobs it ran are handed back (their exits will never come)."""
+        orphans: list[list[JobChannel]] = []
+        self.server.on_orphaned = orphans.append
+        job_channel, _child_fds = self.spawn(9)
         ours = self.luxid_fds(9)
         self.server.server_ended(Failure(ProcessTerminated(signal=9)))
         self.assertEqual([fd for fd in ours if is_open(fd)], [])
+        self.assertEqual(orphans, [[job_channel]])
+        self.assertEqual(self.exits, [])
 
     def test_a_failed_spawn_leaves_no_descriptor(self) -> None:
         """Too many open files at the second pipe: the first one is closed."""
@@ -142,6 +147,25 @@ class SpawnFailureTests(SynchronousTestCase):
             self.spawned.append(job_channel.job_id)
 
         self.patch(service_module, "spawn_direct", spawn_direct)
+
+    def test_jobs_of_a_dead_fork_server_are_followed_or_started_again(self) -> None:
+        self.failing = False
+        ids = []
+        for _ in range(2):
+            ((ok, job_id),) = self.successResultOf(
+                Deferred.fromCoroutine(self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])))
+            ids.append(job_id)
+        self.service.max_running_override = 1
+        self.clock.advance(0)
+        confirmed = self.service.processes[ids[0]]
+        confirmed.confirmed, confirmed.lockfile = True, self.paths.lock_dir + "/job-lock"
+        unconfirmed = JobChannel(ids[1], self.paths, self.clock, lambda *_: None)
+        unconfirmed.ready.addErrback(lambda _: None)
+        self.service.processes[ids[1]] = unconfirmed
+        self.service._jobs_orphaned([confirmed, unconfirmed])
+        self.assertEqual(self.service.adopted, {ids[0]: self.paths.lock_dir + "/job-lock"})
+        self.assertNotIn(ids[0], self.service.processes, "no longer counted as a process that will report")
+        self.assertEqual(self.queue.read_job(ids[1]).livelock, None, "queued again: it never ran")
 
     def test_the_job_is_started_once_processes_can_be_made_again(self) -> None:
         ((ok, job_id),) = self.successResultOf(
