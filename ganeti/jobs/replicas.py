@@ -123,8 +123,11 @@ class Entry:
 class ListingCache:
     """Listings of one queue directory; unchanged files are not read again."""
 
-    def __init__(self, queue_dir: str) -> None:
+    def __init__(self, queue_dir: str, *, statuses: bool = True) -> None:
+        """@param statuses: whether to parse job files for their status
+            (else every L{Entry} has status C{None})"""
         self.queue_dir = queue_dir
+        self.statuses = statuses
         self._known: dict[str, tuple[tuple[int, int, int], Entry]] = {}
 
     def entries(self) -> dict[str, Entry]:
@@ -142,7 +145,8 @@ class ListingCache:
                 else:
                     with open(path, "rb") as handle:
                         content = handle.read()
-                    status = job_status(content) if job_id_of(name) is not None else None
+                    wanted = self.statuses and job_id_of(name) is not None
+                    status = job_status(content) if wanted else None
                     entry = Entry(digest(content), status)
             except OSError:
                 continue  # renamed or removed meanwhile

@@ -83,7 +83,7 @@ class JobReplicator:
         self.desired: dict[str, str] = {}
         self.replicas: dict[str, Replica] = {}
         self.running = False
-        self._listing = replicas.ListingCache(paths.queue_dir)
+        self._listing = replicas.ListingCache(paths.queue_dir, statuses=False)
         self._check: Any = None
         self._last_resync = 0.0
 
