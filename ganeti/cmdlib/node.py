@@ -31,6 +31,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.cluster import LUClusterVerifyConfig
+from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
 
@@ -538,6 +539,8 @@ class LUClusterVerify(LUClusterVerifyConfig):
             offline = len(members) - len(online)
             if offline:
                 await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
+        if not self.op.get("group_name"):
+            await verify_queue_replicas(self, self._node_error)
         return not self.bad
 
     async def _check_node(self, node: Node, result: Any, release: str) -> None:

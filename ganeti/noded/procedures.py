@@ -23,6 +23,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
+from ganeti.jobs import replicas
 from ganeti.noded import files, instances
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -40,6 +41,9 @@ PROCEDURES = (
     "jobqueue_update",
     "jobqueue_rename",
     "jobqueue_purge",
+    "jobqueue_set_drain_flag",
+    "jobqueue_list",
+    "jobqueue_remove",
     "node_leave_cluster",
     "test_delay",
 ) + instances.PROCEDURES
@@ -93,6 +97,7 @@ class NodeProcedures:
         self.instances = instances.InstanceProcedures(paths, reactor)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
+        self._queue_listing: replicas.ListingCache | None = None
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         if name not in PROCEDURES:
@@ -356,6 +361,62 @@ class NodeProcedures:
             else:
                 os.unlink(path)
         serializer.fsync_dir(queue)
+
+    def jobqueue_set_drain_flag(self, flag: Any) -> defer.Deferred[None]:
+        """Create (C{True}) or remove (C{False}) C{queue/drain}, durably."""
+        _check(isinstance(flag, bool), "jobqueue_set_drain_flag takes true or false")
+        real = os.path.join(self.paths.queue_dir, replicas.DRAIN)
+
+        def write() -> None:
+            if flag:
+                os.makedirs(self.paths.queue_dir, mode=0o700, exist_ok=True)
+                serializer.write_file(real, b"", mode=QUEUE_FILE_MODE)
+                return
+            try:
+                os.unlink(real)
+            except FileNotFoundError:
+                return
+            serializer.fsync_dir(self.paths.queue_dir)
+
+        return self._queue_io([real], write)
+
+    def jobqueue_list(self) -> defer.Deferred[dict[str, list[Any]]]:
+        """What this node's queue holds (an extension of Ganeti's RPCs):
+        C{{name relative to the queue dir: [sha1, job status or null]}}
+        of the version, serial, drain, live and archived job files."""
+        if self._queue_listing is None:
+            self._queue_listing = replicas.ListingCache(self.paths.queue_dir)
+        cache = self._queue_listing
+
+        def listing() -> dict[str, list[Any]]:
+            return {name: [entry.digest, entry.status] for name, entry in cache.entries().items()}
+
+        return self._queue_io([self.paths.queue_dir], listing)
+
+    def jobqueue_remove(self, names: Any) -> defer.Deferred[None]:
+        """Remove queue files the master no longer has (an extension of
+        Ganeti's RPCs): C{[virtual path, ...]}; missing files are fine."""
+        _check(isinstance(names, list), "jobqueue_remove takes [path, ...]")
+        try:
+            doomed = [files.queue_file(self.paths, name) for name in names]
+        except files.PathRefused as e:
+            raise RpcFailure("jobqueue_remove refused: %s" % e) from None
+        for real in doomed:
+            _check(replicas.is_replicated(os.path.relpath(real, self.paths.queue_dir)),
+                   "jobqueue_remove refused: %s is not a job queue file" % real)
+
+        def remove() -> None:
+            directories = set()
+            for real in doomed:
+                try:
+                    os.unlink(real)
+                except FileNotFoundError:
+                    continue
+                directories.add(os.path.dirname(real))
+            for directory in sorted(directories):
+                serializer.fsync_dir(directory)
+
+        return self._queue_io(doomed, remove)
 
     def node_leave_cluster(self, modify_ssh_setup: Any = False) -> None:
         """Forget the cluster (config, ssconf, queue, secrets), then stop noded."""

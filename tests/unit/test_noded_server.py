@@ -132,11 +132,35 @@ def test_jobqueue_update_rename_purge(node):
     assert os.listdir(queue) == ["lock"]
 
 
+def test_jobqueue_drain_flag_list_and_remove(node):
+    """The replicas' own procedures: drain flag, listing with digests, removal."""
+    import hashlib
+
+    queue = node.paths.queue_dir
+    job = b'{"id": 3, "ops": [], "received_timestamp": null, "start_timestamp": null, "end_timestamp": null}'
+    assert node.call("jobqueue_update", "/var/lib/ganeti/queue/job-3", wire.compress(job))[1] == [True, None]
+    assert node.call("jobqueue_update", "/var/lib/ganeti/queue/archive/0/job-2", wire.compress(b"old"))[1] == [True, None]
+    assert node.call("jobqueue_set_drain_flag", True)[1] == [True, None]
+    assert os.path.exists(os.path.join(queue, "drain"))
+    ok, listing = node.call("jobqueue_list")[1]
+    assert ok
+    assert listing["job-3"][0] == hashlib.sha1(job).hexdigest()
+    assert listing["archive/0/job-2"] == [hashlib.sha1(b"old").hexdigest(), None]
+    assert listing["drain"] == [hashlib.sha1(b"").hexdigest(), None]
+    assert node.call("jobqueue_set_drain_flag", False)[1] == [True, None]
+    assert node.call("jobqueue_set_drain_flag", False)[1] == [True, None]  # already off: fine
+    assert node.call("jobqueue_remove", ["/var/lib/ganeti/queue/archive/0/job-2", "/var/lib/ganeti/queue/job-9"])[1] \
+        == [True, None]
+    assert sorted(node.call("jobqueue_list")[1][1]) == ["job-3"]
+    assert node.call("jobqueue_set_drain_flag", "yes")[1][0] is False
+
+
 @pytest.mark.parametrize("name", ["/var/lib/ganeti/config.data", "/var/lib/ganeti/queue/../config.data", "/var/lib/ganeti/queue/lock", "/etc/x"])
 def test_jobqueue_refuses_paths_outside_the_queue(node, name):
     before = node.snapshot()
     assert node.call("jobqueue_update", name, wire.compress(b"x"))[1][0] is False
     assert node.call("jobqueue_rename", [["/var/lib/ganeti/queue/job-1", name]])[1][0] is False
+    assert node.call("jobqueue_remove", [name])[1][0] is False
     assert node.snapshot() == before
 
 
