@@ -37,6 +37,7 @@ from ganeti import errors
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib import names
 from ganeti.cmdlib.allocator import NAL_MEMBER
 from ganeti.cmdlib.base import (
     ALL_SET,
@@ -156,6 +157,7 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
         if op["ip_check"] and not op["name_check"]:
             raise errors.OpPrereqError("Cannot do IP address check without a name check", errors.ECODE_INVAL)
+        op["instance_name"] = names.normalize_hostname(op["instance_name"], "instance name")
         template = op.get("disk_template") or next(iter(cfg.cluster.enabled_disk_templates or []), None)
         if template not in iu.SUPPORTED_TEMPLATES:
             raise errors.OpPrereqError(

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import group_params, names
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -122,6 +123,16 @@ def _address(node: Node) -> str:
 # --- OP_NODE_ADD ------------------------------------------------------------------------
 
 
+def _check_static(op: Any) -> dict[str, Any]:
+    """A node opcode's C{ndparams}, C{hv_state} and C{disk_state}, typed
+    by the checks the node group's use (empty when not given)."""
+    return {
+        "ndparams": group_params.check_ndparams(op.get("ndparams") or {}),
+        "hv_state": group_params.check_hv_state(op.get("hv_state") or {}),
+        "disk_state": group_params.check_disk_state(op.get("disk_state") or {}),
+    }
+
+
 @register
 class LUNodeAdd(LogicalUnit):
     """Add a node (or re-add one with C{readd}).
@@ -140,6 +151,8 @@ class LUNodeAdd(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
+        op["node_name"] = names.normalize_hostname(op["node_name"], "node name")
+        self.static = _check_static(op)
         if op.get("primary_ip") is None:
             try:
                 op["primary_ip"] = socket.gethostbyname(op["node_name"])
@@ -230,11 +243,11 @@ class LUNodeAdd(LogicalUnit):
             vm_capable=self.vm_capable,
         )
         if op.get("ndparams") is not None:
-            changes["ndparams"] = dict(op["ndparams"])
+            changes["ndparams"] = group_params.merged({}, self.static["ndparams"])
         if op.get("hv_state") is not None:
-            changes["hv_state_static"] = op["hv_state"]
+            changes["hv_state_static"] = group_params.merged_nested({}, self.static["hv_state"])
         if op.get("disk_state") is not None:
-            changes["disk_state_static"] = op["disk_state"]
+            changes["disk_state_static"] = group_params.merged_disk_state({}, self.static["disk_state"])
         if self.existing is not None:
             await self.log_info("Readding a node, the offline/drained flags were reset")
             await self.update("node", attrs.evolve(self.existing, **changes))
@@ -342,6 +355,7 @@ class LUNodeSetParams(LogicalUnit):
         if op.get("secondary_ip") is not None and not _valid_ip(op["secondary_ip"]):
             raise errors.OpPrereqError("Secondary IP (%s) needs to be a valid IP address" % op["secondary_ip"],
                                        errors.ECODE_INVAL)
+        self.static = _check_static(op)
         self.might_demote = (op.get("master_candidate") is False or op.get("offline") is True
                              or op.get("drained") is True or op.get("master_capable") is False)
         self.lock_all = bool(op["auto_promote"]) and self.might_demote
@@ -428,12 +442,14 @@ class LUNodeSetParams(LogicalUnit):
         result: list[list[Any]] = []
         changes: dict[str, Any] = {}
         if op.get("ndparams") is not None:
-            changes["ndparams"] = dict(node.ndparams, **op["ndparams"])
+            changes["ndparams"] = group_params.merged(node.ndparams or {}, self.static["ndparams"])
             result.append(["ndparams", str(changes["ndparams"])])
         if op.get("hv_state") is not None:
-            changes["hv_state_static"] = op["hv_state"]
+            changes["hv_state_static"] = group_params.merged_nested(node.hv_state_static or {},
+                                                                    self.static["hv_state"])
         if op.get("disk_state") is not None:
-            changes["disk_state_static"] = op["disk_state"]
+            changes["disk_state_static"] = group_params.merged_disk_state(node.disk_state_static or {},
+                                                                          self.static["disk_state"])
         if op.get("powered") is not None:
             changes["powered"] = op["powered"]
             result.append(["powered", str(op["powered"])])
