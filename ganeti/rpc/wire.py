@@ -70,10 +70,13 @@ def encode_request(args: list[Any] | tuple[Any, ...]) -> bytes:
 def decode_request(body: bytes) -> list[Any]:
     """The positional arguments in a request body.
 
-    @raise RpcWireError: not JSON, or not a JSON array
+    A procedure without arguments takes C{[]} (what every Ganeti client
+    sends); an empty or blank body is refused, not read as "no arguments".
+
+    @raise RpcWireError: empty, not JSON, or not a JSON array
     """
     if not body.strip():
-        return []
+        raise RpcWireError("Empty request body: send a JSON array of arguments ([] for none)")
     try:
         args = serializer.loads(body)
     except ValueError as e:

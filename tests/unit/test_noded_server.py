@@ -78,6 +78,17 @@ def test_unknown_procedure_and_bad_requests_change_nothing(node):
     assert node.snapshot() == before
 
 
+@pytest.mark.parametrize("body", [b"", b"   ", b"\n"])
+def test_empty_body_is_a_bad_request(node, body):
+    """Even a procedure without arguments needs "[]"; a blank body runs nothing."""
+    before = node.snapshot()
+    for procedure in ("version", "node_leave_cluster"):
+        code, (ok, msg) = node.post(procedure, body)
+        assert (code, ok) == (400, False) and "Empty request body" in msg
+    assert node.snapshot() == before
+    assert node.post("version", b"[]") == (200, [True, wire.PROTOCOL_VERSION])
+
+
 def test_upload_allowed_file_atomically_with_mode(node):
     data = b'{"serial_no": 7}' * 100
     details = wire.file_details("/var/lib/ganeti/config.data", data, mode=0o640, atime=1000.0, mtime=2000.0)
