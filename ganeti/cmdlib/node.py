@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import group_params, names
+from ganeti.cmdlib import group_params, names, verify_disks
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -512,14 +512,7 @@ class LUClusterVerify(LUClusterVerifyConfig):
     REQ_BGL = False
 
     def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
-        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
-        if ltype == "ERROR":
-            self.bad = True
-        if self.op["error_codes"]:
-            line = "%s:%s:%s:%s:%s" % (ltype, code, "node", node, message)
-        else:
-            line = "%s: %s %s: %s" % (ltype, "node", node, message)
-        return self.feedback("  - %s" % line)
+        return self._item_error("node", code, node, message, warning)
 
     async def exec_(self, feedback: Feedback) -> Any:
         from ganeti import GANETI_RELEASE
@@ -543,18 +536,41 @@ class LUClusterVerify(LUClusterVerifyConfig):
             online = [n for n in members if not n.offline]
             await self.feedback("* Gathering data (%d nodes)" % len(members))
             results = {}
+            disk_checks = verify_disks.disk_file_checks(cfg, online)
             if online:
                 results = await self.ctx.rpc().call(
                     {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
                     timeout=VERIFY_TIMEOUT,
+                    node_args={name: [dict(checks, **{wire.NV_DISK_FILES: check}), cfg.cluster.cluster_name]
+                               for name, check in disk_checks.items()},
                 )
             await self.feedback("* Verifying node status")
             for node in online:
                 await self._check_node(node, results[node.name], GANETI_RELEASE)
+            await self._check_disk_files(online, results)
             offline = len(members) - len(online)
             if offline:
                 await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
         return not self.bad
+
+    async def _check_disk_files(self, online: list[Node], results: dict[str, Any]) -> None:
+        """Missing disk files (errors of their instances) and orphan ones
+        (warnings of their nodes), from the nodes' C{disk-files} answers."""
+        for node in online:
+            result = results[node.name]
+            payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
+            for problem in verify_disks.disk_file_problems(self.cfg, node, payload.get(wire.NV_DISK_FILES)):
+                await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
+
+    def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
+        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
+        if ltype == "ERROR":
+            self.bad = True
+        if self.op["error_codes"]:
+            line = "%s:%s:%s:%s:%s" % (ltype, code, kind, item, message)
+        else:
+            line = "%s: %s %s: %s" % (ltype, kind, item, message)
+        return self.feedback("  - %s" % line)
 
     async def _check_node(self, node: Node, result: Any, release: str) -> None:
         name = node.name or node.uuid or "?"

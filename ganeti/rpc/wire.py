@@ -22,6 +22,8 @@ from ganeti import CONFIG_VERSION, serializer
 
 #: The node RPC protocol version (Ganeti's C{PROTOCOL_VERSION}).
 PROTOCOL_VERSION = CONFIG_VERSION
+#: our own C{node_verify} check (missing and orphan disk files), unknown to Ganeti's nodes
+NV_DISK_FILES = "disk-files"
 #: The noded TCP port.
 DEFAULT_PORT = 1811
 

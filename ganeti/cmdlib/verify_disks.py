@@ -1,0 +1,127 @@
+"""What OP_CLUSTER_VERIFY checks of the instances' disk files (pure).
+
+L{disk_file_checks} gives each online node its C{disk-files} check for
+C{node_verify} (see L{ganeti.noded.diskfiles}): the file disks it must
+hold, the paths it may hold, and which storage directories it lists (every
+node its file storage directory; one node, the master when online, the
+shared one, as every node sees the same).  L{disk_file_problems} turns a
+node's answer into verify lines: a missing disk file is an error of its
+instance (Ganeti's C{EINSTANCEMISSINGDISK}) naming the disk and the node;
+a file no disk of the configuration owns is a warning of the node
+(C{ENODEORPHANLV}, Ganeti's code for an unknown volume), which a removal
+interrupted after dropping the instance leaves and C{gnt-instance remove
+--ignore-failures} of a re-run, or the admin, cleans.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import attrs
+
+from ganeti.objects import ConfigData, Disk, Node
+
+CV_EINSTANCEMISSINGDISK = "EINSTANCEMISSINGDISK"
+CV_ENODEORPHANLV = "ENODEORPHANLV"
+DT_FILE, DT_SHARED_FILE = "file", "sharedfile"
+
+
+@attrs.frozen
+class Problem:
+    """One verify line: C{kind} (instance/node) C{item}: C{message}."""
+
+    kind: str
+    code: str
+    item: str
+    message: str
+    warning: bool = False
+
+
+@attrs.frozen
+class _Owner:
+    instance: str
+    disk: str
+    node: str
+
+
+def _path(disk: Disk) -> str | None:
+    lid = disk.logical_id
+    if isinstance(lid, list) and len(lid) == 2 and isinstance(lid[1], str) and lid[1].startswith("/"):
+        return lid[1]
+    return None
+
+
+def _disk_label(disk: Disk, index: int) -> str:
+    return disk.iv_name or "disk/%d" % index
+
+
+def _expected(cfg: ConfigData) -> tuple[dict[str, dict[str, _Owner]], set[str], dict[str, set[str]]]:
+    """C{({node uuid: {path: owner}}, sharedfile paths, {node uuid: detached file paths})}."""
+    present: dict[str, dict[str, _Owner]] = {}
+    shared: set[str] = set()
+    attached: set[str] = set()
+    for inst in cfg.instances.values():
+        for index, uuid in enumerate(inst.disks if isinstance(inst.disks, list) else []):
+            disk = cfg.disks.get(uuid)
+            if disk is None:
+                continue
+            attached.add(uuid)
+            path = _path(disk)
+            if path is None or disk.dev_type not in (DT_FILE, DT_SHARED_FILE):
+                continue
+            if disk.dev_type == DT_SHARED_FILE:
+                shared.add(path)
+                nodes = [inst.primary_node]
+            else:
+                nodes = list(disk.nodes or [inst.primary_node])
+            for node in nodes:
+                if node in cfg.nodes:
+                    name = cfg.nodes[node].name or node
+                    present.setdefault(node, {})[path] = _Owner(inst.name or inst.uuid or "?",
+                                                                _disk_label(disk, index), name)
+    detached: dict[str, set[str]] = {}
+    for uuid, disk in cfg.disks.items():
+        path = _path(disk)
+        if uuid in attached or path is None:
+            continue
+        if disk.dev_type == DT_SHARED_FILE:
+            shared.add(path)
+        for node in disk.nodes or []:
+            detached.setdefault(node, set()).add(path)
+    return present, shared, detached
+
+
+def disk_file_checks(cfg: ConfigData, online: Iterable[Node]) -> dict[str, dict[str, Any]]:
+    """C{{node name: its disk-files check}} for the C{online} nodes."""
+    present, shared, detached = _expected(cfg)
+    nodes = list(online)
+    uuids = [n.uuid for n in nodes]
+    scanner = cfg.cluster.master_node if cfg.cluster.master_node in uuids else (uuids[0] if uuids else None)
+    checks = {}
+    for node in nodes:
+        mine = sorted(present.get(node.uuid or "", {}))
+        known = sorted((shared | detached.get(node.uuid or "", set())) - set(mine))
+        scan = [DT_FILE, DT_SHARED_FILE] if node.uuid == scanner else [DT_FILE]
+        checks[node.name or ""] = {"present": mine, "known": known, "scan": scan}
+    return checks
+
+
+def disk_file_problems(cfg: ConfigData, node: Node, answer: Any) -> list[Problem]:
+    """The problems in C{answer}, C{node}'s reply to its disk-files check
+    (nothing when the node did not answer that check)."""
+    if not isinstance(answer, dict):
+        return []
+    owners = _expected(cfg)[0].get(node.uuid or "", {})
+    name = node.name or node.uuid or "?"
+    problems = []
+    for path in answer.get("missing") or []:
+        owner = owners.get(path)
+        if owner is None:
+            continue
+        problems.append(Problem("instance", CV_EINSTANCEMISSINGDISK, owner.instance,
+                                "disk %s (file %s) missing on node %s" % (owner.disk, path, owner.node)))
+    for path in answer.get("orphans") or []:
+        problems.append(Problem("node", CV_ENODEORPHANLV, name,
+                                "disk file %s is unknown (no disk of the configuration owns it)" % path,
+                                warning=True))
+    return problems
