@@ -275,8 +275,14 @@ class LUNodeRemove(LogicalUnit):
     """Remove a node: not the master, not one with instances.
 
     Locks: the BGL exclusively and every node lock (another node may be
-    promoted to keep the candidate pool full).  The node is told to leave
-    the cluster (best effort: a warning if it cannot be reached).
+    promoted to keep the candidate pool full).  The steps, in this order:
+    promote other nodes as needed; tell the node to leave the cluster
+    (best effort: a warning if it cannot be reached); remove it from the
+    configuration.  A job killed before the last step leaves a node in the
+    configuration that no longer answers, which C{gnt-cluster verify}
+    reports and the same removal run again finishes (the node's refusal is
+    then a warning); never a node out of the configuration still serving
+    the cluster.
     """
 
     OP_ID = "OP_NODE_REMOVE"
@@ -304,11 +310,11 @@ class LUNodeRemove(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         node = self.node
         await adjust_candidate_pool(self, [node.uuid])
-        await self.remove("node", node.uuid)
         result = (await self.ctx.rpc().call({node.name: _address(node)}, "node_leave_cluster", [False]))[node.name]
         if result.failed:
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
+        await self.remove("node", node.uuid)
         return None
 
 

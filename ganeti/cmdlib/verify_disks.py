@@ -8,9 +8,8 @@ shared one, as every node sees the same).  L{disk_file_problems} turns a
 node's answer into verify lines: a missing disk file is an error of its
 instance (Ganeti's C{EINSTANCEMISSINGDISK}) naming the disk and the node;
 a file no disk of the configuration owns is a warning of the node
-(C{ENODEORPHANLV}, Ganeti's code for an unknown volume), which a removal
-interrupted after dropping the instance leaves and C{gnt-instance remove
---ignore-failures} of a re-run, or the admin, cleans.
+(C{ENODEORPHANLV}, Ganeti's code for an unknown volume): what a removal
+with C{ignore_failures} could not delete, or a file someone put there.
 """
 
 from __future__ import annotations
