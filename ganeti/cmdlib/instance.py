@@ -506,7 +506,7 @@ class LUInstanceCreate(LogicalUnit):
                     current, admin_state=iu.ADMIN_UP, disks_active=self.template != iu.DT_DISKLESS))
                 started = True
                 await iu.start_instance_on(self, inst, pnode)
-        except BaseException as e:
+        except Exception as e:  # not GeneratorExit & co: nothing may be awaited then
             await self._undo(inst, pnode, created, started, e)
             raise
         return [iu.node_name(self.cfg, pnode)]

@@ -346,7 +346,7 @@ class LUInstanceSetParams(InstanceLU):
                                    [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
-        except BaseException:
+        except Exception:  # not GeneratorExit & co: nothing may be awaited then
             await self._undo_new_disks(inst, new_disks, created)
             raise
         for disk in self.disks:

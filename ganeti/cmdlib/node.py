@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import group_params, names, verify_disks
+from ganeti.cmdlib import group_params, names, verify_instances
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -511,7 +511,10 @@ class LUClusterVerify(LUClusterVerifyConfig):
     one opcode and returns True when no error was found.  Each online node
     runs C{node_verify}: it must reach the node daemon of every other online
     node, speak our protocol version, and hold the ssconf files the
-    configuration gives.  Every lock, shared.
+    configuration gives; its running instances and its instances' disk
+    files must match the configuration (L{verify_instances}: an instance
+    marked up and not running, a missing disk file are errors, an orphan
+    disk file a warning).  Every lock, shared.
     """
 
     OP_ID = "OP_CLUSTER_VERIFY"
@@ -531,6 +534,7 @@ class LUClusterVerify(LUClusterVerifyConfig):
             groups = [g for g in groups if g.uuid == wanted]
         everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
         checks = {
+            "instancelist": list(cfg.cluster.enabled_hypervisors or []),
             "nodelist": [[n.name, _address(n)] for n in everyone],
             "ssconf": expected_ssconf(cfg),
             "version": None,
@@ -542,7 +546,7 @@ class LUClusterVerify(LUClusterVerifyConfig):
             online = [n for n in members if not n.offline]
             await self.feedback("* Gathering data (%d nodes)" % len(members))
             results = {}
-            disk_checks = verify_disks.disk_file_checks(cfg, online)
+            disk_checks = verify_instances.disk_file_checks(cfg, online)
             if online:
                 results = await self.ctx.rpc().call(
                     {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
@@ -553,20 +557,26 @@ class LUClusterVerify(LUClusterVerifyConfig):
             await self.feedback("* Verifying node status")
             for node in online:
                 await self._check_node(node, results[node.name], GANETI_RELEASE)
-            await self._check_disk_files(online, results)
+            await self._check_instances(online, results)
             offline = len(members) - len(online)
             if offline:
                 await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
         return not self.bad
 
-    async def _check_disk_files(self, online: list[Node], results: dict[str, Any]) -> None:
-        """Missing disk files (errors of their instances) and orphan ones
-        (warnings of their nodes), from the nodes' C{disk-files} answers."""
+    async def _check_instances(self, online: list[Node], results: dict[str, Any]) -> None:
+        """The instances' run state (from C{instancelist}) and disk files
+        (from C{disk-files}): L{verify_instances}."""
+        problems = []
+        lists = {}
         for node in online:
             result = results[node.name]
             payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
-            for problem in verify_disks.disk_file_problems(self.cfg, node, payload.get(wire.NV_DISK_FILES)):
-                await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
+            if "instancelist" in payload:
+                lists[node.uuid or ""] = payload["instancelist"]
+            problems += verify_instances.disk_file_problems(self.cfg, node, payload.get(wire.NV_DISK_FILES))
+        problems = verify_instances.running_problems(self.cfg, lists) + problems
+        for problem in problems:
+            await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
 
     def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
         ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"

@@ -157,6 +157,8 @@ class NodeProcedures:
             {key: local sha1 or null} for each key that differs
           - C{version}: -> [protocol version, release]
           - C{cluster_name}: -> this node's ssconf cluster name (null if none)
+          - C{instancelist}: [hypervisor names] -> [names of the instances
+            running here], or the error message when they cannot be listed
           - C{disk-files} (ours, not Ganeti's): -> missing and orphan disk
             files (L{diskfiles.verify_disk_files})
         """
@@ -191,6 +193,11 @@ class NodeProcedures:
             result["ssconf"] = differing
         if "version" in checkdict:
             result["version"] = [wire.PROTOCOL_VERSION, GANETI_RELEASE]
+        if "instancelist" in checkdict:
+            try:
+                result["instancelist"] = await self.instances.instance_list(checkdict["instancelist"], {})
+            except RpcFailure as e:
+                result["instancelist"] = "Error listing instances: %s" % (e,)
         if diskfiles.CHECK in checkdict:
             file_dir, shared_dir = self.instances.storage_dirs()
             result[diskfiles.CHECK] = diskfiles.verify_disk_files(

@@ -241,3 +241,28 @@ def test_queue_writes_of_one_file_stay_in_order(tmp_path, monkeypatch):
     with open(os.path.join(paths.queue_dir, "job-1"), "rb") as handle:
         assert handle.read() == b"second"
     assert procs._queue_locks == {}
+
+
+def test_node_verify_disk_files(node):
+    """Missing files among those the master expects, and orphan files under
+    the storage directories it asks about, both cluster-wide paths."""
+    base = node.paths.file_storage_dir
+    os.makedirs(os.path.join(base, "web1", "sub"))
+    for name in ("web1/disk0", "web1/sub/stray", "old/disk0"):
+        os.makedirs(os.path.dirname(os.path.join(base, name)), exist_ok=True)
+        open(os.path.join(base, name), "wb").close()
+    os.symlink("/etc/passwd", os.path.join(base, "web1", "link"))
+    virtual = "/" + os.path.relpath(base, node.paths.root)
+    check = {"present": [virtual + "/web1/disk0", virtual + "/web1/disk1"], "known": [virtual + "/old/disk0"],
+             "scan": ["file", "sharedfile"]}
+    code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: check}, "c.test", {})
+    assert (code, ok) == (200, True)
+    assert result[wire.NV_DISK_FILES] == {"missing": [virtual + "/web1/disk1"],
+                                          "orphans": [virtual + "/web1/sub/stray"]}
+    code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: {"present": ["relative"]}}, "c.test", {})
+    assert not ok and "absolute paths" in result
+
+
+def test_node_verify_instance_list(node):
+    code, (ok, result) = node.call("node_verify", {"instancelist": ["fake"]}, "c.test", {})
+    assert (code, ok, result["instancelist"]) == (200, True, [])

@@ -1,4 +1,11 @@
-"""What OP_CLUSTER_VERIFY checks of the instances' disk files (pure).
+"""What OP_CLUSTER_VERIFY checks of the instances on the nodes (pure).
+
+L{running_problems} compares the instances each node runs (its answer to
+C{instancelist}) with the configuration, as Ganeti does: an instance
+marked up that does not run on its primary node is an error
+(C{EINSTANCEDOWN}); one running on another node an error
+(C{EINSTANCEWRONGNODE}); one the configuration does not know an error of
+the node (C{ENODEORPHANINSTANCE}).
 
 L{disk_file_checks} gives each online node its C{disk-files} check for
 C{node_verify} (see L{ganeti.noded.diskfiles}): the file disks it must
@@ -21,6 +28,11 @@ import attrs
 from ganeti.objects import ConfigData, Disk, Node
 
 CV_EINSTANCEMISSINGDISK = "EINSTANCEMISSINGDISK"
+CV_EINSTANCEDOWN = "EINSTANCEDOWN"
+CV_EINSTANCEWRONGNODE = "EINSTANCEWRONGNODE"
+CV_ENODEORPHANINSTANCE = "ENODEORPHANINSTANCE"
+CV_ENODEHV = "ENODEHV"
+ADMIN_UP = "up"
 CV_ENODEORPHANLV = "ENODEORPHANLV"
 DT_FILE, DT_SHARED_FILE = "file", "sharedfile"
 
@@ -123,4 +135,37 @@ def disk_file_problems(cfg: ConfigData, node: Node, answer: Any) -> list[Problem
         problems.append(Problem("node", CV_ENODEORPHANLV, name,
                                 "disk file %s is unknown (no disk of the configuration owns it)" % path,
                                 warning=True))
+    return problems
+
+
+def running_problems(cfg: ConfigData, answers: dict[str, Any]) -> list[Problem]:
+    """The problems of the instances' run state.
+
+    @param answers: C{{node uuid: its C{instancelist} answer}} for the
+        online nodes that answered (a list of names, or an error message)
+    """
+    problems = []
+    running: dict[str, set[str]] = {}
+    for uuid, answer in answers.items():
+        name = cfg.nodes[uuid].name or uuid if uuid in cfg.nodes else uuid
+        if isinstance(answer, list):
+            running[uuid] = {n for n in answer if isinstance(n, str)}
+        elif answer is not None:
+            problems.append(Problem("node", CV_ENODEHV, name, "cannot list the running instances: %s" % (answer,)))
+    by_name = {inst.name: inst for inst in cfg.instances.values() if inst.name}
+    for inst in sorted(by_name.values(), key=lambda i: i.name or ""):
+        pnode = inst.primary_node or ""
+        if inst.admin_state == ADMIN_UP and pnode in running and inst.name not in running[pnode]:
+            problems.append(Problem("instance", CV_EINSTANCEDOWN, inst.name or "",
+                                    "instance not running on its primary node %s" % cfg.nodes[pnode].name))
+    for uuid in sorted(running, key=lambda u: cfg.nodes[u].name or u if u in cfg.nodes else u):
+        node_name = cfg.nodes[uuid].name or uuid if uuid in cfg.nodes else uuid
+        for name in sorted(running[uuid]):
+            inst = by_name.get(name)
+            if inst is None:
+                problems.append(Problem("node", CV_ENODEORPHANINSTANCE, node_name,
+                                        "instance %s on node %s should not exist" % (name, node_name)))
+            elif inst.primary_node != uuid:
+                problems.append(Problem("instance", CV_EINSTANCEWRONGNODE, name,
+                                        "instance should not run on node %s" % node_name))
     return problems
