@@ -13,7 +13,8 @@ hold, the paths it may hold, and which storage directories it lists (every
 node its file storage directory; one node, the master when online, the
 shared one, as every node sees the same).  L{disk_file_problems} turns a
 node's answer into verify lines: a missing disk file is an error of its
-instance (Ganeti's C{EINSTANCEMISSINGDISK}) naming the disk and the node;
+instance (Ganeti's C{EINSTANCEMISSINGDISK}) naming the disk and the node,
+one whose size is not the recorded one an error too (C{EINSTANCEFAULTYDISK});
 a file no disk of the configuration owns is a warning of the node
 (C{ENODEORPHANLV}, Ganeti's code for an unknown volume): what a removal
 with C{ignore_failures} could not delete, or a file someone put there.
@@ -28,6 +29,7 @@ import attrs
 from ganeti.objects import ConfigData, Disk, Node
 
 CV_EINSTANCEMISSINGDISK = "EINSTANCEMISSINGDISK"
+CV_EINSTANCEFAULTYDISK = "EINSTANCEFAULTYDISK"
 CV_EINSTANCEDOWN = "EINSTANCEDOWN"
 CV_EINSTANCEWRONGNODE = "EINSTANCEWRONGNODE"
 CV_ENODEORPHANINSTANCE = "ENODEORPHANINSTANCE"
@@ -53,6 +55,7 @@ class _Owner:
     instance: str
     disk: str
     node: str
+    size: Any
 
 
 def _path(disk: Disk) -> str | None:
@@ -89,7 +92,7 @@ def _expected(cfg: ConfigData) -> tuple[dict[str, dict[str, _Owner]], set[str], 
                 if node in cfg.nodes:
                     name = cfg.nodes[node].name or node
                     present.setdefault(node, {})[path] = _Owner(inst.name or inst.uuid or "?",
-                                                                _disk_label(disk, index), name)
+                                                                _disk_label(disk, index), name, disk.size)
     detached: dict[str, set[str]] = {}
     for uuid, disk in cfg.disks.items():
         path = _path(disk)
@@ -131,6 +134,14 @@ def disk_file_problems(cfg: ConfigData, node: Node, answer: Any) -> list[Problem
             continue
         problems.append(Problem("instance", CV_EINSTANCEMISSINGDISK, owner.instance,
                                 "disk %s (file %s) missing on node %s" % (owner.disk, path, owner.node)))
+    sizes = answer.get("sizes")
+    for path, size in sorted(sizes.items()) if isinstance(sizes, dict) else ():
+        owner = owners.get(path)
+        if owner is None or not isinstance(owner.size, int) or size == owner.size:
+            continue
+        problems.append(Problem("instance", CV_EINSTANCEFAULTYDISK, owner.instance,
+                                "disk %s (file %s) on node %s is %s MiB, the configuration says %s MiB"
+                                % (owner.disk, path, owner.node, size, owner.size)))
     for path in answer.get("orphans") or []:
         problems.append(Problem("node", CV_ENODEORPHANLV, name,
                                 "disk file %s is unknown (no disk of the configuration owns it)" % path,

@@ -5,9 +5,10 @@ The master sends, for this node, C{{"present": [paths], "known": [paths],
 exist here, other paths that may (disks of other nodes in a shared
 directory, detached disks), and the templates (C{file}, C{sharedfile})
 whose storage directory this node lists.  The answer is
-C{{"missing": [paths], "orphans": [paths]}}: each C{present} path that is
-not a regular file, and each regular file under a listed directory that
-is neither C{present} nor C{known}; both cluster-wide and sorted.
+C{{"missing": [paths], "orphans": [paths], "sizes": {path: MiB}}}: each
+C{present} path that is not a regular file, each regular file under a
+listed directory that is neither C{present} nor C{known} (both
+cluster-wide and sorted), and the size of each C{present} file.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ganeti.rpc.instances import node_path
 
 #: the name of the check in C{node_verify}'s dict
 CHECK = wire.NV_DISK_FILES
+MIB = 1024 * 1024
 #: the templates whose storage directory a node can list
 SCANNABLE = ("file", "sharedfile")
 
@@ -39,11 +41,13 @@ def cluster_path(root: str, real: str) -> str:
     return "/" + os.path.relpath(real, root)
 
 
-def _is_file(path: str) -> bool:
+def _file_size(path: str) -> int | None:
+    """The size of the regular file C{path} in MiB (None: no such file)."""
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        st = os.stat(path)
     except OSError:
-        return False
+        return None
+    return st.st_size // MIB if stat.S_ISREG(st.st_mode) else None
 
 
 def _files_under(directory: str) -> list[str]:
@@ -74,11 +78,13 @@ def verify_disk_files(root: str, storage_dirs: Mapping[str, str], check: Any) ->
     scan = check.get("scan", [])
     if not isinstance(scan, list) or any(t not in SCANNABLE for t in scan):
         raise RpcFailure("disk-files: scan must list templates among %s" % ", ".join(SCANNABLE))
-    missing = sorted({p for p in present if not _is_file(node_path(root, p))})
+    sizes = {p: _file_size(node_path(root, p)) for p in present}
+    missing = sorted(p for p, size in sizes.items() if size is None)
     orphans: set[str] = set()
     for template in dict.fromkeys(scan):
         directory = storage_dirs.get(template)
         if directory and os.path.isdir(directory):
             orphans.update(p for p in map(lambda real: cluster_path(root, real), _files_under(directory))
                            if p not in known)
-    return {"missing": missing, "orphans": sorted(orphans)}
+    return {"missing": missing, "orphans": sorted(orphans),
+            "sizes": {p: size for p, size in sizes.items() if size is not None}}

@@ -12,9 +12,11 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from ganeti.jobs import model
+from ganeti.rpc import wire
 
 from tests.unit.instance_fakes import N2, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
+from tests.unit.test_cmdlib_grow_disk import SizedNodes
 from tests.unit.test_cmdlib_instance import WEB, create, op
 from tests.unit.test_processor import Env
 
@@ -217,3 +219,43 @@ class NodeRemoveTests(CrashOrderTestCase):
         self.ok({"OP_ID": "OP_NODE_REMOVE", "node_name": N2})
         self.assertIsNone(self.env.read_config().find_node(N2))
         self.assertEqual(self.verify(), (True, []))
+
+
+class SizedKillableNodes(KillableNodes, SizedNodes):
+    """Killable nodes that know their files' sizes and report them to verify."""
+
+    def _node_verify(self, node: str, checks: dict[str, Any], cluster_name: str) -> Any:
+        out = super()._node_verify(node, checks, cluster_name)
+        if wire.NV_DISK_FILES in out:
+            present = checks[wire.NV_DISK_FILES]["present"]
+            out[wire.NV_DISK_FILES]["sizes"] = {p: self.sizes[(node, p)] for p in present if (node, p) in self.sizes}
+        return out
+
+
+class GrowDiskTests(CrashOrderTestCase):
+    """Grow-disk: grow the file to the target (from its real size), record the size."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.rpc = SizedKillableNodes()
+        self.ok(create(pnode=N2, disks=[{"size": 1024}]))
+
+    def recorded(self) -> int:
+        cfg = self.env.read_config()
+        return cfg.disks[self.web().disks[0]].size  # type: ignore[no-any-return]
+
+    def test_killed_before_recording_the_size(self) -> None:
+        grow = {"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": WEB, "disk": 0, "amount": 512}
+        self.killed_at(grow, "blockdev_grow", 3)
+        self.assertEqual((self.recorded(), self.rpc.sizes[(N2, FILE_DIR + "/disk0")]), (1024, 1536))
+        self.assertEqual(self.verify(), (False, [
+            "  - ERROR: instance %s: disk disk/0 (file %s/disk0) on node %s is 1536 MiB, the configuration says"
+            " 1024 MiB" % (WEB, FILE_DIR, N2)]))
+        self.ok(grow)
+        self.assertEqual((self.recorded(), self.rpc.sizes[(N2, FILE_DIR + "/disk0")]), (1536, 1536))
+        self.assertEqual(self.verify(), (True, []))
+        self.rpc.sizes[(N2, FILE_DIR + "/disk0")] = 4096  # grown behind our back: never shrunk, nor grown more
+        self.assertIn("is already 4.0G on node %s, more than 2.0G" % N2, self.error(grow, kind="OpExecError"))
+        self.assertEqual((self.recorded(), self.rpc.sizes[(N2, FILE_DIR + "/disk0")]), (1536, 4096))
+        self.ok(dict(grow, amount=4096, absolute=True))
+        self.assertEqual((self.recorded(), self.verify()), (4096, (True, [])))

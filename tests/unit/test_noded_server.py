@@ -257,10 +257,24 @@ def test_node_verify_disk_files(node):
              "scan": ["file", "sharedfile"]}
     code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: check}, "c.test", {})
     assert (code, ok) == (200, True)
+    with open(os.path.join(base, "web1", "disk0"), "wb") as handle:
+        handle.truncate(3 * 1024 * 1024)
+    code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: check}, "c.test", {})
     assert result[wire.NV_DISK_FILES] == {"missing": [virtual + "/web1/disk1"],
-                                          "orphans": [virtual + "/web1/sub/stray"]}
+                                          "orphans": [virtual + "/web1/sub/stray"],
+                                          "sizes": {virtual + "/web1/disk0": 3}}
     code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: {"present": ["relative"]}}, "c.test", {})
     assert not ok and "absolute paths" in result
+
+
+def test_blockdev_getdimensions(node):
+    base = node.paths.file_storage_dir
+    virtual = "/" + os.path.relpath(base, node.paths.root)
+    disk = {"dev_type": "file", "logical_id": ["loop", virtual + "/web1/disk0"], "size": 2, "uuid": "d0",
+            "iv_name": "disk/0", "mode": "rw", "params": {}}
+    assert node.call("blockdev_create", disk, 2, "web1", True, "", False)[1][0]
+    gone = dict(disk, logical_id=["loop", virtual + "/web1/disk1"])
+    assert node.call("blockdev_getdimensions", [disk, gone]) == (200, [True, [[2 * 1024 * 1024, None], None]])
 
 
 def test_node_verify_instance_list(node):
