@@ -16,8 +16,13 @@ import os
 import pytest_twisted
 from twisted.internet import reactor
 
+from ganeti.rapi.users import ha1
 from ganeti.rpc.instances import node_path
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok, ssconf_of, until
+from tests.integration.test_rapi import Client
+
+JACK = ("jack", "abc123")
+USERS = "jack abc123 write\nreader %s read\n" % ha1("reader", "pw")
 
 N1, N2, N3 = "node1.test", "node2.test", "node3.test"
 VM = "vm1.test"
@@ -32,7 +37,7 @@ def refused(root, tool: str, *args: str) -> str:  # type: ignore[no-untyped-def]
 
 @pytest_twisted.ensureDeferred
 async def test_verify_missing_disk_and_parameter_refusals(root):
-    async with LoopbackCluster(reactor, root, loopback_config(3), prefix="gntrl") as cluster:
+    async with LoopbackCluster(reactor, root, loopback_config(3), rapi_users=USERS, prefix="gntrl") as cluster:
         node2 = cluster.roots[1]
         ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-B", "memory=64", "-o", "noop",
            "--no-name-check", "--no-ip-check", "-n", N2, VM)
@@ -66,6 +71,14 @@ async def test_verify_missing_disk_and_parameter_refusals(root):
         assert "Unknown hypervisor parameter 'nosuchparam' for hypervisor 'fake'" in out, out
         out = refused(root, "gnt-cluster", "modify", "-B", "vcpus=many")
         assert "Backend parameter 'vcpus' must be an integer, got 'many'" in out, out
+        client = Client(cluster)  # type: ignore[arg-type]
+        try:
+            job_id = await client.ok("PUT", "/2/modify", {"hvparams": {"fake": {"nosuchparam": 1}}}, user=JACK)
+            assert await client.wait_job(job_id) == "error"
+            job = await client.ok("GET", "/2/jobs/%d" % job_id)
+            assert "Unknown hypervisor parameter 'nosuchparam' for hypervisor 'fake'" in str(job["opresult"]), job
+        finally:
+            await client.pool.closeCachedConnections()
         assert serial() == before
         ok(root, "gnt-cluster", "modify", "-H", "fake:migration_mode=non-live")
         assert serial() == before + 1
