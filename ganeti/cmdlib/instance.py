@@ -548,8 +548,8 @@ class LUInstanceRemove(LogicalUnit):
     them leaves a state C{gnt-cluster verify} reports (or a consistent one)
     and running the same removal again finishes it:
 
-      1. mark the instance administratively down in the config (nothing
-         restarts it from now on);
+      1. mark the instance administratively down in the config, if it is
+         up (nothing restarts it from now on);
       2. stop it on its primary node (stopping a stopped instance succeeds);
       3. remove its disks on their nodes (removing a disk that is already
          gone succeeds); killed here, the config still lists the instance,
@@ -586,7 +586,8 @@ class LUInstanceRemove(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
         pnode = inst.primary_node or ""
-        inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
+        if inst.admin_state == iu.ADMIN_UP:
+            inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
         await self.log_info("Shutting down instance %s on node %s", inst.name, iu.node_name(self.cfg, pnode))
         result = await iu.call_node_result(
             self, pnode, "instance_shutdown",

@@ -78,7 +78,7 @@ async def test_verify_missing_disk_and_parameter_refusals(root):
             job = await client.ok("GET", "/2/jobs/%d" % job_id)
             assert "Unknown hypervisor parameter 'nosuchparam' for hypervisor 'fake'" in str(job["opresult"]), job
         finally:
-            await client.pool.closeCachedConnections()
+            await client.close()
         assert serial() == before
         ok(root, "gnt-cluster", "modify", "-H", "fake:migration_mode=non-live")
         assert serial() == before + 1

@@ -14,7 +14,7 @@ from twisted.internet.defer import Deferred
 from ganeti.jobs import model
 from ganeti.rpc import wire
 
-from tests.unit.instance_fakes import N2, FakeNodes, cluster
+from tests.unit.instance_fakes import N2, N3, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_cmdlib_grow_disk import SizedNodes
 from tests.unit.test_cmdlib_instance import WEB, create, op
@@ -197,6 +197,17 @@ class SetParamsDiskTests(CrashOrderTestCase):
 
 
 class OrphanTests(CrashOrderTestCase):
+    def test_instances_running_where_they_should_not(self) -> None:
+        self.ok(create(pnode=N2))
+        self.rpc.start(N3, WEB)
+        self.rpc.start(N3, "ghost.example.test")
+        self.assertEqual(self.verify(), (False, [
+            "  - ERROR: node %s: instance ghost.example.test on node %s should not exist" % (N3, N3),
+            "  - ERROR: instance %s: instance should not run on node %s" % (WEB, N3)]))
+        self.ok({"OP_ID": "OP_CLUSTER_VERIFY", "error_codes": True})
+        self.assertIn("  - ERROR:EINSTANCEWRONGNODE:instance:%s:instance should not run on node %s" % (WEB, N3),
+                      self.log)
+
     def test_orphan_disk_file_is_a_warning(self) -> None:
         self.rpc.disks[N2] = {"/srv/ganeti/file-storage/gone/disk0"}
         self.assertEqual(self.verify(), (True, [
