@@ -83,12 +83,10 @@ _MAC_PREFIX = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
 def _without_defaults(params: dict[str, Any]) -> dict[str, Any]:
-    """C{params} (or a dict of such dicts) refusing the value C{default}:
-    the cluster's values are the defaults, there is nothing above them."""
+    """C{params} refusing the value C{default}: the cluster's values are the
+    defaults, there is nothing above them."""
     for key, value in params.items():
-        if isinstance(value, dict):
-            _without_defaults(value)
-        elif value is instance_params.DEFAULT:
+        if value is instance_params.DEFAULT:
             raise errors.OpPrereqError("Parameter '%s' has no default above the cluster's own value" % key,
                                        errors.ECODE_INVAL)
     return params
@@ -116,8 +114,7 @@ class LUClusterSetParams(LogicalUnit):
         changes, whether it came from the CLI, RAPI or LUXI."""
         op = self.op
         if op.get("hvparams") is not None:
-            op["hvparams"] = _without_defaults(
-                instance_params.check_hvparams_by_hypervisor(op["hvparams"], allow_default=False))
+            op["hvparams"] = instance_params.check_hvparams_by_hypervisor(op["hvparams"], allow_default=False)
         if op.get("beparams") is not None:
             op["beparams"] = instance_params.check_beparams(op["beparams"], allow_default=False)
         if op.get("nicparams") is not None:

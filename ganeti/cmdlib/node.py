@@ -32,6 +32,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.cluster import LUClusterVerifyConfig
+from ganeti.cmdlib.instance_params import HV_TYPES
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
 
@@ -533,8 +534,9 @@ class LUClusterVerify(LUClusterVerifyConfig):
             wanted = lookup_group(cfg, self.op["group_name"])
             groups = [g for g in groups if g.uuid == wanted]
         everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
+        scanner = verify_instances.shared_scanner(cfg, everyone)
         checks = {
-            "instancelist": list(cfg.cluster.enabled_hypervisors or []),
+            "instancelist": [hv for hv in cfg.cluster.enabled_hypervisors or [] if hv in HV_TYPES],
             "nodelist": [[n.name, _address(n)] for n in everyone],
             "ssconf": expected_ssconf(cfg),
             "version": None,
@@ -546,7 +548,7 @@ class LUClusterVerify(LUClusterVerifyConfig):
             online = [n for n in members if not n.offline]
             await self.feedback("* Gathering data (%d nodes)" % len(members))
             results = {}
-            disk_checks = verify_instances.disk_file_checks(cfg, online)
+            disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
             if online:
                 results = await self.ctx.rpc().call(
                     {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],

@@ -105,12 +105,18 @@ def _expected(cfg: ConfigData) -> tuple[dict[str, dict[str, _Owner]], set[str], 
     return present, shared, detached
 
 
-def disk_file_checks(cfg: ConfigData, online: Iterable[Node]) -> dict[str, dict[str, Any]]:
-    """C{{node name: its disk-files check}} for the C{online} nodes."""
+def shared_scanner(cfg: ConfigData, online: Iterable[Node]) -> str | None:
+    """The node (uuid) that lists the shared file storage directory: the
+    master when it is among the C{online} nodes, else the first of them."""
+    uuids = [n.uuid for n in online]
+    return cfg.cluster.master_node if cfg.cluster.master_node in uuids else (uuids[0] if uuids else None)
+
+
+def disk_file_checks(cfg: ConfigData, online: Iterable[Node], scanner: str | None) -> dict[str, dict[str, Any]]:
+    """C{{node name: its disk-files check}} for the C{online} nodes; the
+    node C{scanner} also lists the shared file storage directory."""
     present, shared, detached = _expected(cfg)
     nodes = list(online)
-    uuids = [n.uuid for n in nodes]
-    scanner = cfg.cluster.master_node if cfg.cluster.master_node in uuids else (uuids[0] if uuids else None)
     checks = {}
     for node in nodes:
         mine = sorted(present.get(node.uuid or "", {}))
