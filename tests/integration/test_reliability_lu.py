@@ -43,6 +43,8 @@ async def test_verify_missing_disk_and_parameter_refusals(root):
            "--no-name-check", "--no-ip-check", "-n", N2, VM)
         disk = node_path(node2.root, "%s/%s/disk0" % (FILE_DIR, VM))
         assert os.path.isfile(disk)
+        # the ssconf push after a config change is asynchronous: verify checks ssconf too
+        await until(reactor, lambda: all(VM in (ssconf_of(r, "instance_list") or "") for r in cluster.roots))
         ok(root, "gnt-cluster", "verify")
 
         # --- a disk file deleted by hand: an error naming instance, disk and node
