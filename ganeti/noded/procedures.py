@@ -24,7 +24,7 @@ from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
 from ganeti.jobs import replicas
-from ganeti.noded import files, instances
+from ganeti.noded import diskfiles, files, instances
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -162,6 +162,10 @@ class NodeProcedures:
             {key: local sha1 or null} for each key that differs
           - C{version}: -> [protocol version, release]
           - C{cluster_name}: -> this node's ssconf cluster name (null if none)
+          - C{instancelist}: [hypervisor names] -> [names of the instances
+            running here], or the error message when they cannot be listed
+          - C{disk-files} (ours, not Ganeti's): -> missing and orphan disk
+            files (L{diskfiles.verify_disk_files})
         """
         _check(isinstance(checkdict, dict), "node_verify takes a dict of checks")
         result: dict[str, Any] = {}
@@ -194,6 +198,15 @@ class NodeProcedures:
             result["ssconf"] = differing
         if "version" in checkdict:
             result["version"] = [wire.PROTOCOL_VERSION, GANETI_RELEASE]
+        if "instancelist" in checkdict:
+            try:
+                result["instancelist"] = await self.instances.instance_list(checkdict["instancelist"], {})
+            except RpcFailure as e:
+                result["instancelist"] = "Error listing instances: %s" % (e,)
+        if diskfiles.CHECK in checkdict:
+            file_dir, shared_dir = self.instances.storage_dirs()
+            result[diskfiles.CHECK] = diskfiles.verify_disk_files(
+                self.paths.root, {"file": file_dir, "sharedfile": shared_dir}, checkdict[diskfiles.CHECK])
         if "cluster_name" in checkdict:
             try:
                 result["cluster_name"] = ssconf.SimpleStore(self.paths).get_cluster_name()
