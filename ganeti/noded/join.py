@@ -173,6 +173,9 @@ class JoinService(Service):
     @param joined_factory: builds the protocol factory of joined mode (called
         once the cluster certificate is in place)
     @param stop: called to end the daemon when the token is burnt
+    @param guard: builds the listening factory of unjoined mode from its
+        site and TLS context (L{ganeti.http_limits.guard} with the limits
+        of joined mode); without it, plain TLS around the site
     """
 
     log = Logger()
@@ -187,6 +190,7 @@ class JoinService(Service):
         token_file: str | None = None,
         stop: Callable[[], Any] | None = None,
         reactor: Any = None,
+        guard: Callable[[Site, Any], Any] | None = None,
     ) -> None:
         self.paths = paths
         self.token = join.check_token(token)
@@ -198,10 +202,13 @@ class JoinService(Service):
         self._port: Any = None
         self.failures = 0
         self.waiting = True
-        site = Site(JoinResource(self))
+        site = Site(JoinResource(self), reactor=reactor)
         site.displayTracebacks = False
         site.noisy = False
-        self._factory = TLSMemoryBIOFactory(UnjoinedContextFactory(), False, site)
+        if guard is None:
+            self._factory: Any = TLSMemoryBIOFactory(UnjoinedContextFactory(), False, site)
+        else:
+            self._factory = guard(site, UnjoinedContextFactory())
 
     def startService(self) -> None:
         super().startService()

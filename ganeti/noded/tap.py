@@ -20,10 +20,10 @@ from typing import Any
 from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
-from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.logger import Logger
 from twisted.python import usage
 
-from ganeti import errors
+from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
@@ -31,6 +31,13 @@ from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+
+
+#: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
+#: with the cluster certificate gets past the TLS handshake to send one
+DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0)
+
+log = Logger()
 
 
 class Options(usage.Options):
@@ -46,12 +53,13 @@ class Options(usage.Options):
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
-    ]
+    ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
     def postOptions(self) -> None:
         if not self["bind"]:
             raise usage.UsageError("--bind ADDRESS is required")
         self["paths"] = Paths.from_option(self["root"])
+        self["limits"] = http_limits.limits_from_options(self)
         if self["join-token"] and self["join-token-file"]:
             raise usage.UsageError("give --join-token or --join-token-file, not both")
         token = self["join-token"]
@@ -80,11 +88,20 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     else:
         endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
 
-    def joined_factory() -> TLSMemoryBIOFactory:
+    limits = http_limits.fit_to_fd_limit(options["limits"], http_limits.raise_open_files_limit())
+    if limits != options["limits"]:
+        log.warn("ganeti-noded: --max-connections lowered to {n} to stay below the open-files limit",
+                 n=limits.max_connections)
+    report = http_limits.ClosureReport(reactor, "ganeti-noded")
+
+    def guard(site: Any, tls: Any) -> Any:
+        return http_limits.guard(site, limits, report, tls)
+
+    def joined_factory() -> Any:
         creds = Credentials.cluster(paths)
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
         tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
-        return TLSMemoryBIOFactory(tls, False, node_site(procedures, access_log=bool(options["access-log"])))
+        return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
 
     unjoined = not os.path.exists(paths.server_pem) and options.get("token")
     if not unjoined:
@@ -100,7 +117,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, guard=guard).setServiceParent(root)
     else:
         StreamServerEndpointService(endpoint, factory).setServiceParent(root)
     return root
