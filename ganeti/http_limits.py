@@ -48,6 +48,10 @@ from ganeti.daemon import positive_float, positive_int
 #: LUXI connections, log and pid files, child processes' pipes)
 FD_RESERVE = 64
 
+#: connections the kernel queues before accept(); past a full queue a new
+#: client's handshake waits a retransmit (1 s or more), good or bad
+BACKLOG = 1024
+
 # why a connection was refused or cut (the keys of a ClosureReport)
 OVER_TOTAL = "over the connection limit"
 OVER_PER_IP = "over the per-address limit"

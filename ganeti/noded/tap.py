@@ -84,9 +84,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     paths.ensure_dirs()
     address = options["bind"]
     if ":" in address:
-        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)
+        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     else:
-        endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
+        endpoint = TCP4ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
 
     limits = http_limits.fit_to_fd_limit(options["limits"], http_limits.raise_open_files_limit())
     if limits != options["limits"]:

@@ -28,9 +28,6 @@ from ganeti.rapi.users import UsersFile
 
 DEFAULT_PORT = 5080
 
-#: pending connections the kernel queues before accept (a flood must not fill it for good clients)
-BACKLOG = 1024
-
 
 class Options(usage.Options):
     synopsis = "--bind ADDRESS [--port 5080] [options]"
@@ -100,7 +97,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     address = options["bind"]
     endpoint_type = TCP6ServerEndpoint if ":" in address else TCP4ServerEndpoint
-    endpoint = endpoint_type(reactor, options["port"], backlog=BACKLOG, interface=address)
+    endpoint = endpoint_type(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     StreamServerEndpointService(endpoint, factory).setServiceParent(root)
     _ClosePool(pool).setServiceParent(root)
     FrozenHeapService(reactor).setServiceParent(root)
