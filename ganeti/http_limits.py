@@ -17,10 +17,11 @@ One policy, L{HttpLimits}, applied by L{guard} to a C{twisted.web} site:
     answers 408 and closes.  Lines may end with a bare LF (RFC 9112
     section 2.2 allows a server to accept it), so such requests are
     served instead of waiting for a CRLF that never comes.
-  - Every close started by the server (an error answer, a timeout, a
-    non-persistent request done) is followed by an abort after
-    C{close_grace} seconds: a TLS close waits for the peer's close_notify,
-    which a hostile peer never sends.
+  - Every close started by the server is followed by an abort: a TLS
+    close waits for the peer's close_notify, which a hostile peer never
+    sends.  After an error answer or a timeout the peer has
+    C{close_grace} seconds; after a complete answer (a non-persistent
+    request) it has C{idle_timeout} seconds, time to read a large answer.
 
 Refused and cut connections are counted and logged by L{ClosureReport},
 one summary line per interval, never one line per connection.
@@ -388,6 +389,9 @@ class GuardedChannel(HTTPChannel):
         if self.phase != _CLOSING:
             self.phase = _IDLE
             self._head_size = 0
+            if not self.persistent:
+                # the answer may still be on its way out: give the peer time to read it
+                self._close(max(self.limits.close_grace, self.limits.idle_timeout))
         super().requestDone(request)
 
     def timeoutConnection(self) -> None:
@@ -397,10 +401,13 @@ class GuardedChannel(HTTPChannel):
         self.report.note(IDLE_TIMEOUT, self._host())
         self.loseConnection()
 
-    def loseConnection(self) -> None:
+    def _close(self, grace: float) -> None:
         if self.phase != _CLOSING:
             self.phase = _CLOSING
-            self._arm(self.limits.close_grace, self._close_late)
+            self._arm(grace, self._close_late)
+
+    def loseConnection(self) -> None:
+        self._close(self.limits.close_grace)
         super().loseConnection()
 
     def connectionLost(self, reason: Any) -> None:

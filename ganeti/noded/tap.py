@@ -34,8 +34,10 @@ from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
 
 
 #: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
-#: with the cluster certificate gets past the TLS handshake to send one
-DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0)
+#: with the cluster certificate gets past the TLS handshake to send one; the
+#: master opens up to 4 connections per running job, so one address may
+#: hold many (an unauthenticated one is cut at the handshake timeout)
+DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0, max_connections_per_ip=400)
 
 log = Logger()
 

@@ -213,6 +213,18 @@ def test_bad_request_is_aborted_after_the_grace_too(server):
     assert peer.aborted
 
 
+def test_closed_answer_has_the_idle_timeout_to_be_read(server):
+    """After a complete answer the peer gets time to read it; then it is cut all the same."""
+    proto, peer = server.connect()
+    proto.dataReceived(b"GET /x HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert status(peer) == b"HTTP/1.1 200 OK" and peer.disconnecting
+    server.clock.advance(59)
+    assert not peer.aborted
+    server.clock.advance(1)
+    assert peer.aborted
+    assert server.report.totals == {http_limits.CLOSE_ABORTED: 1}
+
+
 def test_request_being_answered_has_no_deadline(server):
     proto, peer = server.connect()
     proto.dataReceived(b"GET /slow HTTP/1.1\r\n\r\n")
