@@ -177,6 +177,9 @@ def test_slow_body_cut_at_body_timeout(server):
     server.clock.advance(1)
     assert status(peer) == b"HTTP/1.1 408 Request Timeout" and peer.disconnecting
     assert server.report.totals == {http_limits.BODY_TIMEOUT: 1}
+    answer = peer.value()
+    proto.dataReceived(b"defghij")
+    assert peer.value() == answer, "a request cut by a timeout is not answered after all"
 
 
 def test_long_header_line_answers_431_at_once(server):
