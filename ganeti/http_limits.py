@@ -3,9 +3,13 @@
 One policy, L{HttpLimits}, applied by L{guard} to a C{twisted.web} site:
 
   - L{ConnectionLimiter}, outermost (plain TCP, before any TLS work):
-    at most C{max_connections} connections at once, and at most
-    C{max_connections_per_ip} from one client address, so that one
-    address cannot take the whole budget.  The excess is closed at once
+    at most C{max_connections_per_ip} connections from one client
+    address, so that one address cannot take the whole budget, and at
+    most C{max_connections} in all.  At the total cap a new connection
+    takes the place of the one that has waited longest for its client
+    (TLS handshake, request head, or idle between requests: see
+    L{WaitingRoom}); only when every connection is busy with a request
+    is the new one refused.  A refused connection is closed at once
     (C{buildProtocol} answers C{None}).
   - L{GuardedChannel}, the HTTP/1.1 channel: the TLS handshake must end
     within C{handshake_timeout}; the whole request head within
@@ -61,6 +65,7 @@ HEADER_TIMEOUT = "request head timeout"
 BODY_TIMEOUT = "request body timeout"
 IDLE_TIMEOUT = "idle timeout"
 HEAD_TOO_LARGE = "request head too large"
+EVICTED = "closed for a newer connection at the connection limit"
 CLOSE_ABORTED = "aborted after close"
 
 
@@ -197,6 +202,49 @@ class ClosureReport:
 # --- connection caps --------------------------------------------------------------
 
 
+class WaitingRoom:
+    """The connections that wait for their client, longest waiting first.
+
+    A connection waits from its start until its first request head is
+    complete, and again from the end of each answer until the next head is
+    complete; while the client sends a body or the daemon answers, it is
+    busy and never evicted.  At most C{max_pending} evicted connections may
+    be closing at once (their descriptors are freed on the next reactor
+    turn), which bounds how far the total cap is overshot.
+    """
+
+    max_pending = 32
+
+    def __init__(self) -> None:
+        self._waiting: dict[Any, None] = {}
+        self._evicted: set[Any] = set()
+
+    @property
+    def pending(self) -> int:
+        """Evicted connections not yet closed."""
+        return len(self._evicted)
+
+    def enter(self, channel: Any) -> None:
+        self._waiting.setdefault(channel, None)
+
+    def leave(self, channel: Any) -> None:
+        self._waiting.pop(channel, None)
+
+    def lost(self, channel: Any) -> None:
+        self._waiting.pop(channel, None)
+        self._evicted.discard(channel)
+
+    def evict_oldest(self) -> bool:
+        """Close the longest waiting connection; C{False} if none may be closed."""
+        if self.pending >= self.max_pending or not self._waiting:
+            return False
+        channel = next(iter(self._waiting))
+        del self._waiting[channel]
+        self._evicted.add(channel)
+        channel.evict()
+        return True
+
+
 def _peer_host(addr: Any) -> str:
     return str(getattr(addr, "host", "") or "")
 
@@ -212,19 +260,20 @@ class ConnectionLimiter(WrappingFactory):
 
     protocol = _Counted
 
-    def __init__(self, wrapped: Any, limits: HttpLimits, report: ClosureReport) -> None:
+    def __init__(self, wrapped: Any, limits: HttpLimits, report: ClosureReport, room: WaitingRoom) -> None:
         super().__init__(wrapped)
         self.limits = limits
         self.report = report
+        self.room = room
         self.per_host: Counter[str] = Counter()
 
     def buildProtocol(self, addr: Any) -> Any:
         host = _peer_host(addr)
-        if len(self.protocols) >= self.limits.max_connections:
-            self.report.note(OVER_TOTAL, host)
-            return None
         if self.per_host[host] >= self.limits.max_connections_per_ip:
             self.report.note(OVER_PER_IP, host)
+            return None
+        if len(self.protocols) - self.room.pending >= self.limits.max_connections and not self.room.evict_oldest():
+            self.report.note(OVER_TOTAL, host)
             return None
         wrapper = super().buildProtocol(addr)
         if wrapper is not None:
@@ -271,11 +320,13 @@ class GuardedChannel(HTTPChannel):
     delimiter = b"\n"
     abortTimeout = None  # our own close_grace abort replaces Twisted's
 
-    def __init__(self, limits: HttpLimits, report: ClosureReport, tls: bool) -> None:
+    def __init__(self, limits: HttpLimits, report: ClosureReport, tls: bool,
+                 room: WaitingRoom | None = None) -> None:
         super().__init__()
         self.limits = limits
         self.report = report
         self.tls = tls
+        self.room = room if room is not None else WaitingRoom()
         self.MAX_LENGTH = limits.max_header_size
         self.totalHeadersSize = limits.max_header_size
         self.phase = _HANDSHAKE if tls else _HEAD
@@ -324,6 +375,13 @@ class GuardedChannel(HTTPChannel):
         self.report.note(CLOSE_ABORTED, self._host())
         self.transport.abortConnection()
 
+    def evict(self) -> None:
+        """Make room for a newer connection: this one waited longest for its client."""
+        self.report.note(EVICTED, self._host())
+        self._disarm()
+        self.phase = _CLOSING
+        self.transport.abortConnection()
+
     def reject(self, code: int, reason: str, message: str) -> None:
         """Answer C{code} and close, whatever was received."""
         if self.phase == _CLOSING:
@@ -334,6 +392,7 @@ class GuardedChannel(HTTPChannel):
     # --- connection ------------------------------------------------------------------
     def connectionMade(self) -> None:
         super().connectionMade()
+        self.room.enter(self)
         if self.tls:
             self.phase = _HANDSHAKE
             self._arm(self.limits.handshake_timeout, self._handshake_late)
@@ -376,6 +435,7 @@ class GuardedChannel(HTTPChannel):
         if self.phase == _CLOSING:
             return
         self._disarm()
+        self.room.leave(self)
         if self.length != 0:
             self.phase = _BODY
             self._arm(self.limits.body_timeout, self._body_late)
@@ -392,6 +452,8 @@ class GuardedChannel(HTTPChannel):
             if not self.persistent:
                 # the answer may still be on its way out: give the peer time to read it
                 self._close(max(self.limits.close_grace, self.limits.idle_timeout))
+            else:
+                self.room.enter(self)
         super().requestDone(request)
 
     def timeoutConnection(self) -> None:
@@ -404,6 +466,7 @@ class GuardedChannel(HTTPChannel):
     def _close(self, grace: float) -> None:
         if self.phase != _CLOSING:
             self.phase = _CLOSING
+            self.room.leave(self)
             self._arm(grace, self._close_late)
 
     def loseConnection(self) -> None:
@@ -413,6 +476,7 @@ class GuardedChannel(HTTPChannel):
     def connectionLost(self, reason: Any) -> None:
         self.phase = _CLOSING
         self._disarm()
+        self.room.lost(self)
         super().connectionLost(reason)
 
 
@@ -427,7 +491,8 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     puts TLS between the limiter and the site (give C{None} for plain HTTP).
     """
     use_tls = tls is not None
-    site.protocol = lambda: GuardedChannel(limits, report, use_tls)  # type: ignore[assignment]
+    room = WaitingRoom()
+    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)  # type: ignore[assignment]
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
-    return ConnectionLimiter(inner, limits, report)
+    return ConnectionLimiter(inner, limits, report, room)

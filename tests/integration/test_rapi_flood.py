@@ -23,8 +23,9 @@ from twisted.internet import reactor, threads
 from ganeti.config.bootstrap import initial_config
 from ganeti.rapi.testing import RapiStack
 
+# 60 + 40 attacking connections and 50 idle ones fill the 150 places: every good request takes one
 ARGS = ("--header-timeout", "2", "--handshake-timeout", "2", "--max-connections-per-ip", "100",
-        "--max-connections", "400")
+        "--max-connections", "150")
 ATTACKER, GOOD, IDLER = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 
 
@@ -115,15 +116,19 @@ def slowloris(stack: RapiStack) -> dict[str, Any]:
     position = 0
     while time.monotonic() - opened < 1.5:
         for sock in trickling:
-            sock.sendall(head[position:position + 1])
+            try:
+                sock.sendall(head[position:position + 1])
+            except (ConnectionError, ssl.SSLError):
+                pass  # closed to make room for a good request
         position += 1
         status, seconds = good_request(stack)
         statuses.append(status)
         latencies.append(seconds)
     result["statuses"], result["latencies"] = statuses, latencies
-    # every slow connection is closed by the server within its deadline (2 s) plus slack
+    # every slow connection is closed by the server within its deadline (2 s) plus slack: with a
+    # 408, or without a word when a good request needed its place
     closed = [read_until_closed(sock, 6) for sock in trickling + idle]
-    result["slow_answers"] = {data.split(b"\r\n", 1)[0] for data, _ in closed}
+    result["slow_answers"] = [data.split(b"\r\n", 1)[0] for data, _ in closed]
     result["slow_closed_after"] = time.monotonic() - opened
     result["silent_closed"] = [read_until_closed(sock, 6)[0] for sock in silent]
     for sock in trickling + idle + silent:
@@ -139,7 +144,9 @@ async def test_good_client_served_during_slowloris(root):
         assert result["refused_after"] < 3
         assert len(result["statuses"]) >= 3 and set(result["statuses"]) == {200}
         assert max(result["latencies"]) < 3, result["latencies"]
-        assert result["slow_answers"] == {b"HTTP/1.1 408 Request Timeout"}
+        answers = result["slow_answers"]
+        assert set(answers) <= {b"HTTP/1.1 408 Request Timeout", b""}
+        assert answers.count(b"") <= len(result["statuses"]) + 1, answers
         assert result["slow_closed_after"] < 8
         assert result["silent_closed"] == [b""] * 40
     finally:

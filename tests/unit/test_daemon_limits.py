@@ -69,15 +69,20 @@ def test_rapi_listens_with_the_limits(root):
                   idle_timeout=30, max_header_size=4096, body_timeout=60)
 
 
-def test_rapi_refuses_the_41st_connection(root):
+def test_rapi_caps(root):
+    """The 8th connection of an address is refused; the 41st closes the longest waiting one."""
     rapi_pem(root)
     options = rapi_tap.Options()
     options.parseOptions(["--root", root.root, "--bind", "127.0.0.1"] + LIMIT_ARGS)
     factory, _ = listening(rapi_tap.makeService, options)
+    transports = []
     for i in range(40):
         proto = factory.buildProtocol(IPv4Address("TCP", "127.0.0.%d" % (i // 7 + 1), 1000 + i))
-        proto.makeConnection(TcpTransport())
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.99", 1)) is None
+        transports.append(TcpTransport())
+        proto.makeConnection(transports[-1])
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1)) is None
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.99", 1)) is not None
+    assert [t.disconnected for t in transports[:2]] == [True, False]
 
 
 def test_noded_joined_and_unjoined_listen_with_the_limits(root):

@@ -270,12 +270,44 @@ def test_per_address_cap_leaves_room_for_other_addresses(server):
     assert server.report.totals == {http_limits.OVER_PER_IP: 1}
 
 
-def test_total_cap(server):
-    for i in range(6):
-        server.connect("127.0.0.%d" % (i // 2 + 1), 40000 + i)
+def test_total_cap_makes_room_by_closing_the_longest_waiting_connection(server):
+    conns = [server.connect("127.0.0.%d" % (i // 2 + 1), 40000 + i) for i in range(6)]
+    server.clock.advance(1)
+    conns[0][0].dataReceived(GET)  # answered, then waiting again: now the newest waiter
+    proto, peer = server.connect("127.0.0.9")
+    assert conns[1][1].aborted and not conns[0][1].aborted
+    assert server.report.totals == {http_limits.EVICTED: 1}
+    proto.dataReceived(GET)
+    assert status(peer) == b"HTTP/1.1 200 OK"
+    conns[1][0].connectionLost(Failure(ConnectionDone()))
+    assert server.factory.room.pending == 0 and len(server.factory.protocols) == 6
+
+
+def test_busy_connections_are_never_closed_for_new_ones(server):
+    conns = [server.connect("127.0.0.%d" % (i // 2 + 1), 40000 + i) for i in range(6)]
+    for proto, _ in conns:
+        proto.dataReceived(b"GET /slow HTTP/1.1\r\n\r\n")
     assert server.factory.buildProtocol(IPv4Address("TCP", "127.0.0.9", 41000)) is None
+    assert not any(peer.aborted for _, peer in conns)
     assert server.report.totals == {http_limits.OVER_TOTAL: 1}
-    assert isinstance(server.factory, ConnectionLimiter) and len(server.factory.protocols) == 6
+
+
+def test_a_slow_body_is_busy_too(server):
+    conns = [server.connect("127.0.0.%d" % (i // 2 + 1), 40000 + i) for i in range(6)]
+    for proto, _ in conns:
+        proto.dataReceived(b"POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nab")
+    assert server.factory.buildProtocol(IPv4Address("TCP", "127.0.0.9", 41000)) is None
+
+
+def test_closing_evicted_connections_are_bounded(server):
+    server.factory.room.max_pending = 2
+    conns = [server.connect("127.0.0.%d" % (i // 2 + 1), 40000 + i) for i in range(6)]
+    server.connect("127.0.0.9", 1)
+    server.connect("127.0.0.9", 2)
+    assert [peer.aborted for _, peer in conns] == [True, True, False, False, False, False]
+    assert server.factory.buildProtocol(IPv4Address("TCP", "127.0.0.9", 3)) is None
+    conns[0][0].connectionLost(Failure(ConnectionDone()))
+    assert server.factory.buildProtocol(IPv4Address("TCP", "127.0.0.9", 4)) is not None
 
 
 def test_refusals_are_logged_once_per_interval(server):
@@ -286,14 +318,15 @@ def test_refusals_are_logged_once_per_interval(server):
     server.connect("127.0.0.3")
     server.connect("127.0.0.3")
     server.connect("127.0.0.4")
-    server.factory.buildProtocol(IPv4Address("TCP", "127.0.0.5", 41000))
+    server.connect("127.0.0.5")
     assert server.events == []
     server.clock.advance(30)
     assert len(server.events) == 1
     event = server.events[0]
-    # the six connections made also missed the header deadline (10 s) in those 30 s
+    # the seventh connection closed the first one; the six left missed the header deadline (10 s)
     assert event["total"] == 507 and event["host"] == "127.0.0.1" and event["count"] == 503
-    assert event["details"] == "500 over the per-address limit, 6 request head timeout, 1 over the connection limit"
+    assert event["details"] == ("500 over the per-address limit, 6 request head timeout, "
+                                "1 closed for a newer connection at the connection limit")
     server.clock.advance(300)
     assert len(server.events) == 1
 
