@@ -50,8 +50,9 @@ from zope.interface import implementer
 from ganeti.daemon import positive_float, positive_int
 
 #: file descriptors kept out of the connection budget (listening sockets,
-#: LUXI connections, log and pid files, child processes' pipes)
-FD_RESERVE = 64
+#: LUXI connections, log and pid files, child processes' pipes, and up to
+#: WaitingRoom.max_pending evicted connections still closing)
+FD_RESERVE = 128
 
 #: connections the kernel queues before accept(); past a full queue a new
 #: client's handshake waits a retransmit (1 s or more), good or bad
@@ -344,10 +345,9 @@ class GuardedChannel(HTTPChannel):
         self._deadline = None
 
     def _host(self) -> str:
-        try:
-            return _peer_host(self.transport.getPeer())
-        except Exception:
+        if self.transport is None:
             return ""
+        return _peer_host(self.transport.getPeer())
 
     def _expected_head(self) -> None:
         self.phase = _HEAD
@@ -358,6 +358,7 @@ class GuardedChannel(HTTPChannel):
         self._deadline = None
         self.report.note(HANDSHAKE_TIMEOUT, self._host())
         self.phase = _CLOSING
+        self.room.leave(self)
         self.transport.abortConnection()
 
     def _head_late(self) -> None:

@@ -111,4 +111,4 @@ def test_caps_are_lowered_below_the_open_files_limit(monkeypatch):
     monkeypatch.setattr(rapi_tap.log, "observer", warned.append)
     limits = rapi_tap.connection_limits(HttpLimits(max_connections=5000, max_connections_per_ip=100))
     assert limits.max_connections == 1024 - http_limits.FD_RESERVE and limits.max_connections_per_ip == 100
-    assert [event["n"] for event in warned] == [960]
+    assert [event["n"] for event in warned] == [1024 - http_limits.FD_RESERVE]

@@ -339,8 +339,9 @@ def test_caps_fit_below_the_open_files_limit():
     assert http_limits.fit_to_fd_limit(limits, 4096) == limits
     fitted = http_limits.fit_to_fd_limit(limits, 1024)
     assert fitted.max_connections == 1024 - http_limits.FD_RESERVE and fitted.max_connections_per_ip == 100
-    tiny = http_limits.fit_to_fd_limit(limits, 100)
-    assert tiny.max_connections == tiny.max_connections_per_ip == 100 - http_limits.FD_RESERVE
+    tiny = http_limits.fit_to_fd_limit(limits, http_limits.FD_RESERVE + 50)
+    assert tiny.max_connections == tiny.max_connections_per_ip == 50
+    assert http_limits.fit_to_fd_limit(limits, 10).max_connections == 1
 
 
 class _Options(usage.Options):
