@@ -38,6 +38,7 @@ from collections import Counter
 from typing import Any
 
 import attrs
+from twisted.application.service import Service
 from twisted.internet.interfaces import IHandshakeListener, IReactorTime
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
@@ -157,11 +158,12 @@ def raise_open_files_limit() -> int:
 # --- aggregate logging ------------------------------------------------------------
 
 
-class ClosureReport:
+class ClosureReport(Service):
     """Counts refused and cut connections; logs one summary per C{interval}.
 
     The first event of a quiet period starts the interval; its end logs what
     happened in it at info level, with the address that caused the most.
+    As a service, it logs what is left when the daemon stops.
     """
 
     log = Logger()
@@ -174,6 +176,10 @@ class ClosureReport:
         self.hosts: Counter[str] = Counter()
         self.totals: Counter[str] = Counter()
         self._call: Any = None
+
+    def stopService(self) -> None:
+        super().stopService()
+        self.flush()
 
     def note(self, reason: str, host: str) -> None:
         self.reasons[reason] += 1

@@ -117,6 +117,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))
+    report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
                     stop=reactor.stop, reactor=reactor, guard=guard).setServiceParent(root)

@@ -95,6 +95,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls)
     root = MultiService()
     root.addService(PidFileService(pid_fd))
+    report.setServiceParent(root)
     address = options["bind"]
     endpoint_type = TCP6ServerEndpoint if ":" in address else TCP4ServerEndpoint
     endpoint = endpoint_type(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)

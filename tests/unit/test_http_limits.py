@@ -365,3 +365,14 @@ def test_bad_limits_are_refused(argv):
     with pytest.raises(usage.UsageError):
         options.parseOptions(argv)
         http_limits.limits_from_options(options)
+
+
+def test_what_is_left_is_logged_when_the_daemon_stops(server):
+    server.report.startService()
+    for _ in range(3):
+        server.connect("127.0.0.1")
+    assert server.factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 41000)) is None
+    server.report.stopService()
+    assert [(e["total"], e["details"]) for e in server.events] == [(1, "1 over the per-address limit")]
+    server.clock.advance(30)
+    assert len(server.events) == 1
