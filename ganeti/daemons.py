@@ -1,4 +1,4 @@
-"""C{ganeti-daemons start|stop|status [DAEMON...]}: run a node's daemons.
+"""C{ganeti-daemons start|stop|restart|status [DAEMON...]}: run a node's daemons.
 
 Each daemon runs as its twistd plugin, daemonized, with the node's root:
 
@@ -9,23 +9,34 @@ is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
 C{gnt-cluster init}): every node runs noded and confd; the master also runs
 wconfd, rapi and luxid, in Ganeti's order.  Daemons whose plugin is not
-installed are skipped.
+installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
+short (C{luxid}).
+
+A daemon that cannot listen exits with status 1 and logs why
+(L{ganeti.listening}); C{start} reports that reason at once and C{status}
+calls a daemon running only while it holds its pid file and accepts
+connections on its socket or port.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import importlib.util
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
+from ganeti.listening import CANNOT_LISTEN
+from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -36,20 +47,23 @@ class Spec(NamedTuple):
     package: str  # ganeti.<package>.tap must exist for the daemon to be available
     master_only: bool
     bind: bool  # takes --bind ADDRESS
-    port: int  # TCP port to wait for (0: none)
+    port: int  # TCP (UDP if udp) port it listens on (0: none)
     socket: str  # Paths attribute of its Unix socket ("" : none)
     logbase: str
+    udp: bool = False
 
 
 #: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid
 DAEMONS = (
     Spec("ganeti-noded", "noded", False, True, 1811, "", "node-daemon"),
-    Spec("ganeti-confd", "confd", False, True, 0, "", "conf-daemon"),
+    Spec("ganeti-confd", "confd", False, True, 1814, "", "conf-daemon", udp=True),
     Spec("ganeti-wconfd", "wconfd", True, False, 0, "wconfd_socket", "wconf-daemon"),
     Spec("ganeti-rapi", "rapi", True, True, 5080, "", "rapi-daemon"),
     Spec("ganeti-luxid", "luxid", True, False, 0, "luxi_socket", "luxi-daemon"),
 )
 BY_NAME = {spec.name: spec for spec in DAEMONS}
+#: full and short names (C{ganeti-luxid}, C{luxid})
+NAMES = {**BY_NAME, **{spec.package: spec for spec in DAEMONS}}
 
 
 def node_file(paths: Paths) -> str:
@@ -72,6 +86,17 @@ def read_node_identity(paths: Paths) -> dict[str, str]:
     except ValueError as e:
         raise SystemExit("%s is corrupt: %s" % (node_file(paths), e))
     return {"name": str(value.get("name", "")), "address": str(value.get("address", ""))}
+
+
+def node_address(paths: Paths) -> str:
+    """The node's primary IP from its identity file, or C{""} (none, or unreadable)."""
+    try:
+        with open(node_file(paths)) as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return ""
+    address = value.get("address") if isinstance(value, dict) else None
+    return address if isinstance(address, str) else ""
 
 
 def is_master(paths: Paths) -> bool:
@@ -139,56 +164,150 @@ def free_port(address: str = "127.0.1.1", udp: bool = False) -> int:
         return int(sock.getsockname()[1])
 
 
-def _ready(paths: Paths, spec: Spec, address: str) -> bool:
+def udp_bound(address: str, port: int) -> bool:
+    """Whether some socket is bound to UDP C{address}:C{port} (a bind attempt fails)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((address, port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
+
+
+def listening_problem(paths: Paths, spec: Spec, address: str) -> str | None:
+    """Why C{spec}'s daemon does not listen where it should, or None when it does.
+
+    Unix socket and TCP port: something accepts connections there; UDP
+    port: something is bound to it.
+    """
     if spec.socket:
-        return accepts_unix(getattr(paths, spec.socket))
+        path = getattr(paths, spec.socket)
+        return None if accepts_unix(path) else "nothing accepts connections on unix socket %s" % path
+    if spec.port and spec.udp:
+        return None if udp_bound(address, spec.port) else "nothing is bound to %s port %d (UDP)" % (address, spec.port)
     if spec.port:
-        return accepts_tcp(address, spec.port)
-    return True
+        return None if accepts_tcp(address, spec.port) else "nothing accepts connections on %s port %d (TCP)" % (
+            address, spec.port)
+    return None
+
+
+#: a log line, in Ganeti's layout (L{ganeti.logfile}: "2026-11-24 23:10:46,123:
+#: ganeti-noded pid=42 CRITICAL text") or twistd's ("2026-11-24T23:10:46+0000
+#: [system#critical] text"), the text captured
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d(?: \S+: \S+ pid=\d+ [A-Z]+|T\S+ \[[^\]]*\]) (.*)$")
+
+
+def log_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def logged_reason(path: str, offset: int) -> str | None:
+    """Why a daemon ended, from what it appended to its log after C{offset}.
+
+    The last "cannot listen" line (L{ganeti.listening}), else the last
+    critical one, without its timestamp and logger prefix; None if neither.
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    chosen = [line for line in lines if CANNOT_LISTEN in line] or [
+        line for line in lines if "#critical]" in line or " CRITICAL " in line]
+    if not chosen:
+        return None
+    match = _LOG_LINE.match(chosen[-1])
+    return (match.group(1) if match else chosen[-1]).strip()
+
+
+def spec_by_name(name: str) -> Spec:
+    """The daemon called C{name}, in full (C{ganeti-luxid}) or short (C{luxid})."""
+    try:
+        return NAMES[name]
+    except KeyError:
+        raise SystemExit("unknown daemon: %s (known: %s)" % (name, ", ".join(
+            "%s (%s)" % (spec.name, spec.package) for spec in DAEMONS)))
 
 
 def selected(paths: Paths, names: list[str]) -> list[Spec]:
     if names:
-        unknown = [n for n in names if n not in BY_NAME]
-        if unknown:
-            raise SystemExit("unknown daemon(s): %s (known: %s)" % (", ".join(unknown), ", ".join(BY_NAME)))
-        return [BY_NAME[n] for n in names]
+        return [spec_by_name(n) for n in names]
     master = is_master(paths)
     return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
 
 
+def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[str], dict[str, str]]:
+    """How to run C{spec}'s daemon daemonized: its argv and environment.
+
+    It logs through L{ganeti.logfile.observer} to C{ROOT/var/log/ganeti/<logbase>.log}
+    (appending, info level; C{GANETI_DEBUG=1} in the environment adds debug
+    lines).  twistd is the one installed beside this Python, else the one
+    on C{PATH} (a C{pip install --user} puts it in C{~/.local/bin}).
+    """
+    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
+    if not os.access(twistd, os.X_OK):
+        twistd = shutil.which("twistd") or twistd
+    env = dict(os.environ)
+    env[LOG_FILE_ENV] = paths.log_file(spec.logbase)
+    argv = [twistd, "--pidfile=", "--umask=022", "--logger=ganeti.logfile.observer", spec.name, *options]
+    return argv, env
+
+
+def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object]) -> bool:
+    pid = running_pid(paths, spec)
+    if pid is not None:
+        problem = listening_problem(paths, spec, address)
+        if problem is None:
+            out("%s: already running (pid %s)" % (spec.name, pid))
+            return True
+        out("%s: already running (pid %s) but not listening: %s" % (spec.name, pid, problem))
+        return False
+    log_path = paths.log_file(spec.logbase)
+    offset = log_size(log_path)
+    argv, env = twistd_command(paths, spec, ["--root", paths.root])
+    if spec.bind:
+        argv += ["--bind", address]
+    result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
+    if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
+        reason = logged_reason(log_path, offset) or (result.stderr or result.stdout).strip()[-500:]
+        out("%s failed to start: %s" % (spec.name, reason))
+        return False
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = running_pid(paths, spec)
+        if pid is None:  # it ended after the status pipe said it started
+            reason = logged_reason(log_path, offset) or "it exited; see %s" % log_path
+            out("%s failed to start: %s" % (spec.name, reason))
+            return False
+        problem = listening_problem(paths, spec, address)
+        if problem is None:
+            out("%s: started (pid %s)" % (spec.name, pid))
+            return True
+        if time.monotonic() > deadline:
+            out("%s: did not come up within %ss (%s); see %s" % (spec.name, timeout, problem, log_path))
+            return False
+        time.sleep(0.05)
+
+
 def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
+    """Start the daemons not running yet; non-zero when one fails to, with its reason."""
     identity = read_node_identity(paths)
     paths.ensure_dirs()
     failed = 0
     for spec in selected(paths, list(names)):
-        pid = running_pid(paths, spec)
-        if pid is not None:
-            out("%s: already running (pid %s)" % (spec.name, pid))
-            continue
-        twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
-        argv = [twistd, "--pidfile=", "--umask=022", "--logfile=%s" % paths.log_file(spec.logbase), spec.name, "--root", paths.root]
-        if spec.bind:
-            argv += ["--bind", identity["address"]]
-        result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True)
-        if result.returncode != 0:
-            out("%s: failed to start: %s" % (spec.name, (result.stderr or result.stdout).strip()[-500:]))
+        if not _start_one(paths, spec, identity["address"], timeout, out):
             failed += 1
-            continue
-        deadline = time.monotonic() + timeout
-        while not (running_pid(paths, spec) and _ready(paths, spec, identity["address"])):
-            if time.monotonic() > deadline:
-                out("%s: did not come up within %ss; see %s" % (spec.name, timeout, paths.log_file(spec.logbase)))
-                failed += 1
-                break
-            time.sleep(0.05)
-        else:
-            out("%s: started (pid %s)" % (spec.name, running_pid(paths, spec)))
     return EXIT_FAILURE if failed else EXIT_OK
 
 
 def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
-    specs = [BY_NAME[n] for n in names] if names else list(reversed(DAEMONS))
+    specs = [spec_by_name(n) for n in names] if names else list(reversed(DAEMONS))
     for spec in specs:
         pid = running_pid(paths, spec)
         if pid is None:
@@ -210,21 +329,41 @@ def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) 
 
 
 def status(paths: Paths, names: list[str] = (), out=print) -> int:  # type: ignore[assignment]
+    """One line per daemon; zero only when every one runs and listens."""
     specs = selected(paths, list(names))  # by default the daemons this node runs
+    address = ""
+    if any(spec.bind for spec in specs):
+        address = read_node_identity(paths)["address"]
     all_running = True
     for spec in specs:
         pid = running_pid(paths, spec)
-        all_running &= pid is not None
-        out("%s: %s" % (spec.name, "running (pid %s)" % pid if pid is not None else "stopped"))
+        if pid is None:
+            all_running = False
+            out("%s: not running" % spec.name)
+            continue
+        problem = listening_problem(paths, spec, address)
+        if problem is None:
+            out("%s: running (pid %s)" % (spec.name, pid))
+        else:
+            all_running = False
+            out("%s: running (pid %s) but not listening: %s" % (spec.name, pid, problem))
     return EXIT_OK if all_running else EXIT_FAILURE
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ganeti-daemons", description="Start, stop or show a node's Ganeti daemons.")
     parser.add_argument("--root", help="root of the node's files (default: $GANETI_ROOT or /)")
     parser.add_argument("action", choices=("start", "stop", "status", "restart"))
-    parser.add_argument("daemons", nargs="*", metavar="DAEMON", help="default: every daemon this node runs")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "daemons", nargs="*", metavar="DAEMON",
+        help="full or short name (ganeti-noded or noded, ...); default: every daemon this node runs (%s)"
+        % ", ".join(BY_NAME),
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     paths = Paths.from_option(args.root)
     if args.action == "start":
         return start(paths, args.daemons)

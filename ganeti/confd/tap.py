@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import UDPServer
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
@@ -19,6 +18,8 @@ from ganeti.confd import wire
 from ganeti.confd.protocol import ConfdServerProtocol
 from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
 from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float
+from ganeti.listening import datagram_listener
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 
 
@@ -43,6 +44,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     if not os.path.exists(paths.hmac_key):
         raise SystemExit("ganeti-confd: no HMAC key at %s" % paths.hmac_key)
@@ -54,5 +57,6 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
     protocol = ConfdServerProtocol(service, reactor)
-    UDPServer(options["port"], protocol, interface=options["bind"], maxPacketSize=8192, reactor=reactor).setServiceParent(root)
+    datagram_listener(options["port"], protocol, interface=options["bind"], max_packet=8192, daemon="ganeti-confd",
+                      reactor=reactor).setServiceParent(root)
     return root

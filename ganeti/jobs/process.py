@@ -3,9 +3,10 @@
 It shows it is alive by holding a flock on its own lock file, proves that
 to LuxiD in the handshake of L{ganeti.jobs.channel}, then registers with
 WConfD as owner C{(job id, lock file)} and runs the job's opcodes through
-L{ganeti.jobs.processor.Processor}, writing its job file as it goes.  When
-it dies, however it dies, the kernel drops the flock: WConfD frees its
-locks and LuxiD marks the job failed.
+L{ganeti.jobs.processor.Processor}, writing its job file as it goes.
+SIGTERM kills the job (L{install_kill_handler}).  When it dies, however it
+dies, the kernel drops the flock: WConfD frees its locks and LuxiD marks
+the job failed (canceled, when LuxiD killed it on request).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -91,6 +93,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     )
     control = _Control(processor)
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
+    install_kill_handler(reactor, processor)
     if job.start_timestamp is None:
         job.start_timestamp = timestamp()
     try:
@@ -104,6 +107,18 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
         finally:
             await client.close()
     return EXIT_DONE
+
+
+def install_kill_handler(reactor: Any, processor: Any) -> None:
+    """SIGTERM (LuxiD's C{CancelJob} with C{kill}) kills the job: the
+    processor stops what runs, records the job canceled, frees its locks,
+    and the process exits (instead of Twisted's default: stop the reactor
+    in the middle of the job)."""
+
+    def terminated(_signum: int, _frame: Any) -> None:
+        reactor.callFromThread(processor.kill)
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 class _Control(Protocol):

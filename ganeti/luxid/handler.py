@@ -29,6 +29,13 @@ def _int(value: Any, what: str) -> int:
         raise errors.OpPrereqError("%s must be a number, not %r" % (what, value), errors.ECODE_INVAL) from None
 
 
+def _bool(value: Any, what: str) -> bool:
+    """A flag: a JSON boolean and nothing else (C{"false"} and C{1} are not)."""
+    if not isinstance(value, bool):
+        raise errors.OpPrereqError("%s must be a boolean (true or false), not %r" % (what, value), errors.ECODE_INVAL)
+    return value
+
+
 def _fields(value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
         raise errors.OpPrereqError("fields must be a list of names, not %r" % (value,), errors.ECODE_INVAL)
@@ -94,6 +101,9 @@ class LuxiHandler(MethodHandler):
         return int(value)
 
     async def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
+        """One invalid job refuses the whole request and creates nothing
+        (Ganeti's LuxiD fails to decode it; Ganeti's C{gnt-debug
+        test-jobqueue} expects an error, not a per-job C{[false, why]})."""
         if not isinstance(jobs, list) or not jobs:
             raise errors.OpPrereqError("SubmitManyJobs needs a non-empty list of jobs", errors.ECODE_INVAL)
         return await self.service.submit(jobs)
@@ -112,7 +122,7 @@ class LuxiHandler(MethodHandler):
         return "nochange" if answer is None else answer
 
     def luxi_CancelJob(self, job_id: Any, kill: Any = False) -> Any:
-        return self.service.cancel(job_id)
+        return self.service.cancel(job_id, kill=_bool(kill, "kill"))
 
     async def luxi_ArchiveJob(self, job_id: Any) -> bool:
         return await self.service.archive(job_id)
@@ -140,7 +150,7 @@ class LuxiHandler(MethodHandler):
         return rows
 
     def luxi_SetDrainFlag(self, flag: Any) -> bool:
-        return self.service.set_drained(bool(flag))
+        return self.service.set_drained(_bool(flag, "the drain flag"))
 
     def luxi_PickupJob(self, job_id: Any) -> None:
         raise errors.GenericError("PickupJob is internal to Ganeti's own daemons")
@@ -193,7 +203,7 @@ class LuxiHandler(MethodHandler):
         return list(found.tags)
 
     async def _legacy(self, what: str, names: Any, fields: Any, use_locking: Any) -> Any:
-        if use_locking:
+        if _bool(use_locking, "use_locking"):
             raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
         if not isinstance(names, list):
             raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)

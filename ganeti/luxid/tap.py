@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
-from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
+from ganeti.listening import endpoint_listener
+from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
@@ -51,6 +51,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
@@ -77,7 +79,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(FrozenHeapService(reactor))
     factory = LuxiServerFactory(LuxiHandler(service))
     for description in options["listen"]:
-        StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(root)
     return root
 
 

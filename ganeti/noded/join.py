@@ -28,6 +28,7 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from ganeti import crypto, daemons, errors, ssconf
+from ganeti.listening import Listener, fail_daemon, failure_message
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 
@@ -173,6 +174,8 @@ class JoinService(Service):
     @param joined_factory: builds the protocol factory of joined mode (called
         once the cluster certificate is in place)
     @param stop: called to end the daemon when the token is burnt
+    @param where: the address as people read it, for the log line of a failure
+        to listen (which ends the daemon with status 1, see L{ganeti.listening})
     @param guard: builds the listening factory of unjoined mode from its
         site and TLS context (L{ganeti.http_limits.guard} with the limits
         of joined mode); without it, plain TLS around the site
@@ -190,6 +193,7 @@ class JoinService(Service):
         token_file: str | None = None,
         stop: Callable[[], Any] | None = None,
         reactor: Any = None,
+        where: str = "its port",
         guard: Callable[[Site, Any], Any] | None = None,
     ) -> None:
         self.paths = paths
@@ -199,6 +203,7 @@ class JoinService(Service):
         self._token_file = token_file
         self._stop = stop
         self._reactor = reactor
+        self._where = where
         self._port: Any = None
         self.failures = 0
         self.waiting = True
@@ -209,27 +214,24 @@ class JoinService(Service):
             self._factory: Any = TLSMemoryBIOFactory(UnjoinedContextFactory(), False, site)
         else:
             self._factory = guard(site, UnjoinedContextFactory())
+        self._unjoined = Listener(lambda: self._endpoint.listen(self._factory), where, daemon="ganeti-noded",
+                                  reactor=reactor)
+
+    def privilegedStartService(self) -> None:
+        super().privilegedStartService()
+        self._unjoined.privilegedStartService()
 
     def startService(self) -> None:
         super().startService()
         self.log.info("ganeti-noded: not in a cluster; waiting for node_join (join token required)")
-        d = self._endpoint.listen(self._factory)
-        d.addCallback(self._listening)
-        d.addErrback(self._listen_failed)
-
-    def _listening(self, port: Any) -> None:
-        self._port = port
-
-    def _listen_failed(self, failure: Any) -> None:
-        self.log.failure("ganeti-noded: cannot listen", failure)
-        self._end()
+        self._unjoined.startService()
 
     def stopService(self) -> Any:
         super().stopService()
         port, self._port = self._port, None
-        if port is not None:
-            return port.stopListening()
-        return None
+        if port is None:
+            return self._unjoined.stopService()
+        return port.stopListening()
 
     def _erase_token(self) -> None:
         self.token = ""
@@ -261,14 +263,17 @@ class JoinService(Service):
     async def joined(self) -> None:
         """The files are written: erase the token and listen in joined mode."""
         self._erase_token()
-        port, self._port = self._port, None
+        port, self._unjoined.port = self._unjoined.port, None
         if port is not None:
             await port.stopListening()
         try:
             factory = self._joined_factory()
             self._port = await self._endpoint.listen(factory)
-        except Exception:
-            self.log.failure("ganeti-noded: cannot start the cluster RPC listener; noded exits")
-            self._end()
+        except Exception as e:
+            if self._reactor is not None:
+                fail_daemon(self._reactor, failure_message("ganeti-noded", self._where, e))
+            else:
+                self.log.failure("ganeti-noded: cannot start the cluster RPC listener; noded exits")
+                self._end()
             raise
         self.log.info("ganeti-noded: joined; serving node RPC with the cluster certificate")

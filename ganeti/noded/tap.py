@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.logger import Logger
@@ -25,6 +24,9 @@ from twisted.python import usage
 
 from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
+from ganeti.listening import stream_listener
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
@@ -43,7 +45,7 @@ log = Logger()
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [options]"
+    synopsis = "[--bind ADDRESS] [options]"
     longdesc = (
         "NodeD runs on every node and serves node RPC (HTTPS, mutual TLS with "
         "the cluster certificate server.pem) to the master and the candidates."
@@ -51,15 +53,17 @@ class Options(usage.Options):
     optFlags = [["access-log", None, "Log a line for every request."]]
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (the node's primary IP)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
     ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
     def postOptions(self) -> None:
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
         self["limits"] = http_limits.limits_from_options(self)
         if self["join-token"] and self["join-token-file"]:
@@ -82,6 +86,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     address = options["bind"]
@@ -89,6 +95,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     else:
         endpoint = TCP4ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
+    where = "%s port %d (TCP)" % (address, options["port"])
 
     limits = http_limits.fit_to_fd_limit(options["limits"], http_limits.raise_open_files_limit())
     if limits != options["limits"]:
@@ -120,7 +127,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, guard=guard).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, where=where, guard=guard).setServiceParent(root)
     else:
-        StreamServerEndpointService(endpoint, factory).setServiceParent(root)
+        stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root

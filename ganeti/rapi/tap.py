@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.ssl import PrivateCertificate
@@ -21,6 +20,9 @@ from twisted.python import usage
 
 from ganeti import crypto, http_limits
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
+from ganeti.listening import stream_listener
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
@@ -30,14 +32,14 @@ DEFAULT_PORT = 5080
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [--port 5080] [options]"
+    synopsis = "[--bind ADDRESS] [--port 5080] [options]"
     longdesc = (
         "ganeti-rapi serves Ganeti's remote API (version 2) over HTTPS and forwards every "
         "request to LuxiD over LUXI."
     )
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (e.g. 127.0.0.1 or ::)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", port_number],
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
@@ -45,8 +47,10 @@ class Options(usage.Options):
     optFlags = [["require-authentication", None, "Require authentication for reads too."]]
 
     def postOptions(self) -> None:
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
         self["limits"] = http_limits.limits_from_options(self)
 
@@ -75,6 +79,8 @@ def connection_limits(requested: http_limits.HttpLimits) -> http_limits.HttpLimi
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     if not os.path.exists(paths.rapi_pem):
         raise SystemExit("ganeti-rapi: no certificate at %s; initialise the cluster first" % paths.rapi_pem)
@@ -99,7 +105,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     address = options["bind"]
     endpoint_type = TCP6ServerEndpoint if ":" in address else TCP4ServerEndpoint
     endpoint = endpoint_type(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
-    StreamServerEndpointService(endpoint, factory).setServiceParent(root)
+    where = "%s port %d (HTTPS)" % (address, options["port"])
+    stream_listener(endpoint, factory, where, daemon="ganeti-rapi", reactor=reactor).setServiceParent(root)
     _ClosePool(pool).setServiceParent(root)
     FrozenHeapService(reactor).setServiceParent(root)
     return root

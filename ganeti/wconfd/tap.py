@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService
-from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
+from ganeti.listening import endpoint_listener
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.wconfd.protocol import wconfd_factory
-from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.replication import ConfigPusher
+from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
 
@@ -53,6 +53,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     if not os.path.exists(paths.config_data):
@@ -85,5 +87,5 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     factory = wconfd_factory(service)
     for description in options["listen"]:
-        StreamServerEndpointService(serverFromString(reactor, description), factory).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-wconfd", reactor=reactor).setServiceParent(root)
     return root

@@ -701,7 +701,7 @@ class QueryDataTests(InstanceTestCase):
     def test_data(self) -> None:
         self.ok(create(pnode=N2, nics=[{"name": "eth0", "ip": "192.0.2.5"}], tags=["a"]))
         self.ok(create("other.example.test", pnode=N3, start=False, disk_template="diskless", disks=[]))
-        result = self.ok(op("QUERY_DATA", instances=["web1"], instance_name=None))
+        result = self.ok({"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": ["web1"]})
         (data,) = result.values()
         inst = self.instance()
         assert inst is not None

@@ -1,0 +1,73 @@
+"""ganeti-daemons: daemon names, the reason a daemon did not start (temp roots, no daemons)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti import daemons
+from ganeti.paths import Paths
+
+
+class NameTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.paths = Paths(tempfile.mkdtemp(prefix="dcli"))
+        self.addCleanup(shutil.rmtree, self.paths.root, True)
+
+    def test_short_and_full_names(self) -> None:
+        for short in ("noded", "confd", "wconfd", "rapi", "luxid"):
+            self.assertEqual(daemons.spec_by_name(short).name, "ganeti-" + short)
+            self.assertEqual(daemons.spec_by_name("ganeti-" + short).name, "ganeti-" + short)
+        self.assertEqual([s.name for s in daemons.selected(self.paths, ["luxid", "ganeti-wconfd"])],
+                         ["ganeti-luxid", "ganeti-wconfd"])
+
+    def test_unknown_name(self) -> None:
+        error = self.assertRaises(SystemExit, daemons.spec_by_name, "masterd")
+        self.assertIn("unknown daemon: masterd", str(error))
+        self.assertIn("ganeti-luxid (luxid)", str(error))
+
+    def test_stop_by_short_name(self) -> None:
+        """C{ganeti-daemons restart luxid} stops first: a short name there
+        raised KeyError."""
+        lines: list[str] = []
+        self.assertEqual(daemons.stop(self.paths, ["luxid"], out=lines.append), daemons.EXIT_OK)
+        self.assertEqual(lines, [])  # it was not running
+
+    def test_status_of_a_daemon_not_running(self) -> None:
+        daemons.write_node_identity(self.paths, "node1.test", "127.0.1.1")
+        lines: list[str] = []
+        self.assertEqual(daemons.status(self.paths, ["confd", "luxid"], out=lines.append), daemons.EXIT_FAILURE)
+        self.assertEqual(lines, ["ganeti-confd: not running", "ganeti-luxid: not running"])
+
+
+class ReasonTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        directory = tempfile.mkdtemp(prefix="dlog")
+        self.addCleanup(shutil.rmtree, directory, True)
+        self.log = os.path.join(directory, "node-daemon.log")
+
+    def write(self, text: str) -> None:
+        with open(self.log, "a") as handle:
+            handle.write(text)
+
+    def test_only_what_this_start_logged(self) -> None:
+        old = "2026-11-24T23:00:00+0000 [ganeti.listening.Listener#critical] ganeti-noded cannot listen on old\n"
+        self.write(old)
+        offset = daemons.log_size(self.log)
+        self.assertIsNone(daemons.logged_reason(self.log, offset))
+        self.write("2026-11-24T23:10:46+0000 [-] twistd starting up.\n"
+                   "2026-11-24T23:10:46+0000 [ganeti.listening.Listener#critical] ganeti-noded cannot listen on "
+                   "127.0.1.1 port 1811 (TCP): [Errno 98] Address already in use\n")
+        self.assertEqual(daemons.logged_reason(self.log, offset),
+                         "ganeti-noded cannot listen on 127.0.1.1 port 1811 (TCP): [Errno 98] Address already in use")
+
+    def test_other_critical_line(self) -> None:
+        self.write("2026-11-24T23:10:46+0000 [x#info] fine\n2026-11-24T23:10:46+0000 [x#critical] voting lost\n")
+        self.assertEqual(daemons.logged_reason(self.log, 0), "voting lost")
+
+    def test_no_log(self) -> None:
+        self.assertEqual(daemons.log_size(self.log), 0)
+        self.assertIsNone(daemons.logged_reason(self.log, 0))
