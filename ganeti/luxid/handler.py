@@ -75,12 +75,14 @@ class LuxiHandler(MethodHandler):
         if what == "lock":
             locks = await (await self._wconfd()).list_locks_waiting_status()
         data: Any = {}
-        needs = live.needed(what, fields, qfilter)
+        needs = live.needed(what, fields, qfilter) - {q.NEED_LIVENESS}
         if needs:
             if names is None and isinstance(qfilter, list):
                 names = qlang.names_from_filter(qfilter, "name")
             data = await self.live.gather(config, needs, names)
-        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data)
+        liveness = getattr(self.service, "liveness", None)
+        roster = liveness.snapshot() if liveness is not None else {}
+        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data, liveness=roster)
 
     def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
         ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})

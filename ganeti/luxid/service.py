@@ -114,6 +114,8 @@ class LuxidService(Service):
         self._schedule_again = False
         self._max_running_config = DEFAULT_MAX_RUNNING
         self.wconfd: Any = None
+        #: the node liveness roster (L{ganeti.heartbeat.server.LivenessService}), if LuxiD listens for heartbeats
+        self.liveness: Any = None
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None

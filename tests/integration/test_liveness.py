@@ -1,0 +1,101 @@
+"""Node liveness on a real 3-node loopback cluster: every NodeD beats to
+the master's LuxiD over mutual TLS; a killed or stopped NodeD is
+unreachable within 3 s (CLI and RAPI), back up when it returns; a LuxiD
+restart rebuilds the roster without writing; beats write nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import ssl
+import time
+import urllib.request
+
+import pytest_twisted
+from twisted.internet import reactor, threads
+
+from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
+
+NODES = ["node1.test", "node2.test", "node3.test"]
+
+
+def liveness(cluster: LoopbackCluster) -> dict[str, str]:
+    """C{gnt-node list -o name,liveness} as a dict."""
+    out = ok(cluster.master, "gnt-node", "list", "--no-headers", "--separator=|", "-o", "name,liveness,last_seen")
+    return {line.split("|")[0]: line.split("|")[1] for line in out.splitlines() if line}
+
+
+def store_writes(cluster: LoopbackCluster) -> int:
+    try:
+        with open(os.path.join(cluster.master.data_dir, "liveness.log"), "rb") as handle:
+            return len(handle.read().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def rapi_get(cluster: LoopbackCluster, path: str) -> dict:
+    """GET C{path} from the cluster's RAPI (trusting its certificate)."""
+    context = ssl.create_default_context(cadata=cluster.cert_pem.decode())
+    context.check_hostname = False
+    request = urllib.request.Request(cluster.url + path)
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"admin:secret").decode())
+    with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+async def wait_state(cluster: LoopbackCluster, node: str, state: str, within: float) -> float:
+    """Seconds until C{node} shows C{state} in gnt-node list (fails after C{within})."""
+    start = time.monotonic()
+    await cluster.until(lambda: liveness(cluster).get(node) == state, timeout=within)
+    return time.monotonic() - start
+
+
+@pytest_twisted.ensureDeferred
+async def test_liveness_kill_stop_restart(root):
+    users = "admin {CLEARTEXT}secret write\n"
+    async with LoopbackCluster(reactor, root, loopback_config(3), rapi_users=users, prefix="gntl") as cluster:
+        await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=30)
+        node3 = cluster.nodeds[2]
+
+        # kill -9: the connection closes; unreachable within 3 s
+        start = time.monotonic()
+        node3.kill(signal.SIGKILL)
+        await cluster.until(lambda: liveness(cluster).get("node3.test") == "unreachable", timeout=3.5)
+        assert time.monotonic() - start <= 3.5
+        assert liveness(cluster)["node2.test"] == "up"
+
+        # the RAPI node resource shows it too
+        body = await threads.deferToThread(rapi_get, cluster, "/2/nodes/node3.test")
+        assert body["liveness"] == "unreachable" and body["last_seen"] > 0, body
+
+        # back: up again
+        await cluster.start_daemon(node3)
+        await wait_state(cluster, "node3.test", "up", 10)
+
+        # SIGSTOP: connected but silent
+        start = time.monotonic()
+        os.kill(node3.process.pid, signal.SIGSTOP)
+        try:
+            await cluster.until(lambda: liveness(cluster).get("node3.test") == "unreachable", timeout=3.5)
+            assert time.monotonic() - start <= 3.5
+        finally:
+            os.kill(node3.process.pid, signal.SIGCONT)
+        await wait_state(cluster, "node3.test", "up", 5)
+
+        # gnt-cluster verify names the unreachable node as an error
+        node3.kill(signal.SIGKILL)
+        await wait_state(cluster, "node3.test", "unreachable", 5)
+        verify = gnt(cluster.master, "gnt-cluster", "verify")
+        assert verify.returncode != 0 and "node3.test" in verify.stdout and "unreachable" in verify.stdout, verify
+        await cluster.start_daemon(node3)
+        await wait_state(cluster, "node3.test", "up", 10)
+
+        # LuxiD restart: the roster rebuilds from reconnections, nothing written
+        before = store_writes(cluster)
+        cluster.luxid.stop()
+        await cluster.start_daemon(cluster.luxid)
+        await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=10)
+        assert store_writes(cluster) == before
