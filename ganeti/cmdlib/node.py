@@ -33,6 +33,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.cmdlib.cluster import LUClusterVerifyConfig
 from ganeti.cmdlib.instance_params import HV_TYPES
+from ganeti.cmdlib.liveness_verify import verify_liveness
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
@@ -566,6 +567,7 @@ class LUClusterVerify(LUClusterVerifyConfig):
                 await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
         if not self.op.get("group_name"):
             await verify_queue_replicas(self, self._node_error)
+            await verify_liveness(self, self._node_error)
         return not self.bad
 
     async def _check_instances(self, online: list[Node], results: dict[str, Any]) -> None:

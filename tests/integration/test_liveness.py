@@ -16,6 +16,7 @@ import urllib.request
 
 import pytest_twisted
 from twisted.internet import reactor, threads
+from twisted.internet.task import deferLater
 
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 
@@ -89,7 +90,8 @@ async def test_liveness_kill_stop_restart(root):
         node3.kill(signal.SIGKILL)
         await wait_state(cluster, "node3.test", "unreachable", 5)
         verify = gnt(cluster.master, "gnt-cluster", "verify")
-        assert verify.returncode != 0 and "node3.test" in verify.stdout and "unreachable" in verify.stdout, verify
+        assert verify.returncode != 0, verify
+        assert "node node3.test: node is unreachable: no heartbeat" in verify.stdout, verify.stdout
         await cluster.start_daemon(node3)
         await wait_state(cluster, "node3.test", "up", 10)
 
@@ -99,3 +101,48 @@ async def test_liveness_kill_stop_restart(root):
         await cluster.start_daemon(cluster.luxid)
         await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=10)
         assert store_writes(cluster) == before
+
+
+@pytest_twisted.ensureDeferred
+async def test_beats_write_nothing_and_redirect(root):
+    """60 s of beats from 3 nodes: no durable write.  A node whose ssconf names
+    a non-master is told who the master is and goes there."""
+    from ganeti.heartbeat.server import LivenessService, heartbeat_listener
+    from ganeti.heartbeat.store import LivenessStore
+    from ganeti.paths import Paths
+
+    async with LoopbackCluster(reactor, root, loopback_config(3), prefix="gntm") as cluster:
+        await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=30)
+        before = store_writes(cluster)
+        assert before == 3  # one "up" per node, once
+        await deferLater(reactor, 60, lambda: None)
+        assert store_writes(cluster) == before
+        assert set(liveness(cluster).values()) == {"up"}
+
+        # a LuxiD that is not the master (node2's files: its ssconf names node1)
+        node2 = cluster.roots[1]
+        service = LivenessService(node2, reactor, LivenessStore(os.path.join(node2.root, "not-master.log")),
+                                  port=cluster.heartbeat_port)
+        listener = heartbeat_listener(service, "127.0.1.2", cluster.heartbeat_port, max_connections=10,
+                                      reactor=reactor)
+        listener.startService()
+        hellos: list[str] = []
+        original = service.master
+
+        def master():
+            hellos.append("hello")
+            return original()
+
+        service.master = master
+        try:
+            node3 = cluster.nodeds[2]
+            node3.kill(signal.SIGKILL)
+            await wait_state(cluster, "node3.test", "unreachable", 5)
+            with open(cluster.roots[2].ssconf("master_node"), "w") as handle:
+                handle.write("node2.test\n")
+            await cluster.start_daemon(node3)
+            await wait_state(cluster, "node3.test", "up", 10)
+            assert hellos, "node3 never asked node2"
+            assert service.store.writes == 0
+        finally:
+            await listener.stopService()

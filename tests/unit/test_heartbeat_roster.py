@@ -166,3 +166,19 @@ class BackoffTests(SynchronousTestCase):
         client.stopService()
         clock.advance(10)
         self.assertEqual(len(tries), 6)
+
+
+class VerifyTests(SynchronousTestCase):
+    def test_unreachable_online_nodes_are_problems(self) -> None:
+        """Only online nodes the roster calls unreachable are reported, with how long ago they were heard."""
+        from ganeti.cmdlib.liveness_verify import liveness_problems
+
+        def row(*values: object) -> list[list[object]]:
+            return [[0, v] for v in values]
+
+        rows = [row("n1", False, "up", 99.0), row("n2", False, "unreachable", 90.0),
+                row("n3", True, "offline", None), row("n4", False, "unreachable", None)]
+        self.assertEqual(liveness_problems(rows, 100.0), [
+            ("n2", "node is unreachable: no heartbeat (last heard from 10 s ago)"),
+            ("n4", "node is unreachable: no heartbeat (not heard from since the master started)"),
+        ])
