@@ -186,7 +186,10 @@ class HeartbeatClientProtocol(Int32StringReceiver):
             return
         if message["t"] == wire.ACCEPTED:
             self.accepted = True
-            self.client.connected(self, message["master"])
+            self.client.connected(self, message["master"], message.get("args"))
+        elif message["t"] == wire.PARAMS:
+            if self.client.reporter is not None:
+                self.client.reporter.params(message["args"])
         elif message["t"] == wire.REDIRECT:
             self.client.redirected((message["master"], message["address"], message["port"]))
             self.transport.loseConnection()
@@ -204,23 +207,23 @@ class HeartbeatClient(Service):
         (None: the node has no identity yet; try again later)
     @param lookup: C{await lookup(previous_failed)} -> the master's L{Target} or None
     @param creator: the TLS client connection creator (None: plain TCP, tests only)
-    @param on_connected: called with the protocol once LuxiD accepted it
-        (NodeD sends its full report then)
+    @ivar reporter: the L{ganeti.heartbeat.reporter.StateReporter} told of
+        every accepted connection (a full report then) and of new report
+        arguments, or None (no reports)
     """
 
     log = Logger()
 
     def __init__(self, reactor: Any, identity: Callable[[], dict[str, Any] | None],
                  lookup: Callable[[bool], Awaitable[Target | None]], creator: Callable[[], Any] | None, *,
-                 interval: float = BEAT_INTERVAL, backoff: Backoff | None = None,
-                 on_connected: Callable[[HeartbeatClientProtocol], Any] | None = None) -> None:
+                 interval: float = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
         self.reactor = reactor
         self.identity = identity
         self.lookup = lookup
         self.creator = creator
         self.interval = interval
         self.backoff = backoff or Backoff()
-        self.on_connected = on_connected
+        self.reporter: Any = None
         self.hello: dict[str, Any] = {}
         self.protocol: HeartbeatClientProtocol | None = None
         self.master: str | None = None
@@ -242,6 +245,8 @@ class HeartbeatClient(Service):
             self._attempt.cancel()
         if self.protocol is not None:
             self.protocol.transport.loseConnection()
+        if self.reporter is not None:
+            self.reporter.stop()
         return None
 
     def _start_attempt(self) -> None:
@@ -283,13 +288,13 @@ class HeartbeatClient(Service):
         self._attempt = None
 
     # --- from the protocol ---------------------------------------------------------------
-    def connected(self, protocol: HeartbeatClientProtocol, master: str) -> None:
+    def connected(self, protocol: HeartbeatClientProtocol, master: str, args: dict[str, Any] | None = None) -> None:
         self.protocol, self.master = protocol, master
         self._failed = False
         self.connects += 1
         self.backoff.reset()
-        if self.on_connected is not None:
-            self.on_connected(protocol)
+        if self.reporter is not None:
+            self.reporter.connected(args)
 
     def redirected(self, target: Target) -> None:
         self.log.info("heartbeat: not the master; the master is {name} ({address})", name=target[0],
@@ -325,9 +330,16 @@ def tls_creator(paths: Paths) -> Callable[[], Any]:
     return creator
 
 
-def heartbeat_client(paths: Paths, reactor: Any, port: int) -> HeartbeatClient:
-    """NodeD's heartbeat client for the node of C{paths} (waits for an identity and a certificate)."""
-    return HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port), tls_creator(paths))
+def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True) -> HeartbeatClient:
+    """NodeD's heartbeat client for the node of C{paths} (waits for an
+    identity and a certificate), pushing the node's state unless C{reports} is false."""
+    client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port),
+                             tls_creator(paths))
+    if reports:
+        from ganeti.heartbeat.reporter import node_reporter
+
+        client.reporter = node_reporter(paths, reactor, client.send)
+    return client
 
 
 __all__ = ["Backoff", "HeartbeatClient", "HeartbeatClientProtocol", "MasterLookup", "heartbeat_client", "node_hello",

@@ -59,6 +59,8 @@ class LivenessService(Service):
         self.port = port
         self.roster = rost.Roster(reactor.seconds(), timeout=timeout, grace=grace, recorded=store.load())
         self.hooks: list[TransitionHook] = []
+        #: the arguments of the calls whose answers node reports carry (L{report_args})
+        self.report_args: dict[str, Any] | None = None
         self._sweeper: LoopingCall | None = None
         self._membership_at = -1e18
         self.connections = 0
@@ -131,7 +133,17 @@ class LivenessService(Service):
         if other is not None:
             return wire.redirect(other[0], other[1], self.port)
         self._apply(self.roster.hello(message["node"], conn, message["boot_id"], self.reactor.seconds()))
-        return wire.accepted(_own_name(self.paths) or "master")
+        return wire.accepted(_own_name(self.paths) or "master", self.report_args)
+
+    def set_report_args(self, args: dict[str, Any]) -> None:
+        """New report arguments (the cluster changed): tell every connected node."""
+        if args == self.report_args:
+            return
+        self.report_args = args
+        body = wire.encode(wire.params(args))
+        for entry in self.roster.nodes.values():
+            if entry.conn is not None:
+                entry.conn.sendString(body)
 
     def seen(self, name: str, conn: Any) -> None:
         transitions = self.roster.seen(name, conn, self.reactor.seconds())
@@ -147,6 +159,20 @@ class LivenessService(Service):
     # --- what queries see ----------------------------------------------------------------------------
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return self.roster.snapshot()
+
+    def fresh_report(self, name: str) -> dict[str, Any] | None:
+        """The latest report of a connected, up node (None: ask it by RPC)."""
+        return self.roster.fresh_report(name)
+
+
+def report_args(cluster: Any) -> dict[str, Any]:
+    """The report arguments of a cluster: those LuxiD's live queries give the RPCs."""
+    from types import SimpleNamespace
+
+    from ganeti.luxid.live import hypervisor_args, node_info_args
+
+    config: Any = SimpleNamespace(cluster=cluster)
+    return {"instances": hypervisor_args(config), "node_info": node_info_args(config)}
 
 
 def _own_name(paths: Paths) -> str:

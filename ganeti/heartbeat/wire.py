@@ -14,7 +14,10 @@ From NodeD:
     name -> state dict; C{node}: resources), see L{check_report}.
 
 From LuxiD (answers to C{hello}):
-  - C{accepted}: C{master} (its name);
+  - C{accepted}: C{master} (its name) and, once LuxiD knows the cluster,
+    C{args}: C{{"instances": [...], "node_info": [...]}}, the arguments of
+    the C{all_instances_info} and C{node_info} calls whose answers the
+    node's reports carry;
   - C{redirect}: "not the master, the master is X": C{master},
     C{address}, C{port}; LuxiD then closes the connection.
 """
@@ -37,6 +40,7 @@ BEAT = "beat"
 REPORT = "report"
 ACCEPTED = "accepted"
 REDIRECT = "redirect"
+PARAMS = "params"
 
 #: a beat, encoded once
 BEAT_FRAME_BODY = orjson.dumps({"t": BEAT})
@@ -93,8 +97,15 @@ def report(full: bool, instances: dict[str, Any] | None = None, node: dict[str, 
     return message
 
 
-def accepted(master: str) -> dict[str, Any]:
-    return {"t": ACCEPTED, "master": master}
+def accepted(master: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"t": ACCEPTED, "master": master}
+    if args is not None:
+        message["args"] = args
+    return message
+
+
+def params(args: dict[str, Any]) -> dict[str, Any]:
+    return {"t": PARAMS, "args": args}
 
 
 def redirect(master: str, address: str, port: int) -> dict[str, Any]:
@@ -128,15 +139,28 @@ def check_report(message: dict[str, Any]) -> None:
     for name, state in instances.items():
         if not isinstance(name, str) or not (state is None or isinstance(state, dict)):
             raise BadMessage("instance %r: its state must be an object or null" % (name,))
-        if state is not None and state.get("state") not in ("running", "shutdown"):
-            raise BadMessage("instance %r: state must be 'running' or 'shutdown'" % (name,))
+        if state is not None and not isinstance(state.get("state"), str):
+            raise BadMessage("instance %r: its state must be a string" % (name,))
     node = message.get("node", {})
     if not isinstance(node, dict) or not all(isinstance(v, (int, float, str)) or v is None for v in node.values()):
         raise BadMessage("'node' must be an object of numbers")
 
 
+def _check_args(message: dict[str, Any], required: bool) -> None:
+    args = message.get("args")
+    if args is None and not required:
+        return
+    if not isinstance(args, dict) or not all(isinstance(args.get(k), list) for k in ("instances", "node_info")):
+        raise BadMessage("'args' must hold the lists 'instances' and 'node_info'")
+
+
 def _check_accepted(message: dict[str, Any]) -> None:
     _text(message, "master")
+    _check_args(message, required=False)
+
+
+def _check_params(message: dict[str, Any]) -> None:
+    _check_args(message, required=True)
 
 
 def _check_redirect(message: dict[str, Any]) -> None:
@@ -153,6 +177,7 @@ _CHECKS = {
     REPORT: check_report,
     ACCEPTED: _check_accepted,
     REDIRECT: _check_redirect,
+    PARAMS: _check_params,
 }
 
 
@@ -169,6 +194,7 @@ def heartbeat_port(value: str | None = None) -> int:
 
 
 __all__ = [
-    "ACCEPTED", "BEAT", "BadMessage", "DEFAULT_PORT", "HELLO", "MAX_FRAME", "PORT_ENV", "REDIRECT", "REPORT",
-    "accepted", "check_report", "decode", "encode", "heartbeat_port", "hello", "redirect", "report",
+    "ACCEPTED", "BEAT", "BadMessage", "DEFAULT_PORT", "HELLO", "MAX_FRAME", "PARAMS", "PORT_ENV", "REDIRECT",
+    "REPORT", "accepted", "check_report", "decode", "encode", "heartbeat_port", "hello", "params", "redirect",
+    "report",
 ]

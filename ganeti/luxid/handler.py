@@ -76,11 +76,12 @@ class LuxiHandler(MethodHandler):
             locks = await (await self._wconfd()).list_locks_waiting_status()
         data: Any = {}
         needs = live.needed(what, fields, qfilter) - {q.NEED_LIVENESS}
+        liveness = getattr(self.service, "liveness", None)
         if needs:
             if names is None and isinstance(qfilter, list):
                 names = qlang.names_from_filter(qfilter, "name")
-            data = await self.live.gather(config, needs, names)
-        liveness = getattr(self.service, "liveness", None)
+            reports = liveness.fresh_report if liveness is not None else None
+            data = await self.live.gather(config, needs, names, reports)
         roster = liveness.snapshot() if liveness is not None else {}
         return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data, liveness=roster)
 

@@ -227,6 +227,10 @@ class LuxidService(Service):
         except Exception:
             self.log.failure("cannot read the cluster from WConfD")
             return
+        if self.liveness is not None:
+            from ganeti.heartbeat.server import report_args
+
+            self.liveness.set_report_args(report_args(cluster))
         if cluster.max_running_jobs and cluster.max_running_jobs != self._max_running_config:
             self._max_running_config = cluster.max_running_jobs
             self.schedule()

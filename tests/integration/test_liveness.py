@@ -146,3 +146,29 @@ async def test_beats_write_nothing_and_redirect(root):
             assert service.store.writes == 0
         finally:
             await listener.stopService()
+
+        # a peer without the cluster certificate is refused in the TLS handshake
+        from ganeti import crypto
+        from ganeti.heartbeat import wire
+        from ganeti.heartbeat.client import Backoff, HeartbeatClient
+        from ganeti.rpc.tls import Credentials, PinnedPolicy
+
+        key_pem, cert_pem = crypto.generate_key_and_cert("intruder.test")
+        cluster_cert = crypto.load_pem_file(cluster.master.server_pem)[1]
+        creator = PinnedPolicy(Credentials(key_pem, cert_pem, cluster_cert)).creatorForNetloc(b"", 0)
+
+        async def lookup(_failed: bool):
+            return ("node1.test", "127.0.1.1", cluster.heartbeat_port)
+
+        intruder = HeartbeatClient(reactor, lambda: wire.hello("node2.test", "", "forged", None, "0"), lookup,
+                                   lambda: creator, backoff=Backoff(initial=0.2, maximum=0.2))
+        intruder.startService()
+        try:
+            await deferLater(reactor, 3, lambda: None)
+            assert intruder.connects == 0
+            roster = liveness(cluster)
+            assert roster["node2.test"] == "up"
+        finally:
+            intruder.stopService()
+        records = [json.loads(line) for line in open(os.path.join(cluster.master.data_dir, "liveness.log"))]
+        assert not any(r.get("boot_id") == "forged" for r in records)
