@@ -59,6 +59,8 @@ class LivenessService(Service):
         self.port = port
         self.roster = rost.Roster(reactor.seconds(), timeout=timeout, grace=grace, recorded=store.load())
         self.hooks: list[TransitionHook] = []
+        #: called with C{(node, report message)} for every state report (the watcher)
+        self.report_hooks: list[Callable[[str, dict[str, Any]], Any]] = []
         #: the arguments of the calls whose answers node reports carry (L{report_args})
         self.report_args: dict[str, Any] | None = None
         self._sweeper: LoopingCall | None = None
@@ -154,7 +156,13 @@ class LivenessService(Service):
         self.roster.closed(name, conn, self.reactor.seconds())
 
     def reported(self, name: str, conn: Any, message: dict[str, Any]) -> None:
-        self.roster.reported(name, conn, message, self.reactor.seconds())
+        if self.roster.reported(name, conn, message, self.reactor.seconds()) is None:
+            return
+        for hook in list(self.report_hooks):
+            try:
+                hook(name, message)
+            except Exception:
+                self.log.failure("report hook failed for {node}", node=name)
 
     # --- what queries see ----------------------------------------------------------------------------
     def snapshot(self) -> dict[str, dict[str, Any]]:

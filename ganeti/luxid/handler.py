@@ -75,7 +75,7 @@ class LuxiHandler(MethodHandler):
         if what == "lock":
             locks = await (await self._wconfd()).list_locks_waiting_status()
         data: Any = {}
-        needs = live.needed(what, fields, qfilter) - {q.NEED_LIVENESS}
+        needs = live.needed(what, fields, qfilter) - q.LOCAL_NEEDS
         liveness = getattr(self.service, "liveness", None)
         if needs:
             if names is None and isinstance(qfilter, list):
@@ -83,7 +83,16 @@ class LuxiHandler(MethodHandler):
             reports = liveness.fresh_report if liveness is not None else None
             data = await self.live.gather(config, needs, names, reports)
         roster = liveness.snapshot() if liveness is not None else {}
-        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data, liveness=roster)
+        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data, liveness=roster,
+                              watcher_pause=self.watcher_pause() if what == "cluster" else None)
+
+    def watcher_pause(self) -> float | None:
+        """Until when the watcher is paused (Ganeti's C{watcher.pause} file), or None."""
+        import time
+
+        from ganeti.heartbeat.watcher import pause_file, read_pause
+
+        return read_pause(pause_file(self.service.paths.data_dir), time.time())
 
     def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
         ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})
@@ -186,7 +195,21 @@ class LuxiHandler(MethodHandler):
         return q.cluster_info(await self.config())
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
-        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(), None)
+        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(),
+                               self.watcher_pause())
+
+    def luxi_SetWatcherPause(self, until: Any = None) -> float | None:
+        """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set."""
+        from ganeti.heartbeat.watcher import pause_file, write_pause
+
+        if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))):
+            raise errors.OpPrereqError("the pause end must be a number (an epoch) or null, not %r" % (until,),
+                                       errors.ECODE_INVAL)
+        write_pause(pause_file(self.service.paths.data_dir), until)
+        watcher = getattr(self.service, "watcher", None)
+        if until is None and watcher is not None:
+            watcher.resume()  # catch up with what happened during the pause
+        return until
 
     async def luxi_QueryTags(self, kind: Any, name: Any) -> list[str]:
         if kind not in TAG_KINDS:

@@ -116,6 +116,8 @@ class LuxidService(Service):
         self.wconfd: Any = None
         #: the node liveness roster (L{ganeti.heartbeat.server.LivenessService}), if LuxiD listens for heartbeats
         self.liveness: Any = None
+        #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
+        self.watcher: Any = None
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None

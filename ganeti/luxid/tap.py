@@ -18,6 +18,7 @@ from ganeti.daemons import node_address
 from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.roster import DEFAULT_TIMEOUT
 from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, store_for
+from ganeti.heartbeat.watcher import Watcher
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
@@ -44,7 +45,10 @@ class Options(usage.Options):
         ["liveness-timeout", None, DEFAULT_TIMEOUT, "Seconds without a byte before a node is unreachable.",
          positive_float],
     ]
-    optFlags = [["no-forkserver", None, "Start every job process from a fresh interpreter."]]
+    optFlags = [
+        ["no-forkserver", None, "Start every job process from a fresh interpreter."],
+        ["no-watcher", None, "Do not restart instances that stopped by themselves nor archive old jobs."],
+    ]
 
     def opt_listen(self, description: str) -> None:
         """Endpoint string to listen on (repeatable); default: the LUXI sockets."""
@@ -93,6 +97,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
     root.addService(FrozenHeapService(reactor))
+    handler = LuxiHandler(service)
     if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
         liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
                                    port=options["heartbeat-port"])
@@ -100,7 +105,10 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         service.liveness = liveness
         heartbeat_listener(liveness, options["heartbeat-bind"], options["heartbeat-port"],
                            max_connections=options["heartbeat-max-connections"], reactor=reactor).setServiceParent(root)
-    factory = LuxiServerFactory(LuxiHandler(service))
+        if not options["no-watcher"]:
+            service.watcher = Watcher(service, liveness, handler.config, reactor)
+            service.watcher.setServiceParent(root)
+    factory = LuxiServerFactory(handler)
     for description in options["listen"]:
         endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(root)
     return root

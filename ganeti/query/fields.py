@@ -61,6 +61,10 @@ NEED_LIVE_NODES = "live-nodes"
 NEED_CONSOLE = "console"
 #: LuxiD's node liveness roster (L{QueryContext.liveness}); never cached
 NEED_LIVENESS = "liveness"
+#: the watcher's pause (L{QueryContext.watcher_pause}, a file LuxiD reads); never cached
+NEED_WATCHER = "watcher"
+#: needs LuxiD answers itself, without asking any node
+LOCAL_NEEDS = frozenset([NEED_LIVENESS, NEED_WATCHER])
 
 
 class NoData(Exception):

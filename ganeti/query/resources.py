@@ -20,6 +20,7 @@ from ganeti.query.common import by_name, common_fields, index, known, present
 from ganeti.query.fields import (
     NEED_LIVE_NODES,
     NEED_LIVENESS,
+    NEED_WATCHER,
     QFF_HOSTNAME,
     QFF_JOB_ID,
     QFF_TIMESTAMP,
@@ -288,7 +289,7 @@ def _cluster_fields() -> list[FieldDef]:
         FieldDef("drain_flag", "QueueDrained", QFT_BOOL, "Flag whether job queue is drained", lambda cl, c: c.drain_flag),
         FieldDef(
             "watcher_pause", "WatcherPause", QFT_TIMESTAMP, "Until when watcher is paused",
-            lambda cl, c: present(c.watcher_pause),
+            lambda cl, c: present(c.watcher_pause), needs=frozenset([NEED_WATCHER]),
         ),
         FieldDef(
             "master_node", "Master", QFT_TEXT, "Master node name",
