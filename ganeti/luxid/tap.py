@@ -105,6 +105,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         service.liveness = liveness
         heartbeat_listener(liveness, options["heartbeat-bind"], options["heartbeat-port"],
                            max_connections=options["heartbeat-max-connections"], reactor=reactor).setServiceParent(root)
+        if replicator is not None:
+            liveness.hooks.append(lambda t: replicator.node_up(t.node) if t.state == "up" else None)
         if not options["no-watcher"]:
             service.watcher = Watcher(service, liveness, handler.config, reactor)
             service.watcher.setServiceParent(root)

@@ -7,6 +7,7 @@ import struct
 import tempfile
 from typing import Any
 
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -194,3 +195,49 @@ class ClientTests(SynchronousTestCase):
         proto.dataReceived(frame(wire.redirect("node3.test", "127.0.1.3", 4242)))
         self.assertTrue(transport.disconnecting)
         self.assertEqual(self.client._redirect, ("node3.test", "127.0.1.3", 4242))
+
+
+class LookupTests(SynchronousTestCase):
+    def test_ssconf_first_confd_after_a_failure(self) -> None:
+        """The ssconf master normally; after a failed attempt, the candidates'
+        confd answer (highest serial) wins; without one, ssconf again."""
+        from ganeti.heartbeat.client import MasterLookup
+
+        lookup = MasterLookup(make_root(master="node1.test"), Clock(), 4242)
+        answers: list[Any] = [("node3.test", "127.0.1.3", 4242), None]
+
+        async def from_confd() -> Any:
+            return answers.pop(0)
+
+        lookup.from_confd = from_confd  # type: ignore[method-assign]
+        self.assertEqual(self.successResultOf(ensureDeferred(lookup(False))), ("node1.test", "127.0.1.1", 4242))
+        self.assertEqual(self.successResultOf(ensureDeferred(lookup(True))), ("node3.test", "127.0.1.3", 4242))
+        self.assertEqual(self.successResultOf(ensureDeferred(lookup(True))), ("node1.test", "127.0.1.1", 4242))
+
+    def test_confd_query_names_master_and_its_address(self) -> None:
+        """from_confd asks REQ_CLUSTER_MASTER for the name and the master node's primary IP."""
+        from ganeti.confd import wire as cwire
+        from ganeti.confd.client import ConfdResult
+        from ganeti.heartbeat.client import MasterLookup
+
+        asked: list[Any] = []
+
+        class FakeConfd:
+            def query(self, qtype: int, query: Any, wait: str) -> Any:
+                asked.append((qtype, query, wait))
+                from twisted.internet.defer import succeed
+
+                return succeed(ConfdResult(cwire.REPL_STATUS_OK, ["node2.test", "127.0.1.2"], 7, "127.0.1.2", (),
+                                           2, False, True))
+
+            def close(self) -> None:
+                pass
+
+        import ganeti.confd.client as cclient
+
+        self.patch(cclient.ConfdClient, "from_paths", classmethod(lambda cls, *a, **k: FakeConfd()))
+        lookup = MasterLookup(make_root(), Clock(), 4242)
+        got = self.successResultOf(ensureDeferred(lookup.from_confd()))
+        self.assertEqual(got, ("node2.test", "127.0.1.2", 4242))
+        self.assertEqual(asked, [(cwire.REQ_CLUSTER_MASTER,
+                                  {cwire.REQQ_FIELDS: [cwire.REQFIELD_NAME, cwire.REQFIELD_MNODE_PIP]}, "all")])
