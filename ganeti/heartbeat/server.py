@@ -168,6 +168,15 @@ class LivenessService(Service):
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return self.roster.snapshot()
 
+    def fresh_instance_reports(self) -> dict[str, dict[str, Any]]:
+        """C{{node: {instance: info}}} of every connected, up node with a report."""
+        out = {}
+        for name in self.roster.nodes:
+            report = self.roster.fresh_report(name)
+            if report is not None:
+                out[name] = report.get("instances", {})
+        return out
+
     def fresh_report(self, name: str) -> dict[str, Any] | None:
         """The latest report of a connected, up node (None: ask it by RPC)."""
         return self.roster.fresh_report(name)

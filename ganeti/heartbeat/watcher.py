@@ -113,20 +113,31 @@ class RestartBudget:
         return len([t for t in self._restarts.get(name, []) if now - t < self.window])
 
 
-def needs_restart(config: ConfigData, node_name: str, running: Mapping[str, Any]) -> list[str]:
-    """The instances of C{node_name} (as primary) marked up that do not run there.
+def needs_restart(config: ConfigData, node_name: str, reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The instances of C{node_name} (as primary) that C{gnt-instance list}
+    would call C{ERROR_down}: marked up, not running there nor anywhere
+    else a report shows, and not stopped by their user (C{USER_down}, with
+    user shutdown enabled).
 
-    @param running: the node's reported instances, C{{name: {"state": ...}}}
+    @param reports: C{{node name: {instance name: {"state": ...}}}} of every
+        node with a fresh report (C{node_name}'s included)
     """
+    from ganeti.query import fields as q
+    from ganeti.query.instance import ST_ERROR_DOWN, instance_status
+
     node = next((n for n in config.nodes.values() if n.name == node_name), None)
-    if node is None or node.offline:
+    if node is None or node.offline or node_name not in reports:
         return []
+    ctx = q.QueryContext(config=config, live={name: {"instances": dict(found)} for name, found in reports.items()})
     out = []
     for inst in config.instances.values():
         if inst.primary_node != node.uuid or inst.admin_state != "up" or not inst.name:
             continue
-        info = running.get(inst.name)
-        if info is None or info.get("state") != "running":
+        try:
+            status = instance_status(inst, ctx)
+        except (q.NoData, q.Unavail, q.Offline):
+            continue
+        if status == ST_ERROR_DOWN:
             out.append(inst.name)
     return sorted(out)
 
@@ -220,11 +231,11 @@ class Watcher(Service):
         """Restart the instances of C{node} that should run and do not; the job ids."""
         if self.paused():
             return []
-        report = self.liveness.fresh_report(node)
-        if report is None:
+        reports = self.liveness.fresh_instance_reports()
+        if node not in reports:
             return []
         config = await self.config()
-        down = needs_restart(config, node, report.get("instances", {}))
+        down = needs_restart(config, node, reports)
         for name in list(self.given_up):
             if name not in down:
                 self.given_up.discard(name)

@@ -22,13 +22,27 @@ RUNNING = {"state": "running"}
 
 class PureTests(SynchronousTestCase):
     def test_needs_restart(self) -> None:
-        """Admin-up instances of the node that do not run; not admin-down ones, not offline nodes."""
+        """Admin-up instances of the node that do not run; not admin-down ones, not offline nodes,
+        not one running on another node, not without the node's report."""
         config = make_config()
-        self.assertEqual(w.needs_restart(config, "node1.example.test", {}), ["web1"])
-        self.assertEqual(w.needs_restart(config, "node1.example.test", {"web1": RUNNING}), [])
-        self.assertEqual(w.needs_restart(config, "node1.example.test", {"web1": {"state": "shutdown"}}), ["web1"])
-        self.assertEqual(w.needs_restart(config, "node3.example.test", {}), [])  # offline
-        self.assertEqual(w.needs_restart(config, "nosuch", {}), [])
+        n1, n2 = "node1.example.test", "node2.example.test"
+        self.assertEqual(w.needs_restart(config, n1, {n1: {}}), ["web1"])
+        self.assertEqual(w.needs_restart(config, n1, {n1: {"web1": RUNNING}}), [])
+        self.assertEqual(w.needs_restart(config, n1, {n1: {"web1": {"state": "shutdown"}}}), ["web1"])
+        self.assertEqual(w.needs_restart(config, n1, {n1: {}, n2: {"web1": RUNNING}}), [])  # WRONG_node
+        self.assertEqual(w.needs_restart(config, n1, {n2: {}}), [])
+        self.assertEqual(w.needs_restart(config, "node3.example.test", {"node3.example.test": {}}), [])  # offline
+        self.assertEqual(w.needs_restart(config, "nosuch", {"nosuch": {}}), [])
+
+    def test_user_down_is_left_alone(self) -> None:
+        """A guest that powered itself off with user shutdown enabled is USER_down: no restart."""
+        import attrs
+
+        config = make_config()
+        config = attrs.evolve(config, cluster=attrs.evolve(config.cluster, enabled_user_shutdown=True))
+        n1 = "node1.example.test"
+        self.assertEqual(w.needs_restart(config, n1, {n1: {"web1": {"state": "shutdown"}}}), [])
+        self.assertEqual(w.needs_restart(config, n1, {n1: {}}), ["web1"])  # gone: a crash
 
     def test_budget(self) -> None:
         """Three restarts in 30 minutes, the fourth refused; allowed again once the first is old."""
@@ -87,6 +101,15 @@ class FakeLiveness:
     def __init__(self) -> None:
         self.report_hooks: list[Any] = []
         self.reports: dict[str, Any] = {}
+
+    def fresh_instance_reports(self) -> Any:
+        return {name: report["instances"] for name, report in self.reports.items()}
+
+    @property
+    def roster(self) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(nodes=dict(self.reports))
 
     def fresh_report(self, name: str) -> Any:
         return self.reports.get(name)
@@ -164,3 +187,15 @@ class WatcherTests(SynchronousTestCase):
     def test_archives_old_jobs(self) -> None:
         self.clock.advance(w.ARCHIVE_EVERY)
         self.assertEqual(self.luxid.archived, (w.ARCHIVE_AGE, w.ARCHIVE_TIMEOUT))
+
+    def test_resume_looks_at_every_node(self) -> None:
+        """'continue' (resume) checks the nodes at once, without waiting for a report."""
+        path = w.pause_file(self.luxid.paths.data_dir)
+        w.write_pause(path, time.time() + 3600)
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(self.luxid.submitted, [])
+        w.write_pause(path, None)
+        self.watcher.resume()
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.submitted), 1)
