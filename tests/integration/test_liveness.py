@@ -89,6 +89,9 @@ async def test_liveness_kill_stop_restart(root):
         # gnt-cluster verify names the unreachable node as an error
         node3.kill(signal.SIGKILL)
         await wait_state(cluster, "node3.test", "unreachable", 5)
+        # a job that calls it says so in its log
+        delay = gnt(cluster.master, "gnt-debug", "delay", "--no-master", "-n", "node3.test", "0.1")
+        assert "Node node3.test is unreachable (no heartbeat for" in delay.stdout + delay.stderr, delay
         verify = gnt(cluster.master, "gnt-cluster", "verify")
         assert verify.returncode != 0, verify
         assert "node node3.test: node is unreachable: no heartbeat" in verify.stdout, verify.stdout

@@ -182,3 +182,35 @@ class VerifyTests(SynchronousTestCase):
             ("n2", "node is unreachable: no heartbeat (last heard from 10 s ago)"),
             ("n4", "node is unreachable: no heartbeat (not heard from since the master started)"),
         ])
+
+
+class NotingRpcTests(SynchronousTestCase):
+    def test_a_call_to_an_unreachable_node_is_noted_once(self) -> None:
+        """The job log names an unreachable node a call waits for, once; reachable ones are not named."""
+        from twisted.internet.defer import Deferred, ensureDeferred
+
+        from ganeti.cmdlib.liveness_verify import NotingRpc
+
+        answers: Deferred = Deferred()
+        lines: list[str] = []
+
+        class Rpc:
+            async def call(self, nodes: object, procedure: str, args: object = (), **kw: object) -> object:
+                if not answers.called:
+                    await answers
+                return {"n1": 1, "n2": 2}
+
+        async def roster(names: list[str]) -> dict:
+            return {"n1": {"liveness": "up", "last_seen": 1.0}, "n2": {"liveness": "unreachable", "last_seen": None}}
+
+        async def feedback(line: str) -> None:
+            lines.append(line)
+
+        rpc = NotingRpc(Rpc(), roster, feedback)
+        d = ensureDeferred(rpc.call({"n1": "a", "n2": "b"}, "instance_start", [], timeout=60))
+        self.assertEqual(lines, ["Node n2 is unreachable (no heartbeat since the master started); "
+                                 "instance_start waits up to 60 s for its answer"])
+        answers.callback({"n1": 1, "n2": 2})
+        self.assertEqual(self.successResultOf(d), {"n1": 1, "n2": 2})
+        self.assertEqual(self.successResultOf(ensureDeferred(rpc.call_one("n2", "b", "version"))), 2)
+        self.assertEqual(len(lines), 1)
