@@ -175,3 +175,25 @@ async def test_beats_write_nothing_and_redirect(root):
             intruder.stopService()
         records = [json.loads(line) for line in open(os.path.join(cluster.master.data_dir, "liveness.log"))]
         assert not any(r.get("boot_id") == "forged" for r in records)
+
+
+def test_luxid_exits_when_the_heartbeat_port_is_taken(root):
+    """A LuxiD that cannot listen for heartbeats does not run: exit 1, one line naming the address."""
+    import socket
+    import subprocess
+
+    from ganeti import crypto
+    from ganeti.daemons import free_port, write_node_identity
+    from ganeti.testing.daemons import TWISTD
+
+    crypto.bootstrap_secrets(root, "cluster.test", node_name="node1.test")
+    write_node_identity(root, "node1.test", "127.0.1.1")
+    port = free_port()
+    with socket.socket() as holder:
+        holder.bind(("127.0.1.1", port))
+        holder.listen(1)
+        done = subprocess.run([TWISTD, "-n", "--pidfile=", "--logfile=-", "ganeti-luxid", "--root", root.root,
+                               "--heartbeat-port", str(port)], capture_output=True, text=True, timeout=60,
+                              cwd=root.root)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ganeti-luxid cannot listen on 127.0.1.1 port %d (TCP)" % port in done.stdout + done.stderr
