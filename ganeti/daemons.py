@@ -7,8 +7,8 @@ Each daemon runs as its twistd plugin, daemonized, with the node's root:
 and holds C{ROOT/var/run/ganeti/<daemon>.pid} locked while it runs, which
 is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
-C{gnt-cluster init}): every node runs noded and confd; the master also runs
-wconfd, rapi and luxid, in Ganeti's order.  Daemons whose plugin is not
+C{gnt-cluster init}): every node runs noded, confd and mond; the master also
+runs wconfd, rapi and luxid, in Ganeti's order (mond last).  Daemons whose plugin is not
 installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
 short (C{luxid}).
 
@@ -51,14 +51,16 @@ class Spec(NamedTuple):
     udp: bool = False
 
 
-#: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid
+#: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid, mond
 DAEMONS = (
     Spec("ganeti-noded", "noded", False, True, 1811, "", "node-daemon"),
     Spec("ganeti-confd", "confd", False, True, 1814, "", "conf-daemon", udp=True),
     Spec("ganeti-wconfd", "wconfd", True, False, 0, "wconfd_socket", "wconf-daemon"),
     Spec("ganeti-rapi", "rapi", True, True, 5080, "", "rapi-daemon"),
     Spec("ganeti-luxid", "luxid", True, False, 0, "luxi_socket", "luxi-daemon"),
+    Spec("ganeti-mond", "mond", False, True, 1815, "", "monitoring-daemon"),
 )
+MOND = DAEMONS[-1]
 BY_NAME = {spec.name: spec for spec in DAEMONS}
 #: full and short names (C{ganeti-luxid}, C{luxid})
 NAMES = {**BY_NAME, **{spec.package: spec for spec in DAEMONS}}
@@ -226,6 +228,16 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
 
 
+def twistd_argv(paths: Paths, spec: Spec, address: str, *extra: str) -> list[str]:
+    """The command that starts C{spec}'s daemon daemonized, logging to its log file."""
+    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
+    argv = [twistd, "--pidfile=", "--umask=022", "--logfile=%s" % paths.log_file(spec.logbase), spec.name,
+            "--root", paths.root]
+    if spec.bind:
+        argv += ["--bind", address]
+    return argv + list(extra)
+
+
 def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object]) -> bool:
     pid = running_pid(paths, spec)
     if pid is not None:
@@ -237,10 +249,7 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
         return False
     log_path = paths.log_file(spec.logbase)
     offset = log_size(log_path)
-    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
-    argv = [twistd, "--pidfile=", "--umask=022", "--logfile=%s" % log_path, spec.name, "--root", paths.root]
-    if spec.bind:
-        argv += ["--bind", address]
+    argv = twistd_argv(paths, spec, address)
     result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True)
     if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
         reason = logged_reason(log_path, offset) or (result.stderr or result.stdout).strip()[-500:]
@@ -323,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", help="root of the node's files (default: $GANETI_ROOT or /)")
     parser.add_argument("action", choices=("start", "stop", "status", "restart"))
     parser.add_argument("daemons", nargs="*", metavar="DAEMON",
-                        help="ganeti-noded or noded, confd, wconfd, rapi, luxid (default: every daemon this node runs)")
+                        help="ganeti-noded or noded, confd, wconfd, rapi, luxid, mond (default: every daemon this node runs)")
     args = parser.parse_args(argv)
     paths = Paths.from_option(args.root)
     if args.action == "start":

@@ -377,6 +377,9 @@ define(
         Param("modify_etc_hosts", t_maybe(T_BOOL), ABSENT, "keep /etc/hosts up to date"),
         Param("prealloc_wipe_disks", t_maybe(T_BOOL), ABSENT, "wipe new disks"),
         Param("default_iallocator", t_maybe(T_STR), ABSENT, "default allocator"),
+        Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
+        Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
+              "data collector intervals (microseconds)"),
     ],
     doc="Change cluster parameters.",
 )

@@ -191,6 +191,7 @@ class JoinService(Service):
         stop: Callable[[], Any] | None = None,
         reactor: Any = None,
         where: str = "its port",
+        after_join: Callable[[], Any] | None = None,
     ) -> None:
         self.paths = paths
         self.token = join.check_token(token)
@@ -200,6 +201,7 @@ class JoinService(Service):
         self._stop = stop
         self._reactor = reactor
         self._where = where
+        self._after_join = after_join
         self._port: Any = None
         self.failures = 0
         self.waiting = True
@@ -270,3 +272,5 @@ class JoinService(Service):
                 self._end()
             raise
         self.log.info("ganeti-noded: joined; serving node RPC with the cluster certificate")
+        if self._after_join is not None:
+            self._after_join()

@@ -19,6 +19,7 @@ from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
 
@@ -31,6 +32,13 @@ from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+
+log = Logger()
+
+
+def mond_port(value: str) -> int:
+    """C{--mond-port}: a TCP port, or 0."""
+    return 0 if value.strip() == "0" else port_number(value)
 
 
 class Options(usage.Options):
@@ -46,6 +54,7 @@ class Options(usage.Options):
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
+        ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
     ]
 
     def postOptions(self) -> None:
@@ -67,6 +76,19 @@ class Options(usage.Options):
             except ValueError as e:
                 raise usage.UsageError(str(e))
         self["token"] = token
+
+
+def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
+    """Start the node's ganeti-mond (as Ganeti's node setup does when a node is added); C{port} 0: do not."""
+    from twisted.internet.protocol import ProcessProtocol
+
+    from ganeti import daemons
+
+    if not port:
+        return
+    argv = daemons.twistd_argv(paths, daemons.MOND, address, "--port", str(port))
+    log.info("ganeti-noded: starting ganeti-mond on {address} port {port}", address=address, port=port)
+    reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=None, path=paths.root)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
@@ -101,7 +123,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root.addService(PidFileService(pid_fd))
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, where=where).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, where=where,
+                    after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
+                    ).setServiceParent(root)
     else:
         stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root
