@@ -41,7 +41,10 @@ class Options(usage.Options):
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
     ]
-    optFlags = [["require-authentication", None, "Require authentication for reads too."]]
+    optFlags = [
+        ["require-authentication", None, "Require authentication for reads too."],
+        ["public-metrics", None, "Serve /metrics without authentication, even with --require-authentication."],
+    ]
 
     def postOptions(self) -> None:
         if not self["bind"]:
@@ -74,6 +77,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         UsersFile(paths.rapi_users),
         require_authentication=options["require-authentication"],
         max_body=options["max-body"],
+        public_metrics=options["public-metrics"],
     )
     site = RapiSite(resource, requestFactory=request_factory(options["max-body"]))
     site.displayTracebacks = False
