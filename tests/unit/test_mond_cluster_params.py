@@ -1,0 +1,124 @@
+"""The cluster's data collector settings: gnt-cluster modify's options,
+OP_CLUSTER_SET_PARAMS, and confd's DATA_COLLECTORS answer that MonD reads."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti import daemons, errors, opcodes
+from ganeti.client.cluster_init import parse_collector_intervals, parse_collector_states
+from ganeti.cmdlib.cluster import data_collectors_changed
+from ganeti.jobs import model
+from tests.unit.test_processor import ProcessorTestCase
+
+
+class ClientOptionTests(SynchronousTestCase):
+    def test_states(self) -> None:
+        self.assertEqual(parse_collector_states("diskstats=false,cpu-avg-load=True,lv=yes,drbd=0"),
+                         {"diskstats": False, "cpu-avg-load": True, "lv": True, "drbd": False})
+        self.assertRaises(argparse.ArgumentTypeError, parse_collector_states, "diskstats=maybe")
+        self.assertRaises(argparse.ArgumentTypeError, parse_collector_states, "diskstats")
+
+    def test_intervals_are_microseconds(self) -> None:
+        """Ganeti's conversion: seconds on the command line, microseconds in the config."""
+        self.assertEqual(parse_collector_intervals("cpu-avg-load=0.5,diskstats=10"),
+                         {"cpu-avg-load": 500000, "diskstats": 10000000})
+        for bad in ("diskstats=0", "diskstats=-1", "diskstats=soon"):
+            self.assertRaises(argparse.ArgumentTypeError, parse_collector_intervals, bad)
+
+
+class MergeTests(SynchronousTestCase):
+    def test_merge(self) -> None:
+        current = {"diskstats": {"active": True, "interval": 5000000}}
+        merged = data_collectors_changed(current, {"diskstats": False, "good-plugin": False}, {"diskstats": 1000})
+        self.assertEqual(merged, {"diskstats": {"active": False, "interval": 1000},
+                                  "good-plugin": {"active": False, "interval": 5000000}})
+        self.assertEqual(current, {"diskstats": {"active": True, "interval": 5000000}}, "the input is not changed")
+
+    def test_bad_names(self) -> None:
+        for name in ("", "bad name", "../x", "-x"):
+            self.assertRaises(errors.OpPrereqError, data_collectors_changed, {}, {name: True}, None)
+
+    def test_opcode_types(self) -> None:
+        for params in ({"data_collector_interval": {"diskstats": 0}}, {"enabled_data_collectors": {"lv": "yes"}},
+                       {"enabled_data_collectors": ["lv"]}):
+            self.assertRaises(errors.OpPrereqError, opcodes.validate, dict({"OP_ID": "OP_CLUSTER_SET_PARAMS"}, **params))
+        opcodes.validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "enabled_data_collectors": {"lv": False},
+                          "data_collector_interval": {"lv": 10}})
+
+
+class SetParamsTests(ProcessorTestCase):
+    def test_collectors_change_in_the_config(self) -> None:
+        op = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "enabled_data_collectors": {"diskstats": False},
+              "data_collector_interval": {"cpu-avg-load": 1000000}}
+        job = self.env.execute(1, [op])
+        self.assertEqual(job.status, model.SUCCESS, job.ops[0].result)
+        collectors = self.env.read_config().cluster.data_collectors
+        self.assertFalse(collectors["diskstats"]["active"])
+        self.assertEqual(collectors["cpu-avg-load"]["interval"], 1000000)
+
+    def test_bad_name_changes_nothing(self) -> None:
+        before = self.env.read_config().cluster
+        job = self.env.execute(1, [{"OP_ID": "OP_CLUSTER_SET_PARAMS", "enabled_data_collectors": {"a b": True}}])
+        self.assertEqual(job.status, model.ERROR)
+        self.assertEqual(job.ops[0].result[0], "OpPrereqError")
+        self.assertEqual(self.env.read_config().cluster, before)
+
+    def test_bad_interval_type_is_refused(self) -> None:
+        job = self.env.execute(1, [{"OP_ID": "OP_CLUSTER_SET_PARAMS", "data_collector_interval": {"lv": -5}}])
+        self.assertEqual(job.status, model.ERROR)
+
+
+class DaemonsTests(SynchronousTestCase):
+    def test_mond_runs_everywhere_last(self) -> None:
+        self.assertEqual(daemons.DAEMONS[-1].name, "ganeti-mond")
+        self.assertIs(daemons.MOND, daemons.DAEMONS[-1])
+        self.assertFalse(daemons.MOND.master_only)
+        self.assertEqual((daemons.MOND.port, daemons.MOND.logbase), (1815, "monitoring-daemon"))
+        self.assertIs(daemons.spec_by_name("mond"), daemons.MOND)
+
+    def test_twistd_argv(self) -> None:
+        from ganeti.paths import Paths
+
+        argv = daemons.twistd_argv(Paths("/tmp/r"), daemons.MOND, "127.0.1.2", "--port", "9")
+        self.assertEqual(argv[1:], ["--pidfile=", "--umask=022", "--logfile=/tmp/r/var/log/ganeti/monitoring-daemon.log",
+                                    "ganeti-mond", "--root", "/tmp/r", "--bind", "127.0.1.2", "--port", "9"])
+
+
+class NodedOptionTests(SynchronousTestCase):
+    def test_mond_port(self) -> None:
+        from twisted.python import usage
+
+        from ganeti.noded.tap import Options
+
+        def parsed(*args: str) -> Options:
+            options = Options()
+            options.parseOptions(["--bind", "127.0.1.2", *args])
+            return options
+        self.assertEqual(parsed()["mond-port"], 1815)
+        self.assertEqual(parsed("--mond-port", "0")["mond-port"], 0)
+        self.assertEqual(parsed("--mond-port", "18150")["mond-port"], 18150)
+        self.assertRaises(usage.UsageError, parsed, "--mond-port", "70000")
+
+    def test_start_mond(self) -> None:
+        from twisted.internet.testing import MemoryReactor
+
+        from ganeti.noded.tap import start_mond
+        from ganeti.paths import Paths
+
+        class Spawning(MemoryReactor):
+            spawned: list[list[str]] = []
+
+            def spawnProcess(self, protocol: Any, executable: str, args: list[str], env: Any = None,
+                             path: Any = None) -> None:
+                self.spawned.append(args)
+
+        reactor = Spawning()
+        start_mond(Paths("/tmp/r"), "127.0.1.2", 0, reactor)
+        self.assertEqual(reactor.spawned, [])
+        start_mond(Paths("/tmp/r"), "127.0.1.2", 1815, reactor)
+        (argv,) = reactor.spawned
+        self.assertEqual(argv[-7:], ["ganeti-mond", "--root", "/tmp/r", "--bind", "127.0.1.2", "--port", "1815"])
