@@ -111,17 +111,17 @@ class MondService(Service):
             self._client.close()
 
     # --- the cluster view ---------------------------------------------------
+    def _ssconf(self, key: str) -> str:
+        """The node's ssconf value C{key} ("" when it has none)."""
+        try:
+            with open(self.paths.ssconf(key)) as handle:
+                return handle.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
+
     def _local_view(self) -> ClusterView:
         """What this node's ssconf says (hypervisors, storage, master)."""
-        from ganeti.ssconf import SimpleStore
-
-        store = SimpleStore(self.paths)
-
-        def value(key: str) -> str:
-            try:
-                return store.get_value(key).strip()
-            except Exception:
-                return ""
+        value = self._ssconf
 
         return attrs.evolve(
             self.view,
@@ -135,15 +135,14 @@ class MondService(Service):
         if self._confd is not None:
             return self._confd(qtype, query)
         from ganeti.confd.client import ConfdClient
-        from ganeti.confd.service import read_key
-        from ganeti.ssconf import SimpleStore
 
-        peers = SimpleStore(self.paths).get_master_candidates_ips()
+        peers = [p for p in self._ssconf("master_candidates_ips").splitlines() if p]
         if self._client is None or peers != self._peers:
             if self._client is not None:
                 self._client.close()
-            self._client = ConfdClient(self.reactor, read_key(self.paths.hmac_key), peers, port=self.confd_port,
-                                       timeout=CONFD_TIMEOUT)
+            with open(self.paths.hmac_key, "rb") as handle:  # as Ganeti keeps it, newline included
+                key = handle.read()
+            self._client = ConfdClient(self.reactor, key, peers, port=self.confd_port, timeout=CONFD_TIMEOUT)
             self._peers = peers
         return self._client.query(qtype, query)
 

@@ -9,14 +9,14 @@ collectors run comes from the cluster through confd.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from twisted.application.service import IService, MultiService
-from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.python import usage
 
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float
-from ganeti.listening import stream_listener
+from ganeti.listening import Listener
 from ganeti.mond import settings
 from ganeti.mond.collectors.plugins import DEFAULT_TIMEOUT
 from ganeti.paths import Paths
@@ -60,20 +60,19 @@ def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> lis
     from ganeti import daemons
     from ganeti.mond.collectors.daemons import DaemonStatus
     from ganeti.mond.collectors.host import CpuAvgLoad, DiskStats, Host, NodeResources
-    from ganeti.mond.collectors.instances import InstanceStatus
+    from ganeti.mond.collectors.instances import InstanceStatus, fake_running
     from ganeti.mond.collectors.storage import FileStorage
 
     host = Host(proc_dir, clock=reactor.seconds)
 
-    def running(hypervisor: str) -> Any:
-        def call() -> Any:
-            from ganeti.backend.hypervisor import get_hypervisor
+    def kvm_running() -> Any:
+        from ganeti.backend.hypervisor import get_hypervisor  # only once kvm is enabled: it is not small
 
-            return get_hypervisor(hypervisor, paths, reactor).get_all_instances_info()
-        return call
+        return get_hypervisor("kvm", paths, reactor).get_all_instances_info()
 
     collectors: list[Any] = [CpuAvgLoad(host), DiskStats(host), NodeResources(host)]
-    collectors += [InstanceStatus(hv, running(hv), reactor.seconds) for hv in ("fake", "kvm")]
+    collectors += [InstanceStatus("fake", lambda: fake_running(paths, reactor.seconds()), reactor.seconds),
+                   InstanceStatus("kvm", kvm_running, reactor.seconds)]
     collectors += [FileStorage("file", paths.root), FileStorage("sharedfile", paths.root)]
     specs = list(daemons.DAEMONS)
     collectors += [DaemonStatus(spec.name, spec.master_only, _pid_of(paths, spec), host) for spec in specs]
@@ -89,14 +88,25 @@ def _pid_of(paths: Paths, spec: Any) -> Any:
     return pid
 
 
+def without_tls() -> None:
+    """Keep pyOpenSSL (and the cryptography it loads) out of this process.
+
+    MonD speaks plain HTTP and signs confd requests with hashlib, but
+    Twisted's TCP support imports pyOpenSSL whenever it is installed:
+    about 18 MB of MonD's memory.  Only done before the reactor is
+    imported (the daemon's start), never in a process that may use TLS.
+    """
+    if "twisted.internet.reactor" not in sys.modules and "OpenSSL" not in sys.modules:
+        sys.modules["OpenSSL"] = None  # type: ignore[assignment]
+
+
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
+        without_tls()
         from twisted.internet import reactor
-    from twisted.web.server import Site
-
     from ganeti import daemons
     from ganeti.mond.collectors.plugins import Plugin, scan
-    from ganeti.mond.resource import MondResource
+    from ganeti.mond.resource import Api, MondFactory
     from ganeti.mond.service import MondService
 
     paths: Paths = options["paths"]
@@ -121,12 +131,10 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root = MultiService()
     root.addService(PidFileService(pid_fd))
     service.setServiceParent(root)
-    site = Site(MondResource(service), logPath=paths.log_file("monitoring-daemon-access"))
-    site.displayTracebacks = False
-    bind = options["bind"]
-    endpoint_class = TCP6ServerEndpoint if ":" in bind else TCP4ServerEndpoint
-    endpoint = endpoint_class(reactor, options["port"], interface=bind)
-    where = "%s port %d (TCP)" % (bind, options["port"])
-    stream_listener(endpoint, site, where, daemon=daemons.MOND.name, reactor=reactor).setServiceParent(root)
+    site = MondFactory(Api(service), paths.log_file("monitoring-daemon-access"), reactor)
+    bind, port = options["bind"], options["port"]
+    where = "%s port %d (TCP)" % (bind, port)
+    Listener(lambda: reactor.listenTCP(port, site, interface=bind), where, daemon=daemons.MOND.name,
+             reactor=reactor).setServiceParent(root)
     FrozenHeapService(reactor).setServiceParent(root)
     return root

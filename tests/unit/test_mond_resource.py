@@ -1,22 +1,36 @@
-"""MonD's HTTP API and /metrics over treq's StubTreq (no sockets)."""
+"""MonD's HTTP API and /metrics, spoken over an in-memory transport (no sockets)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from treq.testing import StubTreq
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
 
 from ganeti.mond import metrics
 from ganeti.mond.report import KIND_STATUS
-from ganeti.mond.resource import MondResource
+from ganeti.mond.resource import Api, MondFactory
 from ganeti.mond.service import encode_entry
 from ganeti.promtext import Exposition, Histogram, format_value, labels_text
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.unit.test_mond_service import Counting, ServiceCase
 
-URL = "http://127.0.1.1:1815"
+
+
+def responses(data: bytes) -> list[tuple[int, dict[bytes, bytes], bytes]]:
+    """The HTTP/1.1 responses in C{data}: C{(code, headers, body)} each."""
+    out = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        code = int(lines[0].split()[1])
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+        length = int(headers.get(b"content-length", b"0"))
+        out.append((code, headers, rest[:length]))
+        data = rest[length:]
+    return out
 
 
 class Verbose(Counting):
@@ -30,15 +44,20 @@ class ResourceTests(ServiceCase):
         self.status = Verbose("probe", "storage", KIND_STATUS)
         self.status.behaviour = lambda view: {"status": {"code": 0, "message": ""}, "detail": 7}
         self.mond = self.service()
-        self.resource = MondResource(self.mond)
-        self.stub = StubTreq(self.resource)
+        self.api = Api(self.mond)
+        self.factory = MondFactory(self.api, None, self.clock)
+
+    def exchange(self, data: bytes) -> tuple[bytes, StringTransport]:
+        channel = self.factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
+        transport = StringTransport()
+        channel.makeConnection(transport)
+        channel.dataReceived(data)
+        return transport.value(), transport
 
     def get(self, path: str, method: str = "GET") -> tuple[int, str, bytes]:
-        d = self.stub.request(method, URL + path)
-        self.stub.flush()
-        response = self.successResultOf(d)
-        body = self.successResultOf(response.content())
-        return response.code, response.headers.getRawHeaders("content-type", [""])[0], body
+        raw, _transport = self.exchange(b"%s %s HTTP/1.1\r\nHost: mond\r\n\r\n" % (method.encode(), path.encode()))
+        ((code, headers, body),) = responses(raw)
+        return code, headers.get(b"content-type", b"").decode(), body
 
     def json(self, path: str) -> Any:
         code, ctype, body = self.get(path)
@@ -76,7 +95,21 @@ class ResourceTests(ServiceCase):
         for method in ("POST", "PUT", "DELETE", "PATCH"):
             code, _ctype, body = self.get("/1/report/all", method)
             self.assertEqual((code, body), (405, b"Method not allowed"), method)
-        self.assertEqual(self.get("/", "HEAD")[0], 200)
+        raw, _transport = self.exchange(b"HEAD / HTTP/1.1\r\nHost: mond\r\n\r\n")
+        self.assertTrue(raw.startswith(b"HTTP/1.1 200 OK\r\n"), raw)
+        self.assertTrue(raw.endswith(b"\r\n\r\n"), raw)  # no body
+
+    def test_keep_alive_and_pipelining(self) -> None:
+        raw, transport = self.exchange(b"GET / HTTP/1.1\r\nHost: m\r\n\r\nGET /1 HTTP/1.1\r\nHost: m\r\n\r\n"
+                                       b"GET /1/report/default/cpu-avg-load HTTP/1.1\r\nHost: m\r\n\r\n")
+        self.assertEqual([(code, body[:20]) for code, _h, body in responses(raw)],
+                         [(200, b"[1]"), (200, b"null"), (200, b'{"name":"cpu-avg-loa')])
+        self.assertFalse(transport.disconnecting)
+
+    def test_garbage_gets_400_and_the_connection_closes(self) -> None:
+        raw, transport = self.exchange(b"\x00\xffgarbage\r\n\r\n")
+        self.assertTrue(raw.startswith(b"HTTP/1.1 400 "), raw)
+        self.assertTrue(transport.disconnecting)
 
     def test_metrics(self) -> None:
         code, ctype, body = self.get("/metrics")
@@ -86,10 +119,10 @@ class ResourceTests(ServiceCase):
         self.assertIn("ganeti_mond_config_stale 0\n", text)
         self.assertIn('ganeti_mond_config_source_info{source="confd"} 1\n', text)
         # rebuilt only when a report changed
-        first = self.resource.metrics()
-        self.assertIs(self.resource.metrics(), first)
+        first = self.api.metrics()
+        self.assertIs(self.api.metrics(), first)
         self.clock.advance(5)
-        self.assertIsNot(self.resource.metrics(), first)
+        self.assertIsNot(self.api.metrics(), first)
 
 
 class MetricsTests(SynchronousTestCase):

@@ -86,6 +86,34 @@ def _item(inst: dict[str, Any], name: str, admin: str, info: dict[str, Any] | No
     }
 
 
+def fake_running(paths: Any, now: float) -> dict[str, dict[str, Any]]:
+    """What the fake hypervisor runs on the node: C{{name: {"memory",
+    "vcpus", "time"}}}, from its state files (the format of
+    L{ganeti.backend.hypervisor.fake}, read here without importing the
+    hypervisor layer and the config objects it needs, to keep MonD small)."""
+    import os
+
+    from ganeti import serializer
+
+    directory = os.path.join(paths.run_dir, "fake-hypervisor")
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return {}
+    running = {}
+    for name in names:
+        if name.startswith(".") or name.endswith(".migration"):
+            continue
+        try:
+            record = serializer.read_json(os.path.join(directory, name))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("state") in ("running", "paused"):
+            running[name] = {"memory": int(record.get("memory") or 0), "vcpus": int(record.get("vcpus") or 0),
+                             "time": max(0, int(now - float(record.get("started") or 0)))}
+    return running
+
+
 class InstanceStatus(Collector):
     """C{inst-status-<hypervisor>}: active when the hypervisor is enabled."""
 
