@@ -252,19 +252,28 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
     argv = twistd_argv(paths, spec, address)
     result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True)
     if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
+        if running_pid(paths, spec) is not None:  # started meanwhile by someone else (noded starts mond)
+            return _wait_listening(paths, spec, address, timeout, out, log_path, "already running")
         reason = logged_reason(log_path, offset) or (result.stderr or result.stdout).strip()[-500:]
         out("%s failed to start: %s" % (spec.name, reason))
         return False
+    return _wait_listening(paths, spec, address, timeout, out, log_path, "started", offset)
+
+
+def _wait_listening(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
+                    log_path: str, state: str, offset: int | None = None) -> bool:
+    """Wait until the daemon that holds its pid file listens; report C{state} then."""
     deadline = time.monotonic() + timeout
     while True:
         pid = running_pid(paths, spec)
         if pid is None:  # it ended after the status pipe said it started
-            reason = logged_reason(log_path, offset) or "it exited; see %s" % log_path
+            reason = (logged_reason(log_path, offset) if offset is not None else None) or (
+                "it exited; see %s" % log_path)
             out("%s failed to start: %s" % (spec.name, reason))
             return False
         problem = listening_problem(paths, spec, address)
         if problem is None:
-            out("%s: started (pid %s)" % (spec.name, pid))
+            out("%s: %s (pid %s)" % (spec.name, state, pid))
             return True
         if time.monotonic() > deadline:
             out("%s: did not come up within %ss (%s); see %s" % (spec.name, timeout, problem, log_path))

@@ -122,3 +122,27 @@ class NodedOptionTests(SynchronousTestCase):
         start_mond(Paths("/tmp/r"), "127.0.1.2", 1815, reactor)
         (argv,) = reactor.spawned
         self.assertEqual(argv[-7:], ["ganeti-mond", "--root", "/tmp/r", "--bind", "127.0.1.2", "--port", "1815"])
+
+
+class StartRaceTests(SynchronousTestCase):
+    def test_started_meanwhile_by_someone_else(self) -> None:
+        """noded starts MonD after a join; a ganeti-daemons start racing it
+        finds MonD running (its twistd fails on the pid file) and says so."""
+        import shutil
+        import subprocess
+        import tempfile
+        from unittest import mock
+
+        from ganeti.paths import Paths
+
+        paths = Paths(tempfile.mkdtemp(prefix="drace"))
+        self.addCleanup(shutil.rmtree, paths.root, True)
+        daemons.write_node_identity(paths, "node2.test", "127.0.1.2")
+        pids = iter([None, 4242, 4242])
+        lines: list[str] = []
+        failed = subprocess.CompletedProcess([], 1, "", "ganeti-mond is already running")
+        with mock.patch.object(daemons, "running_pid", lambda p, s: next(pids)), \
+                mock.patch.object(daemons, "listening_problem", lambda p, s, a: None), \
+                mock.patch.object(subprocess, "run", lambda *a, **k: failed):
+            self.assertEqual(daemons.start(paths, ["mond"], out=lines.append), daemons.EXIT_OK)
+        self.assertEqual(lines, ["ganeti-mond: already running (pid 4242)"])
