@@ -3,11 +3,10 @@
 Every figure comes from a real source, at scrape time:
 
   - jobs by status and opcode, job queue wait (received to started) and
-    run (started to ended) times, lock wait times (an opcode's start,
-    before its locks, to its execution, after them): LUXI
-    C{QueryJobs} over the job queue's files (archived jobs are not in it);
-    the job files keep one timestamp pair per opcode, not per lock level,
-    so the lock wait histogram has C{level="all"};
+    run (started to ended) times, and how long opcodes waited for their
+    locks at each level (the job processor records it in the job file,
+    C{oplockwait}): LUXI C{QueryJobs} over the job queue's files
+    (archived jobs are not in it);
   - the configuration's serial number: LUXI C{QueryConfigValues}
     (C{config_serial}, which LuxiD reads from WConfD);
   - nodes by role and state: LUXI C{QueryNodes};
@@ -30,7 +29,7 @@ LOCK_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0)
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
-JOB_FIELDS = ["id", "status", "ops", "received_ts", "start_ts", "end_ts", "opstart", "opexec"]
+JOB_FIELDS = ["id", "status", "ops", "received_ts", "start_ts", "end_ts", "oplockwait"]
 NODE_FIELDS = ["name", "offline", "drained", "master_candidate", "role"]
 
 
@@ -74,11 +73,11 @@ def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_lat
     counts: dict[tuple[str, str], int] = {}
     waits: dict[str, list[float]] = {}
     runs: dict[str, list[float]] = {}
-    locks: list[float] = []
+    locks: dict[str, list[float]] = {}
     for row in jobs:
         if not isinstance(row, list) or len(row) != len(JOB_FIELDS):
             continue
-        _id, status, ops, received, started, ended, opstart, opexec = row
+        _id, status, ops, received, started, ended, lock_waits = row
         opcode = _opcode(ops)
         counts[(str(status), opcode)] = counts.get((str(status), opcode), 0) + 1
         t_received, t_started, t_ended = _seconds(received), _seconds(started), _seconds(ended)
@@ -86,10 +85,10 @@ def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_lat
             waits.setdefault(opcode, []).append(max(0.0, t_started - t_received))
         if t_started is not None and t_ended is not None:
             runs.setdefault(opcode, []).append(max(0.0, t_ended - t_started))
-        for begin, execute in zip(opstart or [], opexec or []):
-            t_begin, t_exec = _seconds(begin), _seconds(execute)
-            if t_begin is not None and t_exec is not None:
-                locks.append(max(0.0, t_exec - t_begin))
+        for per_level in lock_waits if isinstance(lock_waits, list) else []:
+            for level, seconds in (per_level.items() if isinstance(per_level, dict) else ()):
+                if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                    locks.setdefault(str(level), []).append(max(0.0, float(seconds)))
     for (status, opcode), number in sorted(counts.items()):
         out.sample("ganeti_jobs", number, status=status, opcode=opcode)
     for opcode in sorted(waits):
@@ -98,8 +97,9 @@ def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_lat
     for opcode in sorted(runs):
         out.histogram("ganeti_job_run_seconds", "Time jobs ran, from start to end.", JOB_BUCKETS, runs[opcode],
                       opcode=opcode)
-    out.histogram("ganeti_lock_wait_seconds", "Time opcodes waited for their locks (all levels together).",
-                  LOCK_BUCKETS, locks, level="all")
+    for level in sorted(locks):
+        out.histogram("ganeti_lock_wait_seconds", "Time opcodes waited for their locks, by lock level.",
+                      LOCK_BUCKETS, locks[level], level=level)
     if isinstance(serial, int) and not isinstance(serial, bool):
         out.family("ganeti_config_serial", "gauge", "Serial number of the cluster configuration.")
         out.sample("ganeti_config_serial", serial)

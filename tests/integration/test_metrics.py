@@ -111,7 +111,8 @@ async def test_prometheus_scrapes_monds_and_rapi(root):
             text = rapi.decode()
             assert 'ganeti_jobs{status="success",opcode="OP_TEST_DELAY"} 1' in text
             assert 'ganeti_job_run_seconds_count{opcode="OP_INSTANCE_CREATE"} 1' in text
-            assert 'ganeti_lock_wait_seconds_count{level="all"} 2' in text
+            assert 'ganeti_lock_wait_seconds_count{level="instance"} 1' in text  # the creation's locks
+            assert 'ganeti_lock_wait_seconds_count{level="node"} 1' in text
             assert "ganeti_config_serial " in text and "ganeti_wconfd_config_write_seconds_count " in text
             assert 'ganeti_nodes{role="M",state="online"} 1' in text
             # the first scrape counted itself only once it was answered: the second sees it

@@ -146,3 +146,26 @@ class StartRaceTests(SynchronousTestCase):
                 mock.patch.object(subprocess, "run", lambda *a, **k: failed):
             self.assertEqual(daemons.start(paths, ["mond"], out=lines.append), daemons.EXIT_OK)
         self.assertEqual(lines, ["ganeti-mond: already running (pid 4242)"])
+
+
+class LockWaitTests(ProcessorTestCase):
+    def test_waits_are_recorded_per_level(self) -> None:
+        """Job 2 waits 5 s for the master's node lock job 1 holds; the
+        processor writes that into its opcode (C{lock_wait}, queried as
+        C{oplockwait}) for RAPI's /metrics."""
+        from tests.unit.test_processor import delay
+
+        a = self.env.start(1, [delay(5, no_locks=False)])
+        b = self.env.start(2, [delay(5, no_locks=False)])
+        self.env.advance(5)
+        self.successResultOf(a.done)
+        self.env.advance(5)
+        self.successResultOf(b.done)
+        waited_a, waited_b = a.ops[0].extra["lock_wait"], b.ops[0].extra["lock_wait"]
+        self.assertEqual(waited_b["node"], 5.0)
+        self.assertEqual(waited_a["node"], 0.0)
+        self.assertIn("cluster", waited_b)
+        self.assertEqual(b.job.to_dict()["ops"][0]["lock_wait"], waited_b)  # in the job file
+        from ganeti.query.resources import JOB_FIELDS
+
+        self.assertIn("oplockwait", JOB_FIELDS)

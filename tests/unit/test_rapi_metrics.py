@@ -23,9 +23,10 @@ def ts(seconds: float) -> list[int]:
 
 
 JOBS = [
-    [1, "success", [{"OP_ID": "OP_TEST_DELAY"}], ts(100), ts(100.5), ts(103.5), [ts(100.5)], [ts(100.75)]],
-    [2, "error", [{"OP_ID": "OP_INSTANCE_CREATE"}], ts(100), ts(102), ts(102.25), [ts(102)], [ts(102.02)]],
-    [3, "queued", [{"OP_ID": "OP_TEST_DELAY"}], ts(104), None, None, [None], [None]],
+    [1, "success", [{"OP_ID": "OP_TEST_DELAY"}], ts(100), ts(100.5), ts(103.5), [{"cluster": 0.25}]],
+    [2, "error", [{"OP_ID": "OP_INSTANCE_CREATE"}], ts(100), ts(102), ts(102.25),
+     [{"cluster": 0.002, "instance": 0.02, "node": 1.5}]],
+    [3, "queued", [{"OP_ID": "OP_TEST_DELAY"}], ts(104), None, None, [{}]],
 ]
 NODES = [["n1", False, False, True, "M"], ["n2", True, False, False, "O"], ["n3", False, False, False, "R"]]
 LATENCY = {"buckets": [0.001, 0.01], "counts": [2, 3], "sum": 0.013, "count": 4}
@@ -45,8 +46,11 @@ class RenderTests(SynchronousTestCase):
             'ganeti_job_queue_wait_seconds_sum{opcode="OP_INSTANCE_CREATE"} 2.0',
             'ganeti_job_run_seconds_sum{opcode="OP_TEST_DELAY"} 3.0',
             'ganeti_job_run_seconds_count{opcode="OP_INSTANCE_CREATE"} 1',
-            'ganeti_lock_wait_seconds_bucket{level="all",le="0.05"} 1',
-            'ganeti_lock_wait_seconds_count{level="all"} 2',
+            'ganeti_lock_wait_seconds_bucket{level="cluster",le="0.005"} 1',
+            'ganeti_lock_wait_seconds_count{level="cluster"} 2',
+            'ganeti_lock_wait_seconds_sum{level="instance"} 0.02',
+            'ganeti_lock_wait_seconds_bucket{level="node",le="1.0"} 0',
+            'ganeti_lock_wait_seconds_bucket{level="node",le="5.0"} 1',
             "ganeti_config_serial 17",
             'ganeti_wconfd_config_write_seconds_bucket{le="0.01"} 3',
             "ganeti_wconfd_config_write_seconds_count 4",
