@@ -152,6 +152,7 @@ class RapiResource(Resource):
         method = request.method.decode("ascii", "replace")
         path = self._path(request)
         if path == "/openapi.json" and method == "GET":
+            state["resource"] = path
             self._authorize(request, (), state)
             if self._openapi_doc is None:
                 self._openapi_doc = orjson.dumps(self._openapi())

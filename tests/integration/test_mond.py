@@ -123,8 +123,10 @@ async def _api(cluster: LoopbackCluster, monds: list[MondDaemon]) -> None:
         if item["kind"] == 1:
             assert item["data"]["status"]["code"] in (0, 1, 2, 4)
     for name, category, kind in listing:
-        one = master.json("/1/report/%s/%s" % (category or "default", name))
-        assert (one["name"], one["category"], one["kind"]) == (name, category, kind)
+        for verbose in ("", "?verbose=1", "?verbose=0"):
+            one = master.json("/1/report/%s/%s%s" % (category or "default", name, verbose))
+            assert (one["name"], one["category"], one["kind"]) == (name, category, kind)
+            assert set(one) == ENVELOPE
     disks = report(master, "storage", "diskstats")["data"]
     assert disks and {"major", "minor", "name", "readsNum", "secWritten", "timeIO"} <= set(disks[0])
     node = report(master, "default", "node-resources")["data"]
