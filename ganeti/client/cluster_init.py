@@ -135,6 +135,15 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
+    enabled = data.get("enabled_data_collectors") or {}
+    intervals = data.get("data_collector_interval") or {}
+    if enabled:
+        ctx.out("Data collectors:")  # Ganeti's layout: seconds, three decimals
+        for name in sorted(enabled):
+            ctx.out("  %s:" % name)
+            ctx.out("    active: %s" % enabled[name])
+            interval = intervals.get(name)
+            ctx.out("    interval: %s" % ("%.3fs" % (interval / 1e6) if isinstance(interval, (int, float)) else "-"))
     return cli.EXIT_SUCCESS
 
 

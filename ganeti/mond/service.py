@@ -107,6 +107,8 @@ class MondService(Service):
             if timer is not None and timer.active():
                 timer.cancel()
         self._timers.clear()
+        for collector in self.collectors():
+            collector.stop()
         if self._client is not None:
             self._client.close()
 

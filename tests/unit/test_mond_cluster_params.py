@@ -169,3 +169,38 @@ class LockWaitTests(ProcessorTestCase):
         from ganeti.query.resources import JOB_FIELDS
 
         self.assertIn("oplockwait", JOB_FIELDS)
+
+
+class CommandTests(SynchronousTestCase):
+    def test_modify_submits_the_params(self) -> None:
+        from tests.unit.test_cli_commands import following, gnt, submitted_op
+
+        fake = following()
+        code, _out, err = gnt("gnt-cluster", "modify", "--enabled-data-collectors", "diskstats=false,lv=true",
+                              "--data-collector-interval", "cpu-avg-load=2.5", fake=fake)
+        self.assertEqual((code, err), (0, ""))
+        op = submitted_op(fake)
+        self.assertEqual((op["enabled_data_collectors"], op["data_collector_interval"]),
+                         ({"diskstats": False, "lv": True}, {"cpu-avg-load": 2500000}))
+        code, _out, err = gnt("gnt-cluster", "modify", "--data-collector-interval", "lv=0", fake=following())
+        self.assertEqual(code, 2)
+        self.assertIn("the interval must be above zero", err)
+
+    def test_info_shows_the_collectors(self) -> None:
+        from tests.unit.test_cli import FakeClient
+        from tests.unit.test_cli_commands import gnt
+
+        info = {"name": "c", "uuid": "u", "ctime": 0, "mtime": 0, "master": "n1", "architecture": ["64bits", "x"],
+                "tags": [], "default_hypervisor": "fake", "enabled_hypervisors": ["fake"],
+                "enabled_disk_templates": ["diskless"], "candidate_pool_size": 10, "master_netdev": "none",
+                "file_storage_dir": "", "shared_file_storage_dir": "", "max_running_jobs": 20,
+                "max_tracked_jobs": 25, "enabled_data_collectors": {"lv": False, "cpu-avg-load": True},
+                "data_collector_interval": {"lv": 5000000, "cpu-avg-load": 500000}}
+        class InfoClient(FakeClient):
+            def query_cluster_info(self) -> Any:
+                return self._answer("QueryClusterInfo")
+
+        code, out, _err = gnt("gnt-cluster", "info", fake=InfoClient(QueryClusterInfo=info))
+        self.assertEqual(code, 0)
+        self.assertTrue(out.endswith("Data collectors:\n  cpu-avg-load:\n    active: True\n    interval: 0.500s\n"
+                                     "  lv:\n    active: False\n    interval: 5.000s\n"), out)

@@ -317,3 +317,13 @@ class PluginTests(SynchronousTestCase):
         protocol.outReceived(b"hello")
         protocol.processEnded(Failure(ProcessDone(0)))
         self.assertIn("printed no JSON object", str(self.failureResultOf(d, CollectorError).value))
+
+    def test_stop_kills_a_running_plugin(self) -> None:
+        plugin, d, clock, protocol = self.run_plugin(timeout=30)
+        plugin.stop()
+        self.assertEqual(protocol.transport.signals, ["KILL"])
+        protocol.processEnded(Failure(ProcessTerminated(signal=9)))
+        self.assertIn("MonD stopped", str(self.failureResultOf(d, CollectorError).value))
+        self.assertEqual(clock.getDelayedCalls(), [])  # the timeout is cancelled
+        plugin.stop()  # nothing runs any more: no second kill
+        self.assertEqual(protocol.transport.signals, ["KILL"])

@@ -201,6 +201,16 @@ class ServiceTests(ServiceCase):
         self.assertEqual(self.names(service), ["cpu-avg-load"])
 
 
+class StopTests(ServiceCase):
+    def test_stopping_stops_collectors_and_timers(self) -> None:
+        stopped: list[str] = []
+        self.cpu.stop = lambda: stopped.append("cpu-avg-load")  # type: ignore[method-assign]
+        service = self.service()
+        service.stopService()
+        self.assertEqual(stopped, ["cpu-avg-load"])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
 class SettingsTests(SynchronousTestCase):
     def test_parse(self) -> None:
         parsed = settings.parse_collectors({"a": {"active": False, "interval": 2500000}, "b": {}, "c": "junk",

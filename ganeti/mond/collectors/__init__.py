@@ -74,3 +74,6 @@ class Collector:
 
     def present(self, data: Any, verbose: bool) -> Any:
         return data
+
+    def stop(self) -> None:
+        """MonD stops: end whatever this collector still runs."""

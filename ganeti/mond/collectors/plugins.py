@@ -85,11 +85,14 @@ class _PluginProcess(ProcessProtocol):
 
     def connectionMade(self) -> None:
         self.transport.closeStdin()
-        self._timer = self._clock.callLater(self._timeout, self._kill, "it ran longer than %gs and was killed"
+        self._timer = self._clock.callLater(self._timeout, self.kill, "it ran longer than %gs and was killed"
                                             % self._timeout)
 
-    def _kill(self, why: str) -> None:
-        self._timer = None if self._timer is None or not self._timer.active() else self._timer
+    def kill(self, why: str) -> None:
+        """Kill the process; C{why} becomes the failure's reason."""
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
         if not self.why:
             self.why = why
         try:
@@ -100,7 +103,7 @@ class _PluginProcess(ProcessProtocol):
     def outReceived(self, data: bytes) -> None:
         self._size += len(data)
         if self._size > MAX_OUTPUT:
-            self._kill("it printed more than %d bytes" % MAX_OUTPUT)
+            self.kill("it printed more than %d bytes" % MAX_OUTPUT)
             return
         self._out.append(data)
 
@@ -132,14 +135,28 @@ class Plugin(Collector):
         self.version = "1"
         self._reactor = reactor
         self._timeout = timeout
+        self._process: _PluginProcess | None = None
+
+    def stop(self) -> None:
+        """Kill the plugin if it still runs (MonD stops)."""
+        if self._process is not None:
+            self._process.kill("MonD stopped")
 
     def collect(self, view: ClusterView) -> Any:
         process = _PluginProcess(self.name, self._reactor, self._timeout)
+        self._process = process
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GANETI_NODE": view.node}
         try:
             self._reactor.spawnProcess(process, self.path, [self.path], env=env, path=os.path.dirname(self.path))
         except OSError as e:
             raise CollectorError("plugin %s cannot run: %s" % (self.name, e))
+
+        def ended(result: Any) -> Any:
+            if self._process is process:
+                self._process = None
+            return result
+
+        process.done.addBoth(ended)
 
         def parsed(output: bytes) -> Any:
             try:
