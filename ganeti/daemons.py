@@ -38,6 +38,8 @@ from ganeti.listening import CANNOT_LISTEN
 from ganeti.paths import Paths
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: what a daemon says when another instance holds its pid file (L{ganeti.daemon.lock_pid_file})
+ALREADY_RUNNING = "is already running on root"
 
 
 class Spec(NamedTuple):
@@ -252,7 +254,8 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
     argv = twistd_argv(paths, spec, address)
     result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True)
     if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
-        if running_pid(paths, spec) is not None:  # started meanwhile by someone else (noded starts mond)
+        if ALREADY_RUNNING in result.stderr + result.stdout and running_pid(paths, spec) is not None:
+            # started meanwhile by someone else (noded starts mond once joined)
             return _wait_listening(paths, spec, address, timeout, out, log_path, "already running")
         reason = logged_reason(log_path, offset) or (result.stderr or result.stdout).strip()[-500:]
         out("%s failed to start: %s" % (spec.name, reason))

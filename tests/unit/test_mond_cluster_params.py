@@ -140,12 +140,36 @@ class StartRaceTests(SynchronousTestCase):
         daemons.write_node_identity(paths, "node2.test", "127.0.1.2")
         pids = iter([None, 4242, 4242])
         lines: list[str] = []
-        failed = subprocess.CompletedProcess([], 1, "", "ganeti-mond is already running")
+        failed = subprocess.CompletedProcess([], 1, "", "ganeti-mond is already running on root %s (pid 4242, "
+                                             "pid file x)" % paths.root)
         with mock.patch.object(daemons, "running_pid", lambda p, s: next(pids)), \
                 mock.patch.object(daemons, "listening_problem", lambda p, s, a: None), \
                 mock.patch.object(subprocess, "run", lambda *a, **k: failed):
             self.assertEqual(daemons.start(paths, ["mond"], out=lines.append), daemons.EXIT_OK)
         self.assertEqual(lines, ["ganeti-mond: already running (pid 4242)"])
+
+    def test_a_daemon_that_failed_is_not_taken_for_a_running_one(self) -> None:
+        """A daemon that could not listen may still hold its pid file for an
+        instant when twistd reports the failure: that is a failure."""
+        import shutil
+        import subprocess
+        import tempfile
+        from unittest import mock
+
+        from ganeti.paths import Paths
+
+        paths = Paths(tempfile.mkdtemp(prefix="drace"))
+        self.addCleanup(shutil.rmtree, paths.root, True)
+        daemons.write_node_identity(paths, "node2.test", "127.0.1.2")
+        lines: list[str] = []
+        failed = subprocess.CompletedProcess([], 1, "", "ganeti-noded cannot listen on 127.0.1.2 port 1811 (TCP): busy")
+        pids = iter([None, 4242, 4242])
+        with mock.patch.object(daemons, "running_pid", lambda p, s: next(pids)), \
+                mock.patch.object(daemons, "listening_problem", lambda p, s, a: None), \
+                mock.patch.object(subprocess, "run", lambda *a, **k: failed):
+            self.assertEqual(daemons.start(paths, ["noded"], out=lines.append), daemons.EXIT_FAILURE)
+        self.assertEqual(lines, ["ganeti-noded failed to start: ganeti-noded cannot listen on 127.0.1.2 port 1811 "
+                                 "(TCP): busy"])
 
 
 class LockWaitTests(ProcessorTestCase):
