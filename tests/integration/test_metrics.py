@@ -12,7 +12,6 @@ import shutil
 import ssl
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from typing import Any

@@ -22,7 +22,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
-from ganeti.mond.report import CATEGORIES, KIND_PERF, KIND_STATUS, STATUS_BAD
+from ganeti.mond.report import CATEGORIES, KIND_PERF, KIND_STATUS
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: plugins print at most this much
