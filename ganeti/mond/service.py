@@ -29,6 +29,10 @@ from ganeti.paths import Paths
 
 #: how long one confd query may take (seconds)
 CONFD_TIMEOUT = 2.0
+#: a collector run that takes longer than this many intervals (and at
+#: least L{OVERDUE_MINIMUM} seconds) is reported as stuck (status 2)
+OVERDUE_INTERVALS = 2
+OVERDUE_MINIMUM = 10.0
 
 
 @attrs.frozen
@@ -261,10 +265,23 @@ class MondService(Service):
             return
         self._pending.add(name)
         view = attrs.evolve(self.view, interval=interval)
+        limit = max(OVERDUE_INTERVALS * interval, OVERDUE_MINIMUM)
+        overdue = self.reactor.callLater(limit, self._overdue, collector, limit)
         d = maybeDeferred(collector.collect, view)
         d.addCallbacks(self._store, self._failed, callbackArgs=(collector, True), errbackArgs=(collector,))
         d.addErrback(lambda f: self.log.failure("MonD: collector {name}", f, name=name))
-        d.addBoth(lambda _: self._pending.discard(name))
+        d.addBoth(lambda _: self._finished(name, overdue))
+
+    def _finished(self, name: str, overdue: Any) -> None:
+        self._pending.discard(name)
+        if overdue.active():
+            overdue.cancel()
+
+    def _overdue(self, collector: Collector, limit: float) -> None:
+        """A run still going after C{limit} seconds: say so (it is not started again meanwhile)."""
+        self.log.warn("MonD: collector {name} has not finished after {limit}s", name=collector.name, limit=limit)
+        self._store(rp.failed_data(rp.STATUS_UNKNOWN, "the collector has not finished after %gs" % limit),
+                    collector, False)
 
     def _store(self, data: Any, collector: Collector, ok: bool) -> None:
         if collector.name not in self._timers:  # deactivated meanwhile

@@ -73,7 +73,12 @@ def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> lis
     collectors: list[Any] = [CpuAvgLoad(host), DiskStats(host), NodeResources(host)]
     collectors += [InstanceStatus("fake", lambda: fake_running(paths, reactor.seconds()), reactor.seconds),
                    InstanceStatus("kvm", kvm_running, reactor.seconds)]
-    collectors += [FileStorage("file", paths.root), FileStorage("sharedfile", paths.root)]
+    from twisted.internet.threads import deferToThreadPool
+
+    def in_thread(function: Any, *args: Any) -> Any:
+        return deferToThreadPool(reactor, reactor.getThreadPool(), function, *args)
+
+    collectors += [FileStorage(kind, paths.root, run=in_thread) for kind in ("file", "sharedfile")]
     specs = list(daemons.DAEMONS)
     collectors += [DaemonStatus(spec.name, spec.master_only, _pid_of(paths, spec), host) for spec in specs]
     return collectors

@@ -78,7 +78,8 @@ class ParserTests(SynchronousTestCase):
                           "HugePages_Total": 0})
         (lo,) = proc.parse_net_dev(NETDEV)
         self.assertEqual((lo["name"], lo["rx_bytes"], lo["tx_bytes"], lo["tx_packets"]), ("lo", 1000, 2000, 20))
-        self.assertEqual(proc.parse_mounts(MOUNTS), [("/dev/sda1", "/", "ext4"), ("tmpfs", "/run", "tmpfs")])
+        self.assertEqual(proc.parse_mounts(MOUNTS + "srv:/x /mnt/nfs nfs4 rw 0 0\n"),
+                         [("/dev/sda1", "/", "ext4"), ("tmpfs", "/run", "tmpfs")])
         stat = "42 (a (weird) name) S " + " ".join(str(n) for n in range(4, 53))
         self.assertEqual(proc.parse_pid_stat(stat), {"utime": 14, "stime": 15, "starttime": 22, "rss": 24})
         self.assertRaises(ValueError, proc.parse_pid_stat, "42 (x) S 1 2")
@@ -196,9 +197,26 @@ class StorageTests(SynchronousTestCase):
         self.assertFalse(collector.available(ClusterView(file_storage_dir="/srv/f")))
         view = ClusterView(shared_file_storage_dir="/srv/s")
         self.assertTrue(collector.available(view))
-        error = self.assertRaises(CollectorError, collector.collect, view)
+        error = self.failureResultOf(collector.collect(view), CollectorError).value
         self.assertEqual((seen, error.code), (["/tmp/root/srv/s"], 4))
         self.assertEqual(node_path("/", "/srv/s"), "/srv/s")
+
+    def test_statvfs_runs_where_it_is_told(self) -> None:
+        """The daemon calls statvfs in a thread: a hung network file system does not hold MonD up."""
+        from twisted.internet.defer import Deferred
+
+        calls: list[Any] = []
+        pending: Deferred[Any] = Deferred()
+
+        def run(function: Any, *args: Any) -> Any:
+            calls.append((function, args))
+            return pending
+        collector = FileStorage("file", "/", lambda path: statvfs(), run=run)
+        d = collector.collect(ClusterView(file_storage_dir="/srv/f"))
+        self.assertNoResult(d)
+        self.assertEqual(calls[0][1], ("/srv/f",))
+        pending.callback(statvfs())
+        self.assertEqual(self.successResultOf(d)["size"], 1000 * 4096)
 
 
 class DaemonStatusTests(SynchronousTestCase):

@@ -201,6 +201,27 @@ class ServiceTests(ServiceCase):
         self.assertEqual(self.names(service), ["cpu-avg-load"])
 
 
+class OverdueTests(ServiceCase):
+    def test_a_stuck_collector_says_so(self) -> None:
+        """A run that has not ended after two intervals (at least 10 s) is
+        reported with status 2; its next result replaces that."""
+        pending: Deferred[Any] = Deferred()
+        self.status.behaviour = lambda view: pending
+        service = self.service()
+        self.clock.pump([1] * 9)
+        self.assertEqual(json.loads(service.report_bytes(self.status, False))["data"]["status"]["message"],
+                         "no data collected yet")
+        self.clock.pump([1])
+        report = json.loads(service.report_bytes(self.status, False))
+        self.assertEqual(report["data"]["status"], {"code": 2, "message": "the collector has not finished after 10s"})
+        self.assertEqual(self.status.runs, 1)
+        self.flushLoggedErrors()
+        pending.callback({"status": {"code": 0, "message": ""}})
+        self.assertEqual(json.loads(service.report_bytes(self.status, False))["data"]["status"]["code"], 0)
+        self.clock.pump([5])
+        self.assertEqual(self.status.runs, 2)
+
+
 class StopTests(ServiceCase):
     def test_stopping_stops_collectors_and_timers(self) -> None:
         stopped: list[str] = []

@@ -99,13 +99,21 @@ PSEUDO_FILESYSTEMS = frozenset((
 ))
 
 
+#: file systems whose statvfs may hang when their server does: MonD leaves them out
+NETWORK_FILESYSTEMS = frozenset((
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "9p", "afs", "sshfs", "fuse.sshfs",
+    "fuse.glusterfs", "fuse.ceph", "lustre", "ocfs2", "gfs2",
+))
+
+
 def parse_mounts(text: str) -> list[tuple[str, str, str]]:
-    """C{[(device, mount point, type)]} of /proc/mounts without pseudo file systems."""
+    """C{[(device, mount point, type)]} of /proc/mounts without pseudo and
+    network file systems."""
     mounts = []
     seen = set()
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) < 3 or fields[2] in PSEUDO_FILESYSTEMS:
+        if len(fields) < 3 or fields[2] in PSEUDO_FILESYSTEMS or fields[2] in NETWORK_FILESYSTEMS:
             continue
         point = fields[1].replace("\\040", " ")
         if point in seen:

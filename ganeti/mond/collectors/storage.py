@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from twisted.internet.defer import maybeDeferred
+
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
 from ganeti.mond.report import CATEGORY_STORAGE, KIND_STATUS, STATUS_BAD, STATUS_OK, STATUS_TEMP_BAD, status
 
@@ -39,11 +41,15 @@ class FileStorage(Collector):
     category = CATEGORY_STORAGE
     kind = KIND_STATUS
 
-    def __init__(self, kind: str, root: str, statvfs: Callable[[str], Any] = os.statvfs) -> None:
+    def __init__(self, kind: str, root: str, statvfs: Callable[[str], Any] = os.statvfs,
+                 run: Callable[..., Any] = maybeDeferred) -> None:
+        """@param run: how to call C{statvfs} (the daemon: in a thread, since
+            a storage directory may be on a network file system that hangs)"""
         self.storage = kind
         self.name = "storage-%s" % kind
         self._root = root
         self._statvfs = statvfs
+        self._call = run
 
     def _directory(self, view: ClusterView) -> str:
         return view.file_storage_dir if self.storage == "file" else view.shared_file_storage_dir
@@ -53,9 +59,12 @@ class FileStorage(Collector):
 
     def collect(self, view: ClusterView) -> Any:
         path = node_path(self._root, self._directory(view))
-        try:
-            st = self._statvfs(path)
-        except OSError as e:
+
+        def unusable(failure: Any) -> Any:
+            if not failure.check(OSError):
+                return failure
+            e = failure.value
             raise CollectorError("the %s storage directory %s is unusable: %s" % (self.storage, path,
                                                                                e.strerror or e), STATUS_BAD)
-        return storage_data(self.storage, path, st)
+        d = self._call(self._statvfs, path)
+        return d.addCallbacks(lambda st: storage_data(self.storage, path, st), unusable)
