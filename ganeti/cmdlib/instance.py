@@ -332,13 +332,15 @@ class LUInstanceCreate(LogicalUnit):
             hypervisor=self.hypervisor,
             os=self.op.get("os_type") or "",
             tags=list(self.op["tags"]),
+            spindle_use=int(rpc_inst.filled_beparams(self.cfg, probe).get("spindle_use") or 1),
+            group_name=self.cfg.nodegroups[self.group].name if self.group in self.cfg.nodegroups else None,
         )
 
     async def _allocate(self) -> str:
         """Choose the primary node among the candidates; returns its uuid."""
         cfg = self.cfg
         request = self._request()
-        root = self.ctx.paths.root if self.ctx.paths is not None else "/"
+        root = self.ctx.paths.root if self.ctx.paths is not None else None
         name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator, root)
         states = await self._node_states(self.candidates)
         if executable is None:
@@ -352,9 +354,16 @@ class LUInstanceCreate(LogicalUnit):
                 )
             chosen = placement.node.uuid
         else:
-            data = allocator.build_input(cfg, request, states, usable=self.candidates)
-            names = await allocator.run_external(name, executable, data, self.ctx.clock)
             by_name = {iu.node_name(cfg, u): u for u in self.candidates}
+            if self.op["opportunistic_locking"]:  # as Ganeti: the node white list
+                request = attrs.evolve(request, restrict_to=sorted(by_name))
+            data = allocator.build_input(cfg, request, states)
+            args = allocator.option_args(cfg.cluster.default_iallocator_params, request.extra_args())
+            names = await allocator.run_external(name, executable, data, self.ctx.clock, args)
+            if len(names) != request.required_nodes:
+                raise errors.OpPrereqError("Allocator '%s' answered %d node(s) (%s), %d needed"
+                                           % (name, len(names), ", ".join(names), request.required_nodes),
+                                           errors.ECODE_FAULT)
             if names[0] not in by_name:
                 raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
                                            % (name, names[0], ", ".join(sorted(by_name))), errors.ECODE_FAULT)

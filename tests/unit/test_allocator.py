@@ -63,7 +63,7 @@ class ProtocolTests(SynchronousTestCase):
         cfg = cluster(nodes=2)
         uuids = {n.name: u for u, n in cfg.nodes.items()}
         states = [NodeState(uuids[N2], N2, free_memory=1000, total_memory=2000, free_disk=50, total_disk=100)]
-        data = allocator.build_input(cfg, request(), states, usable=[uuids[N2]])
+        data = allocator.build_input(cfg, request(), states)
         self.assertEqual(data["version"], 2)
         self.assertEqual(data["cluster_name"], "cluster.example.test")
         self.assertEqual(data["request"]["type"], "allocate")
@@ -74,7 +74,7 @@ class ProtocolTests(SynchronousTestCase):
         self.assertFalse(data["nodes"][N2]["offline"])
         self.assertEqual(data["nodes"][N2]["free_memory"], 1000)
         self.assertEqual(data["nodes"][N2]["total_disk"], 100)
-        self.assertTrue(data["nodes"][N3]["offline"], "not usable: shown offline")
+        self.assertTrue(data["nodes"][N3]["offline"], "no figures: shown offline")
         self.assertNotIn("free_memory", data["nodes"][N3])
         self.assertEqual(data["instances"], {})
         self.assertEqual(list(data["nodegroups"].values())[0]["name"], "default")
@@ -113,8 +113,12 @@ class ExternalTests(SynchronousTestCase):
         path = self.script("mine", "")
         self.assertEqual(allocator.resolve(None, "mine", self.root), ("mine", path))
         self.assertEqual(allocator.resolve("mine", None, self.root), ("mine", path))
-        if allocator.find_allocator("hail", self.root) is None:
-            self.assertEqual(allocator.resolve("hail", None, self.root), ("builtin", None))
+        e = self.assertRaises(errors.OpPrereqError, allocator.resolve, "hail", None, self.root)
+        self.assertIn("Can't find allocator 'hail' (searched %s/usr/local/lib/ganeti/iallocators, %s" % (self.root, self.root),
+                      str(e))
+        self.assertEqual(e.args[1], errors.ECODE_NOENT)
+        hail = self.script("hail", "")
+        self.assertEqual(allocator.resolve(None, "hail", self.root), ("hail", hail))
         e = self.assertRaises(errors.OpPrereqError, allocator.resolve, "no-such-allocator", None, self.root)
         self.assertIn("Can't find allocator 'no-such-allocator'", str(e))
 
