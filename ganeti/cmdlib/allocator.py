@@ -183,6 +183,20 @@ def _search_path(root: str | None) -> str:
 # --- running an external allocator (I/O) ---------------------------------------------------
 
 
+def root_of(lu: Any) -> str | None:
+    """The node root an LU looks for allocators under (C{None}: no node root, in tests)."""
+    return lu.ctx.paths.root if lu.ctx.paths is not None else None
+
+
+async def run_request(cfg: ConfigData, name: str, executable: str, request: iallocator.Request,
+                      nodes: Sequence[NodeState], reactor: Any = None) -> Any:
+    """Run allocator C{executable} on C{request} with the figures of
+    C{nodes} and the cluster's C{default_iallocator_params}; the result."""
+    data = build_input(cfg, request, nodes)
+    args = option_args(cfg.cluster.default_iallocator_params, request.extra_args())
+    return await run_raw(name, executable, data, reactor, args)
+
+
 async def run_external(name: str, executable: str, data: dict[str, Any], reactor: Any = None,
                        args: Sequence[str] = ()) -> list[str]:
     """Run allocator C{executable} on C{data} (an C{allocate} or C{relocate}

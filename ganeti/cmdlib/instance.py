@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator
+from ganeti.cmdlib import allocator, iallocator
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -340,8 +340,8 @@ class LUInstanceCreate(LogicalUnit):
         """Choose the primary node among the candidates; returns its uuid."""
         cfg = self.cfg
         request = self._request()
-        root = self.ctx.paths.root if self.ctx.paths is not None else None
-        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator, root)
+        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
+                                             allocator.root_of(self))
         states = await self._node_states(self.candidates)
         if executable is None:
             placement = allocator.place(request, states)
@@ -357,13 +357,8 @@ class LUInstanceCreate(LogicalUnit):
             by_name = {iu.node_name(cfg, u): u for u in self.candidates}
             if self.op["opportunistic_locking"]:  # as Ganeti: the node white list
                 request = attrs.evolve(request, restrict_to=sorted(by_name))
-            data = allocator.build_input(cfg, request, states)
-            args = allocator.option_args(cfg.cluster.default_iallocator_params, request.extra_args())
-            names = await allocator.run_external(name, executable, data, self.ctx.clock, args)
-            if len(names) != request.required_nodes:
-                raise errors.OpPrereqError("Allocator '%s' answered %d node(s) (%s), %d needed"
-                                           % (name, len(names), ", ".join(names), request.required_nodes),
-                                           errors.ECODE_FAULT)
+            result = await allocator.run_request(cfg, name, executable, request, states, self.ctx.clock)
+            names = iallocator.node_names(name, result, request.required_nodes)
             if names[0] not in by_name:
                 raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
                                            % (name, names[0], ", ".join(sorted(by_name))), errors.ECODE_FAULT)
