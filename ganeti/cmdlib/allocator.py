@@ -130,7 +130,7 @@ def parse_output(name: str, output: bytes | str) -> list[str]:
     return iallocator.node_names(name, iallocator.parse_answer(name, output))
 
 
-def find_allocator(name: str, root: str | None = "/") -> str | None:
+def find_allocator(name: str, root: str | None) -> str | None:
     """The executable of allocator C{name} under C{root}'s search path
     (L{SEARCH_DIRS}, as Ganeti: a plain name, no other directory), or C{None}.
 
@@ -146,7 +146,7 @@ def find_allocator(name: str, root: str | None = "/") -> str | None:
     return None
 
 
-def resolve(op_name: str | None, default: str | None, root: str | None = "/") -> tuple[str, str | None]:
+def resolve(op_name: str | None, default: str | None, root: str | None) -> tuple[str, str | None]:
     """Which allocator to run: C{(name, executable or None for the built-in)}.
 
     @raise errors.OpPrereqError: a named allocator (C{hail} too) is not
@@ -195,6 +195,24 @@ async def run_request(cfg: ConfigData, name: str, executable: str, request: iall
     data = build_input(cfg, request, nodes)
     args = option_args(cfg.cluster.default_iallocator_params, request.extra_args())
     return await run_raw(name, executable, data, reactor, args)
+
+
+async def choose_node(cfg: ConfigData, name: str, executable: str, request: iallocator.Request,
+                      nodes: Sequence[NodeState], usable: Mapping[str, str], required: int = 1,
+                      reactor: Any = None) -> str:
+    """The uuid of the node allocator C{name} chose for an C{allocate} or
+    C{relocate} request (the first of the C{required} nodes it must name).
+
+    @param usable: C{{node name: uuid}} of the nodes it may choose
+    @raise errors.OpPrereqError: it failed (C{ECODE_NORES}), or answered
+        something else or a node not among C{usable} (C{ECODE_FAULT})
+    """
+    result = await run_request(cfg, name, executable, request, nodes, reactor)
+    chosen = iallocator.node_names(name, result, required)[0]
+    if chosen not in usable:
+        raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
+                                   % (name, chosen, ", ".join(sorted(usable))), errors.ECODE_FAULT)
+    return usable[chosen]
 
 
 async def run_external(name: str, executable: str, data: dict[str, Any], reactor: Any = None,

@@ -29,7 +29,7 @@ jobs]} for C{node-evacuate} and C{change-group} (L{evacuation}).
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol
 
 import attrs
 
@@ -410,12 +410,27 @@ def evacuation(name: str, result: Any) -> Evacuation:
     return Evacuation(moved, failed)
 
 
-def group_of(cfg: ConfigData, uuid: str | None) -> str | None:
-    """The name of group C{uuid} (C{None} when unknown)."""
-    group = cfg.nodegroups.get(uuid or "")
-    return group.name if group is not None else None
+def evacuation_targets(name: str, result: Evacuation, instances: Mapping[str, str],
+                       nodes: Mapping[str, str]) -> dict[str, str]:
+    """C{{instance uuid: new primary node uuid}} from an evacuation result.
 
-
-def names_of(cfg: ConfigData, uuids: Sequence[str]) -> list[str]:
-    """The names of nodes C{uuids}."""
-    return [node_name(cfg, u) for u in uuids]
+    @param instances: C{{name: uuid}} of the instances asked about
+    @param nodes: C{{name: uuid}} of the nodes they may go to
+    @raise errors.OpPrereqError: some failed to move (C{ECODE_NORES}, as
+        Ganeti: "Unable to evacuate instances ..."), or the answer moves an
+        instance not asked about, to an unusable node, or leaves one out
+        (C{ECODE_FAULT})
+    """
+    if result.failed:
+        raise errors.OpPrereqError("Unable to evacuate instances %s" % ", ".join(
+            "%s (%s)" % (inst, why) for inst, why in result.failed), errors.ECODE_NORES)
+    placed: dict[str, str] = {}
+    for inst_name, _group, targets in result.moved:
+        if inst_name not in instances or not targets or targets[0] not in nodes:
+            raise errors.OpPrereqError("Allocator '%s' answered an unusable move: %s to %s"
+                                       % (name, inst_name, ", ".join(targets) or "nowhere"), errors.ECODE_FAULT)
+        placed[instances[inst_name]] = nodes[targets[0]]
+    missing = sorted(n for n, uuid in instances.items() if uuid not in placed)
+    if missing:
+        raise errors.OpPrereqError("Allocator '%s' did not place %s" % (name, ", ".join(missing)), errors.ECODE_FAULT)
+    return placed

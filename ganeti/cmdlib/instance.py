@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, iallocator
+from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -357,12 +357,8 @@ class LUInstanceCreate(LogicalUnit):
             by_name = {iu.node_name(cfg, u): u for u in self.candidates}
             if self.op["opportunistic_locking"]:  # as Ganeti: the node white list
                 request = attrs.evolve(request, restrict_to=sorted(by_name))
-            result = await allocator.run_request(cfg, name, executable, request, states, self.ctx.clock)
-            names = iallocator.node_names(name, result, request.required_nodes)
-            if names[0] not in by_name:
-                raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
-                                           % (name, names[0], ", ".join(sorted(by_name))), errors.ECODE_FAULT)
-            chosen = by_name[names[0]]
+            chosen = await allocator.choose_node(cfg, name, executable, request, states, by_name,
+                                                 request.required_nodes, self.ctx.clock)
         await self.log_info("Selected node %s for instance %s (allocator %s)", iu.node_name(cfg, chosen),
                             request.name, name)
         return chosen

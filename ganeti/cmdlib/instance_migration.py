@@ -241,14 +241,10 @@ async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
     states = await node_states(lu, candidates, [inst.hypervisor or ""])
     if executable is not None:
         request = iallocator.RelocateRequest(inst.name or "", [node_name(lu.cfg, inst.primary_node)])
-        result = await allocator.run_request(lu.cfg, name, executable, request, states, lu.ctx.clock)
-        chosen = iallocator.node_names(name, result, 1)[0]
-        by_name = {n.name: n.uuid for n in candidates}
-        if chosen not in by_name:
-            raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
-                                       % (name, chosen, ", ".join(sorted(by_name))), errors.ECODE_FAULT)
-        await lu.log_info("Selected node %s for instance %s (allocator %s)", chosen, inst.name, name)
-        return by_name[chosen]
+        chosen = await allocator.choose_node(lu.cfg, name, executable, request, states,
+                                             {n.name or "": uuid_of(n) for n in candidates}, reactor=lu.ctx.clock)
+        await lu.log_info("Selected node %s for instance %s (allocator %s)", node_name(lu.cfg, chosen), inst.name, name)
+        return chosen
     placement = allocator.place(move_request(lu.cfg, inst, need), states)
     if placement.node is None:
         raise errors.OpPrereqError(
@@ -813,25 +809,13 @@ class LUNodeEvacuate(_LUNodeJobs):
     async def external_targets(self, name: str, executable: str, candidates: list[Node],
                                states: list[allocator.NodeState]) -> dict[str, str]:
         """L{targets} as external allocator C{name} answers a C{node-evacuate} request."""
-        cfg = self.cfg
         request = iallocator.NodeEvacRequest([i.name or "" for i in self.to_move], self.op["mode"],
                                              bool(self.op.get("ignore_soft_errors")))
-        result = iallocator.evacuation(
-            name, await allocator.run_request(cfg, name, executable, request, states, self.ctx.clock))
-        if result.failed:
-            raise errors.OpPrereqError("Unable to evacuate instances %s" % ", ".join(
-                "%s (%s)" % (inst, why) for inst, why in result.failed), errors.ECODE_NORES)
-        by_name = {n.name: n.uuid for n in candidates}
-        placed: dict[str, str] = {}
-        for inst_name, _group, nodes in result.moved:
-            inst = cfg.find_instance(inst_name)
-            if inst is None or inst not in self.to_move or not nodes or nodes[0] not in by_name:
-                raise errors.OpPrereqError("Allocator '%s' answered an unusable move: %s to %s"
-                                           % (name, inst_name, ", ".join(nodes) or "nowhere"), errors.ECODE_FAULT)
-            placed[uuid_of(inst)] = by_name[nodes[0]]
-            await self.log_info("Instance %s goes to node %s (allocator %s)", inst_name, nodes[0], name)
-        missing = sorted(i.name or "?" for i in self.to_move if uuid_of(i) not in placed)
-        if missing:
-            raise errors.OpPrereqError("Allocator '%s' did not place %s" % (name, ", ".join(missing)),
-                                       errors.ECODE_FAULT)
+        answer = await allocator.run_request(self.cfg, name, executable, request, states, self.ctx.clock)
+        placed = iallocator.evacuation_targets(name, iallocator.evacuation(name, answer),
+                                               {i.name or "": uuid_of(i) for i in self.to_move},
+                                               {n.name or "": uuid_of(n) for n in candidates})
+        for inst in self.to_move:
+            await self.log_info("Instance %s goes to node %s (allocator %s)", inst.name,
+                                node_name(self.cfg, placed[uuid_of(inst)]), name)
         return placed
