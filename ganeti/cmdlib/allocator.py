@@ -70,6 +70,8 @@ class NodeState:
     total_cpus: int | None = None
     instances: int = 0
     error: str | None = None
+    reserved_memory: int = 0
+    reserved_cpus: int = 0
 
 
 @attrs.frozen
@@ -114,7 +116,8 @@ def figures(nodes: Sequence[NodeState]) -> dict[str, iallocator.NodeFigures]:
     """The iallocator figures of the nodes whose free memory is known, by uuid."""
     return {
         n.uuid: iallocator.NodeFigures(free_memory=n.free_memory, total_memory=n.total_memory, free_disk=n.free_disk,
-                                       total_disk=n.total_disk, total_cpus=n.total_cpus)
+                                       total_disk=n.total_disk, total_cpus=n.total_cpus,
+                                       reserved_memory=n.reserved_memory, reserved_cpus=n.reserved_cpus)
         for n in nodes if n.error is None and n.free_memory is not None
     }
 

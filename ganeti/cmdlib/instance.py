@@ -377,8 +377,9 @@ class LUInstanceCreate(LogicalUnit):
                 continue
             states.append(allocator.NodeState(
                 uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(self.template), total_cpus=res.cpu_total,
-                instances=counts.get(uuid, 0)))
+                free_disk=res.storage_free.get(self.template), total_disk=res.storage_size.get(self.template),
+                total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
+                reserved_cpus=res.cpu_dom0 or 0))
         return states
 
     async def _narrow_locks(self, pnode: str) -> None:

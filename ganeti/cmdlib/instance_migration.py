@@ -213,7 +213,8 @@ async def node_states(lu: LogicalUnit, nodes: list[Node], hypervisors: Iterable[
             elif res.memory_free is not None:
                 free = res.memory_free if state.free_memory is None else min(state.free_memory, res.memory_free)
                 states[uuid] = attrs.evolve(state, free_memory=free, total_memory=res.memory_total,
-                                            total_cpus=res.cpu_total)
+                                            total_cpus=res.cpu_total, reserved_memory=res.memory_dom0 or 0,
+                                            reserved_cpus=res.cpu_dom0 or 0)
     return list(states.values())
 
 

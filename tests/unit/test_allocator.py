@@ -248,3 +248,26 @@ def with_instance(cfg: ConfigData) -> ConfigData:
                     hypervisor="fake", os="noop", admin_state="up", beparams={"maxmem": 512, "minmem": 512},
                     nics=[NIC(mac="aa:00:00:00:00:01", nicparams={"mode": "bridged", "link": "br0"})])
     return attrs.evolve(cfg, instances={"inst-1": inst}, disks={"disk-1": disk})
+
+
+class NodeFiguresTests(SynchronousTestCase):
+    def test_node_info_to_allocator_figures(self) -> None:
+        """What node_info says (total storage, the node's own memory and
+        CPUs) reaches the allocator input."""
+        from ganeti.cmdlib.instance_utils import parse_node_info
+
+        res = parse_node_info(["boot", [{"type": "sharedfile", "name": "/srv", "storage_free": 700,
+                                         "storage_size": 1000}],
+                               [{"memory_total": 4096, "memory_free": 3000, "memory_dom0": 512, "cpu_total": 8,
+                                 "cpu_dom0": 1}]])
+        self.assertEqual((res.storage_free, res.storage_size, res.memory_dom0, res.cpu_dom0),
+                         ({"sharedfile": 700}, {"sharedfile": 1000}, 512, 1))
+        cfg = cluster(nodes=1)
+        uuid = next(u for u, n in cfg.nodes.items() if n.name == MASTER)
+        state = NodeState(uuid, MASTER, free_memory=res.memory_free, total_memory=res.memory_total,
+                          free_disk=700, total_disk=1000, total_cpus=8, reserved_memory=512, reserved_cpus=1)
+        node = allocator.build_input(cfg, request(template="sharedfile"), [state])["nodes"][MASTER]
+        self.assertEqual({k: node[k] for k in ("total_memory", "free_memory", "reserved_memory", "total_disk",
+                                               "free_disk", "total_cpus", "reserved_cpus")},
+                         {"total_memory": 4096, "free_memory": 3000, "reserved_memory": 512, "total_disk": 1000,
+                          "free_disk": 700, "total_cpus": 8, "reserved_cpus": 1})
