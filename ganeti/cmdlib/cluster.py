@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import group_params, instance_params
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
@@ -81,6 +82,16 @@ _SIMPLE = (
 _MAC_PREFIX = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
+def _without_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """C{params} refusing the value C{default}: the cluster's values are the
+    defaults, there is nothing above them."""
+    for key, value in params.items():
+        if value is instance_params.DEFAULT:
+            raise errors.OpPrereqError("Parameter '%s' has no default above the cluster's own value" % key,
+                                       errors.ECODE_INVAL)
+    return params
+
+
 @register
 class LUClusterSetParams(LogicalUnit):
     """Change cluster parameters (those our model has).
@@ -96,6 +107,20 @@ class LUClusterSetParams(LogicalUnit):
     def expand_names(self) -> None:
         self.needed_locks = {level: ALL_SET for level in ("instance", "nodegroup", "node")}
         self.share_all()
+
+    def check_arguments(self) -> None:
+        """Type every parameter dict (one check per family), so that an
+        unknown key or a value of the wrong type is refused before anything
+        changes, whether it came from the CLI, RAPI or LUXI."""
+        op = self.op
+        if op.get("hvparams") is not None:
+            op["hvparams"] = instance_params.check_hvparams_by_hypervisor(op["hvparams"], allow_default=False)
+        if op.get("beparams") is not None:
+            op["beparams"] = instance_params.check_beparams(op["beparams"], allow_default=False)
+        if op.get("nicparams") is not None:
+            op["nicparams"] = instance_params.check_nicparams(op["nicparams"], allow_default=False)
+        if op.get("ndparams") is not None:
+            op["ndparams"] = _without_defaults(group_params.check_ndparams(op["ndparams"]))
 
     def check_prereq(self) -> None:
         op = self.op

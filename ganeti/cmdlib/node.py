@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import group_params, names, verify_instances
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -31,6 +32,8 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.cluster import LUClusterVerifyConfig
+from ganeti.cmdlib.instance_params import HV_TYPES
+from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
 
@@ -122,6 +125,16 @@ def _address(node: Node) -> str:
 # --- OP_NODE_ADD ------------------------------------------------------------------------
 
 
+def _check_static(op: Any) -> dict[str, Any]:
+    """A node opcode's C{ndparams}, C{hv_state} and C{disk_state}, typed
+    by the checks the node group's use (empty when not given)."""
+    return {
+        "ndparams": group_params.check_ndparams(op.get("ndparams") or {}),
+        "hv_state": group_params.check_hv_state(op.get("hv_state") or {}),
+        "disk_state": group_params.check_disk_state(op.get("disk_state") or {}),
+    }
+
+
 @register
 class LUNodeAdd(LogicalUnit):
     """Add a node (or re-add one with C{readd}).
@@ -140,6 +153,8 @@ class LUNodeAdd(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
+        op["node_name"] = names.normalize_hostname(op["node_name"], "node name")
+        self.static = _check_static(op)
         if op.get("primary_ip") is None:
             try:
                 op["primary_ip"] = socket.gethostbyname(op["node_name"])
@@ -230,11 +245,11 @@ class LUNodeAdd(LogicalUnit):
             vm_capable=self.vm_capable,
         )
         if op.get("ndparams") is not None:
-            changes["ndparams"] = dict(op["ndparams"])
+            changes["ndparams"] = group_params.merged({}, self.static["ndparams"])
         if op.get("hv_state") is not None:
-            changes["hv_state_static"] = op["hv_state"]
+            changes["hv_state_static"] = group_params.merged_nested({}, self.static["hv_state"])
         if op.get("disk_state") is not None:
-            changes["disk_state_static"] = op["disk_state"]
+            changes["disk_state_static"] = group_params.merged_disk_state({}, self.static["disk_state"])
         if self.existing is not None:
             await self.log_info("Readding a node, the offline/drained flags were reset")
             await self.update("node", attrs.evolve(self.existing, **changes))
@@ -262,8 +277,14 @@ class LUNodeRemove(LogicalUnit):
     """Remove a node: not the master, not one with instances.
 
     Locks: the BGL exclusively and every node lock (another node may be
-    promoted to keep the candidate pool full).  The node is told to leave
-    the cluster (best effort: a warning if it cannot be reached).
+    promoted to keep the candidate pool full).  The steps, in this order:
+    promote other nodes as needed; tell the node to leave the cluster
+    (best effort: a warning if it cannot be reached); remove it from the
+    configuration.  A job killed before the last step leaves a node in the
+    configuration that no longer answers, which C{gnt-cluster verify}
+    reports and the same removal run again finishes (the node's refusal is
+    then a warning); never a node out of the configuration still serving
+    the cluster.
     """
 
     OP_ID = "OP_NODE_REMOVE"
@@ -291,11 +312,11 @@ class LUNodeRemove(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         node = self.node
         await adjust_candidate_pool(self, [node.uuid])
-        await self.remove("node", node.uuid)
         result = (await self.ctx.rpc().call({node.name: _address(node)}, "node_leave_cluster", [False]))[node.name]
         if result.failed:
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
+        await self.remove("node", node.uuid)
         return None
 
 
@@ -342,6 +363,7 @@ class LUNodeSetParams(LogicalUnit):
         if op.get("secondary_ip") is not None and not _valid_ip(op["secondary_ip"]):
             raise errors.OpPrereqError("Secondary IP (%s) needs to be a valid IP address" % op["secondary_ip"],
                                        errors.ECODE_INVAL)
+        self.static = _check_static(op)
         self.might_demote = (op.get("master_candidate") is False or op.get("offline") is True
                              or op.get("drained") is True or op.get("master_capable") is False)
         self.lock_all = bool(op["auto_promote"]) and self.might_demote
@@ -428,12 +450,14 @@ class LUNodeSetParams(LogicalUnit):
         result: list[list[Any]] = []
         changes: dict[str, Any] = {}
         if op.get("ndparams") is not None:
-            changes["ndparams"] = dict(node.ndparams, **op["ndparams"])
+            changes["ndparams"] = group_params.merged(node.ndparams or {}, self.static["ndparams"])
             result.append(["ndparams", str(changes["ndparams"])])
         if op.get("hv_state") is not None:
-            changes["hv_state_static"] = op["hv_state"]
+            changes["hv_state_static"] = group_params.merged_nested(node.hv_state_static or {},
+                                                                    self.static["hv_state"])
         if op.get("disk_state") is not None:
-            changes["disk_state_static"] = op["disk_state"]
+            changes["disk_state_static"] = group_params.merged_disk_state(node.disk_state_static or {},
+                                                                          self.static["disk_state"])
         if op.get("powered") is not None:
             changes["powered"] = op["powered"]
             result.append(["powered", str(op["powered"])])
@@ -489,21 +513,17 @@ class LUClusterVerify(LUClusterVerifyConfig):
     one opcode and returns True when no error was found.  Each online node
     runs C{node_verify}: it must reach the node daemon of every other online
     node, speak our protocol version, and hold the ssconf files the
-    configuration gives.  Every lock, shared.
+    configuration gives; its running instances and its instances' disk
+    files must match the configuration (L{verify_instances}: an instance
+    marked up and not running, a missing disk file are errors, an orphan
+    disk file a warning).  Every lock, shared.
     """
 
     OP_ID = "OP_CLUSTER_VERIFY"
     REQ_BGL = False
 
     def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
-        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
-        if ltype == "ERROR":
-            self.bad = True
-        if self.op["error_codes"]:
-            line = "%s:%s:%s:%s:%s" % (ltype, code, "node", node, message)
-        else:
-            line = "%s: %s %s: %s" % (ltype, "node", node, message)
-        return self.feedback("  - %s" % line)
+        return self._item_error("node", code, node, message, warning)
 
     async def exec_(self, feedback: Feedback) -> Any:
         from ganeti import GANETI_RELEASE
@@ -515,7 +535,9 @@ class LUClusterVerify(LUClusterVerifyConfig):
             wanted = lookup_group(cfg, self.op["group_name"])
             groups = [g for g in groups if g.uuid == wanted]
         everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
+        scanner = verify_instances.shared_scanner(cfg, everyone)
         checks = {
+            "instancelist": [hv for hv in cfg.cluster.enabled_hypervisors or [] if hv in HV_TYPES],
             "nodelist": [[n.name, _address(n)] for n in everyone],
             "ssconf": expected_ssconf(cfg),
             "version": None,
@@ -527,18 +549,49 @@ class LUClusterVerify(LUClusterVerifyConfig):
             online = [n for n in members if not n.offline]
             await self.feedback("* Gathering data (%d nodes)" % len(members))
             results = {}
+            disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
             if online:
                 results = await self.ctx.rpc().call(
                     {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
                     timeout=VERIFY_TIMEOUT,
+                    node_args={name: [dict(checks, **{wire.NV_DISK_FILES: check}), cfg.cluster.cluster_name]
+                               for name, check in disk_checks.items()},
                 )
             await self.feedback("* Verifying node status")
             for node in online:
                 await self._check_node(node, results[node.name], GANETI_RELEASE)
+            await self._check_instances(online, results)
             offline = len(members) - len(online)
             if offline:
                 await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
+        if not self.op.get("group_name"):
+            await verify_queue_replicas(self, self._node_error)
         return not self.bad
+
+    async def _check_instances(self, online: list[Node], results: dict[str, Any]) -> None:
+        """The instances' run state (from C{instancelist}) and disk files
+        (from C{disk-files}): L{verify_instances}."""
+        problems = []
+        lists = {}
+        for node in online:
+            result = results[node.name]
+            payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
+            if "instancelist" in payload:
+                lists[node.uuid or ""] = payload["instancelist"]
+            problems += verify_instances.disk_file_problems(self.cfg, node, payload.get(wire.NV_DISK_FILES))
+        problems = verify_instances.running_problems(self.cfg, lists) + problems
+        for problem in problems:
+            await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
+
+    def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
+        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
+        if ltype == "ERROR":
+            self.bad = True
+        if self.op["error_codes"]:
+            line = "%s:%s:%s:%s:%s" % (ltype, code, kind, item, message)
+        else:
+            line = "%s: %s %s: %s" % (ltype, kind, item, message)
+        return self.feedback("  - %s" % line)
 
     async def _check_node(self, node: Node, result: Any, release: str) -> None:
         name = node.name or node.uuid or "?"

@@ -38,6 +38,8 @@ WFJC_TIMEOUT = 89
 DEFAULT_MAX_RUNNING = 20
 #: a job whose process dies before the handshake this often is failed
 MAX_START_ATTEMPTS = 3
+#: while WConfD restarts, calls to it wait (and are sent again) this long at most
+WCONFD_RECONNECT_FOR = 30.0
 #: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
 ARCHIVE_EXIT_WAIT = 11.0
 #: CancelJob with kill: seconds between SIGTERM and SIGKILL
@@ -46,6 +48,9 @@ KILL_GRACE = 5.0
 KILL_WAIT = 5.0
 #: the result and log entry of a job killed with SIGKILL (LuxiD writes it)
 KILLED_HARD = "Job canceled by request (killed: the job process %s)"
+#: seconds before the scheduler tries again after a job process could not be
+#: started at all (no fork, no pipe: e.g. too many open files)
+SPAWN_RETRY = 1.0
 
 JobWrite = Callable[[str, bytes], Any]
 
@@ -112,6 +117,7 @@ class LuxidService(Service):
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None
+        self._spawn_retry: Any = None
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
         self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
@@ -122,11 +128,13 @@ class LuxidService(Service):
         self._livelock_fd = hold_lockfile(self.livelock)
         self.jobs = self.queue.load_live_jobs()
         self._recover()
+        if self.replicator is not None:
+            self.replicator.start()  # a full resync of every candidate
         self._watch_queue()
         if self.use_forkserver:
             from ganeti.luxid.forkclient import ForkServer
 
-            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited)
+            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned)
             try:
                 self.forkserver.start()
             except OSError:
@@ -142,8 +150,12 @@ class LuxidService(Service):
         super().stopService()
         if self._follow is not None and self._follow.running:
             self._follow.stop()
+        if self._spawn_retry is not None and self._spawn_retry.active():
+            self._spawn_retry.cancel()
         if self._notifier is not None:
             self._notifier.loseConnection()
+        if self.replicator is not None:
+            self.replicator.stop()
         if self.forkserver is not None:
             self.forkserver.stop()
         for waiters in self._watchers.values():
@@ -188,12 +200,17 @@ class LuxidService(Service):
 
         while self.running:
             try:
-                client = await WConfdClient.connect(self.reactor, self.paths.wconfd_socket)
+                client = await WConfdClient.connect(
+                    self.reactor, self.paths.wconfd_socket, reconnect_for=WCONFD_RECONNECT_FOR
+                )
             except errors.GenericError:
                 await deferLater(self.reactor, 0.5, lambda: None)
                 continue
+            if not self.running:
+                client.close()
+                return
             self.wconfd = client
-            client.protocol.lost.addCallback(self._wconfd_lost)
+            client.reconnected.append(self._wconfd_back)
             await self._refresh_limits()
             self.log.info("connected to WConfD")
             self.schedule()
@@ -212,11 +229,11 @@ class LuxidService(Service):
             self._max_running_config = cluster.max_running_jobs
             self.schedule()
 
-    def _wconfd_lost(self, _: Any) -> None:
-        self.wconfd = None
-        if self.running:
-            self.log.warn("lost the connection to WConfD; reconnecting")
-            self.reactor.callLater(0.5, self._start_connect)
+    def _wconfd_back(self) -> None:
+        """WConfD restarted: the client reconnected by itself; catch up."""
+        self.log.info("reconnected to WConfD")
+        Deferred.fromCoroutine(self._refresh_limits())
+        self._cleanup_locks()
 
     @property
     def max_running(self) -> int:
@@ -328,7 +345,30 @@ class LuxidService(Service):
                 return
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
-        spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+        try:
+            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+        except OSError as e:
+            self._spawn_failed(job, job_channel, e)
+
+    def _spawn_failed(self, job: QueuedJob, job_channel: JobChannel, why: OSError) -> None:
+        """No process at all: the job stays queued and is tried again later
+        (this is no start attempt, the job itself is not at fault)."""
+        self.log.error("cannot start a process for job {job} ({why}); trying again in {t}s",
+                       job=job.id, why=why, t=SPAWN_RETRY)
+        if self.processes.get(job.id) is job_channel:
+            del self.processes[job.id]
+        job_channel.ended()
+        job.livelock = job.process_id = None
+        try:
+            self._write(job, durable=False)
+        except OSError:
+            self.log.failure("job {job}: cannot write its file", job=job.id)
+        if self._spawn_retry is None or not self._spawn_retry.active():
+            self._spawn_retry = self.reactor.callLater(SPAWN_RETRY, self._retry_spawns)
+
+    def _retry_spawns(self) -> None:
+        self._spawn_retry = None
+        self.schedule()
 
     def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> None:
         """Step 3: the child's lock file goes into the job file, durably."""
@@ -370,6 +410,18 @@ class LuxidService(Service):
         self.log.info("job {job} killed on request ({how})", job=job.id, how=how)
         self._write(job)
         self._cleanup_locks()
+    def _jobs_orphaned(self, channels: list[JobChannel]) -> None:
+        """The fork server died: its jobs' exits will not be reported.  A
+        confirmed job is followed through its lock file; an unconfirmed one
+        never ran (its pipes are closed: it exits) and is started again."""
+        for job_channel in channels:
+            if self.processes.get(job_channel.job_id) is not job_channel:
+                continue
+            if job_channel.confirmed and job_channel.lockfile:
+                del self.processes[job_channel.job_id]
+                self.adopted[job_channel.job_id] = job_channel.lockfile
+            else:
+                self._job_exited(JobExit(job_channel.job_id, None, None, False))
 
     def _follow_adopted(self) -> None:
         """Processes we did not start: their lock file tells if they live."""

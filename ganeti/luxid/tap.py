@@ -58,7 +58,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
     # every job file write, LuxiD's and the job processes', goes out to the candidates
     distributor = JobDistributor(replicator.background if replicator is not None else None)
-    queue = JobQueueDir(paths, on_write=distributor)
+    queue = JobQueueDir(paths, on_write=distributor, on_rename=replicator.renamed if replicator else None,
+                        on_drain=replicator.drain_changed if replicator else None)
     try:
         queue.open()
     except QueueLocked as e:

@@ -19,10 +19,10 @@ from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
-from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.logger import Logger
 from twisted.python import usage
 
-from ganeti import errors
+from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.listening import stream_listener
 from ganeti.daemons import node_address
@@ -33,6 +33,15 @@ from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+
+
+#: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
+#: with the cluster certificate gets past the TLS handshake to send one; the
+#: master opens up to 4 connections per running job, so one address may
+#: hold many (an unauthenticated one is cut at the handshake timeout)
+DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0, max_connections_per_ip=400)
+
+log = Logger()
 
 
 class Options(usage.Options):
@@ -48,7 +57,7 @@ class Options(usage.Options):
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
-    ]
+    ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
     def postOptions(self) -> None:
         if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
@@ -56,6 +65,7 @@ class Options(usage.Options):
         if not self["bind"]:
             raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
+        self["limits"] = http_limits.limits_from_options(self)
         if self["join-token"] and self["join-token-file"]:
             raise usage.UsageError("give --join-token or --join-token-file, not both")
         token = self["join-token"]
@@ -82,16 +92,25 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     paths.ensure_dirs()
     address = options["bind"]
     if ":" in address:
-        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)
+        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     else:
-        endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
+        endpoint = TCP4ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     where = "%s port %d (TCP)" % (address, options["port"])
 
-    def joined_factory() -> TLSMemoryBIOFactory:
+    limits = http_limits.fit_to_fd_limit(options["limits"], http_limits.raise_open_files_limit())
+    if limits != options["limits"]:
+        log.warn("ganeti-noded: --max-connections lowered to {n} to stay below the open-files limit",
+                 n=limits.max_connections)
+    report = http_limits.ClosureReport(reactor, "ganeti-noded")
+
+    def guard(site: Any, tls: Any) -> Any:
+        return http_limits.guard(site, limits, report, tls)
+
+    def joined_factory() -> Any:
         creds = Credentials.cluster(paths)
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
         tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
-        return TLSMemoryBIOFactory(tls, False, node_site(procedures, access_log=bool(options["access-log"])))
+        return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
 
     unjoined = not os.path.exists(paths.server_pem) and options.get("token")
     if not unjoined:
@@ -105,9 +124,10 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))
+    report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, where=where).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, where=where, guard=guard).setServiceParent(root)
     else:
         stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root

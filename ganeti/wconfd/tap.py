@@ -17,6 +17,7 @@ from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
+from ganeti.wconfd.death import holds_lock
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.service import WConfdService
@@ -70,6 +71,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         owner_dirs=paths.owner_dirs(),
         death_interval=options["death-interval"],
         checkpoint_delay=options["checkpoint-delay"],
+        holder=holds_lock,
     )
     next_stage = service.distributor
     values = SsconfValues()  # one ssconf computation per config serial for both stages
