@@ -262,6 +262,8 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mac-prefix")
     parser.add_argument("--maintain-node-health", type=cli.yes_no, metavar="yes|no")
     parser.add_argument("--prealloc-wipe-disks", type=cli.yes_no, metavar="yes|no")
-    parser.add_argument("-I", "--default-iallocator")
+    parser.add_argument("-I", "--default-iallocator",
+                        help="allocator used when none is named: builtin, or one installed in"
+                             " <root>/usr/{local/,}lib/ganeti/iallocators (e.g. hail)")
     cli.add_priority_option(parser)
     cli.add_submit_options(parser)

@@ -277,6 +277,16 @@ class ExternalAllocatorTests(InstanceTestCase):
         with open(self.seen + ".args") as handle:
             self.assertEqual(json.load(handle), ["--alpha=1", "--beta"])
 
+    def test_default_allocator_must_be_installed(self) -> None:
+        """As Ganeti: OP_CLUSTER_SET_PARAMS refuses a default allocator not installed under the root."""
+        message = self.error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "default_iallocator": "hail"},
+                             code=errors.ECODE_INVAL)
+        self.assertIn("Invalid default iallocator script 'hail' specified", message)
+        self.assertEqual(self.cfg().cluster.default_iallocator, "")
+        for name in ("least", "builtin", ""):
+            self.ok({"OP_ID": "OP_CLUSTER_SET_PARAMS", "default_iallocator": name})
+            self.assertEqual(self.cfg().cluster.default_iallocator, name)
+
     def test_an_answer_naming_an_unusable_node_changes_nothing(self) -> None:
         self.rpc.memory = {MASTER: 1024, N2: 8192, N3: 4096, N4: 2048}
         self.env = Env(change_node(cluster(), MASTER, drained=True))
