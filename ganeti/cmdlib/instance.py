@@ -337,8 +337,9 @@ class LUInstanceCreate(LogicalUnit):
             vcpus=iu.instance_vcpus(self.cfg, probe),
             disk_template=self.template,
             disks=[dict(d) for d in self.disks],
-            nics=[{"mac": n["mac"], "ip": n.get("ip"), "mode": n["nicparams"].get("mode"),
-                   "link": n["nicparams"].get("link"), "network": n.get("network")} for n in self.nics],
+            # as Ganeti: each NIC as its object's dict
+            nics=[{"mac": n["mac"], "ip": n.get("ip"), "network": n.get("network"), "name": n.get("name"),
+                   "nicparams": dict(n["nicparams"])} for n in self.nics],
             hypervisor=self.hypervisor,
             os=self.op.get("os_type") or "",
             tags=list(self.op["tags"]),

@@ -95,7 +95,8 @@ def test_allocate() -> None:
     cfg = config()
     request = iallocator.AllocateRequest(name="new.example.test", memory=1024, vcpus=1, disk_template="sharedfile",
                                          disks=[{"size": 4096, "mode": "rw"}], hypervisor="fake", os="noop",
-                                         nics=[{"mac": "auto", "ip": None, "mode": "bridged", "link": "br0"}])
+                                         nics=[{"mac": "auto", "ip": None, "network": None, "name": None,
+                                                "nicparams": {"mode": "bridged", "link": "br0"}}])
     # node 3 has the most memory of the default group, the preferred one
     (chosen,) = iallocator.node_names("hail", ask(cfg, request, nodes(cfg, {N3: 12000})), 1)
     assert chosen in (N1, N3), chosen
