@@ -12,7 +12,10 @@ speaking the protocol) gets the path of a JSON file (L{build_input}):
     flags, group uuid, filled C{ndparams}) and, for the nodes whose
     C{node_info} figures are known, the dynamic ones (memory, disk,
     spindles, CPUs, memory of the primary instances).  A node without
-    figures is shown offline, so that no allocator places anything there;
+    figures is shown offline, so that no allocator places anything there.
+    C{free_memory} is the hypervisor's figure as reported (Ganeti further
+    subtracts what running instances may still claim up to their maximum
+    memory, from an extra C{all_instances_info} call; we do not);
   - C{instances}: C{{name: ...}} with their filled backend parameters,
     nodes (primary first), NICs (filled C{mode} and C{link}, C{bridge} when
     bridged), disks (C{dev_type}, C{size}, C{mode}, C{spindles}) and disk
