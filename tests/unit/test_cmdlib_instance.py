@@ -132,8 +132,12 @@ class CreateTests(InstanceTestCase):
         self.assertEqual(self.ok(create("web3.example.test")), [N3])
 
     def test_hail_that_is_not_installed_is_refused_not_replaced(self) -> None:
+        looked: list[str] = []
+        isfile = os.path.isfile
+        self.patch(os.path, "isfile", lambda path: looked.append(str(path)) or isfile(path))
         message = self.error(create(iallocator="hail"), code=errors.ECODE_NOENT)
         self.assertIn("Can't find allocator 'hail'", message)
+        self.assertEqual([p for p in looked if "iallocators" in p], [], "hermetic: no host search path")
         self.assertIsNone(self.instance())
         self.assertNotIn("blockdev_create", self.rpc.procedures())
 
