@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import group_params, instance_params
+from ganeti.cmdlib import allocator, group_params, instance_params
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
@@ -133,6 +133,11 @@ class LUClusterSetParams(LogicalUnit):
             raise errors.OpPrereqError(
                 "max_tracked_jobs (%s) must not be below max_running_jobs (%s)" % (tracked, running), errors.ECODE_INVAL
             )
+        wanted = op.get("default_iallocator")
+        if wanted and wanted != allocator.BUILTIN and allocator.find_allocator(wanted, allocator.root_of(self)) is None:
+            # as Ganeti: a default allocator must be installed where it is looked for
+            raise errors.OpPrereqError("Invalid default iallocator script '%s' specified" % wanted,
+                                       errors.ECODE_INVAL)
         instances = list(self.cfg.instances.values())
         hypervisors = op.get("enabled_hypervisors")
         if hypervisors is not None:
