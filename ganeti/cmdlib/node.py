@@ -31,7 +31,6 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.instance_params import HV_TYPES
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
 
