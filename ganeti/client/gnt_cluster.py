@@ -111,10 +111,9 @@ def verify_disks(ctx: Context, opts: argparse.Namespace) -> int:
                     continue
                 ctx.out("Instance %s has missing logical volumes:" % name)
                 for node, volume in sorted(volumes):
-                    if node in bad_nodes:
-                        ctx.out("\tbroken node %s /dev/%s" % (node, volume))
-                    else:
-                        ctx.out("\t%s /dev/%s" % (node, volume))
+                    # a logical volume is named inside its VG, a disk file by its path
+                    where = volume if volume.startswith("/") else "/dev/%s" % volume
+                    ctx.out("\t%s%s %s" % ("broken node " if node in bad_nodes else "", node, where))
             ctx.out("You need to replace or recreate disks for all the above instances if this message persists"
                     " after fixing broken nodes.")
             code = cli.EXIT_FAILURE

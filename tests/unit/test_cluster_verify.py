@@ -268,7 +268,7 @@ def test_gnt_cluster_verify_disks_reports_like_ganeti() -> None:
     client = JobsClient({
         10: ("success", [{"jobs": [[True, 11], [True, 12]]}], []),
         11: ("success", [[{}, [], {}]], []),
-        12: ("success", [[{"n3": "node unreachable"}, [], {"db": [["n2", "/srv/db/disk0"], ["n3", "/x"]],
+        12: ("success", [[{"n3": "node unreachable"}, [], {"db": [["n2", "/srv/db/disk0"], ["n3", "xenvg/lv"]],
                                                             "web": [["n3", "/y"]]}]], []),
     })
     code, out, _ = run(client, "verify-disks", "--node-group", "rack2")
@@ -276,7 +276,7 @@ def test_gnt_cluster_verify_disks_reports_like_ganeti() -> None:
     assert client.args("SubmitJob")[0][0][0]["group_name"] == "rack2"
     assert "No disks need to be activated." in out
     assert "Error gathering data on node n3: node unreachable" in out
-    assert "Instance db has missing logical volumes:\n\tn2 /dev//srv/db/disk0\n\tbroken node n3 /dev//x\n" in out
+    assert "Instance db has missing logical volumes:\n\tn2 /srv/db/disk0\n\tbroken node n3 /dev/xenvg/lv\n" in out
     assert "Instance web cannot be verified as it lives on broken nodes" in out
     clean = JobsClient({10: ("success", [{"jobs": [[True, 11]]}], []), 11: ("success", [[{}, [], {}]], [])})
     code, out, _ = run(clean, "verify-disks")
