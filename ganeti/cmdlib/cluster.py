@@ -14,8 +14,8 @@ import attrs
 
 from ganeti import errors
 from ganeti.cmdlib import group_params, instance_params
-from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
+from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.query import cluster_info

@@ -1,7 +1,9 @@
 """Run under Ganeti 3.0.2's own Python package (PYTHONPATH): Ganeti's
 C{gnt-cluster verify} and C{gnt-cluster verify-disks} (its C{VerifyCluster}
-and C{VerifyDisks}) against our LuxiD; prints their exit codes and what
-they printed as JSON.
+and C{VerifyDisks}) and the watcher's per-group disk check
+(C{watcher._VerifyDisks}: OP_GROUP_VERIFY_DISKS at low priority, its
+result unpacked, the job archived) against our LuxiD; prints the exit
+codes, what they printed and the watcher's job as JSON.
 
 usage: ganeti_verify.py LUXI_SOCKET
 """
@@ -29,6 +31,7 @@ _pycurl.__getattr__ = _NoCurl
 sys.modules.setdefault("pycurl", _pycurl)
 
 from ganeti import cli, luxi  # noqa: E402
+from ganeti import watcher  # noqa: E402
 from ganeti.client import gnt_cluster  # noqa: E402
 
 
@@ -50,6 +53,27 @@ def main():
     out["verify"], printed[:] = list(printed), []
     out["verify_disks_exit"] = gnt_cluster.VerifyDisks(argparse.Namespace(nodegroup=None, **generic), [])
     out["verify_disks"] = list(printed)
+    cl = luxi.Client(address=sock)
+    submitted = []
+    submit = cl.SubmitJob
+    cl.SubmitJob = lambda ops: submitted.append(submit(ops)) or submitted[-1]
+    archive = cl.ArchiveJob
+    archived = []
+
+    def archive_job(job_id):
+        try:
+            archived.append(archive(job_id))
+        except Exception as e:
+            archived.append("%s: %s" % (type(e).__name__, e))  # the watcher only logs it
+            raise
+        return archived[-1]
+
+    cl.ArchiveJob = archive_job
+    (group_uuid,) = [row[0][1] for row in cl.Query("group", ["uuid"], None).data]
+    watcher._VerifyDisks(cl, group_uuid, {}, {})
+    out["watcher_jobs"] = len(submitted)
+    out["watcher_archived"] = archived
+    out["watcher_job"] = cl.QueryJobs(submitted, ["ops", "opresult"])
     print(json.dumps(out))
 
 

@@ -69,6 +69,12 @@ async def test_verify_jobs_verify_disks_and_repair_disk_sizes(root):
             assert got["verify_exit"] == 0, got
             assert any("* Verifying group 'default'" in line for line in got["verify"]), got
             assert (got["verify_disks_exit"], got["verify_disks"][-1]) == (0, "No disks need to be activated."), got
+            # Ganeti's watcher: one OP_GROUP_VERIFY_DISKS job (the group's uuid, low priority), archived
+            watched = {k: v for k, v in got.items() if k.startswith("watcher")}
+            assert (got["watcher_jobs"], got["watcher_archived"]) == (1, [True]), watched
+            ((ops, results),) = got["watcher_job"]
+            assert [(op["OP_ID"], op["priority"]) for op in ops] == [("OP_GROUP_VERIFY_DISKS", 10)], watched
+            assert results == [[{}, [], {}]], watched
 
         # --- a disk file truncated by hand: verify fails; repair-disk-sizes records the actual size
         os.truncate(disk, 8 * MIB)
