@@ -522,8 +522,8 @@ define(
         Param("group_name", t_maybe(T_NONEMPTY_STR), ABSENT, "node group name"),
         Param("verify_clutter", T_BOOL, False, "also check authorized_keys for stray entries"),
     ],
-    doc="Verify the cluster: its configuration and every online node (live).",
-    result="bool",
+    doc="Verify the cluster: submit OP_CLUSTER_VERIFY_CONFIG and one OP_CLUSTER_VERIFY_GROUP job per group.",
+    result='{"jobs": [[true, job_id] | [false, error], ...]} (follow-up jobs)',
 )
 
 define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
@@ -630,3 +630,5 @@ define(
 
 # the instance opcodes (and the node opcodes that move instances) register here
 from ganeti import opcodes_instance  # noqa: E402,F401
+# the group verify, verify-disks and repair-disk-sizes opcodes register here
+from ganeti import opcodes_verify  # noqa: E402,F401
