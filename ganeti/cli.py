@@ -545,6 +545,7 @@ def run(
     client_factory: Callable[[Context], Any] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    log_command: bool | None = None,
 ) -> int:
     """Parse C{argv} (default C{sys.argv[1:]}), run the command; returns the exit status.
 
@@ -554,10 +555,16 @@ def run(
     @param client_factory: makes the LUXI client from the L{Context}
         (tests pass a fake); default: a L{ganeti.luxi.client.LuxiClient}
         on the socket under C{--root}.
+    @param log_command: append the command line to the node's
+        C{commands.log} (L{ganeti.logfile.record_command}); default: when
+        C{argv} is C{None}, that is when it is the process's own command line.
     """
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     args = list(sys.argv[1:] if argv is None else argv)
+    typed_argv = list(args)
+    if log_command is None:
+        log_command = argv is None
     aliases = aliases or {}
     root, args = _split_global(args)
     if not args or args[0] in ("-h", "--help"):
@@ -589,6 +596,7 @@ def run(
         return e.status
     if not hasattr(opts, "root"):
         opts.root = root
+    logged = log_command and _log_command("%s %s" % (prog, name), typed_argv, opts.root)
     ctx = Context(prog, typed, opts, out, err, client_factory, parser)
     try:
         result = command.resolve()(ctx, opts)
@@ -609,7 +617,20 @@ def run(
         result = EXIT_FAILURE
     finally:
         ctx.close()
+        if log_command and not logged:
+            _log_command("%s %s" % (prog, name), typed_argv, opts.root)  # gnt-cluster init made the log directory
     return EXIT_SUCCESS if result is None else int(result)
+
+
+def _log_command(program: str, argv: Sequence[str], root: str | None) -> bool:
+    """Best effort: C{commands.log} of the node under C{root}, if it has a log directory."""
+    from ganeti.logfile import record_command
+    from ganeti.paths import Paths
+
+    try:
+        return record_command(Paths.from_option(root).log_dir, program, argv)
+    except Exception:  # never fail the command over its log line
+        return False
 
 
 def _silence(stream: TextIO) -> None:

@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,6 +36,7 @@ import time
 from typing import Callable, NamedTuple
 
 from ganeti.listening import CANNOT_LISTEN
+from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -88,6 +90,17 @@ def read_node_identity(paths: Paths) -> dict[str, str]:
     except ValueError as e:
         raise SystemExit("%s is corrupt: %s" % (node_file(paths), e))
     return {"name": str(value.get("name", "")), "address": str(value.get("address", ""))}
+
+
+def node_address(paths: Paths) -> str:
+    """The node's primary IP from its identity file, or C{""} (none, or unreadable)."""
+    try:
+        with open(node_file(paths)) as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return ""
+    address = value.get("address") if isinstance(value, dict) else None
+    return address if isinstance(address, str) else ""
 
 
 def is_master(paths: Paths) -> bool:
@@ -183,8 +196,10 @@ def listening_problem(paths: Paths, spec: Spec, address: str) -> str | None:
     return None
 
 
-#: twistd's log line: "2026-11-24T23:10:46+0000 [system#level] text"
-_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\S+ \[[^\]]*\] (.*)$")
+#: a log line, in Ganeti's layout (L{ganeti.logfile}: "2026-11-24 23:10:46,123:
+#: ganeti-noded pid=42 CRITICAL text") or twistd's ("2026-11-24T23:10:46+0000
+#: [system#critical] text"), the text captured
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d(?: \S+: \S+ pid=\d+ [A-Z]+|T\S+ \[[^\]]*\]) (.*)$")
 
 
 def log_size(path: str) -> int:
@@ -207,7 +222,8 @@ def logged_reason(path: str, offset: int) -> str | None:
     except OSError:
         return None
     lines = text.splitlines()
-    chosen = [line for line in lines if CANNOT_LISTEN in line] or [line for line in lines if "#critical]" in line]
+    chosen = [line for line in lines if CANNOT_LISTEN in line] or [
+        line for line in lines if "#critical]" in line or " CRITICAL " in line]
     if not chosen:
         return None
     match = _LOG_LINE.match(chosen[-1])
@@ -230,14 +246,21 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
 
 
-def twistd_argv(paths: Paths, spec: Spec, address: str, *extra: str) -> list[str]:
-    """The command that starts C{spec}'s daemon daemonized, logging to its log file."""
+def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[str], dict[str, str]]:
+    """How to run C{spec}'s daemon daemonized: its argv and environment.
+
+    It logs through L{ganeti.logfile.observer} to C{ROOT/var/log/ganeti/<logbase>.log}
+    (appending, info level; C{GANETI_DEBUG=1} in the environment adds debug
+    lines).  twistd is the one installed beside this Python, else the one
+    on C{PATH} (a C{pip install --user} puts it in C{~/.local/bin}).
+    """
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
-    argv = [twistd, "--pidfile=", "--umask=022", "--logfile=%s" % paths.log_file(spec.logbase), spec.name,
-            "--root", paths.root]
-    if spec.bind:
-        argv += ["--bind", address]
-    return argv + list(extra)
+    if not os.access(twistd, os.X_OK):
+        twistd = shutil.which("twistd") or twistd
+    env = dict(os.environ)
+    env[LOG_FILE_ENV] = paths.log_file(spec.logbase)
+    argv = [twistd, "--pidfile=", "--umask=022", "--logger=ganeti.logfile.observer", spec.name, *options]
+    return argv, env
 
 
 def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object]) -> bool:
@@ -251,8 +274,10 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
         return False
     log_path = paths.log_file(spec.logbase)
     offset = log_size(log_path)
-    argv = twistd_argv(paths, spec, address)
-    result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True)
+    argv, env = twistd_command(paths, spec, ["--root", paths.root])
+    if spec.bind:
+        argv += ["--bind", address]
+    result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
     if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
         if ALREADY_RUNNING in result.stderr + result.stdout and running_pid(paths, spec) is not None:
             # started meanwhile by someone else (noded starts mond once joined)
@@ -339,13 +364,20 @@ def status(paths: Paths, names: list[str] = (), out=print) -> int:  # type: igno
     return EXIT_OK if all_running else EXIT_FAILURE
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ganeti-daemons", description="Start, stop or show a node's Ganeti daemons.")
     parser.add_argument("--root", help="root of the node's files (default: $GANETI_ROOT or /)")
     parser.add_argument("action", choices=("start", "stop", "status", "restart"))
-    parser.add_argument("daemons", nargs="*", metavar="DAEMON",
-                        help="ganeti-noded or noded, confd, wconfd, rapi, luxid, mond (default: every daemon this node runs)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "daemons", nargs="*", metavar="DAEMON",
+        help="full or short name (ganeti-noded or noded, ...); default: every daemon this node runs (%s)"
+        % ", ".join(BY_NAME),
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     paths = Paths.from_option(args.root)
     if args.action == "start":
         return start(paths, args.daemons)

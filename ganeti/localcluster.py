@@ -89,14 +89,10 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
         share_file_storage(directory, paths)
         daemons.write_node_identity(paths, name, address)
         token = secrets.token_hex(16)
-        started = subprocess.run(
-            [
-                os.path.join(BIN, "twistd"), "--pidfile=", "--umask=022",
-                "--logfile=%s" % paths.log_file("node-daemon"),
-                "ganeti-noded", "--root", paths.root, "--bind", address, "--join-token", token,
-            ],
-            cwd=paths.root, capture_output=True, text=True,
+        argv, env = daemons.twistd_command(
+            paths, daemons.BY_NAME["ganeti-noded"], ["--root", paths.root, "--bind", address, "--join-token", token]
         )
+        started = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
         if started.returncode != 0 or not _wait_tcp(address, 1811):
             print("%s: the node daemon did not start: %s" % (name, (started.stderr or started.stdout).strip()))
             return 1
@@ -148,15 +144,23 @@ def status(directory: str) -> int:
     return worst
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ganeti-local-cluster", description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ganeti-local-cluster",
+        description="Bring up, stop or show a real multi-node cluster on one machine: node N runs under"
+        " DIR/nodeN on 127.0.1.N, joined to node1 with a one-time token.",
+    )
     parser.add_argument("action", choices=("up", "down", "status"))
     parser.add_argument("--dir", default=DEFAULT_DIR, help="where the node roots live (default %(default)s)")
     parser.add_argument("--nodes", type=int, default=3, help="number of nodes for 'up' (default 3)")
     parser.add_argument("--name", default="cluster.local", help="cluster name (default %(default)s)")
     parser.add_argument("--domain", default="local", help="nodes are named nodeN.DOMAIN (default %(default)s)")
     parser.add_argument("--purge", action="store_true", help="with 'down': also remove the node roots")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.action == "up":
         return up(args.dir, args.nodes, args.name, args.domain)
     if args.action == "down":

@@ -17,12 +17,18 @@ Adding an opcode is a few lines::
 
 Parameters with a default may be omitted (the default is filled in);
 parameters without one ("absent" in the spec) stay absent; a C{null} value
-counts as not given.  Keys that are not declared are kept as they are.
+counts as not given.  A key that is not declared is refused, as Ganeti 3.0's
+LuxiD refuses it ("superfluous dictionary keys"); parameters Ganeti has but
+this cluster does not implement are declared with L{unsupported}: they may
+be given as C{null} (Ganeti's own clients send every parameter), nothing else.
+Numbers are finite, and durations and timeouts bounded (L{MAX_TEST_DELAY},
+L{MAX_TIMEOUT}), so no job can ask to run for ever.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Callable, Iterable
 
 import attrs
@@ -51,7 +57,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 T_ANY = Type("anything", lambda v: True)
@@ -64,6 +72,22 @@ T_NONNEG_FLOAT = Type("a non-negative number", lambda v: _is_number(v) and v >= 
 T_STR = Type("a string", lambda v: isinstance(v, str))
 T_NONEMPTY_STR = Type("a non-empty string", lambda v: isinstance(v, str) and v != "")
 T_DICT = Type("a dict", lambda v: isinstance(v, dict))
+#: Longest OP_TEST_DELAY, in seconds, all repetitions together (Ganeti has
+#: no bound; one day is far more than any test needs).
+MAX_TEST_DELAY = 86400.0
+#: Most repetitions of OP_TEST_DELAY.
+MAX_TEST_REPEAT = 10000
+#: Longest timeout an opcode may ask for, in seconds (one day).
+MAX_TIMEOUT = 86400
+T_TIMEOUT = Type(
+    "a whole number of seconds from 0 to %d" % MAX_TIMEOUT, lambda v: _is_int(v) and 0 <= v <= MAX_TIMEOUT
+)
+T_DELAY = Type(
+    "a number of seconds from 0 to %g" % MAX_TEST_DELAY, lambda v: _is_number(v) and 0 <= v <= MAX_TEST_DELAY
+)
+#: The type of a parameter declared with L{unsupported}: only null passes
+#: (and null counts as not given), so any value is refused.
+T_UNSUPPORTED = Type("null (this cluster does not implement it)", lambda v: v is None)
 
 
 def t_list(elem: Type) -> Type:
@@ -195,7 +219,7 @@ P_NODE_NAME = Param("node_name", T_NONEMPTY_STR, REQUIRED, "node (short names ar
 P_NODE_UUID = Param("node_uuid", t_maybe(T_NONEMPTY_STR), ABSENT, "internal: resolved UUID")
 P_GROUP_NAME = Param("group_name", T_NONEMPTY_STR, REQUIRED, "node group name")
 P_SHUTDOWN_TIMEOUT = Param(
-    "shutdown_timeout", T_NONNEG_INT, DEFAULT_SHUTDOWN_TIMEOUT, "seconds to wait for clean shutdown"
+    "shutdown_timeout", T_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, "seconds to wait for clean shutdown"
 )
 P_IGNORE_OFFLINE_NODES = Param("ignore_offline_nodes", T_BOOL, False, "tolerate offline nodes")
 P_IGNORE_IPOLICY = Param("ignore_ipolicy", T_BOOL, False, "ignore instance-policy violations")
@@ -210,15 +234,27 @@ P_TAG_NAME = Param("name", t_maybe(T_STR), ABSENT, "object name (omit or null fo
 P_TAGS = Param("tags", t_list(T_STR), REQUIRED, "tags")
 
 
+def unsupported(name: str, doc: str = "") -> Param:
+    """A parameter Ganeti's opcode has and this cluster does not implement:
+    accepted only as C{null} or absent (Ganeti's clients send it as null)."""
+    return Param(name, T_UNSUPPORTED, ABSENT, doc or "not implemented here: null or absent")
+
+
 @attrs.frozen
 class OpDef:
-    """The declaration of one opcode."""
+    """The declaration of one opcode.
+
+    @ivar check: an optional check of the whole (type-checked, defaulted)
+        opcode, for bounds that involve several parameters; it returns an
+        error message, or C{None} when the opcode is fine.
+    """
 
     op_id: str
     params: tuple[Param, ...]
     doc: str = ""
     result: str = "null"
     summary: str | Callable[[dict[str, Any]], str | None] | None = None
+    check: Callable[[dict[str, Any]], str | None] | None = None
 
     @property
     def all_params(self) -> tuple[Param, ...]:
@@ -242,6 +278,7 @@ def define(
     doc: str = "",
     result: str = "null",
     summary: str | Callable[[dict[str, Any]], str | None] | None = None,
+    check: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> OpDef:
     """Declare an opcode (once)."""
     if not op_id.startswith("OP_"):
@@ -253,7 +290,7 @@ def define(
     clash = sorted({n for n in names if names.count(n) > 1} | (set(names) & COMMON_NAMES))
     if clash:
         raise errors.ProgrammerError("opcode %s declares %s twice" % (op_id, ", ".join(clash)))
-    opdef = OpDef(op_id, params, doc=doc, result=result, summary=summary)
+    opdef = OpDef(op_id, params, doc=doc, result=result, summary=summary, check=check)
     OPCODES[op_id] = opdef
     return opdef
 
@@ -287,10 +324,15 @@ def validate(op: Any) -> dict[str, Any]:
     """Check an opcode dict; return a copy with the defaults filled in.
 
     @raise errors.OpPrereqError: (C{ECODE_INVAL}) unknown C{OP_ID}, a
-        required parameter missing or C{null}, or a value of the wrong
-        type; the message names the opcode and the parameter.
+        parameter the opcode does not have, a required parameter missing or
+        C{null}, a value of the wrong type or out of bounds; the message
+        names the opcode and the parameter.
     """
     opdef = lookup(op)
+    known = {p.name for p in opdef.all_params}
+    unknown = sorted(str(k) for k in op if k != "OP_ID" and k not in known)
+    if unknown:
+        raise _fail(opdef.op_id, "unknown parameter(s) %s" % ", ".join("'%s'" % _clip(k) for k in unknown))
     out = dict(op)
     for param in opdef.all_params:
         value = out.get(param.name)
@@ -304,7 +346,15 @@ def validate(op: Any) -> dict[str, Any]:
             raise _fail(
                 opdef.op_id, "parameter '%s' must be %s, not %s" % (param.name, param.type.desc, _short(value))
             )
+    if opdef.check is not None:
+        problem = opdef.check(out)
+        if problem:
+            raise _fail(opdef.op_id, problem)
     return out
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def summary(op: Any) -> str:
@@ -339,19 +389,42 @@ def _tags_summary(op: dict[str, Any]) -> str:
 
 # --- declarations -------------------------------------------------------------
 
+
+def _test_delay_total(op: dict[str, Any]) -> str | None:
+    total = op["duration"] * max(1, op["repeat"])
+    if total > MAX_TEST_DELAY:
+        return "'duration' times 'repeat' must be at most %g seconds, not %g" % (MAX_TEST_DELAY, total)
+    return None
+
+
 define(
     "OP_TEST_DELAY",
     [
-        Param("duration", T_NONNEG_FLOAT, REQUIRED, "seconds to sleep"),
+        Param("duration", T_DELAY, REQUIRED, "seconds to sleep (at most %g)" % MAX_TEST_DELAY),
         Param("on_master", T_BOOL, True, "also sleep on the master"),
         Param("on_nodes", t_list(T_STR), [], "node names to sleep on"),
         Param("on_node_uuids", t_maybe(t_list(T_STR)), ABSENT, "internal: resolved UUIDs"),
-        Param("repeat", T_NONNEG_INT, 0, "repeat count (0 = once)"),
+        Param(
+            "repeat",
+            Type("a whole number from 0 to %d" % MAX_TEST_REPEAT, lambda v: _is_int(v) and 0 <= v <= MAX_TEST_REPEAT),
+            0,
+            "repeat count (0 = once; at most %d)" % MAX_TEST_REPEAT,
+        ),
         Param("interruptible", T_BOOL, False, "can be interrupted through a socket"),
         Param("no_locks", T_BOOL, True, "skip lock acquisition"),
     ],
     doc="Sleep for a while (testing).",
     summary="duration",
+    check=_test_delay_total,
+)
+
+#: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
+_CLUSTER_UNSUPPORTED = (
+    "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
+    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
+    "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
+    "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
+    "use_external_mip_script", "vg_name", "zeroing_image",
 )
 
 define("OP_CLUSTER_QUERY", [], doc="Cluster information.", result="dict (as LUXI QueryClusterInfo)")
@@ -380,6 +453,7 @@ define(
         Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
         Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
               "data collector intervals (microseconds)"),
+        *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
     ],
     doc="Change cluster parameters.",
 )
@@ -451,8 +525,8 @@ define(
         Param("group_name", t_maybe(T_NONEMPTY_STR), ABSENT, "node group name"),
         Param("verify_clutter", T_BOOL, False, "also check authorized_keys for stray entries"),
     ],
-    doc="Verify the cluster: its configuration and every online node (live).",
-    result="bool",
+    doc="Verify the cluster: submit OP_CLUSTER_VERIFY_CONFIG and one OP_CLUSTER_VERIFY_GROUP job per group.",
+    result='{"jobs": [[true, job_id] | [false, error], ...]} (follow-up jobs)',
 )
 
 define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
@@ -559,3 +633,5 @@ define(
 
 # the instance opcodes (and the node opcodes that move instances) register here
 from ganeti import opcodes_instance  # noqa: E402,F401
+# the group verify, verify-disks and repair-disk-sizes opcodes register here
+from ganeti import opcodes_verify  # noqa: E402,F401

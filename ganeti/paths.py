@@ -70,6 +70,11 @@ class Paths:
         return os.path.join(self.data_dir, "locks.journal")
 
     @property
+    def wconfd_requests(self) -> str:
+        """WConfD's answers of the last requests of each owner (retries get them)."""
+        return os.path.join(self.data_dir, "wconfd-requests.data")
+
+    @property
     def tempres_data(self) -> str:
         return os.path.join(self.data_dir, "tempres.data")
 

@@ -3,7 +3,8 @@
 C{init} makes this node (this root) the master of a new one-node cluster:
 certificates and keys, the first config.data and ssconf files, the node's
 identity, then the daemons (through L{ganeti.daemons}).  C{destroy} stops
-the daemons and removes what C{init} created (logs stay).
+the daemons and removes what C{init} created (logs stay); as Ganeti, it
+refuses while instances or nodes other than the master are defined.
 """
 
 from __future__ import annotations
@@ -70,8 +71,23 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     return daemons.start(paths, out=ctx.out)
 
 
+def destroy_refusal(config: Any) -> str | None:
+    """Why the cluster of C{config} (config.data's dict) cannot be destroyed
+    yet, as Ganeti's OP_CLUSTER_DESTROY refuses: other nodes or instances
+    are still defined.  C{None}: it can."""
+    if not isinstance(config, dict):
+        raise ValueError("the configuration is not a JSON object")
+    master = (config.get("cluster") or {}).get("master_node")
+    others = [uuid for uuid in (config.get("nodes") or {}) if uuid != master]
+    if others:
+        return "There are still %d node(s) in this cluster." % len(others)
+    if config.get("instances"):
+        return "There are still %d instance(s) in this cluster." % len(config["instances"])
+    return None
+
+
 def destroy(ctx: Context, opts: argparse.Namespace) -> int:
-    from ganeti import daemons
+    from ganeti import daemons, serializer
 
     if not opts.yes_do_it:
         ctx.err(
@@ -82,6 +98,14 @@ def destroy(ctx: Context, opts: argparse.Namespace) -> int:
     paths = _paths(ctx)
     if not os.path.exists(paths.config_data):
         ctx.err("Failure: no cluster configuration at %s" % paths.config_data)
+        return cli.EXIT_FAILURE
+    try:
+        refusal = destroy_refusal(serializer.read_json(paths.config_data))
+    except (OSError, ValueError) as e:
+        ctx.err("Warning: cannot read %s (%s); destroying anyway" % (paths.config_data, e))
+        refusal = None
+    if refusal is not None:
+        ctx.err("Failure: prerequisites not met for this operation:\n%s" % refusal)
         return cli.EXIT_FAILURE
     daemons.stop(paths, out=ctx.out)
     for name in os.listdir(paths.data_dir):
@@ -276,7 +300,9 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mac-prefix")
     parser.add_argument("--maintain-node-health", type=cli.yes_no, metavar="yes|no")
     parser.add_argument("--prealloc-wipe-disks", type=cli.yes_no, metavar="yes|no")
-    parser.add_argument("-I", "--default-iallocator")
+    parser.add_argument("-I", "--default-iallocator",
+                        help="allocator used when none is named: builtin, or one installed in"
+                             " <root>/usr/{local/,}lib/ganeti/iallocators (e.g. hail)")
     parser.add_argument("--enabled-data-collectors", type=parse_collector_states, metavar="NAME=BOOL,...",
                         help="activate or deactivate MonD data collectors (e.g. diskstats=false)")
     parser.add_argument("--data-collector-interval", type=parse_collector_intervals, metavar="NAME=SECONDS,...",

@@ -275,7 +275,7 @@ def _setup_multi(parser: argparse.ArgumentParser) -> None:
 
 def _setup_cancel(parser: argparse.ArgumentParser) -> None:
     _setup_multi(parser)
-    parser.add_argument("--kill", action="store_true", help="Kill running jobs with SIGKILL")
+    parser.add_argument("--kill", action="store_true", help="Kill running jobs (SIGTERM, then SIGKILL after 5 s); they end canceled")
     parser.add_argument("--yes-do-it", "--ya-rly", action="store_true", help="Really use --kill")
 
 

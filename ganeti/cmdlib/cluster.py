@@ -1,15 +1,21 @@
-"""Cluster LUs: OP_CLUSTER_QUERY, OP_CLUSTER_VERIFY_CONFIG, OP_CLUSTER_SET_PARAMS."""
+"""Cluster LUs: OP_CLUSTER_QUERY, OP_CLUSTER_VERIFY_CONFIG, OP_CLUSTER_SET_PARAMS.
+
+The other verify LUs are in L{ganeti.cmdlib.verify}; they report through
+L{VerifyErrors}.
+"""
 
 from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import allocator, group_params, instance_params
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
+from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.query import cluster_info
@@ -29,16 +35,52 @@ class LUClusterQuery(LogicalUnit):
 #: Ganeti's error code for configuration problems, and the item type.
 CV_ECLUSTERCFG = "ECLUSTERCFG"
 _ITEM_CLUSTER = "cluster"
+#: The line of C{debug_simulate_errors}.
+SIMULATED = "simulated error (debug_simulate_errors)"
+
+
+class VerifyErrors:
+    """How the verify LUs report (Ganeti's C{_VerifyErrors}): one feedback
+    line per problem, C{"  - ERROR: <kind> <item>: <text>"}, or with
+    C{error_codes} C{"  - ERROR:<code>:<kind>:<item>:<text>"}; a code in
+    C{ignore_errors}, or a warning, is a C{WARNING} line.  Any error makes
+    C{self.bad} true: the opcode's result is C{not self.bad}.
+    """
+
+    op: dict[str, Any]
+    bad: bool = False
+    #: the LU's own (L{LogicalUnit.feedback}); declared only, never shadowed
+    feedback: Callable[[Any], Any]
+
+    def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
+        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
+        if ltype == "ERROR":
+            self.bad = True
+        if self.op["error_codes"]:
+            line = "%s:%s:%s:%s:%s" % (ltype, code, kind, item, message)
+        elif item:
+            line = "%s: %s %s: %s" % (ltype, kind, item, message)
+        else:
+            line = "%s: %s: %s" % (ltype, kind, message)
+        return self.feedback("  - %s" % line)
+
+    def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
+        return self._item_error("node", code, node, message, warning)
 
 
 @register
-class LUClusterVerifyConfig(LogicalUnit):
-    """Verify the configuration's consistency; result True when it is sound.
+class LUClusterVerifyConfig(VerifyErrors, LogicalUnit):
+    """Verify the configuration's consistency, and the job queue's replicas;
+    result True when both are sound.
 
     Every lock, shared.  Problems are those WConfD's own check and
     L{ganeti.config.verify} find, each reported as a feedback line in
     Ganeti's format (C{"  - ERROR: cluster: <text>"}, or
-    C{"  - ERROR:ECLUSTERCFG:cluster::<text>"} with C{error_codes}).
+    C{"  - ERROR:ECLUSTERCFG:cluster::<text>"} with C{error_codes}).  The
+    job queue is cluster-wide, not a group's: its check
+    (L{ganeti.cmdlib.queue_verify}: every online master candidate's replica
+    must match the master's queue) runs here, in the job
+    C{gnt-cluster verify} submits first.
     """
 
     OP_ID = "OP_CLUSTER_VERIFY_CONFIG"
@@ -48,17 +90,6 @@ class LUClusterVerifyConfig(LogicalUnit):
         self.needed_locks = {level: ALL_SET for level in LEVELS if level != LEVEL_CLUSTER}
         self.share_all()
 
-    def _error(self, message: str) -> Any:
-        code = CV_ECLUSTERCFG
-        ltype = "WARNING" if code in (self.op.get("ignore_errors") or []) else "ERROR"
-        if ltype == "ERROR":
-            self.bad = True
-        if self.op["error_codes"]:
-            line = "%s:%s:%s:%s:%s" % (ltype, code, _ITEM_CLUSTER, "", message)
-        else:
-            line = "%s: %s: %s" % (ltype, _ITEM_CLUSTER, message)
-        return self.feedback("  - %s" % line)
-
     async def exec_(self, feedback: Feedback) -> Any:
         self.bad = False
         await self.feedback("* Verifying cluster config")
@@ -67,9 +98,10 @@ class LUClusterVerifyConfig(LogicalUnit):
             if problem not in problems:
                 problems.append(problem)
         if self.op["debug_simulate_errors"]:
-            problems.append("simulated error (debug_simulate_errors)")
+            problems.append(SIMULATED)
         for problem in problems:
-            await self._error(problem)
+            await self._item_error(_ITEM_CLUSTER, CV_ECLUSTERCFG, "", problem)
+        await verify_queue_replicas(self, self._node_error)
         return not self.bad
 
 
@@ -102,6 +134,16 @@ def data_collectors_changed(current: dict[str, Any], enabled: dict[str, bool] | 
     return changed
 
 
+def _without_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """C{params} refusing the value C{default}: the cluster's values are the
+    defaults, there is nothing above them."""
+    for key, value in params.items():
+        if value is instance_params.DEFAULT:
+            raise errors.OpPrereqError("Parameter '%s' has no default above the cluster's own value" % key,
+                                       errors.ECODE_INVAL)
+    return params
+
+
 @register
 class LUClusterSetParams(LogicalUnit):
     """Change cluster parameters (those our model has).
@@ -118,6 +160,20 @@ class LUClusterSetParams(LogicalUnit):
         self.needed_locks = {level: ALL_SET for level in ("instance", "nodegroup", "node")}
         self.share_all()
 
+    def check_arguments(self) -> None:
+        """Type every parameter dict (one check per family), so that an
+        unknown key or a value of the wrong type is refused before anything
+        changes, whether it came from the CLI, RAPI or LUXI."""
+        op = self.op
+        if op.get("hvparams") is not None:
+            op["hvparams"] = instance_params.check_hvparams_by_hypervisor(op["hvparams"], allow_default=False)
+        if op.get("beparams") is not None:
+            op["beparams"] = instance_params.check_beparams(op["beparams"], allow_default=False)
+        if op.get("nicparams") is not None:
+            op["nicparams"] = instance_params.check_nicparams(op["nicparams"], allow_default=False)
+        if op.get("ndparams") is not None:
+            op["ndparams"] = _without_defaults(group_params.check_ndparams(op["ndparams"]))
+
     def check_prereq(self) -> None:
         op = self.op
         prefix = op.get("mac_prefix")
@@ -129,6 +185,11 @@ class LUClusterSetParams(LogicalUnit):
             raise errors.OpPrereqError(
                 "max_tracked_jobs (%s) must not be below max_running_jobs (%s)" % (tracked, running), errors.ECODE_INVAL
             )
+        wanted = op.get("default_iallocator")
+        if wanted and wanted != allocator.BUILTIN and allocator.find_allocator(wanted, allocator.root_of(self)) is None:
+            # as Ganeti: a default allocator must be installed where it is looked for
+            raise errors.OpPrereqError("Invalid default iallocator script '%s' specified" % wanted,
+                                       errors.ECODE_INVAL)
         instances = list(self.cfg.instances.values())
         hypervisors = op.get("enabled_hypervisors")
         if hypervisors is not None:

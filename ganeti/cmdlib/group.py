@@ -8,8 +8,9 @@ from typing import Any
 
 import attrs
 
-from ganeti import errors, opcodes
+from ganeti import errors
 from ganeti.cmdlib import group_params as gparams
+from ganeti.cmdlib import names
 from ganeti.cmdlib.base import (
     LEVEL_NODE,
     LEVEL_NODEGROUP,
@@ -39,6 +40,19 @@ class LUGroupAdd(LogicalUnit):
     OP_ID = "OP_GROUP_ADD"
     REQ_BGL = False
 
+    def check_arguments(self) -> None:
+        """The name (L{names.check_group_name}) and every parameter dict,
+        typed by the checks OP_GROUP_SET_PARAMS uses."""
+        op = self.op
+        op["group_name"] = names.check_group_name(op["group_name"])
+        self.params = {
+            "ndparams": gparams.check_ndparams(op.get("ndparams") or {}),
+            "diskparams": gparams.check_diskparams(op.get("diskparams") or {}),
+            "ipolicy": gparams.check_ipolicy(op.get("ipolicy") or {}),
+            "hv_state_static": gparams.check_hv_state(op.get("hv_state") or {}),
+            "disk_state_static": gparams.check_disk_state(op.get("disk_state") or {}),
+        }
+
     def expand_names(self) -> None:
         self.group_uuid = new_uuid()
         self.add_locks[LEVEL_NODEGROUP] = [self.group_uuid]
@@ -47,12 +61,6 @@ class LUGroupAdd(LogicalUnit):
         _check_name_free(
             self.cfg, self.op["group_name"], "Desired group name '%s' already exists as a node group (UUID: %s)"
         )
-        diskparams = self.op.get("diskparams") or {}
-        unknown = sorted(set(diskparams) - set(opcodes.DISK_TEMPLATES))
-        if unknown:
-            raise errors.OpPrereqError(
-                "Invalid disk template(s) in diskparams: %s" % ", ".join(unknown), errors.ECODE_INVAL
-            )
 
     async def exec_(self, feedback: Feedback) -> Any:
         group = NodeGroup(
@@ -60,11 +68,11 @@ class LUGroupAdd(LogicalUnit):
             uuid=self.group_uuid,
             members=[],
             alloc_policy=self.op.get("alloc_policy") or DEFAULT_ALLOC_POLICY,
-            ndparams=dict(self.op.get("ndparams") or {}),
-            diskparams=dict(self.op.get("diskparams") or {}),
-            ipolicy=dict(self.op.get("ipolicy") or {}),
-            hv_state_static=self.op.get("hv_state") or None,
-            disk_state_static=self.op.get("disk_state") or None,
+            ndparams=gparams.merged({}, self.params["ndparams"]),
+            diskparams=gparams.merged_nested({}, self.params["diskparams"]),
+            ipolicy=gparams.merged_ipolicy({}, self.params["ipolicy"]),
+            hv_state_static=gparams.merged_nested({}, self.params["hv_state_static"]) or None,
+            disk_state_static=gparams.merged_disk_state({}, self.params["disk_state_static"]) or None,
             networks={},
         )
         await self.add("nodegroup", group)
@@ -123,6 +131,9 @@ class LUGroupRename(_OneGroupLU):
     """Rename a node group; returns the new name."""
 
     OP_ID = "OP_GROUP_RENAME"
+
+    def check_arguments(self) -> None:
+        self.op["new_name"] = names.check_group_name(self.op["new_name"])
 
     def check_prereq(self) -> None:
         self._group()

@@ -90,24 +90,36 @@ def check_ndparams(params: Any) -> dict[str, Any]:
     return out
 
 
+_DRBD_DISK_PARAMS: dict[str, str] = {
+    **{key: T_INT for key in ("c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate", "c-plan-ahead",
+                              "data-stripes", "meta-stripes", "resync-rate")},
+    **{key: T_STR for key in ("disk-barriers", "disk-custom", "metavg", "net-custom", "protocol")},
+    "dynamic-resync": T_BOOL,
+    "meta-barriers": T_BOOL,
+}
+#: the disk parameters of each disk template and their types (Ganeti's)
+DISK_PARAM_TYPES: dict[str, dict[str, str]] = {
+    "diskless": {}, "file": {}, "sharedfile": {}, "blockdev": {},
+    "plain": {"stripes": T_INT},
+    "drbd": _DRBD_DISK_PARAMS,
+    "rbd": {"access": T_STR, "pool": T_STR},
+    "ext": {"access": T_STR},
+    "gluster": {"access": T_STR, "host": T_STR, "port": T_INT, "volume": T_STR},
+}
+
+
 def check_diskparams(params: Any) -> dict[str, dict[str, Any]]:
-    """C{{template: {key: value}}} for known disk templates, scalar values."""
+    """C{{template: {key: value}}}: known templates, each key one its
+    template has (L{DISK_PARAM_TYPES}), typed."""
     out: dict[str, dict[str, Any]] = {}
     for template, values in _dict(params, "Disk parameters").items():
         if template not in opcodes.DISK_TEMPLATES:
             raise _invalid("Invalid disk template '%s' in the disk parameters (known: %s)"
                            % (template, ", ".join(opcodes.DISK_TEMPLATES)))
-        checked: dict[str, Any] = {}
-        for key, value in _dict(values, "Disk parameters of %s" % template).items():
-            if not isinstance(key, str) or not key:
-                raise _invalid("Invalid disk parameter name %r of template %s" % (key, template))
-            if _is_default(value):
-                checked[key] = DEFAULT
-            elif value is None or isinstance(value, (str, int, float, bool)):
-                checked[key] = value
-            else:
-                raise _invalid("Invalid value %r of disk parameter '%s' of template %s" % (value, key, template))
-        out[template] = checked
+        types = DISK_PARAM_TYPES.get(template, {})
+        values = {key: VALUE_DEFAULT if _is_default(value) else value
+                  for key, value in _dict(values, "Disk parameters of %s" % template).items()}
+        out[template] = check_typed(values, types, "disk parameter", owner=" for disk template '%s'" % template)
     return out
 
 

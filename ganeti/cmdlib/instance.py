@@ -1,12 +1,20 @@
 """Instance creation and removal: OP_INSTANCE_CREATE, OP_INSTANCE_REMOVE.
 
 Creation (mode C{create} only; imports are refused) places the instance on
-C{pnode} or where an allocator says (L{ganeti.cmdlib.allocator}), then, on
-the primary node: creates its disks (C{blockdev_create}), adds it to the
-configuration, installs its OS (C{instance_os_add}, unless C{no_install})
-and starts it (unless C{start} is false).  A failure at any step undoes the
-earlier ones: the instance leaves the configuration and the disks made are
-removed, so nothing of it remains.
+C{pnode} or where an allocator says (L{ganeti.cmdlib.allocator}), then:
+
+  1. adds it to the configuration, administratively down, disks inactive;
+  2. creates its disks on the primary node (C{blockdev_create});
+  3. installs its OS (C{instance_os_add}, unless C{no_install});
+  4. unless C{start} is false, marks it up in the configuration and starts it.
+
+The configuration always knows a disk before it exists, so a job killed
+between any two steps never leaves storage nobody knows of: it leaves an
+instance, down, whose missing disks C{gnt-cluster verify} reports, and
+C{gnt-instance remove} (which removes disks that exist and skips those that
+do not) cleans it.  A failure at any step undoes the earlier ones in a
+removal's order: stop, remove the disks made, then the configuration entry
+(which stays, down, if a disk could not be removed).
 
 Disk templates: C{diskless}, C{file} and C{sharedfile}.  A file disk lives
 at C{<storage dir>[/<file_storage_dir>]/<instance name>/disk<N>} (see
@@ -37,6 +45,7 @@ from ganeti import errors
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib import names
 from ganeti.cmdlib.allocator import NAL_MEMBER
 from ganeti.cmdlib.base import (
     ALL_SET,
@@ -156,6 +165,7 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
         if op["ip_check"] and not op["name_check"]:
             raise errors.OpPrereqError("Cannot do IP address check without a name check", errors.ECODE_INVAL)
+        op["instance_name"] = names.normalize_hostname(op["instance_name"], "instance name")
         template = op.get("disk_template") or next(iter(cfg.cluster.enabled_disk_templates or []), None)
         if template not in iu.SUPPORTED_TEMPLATES:
             raise errors.OpPrereqError(
@@ -327,19 +337,22 @@ class LUInstanceCreate(LogicalUnit):
             vcpus=iu.instance_vcpus(self.cfg, probe),
             disk_template=self.template,
             disks=[dict(d) for d in self.disks],
-            nics=[{"mac": n["mac"], "ip": n.get("ip"), "mode": n["nicparams"].get("mode"),
-                   "link": n["nicparams"].get("link"), "network": n.get("network")} for n in self.nics],
+            # as Ganeti: each NIC as its object's dict
+            nics=[{"mac": n["mac"], "ip": n.get("ip"), "network": n.get("network"), "name": n.get("name"),
+                   "nicparams": dict(n["nicparams"])} for n in self.nics],
             hypervisor=self.hypervisor,
             os=self.op.get("os_type") or "",
             tags=list(self.op["tags"]),
+            spindle_use=int(rpc_inst.filled_beparams(self.cfg, probe).get("spindle_use") or 1),
+            group_name=self.cfg.nodegroups[self.group].name if self.group in self.cfg.nodegroups else None,
         )
 
     async def _allocate(self) -> str:
         """Choose the primary node among the candidates; returns its uuid."""
         cfg = self.cfg
         request = self._request()
-        root = self.ctx.paths.root if self.ctx.paths is not None else "/"
-        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator, root)
+        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
+                                             allocator.root_of(self))
         states = await self._node_states(self.candidates)
         if executable is None:
             placement = allocator.place(request, states)
@@ -352,13 +365,11 @@ class LUInstanceCreate(LogicalUnit):
                 )
             chosen = placement.node.uuid
         else:
-            data = allocator.build_input(cfg, request, states, usable=self.candidates)
-            names = await allocator.run_external(name, executable, data, self.ctx.clock)
             by_name = {iu.node_name(cfg, u): u for u in self.candidates}
-            if names[0] not in by_name:
-                raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
-                                           % (name, names[0], ", ".join(sorted(by_name))), errors.ECODE_FAULT)
-            chosen = by_name[names[0]]
+            if self.op["opportunistic_locking"]:  # as Ganeti: the node white list
+                request = attrs.evolve(request, restrict_to=sorted(by_name))
+            chosen = await allocator.choose_node(cfg, name, executable, request, states, by_name,
+                                                 request.required_nodes, self.ctx.clock)
         await self.log_info("Selected node %s for instance %s (allocator %s)", iu.node_name(cfg, chosen),
                             request.name, name)
         return chosen
@@ -377,8 +388,9 @@ class LUInstanceCreate(LogicalUnit):
                 continue
             states.append(allocator.NodeState(
                 uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(self.template), total_cpus=res.cpu_total,
-                instances=counts.get(uuid, 0)))
+                free_disk=res.storage_free.get(self.template), total_disk=res.storage_size.get(self.template),
+                total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
+                reserved_cpus=res.cpu_dom0 or 0))
         return states
 
     async def _narrow_locks(self, pnode: str) -> None:
@@ -410,9 +422,9 @@ class LUInstanceCreate(LogicalUnit):
             name=name, uuid=uuid, primary_node=pnode, os=op.get("os_type") or "", hypervisor=self.hypervisor,
             hvparams=self.hvparams, beparams=self.beparams, osparams=self.osparams,
             osparams_private=self.osparams_private,
-            admin_state=iu.ADMIN_UP if op["start"] else iu.ADMIN_DOWN, admin_state_source=iu.ADMIN_SOURCE_ADMIN,
+            admin_state=iu.ADMIN_DOWN, admin_state_source=iu.ADMIN_SOURCE_ADMIN,
             nics=self._make_nics(), disks=[d.uuid for d in disks], disk_template=self.template,  # type: ignore[misc]
-            disks_active=bool(op["start"]) and self.template != iu.DT_DISKLESS, tags=list(op["tags"]),
+            disks_active=False, tags=list(op["tags"]),
         )
         return inst, disks
 
@@ -474,16 +486,15 @@ class LUInstanceCreate(LogicalUnit):
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), self.hypervisor)
         inst = await self._allocate_port(inst)
+        inst = await self._add_to_config(inst, disks)
         created: list[Disk] = []
-        added = started = False
+        started = False
         try:
             for disk in disks:
                 await iu.call_node(self, pnode, "blockdev_create",
                                    [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
-            inst = await self._add_to_config(inst, disks)
-            added = True
             if not self.no_install:
                 await self.feedback("* running the instance OS create scripts...")
                 osp = dict(self.osparams_secret) if self.osparams_secret else None
@@ -492,37 +503,64 @@ class LUInstanceCreate(LogicalUnit):
                                    timeout=iu.TMO_OS_ADD, what="add os for instance %s" % inst.name)
             if op["start"]:
                 await self.feedback("* starting instance...")
+                current = self.cfg.instances.get(inst.uuid or "", inst)
+                inst = await self.update("instance", attrs.evolve(
+                    current, admin_state=iu.ADMIN_UP, disks_active=self.template != iu.DT_DISKLESS))
                 started = True
                 await iu.start_instance_on(self, inst, pnode)
-        except BaseException as e:
-            await self._undo(inst, pnode, created, added, started, e)
+        except Exception as e:  # not GeneratorExit & co: nothing may be awaited then
+            await self._undo(inst, pnode, created, started, e)
             raise
         return [iu.node_name(self.cfg, pnode)]
 
-    async def _undo(self, inst: Instance, pnode: str, created: list[Disk], added: bool, started: bool,
+    async def _undo(self, inst: Instance, pnode: str, created: list[Disk], started: bool,
                     error: BaseException) -> None:
-        """Remove what a failed creation made (best effort, with warnings)."""
+        """Remove what a failed creation made (best effort, with warnings),
+        in the order of a removal: stop, disks, then the config entry, which
+        stays (down) when a disk could not be removed, for C{gnt-instance
+        remove} to finish."""
         await self.log_warning("Creation of instance %s failed (%s): removing what was made", inst.name, error)
         if started:
             result = await iu.call_node_result(self, pnode, "instance_shutdown",
                                                [rpc_inst.encode_instance(self.cfg, inst), 0, iu.reason_trail(self)])
             if result.failed:
                 await self.log_warning("Could not stop instance %s: %s", inst.name, result.fail_msg)
-        if added:
             try:
-                await self.remove("instance", inst.uuid or "")
+                inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
             except Exception as e:
-                await self.log_warning("Could not remove instance %s from the configuration: %s", inst.name, e)
-        for problem in await iu.remove_disks(self, pnode, created):
+                await self.log_warning("Could not mark instance %s down: %s", inst.name, e)
+        problems = await iu.remove_disks(self, pnode, created)
+        for problem in problems:
             await self.log_warning("%s", problem)
+        if problems:
+            await self.log_warning("Instance %s stays in the configuration, down, until 'gnt-instance remove'"
+                                   " removes its disks", inst.name)
+            return
+        try:
+            await self.remove("instance", inst.uuid or "")
+        except Exception as e:
+            await self.log_warning("Could not remove instance %s from the configuration: %s", inst.name, e)
 
 
 @register
 class LUInstanceRemove(LogicalUnit):
     """Remove an instance: stop it, remove its disks, drop it from the config.
 
+    The steps, in this order, so that a job killed between any two of
+    them leaves a state C{gnt-cluster verify} reports (or a consistent one)
+    and running the same removal again finishes it:
+
+      1. mark the instance administratively down in the config, if it is
+         up (nothing restarts it from now on);
+      2. stop it on its primary node (stopping a stopped instance succeeds);
+      3. remove its disks on their nodes (removing a disk that is already
+         gone succeeds); killed here, the config still lists the instance,
+         down, with disks missing: verify reports each missing disk;
+      4. remove the instance and its disks from the config.
+
     With C{ignore_failures}, a failure to stop it or to remove a disk is a
-    warning and the instance leaves the configuration anyway.
+    warning and the instance leaves the configuration anyway (a disk file
+    left behind is then an orphan, a warning of verify).
     """
 
     OP_ID = "OP_INSTANCE_REMOVE"
@@ -550,6 +588,8 @@ class LUInstanceRemove(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
         pnode = inst.primary_node or ""
+        if inst.admin_state == iu.ADMIN_UP:
+            inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
         await self.log_info("Shutting down instance %s on node %s", inst.name, iu.node_name(self.cfg, pnode))
         result = await iu.call_node_result(
             self, pnode, "instance_shutdown",

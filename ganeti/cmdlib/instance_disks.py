@@ -12,7 +12,15 @@ every node of the disk, then the real growth of the backing storage on
 each, then the logical step on the primary (a no-op for files).  A
 sharedfile disk is one file every node sees: only the primary grows it.
 The new size is then recorded in the configuration and the node locks are
-released.  File disks are not mirrored: there is nothing to wait for with
+released.
+
+The file grows by the difference between the new size and the size the
+primary node reports (C{blockdev_getdimensions}), not the recorded one: a
+job killed after growing the file and before recording its size leaves a
+file bigger than the configuration says, which C{gnt-cluster verify}
+reports, and the same command run again (same target) grows nothing and
+records the size.  A file already bigger than the new size is refused,
+naming its size (record it with C{--absolute}).  File disks are not mirrored: there is nothing to wait for with
 C{wait_for_sync}.  The instance may be running: the hypervisor sees the
 new size at its next start.
 
@@ -34,6 +42,9 @@ from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.objects import Disk
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import wire
+
+#: bytes in a MiB (sizes the nodes report are bytes)
+MIB = 1024 * 1024
 
 #: the disk templates whose disks can grow here
 GROWABLE = (iu.DT_FILE, iu.DT_SHARED_FILE)
@@ -110,10 +121,28 @@ class LUInstanceGrowDisk(InstanceLU):
         await iu.call_node(self, uuid, "blockdev_grow", [self.disk.to_dict(), self.delta, dryrun, backingstore, False],
                            timeout=TMO_GROW, what=what)
 
+    async def _file_delta(self) -> int:
+        """MiB the file on the primary must grow to reach the target."""
+        answer = await iu.call_node(self, self.pnode, "blockdev_getdimensions", [[self.disk.to_dict()]],
+                                    what="get the size of disk %d of instance %s" % (self.op["disk"],
+                                                                                       self.instance.name))
+        dims = answer[0] if isinstance(answer, list) and answer else None
+        if not isinstance(dims, list) or not dims or not isinstance(dims[0], int):
+            raise errors.OpExecError("Disk %d of instance %s is missing on node %s"
+                                     % (self.op["disk"], self.instance.name, iu.node_name(self.cfg, self.pnode)))
+        actual = dims[0] // MIB
+        if actual > self.target:
+            raise errors.OpExecError(
+                "Disk %d of instance %s is already %s on node %s, more than %s: grow it to an absolute size"
+                " of at least %s to record it" % (self.op["disk"], self.instance.name, _h(actual),
+                                                  iu.node_name(self.cfg, self.pnode), _h(self.target), _h(actual)))
+        return self.target - actual
+
     async def exec_(self, feedback: Feedback) -> Any:
         inst, disk = self.instance, self.disk
         if self.delta > 0:
             await self._check_free_space()
+        self.delta = await self._file_delta()
         await self.feedback("Growing disk %d of instance '%s' by %s to %s"
                             % (self.op["disk"], inst.name, _h(self.delta), _h(self.target)))
         for uuid in self.nodes:

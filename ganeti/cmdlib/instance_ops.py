@@ -18,6 +18,7 @@ from ganeti import errors
 from ganeti.backend.hypervisor import STATE_SHUTDOWN
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib import names
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE_RES, Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance import IP_CHECK_PORT, IP_CHECK_TIMEOUT, check_os
 from ganeti.objects import Instance
@@ -223,6 +224,7 @@ class LUInstanceRename(InstanceLU):
         op = self.op
         if op["ip_check"] and not op["name_check"]:
             raise errors.OpPrereqError("IP address check requires a name check", errors.ECODE_INVAL)
+        op["new_name"] = names.normalize_hostname(op["new_name"], "instance name")
         if op["name_check"]:
             try:
                 canonical, _aliases, addresses = socket.gethostbyname_ex(op["new_name"])

@@ -147,18 +147,37 @@ _PARSERS: dict[str, Callable[[Any, str], Any]] = {T_BOOL: parse_bool, T_INT: par
                                                   T_STR: parse_str, T_FLOAT: parse_float}
 
 
-def check_typed(params: Any, types: Mapping[str, str], kind: str, allow_default: bool = True) -> dict[str, Any]:
-    """C{params} with known keys and values of the right type (L{DEFAULT} kept)."""
+#: how an error names the type each parser expects
+_TYPE_NAMES: dict[str, str] = {
+    T_BOOL: "a boolean", T_INT: "an integer", T_SIZE: "a size (MiB, or a number with unit M, G or T)",
+    T_STR: "a string", T_FLOAT: "a number",
+}
+
+
+def check_typed(params: Any, types: Mapping[str, str], kind: str, allow_default: bool = True,
+                owner: str = "") -> dict[str, Any]:
+    """C{params} with known keys and values of the right type (L{DEFAULT} kept).
+
+    @param kind: what a key is, for errors (C{"backend parameter"})
+    @param owner: appended to the error about an unknown key
+        (C{" for hypervisor 'fake'"})
+    @raise errors.OpPrereqError: (C{ECODE_INVAL}) an unknown key, or a value
+        not of its type; both name the parameter
+    """
     if not isinstance(params, dict):
-        raise _invalid("%s must be a dict, not %r" % (kind, params))
+        raise _invalid("%s%s must be a dict, not %r" % (kind[:1].upper() + kind[1:], "s" if kind else "", params))
     out: dict[str, Any] = {}
     for key, value in params.items():
         if key not in types:
-            raise _invalid("Unknown %s '%s' (known: %s)" % (kind, key, ", ".join(sorted(types))))
+            raise _invalid("Unknown %s '%s'%s (known: %s)" % (kind, key, owner, ", ".join(sorted(types)) or "none"))
         if allow_default and value == VALUE_DEFAULT:
             out[key] = DEFAULT
             continue
-        out[key] = _PARSERS[types[key]](value, "%s '%s'" % (kind, key))
+        try:
+            out[key] = _PARSERS[types[key]](value, "%s '%s'" % (kind, key))
+        except errors.OpPrereqError:
+            raise _invalid("%s '%s'%s must be %s, got %r"
+                           % (kind[:1].upper() + kind[1:], key, owner, _TYPE_NAMES[types[key]], value)) from None
     return out
 
 
@@ -184,10 +203,34 @@ def check_hvparams(hypervisor: str, params: Any, allow_default: bool = True) -> 
     types = HV_TYPES.get(hypervisor)
     if types is None:
         raise _invalid("Hypervisor '%s' is not supported" % hypervisor)
-    out = check_typed(params, types, "%s hypervisor parameter" % hypervisor, allow_default)
+    out = check_typed(params, types, "hypervisor parameter", allow_default, owner=" for hypervisor '%s'" % hypervisor)
     mode = out.get("migration_mode")
     if isinstance(mode, str) and mode not in _MIGRATION_MODES:
         raise _invalid("Invalid migration_mode %r (one of %s)" % (mode, ", ".join(_MIGRATION_MODES)))
+    return out
+
+
+def check_hvparams_by_hypervisor(params: Any, allow_default: bool = True) -> dict[str, dict[str, Any]]:
+    """C{{hypervisor: {key: value}}} (the cluster's C{-H hv:key=value,...}), each checked."""
+    if not isinstance(params, dict):
+        raise _invalid("Hypervisor parameters must be a dict of hypervisor: parameters, not %r" % (params,))
+    return {hypervisor: check_hvparams(hypervisor, values, allow_default) for hypervisor, values in params.items()}
+
+
+#: NIC parameters (C{nicparams}: the cluster's defaults and each NIC's own)
+NIC_TYPES: dict[str, str] = {"mode": T_STR, "link": T_STR, "vlan": T_STR}
+_VLAN_RE = re.compile(r"^[.:]?\d+(:\d+)*$")
+
+
+def check_nicparams(params: Any, allow_default: bool = True) -> dict[str, Any]:
+    """NIC parameters, typed: C{mode} one of L{NIC_MODES}, C{vlan} Ganeti's syntax."""
+    out = check_typed(params, NIC_TYPES, "NIC parameter", allow_default)
+    mode = out.get("mode")
+    if isinstance(mode, str) and mode not in NIC_MODES:
+        raise _invalid("Invalid NIC parameter 'mode' %r (one of %s)" % (mode, ", ".join(NIC_MODES)))
+    vlan = out.get("vlan")
+    if isinstance(vlan, str) and vlan and not _VLAN_RE.match(vlan):
+        raise _invalid("Invalid NIC parameter 'vlan' %r" % (vlan,))
     return out
 
 
@@ -360,7 +403,7 @@ def check_nic(cfg: ConfigData, params: Any, index: int, modify: bool = False) ->
         nicparams["link"] = parse_str(link, "link of NIC %d" % index)
     if params.get("vlan") is not None:
         vlan = parse_str(params["vlan"], "vlan of NIC %d" % index)
-        if vlan and not re.match(r"^[.:]?\d+(:\d+)*$", vlan):
+        if vlan and not _VLAN_RE.match(vlan):
             raise _invalid("NIC %d: invalid vlan %r" % (index, vlan))
         nicparams["vlan"] = vlan
     if nicparams or not modify:

@@ -1,5 +1,16 @@
 """OP_INSTANCE_SET_PARAMS: change an instance's parameters, disks and NICs.
 
+The steps, in this order: (1) remove the files of the disks removed (a
+disk already gone counts as removed; a failure is a warning, the file an
+orphan that C{gnt-cluster verify} warns about); (2) store every change in
+the configuration, the new disks listed; (3) create the new disks' files,
+a failure undoing (2) after removing the files made.  The configuration
+thus never lacks a disk that exists: a job killed after (1) leaves an
+instance still listing the disks removed, which verify reports as missing
+and the same modification run again removes; killed after (2), the new
+disks are listed but missing, which verify reports and C{--disk N:remove}
+(or removing the instance) cleans.
+
 Supported: C{beparams} (memory, vcpus, ...), C{hvparams}, C{osparams} and
 C{osparams_private}, C{os_name}, C{offline} (the admin state C{offline}
 and back to C{down}), disks (C{add} with size/mode/name, created on the
@@ -321,32 +332,51 @@ class LUInstanceSetParams(InstanceLU):
         await self._check_memory(new)
         if op.get("os_name") and op["os_name"] != inst.os:
             await check_os(self, self.pnode, op["os_name"], dict(new.osparams), op["force_variant"])
-        created: list[Disk] = []
         by_uuid = {d.uuid: d for d in self.disks}
+        new_disks = [by_uuid[disk.uuid] for disk in self.new_disks]
+        for disk in self.removed_disks:
+            for node in disk.nodes or [self.pnode]:
+                for problem in await iu.remove_disks(self, node, [disk]):
+                    await self.log_warning("%s (the disk leaves the configuration anyway)", problem)
+        stored = await self._store(new, new_disks)
+        created: list[Disk] = []
         try:
-            for disk in self.new_disks:
-                disk = by_uuid[disk.uuid]
+            for disk in new_disks:
                 await iu.call_node(self, self.pnode, "blockdev_create",
                                    [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
-            stored = await self._store(new, created)
-        except BaseException:
-            for problem in await iu.remove_disks(self, self.pnode, created):
-                await self.log_warning("%s", problem)
+        except Exception:  # not GeneratorExit & co: nothing may be awaited then
+            await self._undo_new_disks(inst, new_disks, created)
             raise
         for disk in self.disks:
             old = self.cfg.disks.get(disk.uuid or "")
-            if old is not None and disk.uuid not in {d.uuid for d in created} and \
+            if old is not None and disk.uuid not in {d.uuid for d in new_disks} and \
                     (old.iv_name, old.mode, old.name) != (disk.iv_name, disk.mode, disk.name):
                 await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name))
-        for disk in self.removed_disks:
-            for node in disk.nodes or [self.pnode]:
-                for problem in await iu.remove_disks(self, node, [disk]):
-                    await self.log_warning("%s (the disk left the configuration anyway)", problem)
         if result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
             await self.log_info("The changes take effect at the next start of instance %s", stored.name)
         return result
+
+    async def _undo_new_disks(self, original: Instance, new_disks: list[Disk], created: list[Disk]) -> None:
+        """After a disk could not be made: remove those made, then put the
+        instance back as it was (but for disks already removed), the new
+        disks leaving the configuration last."""
+        problems = await iu.remove_disks(self, self.pnode, created)
+        for problem in problems:
+            await self.log_warning("%s", problem)
+        if problems:
+            await self.log_warning("The new disks stay in the configuration of instance %s; remove them with"
+                                   " 'gnt-instance modify --disk N:remove'", original.name)
+            return
+        removed = {d.uuid for d in self.removed_disks}
+        current = self.cfg.instances.get(original.uuid or "", original)
+        reverted = attrs.evolve(original, disks=[d for d in original.disks if d not in removed],
+                                serial_no=current.serial_no, mtime=current.mtime)
+        try:
+            await self.update("instance", reverted, remove_disks=[d.uuid for d in new_disks if d.uuid])
+        except Exception as e:
+            await self.log_warning("Could not undo the changes of instance %s: %s", original.name, e)
 
     async def _store(self, new: Instance, created: list[Disk]) -> Instance:
         """Store C{new} with its new disks; new automatic MACs if a parallel job took them."""

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import group_params, names
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -30,7 +31,6 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.cluster import LUClusterVerifyConfig
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
 
@@ -122,6 +122,16 @@ def _address(node: Node) -> str:
 # --- OP_NODE_ADD ------------------------------------------------------------------------
 
 
+def _check_static(op: Any) -> dict[str, Any]:
+    """A node opcode's C{ndparams}, C{hv_state} and C{disk_state}, typed
+    by the checks the node group's use (empty when not given)."""
+    return {
+        "ndparams": group_params.check_ndparams(op.get("ndparams") or {}),
+        "hv_state": group_params.check_hv_state(op.get("hv_state") or {}),
+        "disk_state": group_params.check_disk_state(op.get("disk_state") or {}),
+    }
+
+
 @register
 class LUNodeAdd(LogicalUnit):
     """Add a node (or re-add one with C{readd}).
@@ -140,6 +150,8 @@ class LUNodeAdd(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
+        op["node_name"] = names.normalize_hostname(op["node_name"], "node name")
+        self.static = _check_static(op)
         if op.get("primary_ip") is None:
             try:
                 op["primary_ip"] = socket.gethostbyname(op["node_name"])
@@ -230,11 +242,11 @@ class LUNodeAdd(LogicalUnit):
             vm_capable=self.vm_capable,
         )
         if op.get("ndparams") is not None:
-            changes["ndparams"] = dict(op["ndparams"])
+            changes["ndparams"] = group_params.merged({}, self.static["ndparams"])
         if op.get("hv_state") is not None:
-            changes["hv_state_static"] = op["hv_state"]
+            changes["hv_state_static"] = group_params.merged_nested({}, self.static["hv_state"])
         if op.get("disk_state") is not None:
-            changes["disk_state_static"] = op["disk_state"]
+            changes["disk_state_static"] = group_params.merged_disk_state({}, self.static["disk_state"])
         if self.existing is not None:
             await self.log_info("Readding a node, the offline/drained flags were reset")
             await self.update("node", attrs.evolve(self.existing, **changes))
@@ -262,8 +274,14 @@ class LUNodeRemove(LogicalUnit):
     """Remove a node: not the master, not one with instances.
 
     Locks: the BGL exclusively and every node lock (another node may be
-    promoted to keep the candidate pool full).  The node is told to leave
-    the cluster (best effort: a warning if it cannot be reached).
+    promoted to keep the candidate pool full).  The steps, in this order:
+    promote other nodes as needed; tell the node to leave the cluster
+    (best effort: a warning if it cannot be reached); remove it from the
+    configuration.  A job killed before the last step leaves a node in the
+    configuration that no longer answers, which C{gnt-cluster verify}
+    reports and the same removal run again finishes (the node's refusal is
+    then a warning); never a node out of the configuration still serving
+    the cluster.
     """
 
     OP_ID = "OP_NODE_REMOVE"
@@ -291,11 +309,11 @@ class LUNodeRemove(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         node = self.node
         await adjust_candidate_pool(self, [node.uuid])
-        await self.remove("node", node.uuid)
         result = (await self.ctx.rpc().call({node.name: _address(node)}, "node_leave_cluster", [False]))[node.name]
         if result.failed:
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
+        await self.remove("node", node.uuid)
         return None
 
 
@@ -342,6 +360,7 @@ class LUNodeSetParams(LogicalUnit):
         if op.get("secondary_ip") is not None and not _valid_ip(op["secondary_ip"]):
             raise errors.OpPrereqError("Secondary IP (%s) needs to be a valid IP address" % op["secondary_ip"],
                                        errors.ECODE_INVAL)
+        self.static = _check_static(op)
         self.might_demote = (op.get("master_candidate") is False or op.get("offline") is True
                              or op.get("drained") is True or op.get("master_capable") is False)
         self.lock_all = bool(op["auto_promote"]) and self.might_demote
@@ -428,12 +447,14 @@ class LUNodeSetParams(LogicalUnit):
         result: list[list[Any]] = []
         changes: dict[str, Any] = {}
         if op.get("ndparams") is not None:
-            changes["ndparams"] = dict(node.ndparams, **op["ndparams"])
+            changes["ndparams"] = group_params.merged(node.ndparams or {}, self.static["ndparams"])
             result.append(["ndparams", str(changes["ndparams"])])
         if op.get("hv_state") is not None:
-            changes["hv_state_static"] = op["hv_state"]
+            changes["hv_state_static"] = group_params.merged_nested(node.hv_state_static or {},
+                                                                    self.static["hv_state"])
         if op.get("disk_state") is not None:
-            changes["disk_state_static"] = op["disk_state"]
+            changes["disk_state_static"] = group_params.merged_disk_state(node.disk_state_static or {},
+                                                                          self.static["disk_state"])
         if op.get("powered") is not None:
             changes["powered"] = op["powered"]
             result.append(["powered", str(op["powered"])])
@@ -460,111 +481,10 @@ class LUNodeSetParams(LogicalUnit):
         return result
 
 
-# --- OP_CLUSTER_VERIFY, OP_CLUSTER_REDIST_CONF --------------------------------------------
+# --- OP_CLUSTER_REDIST_CONF (verify: L{ganeti.cmdlib.verify}) ----------------------------
 
-#: Per-node timeout of the cluster-wide RPCs of verify and redist-conf, seconds.
-VERIFY_TIMEOUT = 60.0
+#: Per-node timeout of the cluster-wide RPCs of redist-conf, seconds.
 PUSH_TIMEOUT = 60.0
-
-CV_ENODERPC = "ENODERPC"
-CV_ENODENET = "ENODENET"
-CV_ENODEVERSION = "ENODEVERSION"
-CV_ENODESSCONF = "ENODESSCONF"
-
-
-def expected_ssconf(cfg: ConfigData) -> dict[str, str]:
-    """C{{key: sha1 of the ssconf file}} every node should have."""
-    import hashlib
-
-    from ganeti import ssconf
-
-    return {key: hashlib.sha1(ssconf.render(lines)).hexdigest() for key, lines in ssconf.compute(cfg).items()}
-
-
-@register
-class LUClusterVerify(LUClusterVerifyConfig):
-    """Verify the cluster: the configuration, then every online node, live.
-
-    Ganeti submits one verify job per group; ours does the same checks in
-    one opcode and returns True when no error was found.  Each online node
-    runs C{node_verify}: it must reach the node daemon of every other online
-    node, speak our protocol version, and hold the ssconf files the
-    configuration gives.  Every lock, shared.
-    """
-
-    OP_ID = "OP_CLUSTER_VERIFY"
-    REQ_BGL = False
-
-    def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
-        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
-        if ltype == "ERROR":
-            self.bad = True
-        if self.op["error_codes"]:
-            line = "%s:%s:%s:%s:%s" % (ltype, code, "node", node, message)
-        else:
-            line = "%s: %s %s: %s" % (ltype, "node", node, message)
-        return self.feedback("  - %s" % line)
-
-    async def exec_(self, feedback: Feedback) -> Any:
-        from ganeti import GANETI_RELEASE
-
-        await super().exec_(feedback)
-        cfg = self.cfg
-        groups = sorted(cfg.nodegroups.values(), key=lambda g: g.name or "")
-        if self.op.get("group_name"):
-            wanted = lookup_group(cfg, self.op["group_name"])
-            groups = [g for g in groups if g.uuid == wanted]
-        everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
-        checks = {
-            "nodelist": [[n.name, _address(n)] for n in everyone],
-            "ssconf": expected_ssconf(cfg),
-            "version": None,
-            "cluster_name": None,
-        }
-        for group in groups:
-            await self.feedback("* Verifying group '%s'" % group.name)
-            members = sorted((n for n in cfg.nodes.values() if n.group == group.uuid), key=lambda n: n.name or "")
-            online = [n for n in members if not n.offline]
-            await self.feedback("* Gathering data (%d nodes)" % len(members))
-            results = {}
-            if online:
-                results = await self.ctx.rpc().call(
-                    {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
-                    timeout=VERIFY_TIMEOUT,
-                )
-            await self.feedback("* Verifying node status")
-            for node in online:
-                await self._check_node(node, results[node.name], GANETI_RELEASE)
-            offline = len(members) - len(online)
-            if offline:
-                await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
-        return not self.bad
-
-    async def _check_node(self, node: Node, result: Any, release: str) -> None:
-        name = node.name or node.uuid or "?"
-        if result.failed:
-            await self._node_error(CV_ENODERPC, name, "while contacting node: %s" % result.fail_msg)
-            return
-        payload = result.payload if isinstance(result.payload, dict) else {}
-        version = payload.get("version")
-        if not isinstance(version, list) or len(version) != 2:
-            await self._node_error(CV_ENODERPC, name, "connection to node returned invalid data")
-        elif version[0] != wire.PROTOCOL_VERSION:
-            await self._node_error(CV_ENODEVERSION, name, "incompatible protocol versions: master %s, node %s"
-                                   % (wire.PROTOCOL_VERSION, version[0]))
-        elif version[1] != release:
-            await self._node_error(CV_ENODEVERSION, name, "software version mismatch: master %s, node %s"
-                                   % (release, version[1]), warning=True)
-        for other, why in sorted((payload.get("nodelist") or {}).items()):
-            await self._node_error(CV_ENODENET, name, "tcp communication with node '%s': %s" % (other, why))
-        differing = payload.get("ssconf") or {}
-        if differing:
-            await self._node_error(CV_ENODESSCONF, name, "ssconf files differ from the configuration: %s"
-                                   % ", ".join(sorted(differing)))
-        cluster_name = payload.get("cluster_name", self.cfg.cluster.cluster_name)
-        if cluster_name != self.cfg.cluster.cluster_name:
-            await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"
-                                   % (cluster_name, self.cfg.cluster.cluster_name))
 
 
 @register

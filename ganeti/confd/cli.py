@@ -80,6 +80,11 @@ async def run(reactor: Any, args: argparse.Namespace, out: Any = None) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if argv is None:  # the process's own command line: into the node's commands.log
+        from ganeti.logfile import record_command
+        from ganeti.paths import Paths
+
+        record_command(Paths.from_option(args.root).log_dir, "gnt-confd-query", sys.argv[1:])
     from twisted.internet import defer, task
 
     from ganeti import errors

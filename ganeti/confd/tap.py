@@ -19,6 +19,7 @@ from ganeti.confd.protocol import ConfdServerProtocol
 from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
 from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float
 from ganeti.listening import datagram_listener
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 
 
@@ -43,6 +44,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     if not os.path.exists(paths.hmac_key):
         raise SystemExit("ganeti-confd: no HMAC key at %s" % paths.hmac_key)

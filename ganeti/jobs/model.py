@@ -199,11 +199,23 @@ class QueuedJob:
         return []
 
     # --- transitions LuxiD makes --------------------------------------------
-    def cancel(self, when: float | None = None) -> None:
-        """Cancel a job that has not started running."""
+    def cancel(self, when: float | None = None, reason: str | None = None) -> None:
+        """Cancel every unfinished opcode.
+
+        @param reason: C{None} for a job that has not started (results stay
+            as they are, as Ganeti's LuxiD leaves them); otherwise why the
+            job was stopped (a killed job): it becomes the result of the
+            canceled opcodes and a log entry of the first of them.
+        """
         now = timestamp(when)
-        for op in self.ops:
+        first = True
+        for index, op in enumerate(self.ops):
             if op.status not in FINALIZED:
+                if reason is not None:
+                    if first:
+                        self.add_log(index, reason, when=when)
+                        first = False
+                    op.result = reason
                 op.status = CANCELED
                 op.end_timestamp = now
         self.end_timestamp = now

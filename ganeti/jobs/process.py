@@ -3,9 +3,15 @@
 It shows it is alive by holding a flock on its own lock file, proves that
 to LuxiD in the handshake of L{ganeti.jobs.channel}, then registers with
 WConfD as owner C{(job id, lock file)} and runs the job's opcodes through
-L{ganeti.jobs.processor.Processor}, writing its job file as it goes.  When
-it dies, however it dies, the kernel drops the flock: WConfD frees its
-locks and LuxiD marks the job failed.
+L{ganeti.jobs.processor.Processor}, writing its job file as it goes.
+SIGTERM kills the job (L{install_kill_handler}).  When it dies, however it
+dies, the kernel drops the flock: WConfD frees its locks and LuxiD marks
+the job failed (canceled, when LuxiD killed it on request).
+
+A restart of WConfD does not fail the job: the client reconnects for up to
+L{ganeti.wconfd.client.JOB_RECONNECT_FOR} seconds, registers the owner
+again, re-sends the lock request it waited for and every call left
+unanswered (see L{ganeti.wconfd.client}).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -76,11 +83,12 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     from ganeti.jobs.model import QueuedJob, timestamp
     from ganeti.jobs.processor import Processor
     from ganeti.locking import Owner
-    from ganeti.wconfd.client import WConfdClient
+    from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
 
     job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))
     owner = Owner(job_id, lock_path, os.getpid())
-    client = await WConfdClient.connect(reactor, paths.wconfd_socket)
+    client = await WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR)
+    await client.register_owner(owner)
 
     async def save(current: QueuedJob) -> None:
         save_job(paths, current)
@@ -91,6 +99,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     )
     control = _Control(processor)
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
+    install_kill_handler(reactor, processor)
     if job.start_timestamp is None:
         job.start_timestamp = timestamp()
     try:
@@ -101,9 +110,23 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
         save_job(paths, job)
         try:
             await client.free_locks(owner)
+        except Exception as e:  # WConfD frees them anyway once this process is gone
+            print("job %d: could not release its locks: %s" % (job_id, e), file=sys.stderr, flush=True)
         finally:
             await client.close()
     return EXIT_DONE
+
+
+def install_kill_handler(reactor: Any, processor: Any) -> None:
+    """SIGTERM (LuxiD's C{CancelJob} with C{kill}) kills the job: the
+    processor stops what runs, records the job canceled, frees its locks,
+    and the process exits (instead of Twisted's default: stop the reactor
+    in the middle of the job)."""
+
+    def terminated(_signum: int, _frame: Any) -> None:
+        reactor.callFromThread(processor.kill)
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 class _Control(Protocol):

@@ -33,6 +33,11 @@ never overlap and coalesce when they come faster than they finish.
 L{Processor.request_cancel} stops a job whose current opcode has not started
 running: its opcodes become C{canceling}, a lock wait in progress is
 abandoned (the pending request withdrawn), and they all end C{canceled}.
+L{Processor.kill} (the job process got SIGTERM: C{CancelJob} with C{kill})
+stops it even while an opcode runs: what the opcode awaits is cancelled
+(the LU stops at that point, its C{finally} clauses run), and the job ends
+C{canceled} with the reason as result and log entry; its locks are released
+as after any opcode.
 L{Processor.change_priority} changes the priority of the pending opcodes,
 also of a lock request already waiting when that makes it more urgent.
 """
@@ -64,6 +69,8 @@ OPPORTUNISTIC_WAIT = 60.0
 
 #: Result of opcodes ended by a cancel request (Ganeti's text).
 CANCELED_RESULT = "Job canceled by request"
+#: Result of opcodes ended by a kill (CancelJob with kill, SIGTERM).
+KILLED_RESULT = "Job canceled by request (killed)"
 #: Message of the error given to the opcodes after a failed one.
 PRECEDING_FAILED = "Preceding opcode failed"
 
@@ -174,6 +181,10 @@ class Processor:
         self._registry = registry
         self._saver = _Saver(job, save, clock)
         self._cancel_requested = False
+        self._cancel_reason = CANCELED_RESULT
+        self._killed = False
+        #: the execution of the opcode now running (what L{kill} cancels)
+        self._current: Deferred | None = None
         self._started = False
         self._may_hold_locks = False
         #: what request_cancel may cancel: a lock wait or a retry sleep
@@ -214,6 +225,29 @@ class Processor:
         if self._interruptible is not None and not self._interruptible.called:
             self._interruptible.cancel()
         self.log.info("job {job}: cancel requested", job=self.job.id)
+        return True
+
+    def kill(self, reason: str = KILLED_RESULT) -> bool:
+        """Stop the job now, even an opcode that runs; returns whether
+        there was anything to stop.  The job ends C{canceled} with
+        C{reason} (result of the canceled opcodes, and a log entry)."""
+        if self.job.finalized or self._killed:
+            return False
+        self._killed = True
+        self._cancel_requested = True
+        self._cancel_reason = reason
+        for index, op in enumerate(self.job.ops):
+            if op.status not in model.FINALIZED:
+                self.job.add_log(index, reason, when=self.clock.seconds())
+                break
+        for op in self.job.ops:
+            if op.status in (model.QUEUED, model.WAITING):
+                op.status = model.CANCELING
+        self._saver.request()
+        self.log.info("job {job}: killed: {reason}", job=self.job.id, reason=reason)
+        for d in (self._interruptible, self._current):
+            if d is not None and not d.called:
+                d.cancel()
         return True
 
     def change_priority(self, priority: int) -> bool:
@@ -266,19 +300,26 @@ class Processor:
         )
         await self._save()
         ok = False
+        current = ensureDeferred(self._execute(index, qop, op, lu_class))
+        self._current = current
         try:
-            result = await self._execute(index, qop, op, lu_class)
+            result = await current
         except _Canceled:
             self._cancel_from(index)
         except Exception as e:
-            if not isinstance(e, errors.GenericError):
-                self.log.failure("job {job} op {n}: unexpected error", job=self.job.id, n=index + 1)
-            self._fail(index, e)
+            if self._killed:  # whatever the interrupted LU made of it
+                self._cancel_from(index)
+            else:
+                if not isinstance(e, errors.GenericError):
+                    self.log.failure("job {job} op {n}: unexpected error", job=self.job.id, n=index + 1)
+                self._fail(index, e)
         else:
             qop.status = model.SUCCESS
             qop.result = result
             qop.end_timestamp = self._timestamp()
             ok = True
+        finally:
+            self._current = None
         self.log.info(
             "job {job} op {n}/{count}: {status}", job=self.job.id, n=index + 1, count=count, status=qop.status
         )
@@ -579,7 +620,7 @@ class Processor:
         for op in self.job.ops[index:]:
             if op.status not in model.FINALIZED:
                 op.status = model.CANCELED
-                op.result = CANCELED_RESULT
+                op.result = self._cancel_reason
                 op.end_timestamp = now
 
 

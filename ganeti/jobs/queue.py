@@ -10,8 +10,9 @@ Layout (spec/jobs.md section 4)::
   queue/archive/<id // 10000>/job-<id>
 
 Every change is made durable (atomic rename, fsync of file and directory)
-before the method returns, and is then handed to the C{on_write} or
-C{on_rename} hook, which replicates it to the master candidates.
+before the method returns, and is then handed to the C{on_write},
+C{on_rename} or C{on_drain} hook, which replicates it to the master
+candidates.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _NUMBER_RE = re.compile(r"^(0|[1-9][0-9]*)$")
 
 WriteHook = Callable[[str, bytes], None]
 RenameHook = Callable[[list[tuple[str, str]]], None]
+DrainHook = Callable[[bool], None]
 
 
 class QueueLocked(errors.JobQueueError):
@@ -96,10 +98,12 @@ class JobQueueDir:
         paths: Paths,
         on_write: WriteHook | None = None,
         on_rename: RenameHook | None = None,
+        on_drain: DrainHook | None = None,
     ) -> None:
         self.paths = paths
         self.on_write = on_write
         self.on_rename = on_rename
+        self.on_drain = on_drain
         self.problems: list[tuple[str, str]] = []
         self._lock_fd: int | None = None
         self._serial: int | None = None
@@ -294,6 +298,25 @@ class JobQueueDir:
                 return None
         return None
 
+    def archived_job_ids(self) -> list[int]:
+        """Ids of the archived job files, ascending."""
+        try:
+            buckets = [n for n in os.listdir(self.archive_dir) if _NUMBER_RE.match(n)]
+        except FileNotFoundError:
+            return []
+        return sorted(i for bucket in buckets for i in _job_ids_in(os.path.join(self.archive_dir, bucket)))
+
+    def read_archived_job(self, job_id: int) -> QueuedJob | None:
+        """The archived job C{job_id}, else C{None} (an unreadable file is logged)."""
+        path = self.archive_path(job_id)
+        try:
+            return self._load(path, job_id)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            self.log.error("cannot read job file {path}: {why}", path=path, why=e)
+            return None
+
     def live_job_ids(self) -> list[int]:
         """Ids of the live job files, ascending."""
         return _job_ids_in(self.queue_dir)
@@ -374,7 +397,9 @@ class JobQueueDir:
         return os.path.exists(self.drain_file)
 
     def set_drained(self, flag: bool) -> None:
-        """Create (C{True}) or remove (C{False}) C{queue/drain}, durably."""
+        """Create (C{True}) or remove (C{False}) C{queue/drain}, durably,
+        then tell C{on_drain} (even if nothing changed here: a replica may
+        still differ)."""
         if flag:
             if not os.path.exists(self.drain_file):
                 serializer.write_file(self.drain_file, b"", mode=FILE_MODE)
@@ -382,8 +407,11 @@ class JobQueueDir:
             try:
                 os.unlink(self.drain_file)
             except FileNotFoundError:
-                return
-            serializer.fsync_dir(self.queue_dir)
+                pass
+            else:
+                serializer.fsync_dir(self.queue_dir)
+        if self.on_drain is not None:
+            self.on_drain(flag)
 
     # --- helpers -----------------------------------------------------------
     def _write(self, path: str, data: bytes, durable: bool = True, replicate: bool = True) -> None:

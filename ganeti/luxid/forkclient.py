@@ -4,6 +4,12 @@ L{ForkServer.spawn} makes the two handshake pipes, passes the child's ends
 to the server over a C{SOCK_SEQPACKET} socket with C{SCM_RIGHTS}, and wraps
 its own ends in a Twisted transport for the job's L{JobChannel}.  Exits are
 reported by the server on its stdout.
+
+LuxiD's two ends are closed when the job process has closed its own (end of
+file: it exited), at the latest L{EXIT_GRACE} seconds after the server
+reported the exit, and at once when the server dies or is stopped: a
+C{StandardIO} transport never closes the descriptors it was given, so
+without this every job left two pipe fds behind.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import sys
 from typing import Any, Callable
 
 import orjson
+from twisted.internet.error import ConnectionDone
+from twisted.internet.main import CONNECTION_DONE
 from twisted.internet.protocol import ProcessProtocol, Protocol
 from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
@@ -25,12 +33,46 @@ from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
 
 
+#: seconds LuxiD keeps a job's pipes open after the server reported its exit
+#: (so that the job's last messages are still read)
+EXIT_GRACE = 2.0
+
+
 class _PipeProtocol(Protocol):
-    def __init__(self, job_channel: JobChannel) -> None:
+    """LuxiD's ends of one job's pipes; owns (and closes) both descriptors."""
+
+    def __init__(self, job_channel: JobChannel, fds: tuple[int, int],
+                 on_closed: Callable[["_PipeProtocol"], Any]) -> None:
         self.job_channel = job_channel
+        self.fds: tuple[int, ...] = fds
+        self.on_closed = on_closed
 
     def dataReceived(self, data: bytes) -> None:
         self.job_channel.data_received(data)
+
+    def connectionLost(self, reason: Failure = CONNECTION_DONE) -> None:
+        """End of file from the job (or L{close}): close both descriptors."""
+        fds, self.fds = self.fds, ()
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if fds:
+            self.on_closed(self)
+
+    @property
+    def closed(self) -> bool:
+        return not self.fds
+
+    def close(self) -> None:
+        """Stop watching both pipes and close them, whatever the job does."""
+        if self.closed:
+            return
+        transport = self.transport
+        if transport is not None and not getattr(transport, "disconnected", True):
+            transport.connectionLost(Failure(ConnectionDone("job pipes closed by LuxiD")))
+        self.connectionLost()
 
 
 class _ServerProtocol(ProcessProtocol):
@@ -58,15 +100,20 @@ class ForkServer:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any]) -> None:
+    def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any],
+                 on_orphaned: Callable[[list[JobChannel]], Any] | None = None) -> None:
+        """@param on_orphaned: called with the channels of the jobs still
+            running when the server dies (their exits will not be reported)"""
         self.reactor = reactor
         self.paths = paths
         self.on_exit = on_exit
+        self.on_orphaned = on_orphaned
         self.running = False
         self._sock: socket.socket | None = None
         self._process: Any = None
         self._channels: dict[int, JobChannel] = {}
         self._pids: dict[int, int] = {}
+        self._pipes: dict[int, _PipeProtocol] = {}
 
     def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -93,24 +140,38 @@ class ForkServer:
         if self._sock is not None:
             self._sock.close()  # the server exits on end of file
             self._sock = None
+        self._close_all_pipes()
+
+    @property
+    def open_pipes(self) -> int:
+        """How many jobs' pipes LuxiD still holds open."""
+        return sum(1 for pipes in self._pipes.values() if not pipes.closed)
 
     def spawn(self, job_channel: JobChannel) -> None:
         if not self.running or self._sock is None:
             raise RuntimeError("the fork server is not running")
-        to_child_r, to_child_w = os.pipe2(os.O_CLOEXEC)
-        from_child_r, from_child_w = os.pipe2(os.O_CLOEXEC)
+        opened: list[int] = []
         try:
+            opened += os.pipe2(os.O_CLOEXEC)
+            opened += os.pipe2(os.O_CLOEXEC)
+            to_child_r, to_child_w, from_child_r, from_child_w = opened
             socket.send_fds(self._sock, [orjson.dumps({"job": job_channel.job_id})], [from_child_w, to_child_r])
         except OSError:
-            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+            for fd in opened:  # a failed spawn leaves no descriptor behind
                 os.close(fd)
             raise
         os.close(from_child_w)
         os.close(to_child_r)
         job_id = job_channel.job_id
         self._channels[job_id] = job_channel
-        pipes = _PipeProtocol(job_channel)
-        StandardIO(pipes, stdin=from_child_r, stdout=to_child_w, reactor=self.reactor)
+        pipes = _PipeProtocol(job_channel, (from_child_r, to_child_w), self._pipes_closed)
+        self._forget_pipes(job_id)
+        self._pipes[job_id] = pipes
+        try:
+            StandardIO(pipes, stdin=from_child_r, stdout=to_child_w, reactor=self.reactor)
+        except BaseException:
+            pipes.close()
+            raise
         job_channel.attach(pipes.transport.write, lambda: self.kill(job_id))
 
     def kill(self, job_id: int) -> None:
@@ -129,6 +190,9 @@ class ForkServer:
             job_id = int(message["job"])
             self._pids.pop(job_id, None)
             job_channel = self._channels.pop(job_id, None)
+            pipes = self._pipes.get(job_id)
+            if pipes is not None and not pipes.closed:
+                self.reactor.callLater(EXIT_GRACE, self._forget_pipes, job_id, pipes)
             if job_channel is None:
                 return
             job_channel.ended()
@@ -140,5 +204,28 @@ class ForkServer:
             self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)
         # Its children live on (they are their own sessions); LuxiD follows
         # them through their lock files from now on.
+        orphans = list(self._channels.values())
         self._channels.clear()
         self._pids.clear()
+        self._close_all_pipes()
+        for job_channel in orphans:
+            job_channel.ended()
+        if orphans and self.on_orphaned is not None:
+            self.on_orphaned(orphans)
+
+    def _forget_pipes(self, job_id: int, pipes: _PipeProtocol | None = None) -> None:
+        """Close the pipes of C{job_id} (only C{pipes}, if given)."""
+        current = self._pipes.get(job_id)
+        if current is None or (pipes is not None and current is not pipes):
+            return
+        current.close()
+        self._pipes.pop(job_id, None)
+
+    def _pipes_closed(self, pipes: _PipeProtocol) -> None:
+        job_id = pipes.job_channel.job_id
+        if self._pipes.get(job_id) is pipes:
+            del self._pipes[job_id]
+
+    def _close_all_pipes(self) -> None:
+        for job_id in list(self._pipes):
+            self._forget_pipes(job_id)

@@ -29,6 +29,13 @@ def _int(value: Any, what: str) -> int:
         raise errors.OpPrereqError("%s must be a number, not %r" % (what, value), errors.ECODE_INVAL) from None
 
 
+def _bool(value: Any, what: str) -> bool:
+    """A flag: a JSON boolean and nothing else (C{"false"} and C{1} are not)."""
+    if not isinstance(value, bool):
+        raise errors.OpPrereqError("%s must be a boolean (true or false), not %r" % (what, value), errors.ECODE_INVAL)
+    return value
+
+
 def _fields(value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
         raise errors.OpPrereqError("fields must be a list of names, not %r" % (value,), errors.ECODE_INVAL)
@@ -73,10 +80,36 @@ class LuxiHandler(MethodHandler):
             if names is None and isinstance(qfilter, list):
                 names = qlang.names_from_filter(qfilter, "name")
             data = await self.live.gather(config, needs, names)
-        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data)
+        jobs, archived = self.jobs_for_query(fields, qfilter) if what == "job" else (self.service.live_jobs(), None)
+        return q.QueryContext(config=config, jobs=jobs, locks=locks, live=data, archived_jobs=archived or frozenset())
+
+    def jobs_for_query(self, fields: Any, qfilter: Any) -> tuple[dict[int, QueuedJob], frozenset[int]]:
+        """The jobs a job query looks at, and which of them are archived: as
+        Ganeti's, the live jobs, plus the archived ones the filter names by
+        id, or every archived one when the C{archived} field is asked for."""
+        live = self.service.live_jobs()
+        queue = self.service.queue
+        wanted = qlang.names_from_filter(qfilter, "id")
+        if wanted is not None:
+            candidates = []
+            for name in wanted:
+                try:
+                    candidates.append(int(name))
+                except (TypeError, ValueError):
+                    continue
+        elif "archived" in (fields or ()):
+            candidates = queue.archived_job_ids()
+        else:
+            return live, frozenset()
+        found = {i: job for i in candidates if i not in live for job in [queue.read_archived_job(i)] if job is not None}
+        if not found:
+            return live, frozenset()
+        return {**live, **found}, frozenset(found)
 
     def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
-        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})
+        archived = frozenset() if job.id in self.service.live_jobs() else frozenset([job.id])
+        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={},
+                             archived_jobs=archived)
         row = q.query("job", fields, None, ctx)["data"][0]
         return [value if status == q.RS_NORMAL else None for status, value in row]
 
@@ -94,6 +127,9 @@ class LuxiHandler(MethodHandler):
         return int(value)
 
     async def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
+        """One invalid job refuses the whole request and creates nothing
+        (Ganeti's LuxiD fails to decode it; Ganeti's C{gnt-debug
+        test-jobqueue} expects an error, not a per-job C{[false, why]})."""
         if not isinstance(jobs, list) or not jobs:
             raise errors.OpPrereqError("SubmitManyJobs needs a non-empty list of jobs", errors.ECODE_INVAL)
         return await self.service.submit(jobs)
@@ -112,7 +148,7 @@ class LuxiHandler(MethodHandler):
         return "nochange" if answer is None else answer
 
     def luxi_CancelJob(self, job_id: Any, kill: Any = False) -> Any:
-        return self.service.cancel(job_id)
+        return self.service.cancel(job_id, kill=_bool(kill, "kill"))
 
     async def luxi_ArchiveJob(self, job_id: Any) -> bool:
         return await self.service.archive(job_id)
@@ -126,7 +162,8 @@ class LuxiHandler(MethodHandler):
     def luxi_QueryJobs(self, job_ids: Any, fields: Any) -> list[Any]:
         fields = _fields(fields)
         if job_ids in (None, []):
-            ids = sorted(self.service.live_jobs())
+            jobs, _ = self.jobs_for_query(fields, None)  # with "archived" asked: the archived jobs too
+            ids = sorted(jobs)
         elif isinstance(job_ids, list):
             ids = [_int(i, "job id") for i in job_ids]
         else:
@@ -140,7 +177,7 @@ class LuxiHandler(MethodHandler):
         return rows
 
     def luxi_SetDrainFlag(self, flag: Any) -> bool:
-        return self.service.set_drained(bool(flag))
+        return self.service.set_drained(_bool(flag, "the drain flag"))
 
     def luxi_PickupJob(self, job_id: Any) -> None:
         raise errors.GenericError("PickupJob is internal to Ganeti's own daemons")
@@ -197,7 +234,7 @@ class LuxiHandler(MethodHandler):
         return list(found.tags)
 
     async def _legacy(self, what: str, names: Any, fields: Any, use_locking: Any) -> Any:
-        if use_locking:
+        if _bool(use_locking, "use_locking"):
             raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
         if not isinstance(names, list):
             raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)

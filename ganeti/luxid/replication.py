@@ -1,35 +1,93 @@
-"""Job files to the master candidates, with the node RPC C{jobqueue_update}.
+"""The job queue's replicas on the master candidates, kept converging.
 
 The candidates (and their addresses) come from this node's ssconf files,
-which WConfD keeps current.  A new job is acknowledged only once a
-majority of the candidates hold its file (this node's own durable write
-counts as one); every later write of a job file is pushed in the
-background, newest content per file.
+which WConfD keeps current.  For every candidate L{JobReplicator} keeps
+what the candidate is known to hold (C{held}: name -> digest, or C{None}
+when unknown) next to what the master holds (C{desired}, the listing of
+the master's queue, updated by every write, archive rename and drain flag
+change).  One worker per candidate pushes the difference
+(L{ganeti.jobs.replicas.plan}) with Ganeti's RPCs, in order, and records
+each acknowledged push; a failed push puts the candidate in backoff
+(L{BACKOFF_FIRST} seconds, doubling up to L{BACKOFF_MAX}) and forgets what
+it holds, so the next attempt starts with a full resync: the candidate's
+listing (C{jobqueue_list}, digests) compared with the master's, pushing only
+what differs.  A full resync also happens when LuxiD starts, when a node
+becomes a candidate (or changes address), and every L{RESYNC_INTERVAL}
+seconds.
+
+A new job is acknowledged only once a majority of the candidates hold its
+file (this node's own durable write counts as one): L{replicate} pushes it
+to every candidate at once, including those in backoff (a success there
+means the candidate is back: it is resynced at once).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Callable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
+from ganeti.jobs import replicas
 from ganeti.paths import Paths
 
+#: read timeout of one replication RPC, seconds
 TIMEOUT = 30.0
+#: first wait after a failed push, seconds; doubled at each failure
+BACKOFF_FIRST = 0.5
+#: longest wait between two attempts on a candidate that fails, seconds
+BACKOFF_MAX = 30.0
+#: seconds between two looks at ssconf for new or removed candidates
+CHECK_INTERVAL = 2.0
+#: seconds between two full resyncs of every candidate (catches any drift)
+RESYNC_INTERVAL = 300.0
+
+Candidates = Callable[[], dict[str, str]]
+
+
+class Replica:
+    """What LuxiD knows of one candidate's queue."""
+
+    def __init__(self, name: str, address: str) -> None:
+        self.name = name
+        self.address = address
+        #: name -> digest the candidate acknowledged; None: unknown (resync)
+        self.held: dict[str, str] | None = None
+        #: names that may differ since the last round
+        self.dirty: set[str] = set()
+        self.failures = 0
+        self.last_error: str | None = None
+        self.working = False
+        self.retry: Any = None
+        #: name -> digest being pushed by L{JobReplicator.replicate}
+        self.inflight: dict[str, str] = {}
+
+    @property
+    def in_sync(self) -> bool:
+        return self.held is not None and not self.dirty and not self.working
 
 
 class JobReplicator:
+    """Keeps every candidate's queue equal to the master's (module docstring)."""
+
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, *, port: int = 1811, rpc: Any = None) -> None:
+    def __init__(self, paths: Paths, reactor: Any, *, port: int = 1811, rpc: Any = None,
+                 candidates: Candidates | None = None) -> None:
         self.paths = paths
         self.reactor = reactor
         self.port = port
         self._rpc = rpc
-        self._pending: dict[str, bytes] = {}
-        self._pushing = False
+        self._candidates = candidates
+        self.desired: dict[str, str] = {}
+        self.replicas: dict[str, Replica] = {}
+        self.running = False
+        self._listing = replicas.ListingCache(paths.queue_dir, statuses=False)
+        self._check: Any = None
+        self._last_resync = 0.0
 
+    # --- set-up -------------------------------------------------------------------------------
     def rpc(self) -> Any:
         if self._rpc is None:
             from ganeti.rpc import RpcClient
@@ -39,6 +97,8 @@ class JobReplicator:
 
     def candidates(self) -> dict[str, str]:
         """The other master candidates: {name: address} (from ssconf)."""
+        if self._candidates is not None:
+            return self._candidates()
         try:
             with open(self.paths.ssconf("master_candidates")) as handle:
                 names = handle.read().split()
@@ -50,37 +110,262 @@ class JobReplicator:
             return {}
         return {name: ip for name, ip in zip(names, ips) if name != master}
 
-    async def replicate(self, files: list[tuple[str, bytes]]) -> tuple[int, int]:
-        """Push C{files} to every candidate; returns (holders, candidates), self included."""
+    def start(self) -> None:
+        """Read the master's queue and resync every candidate."""
+        self.running = True
+        self.desired = self._listing.listing()
+        self._last_resync = self.reactor.seconds()
+        self._check_candidates()
+
+    def stop(self) -> None:
+        self.running = False
+        if self._check is not None and self._check.active():
+            self._check.cancel()
+        self._check = None
+        for replica in self.replicas.values():
+            if replica.retry is not None and replica.retry.active():
+                replica.retry.cancel()
+            replica.retry = None
+
+    def _check_candidates(self) -> None:
+        """New candidates are resynced, gone ones forgotten; periodic resync."""
+        self._check = None
+        if not self.running:
+            return
+        self.refresh_candidates()
+        now = self.reactor.seconds()
+        if now - self._last_resync >= RESYNC_INTERVAL:
+            self._last_resync = now
+            for replica in self.replicas.values():
+                if replica.retry is None:
+                    self._resync(replica)
+        self._check = self.reactor.callLater(CHECK_INTERVAL, self._check_candidates)
+
+    def refresh_candidates(self) -> None:
+        wanted = self.candidates()
+        for name in list(self.replicas):
+            if wanted.get(name) != self.replicas[name].address:
+                replica = self.replicas.pop(name)
+                if replica.retry is not None and replica.retry.active():
+                    replica.retry.cancel()
+        for name, address in wanted.items():
+            if name not in self.replicas:
+                self.log.info("job queue: resyncing candidate {node}", node=name)
+                self.replicas[name] = Replica(name, address)
+                self._kick(self.replicas[name])
+
+    # --- what the master's queue does -----------------------------------------------------------
+    def _name(self, path: str) -> str | None:
+        name = os.path.relpath(path, self.paths.queue_dir)
+        return name if replicas.is_replicated(name) else None
+
+    def written(self, path: str, content: bytes) -> None:
+        """A queue file was written on the master (LuxiD or a job process)."""
+        name = self._name(path)
+        if name is None:
+            return
+        self.desired[name] = replicas.digest(content)
+        self._dirty([name])
+
+    background = written  # the name the distributor knows
+
+    def renamed(self, pairs: list[tuple[str, str]]) -> None:
+        """Job files were archived on the master."""
+        names: list[str] = []
+        for old, new in pairs:
+            old_name, new_name = self._name(old), self._name(new)
+            if old_name is None or new_name is None:
+                continue
+            value = self.desired.pop(old_name, None)
+            if value is None:
+                try:
+                    with open(new, "rb") as handle:
+                        value = replicas.digest(handle.read())
+                except OSError:
+                    continue
+            self.desired[new_name] = value
+            names += [old_name, new_name]
+        self._dirty(names)
+
+    def drain_changed(self, flag: bool) -> None:
+        if flag:
+            self.desired[replicas.DRAIN] = replicas.digest(b"")
+        else:
+            self.desired.pop(replicas.DRAIN, None)
+        self._dirty([replicas.DRAIN])
+
+    def _dirty(self, names: list[str]) -> None:
+        if not names:
+            return
+        for replica in self.replicas.values():
+            replica.dirty.update(names)
+            self._kick(replica)
+
+    # --- the per-candidate worker ----------------------------------------------------------------
+    def _resync(self, replica: Replica) -> None:
+        replica.held = None
+        self._kick(replica)
+
+    def _kick(self, replica: Replica) -> None:
+        if not self.running or replica.working or replica.retry is not None:
+            return
+        replica.working = True
+        # at the next turn: a new job's own push (L{replicate}) is under way by then
+        self.reactor.callLater(0, self._start_work, replica)
+
+    def _start_work(self, replica: Replica) -> None:
+        d = Deferred.fromCoroutine(self._work(replica))
+        d.addErrback(lambda f: self.log.failure("job queue replication to {node} failed", f, node=replica.name))
+
+    async def _work(self, replica: Replica) -> None:
+        try:
+            while self.running and self.replicas.get(replica.name) is replica:
+                if replica.held is None:
+                    replica.dirty = set()
+                    listing = await self._call(replica, "jobqueue_list", [])
+                    if listing is None or not isinstance(listing, dict):
+                        self._failed(replica)
+                        return
+                    replica.held = {name: entry[0] for name, entry in listing.items()
+                                    if isinstance(entry, list) and entry and replicas.is_replicated(name)}
+                    names = None
+                elif replica.dirty:
+                    names, replica.dirty = set(replica.dirty), set()
+                else:
+                    break
+                for op in replicas.plan(self.desired, replica.held, names):
+                    if replica.held is None:
+                        break  # a resync was asked for meanwhile: list again
+                    if isinstance(op, replicas.Update) and op.name in replica.inflight:
+                        continue  # L{replicate} pushes it; it marks it dirty when done
+                    if not await self._apply(replica, op):
+                        self._failed(replica)
+                        return
+            if replica.failures:
+                self.log.info("job queue: candidate {node} is in sync again", node=replica.name)
+            replica.failures = 0
+            replica.last_error = None
+        finally:
+            replica.working = False
+
+    def _failed(self, replica: Replica) -> None:
+        replica.failures += 1
+        replica.held = None  # whatever it holds now: find out before pushing again
+        delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (replica.failures - 1))
+        if replica.failures == 1:
+            self.log.warn("job queue: candidate {node} failed ({why}); retrying", node=replica.name,
+                          why=replica.last_error)
+        if self.running and replica.retry is None:
+            replica.retry = self.reactor.callLater(delay, self._retry, replica)
+
+    def _retry(self, replica: Replica) -> None:
+        replica.retry = None
+        self._kick(replica)
+
+    def _came_back(self, replica: Replica) -> None:
+        """A push to a candidate in backoff succeeded: resync it now."""
+        if replica.retry is not None and replica.retry.active():
+            replica.retry.cancel()
+            replica.retry = None
+            self._kick(replica)
+
+    async def _call(self, replica: Replica, procedure: str, args: list[Any]) -> Any:
+        """The payload of C{procedure} on C{replica}; C{None} on failure."""
+        results = await self.rpc().call({replica.name: replica.address}, procedure, args, timeout=TIMEOUT)
+        result = results[replica.name]
+        if result.failed:
+            replica.last_error = "%s: %s" % (procedure, result.fail_msg)
+            return None
+        return result.payload if result.payload is not None else True
+
+    def _vpath(self, name: str) -> str:
         from ganeti.rpc import wire
 
-        others = self.candidates()
-        if not others:
-            return 1, 1
-        holders = set(others)
-        for path, content in files:
-            vpath = wire.virtual_path(self.paths.root, path)
-            results = await self.rpc().call(others, "jobqueue_update", [vpath, wire.compress(content)], timeout=TIMEOUT)
-            for name, result in results.items():
-                if result.failed:
-                    holders.discard(name)
-                    self.log.warn("job file {path} not replicated to {node}: {why}", path=path, node=name, why=result.fail_msg)
-        return len(holders) + 1, len(others) + 1
+        return wire.virtual_path(self.paths.root, os.path.join(self.paths.queue_dir, name))
 
-    def background(self, path: str, content: bytes) -> None:
-        """Push a write later (coalesced: only the newest content per file)."""
-        if not self.candidates():
-            return
-        self._pending[path] = content
-        if not self._pushing:
-            self._pushing = True
-            d = Deferred.fromCoroutine(self._drain())
-            d.addErrback(lambda f: self.log.failure("job file replication failed", f))
-
-    async def _drain(self) -> None:
+    def _read(self, name: str) -> bytes | None:
         try:
-            while self._pending:
-                batch, self._pending = list(self._pending.items()), {}
-                await self.replicate(batch)
+            with open(os.path.join(self.paths.queue_dir, name), "rb") as handle:
+                return handle.read()
+        except OSError:
+            return None  # renamed or removed meanwhile: its own event follows
+
+    async def _apply(self, replica: Replica, op: replicas.Operation) -> bool:
+        """Run one operation on C{replica}; record what it then holds."""
+        from ganeti.rpc import wire
+
+        held = replica.held
+        if held is None:
+            return True
+        if isinstance(op, replicas.Update):
+            content = self._read(op.name)
+            if content is None:
+                return True
+            if await self._call(replica, "jobqueue_update", [self._vpath(op.name), wire.compress(content)]) is None:
+                return False
+            held[op.name] = replicas.digest(content)
+        elif isinstance(op, replicas.Rename):
+            answer = await self._call(replica, "jobqueue_rename", [[[self._vpath(op.old), self._vpath(op.new)]]])
+            if answer is None:
+                return False
+            value = held.pop(op.old, None)
+            if isinstance(answer, list) and answer and answer[0] is None and value is not None:
+                held[op.new] = value
+            else:
+                replica.dirty.update([op.old, op.new])  # not moved there: look again
+        elif isinstance(op, replicas.SetDrain):
+            if await self._call(replica, "jobqueue_set_drain_flag", [op.flag]) is None:
+                return False
+            if op.flag:
+                held[replicas.DRAIN] = replicas.digest(b"")
+            else:
+                held.pop(replicas.DRAIN, None)
+        else:
+            if await self._call(replica, "jobqueue_remove", [[self._vpath(n) for n in op.names]]) is None:
+                return False
+            for name in op.names:
+                held.pop(name, None)
+        return True
+
+    # --- new jobs: a majority before the answer ---------------------------------------------------
+    async def replicate(self, files: list[tuple[str, bytes]]) -> tuple[int, int]:
+        """Push C{files} to every candidate now; returns (holders, candidates), self included."""
+        self.refresh_candidates()
+        targets = list(self.replicas.values())
+        if not targets:
+            return 1, 1
+        named = [(name, content) for name, content in ((self._name(p), c) for p, c in files) if name is not None]
+        results = await DeferredList([Deferred.fromCoroutine(self._push_now(r, named)) for r in targets])
+        holders = sum(1 for ok, held in results if ok and held)
+        return holders + 1, len(targets) + 1
+
+    async def _push_now(self, replica: Replica, files: list[tuple[str, bytes]]) -> bool:
+        from ganeti.rpc import wire
+
+        for name, content in files:
+            replica.inflight[name] = replicas.digest(content)
+        try:
+            for name, content in files:
+                if await self._call(replica, "jobqueue_update", [self._vpath(name), wire.compress(content)]) is None:
+                    self.log.warn("job file {name} not replicated to {node}: {why}", name=name, node=replica.name,
+                                  why=replica.last_error)
+                    if replica.retry is None and not replica.working:
+                        self._failed(replica)
+                    return False
+                if replica.held is not None:
+                    replica.held[name] = replicas.digest(content)
+            self._came_back(replica)
+            return True
         finally:
-            self._pushing = False
+            for name, _content in files:
+                replica.inflight.pop(name, None)
+            replica.dirty.update(name for name, _content in files)
+            self._kick(replica)
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per candidate: in sync or not, failures, last error (for logs and tests)."""
+        return {name: {"in_sync": r.in_sync and r.retry is None, "failures": r.failures, "error": r.last_error}
+                for name, r in self.replicas.items()}
+
+
+__all__ = ["JobReplicator", "Replica"]

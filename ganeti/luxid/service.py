@@ -12,6 +12,7 @@ LuxiD restart are followed through their lock files.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any, Callable
 
@@ -22,12 +23,14 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python import filepath
 
-from ganeti import errors
+from ganeti import errors, opcodes
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
+from ganeti.logfile import JobsLog
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
+from ganeti.query.resources import op_summary
 from ganeti.wconfd.death import hold_lockfile, owner_is_dead
 
 #: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
@@ -35,8 +38,19 @@ WFJC_TIMEOUT = 89
 DEFAULT_MAX_RUNNING = 20
 #: a job whose process dies before the handshake this often is failed
 MAX_START_ATTEMPTS = 3
+#: while WConfD restarts, calls to it wait (and are sent again) this long at most
+WCONFD_RECONNECT_FOR = 30.0
 #: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
 ARCHIVE_EXIT_WAIT = 11.0
+#: CancelJob with kill: seconds between SIGTERM and SIGKILL
+KILL_GRACE = 5.0
+#: ... and how long it then waits for the process to be gone
+KILL_WAIT = 5.0
+#: the result and log entry of a job killed with SIGKILL (LuxiD writes it)
+KILLED_HARD = "Job canceled by request (killed: the job process %s)"
+#: seconds before the scheduler tries again after a job process could not be
+#: started at all (no fork, no pipe: e.g. too many open files)
+SPAWN_RETRY = 1.0
 
 JobWrite = Callable[[str, bytes], Any]
 
@@ -74,6 +88,7 @@ class LuxidService(Service):
         distributor: JobWrite | None = None,
         replicator: Any = None,
         follow_interval: float = 0.5,
+        kill_grace: float = KILL_GRACE,
     ) -> None:
         self.paths = paths
         self.reactor = reactor
@@ -83,6 +98,11 @@ class LuxidService(Service):
         self.distributor: JobWrite = distributor or JobDistributor()
         self.replicator = replicator
         self.follow_interval = follow_interval
+        self.kill_grace = kill_grace
+        #: jobs being killed on request (CancelJob with kill)
+        self.killing: set[int] = set()
+        #: sends a signal to a pid (tests replace it)
+        self.os_kill: Callable[[int, int], None] = os.kill
         self.jobs: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
@@ -97,8 +117,10 @@ class LuxidService(Service):
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None
+        self._spawn_retry: Any = None
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
+        self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
 
     # --- life cycle ---------------------------------------------------------
     def startService(self) -> None:
@@ -106,11 +128,13 @@ class LuxidService(Service):
         self._livelock_fd = hold_lockfile(self.livelock)
         self.jobs = self.queue.load_live_jobs()
         self._recover()
+        if self.replicator is not None:
+            self.replicator.start()  # a full resync of every candidate
         self._watch_queue()
         if self.use_forkserver:
             from ganeti.luxid.forkclient import ForkServer
 
-            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited)
+            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned)
             try:
                 self.forkserver.start()
             except OSError:
@@ -126,8 +150,12 @@ class LuxidService(Service):
         super().stopService()
         if self._follow is not None and self._follow.running:
             self._follow.stop()
+        if self._spawn_retry is not None and self._spawn_retry.active():
+            self._spawn_retry.cancel()
         if self._notifier is not None:
             self._notifier.loseConnection()
+        if self.replicator is not None:
+            self.replicator.stop()
         if self.forkserver is not None:
             self.forkserver.stop()
         for waiters in self._watchers.values():
@@ -172,12 +200,17 @@ class LuxidService(Service):
 
         while self.running:
             try:
-                client = await WConfdClient.connect(self.reactor, self.paths.wconfd_socket)
+                client = await WConfdClient.connect(
+                    self.reactor, self.paths.wconfd_socket, reconnect_for=WCONFD_RECONNECT_FOR
+                )
             except errors.GenericError:
                 await deferLater(self.reactor, 0.5, lambda: None)
                 continue
+            if not self.running:
+                client.close()
+                return
             self.wconfd = client
-            client.protocol.lost.addCallback(self._wconfd_lost)
+            client.reconnected.append(self._wconfd_back)
             await self._refresh_limits()
             self.log.info("connected to WConfD")
             self.schedule()
@@ -196,11 +229,11 @@ class LuxidService(Service):
             self._max_running_config = cluster.max_running_jobs
             self.schedule()
 
-    def _wconfd_lost(self, _: Any) -> None:
-        self.wconfd = None
-        if self.running:
-            self.log.warn("lost the connection to WConfD; reconnecting")
-            self.reactor.callLater(0.5, self._start_connect)
+    def _wconfd_back(self) -> None:
+        """WConfD restarted: the client reconnected by itself; catch up."""
+        self.log.info("reconnected to WConfD")
+        Deferred.fromCoroutine(self._refresh_limits())
+        self._cleanup_locks()
 
     @property
     def max_running(self) -> int:
@@ -249,12 +282,15 @@ class LuxidService(Service):
         self.jobs[job_id] = job
         self.distributor(self.queue.job_path(job_id), content)
         self._changed(job_id)
-        if job_id in self.adopted and job.finalized:
+        if job_id in self.adopted and job.finalized and job_id not in self.killing:
             del self.adopted[job_id]
             self.schedule()
         return job
 
     def _changed(self, job_id: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None:
+            self.jobs_log.status(job_id, job.status, job.finalized)
         for d in self._watchers.pop(job_id, []):
             if not d.called:
                 d.callback(None)
@@ -309,7 +345,30 @@ class LuxidService(Service):
                 return
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
-        spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+        try:
+            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+        except OSError as e:
+            self._spawn_failed(job, job_channel, e)
+
+    def _spawn_failed(self, job: QueuedJob, job_channel: JobChannel, why: OSError) -> None:
+        """No process at all: the job stays queued and is tried again later
+        (this is no start attempt, the job itself is not at fault)."""
+        self.log.error("cannot start a process for job {job} ({why}); trying again in {t}s",
+                       job=job.id, why=why, t=SPAWN_RETRY)
+        if self.processes.get(job.id) is job_channel:
+            del self.processes[job.id]
+        job_channel.ended()
+        job.livelock = job.process_id = None
+        try:
+            self._write(job, durable=False)
+        except OSError:
+            self.log.failure("job {job}: cannot write its file", job=job.id)
+        if self._spawn_retry is None or not self._spawn_retry.active():
+            self._spawn_retry = self.reactor.callLater(SPAWN_RETRY, self._retry_spawns)
+
+    def _retry_spawns(self) -> None:
+        self._spawn_retry = None
+        self.schedule()
 
     def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> None:
         """Step 3: the child's lock file goes into the job file, durably."""
@@ -319,12 +378,11 @@ class LuxidService(Service):
 
     def _job_exited(self, exit: JobExit) -> None:
         self.processes.pop(exit.job_id, None)
-        for waiter in self._exit_waiters.pop(exit.job_id, []):
-            if not waiter.called:
-                waiter.callback(None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:
-            if exit.confirmed:
+            if exit.job_id in self.killing:
+                self._killed(job, exit.describe())
+            elif exit.confirmed:
                 self._fail(job, "the job process %s before the job finished" % exit.describe())
                 self._cleanup_locks()
             else:
@@ -335,21 +393,54 @@ class LuxidService(Service):
                 else:
                     job.livelock = job.process_id = None
                     self._write(job)
+        self._exit_waiters_fire(exit.job_id)
         self.schedule()
         if exit.confirmed:
             Deferred.fromCoroutine(self._refresh_limits())
+
+    def _exit_waiters_fire(self, job_id: int) -> None:
+        for waiter in self._exit_waiters.pop(job_id, []):
+            if not waiter.called:
+                waiter.callback(None)
+
+    def _killed(self, job: QueuedJob, how: str) -> None:
+        """A job killed on request ended before it could record it: record
+        it canceled, with why, and have WConfD free its locks."""
+        job.cancel(reason=KILLED_HARD % how)
+        self.log.info("job {job} killed on request ({how})", job=job.id, how=how)
+        self._write(job)
+        self._cleanup_locks()
+    def _jobs_orphaned(self, channels: list[JobChannel]) -> None:
+        """The fork server died: its jobs' exits will not be reported.  A
+        confirmed job is followed through its lock file; an unconfirmed one
+        never ran (its pipes are closed: it exits) and is started again."""
+        for job_channel in channels:
+            if self.processes.get(job_channel.job_id) is not job_channel:
+                continue
+            if job_channel.confirmed and job_channel.lockfile:
+                del self.processes[job_channel.job_id]
+                self.adopted[job_channel.job_id] = job_channel.lockfile
+            else:
+                self._job_exited(JobExit(job_channel.job_id, None, None, False))
 
     def _follow_adopted(self) -> None:
         """Processes we did not start: their lock file tells if they live."""
         for job_id, lockfile in list(self.adopted.items()):
             job = self._reload(job_id)
+            dead = owner_is_dead(lockfile)
             if job is None or job.finalized:
-                self.adopted.pop(job_id, None)
+                if dead or job_id not in self.killing:  # a killed one: until its process is gone
+                    self.adopted.pop(job_id, None)
+                    self._exit_waiters_fire(job_id)
                 continue
-            if owner_is_dead(lockfile):
+            if dead:
                 self.adopted.pop(job_id, None)
-                self._fail(job, "the job process died")
-                self._cleanup_locks()
+                if job_id in self.killing:
+                    self._killed(job, "was killed")
+                else:
+                    self._fail(job, "the job process died")
+                    self._cleanup_locks()
+                self._exit_waiters_fire(job_id)
         if not self._notifier:
             for job_id in list(self.processes):
                 self._reload(job_id)
@@ -362,26 +453,32 @@ class LuxidService(Service):
 
     # --- what LUXI methods call -------------------------------------------------
     async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
-        """Submit several jobs; each entry of the answer is [True, id] or [False, why].
+        """Submit several jobs; each entry of the answer is [True, id].
 
-        A job is acknowledged once its file is durable here and, on a
-        cluster with other master candidates, held by a majority of them.
+        Every opcode of every job is checked against its declaration
+        (L{ganeti.opcodes.validate}) and relative dependencies are resolved
+        before any job id is allocated or any file written: one invalid job
+        refuses the whole request (as Ganeti's LuxiD, which cannot decode
+        it) and nothing is created.  A job is acknowledged once its file is
+        durable here and, on a cluster with other master candidates, held
+        by a majority of them.
+
+        @raise errors.OpPrereqError: (C{ECODE_INVAL}) an invalid job; the
+            message names the job, the opcode and the parameter.
         """
         if not drained_ok and self.queue.is_drained():
             raise errors.JobQueueDrainError("Queue drained")
+        if not isinstance(jobs_ops, list) or not jobs_ops:
+            raise errors.OpPrereqError("A submission needs a non-empty list of jobs", errors.ECODE_INVAL)
         self.queue.check_capacity(len(self.jobs), len(jobs_ops))
+        first = self.queue.serial() + 1
+        checked = [_check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
         results: list[Any] = []
         written: list[tuple[QueuedJob, bytes]] = []
-        ids = self.queue.allocate_ids(len(jobs_ops))
+        ids = self.queue.allocate_ids(len(checked))
         now = time.time()
-        for job_id, ops in zip(ids, jobs_ops):
-            try:
-                ops = _check_ops(ops)
-                ops = scheduler.resolve_relative_depends(ops, job_id)
-            except errors.GenericError as e:
-                results.append([False, str(e.args[0]) if e.args else str(e)])
-                continue
-            job = QueuedJob.new(job_id, ops, now)
+        for job_id, ops in zip(ids, checked):
+            job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
             content = self.queue.write_job(job)  # durable before we answer
             written.append((job, content))
             results.append([True, job_id])
@@ -394,6 +491,7 @@ class LuxidService(Service):
                 raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
         for job, _content in written:
             self.jobs[job.id] = job  # only now can the scheduler see it
+            self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
         self.reactor.callLater(0, self.schedule)
         return results
 
@@ -438,7 +536,19 @@ class LuxidService(Service):
         if not waiters:
             self._watchers.pop(job_id, None)
 
-    def cancel(self, job_id: Any) -> Deferred:
+    def cancel(self, job_id: Any, kill: bool = False) -> Deferred:
+        """Ganeti's C{CancelJob}; fires with C{[success, message]}.
+
+        A job without a process (queued, or whose process has not been told
+        to run yet) is canceled at once.  Without C{kill} a job whose
+        process runs is asked to cancel, which it does only while no opcode
+        runs (waiting for locks), as Ganeti's.  With C{kill} the process gets
+        SIGTERM (it stops what runs, records the job canceled, frees its
+        locks and exits), and SIGKILL if it still runs after
+        C{kill_grace} seconds (LuxiD then records the job canceled and
+        WConfD frees the locks of the dead owner); the answer comes once
+        the process is gone.
+        """
         job = self.job(job_id)
         if job.finalized:
             return succeed([False, "Job %s is finished" % job.id])
@@ -448,19 +558,77 @@ class LuxidService(Service):
             self._write(job)
             self.schedule()
             return succeed([True, "Job %s canceled" % job.id])
+        if channel is not None and channel.abort():
+            job.cancel()
+            job.livelock = job.process_id = None
+            self._write(job)
+            self.schedule()
+            return succeed([True, "Job %s canceled (its process had not started it)" % job.id])
+        if kill:
+            return Deferred.fromCoroutine(self._kill(job, channel))
         if channel is None:
-            return succeed([False, "Job %s is run by a process this LuxiD did not start" % job.id])
+            return succeed(
+                [False, "Job %s is run by a process this LuxiD did not start; only killing it stops it" % job.id]
+            )
 
         def answered(cancelled: bool) -> list[Any]:
             if cancelled:
                 return [True, "Job %s will be canceled" % job.id]
-            return [False, "Job %s is running, it cannot be canceled" % job.id]
+            return [False, "Job %s is running, it cannot be canceled (but it can be killed)" % job.id]
 
         return channel.request_cancel().addCallback(answered)
 
+    async def _kill(self, job: QueuedJob, channel: JobChannel | None) -> list[Any]:
+        """SIGTERM, then SIGKILL after C{kill_grace} s; see L{cancel}."""
+        self.killing.add(job.id)
+        try:
+            self.log.info("job {job}: killing its process on request", job=job.id)
+            if not self._signal(job, channel, signal.SIGTERM):
+                return [False, "Job %s: its process is already gone" % job.id]
+            how = "SIGTERM"
+            if not await self._process_gone(job.id, self.kill_grace):
+                self.log.warn("job {job}: still running {t}s after SIGTERM; SIGKILL", job=job.id, t=self.kill_grace)
+                self._signal(job, channel, signal.SIGKILL)
+                how = "SIGKILL after %gs" % self.kill_grace
+                if not await self._process_gone(job.id, KILL_WAIT):
+                    return [False, "Job %s: its process did not end after SIGKILL" % job.id]
+        finally:
+            self.killing.discard(job.id)
+        status = self.job(job.id).status
+        return [True, "Job %s killed (%s), status %s" % (job.id, how, status)]
+
+    def _signal(self, job: QueuedJob, channel: JobChannel | None, signum: int) -> bool:
+        """Signal the job's process, if it still holds its lock file."""
+        if channel is not None:
+            return channel.signal(signum)
+        lockfile = self.adopted.get(job.id)
+        if lockfile is None or job.process_id is None or owner_is_dead(lockfile):
+            return False
+        try:
+            self.os_kill(job.process_id, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    async def _process_gone(self, job_id: int, timeout: float) -> bool:
+        """Wait up to C{timeout} s for the job's process to end."""
+        if job_id not in self.processes and job_id not in self.adopted:
+            return True
+        d: Deferred = Deferred()
+        self._exit_waiters.setdefault(job_id, []).append(d)
+        d.addTimeout(timeout, self.reactor)
+        try:
+            await d
+        except TimeoutError:
+            waiters = self._exit_waiters.get(job_id, [])
+            if d in waiters:
+                waiters.remove(d)
+            return False
+        return True
+
     def change_priority(self, job_id: Any, priority: Any) -> list[Any]:
         job = self.job(job_id)
-        if priority not in PRIO_SUBMIT_VALID:
+        if isinstance(priority, bool) or priority not in PRIO_SUBMIT_VALID:
             raise errors.OpPrereqError(
                 "Invalid priority %r (valid: %s)" % (priority, sorted(PRIO_SUBMIT_VALID)), errors.ECODE_INVAL
             )
@@ -493,6 +661,7 @@ class LuxidService(Service):
                 return False
         if self.queue.archive_job(job.id):
             self.jobs.pop(job.id, None)
+            self.jobs_log.forget(job.id)
             return True
         return False
 
@@ -511,28 +680,39 @@ class LuxidService(Service):
                 continue
             if self.queue.archive_job(job_id):
                 self.jobs.pop(job_id, None)
+                self.jobs_log.forget(job_id)
                 archived += 1
         return [archived, 0]
 
     def set_drained(self, flag: bool) -> bool:
-        self.queue.set_drained(bool(flag))
+        if not isinstance(flag, bool):
+            raise errors.OpPrereqError("The drain flag must be a boolean, not %r" % (flag,), errors.ECODE_INVAL)
+        self.queue.set_drained(flag)
         return True
 
     def live_jobs(self) -> dict[int, QueuedJob]:
         return self.jobs
 
 
-def _check_ops(ops: Any) -> list[dict[str, Any]]:
+def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
+    """Check one submitted job: its opcodes (L{opcodes.validate}) and its
+    dependencies resolved as job C{job_id}; the opcodes as submitted.
+
+    @raise errors.OpPrereqError: (C{ECODE_INVAL}) naming the job (when the
+        submission has several), the opcode and the problem.
+    """
+    where = "Job %d: " % index if count > 1 else ""
     if not isinstance(ops, list) or not ops:
-        raise errors.OpPrereqError("A job needs a non-empty list of opcodes", errors.ECODE_INVAL)
-    for index, op in enumerate(ops):
-        if not isinstance(op, dict) or not isinstance(op.get("OP_ID"), str):
-            raise errors.OpPrereqError("Opcode %d is not an object with an OP_ID" % index, errors.ECODE_INVAL)
-        prio = op.get("priority", 0)
-        if prio not in PRIO_SUBMIT_VALID or isinstance(prio, bool):
-            raise errors.OpPrereqError(
-                "Opcode %d: invalid priority %r (valid: -10, 0, 10)" % (index, prio), errors.ECODE_INVAL
-            )
+        raise errors.OpPrereqError("%sa job needs a non-empty list of opcodes" % where, errors.ECODE_INVAL)
+    for number, op in enumerate(ops):
+        try:
+            opcodes.validate(op)
+        except errors.OpPrereqError as e:
+            raise errors.OpPrereqError("%sopcode %d: %s" % (where, number, e.args[0]), errors.ECODE_INVAL) from None
+    try:
+        scheduler.resolve_relative_depends(ops, job_id)
+    except errors.OpPrereqError as e:
+        raise errors.OpPrereqError("%s%s" % (where, e.args[0]), errors.ECODE_INVAL) from None
     return [dict(op) for op in ops]
 
 

@@ -71,6 +71,11 @@ class JobChannel:
         self._timer: Any = None
         self._write: Callable[[bytes], None] | None = None
         self._kill: Callable[[], None] | None = None
+        #: the start was called off (L{abort}): never confirm
+        self.aborted = False
+        self.ended_at: float | None = None
+        #: sends a signal to a pid (tests replace it)
+        self.os_kill: Callable[[int, int], None] = os.kill
 
     def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
         self._write, self._kill = write, kill
@@ -90,6 +95,8 @@ class JobChannel:
                 self._cancels.pop(0).callback(bool(message[channel.CANCELLED]))
 
     def _lockfile(self, message: dict[str, Any]) -> None:
+        if self.aborted:
+            return
         path, pid = message.get(channel.LOCKFILE), message.get("pid")
         real = os.path.realpath(path) if isinstance(path, str) else ""
         if not isinstance(pid, int) or not real.startswith(os.path.realpath(self.paths.lock_dir) + os.sep):
@@ -102,7 +109,7 @@ class JobChannel:
         d.addCallbacks(self._confirm, self._record_failed)
 
     def _confirm(self, _: Any) -> None:
-        if self._write is None:
+        if self._write is None or self.aborted:
             return
         self._write(channel.encode({channel.CONFIRM: True}))
         self.confirmed = True
@@ -128,6 +135,26 @@ class JobChannel:
         if self._kill is not None:
             self._kill()
 
+    def abort(self) -> bool:
+        """Call off a start that is not confirmed yet: the child never ran
+        anything, and never will (SIGKILL).  False once confirmed."""
+        if self.confirmed:
+            return False
+        self.aborted = True
+        self._stop_timer()
+        self.kill()
+        return True
+
+    def signal(self, signum: int) -> bool:
+        """Send C{signum} to the confirmed, still running job process."""
+        if not self.confirmed or self.pid is None or self.ended_at is not None:
+            return False
+        try:
+            self.os_kill(self.pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
     def send(self, message: dict[str, Any]) -> bool:
         if self._write is None or not self.confirmed:
             return False
@@ -147,6 +174,7 @@ class JobChannel:
         return d
 
     def ended(self) -> None:
+        self.ended_at = self.clock.seconds()
         self._stop_timer()
         self._write = None
         for d in self._cancels:

@@ -16,6 +16,7 @@ from twisted.python import usage
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.listening import endpoint_listener
+from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
@@ -50,12 +51,15 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
     # every job file write, LuxiD's and the job processes', goes out to the candidates
     distributor = JobDistributor(replicator.background if replicator is not None else None)
-    queue = JobQueueDir(paths, on_write=distributor)
+    queue = JobQueueDir(paths, on_write=distributor, on_rename=replicator.renamed if replicator else None,
+                        on_drain=replicator.drain_changed if replicator else None)
     try:
         queue.open()
     except QueueLocked as e:

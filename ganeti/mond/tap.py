@@ -27,14 +27,14 @@ PLUGIN_DIR = "etc/ganeti/mond/plugins"
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [--port 1815] [options]"
+    synopsis = "[--bind ADDRESS] [--port 1815] [options]"
     longdesc = (
         "ganeti-mond, the monitoring daemon: Ganeti's monitoring HTTP API (/1/report/...) and "
         "Prometheus metrics (/metrics) of this node."
     )
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (e.g. 127.0.1.1 or ::)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", DEFAULT_PORT, "TCP port (default 1815).", port_number],
         ["node-name", None, None, "This node's name (default: from ROOT/var/lib/ganeti/node.json)."],
         ["confd-port", None, 1814, "UDP port of the candidates' confd (default 1814).", port_number],
@@ -48,8 +48,12 @@ class Options(usage.Options):
     ]
 
     def postOptions(self) -> None:
+        from ganeti.daemons import node_address
+
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
         if self["plugin-dir"] is None:
             self["plugin-dir"] = os.path.join(self["paths"].root, PLUGIN_DIR)
@@ -109,6 +113,10 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         without_tls()
         from twisted.internet import reactor
+
+        from ganeti.logfile import quiet_twisted
+
+        quiet_twisted()  # the real daemon: no "Starting protocol" line per confd query
     from ganeti import daemons
     from ganeti.mond.collectors.plugins import Plugin, scan
     from ganeti.mond.resource import Api, MondFactory

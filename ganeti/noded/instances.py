@@ -15,6 +15,7 @@ C{node_path(root, logical_id[1])} and must lie inside its directory.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from typing import Any, Callable
 
@@ -46,6 +47,7 @@ PROCEDURES = (
     "blockdev_create",
     "blockdev_remove",
     "blockdev_grow",
+    "blockdev_getdimensions",
     "instance_os_add",
     "instance_run_rename",
     "os_diagnose",
@@ -458,6 +460,23 @@ class InstanceProcedures:
         except errors.OpExecError as exc:
             raise RpcFailure("Cannot grow disk: %s" % exc) from None
         return None
+
+    def blockdev_getdimensions(self, disks: Any) -> list[list[Any] | None]:
+        """C{[size in bytes, spindles (None)]} of each file disk, C{None} for
+        one that does not exist here (Ganeti's answer)."""
+        _check(isinstance(disks, list), "disks must be a list")
+        out: list[list[Any] | None] = []
+        for index, data in enumerate(disks):
+            record = decode_disk(data, "disk %d" % index)
+            if record.dev_type == storage.DT_DISKLESS:
+                out.append(None)
+                continue
+            driver, path = self.locate(record, "disk %d" % index)
+            try:
+                out.append([os.stat(driver.hypervisor_path(path)).st_size, None])
+            except (errors.OpExecError, OSError):
+                out.append(None)
+        return out
 
     # --- OS scripts ------------------------------------------------------------------
 

@@ -176,6 +176,9 @@ class JoinService(Service):
     @param stop: called to end the daemon when the token is burnt
     @param where: the address as people read it, for the log line of a failure
         to listen (which ends the daemon with status 1, see L{ganeti.listening})
+    @param guard: builds the listening factory of unjoined mode from its
+        site and TLS context (L{ganeti.http_limits.guard} with the limits
+        of joined mode); without it, plain TLS around the site
     """
 
     log = Logger()
@@ -191,6 +194,7 @@ class JoinService(Service):
         stop: Callable[[], Any] | None = None,
         reactor: Any = None,
         where: str = "its port",
+        guard: Callable[[Site, Any], Any] | None = None,
         after_join: Callable[[], Any] | None = None,
     ) -> None:
         self.paths = paths
@@ -205,10 +209,13 @@ class JoinService(Service):
         self._port: Any = None
         self.failures = 0
         self.waiting = True
-        site = Site(JoinResource(self))
+        site = Site(JoinResource(self), reactor=reactor)
         site.displayTracebacks = False
         site.noisy = False
-        self._factory = TLSMemoryBIOFactory(UnjoinedContextFactory(), False, site)
+        if guard is None:
+            self._factory: Any = TLSMemoryBIOFactory(UnjoinedContextFactory(), False, site)
+        else:
+            self._factory = guard(site, UnjoinedContextFactory())
         self._unjoined = Listener(lambda: self._endpoint.listen(self._factory), where, daemon="ganeti-noded",
                                   reactor=reactor)
 

@@ -23,7 +23,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
-from ganeti.noded import files, instances
+from ganeti.jobs import replicas
+from ganeti.noded import diskfiles, files, instances
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -40,6 +41,9 @@ PROCEDURES = (
     "jobqueue_update",
     "jobqueue_rename",
     "jobqueue_purge",
+    "jobqueue_set_drain_flag",
+    "jobqueue_list",
+    "jobqueue_remove",
     "node_leave_cluster",
     "test_delay",
 ) + instances.PROCEDURES
@@ -93,6 +97,7 @@ class NodeProcedures:
         self.instances = instances.InstanceProcedures(paths, reactor)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
+        self._queue_listing: replicas.ListingCache | None = None
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         if name not in PROCEDURES:
@@ -157,6 +162,10 @@ class NodeProcedures:
             {key: local sha1 or null} for each key that differs
           - C{version}: -> [protocol version, release]
           - C{cluster_name}: -> this node's ssconf cluster name (null if none)
+          - C{instancelist}: [hypervisor names] -> [names of the instances
+            running here], or the error message when they cannot be listed
+          - C{disk-files} (ours, not Ganeti's): -> missing and orphan disk
+            files (L{diskfiles.verify_disk_files})
         """
         _check(isinstance(checkdict, dict), "node_verify takes a dict of checks")
         result: dict[str, Any] = {}
@@ -189,6 +198,15 @@ class NodeProcedures:
             result["ssconf"] = differing
         if "version" in checkdict:
             result["version"] = [wire.PROTOCOL_VERSION, GANETI_RELEASE]
+        if "instancelist" in checkdict:
+            try:
+                result["instancelist"] = await self.instances.instance_list(checkdict["instancelist"], {})
+            except RpcFailure as e:
+                result["instancelist"] = "Error listing instances: %s" % (e,)
+        if diskfiles.CHECK in checkdict:
+            file_dir, shared_dir = self.instances.storage_dirs()
+            result[diskfiles.CHECK] = diskfiles.verify_disk_files(
+                self.paths.root, {"file": file_dir, "sharedfile": shared_dir}, checkdict[diskfiles.CHECK])
         if "cluster_name" in checkdict:
             try:
                 result["cluster_name"] = ssconf.SimpleStore(self.paths).get_cluster_name()
@@ -356,6 +374,62 @@ class NodeProcedures:
             else:
                 os.unlink(path)
         serializer.fsync_dir(queue)
+
+    def jobqueue_set_drain_flag(self, flag: Any) -> defer.Deferred[None]:
+        """Create (C{True}) or remove (C{False}) C{queue/drain}, durably."""
+        _check(isinstance(flag, bool), "jobqueue_set_drain_flag takes true or false")
+        real = os.path.join(self.paths.queue_dir, replicas.DRAIN)
+
+        def write() -> None:
+            if flag:
+                os.makedirs(self.paths.queue_dir, mode=0o700, exist_ok=True)
+                serializer.write_file(real, b"", mode=QUEUE_FILE_MODE)
+                return
+            try:
+                os.unlink(real)
+            except FileNotFoundError:
+                return
+            serializer.fsync_dir(self.paths.queue_dir)
+
+        return self._queue_io([real], write)
+
+    def jobqueue_list(self) -> defer.Deferred[dict[str, list[Any]]]:
+        """What this node's queue holds (an extension of Ganeti's RPCs):
+        C{{name relative to the queue dir: [sha1, job status or null]}}
+        of the version, serial, drain, live and archived job files."""
+        if self._queue_listing is None:
+            self._queue_listing = replicas.ListingCache(self.paths.queue_dir)
+        cache = self._queue_listing
+
+        def listing() -> dict[str, list[Any]]:
+            return {name: [entry.digest, entry.status] for name, entry in cache.entries().items()}
+
+        return self._queue_io([self.paths.queue_dir], listing)
+
+    def jobqueue_remove(self, names: Any) -> defer.Deferred[None]:
+        """Remove queue files the master no longer has (an extension of
+        Ganeti's RPCs): C{[virtual path, ...]}; missing files are fine."""
+        _check(isinstance(names, list), "jobqueue_remove takes [path, ...]")
+        try:
+            doomed = [files.queue_file(self.paths, name) for name in names]
+        except files.PathRefused as e:
+            raise RpcFailure("jobqueue_remove refused: %s" % e) from None
+        for real in doomed:
+            _check(replicas.is_replicated(os.path.relpath(real, self.paths.queue_dir)),
+                   "jobqueue_remove refused: %s is not a job queue file" % real)
+
+        def remove() -> None:
+            directories = set()
+            for real in doomed:
+                try:
+                    os.unlink(real)
+                except FileNotFoundError:
+                    continue
+                directories.add(os.path.dirname(real))
+            for directory in sorted(directories):
+                serializer.fsync_dir(directory)
+
+        return self._queue_io(doomed, remove)
 
     def node_leave_cluster(self, modify_ssh_setup: Any = False) -> None:
         """Forget the cluster (config, ssconf, queue, secrets), then stop noded."""

@@ -95,8 +95,8 @@ class _QuietSite(Site):
         pass
 
 
-def node_site(procedures: NodeProcedures, access_log: bool = False) -> Site:
-    site = (Site if access_log else _QuietSite)(NodeRpcResource(procedures))
+def node_site(procedures: NodeProcedures, access_log: bool = False, reactor: Any = None) -> Site:
+    site = (Site if access_log else _QuietSite)(NodeRpcResource(procedures), reactor=reactor)
     site.displayTracebacks = False
     site.noisy = False
     return site

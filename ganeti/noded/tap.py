@@ -20,18 +20,26 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
 
-from ganeti import errors
+from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.listening import stream_listener
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+
+
+#: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
+#: with the cluster certificate gets past the TLS handshake to send one; the
+#: master opens up to 4 connections per running job, so one address may
+#: hold many (an unauthenticated one is cut at the handshake timeout)
+DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0, max_connections_per_ip=400)
 
 log = Logger()
 
@@ -42,7 +50,7 @@ def mond_port(value: str) -> int:
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [options]"
+    synopsis = "[--bind ADDRESS] [options]"
     longdesc = (
         "NodeD runs on every node and serves node RPC (HTTPS, mutual TLS with "
         "the cluster certificate server.pem) to the master and the candidates."
@@ -50,17 +58,20 @@ class Options(usage.Options):
     optFlags = [["access-log", None, "Log a line for every request."]]
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (the node's primary IP)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
         ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
-    ]
+    ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
     def postOptions(self) -> None:
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
+        self["limits"] = http_limits.limits_from_options(self)
         if self["join-token"] and self["join-token-file"]:
             raise usage.UsageError("give --join-token or --join-token-file, not both")
         token = self["join-token"]
@@ -86,28 +97,40 @@ def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
 
     if not port:
         return
-    argv = daemons.twistd_argv(paths, daemons.MOND, address, "--port", str(port))
+    argv, env = daemons.twistd_command(paths, daemons.MOND, ["--root", paths.root, "--bind", address,
+                                                             "--port", str(port)])
     log.info("ganeti-noded: starting ganeti-mond on {address} port {port}", address=address, port=port)
-    reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=None, path=paths.root)
+    reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=env, path=paths.root)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     address = options["bind"]
     if ":" in address:
-        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], interface=address)
+        endpoint: Any = TCP6ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     else:
-        endpoint = TCP4ServerEndpoint(reactor, options["port"], interface=address)
+        endpoint = TCP4ServerEndpoint(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
     where = "%s port %d (TCP)" % (address, options["port"])
 
-    def joined_factory() -> TLSMemoryBIOFactory:
+    limits = http_limits.fit_to_fd_limit(options["limits"], http_limits.raise_open_files_limit())
+    if limits != options["limits"]:
+        log.warn("ganeti-noded: --max-connections lowered to {n} to stay below the open-files limit",
+                 n=limits.max_connections)
+    report = http_limits.ClosureReport(reactor, "ganeti-noded")
+
+    def guard(site: Any, tls: Any) -> Any:
+        return http_limits.guard(site, limits, report, tls)
+
+    def joined_factory() -> Any:
         creds = Credentials.cluster(paths)
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
         tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
-        return TLSMemoryBIOFactory(tls, False, node_site(procedures, access_log=bool(options["access-log"])))
+        return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
 
     unjoined = not os.path.exists(paths.server_pem) and options.get("token")
     if not unjoined:
@@ -121,9 +144,10 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))
+    report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, where=where,
+                    stop=reactor.stop, reactor=reactor, where=where, guard=guard,
                     after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
                     ).setServiceParent(root)
     else:

@@ -2,7 +2,8 @@
 
 One leaf L{RapiResource} answers every path: it matches the route table of
 L{ganeti.rapi.baserlib}, checks the user's rights, parses the query string
-and the JSON body, runs the handler (an C{async def}) and writes the JSON
+(as Ganeti's server, parameters no resource reads are ignored, e.g.
+C{no-remember}) and the JSON body, runs the handler (an C{async def}) and writes the JSON
 answer, or Ganeti's error body.
 """
 
@@ -30,13 +31,6 @@ from ganeti.rapi.users import UsersFile
 
 #: the largest request body accepted, in bytes (Ganeti's client sends far less)
 DEFAULT_MAX_BODY = 1024 * 1024
-
-#: every query argument some resource understands; others answer 400
-KNOWN_ARGS = frozenset({
-    "bulk", "dry-run", "force", "reason", "lock", "tag", "static", "type", "ignore_secondaries",
-    "no_remember", "os", "nostartup", "live", "mode", "fields", "storage_type", "output_fields", "name",
-    "allocatable", "auto-promote", "iallocator", "remote_node", "early_release", "target_node",
-})
 
 _JSON = b"application/json"
 
@@ -227,9 +221,7 @@ class RapiResource(Resource):
                               errors="strict", max_num_fields=200)
         except (UnicodeDecodeError, ValueError) as e:
             raise HttpError(400, "Invalid query string: %s" % e) from None
-        unknown = sorted(set(parsed) - KNOWN_ARGS)
-        if unknown:
-            raise HttpError(400, "Unknown query parameter(s): %s" % ", ".join(unknown))
+        # as Ganeti's: a resource reads the parameters it knows, others are ignored
         return QueryArgs(parsed)
 
     def _body(self, request: Any) -> Any:

@@ -13,13 +13,16 @@ import os
 from typing import Any
 
 from twisted.application.service import IService, MultiService, Service
-from twisted.internet.endpoints import SSL4ServerEndpoint
+from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.ssl import PrivateCertificate
+from twisted.logger import Logger
 from twisted.python import usage
 
-from ganeti import crypto
+from ganeti import crypto, http_limits
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
 from ganeti.listening import stream_listener
+from ganeti.daemons import node_address
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
@@ -29,27 +32,30 @@ DEFAULT_PORT = 5080
 
 
 class Options(usage.Options):
-    synopsis = "--bind ADDRESS [--port 5080] [options]"
+    synopsis = "[--bind ADDRESS] [--port 5080] [options]"
     longdesc = (
         "ganeti-rapi serves Ganeti's remote API (version 2) over HTTPS and forwards every "
         "request to LuxiD over LUXI."
     )
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
-        ["bind", "b", None, "Address to listen on (e.g. 127.0.0.1 or ::)."],
+        ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
         ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", port_number],
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
-    ]
+    ] + http_limits.option_parameters(http_limits.HttpLimits())
     optFlags = [
         ["require-authentication", None, "Require authentication for reads too."],
         ["public-metrics", None, "Serve /metrics without authentication, even with --require-authentication."],
     ]
 
     def postOptions(self) -> None:
+        if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
+            self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:
-            raise usage.UsageError("--bind ADDRESS is required")
+            raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
+        self["limits"] = http_limits.limits_from_options(self)
 
 
 class _ClosePool(Service):
@@ -61,9 +67,23 @@ class _ClosePool(Service):
         self.pool.close()
 
 
+log = Logger()
+
+
+def connection_limits(requested: http_limits.HttpLimits) -> http_limits.HttpLimits:
+    """C{requested}, fitted below the open-files limit (raised to its hard limit first)."""
+    limits = http_limits.fit_to_fd_limit(requested, http_limits.raise_open_files_limit())
+    if limits != requested:
+        log.warn("ganeti-rapi: --max-connections lowered to {n} to stay below the open-files limit",
+                 n=limits.max_connections)
+    return limits
+
+
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     if not os.path.exists(paths.rapi_pem):
         raise SystemExit("ganeti-rapi: no certificate at %s; initialise the cluster first" % paths.rapi_pem)
@@ -79,13 +99,18 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         max_body=options["max-body"],
         public_metrics=options["public-metrics"],
     )
-    site = RapiSite(resource, requestFactory=request_factory(options["max-body"]))
+    site = RapiSite(resource, requestFactory=request_factory(options["max-body"]), reactor=reactor)
     site.displayTracebacks = False
+    report = http_limits.ClosureReport(reactor, "ganeti-rapi")
+    factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls)
     root = MultiService()
     root.addService(PidFileService(pid_fd))
-    endpoint = SSL4ServerEndpoint(reactor, options["port"], tls, interface=options["bind"])
-    where = "%s port %d (HTTPS)" % (options["bind"], options["port"])
-    stream_listener(endpoint, site, where, daemon="ganeti-rapi", reactor=reactor).setServiceParent(root)
+    report.setServiceParent(root)
+    address = options["bind"]
+    endpoint_type = TCP6ServerEndpoint if ":" in address else TCP4ServerEndpoint
+    endpoint = endpoint_type(reactor, options["port"], backlog=http_limits.BACKLOG, interface=address)
+    where = "%s port %d (HTTPS)" % (address, options["port"])
+    stream_listener(endpoint, factory, where, daemon="ganeti-rapi", reactor=reactor).setServiceParent(root)
     _ClosePool(pool).setServiceParent(root)
     FrozenHeapService(reactor).setServiceParent(root)
     return root

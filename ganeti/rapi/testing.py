@@ -19,10 +19,13 @@ class RapiDaemon(Daemon):
 
 
 class RapiStack:
-    """WConfD + LuxiD + RAPI on one root; C{users} is the users file text."""
+    """WConfD + LuxiD + RAPI on one root; C{users} is the users file text.
+
+    @param rapi_args: more ganeti-rapi options (e.g. C{("--header-timeout", "2")})
+    """
 
     def __init__(self, paths: Paths, config: ConfigData, users: str, host: str = "127.0.0.1",
-                 cluster_name: str = "cluster.test") -> None:
+                 cluster_name: str = "cluster.test", rapi_args: tuple[str, ...] = ()) -> None:
         self.paths = paths
         seed_config(paths, config)
         self.key_pem, self.cert_pem = crypto.generate_key_and_cert(cluster_name)
@@ -32,7 +35,7 @@ class RapiStack:
         self.url = "https://%s:%d" % (host, self.port)
         self.wconfd = Daemon(paths, "ganeti-wconfd")
         self.luxid = Daemon(paths, "ganeti-luxid")
-        self.rapi = RapiDaemon(paths, host, self.port)
+        self.rapi = RapiDaemon(paths, host, self.port, *rapi_args)
 
     def write_users(self, text: str) -> None:
         import os

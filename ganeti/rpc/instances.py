@@ -58,6 +58,8 @@ Procedures (positional arguments -> payload)
   - C{blockdev_grow}: C{[disk, amount, dryrun, backingstore,
     exclusive_storage]} -> C{None}; as in Ganeti, a file disk grows only
     in the call with C{backingstore} true (the logical step is a no-op)
+  - C{blockdev_getdimensions}: C{[[disk, ...]]} -> C{[[size in bytes,
+    spindles], ...]}, C{None} for a disk that does not exist on the node
   - C{instance_os_add}: C{[inst, reinstall, debug]} -> C{None}; runs the
     OS's C{create} script (output in the node's log and in the error)
   - C{instance_run_rename}: C{[inst, old_name, debug]} -> C{None}

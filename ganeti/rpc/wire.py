@@ -22,6 +22,8 @@ from ganeti import CONFIG_VERSION, serializer
 
 #: The node RPC protocol version (Ganeti's C{PROTOCOL_VERSION}).
 PROTOCOL_VERSION = CONFIG_VERSION
+#: our own C{node_verify} check (missing and orphan disk files), unknown to Ganeti's nodes
+NV_DISK_FILES = "disk-files"
 #: The noded TCP port.
 DEFAULT_PORT = 1811
 
@@ -70,10 +72,13 @@ def encode_request(args: list[Any] | tuple[Any, ...]) -> bytes:
 def decode_request(body: bytes) -> list[Any]:
     """The positional arguments in a request body.
 
-    @raise RpcWireError: not JSON, or not a JSON array
+    A procedure without arguments takes C{[]} (what every Ganeti client
+    sends); an empty or blank body is refused, not read as "no arguments".
+
+    @raise RpcWireError: empty, not JSON, or not a JSON array
     """
     if not body.strip():
-        return []
+        raise RpcWireError("Empty request body: send a JSON array of arguments ([] for none)")
     try:
         args = serializer.loads(body)
     except ValueError as e:

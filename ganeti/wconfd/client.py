@@ -1,21 +1,38 @@
 """Async client of WConfD, for job processes, LuxiD and tools.
 
-    client = await WConfdClient.connect(reactor, paths.wconfd_socket)
+    client = await WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=300)
     await client.acquire(owner, [("cluster/BGL", "shared")], timeout=30)
     inst = await client.read_instance("web1")
     await client.update_instance(owner, attrs.evolve(inst, os="debian"), release=["instance/web1"])
 
 Lock grants for queued requests are pushed by WConfD over this connection;
 L{WConfdClient.acquire} simply waits for that push.
+
+A client made with C{reconnect_for} rides out a restart of WConfD: when the
+connection breaks it reconnects with jittered backoff (L{FIRST_DELAY}
+doubling up to L{MAX_DELAY}) for up to C{reconnect_for} seconds, registers
+its owners again, sends the lock requests it was waiting for again (same
+priority; the caller's timeout keeps running), and sends again every call
+that had no answer.  Mutating calls carry a request id (a counter of the
+client), so WConfD answers a retry of a call it applied already with the
+recorded answer instead of applying it twice; the other calls are reads or
+naturally idempotent.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+import itertools
+import math
+import random
+import time
+from typing import Any, Callable, Iterable, Sequence
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.error import ConnectionClosed
+from twisted.internet.task import deferLater
+from twisted.logger import Logger
 from twisted.protocols import amp
 
 from ganeti import errors
@@ -25,6 +42,30 @@ from ganeti.wconfd import commands as c
 
 Request = Sequence[tuple[str, str]] | Sequence[list[str]]
 
+#: first pause before reconnecting (seconds); it doubles at each failure...
+FIRST_DELAY = 0.05
+#: ... up to this
+MAX_DELAY = 1.0
+#: how long a job process keeps trying to reach WConfD (seconds)
+JOB_RECONNECT_FOR = 300.0
+
+#: request ids, shared by every client of this process: two clients acting
+#: for one owner never reuse an id, and a later process (a reused ad-hoc
+#: owner) starts above what an earlier one used, unless it made more than
+#: a billion calls a second
+_RIDS = itertools.count(time.time_ns())
+
+
+def backoff(attempt: int, draw: float, first: float = FIRST_DELAY, most: float = MAX_DELAY) -> float:
+    """The pause before reconnection attempt C{attempt} (0-based).
+
+    @param draw: a random number in [0, 1): the pause is between half and
+        all of C{first * 2**attempt} (capped at C{most}), so that clients
+        cut off together do not all come back at the same instant.
+    """
+    full = min(most, first * (2 ** min(attempt, 30)))
+    return full * (0.5 + 0.5 * draw)
+
 
 class _ClientProtocol(amp.AMP):
     """Receives L{c.LocksGranted} pushes."""
@@ -33,6 +74,8 @@ class _ClientProtocol(amp.AMP):
         super().__init__()
         self.granted: dict[Owner, list[Deferred]] = {}
         self.lost: Deferred = Deferred()
+        #: set by a reconnecting client: it keeps the waiters for the next connection
+        self.on_lost: Callable[["_ClientProtocol"], None] | None = None
 
     @c.LocksGranted.responder
     def locks_granted(self, owner: Owner) -> dict[str, Any]:
@@ -41,37 +84,261 @@ class _ClientProtocol(amp.AMP):
         return {}
 
     def connectionLost(self, reason: Any) -> None:
+        if self.on_lost is not None:
+            self.on_lost(self)  # before the calls fail: they find the client reconnecting
         super().connectionLost(reason)
-        for waiters in self.granted.values():
-            for waiter in waiters:
-                waiter.errback(errors.LockError("connection to WConfD lost while waiting for locks"))
-        self.granted.clear()
+        if self.on_lost is None:
+            for waiters in self.granted.values():
+                for waiter in waiters:
+                    waiter.errback(errors.LockError("connection to WConfD lost while waiting for locks"))
+            self.granted.clear()
         if not self.lost.called:
             self.lost.callback(None)
 
 
 class WConfdClient:
-    """One AMP connection to WConfD with a method per WConfD function."""
+    """An AMP connection to WConfD with a method per WConfD function.
 
-    def __init__(self, protocol: _ClientProtocol, clock: Any = None) -> None:
-        self.protocol = protocol
+    @param protocol: the connection (C{None} until a reconnecting client
+        first connects).
+    @param connector: makes a new connection (fires with a
+        L{_ClientProtocol}); with it and C{reconnect_for > 0} the client
+        reconnects when the connection breaks.
+    @param reconnect_for: seconds to keep trying after a connection broke
+        (C{math.inf}: for ever; 0: do not reconnect).
+    @param draw: random numbers in [0, 1) for the backoff jitter.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        protocol: _ClientProtocol | None,
+        clock: Any = None,
+        *,
+        connector: Callable[[], Deferred] | None = None,
+        reconnect_for: float = 0.0,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
         self.clock = clock
+        self.reconnect_for = reconnect_for if connector is not None else 0.0
+        self._connector = connector
+        self._draw = draw
+        self._granted: dict[Owner, list[Deferred]] = {}
+        #: owners whose requests wait for a push: (request, priority), re-sent after a reconnect
+        self._armed: dict[Owner, tuple[list[list[str]], int]] = {}
+        self._owners: set[Owner] = set()
+        self._closed = False
+        self._ready = False
+        self._reconnecting = False
+        self._reconnect_waiters: list[Deferred] = []
+        #: called (no arguments) after every successful reconnection
+        self.reconnected: list[Callable[[], Any]] = []
+        #: connections made by the reconnecting machinery (the first one included)
+        self.connections = 0
+        self.protocol: _ClientProtocol | None = None
+        if protocol is not None:
+            self._adopt(protocol)
 
     @classmethod
-    async def connect(cls, reactor: Any, path: str, timeout: float = 10) -> "WConfdClient":
+    async def connect(
+        cls, reactor: Any, path: str, timeout: float = 10, reconnect_for: float = 0.0
+    ) -> "WConfdClient":
+        """Connect to WConfD at C{path}.
+
+        @param reconnect_for: with a positive value, the first connection
+            is tried for that long too, and the client reconnects when the
+            connection breaks (see the module's docstring).
+        @raise errors.ConfigurationError: WConfD cannot be reached.
+        """
         endpoint = UNIXClientEndpoint(reactor, path, timeout=timeout)
+
+        def connector() -> Deferred:
+            return connectProtocol(endpoint, _ClientProtocol())
+
+        if reconnect_for > 0:
+            client = cls(None, reactor, connector=connector, reconnect_for=reconnect_for)
+            try:
+                await client._connected()
+            except errors.GenericError as e:
+                raise errors.ConfigurationError("cannot connect to WConfD at %s: %s" % (path, e)) from e
+            return client
         try:
-            protocol = await connectProtocol(endpoint, _ClientProtocol())
+            protocol = await connector()
         except Exception as e:
             raise errors.ConfigurationError("cannot connect to WConfD at %s: %s" % (path, e)) from e
         return cls(protocol, reactor)
 
+    def _adopt(self, protocol: _ClientProtocol) -> None:
+        protocol.granted = self._granted
+        if self.reconnect_for > 0:
+            protocol.on_lost = self._lost
+        self.protocol = protocol
+        self._ready = True
+
     def close(self) -> Deferred:
-        self.protocol.transport.loseConnection()
-        return self.protocol.lost
+        self._closed = True
+        protocol = self.protocol
+        if protocol is None or protocol.lost.called:
+            self._fail_waits(errors.LockError("connection to WConfD closed while waiting for locks"))
+            return succeed(None)
+        protocol.transport.loseConnection()
+        return protocol.lost
 
     async def call(self, command: type[amp.Command], **kwargs: Any) -> dict[str, Any]:
-        return await self.protocol.callRemote(command, **kwargs)  # type: ignore[no-any-return]
+        """Call C{command}; a call cut off by a broken connection is sent again once reconnected."""
+        return await self._call(command, lambda: kwargs)
+
+    async def _call(self, command: type[amp.Command], make_kwargs: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        while True:
+            protocol = await self._connected()
+            kwargs = make_kwargs()
+            owner = kwargs.get("owner")
+            if owner is not None and owner not in self._owners:
+                self._owners.add(owner)
+            try:
+                return await protocol.callRemote(command, **kwargs)  # type: ignore[no-any-return]
+            except ConnectionClosed:
+                if self.reconnect_for <= 0 or self._closed:
+                    raise
+                self._lost(protocol)
+
+    def _next_rid(self) -> int:
+        return next(_RIDS)
+
+    def _now(self) -> float:
+        return self._clock().seconds()  # type: ignore[no-any-return]
+
+    def _clock(self) -> Any:
+        if self.clock is None:
+            from twisted.internet import reactor
+
+            return reactor
+        return self.clock
+
+    # --- reconnecting ---------------------------------------------------------
+    async def _connected(self) -> _ClientProtocol:
+        protocol = self.protocol
+        if self._ready and protocol is not None and not protocol.lost.called:
+            return protocol
+        if self.reconnect_for <= 0 or self._closed:
+            if protocol is None:
+                raise errors.ConfigurationError("not connected to WConfD")
+            return protocol  # the call fails with the reason the connection ended
+        waiter: Deferred = Deferred()
+        self._reconnect_waiters.append(waiter)
+        self._start_reconnect()
+        return await waiter  # type: ignore[no-any-return]
+
+    def _lost(self, protocol: _ClientProtocol) -> None:
+        if protocol is not self.protocol:
+            return
+        self.protocol = None
+        self._ready = False
+        if self._closed:
+            self._fail_waits(errors.LockError("connection to WConfD closed while waiting for locks"))
+            return
+        self.log.warn("lost the connection to WConfD; reconnecting")
+        self._start_reconnect()
+
+    def _start_reconnect(self) -> None:
+        if self._reconnecting:
+            return
+        self._reconnecting = True
+        d = ensureDeferred(self._reconnect())
+        d.addErrback(lambda f: self.log.failure("reconnecting to WConfD failed", f))
+
+    async def _reconnect(self) -> None:
+        started = self._now()
+        attempt = 0
+        last: Any = None
+        try:
+            while not self._closed:
+                try:
+                    protocol = await self._connector()  # type: ignore[misc]
+                except Exception as e:
+                    last = e
+                else:
+                    try:
+                        await self._restore(protocol)
+                    except ConnectionClosed as e:
+                        last = e
+                    else:
+                        self.connections += 1
+                        if self.connections > 1:
+                            self.log.info(
+                                "reconnected to WConfD ({owners} owners, {waits} lock waits re-armed)",
+                                owners=len(self._owners),
+                                waits=len(self._armed),
+                            )
+                        self._reconnecting = False
+                        waiters, self._reconnect_waiters = self._reconnect_waiters, []
+                        for waiter in waiters:
+                            waiter.callback(protocol)
+                        for hook in list(self.reconnected):
+                            try:
+                                hook()
+                            except Exception:
+                                self.log.failure("a reconnection hook failed")
+                        return
+                elapsed = self._now() - started
+                if elapsed >= self.reconnect_for:
+                    break
+                pause = min(backoff(attempt, self._draw()), self.reconnect_for - elapsed)
+                attempt += 1
+                await deferLater(self._clock(), pause, lambda: None)
+        except BaseException as e:  # noqa: B036 - every waiter must hear of it
+            last = e
+        self._reconnecting = False
+        if self._closed:
+            error: errors.GenericError = errors.ConfigurationError("the connection to WConfD was closed")
+        else:
+            error = errors.ConfigurationError(
+                "WConfD unreachable for %s seconds (%s)" % (_fmt(self.reconnect_for), last or "closed")
+            )
+            self.log.error("giving up on WConfD: {error}", error=error)
+        waiters, self._reconnect_waiters = self._reconnect_waiters, []
+        for waiter in waiters:
+            waiter.errback(error)
+        self._fail_waits(errors.LockError("connection to WConfD lost while waiting for locks: %s" % error))
+
+    async def _restore(self, protocol: _ClientProtocol) -> None:
+        """Register the owners on the new connection and re-arm the lock waits."""
+        self._adopt(protocol)
+        self._ready = False  # calls wait until the owners are back
+        for owner in sorted(self._owners, key=lambda o: o.sort_key):
+            try:
+                await protocol.callRemote(c.RegisterOwner, owner=owner)
+            except ConnectionClosed:
+                raise
+            except Exception as e:
+                self.log.warn("WConfD refused owner {owner} again: {e}", owner=owner.to_wire(), e=e)
+        for owner, (request, priority) in list(self._armed.items()):
+            try:
+                answer = await protocol.callRemote(c.UpdateLocksWaiting, owner=owner, priority=priority, request=request)
+            except ConnectionClosed:
+                raise
+            except Exception as e:
+                self._armed.pop(owner, None)
+                for waiter in self._granted.pop(owner, []):
+                    waiter.errback(e)
+                continue
+            if not answer["blockers"]:  # granted while we were away
+                self._armed.pop(owner, None)
+                for waiter in self._granted.pop(owner, []):
+                    waiter.callback(None)
+        if protocol.lost.called:
+            raise ConnectionClosed("lost again while restoring")
+        self._ready = True
+
+    def _fail_waits(self, error: Exception) -> None:
+        granted = dict(self._granted)
+        self._granted.clear()
+        self._armed.clear()
+        for waiters in granted.values():
+            for waiter in waiters:
+                if not waiter.called:
+                    waiter.errback(error)
 
     # --- general / reads -----------------------------------------------------
     async def echo(self, text: str) -> str:
@@ -118,19 +385,28 @@ class WConfdClient:
 
     # --- config writes -------------------------------------------------------
     async def lock_config(self, owner: Owner, shared: bool = False, timeout: float | None = None) -> ConfigData:
-        answer = await self.call(c.LockConfig, owner=owner, shared=shared, timeout=_seconds(timeout))
+        deadline = self._deadline(timeout)
+        answer = await self._call(
+            c.LockConfig, lambda: dict(owner=owner, shared=shared, timeout=self._remaining(deadline))
+        )
         return ConfigData.from_json(answer["config"])
 
     async def unlock_config(self, owner: Owner) -> None:
         await self.call(c.UnlockConfig, owner=owner)
 
     async def write_config(self, owner: Owner, config: ConfigData, release: Iterable[str] = ()) -> int:
-        answer = await self.call(c.WriteConfig, owner=owner, config=config.to_json(), release=list(release) or None)
+        answer = await self.call(
+            c.WriteConfig, owner=owner, config=config.to_json(), release=list(release) or None, rid=self._next_rid()
+        )
         return answer["serial_no"]  # type: ignore[no-any-return]
 
     async def write_config_and_unlock(self, owner: Owner, config: ConfigData, release: Iterable[str] = ()) -> int:
         answer = await self.call(
-            c.WriteConfigAndUnlock, owner=owner, config=config.to_json(), release=list(release) or None
+            c.WriteConfigAndUnlock,
+            owner=owner,
+            config=config.to_json(),
+            release=list(release) or None,
+            rid=self._next_rid(),
         )
         return answer["serial_no"]  # type: ignore[no-any-return]
 
@@ -159,7 +435,13 @@ class WConfdClient:
         if removed:
             kwargs["remove_disks"] = removed
         answer = await self.call(
-            c.UpdateEntity, owner=owner, kind=kind, entity=obj.to_json(), release=list(release) or None, **kwargs
+            c.UpdateEntity,
+            owner=owner,
+            kind=kind,
+            entity=obj.to_json(),
+            release=list(release) or None,
+            rid=self._next_rid(),
+            **kwargs,
         )
         return _stamped(obj, answer["serial_no"], answer["mtime"])
 
@@ -187,11 +469,14 @@ class WConfdClient:
             entity=obj.to_json(),
             disks=disk_list or None,
             release=list(release) or None,
+            rid=self._next_rid(),
         )
         return answer["uuid"]  # type: ignore[no-any-return]
 
     async def remove(self, owner: Owner, kind: str, key: str, release: Iterable[str] = ()) -> int:
-        answer = await self.call(c.RemoveEntity, owner=owner, kind=kind, key=key, release=list(release) or None)
+        answer = await self.call(
+            c.RemoveEntity, owner=owner, kind=kind, key=key, release=list(release) or None, rid=self._next_rid()
+        )
         return answer["config_serial"]  # type: ignore[no-any-return]
 
     # --- locks ---------------------------------------------------------------
@@ -200,6 +485,9 @@ class WConfdClient:
         return [Owner.from_wire(b) for b in answer["blockers"]]
 
     async def update_locks_waiting(self, owner: Owner, priority: int, request: Request) -> list[Owner]:
+        armed = self._armed.get(owner)
+        if armed is not None and armed[0] == _req(request):
+            self._armed[owner] = (armed[0], priority)  # a reconnect re-sends it at this priority
         answer = await self.call(c.UpdateLocksWaiting, owner=owner, priority=priority, request=_req(request))
         return [Owner.from_wire(b) for b in answer["blockers"]]
 
@@ -207,10 +495,12 @@ class WConfdClient:
         """Get C{request} granted, waiting for WConfD's push if it must queue.
 
         On timeout the queued request is withdrawn and L{errors.LockError}
-        raised (unless the grant won the race, which then counts).
+        raised (unless the grant won the race, which then counts).  When the
+        connection breaks meanwhile, the request is sent again once the
+        client has reconnected; the timeout keeps running.
         """
         waiter: Deferred = Deferred()
-        self.protocol.granted.setdefault(owner, []).append(waiter)
+        self._granted.setdefault(owner, []).append(waiter)
         try:
             blockers = await self.update_locks_waiting(owner, priority, request)
         except BaseException:
@@ -219,12 +509,10 @@ class WConfdClient:
         if not blockers:
             self._forget(owner, waiter)
             return
+        if not waiter.called:
+            self._armed[owner] = (_req(request), priority)
         if timeout is not None:
-            if self.clock is None:
-                from twisted.internet import reactor as clock
-            else:
-                clock = self.clock
-            waiter.addTimeout(timeout, clock)
+            waiter.addTimeout(timeout, self._clock())
         try:
             await waiter
         except (CancelledError, DeferredTimeout):  # addTimeout raises the latter
@@ -233,19 +521,28 @@ class WConfdClient:
                 raise errors.LockError(
                     "timed out after %ss waiting for %s" % (timeout, ", ".join(r[0] for r in request))
                 ) from None
+        finally:
+            if not self._granted.get(owner):
+                self._armed.pop(owner, None)
 
     def _forget(self, owner: Owner, waiter: Deferred) -> None:
-        waiters = self.protocol.granted.get(owner, [])
+        waiters = self._granted.get(owner, [])
         if waiter in waiters:
             waiters.remove(waiter)
         if not waiters:
-            self.protocol.granted.pop(owner, None)
+            self._granted.pop(owner, None)
+            self._armed.pop(owner, None)
 
     async def has_pending_request(self, owner: Owner) -> bool:
         return (await self.call(c.HasPendingRequest, owner=owner))["pending"]  # type: ignore[no-any-return]
 
     async def cancel_pending_request(self, owner: Owner) -> bool:
-        return (await self.call(c.CancelPendingRequest, owner=owner))["cancelled"]  # type: ignore[no-any-return]
+        answer = await self.call(c.CancelPendingRequest, owner=owner, rid=self._next_rid())
+        return answer["cancelled"]  # type: ignore[no-any-return]
+
+    async def register_owner(self, owner: Owner) -> None:
+        """Bind C{owner} to this connection (it is registered again after a reconnect)."""
+        await self.call(c.RegisterOwner, owner=owner)
 
     async def free_locks(self, owner: Owner) -> None:
         await self.call(c.FreeLocks, owner=owner)
@@ -262,19 +559,34 @@ class WConfdClient:
     async def opportunistic_lock_union(
         self, owner: Owner, request: Request, count: int = 1, timeout: float | None = None
     ) -> list[str]:
-        answer = await self.call(c.OpportunisticLockUnion, owner=owner, request=_req(request), count=count, timeout=_seconds(timeout))
-        return answer["acquired"]  # type: ignore[no-any-return]
+        return await self._opportunistic(c.OpportunisticLockUnion, owner, request, count, timeout)
 
     async def guarded_opportunistic_lock_union(
         self, owner: Owner, count: int, request: Request, timeout: float | None = None
     ) -> list[str]:
-        answer = await self.call(
-            c.GuardedOpportunisticLockUnion, owner=owner, request=_req(request), count=count, timeout=_seconds(timeout)
+        return await self._opportunistic(c.GuardedOpportunisticLockUnion, owner, request, count, timeout)
+
+    async def _opportunistic(
+        self, command: type[amp.Command], owner: Owner, request: Request, count: int, timeout: float | None
+    ) -> list[str]:
+        rid, deadline, wire = self._next_rid(), self._deadline(timeout), _req(request)
+        answer = await self._call(
+            command,
+            lambda: dict(owner=owner, request=wire, count=count, timeout=self._remaining(deadline), rid=rid),
         )
         return answer["acquired"]  # type: ignore[no-any-return]
 
+    def _deadline(self, timeout: float | None) -> float | None:
+        return None if timeout is None else self._now() + float(timeout)
+
+    def _remaining(self, deadline: float | None) -> float | None:
+        """What is left of a timeout for a (re)sent call; 0 means "do not wait"."""
+        if deadline is None:
+            return None
+        return max(0.0, deadline - self._now())
+
     async def add_locks(self, owner: Owner, names: Iterable[str]) -> list[Owner]:
-        answer = await self.call(c.AddLocks, owner=owner, locks=list(names))
+        answer = await self.call(c.AddLocks, owner=owner, locks=list(names), rid=self._next_rid())
         return [Owner.from_wire(b) for b in answer["blockers"]]
 
     async def list_locks(self, owner: Owner) -> list[tuple[str, str]]:
@@ -293,8 +605,8 @@ class WConfdClient:
         return [Owner.from_wire(o) for o in (await self.call(c.CleanupLocks))["dead"]]
 
 
-def _seconds(timeout: float | None) -> float | None:
-    return None if timeout is None else float(timeout)
+def _fmt(seconds: float) -> str:
+    return "unlimited" if math.isinf(seconds) else "%g" % seconds
 
 
 def _req(request: Request) -> list[list[str]]:

@@ -159,6 +159,9 @@ class Command(amp.Command):
 OWNER = (b"owner", OwnerArg())
 REQUEST = (b"request", LockRequest())
 RELEASE = (b"release", JSON(optional=True))
+#: the client's id of a mutating call: a retry with an id already applied
+#: gets the recorded answer and changes nothing (see L{ganeti.wconfd.requests})
+RID = (b"rid", amp.Integer(optional=True))
 
 # --- general ---------------------------------------------------------------
 
@@ -227,6 +230,8 @@ class LockConfig(Command):
 
 
 class UnlockConfig(Command):
+    """Release the config lock.  Naturally idempotent: no request id."""
+
     arguments = [OWNER]
     response: list[tuple[bytes, amp.Argument]] = []
 
@@ -234,7 +239,7 @@ class UnlockConfig(Command):
 class WriteConfig(Command):
     """Replace the whole config; the owner must hold the config lock."""
 
-    arguments = [OWNER, (b"config", BigJSON()), RELEASE]
+    arguments = [OWNER, (b"config", BigJSON()), RELEASE, RID]
     response = [(b"serial_no", amp.Integer())]
 
 
@@ -259,6 +264,7 @@ class UpdateEntity(Command):
         RELEASE,
         (b"disks", BigJSON(optional=True)),
         (b"remove_disks", JSON(optional=True)),
+        RID,
     ]
     response = [(b"serial_no", amp.Integer()), (b"mtime", amp.Float()), (b"config_serial", amp.Integer())]
 
@@ -266,14 +272,16 @@ class UpdateEntity(Command):
 class AddEntity(Command):
     """Add a node, nodegroup, network or instance (with its disks)."""
 
-    arguments = [OWNER, (b"kind", amp.Unicode()), (b"entity", BigJSON()), (b"disks", BigJSON(optional=True)), RELEASE]
+    arguments = [
+        OWNER, (b"kind", amp.Unicode()), (b"entity", BigJSON()), (b"disks", BigJSON(optional=True)), RELEASE, RID
+    ]
     response = [(b"uuid", amp.Unicode()), (b"config_serial", amp.Integer())]
 
 
 class RemoveEntity(Command):
     """Remove an entity; the owner must hold its lock exclusively."""
 
-    arguments = [OWNER, (b"kind", amp.Unicode()), (b"key", amp.Unicode()), RELEASE]
+    arguments = [OWNER, (b"kind", amp.Unicode()), (b"key", amp.Unicode()), RELEASE, RID]
     response = [(b"config_serial", amp.Integer())]
 
 
@@ -300,13 +308,34 @@ class ListLocksWaitingStatus(Command):
     response = [(b"status", BigJSON())]
 
 
+class RegisterOwner(Command):
+    """Bind C{owner} to this connection (grants are pushed here from now on).
+
+    Refused unless the peer process holds the owner's lock file; a client
+    sends it again after reconnecting.
+    """
+
+    arguments = [OWNER]
+    response: list[tuple[bytes, amp.Argument]] = []
+
+
 class TryUpdateLocks(Command):
+    """Apply C{request} now or change nothing.
+
+    Naturally idempotent (it sets the owner's locks to a state), so it
+    carries no request id.
+    """
+
     arguments = [OWNER, REQUEST]
     response = [(b"blockers", JSON())]
 
 
 class UpdateLocksWaiting(Command):
-    """Apply now or queue; a queued request is granted later with L{LocksGranted}."""
+    """Apply now or queue; a queued request is granted later with L{LocksGranted}.
+
+    Naturally idempotent: sending the pending request again keeps its place,
+    and a request granted already answers no blockers.  No request id.
+    """
 
     arguments = [OWNER, (b"priority", amp.Integer()), REQUEST]
     response = [(b"blockers", JSON())]
@@ -318,26 +347,34 @@ class HasPendingRequest(Command):
 
 
 class CancelPendingRequest(Command):
-    arguments = [OWNER]
+    arguments = [OWNER, RID]
     response = [(b"cancelled", amp.Boolean())]
 
 
 class FreeLocks(Command):
+    """Release all of the owner's locks.  Naturally idempotent: no request id."""
+
     arguments = [OWNER]
     response: list[tuple[bytes, amp.Argument]] = []
 
 
 class FreeLocksLevel(Command):
+    """Release the owner's locks of a level.  Naturally idempotent: no request id."""
+
     arguments = [OWNER, (b"level", amp.Unicode())]
     response: list[tuple[bytes, amp.Argument]] = []
 
 
 class DowngradeLocksLevel(Command):
+    """Make the owner's locks of a level shared.  Naturally idempotent: no request id."""
+
     arguments = [OWNER, (b"level", amp.Unicode())]
     response: list[tuple[bytes, amp.Argument]] = []
 
 
 class IntersectLocks(Command):
+    """Keep only the named locks.  Naturally idempotent: no request id."""
+
     arguments = [OWNER, (b"locks", JSON())]
     response: list[tuple[bytes, amp.Argument]] = []
 
@@ -350,6 +387,7 @@ class OpportunisticLockUnion(Command):
         REQUEST,
         (b"count", amp.Integer(optional=True)),
         (b"timeout", amp.Float(optional=True)),
+        RID,
     ]
     response = [(b"acquired", JSON())]
 
@@ -361,7 +399,7 @@ class GuardedOpportunisticLockUnion(OpportunisticLockUnion):
 class AddLocks(Command):
     """Create lock names and hold them exclusively (for entities being created)."""
 
-    arguments = [OWNER, (b"locks", JSON())]
+    arguments = [OWNER, (b"locks", JSON()), RID]
     response = [(b"blockers", JSON())]
 
 

@@ -56,3 +56,47 @@ def hold_lockfile(path: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+PROC_LOCKS = "/proc/locks"
+
+
+def lock_holders(proc_locks: bytes, inode: int) -> set[int]:
+    """The pids holding a lock on inode C{inode}, from C{/proc/locks}' text.
+
+    Lines look like C{1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146467 0 EOF};
+    waiters (C{1: -> FLOCK ...}) hold nothing and are skipped, and so are
+    open file description locks, which show pid -1.
+    """
+    wanted = b":%d" % inode
+    holders: set[int] = set()
+    for line in proc_locks.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == b"->":
+            continue
+        if not fields[5].endswith(wanted) or fields[5].count(b":") != 2:
+            continue
+        try:
+            pid = int(fields[4])
+        except ValueError:
+            continue
+        if pid > 0:
+            holders.add(pid)
+    return holders
+
+
+def holds_lock(lockfile: str, pid: int, proc_locks: str = PROC_LOCKS) -> bool:
+    """Does process C{pid} hold a lock (flock or POSIX) on C{lockfile}?
+
+    The lock is found in C{/proc/locks} by the file's inode number (the
+    device is not compared: on overlay file systems stat() and the lock
+    table disagree about it).  A process that inherited a locked file
+    descriptor is not seen as its holder: owners lock their own files.
+    """
+    try:
+        inode = os.stat(lockfile).st_ino
+    except OSError:
+        return False
+    with open(proc_locks, "rb") as handle:
+        data = handle.read()
+    return pid in lock_holders(data, inode)

@@ -7,6 +7,8 @@ connection stays open; unexpected failures are logged in full.
 
 from __future__ import annotations
 
+import socket
+import struct
 from typing import Any, Awaitable
 
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -16,12 +18,40 @@ from twisted.protocols import amp
 from twisted.python.failure import Failure
 
 from ganeti import errors
-from ganeti.locking import Owner
+from ganeti.locking import CONFIG_LOCK, Owner
 from ganeti.wconfd import commands as c
-from ganeti.wconfd.service import WConfdService
+from ganeti.wconfd.service import (
+    WConfdService,
+    add_answer,
+    blockers_answer,
+    remove_answer,
+    update_answer,
+    write_answer,
+)
+
+_PEERCRED = struct.Struct("3i")
+
 
 def _run(coro: Awaitable[Any]) -> Deferred:
     return ensureDeferred(coro)  # type: ignore[arg-type]
+
+
+def peer_pid(transport: Any) -> int | None:
+    """The pid of the process at the other end of a Unix socket (C{SO_PEERCRED}).
+
+    C{None} for other transports (in-memory tests, TCP).
+    """
+    get_handle = getattr(transport, "getHandle", None)
+    if get_handle is None:
+        return None
+    try:
+        sock = get_handle()
+        if sock.family != socket.AF_UNIX:
+            return None
+        pid, _uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    except (OSError, AttributeError, struct.error):
+        return None
+    return pid if pid > 0 else None
 
 
 class WConfdProtocol(amp.AMP):
@@ -30,6 +60,13 @@ class WConfdProtocol(amp.AMP):
     def __init__(self, service: WConfdService) -> None:
         super().__init__()
         self.service = service
+        self.peer_pid: int | None = None
+        #: owners this connection may act as (checked once, see L{WConfdService.bind})
+        self._bound: set[Owner] = set()
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.peer_pid = peer_pid(self.transport)
 
     # --- plumbing ---------------------------------------------------------
     def dispatchCommand(self, box: Any) -> Deferred:
@@ -61,9 +98,22 @@ class WConfdProtocol(amp.AMP):
             self.log.debug("could not tell {owner} of its grant", owner=owner.to_wire())
 
     def _owner(self, owner: Owner) -> Owner:
-        self.service.check_owner(owner)
-        self.service.attach(owner, self)
+        if owner not in self._bound:
+            self.service.check_owner(owner)
+            self.service.bind(owner, self, self.peer_pid)
+            self.service.attach(owner, self)
+            self._bound.add(owner)
         return owner
+
+    def forget_owner(self, owner: Owner) -> None:
+        """C{owner} is bound elsewhere now (or dead): check it again next time."""
+        self._bound.discard(owner)
+
+    @c.RegisterOwner.responder
+    def register_owner(self, owner: Owner) -> dict[str, Any]:
+        self._bound.discard(owner)
+        self._owner(owner)
+        return {}
 
     # --- general and reads ---------------------------------------------------
     @c.Echo.responder
@@ -118,19 +168,23 @@ class WConfdProtocol(amp.AMP):
         return {}
 
     @c.WriteConfig.responder
-    def write_config(self, owner: Owner, config: Any, release: list[str] | None) -> Deferred:
-        return self._write_config(owner, config, release, unlock=False)
+    def write_config(self, owner: Owner, config: Any, release: list[str] | None, rid: int | None = None) -> Deferred:
+        return self._write_config(owner, config, release, unlock=False, rid=rid)
 
     @c.WriteConfigAndUnlock.responder
-    def write_config_and_unlock(self, owner: Owner, config: Any, release: list[str] | None) -> Deferred:
-        return self._write_config(owner, config, release, unlock=True)
+    def write_config_and_unlock(
+        self, owner: Owner, config: Any, release: list[str] | None, rid: int | None = None
+    ) -> Deferred:
+        return self._write_config(owner, config, release, unlock=True, rid=rid)
 
-    def _write_config(self, owner: Owner, config: Any, release: list[str] | None, unlock: bool) -> Deferred:
-        async def go() -> dict[str, Any]:
-            serial = await self.service.write_config(self._owner(owner), config, _names(release), unlock)
-            return {"serial_no": serial}
+    def _write_config(self, owner: Owner, config: Any, release: list[str] | None, unlock: bool, rid: int | None) -> Deferred:
+        names = _names(release)
 
-        return _run(go())
+        async def run() -> dict[str, Any]:
+            return write_answer(await self.service.write_config(owner, config, names, unlock, rid=rid))
+
+        again = names + ([CONFIG_LOCK] if unlock else [])
+        return _run(self.service.once(self._owner(owner), rid, run, again))
 
     @c.UpdateEntity.responder
     def update_entity(
@@ -141,34 +195,40 @@ class WConfdProtocol(amp.AMP):
         release: list[str] | None,
         disks: Any = None,
         remove_disks: Any = None,
+        rid: int | None = None,
     ) -> Deferred:
-        async def go() -> dict[str, Any]:
-            if disks is not None and not isinstance(disks, list):
-                raise c.BadArguments("disks must be a list")
-            stored, serial = await self.service.update_entity(
-                self._owner(owner), kind, entity, _names(release), disks or [], _uuids(remove_disks)
-            )
-            return {"serial_no": stored.serial_no, "mtime": stored.mtime, "config_serial": serial}
+        if disks is not None and not isinstance(disks, list):
+            raise c.BadArguments("disks must be a list")
+        names, removed = _names(release), _uuids(remove_disks)
 
-        return _run(go())
+        async def run() -> dict[str, Any]:
+            stored, serial = await self.service.update_entity(owner, kind, entity, names, disks or [], removed, rid=rid)
+            return update_answer(stored, serial)
+
+        return _run(self.service.once(self._owner(owner), rid, run, names))
 
     @c.AddEntity.responder
-    def add_entity(self, owner: Owner, kind: str, entity: Any, disks: Any, release: list[str] | None) -> Deferred:
-        async def go() -> dict[str, Any]:
-            if disks is not None and not isinstance(disks, list):
-                raise c.BadArguments("disks must be a list")
-            stored, serial = await self.service.add_entity(self._owner(owner), kind, entity, disks or [], _names(release))
-            return {"uuid": stored.uuid, "config_serial": serial}
+    def add_entity(
+        self, owner: Owner, kind: str, entity: Any, disks: Any, release: list[str] | None, rid: int | None = None
+    ) -> Deferred:
+        if disks is not None and not isinstance(disks, list):
+            raise c.BadArguments("disks must be a list")
+        names = _names(release)
 
-        return _run(go())
+        async def run() -> dict[str, Any]:
+            stored, serial = await self.service.add_entity(owner, kind, entity, disks or [], names, rid=rid)
+            return add_answer(stored, serial)
+
+        return _run(self.service.once(self._owner(owner), rid, run, names))
 
     @c.RemoveEntity.responder
-    def remove_entity(self, owner: Owner, kind: str, key: str, release: list[str] | None) -> Deferred:
-        async def go() -> dict[str, Any]:
-            serial = await self.service.remove_entity(self._owner(owner), kind, key, _names(release))
-            return {"config_serial": serial}
+    def remove_entity(self, owner: Owner, kind: str, key: str, release: list[str] | None, rid: int | None = None) -> Deferred:
+        names = _names(release)
 
-        return _run(go())
+        async def run() -> dict[str, Any]:
+            return remove_answer(await self.service.remove_entity(owner, kind, key, names, rid=rid))
+
+        return _run(self.service.once(self._owner(owner), rid, run, names))
 
     # --- locks ---------------------------------------------------------------
     @c.ListLocks.responder
@@ -204,8 +264,12 @@ class WConfdProtocol(amp.AMP):
         return {"pending": self.service.locks.has_pending(owner)}
 
     @c.CancelPendingRequest.responder
-    def cancel_pending_request(self, owner: Owner) -> dict[str, Any]:
-        return {"cancelled": bool(self.service.lock_call("cancel_pending", self._owner(owner)))}
+    def cancel_pending_request(self, owner: Owner, rid: int | None = None) -> Deferred:
+        def run() -> dict[str, Any]:
+            cancelled = self.service.lock_call_once(rid, _cancelled, "cancel_pending", owner)
+            return _cancelled(cancelled)
+
+        return _run(self.service.once(self._owner(owner), rid, run))
 
     @c.FreeLocks.responder
     def free_locks(self, owner: Owner) -> dict[str, Any]:
@@ -228,30 +292,42 @@ class WConfdProtocol(amp.AMP):
         return {}
 
     @c.OpportunisticLockUnion.responder
-    def opportunistic_lock_union(self, owner: Owner, request: Any, count: int | None, timeout: float | None) -> Deferred:
-        return self._opportunistic(owner, request, count, timeout, guarded=False)
+    def opportunistic_lock_union(
+        self, owner: Owner, request: Any, count: int | None, timeout: float | None, rid: int | None = None
+    ) -> Deferred:
+        return self._opportunistic(owner, request, count, timeout, guarded=False, rid=rid)
 
     @c.GuardedOpportunisticLockUnion.responder
     def guarded_opportunistic_lock_union(
-        self, owner: Owner, request: Any, count: int | None, timeout: float | None
+        self, owner: Owner, request: Any, count: int | None, timeout: float | None, rid: int | None = None
     ) -> Deferred:
-        return self._opportunistic(owner, request, count, timeout, guarded=True)
+        return self._opportunistic(owner, request, count, timeout, guarded=True, rid=rid)
 
-    def _opportunistic(self, owner: Owner, request: Any, count: int | None, timeout: float | None, guarded: bool) -> Deferred:
-        async def go() -> dict[str, Any]:
-            acquired = await self.service.opportunistic(self._owner(owner), request, count or 1, timeout, guarded)
+    def _opportunistic(
+        self, owner: Owner, request: Any, count: int | None, timeout: float | None, guarded: bool, rid: int | None
+    ) -> Deferred:
+        async def run() -> dict[str, Any]:
+            acquired = await self.service.opportunistic(owner, request, count or 1, timeout, guarded, rid=rid)
             return {"acquired": acquired}
 
-        return _run(go())
+        return _run(self.service.once(self._owner(owner), rid, run))
 
     @c.AddLocks.responder
-    def add_locks(self, owner: Owner, locks: Any) -> dict[str, Any]:
-        blockers = self.service.add_locks(self._owner(owner), _names(locks))
-        return {"blockers": [b.to_wire() for b in blockers]}
+    def add_locks(self, owner: Owner, locks: Any, rid: int | None = None) -> Deferred:
+        names = _names(locks)
+
+        def run() -> dict[str, Any]:
+            return blockers_answer(self.service.add_locks(owner, names, rid=rid))
+
+        return _run(self.service.once(self._owner(owner), rid, run))
 
     @c.CleanupLocks.responder
     def cleanup_locks(self) -> dict[str, Any]:
         return {"dead": [o.to_wire() for o in self.service.check_owners()]}
+
+
+def _cancelled(result: Any) -> dict[str, Any]:
+    return {"cancelled": bool(result)}
 
 
 def _names(value: Any) -> list[str]:

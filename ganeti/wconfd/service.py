@@ -13,7 +13,13 @@ methods of L{WConfdService}; everything with timing or ordering lives here:
     whose queued requests were granted are told at once over their
     connections (no polling);
   - owners whose lock file is no longer locked are dead: their locks are
-    freed on a short timer and before a request waits for them.
+    freed on a short timer and before a request waits for them;
+  - a mutating call may carry a request id: its answer is recorded with
+    the change (in the same journal record or lock journal line), and a
+    retry of the call (the client lost the answer) gets that answer
+    instead of applying the change again;
+  - with a C{holder} check, an owner is bound to the connection whose
+    peer process holds its lock file, and refused from any other.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ganeti import errors
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
 from ganeti.wconfd.death import owner_is_dead
+from ganeti.wconfd.requests import RequestLog
 from ganeti.wconfd.storage import IStorage
 from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 
@@ -37,6 +44,32 @@ from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 CONFIG_LOCK_PRIORITY = -21
 
 Distributor = Callable[[bytes, int], Any]
+Answer = dict[str, Any]
+
+
+def write_answer(serial: int) -> Answer:
+    """The answer of L{WConfdService.write_config} on the wire."""
+    return {"serial_no": serial}
+
+
+def update_answer(stored: Any, serial: int) -> Answer:
+    """The answer of L{WConfdService.update_entity} on the wire."""
+    return {"serial_no": stored.serial_no, "mtime": stored.mtime, "config_serial": serial}
+
+
+def add_answer(stored: Any, serial: int) -> Answer:
+    """The answer of L{WConfdService.add_entity} on the wire."""
+    return {"uuid": stored.uuid, "config_serial": serial}
+
+
+def blockers_answer(blockers: Iterable[Owner]) -> Answer:
+    """The answer of a lock call that names the owners in the way."""
+    return {"blockers": [b.to_wire() for b in blockers]}
+
+
+def remove_answer(serial: int) -> Answer:
+    """The answer of L{WConfdService.remove_entity} on the wire."""
+    return {"config_serial": serial}
 
 
 class RecordingDistributor:
@@ -72,7 +105,15 @@ class WConfdService(Service):
         checkpoint_delay: float = 0.2,
         lock_snapshot_interval: float = 5.0,
         probe: Callable[[str], bool] = owner_is_dead,
+        holder: Callable[[str, int], bool] | None = None,
     ) -> None:
+        """
+        @param holder: C{holder(lockfile, pid)} says whether process C{pid}
+            holds C{lockfile} locked; with it, an owner is only accepted
+            from a connection whose peer holds the owner's lock file (or
+            that it is bound to already).  C{None}: owners are not bound
+            (in-memory tests).
+        """
         self.storage = storage
         self.clock = clock
         self.owner_dirs = tuple(os.path.realpath(d) + os.sep for d in owner_dirs)
@@ -81,6 +122,14 @@ class WConfdService(Service):
         self.checkpoint_delay = checkpoint_delay
         self.lock_snapshot_interval = lock_snapshot_interval
         self.probe = probe
+        self.holder = holder
+        self.requests = RequestLog()
+        #: requests being applied: (owner, request id) -> retries waiting for the answer
+        self._inflight: dict[tuple[Owner, int], list[Deferred]] = {}
+        #: answers of lock calls to journal with their owner's next lock line
+        self._lock_answers: dict[Owner, list[Any]] = {}
+        #: owner -> the connection it is bound to
+        self._bindings: dict[Owner, Any] = {}
         self.store: ConfigStore | None = None
         self.locks = LockManager()
         self._valid_owners: set[Owner] = set()
@@ -120,6 +169,7 @@ class WConfdService(Service):
 
         def finish(result: Any) -> Any:
             try:
+                self._save_requests()
                 self.storage.write_locks(self.locks.to_data())
             finally:
                 self.storage.close()
@@ -148,13 +198,21 @@ class WConfdService(Service):
                 replayed += 1
         self.store = store
         self.locks = LockManager.from_data(found.locks or [[], []], names=store.lock_names())
+        self.requests.load(found.requests)
+        for record in found.records:
+            answered = record.get("r")
+            if answered:
+                self.requests.load([[answered[0], [answered[1:]]]])
         for line in found.lock_records:
             owner = Owner.from_wire(line[0])
             pending = None if line[2] is None else (line[2][0], [tuple(r) for r in line[2][1]])
             self.locks.set_owner_state(owner, [tuple(h) for h in line[1]], pending)
+            if len(line) > 3 and line[3]:
+                self.requests.load([[line[0], [line[3]]]])
         self.locks.retry_pending()
         self.locks.take_dirty()
         self.locks.take_granted()
+        self._save_requests()
         self.storage.write_locks(self.locks.to_data())
         self._durable_serial = base
         self.log.info(
@@ -184,6 +242,48 @@ class WConfdService(Service):
         self._valid_owners.add(owner)
         return owner
 
+    def bind(self, owner: Owner, connection: Any, peer_pid: int | None) -> None:
+        """Let C{connection} act as C{owner}, or refuse.
+
+        Without a L{holder} check every connection may act as any owner.
+        With one, an owner is bound to one connection: the first whose peer
+        process (C{peer_pid}, from C{SO_PEERCRED}) holds the owner's lock
+        file.  Another connection is refused, unless its peer holds the
+        lock file too (the owner reconnected: it is bound to the new
+        connection from then on).  The protocol caches the outcome, so the
+        lock file is looked at once per connection and owner.
+
+        @raise errors.LockError: the connection may not act as C{owner}.
+        """
+        if self.holder is None:
+            return
+        current = self._bindings.get(owner)
+        if current is connection:
+            return
+        if peer_pid is None or not self._holds_lockfile(owner.lockfile, peer_pid):
+            if current is not None:
+                raise errors.LockError(
+                    "owner %s is bound to another connection to WConfD; refusing it from this one "
+                    "(process %s does not hold its lock file %s)" % (owner.to_wire()[0], peer_pid, owner.lockfile)
+                )
+            raise errors.LockError(
+                "refusing owner %s: the process on this connection (pid %s) does not hold its lock file %s"
+                % (owner.to_wire()[0], peer_pid, owner.lockfile)
+            )
+        if current is not None:
+            forget = getattr(current, "forget_owner", None)
+            if forget is not None:
+                forget(owner)
+        self._bindings[owner] = connection
+
+    def _holds_lockfile(self, lockfile: str, pid: int) -> bool:
+        assert self.holder is not None
+        try:
+            return self.holder(lockfile, pid)
+        except Exception:
+            self.log.failure("cannot tell whether pid {pid} holds {lockfile}", pid=pid, lockfile=lockfile)
+            return False
+
     def attach(self, owner: Owner, connection: Any) -> None:
         """Remember that C{connection} speaks for C{owner} (for pushes)."""
         self._connections.setdefault(owner, set()).add(connection)
@@ -194,6 +294,8 @@ class WConfdService(Service):
             conns.discard(connection)
             if not conns:
                 del self._connections[owner]
+        for owner in [o for o, conn in self._bindings.items() if conn is connection]:
+            del self._bindings[owner]
 
     def check_owners(self, owners: Iterable[Owner] | None = None) -> list[Owner]:
         """Free the locks of owners whose process died; returns them."""
@@ -206,7 +308,12 @@ class WConfdService(Service):
             except Exception:  # one odd lock file must not stop death detection
                 self.log.failure("cannot probe the lock file of {owner}", owner=owner.to_wire())
         for owner in dead:
-            self._connections.pop(owner, None)
+            for connection in self._connections.pop(owner, ()):
+                forget = getattr(connection, "forget_owner", None)
+                if forget is not None:
+                    forget(owner)
+            self._bindings.pop(owner, None)
+            self.requests.forget(owner)
             self.log.info("owner {owner} is dead: freeing its locks", owner=owner.to_wire())
             self.locks.free(owner)
             self._valid_owners.discard(owner)
@@ -235,6 +342,77 @@ class WConfdService(Service):
         finally:
             self._locks_changed()
 
+    def lock_call_once(self, rid: int | None, answer_of: Callable[[Any], Answer], method: str, owner: Owner, *args: Any) -> Any:
+        """L{lock_call}, recording C{answer_of(result)} as the answer of request C{rid}.
+
+        The answer goes into the owner's lock journal line with the change.
+        """
+        self.check_owner(owner)
+        try:
+            result = getattr(self.locks, method)(owner, *args)
+            if rid is not None:
+                self._note_answer(owner, rid, answer_of(result))
+            return result
+        finally:
+            self._locks_changed()
+
+    def _note_answer(self, owner: Owner, rid: int, answer: Answer) -> None:
+        self.requests.record(owner, rid, answer)
+        self._lock_answers[owner] = [rid, answer]
+
+    async def once(
+        self, owner: Owner, rid: int | None, run: Callable[[], Any], release: Iterable[str] = ()
+    ) -> Answer:
+        """Run C{run()} (returns an answer, maybe awaitable) unless request C{rid} ran already.
+
+        A request already applied gets its recorded answer, and the locks
+        it released are released again (a crash may have come between the
+        change and the release; releasing is idempotent).  A retry that
+        arrives while the first attempt is still being applied waits for
+        its answer.  C{run} must record the answer itself, durably with its
+        change (L{_commit} or L{lock_call_once}).
+        """
+        if rid is None:
+            result = run()
+            return await result if hasattr(result, "__await__") else result  # type: ignore[no-any-return]
+        replay = await self.replayed(owner, rid, release)
+        if replay is not None:
+            return replay  # type: ignore[no-any-return]
+        key = (owner, rid)
+        self._inflight[key] = []
+        try:
+            result = run()
+            answer = await result if hasattr(result, "__await__") else result
+        except BaseException as e:
+            for waiter in self._inflight.pop(key, []):
+                waiter.errback(e)
+            raise
+        self.requests.record(owner, rid, answer)
+        for waiter in self._inflight.pop(key, []):
+            waiter.callback(answer)
+        return answer  # type: ignore[no-any-return]
+
+    async def replayed(self, owner: Owner, rid: int | None, release: Iterable[str] = ()) -> Answer | None:
+        """The recorded answer of C{owner}'s request C{rid}, or C{None} if it never ran."""
+        if rid is None:
+            return None
+        answer = self.requests.answer(owner, rid)
+        if answer is None:
+            waiters = self._inflight.get((owner, rid))
+            if waiters is None:
+                return None
+            waiter: Deferred = Deferred()
+            waiters.append(waiter)
+            answer = await waiter
+        self.log.info("request {rid} of {owner} was applied already: answering it again", rid=rid, owner=owner.to_wire())
+        names = [n for n in release if n]
+        if names:
+            try:
+                self._release(owner, names)
+            except errors.GenericError as e:
+                self.log.warn("releasing {names} again for {owner}: {e}", names=names, owner=owner.to_wire(), e=e)
+        return answer  # type: ignore[no-any-return]
+
     def try_update(self, owner: Owner, request: list[Any]) -> list[Owner]:
         blockers = self.lock_call("try_update", owner, request)
         if blockers and self.check_owners(blockers):
@@ -261,25 +439,30 @@ class WConfdService(Service):
                 raise errors.LockError("timed out after %ss waiting for %s" % (timeout, _names(request))) from None
 
     async def opportunistic(
-        self, owner: Owner, request: list[Any], count: int, timeout: float | None, guarded: bool
+        self, owner: Owner, request: list[Any], count: int, timeout: float | None, guarded: bool, rid: int | None = None
     ) -> list[str]:
-        """Take what is free; with a timeout, wait for changes until C{count}."""
+        """Take what is free; with a timeout, wait for changes until C{count}.
+
+        With a request id C{rid}, the answer is journalled with the last
+        change (see L{once}).
+        """
         deadline = None if not timeout else self.clock.seconds() + timeout
         count = max(count, 1)
         acquired: list[str] = []
         while True:
-            if guarded:  # the manager takes the count first, as Ganeti's call
-                self.check_owner(owner)
-                try:
+            self.check_owner(owner)
+            try:
+                if guarded:  # the manager takes the count first, as Ganeti's call
                     acquired = self.locks.guarded_opportunistic_union(count, owner, request)
-                finally:
-                    self._locks_changed()
-            else:
-                acquired.extend(self.lock_call("opportunistic_union", owner, request))
-            if len(acquired) >= count or deadline is None:
-                return acquired
-            remaining = deadline - self.clock.seconds()
-            if remaining <= 0:
+                else:
+                    acquired.extend(self.locks.opportunistic_union(owner, request))
+                remaining = None if deadline is None else deadline - self.clock.seconds()
+                done = len(acquired) >= count or remaining is None or remaining <= 0
+                if done and rid is not None:
+                    self._note_answer(owner, rid, {"acquired": acquired})
+            finally:
+                self._locks_changed()
+            if done or remaining is None:
                 return acquired
             change: Deferred = Deferred()
             self._change_waiters.append(change)
@@ -289,9 +472,15 @@ class WConfdService(Service):
                 pass
 
     def _locks_changed(self) -> None:
+        answers = self._lock_answers
+        if answers:
+            self._lock_answers = {}
         for owner in self.locks.take_dirty():
             holdings, pending = self.locks.owner_state(owner)
             line = [owner.to_wire(), [list(h) for h in holdings], None if pending is None else [pending[0], [list(r) for r in pending[1]]]]
+            answered = answers.get(owner)
+            if answered is not None:
+                line.append(answered)
             self.storage.append_locks(line)
             if self._lock_snapshot_call is None:
                 self._lock_snapshot_call = self.clock.callLater(self.lock_snapshot_interval, self._snapshot_locks)
@@ -312,9 +501,27 @@ class WConfdService(Service):
     def _snapshot_locks(self) -> None:
         self._lock_snapshot_call = None
         try:
+            self._save_requests()
             self.storage.write_locks(self.locks.to_data())
         except OSError:
             self.log.failure("cannot write locks.data")
+
+    def _save_requests(self) -> None:
+        """Write the recorded answers (before a journal holding some is dropped).
+
+        Owners that hold nothing and whose process is gone will not retry:
+        their answers are dropped first.
+        """
+        holding = self.locks.owners()
+        for owner in self.requests.owners():
+            if owner in holding or owner in self._connections:
+                continue
+            try:
+                if self.probe(owner.lockfile):
+                    self.requests.forget(owner)
+            except Exception:
+                self.log.failure("cannot probe the lock file of {owner}", owner=owner.to_wire())
+        self.storage.write_requests(self.requests.to_data())
 
     def _grant_waiter(self, owner: Owner) -> Deferred:
         d: Deferred = Deferred()
@@ -373,7 +580,7 @@ class WConfdService(Service):
     def unlock_config(self, owner: Owner) -> None:
         self.lock_call("try_update", owner, [(CONFIG_LOCK, "release")])
 
-    async def write_config(self, owner: Owner, data: Any, release: list[str], unlock: bool) -> int:
+    async def write_config(self, owner: Owner, data: Any, release: list[str], unlock: bool, rid: int | None = None) -> int:
         self._writable()
         self.check_owner(owner)
         if not self._holds(owner, CONFIG_LOCK, exclusive=True):
@@ -388,7 +595,7 @@ class WConfdService(Service):
         after = set(store.lock_names())
         self.locks.add_names(after - before)
         self.locks.remove_names(before - after)
-        await self._commit(record)
+        await self._commit(record, owner, rid, write_answer(store.serial_no))
         self._release(owner, list(release) + ([CONFIG_LOCK] if unlock else []))
         return store.serial_no
 
@@ -400,6 +607,7 @@ class WConfdService(Service):
         release: list[str],
         disks: list[Any] | None = None,
         remove_disks: list[str] | None = None,
+        rid: int | None = None,
     ) -> tuple[Any, int]:
         self._writable()
         self.check_owner(owner)
@@ -418,21 +626,23 @@ class WConfdService(Service):
             if new_names != old_names:
                 self.locks.add_names(new_names)
                 self.locks.remove_names([n for n in old_names if n not in new_names])
-        await self._commit(record)
+        await self._commit(record, owner, rid, update_answer(stored, store.serial_no))
         self._release(owner, release)
         return stored, store.serial_no
 
-    async def add_entity(self, owner: Owner, kind: str, data: Any, disks: list[Any], release: list[str]) -> tuple[Any, int]:
+    async def add_entity(
+        self, owner: Owner, kind: str, data: Any, disks: list[Any], release: list[str], rid: int | None = None
+    ) -> tuple[Any, int]:
         self._writable()
         self.check_owner(owner)
         store = self.config_store
         stored, record = store.add(kind, data, disks or ())
         self.locks.add_names(entity_lock_names(kind, stored))
-        await self._commit(record)
+        await self._commit(record, owner, rid, add_answer(stored, store.serial_no))
         self._release(owner, release)
         return stored, store.serial_no
 
-    async def remove_entity(self, owner: Owner, kind: str, key: str, release: list[str]) -> int:
+    async def remove_entity(self, owner: Owner, kind: str, key: str, release: list[str], rid: int | None = None) -> int:
         self._writable()
         self.check_owner(owner)
         store = self.config_store
@@ -440,11 +650,11 @@ class WConfdService(Service):
         self._require(owner, lock_name(kind, current))
         removed, record = store.remove(kind, key)
         self.locks.remove_names(entity_lock_names(kind, removed))
-        await self._commit(record)
+        await self._commit(record, owner, rid, remove_answer(store.serial_no))
         self._release(owner, release)
         return store.serial_no
 
-    def add_locks(self, owner: Owner, names: list[str]) -> list[Owner]:
+    def add_locks(self, owner: Owner, names: list[str], rid: int | None = None) -> list[Owner]:
         """Create lock names for entities being created, and hold them.
 
         A name left behind by a creator that failed (known, held by nobody,
@@ -457,7 +667,7 @@ class WConfdService(Service):
             stale = [n for n in names if self.locks.exists(n) and not self.locks.is_held(n) and not store.backs_lock(n)]
             if stale:
                 self.locks.remove_names(stale)
-        return self.lock_call("add_locks", owner, names)  # type: ignore[no-any-return]
+        return self.lock_call_once(rid, blockers_answer, "add_locks", owner, names)  # type: ignore[no-any-return]
 
     def _release(self, owner: Owner, names: Iterable[str]) -> None:
         names = list(names)
@@ -468,13 +678,23 @@ class WConfdService(Service):
         if self._broken is not None:
             raise errors.ConfigurationError("WConfD cannot write its state (%s); restart it" % self._broken)
 
-    async def _commit(self, record: dict[str, Any]) -> None:
+    async def _commit(
+        self, record: dict[str, Any], owner: Owner | None = None, rid: int | None = None, answer: Answer | None = None
+    ) -> None:
+        """Make C{record} durable; with a request id, its answer goes into the record.
+
+        The answer is recorded (for retries) once the record is durable.
+        """
+        if rid is not None and owner is not None:
+            record["r"] = [owner.to_wire(), rid, answer]
         try:
             await self.storage.append(record)
         except Exception as e:
             self._broken = str(e)
             self.log.critical("journal write failed, refusing further changes: {e}", e=e)
             raise errors.ConfigurationError("change not saved: %s" % e) from e
+        if rid is not None and owner is not None:
+            self.requests.record(owner, rid, answer)
         self._schedule_checkpoint()
 
     # --- checkpoints, flush, distribution ----------------------------------
@@ -494,6 +714,7 @@ class WConfdService(Service):
         started = self.clock.seconds()
         self.storage.begin_checkpoint()
         d = self.storage.write_config(data)
+        d.addCallback(lambda _: self._save_requests())
         d.addCallback(lambda _: self.storage.end_checkpoint())
 
         def written(_: Any) -> None:

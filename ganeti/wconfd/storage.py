@@ -11,7 +11,10 @@ Files under the data directory:
   - C{locks.data}: the lock state in Ganeti's format, plus C{locks.journal},
     one line per owner whose locks changed since.  Lock lines are written
     before the answer is sent (they survive a kill of the daemon) and
-    fsynced when locks.data is rewritten.
+    fsynced when locks.data is rewritten;
+  - C{wconfd-requests.data}: the answers of the owners' last requests
+    (L{ganeti.wconfd.requests}), rewritten before a journal they were
+    recorded in is dropped.
 
 Recovery reads config.data, then replays the journal lines newer than its
 serial number; a torn last line (a crash mid-write) was never acknowledged
@@ -50,6 +53,7 @@ class Recovered:
     records: list[dict[str, Any]]
     locks: Any
     lock_records: list[Any]
+    requests: Any = None
 
 
 class IStorage(Interface):
@@ -73,6 +77,9 @@ class IStorage(Interface):
 
     def write_locks(data: Any) -> None:
         """Replace locks.data and empty the lock journal."""
+
+    def write_requests(data: Any) -> None:
+        """Replace the table of recorded answers (durably)."""
 
     def close() -> None:
         """Stop background work."""
@@ -248,11 +255,18 @@ class FileStorage:
         except ValueError as e:
             raise errors.ConfigurationError("%s is corrupt: %s" % (paths.locks_data, e)) from e
         lock_records = self._read_journal(paths.locks_journal)
+        requests: Any = None
+        try:
+            requests = serializer.read_json(paths.wconfd_requests)
+        except FileNotFoundError:
+            pass
+        except ValueError:
+            self.log.warn("{path} is corrupt: retried requests may be applied again", path=paths.wconfd_requests)
         self._writer = _JournalWriter(paths.config_journal, self._reactor)
         self._locks_fd = os.open(
             paths.locks_journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOCKS_MODE
         )
-        return Recovered(config, records, locks, lock_records)
+        return Recovered(config, records, locks, lock_records, requests)
 
     def _read_journal(self, path: str) -> list[Any]:
         try:
@@ -302,6 +316,9 @@ class FileStorage:
         assert self._locks_fd is not None
         os.ftruncate(self._locks_fd, 0)
 
+    def write_requests(self, data: Any) -> None:
+        serializer.write_file(self._paths.wconfd_requests, serializer.dumps(data), mode=LOCKS_MODE)
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.stop()
@@ -321,12 +338,13 @@ class MemoryStorage:
         self.old_journal: list[dict[str, Any]] = []
         self.locks: Any = None
         self.lock_journal: list[Any] = []
+        self.requests: Any = None
         self.config_writes = 0
         #: set to a Deferred-returning callable to control when writes finish
         self.on_write: Callable[[bytes], Deferred] | None = None
 
     def load(self) -> Recovered:
-        return Recovered(self.config, self.old_journal + self.journal, self.locks, list(self.lock_journal))
+        return Recovered(self.config, self.old_journal + self.journal, self.locks, list(self.lock_journal), self.requests)
 
     def append(self, record: dict[str, Any]) -> Deferred:
         self.journal.append(serializer.loads(serializer.dumps(record)))
@@ -355,6 +373,9 @@ class MemoryStorage:
     def write_locks(self, data: Any) -> None:
         self.locks = serializer.loads(serializer.dumps(data))
         self.lock_journal = []
+
+    def write_requests(self, data: Any) -> None:
+        self.requests = serializer.loads(serializer.dumps(data))
 
     def close(self) -> None:
         pass

@@ -15,10 +15,12 @@ from twisted.python import usage
 
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.listening import endpoint_listener
+from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
+from ganeti.wconfd.death import holds_lock
 from ganeti.wconfd.protocol import wconfd_factory
-from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.replication import ConfigPusher
+from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
 
@@ -52,6 +54,8 @@ class Options(usage.Options):
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
         from twisted.internet import reactor
+
+        quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
     if not os.path.exists(paths.config_data):
@@ -67,6 +71,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         owner_dirs=paths.owner_dirs(),
         death_interval=options["death-interval"],
         checkpoint_delay=options["checkpoint-delay"],
+        holder=holds_lock,
     )
     next_stage = service.distributor
     values = SsconfValues()  # one ssconf computation per config serial for both stages

@@ -77,7 +77,10 @@ class FakeNodes:
     # --- the RPC client's interface ---------------------------------------------
     async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> dict[str, RpcResult]:
         out = {}
+        node_args = kwargs.get("node_args") or {}
+        common = args
         for name in dict(nodes):
+            args = node_args.get(name, common)
             self.calls.append((procedure, name, list(args)))
             if name in self.down:
                 out[name] = RpcResult.failure(name, "node unreachable: connection refused")
@@ -169,6 +172,22 @@ class FakeNodes:
         from twisted.internet.task import deferLater
 
         return deferLater(self.clock, duration, lambda: None)
+
+    def _node_verify(self, node: str, checks: dict[str, Any], cluster_name: str) -> Any:
+        """A healthy node's answer, but for its instances and disk files."""
+        from ganeti import GANETI_RELEASE
+        from ganeti.rpc import wire
+
+        out: dict[str, Any] = {"nodelist": {}, "ssconf": {}, "version": [wire.PROTOCOL_VERSION, GANETI_RELEASE]}
+        if "instancelist" in checks:
+            out["instancelist"] = sorted(self.running.get(node, {}))
+        check = checks.get(wire.NV_DISK_FILES)
+        if check is not None:
+            here = {p for p in self.disks.get(node, set()) if p}
+            expected = set(check["present"]) | set(check["known"])
+            out[wire.NV_DISK_FILES] = {"missing": sorted(set(check["present"]) - here),
+                                       "orphans": sorted(here - expected)}
+        return out
 
     def _instance_console_info(self, node: str, inst: dict[str, Any]) -> Any:
         return {"instance": inst["name"], "kind": "msg", "message": "fake console"}

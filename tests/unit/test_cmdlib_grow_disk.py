@@ -38,6 +38,11 @@ class SizedNodes(FakeNodes):
         return None
 
 
+    def _blockdev_getdimensions(self, node: str, disks: list[dict[str, Any]]) -> Any:
+        return [[self.sizes[(node, d["logical_id"][1])] * 1024 * 1024, None]
+                if (node, d["logical_id"][1]) in self.sizes else None for d in disks]
+
+
 def grow(disk: int = 0, amount: int = 1024, name: str = WEB, **extra: Any) -> dict[str, Any]:
     return dict({"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": name, "disk": disk, "amount": amount}, **extra)
 

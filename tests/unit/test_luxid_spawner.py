@@ -112,3 +112,25 @@ class HandshakeTests(SynchronousTestCase):
         self.assertIs(self.successResultOf(pending), False)
         (ended,) = self.exits
         self.assertEqual((ended.exit_code, ended.confirmed), (0, True))
+
+    def test_signals_reach_only_a_confirmed_running_child(self) -> None:
+        """A signal (CancelJob with kill) goes to the pid of a confirmed child
+        and never after it ended: the pid may belong to another process."""
+        sent: list[tuple[int, int]] = []
+        self.channel.os_kill = lambda pid, signum: sent.append((pid, signum))
+        self.assertFalse(self.channel.signal(15), "no pid before the handshake")
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})
+        self.assertTrue(self.channel.signal(15))
+        self.assertEqual(sent, [(4242, 15)])
+        self.assertFalse(self.channel.abort(), "a confirmed start cannot be called off")
+        self.protocol.processEnded(Failure(ProcessTerminated(signal=15)))
+        self.assertFalse(self.channel.signal(9))
+        self.assertEqual(sent, [(4242, 15)])
+
+    def test_abort_before_confirmation(self) -> None:
+        """A start called off is never confirmed, even if the lock file comes later."""
+        self.channel.ready.addErrback(lambda _: None)
+        self.assertTrue(self.channel.abort())
+        self.assertEqual(self.process.signals, ["KILL"])
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})
+        self.assertEqual((self.recorded, self.process.to_child, self.channel.confirmed), ([], [], False))

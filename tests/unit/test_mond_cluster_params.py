@@ -80,12 +80,25 @@ class DaemonsTests(SynchronousTestCase):
         self.assertEqual((daemons.MOND.port, daemons.MOND.logbase), (1815, "monitoring-daemon"))
         self.assertIs(daemons.spec_by_name("mond"), daemons.MOND)
 
-    def test_twistd_argv(self) -> None:
+    def test_mond_options(self) -> None:
+        """--bind defaults to the node's primary IP, as for the other daemons."""
+        import shutil
+        import tempfile
+
+        from twisted.python import usage
+
+        from ganeti.mond.tap import Options
         from ganeti.paths import Paths
 
-        argv = daemons.twistd_argv(Paths("/tmp/r"), daemons.MOND, "127.0.1.2", "--port", "9")
-        self.assertEqual(argv[1:], ["--pidfile=", "--umask=022", "--logfile=/tmp/r/var/log/ganeti/monitoring-daemon.log",
-                                    "ganeti-mond", "--root", "/tmp/r", "--bind", "127.0.1.2", "--port", "9"])
+        paths = Paths(tempfile.mkdtemp(prefix="mondopt"))
+        self.addCleanup(shutil.rmtree, paths.root, True)
+        options = Options()
+        self.assertRaises(usage.UsageError, options.parseOptions, ["--root", paths.root])
+        daemons.write_node_identity(paths, "node2.test", "127.0.1.2")
+        options = Options()
+        options.parseOptions(["--root", paths.root])
+        self.assertEqual((options["bind"], options["port"], options["plugin-dir"]),
+                         ("127.0.1.2", 1815, paths.root + "/etc/ganeti/mond/plugins"))
 
 
 class NodedOptionTests(SynchronousTestCase):
@@ -122,6 +135,7 @@ class NodedOptionTests(SynchronousTestCase):
         start_mond(Paths("/tmp/r"), "127.0.1.2", 1815, reactor)
         (argv,) = reactor.spawned
         self.assertEqual(argv[-7:], ["ganeti-mond", "--root", "/tmp/r", "--bind", "127.0.1.2", "--port", "1815"])
+        self.assertIn("--pidfile=", argv)  # daemonized, as ganeti-daemons starts it
 
 
 class StartRaceTests(SynchronousTestCase):

@@ -78,6 +78,17 @@ def test_unknown_procedure_and_bad_requests_change_nothing(node):
     assert node.snapshot() == before
 
 
+@pytest.mark.parametrize("body", [b"", b"   ", b"\n"])
+def test_empty_body_is_a_bad_request(node, body):
+    """Even a procedure without arguments needs "[]"; a blank body runs nothing."""
+    before = node.snapshot()
+    for procedure in ("version", "node_leave_cluster"):
+        code, (ok, msg) = node.post(procedure, body)
+        assert (code, ok) == (400, False) and "Empty request body" in msg
+    assert node.snapshot() == before
+    assert node.post("version", b"[]") == (200, [True, wire.PROTOCOL_VERSION])
+
+
 def test_upload_allowed_file_atomically_with_mode(node):
     data = b'{"serial_no": 7}' * 100
     details = wire.file_details("/var/lib/ganeti/config.data", data, mode=0o640, atime=1000.0, mtime=2000.0)
@@ -132,11 +143,35 @@ def test_jobqueue_update_rename_purge(node):
     assert os.listdir(queue) == ["lock"]
 
 
+def test_jobqueue_drain_flag_list_and_remove(node):
+    """The replicas' own procedures: drain flag, listing with digests, removal."""
+    import hashlib
+
+    queue = node.paths.queue_dir
+    job = b'{"id": 3, "ops": [], "received_timestamp": null, "start_timestamp": null, "end_timestamp": null}'
+    assert node.call("jobqueue_update", "/var/lib/ganeti/queue/job-3", wire.compress(job))[1] == [True, None]
+    assert node.call("jobqueue_update", "/var/lib/ganeti/queue/archive/0/job-2", wire.compress(b"old"))[1] == [True, None]
+    assert node.call("jobqueue_set_drain_flag", True)[1] == [True, None]
+    assert os.path.exists(os.path.join(queue, "drain"))
+    ok, listing = node.call("jobqueue_list")[1]
+    assert ok
+    assert listing["job-3"][0] == hashlib.sha1(job).hexdigest()
+    assert listing["archive/0/job-2"] == [hashlib.sha1(b"old").hexdigest(), None]
+    assert listing["drain"] == [hashlib.sha1(b"").hexdigest(), None]
+    assert node.call("jobqueue_set_drain_flag", False)[1] == [True, None]
+    assert node.call("jobqueue_set_drain_flag", False)[1] == [True, None]  # already off: fine
+    assert node.call("jobqueue_remove", ["/var/lib/ganeti/queue/archive/0/job-2", "/var/lib/ganeti/queue/job-9"])[1] \
+        == [True, None]
+    assert sorted(node.call("jobqueue_list")[1][1]) == ["job-3"]
+    assert node.call("jobqueue_set_drain_flag", "yes")[1][0] is False
+
+
 @pytest.mark.parametrize("name", ["/var/lib/ganeti/config.data", "/var/lib/ganeti/queue/../config.data", "/var/lib/ganeti/queue/lock", "/etc/x"])
 def test_jobqueue_refuses_paths_outside_the_queue(node, name):
     before = node.snapshot()
     assert node.call("jobqueue_update", name, wire.compress(b"x"))[1][0] is False
     assert node.call("jobqueue_rename", [["/var/lib/ganeti/queue/job-1", name]])[1][0] is False
+    assert node.call("jobqueue_remove", [name])[1][0] is False
     assert node.snapshot() == before
 
 
@@ -230,3 +265,42 @@ def test_queue_writes_of_one_file_stay_in_order(tmp_path, monkeypatch):
     with open(os.path.join(paths.queue_dir, "job-1"), "rb") as handle:
         assert handle.read() == b"second"
     assert procs._queue_locks == {}
+
+
+def test_node_verify_disk_files(node):
+    """Missing files among those the master expects, and orphan files under
+    the storage directories it asks about, both cluster-wide paths."""
+    base = node.paths.file_storage_dir
+    os.makedirs(os.path.join(base, "web1", "sub"))
+    for name in ("web1/disk0", "web1/sub/stray", "old/disk0"):
+        os.makedirs(os.path.dirname(os.path.join(base, name)), exist_ok=True)
+        open(os.path.join(base, name), "wb").close()
+    os.symlink("/etc/passwd", os.path.join(base, "web1", "link"))
+    virtual = "/" + os.path.relpath(base, node.paths.root)
+    check = {"present": [virtual + "/web1/disk0", virtual + "/web1/disk1"], "known": [virtual + "/old/disk0"],
+             "scan": ["file", "sharedfile"]}
+    code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: check}, "c.test", {})
+    assert (code, ok) == (200, True)
+    with open(os.path.join(base, "web1", "disk0"), "wb") as handle:
+        handle.truncate(3 * 1024 * 1024)
+    code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: check}, "c.test", {})
+    assert result[wire.NV_DISK_FILES] == {"missing": [virtual + "/web1/disk1"],
+                                          "orphans": [virtual + "/web1/sub/stray"],
+                                          "sizes": {virtual + "/web1/disk0": 3}}
+    code, (ok, result) = node.call("node_verify", {wire.NV_DISK_FILES: {"present": ["relative"]}}, "c.test", {})
+    assert not ok and "absolute paths" in result
+
+
+def test_blockdev_getdimensions(node):
+    base = node.paths.file_storage_dir
+    virtual = "/" + os.path.relpath(base, node.paths.root)
+    disk = {"dev_type": "file", "logical_id": ["loop", virtual + "/web1/disk0"], "size": 2, "uuid": "d0",
+            "iv_name": "disk/0", "mode": "rw", "params": {}}
+    assert node.call("blockdev_create", disk, 2, "web1", True, "", False)[1][0]
+    gone = dict(disk, logical_id=["loop", virtual + "/web1/disk1"])
+    assert node.call("blockdev_getdimensions", [disk, gone]) == (200, [True, [[2 * 1024 * 1024, None], None]])
+
+
+def test_node_verify_instance_list(node):
+    code, (ok, result) = node.call("node_verify", {"instancelist": ["fake"]}, "c.test", {})
+    assert (code, ok, result["instancelist"]) == (200, True, [])

@@ -88,9 +88,38 @@ class ValidateTests(SynchronousTestCase):
         self.assertIn("OP_ID", _error({"duration": 1}).args[0])
         self.assertIn("JSON object", _error(["OP_TEST_DELAY"]).args[0])
 
-    def test_unknown_keys_kept(self) -> None:
-        op = validate({"OP_ID": "OP_CLUSTER_QUERY", "future_param": {"x": 1}})
-        self.assertEqual(op["future_param"], {"x": 1})
+    def test_unknown_keys_refused(self) -> None:
+        """Ganeti 3.0's LuxiD refuses keys an opcode does not have, even null ones."""
+        self.assertEqual(
+            _error({"OP_ID": "OP_CLUSTER_QUERY", "future_param": {"x": 1}, "b": None}).args,
+            ("OP_CLUSTER_QUERY: unknown parameter(s) 'b', 'future_param'", errors.ECODE_INVAL),
+        )
+        self.assertIn("'instance_name'", _error({"OP_ID": "OP_TEST_DELAY", "duration": 1, "instance_name": "x"}).args[0])
+
+    def test_ganeti_only_parameters_accepted_as_null_only(self) -> None:
+        """Ganeti's clients send every parameter of OP_CLUSTER_SET_PARAMS, null
+        when unset; the ones this cluster does not implement may not be set."""
+        op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "vg_name": None, "uid_pool": None, "max_running_jobs": 5})
+        self.assertEqual(op["max_running_jobs"], 5)
+        self.assertIn("parameter 'vg_name' must be null", _error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "vg_name": "xenvg"}).args[0])
+
+    def test_test_delay_bounded(self) -> None:
+        """A delay cannot ask to run for ever: duration, repeat and their product are bounded."""
+        for bad in (1e308, -1.0, float("inf"), float("nan"), opcodes.MAX_TEST_DELAY + 1, True, "5"):
+            e = _error({"OP_ID": "OP_TEST_DELAY", "duration": bad})
+            self.assertTrue(e.args[0].startswith("OP_TEST_DELAY: parameter 'duration' must be a number of seconds"), e)
+        e = _error({"OP_ID": "OP_TEST_DELAY", "duration": 3600, "repeat": 25})
+        self.assertIn("'duration' times 'repeat' must be at most 86400 seconds", e.args[0])
+        self.assertIn("'repeat'", _error({"OP_ID": "OP_TEST_DELAY", "duration": 0, "repeat": 10**18}).args[0])
+        self.assertEqual(validate({"OP_ID": "OP_TEST_DELAY", "duration": 3600, "repeat": 24})["repeat"], 24)
+        self.assertEqual(validate({"OP_ID": "OP_TEST_DELAY", "duration": opcodes.MAX_TEST_DELAY})["duration"], 86400.0)
+
+    def test_timeouts_bounded(self) -> None:
+        for op_id, name in (("OP_INSTANCE_SHUTDOWN", "timeout"), ("OP_INSTANCE_REBOOT", "shutdown_timeout")):
+            base = {"OP_ID": op_id, "instance_name": "x", **({"reboot_type": "soft"} if op_id == "OP_INSTANCE_REBOOT" else {})}
+            self.assertEqual(validate(dict(base, **{name: opcodes.MAX_TIMEOUT}))[name], opcodes.MAX_TIMEOUT)
+            for bad in (opcodes.MAX_TIMEOUT + 1, -1, 1.5, 10**30):
+                self.assertIn("parameter '%s' must be a whole number of seconds" % name, _error(dict(base, **{name: bad})).args[0])
 
     def test_optional_without_default_stays_absent(self) -> None:
         op = validate({"OP_ID": "OP_GROUP_ADD", "group_name": "g"})
@@ -136,7 +165,10 @@ class ValidateTests(SynchronousTestCase):
             try:
                 out = validate(op)
             except errors.OpPrereqError as e:
-                self.assertTrue(e.args[0].startswith(op_id + ": parameter '"))
+                message = e.args[0]
+                self.assertTrue(
+                    message.startswith((op_id + ": parameter '", op_id + ": unknown parameter(s) '")), message
+                )
             else:
                 for param in opcodes.OPCODES[op_id].all_params:
                     if param.has_default:

@@ -22,7 +22,7 @@ from ganeti.cmdlib.test import LUTestDelay
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.jobs import model
 from ganeti.jobs.model import QueuedJob
-from ganeti.jobs.processor import CANCELED_RESULT, PRECEDING_FAILED, Processor
+from ganeti.jobs.processor import CANCELED_RESULT, KILLED_RESULT, PRECEDING_FAILED, Processor
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 
@@ -451,6 +451,40 @@ class CancelTests(ProcessorTestCase):
         self.assertFalse(run.processor.request_cancel())
         self.env.finish(run)
         self.assertEqual(run.job.status, model.SUCCESS)
+
+    def test_kill_stops_a_running_opcode(self) -> None:
+        """kill (SIGTERM in the job process) ends even a running opcode: the
+        job is canceled with the reason, its locks are free, others run."""
+        table = registry(OP_TEST_DELAY=ExclusiveDelay)
+        run = self.env.start(1, [delay(3600), delay(1)], registry=table, lock_timeouts=())
+        self.env.advance(1)
+        self.assertEqual(run.ops[0].status, model.RUNNING)
+        self.assertNotEqual(self.env.locks_of(run.owner), [])
+        other = self.env.start(2, [delay(1)], registry=table, lock_timeouts=())
+        self.assertEqual(other.ops[0].status, model.WAITING)
+        self.assertTrue(run.processor.kill())
+        self.env.settle()
+        self.successResultOf(run.done)
+        self.assertEqual([op.status for op in run.ops], [model.CANCELED, model.CANCELED])
+        self.assertEqual([op.result for op in run.ops], [KILLED_RESULT, KILLED_RESULT])
+        self.assertIn(KILLED_RESULT, [entry[3] for entry in run.ops[0].log])
+        self.assertEqual(run.saves[-1]["ops"][0]["status"], model.CANCELED)
+        self.assertIsNotNone(run.job.end_timestamp)
+        self.assertEqual(self.env.locks_of(run.owner), [])
+        self.assertFalse(run.processor.kill())
+        self.env.finish(other)
+        self.assertEqual(other.job.status, model.SUCCESS)
+
+    def test_kill_while_waiting_for_locks(self) -> None:
+        table = registry(OP_TEST_DELAY=ExclusiveDelay)
+        blocker = self.env.start(1, [delay(10)], registry=table, lock_timeouts=())
+        run = self.env.start(2, [delay(1)], registry=table, lock_timeouts=())
+        self.assertTrue(run.processor.kill("Job canceled by request (killed): because"))
+        self.env.settle()
+        self.assertEqual(run.job.status, model.CANCELED)
+        self.assertEqual(run.ops[0].result, "Job canceled by request (killed): because")
+        self.assertEqual(self.env.pending(), [])
+        self.env.finish(blocker)
 
     def test_cancel_between_opcodes(self) -> None:
         """Once op 1 is done, the queued op 2 can still be cancelled."""

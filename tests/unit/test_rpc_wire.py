@@ -16,9 +16,16 @@ def test_request_round_trip():
     assert wire.decode_request(body) == ["a", 1, {"k": [None, True]}]
 
 
-def test_empty_body_means_no_arguments():
-    assert wire.decode_request(b"") == []
+def test_no_arguments_is_an_empty_array():
+    assert wire.encode_request([]) == b"[]"
     assert wire.decode_request(b"[]") == []
+    assert wire.decode_request(b" [ ] \n") == []
+
+
+@pytest.mark.parametrize("body", [b"", b" ", b"\r\n\t "])
+def test_empty_body_refused(body):
+    with pytest.raises(wire.RpcWireError, match="Empty request body"):
+        wire.decode_request(body)
 
 
 @pytest.mark.parametrize("body", [b"{", b'{"a": 1}', b"17", b'"x"', b"\xff\xfe"])

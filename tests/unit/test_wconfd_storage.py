@@ -204,6 +204,15 @@ def test_write_locks_replaces_locks_data_and_empties_the_lock_journal(storage: F
     assert os.stat(paths.locks_data).st_mode & 0o777 == 0o600
 
 
+def test_recorded_answers_survive_a_restart_and_a_corrupt_file_is_ignored(storage: FileStorage, paths: Paths) -> None:
+    table = [[[7, "/l/job-7", 0], [[1792000000000000001, {"blockers": []}]]]]
+    storage.write_requests(table)
+    assert _reload(paths).requests == table
+    assert os.stat(paths.wconfd_requests).st_mode & 0o777 == 0o600
+    Path(paths.wconfd_requests).write_bytes(b"[[torn")
+    assert _reload(paths).requests is None
+
+
 # --- MemoryStorage: the twin the service tests use -------------------------------
 
 

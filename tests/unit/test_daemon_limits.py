@@ -1,0 +1,114 @@
+"""ganeti-rapi and ganeti-noded listen through ganeti.http_limits with the limits given (MemoryReactor)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.python import usage
+
+from ganeti import crypto, http_limits
+from ganeti.daemon import PidFileService
+from ganeti.http_limits import ConnectionLimiter, GuardedChannel, HttpLimits
+from ganeti.noded import tap as noded_tap
+from ganeti.rapi import tap as rapi_tap
+
+class TcpTransport(StringTransport):
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        pass
+
+
+LIMIT_ARGS = ["--max-connections", "40", "--max-connections-per-ip", "7", "--header-timeout", "3",
+              "--handshake-timeout", "4", "--idle-timeout", "30", "--max-header-size", "4096"]
+
+
+def listening(make_service: Any, options: Any) -> tuple[Any, tuple[Any, ...]]:
+    reactor = MemoryReactorClock()
+    service = make_service(options, reactor)
+    service.startService()
+    try:
+        assert len(reactor.tcpServers) == 1
+        port, factory, backlog, interface = reactor.tcpServers[0]
+        return factory, (port, backlog, interface)
+    finally:
+        service.stopService()
+        for child in service:
+            if isinstance(child, PidFileService):
+                os.close(child.fd)
+
+
+def rapi_pem(paths: Any) -> None:
+    paths.ensure_dirs()
+    key, cert = crypto.generate_key_and_cert("cluster.test")
+    crypto.write_pem_file(paths.rapi_pem, key, cert)
+
+
+def check_guarded(factory: Any, **expected: Any) -> None:
+    assert isinstance(factory, ConnectionLimiter)
+    for name, value in expected.items():
+        assert getattr(factory.limits, name) == value, name
+    tls = factory.wrappedFactory
+    assert isinstance(tls, TLSMemoryBIOFactory)
+    site = tls.wrappedFactory
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+    assert isinstance(channel, GuardedChannel) and channel.tls
+    assert channel.timeOut == factory.limits.idle_timeout
+
+
+def test_rapi_listens_with_the_limits(root):
+    rapi_pem(root)
+    options = rapi_tap.Options()
+    options.parseOptions(["--root", root.root, "--bind", "127.0.0.1", "--port", "5080"] + LIMIT_ARGS)
+    factory, (port, backlog, interface) = listening(rapi_tap.makeService, options)
+    assert (port, backlog, interface) == (5080, http_limits.BACKLOG, "127.0.0.1")
+    check_guarded(factory, max_connections=40, max_connections_per_ip=7, header_timeout=3, handshake_timeout=4,
+                  idle_timeout=30, max_header_size=4096, body_timeout=60)
+
+
+def test_rapi_caps(root):
+    """The 8th connection of an address is refused; the 41st closes the longest waiting one."""
+    rapi_pem(root)
+    options = rapi_tap.Options()
+    options.parseOptions(["--root", root.root, "--bind", "127.0.0.1"] + LIMIT_ARGS)
+    factory, _ = listening(rapi_tap.makeService, options)
+    transports = []
+    for i in range(40):
+        proto = factory.buildProtocol(IPv4Address("TCP", "127.0.0.%d" % (i // 7 + 1), 1000 + i))
+        transports.append(TcpTransport())
+        proto.makeConnection(transports[-1])
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1)) is None
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.99", 1)) is not None
+    assert [t.disconnected for t in transports[:2]] == [True, False]
+
+
+def test_noded_joined_and_unjoined_listen_with_the_limits(root):
+    options = noded_tap.Options()
+    options.parseOptions(["--root", root.root, "--bind", "127.0.1.1", "--join-token", "t" * 20] + LIMIT_ARGS)
+    factory, (_, backlog, _) = listening(noded_tap.makeService, options)
+    assert backlog == http_limits.BACKLOG
+    check_guarded(factory, max_connections=40, max_connections_per_ip=7, header_timeout=3, body_timeout=600)
+    crypto.bootstrap_secrets(root, "cluster.test", node_name="node1.test")
+    options = noded_tap.Options()
+    options.parseOptions(["--root", root.root, "--bind", "127.0.1.1"])
+    factory, _ = listening(noded_tap.makeService, options)
+    check_guarded(factory, max_connections_per_ip=400, header_timeout=10, body_timeout=600)
+
+
+@pytest.mark.parametrize("tap", [rapi_tap, noded_tap])
+def test_per_address_cap_above_the_total_is_refused(root, tap):
+    options = tap.Options()
+    with pytest.raises(usage.UsageError, match="exceeds --max-connections"):
+        options.parseOptions(["--root", root.root, "--bind", "127.0.0.1", "--max-connections", "5"])
+
+
+def test_caps_are_lowered_below_the_open_files_limit(monkeypatch):
+    warned: list[dict[str, Any]] = []
+    monkeypatch.setattr(http_limits, "raise_open_files_limit", lambda: 1024)
+    monkeypatch.setattr(rapi_tap.log, "observer", warned.append)
+    limits = rapi_tap.connection_limits(HttpLimits(max_connections=5000, max_connections_per_ip=100))
+    assert limits.max_connections == 1024 - http_limits.FD_RESERVE and limits.max_connections_per_ip == 100
+    assert [event["n"] for event in warned] == [1024 - http_limits.FD_RESERVE]

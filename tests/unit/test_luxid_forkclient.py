@@ -1,0 +1,180 @@
+"""LuxiD's ends of the fork server's job pipes are closed, never leaked.
+
+The fork server itself is replaced by one end of a Unix socket pair (what
+it would receive is checked); the job's pipes are real pipes, watched by a
+MemoryReactorClock, so the test sees exactly which descriptors stay open.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+import tempfile
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ProcessTerminated
+from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti.jobs.queue import JobQueueDir
+from ganeti.luxid import forkclient
+from ganeti.luxid import service as service_module
+from ganeti.luxid.forkclient import EXIT_GRACE, ForkServer
+from ganeti.luxid.service import SPAWN_RETRY, LuxidService
+from ganeti.luxid.spawner import JobChannel, JobExit
+from ganeti.paths import Paths
+
+PATHS = Paths("/tmp/forkclient-test-root")
+
+
+def is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+class ForkClientPipeTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.reactor = MemoryReactorClock()
+        self.exits: list[JobExit] = []
+        self.server = ForkServer(self.reactor, PATHS, self.exits.append)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(ours.close)
+        self.addCleanup(theirs.close)
+        self.server._sock, self.server.running = ours, True
+        self.theirs = theirs
+
+    def spawn(self, job_id: int) -> tuple[JobChannel, list[int]]:
+        """Spawn through the fake server; the child's ends as it receives them."""
+        job_channel = JobChannel(job_id, PATHS, self.reactor, lambda *_: None)
+        job_channel.ready.addErrback(lambda _: None)  # it never confirms here
+        self.server.spawn(job_channel)
+        _msg, child_fds, _flags, _addr = socket.recv_fds(self.theirs, 4096, 2)
+        self.addCleanup(lambda: [os.close(fd) for fd in child_fds if is_open(fd)])
+        return job_channel, child_fds
+
+    def luxid_fds(self, job_id: int) -> tuple[int, ...]:
+        return self.server._pipes[job_id].fds
+
+    def test_pipes_are_closed_when_the_job_closes_its_ends(self) -> None:
+        _channel, child_fds = self.spawn(7)
+        ours = self.luxid_fds(7)
+        self.assertTrue(all(is_open(fd) for fd in ours))
+        for fd in child_fds:  # the job process exits: its ends close
+            os.close(fd)
+        reader = next(r for r in self.reactor.getReaders() if r.fileno() == ours[0])
+        why = reader.doRead()  # end of file; the reactor then disconnects it
+        self.assertIsNotNone(why)
+        reader.connectionLost(Failure(why))
+        self.assertEqual([fd for fd in ours if is_open(fd)], [])
+        self.assertEqual(self.server.open_pipes, 0)
+        self.assertEqual(self.reactor.getReaders(), [])
+        self.assertEqual(self.reactor.getWriters(), [])
+
+    def test_pipes_are_closed_after_the_reported_exit_at_the_latest(self) -> None:
+        """A grandchild may hold the job's ends: LuxiD closes its own anyway."""
+        job_channel, _child_fds = self.spawn(8)
+        ours = self.luxid_fds(8)
+        self.server.report({"spawned": 8, "pid": 4242})
+        self.server.report({"exited": 4242, "job": 8, "code": 0, "signal": None})
+        self.assertEqual([e.job_id for e in self.exits], [8])
+        self.assertTrue(all(is_open(fd) for fd in ours), "the job's last words are still read")
+        self.reactor.advance(EXIT_GRACE)
+        self.assertEqual([fd for fd in ours if is_open(fd)], [])
+        self.assertEqual(self.server.open_pipes, 0)
+        self.assertEqual(self.reactor.getReaders(), [])
+        self.assertFalse(job_channel.send({"cancel": True}))
+
+    def test_pipes_are_closed_when_the_server_dies(self) -> None:
+        """... and the jobs it ran are handed back (their exits will never come)."""
+        orphans: list[list[JobChannel]] = []
+        self.server.on_orphaned = orphans.append
+        job_channel, _child_fds = self.spawn(9)
+        ours = self.luxid_fds(9)
+        self.server.server_ended(Failure(ProcessTerminated(signal=9)))
+        self.assertEqual([fd for fd in ours if is_open(fd)], [])
+        self.assertEqual(orphans, [[job_channel]])
+        self.assertEqual(self.exits, [])
+
+    def test_a_failed_spawn_leaves_no_descriptor(self) -> None:
+        """Too many open files at the second pipe: the first one is closed."""
+        made: list[int] = []
+        real_pipe2 = os.pipe2
+
+        def pipe2(flags: int) -> Any:
+            if made:
+                raise OSError(errno.EMFILE, "Too many open files")
+            fds = real_pipe2(flags)
+            made.extend(fds)
+            return fds
+
+        self.patch(forkclient.os, "pipe2", pipe2)
+        job_channel = JobChannel(10, PATHS, self.reactor, lambda *_: None)
+        self.assertRaises(OSError, self.server.spawn, job_channel)
+        self.assertEqual(len(made), 2)
+        self.assertEqual([fd for fd in made if is_open(fd)], [])
+        self.assertEqual(self.server.open_pipes, 0)
+
+
+class SpawnFailureTests(SynchronousTestCase):
+    """A job whose process cannot be started at all stays queued and runs later."""
+
+    def setUp(self) -> None:
+        root = tempfile.mkdtemp(prefix="gntf")
+        self.addCleanup(shutil.rmtree, root, True)
+        self.paths = Paths(root)
+        self.paths.ensure_dirs()
+        self.queue = JobQueueDir(self.paths)
+        self.queue.open()
+        self.addCleanup(self.queue.close)
+        self.clock = Clock()
+        self.service = LuxidService(self.paths, self.clock, self.queue, use_forkserver=False)
+        self.service.running = True
+        self.service.wconfd = object()  # as if connected: the scheduler starts jobs
+        self.spawned: list[int] = []
+        self.failing = True
+
+        def spawn_direct(reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Any) -> None:
+            if self.failing:
+                raise OSError(errno.EMFILE, "Too many open files")
+            self.spawned.append(job_channel.job_id)
+
+        self.patch(service_module, "spawn_direct", spawn_direct)
+
+    def test_jobs_of_a_dead_fork_server_are_followed_or_started_again(self) -> None:
+        self.failing = False
+        ids = []
+        for _ in range(2):
+            ((ok, job_id),) = self.successResultOf(
+                Deferred.fromCoroutine(self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])))
+            ids.append(job_id)
+        self.service.max_running_override = 1
+        self.clock.advance(0)
+        confirmed = self.service.processes[ids[0]]
+        confirmed.confirmed, confirmed.lockfile = True, self.paths.lock_dir + "/job-lock"
+        unconfirmed = JobChannel(ids[1], self.paths, self.clock, lambda *_: None)
+        unconfirmed.ready.addErrback(lambda _: None)
+        self.service.processes[ids[1]] = unconfirmed
+        self.service._jobs_orphaned([confirmed, unconfirmed])
+        self.assertEqual(self.service.adopted, {ids[0]: self.paths.lock_dir + "/job-lock"})
+        self.assertNotIn(ids[0], self.service.processes, "no longer counted as a process that will report")
+        self.assertEqual(self.queue.read_job(ids[1]).livelock, None, "queued again: it never ran")
+
+    def test_the_job_is_started_once_processes_can_be_made_again(self) -> None:
+        ((ok, job_id),) = self.successResultOf(
+            Deferred.fromCoroutine(self.service.submit([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]])))
+        self.clock.advance(0)  # the scheduler runs
+        self.assertNotIn(job_id, self.service.processes, "not stuck as if it had a process")
+        job = self.queue.read_job(job_id)
+        self.assertEqual((job.status, job.livelock), ("queued", None))
+        self.failing = False
+        self.clock.advance(SPAWN_RETRY)
+        self.assertEqual(self.spawned, [job_id])
+        self.assertIn(job_id, self.service.processes)

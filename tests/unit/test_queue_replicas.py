@@ -1,0 +1,374 @@
+"""Job queue replicas converge: the pure plan, and LuxiD's per-candidate
+workers against fake candidates, driven by a Clock."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti.jobs import replicas
+from ganeti.jobs.model import QueuedJob
+from ganeti.jobs.queue import JobQueueDir
+from ganeti.jobs.replicas import Entry, Remove, Rename, SetDrain, Update, differences, plan
+from ganeti.luxid.replication import BACKOFF_FIRST, CHECK_INTERVAL, RESYNC_INTERVAL, JobReplicator
+from ganeti.paths import Paths
+from ganeti.rpc import wire
+from ganeti.rpc.client import RpcResult
+
+QUEUE = "/var/lib/ganeti/queue/"
+
+
+def sha(content: bytes) -> str:
+    return hashlib.sha1(content).hexdigest()
+
+
+class PlanTests(SynchronousTestCase):
+    def test_in_sync_needs_nothing(self) -> None:
+        listing = {"serial": "a", "job-1": "b", "archive/0/job-0": "c"}
+        self.assertEqual(plan(listing, dict(listing)), [])
+
+    def test_missing_and_stale_files_are_pushed_in_job_order(self) -> None:
+        desired = {"serial": "s2", "job-2": "new", "job-10": "x"}
+        held = {"serial": "s1", "job-2": "old"}
+        self.assertEqual(plan(desired, held), [Update("serial"), Update("job-2"), Update("job-10")])
+
+    def test_a_job_archived_meanwhile_is_moved_then_updated(self) -> None:
+        desired = {"archive/0/job-5": "final"}
+        held = {"job-5": "running"}
+        self.assertEqual(plan(desired, held), [Rename("job-5", "archive/0/job-5"), Update("archive/0/job-5")])
+        self.assertEqual(plan(desired, {"job-5": "final"}), [Rename("job-5", "archive/0/job-5")])
+
+    def test_drain_flag_and_extra_files(self) -> None:
+        self.assertEqual(plan({"drain": "e"}, {"job-3": "x"}), [SetDrain(True), Remove(("job-3",))])
+        self.assertEqual(plan({}, {"drain": "e"}), [SetDrain(False)])
+
+    def test_only_the_named_files_are_compared(self) -> None:
+        desired = {"job-1": "a", "job-2": "b"}
+        self.assertEqual(plan(desired, {}, ["job-2"]), [Update("job-2")])
+        self.assertEqual(plan({"archive/0/job-1": "a"}, {"job-1": "a"}, ["archive/0/job-1"]),
+                         [Rename("job-1", "archive/0/job-1")])
+
+    def test_differences_name_the_jobs(self) -> None:
+        master = {"job-1": Entry("a", "success"), "job-2": Entry("b", "running"), "archive/0/job-3": Entry("c", "error"),
+                  "job-4": Entry("d", "success"), "serial": Entry("s", None)}
+        replica = {"job-1": Entry("old", "running"), "job-2": Entry("older", "queued"), "job-3": Entry("c", "error"),
+                   "job-9": Entry("z", "queued"), "serial": Entry("t", None)}
+        self.assertEqual(differences(master, replica), {
+            1: "stale (status running, master: success)",
+            3: "job-3 there, archive/0/job-3 on the master",
+            4: "missing",
+            9: "extra (job-9 there, not on the master)",
+        })
+        self.assertEqual(differences(master, dict(master)), {})
+
+
+class FakeCandidates:
+    """Node RPC to in-memory candidate queues; nodes can be down."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.queues: dict[str, dict[str, bytes]] = {name: {} for name in names}
+        self.down: set[str] = set()
+        self.calls: list[tuple[str, str]] = []
+        self.hold: Deferred | None = None  # set: the next call waits for it
+
+    def call(self, nodes: dict[str, str], procedure: str, args: list[Any], timeout: float) -> Any:
+        results = {}
+        for name in nodes:
+            self.calls.append((name, procedure))
+            if name in self.down:
+                results[name] = RpcResult.failure(name, "node unreachable: connection refused")
+                continue
+            results[name] = RpcResult(name, True, self._run(self.queues[name], procedure, args))
+        if self.hold is not None:
+            d, self.hold = self.hold, None
+            return d.addCallback(lambda _: results)
+        return succeed(results)
+
+    @staticmethod
+    def _run(queue: dict[str, bytes], procedure: str, args: list[Any]) -> Any:
+        def name(vpath: str) -> str:
+            assert vpath.startswith(QUEUE), vpath
+            return vpath[len(QUEUE):]
+
+        if procedure == "jobqueue_list":
+            return {n: [sha(c), None] for n, c in queue.items()}
+        if procedure == "jobqueue_update":
+            queue[name(args[0])] = wire.decompress(args[1])
+            return None
+        if procedure == "jobqueue_rename":
+            answers = []
+            for old, new in args[0]:
+                if name(old) in queue:
+                    queue[name(new)] = queue.pop(name(old))
+                    answers.append(None)
+                else:
+                    answers.append("Can't rename")
+            return answers
+        if procedure == "jobqueue_set_drain_flag":
+            if args[0]:
+                queue["drain"] = b""
+            else:
+                queue.pop("drain", None)
+            return None
+        if procedure == "jobqueue_remove":
+            for vpath in args[0]:
+                queue.pop(name(vpath), None)
+            return None
+        raise AssertionError(procedure)
+
+
+class ReplicatorTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        root = tempfile.mkdtemp(prefix="gntq")
+        self.addCleanup(shutil.rmtree, root, True)
+        self.paths = Paths(root)
+        self.paths.ensure_dirs()
+        self.clock = Clock()
+        self.nodes = {"node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
+        self.fake = FakeCandidates(list(self.nodes))
+        self.replicator = JobReplicator(self.paths, self.clock, rpc=self.fake, candidates=lambda: dict(self.nodes))
+        self.queue = JobQueueDir(self.paths, on_write=self.replicator.written, on_rename=self.replicator.renamed,
+                                 on_drain=self.replicator.drain_changed)
+        self.queue.open()
+        self.addCleanup(self.queue.close)
+        self.addCleanup(self.replicator.stop)
+
+    def master(self) -> dict[str, bytes]:
+        result = {}
+        for name in replicas.queue_names(self.paths.queue_dir):
+            with open(os.path.join(self.paths.queue_dir, name), "rb") as handle:
+                result[name] = handle.read()
+        return result
+
+    def new_job(self, status: str = "queued") -> QueuedJob:
+        (job_id,) = self.queue.allocate_ids(1)
+        job = QueuedJob.new(job_id, [{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+        if status != "queued":
+            job.ops[0].status = status
+        self.queue.write_job(job)
+        return job
+
+    def settle(self, seconds: float = 0.0) -> None:
+        self.clock.advance(0)
+        self.clock.advance(seconds)
+        self.clock.advance(0)
+
+    def test_start_resyncs_stale_candidates_pushing_only_what_differs(self) -> None:
+        """Jobs that finished while LuxiD was down reach the candidates."""
+        done = self.new_job("success")
+        other = self.new_job("success")
+        self.fake.queues["node2.test"] = dict(self.master())
+        self.fake.queues["node2.test"]["job-%d" % done.id] = b"stale: still running"
+        self.fake.queues["node2.test"]["job-99"] = b"never acknowledged"
+        self.replicator.start()
+        self.settle()
+        self.assertEqual(self.fake.queues["node2.test"], self.master())
+        self.assertEqual(self.fake.queues["node3.test"], self.master())
+        node2 = [p for n, p in self.fake.calls if n == "node2.test"]
+        self.assertEqual(node2, ["jobqueue_list", "jobqueue_update", "jobqueue_remove"])
+        self.assertTrue(all(v["in_sync"] for v in self.replicator.status().values()))
+        self.assertTrue(other.id)
+
+    def test_a_candidate_that_was_down_converges_with_backoff(self) -> None:
+        self.replicator.start()
+        self.settle()
+        self.fake.down.add("node3.test")
+        job = self.new_job()
+        self.settle()
+        job.ops[0].status = "success"
+        self.queue.write_job(job)
+        self.queue.archive_job(job.id)
+        self.queue.set_drained(True)
+        self.settle()
+        self.assertEqual(self.fake.queues["node2.test"], self.master())
+        self.assertNotEqual(self.fake.queues["node3.test"], self.master())
+        self.assertFalse(self.replicator.status()["node3.test"]["in_sync"])
+        tries = len(self.fake.calls)
+        self.settle(BACKOFF_FIRST)  # retried, still down
+        self.settle(BACKOFF_FIRST * 2)
+        self.assertEqual(len(self.fake.calls), tries + 2)
+        self.fake.down.clear()
+        self.settle(BACKOFF_FIRST * 4)
+        self.assertEqual(self.fake.queues["node3.test"], self.master())
+        self.assertIn("archive/0/job-%d" % job.id, self.fake.queues["node3.test"])
+        self.assertIn("drain", self.fake.queues["node3.test"])
+        self.assertTrue(self.replicator.status()["node3.test"]["in_sync"])
+
+    def test_archive_and_drain_are_replicated_as_renames_and_flags(self) -> None:
+        job = self.new_job("success")
+        self.replicator.start()
+        self.settle()
+        self.fake.calls.clear()
+        self.queue.archive_job(job.id)
+        self.queue.set_drained(True)
+        self.settle()
+        self.assertEqual(sorted(set(p for _n, p in self.fake.calls)), ["jobqueue_rename", "jobqueue_set_drain_flag"])
+        self.assertEqual(self.fake.queues["node2.test"], self.master())
+        self.queue.set_drained(False)
+        self.settle()
+        self.assertNotIn("drain", self.fake.queues["node3.test"])
+
+    def test_a_new_job_counts_its_holders_and_is_pushed_once(self) -> None:
+        self.replicator.start()
+        self.settle()
+        self.fake.down.add("node3.test")
+        self.fake.calls.clear()
+        job = self.new_job()
+        content = self.master()["job-%d" % job.id]
+        d = Deferred.fromCoroutine(self.replicator.replicate([(self.queue.job_path(job.id), content)]))
+        self.assertEqual(self.successResultOf(d), (2, 3))
+        self.settle()
+        updates = [(n, p) for n, p in self.fake.calls if p == "jobqueue_update"]
+        self.assertEqual(updates.count(("node2.test", "jobqueue_update")), 2, "serial, then the job, once each")
+        # node3 comes back: the next new job succeeds there, which resyncs it at once
+        self.fake.down.clear()
+        job2 = self.new_job()
+        content2 = self.master()["job-%d" % job2.id]
+        d = Deferred.fromCoroutine(self.replicator.replicate([(self.queue.job_path(job2.id), content2)]))
+        self.assertEqual(self.successResultOf(d), (3, 3))
+        self.settle()
+        self.assertEqual(self.fake.queues["node3.test"], self.master())
+
+    def test_new_candidates_are_resynced_and_drift_is_repaired(self) -> None:
+        self.new_job("success")
+        self.replicator.start()
+        self.settle()
+        self.nodes["node4.test"] = "127.0.1.4"
+        self.fake.queues["node4.test"] = {}
+        self.settle(CHECK_INTERVAL)
+        self.assertEqual(self.fake.queues["node4.test"], self.master())
+        self.fake.queues["node4.test"]["job-1"] = b"tampered"
+        self.settle(RESYNC_INTERVAL)
+        self.assertEqual(self.fake.queues["node4.test"], self.master())
+
+
+class FakeLU:
+    """What verify_queue_replicas uses of an LU: ctx (paths, rpc, sleep), cfg, feedback."""
+
+    def __init__(self, paths: Paths, cfg: Any, rpc: Any, clock: Clock) -> None:
+        self.cfg = cfg
+        self.lines: list[str] = []
+        self.errors: list[tuple[str, str, str, bool]] = []
+        lu = self
+
+        class Ctx:
+            def __init__(self) -> None:
+                self.paths = paths
+
+            def rpc(self) -> Any:
+                return rpc
+
+            def sleep(self, seconds: float) -> Deferred:
+                from twisted.internet.task import deferLater
+
+                return deferLater(clock, seconds, lambda: None)
+
+        self.ctx = Ctx()
+
+        async def node_error(code: str, node: str, message: str, warning: bool = False) -> None:
+            lu.errors.append((code, node, message, warning))
+
+        self.node_error = node_error
+
+    def feedback(self, line: str) -> Deferred:
+        self.lines.append(line)
+        return succeed(None)
+
+
+class VerifyTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        from ganeti.testing.cluster import loopback_config
+
+        root = tempfile.mkdtemp(prefix="gntv")
+        self.addCleanup(shutil.rmtree, root, True)
+        self.paths = Paths(root)
+        self.paths.ensure_dirs()
+        self.queue = JobQueueDir(self.paths)
+        self.queue.open()
+        self.addCleanup(self.queue.close)
+        self.clock = Clock()
+        self.fake = FakeCandidates(["node2.test", "node3.test"])
+        cfg = loopback_config(3, candidate_pool_size=10, candidates=["node2.test", "node3.test"])
+        self.lu = FakeLU(self.paths, cfg, self, self.clock)
+        self.jobs = []
+        for status in ("success", "error", "running"):
+            (job_id,) = self.queue.allocate_ids(1)
+            job = QueuedJob.new(job_id, [{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+            job.ops[0].status = status
+            self.queue.write_job(job)
+            self.jobs.append(job)
+        for name in self.fake.queues:
+            self.fake.queues[name] = {n: c for n, c in self.master().items()}
+
+    def master(self) -> dict[str, bytes]:
+        result = {}
+        for name in replicas.queue_names(self.paths.queue_dir):
+            with open(os.path.join(self.paths.queue_dir, name), "rb") as handle:
+                result[name] = handle.read()
+        return result
+
+    def call(self, nodes: dict[str, str], procedure: str, args: list[Any], timeout: float) -> Any:
+        """The candidates list their queues with each job's status, as noded does."""
+        d = self.fake.call(nodes, procedure, args, timeout)
+
+        def statuses(results: dict[str, RpcResult]) -> dict[str, RpcResult]:
+            for name, result in results.items():
+                if result.success:
+                    queue = self.fake.queues[name]
+                    listing = {n: [sha(c), replicas.job_status(c) if replicas.job_id_of(n) is not None else None]
+                               for n, c in queue.items()}
+                    results[name] = RpcResult(name, True, listing)
+            return results
+
+        return d.addCallback(statuses)
+
+    def verify(self) -> None:
+        from ganeti.cmdlib.queue_verify import verify_queue_replicas
+
+        d = Deferred.fromCoroutine(verify_queue_replicas(self.lu, self.lu.node_error))
+        self.clock.advance(5)
+        self.successResultOf(d)
+
+    def test_matching_replicas_pass(self) -> None:
+        self.verify()
+        self.assertEqual(self.lu.errors, [])
+        self.assertEqual(self.lu.lines, ["* Verifying the job queue replicas (2 candidates)"])
+
+    def test_differing_replicas_are_errors_naming_the_jobs(self) -> None:
+        done, failed, running = self.jobs
+        stale = QueuedJob.from_dict(done.to_dict())
+        stale.ops[0].status = "running"
+        self.fake.queues["node2.test"]["job-%d" % done.id] = stale.to_json()
+        del self.fake.queues["node3.test"]["job-%d" % failed.id]
+        self.fake.queues["node3.test"]["job-77"] = b"{}"
+        self.fake.queues["node3.test"]["job-%d" % running.id] = b"lagging behind"  # not final: not judged
+        self.verify()
+        self.assertEqual(self.lu.errors, [
+            ("EQUEUEREPLICA", "node2.test", "job queue replica differs from the master's for 1 job(s):"
+             " %d stale (status running, master: success)" % done.id, False),
+            ("EQUEUEREPLICA", "node3.test", "job queue replica differs from the master's for 2 job(s):"
+             " %d missing, 77 extra (job-77 there, not on the master)" % failed.id, False),
+        ])
+
+    def test_a_difference_that_heals_before_the_recheck_is_not_reported(self) -> None:
+        done = self.jobs[0]
+        del self.fake.queues["node2.test"]["job-%d" % done.id]
+        from ganeti.cmdlib.queue_verify import verify_queue_replicas
+
+        d = Deferred.fromCoroutine(verify_queue_replicas(self.lu, self.lu.node_error))
+        self.fake.queues["node2.test"]["job-%d" % done.id] = self.master()["job-%d" % done.id]
+        self.clock.advance(5)
+        self.successResultOf(d)
+        self.assertEqual(self.lu.errors, [])
+
+    def test_an_unreachable_candidate_is_a_warning(self) -> None:
+        self.fake.down.add("node3.test")
+        self.verify()
+        self.assertEqual([(n, w) for _c, n, _m, w in self.lu.errors], [("node3.test", True)])
