@@ -210,7 +210,11 @@ class LuxiHandler(MethodHandler):
         return q.cluster_info(await self.config())
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
-        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(), None)
+        names = _fields(names)
+        latency = None
+        if "config_write_latency" in names:
+            latency = await (await self._wconfd()).read_write_latency()
+        return q.config_values(await self.config(), names, self.service.queue.is_drained(), None, latency)
 
     async def luxi_QueryTags(self, kind: Any, name: Any) -> list[str]:
         if kind not in TAG_KINDS:
