@@ -44,8 +44,8 @@ def liveness_problems(rows: list[list[Any]], now: float) -> list[tuple[str, str]
     return out
 
 
-async def verify_liveness(lu: Any, node_error: NodeError) -> None:
-    """Report the nodes the master's heartbeat roster calls unreachable."""
+async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | None = None) -> None:
+    """Report the nodes (of C{names}, default all) the master's heartbeat roster calls unreachable."""
     from ganeti.luxi.client import AsyncLuxiClient
 
     ctx = lu.ctx
@@ -62,7 +62,8 @@ async def verify_liveness(lu: Any, node_error: NodeError) -> None:
         await client.close()
     await lu.feedback("* Verifying node liveness (heartbeats)")
     for name, message in liveness_problems(answer["data"], time.time()):
-        await node_error(CV_ENODEHEARTBEAT, name, message)
+        if names is None or name in names:
+            await node_error(CV_ENODEHEARTBEAT, name, message)
 
 
 async def query_roster(reactor: Any, socket: str, names: list[str]) -> dict[str, dict[str, Any]]:

@@ -83,8 +83,9 @@ class LuxiHandler(MethodHandler):
             reports = liveness.fresh_report if liveness is not None else None
             data = await self.live.gather(config, needs, names, reports)
         roster = liveness.snapshot() if liveness is not None else {}
-        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data, liveness=roster,
-                              watcher_pause=self.watcher_pause() if what == "cluster" else None)
+        jobs, archived = self.jobs_for_query(fields, qfilter) if what == "job" else (self.service.live_jobs(), None)
+        return q.QueryContext(config=config, jobs=jobs, locks=locks, live=data, archived_jobs=archived or frozenset(),
+                              liveness=roster, watcher_pause=self.watcher_pause() if what == "cluster" else None)
 
     def watcher_pause(self) -> float | None:
         """Until when the watcher is paused (Ganeti's C{watcher.pause} file), or None."""
@@ -94,8 +95,33 @@ class LuxiHandler(MethodHandler):
 
         return read_pause(pause_file(self.service.paths.data_dir), time.time())
 
+    def jobs_for_query(self, fields: Any, qfilter: Any) -> tuple[dict[int, QueuedJob], frozenset[int]]:
+        """The jobs a job query looks at, and which of them are archived: as
+        Ganeti's, the live jobs, plus the archived ones the filter names by
+        id, or every archived one when the C{archived} field is asked for."""
+        live = self.service.live_jobs()
+        queue = self.service.queue
+        wanted = qlang.names_from_filter(qfilter, "id")
+        if wanted is not None:
+            candidates = []
+            for name in wanted:
+                try:
+                    candidates.append(int(name))
+                except (TypeError, ValueError):
+                    continue
+        elif "archived" in (fields or ()):
+            candidates = queue.archived_job_ids()
+        else:
+            return live, frozenset()
+        found = {i: job for i in candidates if i not in live for job in [queue.read_archived_job(i)] if job is not None}
+        if not found:
+            return live, frozenset()
+        return {**live, **found}, frozenset(found)
+
     def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
-        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})
+        archived = frozenset() if job.id in self.service.live_jobs() else frozenset([job.id])
+        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={},
+                             archived_jobs=archived)
         row = q.query("job", fields, None, ctx)["data"][0]
         return [value if status == q.RS_NORMAL else None for status, value in row]
 
@@ -148,7 +174,8 @@ class LuxiHandler(MethodHandler):
     def luxi_QueryJobs(self, job_ids: Any, fields: Any) -> list[Any]:
         fields = _fields(fields)
         if job_ids in (None, []):
-            ids = sorted(self.service.live_jobs())
+            jobs, _ = self.jobs_for_query(fields, None)  # with "archived" asked: the archived jobs too
+            ids = sorted(jobs)
         elif isinstance(job_ids, list):
             ids = [_int(i, "job id") for i in job_ids]
         else:
@@ -195,8 +222,12 @@ class LuxiHandler(MethodHandler):
         return q.cluster_info(await self.config())
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
-        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(),
-                               self.watcher_pause())
+        names = _fields(names)
+        latency = None
+        if "config_write_latency" in names:
+            latency = await (await self._wconfd()).read_write_latency()
+        return q.config_values(await self.config(), names, self.service.queue.is_drained(), self.watcher_pause(),
+                               latency)
 
     def luxi_SetWatcherPause(self, until: Any = None) -> float | None:
         """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set."""
