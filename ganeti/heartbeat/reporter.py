@@ -19,7 +19,7 @@ L{instance_changes} and L{node_changed} are pure.
 from __future__ import annotations
 
 import os
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
@@ -81,7 +81,7 @@ class StateReporter:
 
     def __init__(self, reactor: Any, send: Callable[[dict[str, Any]], bool],
                  instances: Callable[[list[Any]], Awaitable[dict[str, Any]]],
-                 node_info: Callable[[list[Any]], Awaitable[dict[str, Any]]], *, watch: list[str] = (),  # type: ignore[assignment]
+                 node_info: Callable[[list[Any]], Awaitable[dict[str, Any]]], *, watch: Sequence[str] = (),
                  poll: float = POLL_INTERVAL, full_every: float = FULL_EVERY) -> None:
         self.reactor = reactor
         self.send = send

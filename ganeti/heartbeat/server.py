@@ -66,6 +66,8 @@ class LivenessService(Service):
         self._sweeper: LoopingCall | None = None
         self._membership_at = -1e18
         self.connections = 0
+        #: the cluster's nodes (ssconf); empty until known
+        self.members: frozenset[str] = frozenset()
 
     def startService(self) -> None:
         super().startService()
@@ -90,6 +92,7 @@ class LivenessService(Service):
             online = set(store.get_online_nodes())
         except errors.ConfigurationError:
             return  # no ssconf yet: keep whom we know
+        self.members = frozenset(nodes) | online
         self.roster.set_nodes(online, [n for n in nodes if n not in online], now)
 
     def master(self) -> tuple[str, str] | None:
@@ -129,11 +132,16 @@ class LivenessService(Service):
             self._refresh_membership(now)
         self._apply(self.roster.sweep(now))
 
-    def hello(self, conn: Any, message: dict[str, Any]) -> dict[str, Any]:
-        """The answer to a hello; registers the connection when this is the master."""
+    def hello(self, conn: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer to a hello (None: refused, not a node of the cluster);
+        registers the connection when this is the master."""
         other = self.master()
         if other is not None:
             return wire.redirect(other[0], other[1], self.port)
+        if message["node"] not in self.members:
+            self._refresh_membership(self.reactor.seconds())  # a node just added?
+            if self.members and message["node"] not in self.members:
+                return None
         self._apply(self.roster.hello(message["node"], conn, message["boot_id"], self.reactor.seconds()))
         return wire.accepted(_own_name(self.paths) or "master", self.report_args)
 
@@ -246,6 +254,11 @@ class HeartbeatProtocol(Int32StringReceiver):
                 self._timer.cancel()
             self._timer = None
             answer = self.service.hello(self, message)
+            if answer is None:
+                self.log.warn("heartbeat: {peer} says it is {node}, not a node of this cluster",
+                              peer=self.transport.getPeer(), node=message["node"])
+                self.transport.loseConnection()
+                return
             self.sendString(wire.encode(answer))
             if answer["t"] == wire.REDIRECT:
                 self.transport.loseConnection()

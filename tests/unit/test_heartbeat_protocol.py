@@ -118,6 +118,15 @@ class ServerTests(SynchronousTestCase):
             proto.connectionLost(None)
         self.assertEqual(self.store.writes, 0)
 
+    def test_unknown_node_refused(self) -> None:
+        """A hello naming a node the cluster does not have is refused: closed, nothing recorded."""
+        proto, transport = self.connect()
+        proto.dataReceived(self.hello(name="intruder.test"))
+        self.assertTrue(transport.disconnecting)
+        self.assertEqual(transport.value(), b"")
+        self.assertNotIn("intruder.test", self.service.snapshot())
+        self.assertEqual(self.store.writes, 0)
+
     def test_hello_timeout(self) -> None:
         """A connection that never says hello is aborted."""
         proto, transport = self.connect()
