@@ -35,6 +35,8 @@ from ganeti.ssconf import SimpleStore
 BEAT_INTERVAL = 1.0
 #: seconds a TCP connection attempt may take
 CONNECT_TIMEOUT = 2.0
+#: seconds unacknowledged beats may wait before the kernel drops the connection
+USER_TIMEOUT = 5.0
 #: seconds the candidates' confd have to name the master
 CONFD_TIMEOUT = 1.0
 #: the file under a node's root that overrides the kernel's boot id (tests)
@@ -163,6 +165,27 @@ class MasterLookup:
         return local
 
 
+def dead_peer_timeout(transport: Any, seconds: float) -> bool:
+    """Make the kernel drop the connection when what we send stays
+    unacknowledged for C{seconds} (C{TCP_USER_TIMEOUT}; keepalives on):
+    a master that vanished without closing (power loss, partition) is left
+    within seconds, and the client looks for the master again.  Whether
+    the options could be set (the TCP transport is found under TLS)."""
+    import socket
+
+    while transport is not None and not hasattr(transport, "getHandle"):
+        transport = getattr(transport, "transport", None)
+    if transport is None:
+        return False
+    try:
+        handle = transport.getHandle()
+        handle.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        handle.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), int(seconds * 1000))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 class HeartbeatClientProtocol(Int32StringReceiver):
     MAX_LENGTH = wire.MAX_FRAME
 
@@ -172,6 +195,7 @@ class HeartbeatClientProtocol(Int32StringReceiver):
         self._beats: LoopingCall | None = None
 
     def connectionMade(self) -> None:
+        dead_peer_timeout(self.transport, USER_TIMEOUT)
         self.sendString(wire.encode(self.client.hello))
         self._beats = LoopingCall(self.sendString, wire.BEAT_FRAME_BODY)
         self._beats.clock = self.client.reactor

@@ -250,3 +250,29 @@ class LookupTests(SynchronousTestCase):
         self.assertEqual(got, ("node2.test", "127.0.1.2", 4242))
         self.assertEqual(asked, [(cwire.REQ_CLUSTER_MASTER,
                                   {cwire.REQQ_FIELDS: [cwire.REQFIELD_NAME, cwire.REQFIELD_MNODE_PIP]}, "all")])
+
+
+class DeadPeerTests(SynchronousTestCase):
+    def test_user_timeout_set_under_tls(self) -> None:
+        """TCP_USER_TIMEOUT and keepalives go on the TCP socket under the TLS layer."""
+        import socket
+
+        from ganeti.heartbeat.client import dead_peer_timeout
+
+        options: list[tuple[int, int, int]] = []
+
+        class Sock:
+            def setsockopt(self, level: int, name: int, value: int) -> None:
+                options.append((level, name, value))
+
+        class Tcp:
+            def getHandle(self) -> Sock:
+                return Sock()
+
+        class Tls:
+            transport = Tcp()
+
+        self.assertTrue(dead_peer_timeout(Tls(), 5.0))
+        self.assertIn((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1), options)
+        self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
+        self.assertFalse(dead_peer_timeout(StringTransport(), 5.0))
