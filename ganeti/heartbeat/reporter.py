@@ -7,9 +7,9 @@ the way it reads an RPC answer (L{ganeti.luxid.live}).
 
   - a full report on every (re)connect, and at most once a minute after that;
   - instance changes at once: the fake hypervisor's state directory is
-    watched with inotify; every hypervisor is also polled every
-    L{POLL_INTERVAL} seconds (a qemu process that exits, a guest that powers
-    itself off);
+    watched with inotify, kvm's qemu processes through their QMP events
+    (L{ganeti.heartbeat.kvmd}: a guest that powers itself off, a qemu that
+    exits); every hypervisor is also polled every L{POLL_INTERVAL} seconds;
   - node resources when they moved by more than L{MEMORY_THRESHOLD} MiB of
     memory or L{DISK_THRESHOLD} MiB of disk.
 
@@ -99,6 +99,8 @@ class StateReporter:
         self._poll: LoopingCall | None = None
         self._notifier: Any = None
         self.reports = 0
+        #: the kvm event watcher (L{ganeti.heartbeat.kvmd.KvmEvents}), synced on every look
+        self.kvm_events: Any = None
 
     # --- life cycle ------------------------------------------------------------------
     def connected(self, args: dict[str, Any] | None) -> None:
@@ -124,6 +126,8 @@ class StateReporter:
         if self._notifier is not None:
             self._notifier.loseConnection()
             self._notifier = None
+        if self.kvm_events is not None:
+            self.kvm_events.stop()
 
     def _watch(self) -> None:
         if not self.watch_dirs or self._notifier is not None:
@@ -145,6 +149,8 @@ class StateReporter:
     # --- reporting -------------------------------------------------------------------------
     def check(self) -> None:
         """Look at the node now; send what changed (one look at a time)."""
+        if self.kvm_events is not None:
+            self.kvm_events.sync()
         if self.args is None:
             return
         if self._busy:
@@ -197,8 +203,12 @@ def node_reporter(paths: Any, reactor: Any, send: Callable[[dict[str, Any]], boo
     async def node_info(args: list[Any]) -> dict[str, Any]:
         return node_report(await procedures.node_info(*args)) or {}
 
-    return StateReporter(reactor, send, instances, node_info,
-                         watch=[os.path.join(paths.run_dir, "fake-hypervisor")])
+    from ganeti.heartbeat.kvmd import KvmEvents
+
+    reporter = StateReporter(reactor, send, instances, node_info,
+                             watch=[os.path.join(paths.run_dir, "fake-hypervisor")])
+    reporter.kvm_events = KvmEvents(reactor, os.path.join(paths.run_dir, "kvm-hypervisor", "ctrl"), reporter.check)
+    return reporter
 
 
 __all__ = ["DISK_THRESHOLD", "FULL_EVERY", "MEMORY_THRESHOLD", "POLL_INTERVAL", "StateReporter",

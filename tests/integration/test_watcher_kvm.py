@@ -3,7 +3,8 @@ instance whose qemu is killed, and one whose guest powers itself off
 (a boot sector that writes ACPI S5 to the PM control port; qemu runs with
 -no-shutdown and stays, its status "shutdown"), are restarted by the
 watcher; the guest that keeps powering off is restarted 3 times, then
-left ERROR_down.
+left ERROR_down.  NodeD learns of the power-off from qemu's QMP event
+(SHUTDOWN, reason guest-shutdown) on its own monitor socket.
 
 Skipped without qemu-system-x86_64 (scripts/install-qemu installs it).
 """
@@ -82,6 +83,11 @@ async def test_kvm_crash_and_guest_poweroff_restarted(root, tmp_path):
         await cluster.until(lambda: status(cluster, CRASH) == "running", timeout=30)
         jobs = await threads.deferToThread(watcher_jobs, cluster, CRASH)
         assert [j[1] for j in jobs] == ["success"], jobs
+        # qemu runs with a second QMP monitor, NodeD's event watcher's
+        pid = qemu_pid(cluster.roots[1], CRASH)
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            argv = handle.read().decode().split("\0")
+        assert any(arg.endswith("/%s.kvmd,server=on,wait=off" % CRASH) for arg in argv), argv
 
         # a guest that powers itself off: restarted, 3 times in all, then left down
         image = boot_sector(str(tmp_path / "poweroff.img"))
@@ -96,6 +102,10 @@ async def test_kvm_crash_and_guest_poweroff_restarted(root, tmp_path):
         await deferLater(reactor, 8, lambda: None)
         jobs = await threads.deferToThread(watcher_jobs, cluster, POWEROFF)
         assert len(jobs) == 3, jobs
+        with open(cluster.nodeds[1].log_path, errors="replace") as handle:
+            noded_log = handle.read()
+        # told by qemu at once: the guest's own power-off (its reason), and the killed qemu
+        assert "kvm events: instance %s: SHUTDOWN" % POWEROFF in noded_log and "guest-shutdown" in noded_log
         assert status(cluster, POWEROFF) == "ERROR_down"
         for name in (CRASH, POWEROFF):
             ok(cluster.master, "gnt-instance", "remove", "-f", "--shutdown-timeout", "1", name)
