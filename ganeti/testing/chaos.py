@@ -33,7 +33,6 @@ import attrs
 import orjson
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
-from twisted.logger import Logger
 
 from ganeti import errors
 from ganeti.confd import wire as confd_wire
@@ -44,7 +43,6 @@ from ganeti.testing.cluster import LoopbackCluster, loopback_config, serial_of
 from ganeti.testing.daemons import Daemon
 from ganeti.wconfd.client import WConfdClient
 
-log = Logger()
 
 NODE1, NODE2, NODE3 = "node1.test", "node2.test", "node3.test"
 #: the nodes jobs touch: never the master, so that killing its NodeD fails no job
