@@ -172,22 +172,34 @@ class ChaosCluster:
         """SIGKILL one daemon (its process, as C{kill -9 $(cat pidfile)})."""
         self.daemon(name).kill(signal.SIGKILL)
 
-    async def restart(self, name: str, timeout: float = 30.0) -> float:
-        """Start a daemon again and wait until it answers a real request;
-        the seconds that took."""
+    async def restart(self, *names: str, timeout: float = 30.0) -> dict[str, float]:
+        """Start daemons again as C{ganeti-daemons start} does: in Ganeti's
+        order, each once it listens; then wait until each answers a real
+        request.  C{{daemon: seconds from the restart until it answered}};
+        L{RestartFailed} if one exits or stays silent for C{timeout}."""
         started = time.monotonic()
-        daemon = self.daemon(name)
-        daemon.start()
-        deadline = started + timeout
-        while not await self.answers(name):
-            if daemon.process is not None and daemon.process.poll() is not None:
-                raise RestartFailed("%s exited after a restart (status %s): %s"
-                                    % (name, daemon.process.returncode, tail(daemon.output())))
-            if time.monotonic() > deadline:
-                raise RestartFailed("%s did not answer within %ss after a restart: %s"
-                                    % (name, timeout, tail(daemon.output())))
-            await deferLater(self.reactor, 0.05, lambda: None)
-        return time.monotonic() - started
+        ordered = sorted(names, key=START_ORDER.index)
+        for name in ordered:
+            daemon = self.daemon(name)
+            daemon.start()
+            if not name.startswith("confd"):  # UDP: nothing to connect to
+                try:
+                    await daemon.ready(self.reactor, timeout=timeout)
+                except RuntimeError as e:
+                    raise RestartFailed("%s did not start again: %s" % (name, tail(str(e)))) from None
+        recovery = {}
+        for name in ordered:
+            daemon = self.daemon(name)
+            while not await self.answers(name):
+                if daemon.process is not None and daemon.process.poll() is not None:
+                    raise RestartFailed("%s exited after a restart (status %s): %s"
+                                        % (name, daemon.process.returncode, tail(daemon.output())))
+                if time.monotonic() > started + timeout:
+                    raise RestartFailed("%s did not answer within %ss after a restart: %s"
+                                        % (name, timeout, tail(daemon.output())))
+                await deferLater(self.reactor, 0.05, lambda: None)
+            recovery[name] = time.monotonic() - started
+        return recovery
 
     async def answers(self, name: str) -> bool:
         """Whether daemon C{name} answers one good request now."""
@@ -484,10 +496,7 @@ async def inject(cluster: ChaosCluster, fault: str, ledger: Ledger, rng: random.
     for name in names:
         cluster.kill(name)
     await deferLater(cluster.reactor, rng.uniform(0.0, 0.5), lambda: None)
-    recovery: dict[str, float] = {}
-    for name in sorted(names, key=START_ORDER.index):
-        recovery[name] = await cluster.restart(name)
-    return recovery, None
+    return await cluster.restart(*names), None
 
 
 # --- a trial ---------------------------------------------------------------------------------

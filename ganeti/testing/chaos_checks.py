@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 #: an error that only a second run of a job with unique names can meet
 _ALREADY = re.compile(r"already (exists|in the cluster|in use|defined)", re.I)
-CONVERGE_TIMEOUT = 30.0
+CONVERGE_TIMEOUT = 15.0
 
 
 async def check_trial(cluster: "ChaosCluster", ledger: Ledger, result: "TrialResult", drain_timeout: float) -> None:
