@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from twisted.internet import defer, task, threads
 
+from ganeti import errors
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.chaos import FAULTS, ChaosCluster, fd_count, totals
 from ganeti.testing.chaos_run import print_table, run_trials
@@ -31,12 +32,16 @@ FINAL = ("success", "error", "canceled")
 def run_jobs(client: LuxiClient, count: int) -> int:
     """Submit C{count} OP_TEST_DELAY(0) jobs in batches (SubmitManyJobs),
     wait for each batch, archive what ended (the queue holds 5,000 at most);
-    how many succeeded."""
+    how many succeeded (fewer if LuxiD stopped taking jobs)."""
     succeeded = 0
     left = count
     while left > 0:
         size = min(BATCH, left)
-        answers = client.submit_many_jobs([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}] for _ in range(size)])
+        try:
+            answers = client.submit_many_jobs([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}] for _ in range(size)])
+        except (errors.GenericError, OSError) as e:
+            print("LuxiD refused jobs after %d: %s" % (count - left, e), file=sys.stderr, flush=True)
+            break
         ids = [job_id for ok, job_id in answers if ok]
         deadline = time.monotonic() + 300
         while True:
