@@ -41,7 +41,7 @@ async def check_trial(cluster: "ChaosCluster", ledger: Ledger, result: "TrialRes
     check_job_logs(cluster, acked, result)
     await check_locks(cluster, result)
     await check_serials(cluster, result)
-    await check_replicas(cluster, result)
+    await check_replicas(cluster, result, min(acked, default=0))
     await check_verify(cluster, result)
     await check_instances(cluster, result)
     await deferToThread(check_effects, cluster, acked, rows, result)
@@ -197,8 +197,16 @@ def queue_files(paths: Any) -> dict[str, str]:
     return found
 
 
-def stale_replicas(cluster: "ChaosCluster") -> list[str]:
-    master = {name: job_summary(read_job_file(path)) for name, path in queue_files(cluster.master).items()}
+def _job_id(name: str) -> int:
+    return int(os.path.basename(name)[4:])
+
+
+def stale_replicas(cluster: "ChaosCluster", since: int = 0) -> list[str]:
+    """Job files from job C{since} on that a candidate lacks or holds
+    with another status than the master (earlier jobs belong to earlier
+    trials on the same cluster, which counted them)."""
+    master = {name: job_summary(read_job_file(path)) for name, path in queue_files(cluster.master).items()
+              if _job_id(name) >= since}
     stale = []
     for node, paths in list(zip(cluster.cluster.nodes, cluster.roots))[1:]:
         theirs = queue_files(paths)
@@ -209,11 +217,12 @@ def stale_replicas(cluster: "ChaosCluster") -> list[str]:
     return stale
 
 
-async def check_replicas(cluster: "ChaosCluster", result: "TrialResult") -> None:
-    """Every candidate holds the master's job files, statuses equal (after convergence)."""
+async def check_replicas(cluster: "ChaosCluster", result: "TrialResult", since: int) -> None:
+    """Every candidate holds the master's job files of this trial, statuses
+    equal (after convergence)."""
     deadline = time.monotonic() + CONVERGE_TIMEOUT
     while True:
-        stale = await deferToThread(stale_replicas, cluster)
+        stale = await deferToThread(stale_replicas, cluster, since)
         if not stale or time.monotonic() > deadline:
             break
         await deferLater(cluster.reactor, 0.5, lambda: None)

@@ -35,7 +35,7 @@ async def settled(cluster: ChaosCluster) -> None:
         with LuxiClient(cluster.master.luxi_socket, timeout=60) as client:
             ids = [client.submit_job([{"OP_ID": "OP_TEST_DELAY", "duration": 0.01}]) for _ in range(3)]
             while any(row[0] not in ("success", "error") for row in client.query_jobs(ids, ["status"])):
-                pass
+                time.sleep(0.05)
 
     await deferToThread(jobs)
     await cluster.cluster.until(lambda: len({queue_files_count(p) for p in cluster.roots}) == 1, timeout=30)

@@ -140,3 +140,38 @@ class FuzzCaseTests(SynchronousTestCase):
 
     def test_amp_box_layout(self) -> None:
         self.assertEqual(fuzz.amp_box([(b"_ask", b"1")]), b"\x00\x04_ask\x00\x011\x00\x00")
+
+
+class StaleReplicaTests(SynchronousTestCase):
+    def test_only_this_trials_jobs_and_every_difference(self) -> None:
+        """A replica missing or behind the master's file is stale; jobs
+        before the trial's first are left to the trial that ran them."""
+        import os
+        import shutil
+        import tempfile
+        import types
+
+        from ganeti.paths import Paths
+
+        roots = [Paths(tempfile.mkdtemp(prefix="gchu")) for _ in range(3)]
+        for paths in roots:
+            self.addCleanup(shutil.rmtree, paths.root, True)
+        for paths in roots:
+            os.makedirs(paths.queue_dir)
+
+        def write(paths: Paths, job_id: int, status: str) -> None:
+            with open(os.path.join(paths.queue_dir, "job-%d" % job_id), "w") as handle:
+                json.dump(_job(status, [1, 0] if status == "success" else None), handle)
+
+        for job_id in (1, 5, 6, 7):
+            write(roots[0], job_id, "success")
+        for paths in roots[1:]:
+            write(paths, 1, "running")  # an earlier trial's: not counted again
+            write(paths, 5, "success")
+        write(roots[1], 6, "running")
+        write(roots[2], 6, "success")
+        write(roots[1], 7, "success")
+        cluster = types.SimpleNamespace(master=roots[0], roots=roots,
+                                        cluster=types.SimpleNamespace(nodes={"n1": "", "n2": "", "n3": ""}))
+        stale = chaos_checks.stale_replicas(cluster, since=5)  # type: ignore[arg-type]
+        self.assertEqual([line.split(":")[0] for line in stale], ["job-6 on n2", "job-7 on n3"])
