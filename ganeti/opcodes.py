@@ -630,3 +630,4 @@ define(
 
 # the instance opcodes (and the node opcodes that move instances) register here
 from ganeti import opcodes_instance  # noqa: E402,F401
+from ganeti import opcodes_backup  # noqa: E402,F401

@@ -1,0 +1,77 @@
+"""Backup opcodes: OP_BACKUP_QUERY, OP_BACKUP_PREPARE, OP_BACKUP_EXPORT,
+OP_BACKUP_REMOVE (Ganeti 3.0's parameters); imported by L{ganeti.opcodes}."""
+
+from __future__ import annotations
+
+from ganeti.opcodes import (
+    ABSENT,
+    P_INSTANCE_NAME,
+    P_INSTANCE_UUID,
+    REQUIRED,
+    T_ANY,
+    T_BOOL,
+    T_FLOAT,
+    T_INT,
+    T_NONEMPTY_STR,
+    T_NONNEG_INT,
+    T_STR,
+    Param,
+    define,
+    t_list,
+    t_maybe,
+    t_one_of,
+)
+
+EXPORT_MODE_LOCAL = "local"
+EXPORT_MODE_REMOTE = "remote"
+EXPORT_MODES = (EXPORT_MODE_LOCAL, EXPORT_MODE_REMOTE)
+
+define(
+    "OP_BACKUP_QUERY",
+    [
+        Param("nodes", t_list(T_NONEMPTY_STR), [], "nodes to ask (default: all)"),
+        Param("use_locking", T_BOOL, False, "whether to use synchronization"),
+    ],
+    doc="Lists the exports on the nodes.",
+    result="{node name: [export name, ...] or false when the node failed}",
+)
+
+define(
+    "OP_BACKUP_PREPARE",
+    [P_INSTANCE_NAME, P_INSTANCE_UUID, Param("mode", t_one_of(*EXPORT_MODES), REQUIRED, "export mode")],
+    doc="Prepares an instance export.",
+    result="null (local mode)",
+    summary="instance_name",
+)
+
+define(
+    "OP_BACKUP_EXPORT",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        Param("compress", T_STR, "none", "compression mode to use for moves during backups/imports"),
+        Param("shutdown_timeout", T_NONNEG_INT, 120, "how long to wait for the instance to shut down"),
+        Param("target_node", T_ANY, REQUIRED, "target node (local mode)"),
+        Param("target_node_uuid", t_maybe(T_NONEMPTY_STR), ABSENT, "target node UUID (local mode)"),
+        Param("shutdown", T_BOOL, True, "whether to shut the instance down before the export"),
+        Param("remove_instance", T_BOOL, False, "whether to remove the instance after the export"),
+        Param("ignore_remove_failures", T_BOOL, False, "whether to ignore failures while removing the instance"),
+        Param("mode", t_one_of(*EXPORT_MODES), EXPORT_MODE_LOCAL, "export mode"),
+        Param("x509_key_name", t_maybe(t_list(T_ANY)), ABSENT, "name of the X509 key (remote mode)"),
+        Param("destination_x509_ca", t_maybe(T_STR), ABSENT, "destination X509 CA (remote mode)"),
+        Param("zero_free_space", T_BOOL, False, "whether to zero the free space of the disks"),
+        Param("zeroing_timeout_fixed", t_maybe(T_INT), ABSENT, "fixed part of the zeroing timeout"),
+        Param("zeroing_timeout_per_mib", t_maybe(T_FLOAT), ABSENT, "per-MiB part of the zeroing timeout"),
+        Param("long_sleep", T_BOOL, False, "whether to allow long instance shutdowns during exports"),
+    ],
+    doc="Export an instance.",
+    result="[finalized: bool, [disk exported: bool, ...]]",
+    summary="instance_name",
+)
+
+define(
+    "OP_BACKUP_REMOVE",
+    [P_INSTANCE_NAME, P_INSTANCE_UUID],
+    doc="Remove an instance's export.",
+    summary="instance_name",
+)
