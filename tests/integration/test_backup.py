@@ -89,3 +89,70 @@ async def test_export_remove_import_keeps_the_bytes(root):
         assert os.listdir(cluster.roots[1].export_dir) == []
     finally:
         await cluster.stop()
+
+
+def broken_export_os(directory: str) -> None:
+    """An OS whose export script dumps 2 MiB, then dies as if killed."""
+    path = os.path.join(directory, "brokenexp")
+    os.makedirs(path)
+    scripts = {
+        "create": "#!/bin/sh\nexit 0\n",
+        "import": "#!/bin/sh\ncat >/dev/null\n",
+        "export": "#!/bin/sh\nhead -c 2097152 \"$EXPORT_DEVICE\"\nkill -KILL $$\n",
+        "rename": "#!/bin/sh\nexit 0\n",
+        "verify": "#!/bin/sh\nexit 0\n",
+    }
+    for name, body in scripts.items():
+        with open(os.path.join(path, name), "w") as handle:
+            handle.write(body)
+        os.chmod(os.path.join(path, name), 0o755)
+    with open(os.path.join(path, "ganeti_api_version"), "w") as handle:
+        handle.write("20\n")
+
+
+def states(root) -> dict[str, str]:
+    out = ok(root, "gnt-instance", "list", "--no-headers", "--separator", "|", "-o", "name,status")
+    return dict(line.split("|") for line in out.splitlines())
+
+
+@pytest_twisted.ensureDeferred
+async def test_running_sharedfile_export_and_a_killed_transfer(root):
+    cluster = await LoopbackCluster(reactor, root, loopback_config(2), shared_file_storage=True,
+                                    prefix="gntbs").start()
+    try:
+        ok(root, "gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=6M", "-n", N1, "-o", "noop",
+           "-H", "fake", "-B", "memory=64M", "--no-name-check", "--no-ip-check", "db1.test")
+        disk = node_path(cluster.roots[0].root, "/srv/ganeti/shared-file-storage/db1.test/disk0")
+        fill(disk, 6 * MIB, b"db")
+        before = digest(disk)
+        assert states(root) == {"db1.test": "running"}
+
+        refused = gnt(root, "gnt-backup", "export", "-n", N2, "--noshutdown", "db1.test")
+        assert refused.returncode == 1 and "is running and shutdown is false" in refused.stderr, refused.stderr
+        assert not os.path.exists(cluster.roots[1].export_dir)
+        assert states(root) == {"db1.test": "running"}
+
+        out = ok(root, "gnt-backup", "export", "-n", N2, "--compress", "gzip-fast", "db1.test")
+        assert "Shutting down instance db1.test" in out and "Starting instance db1.test" in out, out
+        assert states(root) == {"db1.test": "running"}
+        dumps = [f for f in os.listdir(os.path.join(cluster.roots[1].export_dir, "db1.test")) if f != "config.ini"]
+        (dump,) = dumps
+        assert digest(os.path.join(cluster.roots[1].export_dir, "db1.test", dump)) == before
+
+        ok(root, "gnt-instance", "remove", "-f", "db1.test")
+        ok(root, "gnt-backup", "import", "-n", N2, "--src-dir", "db1.test", "--no-name-check", "--no-ip-check",
+           "db1.test")
+        assert states(root) == {"db1.test": "running"}
+        assert digest(disk) == before
+
+        # an export whose OS export script is killed mid-stream leaves nothing on the target
+        broken_export_os(cluster.roots[0].os_search_dir)
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=8M", "-n", N1, "-o", "brokenexp",
+           "-H", "fake", "-B", "memory=64M", "--no-name-check", "--no-ip-check", "--no-start", "bad1.test")
+        failed = gnt(root, "gnt-backup", "export", "-n", N2, "bad1.test")
+        assert failed.returncode == 1 and "the export script failed (killed by signal 9)" in failed.stderr, \
+            failed.stderr
+        assert sorted(os.listdir(cluster.roots[1].export_dir)) == ["db1.test"]
+        assert ok(root, "gnt-backup", "list", "--no-headers").split() == [N2, "db1.test"]
+    finally:
+        await cluster.stop()
