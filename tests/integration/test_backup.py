@@ -12,8 +12,10 @@ from twisted.internet import reactor
 
 from ganeti.rpc.instances import node_path
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
+from tests.integration.test_rapi import Client
 
 N1, N2 = "node1.test", "node2.test"
+JACK = ("jack", "abc123")
 MIB = 1024 * 1024
 
 
@@ -42,7 +44,9 @@ def add(root, name: str, node: str, template: str = "file", size: str = "8M", os
 
 @pytest_twisted.ensureDeferred
 async def test_export_remove_import_keeps_the_bytes(root):
-    cluster = await LoopbackCluster(reactor, root, loopback_config(2), prefix="gntbk").start()
+    cluster = await LoopbackCluster(reactor, root, loopback_config(2), rapi_users="jack abc123 write\n",
+                                    prefix="gntbk").start()
+    client = Client(cluster)  # type: ignore[arg-type]
     try:
         add(root, "web1.test", N1, "file", "8M", "noop", "--disk", "1:size=4M")
         disk0 = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/web1.test/disk0")
@@ -84,10 +88,30 @@ async def test_export_remove_import_keeps_the_bytes(root):
         refused = gnt(root, "gnt-backup", "remove", "nosuch.test")
         assert refused.returncode == 1 and "No export found" in refused.stderr, refused.stderr
 
+        # RAPI: prepare-export, export, the export query, an import
+        async def succeeds(method: str, path: str, body: object = None) -> object:
+            job_id = await client.ok(method, path, body, user=JACK)
+            assert await client.wait_job(job_id) == "success", await client.ok("GET", "/2/jobs/%d" % job_id)
+            return (await client.ok("GET", "/2/jobs/%d" % job_id))["opresult"]
+
+        assert await succeeds("PUT", "/2/instances/web2.test/prepare-export", {"mode": "local"}) == [None]
+        assert await succeeds("PUT", "/2/instances/web2.test/export", {"mode": "local", "target_node": N1}) == \
+            [[True, [True, True]]]
+        rows = (await client.ok("GET", "/2/query/export?fields=node,export", user=JACK))["data"]
+        assert [[cell[1] for cell in row] for row in rows] == [[N1, "web2.test"], [N2, "web1.test"]], rows
+        await succeeds("POST", "/2/instances", {"__version__": 1, "mode": "import", "instance_name": "web3.test",
+                                                "src_node": N1, "src_path": "web2.test", "pnode": N2,
+                                                "disks": [], "nics": [], "name_check": False, "ip_check": False,
+                                                "start": False})
+        copy0 = node_path(cluster.roots[1].root, "/srv/ganeti/file-storage/web3.test/disk0")
+        assert digest(copy0) == sums[0]
+
         ok(root, "gnt-backup", "remove", "web1.test")
+        ok(root, "gnt-backup", "remove", "web2.test")
         assert ok(root, "gnt-backup", "list", "--no-headers") == ""
         assert os.listdir(cluster.roots[1].export_dir) == []
     finally:
+        await client.close()
         await cluster.stop()
 
 
