@@ -1,5 +1,6 @@
-"""Backup opcodes: OP_BACKUP_QUERY, OP_BACKUP_PREPARE, OP_BACKUP_EXPORT,
-OP_BACKUP_REMOVE (Ganeti 3.0's parameters); imported by L{ganeti.opcodes}."""
+"""Backup and move opcodes: OP_BACKUP_QUERY, OP_BACKUP_PREPARE,
+OP_BACKUP_EXPORT, OP_BACKUP_REMOVE, OP_INSTANCE_MOVE (Ganeti 3.0's
+parameters); imported by L{ganeti.opcodes}."""
 
 from __future__ import annotations
 
@@ -73,5 +74,21 @@ define(
     "OP_BACKUP_REMOVE",
     [P_INSTANCE_NAME, P_INSTANCE_UUID],
     doc="Remove an instance's export.",
+    summary="instance_name",
+)
+
+define(
+    "OP_INSTANCE_MOVE",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        Param("shutdown_timeout", T_NONNEG_INT, 120, "how long to wait for the instance to shut down"),
+        Param("ignore_ipolicy", T_BOOL, False, "whether to ignore ipolicy violations"),
+        Param("target_node", T_NONEMPTY_STR, REQUIRED, "target node for the instance move"),
+        Param("target_node_uuid", t_maybe(T_NONEMPTY_STR), ABSENT, "target node UUID for the instance move"),
+        Param("compress", T_STR, "none", "compression mode to use during the move"),
+        Param("ignore_consistency", T_BOOL, False, "whether to ignore disk consistency"),
+    ],
+    doc="Move an instance (copy its disks) to another node.",
     summary="instance_name",
 )

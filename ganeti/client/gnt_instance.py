@@ -8,7 +8,7 @@
     gnt-instance startup|shutdown|reboot [--all|--node|--primary|--secondary|--tags] NAME...
     gnt-instance modify [-B ...] [-H ...] [-O ...] [--disk ...] [--net ...] [--offline|--online] NAME
     gnt-instance grow-disk [--absolute] NAME DISK AMOUNT
-    gnt-instance rename|reinstall|failover|migrate|console ...
+    gnt-instance rename|reinstall|failover|migrate|move|console ...
 
 Option values (key=value lists, sizes, disks, NICs) are parsed by
 L{ganeti.client.instance_opts}; C{info}'s layout is
@@ -399,6 +399,19 @@ def failover_instance(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def move_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    if not opts.force:
+        _check_exists(ctx, [opts.instance])
+        if not cli.ask_user("Instance %s will be moved. This requires a shutdown of the instance. Continue?"
+                            % opts.instance):
+            return cli.EXIT_FAILURE
+    op = cli.opcode(ctx, "OP_INSTANCE_MOVE", instance_name=opts.instance, target_node=opts.node,
+                    compress=opts.compress, shutdown_timeout=opts.shutdown_timeout,
+                    ignore_consistency=opts.ignore_consistency, ignore_ipolicy=opts.ignore_ipolicy)
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
 def migration_mode(opts: argparse.Namespace) -> str | None:
     """C{--non-live} or C{--migration-mode}, not both."""
     if opts.non_live and opts.migration_mode is not None:
@@ -508,6 +521,8 @@ COMMANDS: dict[str, Command] = {
                         "Move an instance to another node: stop it, then start it there if it was running"),
     "migrate": Command(migrate_instance, _setup("migrate"),
                        "Move a running instance to another node without stopping it"),
+    "move": Command(move_instance, _setup("move"),
+                    "Move an instance to another node by copying its disks (stopped during the copy)"),
     "console": Command(connect_console, _setup("console"), "Connect to the console of a running instance"),
     **cli.tag_commands(cli.TAG_INSTANCE, "INSTANCE", "instance"),
 }

@@ -18,7 +18,9 @@ C{name}: written into C{<export dir>/<name>.new/}, read from
 C{<export dir>/<name>/}), or C{{"type": "os", "instance": INST_DICT,
 "index": disk index}} (the OS's C{import} script with C{IMPORT_DEVICE} /
 C{IMPORT_INDEX}, or its C{export} script with C{EXPORT_DEVICE} /
-C{EXPORT_INDEX}, as Ganeti's OS API says).
+C{EXPORT_INDEX}, as Ganeti's OS API says), or C{{"type": "disk", "disk":
+DISK_DICT}} (the raw content of an existing file disk, for moves; a
+receiver overwrites it in place and leaves it to the master to remove).
 
 A transfer that nobody asks about for L{LEASE} seconds (its job died) is
 aborted, so a killed job leaves no transfer running and no partial file.
@@ -366,6 +368,15 @@ class ImpExpProcedures:
         log_path, log_fd = osapi.open_log(self.paths.os_log_dir, script, instance.os or "", instance.name or "")
         return executable, env, definition.path, log_fd, log_path
 
+    def _disk_path(self, io: dict[str, Any]) -> str:
+        """The path on this node of the existing file disk C{io["disk"]}."""
+        from ganeti.noded.instances import decode_disk
+
+        record = decode_disk(io.get("disk"))
+        _driver, path = self._instances.locate(record)
+        _check(os.path.isfile(path), "Disk %s does not exist on this node" % path)
+        return path
+
     def _sink(self, io: Any) -> tuple[Callable[[], Any], str]:
         _check(isinstance(io, dict), "dest must be a dict")
         if io.get("type") == "file":
@@ -376,6 +387,9 @@ class ImpExpProcedures:
             path = os.path.join(directory, dump)
             _check(not os.path.lexists(path), "%s exists already" % path)
             return (lambda: stream.FileSink(path)), "into %s" % path
+        if io.get("type") == "disk":
+            path = self._disk_path(io)
+            return (lambda: stream.DiskSink(path)), "into disk %s" % path
         if io.get("type") == "os":
             def make() -> Any:
                 script, env, cwd, log_fd, log_path = self._os_io(io, osapi.SCRIPT_IMPORT)
@@ -392,6 +406,12 @@ class ImpExpProcedures:
             path = self._export_path(name, dump)
             try:
                 return stream.FileSource(path), "from %s" % path
+            except OSError as exc:
+                raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
+        if io.get("type") == "disk":
+            path = self._disk_path(io)
+            try:
+                return stream.FileSource(path), "from disk %s" % path
             except OSError as exc:
                 raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
         if io.get("type") == "os":

@@ -190,6 +190,20 @@ class FileSink:
             pass
 
 
+class DiskSink(FileSink):
+    """Overwrites an existing disk file in place (a move's target disk,
+    created beforehand and removed by the master when the move fails)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+
+    def abort(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 class _ScriptProcess(ProcessProtocol):
     """An OS script with one end piped to us, output of the other ends to its log."""
 

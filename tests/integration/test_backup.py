@@ -180,3 +180,38 @@ async def test_running_sharedfile_export_and_a_killed_transfer(root):
         assert ok(root, "gnt-backup", "list", "--no-headers").split() == [N2, "db1.test"]
     finally:
         await cluster.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_move_copies_the_disks_to_another_node(root):
+    cluster = await LoopbackCluster(reactor, root, loopback_config(3), prefix="gntmv").start()
+    try:
+        N3 = "node3.test"
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=8M", "--disk", "1:size=2M", "-n", N1,
+           "-o", "noop", "-H", "fake", "-B", "memory=64M", "--no-name-check", "--no-ip-check", "mv1.test")
+        old = [node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/mv1.test/disk%d" % i) for i in (0, 1)]
+        fill(old[0], 8 * MIB, b"m0")
+        fill(old[1], 2 * MIB, b"m1")
+        sums = [digest(p) for p in old]
+
+        out = ok(root, "gnt-instance", "move", "-f", "-n", N2, "mv1.test")
+        assert "shutting down instance mv1.test" in out and "disk/1: done" in out, out
+        new = [node_path(cluster.roots[1].root, "/srv/ganeti/file-storage/mv1.test/disk%d" % i) for i in (0, 1)]
+        assert [digest(p) for p in new] == sums
+        assert not any(os.path.exists(p) for p in old)
+        listing = ok(root, "gnt-instance", "list", "--no-headers", "--separator", "|", "-o", "name,pnode,status")
+        assert listing.split() == ["mv1.test|%s|running" % N2], listing
+
+        # bad input changes nothing: the same node, an offline target, an unknown node
+        refused = gnt(root, "gnt-instance", "move", "-f", "-n", N2, "mv1.test")
+        assert refused.returncode == 1 and "already on the node" in refused.stderr, refused.stderr
+        ok(root, "gnt-node", "modify", "--offline", "yes", N3)
+        refused = gnt(root, "gnt-instance", "move", "-f", "-n", N3, "mv1.test")
+        assert refused.returncode == 1 and "it is offline" in refused.stderr, refused.stderr
+        refused = gnt(root, "gnt-instance", "move", "-f", "-n", "node9.test", "mv1.test")
+        assert refused.returncode == 1 and "node9.test" in refused.stderr, refused.stderr
+        assert [digest(p) for p in new] == sums
+        assert ok(root, "gnt-instance", "list", "--no-headers", "--separator", "|", "-o",
+                  "name,pnode,status") == listing
+    finally:
+        await cluster.stop()
