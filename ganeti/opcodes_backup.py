@@ -1,6 +1,7 @@
 """Backup and move opcodes: OP_BACKUP_QUERY, OP_BACKUP_PREPARE,
-OP_BACKUP_EXPORT, OP_BACKUP_REMOVE, OP_INSTANCE_MOVE (Ganeti 3.0's
-parameters); imported by L{ganeti.opcodes}."""
+OP_BACKUP_EXPORT, OP_BACKUP_REMOVE, OP_INSTANCE_MOVE,
+OP_INSTANCE_CHANGE_GROUP, OP_GROUP_EVACUATE (Ganeti 3.0's parameters);
+imported by L{ganeti.opcodes}."""
 
 from __future__ import annotations
 
@@ -91,4 +92,32 @@ define(
     ],
     doc="Move an instance (copy its disks) to another node.",
     summary="instance_name",
+)
+
+P_EARLY_RELEASE = Param("early_release", T_BOOL, False, "whether to release locks as soon as possible")
+P_IALLOCATOR = Param("iallocator", t_maybe(T_STR), ABSENT, "allocator deciding the target nodes")
+P_TARGET_GROUPS = Param("target_groups", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT,
+                        "destination group names or UUIDs (default: all but the current group)")
+
+define(
+    "OP_INSTANCE_CHANGE_GROUP",
+    [P_INSTANCE_NAME, P_INSTANCE_UUID, P_EARLY_RELEASE, P_IALLOCATOR, P_TARGET_GROUPS],
+    doc="Move an instance to another node group (submits the jobs that do it).",
+    result='{"jobs": [[true, job_id] | [false, error], ...]}',
+    summary="instance_name",
+)
+
+define(
+    "OP_GROUP_EVACUATE",
+    [
+        Param("group_name", T_NONEMPTY_STR, REQUIRED, "group name"),
+        P_EARLY_RELEASE,
+        P_IALLOCATOR,
+        P_TARGET_GROUPS,
+        Param("sequential", T_BOOL, False, "sequential job execution"),
+        Param("force_failover", T_BOOL, False, "disallow migration moves and always use failovers"),
+    ],
+    doc="Move every instance of a node group to other groups (submits the jobs that do it).",
+    result='{"jobs": [[true, job_id] | [false, error], ...]}',
+    summary="group_name",
 )

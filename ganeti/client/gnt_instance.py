@@ -8,7 +8,7 @@
     gnt-instance startup|shutdown|reboot [--all|--node|--primary|--secondary|--tags] NAME...
     gnt-instance modify [-B ...] [-H ...] [-O ...] [--disk ...] [--net ...] [--offline|--online] NAME
     gnt-instance grow-disk [--absolute] NAME DISK AMOUNT
-    gnt-instance rename|reinstall|failover|migrate|move|console ...
+    gnt-instance rename|reinstall|failover|migrate|move|change-group|console ...
 
 Option values (key=value lists, sizes, disks, NICs) are parsed by
 L{ganeti.client.instance_opts}; C{info}'s layout is
@@ -412,6 +412,24 @@ def move_instance(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def change_group(ctx: Context, opts: argparse.Namespace) -> int:
+    """Move an instance to another node group through a follow-up job (OP_INSTANCE_CHANGE_GROUP)."""
+    from ganeti.client.executor import follow_up_jobs
+
+    params: dict[str, Any] = {"instance_name": opts.instance, "early_release": opts.early_release}
+    if opts.iallocator:
+        params["iallocator"] = opts.iallocator
+    if opts.to:
+        params["target_groups"] = opts.to
+    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_INSTANCE_CHANGE_GROUP", **params))
+    bad = sum(1 for good, _ in follow_up_jobs(ctx, result) if not good)
+    if bad:
+        ctx.out("There were %d errors while changing the group of instance %s." % (bad, opts.instance))
+        return cli.EXIT_FAILURE
+    ctx.out("Instance %s changed group successfully." % opts.instance)
+    return cli.EXIT_SUCCESS
+
+
 def migration_mode(opts: argparse.Namespace) -> str | None:
     """C{--non-live} or C{--migration-mode}, not both."""
     if opts.non_live and opts.migration_mode is not None:
@@ -523,6 +541,7 @@ COMMANDS: dict[str, Command] = {
                        "Move a running instance to another node without stopping it"),
     "move": Command(move_instance, _setup("move"),
                     "Move an instance to another node by copying its disks (stopped during the copy)"),
+    "change-group": Command(change_group, _setup("change_group"), "Move an instance to another node group"),
     "console": Command(connect_console, _setup("console"), "Connect to the console of a running instance"),
     **cli.tag_commands(cli.TAG_INSTANCE, "INSTANCE", "instance"),
 }

@@ -281,6 +281,15 @@ def setup_move(parser: argparse.ArgumentParser) -> None:
     _instance(parser)
 
 
+def setup_change_group(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the new node with this allocator")
+    parser.add_argument("--to", action="append", default=[], metavar="GROUP",
+                        help="Target group (repeatable; default: every other group)")
+    parser.add_argument("--early-release", action="store_true", help="Release the locks as early as possible")
+    _job_options(parser)
+    _instance(parser)
+
+
 def setup_migrate(parser: argparse.ArgumentParser) -> None:
     cli.add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--non-live", action="store_true", help="Stop the instance while its memory is copied")

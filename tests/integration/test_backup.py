@@ -215,3 +215,48 @@ async def test_move_copies_the_disks_to_another_node(root):
                   "name,pnode,status") == listing
     finally:
         await cluster.stop()
+
+
+def placement(root) -> dict[str, list[str]]:
+    out = ok(root, "gnt-instance", "list", "--no-headers", "--separator", "|", "-o", "name,pnode,status")
+    return {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
+
+
+@pytest_twisted.ensureDeferred
+async def test_change_group_and_group_evacuation(root):
+    cluster = await LoopbackCluster(reactor, root, loopback_config(3), shared_file_storage=True,
+                                    prefix="gntcg").start()
+    try:
+        N3 = "node3.test"
+        ok(root, "gnt-group", "add", "rack2")
+        ok(root, "gnt-group", "assign-nodes", "rack2", N3)
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=4M", "-n", N1, "-o", "noop", "-H", "fake",
+           "-B", "memory=64M", "--no-name-check", "--no-ip-check", "f1.test")
+        ok(root, "gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=4M", "-n", N2, "-o", "noop",
+           "-H", "fake", "-B", "memory=64M", "--no-name-check", "--no-ip-check", "s1.test")
+        disk = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/f1.test/disk0")
+        fill(disk, 4 * MIB, b"f1")
+        before = digest(disk)
+
+        out = ok(root, "gnt-instance", "change-group", "--to", "rack2", "f1.test")
+        assert "Instance f1.test changed group successfully." in out, out
+        assert placement(root)["f1.test"] == [N3, "running"]
+        assert digest(node_path(cluster.roots[2].root, "/srv/ganeti/file-storage/f1.test/disk0")) == before
+
+        refused = gnt(root, "gnt-instance", "change-group", "--to", "rack2", "f1.test")
+        assert refused.returncode == 1 and "already there" in refused.stderr, refused.stderr
+        refused = gnt(root, "gnt-instance", "change-group", "--to", "nosuch", "f1.test")
+        assert refused.returncode == 1 and "nosuch" in refused.stderr, refused.stderr
+
+        out = ok(root, "gnt-group", "evacuate", "default")
+        assert "All instances of group default evacuated successfully." in out, out
+        assert placement(root) == {"f1.test": [N3, "running"], "s1.test": [N3, "running"]}
+
+        out = ok(root, "gnt-group", "evacuate", "rack2")
+        where = placement(root)
+        assert {where["f1.test"][0], where["s1.test"][0]} <= {N1, N2}, where
+        assert all(state == "running" for _, state in where.values()), where
+        assert digest(node_path(cluster.roots[[N1, N2].index(where["f1.test"][0])].root,
+                                "/srv/ganeti/file-storage/f1.test/disk0")) == before
+    finally:
+        await cluster.stop()
