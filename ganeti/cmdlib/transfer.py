@@ -2,7 +2,8 @@
 
 L{transfer} opens a listener on the receiving node, tells the sending node
 to stream to it (TLS with the cluster certificate, a one-time token), asks
-both for their status every L{POLL_INTERVAL} seconds and writes the
+both for their status (soon after the start, then every L{POLL_INTERVAL}
+seconds) and writes the
 progress (bytes, rate, percentage, ETA) into the job log every
 L{PROGRESS_INTERVAL} seconds.  When anything fails, or the job is
 canceled, both ends are aborted, and the receiving node removes what it
@@ -19,7 +20,8 @@ from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LogicalUnit
 
-#: seconds between status requests
+#: seconds between status requests: the first after L{FIRST_POLL}, doubling up to L{POLL_INTERVAL}
+FIRST_POLL = 0.05
 POLL_INTERVAL = 1.0
 #: seconds between progress lines in the job log
 PROGRESS_INTERVAL = 5.0
@@ -122,8 +124,10 @@ async def _follow(lu: LogicalUnit, label: str, source_uuid: str, sender: str, de
     """Poll both ends until both are done; report progress; the bytes moved."""
     clock = lu.ctx.clock
     last_report = clock.seconds()
+    interval = FIRST_POLL
     while True:
-        await lu.ctx.sleep(POLL_INTERVAL)
+        await lu.ctx.sleep(interval)
+        interval = min(POLL_INTERVAL, interval * 2)
         out = await _status(lu, source_uuid, sender)
         into = await _status(lu, dest_uuid, receiver)
         for side, status in (("sending", out), ("receiving", into)):

@@ -18,6 +18,7 @@ stops the connection while its own output backs up.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import struct
@@ -25,7 +26,7 @@ import sys
 import zlib
 from typing import Any, Callable
 
-from twisted.internet import defer
+from twisted.internet import abstract, defer, fdesc, main
 from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import ProcessProtocol
@@ -272,6 +273,9 @@ class ScriptSink:
             self._transport = spawn_script(reactor, self._proc, script, env, cwd, log_fd, 0)
         finally:
             os.close(log_fd)
+        writer = self._transport.pipes.get(0)
+        if writer is not None:
+            widen_pipe(writer.fileno())
 
     def start(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
         """Stop reading the connection while the script's stdin is full."""
@@ -361,37 +365,104 @@ class FileSource:
             self._handle.close()
 
 
+#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
+F_SETPIPE_SZ = 1031
+PIPE_SIZE = 1 << 20
+
+
+def widen_pipe(fd: int) -> None:
+    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
+
+
+class PipeReader(abstract.FileDescriptor):
+    """Reads a pipe C{CHUNK} bytes at a time (Twisted's process pipes read
+    8 KiB); a push producer (pausing stops reading)."""
+
+    def __init__(self, reactor: Any, fd: int, on_data: Callable[[bytes], None],
+                 on_end: Callable[[Failure], None]) -> None:
+        super().__init__(reactor)
+        self.fd = fd
+        self.connected = 1  # resumeProducing reads again only while "connected"
+        self._on_data, self._on_end = on_data, on_end
+        fdesc.setNonBlocking(fd)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def doRead(self) -> Any:
+        try:
+            data = os.read(self.fd, CHUNK)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return main.CONNECTION_LOST
+        if not data:
+            return main.CONNECTION_DONE
+        self._on_data(data)
+        return None
+
+    def connectionLost(self, reason: Failure) -> None:
+        abstract.FileDescriptor.connectionLost(self, reason)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self._on_end(reason)
+
+
 class ScriptSource:
-    """The stdout of an OS export script, paused while the connection is full."""
+    """The stdout of an OS export script (a pipe read 1 MiB at a time),
+    paused while the connection is full."""
 
     def __init__(self, reactor: Any, script: str, env: dict[str, str], cwd: str, log_fd: int,
                  log_path: str) -> None:
         self._reactor, self._script, self._env, self._cwd = reactor, script, env, cwd
         self._log_fd, self.log_path = log_fd, log_path
         self._proc: _ScriptProcess | None = None
-        self._transport: Any = None
+        self._reader: PipeReader | None = None
 
     def start(self, consumer: Any, emit: Callable[[bytes], None], done: Callable[[Failure | None], None]) -> None:
-        self._proc = _ScriptProcess(emit)
+        self._proc = _ScriptProcess()
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        widen_pipe(read_fd)
+        eof: defer.Deferred[None] = defer.Deferred()
         try:
-            self._transport = spawn_script(self._reactor, self._proc, self._script, self._env, self._cwd,
-                                           self._log_fd, 1)
+            null_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                argv = [sys.executable, "-I", "-S", "-c", _SETSID_EXEC, self._script]
+                self._reactor.spawnProcess(self._proc, sys.executable, argv, env=self._env, path=self._cwd,
+                                           childFDs={0: null_fd, 1: write_fd, 2: self._log_fd})
+            finally:
+                os.close(null_fd)
+        except Exception:
+            os.close(read_fd)
+            raise
         finally:
+            os.close(write_fd)
             os.close(self._log_fd)
-        consumer.registerProducer(_Callbacks(self._transport.pauseProducing, self._transport.resumeProducing), True)
+        self._reader = PipeReader(self._reactor, read_fd, emit, lambda reason: eof.callback(None))
+        consumer.registerProducer(self._reader, True)
+        self._reader.startReading()
 
-        def ended(result: Any) -> None:
-            if isinstance(result, Failure):
+        def ended(results: Any) -> None:
+            (ok, value), _eof = results
+            if not ok:
                 done(Failure(StreamError("the export script failed (%s); see %s"
-                                         % (result.getErrorMessage(), self.log_path))))
+                                         % (value.getErrorMessage(), self.log_path))))
             else:
                 done(None)
 
-        self._proc.ended.addBoth(ended)
+        defer.DeferredList([self._proc.ended, eof], consumeErrors=True).addCallback(ended)
 
     def abort(self) -> None:
         if self._proc is not None:
             self._proc.kill()
+            if self._reader is not None and self._reader.fd >= 0:
+                self._reader.stopReading()
+                self._reader.connectionLost(Failure(StreamError("aborted")))
         else:
             try:
                 os.close(self._log_fd)

@@ -222,3 +222,28 @@ class ConfigIniTests(SynchronousTestCase):
             with self.assertRaises(errors.OpPrereqError) as caught:
                 backup.parse_export(text, "x", "n1")
             self.assertIn(why, str(caught.exception))
+
+
+class PipeReaderTests(SynchronousTestCase):
+    def test_pause_and_resume_and_the_end(self) -> None:
+        from twisted.internet.testing import MemoryReactor
+
+        read_fd, write_fd = os.pipe()
+        reactor = MemoryReactor()
+        got: list[bytes] = []
+        ended: list[Failure] = []
+        reader = stream.PipeReader(reactor, read_fd, got.append, ended.append)
+        reader.startReading()
+        self.assertIn(reader, reactor.getReaders())
+        reader.pauseProducing()
+        self.assertNotIn(reader, reactor.getReaders())
+        reader.resumeProducing()  # a paused export script's output is read again
+        self.assertIn(reader, reactor.getReaders())
+        os.write(write_fd, b"x" * 5000)
+        self.assertIsNone(reader.doRead())
+        self.assertEqual(got, [b"x" * 5000])
+        os.close(write_fd)
+        why = reader.doRead()
+        reader.connectionLost(Failure(why))
+        self.assertEqual(len(ended), 1)
+        self.assertEqual(reader.fd, -1)
