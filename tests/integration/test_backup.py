@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 
+import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
@@ -258,5 +259,38 @@ async def test_change_group_and_group_evacuation(root):
         assert all(state == "running" for _, state in where.values()), where
         assert digest(node_path(cluster.roots[[N1, N2].index(where["f1.test"][0])].root,
                                 "/srv/ganeti/file-storage/f1.test/disk0")) == before
+    finally:
+        await cluster.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_ganeti_gnt_backup_against_ours(root):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from twisted.internet import threads
+
+    checkout = Path(__file__).resolve().parents[2]
+    lib = checkout / ".venv" / "ganeti-3.0" / "usr" / "share" / "ganeti" / "3.0"
+    if not (lib / "ganeti" / "client" / "gnt_backup.py").exists():
+        pytest.skip("Ganeti 3.0.2's Python package is not available (scripts/install-ganeti-clients fetches it)")
+    cluster = await LoopbackCluster(reactor, root, loopback_config(2), prefix="gntgb").start()
+    try:
+        add(root, "gan1.test", N1, "file", "4M", "noop")
+        disk = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/gan1.test/disk0")
+        fill(disk, 4 * MIB, b"gan")
+        env = dict(os.environ, PYTHONPATH=str(lib))
+        script = str(checkout / "tests" / "compat" / "ganeti_backup.py")
+        done = await threads.deferToThread(
+            subprocess.run, [sys.executable, script, root.luxi_socket, "gan1.test", N2],
+            capture_output=True, text=True, timeout=120, env=env, cwd="/")
+        assert done.returncode == 0, done.stdout + done.stderr
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert (out["export"], out["list"], out["fields"], out["remove"]) == (0, 0, 0, 0), out
+        assert out["list_lines"] == ["%s|gan1.test" % N2], out
+        assert sorted(line.split("|")[0] for line in out["field_lines"]) == ["export", "node"], out
+        assert not os.path.exists(os.path.join(cluster.roots[1].export_dir, "gan1.test"))
     finally:
         await cluster.stop()
