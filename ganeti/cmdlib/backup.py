@@ -14,8 +14,9 @@ An export is written into C{I.new} and renamed into place only when every
 disk arrived: a failed or canceled export leaves the previous export (if
 any) as it was and nothing of the new one.
 
-Only mode C{local} is done; C{remote} (exports to another cluster) and
-C{zero_free_space} are refused with a clear error.
+Mode C{remote} (exports to another cluster, driven by C{move-instance})
+is L{ganeti.cmdlib.backup_remote}; C{zero_free_space} is refused with a
+clear error.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import attrs
 
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib import transfer
+from ganeti.cmdlib import backup_remote, transfer
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
@@ -313,15 +314,12 @@ class LUBackupQuery(LogicalUnit):
 
 @register
 class LUBackupPrepare(LogicalUnit):
-    """Prepare an export: nothing to do in mode local (the result is None)."""
+    """Prepare an export: nothing to do in mode local (the result is None);
+    in mode remote, the handshake, key name and signed certificate the
+    destination cluster needs (L{ganeti.cmdlib.backup_remote})."""
 
     OP_ID = "OP_BACKUP_PREPARE"
     REQ_BGL = False
-
-    def check_arguments(self) -> None:
-        if self.op["mode"] != "local":
-            raise errors.OpPrereqError("Export mode '%s' (exports to another cluster) is not supported; use mode"
-                                       " 'local'" % self.op["mode"], errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op["instance_name"])
@@ -329,7 +327,15 @@ class LUBackupPrepare(LogicalUnit):
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.share_all()
 
+    def check_prereq(self) -> None:
+        self.instance = iu.current_instance(self.cfg, self.op["instance_uuid"], self.op["instance_name"])
+        if self.op["mode"] == "remote":
+            backup_remote.domain_secret(self)
+            iu.check_node_online(self.cfg, self.instance.primary_node or "")
+
     async def exec_(self, feedback: Feedback) -> Any:
+        if self.op["mode"] == "remote":
+            return await backup_remote.prepare(self, self.instance)
         return None
 
 
@@ -345,10 +351,11 @@ class LUBackupExport(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
-        if op["mode"] != "local":
-            raise errors.OpPrereqError("Export mode '%s' (exports to another cluster) is not supported; use mode"
-                                       " 'local'" % op["mode"], errors.ECODE_INVAL)
-        if not isinstance(op["target_node"], str) or not op["target_node"]:
+        self.remote = op["mode"] == "remote"
+        if self.remote and not isinstance(op["target_node"], list):
+            raise errors.OpPrereqError("In mode remote, target_node must be the list of destination disks",
+                                       errors.ECODE_INVAL)
+        if not self.remote and (not isinstance(op["target_node"], str) or not op["target_node"]):
             raise errors.OpPrereqError("In mode local, target_node must be a node name", errors.ECODE_INVAL)
         if op["zero_free_space"]:
             raise errors.OpPrereqError("Zeroing the free space of the disks (zero_free_space) is not supported",
@@ -360,19 +367,25 @@ class LUBackupExport(LogicalUnit):
         cfg, op = self.cfg, self.op
         inst = iu.expand_instance(cfg, op["instance_name"])
         op["instance_name"], op["instance_uuid"] = inst.name, inst.uuid
+        self.needed_locks[LEVEL_INSTANCE] = [inst.name]
+        if self.remote:
+            self.needed_locks[LEVEL_NODE] = [inst.primary_node or ""]
+            return
         node = expand_node(cfg, op["target_node"])
         op["target_node"], op["target_node_uuid"] = node.name, node.uuid
-        self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.needed_locks[LEVEL_NODE] = sorted({node.uuid, inst.primary_node or ""} - {""})
 
     def check_prereq(self) -> None:
         cfg, op = self.cfg, self.op
         self.instance = iu.current_instance(cfg, op["instance_uuid"], op["instance_name"])
         transfer.check_compression(self, op["compress"])
-        iu.check_node_online(cfg, op["target_node_uuid"], "Cannot export to node %s: it is offline"
-                             % op["target_node"])
+        if not self.remote:
+            iu.check_node_online(cfg, op["target_node_uuid"], "Cannot export to node %s: it is offline"
+                                 % op["target_node"])
         iu.check_node_online(cfg, self.instance.primary_node or "")
         self.disks = rpc_inst.instance_disks(cfg, self.instance)
+        if self.remote:
+            self.key, self.dest_cert, self.targets = backup_remote.check_export(self, op, len(self.disks))
         if not self.disks:
             raise errors.OpPrereqError("Instance %s has no disks to export" % self.instance.name, errors.ECODE_INVAL)
         if self.instance.disk_template not in (iu.DT_FILE, iu.DT_SHARED_FILE):
@@ -381,7 +394,7 @@ class LUBackupExport(LogicalUnit):
 
     async def exec_(self, feedback: Feedback) -> Any:
         op, inst = self.op, self.instance
-        src, dst = inst.primary_node or "", op["target_node_uuid"]
+        src, dst = inst.primary_node or "", op.get("target_node_uuid") or ""
         was_up = inst.admin_state == iu.ADMIN_UP
         running = await iu.instance_info(self, inst) is not None
         if running and not op["shutdown"]:
@@ -392,6 +405,19 @@ class LUBackupExport(LogicalUnit):
             await iu.shutdown_instance_on(self, inst, src, op["shutdown_timeout"])
         results: list[bool] = []
         finalized = False
+        if self.remote:
+            try:
+                results = await backup_remote.remote_export(self, inst, self.key, self.dest_cert, self.targets,
+                                                            op["compress"])
+                finalized = True
+            finally:
+                await iu.call_node_result(self, src, "x509_cert_remove", [self.key])
+                if running and was_up and not op["remove_instance"]:
+                    await self.feedback("Starting instance %s" % inst.name)
+                    await iu.start_instance_on(self, inst, src)
+            if op["remove_instance"]:
+                await self._remove_instance(feedback)
+            return [finalized, results]
         try:
             await iu.call_node(self, dst, "export_start", [inst.name], timeout=TMO_EXPORT,
                                what="prepare export %s" % inst.name)

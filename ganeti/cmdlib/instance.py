@@ -1,7 +1,8 @@
 """Instance creation and removal: OP_INSTANCE_CREATE, OP_INSTANCE_REMOVE.
 
-Creation (mode C{create}, or C{import} from an export on a node, see
-L{ganeti.cmdlib.backup}; C{remote-import} is refused) places the instance on
+Creation (mode C{create}, C{import} from an export on a node, see
+L{ganeti.cmdlib.backup}, or C{remote-import} from another cluster, see
+L{ganeti.cmdlib.backup_remote}) places the instance on
 C{pnode} or where an allocator says (L{ganeti.cmdlib.allocator}), then:
 
   1. adds it to the configuration, administratively down, disks inactive;
@@ -44,7 +45,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib import names
@@ -154,13 +155,10 @@ class LUInstanceCreate(LogicalUnit):
     # --- arguments ---------------------------------------------------------------
     def check_arguments(self) -> None:
         op = self.op
-        if op["mode"] not in ("create", "import"):
-            raise errors.OpPrereqError(
-                "Instance creation mode '%s' (imports from another cluster) is not supported; use mode 'create'"
-                " or 'import'" % op["mode"],
-                errors.ECODE_INVAL,
-            )
         self.importing = op["mode"] == "import"
+        self.remote_source: str | None = None
+        if op["mode"] == "remote-import":
+            self.remote_source = backup_remote.check_import(self, op)
         self.export: Any = None
         if self.importing:
             if not op.get("src_path"):
@@ -512,7 +510,13 @@ class LUInstanceCreate(LogicalUnit):
                                    [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
-            if self.importing:
+            if self.remote_source is not None:
+                transfer.check_compression(self, op["compress"])
+                await self.feedback("* importing instance disks from instance %s of another cluster..."
+                                    % op["source_instance_name"])
+                await backup_remote.remote_import(self, self.cfg.instances.get(inst.uuid or "", inst), pnode,
+                                                  self.remote_source, op["compress"])
+            elif self.importing:
                 transfer.check_compression(self, op["compress"])
                 await self.feedback("* importing instance disks from export %s on node %s..."
                                     % (self.export.name, iu.node_name(self.cfg, self.export.node_uuid)))

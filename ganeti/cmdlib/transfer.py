@@ -142,3 +142,34 @@ async def _follow(lu: LogicalUnit, label: str, source_uuid: str, sender: str, de
             last_report = now
             await lu.feedback(format_progress(label, int(out.get("bytes", 0)), float(out.get("rate") or 0.0),
                                               total_bytes))
+
+
+async def follow_one(lu: LogicalUnit, label: str, node_uuid: str, tid: str, total_bytes: int | None) -> int:
+    """Poll one end of a transfer (the other is on another cluster) until it
+    is done; report progress; the bytes moved.  Aborts it on failure.
+    @raise errors.OpExecError: it failed
+    """
+    clock = lu.ctx.clock
+    last_report = clock.seconds()
+    interval = FIRST_POLL
+    try:
+        while True:
+            await lu.ctx.sleep(interval)
+            interval = min(POLL_INTERVAL, interval * 2)
+            status = await _status(lu, node_uuid, tid)
+            if status.get("done"):
+                if not status.get("success"):
+                    raise errors.OpExecError("Transfer of %s failed: %s" % (label, status.get("error")))
+                await lu.feedback("%s: done, %s at %.1f MiB/s" % (
+                    label, format_size(status.get("bytes", 0)), (status.get("rate") or 0.0) / (1024.0 * 1024.0)))
+                break
+            now = clock.seconds()
+            if now - last_report >= PROGRESS_INTERVAL:
+                last_report = now
+                await lu.feedback(format_progress(label, int(status.get("bytes", 0)),
+                                                  float(status.get("rate") or 0.0), total_bytes))
+    except Exception:
+        await _stop(lu, node_uuid, "impexp_abort", tid)
+        raise
+    await _stop(lu, node_uuid, "impexp_cleanup", tid)
+    return int(status.get("bytes", 0))

@@ -34,6 +34,13 @@ dump per disk)::
   export_list [] -> [name, ...]
   export_info [name] -> config.ini text
   export_remove [name]
+
+Certificates for transfers between clusters (Ganeti's C{x509_cert_create}):
+C{x509_cert_create [validity seconds] -> [name, cert PEM]} makes a
+self-signed key and certificate kept under C{<run dir>/crypto/<name>/};
+C{x509_cert_remove [name]} removes them.  A transfer spec with C{"x509":
+{"key_name": name, "peer_cert": PEM}} presents that certificate instead of
+the cluster's and accepts exactly the peer's certificate.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 
+from ganeti import crypto as crypto_mod
 from ganeti.backend import osapi
 from ganeti.noded import stream
 from ganeti.noded.failure import RpcFailure
@@ -71,6 +79,8 @@ PROCEDURES = (
     "export_list",
     "export_info",
     "export_remove",
+    "x509_cert_create",
+    "x509_cert_remove",
 )
 
 #: seconds without a status request after which a transfer is aborted
@@ -341,6 +351,46 @@ class ImpExpProcedures:
     def _export_path(self, name: str, *parts: str) -> str:
         return os.path.join(self.paths.export_dir, name, *parts)
 
+    def _crypto_dir(self, name: str) -> str:
+        return os.path.join(self.paths.run_dir, "crypto", name)
+
+    def _tls_for(self, spec: dict[str, Any]) -> tuple[Credentials, frozenset[str]]:
+        """What a transfer presents and accepts: the cluster certificate, or a
+        move's own certificate and the other cluster's (C{spec["x509"]})."""
+        x509 = spec.get("x509")
+        if x509 is None:
+            creds = self._credentials()
+            return creds, frozenset([creds.ca_fingerprint])
+        _check(isinstance(x509, dict), "x509 must be a dict")
+        name = check_export_name(x509.get("key_name"), "X509 key name")
+        peer = x509.get("peer_cert")
+        _check(isinstance(peer, str) and "-----BEGIN CERTIFICATE-----" in peer, "x509 needs the peer's certificate")
+        try:
+            key_pem, cert_pem = crypto_mod.load_pem_file(os.path.join(self._crypto_dir(name), "key.pem"))
+            peer_pem = peer.encode("ascii")
+            digest = crypto_mod.fingerprint(peer_pem, "sha1")
+        except Exception as exc:
+            raise RpcFailure("Cannot use X509 key %s: %s" % (name, exc)) from None
+        return Credentials(key_pem, cert_pem, peer_pem), frozenset([digest])
+
+    def x509_cert_create(self, validity: Any) -> list[str]:
+        _check(isinstance(validity, int) and not isinstance(validity, bool) and 0 < validity <= 366 * 86400,
+               "Invalid validity %r" % (validity,))
+        name = "x509-%s" % secrets.token_hex(8)
+        directory = self._crypto_dir(name)
+        key_pem, cert_pem = crypto_mod.generate_key_and_cert(name, days=max(1, validity // 86400))
+        try:
+            os.makedirs(directory, mode=0o700)
+            crypto_mod.write_pem_file(os.path.join(directory, "key.pem"), key_pem, cert_pem)
+        except OSError as exc:
+            raise RpcFailure("Cannot store the X509 key in %s: %s" % (directory, exc.strerror)) from None
+        return [name, cert_pem.decode("ascii")]
+
+    def x509_cert_remove(self, name: Any) -> None:
+        name = check_export_name(name, "X509 key name")
+        shutil.rmtree(self._crypto_dir(name), ignore_errors=True)
+        return None
+
     def _compression(self, spec: dict[str, Any]) -> str:
         try:
             return stream.check_compression(spec.get("compress", stream.COMPRESS_NONE))
@@ -430,7 +480,7 @@ class ImpExpProcedures:
         _check(isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
                and 0 < timeout <= MAX_CONNECT_TIMEOUT, "Invalid connect_timeout %r" % (timeout,))
         make_sink, what = self._sink(spec.get("dest"))
-        creds = self._credentials()
+        creds, peers = self._tls_for(spec)
         token = secrets.token_hex(TOKEN_BYTES)
         transfer = self._new("import", what)
         timer: list[Any] = []
@@ -441,7 +491,7 @@ class ImpExpProcedures:
             self._reactor.callLater(0, port.stopListening)
 
         factory = _OneConnection(lambda: ReceiveProtocol(transfer, token, make_sink, compression), accepted)
-        tls = ServerContextFactory(creds, lambda: frozenset([creds.ca_fingerprint]))
+        tls = ServerContextFactory(creds, lambda: peers)
         endpoint_class = TCP6ServerEndpoint if ":" in bind else TCP4ServerEndpoint
         try:
             port = await endpoint_class(self._reactor, 0, interface=bind).listen(TLSMemoryBIOFactory(tls, False, factory))
@@ -462,13 +512,13 @@ class ImpExpProcedures:
         token = spec.get("token")
         _check(isinstance(token, str) and bool(re.match(r"^[0-9a-f]{16,128}$", token)), "Invalid token")
         compression = self._compression(spec)
-        creds = self._credentials()
+        creds, peers = self._tls_for(spec)
         source, what = self._source(spec.get("source"))
         transfer = self._new("export", "%s to %s:%d" % (what, host, port))
         transfer.on_abort(source.abort)
         endpoint_class = TCP6ClientEndpoint if ":" in host else TCP4ClientEndpoint
         endpoint = endpoint_class(self._reactor, host, port, timeout=30)
-        creator = PinnedPolicy(creds).creatorForNetloc(host.encode("ascii"), port)
+        creator = PinnedPolicy(creds, peers).creatorForNetloc(host.encode("ascii"), port)
         factory = TLSMemoryBIOFactory(creator, True, Factory.forProtocol(
             lambda: SendProtocol(transfer, token, source, compression)))
         connecting = endpoint.connect(factory)

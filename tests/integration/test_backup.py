@@ -294,3 +294,62 @@ async def test_ganeti_gnt_backup_against_ours(root):
         assert not os.path.exists(os.path.join(cluster.roots[1].export_dir, "gan1.test"))
     finally:
         await cluster.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_move_instance_between_two_clusters(root):
+    import shutil
+    import subprocess
+    import tempfile
+
+    from twisted.internet import threads
+
+    from ganeti.paths import Paths
+    from ganeti.testing.cluster import BIN
+
+    users = "jack abc123 write\n"
+    source = await LoopbackCluster(reactor, root, loopback_config(2), rapi_users=users, prefix="gntxa").start()
+    other = Paths(tempfile.mkdtemp(prefix="gntxb"))
+    dest = await LoopbackCluster(reactor, other, loopback_config(2), rapi_users=users, prefix="gntxc").start()
+    try:
+        shutil.copy(root.cluster_domain_secret, other.cluster_domain_secret)  # both clusters share it
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=6M", "--disk", "1:size=2M", "-n", N2,
+           "-o", "noop", "-H", "fake", "-B", "memory=64M", "--no-name-check", "--no-ip-check", "far1.test")
+        disks = [node_path(source.roots[1].root, "/srv/ganeti/file-storage/far1.test/disk%d" % i) for i in (0, 1)]
+        fill(disks[0], 6 * MIB, b"far0")
+        fill(disks[1], 2 * MIB, b"far1")
+        sums = [digest(p) for p in disks]
+        password = os.path.join(root.root, "rapi-password")
+        with open(password, "w") as handle:
+            handle.write("abc123\n")
+        argv = [os.path.join(BIN, "move-instance"),
+                "--src-rapi-port", source.url.rsplit(":", 1)[1], "--dest-rapi-port", dest.url.rsplit(":", 1)[1],
+                "--src-username", "jack", "--src-password-file", password,
+                "--dest-username", "jack", "--dest-password-file", password,
+                "--dest-primary-node", N1, "--compress", "gzip", "127.0.0.1", "127.0.0.1", "far1.test"]
+        done = await threads.deferToThread(subprocess.run, argv, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Instance far1.test moved to 127.0.0.1" in done.stdout, done.stdout
+        moved = [node_path(dest.roots[0].root, "/srv/ganeti/file-storage/far1.test/disk%d" % i) for i in (0, 1)]
+        assert [digest(p) for p in moved] == sums
+        assert placement(other) == {"far1.test": [N1, "running"]}
+        assert placement(root) == {}  # the source instance is removed
+        assert not any(os.path.exists(p) for p in disks)
+
+        # a cluster with another domain secret is refused, and nothing changes on either side
+        ok(other, "gnt-instance", "add", "-t", "file", "--disk", "0:size=2M", "-n", N1, "-o", "noop", "-H", "fake",
+           "-B", "memory=64M", "--no-name-check", "--no-ip-check", "back1.test")
+        with open(root.cluster_domain_secret, "w") as handle:
+            handle.write("0123456789abcdef0123456789abcdef\n")
+        argv[-3:-1] = ["127.0.0.1", "127.0.0.1"]
+        argv[argv.index("--src-rapi-port") + 1], argv[argv.index("--dest-rapi-port") + 1] = \
+            dest.url.rsplit(":", 1)[1], source.url.rsplit(":", 1)[1]
+        argv[-1] = "back1.test"
+        done = await threads.deferToThread(subprocess.run, argv, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1 and "don't share the same domain secret" in done.stderr, done.stdout + done.stderr
+        assert placement(other) == {"far1.test": [N1, "running"], "back1.test": [N1, "running"]}
+        assert placement(root) == {}
+    finally:
+        await dest.stop()
+        await source.stop()
+        shutil.rmtree(other.root, ignore_errors=True)

@@ -247,3 +247,42 @@ class PipeReaderTests(SynchronousTestCase):
         reader.connectionLost(Failure(why))
         self.assertEqual(len(ended), 1)
         self.assertEqual(reader.fd, -1)
+
+
+class RemoteImportExportTests(SynchronousTestCase):
+    CDS = "domain-secret-of-both-clusters"
+
+    def test_handshake_and_key_name(self) -> None:
+        from ganeti.cmdlib import rie
+
+        rie.check_handshake(self.CDS, rie.handshake(self.CDS))
+        with self.assertRaises(errors.OpPrereqError) as caught:
+            rie.check_handshake("another secret", rie.handshake(self.CDS))
+        self.assertIn("don't share the same domain secret", str(caught.exception))
+        self.assertEqual(rie.check_key_name(self.CDS, rie.key_name(self.CDS, "x509-ab")), "x509-ab")
+        name, digest, salt = rie.key_name(self.CDS, "x509-ab")
+        self.assertRaises(errors.OpPrereqError, rie.check_key_name, self.CDS, ["x509-other", digest, salt])
+
+    def test_signed_certificates(self) -> None:
+        from ganeti import crypto
+        from ganeti.cmdlib import rie
+
+        _key, cert = crypto.generate_key_and_cert("x509-test")
+        signed = rie.sign_cert(self.CDS, cert)
+        self.assertTrue(signed.startswith("X-Ganeti-Signature: "))
+        self.assertEqual(rie.load_signed_cert(self.CDS, signed), cert.decode("ascii"))
+        for bad, why in ((rie.sign_cert("another secret", cert), "signature is invalid"),
+                         (cert.decode("ascii"), "signature is missing")):
+            with self.assertRaises(errors.OpPrereqError) as caught:
+                rie.load_signed_cert(self.CDS, bad)
+            self.assertIn(why, str(caught.exception))
+
+    def test_disk_info(self) -> None:
+        from ganeti.cmdlib import rie
+
+        info = rie.disk_info(self.CDS, "salt1", 1, "192.0.2.7", 40000, "ab" * 8)
+        self.assertEqual(rie.check_disk_info(self.CDS, 1, info), ("192.0.2.7", 40000, "ab" * 8))
+        self.assertRaises(errors.OpPrereqError, rie.check_disk_info, self.CDS, 0, info)  # another disk's
+        tampered = list(info)
+        tampered[1] = 40001
+        self.assertRaises(errors.OpPrereqError, rie.check_disk_info, self.CDS, 1, tampered)

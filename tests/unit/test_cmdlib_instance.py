@@ -143,7 +143,7 @@ class CreateTests(InstanceTestCase):
             (create(pnode="nope"), "Node 'nope' not known", errors.ECODE_NOENT),
             (create(disk_template="plain"), "Disk template 'plain' is not supported", errors.ECODE_INVAL),
             (create(disk_template="drbd"), "not supported", errors.ECODE_INVAL),
-            (create(mode="remote-import"), "is not supported; use mode 'create' or 'import'", errors.ECODE_INVAL),
+            (create(mode="remote-import"), "A remote import needs source_handshake", errors.ECODE_INVAL),
             (create(mode="import"), "An import needs the export's name or path (src_path)", errors.ECODE_INVAL),
             (create(pnode=N2, iallocator="hail"), "either a primary node or an allocator", errors.ECODE_INVAL),
             (create(disk_template="diskless"), "takes no disks", errors.ECODE_INVAL),
