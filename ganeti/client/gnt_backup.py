@@ -94,7 +94,9 @@ def _setup_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-remove-failures", action="store_true",
                         help="Remove the instance even if removing its disks fails")
     parser.add_argument("--zero-free-space", action="store_true", help="Zero the free space (not supported)")
-    parser.add_argument("--long-sleep", action="store_true", help="Allow long shutdowns")
+    parser.add_argument("--long-sleep", action="store_true",
+                        help="Allow the instance to stay stopped for the whole copy (needed for a running instance:"
+                             " file disks have no snapshots)")
     _compress(parser)
     cli.add_submit_options(parser)
     cli.add_priority_option(parser)

@@ -10,6 +10,10 @@ C{export} script on I's primary node and streamed to N
 (C{compression = none}, as Ganeti 3.0 writes); C{compress} only applies on
 the wire.
 
+File disks have no snapshots: as in Ganeti, an instance marked up that is
+not removed afterwards is exported only with C{shutdown} and C{long_sleep}
+(it stays stopped for the whole copy, then starts again).
+
 An export is written into C{I.new} and renamed into place only when every
 disk arrived: a failed or canceled export leaves the previous export (if
 any) as it was and nothing of the new one.
@@ -391,6 +395,17 @@ class LUBackupExport(LogicalUnit):
         if self.instance.disk_template not in (iu.DT_FILE, iu.DT_SHARED_FILE):
             raise errors.OpPrereqError("Cannot export disk template %s" % self.instance.disk_template,
                                        errors.ECODE_INVAL)
+        # Ganeti's rule: an instance marked up that stays (not removed) would be
+        # exported from a snapshot; file disks have none, so it must be stopped
+        # for the whole copy, which the caller allows with long_sleep
+        if self.instance.admin_state == iu.ADMIN_UP and not op["remove_instance"]:
+            if not op["shutdown"]:
+                raise errors.OpPrereqError("Not all disks could be snapshotted, and you requested a live export;"
+                                           " aborting", errors.ECODE_STATE)
+            if not op["long_sleep"]:
+                raise errors.OpPrereqError(
+                    "Not all disks could be snapshotted, and you did not allow the instance to remain offline for"
+                    " a longer time through the --long-sleep option; aborting", errors.ECODE_STATE)
 
     async def exec_(self, feedback: Feedback) -> Any:
         op, inst = self.op, self.instance

@@ -175,7 +175,7 @@ def move(opts: argparse.Namespace, source: Rapi, dest: Rapi, name: str, out: Any
     out.write("Destination is listening for %d disk(s)\n" % len(where["disks"]))
     export_job = source.call("PUT", "/2/instances/%s/export" % name, {
         "mode": "remote", "target_node": where["disks"], "x509_key_name": prepared["x509_key_name"],
-        "destination_x509_ca": where["x509_ca"], "shutdown": True, "compress": opts.compress,
+        "destination_x509_ca": where["x509_ca"], "shutdown": True, "long_sleep": True, "compress": opts.compress,
         "remove_instance": not opts.keep_source_instance, "shutdown_timeout": opts.shutdown_timeout,
     })
     exported = source.wait(export_job)

@@ -27,7 +27,7 @@ def main():
     out = {}
     opts = argparse.Namespace(node=node, transport_compression="none", shutdown=True, shutdown_timeout=120,
                               remove_instance=False, ignore_remove_failures=False, zero_free_space=False,
-                              zeroing_timeout_fixed=None, zeroing_timeout_per_mib=None, long_sleep=False, **common)
+                              zeroing_timeout_fixed=None, zeroing_timeout_per_mib=None, long_sleep=True, **common)
     out["export"] = gnt_backup.ExportInstance(opts, [instance])
     out["list"] = gnt_backup.PrintExportList(argparse.Namespace(**common), [])
     out["list_lines"] = [line for line in printed if "|" in line]

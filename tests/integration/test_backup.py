@@ -153,11 +153,15 @@ async def test_running_sharedfile_export_and_a_killed_transfer(root):
         assert states(root) == {"db1.test": "running"}
 
         refused = gnt(root, "gnt-backup", "export", "-n", N2, "--noshutdown", "db1.test")
-        assert refused.returncode == 1 and "is running and shutdown is false" in refused.stderr, refused.stderr
+        assert refused.returncode == 1 and "you requested a live export; aborting" in refused.stderr, \
+            refused.stderr
+        refused = gnt(root, "gnt-backup", "export", "-n", N2, "db1.test")
+        assert refused.returncode == 1 and "through the --long-sleep option; aborting" in refused.stderr, \
+            refused.stderr
         assert not os.path.exists(cluster.roots[1].export_dir)
         assert states(root) == {"db1.test": "running"}
 
-        out = ok(root, "gnt-backup", "export", "-n", N2, "--compress", "gzip-fast", "db1.test")
+        out = ok(root, "gnt-backup", "export", "-n", N2, "--long-sleep", "--compress", "gzip-fast", "db1.test")
         assert "Shutting down instance db1.test" in out and "Starting instance db1.test" in out, out
         assert states(root) == {"db1.test": "running"}
         dumps = [f for f in os.listdir(os.path.join(cluster.roots[1].export_dir, "db1.test")) if f != "config.ini"]
