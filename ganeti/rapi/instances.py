@@ -250,6 +250,8 @@ _disk_op("/2/instances/{name}/prepare-export", "PUT", "OP_BACKUP_PREPARE", "r_2_
          "Prepare an export (OpBackupPrepare).")
 _disk_op("/2/instances/{name}/export", "PUT", "OP_BACKUP_EXPORT", "r_2_instances_name_export",
          "Export an instance (OpBackupExport).")
+_disk_op("/2/instances/{name}/change-group", "PUT", "OP_INSTANCE_CHANGE_GROUP",
+         "r_2_instances_name_change_group", "Move an instance to another node group (OpInstanceChangeGroup).")
 
 
 @route("/2/instances/{name}/disk/{disk}/grow", POST=WRITE, submits={"POST": ("OP_INSTANCE_GROW_DISK",)})

@@ -415,6 +415,13 @@ async def group_assign_nodes(ctx: Context, name: str) -> Any:
                             resource="r_2_groups_name_assign_nodes")
 
 
+@route("/2/groups/{name}/evacuate", PUT=WRITE, submits={"PUT": ("OP_GROUP_EVACUATE",)})
+async def group_evacuate(ctx: Context, name: str) -> Any:
+    """Move every instance of a group to other groups (OpGroupEvacuate); the result lists follow-up jobs."""
+    return await ctx.submit("OP_GROUP_EVACUATE", ctx.body_dict(), static={"group_name": name},
+                            resource="r_2_groups_name_evacuate")
+
+
 @route("/2/groups/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE, submits=TAG_OPS)
 async def group_tags(ctx: Context, name: str) -> Any:
     """Node group tags; PUT/DELETE ?tag=... add/remove them."""

@@ -230,7 +230,8 @@ def placement(root) -> dict[str, list[str]]:
 @pytest_twisted.ensureDeferred
 async def test_change_group_and_group_evacuation(root):
     cluster = await LoopbackCluster(reactor, root, loopback_config(3), shared_file_storage=True,
-                                    prefix="gntcg").start()
+                                    rapi_users="jack abc123 write\n", prefix="gntcg").start()
+    client = Client(cluster)  # type: ignore[arg-type]
     try:
         N3 = "node3.test"
         ok(root, "gnt-group", "add", "rack2")
@@ -257,13 +258,26 @@ async def test_change_group_and_group_evacuation(root):
         assert "All instances of group default evacuated successfully." in out, out
         assert placement(root) == {"f1.test": [N3, "running"], "s1.test": [N3, "running"]}
 
-        out = ok(root, "gnt-group", "evacuate", "rack2")
+        # through RAPI: the evacuation's result lists the follow-up jobs
+        job_id = await client.ok("PUT", "/2/groups/rack2/evacuate", {}, user=JACK)
+        assert await client.wait_job(job_id) == "success"
+        (result,) = (await client.ok("GET", "/2/jobs/%d" % job_id))["opresult"]
+        assert len(result["jobs"]) == 2 and all(good for good, _ in result["jobs"]), result
+        for _, follow_up in result["jobs"]:
+            assert await client.wait_job(follow_up) == "success"
         where = placement(root)
         assert {where["f1.test"][0], where["s1.test"][0]} <= {N1, N2}, where
         assert all(state == "running" for _, state in where.values()), where
         assert digest(node_path(cluster.roots[[N1, N2].index(where["f1.test"][0])].root,
                                 "/srv/ganeti/file-storage/f1.test/disk0")) == before
+        job_id = await client.ok("PUT", "/2/instances/s1.test/change-group", {"target_groups": ["rack2"]},
+                                 user=JACK)
+        assert await client.wait_job(job_id) == "success"
+        (result,) = (await client.ok("GET", "/2/jobs/%d" % job_id))["opresult"]
+        assert await client.wait_job(result["jobs"][0][1]) == "success"
+        assert placement(root)["s1.test"] == [N3, "running"]
     finally:
+        await client.close()
         await cluster.stop()
 
 
