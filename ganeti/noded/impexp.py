@@ -23,7 +23,9 @@ DISK_DICT}} (the raw content of an existing file disk, for moves; a
 receiver overwrites it in place and leaves it to the master to remove).
 
 A transfer that nobody asks about for L{LEASE} seconds (its job died) is
-aborted, so a killed job leaves no transfer running and no partial file.
+aborted, and so is an export being written (C{<name>.new}, removed) when
+no status request came for as long: a job killed even with SIGKILL leaves
+no transfer running and no partial export.
 
 Exports (Ganeti's layout: C{<export dir>/<instance name>/config.ini} and one
 dump per disk)::
@@ -324,6 +326,8 @@ class ImpExpProcedures:
         self._instances = instances
         self._credentials = credentials or (lambda: Credentials.cluster(paths))
         self._transfers: dict[str, Transfer] = {}
+        #: export name -> the timer removing its C{.new} directory when its job is gone
+        self._export_leases: dict[str, Any] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -436,6 +440,7 @@ class ImpExpProcedures:
             _check(os.path.isdir(directory), "Export %s is not being written here (no %s)" % (name, directory))
             path = os.path.join(directory, dump)
             _check(not os.path.lexists(path), "%s exists already" % path)
+            self._renew_export(name)
             return (lambda: stream.FileSink(path)), "into %s" % path
         if io.get("type") == "disk":
             path = self._disk_path(io)
@@ -546,7 +551,33 @@ class ImpExpProcedures:
                 continue
             self._renew(transfer)
             out.append(transfer.status())
+            for name in list(self._export_leases):  # a job that asks is alive: its export stays
+                if transfer.what.startswith("into %s%s" % (self._export_path(name + NEW_SUFFIX), os.sep)):
+                    self._renew_export(name)
         return out
+
+    def _renew_export(self, name: str) -> None:
+        """(Re)start the lease of export C{name}'s C{.new} directory."""
+        self._end_export_lease(name)
+        self._export_leases[name] = self._reactor.callLater(LEASE, self._export_abandoned, name)
+
+    def _end_export_lease(self, name: str) -> None:
+        timer = self._export_leases.pop(name, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+
+    def _export_abandoned(self, name: str) -> None:
+        """Nobody asked about export C{name} for L{LEASE} seconds (its job died):
+        stop what writes into it and remove C{<name>.new}."""
+        self._export_leases.pop(name, None)
+        directory = self._export_path(name + NEW_SUFFIX)
+        self.log.warn("export {name}: abandoned (no request for {lease} s), removing {dir}", name=name,
+                      lease=LEASE, dir=directory)
+        prefix = "into %s%s" % (directory, os.sep)
+        for transfer in list(self._transfers.values()):
+            if transfer.what.startswith(prefix):
+                transfer.fail("the export was abandoned")
+        shutil.rmtree(directory, ignore_errors=True)
 
     def impexp_abort(self, ids: Any) -> None:
         for tid in self._ids(ids):
@@ -575,6 +606,7 @@ class ImpExpProcedures:
             os.mkdir(directory, 0o750)
         except OSError as exc:
             raise RpcFailure("Cannot create %s: %s" % (directory, exc.strerror)) from None
+        self._renew_export(name)
         return None
 
     def export_finalize(self, name: Any, config_text: Any) -> None:
@@ -584,6 +616,7 @@ class ImpExpProcedures:
         new = self._export_path(name + NEW_SUFFIX)
         final = self._export_path(name)
         _check(os.path.isdir(new), "Export %s is not being written here (no %s)" % (name, new))
+        self._end_export_lease(name)
         try:
             path = os.path.join(new, EXPORT_CONF_FILE)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
@@ -610,6 +643,7 @@ class ImpExpProcedures:
 
     def export_discard(self, name: Any) -> None:
         name = check_export_name(name)
+        self._end_export_lease(name)
         shutil.rmtree(self._export_path(name + NEW_SUFFIX), ignore_errors=True)
         return None
 

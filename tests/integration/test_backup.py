@@ -5,6 +5,7 @@ checksums of the disk bytes, with and without compression; bad input."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import os
 
 import pytest
@@ -371,3 +372,46 @@ async def test_move_instance_between_two_clusters(root):
         await dest.stop()
         await source.stop()
         shutil.rmtree(other.root, ignore_errors=True)
+
+
+def slow_export_os(directory: str) -> None:
+    """An OS whose export script sends 3 MiB, then waits a long time."""
+    broken_export_os(directory)
+    path = os.path.join(directory, "brokenexp")
+    os.rename(path, os.path.join(directory, "slowexp"))
+    with open(os.path.join(directory, "slowexp", "export"), "w") as handle:
+        handle.write("#!/bin/sh\nhead -c 3145728 \"$EXPORT_DEVICE\"\nexec sleep 600\n")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_canceled_export_leaves_nothing(root):
+    from ganeti.testing.cluster import until
+
+    cluster = await LoopbackCluster(reactor, root, loopback_config(2), prefix="gntcx").start()
+    try:
+        slow_export_os(cluster.roots[0].os_search_dir)
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=8M", "-n", N1, "-o", "slowexp", "-H", "fake",
+           "-B", "memory=64M", "--no-name-check", "--no-ip-check", "--no-start", "slow1.test")
+        submitted = gnt(root, "gnt-backup", "export", "-n", N2, "--submit", "slow1.test")
+        assert submitted.returncode == 0, submitted.stderr
+        job_id = submitted.stderr.strip().split()[-1]
+        new_dir = os.path.join(cluster.roots[1].export_dir, "slow1.test.new")
+
+        def dump_growing() -> bool:
+            files = os.listdir(new_dir) if os.path.isdir(new_dir) else []
+            return bool(files) and os.path.getsize(os.path.join(new_dir, files[0])) >= 3 * MIB
+
+        await until(reactor, dump_growing, timeout=60)
+        ok(root, "gnt-job", "cancel", "--kill", "--yes-do-it", job_id)
+        await until(reactor, lambda: ok(root, "gnt-job", "list", "--no-headers", "-o", "status", job_id).strip()
+                    == "canceled", timeout=60)
+        await until(reactor, lambda: not os.path.exists(new_dir), timeout=30)
+        assert os.listdir(cluster.roots[1].export_dir) == []
+        assert ok(root, "gnt-backup", "list", "--no-headers") == ""
+        # the export script was killed with its session
+        ps = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
+        assert ps.stdout.strip() == "" or all(
+            not open("/proc/%s/environ" % pid, "rb").read().count(b"slow1.test") for pid in ps.stdout.split()
+            if os.path.exists("/proc/%s/environ" % pid)), ps.stdout
+    finally:
+        await cluster.stop()

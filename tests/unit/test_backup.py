@@ -286,3 +286,37 @@ class RemoteImportExportTests(SynchronousTestCase):
         tampered = list(info)
         tampered[1] = 40001
         self.assertRaises(errors.OpPrereqError, rie.check_disk_info, self.CDS, 1, tampered)
+
+
+class ExportLeaseTests(SynchronousTestCase):
+    def test_an_abandoned_export_directory_is_removed(self) -> None:
+        from ganeti.paths import Paths
+
+        root = tempfile.mkdtemp()
+        clock = Clock()
+        procs = impexp.ImpExpProcedures(Paths(root), clock, None)
+        procs.export_start("web1")
+        new = os.path.join(procs.paths.export_dir, "web1.new")
+        self.assertTrue(os.path.isdir(new))
+        transfer = procs._new("import", "into %s/dump0" % new)
+        other = procs._new("import", "into /elsewhere/dump0")
+        clock.advance(impexp.LEASE - 1)
+        procs.impexp_status([transfer.id])  # the job still asks: the export stays
+        clock.advance(impexp.LEASE - 1)
+        self.assertTrue(os.path.isdir(new))
+        procs.impexp_status([other.id])  # another job asking does not keep it
+        clock.advance(2)  # the job died (killed): nothing asks any more
+        self.assertFalse(os.path.exists(new))
+        self.assertIn("abandoned", transfer.status()["error"])
+
+    def test_a_finalized_export_stays(self) -> None:
+        from ganeti.paths import Paths
+
+        root = tempfile.mkdtemp()
+        clock = Clock()
+        procs = impexp.ImpExpProcedures(Paths(root), clock, None)
+        procs.export_start("web1")
+        procs.export_finalize("web1", "[export]\nversion = 0\n[instance]\nname = web1\n")
+        clock.advance(impexp.LEASE * 2)
+        self.assertEqual(procs.export_list(), ["web1"])
+        self.assertEqual(clock.getDelayedCalls(), [])
