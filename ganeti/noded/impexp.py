@@ -262,7 +262,8 @@ class SendProtocol(Protocol):
         self.transfer.bytes += len(data)
         out = self._compress.feed(data)
         if out:
-            self.transport.write(stream.frame(out))
+            self.transport.write(stream.FRAME.pack(len(out)))  # no copy of the data into one frame
+            self.transport.write(out)
 
     def _source_done(self, failure: Failure | None) -> None:
         self.transport.unregisterProducer()

@@ -108,49 +108,59 @@ def end_frame(total: int) -> bytes:
 
 
 class FrameParser:
-    """Splits the received bytes into frames (pure).
+    """Splits the received bytes into the frames' data (pure).
+
+    Frame data is passed on as it arrives, in pieces (never reassembled:
+    a receiver copies nothing it does not have to).
 
     @ivar ended: the end frame arrived; L{total} is what the sender counted
     """
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._head = b""
+        self._left = 0  # bytes of the current frame's data still to come
         self.ended = False
         self.total = -1
 
     def feed(self, data: bytes) -> list[bytes]:
-        """The complete frames' data in C{data} (with what came before).
+        """The frame data in C{data}, in pieces.
         @raise StreamError: a frame too large, or bytes after the end
         """
         if self.ended:
             if data:
                 raise StreamError("data after the end of the stream")
             return []
-        buf = self._buffer
-        buf += data
         out: list[bytes] = []
-        offset = 0
-        while True:
-            if len(buf) - offset < FRAME.size:
+        view = memoryview(data)
+        while view:
+            if self._left:
+                piece = view[:self._left]
+                out.append(piece.tobytes() if len(piece) != len(data) else data)
+                self._left -= len(piece)
+                view = view[len(piece):]
+                continue
+            need = FRAME.size - len(self._head)
+            self._head += view[:need].tobytes()
+            view = view[need:]
+            if len(self._head) < FRAME.size:
                 break
-            (length,) = FRAME.unpack_from(buf, offset)
-            if length == 0:
-                if len(buf) - offset < FRAME.size + TRAILER.size:
-                    break
-                (self.total,) = TRAILER.unpack_from(buf, offset + FRAME.size)
-                offset += FRAME.size + TRAILER.size
-                self.ended = True
-                if len(buf) > offset:
-                    raise StreamError("data after the end of the stream")
+            if len(self._head) == FRAME.size:
+                (length,) = FRAME.unpack(self._head)
+                if length > MAX_FRAME:
+                    raise StreamError("frame of %d bytes is larger than %d" % (length, MAX_FRAME))
+                if length:
+                    self._head, self._left = b"", length
+                    continue
+            # the end frame: its header, then the trailer
+            need = FRAME.size + TRAILER.size - len(self._head)
+            self._head += view[:need].tobytes()
+            view = view[need:]
+            if len(self._head) < FRAME.size + TRAILER.size:
                 break
-            if length > MAX_FRAME:
-                raise StreamError("frame of %d bytes is larger than %d" % (length, MAX_FRAME))
-            if len(buf) - offset - FRAME.size < length:
-                break
-            start = offset + FRAME.size
-            out.append(bytes(buf[start:start + length]))
-            offset = start + length
-        del buf[:offset]
+            (self.total,) = TRAILER.unpack_from(self._head, FRAME.size)
+            self.ended = True
+            if view:
+                raise StreamError("data after the end of the stream")
         return out
 
 
@@ -162,19 +172,31 @@ class FileSink:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
 
     def start(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
         """Writes to a file never back up: nothing to pause."""
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
+        self._pending.append(data)
+        self._pending_size += len(data)
+        if self._pending_size >= CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        view = memoryview(b"".join(self._pending))
+        self._pending, self._pending_size = [], 0
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
 
     def finish(self) -> defer.Deferred[None]:
         try:
+            self._flush()
             os.fsync(self._fd)
         finally:
             os.close(self._fd)
@@ -197,6 +219,8 @@ class DiskSink(FileSink):
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
 
     def abort(self) -> None:
