@@ -108,8 +108,18 @@ async def test_export_remove_import_keeps_the_bytes(root):
         copy0 = node_path(cluster.roots[1].root, "/srv/ganeti/file-storage/web3.test/disk0")
         assert digest(copy0) == sums[0]
 
+        # --remove-instance: exported, then removed with its disks
+        ok(root, "gnt-backup", "export", "-n", N1, "--remove-instance", "web3.test")
+        assert "web3.test" not in ok(root, "gnt-instance", "list", "--no-headers")
+        assert not os.path.exists(copy0)
+        assert ok(root, "gnt-backup", "list", "--no-headers", "--node", N1).split() == [
+            N1, "web2.test", N1, "web3.test"]
+        fields = ok(root, "gnt-backup", "list-fields", "--no-headers")
+        assert [line.split()[0] for line in fields.splitlines()] == ["export", "node"], fields
+
         ok(root, "gnt-backup", "remove", "web1.test")
         ok(root, "gnt-backup", "remove", "web2.test")
+        ok(root, "gnt-backup", "remove", "web3.test")
         assert ok(root, "gnt-backup", "list", "--no-headers") == ""
         assert os.listdir(cluster.roots[1].export_dir) == []
     finally:
