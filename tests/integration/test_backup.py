@@ -229,6 +229,9 @@ async def test_move_copies_the_disks_to_another_node(root):
         assert [digest(p) for p in new] == sums
         assert ok(root, "gnt-instance", "list", "--no-headers", "--separator", "|", "-o",
                   "name,pnode,status") == listing
+        ok(root, "gnt-node", "modify", "--offline", "no", N3)
+        verified = gnt(root, "gnt-cluster", "verify")  # no orphan or missing disk after the move
+        assert verified.returncode == 0, verified.stdout + verified.stderr
     finally:
         await cluster.stop()
 
