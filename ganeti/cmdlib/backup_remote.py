@@ -86,10 +86,8 @@ async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert
             infos.append(rie.disk_info(cds, salt, index, host, answer["port"], answer["token"]))
         await lu.ctx.feedback({"disks": infos, "x509_ca": rie.sign_cert(cds, cert_pem)}, rie.ELOG_REMOTE_IMPORT)
         await lu.feedback("Waiting for the source cluster to send %d disk(s)" % len(disks))
-        pending = list(listening)
         for index, tid in enumerate(listening):
             await transfer.follow_one(lu, "disk/%d" % index, pnode, tid, (disks[index].size or 0) * 1024 * 1024)
-            pending.remove(tid)
     except Exception:
         for tid in listening:
             await iu.call_node_result(lu, pnode, "impexp_abort", [[tid]])

@@ -1,7 +1,8 @@
 """Disk data streamed node to node: the wire format, sources and sinks.
 
-One transfer is one TLS connection (mutual, the cluster certificate on
-both ends) from the sending node to a listener the receiving node opened
+One transfer is one TLS connection (mutual: the cluster certificate on
+both ends, or, between two clusters, each side's own certificate, which the
+other pins) from the sending node to a listener the receiving node opened
 for it.  The sender first writes C{<token>\\n} (the one-time token the
 receiver gave the master); then the data in frames C{[length: 4 bytes,
 big endian][bytes]}, compressed per the transfer's compression (gzip
@@ -78,7 +79,7 @@ class Compressor:
 
 
 class Decompressor:
-    """Undoes L{Compressor}; a receiver may get at most C{limit} bytes out of one input."""
+    """Undoes L{Compressor} (the sender is a cluster node, authenticated by its certificate)."""
 
     def __init__(self, compression: str) -> None:
         self._zlib = None if compression == COMPRESS_NONE else zlib.decompressobj(31)
