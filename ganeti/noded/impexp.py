@@ -461,13 +461,13 @@ class ImpExpProcedures:
             dump = check_export_name(io.get("file"), "dump file name")
             path = self._export_path(name, dump)
             try:
-                return stream.FileSource(path), "from %s" % path
+                return stream.FileSource(path, self._reactor), "from %s" % path
             except OSError as exc:
                 raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
         if io.get("type") == "disk":
             path = self._disk_path(io)
             try:
-                return stream.FileSource(path), "from disk %s" % path
+                return stream.FileSource(path, self._reactor), "from disk %s" % path
             except OSError as exc:
                 raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
         if io.get("type") == "os":

@@ -347,20 +347,39 @@ class _Callbacks:
 
 
 class FileSource:
-    """Reads a file, C{CHUNK} bytes per step, as a pull producer."""
+    """Reads a file, C{CHUNK} bytes per reactor turn, as a push producer
+    (paused while the connection's buffer is full).
 
-    def __init__(self, path: str) -> None:
+    A pull producer would stall when a write produces nothing (a
+    compressor that keeps the chunk): nothing would drain, so nothing
+    would ask for more.
+    """
+
+    def __init__(self, path: str, reactor: Any = None) -> None:
         self.path = path
+        self._reactor = reactor
         self._handle = open(path, "rb", buffering=0)
         self._emit: Callable[[bytes], None] | None = None
         self._done: Callable[[Failure | None], None] | None = None
+        self._paused = False
+        self._scheduled: Any = None
 
     def start(self, consumer: Any, emit: Callable[[bytes], None], done: Callable[[Failure | None], None]) -> None:
-        self._emit, self._done = emit, done
-        consumer.registerProducer(self, False)
+        if self._reactor is None:
+            from twisted.internet import reactor
 
-    def resumeProducing(self) -> None:
-        if self._emit is None or self._done is None:
+            self._reactor = reactor
+        self._emit, self._done = emit, done
+        consumer.registerProducer(self, True)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._scheduled is None and not self._paused and self._emit is not None:
+            self._scheduled = self._reactor.callLater(0, self._step)
+
+    def _step(self) -> None:
+        self._scheduled = None
+        if self._emit is None or self._paused:
             return
         try:
             data = self._handle.read(CHUNK)
@@ -371,6 +390,7 @@ class FileSource:
             self._finish(None)
             return
         self._emit(data)
+        self._schedule()
 
     def _finish(self, failure: Failure | None) -> None:
         done, self._emit, self._done = self._done, None, None
@@ -379,13 +399,20 @@ class FileSource:
             done(failure)
 
     def pauseProducing(self) -> None:
-        pass
+        self._paused = True
+
+    def resumeProducing(self) -> None:
+        self._paused = False
+        self._schedule()
 
     def stopProducing(self) -> None:
         self.abort()
 
     def abort(self) -> None:
         self._emit = self._done = None
+        if self._scheduled is not None and self._scheduled.active():
+            self._scheduled.cancel()
+        self._scheduled = None
         if not self._handle.closed:
             self._handle.close()
 

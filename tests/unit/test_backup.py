@@ -128,20 +128,56 @@ class SendTests(SynchronousTestCase):
         with open(path, "wb") as handle:
             handle.write(data)
         self.addCleanup(os.unlink, path)
-        transfer = impexp.Transfer("t2", "export", Clock(), "test")
-        proto = impexp.SendProtocol(transfer, TOKEN, stream.FileSource(path), "none")
+        for compression in ("none", "gzip"):
+            clock = Clock()
+            transfer = impexp.Transfer("t2", "export", clock, "test")
+            proto = impexp.SendProtocol(transfer, TOKEN, stream.FileSource(path, clock), compression)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            for _ in range(10):
+                clock.advance(0)
+            self.assertIsNone(transport.producer)
+            head, _, body = transport.value().partition(b"\n")
+            self.assertEqual(head, TOKEN.encode())
+            parser = stream.FrameParser()
+            decompress = stream.Decompressor(compression)
+            self.assertEqual(b"".join(decompress.feed(piece) for piece in parser.feed(body)) + decompress.flush(),
+                             data)
+            self.assertEqual(parser.total, len(data))
+            self.assertFalse(transfer.done)  # not before the receiver confirms
+            proto.dataReceived(b"OK\n")
+            self.assertTrue(transfer.status()["success"])
+
+    def test_a_chunk_that_compresses_to_nothing_does_not_stall(self) -> None:
+        path = tempfile.mktemp()
+        with open(path, "wb") as handle:
+            handle.write(bytes(4 * stream.CHUNK))  # zeros: gzip keeps whole chunks to itself
+        self.addCleanup(os.unlink, path)
+        clock = Clock()
+        transfer = impexp.Transfer("t3", "export", clock, "test")
+        proto = impexp.SendProtocol(transfer, TOKEN, stream.FileSource(path, clock), "gzip")
         transport = StringTransport()
         proto.makeConnection(transport)
-        while transport.producer is not None:
-            transport.producer.resumeProducing()
-        head, _, body = transport.value().partition(b"\n")
-        self.assertEqual(head, TOKEN.encode())
-        parser = stream.FrameParser()
-        self.assertEqual(b"".join(parser.feed(body)), data)
-        self.assertEqual(parser.total, len(data))
-        self.assertFalse(transfer.done)  # not before the receiver confirms
-        proto.dataReceived(b"OK\n")
-        self.assertTrue(transfer.status()["success"])
+        for _ in range(10):  # nothing drains a StringTransport: the source goes on by itself
+            clock.advance(0)
+        self.assertEqual(transfer.bytes, 4 * stream.CHUNK)
+        self.assertIsNone(transport.producer)
+
+    def test_pausing_stops_reading(self) -> None:
+        path = tempfile.mktemp()
+        with open(path, "wb") as handle:
+            handle.write(bytes(3 * stream.CHUNK))
+        self.addCleanup(os.unlink, path)
+        clock = Clock()
+        got: list[bytes] = []
+        source = stream.FileSource(path, clock)
+        source.start(StringTransport(), got.append, lambda failure: None)
+        source.pauseProducing()
+        clock.advance(0)
+        self.assertEqual(got, [])
+        source.resumeProducing()
+        clock.advance(0)
+        self.assertEqual([len(chunk) for chunk in got], [stream.CHUNK] * 3)
 
 
 GANETI_CONFIG_INI = """[export]
@@ -320,3 +356,4 @@ class ExportLeaseTests(SynchronousTestCase):
         clock.advance(impexp.LEASE * 2)
         self.assertEqual(procs.export_list(), ["web1"])
         self.assertEqual(clock.getDelayedCalls(), [])
+
