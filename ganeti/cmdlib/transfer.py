@@ -130,9 +130,13 @@ async def _follow(lu: LogicalUnit, label: str, source_uuid: str, sender: str, de
         interval = min(POLL_INTERVAL, interval * 2)
         out = await _status(lu, source_uuid, sender)
         into = await _status(lu, dest_uuid, receiver)
-        for side, status in (("sending", out), ("receiving", into)):
-            if status.get("done") and not status.get("success"):
-                raise errors.OpExecError("Transfer of %s failed while %s: %s" % (label, side, status.get("error")))
+        if any(s.get("done") and not s.get("success") for s in (out, into)):
+            # the first side to fail is the cause: ask the sender again, whose
+            # failure (a dying export script) the receiver only sees as a lost connection
+            out = await _status(lu, source_uuid, sender)
+            problems = ["while %s: %s" % (side, status.get("error")) for side, status in
+                        (("sending", out), ("receiving", into)) if status.get("done") and not status.get("success")]
+            raise errors.OpExecError("Transfer of %s failed %s" % (label, "; ".join(problems)))
         if out.get("done") and into.get("done"):
             await lu.feedback("%s: done, %s at %.1f MiB/s" % (
                 label, format_size(into.get("bytes", 0)), (into.get("rate") or 0.0) / (1024.0 * 1024.0)))
