@@ -97,8 +97,9 @@ async def test_export_remove_import_keeps_the_bytes(root):
             return (await client.ok("GET", "/2/jobs/%d" % job_id))["opresult"]
 
         assert await succeeds("PUT", "/2/instances/web2.test/prepare-export", {"mode": "local"}) == [None]
-        assert await succeeds("PUT", "/2/instances/web2.test/export", {"mode": "local", "target_node": N1}) == \
-            [[True, [True, True]]]
+        assert await succeeds("PUT", "/2/instances/web2.test/prepare-export?mode=local") == [None]  # Ganeti's client
+        assert await succeeds("PUT", "/2/instances/web2.test/export", {"mode": "local", "destination": N1}) == \
+            [[True, [True, True]]]  # Ganeti's client says "destination"
         rows = (await client.ok("GET", "/2/query/export?fields=node,export", user=JACK))["data"]
         assert [[cell[1] for cell in row] for row in rows] == [[N1, "web2.test"], [N2, "web1.test"]], rows
         await succeeds("POST", "/2/instances", {"__version__": 1, "mode": "import", "instance_name": "web3.test",
