@@ -635,3 +635,5 @@ define(
 from ganeti import opcodes_instance  # noqa: E402,F401
 # the group verify, verify-disks and repair-disk-sizes opcodes register here
 from ganeti import opcodes_verify  # noqa: E402,F401
+# the backup and move opcodes register here
+from ganeti import opcodes_backup  # noqa: E402,F401
