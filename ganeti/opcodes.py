@@ -418,6 +418,29 @@ define(
     check=_test_delay_total,
 )
 
+#: Most test messages of one OP_TEST_JQUEUE (each is a socket handshake).
+MAX_JQUEUE_MESSAGES = 1000
+
+define(
+    "OP_TEST_JQUEUE",
+    [
+        Param("notify_waitlock", T_BOOL, False, "tell the client when names are expanded (job waiting)"),
+        Param("notify_exec", T_BOOL, False, "tell the client when the opcode executes"),
+        Param(
+            "log_messages",
+            Type(
+                "a list of at most %d strings" % MAX_JQUEUE_MESSAGES,
+                lambda v: isinstance(v, list) and len(v) <= MAX_JQUEUE_MESSAGES and all(isinstance(x, str) for x in v),
+            ),
+            [],
+            "test messages to log, each announced to the client",
+        ),
+        Param("fail", T_BOOL, False, "fail the opcode at the end"),
+    ],
+    doc="Test the job queue with the client following the job (testing).",
+    result="True",
+)
+
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
     "add_uids", "blacklisted_os", "compression_tools", "data_collector_interval", "default_iallocator_params",
