@@ -441,6 +441,43 @@ define(
     result="True",
 )
 
+#: OP_TEST_ALLOCATOR's modes (Ganeti's C{IALLOCATOR_MODE_*}) and directions
+IALLOCATOR_MODES = ("allocate", "multi-allocate", "relocate", "allocate-secondary", "node-evacuate", "change-group")
+IALLOCATOR_DIRECTIONS = ("in", "out")
+
+define(
+    "OP_TEST_ALLOCATOR",
+    [
+        Param("direction", t_one_of(*IALLOCATOR_DIRECTIONS), REQUIRED,
+              "in: answer the allocator's input; out: run it and answer its output"),
+        Param("mode", t_one_of(*IALLOCATOR_MODES), REQUIRED, "request type"),
+        Param("name", T_NONEMPTY_STR, REQUIRED, "the instance (new one for allocate)"),
+        Param("nics", t_maybe(t_list(T_DICT)), ABSENT, "NICs of the new instance"),
+        Param("disks", t_maybe(t_list(T_ANY)), ABSENT, "disks of the new instance ({size, mode})"),
+        Param("hypervisor", t_maybe(T_HYPERVISOR), ABSENT, "hypervisor (default: the cluster's)"),
+        Param("iallocator", t_maybe(T_STR), ABSENT, "allocator to run (direction out)"),
+        Param("tags", t_list(T_NONEMPTY_STR), [], "tags of the new instance"),
+        Param("memory", t_maybe(T_NONNEG_INT), ABSENT, "memory of the new instance (MiB)"),
+        Param("vcpus", t_maybe(T_NONNEG_INT), ABSENT, "VCPUs of the new instance"),
+        Param("os", t_maybe(T_STR), ABSENT, "OS of the new instance"),
+        Param("disk_template", t_maybe(T_DISK_TEMPLATE), ABSENT, "disk template of the new instance"),
+        Param("instances", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "instances (node-evacuate, change-group)"),
+        Param("evac_mode", t_maybe(t_one_of(*EVAC_MODES)), ABSENT, "evacuation mode (node-evacuate)"),
+        Param("target_groups", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "destination groups (change-group)"),
+        Param("spindle_use", T_NONNEG_INT, 1, "spindles of the new instance"),
+        Param(
+            "count",
+            Type("a whole number from 0 to 1000", lambda v: _is_int(v) and 0 <= v <= 1000),
+            1,
+            "how many instances (multi-allocate)",
+        ),
+        Param("group_name", t_maybe(T_STR), ABSENT, "node group of the new instance"),
+    ],
+    doc="Show an allocator's input or output for a request (testing).",
+    result="string",
+    summary="iallocator",
+)
+
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
     "add_uids", "blacklisted_os", "compression_tools", "data_collector_interval", "default_iallocator_params",
