@@ -86,8 +86,12 @@ T_DELAY = Type(
     "a number of seconds from 0 to %g" % MAX_TEST_DELAY, lambda v: _is_number(v) and 0 <= v <= MAX_TEST_DELAY
 )
 #: The type of a parameter declared with L{unsupported}: only null passes
-#: (and null counts as not given), so any value is refused.
-T_UNSUPPORTED = Type("null (this cluster does not implement it)", lambda v: v is None)
+#: (and null counts as not given), or an empty dict or list (Ganeti's
+#: C{gnt-cluster modify} sends C{{}} for "no change" of diskparams,
+#: hv_state, data collectors...; L{validate} drops it), so any value is refused.
+T_UNSUPPORTED = Type(
+    "null (this cluster does not implement it)", lambda v: v is None or (isinstance(v, (dict, list)) and not v)
+)
 
 
 def t_list(elem: Type) -> Type:
@@ -341,6 +345,9 @@ def validate(op: Any) -> dict[str, Any]:
                 raise _fail(opdef.op_id, "parameter '%s' is required" % param.name)
             if param.has_default:
                 out[param.name] = copy.deepcopy(param.default)
+            continue
+        if param.type is T_UNSUPPORTED and param.type(value):
+            del out[param.name]  # an empty "no change": as if not given
             continue
         if not param.type(value):
             raise _fail(
