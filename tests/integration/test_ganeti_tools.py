@@ -120,7 +120,7 @@ async def check_instances(tools: GanetiTools, cluster: LoopbackCluster) -> None:
     tools.ok("gnt-instance", "modify", "-m", "160", SHARED)
     assert listing(tools, "gnt-instance", "name,oper_ram")[SHARED] == ["160M"]
     refused = tools.run("gnt-instance", "modify", "-m", "512", SHARED)
-    assert refused.returncode != 0 and "maxmem" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and "must have memory between 128 and 256 MB" in refused.stderr, refused.stderr
 
     tools.ok("gnt-instance", "shutdown", SHARED)
     assert SHARED not in (await cluster.running())[N1]
