@@ -43,6 +43,15 @@ def listing(tools: GanetiTools, tool: str, fields: str, *args: str) -> dict[str,
     return {row[0]: row[1:] for row in rows(out)}
 
 
+def submit(tools: GanetiTools, *args: str) -> str:
+    """C{gnt-debug delay --submit ARGS}: the job id (Ganeti prints it on stderr)."""
+    done = tools.run("gnt-debug", "delay", "--submit", *args)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    found = re.search(r"JobID: (\d+)", done.stdout + done.stderr)
+    assert found, (done.stdout, done.stderr)
+    return found.group(1)
+
+
 def check_cluster(tools: GanetiTools, cluster: LoopbackCluster) -> None:
     out = tools.ok("gnt-cluster", "version")
     assert "Software version: 3.0" in out and "Internode protocol: 3000000" in out, out
@@ -118,7 +127,7 @@ async def check_instances(tools: GanetiTools, cluster: LoopbackCluster) -> None:
 
     # runtime memory (ballooning) of a running instance
     tools.ok("gnt-instance", "modify", "-m", "160", SHARED)
-    assert listing(tools, "gnt-instance", "name,oper_ram")[SHARED] == ["160M"]
+    assert listing(tools, "gnt-instance", "name,oper_ram")[SHARED] == ["160"]
     refused = tools.run("gnt-instance", "modify", "-m", "512", SHARED)
     assert refused.returncode != 0 and "must have memory between 128 and 256 MB" in refused.stderr, refused.stderr
 
@@ -132,7 +141,7 @@ async def check_instances(tools: GanetiTools, cluster: LoopbackCluster) -> None:
     out = tools.ok("gnt-instance", "modify", "-B", "vcpus=2", SHARED)
     assert "be/vcpus -> 2" in out, out
     assert "to 96M" in tools.ok("gnt-instance", "grow-disk", SHARED, "0", "32M")
-    assert listing(tools, "gnt-instance", "name,disk.size/0,be/vcpus")[SHARED] == ["96M", "2"]
+    assert listing(tools, "gnt-instance", "name,disk.size/0,be/vcpus")[SHARED] == ["96", "2"]
     assert tools.ok("gnt-instance", "console", SHARED) == "Console not available for fake hypervisor\n"
     tools.ok("gnt-instance", "add-tags", SHARED, "itag")
     assert tools.ok("gnt-instance", "list-tags", SHARED) == "itag\n"
@@ -163,7 +172,7 @@ def check_jobs(tools: GanetiTools) -> None:
     assert len(jobs) > 10 and all(status in ("success", "error") for status, _ in jobs.values()), jobs
     first = min(jobs, key=int)
     assert "Job ID: %s" % first in tools.ok("gnt-job", "info", first)
-    job_id = tools.ok("gnt-debug", "delay", "--submit", "0.2").split()[-1]
+    job_id = submit(tools, "0.2")
     tools.ok("gnt-job", "wait", job_id)
     assert listing(tools, "gnt-job", "id,status")[job_id] == ["success"]
     assert "Output from job %s follows" % job_id in tools.ok("gnt-job", "watch", job_id)
@@ -224,8 +233,17 @@ def check_debug(tools: GanetiTools, workdir: str) -> None:
     relocate = json.loads(tools.ok("gnt-debug", "iallocator", "--dir", "in", "--mode", "relocate", SHARED))
     assert relocate["request"]["type"] == "relocate" and relocate["request"]["name"] == SHARED
 
-    locks = tools.ok("gnt-debug", "locks", "--no-headers", "-o", "name")
-    assert "cluster/BGL" in locks.split(), locks
+    # a delay on node2 holds the BGL (shared) and node locks while it sleeps
+    job_id = submit(tools, "-n", N2, "2")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        held = {row[0]: row[1:] for row in rows(tools.ok("gnt-debug", "locks", "--no-headers", "--separator=|",
+                                                       "-o", "name,mode,owner"))}
+        if held:
+            break
+    assert held.get("cluster/BGL") == ["shared", job_id], held
+    assert sum(1 for name, (mode, owner) in held.items() if name.startswith("node/") and owner == job_id) == 2, held
+    tools.ok("gnt-job", "wait", job_id)
 
 
 @pytest_twisted.ensureDeferred
