@@ -19,15 +19,12 @@ import os
 import tempfile
 from typing import Any
 
-from twisted.logger import Logger
 
 from ganeti import errors, serializer
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.objects import ConfigData, Instance
-
-log = Logger()
 
 #: disk templates whose instances Ganeti can relocate (C{DTS_MIRRORED} here)
 RELOCATABLE = frozenset(["sharedfile", "diskless"])

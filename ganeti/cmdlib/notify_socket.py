@@ -25,9 +25,6 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, TimeoutError, maybeDeferred
 from twisted.internet.protocol import Factory, Protocol
-from twisted.logger import Logger
-
-log = Logger()
 
 __all__ = ["NotifySocket", "TimeoutError"]
 

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet.defer import ensureDeferred
-from twisted.logger import Logger
 
 from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
 from ganeti.jobs import model
-
-log = Logger()
 
 #: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
 JQT_EXPANDNAMES = "expandnames"
