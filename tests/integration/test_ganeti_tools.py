@@ -98,6 +98,10 @@ def check_nodes_groups_os(tools: GanetiTools) -> None:
     tools.ok("gnt-group", "assign-nodes", "grp2", N3)
     assert listing(tools, "gnt-group", "name,node_cnt") == {"default": ["2"], "grp2": ["1"]}
     assert "Node group: grp2" in tools.ok("gnt-group", "info", "grp2")
+    # modify sends {} for what it leaves alone: only the policy changes
+    out = tools.ok("gnt-group", "modify", "--alloc-policy=last_resort", "grp2")
+    assert out == "Modified node group grp2\n - alloc_policy -> last_resort\n", out
+    assert listing(tools, "gnt-group", "name,alloc_policy")["grp2"] == ["last_resort"]
     tools.ok("gnt-group", "rename", "grp2", "grp3")
     tools.ok("gnt-group", "assign-nodes", "default", N3)
     tools.ok("gnt-group", "remove", "grp3")
@@ -134,6 +138,9 @@ async def check_instances(tools: GanetiTools, cluster: LoopbackCluster) -> None:
     tools.ok("gnt-instance", "shutdown", SHARED)
     assert SHARED not in (await cluster.running())[N1]
     assert listing(tools, "gnt-instance", "name,status")[SHARED] == ["ADMIN_down"]
+    tools.ok("gnt-instance", "reinstall", "-f", SHARED)
+    refused = tools.run("gnt-instance", "reinstall", "-f", NODISK)  # running, and without disks
+    assert refused.returncode != 0, refused.stdout
     tools.ok("gnt-instance", "startup", SHARED)
     tools.ok("gnt-instance", "reboot", SHARED)
     assert SHARED in (await cluster.running())[N1]
