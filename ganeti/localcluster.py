@@ -104,7 +104,8 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
         deadline = time.monotonic() + 30  # WConfD pushes config.data to the new candidate
         while not os.path.exists(paths.config_data) and time.monotonic() < deadline:
             time.sleep(0.05)
-        rest = daemons.start(paths, out=lambda line: None)  # confd etc. (noded runs already)
+        _wait_tcp(address, daemons.MOND.port)  # the joined noded starts MonD (as Ganeti's node setup)
+        rest = daemons.start(paths, out=lambda line: None)  # confd etc. (noded and mond run already)
         if rest != 0:
             print("%s: some daemons did not start; see %s" % (name, paths.log_dir))
     print()

@@ -487,8 +487,8 @@ define(
 
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
-    "add_uids", "blacklisted_os", "compression_tools", "data_collector_interval", "default_iallocator_params",
-    "disk_state", "diskparams", "drbd_helper", "enabled_data_collectors", "enabled_user_shutdown",
+    "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
+    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
     "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
     "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
     "use_external_mip_script", "vg_name", "zeroing_image",
@@ -517,6 +517,9 @@ define(
         Param("modify_etc_hosts", t_maybe(T_BOOL), ABSENT, "keep /etc/hosts up to date"),
         Param("prealloc_wipe_disks", t_maybe(T_BOOL), ABSENT, "wipe new disks"),
         Param("default_iallocator", t_maybe(T_STR), ABSENT, "default allocator"),
+        Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
+        Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
+              "data collector intervals (microseconds)"),
         *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
     ],
     doc="Change cluster parameters.",
@@ -589,8 +592,8 @@ define(
         Param("group_name", t_maybe(T_NONEMPTY_STR), ABSENT, "node group name"),
         Param("verify_clutter", T_BOOL, False, "also check authorized_keys for stray entries"),
     ],
-    doc="Verify the cluster: its configuration and every online node (live).",
-    result="bool",
+    doc="Verify the cluster: submit OP_CLUSTER_VERIFY_CONFIG and one OP_CLUSTER_VERIFY_GROUP job per group.",
+    result='{"jobs": [[true, job_id] | [false, error], ...]} (follow-up jobs)',
 )
 
 define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
@@ -697,3 +700,5 @@ define(
 
 # the instance opcodes (and the node opcodes that move instances) register here
 from ganeti import opcodes_instance  # noqa: E402,F401
+# the group verify, verify-disks and repair-disk-sizes opcodes register here
+from ganeti import opcodes_verify  # noqa: E402,F401

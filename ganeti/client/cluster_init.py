@@ -3,7 +3,8 @@
 C{init} makes this node (this root) the master of a new one-node cluster:
 certificates and keys, the first config.data and ssconf files, the node's
 identity, then the daemons (through L{ganeti.daemons}).  C{destroy} stops
-the daemons and removes what C{init} created (logs stay).
+the daemons and removes what C{init} created (logs stay); as Ganeti, it
+refuses while instances or nodes other than the master are defined.
 """
 
 from __future__ import annotations
@@ -70,8 +71,23 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     return daemons.start(paths, out=ctx.out)
 
 
+def destroy_refusal(config: Any) -> str | None:
+    """Why the cluster of C{config} (config.data's dict) cannot be destroyed
+    yet, as Ganeti's OP_CLUSTER_DESTROY refuses: other nodes or instances
+    are still defined.  C{None}: it can."""
+    if not isinstance(config, dict):
+        raise ValueError("the configuration is not a JSON object")
+    master = (config.get("cluster") or {}).get("master_node")
+    others = [uuid for uuid in (config.get("nodes") or {}) if uuid != master]
+    if others:
+        return "There are still %d node(s) in this cluster." % len(others)
+    if config.get("instances"):
+        return "There are still %d instance(s) in this cluster." % len(config["instances"])
+    return None
+
+
 def destroy(ctx: Context, opts: argparse.Namespace) -> int:
-    from ganeti import daemons
+    from ganeti import daemons, serializer
 
     if not opts.yes_do_it:
         ctx.err(
@@ -82,6 +98,14 @@ def destroy(ctx: Context, opts: argparse.Namespace) -> int:
     paths = _paths(ctx)
     if not os.path.exists(paths.config_data):
         ctx.err("Failure: no cluster configuration at %s" % paths.config_data)
+        return cli.EXIT_FAILURE
+    try:
+        refusal = destroy_refusal(serializer.read_json(paths.config_data))
+    except (OSError, ValueError) as e:
+        ctx.err("Warning: cannot read %s (%s); destroying anyway" % (paths.config_data, e))
+        refusal = None
+    if refusal is not None:
+        ctx.err("Failure: prerequisites not met for this operation:\n%s" % refusal)
         return cli.EXIT_FAILURE
     daemons.stop(paths, out=ctx.out)
     for name in os.listdir(paths.data_dir):
@@ -135,6 +159,15 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
+    enabled = data.get("enabled_data_collectors") or {}
+    intervals = data.get("data_collector_interval") or {}
+    if enabled:
+        ctx.out("Data collectors:")  # Ganeti's layout: seconds, three decimals
+        for name in sorted(enabled):
+            ctx.out("  %s:" % name)
+            ctx.out("    active: %s" % enabled[name])
+            interval = intervals.get(name)
+            ctx.out("    interval: %s" % ("%.3fs" % (interval / 1e6) if isinstance(interval, (int, float)) else "-"))
     return cli.EXIT_SUCCESS
 
 
@@ -186,6 +219,31 @@ def parse_keyval(text: str) -> dict[str, Any]:
     return result
 
 
+def parse_collector_states(text: str) -> dict[str, bool]:
+    """C{name=bool,...} of C{--enabled-data-collectors} (true/false, yes/no, 1/0)."""
+    states = {}
+    for key, value in parse_keyval(text).items():
+        word = str(value).lower()
+        if word not in ("true", "false", "yes", "no", "1", "0"):
+            raise argparse.ArgumentTypeError("%s=%s: expected true or false" % (key, value))
+        states[key] = word in ("true", "yes", "1")
+    return states
+
+
+def parse_collector_intervals(text: str) -> dict[str, int]:
+    """C{name=seconds,...} of C{--data-collector-interval}, in microseconds (as Ganeti stores them)."""
+    intervals = {}
+    for key, value in parse_keyval(text).items():
+        try:
+            micro = int(1e6 * float(value))
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError("%s=%s: expected a number of seconds" % (key, value)) from None
+        if micro <= 0:
+            raise argparse.ArgumentTypeError("%s=%s: the interval must be above zero" % (key, value))
+        intervals[key] = micro
+    return intervals
+
+
 def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
     """C{hv:key=val,...} (Ganeti's -H syntax)."""
     hv, sep, rest = text.partition(":")
@@ -214,6 +272,10 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
             for hv, values in item.items():
                 merged.setdefault(hv, {}).update(values)
         params["hvparams"] = merged
+    if opts.enabled_data_collectors:
+        params["enabled_data_collectors"] = opts.enabled_data_collectors
+    if opts.data_collector_interval:
+        params["data_collector_interval"] = opts.data_collector_interval
     if not params:
         ctx.err("Please give at least one of the parameters.")
         return cli.EXIT_FAILURE
@@ -238,6 +300,12 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mac-prefix")
     parser.add_argument("--maintain-node-health", type=cli.yes_no, metavar="yes|no")
     parser.add_argument("--prealloc-wipe-disks", type=cli.yes_no, metavar="yes|no")
-    parser.add_argument("-I", "--default-iallocator")
+    parser.add_argument("-I", "--default-iallocator",
+                        help="allocator used when none is named: builtin, or one installed in"
+                             " <root>/usr/{local/,}lib/ganeti/iallocators (e.g. hail)")
+    parser.add_argument("--enabled-data-collectors", type=parse_collector_states, metavar="NAME=BOOL,...",
+                        help="activate or deactivate MonD data collectors (e.g. diskstats=false)")
+    parser.add_argument("--data-collector-interval", type=parse_collector_intervals, metavar="NAME=SECONDS,...",
+                        help="how often MonD runs data collectors, in seconds")
     cli.add_priority_option(parser)
     cli.add_submit_options(parser)

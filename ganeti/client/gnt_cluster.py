@@ -2,6 +2,8 @@
 
     gnt-cluster queue {drain | undrain | info}
     gnt-cluster verify [--error-codes] [-I CODE] [--node-group G]
+    gnt-cluster verify-disks [--node-group G]
+    gnt-cluster repair-disk-sizes [--dry-run] [INSTANCE...]
     gnt-cluster redist-conf
     gnt-cluster list-tags | add-tags TAG... | remove-tags TAG...
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 
-from ganeti import cli
+from ganeti import cli, errors
 from ganeti.cli import Command, Context
 
 
@@ -52,7 +54,11 @@ def remove_tags(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def verify(ctx: Context, opts: argparse.Namespace) -> int:
-    """Verify the configuration and every online node; exit 1 if anything is wrong."""
+    """Submit OP_CLUSTER_VERIFY and follow the jobs it submits (the config
+    job, one job per group), printing their output as Ganeti does; exit 1
+    if a job failed or found an error."""
+    from ganeti.client.executor import follow_up_jobs
+
     params = {
         "verbose": opts.verbose,
         "error_codes": opts.error_codes,
@@ -61,8 +67,66 @@ def verify(ctx: Context, opts: argparse.Namespace) -> int:
     }
     if opts.nodegroup:
         params["group_name"] = opts.nodegroup
-    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_CLUSTER_VERIFY", **params))
-    return cli.EXIT_SUCCESS if result else cli.EXIT_FAILURE
+    (result,) = cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_CLUSTER_VERIFY", **params)])
+    results = follow_up_jobs(ctx, result)
+    bad_jobs = sum(1 for ok, _ in results if not ok)
+    bad_results = sum(1 for ok, value in results if ok and not (value and value[0]))
+    if bad_jobs:
+        ctx.out("%s job(s) failed while verifying the cluster." % bad_jobs)
+    return cli.EXIT_SUCCESS if not (bad_jobs or bad_results) else cli.EXIT_FAILURE
+
+
+def verify_disks(ctx: Context, opts: argparse.Namespace) -> int:
+    """Submit OP_CLUSTER_VERIFY_DISKS, follow its per-group jobs and report
+    (Ganeti's messages): nodes that could not answer, instances whose disks
+    need activating (activated), instances with missing volumes."""
+    from ganeti.client.executor import follow_up_jobs
+
+    params = {"group_name": opts.nodegroup} if opts.nodegroup else {}
+    (result,) = cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_CLUSTER_VERIFY_DISKS", **params)])
+    code = cli.EXIT_SUCCESS
+    for ok, value in follow_up_jobs(ctx, result):
+        if not ok:
+            ctx.out("Job failed: %s" % (value,))
+            continue
+        ((bad_nodes, instances, missing),) = value
+        for node, text in bad_nodes.items():
+            ctx.out("Error gathering data on node %s: %s" % (node, str(text)[-400:]))
+            code = cli.EXIT_FAILURE
+            ctx.out("You need to fix these nodes first before fixing instances")
+        for name in instances:
+            if name in missing:
+                continue
+            ctx.out("Activating disks for instance '%s'" % name)
+            try:
+                cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_INSTANCE_ACTIVATE_DISKS", instance_name=name)])
+            except errors.GenericError as e:
+                status, text = cli.format_error(e)
+                code |= status
+                ctx.err("Error activating disks for instance %s: %s" % (name, text))
+        if missing:
+            for name, volumes in missing.items():
+                if all(node in bad_nodes for node, _ in volumes):
+                    ctx.out("Instance %s cannot be verified as it lives on broken nodes" % name)
+                    continue
+                ctx.out("Instance %s has missing logical volumes:" % name)
+                for node, volume in sorted(volumes):
+                    # a logical volume is named inside its VG, a disk file by its path
+                    where = volume if volume.startswith("/") else "/dev/%s" % volume
+                    ctx.out("\t%s%s %s" % ("broken node " if node in bad_nodes else "", node, where))
+            ctx.out("You need to replace or recreate disks for all the above instances if this message persists"
+                    " after fixing broken nodes.")
+            code = cli.EXIT_FAILURE
+        elif not instances:
+            ctx.out("No disks need to be activated.")
+    return code
+
+
+def repair_disk_sizes(ctx: Context, opts: argparse.Namespace) -> int:
+    """Record the actual sizes of disks whose recorded size is wrong (the
+    job's log says which); all instances, or those named."""
+    cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_CLUSTER_REPAIR_DISK_SIZES", instances=list(opts.instances))])
+    return cli.EXIT_SUCCESS
 
 
 def redist_conf(ctx: Context, opts: argparse.Namespace) -> int:
@@ -80,6 +144,17 @@ def _setup_verify(parser: argparse.ArgumentParser) -> None:
                         metavar="ERROR_CODE", help="Error code to be ignored")
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
     cli.add_priority_option(parser)
+
+
+def _setup_verify_disks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
+    cli.add_priority_option(parser)
+
+
+def _setup_repair(parser: argparse.ArgumentParser) -> None:
+    cli.add_dry_run_option(parser)
+    cli.add_priority_option(parser)
+    parser.add_argument("instances", nargs="*", metavar="INSTANCE", help="Instances to check (default: all)")
 
 
 def _setup_redist(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +205,8 @@ COMMANDS: dict[str, Command] = {
     "version": Command("ganeti.client.cluster_init:version", None, "Print the software and protocol versions"),
     "info": Command("ganeti.client.cluster_init:info", None, "Show the cluster's parameters"),
     "verify": Command(verify, _setup_verify, "Does a check on the cluster configuration and the nodes"),
+    "verify-disks": Command(verify_disks, _setup_verify_disks, "Does a check on the cluster disk status"),
+    "repair-disk-sizes": Command(repair_disk_sizes, _setup_repair, "Updates mismatches in recorded disk sizes"),
     "redist-conf": Command(redist_conf, _setup_redist, "Forces a push of the configuration file and ssconf files"),
     "queue": Command(
         queue_ops, _setup_queue, "Change queue properties",

@@ -6,39 +6,41 @@ free disk, keep those where the instance fits, and take the one with the
 most free memory left after placing it; ties go to the node with fewer
 instances, then to the name.
 
-An external allocator speaks Ganeti's iallocator protocol: it is an
-executable named by the opcode's C{iallocator} (or the cluster's
-C{default_iallocator}), found in C{<root>/usr/local/lib/ganeti/iallocators},
-C{<root>/usr/lib/ganeti/iallocators} or on C{$PATH}; it gets the path of a
-file holding the input (L{build_input}: the cluster, its node groups, nodes
-and instances, and a C{request} of type C{allocate}) and prints
-C{{"success": bool, "info": text, "result": [node name, ...]}}.
+An external allocator speaks Ganeti's iallocator protocol
+(L{ganeti.cmdlib.iallocator}): it is an executable named by the opcode's
+C{iallocator} (or the cluster's C{default_iallocator}), a plain name found,
+as Ganeti looks for it, in C{<root>/usr/local/lib/ganeti/iallocators} or
+C{<root>/usr/lib/ganeti/iallocators} (nowhere else: not on C{$PATH}).  It
+gets the path of a file holding the input, then the cluster's
+C{default_iallocator_params} and the request's own options as
+C{--key=value} (C{--key} for a C{None} value) (L{option_args}), and prints
+its answer.
 
 Which one (L{resolve}): the built-in when neither the opcode nor the
-cluster names one, when the name is L{BUILTIN}, or when it is C{hail} and
-no C{hail} is installed (htools' allocator, the usual default of clients).
+cluster names one or when the name is L{BUILTIN}; otherwise the named one,
+which must be installed: C{hail} (Ganeti's htools) too, so that asking for
+it never silently gets the built-in allocator.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import tempfile
-from typing import Any, Iterable, Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 
 from ganeti import errors, serializer
-from ganeti.cmdlib.instance_utils import instance_memory, instance_nodes, node_name
+from ganeti.cmdlib import iallocator
 from ganeti.objects import ConfigData, nice_sort_key
-from ganeti.rpc import instances as rpc_inst
 
 BUILTIN = "builtin"
 HAIL = "hail"
-#: where external allocators live, relative to the root (then $PATH)
+#: where external allocators live, relative to the root (Ganeti's search path)
 SEARCH_DIRS = ("usr/local/lib/ganeti/iallocators", "usr/lib/ganeti/iallocators")
-#: the version of the iallocator input format
-IALLOCATOR_VERSION = 2
+#: what an allocator's name may be (Ganeti's mask for external scripts)
+_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 #: seconds an external allocator may run
 ALLOCATOR_TIMEOUT = 300.0
 
@@ -46,46 +48,8 @@ ALLOCATOR_TIMEOUT = 300.0
 NAL_MEMBER = "NAL"
 
 
-@attrs.frozen
-class Request:
-    """What to place (Ganeti's iallocator C{allocate} request)."""
-
-    name: str
-    memory: int
-    vcpus: int
-    disk_template: str
-    disks: list[dict[str, Any]] = attrs.Factory(list)
-    nics: list[dict[str, Any]] = attrs.Factory(list)
-    hypervisor: str = "fake"
-    os: str = ""
-    tags: list[str] = attrs.Factory(list)
-    spindle_use: int = 1
-    required_nodes: int = 1
-
-    @property
-    def disk_space(self) -> int:
-        """MiB of node storage the disks take (none for diskless)."""
-        if self.disk_template == "diskless":
-            return 0
-        return sum(int(d.get("size") or 0) for d in self.disks)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "allocate",
-            "name": self.name,
-            "memory": self.memory,
-            "spindle_use": self.spindle_use,
-            "vcpus": self.vcpus,
-            "disks": [{"size": int(d.get("size") or 0), "mode": d.get("mode", "rw"),
-                       "spindles": d.get("spindles")} for d in self.disks],
-            "disk_template": self.disk_template,
-            "disk_space_total": self.disk_space,
-            "os": self.os,
-            "tags": list(self.tags),
-            "nics": list(self.nics),
-            "hypervisor": self.hypervisor,
-            "required_nodes": self.required_nodes,
-        }
+#: what to place (Ganeti's iallocator C{allocate} request)
+Request = iallocator.AllocateRequest
 
 
 @attrs.frozen
@@ -106,6 +70,8 @@ class NodeState:
     total_cpus: int | None = None
     instances: int = 0
     error: str | None = None
+    reserved_memory: int = 0
+    reserved_cpus: int = 0
 
 
 @attrs.frozen
@@ -146,156 +112,128 @@ def place(request: Request, nodes: Sequence[NodeState]) -> Placement:
 # --- the iallocator protocol (pure) ------------------------------------------------------
 
 
-def build_input(
-    cfg: ConfigData, request: Request, nodes: Sequence[NodeState], usable: Iterable[str] | None = None
-) -> dict[str, Any]:
-    """Ganeti's iallocator input for C{request}.
-
-    @param nodes: the figures of the nodes asked (by uuid); nodes of the
-        config not among them have none
-    @param usable: the uuids the instance may go to; every other node is
-        shown offline (Ganeti's node white list, for opportunistic locking)
-    """
-    cluster = cfg.cluster
-    states = {n.uuid: n for n in nodes}
-    allowed = None if usable is None else set(usable)
-    primaries: dict[str, list[Any]] = {}
-    for inst in cfg.instances.values():
-        primaries.setdefault(inst.primary_node or "", []).append(inst)
-    node_data: dict[str, Any] = {}
-    for uuid, node in cfg.nodes.items():
-        state = states.get(uuid)
-        hosted = primaries.get(uuid, [])
-        memories = [instance_memory(cfg, i) for i in hosted]
-        up_memory = sum(m for i, m in zip(hosted, memories) if i.admin_state == "up")
-        entry: dict[str, Any] = {
-            "tags": list(node.tags),
-            "primary_ip": node.primary_ip,
-            "secondary_ip": node.secondary_ip,
-            "offline": bool(node.offline) or (allowed is not None and uuid not in allowed),
-            "drained": bool(node.drained),
-            "master_candidate": bool(node.master_candidate),
-            "group": node.group,
-            "master_capable": bool(node.master_capable),
-            "vm_capable": node.vm_capable is not False,
-            "ndparams": dict(cluster.ndparams or {}, **(node.ndparams or {})),
-        }
-        if state is not None and state.error is None and state.free_memory is not None:
-            total_disk = state.total_disk if state.total_disk is not None else state.free_disk or 0
-            entry.update({
-                "total_memory": state.total_memory if state.total_memory is not None else state.free_memory,
-                "reserved_memory": 0,
-                "free_memory": state.free_memory,
-                "total_disk": total_disk,
-                "free_disk": state.free_disk if state.free_disk is not None else total_disk,
-                "total_spindles": 0,
-                "free_spindles": 0,
-                "total_cpus": state.total_cpus or 1,
-                "i_pri_memory": sum(memories),
-                "i_pri_up_memory": up_memory,
-            })
-        node_data[node.name or uuid] = entry
-    inst_data: dict[str, Any] = {}
-    for inst in cfg.instances.values():
-        disks = rpc_inst.instance_disks(cfg, inst)
-        be = rpc_inst.filled_beparams(cfg, inst)
-        inst_data[inst.name or inst.uuid or "?"] = {
-            "tags": list(inst.tags),
-            "admin_state": inst.admin_state,
-            "admin_state_source": inst.admin_state_source,
-            "vcpus": int(be.get("vcpus") or 1),
-            "memory": instance_memory(cfg, inst),
-            "spindle_use": int(be.get("spindle_use") or 1),
-            "os": inst.os,
-            "nodes": [node_name(cfg, u) for u in instance_nodes(cfg, inst)],
-            "nics": [{"mac": n.mac, "ip": n.ip, "mode": (n.nicparams or {}).get("mode"),
-                      "link": (n.nicparams or {}).get("link"), "network": n.network} for n in inst.nics],
-            "disks": [{"size": d.size, "mode": d.mode, "spindles": d.spindles} for d in disks],
-            "disk_template": inst.disk_template,
-            "disk_space_total": 0 if inst.disk_template == "diskless" else sum(d.size or 0 for d in disks),
-            "hypervisor": inst.hypervisor,
-        }
-    groups = {
-        uuid: {"name": g.name, "alloc_policy": g.alloc_policy or "preferred", "ipolicy": dict(g.ipolicy or {}),
-               "networks": sorted(g.networks or {}), "tags": list(g.tags)}
-        for uuid, g in cfg.nodegroups.items()
-    }
+def figures(nodes: Sequence[NodeState]) -> dict[str, iallocator.NodeFigures]:
+    """The iallocator figures of the nodes whose free memory is known, by uuid."""
     return {
-        "version": IALLOCATOR_VERSION,
-        "cluster_name": cluster.cluster_name,
-        "cluster_tags": list(cluster.tags),
-        "enabled_hypervisors": list(cluster.enabled_hypervisors),
-        "ipolicy": dict(cluster.ipolicy or {}),
-        "nodegroups": groups,
-        "nodes": node_data,
-        "instances": inst_data,
-        "request": request.to_dict(),
+        n.uuid: iallocator.NodeFigures(free_memory=n.free_memory, total_memory=n.total_memory, free_disk=n.free_disk,
+                                       total_disk=n.total_disk, total_cpus=n.total_cpus,
+                                       reserved_memory=n.reserved_memory, reserved_cpus=n.reserved_cpus)
+        for n in nodes if n.error is None and n.free_memory is not None
     }
+
+
+def build_input(cfg: ConfigData, request: iallocator.Request, nodes: Sequence[NodeState]) -> dict[str, Any]:
+    """Ganeti's iallocator input for C{request}, with the figures of C{nodes}
+    (every other node shown offline)."""
+    return iallocator.build_input(cfg, request, figures(nodes))
 
 
 def parse_output(name: str, output: bytes | str) -> list[str]:
-    """The node names an allocator chose, from its answer.
+    """The node names an allocator chose for an C{allocate} or C{relocate} request."""
+    return iallocator.node_names(name, iallocator.parse_answer(name, output))
 
-    @raise errors.OpPrereqError: the answer is malformed
-        (C{ECODE_FAULT}) or says it failed (C{ECODE_NORES})
+
+def find_allocator(name: str, root: str | None) -> str | None:
+    """The executable of allocator C{name} under C{root}'s search path
+    (L{SEARCH_DIRS}, as Ganeti: a plain name, no other directory), or C{None}.
+
+    @param root: C{None}: there is no search path (an LU without a node
+        root, in tests), nothing is found
     """
-    try:
-        answer = serializer.loads(output)
-    except ValueError as e:
-        raise errors.OpPrereqError("Allocator '%s' answered invalid JSON: %s" % (name, e), errors.ECODE_FAULT) from None
-    if not isinstance(answer, dict) or "success" not in answer:
-        raise errors.OpPrereqError("Allocator '%s' answered without 'success'" % name, errors.ECODE_FAULT)
-    result = answer.get("result", answer.get("nodes"))
-    if not answer["success"]:
-        raise errors.OpPrereqError(
-            "Can't compute nodes using iallocator '%s': %s" % (name, answer.get("info") or "no reason given"),
-            errors.ECODE_NORES,
-        )
-    if not isinstance(result, list) or not result or not all(isinstance(n, str) for n in result):
-        raise errors.OpPrereqError("Allocator '%s' answered a result that is not a list of node names: %.100r"
-                                   % (name, result), errors.ECODE_FAULT)
-    return result
-
-
-def find_allocator(name: str, root: str = "/", path: str | None = None) -> str | None:
-    """The executable of allocator C{name}, or C{None}."""
-    if os.sep in name:
-        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    if root is None or not _NAME.match(name):
+        return None
     for directory in SEARCH_DIRS:
         candidate = os.path.join(root or "/", directory, name)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
-    return shutil.which(name, path=path)
+    return None
 
 
-def resolve(op_name: str | None, default: str | None, root: str = "/") -> tuple[str, str | None]:
+def resolve(op_name: str | None, default: str | None, root: str | None) -> tuple[str, str | None]:
     """Which allocator to run: C{(name, executable or None for the built-in)}.
 
-    @raise errors.OpPrereqError: a named allocator is not installed
+    @raise errors.OpPrereqError: a named allocator (C{hail} too) is not
+        installed under C{root}
     """
     name = op_name or default or BUILTIN
     if name == BUILTIN:
         return BUILTIN, None
+    if not _NAME.match(name):
+        raise errors.OpPrereqError("Invalid allocator name '%s': a plain name of letters, digits, '-' and '_' is"
+                                   " needed, found in %s" % (name, _search_path(root)), errors.ECODE_INVAL)
     found = find_allocator(name, root)
     if found is None:
-        if name == HAIL:
-            return BUILTIN, None
-        raise errors.OpPrereqError("Can't find allocator '%s' (searched %s and $PATH)"
-                                   % (name, ", ".join(os.path.join(root or "/", d) for d in SEARCH_DIRS)),
+        hint = " (Ganeti's htools provide it; '%s' names the built-in allocator)" % BUILTIN if name == HAIL else ""
+        raise errors.OpPrereqError("Can't find allocator '%s' (searched %s)%s" % (name, _search_path(root), hint),
                                    errors.ECODE_NOENT)
     return name, found
+
+
+def option_args(params: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
+    """The command line options of an allocator: C{params} (the cluster's
+    C{default_iallocator_params}) as Ganeti's node daemon passes them, then
+    C{extra} (the request's)."""
+    out = ["--%s" % key if value is None else "--%s=%s" % (key, value) for key, value in (params or {}).items()]
+    return out + [arg for arg in extra if arg not in out]
+
+
+def _search_path(root: str | None) -> str:
+    if root is None:
+        return "no search path"
+    return ", ".join(os.path.join(root or "/", d) for d in SEARCH_DIRS)
 
 
 # --- running an external allocator (I/O) ---------------------------------------------------
 
 
-async def run_external(name: str, executable: str, data: dict[str, Any], reactor: Any = None) -> list[str]:
-    """Run allocator C{executable} on C{data}; the node names it chose."""
+def root_of(lu: Any) -> str | None:
+    """The node root an LU looks for allocators under (C{None}: no node root, in tests)."""
+    return lu.ctx.paths.root if lu.ctx.paths is not None else None
+
+
+async def run_request(cfg: ConfigData, name: str, executable: str, request: iallocator.Request,
+                      nodes: Sequence[NodeState], reactor: Any = None) -> Any:
+    """Run allocator C{executable} on C{request} with the figures of
+    C{nodes} and the cluster's C{default_iallocator_params}; the result."""
+    data = build_input(cfg, request, nodes)
+    args = option_args(cfg.cluster.default_iallocator_params, request.extra_args())
+    return await run_raw(name, executable, data, reactor, args)
+
+
+async def choose_node(cfg: ConfigData, name: str, executable: str, request: iallocator.Request,
+                      nodes: Sequence[NodeState], usable: Mapping[str, str], required: int = 1,
+                      reactor: Any = None) -> str:
+    """The uuid of the node allocator C{name} chose for an C{allocate} or
+    C{relocate} request (the first of the C{required} nodes it must name).
+
+    @param usable: C{{node name: uuid}} of the nodes it may choose
+    @raise errors.OpPrereqError: it failed (C{ECODE_NORES}), or answered
+        something else or a node not among C{usable} (C{ECODE_FAULT})
+    """
+    result = await run_request(cfg, name, executable, request, nodes, reactor)
+    chosen = iallocator.node_names(name, result, required)[0]
+    if chosen not in usable:
+        raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
+                                   % (name, chosen, ", ".join(sorted(usable))), errors.ECODE_FAULT)
+    return usable[chosen]
+
+
+async def run_external(name: str, executable: str, data: dict[str, Any], reactor: Any = None,
+                       args: Sequence[str] = ()) -> list[str]:
+    """Run allocator C{executable} on C{data} (an C{allocate} or C{relocate}
+    request); the node names it chose."""
+    return iallocator.node_names(name, await run_raw(name, executable, data, reactor, args))
+
+
+async def run_raw(name: str, executable: str, data: dict[str, Any], reactor: Any = None,
+                  args: Sequence[str] = ()) -> Any:
+    """Run allocator C{executable} on C{data} (with the options C{args});
+    the C{result} of its successful answer."""
     handle, input_path = tempfile.mkstemp(prefix="ganeti-iallocator-", suffix=".json")
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(serializer.dumps(data))
-        out, err, code = await _spawn(executable, [input_path], reactor)
+        out, err, code = await _spawn(executable, [input_path] + list(args), reactor)
     finally:
         try:
             os.unlink(input_path)
@@ -305,7 +243,7 @@ async def run_external(name: str, executable: str, data: dict[str, Any], reactor
         message = (err or out).decode("utf-8", "replace").strip()[-500:]
         raise errors.OpPrereqError("Allocator '%s' failed (exit code %s): %s" % (name, code, message),
                                    errors.ECODE_FAULT)
-    return parse_output(name, out)
+    return iallocator.parse_answer(name, out)
 
 
 async def _spawn(executable: str, args: list[str], reactor: Any) -> tuple[bytes, bytes, int]:

@@ -1,16 +1,21 @@
-"""Cluster LUs: OP_CLUSTER_QUERY, OP_CLUSTER_VERIFY_CONFIG, OP_CLUSTER_SET_PARAMS."""
+"""Cluster LUs: OP_CLUSTER_QUERY, OP_CLUSTER_VERIFY_CONFIG, OP_CLUSTER_SET_PARAMS.
+
+The other verify LUs are in L{ganeti.cmdlib.verify}; they report through
+L{VerifyErrors}.
+"""
 
 from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import group_params, instance_params
+from ganeti.cmdlib import allocator, group_params, instance_params
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
+from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.query import cluster_info
@@ -30,16 +35,52 @@ class LUClusterQuery(LogicalUnit):
 #: Ganeti's error code for configuration problems, and the item type.
 CV_ECLUSTERCFG = "ECLUSTERCFG"
 _ITEM_CLUSTER = "cluster"
+#: The line of C{debug_simulate_errors}.
+SIMULATED = "simulated error (debug_simulate_errors)"
+
+
+class VerifyErrors:
+    """How the verify LUs report (Ganeti's C{_VerifyErrors}): one feedback
+    line per problem, C{"  - ERROR: <kind> <item>: <text>"}, or with
+    C{error_codes} C{"  - ERROR:<code>:<kind>:<item>:<text>"}; a code in
+    C{ignore_errors}, or a warning, is a C{WARNING} line.  Any error makes
+    C{self.bad} true: the opcode's result is C{not self.bad}.
+    """
+
+    op: dict[str, Any]
+    bad: bool = False
+    #: the LU's own (L{LogicalUnit.feedback}); declared only, never shadowed
+    feedback: Callable[[Any], Any]
+
+    def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
+        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
+        if ltype == "ERROR":
+            self.bad = True
+        if self.op["error_codes"]:
+            line = "%s:%s:%s:%s:%s" % (ltype, code, kind, item, message)
+        elif item:
+            line = "%s: %s %s: %s" % (ltype, kind, item, message)
+        else:
+            line = "%s: %s: %s" % (ltype, kind, message)
+        return self.feedback("  - %s" % line)
+
+    def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
+        return self._item_error("node", code, node, message, warning)
 
 
 @register
-class LUClusterVerifyConfig(LogicalUnit):
-    """Verify the configuration's consistency; result True when it is sound.
+class LUClusterVerifyConfig(VerifyErrors, LogicalUnit):
+    """Verify the configuration's consistency, and the job queue's replicas;
+    result True when both are sound.
 
     Every lock, shared.  Problems are those WConfD's own check and
     L{ganeti.config.verify} find, each reported as a feedback line in
     Ganeti's format (C{"  - ERROR: cluster: <text>"}, or
-    C{"  - ERROR:ECLUSTERCFG:cluster::<text>"} with C{error_codes}).
+    C{"  - ERROR:ECLUSTERCFG:cluster::<text>"} with C{error_codes}).  The
+    job queue is cluster-wide, not a group's: its check
+    (L{ganeti.cmdlib.queue_verify}: every online master candidate's replica
+    must match the master's queue) runs here, in the job
+    C{gnt-cluster verify} submits first.
     """
 
     OP_ID = "OP_CLUSTER_VERIFY_CONFIG"
@@ -49,17 +90,6 @@ class LUClusterVerifyConfig(LogicalUnit):
         self.needed_locks = {level: ALL_SET for level in LEVELS if level != LEVEL_CLUSTER}
         self.share_all()
 
-    def _error(self, message: str) -> Any:
-        code = CV_ECLUSTERCFG
-        ltype = "WARNING" if code in (self.op.get("ignore_errors") or []) else "ERROR"
-        if ltype == "ERROR":
-            self.bad = True
-        if self.op["error_codes"]:
-            line = "%s:%s:%s:%s:%s" % (ltype, code, _ITEM_CLUSTER, "", message)
-        else:
-            line = "%s: %s: %s" % (ltype, _ITEM_CLUSTER, message)
-        return self.feedback("  - %s" % line)
-
     async def exec_(self, feedback: Feedback) -> Any:
         self.bad = False
         await self.feedback("* Verifying cluster config")
@@ -68,9 +98,10 @@ class LUClusterVerifyConfig(LogicalUnit):
             if problem not in problems:
                 problems.append(problem)
         if self.op["debug_simulate_errors"]:
-            problems.append("simulated error (debug_simulate_errors)")
+            problems.append(SIMULATED)
         for problem in problems:
-            await self._error(problem)
+            await self._item_error(_ITEM_CLUSTER, CV_ECLUSTERCFG, "", problem)
+        await verify_queue_replicas(self, self._node_error)
         return not self.bad
 
 
@@ -80,6 +111,27 @@ _SIMPLE = (
     "default_iallocator",
 )
 _MAC_PREFIX = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
+#: a data collector's name (built-in or a MonD plugin executable)
+_COLLECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: Ganeti's default data collector interval (microseconds)
+_COLLECTOR_INTERVAL = 5000000
+
+
+def data_collectors_changed(current: dict[str, Any], enabled: dict[str, bool] | None,
+                            intervals: dict[str, int] | None) -> dict[str, Any]:
+    """The cluster's C{data_collectors} with C{enabled} and C{intervals} applied.
+
+    @raise errors.OpPrereqError: a name that cannot be a collector's
+    """
+    changed = {name: dict(params) for name, params in (current or {}).items() if isinstance(params, dict)}
+    for name in list(enabled or {}) + list(intervals or {}):
+        if not _COLLECTOR_NAME.match(name):
+            raise errors.OpPrereqError("Invalid data collector name %r" % name, errors.ECODE_INVAL)
+    for name, active in (enabled or {}).items():
+        changed.setdefault(name, {"active": True, "interval": _COLLECTOR_INTERVAL})["active"] = active
+    for name, interval in (intervals or {}).items():
+        changed.setdefault(name, {"active": True, "interval": _COLLECTOR_INTERVAL})["interval"] = interval
+    return changed
 
 
 def _without_defaults(params: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +185,11 @@ class LUClusterSetParams(LogicalUnit):
             raise errors.OpPrereqError(
                 "max_tracked_jobs (%s) must not be below max_running_jobs (%s)" % (tracked, running), errors.ECODE_INVAL
             )
+        wanted = op.get("default_iallocator")
+        if wanted and wanted != allocator.BUILTIN and allocator.find_allocator(wanted, allocator.root_of(self)) is None:
+            # as Ganeti: a default allocator must be installed where it is looked for
+            raise errors.OpPrereqError("Invalid default iallocator script '%s' specified" % wanted,
+                                       errors.ECODE_INVAL)
         instances = list(self.cfg.instances.values())
         hypervisors = op.get("enabled_hypervisors")
         if hypervisors is not None:
@@ -143,6 +200,7 @@ class LUClusterSetParams(LogicalUnit):
                 raise errors.OpPrereqError(
                     "Hypervisor(s) %s still used by instances" % ", ".join(used), errors.ECODE_STATE
                 )
+        data_collectors_changed({}, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
         templates = op.get("enabled_disk_templates")
         if templates is not None:
             if not templates:
@@ -177,6 +235,9 @@ class LUClusterSetParams(LogicalUnit):
                 changes[name] = merged
         if op.get("ndparams"):
             changes["ndparams"] = dict(cluster.ndparams, **op["ndparams"])
+        if op.get("enabled_data_collectors") or op.get("data_collector_interval"):
+            changes["data_collectors"] = data_collectors_changed(
+                cluster.data_collectors, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
         return attrs.evolve(cluster, **changes) if changes else cluster
 
     async def exec_(self, feedback: Feedback) -> Any:

@@ -1,11 +1,11 @@
 """OP_TEST_ALLOCATOR (C{gnt-debug iallocator}): an allocator's input or output.
 
 Direction C{in} answers the text an allocator would get for the request
-(L{ganeti.cmdlib.allocator.build_input}, with the nodes' live figures);
+(L{ganeti.cmdlib.iallocator.build_input}, with the nodes' live figures);
 direction C{out} runs the allocator on it and answers what it printed.  The
-built-in allocator (L{ganeti.cmdlib.allocator.BUILTIN}, also for C{hail}
-when none is installed) answers C{allocate} requests in the protocol's
-form: C{{"success": ..., "info": ..., "result": [node]}}.
+built-in allocator (L{ganeti.cmdlib.allocator.BUILTIN}) answers C{allocate}
+requests in the protocol's form: C{{"success": ..., "info": ...,
+"result": [node]}}; an external one (C{hail} too) must be installed.
 
 Modes as Ganeti's LUTestAllocator: C{allocate} and C{multi-allocate} (C{count}
 instances named C{name0}, C{name1}, ...) of a new instance, C{relocate} of a
@@ -19,9 +19,10 @@ import os
 import tempfile
 from typing import Any
 
+import attrs
 
 from ganeti import errors, serializer
-from ganeti.cmdlib import allocator
+from ganeti.cmdlib import allocator, iallocator
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.objects import ConfigData, Instance
@@ -40,9 +41,9 @@ def _check_disks(disks: Any) -> list[dict[str, Any]]:
     return [dict(row) for row in disks or []]
 
 
-def alloc_request(op: dict[str, Any], name: str, hypervisor: str) -> dict[str, Any]:
-    """The C{allocate} request of one new instance (without its C{type})."""
-    request = allocator.Request(
+def alloc_request(op: dict[str, Any], name: str, hypervisor: str) -> iallocator.AllocateRequest:
+    """The C{allocate} request of one new instance."""
+    return iallocator.AllocateRequest(
         name=name,
         memory=op.get("memory") or 0,
         vcpus=op.get("vcpus") or 0,
@@ -53,15 +54,33 @@ def alloc_request(op: dict[str, Any], name: str, hypervisor: str) -> dict[str, A
         os=op.get("os") or "",
         tags=list(op.get("tags") or []),
         spindle_use=op.get("spindle_use", 1),
-    ).to_dict()
-    request.pop("type", None)
-    request.setdefault("group_name", op.get("group_name"))
-    return request
+        group_name=op.get("group_name"),
+    )
 
 
-def build_request(cfg: ConfigData, op: dict[str, Any]) -> tuple[dict[str, Any], allocator.Request | None]:
-    """The request for C{op}'s mode (with its C{type}) and, for C{allocate},
-    the L{allocator.Request} the built-in allocator can place (pure).
+@attrs.frozen
+class MultiAllocateRequest:
+    """Place several new instances (C{multi-allocate}): their C{allocate}
+    requests, each without its C{type}."""
+
+    instances: list[iallocator.AllocateRequest]
+
+    mode = "multi-allocate"
+
+    def to_dict(self, cfg: ConfigData | None = None) -> dict[str, Any]:
+        requests = []
+        for request in self.instances:
+            one = request.to_dict(cfg)
+            one.pop("type", None)
+            requests.append(one)
+        return {"type": self.mode, "instances": requests}
+
+    def extra_args(self) -> list[str]:
+        return []
+
+
+def build_request(cfg: ConfigData, op: dict[str, Any]) -> Any:
+    """The iallocator request (L{ganeti.cmdlib.iallocator}) for C{op}'s mode (pure).
 
     @raise errors.OpPrereqError: the opcode does not make a valid request
     """
@@ -69,34 +88,25 @@ def build_request(cfg: ConfigData, op: dict[str, Any]) -> tuple[dict[str, Any], 
     hypervisor = op.get("hypervisor") or (cfg.cluster.enabled_hypervisors or ["fake"])[0]
     if mode in ("allocate", "multi-allocate"):
         name = op["name"]
-        known = {i.name for i in cfg.instances.values()}
-        if name in known:
+        if cfg.find_instance(name) is not None:
             raise errors.OpPrereqError("Instance '%s' already in the cluster" % name, errors.ECODE_EXISTS)
         if mode == "allocate":
-            request = dict(alloc_request(op, name, hypervisor), type=mode)
-            placeable = allocator.Request(
-                name=name, memory=request["memory"], vcpus=request["vcpus"],
-                disk_template=request["disk_template"], disks=_check_disks(op.get("disks")),
-                hypervisor=hypervisor,
-            )
-            return request, placeable
-        instances = [alloc_request(op, "%s%d" % (name, index), hypervisor) for index in range(op["count"])]
-        return {"type": mode, "instances": instances}, None
+            return alloc_request(op, name, hypervisor)
+        return MultiAllocateRequest([alloc_request(op, "%s%d" % (name, index), hypervisor)
+                                     for index in range(op["count"])])
     if mode == "relocate":
         inst = _instance(cfg, op["name"])
         if inst.disk_template not in RELOCATABLE:
             raise errors.OpPrereqError("Can't relocate non-mirrored instances", errors.ECODE_INVAL)
-        disks = [cfg.disks[u] for u in inst.disks if u in cfg.disks]
-        space = 0 if inst.disk_template == "diskless" else sum(d.size or 0 for d in disks)
-        return {"type": mode, "name": inst.name, "disk_space_total": space, "required_nodes": 1,
-                "relocate_from": [iu.node_name(cfg, u) for u in iu.secondary_nodes(cfg, inst)]}, None
+        return iallocator.RelocateRequest(
+            name=inst.name or "", relocate_from=[iu.node_name(cfg, u) for u in iu.secondary_nodes(cfg, inst)])
     if mode in ("node-evacuate", "change-group"):
         if not op.get("instances"):
             raise errors.OpPrereqError("Missing instances", errors.ECODE_INVAL)
-        names = [_instance(cfg, name).name for name in op["instances"]]
+        names = [_instance(cfg, name).name or "" for name in op["instances"]]
         if mode == "node-evacuate":
-            return {"type": mode, "instances": names, "evac_mode": op.get("evac_mode")}, None
-        return {"type": mode, "instances": names, "target_groups": list(op.get("target_groups") or [])}, None
+            return iallocator.NodeEvacRequest(instances=names, evac_mode=op.get("evac_mode") or "all")
+        return iallocator.ChangeGroupRequest(instances=names, target_groups=list(op.get("target_groups") or []))
     raise errors.OpPrereqError("Invalid test allocator mode '%s'" % mode, errors.ECODE_INVAL)
 
 
@@ -104,9 +114,10 @@ def _instance(cfg: ConfigData, name: str) -> Instance:
     return iu.expand_instance(cfg, name)
 
 
-def builtin_output(request: allocator.Request | None, states: list[allocator.NodeState]) -> str:
-    """What the built-in allocator answers, in the protocol's form."""
-    if request is None:
+def builtin_output(request: Any, states: list[allocator.NodeState]) -> str:
+    """What the built-in allocator answers, in the protocol's form: it places
+    C{allocate} requests only."""
+    if not isinstance(request, iallocator.AllocateRequest):
         answer: dict[str, Any] = {"success": False, "info": "the built-in allocator answers allocate requests only",
                                   "result": []}
     else:
@@ -126,26 +137,27 @@ class LUTestAllocator(LogicalUnit):
     REQ_BGL = False
 
     def check_prereq(self) -> None:
-        self.request, self.placeable = build_request(self.cfg, self.op)
+        self.request = build_request(self.cfg, self.op)
         if self.op["direction"] == "out" and not self.op.get("iallocator"):
             raise errors.OpPrereqError("Missing allocator name", errors.ECODE_INVAL)
 
     async def _states(self, hypervisor: str, template: str) -> list[allocator.NodeState]:
         cfg = self.cfg
-        uuids = [u for u, n in cfg.nodes.items() if not n.offline]
+        uuids = sorted((u for u, n in cfg.nodes.items() if not n.offline), key=lambda u: iu.node_name(cfg, u))
         resources = await iu.node_resources(self, uuids, hypervisor, [template])
         counts = iu.primary_counts(cfg)
         states = []
-        for uuid in sorted(cfg.nodes, key=lambda u: iu.node_name(cfg, u)):
+        for uuid in uuids:
             res = resources.get(uuid)
             name = iu.node_name(cfg, uuid)
             if not isinstance(res, iu.NodeResources):
-                states.append(allocator.NodeState(uuid, name, error=str(res or "offline"),
-                                                  instances=counts.get(uuid, 0)))
+                states.append(allocator.NodeState(uuid, name, error=str(res), instances=counts.get(uuid, 0)))
                 continue
             states.append(allocator.NodeState(
                 uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(template), total_cpus=res.cpu_total, instances=counts.get(uuid, 0)))
+                free_disk=res.storage_free.get(template), total_disk=res.storage_size.get(template),
+                total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
+                reserved_cpus=res.cpu_dom0 or 0))
         return states
 
     async def exec_(self, feedback: Feedback) -> Any:
@@ -153,29 +165,26 @@ class LUTestAllocator(LogicalUnit):
         hypervisor = self.op.get("hypervisor") or (cfg.cluster.enabled_hypervisors or ["fake"])[0]
         template = self.op.get("disk_template") or "diskless"
         states = await self._states(hypervisor, template)
-        data = allocator.build_input(cfg, allocator.Request(name="", memory=0, vcpus=0, disk_template=template),
-                                     states)
-        data["request"] = self.request
-        text = serializer.dumps(data).decode("utf-8")
+        text = serializer.dumps(allocator.build_input(cfg, self.request, states)).decode("utf-8")
         if self.op["direction"] == "in":
             return text
-        root = self.ctx.paths.root if self.ctx.paths is not None else "/"
-        name, executable = allocator.resolve(self.op["iallocator"], None, root)
+        name, executable = allocator.resolve(self.op["iallocator"], None, allocator.root_of(self))
         if executable is None:
-            return builtin_output(self.placeable, states)
-        return await run_allocator(name, executable, text, self.ctx.clock)
+            return builtin_output(self.request, states)
+        args = allocator.option_args(cfg.cluster.default_iallocator_params, self.request.extra_args())
+        return await run_allocator(name, executable, text, args, self.ctx.clock)
 
 
-async def run_allocator(name: str, executable: str, text: str, reactor: Any) -> str:
-    """Run allocator C{executable} on input C{text}; what it printed (any exit
-    status but 0 is an L{errors.OpExecError})."""
+async def run_allocator(name: str, executable: str, text: str, args: list[str], reactor: Any) -> str:
+    """Run allocator C{executable} on input C{text} with options C{args}; what
+    it printed (any exit status but 0 is an L{errors.OpExecError})."""
     from twisted.internet import utils
 
     handle, path = tempfile.mkstemp(prefix="ganeti-iallocator-", suffix=".json")
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
-        out, err, code = await utils.getProcessOutputAndValue(executable, [path], env=dict(os.environ),
+        out, err, code = await utils.getProcessOutputAndValue(executable, [path, *args], env=dict(os.environ),
                                                               reactor=reactor)
     finally:
         os.unlink(path)

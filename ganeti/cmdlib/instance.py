@@ -337,19 +337,22 @@ class LUInstanceCreate(LogicalUnit):
             vcpus=iu.instance_vcpus(self.cfg, probe),
             disk_template=self.template,
             disks=[dict(d) for d in self.disks],
-            nics=[{"mac": n["mac"], "ip": n.get("ip"), "mode": n["nicparams"].get("mode"),
-                   "link": n["nicparams"].get("link"), "network": n.get("network")} for n in self.nics],
+            # as Ganeti: each NIC as its object's dict
+            nics=[{"mac": n["mac"], "ip": n.get("ip"), "network": n.get("network"), "name": n.get("name"),
+                   "nicparams": dict(n["nicparams"])} for n in self.nics],
             hypervisor=self.hypervisor,
             os=self.op.get("os_type") or "",
             tags=list(self.op["tags"]),
+            spindle_use=int(rpc_inst.filled_beparams(self.cfg, probe).get("spindle_use") or 1),
+            group_name=self.cfg.nodegroups[self.group].name if self.group in self.cfg.nodegroups else None,
         )
 
     async def _allocate(self) -> str:
         """Choose the primary node among the candidates; returns its uuid."""
         cfg = self.cfg
         request = self._request()
-        root = self.ctx.paths.root if self.ctx.paths is not None else "/"
-        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator, root)
+        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
+                                             allocator.root_of(self))
         states = await self._node_states(self.candidates)
         if executable is None:
             placement = allocator.place(request, states)
@@ -362,13 +365,11 @@ class LUInstanceCreate(LogicalUnit):
                 )
             chosen = placement.node.uuid
         else:
-            data = allocator.build_input(cfg, request, states, usable=self.candidates)
-            names = await allocator.run_external(name, executable, data, self.ctx.clock)
             by_name = {iu.node_name(cfg, u): u for u in self.candidates}
-            if names[0] not in by_name:
-                raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
-                                           % (name, names[0], ", ".join(sorted(by_name))), errors.ECODE_FAULT)
-            chosen = by_name[names[0]]
+            if self.op["opportunistic_locking"]:  # as Ganeti: the node white list
+                request = attrs.evolve(request, restrict_to=sorted(by_name))
+            chosen = await allocator.choose_node(cfg, name, executable, request, states, by_name,
+                                                 request.required_nodes, self.ctx.clock)
         await self.log_info("Selected node %s for instance %s (allocator %s)", iu.node_name(cfg, chosen),
                             request.name, name)
         return chosen
@@ -387,8 +388,9 @@ class LUInstanceCreate(LogicalUnit):
                 continue
             states.append(allocator.NodeState(
                 uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(self.template), total_cpus=res.cpu_total,
-                instances=counts.get(uuid, 0)))
+                free_disk=res.storage_free.get(self.template), total_disk=res.storage_size.get(self.template),
+                total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
+                reserved_cpus=res.cpu_dom0 or 0))
         return states
 
     async def _narrow_locks(self, pnode: str) -> None:

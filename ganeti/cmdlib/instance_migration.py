@@ -33,11 +33,12 @@ Choices where Ganeti leaves room or has features we do not have:
     memory free (C{allow_runtime_changes} is accepted and has no effect);
     C{ignore_ipolicy} and C{ignore_hvversions} are accepted, there is no
     instance policy nor hypervisor version check to skip.
-  - Without C{target_node} the built-in allocator of
-    L{ganeti.cmdlib.allocator} chooses, whatever C{iallocator} names (an
-    external allocator only places new instances): among the online,
-    undrained, vm_capable nodes of the primary's group, one that has the
-    instance's memory free (C{node_info}), the most left after it.  The LU
+  - Without C{target_node} the allocator C{iallocator} names (else the
+    cluster's default) chooses: an external one (Ganeti's C{hail}) answers
+    a C{relocate} request (L{ganeti.cmdlib.iallocator}); the built-in one
+    of L{ganeti.cmdlib.allocator} takes, among the online, undrained,
+    vm_capable nodes of the primary's group, one that has the instance's
+    memory free (C{node_info}), the most left after it.  The LU
     then holds every node lock until the choice is made, and keeps only
     those of the primary and the target afterwards.
   - C{cleanup} asks C{instance_list} on the primary and on the target (or,
@@ -47,7 +48,8 @@ Choices where Ganeti leaves room or has features we do not have:
   - OP_NODE_MIGRATE submits one OP_INSTANCE_MIGRATE per primary instance
     (name order) without checking them: each job accepts or refuses its
     instance, as in Ganeti.
-  - OP_NODE_EVACUATE chooses every target itself (C{remote_node}, else the
+  - OP_NODE_EVACUATE chooses every target itself (C{remote_node}, else an
+    external allocator's answer to a C{node-evacuate} request, else the
     built-in allocator, running instances biggest first) and submits one
     job per instance: OP_INSTANCE_MIGRATE with C{allow_failover} for those
     marked up, OP_INSTANCE_FAILOVER for the others.  It refuses the whole
@@ -63,7 +65,7 @@ from typing import Any, ClassVar, Iterable
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator
+from ganeti.cmdlib import allocator, iallocator
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
@@ -211,7 +213,8 @@ async def node_states(lu: LogicalUnit, nodes: list[Node], hypervisors: Iterable[
             elif res.memory_free is not None:
                 free = res.memory_free if state.free_memory is None else min(state.free_memory, res.memory_free)
                 states[uuid] = attrs.evolve(state, free_memory=free, total_memory=res.memory_total,
-                                            total_cpus=res.cpu_total)
+                                            total_cpus=res.cpu_total, reserved_memory=res.memory_dom0 or 0,
+                                            reserved_cpus=res.cpu_dom0 or 0)
     return list(states.values())
 
 
@@ -224,7 +227,7 @@ def move_request(cfg: ConfigData, inst: Instance, memory: int) -> allocator.Requ
 
 
 async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
-    """The built-in allocator's node for C{inst} (C{need} MiB free) among the
+    """The allocator's node for C{inst} (C{need} MiB free) among the
     possible targets whose lock the LU holds."""
     owned = lu.owned_locks(LEVEL_NODE)
     candidates = [n for n in possible_targets(lu.cfg, inst.primary_node) if n.uuid in owned]
@@ -234,11 +237,15 @@ async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
             % (inst.name, node_name(lu.cfg, inst.primary_node)),
             errors.ECODE_NORES,
         )
-    wanted = lu.op.get("iallocator")
-    if wanted and wanted not in (allocator.BUILTIN, allocator.HAIL):
-        await lu.log_info("Allocator %s places new instances only; the built-in one chooses where %s goes",
-                          wanted, inst.name)
+    name, executable = allocator.resolve(lu.op.get("iallocator"), lu.cfg.cluster.default_iallocator,
+                                         allocator.root_of(lu))
     states = await node_states(lu, candidates, [inst.hypervisor or ""])
+    if executable is not None:
+        request = iallocator.RelocateRequest(inst.name or "", [node_name(lu.cfg, inst.primary_node)])
+        chosen = await allocator.choose_node(lu.cfg, name, executable, request, states,
+                                             {n.name or "": uuid_of(n) for n in candidates}, reactor=lu.ctx.clock)
+        await lu.log_info("Selected node %s for instance %s (allocator %s)", node_name(lu.cfg, chosen), inst.name, name)
+        return chosen
     placement = allocator.place(move_request(lu.cfg, inst, need), states)
     if placement.node is None:
         raise errors.OpPrereqError(
@@ -780,7 +787,11 @@ class LUNodeEvacuate(_LUNodeJobs):
                 "Cannot evacuate node %s: no other online, undrained, vm_capable node in its group"
                 % self.op["node_name"], errors.ECODE_NORES,
             )
+        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
+                                             allocator.root_of(self))
         states = await node_states(self, candidates, [inst.hypervisor or "" for inst in self.to_move])
+        if executable is not None:
+            return await self.external_targets(name, executable, candidates, states)
         wanted = [(inst, instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in self.to_move]
         placed, homeless = plan_evacuation(cfg, wanted, states)
         if homeless:
@@ -794,4 +805,18 @@ class LUNodeEvacuate(_LUNodeJobs):
             )
         for inst in self.to_move:
             await self.log_info("Instance %s goes to node %s", inst.name, node_name(cfg, placed[uuid_of(inst)]))
+        return placed
+
+    async def external_targets(self, name: str, executable: str, candidates: list[Node],
+                               states: list[allocator.NodeState]) -> dict[str, str]:
+        """L{targets} as external allocator C{name} answers a C{node-evacuate} request."""
+        request = iallocator.NodeEvacRequest([i.name or "" for i in self.to_move], self.op["mode"],
+                                             bool(self.op.get("ignore_soft_errors")))
+        answer = await allocator.run_request(self.cfg, name, executable, request, states, self.ctx.clock)
+        placed = iallocator.evacuation_targets(name, iallocator.evacuation(name, answer),
+                                               {i.name or "": uuid_of(i) for i in self.to_move},
+                                               {n.name or "": uuid_of(n) for n in candidates})
+        for inst in self.to_move:
+            await self.log_info("Instance %s goes to node %s (allocator %s)", inst.name,
+                                node_name(self.cfg, placed[uuid_of(inst)]), name)
         return placed

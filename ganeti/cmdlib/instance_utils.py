@@ -183,6 +183,11 @@ class NodeResources:
     memory_free: int | None = None
     cpu_total: int | None = None
     storage_free: dict[str, int] = attrs.Factory(dict)
+    #: the node's own memory and CPUs (the hypervisor's C{memory_dom0}, C{cpu_dom0})
+    memory_dom0: int | None = None
+    cpu_dom0: int | None = None
+    #: C{{template: total MiB}} for the storage units asked
+    storage_size: dict[str, int] = attrs.Factory(dict)
 
 
 def storage_units(cfg: ConfigData, templates: Iterable[str]) -> list[list[Any]]:
@@ -203,15 +208,19 @@ def parse_node_info(payload: Any) -> NodeResources:
     _boot, storage, hvs = payload
     hv = hvs[0] if isinstance(hvs, list) and hvs and isinstance(hvs[0], dict) else {}
     free: dict[str, int] = {}
+    size: dict[str, int] = {}
     for unit in storage if isinstance(storage, list) else ():
         if isinstance(unit, dict) and isinstance(unit.get("storage_free"), int):
             free[str(unit.get("type"))] = unit["storage_free"]
+        if isinstance(unit, dict) and isinstance(unit.get("storage_size"), int):
+            size[str(unit.get("type"))] = unit["storage_size"]
 
     def number(key: str) -> int | None:
         value = hv.get(key)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    return NodeResources(number("memory_total"), number("memory_free"), number("cpu_total"), free)
+    return NodeResources(number("memory_total"), number("memory_free"), number("cpu_total"), free,
+                         number("memory_dom0"), number("cpu_dom0"), size)
 
 
 async def node_resources(

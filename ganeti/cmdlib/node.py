@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import group_params, names, verify_instances
+from ganeti.cmdlib import group_params, names
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -31,9 +31,6 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.cluster import LUClusterVerifyConfig
-from ganeti.cmdlib.instance_params import HV_TYPES
-from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.rpc import wire
 
@@ -484,140 +481,10 @@ class LUNodeSetParams(LogicalUnit):
         return result
 
 
-# --- OP_CLUSTER_VERIFY, OP_CLUSTER_REDIST_CONF --------------------------------------------
+# --- OP_CLUSTER_REDIST_CONF (verify: L{ganeti.cmdlib.verify}) ----------------------------
 
-#: Per-node timeout of the cluster-wide RPCs of verify and redist-conf, seconds.
-VERIFY_TIMEOUT = 60.0
+#: Per-node timeout of the cluster-wide RPCs of redist-conf, seconds.
 PUSH_TIMEOUT = 60.0
-
-CV_ENODERPC = "ENODERPC"
-CV_ENODENET = "ENODENET"
-CV_ENODEVERSION = "ENODEVERSION"
-CV_ENODESSCONF = "ENODESSCONF"
-
-
-def expected_ssconf(cfg: ConfigData) -> dict[str, str]:
-    """C{{key: sha1 of the ssconf file}} every node should have."""
-    import hashlib
-
-    from ganeti import ssconf
-
-    return {key: hashlib.sha1(ssconf.render(lines)).hexdigest() for key, lines in ssconf.compute(cfg).items()}
-
-
-@register
-class LUClusterVerify(LUClusterVerifyConfig):
-    """Verify the cluster: the configuration, then every online node, live.
-
-    Ganeti submits one verify job per group; ours does the same checks in
-    one opcode and returns True when no error was found.  Each online node
-    runs C{node_verify}: it must reach the node daemon of every other online
-    node, speak our protocol version, and hold the ssconf files the
-    configuration gives; its running instances and its instances' disk
-    files must match the configuration (L{verify_instances}: an instance
-    marked up and not running, a missing disk file are errors, an orphan
-    disk file a warning).  Every lock, shared.
-    """
-
-    OP_ID = "OP_CLUSTER_VERIFY"
-    REQ_BGL = False
-
-    def _node_error(self, code: str, node: str, message: str, warning: bool = False) -> Any:
-        return self._item_error("node", code, node, message, warning)
-
-    async def exec_(self, feedback: Feedback) -> Any:
-        from ganeti import GANETI_RELEASE
-
-        await super().exec_(feedback)
-        cfg = self.cfg
-        groups = sorted(cfg.nodegroups.values(), key=lambda g: g.name or "")
-        if self.op.get("group_name"):
-            wanted = lookup_group(cfg, self.op["group_name"])
-            groups = [g for g in groups if g.uuid == wanted]
-        everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
-        scanner = verify_instances.shared_scanner(cfg, everyone)
-        checks = {
-            "instancelist": [hv for hv in cfg.cluster.enabled_hypervisors or [] if hv in HV_TYPES],
-            "nodelist": [[n.name, _address(n)] for n in everyone],
-            "ssconf": expected_ssconf(cfg),
-            "version": None,
-            "cluster_name": None,
-        }
-        for group in groups:
-            await self.feedback("* Verifying group '%s'" % group.name)
-            members = sorted((n for n in cfg.nodes.values() if n.group == group.uuid), key=lambda n: n.name or "")
-            online = [n for n in members if not n.offline]
-            await self.feedback("* Gathering data (%d nodes)" % len(members))
-            results = {}
-            disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
-            if online:
-                results = await self.ctx.rpc().call(
-                    {n.name: _address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
-                    timeout=VERIFY_TIMEOUT,
-                    node_args={name: [dict(checks, **{wire.NV_DISK_FILES: check}), cfg.cluster.cluster_name]
-                               for name, check in disk_checks.items()},
-                )
-            await self.feedback("* Verifying node status")
-            for node in online:
-                await self._check_node(node, results[node.name], GANETI_RELEASE)
-            await self._check_instances(online, results)
-            offline = len(members) - len(online)
-            if offline:
-                await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
-        if not self.op.get("group_name"):
-            await verify_queue_replicas(self, self._node_error)
-        return not self.bad
-
-    async def _check_instances(self, online: list[Node], results: dict[str, Any]) -> None:
-        """The instances' run state (from C{instancelist}) and disk files
-        (from C{disk-files}): L{verify_instances}."""
-        problems = []
-        lists = {}
-        for node in online:
-            result = results[node.name]
-            payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
-            if "instancelist" in payload:
-                lists[node.uuid or ""] = payload["instancelist"]
-            problems += verify_instances.disk_file_problems(self.cfg, node, payload.get(wire.NV_DISK_FILES))
-        problems = verify_instances.running_problems(self.cfg, lists) + problems
-        for problem in problems:
-            await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
-
-    def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
-        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
-        if ltype == "ERROR":
-            self.bad = True
-        if self.op["error_codes"]:
-            line = "%s:%s:%s:%s:%s" % (ltype, code, kind, item, message)
-        else:
-            line = "%s: %s %s: %s" % (ltype, kind, item, message)
-        return self.feedback("  - %s" % line)
-
-    async def _check_node(self, node: Node, result: Any, release: str) -> None:
-        name = node.name or node.uuid or "?"
-        if result.failed:
-            await self._node_error(CV_ENODERPC, name, "while contacting node: %s" % result.fail_msg)
-            return
-        payload = result.payload if isinstance(result.payload, dict) else {}
-        version = payload.get("version")
-        if not isinstance(version, list) or len(version) != 2:
-            await self._node_error(CV_ENODERPC, name, "connection to node returned invalid data")
-        elif version[0] != wire.PROTOCOL_VERSION:
-            await self._node_error(CV_ENODEVERSION, name, "incompatible protocol versions: master %s, node %s"
-                                   % (wire.PROTOCOL_VERSION, version[0]))
-        elif version[1] != release:
-            await self._node_error(CV_ENODEVERSION, name, "software version mismatch: master %s, node %s"
-                                   % (release, version[1]), warning=True)
-        for other, why in sorted((payload.get("nodelist") or {}).items()):
-            await self._node_error(CV_ENODENET, name, "tcp communication with node '%s': %s" % (other, why))
-        differing = payload.get("ssconf") or {}
-        if differing:
-            await self._node_error(CV_ENODESSCONF, name, "ssconf files differ from the configuration: %s"
-                                   % ", ".join(sorted(differing)))
-        cluster_name = payload.get("cluster_name", self.cfg.cluster.cluster_name)
-        if cluster_name != self.cfg.cluster.cluster_name:
-            await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"
-                                   % (cluster_name, self.cfg.cluster.cluster_name))
 
 
 @register

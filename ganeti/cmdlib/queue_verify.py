@@ -1,4 +1,4 @@
-"""The job queue check of C{gnt-cluster verify}: do the candidates' replicas
+"""The job queue check of C{gnt-cluster verify} (run by OP_CLUSTER_VERIFY_CONFIG): do the candidates' replicas
 of the queue match the master's?
 
 Every online master candidate lists its queue (C{jobqueue_list}); each job

@@ -1,4 +1,4 @@
-"""What OP_CLUSTER_VERIFY checks of the instances on the nodes (pure).
+"""What OP_CLUSTER_VERIFY_GROUP checks of the instances on the nodes (pure).
 
 L{running_problems} compares the instances each node runs (its answer to
 C{instancelist}) with the configuration, as Ganeti does: an instance

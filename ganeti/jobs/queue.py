@@ -298,6 +298,25 @@ class JobQueueDir:
                 return None
         return None
 
+    def archived_job_ids(self) -> list[int]:
+        """Ids of the archived job files, ascending."""
+        try:
+            buckets = [n for n in os.listdir(self.archive_dir) if _NUMBER_RE.match(n)]
+        except FileNotFoundError:
+            return []
+        return sorted(i for bucket in buckets for i in _job_ids_in(os.path.join(self.archive_dir, bucket)))
+
+    def read_archived_job(self, job_id: int) -> QueuedJob | None:
+        """The archived job C{job_id}, else C{None} (an unreadable file is logged)."""
+        path = self.archive_path(job_id)
+        try:
+            return self._load(path, job_id)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            self.log.error("cannot read job file {path}: {why}", path=path, why=e)
+            return None
+
     def live_job_ids(self) -> list[int]:
         """Ids of the live job files, ascending."""
         return _job_ids_in(self.queue_dir)

@@ -80,10 +80,36 @@ class LuxiHandler(MethodHandler):
             if names is None and isinstance(qfilter, list):
                 names = qlang.names_from_filter(qfilter, "name")
             data = await self.live.gather(config, needs, names)
-        return q.QueryContext(config=config, jobs=self.service.live_jobs(), locks=locks, live=data)
+        jobs, archived = self.jobs_for_query(fields, qfilter) if what == "job" else (self.service.live_jobs(), None)
+        return q.QueryContext(config=config, jobs=jobs, locks=locks, live=data, archived_jobs=archived or frozenset())
+
+    def jobs_for_query(self, fields: Any, qfilter: Any) -> tuple[dict[int, QueuedJob], frozenset[int]]:
+        """The jobs a job query looks at, and which of them are archived: as
+        Ganeti's, the live jobs, plus the archived ones the filter names by
+        id, or every archived one when the C{archived} field is asked for."""
+        live = self.service.live_jobs()
+        queue = self.service.queue
+        wanted = qlang.names_from_filter(qfilter, "id")
+        if wanted is not None:
+            candidates = []
+            for name in wanted:
+                try:
+                    candidates.append(int(name))
+                except (TypeError, ValueError):
+                    continue
+        elif "archived" in (fields or ()):
+            candidates = queue.archived_job_ids()
+        else:
+            return live, frozenset()
+        found = {i: job for i in candidates if i not in live for job in [queue.read_archived_job(i)] if job is not None}
+        if not found:
+            return live, frozenset()
+        return {**live, **found}, frozenset(found)
 
     def job_values(self, job: QueuedJob, fields: list[str]) -> list[Any]:
-        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={})
+        archived = frozenset() if job.id in self.service.live_jobs() else frozenset([job.id])
+        ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={},
+                             archived_jobs=archived)
         row = q.query("job", fields, None, ctx)["data"][0]
         return [value if status == q.RS_NORMAL else None for status, value in row]
 
@@ -136,7 +162,8 @@ class LuxiHandler(MethodHandler):
     def luxi_QueryJobs(self, job_ids: Any, fields: Any) -> list[Any]:
         fields = _fields(fields)
         if job_ids in (None, []):
-            ids = sorted(self.service.live_jobs())
+            jobs, _ = self.jobs_for_query(fields, None)  # with "archived" asked: the archived jobs too
+            ids = sorted(jobs)
         elif isinstance(job_ids, list):
             ids = [_int(i, "job id") for i in job_ids]
         else:
@@ -183,7 +210,11 @@ class LuxiHandler(MethodHandler):
         return q.cluster_info(await self.config())
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
-        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(), None)
+        names = _fields(names)
+        latency = None
+        if "config_write_latency" in names:
+            latency = await (await self._wconfd()).read_write_latency()
+        return q.config_values(await self.config(), names, self.service.queue.is_drained(), None, latency)
 
     async def luxi_QueryTags(self, kind: Any, name: Any) -> list[str]:
         if kind not in TAG_KINDS:

@@ -44,6 +44,11 @@ DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0, max_connections_per_
 log = Logger()
 
 
+def mond_port(value: str) -> int:
+    """C{--mond-port}: a TCP port, or 0."""
+    return 0 if value.strip() == "0" else port_number(value)
+
+
 class Options(usage.Options):
     synopsis = "[--bind ADDRESS] [options]"
     longdesc = (
@@ -57,6 +62,7 @@ class Options(usage.Options):
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
+        ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
     ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
     def postOptions(self) -> None:
@@ -81,6 +87,20 @@ class Options(usage.Options):
             except ValueError as e:
                 raise usage.UsageError(str(e))
         self["token"] = token
+
+
+def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
+    """Start the node's ganeti-mond (as Ganeti's node setup does when a node is added); C{port} 0: do not."""
+    from twisted.internet.protocol import ProcessProtocol
+
+    from ganeti import daemons
+
+    if not port:
+        return
+    argv, env = daemons.twistd_command(paths, daemons.MOND, ["--root", paths.root, "--bind", address,
+                                                             "--port", str(port)])
+    log.info("ganeti-noded: starting ganeti-mond on {address} port {port}", address=address, port=port)
+    reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=env, path=paths.root)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
@@ -127,7 +147,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, where=where, guard=guard).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, where=where, guard=guard,
+                    after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
+                    ).setServiceParent(root)
     else:
         stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root

@@ -401,6 +401,11 @@ def _job_fields() -> list[FieldDef]:
             "opend", "OpCode_end", QFT_OTHER, "List of opcode execution end timestamps",
             _per_op(lambda op: op.end_timestamp),
         ),
+        FieldDef(
+            "oplockwait", "OpCode_lockwait", QFT_OTHER,
+            "List of the seconds each opcode waited for its locks, per lock level (an extension)",
+            _per_op(lambda op: op.extra.get("lock_wait") or {}),
+        ),
         FieldDef("oppriority", "OpCode_prio", QFT_OTHER, "List of opcode priorities", _per_op(lambda op: op.priority)),
         FieldDef("summary", "Summary", QFT_OTHER, "List of per-opcode summaries", _per_op(lambda op: op_summary(op.input))),
         FieldDef(

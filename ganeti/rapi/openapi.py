@@ -177,6 +177,10 @@ for _template in ("/2/tags", "/2/nodes/{name}/tags", "/2/groups/{name}/tags", "/
 EXTRA_RESPONSES: dict[tuple[str, str], dict[str, str]] = {
     ("/2/instances/{name}/console", "GET"): {"503": "the instance is not running: no console"},
     ("/2/instances", "POST"): {"400": "a body without \"__version__\": 1, or with parameters OpInstanceCreate lacks"},
+    ("/2/networks", "GET"): {"501": "networks cannot be queried by this cluster yet"},
+    ("/2/networks/{name}", "GET"): {"501": "networks cannot be queried by this cluster yet"},
+    ("/2/query/{name}", "GET"): {"501": "a resource this cluster cannot query yet (network, export, filter)"},
+    ("/2/query/{name}", "PUT"): {"501": "a resource this cluster cannot query yet (network, export, filter)"},
 }
 
 

@@ -60,11 +60,23 @@ TAG_OPS = {"PUT": ("OP_TAGS_SET",), "DELETE": ("OP_TAGS_DEL",)}
 LEGACY_QUERIES = {"instance": "QueryInstances", "node": "QueryNodes", "group": "QueryGroups"}
 
 
+#: resources of Ganeti's query interface this cluster's does not have yet (501)
+UNIMPLEMENTED_QUERIES = frozenset({"network", "export", "filter"})
+
+
+def check_implemented(resource: str) -> None:
+    """Answer 501 for a resource of L{UNIMPLEMENTED_QUERIES}."""
+    if resource in UNIMPLEMENTED_QUERIES:
+        raise not_implemented("Resource type '%s' is not implemented by this cluster yet" % resource)
+
+
 async def query(ctx: Context, resource: str, fields: list[str], names: list[str] | None = None) -> list[list[Any]]:
     """Rows of plain values (C{None} where a value is unavailable or unknown).
 
-    An unknown name fails with C{OpPrereqError} (C{unknown_entity}): 404.
+    An unknown name fails with C{OpPrereqError} (C{unknown_entity}): 404;
+    a resource this cluster cannot query yet answers 501.
     """
+    check_implemented(resource)
     method = LEGACY_QUERIES.get(resource)
     if method is not None:
         return await ctx.read(method, [] if names is None else names, fields, False)  # type: ignore[no-any-return]
@@ -237,9 +249,6 @@ async def job_wait(ctx: Context, job_id: str) -> Any:
         raise bad_request("'previous_job_info' must be a list or null")
     if prev_serial is not None and (isinstance(prev_serial, bool) or not isinstance(prev_serial, int)):
         raise bad_request("'previous_log_serial' must be an integer or null")
-    unknown = sorted(set(body) - {"fields", "previous_job_info", "previous_log_serial"})
-    if unknown:
-        raise bad_request("Unknown parameter(s): %s" % ", ".join(unknown))
     try:
         result = await ctx.luxi.call_alone("WaitForJobChange", int(job_id), fields, prev_info, prev_serial,
                                            WFJC_TIMEOUT)
@@ -462,6 +471,7 @@ async def network_tags(ctx: Context, name: str) -> Any:
 def _query_resource(resource: str) -> str:
     if resource not in QUERY_RESOURCES:
         raise bad_request("Requested resource '%s' is not available through the query interface" % resource)
+    check_implemented(resource)
     return resource
 
 
@@ -475,17 +485,16 @@ def _field_list(value: Any) -> list[str]:
 
 @route("/2/query/{name}", GET=READ, PUT=READ)
 async def query_resource(ctx: Context, name: str) -> Any:
-    """LUXI Query: ?fields=a,b (GET) or body {fields, qfilter} (PUT)."""
+    """LUXI Query: ?fields=a,b (GET) or body {fields, qfilter or filter} (PUT)."""
     resource = _query_resource(name)
     qfilter = None
     if ctx.method == "PUT":
         body = ctx.body_dict()
-        unknown = sorted(set(body) - {"fields", "qfilter", "filter"})
-        if unknown:
-            raise bad_request("Unknown parameter(s): %s" % ", ".join(unknown))
-        if "qfilter" in body and "filter" in body:
-            raise bad_request("Only one of 'qfilter' and 'filter' may be given")
-        qfilter = body.get("qfilter", body.get("filter"))
+        # as Ganeti's (whose client sends both): 'qfilter' unless null, else the
+        # older 'filter'; other keys are ignored
+        qfilter = body.get("qfilter")
+        if qfilter is None:
+            qfilter = body.get("filter")
         raw = body["fields"] if "fields" in body else ctx.args.one("fields")
     else:
         raw = ctx.args.one("fields")

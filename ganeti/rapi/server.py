@@ -2,7 +2,8 @@
 
 One leaf L{RapiResource} answers every path: it matches the route table of
 L{ganeti.rapi.baserlib}, checks the user's rights, parses the query string
-and the JSON body, runs the handler (an C{async def}) and writes the JSON
+(as Ganeti's server, parameters no resource reads are ignored, e.g.
+C{no-remember}) and the JSON body, runs the handler (an C{async def}) and writes the JSON
 answer, or Ganeti's error body.
 """
 
@@ -25,17 +26,11 @@ from ganeti import errors
 from ganeti.rapi import baserlib, instances, rlib2  # noqa: F401  (they register the routes)
 from ganeti.rapi.http import REALM, HttpError, QueryArgs
 from ganeti.rapi.luxi import LuxidUnreachable
+from ganeti.rapi.metrics import RequestMetrics
 from ganeti.rapi.users import UsersFile
 
 #: the largest request body accepted, in bytes (Ganeti's client sends far less)
 DEFAULT_MAX_BODY = 1024 * 1024
-
-#: every query argument some resource understands; others answer 400
-KNOWN_ARGS = frozenset({
-    "bulk", "dry-run", "force", "reason", "lock", "tag", "static", "type", "ignore_secondaries",
-    "no_remember", "os", "nostartup", "live", "mode", "fields", "storage_type", "output_fields", "name",
-    "allocatable", "auto-promote", "iallocator", "remote_node", "early_release", "target_node",
-})
 
 _JSON = b"application/json"
 
@@ -108,6 +103,7 @@ class RapiResource(Resource):
         max_body: int = DEFAULT_MAX_BODY,
         clock: Callable[[], float] = time.time,
         openapi: Callable[[], Any] | None = None,
+        public_metrics: bool = False,
     ) -> None:
         super().__init__()
         self.luxi = luxi
@@ -121,6 +117,9 @@ class RapiResource(Resource):
             openapi = describe
         self._openapi = openapi
         self._openapi_doc: bytes | None = None
+        #: C{/metrics} needs no authentication, even with C{require_authentication}
+        self.public_metrics = public_metrics
+        self.requests = RequestMetrics()
 
     # twisted.web calls render_<METHOD>; all of them go to one place
     def render_GET(self, request: Any) -> Any:
@@ -138,7 +137,7 @@ class RapiResource(Resource):
         state: dict[str, Any] = {"user": None}
         d = ensureDeferred(self._handle(request, state))
         request.notifyFinish().addErrback(lambda _: d.cancel())
-        d.addCallback(lambda body: self._reply(request, 200, body, {}))
+        d.addCallback(lambda body: self._reply(request, 200, body, state.get("headers", {})))
         d.addErrback(self._error, request)
         d.addBoth(lambda _: self._access_log(request, state, started))
         return NOT_DONE_YET
@@ -147,14 +146,24 @@ class RapiResource(Resource):
         method = request.method.decode("ascii", "replace")
         path = self._path(request)
         if path == "/openapi.json" and method == "GET":
+            state["resource"] = path
             self._authorize(request, (), state)
             if self._openapi_doc is None:
                 self._openapi_doc = orjson.dumps(self._openapi())
             return self._openapi_doc
+        if path == "/metrics" and method == "GET":
+            from ganeti.rapi import metrics
+
+            state["resource"] = path
+            if not self.public_metrics:
+                self._authorize(request, (), state)
+            state["headers"] = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+            return await metrics.collect(self.luxi, self.requests)
         found = baserlib.match(path)
         if found is None:
             raise HttpError(404, "Nothing matches the given URI" if path else None)
         route, groups = found
+        state["resource"] = route.template
         if any(g in (".", "..") for g in groups):
             raise HttpError(404)
         handler = route.methods.get(method)
@@ -212,9 +221,7 @@ class RapiResource(Resource):
                               errors="strict", max_num_fields=200)
         except (UnicodeDecodeError, ValueError) as e:
             raise HttpError(400, "Invalid query string: %s" % e) from None
-        unknown = sorted(set(parsed) - KNOWN_ARGS)
-        if unknown:
-            raise HttpError(400, "Unknown query parameter(s): %s" % ", ".join(unknown))
+        # as Ganeti's: a resource reads the parameters it knows, others are ignored
         return QueryArgs(parsed)
 
     def _body(self, request: Any) -> Any:
@@ -271,6 +278,8 @@ class RapiResource(Resource):
         self._reply(request, error.code, orjson.dumps(error.body()), error.headers)
 
     def _access_log(self, request: Any, state: dict[str, Any], started: float) -> None:
+        self.requests.observe(state.get("resource", "unmatched"), request.method.decode("ascii", "replace"),
+                              request.code, time.perf_counter() - started)
         self.log.info(
             "{user} {method} {path} {status} {duration:.1f}ms",
             user=state.get("user") or "-",

@@ -117,7 +117,7 @@ def check_nodes_groups_os(tools: GanetiTools) -> None:
 async def check_instances(tools: GanetiTools, cluster: LoopbackCluster) -> None:
     tools.ok("gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=64M", "-o", "noop", "-n", N1,
              "--no-name-check", "--no-ip-check", "-B", "maxmem=256,minmem=128", SHARED)
-    out = tools.ok("gnt-instance", "add", "-t", "diskless", "--no-nics", "-o", "noop", "-I", "hail",
+    out = tools.ok("gnt-instance", "add", "-t", "diskless", "--no-nics", "-o", "noop", "-I", "builtin",
                    "--no-name-check", "--no-ip-check", "-B", "memory=64", NODISK)
     assert "Selected node" in out, out
     found = listing(tools, "gnt-instance", "name,pnode,status,disk_template,be/maxmem")
@@ -163,7 +163,7 @@ async def check_instances(tools: GanetiTools, cluster: LoopbackCluster) -> None:
     tools.ok("gnt-node", "migrate", "-f", N2)
     assert listing(tools, "gnt-instance", "name,pnode")[SHARED] != [N2]
     source = listing(tools, "gnt-instance", "name,pnode")[NODISK][0]
-    out = tools.ok("gnt-node", "evacuate", "-f", "-p", "-I", "hail", source)
+    out = tools.ok("gnt-node", "evacuate", "-f", "-p", "-I", "builtin", source)
     assert "All instances evacuated successfully." in out, out
     assert listing(tools, "gnt-instance", "name,pnode")[NODISK] != [source]
 
@@ -226,7 +226,7 @@ def check_debug(tools: GanetiTools, workdir: str) -> None:
     assert sorted(data["nodes"]) == [N1, N2, N3] and data["request"]["type"] == "allocate", data["request"]
     assert (data["request"]["name"], data["request"]["memory"], data["request"]["disk_space_total"]) == (
         "new1.test", 128, 1024)
-    answer = json.loads(tools.ok("gnt-debug", "iallocator", "--dir", "out", "-I", "hail", *request))
+    answer = json.loads(tools.ok("gnt-debug", "iallocator", "--dir", "out", "-I", "builtin", *request))
     assert answer["success"] is True and answer["result"][0] in (N1, N2, N3), answer
     # an external allocator gets the same input and its output is shown as printed
     script = os.path.join(tools.vroot, "usr", "lib", "ganeti", "iallocators", "pick3")

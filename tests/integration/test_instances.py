@@ -80,7 +80,7 @@ async def test_instance_lifecycle(root):
         # --- creation: explicit node, allocator, the three templates
         assert await ok(create("file1.test", pnode="node2")) == [N2]
         assert os.path.isfile(disk_file(N2, "file1.test"))
-        placed = await ok(create("shared1.test", disk_template="sharedfile", iallocator="hail"))
+        placed = await ok(create("shared1.test", disk_template="sharedfile", iallocator="builtin"))
         assert placed[0] in NODES
         assert await ok(create("nodisk1.test", disk_template="diskless", disks=[], start=False)) in ([N1], [N2], [N3])
         rows = await in_thread(instances, client)
@@ -161,7 +161,7 @@ async def test_instance_lifecycle(root):
         # --- many creations at once, opportunistic locking over three nodes
         names = ["par%02d.test" % i for i in range(PARALLEL)]
         results = await in_thread(run_jobs, client, [
-            create(name, opportunistic_locking=True, iallocator="hail", disk_template="sharedfile")
+            create(name, opportunistic_locking=True, iallocator="builtin", disk_template="sharedfile")
             for name in names])
         assert [status for status, _ in results] == ["success"] * PARALLEL, results
         rows = await in_thread(instances, client)

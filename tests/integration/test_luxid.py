@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ from twisted.internet import reactor, threads
 from twisted.internet.task import deferLater
 
 from ganeti import errors
+from ganeti.client import gnt_job as gnt_job_module
 from ganeti.config.bootstrap import initial_config
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.daemons import Daemon, MasterNoded, seed_config
@@ -72,6 +74,14 @@ def wait_job(client: LuxiClient, job_id: int, timeout: float = 60) -> str:
         if prev[0] in FINAL:
             return prev[0]
     raise AssertionError("job %s did not finish" % job_id)
+
+
+def gnt_job(root, *argv: str) -> tuple[int, str]:
+    """Run gnt-job in this process (blocking: call it in a thread); its exit code and output."""
+    out, err = io.StringIO(), io.StringIO()
+    code = gnt_job_module.cli.run("gnt-job", gnt_job_module.COMMANDS, ["--root", root.root, *argv],
+                                  stdout=out, stderr=err)
+    return code, out.getvalue() + err.getvalue()
 
 
 def job_row(client: LuxiClient, job_id: int, *fields: str):
@@ -134,6 +144,13 @@ async def test_drain_archive_and_errors(root):
         assert client.archive_job(job_id) is True
         assert os.path.exists(os.path.join(root.queue_dir, "archive", "0", "job-%d" % job_id))
         assert job_row(client, job_id, "status")[0] == "success"
+        # gnt-job sees the archived job as Ganeti's does
+        code, info = await in_thread(gnt_job, root, "info", str(job_id))
+        assert code == 0 and "Job ID: %d" % job_id in info and "Status: success" in info, info
+        code, listed = await in_thread(gnt_job, root, "list", "--archived", "--no-headers", "-o", "id,status")
+        assert code == 0 and listed.split() == [str(job_id), "success", "Y"], listed
+        code, listed = await in_thread(gnt_job, root, "list", "--no-headers", "-o", "id,status")
+        assert code == 0 and listed.split() == [], listed
         with pytest.raises(errors.JobLost):
             client.wait_for_job_change(99999, ["status"], None, None, 1)
         with pytest.raises(errors.LuxiError, match="Unknown method"):

@@ -87,6 +87,9 @@ out["job_status"] = c.GetJobStatus(job)
 out["node_tags"] = c.GetNodeTags("node1.test")
 out["jobs"] = c.GetJobs()
 attempt("missing_instance", c.GetInstance, "no-such-instance.test")
+# Ganeti's client sends the filter as both 'qfilter' and 'filter'
+attempt("query", c.Query, "node", ["name"], qfilter=["=", "name", "node1.test"])
+attempt("networks", c.GetNetworks)
 try:
     rapi.GanetiRapiClient(host, port=port, username="jack", password="wrong").AddClusterTags(["x"])
 except rapi.GanetiApiError as e:
@@ -135,4 +138,6 @@ async def test_ganeti_rapi_client(root):
     assert sorted(out["node_tags"]) == ["rack1", "ssd"]
     assert out["tag_job"] in [int(j) for j in out["jobs"]]
     assert out["missing_instance"]["code"] == 404
+    assert [[cell[1] for cell in row] for row in out["query"]["ok"]["data"]] == [["node1.test"]], out["query"]
+    assert out["networks"]["code"] == 501, out["networks"]
     assert out["bad_password"] == 401

@@ -35,23 +35,25 @@ def with_instance(template: str = "sharedfile") -> object:
 
 class RequestTests(SynchronousTestCase):
     def test_allocate(self) -> None:
-        request, placeable = iallocator_debug.build_request(cluster(), op())
+        placeable = iallocator_debug.build_request(cluster(), op())
+        request = placeable.to_dict()
         self.assertEqual(request["type"], "allocate")
         self.assertEqual((request["name"], request["memory"], request["vcpus"], request["disk_space_total"]),
                          ("new.example.test", 512, 2, 1024))
         self.assertEqual(request["nics"], [{"mac": "aa:00:00:00:00:01", "ip": None, "bridge": None}])
         self.assertEqual((request["os"], request["tags"], request["hypervisor"]), ("noop", ["t"], "fake"))
-        self.assertEqual(placeable.memory, 512)  # type: ignore[union-attr]
+        self.assertEqual(placeable.memory, 512)
 
     def test_multi_allocate_names_each_instance(self) -> None:
-        request, placeable = iallocator_debug.build_request(cluster(), op(mode="multi-allocate", count=3))
-        self.assertIsNone(placeable)
+        request = iallocator_debug.build_request(cluster(), op(mode="multi-allocate", count=3)).to_dict()
+        self.assertEqual(request["type"], "multi-allocate")
         self.assertEqual([r["name"] for r in request["instances"]],
                          ["new.example.test0", "new.example.test1", "new.example.test2"])
         self.assertTrue(all("type" not in r for r in request["instances"]))
 
     def test_relocate(self) -> None:
-        request, _ = iallocator_debug.build_request(with_instance(), op(mode="relocate", name="vm1"))
+        cfg = with_instance()
+        request = iallocator_debug.build_request(cfg, op(mode="relocate", name="vm1")).to_dict(cfg)
         self.assertEqual(request, {"type": "relocate", "name": "vm1.example.test", "disk_space_total": 0,
                                    "required_nodes": 1, "relocate_from": []})
 
@@ -71,21 +73,23 @@ class RequestTests(SynchronousTestCase):
 
     def test_evacuate_and_change_group(self) -> None:
         cfg = with_instance()
-        request, _ = iallocator_debug.build_request(cfg, op(mode="node-evacuate", instances=["vm1"], evac_mode="all"))
+        request = iallocator_debug.build_request(cfg, op(mode="node-evacuate", instances=["vm1"],
+                                                         evac_mode="all")).to_dict(cfg)
         self.assertEqual(request, {"type": "node-evacuate", "instances": ["vm1.example.test"], "evac_mode": "all"})
-        request, _ = iallocator_debug.build_request(cfg, op(mode="change-group", instances=["vm1"],
-                                                            target_groups=["g2"]))
+        request = iallocator_debug.build_request(cfg, op(mode="change-group", instances=["vm1"],
+                                                         target_groups=["g2"])).to_dict(cfg)
         self.assertEqual(request, {"type": "change-group", "instances": ["vm1.example.test"], "target_groups": ["g2"]})
 
     def test_builtin_output(self) -> None:
-        _, placeable = iallocator_debug.build_request(cluster(), op())
+        placeable = iallocator_debug.build_request(cluster(), op())
         states = [NodeState("a", "a.test", free_memory=256), NodeState("b", "b.test", free_memory=4096)]
         self.assertEqual(serializer.loads(iallocator_debug.builtin_output(placeable, states)),
                          {"success": True, "info": "allocation successful", "result": ["b.test"]})
         answer = serializer.loads(iallocator_debug.builtin_output(placeable, states[:1]))
         self.assertEqual((answer["success"], answer["result"]), (False, []))
         self.assertIn("not enough memory", answer["info"])
-        self.assertFalse(serializer.loads(iallocator_debug.builtin_output(None, states))["success"])
+        relocate = iallocator_debug.build_request(with_instance(), op(mode="relocate", name="vm1"))
+        self.assertFalse(serializer.loads(iallocator_debug.builtin_output(relocate, states))["success"])
 
 
 class LUTests(LUTestCase):
@@ -102,8 +106,9 @@ class LUTests(LUTestCase):
         self.assertEqual(data["cluster_name"], "cluster.example.test")
 
     def test_direction_out_with_the_builtin_allocator(self) -> None:
-        answer = serializer.loads(self.ok(op(direction="out", iallocator=allocator.HAIL)))
+        answer = serializer.loads(self.ok(op(direction="out", iallocator=allocator.BUILTIN)))
         self.assertEqual(answer, {"success": True, "info": "allocation successful", "result": [N2]})
 
     def test_direction_out_needs_an_allocator(self) -> None:
         self.assertEqual(self.error(op(direction="out")), "Missing allocator name")
+        self.assertIn("Can't find allocator 'hail'", self.error(op(direction="out", iallocator="hail")))

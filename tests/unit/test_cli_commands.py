@@ -578,3 +578,33 @@ def test_group_tags() -> None:
     gnt("gnt-group", "add-tags", "g2", "t1", fake=fake)
     op = submitted_op(fake)
     assert (op["OP_ID"], op["kind"], op["name"], op["tags"]) == ("OP_TAGS_SET", "nodegroup", "g2", ["t1"])
+
+
+def test_cluster_destroy_refused_while_instances_or_nodes_remain(tmp_path: Any) -> None:
+    """As Ganeti: gnt-cluster destroy refuses, and removes nothing, while the
+    configuration still has instances or nodes other than the master."""
+    from ganeti import serializer
+    from ganeti.config.bootstrap import grow, initial_config
+    from ganeti.paths import Paths
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    single = initial_config("cluster.test", "node1.test", "127.0.1.1")
+
+    def destroy(config: Any) -> tuple[int, str]:
+        serializer.write_json(paths.config_data, config)
+        out, err = io.StringIO(), io.StringIO()
+        code = gnt_cluster.cli.run("gnt-cluster", gnt_cluster.COMMANDS,
+                                   ["--root", str(tmp_path), "destroy", "--yes-do-it"], stdout=out, stderr=err)
+        return code, err.getvalue()
+
+    with_instance = grow(single, instances=1).to_dict()
+    code, err = destroy(with_instance)
+    assert code == 1 and "There are still 1 instance(s) in this cluster." in err
+    assert os.path.exists(paths.config_data)
+    code, err = destroy(grow(single, nodes=2).to_dict())
+    assert code == 1 and "There are still 2 node(s) in this cluster." in err
+    assert os.path.exists(paths.config_data)
+    code, err = destroy(single.to_dict())
+    assert code == 0, err
+    assert not os.path.exists(paths.config_data)

@@ -66,7 +66,7 @@ class CrashOrderTestCase(LUTestCase):
         self.env.call(self.env.admin.client.free_locks(run.owner))
 
     def verify(self) -> tuple[bool, list[str]]:
-        result = self.ok({"OP_ID": "OP_CLUSTER_VERIFY"})
+        result = self.verify_cluster()
         return result, [line for line in self.log if "ERROR" in line or "WARNING" in line]
 
     def web(self) -> Any:
@@ -204,7 +204,7 @@ class OrphanTests(CrashOrderTestCase):
         self.assertEqual(self.verify(), (False, [
             "  - ERROR: node %s: instance ghost.example.test on node %s should not exist" % (N3, N3),
             "  - ERROR: instance %s: instance should not run on node %s" % (WEB, N3)]))
-        self.ok({"OP_ID": "OP_CLUSTER_VERIFY", "error_codes": True})
+        self.verify_cluster(error_codes=True)
         self.assertIn("  - ERROR:EINSTANCEWRONGNODE:instance:%s:instance should not run on node %s" % (WEB, N3),
                       self.log)
 

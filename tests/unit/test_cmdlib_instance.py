@@ -9,6 +9,12 @@ records every call.
 from __future__ import annotations
 
 import collections
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
 from typing import Any
 
 import attrs
@@ -17,6 +23,7 @@ from ganeti import errors
 from ganeti.cmdlib import instance_params as params
 from ganeti.jobs import model
 from ganeti.objects import ConfigData, Instance
+from ganeti.paths import Paths
 
 from tests.unit.instance_fakes import MASTER, N2, N3, N4, FakeNodes, change_node, cluster
 from tests.unit.lu_testcase import LUTestCase
@@ -117,12 +124,22 @@ class CreateTests(InstanceTestCase):
 
     def test_allocator_picks_the_node_with_most_free_memory(self) -> None:
         self.rpc.memory = {MASTER: 1024, N2: 8192, N3: 4096, N4: 2048}
-        self.assertEqual(self.ok(create(iallocator="hail")), [N2])
+        self.assertEqual(self.ok(create(iallocator="builtin")), [N2])
         self.assertIn(" - INFO: Selected node %s for instance %s (allocator builtin)" % (N2, WEB), self.log)
         # node2 has 8192-128 left, node3 4096: the next goes to node2 again
         self.assertEqual(self.ok(create("web2.example.test")), [N2])
         self.rpc.memory[N2] = 256
         self.assertEqual(self.ok(create("web3.example.test")), [N3])
+
+    def test_hail_that_is_not_installed_is_refused_not_replaced(self) -> None:
+        looked: list[str] = []
+        isfile = os.path.isfile
+        self.patch(os.path, "isfile", lambda path: looked.append(str(path)) or isfile(path))
+        message = self.error(create(iallocator="hail"), code=errors.ECODE_NOENT)
+        self.assertIn("Can't find allocator 'hail'", message)
+        self.assertEqual([p for p in looked if "iallocators" in p], [], "hermetic: no host search path")
+        self.assertIsNone(self.instance())
+        self.assertNotIn("blockdev_create", self.rpc.procedures())
 
     def test_allocator_finds_no_room(self) -> None:
         self.rpc.memory = {MASTER: 100, N2: 100, N3: 100, N4: 100}
@@ -213,6 +230,73 @@ class CreateTests(InstanceTestCase):
         self.assertEqual(second.nicparams, {"link": "br7"})
         self.assertEqual(third.nicparams, {})
         self.assertEqual(len({first.mac, second.mac, third.mac}), 3)
+
+
+class ExternalAllocatorTests(InstanceTestCase):
+    """An external allocator found under the LU's node root (a temp root)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.root)
+        directory = os.path.join(self.root, "usr/lib/ganeti/iallocators")
+        os.makedirs(directory)
+        self.seen = os.path.join(self.root, "seen.json")
+        # chooses the node with the LEAST free memory (the built-in takes the most),
+        # unknown counting as least
+        script = os.path.join(directory, "least")
+        with open(script, "w") as handle:
+            handle.write("#!%s\nimport json, shutil, sys\n"
+                         "shutil.copy(sys.argv[1], %r)\n"
+                         "json.dump(sys.argv[2:], open(%r, 'w'))\n"
+                         "data = json.load(open(sys.argv[1]))\n"
+                         "nodes = data['nodes']\n"
+                         "print(json.dumps({'success': True, 'info': 'ok',"
+                         " 'result': [min(nodes, key=lambda n: nodes[n].get('free_memory', -1))]}))\n"
+                         % (sys.executable, self.seen, self.seen + ".args"))
+        os.chmod(script, stat.S_IRWXU)
+
+    def execute_options(self) -> dict[str, Any]:
+        return {"paths": Paths(self.root)}
+
+    def test_the_allocator_chooses_with_ganetis_input(self) -> None:
+        self.rpc.memory = {MASTER: 1024, N2: 8192, N3: 4096, N4: 2048}
+        self.assertEqual(self.ok(create(iallocator="least")), [MASTER])
+        self.assertIn(" - INFO: Selected node %s for instance %s (allocator least)" % (MASTER, WEB), self.log)
+        with open(self.seen) as handle:
+            data = json.load(handle)
+        request = data["request"]
+        self.assertEqual((request["type"], request["name"], request["required_nodes"], request["disk_space_total"]),
+                         ("allocate", WEB, 1, 1024))
+        self.assertNotIn("restrict-to-nodes", request)
+        self.assertEqual(request["disks"][0]["dev_type"], "file")
+        group = list(data["nodegroups"].values())[0]
+        self.assertEqual(group["ipolicy"]["minmax"], data["ipolicy"]["minmax"], "the group's policy is filled")
+        self.assertEqual(data["nodes"][N2]["free_memory"], 8192)
+
+    def test_cluster_default_and_its_parameters(self) -> None:
+        self.env = Env(cluster(default_iallocator="least", default_iallocator_params={"alpha": "1", "beta": None}))
+        self.rpc.memory = {MASTER: 8192, N2: 1024, N3: 4096, N4: 2048}
+        self.assertEqual(self.ok(create()), [N2])
+        with open(self.seen + ".args") as handle:
+            self.assertEqual(json.load(handle), ["--alpha=1", "--beta"])
+
+    def test_default_allocator_must_be_installed(self) -> None:
+        """As Ganeti: OP_CLUSTER_SET_PARAMS refuses a default allocator not installed under the root."""
+        message = self.error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "default_iallocator": "hail"},
+                             code=errors.ECODE_INVAL)
+        self.assertIn("Invalid default iallocator script 'hail' specified", message)
+        self.assertEqual(self.cfg().cluster.default_iallocator, "")
+        for name in ("least", "builtin", ""):
+            self.ok({"OP_ID": "OP_CLUSTER_SET_PARAMS", "default_iallocator": name})
+            self.assertEqual(self.cfg().cluster.default_iallocator, name)
+
+    def test_an_answer_naming_an_unusable_node_changes_nothing(self) -> None:
+        self.rpc.memory = {MASTER: 1024, N2: 8192, N3: 4096, N4: 2048}
+        self.env = Env(change_node(cluster(), MASTER, drained=True))
+        message = self.error(create(iallocator="least"), code=errors.ECODE_FAULT)
+        self.assertIn("not among the usable ones", message)
+        self.assertIsNone(self.instance())
 
 
 class FailedCreateTests(InstanceTestCase):

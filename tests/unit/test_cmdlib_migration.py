@@ -9,6 +9,12 @@ every call and fails the calls it is told to.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
 from typing import Any
 
 import attrs
@@ -21,6 +27,7 @@ from ganeti.cmdlib import instance_migration as im
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import followup, model
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
+from ganeti.paths import Paths
 from ganeti.rpc import RpcResult
 
 from tests.unit.lu_testcase import LUTestCase
@@ -528,6 +535,72 @@ class NodeEvacuateTests(MoveTestCase):
         lu = im.LUNodeEvacuate(evacuate(N2), None, cfg)  # type: ignore[arg-type]
         lu.expand_names()
         self.assertIs(lu.needed_locks["node"], im.ALL_SET)
+
+
+#: a scripted allocator: relocates to node4, evacuates everything to node4
+#: but fails "down1"; keeps its input next to itself
+SCRIPTED = """
+import json, shutil, sys
+shutil.copy(sys.argv[1], sys.argv[0] + ".input")
+request = json.load(open(sys.argv[1]))["request"]
+if request["type"] == "relocate":
+    result = ["%(n4)s"]
+else:
+    moved = [[i, "default", ["%(n4)s"]] for i in request["instances"] if i != "%(down)s"]
+    result = [moved, [[i, "no room"] for i in request["instances"] if i == "%(down)s"], []]
+print(json.dumps({"success": True, "info": "", "result": result}))
+""" % {"n4": N4, "down": DOWN}
+
+
+class ExternalAllocatorTests(MoveTestCase):
+    """Failover, migration and evacuation with an external allocator under the node root."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.root)
+        directory = os.path.join(self.root, "usr/lib/ganeti/iallocators")
+        os.makedirs(directory)
+        self.script = os.path.join(directory, "scripted")
+        with open(self.script, "w") as handle:
+            handle.write("#!%s\n%s" % (sys.executable, SCRIPTED))
+        os.chmod(self.script, stat.S_IRWXU)
+
+    def execute_options(self) -> dict[str, Any]:
+        return {"submit_jobs": self.submit, "paths": Paths(self.root)}
+
+    def request(self) -> dict[str, Any]:
+        with open(self.script + ".input") as handle:
+            return json.load(handle)["request"]  # type: ignore[no-any-return]
+
+    def test_failover_relocates_where_the_allocator_says(self) -> None:
+        self.rpc.free = {MASTER: 8000, N3: 8000, N4: 600}
+        self.ok(failover(SHARED, iallocator="scripted"))
+        self.assertEqual(self.primary(SHARED), N4)
+        self.assertEqual(self.request(), {"type": "relocate", "name": SHARED, "disk_space_total": 1024,
+                                          "required_nodes": 1, "relocate_from": [N2]})
+        self.assertIn("Selected node %s for instance %s (allocator scripted)" % (N4, SHARED), "\n".join(self.log))
+
+    def test_hail_missing_is_refused(self) -> None:
+        message = self.error(migrate(SHARED, iallocator="hail"), code=errors.ECODE_NOENT)
+        self.assertIn("Can't find allocator 'hail'", message)
+        self.assertEqual(self.primary(SHARED), N2)
+        message = self.error(evacuate(N2, iallocator="hail"), code=errors.ECODE_NOENT)
+        self.assertEqual(self.submitted, [])
+
+    def test_evacuation_asks_a_node_evacuate_request(self) -> None:
+        message = self.error(evacuate(N2, "primary-only", iallocator="scripted"), code=errors.ECODE_NORES)
+        self.assertIn("Unable to evacuate instances %s (no room)" % DOWN, message)
+        self.assertEqual(self.submitted, [])
+        self.assertEqual(self.request(), {"type": "node-evacuate", "instances": sorted([DOWN, NODISK, SHARED]),
+                                          "evac_mode": "primary-only"})
+        bare = grow(initial_config("cluster.example.test", MASTER, "192.0.2.1"), nodes=3)
+        self.env = Env(_instance(_instance(bare, "a.example.test", N2, "sharedfile"),
+                                 "b.example.test", N2, "diskless", state="down"))
+        self.ok(evacuate(N2, "all", iallocator="scripted"))
+        targets = {op["instance_name"]: (op["OP_ID"], op["target_node"]) for (op,) in self.submitted[0]}
+        self.assertEqual(targets, {"a.example.test": ("OP_INSTANCE_MIGRATE", N4),
+                                   "b.example.test": ("OP_INSTANCE_FAILOVER", N4)})
 
 
 class FollowUpTests(SynchronousTestCase):

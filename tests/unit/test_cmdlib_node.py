@@ -16,6 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import ssconf
 from ganeti.cmdlib import node as cmdnode
+from ganeti.cmdlib import verify
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import model
 from ganeti.objects import ConfigData
@@ -312,7 +313,7 @@ class VerifyRedistTests(NodeLUTestCase):
 
     def test_verify_healthy_cluster(self) -> None:
         self.rpc.answers["node_verify"] = self.good_verify
-        self.assertIs(self.ok({"OP_ID": "OP_CLUSTER_VERIFY"}), True)
+        self.assertIs(self.verify_cluster(), True)
         self.assertEqual(self.log, ["* Verifying cluster config", "* Verifying group 'default'",
                                     "* Gathering data (4 nodes)", "* Verifying node status"])
         (call,) = self.rpc.calls
@@ -320,7 +321,7 @@ class VerifyRedistTests(NodeLUTestCase):
         self.assertEqual(sorted(call[1]), sorted([MASTER, N2, N3, N4]))
         checks = call[2][0]
         self.assertEqual(len(checks["nodelist"]), 4)
-        self.assertEqual(checks["ssconf"], cmdnode.expected_ssconf(self.env.read_config()))
+        self.assertEqual(checks["ssconf"], verify.expected_ssconf(self.env.read_config()))
         self.assertIn("master_node", checks["ssconf"])
 
     def test_verify_reports_node_problems(self) -> None:
@@ -335,22 +336,22 @@ class VerifyRedistTests(NodeLUTestCase):
         self.rpc.down.add(N4)
         self.ok(modify(N2, offline=True, auto_promote=True))
         self.rpc.calls.clear()
-        self.assertIs(self.ok({"OP_ID": "OP_CLUSTER_VERIFY"}), False)
+        self.assertIs(self.verify_cluster(), False)
         self.assertNotIn(N2, self.rpc.calls[0][1], "offline nodes are not contacted")
         self.assertIn("  - ERROR: node %s: tcp communication with node '%s': TCP connection to 127.1.0.3:1811 failed:"
                       " ConnectionRefusedError" % (N3, N2), self.log)
         self.assertIn("  - ERROR: node %s: ssconf files differ from the configuration: master_node" % N3, self.log)
         self.assertIn("  - ERROR: node %s: while contacting node: node unreachable: connection refused" % N4, self.log)
         self.assertIn("  - NOTICE: 1 offline node(s) found.", self.log)
-        self.ok({"OP_ID": "OP_CLUSTER_VERIFY", "error_codes": True})
+        self.verify_cluster(error_codes=True)
         self.assertIn("  - ERROR:ENODERPC:node:%s:while contacting node: node unreachable: connection refused" % N4,
                       self.log)
 
     def test_verify_simulated_error_and_ignored_codes(self) -> None:
         self.rpc.answers["node_verify"] = self.good_verify
-        self.assertIs(self.ok({"OP_ID": "OP_CLUSTER_VERIFY", "debug_simulate_errors": True}), False)
+        self.assertIs(self.verify_cluster(debug_simulate_errors=True), False)
         self.rpc.down.add(N4)
-        self.assertIs(self.ok({"OP_ID": "OP_CLUSTER_VERIFY", "ignore_errors": ["ENODERPC"]}), True)
+        self.assertIs(self.verify_cluster(ignore_errors=["ENODERPC"]), True)
         self.assertTrue(any(line.startswith("  - WARNING: node %s" % N4) for line in self.log), self.log)
 
     def test_redist_conf_pushes_config_and_ssconf(self) -> None:
@@ -446,17 +447,10 @@ def test_gnt_node_add_remove_modify() -> None:
     assert code != 0 and "yes or no" in err
 
 
-def test_gnt_cluster_verify_and_redist_conf() -> None:
+def test_gnt_cluster_redist_conf() -> None:
     from ganeti.client import gnt_cluster
     from tests.unit.test_cli_commands import following, submitted_op
 
-    fake = following(opresult=True)
-    assert _gnt(gnt_cluster, "gnt-cluster", fake, "verify")[0] == 0
-    assert submitted_op(fake)["OP_ID"] == "OP_CLUSTER_VERIFY"
-    fake = following(opresult=False)
-    assert _gnt(gnt_cluster, "gnt-cluster", fake, "verify", "--error-codes", "-I", "ENODERPC")[0] == 1
-    op = submitted_op(fake)
-    assert (op["error_codes"], op["ignore_errors"]) == (True, ["ENODERPC"])
     fake = following()
     assert _gnt(gnt_cluster, "gnt-cluster", fake, "redist-conf")[0] == 0
     assert submitted_op(fake)["OP_ID"] == "OP_CLUSTER_REDIST_CONF"

@@ -105,11 +105,11 @@ class ValidateTests(SynchronousTestCase):
 
     def test_ganeti_only_parameters_empty_means_no_change(self) -> None:
         """Ganeti's gnt-cluster modify sends {} for the parameters it leaves
-        alone (diskparams, hv_state, data collectors): taken as not given."""
-        op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "data_collector_interval": {}, "enabled_data_collectors": {},
+        alone (diskparams, hv_state, disk_state...): taken as not given."""
+        op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "diskparams": {}, "disk_state": {},
                        "hv_state": {}, "reserved_lvs": [], "candidate_pool_size": 2})
         self.assertEqual(op["candidate_pool_size"], 2)
-        for name in ("data_collector_interval", "enabled_data_collectors", "hv_state", "reserved_lvs"):
+        for name in ("diskparams", "disk_state", "hv_state", "reserved_lvs"):
             self.assertNotIn(name, op)
         for bad in ({"cpu-avg-load": True}, ["lv1"], ""):
             self.assertIn("parameter 'hv_state' must be null",

@@ -1,0 +1,228 @@
+"""OP_CLUSTER_VERIFY and OP_CLUSTER_VERIFY_GROUP: Ganeti's verify, as jobs.
+
+C{OP_CLUSTER_VERIFY} checks nothing itself: it submits the jobs that do
+(Ganeti's C{LUClusterVerify}), and its result is C{{"jobs": [[true, id],
+...]}}.  Without C{group_name}: first one C{OP_CLUSTER_VERIFY_CONFIG} job
+(the configuration and the job queue replicas, L{ganeti.cmdlib.cluster}),
+then one C{OP_CLUSTER_VERIFY_GROUP} job per node group (by name), each
+depending on the config job (relative id, any final status); with
+C{group_name}: only that group's job, no dependency.  Every job gets
+C{debug_simulate_errors}, C{verbose}, C{error_codes} and C{ignore_errors};
+the group jobs also C{skip_checks} and C{verify_clutter}.  The client
+follows the jobs: the cluster is sound when every job succeeded with
+C{True}.
+
+C{OP_CLUSTER_VERIFY_GROUP} verifies one group, live.  Each online node of
+the group runs C{node_verify}: it must reach the node daemon of every
+other online node of the cluster, speak our protocol version, hold the
+ssconf files the configuration gives and the cluster's name
+(L{LUClusterVerifyGroup._check_node}, the place for per-node checks); the
+instances it runs and the disk files it holds must match the
+configuration (L{ganeti.cmdlib.verify_instances}).  An empty group is
+skipped, as Ganeti does.  Locks, all shared: the group, its instances
+(any node in the group), its nodes and those instances' nodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ganeti import errors
+from ganeti.cmdlib import verify_instances
+from ganeti.cmdlib.base import (
+    LEVEL_INSTANCE,
+    LEVEL_NODE,
+    LEVEL_NODEGROUP,
+    Feedback,
+    LogicalUnit,
+    lookup_group,
+    register,
+)
+from ganeti.cmdlib.cluster import CV_ECLUSTERCFG, SIMULATED, VerifyErrors
+from ganeti.cmdlib.instance_params import HV_TYPES
+from ganeti.objects import ConfigData, Instance, Node
+from ganeti.rpc import wire
+
+#: Per-node timeout of C{node_verify}, seconds.
+VERIFY_TIMEOUT = 60.0
+
+CV_ENODERPC = "ENODERPC"
+CV_ENODENET = "ENODENET"
+CV_ENODEVERSION = "ENODEVERSION"
+CV_ENODESSCONF = "ENODESSCONF"
+
+#: The parameters every job of OP_CLUSTER_VERIFY inherits, and those only
+#: the group jobs take.
+_COMMON = ("debug_simulate_errors", "verbose", "error_codes", "ignore_errors")
+_GROUP_ONLY = ("skip_checks", "verify_clutter")
+
+
+def expected_ssconf(cfg: ConfigData) -> dict[str, str]:
+    """C{{key: sha1 of the ssconf file}} every node should have."""
+    from ganeti import ssconf
+
+    return {key: hashlib.sha1(ssconf.render(lines)).hexdigest() for key, lines in ssconf.compute(cfg).items()}
+
+
+def address(node: Node) -> str:
+    return node.primary_ip or node.name or ""
+
+
+def verify_jobs(cfg: ConfigData, op: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The jobs OP_CLUSTER_VERIFY C{op} submits (see the module docstring)."""
+    common = {name: op[name] for name in _COMMON if name in op}
+    group_params = dict(common, **{name: op[name] for name in _GROUP_ONLY if name in op})
+    jobs: list[list[dict[str, Any]]] = []
+    if op.get("group_name"):
+        groups = [op["group_name"]]
+    else:
+        groups = sorted(g.name or g.uuid or "" for g in cfg.nodegroups.values())
+        jobs.append([dict(common, OP_ID="OP_CLUSTER_VERIFY_CONFIG")])
+    for name in groups:
+        job = dict(group_params, OP_ID="OP_CLUSTER_VERIFY_GROUP", group_name=name)
+        if not op.get("group_name"):
+            job["depends"] = [[-len(jobs), []]]
+        jobs.append([job])
+    return jobs
+
+
+def group_instances(cfg: ConfigData, group_uuid: str) -> list[Instance]:
+    """The instances with a node in group C{group_uuid}, by name."""
+    members = {u for u, n in cfg.nodes.items() if n.group == group_uuid}
+    found = []
+    for inst in cfg.instances.values():
+        nodes = {inst.primary_node} | {n for uuid in inst.disks or [] if uuid in cfg.disks
+                                       for n in cfg.disks[uuid].nodes or []}
+        if nodes & members:
+            found.append(inst)
+    return sorted(found, key=lambda i: i.name or "")
+
+
+@register
+class LUClusterVerify(LogicalUnit):
+    """Submit the jobs that verify the cluster (see the module docstring)."""
+
+    OP_ID = "OP_CLUSTER_VERIFY"
+    REQ_BGL = False
+
+    def check_prereq(self) -> None:
+        if self.op.get("group_name"):
+            lookup_group(self.cfg, self.op["group_name"])
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti.jobs.followup import ResultWithJobs
+
+        return ResultWithJobs(verify_jobs(self.cfg, self.op))
+
+
+@register
+class LUClusterVerifyGroup(VerifyErrors, LogicalUnit):
+    """Verify one node group, live (see the module docstring)."""
+
+    OP_ID = "OP_CLUSTER_VERIFY_GROUP"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        self.group_uuid = lookup_group(self.cfg, self.op["group_name"])
+        self.needed_locks = {LEVEL_INSTANCE: [], LEVEL_NODEGROUP: [self.group_uuid], LEVEL_NODE: []}
+        self.share_all()
+
+    def declare_locks(self, level: str) -> None:
+        if level == LEVEL_INSTANCE:
+            self.needed_locks[level] = [i.name for i in group_instances(self.cfg, self.group_uuid) if i.name]
+        elif level == LEVEL_NODE:
+            nodes = {u for u, n in self.cfg.nodes.items() if n.group == self.group_uuid}
+            for inst in group_instances(self.cfg, self.group_uuid):
+                if inst.primary_node:
+                    nodes.add(inst.primary_node)
+            self.needed_locks[level] = sorted(nodes)
+
+    def check_prereq(self) -> None:
+        if self.group_uuid not in self.cfg.nodegroups:
+            raise errors.OpPrereqError("Node group '%s' was removed" % self.op["group_name"], errors.ECODE_NOENT)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti import GANETI_RELEASE
+
+        self.bad = False
+        cfg = self.cfg
+        group = cfg.nodegroups[self.group_uuid]
+        await self.feedback("* Verifying group '%s'" % group.name)
+        members = sorted((n for n in cfg.nodes.values() if n.group == self.group_uuid), key=lambda n: n.name or "")
+        if not members:
+            await self.feedback("* Empty node group, skipping verification")
+            return True
+        if self.op["debug_simulate_errors"]:
+            await self._item_error("group", CV_ECLUSTERCFG, group.name or "", SIMULATED)
+        online = [n for n in members if not n.offline]
+        everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
+        scanner = verify_instances.shared_scanner(cfg, everyone)
+        checks = {
+            "instancelist": [hv for hv in cfg.cluster.enabled_hypervisors or [] if hv in HV_TYPES],
+            "nodelist": [[n.name, address(n)] for n in everyone],
+            "ssconf": expected_ssconf(cfg),
+            "version": None,
+            "cluster_name": None,
+        }
+        await self.feedback("* Gathering data (%d nodes)" % len(members))
+        results = {}
+        disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
+        if online:
+            results = await self.ctx.rpc().call(
+                {n.name: address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
+                timeout=VERIFY_TIMEOUT,
+                node_args={name: [dict(checks, **{wire.NV_DISK_FILES: check}), cfg.cluster.cluster_name]
+                           for name, check in disk_checks.items()},
+            )
+        await self.feedback("* Verifying node status")
+        for node in online:
+            await self._check_node(node, results[node.name], GANETI_RELEASE)
+        await self._check_instances(online, results)
+        offline = len(members) - len(online)
+        if offline:
+            await self.feedback("  - NOTICE: %d offline node(s) found." % offline)
+        return not self.bad
+
+    async def _check_instances(self, online: list[Node], results: dict[str, Any]) -> None:
+        """The instances' run state (from C{instancelist}) and disk files
+        (from C{disk-files}): L{verify_instances}."""
+        problems = []
+        lists = {}
+        for node in online:
+            result = results[node.name]
+            payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
+            if "instancelist" in payload:
+                lists[node.uuid or ""] = payload["instancelist"]
+            problems += verify_instances.disk_file_problems(self.cfg, node, payload.get(wire.NV_DISK_FILES))
+        problems = verify_instances.running_problems(self.cfg, lists) + problems
+        for problem in problems:
+            await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
+
+    async def _check_node(self, node: Node, result: Any, release: str) -> None:
+        """The checks of one online node of the group, from its
+        C{node_verify} answer C{result}; add per-node checks here."""
+        name = node.name or node.uuid or "?"
+        if result.failed:
+            await self._node_error(CV_ENODERPC, name, "while contacting node: %s" % result.fail_msg)
+            return
+        payload = result.payload if isinstance(result.payload, dict) else {}
+        version = payload.get("version")
+        if not isinstance(version, list) or len(version) != 2:
+            await self._node_error(CV_ENODERPC, name, "connection to node returned invalid data")
+        elif version[0] != wire.PROTOCOL_VERSION:
+            await self._node_error(CV_ENODEVERSION, name, "incompatible protocol versions: master %s, node %s"
+                                   % (wire.PROTOCOL_VERSION, version[0]))
+        elif version[1] != release:
+            await self._node_error(CV_ENODEVERSION, name, "software version mismatch: master %s, node %s"
+                                   % (release, version[1]), warning=True)
+        for other, why in sorted((payload.get("nodelist") or {}).items()):
+            await self._node_error(CV_ENODENET, name, "tcp communication with node '%s': %s" % (other, why))
+        differing = payload.get("ssconf") or {}
+        if differing:
+            await self._node_error(CV_ENODESSCONF, name, "ssconf files differ from the configuration: %s"
+                                   % ", ".join(sorted(differing)))
+        cluster_name = payload.get("cluster_name", self.cfg.cluster.cluster_name)
+        if cluster_name != self.cfg.cluster.cluster_name:
+            await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"
+                                   % (cluster_name, self.cfg.cluster.cluster_name))
