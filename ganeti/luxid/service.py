@@ -114,6 +114,10 @@ class LuxidService(Service):
         self._schedule_again = False
         self._max_running_config = DEFAULT_MAX_RUNNING
         self.wconfd: Any = None
+        #: the node liveness roster (L{ganeti.heartbeat.server.LivenessService}), if LuxiD listens for heartbeats
+        self.liveness: Any = None
+        #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
+        self.watcher: Any = None
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None
@@ -229,6 +233,10 @@ class LuxidService(Service):
         except Exception:
             self.log.failure("cannot read the cluster from WConfD")
             return
+        if self.liveness is not None:
+            from ganeti.heartbeat.server import report_args
+
+            self.liveness.set_report_args(report_args(cluster))
         if cluster.max_running_jobs and cluster.max_running_jobs != self._max_running_config:
             self._max_running_config = cluster.max_running_jobs
             self.schedule()

@@ -26,6 +26,8 @@ from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.listening import stream_listener
 from ganeti.daemons import node_address
+from ganeti.heartbeat import wire as heartbeat_wire
+from ganeti.heartbeat.client import heartbeat_client
 from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
@@ -62,6 +64,8 @@ class Options(usage.Options):
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
+        ["heartbeat-port", None, None, "Port of the master's LuxiD heartbeat listener "
+         "(default: $GANETI_HEARTBEAT_PORT or 1817; 0: no heartbeats).", port_number],
         ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
     ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
@@ -71,6 +75,8 @@ class Options(usage.Options):
         if not self["bind"]:
             raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
+        if self["heartbeat-port"] is None:
+            self["heartbeat-port"] = heartbeat_wire.heartbeat_port()
         self["limits"] = http_limits.limits_from_options(self)
         if self["join-token"] and self["join-token-file"]:
             raise usage.UsageError("give --join-token or --join-token-file, not both")
@@ -144,6 +150,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))
+    if options["heartbeat-port"]:
+        heartbeat_client(paths, reactor, options["heartbeat-port"]).setServiceParent(root)
     report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),

@@ -60,11 +60,12 @@ def _opcode(ops: Any) -> str:
 
 
 def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_latency: Any,
-           requests: RequestMetrics) -> bytes:
+           requests: RequestMetrics, liveness: list[list[Any]] | None = None) -> bytes:
     """The metrics text from the LUXI answers and RAPI's own counters (pure).
 
     @param jobs: C{QueryJobs} rows of L{JOB_FIELDS}
     @param nodes: C{QueryNodes} rows of L{NODE_FIELDS}
+    @param liveness: C{QueryNodes} rows of C{["liveness"]} (LuxiD's heartbeat roster)
     @param write_latency: C{{"buckets": [...], "counts": [...], "sum": s,
         "count": n}} or C{None}
     """
@@ -122,6 +123,14 @@ def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_lat
         states[key] = states.get(key, 0) + 1
     for (role, state), number in sorted(states.items()):
         out.sample("ganeti_nodes", number, role=role, state=state)
+    counts: dict[str, int] = {}
+    for row in liveness or []:
+        if isinstance(row, list) and len(row) == 1 and isinstance(row[0], str):
+            counts[row[0]] = counts.get(row[0], 0) + 1
+    if counts:
+        out.family("ganeti_nodes_liveness", "gauge", "Nodes by heartbeat liveness (up, unreachable, offline, unknown).")
+        for state, number in sorted(counts.items()):
+            out.sample("ganeti_nodes_liveness", number, liveness=state)
     for (resource, method, code), histogram in sorted(requests.histograms.items()):
         out.histogram_counts("ganeti_rapi_request_duration_seconds", "Time RAPI took to answer requests.",
                              histogram.buckets, histogram.counts, histogram.total, histogram.count,
@@ -134,4 +143,5 @@ async def collect(luxi: Any, requests: RequestMetrics) -> bytes:
     jobs = await luxi.read("QueryJobs", [], JOB_FIELDS)
     serial, latency = await luxi.read("QueryConfigValues", ["config_serial", "config_write_latency"])
     nodes = await luxi.read("QueryNodes", [], NODE_FIELDS, False)
-    return render(jobs or [], serial, nodes or [], latency, requests)
+    liveness = await luxi.read("QueryNodes", [], ["liveness"], False)
+    return render(jobs or [], serial, nodes or [], latency, requests, liveness)

@@ -85,6 +85,8 @@ class Daemon:
         self.args = list(args)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = os.path.join(paths.root, "%s.out" % name)
+        #: the heartbeat port this daemon uses unless C{env} or the caller's environment names one
+        self.heartbeat_port = free_port()
 
     @property
     def socket_path(self) -> str:
@@ -95,6 +97,9 @@ class Daemon:
         log = open(self.log_path, "ab")
         argv = [TWISTD, "-n", "--pidfile=", "--logfile=-", self.name, "--root", self.paths.root, *self.args]
         env = dict(os.environ, **self.env) if self.env else None
+        if self.name in ("ganeti-luxid", "ganeti-noded") and "GANETI_HEARTBEAT_PORT" not in (env or os.environ):
+            # never the fixed heartbeat port in tests: other clusters run at the same time
+            env = dict(env or os.environ, GANETI_HEARTBEAT_PORT=str(self.heartbeat_port))
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
         log.close()
 
@@ -169,8 +174,9 @@ class MasterNoded:
         self.cluster_name = cluster_name
         self.node_name = node_name
         self.port = free_port(address)
+        self.heartbeat_port = free_port()
         self.daemon = Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(self.port),
-                             tcp=(address, self.port))
+                             tcp=(address, self.port), env={"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)})
 
     @property
     def luxid_args(self) -> list[str]:
@@ -178,8 +184,8 @@ class MasterNoded:
 
     @property
     def env(self) -> dict[str, str]:
-        """What LuxiD's job processes need to find the node daemon."""
-        return {"GANETI_RPC_PORT": str(self.port)}
+        """What LuxiD (and its job processes) need to find the node daemon and be found by it."""
+        return {"GANETI_RPC_PORT": str(self.port), "GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
 
     async def start(self, reactor: Any) -> None:
         """Create the cluster's secrets if missing; start noded and wait for it."""

@@ -114,6 +114,7 @@ async def test_prometheus_scrapes_monds_and_rapi(root):
             assert 'ganeti_lock_wait_seconds_count{level="node"} 1' in text
             assert "ganeti_config_serial " in text and "ganeti_wconfd_config_write_seconds_count " in text
             assert 'ganeti_nodes{role="M",state="online"} 1' in text
+            assert 'ganeti_nodes_liveness{liveness="up"} ' in text  # the heartbeat roster
             # the first scrape counted itself only once it was answered: the second sees it
             assert 'ganeti_rapi_request_duration_seconds_count{resource="/metrics",method="GET",code="200"} 1' \
                 in rapi_metrics(cluster).decode()

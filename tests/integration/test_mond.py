@@ -190,6 +190,8 @@ async def _instances(cluster: LoopbackCluster, monds: list[MondDaemon]) -> None:
     assert (verbose["vm1.test"]["memory"], verbose["vm1.test"]["vcpus"]) == (96, 2)
     assert report(monds[2], "instance", "inst-status-fake")["data"]["instances"] == []
     # the instance dies behind Ganeti's back: bad (4) once the change is not recent any more
+    # (the watcher paused, or LuxiD would start it again at once)
+    ok(cluster.master, "gnt-cluster", "watcher", "pause", "1h")
     os.unlink(os.path.join(node2.paths.run_dir, "fake-hypervisor", "vm1.test"))
     await until(cluster, lambda: statuses()["vm1.test"]["status"]["code"] == 4, timeout=30)
     data = report(node2, "instance", "inst-status-fake")["data"]

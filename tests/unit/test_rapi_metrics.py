@@ -66,6 +66,7 @@ class RenderTests(SynchronousTestCase):
         self.assertNotIn("ganeti_config_serial", text)
         self.assertNotIn("ganeti_wconfd", text)
         self.assertNotIn("ganeti_jobs{", text)
+        self.assertNotIn("ganeti_nodes_liveness", text)  # no roster (LuxiD without heartbeats)
 
 
 class MetricsLuxi(FakeLuxi):
@@ -73,7 +74,8 @@ class MetricsLuxi(FakeLuxi):
         super().__init__()
         self.answers["QueryJobs"] = lambda ids, fields: JOBS if fields == metrics.JOB_FIELDS else None
         self.answers["QueryConfigValues"] = lambda names: [17, LATENCY]
-        self.answers["QueryNodes"] = lambda names, fields, lock: NODES
+        self.answers["QueryNodes"] = lambda names, fields, lock: [["up"], ["unreachable"], ["up"]] \
+            if fields == ["liveness"] else NODES
 
     read = FakeLuxi.call
 
@@ -96,7 +98,9 @@ class EndpointTests(RapiTestCase):
         code, ctype, body = self.get("/metrics")
         self.assertEqual((code, ctype), (200, "text/plain; version=0.0.4; charset=utf-8"))
         self.assertIn(b"ganeti_config_serial 17\n", body)
-        self.assertEqual(self.luxi.methods(), ["QueryJobs", "QueryConfigValues", "QueryNodes"])
+        self.assertEqual(self.luxi.methods(), ["QueryJobs", "QueryConfigValues", "QueryNodes", "QueryNodes"])
+        self.assertIn(b'ganeti_nodes_liveness{liveness="unreachable"} 1\n', body)
+        self.assertIn(b'ganeti_nodes_liveness{liveness="up"} 2\n', body)
         self.assertEqual(self.luxi.calls[1], ("QueryConfigValues", ["config_serial", "config_write_latency"]))
         self.ok("GET", "/2/info")
         self.error(404, "GET", "/2/nowhere")
