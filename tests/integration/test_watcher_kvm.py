@@ -33,7 +33,11 @@ pytestmark = pytest.mark.skipif(
     QEMU is None, reason="qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
 
 #: mov dx, 0x604; mov ax, 0x2000; out dx, ax; hlt; jmp $-1: ACPI S5 (power off) on qemu's pc machine
-POWEROFF_CODE = bytes.fromhex("ba0406b80020eff4ebfd")
+#: a boot sector that waits 3 s (BIOS INT 15h, AH=86h: CX:DX microseconds),
+#: then powers the VM off through ACPI (the PM1a control port of QEMU's PIIX4)
+#: and halts; the wait lets NodeD's event monitor connect first, as it would
+#: for any guest that does not power off within its first second
+POWEROFF_CODE = bytes.fromhex("b486" "b92d00" "bac0c6" "cd15" "ba0406b80020eff4ebfd")
 
 
 def boot_sector(path: str) -> str:
