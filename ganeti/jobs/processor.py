@@ -27,7 +27,8 @@ For each opcode not yet finished:
      C{OpExecError("Preceding opcode failed")} and the job ends.
 
 The job is handed to C{save} after every change of state and every log
-entry (the job process writes and replicates the job file there); saves
+entry (the job process writes the job file there; LuxiD sees the write
+through inotify and replicates it to the master candidates); saves
 never overlap and coalesce when they come faster than they finish.
 
 L{Processor.request_cancel} stops a job whose current opcode has not started
