@@ -42,6 +42,7 @@ from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.task import deferLater
 
 from ganeti import errors
+from ganeti.asyncutil import Network
 from ganeti.jobs import model
 from ganeti.locking.names import (
     LEVEL_CLUSTER,
@@ -127,8 +128,6 @@ class OpContext:
         rpc_factory: Callable[[], Any] | None = None,
         net: Any = None,
     ) -> None:
-        from ganeti.asyncutil import Network
-
         self.wconfd = wconfd
         self.net = net if net is not None else Network(clock)
         self.owner = owner
