@@ -119,6 +119,19 @@ class ResolvePhaseTests(SynchronousTestCase):
         self.assertEqual(lu.op["instance_name"], "web.example.test")
 
 
+    def test_instance_rename_takes_the_canonical_new_name(self) -> None:
+        op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
+                               "new_name": "web2", "name_check": True, "ip_check": True})
+        lu = lookup("OP_INSTANCE_RENAME")(op, OpContext(None, None, Clock(), net=self.net), make_config())
+        lu.check_arguments()
+        d = ensureDeferred(lu.resolve())
+        self.assertEqual([name for name, _ in self.net.lookups], ["web2"])
+        self.assertNoResult(d)
+        self.net.lookups[0][1].callback(("web2.example.test", [], ["192.0.2.8"]))
+        self.successResultOf(d)
+        self.assertEqual(lu.op["new_name"], "web2.example.test")
+
+
 class ThreadPool:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, Any, tuple[Any, ...]]] = []
