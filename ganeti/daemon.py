@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import os
+import sys
 from typing import Any
 
 from twisted.application.service import Service
@@ -130,3 +131,15 @@ def positive_float(value: str) -> float:
     if number <= 0:
         raise ValueError("must be positive")
     return number
+
+
+def without_tls() -> None:
+    """Keep pyOpenSSL (and the cryptography it loads) out of this process.
+
+    For daemons that never speak TLS (confd, MonD): Twisted's TCP support
+    imports pyOpenSSL whenever it is installed, about 15 MiB of memory.
+    Only done before the reactor is imported (the daemon's start), never
+    in a process that may use TLS.
+    """
+    if "twisted.internet.reactor" not in sys.modules and "OpenSSL" not in sys.modules:
+        sys.modules["OpenSSL"] = None  # type: ignore[assignment]

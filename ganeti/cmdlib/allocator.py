@@ -247,14 +247,12 @@ async def run_raw(name: str, executable: str, data: dict[str, Any], reactor: Any
 
 
 async def _spawn(executable: str, args: list[str], reactor: Any) -> tuple[bytes, bytes, int]:
-    from twisted.internet.interfaces import IReactorProcess
+    """Run the allocator on C{reactor} without blocking it (killed after
+    L{ALLOCATOR_TIMEOUT}); see L{ganeti.asyncutil.Network.run}."""
+    from ganeti.asyncutil import Network, ProgramTimeout
 
-    if reactor is not None and IReactorProcess.providedBy(reactor):
-        from twisted.internet import utils
-
-        out, err, code = await utils.getProcessOutputAndValue(executable, args, env=dict(os.environ), reactor=reactor)
-        return out, err, code
-    import subprocess
-
-    done = subprocess.run([executable] + args, capture_output=True, timeout=ALLOCATOR_TIMEOUT, check=False)
-    return done.stdout, done.stderr, done.returncode
+    try:
+        return await Network(reactor).run(executable, args, ALLOCATOR_TIMEOUT)
+    except ProgramTimeout:
+        raise errors.OpPrereqError("Allocator '%s' did not answer within %ds" % (executable, ALLOCATOR_TIMEOUT),
+                                   errors.ECODE_FAULT) from None

@@ -5,7 +5,8 @@ The processor (L{ganeti.jobs.processor.Processor}) drives a logical unit
 
   1. C{lu = LUClass(op, ctx, cfg)} with C{op} the validated opcode dict and
      C{cfg} a config snapshot read before any lock is taken;
-  2. L{LogicalUnit.check_arguments}: checks of the opcode alone;
+  2. L{LogicalUnit.check_arguments}: checks of the opcode alone, then
+     C{await} L{LogicalUnit.resolve}: name lookups and address probes;
   3. L{LogicalUnit.expand_names}: resolve names to UUIDs and fill
      L{LogicalUnit.needed_locks} (C{level -> [member, ...]} or L{ALL_SET}),
      L{LogicalUnit.share_locks} (C{level -> True} for shared),
@@ -41,6 +42,7 @@ from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.task import deferLater
 
 from ganeti import errors
+from ganeti.asyncutil import Network
 from ganeti.jobs import model
 from ganeti.locking.names import (
     LEVEL_CLUSTER,
@@ -110,6 +112,9 @@ class OpContext:
     @ivar clock: an C{IReactorTime} (sleeps and timestamps).
     @ivar job_id: the job's id (C{None} outside a job).
     @ivar paths: the master's L{ganeti.paths.Paths} (C{None} in tests).
+    @ivar net: a L{ganeti.asyncutil.Network}: name resolution, port probes
+        and external programs that never block the reactor (default: one
+        on C{clock}).
     """
 
     def __init__(
@@ -121,8 +126,10 @@ class OpContext:
         job_id: int | None = None,
         paths: Any = None,
         rpc_factory: Callable[[], Any] | None = None,
+        net: Any = None,
     ) -> None:
         self.wconfd = wconfd
+        self.net = net if net is not None else Network(clock)
         self.owner = owner
         self.clock = clock
         self.job_id = job_id
@@ -223,6 +230,11 @@ class LogicalUnit:
 
     def check_arguments(self) -> None:
         """Checks that need nothing but the opcode."""
+
+    async def resolve(self) -> None:
+        """After L{check_arguments}, before L{expand_names}: look names up
+        and probe addresses, through C{self.ctx.net} (never blocking the
+        job's reactor).  Runs again on every locking attempt."""
 
     def expand_names(self) -> None:
         """Resolve names; fill C{needed_locks}, C{share_locks}, C{add_locks}."""

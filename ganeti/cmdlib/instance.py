@@ -39,7 +39,6 @@ C{ECODE_NORES}.
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any
 
 import attrs
@@ -218,14 +217,16 @@ class LUInstanceCreate(LogicalUnit):
         self.no_install = bool(op.get("no_install"))
         if not op.get("os_type") and not self.no_install:
             raise errors.OpPrereqError("No guest OS specified (os_type), and no_install is not set", errors.ECODE_INVAL)
-        if op["name_check"]:
-            self._check_name()
 
-    def _check_name(self) -> None:
+    async def resolve(self) -> None:
+        """With C{name_check}, the name must resolve (it becomes the
+        canonical name) and, with C{ip_check}, its address must not answer."""
         op = self.op
+        if not op["name_check"]:
+            return
         name = op["instance_name"]
         try:
-            canonical, _aliases, addresses = socket.gethostbyname_ex(name)
+            canonical, _aliases, addresses = await self.ctx.net.resolve(name)
         except OSError as e:
             raise errors.OpPrereqError("Cannot resolve instance name '%s': %s" % (name, e),
                                        errors.ECODE_RESOLVER) from None
@@ -234,12 +235,9 @@ class LUInstanceCreate(LogicalUnit):
                                        errors.ECODE_INVAL)
         op["instance_name"] = canonical
         if op["ip_check"] and addresses:
-            try:
-                socket.create_connection((addresses[0], IP_CHECK_PORT), timeout=IP_CHECK_TIMEOUT).close()
-            except OSError:
-                return
-            raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
-                                       errors.ECODE_NOTUNIQUE)
+            if await self.ctx.net.port_open(addresses[0], IP_CHECK_PORT, IP_CHECK_TIMEOUT):
+                raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
+                                           errors.ECODE_NOTUNIQUE)
 
     # --- locks -----------------------------------------------------------------------
     def expand_names(self) -> None:

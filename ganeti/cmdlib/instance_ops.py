@@ -9,7 +9,6 @@ C{down} after a shutdown) unless C{no_remember}.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import attrs
@@ -225,21 +224,23 @@ class LUInstanceRename(InstanceLU):
         if op["ip_check"] and not op["name_check"]:
             raise errors.OpPrereqError("IP address check requires a name check", errors.ECODE_INVAL)
         op["new_name"] = names.normalize_hostname(op["new_name"], "instance name")
-        if op["name_check"]:
-            try:
-                canonical, _aliases, addresses = socket.gethostbyname_ex(op["new_name"])
-            except OSError as e:
-                raise errors.OpPrereqError("Cannot resolve new name '%s': %s" % (op["new_name"], e),
-                                           errors.ECODE_RESOLVER) from None
-            op["new_name"] = canonical
-            if op["ip_check"] and addresses:
-                try:
-                    socket.create_connection((addresses[0], IP_CHECK_PORT), timeout=IP_CHECK_TIMEOUT).close()
-                except OSError:
-                    pass
-                else:
-                    raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
-                                               errors.ECODE_NOTUNIQUE)
+
+    async def resolve(self) -> None:
+        """With C{name_check}, the new name must resolve (it becomes the
+        canonical name) and, with C{ip_check}, its address must not answer."""
+        op = self.op
+        if not op["name_check"]:
+            return
+        try:
+            canonical, _aliases, addresses = await self.ctx.net.resolve(op["new_name"])
+        except OSError as e:
+            raise errors.OpPrereqError("Cannot resolve new name '%s': %s" % (op["new_name"], e),
+                                       errors.ECODE_RESOLVER) from None
+        op["new_name"] = canonical
+        if op["ip_check"] and addresses:
+            if await self.ctx.net.port_open(addresses[0], IP_CHECK_PORT, IP_CHECK_TIMEOUT):
+                raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
+                                           errors.ECODE_NOTUNIQUE)
 
     def expand_names(self) -> None:
         super().expand_names()

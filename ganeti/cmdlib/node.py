@@ -152,18 +152,26 @@ class LUNodeAdd(LogicalUnit):
         op = self.op
         op["node_name"] = names.normalize_hostname(op["node_name"], "node name")
         self.static = _check_static(op)
+        for key in ("primary_ip", "secondary_ip"):
+            value = op.get(key)
+            if value is not None and not _valid_ip(value):
+                raise errors.OpPrereqError("Invalid %s address '%s'" % (key.replace("_", " "), value), errors.ECODE_INVAL)
+
+    async def resolve(self) -> None:
+        """Without a primary IP, the node's name must resolve to one; the
+        secondary IP defaults to the primary."""
+        op = self.op
         if op.get("primary_ip") is None:
             try:
-                op["primary_ip"] = socket.gethostbyname(op["node_name"])
+                _canonical, _aliases, addresses = await self.ctx.net.resolve(op["node_name"])
+                if not addresses:
+                    raise OSError("no address")
             except OSError as e:
                 raise errors.OpPrereqError(
                     "Cannot resolve node name '%s' (%s); give its primary IP" % (op["node_name"], e),
                     errors.ECODE_RESOLVER,
                 ) from None
-        for key in ("primary_ip", "secondary_ip"):
-            value = op.get(key)
-            if value is not None and not _valid_ip(value):
-                raise errors.OpPrereqError("Invalid %s address '%s'" % (key.replace("_", " "), value), errors.ECODE_INVAL)
+            op["primary_ip"] = addresses[0]
         if op.get("secondary_ip") is None:
             op["secondary_ip"] = op["primary_ip"]
 

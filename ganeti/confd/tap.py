@@ -17,7 +17,7 @@ from twisted.python import usage
 from ganeti.confd import wire
 from ganeti.confd.protocol import ConfdServerProtocol
 from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
-from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float
+from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float, without_tls
 from ganeti.listening import datagram_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
@@ -43,6 +43,7 @@ class Options(usage.Options):
 
 def makeService(options: Options, reactor: Any = None) -> IService:
     if reactor is None:
+        without_tls()  # confd signs with hmac, never TLS
         from twisted.internet import reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection

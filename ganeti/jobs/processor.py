@@ -5,7 +5,8 @@ For each opcode not yet finished:
   1. validate it (L{ganeti.opcodes.validate}) and find its LU; an invalid
      opcode fails here, before any lock is asked for;
   2. status C{waiting}, C{start_timestamp}; build the LU on a fresh config
-     snapshot, C{check_arguments}, C{expand_names}, C{await probe()};
+     snapshot, C{check_arguments}, C{await resolve()}, C{expand_names},
+     C{await probe()};
   3. take its locks through WConfD, the BGL first, then level by level in
      lock order, at the opcode's priority.  The first attempts have
      timeouts (L{DEFAULT_LOCK_TIMEOUTS}, for the whole set of locks); when
@@ -27,7 +28,8 @@ For each opcode not yet finished:
      C{OpExecError("Preceding opcode failed")} and the job ends.
 
 The job is handed to C{save} after every change of state and every log
-entry (the job process writes and replicates the job file there); saves
+entry (the job process writes the job file there; LuxiD sees the write
+through inotify and replicates it to the master candidates); saves
 never overlap and coalesce when they come faster than they finish.
 
 L{Processor.request_cancel} stops a job whose current opcode has not started
@@ -152,6 +154,8 @@ class Processor:
         one from C{paths}.
     @param submit_jobs: submits the follow-up jobs of an LU that returns a
         L{ganeti.jobs.followup.ResultWithJobs} (the job process: over LUXI).
+    @param net: the LUs' L{ganeti.asyncutil.Network} (tests give a fake
+        one); default: one on C{clock}.
     """
 
     log = Logger()
@@ -169,8 +173,10 @@ class Processor:
         paths: Any = None,
         rpc_factory: Callable[[], Any] | None = None,
         submit_jobs: Callable[[list[list[dict[str, Any]]]], Awaitable[list[Any]]] | None = None,
+        net: Any = None,
     ) -> None:
         self.job = job
+        self.net = net
         self.submit_jobs = submit_jobs
         self.paths = paths
         self.rpc_factory = rpc_factory
@@ -333,7 +339,7 @@ class Processor:
         feedback = partial(self._feedback, index)
         ctx = OpContext(
             self.wconfd, self.owner, self.clock, feedback=feedback, job_id=self.job.id,
-            paths=self.paths, rpc_factory=self.rpc_factory,
+            paths=self.paths, rpc_factory=self.rpc_factory, net=self.net,
         )
         try:
             lu = await self._lock(qop, op, lu_class, ctx)
@@ -369,6 +375,7 @@ class Processor:
             self._check_cancel()
             lu = lu_class(copy.deepcopy(op), ctx, await self.wconfd.read_config())
             lu.check_arguments()
+            await self._resolve(lu)
             lu.expand_names()
             await lu.probe()
             if await self._lock_attempt(lu, qop, timeout):
@@ -579,6 +586,19 @@ class Processor:
             self.log.failure("job {job}: cannot release locks", job=self.job.id)
 
     # --- state ---------------------------------------------------------------
+    async def _resolve(self, lu: Any) -> None:
+        """C{lu.resolve()} (name lookups, address probes); a cancel request
+        stops the wait at once (the lookup's result is then ignored)."""
+        d = ensureDeferred(lu.resolve())
+        self._interruptible = d
+        try:
+            await d
+        except CancelledError:
+            raise _Canceled() from None
+        finally:
+            self._interruptible = None
+        self._check_cancel()
+
     def _check_cancel(self) -> None:
         if self._cancel_requested:
             raise _Canceled()

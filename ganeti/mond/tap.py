@@ -9,13 +9,12 @@ collectors run comes from the cluster through confd.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
-from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float
+from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, without_tls
 from ganeti.listening import Listener
 from ganeti.mond import settings
 from ganeti.mond.collectors.plugins import DEFAULT_TIMEOUT
@@ -95,18 +94,6 @@ def _pid_of(paths: Paths, spec: Any) -> Any:
         value = daemons.running_pid(paths, spec)
         return value if value is None or value > 0 else None
     return pid
-
-
-def without_tls() -> None:
-    """Keep pyOpenSSL (and the cryptography it loads) out of this process.
-
-    MonD speaks plain HTTP and signs confd requests with hashlib, but
-    Twisted's TCP support imports pyOpenSSL whenever it is installed:
-    about 18 MB of MonD's memory.  Only done before the reactor is
-    imported (the daemon's start), never in a process that may use TLS.
-    """
-    if "twisted.internet.reactor" not in sys.modules and "OpenSSL" not in sys.modules:
-        sys.modules["OpenSSL"] = None  # type: ignore[assignment]
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:

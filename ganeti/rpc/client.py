@@ -18,10 +18,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 import attrs
-import treq
 from OpenSSL import SSL
 from twisted.internet import defer, error as ierror
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.logger import Logger
 from twisted.web.client import (
     Agent,
@@ -29,8 +28,11 @@ from twisted.web.client import (
     RequestTransmissionFailed,
     ResponseFailed,
     ResponseNeverReceived,
+    readBody,
 )
 from twisted.web.http_headers import Headers
+from twisted.web.iweb import IBodyProducer
+from zope.interface import implementer
 
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -40,6 +42,28 @@ from ganeti.rpc.tls import Credentials, PinnedPolicy
 Address = str | tuple[str, int]
 
 _HEADERS = Headers({b"Content-Type": [b"application/json"]})
+
+
+@implementer(IBodyProducer)
+class _Body:
+    """A request body that is one byte string (written at once)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.length = len(data)
+
+    def startProducing(self, consumer: Any) -> Deferred[None]:
+        consumer.write(self.data)
+        return succeed(None)
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
 
 
 class RpcError(Exception):
@@ -122,8 +146,8 @@ class RpcClient:
         self._pool = HTTPConnectionPool(reactor, persistent=persistent)
         self._pool.maxPersistentPerHost = 4
         self._pool.retryAutomatically = False
-        agent = Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=self._pool)
-        self._http = treq.client.HTTPClient(agent)
+        # Agent directly, not treq: treq costs every daemon that calls nodes ~2 MiB of imports
+        self._agent = Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=self._pool)
 
     @classmethod
     def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "RpcClient":
@@ -211,5 +235,5 @@ class RpcClient:
         return RpcResult(name, True, payload)
 
     async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes]:
-        response = await self._http.post(self._url(address, procedure), data=body, headers=_HEADERS)
-        return response.code, await response.content()
+        response = await self._agent.request(b"POST", self._url(address, procedure), _HEADERS, _Body(body))
+        return response.code, await readBody(response)

@@ -34,7 +34,9 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 def delay_op() -> dict[str, Any]:
-    return {"OP_ID": "OP_TEST_DELAY", "duration": 0.001, "reason": [["gnt:client:bench", "", time.time_ns()]]}
+    # on_master False: no RPC (this benchmark runs no NodeD), the job process sleeps
+    return {"OP_ID": "OP_TEST_DELAY", "duration": 0.001, "on_master": False,
+            "reason": [["gnt:client:bench", "", time.time_ns()]]}
 
 
 def follow(client: LuxiClient, job_id: int) -> str:
@@ -75,7 +77,7 @@ def cli_delay(paths: Any, rounds: int = 15) -> list[float]:
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
-        result = subprocess.run([gnt_debug, "--root", paths.root, "delay", "0.001"], capture_output=True, text=True)
+        result = subprocess.run([gnt_debug, "--root", paths.root, "delay", "--no-master", "0.001"], capture_output=True, text=True)
         samples.append((time.perf_counter() - start) * 1000)
         assert result.returncode == 0, result.stdout + result.stderr
     return samples[3:]

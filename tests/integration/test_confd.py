@@ -121,6 +121,17 @@ def test_every_type_answered(cluster: Cluster) -> None:
         assert rep["protocol"] == 1
 
 
+def test_no_tls_libraries_loaded(cluster: Cluster) -> None:
+    """confd signs with HMAC and never speaks TLS: pyOpenSSL and the
+    cryptography it loads (~14 MiB of RSS) stay out of the process."""
+    process = cluster.daemons[0].process
+    assert process is not None and process.poll() is None
+    with open("/proc/%d/maps" % process.pid) as handle:
+        maps = handle.read()
+    assert "cryptography" not in maps
+    assert raw_query(PEERS[0], cluster.port, wire.REQ_PING) is not None
+
+
 def test_wrong_key_gets_nothing(cluster: Cluster) -> None:
     assert raw_query(PEERS[0], cluster.port, wire.REQ_CLUSTER_MASTER, key=b"ffffffffffffffffffffffffffffffffffffffff\n") is None
     stale = wire.pack_request(KEY, wire.request(wire.REQ_PING, None, "x"), time.time() - 1000)
