@@ -13,6 +13,7 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti.epoch import EpochWatch
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.listening import endpoint_listener
@@ -55,6 +56,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
+    # fencing: adopt this node's master epoch before any RPC client exists (job processes inherit it)
+    fence = EpochWatch(paths, reactor, "ganeti-luxid", reactor.stop)
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
     # every job file write, LuxiD's and the job processes', goes out to the candidates
     distributor = JobDistributor(replicator.background if replicator is not None else None)
@@ -66,6 +69,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         raise SystemExit("ganeti-luxid: %s" % e)
     pid_fd = lock_pid_file(paths, "ganeti-luxid")
     root = MultiService()
+    fence.setServiceParent(root)
     service = LuxidService(
         paths,
         reactor,

@@ -23,6 +23,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
+from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
 from ganeti.noded import diskfiles, files, instances
 from ganeti.noded.failure import RpcFailure
@@ -95,6 +96,8 @@ class NodeProcedures:
         self._shutdown = shutdown
         self._port = port
         self.instances = instances.InstanceProcedures(paths, reactor)
+        #: the highest master epoch this node has seen (fencing of replaced masters)
+        self.epoch = EpochGuard(paths)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None

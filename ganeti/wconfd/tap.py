@@ -13,6 +13,7 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti.epoch import EpochWatch
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
@@ -65,6 +66,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         )
     pid_fd = lock_pid_file(paths, "ganeti-wconfd")
     root = MultiService()
+    # fencing: adopt this node's master epoch before any RPC client exists
+    EpochWatch(paths, reactor, "ganeti-wconfd", reactor.stop).setServiceParent(root)
     service = WConfdService(
         FileStorage(paths, reactor),
         reactor,
