@@ -242,7 +242,8 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
 
 
-def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[str], dict[str, str]]:
+def twistd_command(paths: Paths, spec: Spec, options: list[str],
+                   env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """How to run C{spec}'s daemon daemonized: its argv and environment.
 
     It logs through L{ganeti.logfile.observer} to C{ROOT/var/log/ganeti/<logbase>.log}
@@ -253,13 +254,14 @@ def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[s
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
     if not os.access(twistd, os.X_OK):
         twistd = shutil.which("twistd") or twistd
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env[LOG_FILE_ENV] = paths.log_file(spec.logbase)
     argv = [twistd, "--pidfile=", "--umask=022", "--logger=ganeti.logfile.observer", spec.name, *options]
     return argv, env
 
 
-def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object]) -> bool:
+def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
+               options: list[str] = (), env: dict[str, str] | None = None) -> bool:  # type: ignore[assignment]
     pid = running_pid(paths, spec)
     if pid is not None:
         problem = listening_problem(paths, spec, address)
@@ -270,7 +272,7 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
         return False
     log_path = paths.log_file(spec.logbase)
     offset = log_size(log_path)
-    argv, env = twistd_command(paths, spec, ["--root", paths.root])
+    argv, env = twistd_command(paths, spec, ["--root", paths.root, *options], env)
     if spec.bind:
         argv += ["--bind", address]
     result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
@@ -295,13 +297,18 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
         time.sleep(0.05)
 
 
-def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
-    """Start the daemons not running yet; non-zero when one fails to, with its reason."""
+def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print,  # type: ignore[assignment]
+          options: dict[str, list[str]] | None = None, env: dict[str, str] | None = None) -> int:
+    """Start the daemons not running yet; non-zero when one fails to, with its reason.
+
+    @param options: more command line options per daemon (full name)
+    @param env: more environment variables for every daemon
+    """
     identity = read_node_identity(paths)
     paths.ensure_dirs()
     failed = 0
     for spec in selected(paths, list(names)):
-        if not _start_one(paths, spec, identity["address"], timeout, out):
+        if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env):
             failed += 1
     return EXIT_FAILURE if failed else EXIT_OK
 

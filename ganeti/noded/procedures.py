@@ -25,7 +25,7 @@ from twisted.logger import Logger
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, files, instances
+from ganeti.noded import diskfiles, files, instances, master
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -47,7 +47,7 @@ PROCEDURES = (
     "jobqueue_remove",
     "node_leave_cluster",
     "test_delay",
-) + instances.PROCEDURES
+) + instances.PROCEDURES + master.PROCEDURES
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -98,6 +98,7 @@ class NodeProcedures:
         self.instances = instances.InstanceProcedures(paths, reactor)
         #: the highest master epoch this node has seen (fencing of replaced masters)
         self.epoch = EpochGuard(paths)
+        self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
@@ -107,6 +108,8 @@ class NodeProcedures:
             return None
         if name in instances.PROCEDURES:
             return getattr(self.instances, name)  # type: ignore[no-any-return]
+        if name in master.PROCEDURES:
+            return getattr(self.master, name)  # type: ignore[no-any-return]
         return getattr(self, name)  # type: ignore[no-any-return]
 
     # --- informational ---------------------------------------------------------------
