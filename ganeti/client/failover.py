@@ -48,6 +48,9 @@ NO_VOTING_TEXT = ("This will perform the failover even if most other nodes are d
                   " before proceeding. Continue?")
 #: Seconds the old master gets to stop, and this node to start, its daemons.
 DAEMONS_TIMEOUT = 90.0
+#: Seconds a node gets to answer the quick calls (votes, states, the epoch):
+#: a node that does not answer in time counts as down (it may be frozen).
+QUICK_TIMEOUT = 5.0
 
 
 def _react(main: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
@@ -130,11 +133,11 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
 
 async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> Any:
     if not no_voting:
-        answers = await rpc.call(view.addresses, "master_node_name")
+        answers = await rpc.call(view.addresses, "master_node_name", timeout=QUICK_TIMEOUT)
         master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}, view.master)
     candidates = {name: view.addresses[name] for name in view.candidates if name in view.addresses}
-    answers = await rpc.call(candidates, "failover_status")
+    answers = await rpc.call(candidates, "failover_status", timeout=QUICK_TIMEOUT)
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -184,7 +187,7 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epo
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
 
-    raised = await rpc.call(view.addresses, "version")
+    raised = await rpc.call(view.addresses, "version", timeout=QUICK_TIMEOUT)
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -195,9 +198,13 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epo
     by_name = {node.name: node for node in config.nodes.values()}
     params = _master_params(config)
     warnings = []
-    if view.master in view.addresses:
+    if view.master not in accepted:
+        warnings.append("The old master %s did not answer (%s): its daemons could not be stopped; they stop"
+                        " themselves when they learn of epoch %d" % (view.master, raised[view.master].fail_msg
+                                                                     if view.master in raised else "unknown", epoch))
+    else:
         done = await rpc.call_one(view.master, view.addresses[view.master], "node_deactivate_master_ip",
-                                  [params, False])
+                                  [params, False], timeout=QUICK_TIMEOUT)
         if done.failed:
             warnings.append("Could not disable the master IP: %s" % done.fail_msg)
         done = await rpc.call_one(view.master, view.addresses[view.master], "node_stop_master",
@@ -212,7 +219,8 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epo
     _settle_local_state(view.paths, data)
     values = ssconf.compute(config)
     ssconf.write_files(view.paths, values)
-    others = {name: address for name, address in view.addresses.items() if name != view.me}
+    # the nodes that just answered; WConfD retries the others once it runs
+    others = {name: address for name, address in view.addresses.items() if name != view.me and name in accepted}
     candidates = {name: others[name] for name in view.candidates if name in others}
     details = wire.file_details(wire.virtual_path(view.paths.root, view.paths.config_data), data, mode=0o640)
     pushed = await rpc.call(candidates, "upload_file", [details])
@@ -231,7 +239,7 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epo
     if done.failed:
         ctx.err("The master IP did not come up: %s" % done.fail_msg)
         return cli.EXIT_FAILURE
-    return cli.EXIT_FAILURE if warnings else cli.EXIT_SUCCESS
+    return cli.EXIT_SUCCESS
 
 
 def _master_params(config: Any) -> dict[str, Any]:

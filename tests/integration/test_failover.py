@@ -140,3 +140,122 @@ async def test_refusals(root):
         # nothing changed: same master, no new epoch
         assert master_of(roots[1]) == "node1.test"
         assert all(epoch.read_epoch(p) == 0 for p in roots)
+
+
+def cluster_tags(paths: Paths) -> list[str]:
+    done = subprocess.run([os.path.join(BIN, "gnt-cluster"), "--root", paths.root, "list-tags"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_stale_candidate_catches_up_before_it_takes_over(root):
+    async with LoopbackCluster(reactor, root, cluster_config(), prefix="gntf") as cluster:
+        roots, nodeds = cluster.roots, cluster.nodeds
+        try:
+            await ready_cluster(cluster)
+            nodeds[2].stop()  # node3 misses what follows
+            client = LuxiClient(roots[0].luxi_socket, timeout=60)
+            done = await submit(client, [quick_job() for _ in range(3)])
+            await threads.deferToThread(wait_final, client, done, 60)
+            tagged = subprocess.run([os.path.join(BIN, "gnt-cluster"), "--root", roots[0].root, "add-tags",
+                                     "while-node3-was-down"], capture_output=True, text=True, timeout=60)
+            assert tagged.returncode == 0, tagged.stderr
+            await cluster.until(lambda: all(job_status(roots[1], j) == "success" for j in done))
+            await cluster.until(lambda: b"while-node3-was-down" in _config_bytes(roots[1]))
+            assert serial_of(roots[2]) < serial_of(roots[1])
+            # the master dies; node3 comes back and takes over: it must not start from its old state
+            for daemon in (cluster.luxid, cluster.wconfd, nodeds[0]):
+                daemon.kill()
+            await cluster.start_daemon(nodeds[2])
+            failover = gnt_cluster(cluster, roots[2], "master-failover")
+            assert failover.returncode == 0, (failover.stdout, failover.stderr)
+            assert "Fetched the newer config.data" in failover.stdout
+            assert "while-node3-was-down" in cluster_tags(roots[2])
+            new = LuxiClient(roots[2].luxi_socket, timeout=60)
+            statuses = await threads.deferToThread(wait_final, new, done, 30)
+            assert set(statuses.values()) == {"success"}
+            (later,) = await submit(new, [quick_job()])
+            assert later > max(done)
+        finally:
+            stop_master_daemons(roots[2])
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_voting_on_a_two_node_cluster(root):
+    async with LoopbackCluster(reactor, root, cluster_config(2, ["node2.test"]), prefix="gntf") as cluster:
+        roots = cluster.roots
+        try:
+            with_identities(cluster)
+            await cluster.until(lambda: master_of(roots[1]) == "node1.test" and serial_of(roots[1]), timeout=30)
+            for daemon in (cluster.luxid, cluster.wconfd, cluster.nodeds[0]):
+                daemon.kill()
+            refused = gnt_cluster(cluster, roots[1], "master-failover")
+            assert refused.returncode == 1 and "Unhealthy nodes: ['node1.test']" in refused.stderr
+            assert master_of(roots[1]) == "node1.test" and epoch.read_epoch(roots[1]) == 0
+            done = gnt_cluster(cluster, roots[1], "master-failover", "--no-voting", "--yes-do-it")
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            assert "The old master node1.test did not answer" in done.stderr
+            assert master_of(roots[1]) == "node2.test" and epoch.read_epoch(roots[1]) == 1
+            new = LuxiClient(roots[1].luxi_socket, timeout=60)
+            assert (await threads.deferToThread(new.query_config_values, ["master_node"])) == ["node2.test"]
+            # jobs need a majority of candidates: node1 returns as a plain node (its daemons stay down)
+            await cluster.start_daemon(cluster.nodeds[0])
+            await cluster.until(lambda: master_of(roots[0]) == "node2.test", timeout=30)
+            assert epoch.read_epoch(roots[0]) == 1
+            job = await submit(new, [quick_job()])
+            assert await threads.deferToThread(wait_final, new, job, 60) == {job[0]: "success"}
+        finally:
+            stop_master_daemons(roots[1])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_revived_old_master_is_refused_and_stops(root):
+    async with LoopbackCluster(reactor, root, cluster_config(), prefix="gntf") as cluster:
+        roots = cluster.roots
+        frozen = [cluster.nodeds[0], cluster.wconfd, cluster.luxid]
+        try:
+            await ready_cluster(cluster)
+            old = LuxiClient(roots[0].luxi_socket, timeout=20)
+            before = await submit(old, [quick_job()])
+            await threads.deferToThread(wait_final, old, before, 60)
+            for daemon in frozen:
+                daemon.process.send_signal(signal.SIGSTOP)
+            done = gnt_cluster(cluster, roots[1], "master-failover")
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            for daemon in frozen:
+                daemon.process.send_signal(signal.SIGCONT)
+            # the old LuxiD still believes it is the master: what it writes is refused
+            answers = await threads.deferToThread(_try_submit, old)
+            assert not any(ok for ok, _ in answers), answers
+            assert cluster.luxid.process.wait(timeout=30) is not None
+            assert cluster.wconfd.process.wait(timeout=30) is not None
+            assert epoch.read_epoch(roots[0]) == 1
+            assert "another node took over; stopping" in cluster.luxid.output() + cluster.wconfd.output()
+            # nothing of it reached the candidates; the new master works
+            await cluster.until(lambda: master_of(roots[0]) == "node2.test", timeout=30)
+            new = LuxiClient(roots[1].luxi_socket, timeout=60)
+            (job,) = await submit(new, [quick_job()])
+            assert await threads.deferToThread(wait_final, new, [job], 60) == {job: "success"}
+            assert job == before[0] + 1
+        finally:
+            for daemon in frozen:
+                if daemon.process is not None and daemon.process.poll() is None:
+                    daemon.process.send_signal(signal.SIGCONT)
+            stop_master_daemons(roots[1])
+
+
+def _config_bytes(paths: Paths) -> bytes:
+    try:
+        with open(paths.config_data, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return b""
+
+
+def _try_submit(client: LuxiClient) -> list:
+    try:
+        return client.submit_many_jobs([quick_job()])
+    except Exception as e:  # the old master may refuse or close the connection while it stops
+        return [(False, str(e))]
