@@ -23,6 +23,7 @@ from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
+from ganeti.voting import VotingGate, add_options, check_options
 
 
 class Options(usage.Options):
@@ -34,13 +35,14 @@ class Options(usage.Options):
         ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", positive_int],
         ["rpc-port", None, 1811, "Port of the candidates' ganeti-noded (job file replication).", int],
     ]
-    optFlags = [["no-forkserver", None, "Start every job process from a fresh interpreter."]]
+    optFlags = add_options([["no-forkserver", None, "Start every job process from a fresh interpreter."]])
 
     def opt_listen(self, description: str) -> None:
         """Endpoint string to listen on (repeatable); default: the LUXI sockets."""
         self.setdefault("listen", []).append(description)
 
     def postOptions(self) -> None:
+        check_options(self)
         self["paths"] = paths = Paths.from_option(self["root"])
         if not self.get("listen"):
             self["listen"] = [
@@ -79,12 +81,16 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         distributor=distributor,
         replicator=replicator,
     )
-    service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
-    root.addService(FrozenHeapService(reactor))
+    # start-up voting: jobs and the LUXI sockets only once a majority names this node master
+    gate = VotingGate(paths, reactor, "ganeti-luxid", reactor.stop, port=options["rpc-port"],
+                      no_voting=bool(options["no-voting"]))
+    gate.setServiceParent(root)
+    service.setServiceParent(gate)
+    gate.addService(FrozenHeapService(reactor))
     factory = LuxiServerFactory(LuxiHandler(service))
     for description in options["listen"]:
-        endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(gate)
     return root
 
 

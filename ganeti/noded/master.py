@@ -121,7 +121,7 @@ class MasterProcedures:
         if not isinstance(no_voting, bool):
             raise RpcFailure("no_voting must be a boolean")
         names = [name for name in MASTER_DAEMONS if name != "ganeti-rapi" or os.path.exists(self.paths.rapi_pem)]
-        rpc = ["--rpc-port", str(self._port)]
+        rpc = ["--rpc-port", str(self._port)] + (["--no-voting", "--yes-do-it"] if no_voting else [])
         options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc}
         env = {"GANETI_RPC_PORT": str(self._port)}
         lines: list[str] = []

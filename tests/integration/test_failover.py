@@ -111,6 +111,10 @@ async def test_manual_failover_with_jobs_in_flight(root):
             await threads.deferToThread(wait_final, new, [later], 60)
             # one config serial everywhere
             await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=30)
+            # the old master's WConfD, started again, loses the start-up vote and does not serve
+            cluster.wconfd.start()
+            assert cluster.wconfd.process.wait(timeout=60) is not None
+            assert "Voting cannot be won" in cluster.wconfd.output()
         finally:
             for paths in roots[1:]:
                 stop_master_daemons(paths)
