@@ -8,7 +8,8 @@ and holds C{ROOT/var/run/ganeti/<daemon>.pid} locked while it runs, which
 is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
 C{gnt-cluster init}): every node runs noded and confd; the master also runs
-wconfd, rapi and luxid, in Ganeti's order.  Daemons whose plugin is not
+wconfd, rapi and luxid, in Ganeti's order; a master candidate also runs rapi
+(it forwards to the master's).  Daemons whose plugin is not
 installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
 short (C{luxid}).
 
@@ -107,6 +108,20 @@ def is_master(paths: Paths) -> bool:
     except FileNotFoundError:
         return False
     return master == read_node_identity(paths)["name"]
+
+
+def is_candidate(paths: Paths) -> bool:
+    """This node is a master candidate if ssconf says so (and it has the RAPI certificate)."""
+    try:
+        with open(paths.ssconf("master_candidates")) as handle:
+            candidates = handle.read().split()
+    except FileNotFoundError:
+        return False
+    return os.path.exists(paths.rapi_pem) and read_node_identity(paths)["name"] in candidates
+
+
+#: Master daemons that also run on every master candidate (they forward to the master).
+ON_CANDIDATES = frozenset({"ganeti-rapi"})
 
 
 def available(spec: Spec) -> bool:
@@ -239,7 +254,9 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     if names:
         return [spec_by_name(n) for n in names]
     master = is_master(paths)
-    return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
+    candidate = not master and is_candidate(paths)
+    return [spec for spec in DAEMONS if available(spec)
+            and (master or not spec.master_only or (candidate and spec.name in ON_CANDIDATES))]
 
 
 def twistd_command(paths: Paths, spec: Spec, options: list[str],

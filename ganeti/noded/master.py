@@ -1,6 +1,7 @@
 """Node procedures of a master failover (Ganeti's names, and two of ours).
 
-Ganeti's: C{node_stop_master} (stops LuxiD, RAPI and WConfD on this node),
+Ganeti's: C{node_stop_master} (stops LuxiD and WConfD on this node; RAPI
+stays: on a candidate it forwards to the new master),
 C{node_start_master_daemons(no_voting)} (starts WConfD, RAPI when this node
 has RAPI's certificate, and LuxiD), C{node_activate_master_ip} and
 C{node_deactivate_master_ip} (C{ip address add/del} of the master IP on
@@ -107,11 +108,12 @@ class MasterProcedures:
     # --- the master daemons ------------------------------------------------------------
 
     def node_stop_master(self) -> Any:
-        """Stop LuxiD, RAPI and WConfD here (those not running are fine)."""
+        """Stop LuxiD and WConfD here (those not running are fine); RAPI
+        keeps running and forwards to the new master."""
         lines: list[str] = []
 
         def stop() -> list[str]:
-            daemons.stop(self.paths, list(reversed(MASTER_DAEMONS)), timeout=DAEMON_TIMEOUT, out=lines.append)
+            daemons.stop(self.paths, ["ganeti-luxid", "ganeti-wconfd"], timeout=DAEMON_TIMEOUT, out=lines.append)
             return lines
 
         return self._in_thread(stop)
@@ -120,7 +122,10 @@ class MasterProcedures:
         """Start WConfD, RAPI (if this node has its certificate) and LuxiD here."""
         if not isinstance(no_voting, bool):
             raise RpcFailure("no_voting must be a boolean")
-        names = [name for name in MASTER_DAEMONS if name != "ganeti-rapi" or os.path.exists(self.paths.rapi_pem)]
+        rapi = daemons.BY_NAME["ganeti-rapi"]
+        # RAPI may run already (on a candidate it forwarded to the old master): it serves here now
+        names = [name for name in MASTER_DAEMONS if name != rapi.name
+                 or (os.path.exists(self.paths.rapi_pem) and daemons.running_pid(self.paths, rapi) is None)]
         rpc = ["--rpc-port", str(self._port)] + (["--no-voting", "--yes-do-it"] if no_voting else [])
         options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc}
         env = {"GANETI_RPC_PORT": str(self._port)}
