@@ -111,6 +111,10 @@ async def test_manual_failover_with_jobs_in_flight(root):
             await threads.deferToThread(wait_final, new, [later], 60)
             # one config serial everywhere
             await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=30)
+            info = gnt_cluster(cluster, roots[1], "info")
+            assert "Master node: node2.test" in info.stdout and "Master epoch (this node): 2" in info.stdout
+            assert gnt_cluster(cluster, roots[1], "master-ping").returncode == 0
+            assert gnt_cluster(cluster, roots[0], "master-ping").returncode == 1
             # the old master's WConfD, started again, loses the start-up vote and does not serve
             cluster.wconfd.start()
             assert cluster.wconfd.process.wait(timeout=60) is not None
