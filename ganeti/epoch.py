@@ -71,21 +71,32 @@ def parse(value: bytes | str | None) -> int | None:
     return int(value)
 
 
-def read_epoch(paths: Paths) -> int:
-    """The highest epoch this node has seen (0 when none was ever recorded)."""
+def read_record(paths: Paths) -> tuple[int, str | None]:
+    """C{(highest epoch seen, the node that claimed it or None)}; C{(0, None)} when none was recorded.
+
+    The file holds the epoch, then, once a node claimed it for a failover,
+    that node's name (one line).
+    """
     try:
         with open(epoch_path(paths), "rb") as handle:
-            value = parse(handle.read())
+            words = handle.read().split()
     except FileNotFoundError:
-        return 0
-    if value is None:
+        return 0, None
+    value = parse(words[0]) if words else None
+    if value is None or len(words) > 2:
         raise ValueError("%s does not hold an epoch" % epoch_path(paths))
-    return value
+    return value, words[1].decode("utf-8", "replace") if len(words) == 2 else None
 
 
-def write_epoch(paths: Paths, epoch: int) -> None:
-    """Record C{epoch} durably (atomic replace, fsync of file and directory)."""
-    serializer.write_file(epoch_path(paths), b"%d\n" % epoch, mode=0o644)
+def read_epoch(paths: Paths) -> int:
+    """The highest epoch this node has seen (0 when none was ever recorded)."""
+    return read_record(paths)[0]
+
+
+def write_epoch(paths: Paths, epoch: int, holder: str | None = None) -> None:
+    """Record C{epoch} (claimed by C{holder}) durably: atomic replace, fsync of file and directory."""
+    line = b"%d\n" % epoch if holder is None else b"%d %s\n" % (epoch, holder.encode("utf-8"))
+    serializer.write_file(epoch_path(paths), line, mode=0o644)
 
 
 class EpochGuard:
@@ -98,7 +109,7 @@ class EpochGuard:
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
         self._lock = threading.Lock()
-        self.highest = read_epoch(paths)
+        self.highest, self.holder = read_record(paths)
 
     def check(self, offered: int | None) -> None:
         """Accept a call carrying C{offered} (C{None}: no epoch, accepted).
@@ -113,7 +124,23 @@ class EpochGuard:
             if offered > self.highest:
                 write_epoch(self.paths, offered)
                 log.info("master epoch raised from {old} to {new}", old=self.highest, new=offered)
-                self.highest = offered
+                self.highest, self.holder = offered, None
+
+    def claim(self, epoch: int, holder: str) -> None:
+        """Give C{epoch} to the node C{holder} taking over as master: once
+        per epoch (a second claim of the same epoch by another node is
+        refused), recorded durably before the answer.
+
+        @raise StaleEpoch: C{epoch} is lower than the highest seen, or
+            another node claimed it already
+        """
+        with self._lock:
+            if epoch < self.highest or (epoch == self.highest and self.holder not in (None, holder)):
+                raise StaleEpoch(epoch, self.highest)
+            if (epoch, holder) != (self.highest, self.holder):
+                write_epoch(self.paths, epoch, holder)
+                log.info("master epoch {new} claimed by {holder}", new=epoch, holder=holder)
+                self.highest, self.holder = epoch, holder
 
     def raise_to(self, epoch: int) -> int:
         """Record C{epoch} if higher; the highest epoch afterwards."""

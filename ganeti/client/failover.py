@@ -6,13 +6,17 @@ and follows Ganeti's steps (spec/ha.md section 1) with what Ganeti lacks:
  1. Ganeti's checks: not the master already, a master candidate; unless
     C{--no-voting}, a strict majority of nodes answers C{master_node_name}
     and the most voted master is the one this node believes in.
- 2. Newest state first: every candidate's C{failover_status} (a majority
-    must answer, unless C{--no-voting}); a newer C{config.data}, a higher
-    queue serial and every job file more advanced elsewhere are fetched
-    (C{failover_read}) before anything else happens.
- 3. Fencing: the master epoch is raised to one above every epoch seen, on
-    a majority of nodes (this one included): the old master's writes are
-    refused from then on, and its daemons stop when they learn it.
+ 2. Newest state first, from every candidate (the old master too, while
+    it is still the master): a newer C{config.data}, a higher queue serial
+    and every job file further along elsewhere are fetched
+    (C{failover_status}, C{failover_read}).
+ 3. Fencing: the master epoch is raised to one above every epoch a node
+    reports, on a majority of nodes (C{epoch_claim}, this one included; a
+    node gives an epoch once): the old master's writes are refused from
+    then on, and its daemons stop when they learn it.  Then the newest
+    state again, from the other candidates (a majority must have answered,
+    unless C{--no-voting}): what the old master acknowledged meanwhile is
+    on a majority.
  4. The old master: C{node_deactivate_master_ip}, C{node_stop_master}
     (failures are warnings: it may be dead).
  5. The config names this node master (serial raised); jobs the old master
@@ -118,26 +122,35 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
     plain = _rpc(reactor, view.paths, None)
     try:
         try:
-            plan = await _newest_state_first(ctx, plain, view, no_voting)
+            states = await _vote(ctx, plain, view, no_voting)
+            # what only the old master may hold yet, fetched while it is still the master: once fenced,
+            # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
+            await _catch_up(ctx, plain, view, {n: s for n, s in states.items() if n in view.candidates})
         except FailoverRefused as e:
             ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
             return cli.EXIT_FAILURE
     finally:
         await plain.close()
-    fenced = _rpc(reactor, view.paths, plan.epoch)
+    epoch = max(state.epoch for state in states.values()) + 1
+    fenced = _rpc(reactor, view.paths, epoch)
     try:
-        return await _take_over(ctx, fenced, view, no_voting, plan.epoch)
+        # fencing: from here on the old master can make no change a majority holds,
+        # so the newest state gathered next cannot be overtaken
+        accepted = await _raise_epoch(ctx, fenced, view, no_voting, epoch)
+        if accepted is None:
+            return cli.EXIT_FAILURE
+        try:
+            await _newest_state_first(ctx, fenced, view, no_voting, old_master_answered=view.master in states)
+        except FailoverRefused as e:
+            ctx.err("Failure: %s" % e)
+            return cli.EXIT_FAILURE
+        return await _take_over(ctx, fenced, view, no_voting, accepted)
     finally:
         await fenced.close()
 
 
-async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> Any:
-    if not no_voting:
-        answers = await rpc.call(view.addresses, "master_node_name", timeout=QUICK_TIMEOUT)
-        master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
-                     for name, r in answers.items()}, view.master)
-    candidates = {name: view.addresses[name] for name in view.candidates if name in view.addresses}
-    answers = await rpc.call(candidates, "failover_status", timeout=QUICK_TIMEOUT)
+async def _states(ctx: Context, rpc: Any, nodes: dict[str, str]) -> dict[str, NodeState]:
+    answers = await rpc.call(nodes, "failover_status", timeout=QUICK_TIMEOUT)
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -145,13 +158,55 @@ async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: 
                 states[name] = NodeState.from_payload(result.payload)
             except (TypeError, ValueError) as e:
                 ctx.err("Warning: %s answered failover_status wrongly: %s" % (name, e))
+    return states
+
+
+async def _vote(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
+    """Ganeti's voting; the state of every node that answers."""
+    if not no_voting:
+        answers = await rpc.call(view.addresses, "master_node_name", timeout=QUICK_TIMEOUT)
+        master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
+                     for name, r in answers.items()}, view.master)
+    states = await _states(ctx, rpc, view.addresses)
     if view.me not in states:
-        raise FailoverRefused("this node's ganeti-noded does not answer: %s" % answers[view.me].fail_msg
-                              if view.me in answers else "this node is not in ssconf's node list")
-    if not no_voting and not majority(len(states), len(candidates)):
+        raise FailoverRefused("this node's ganeti-noded does not answer")
+    return states
+
+
+async def _raise_epoch(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epoch: int) -> list[str] | None:
+    """Claim C{epoch} for this node on every node that answers (each gives an
+    epoch once: of two concurrent failovers at most one gets a majority);
+    the nodes that took it (C{None}: not this one, or no majority without
+    C{--no-voting})."""
+    raised = await rpc.call(view.addresses, "epoch_claim", [epoch, view.me], timeout=QUICK_TIMEOUT)
+    accepted = sorted(name for name, r in raised.items() if r.success)
+    if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
+        ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
+                % (epoch, ", ".join(accepted) or "none"))
+        return None
+    ctx.out("Master epoch %d recorded on %d of %d nodes" % (epoch, len(accepted), len(raised)))
+    return accepted
+
+
+async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, *,
+                              old_master_answered: bool) -> None:
+    """After the fencing: the newest state of the other candidates (a
+    majority, counting the old master if it answered before the fencing)."""
+    candidates = {name: view.addresses[name] for name in view.candidates
+                  if name in view.addresses and name != view.master}
+    states = await _states(ctx, rpc, candidates)
+    if view.me not in states:
+        raise FailoverRefused("this node's ganeti-noded does not answer")
+    total = len(candidates) + (1 if view.master in view.candidates else 0)
+    answered = len(states) + (1 if old_master_answered and view.master in view.candidates else 0)
+    if not no_voting and not majority(answered, total):
         raise FailoverRefused("only %d of %d master candidates answered (%s); the newest config and job queue"
-                              " cannot be known without a majority" % (len(states), len(candidates),
-                                                                       ", ".join(sorted(states))))
+                              " cannot be known without a majority" % (answered, total, ", ".join(sorted(states))))
+    await _catch_up(ctx, rpc, view, states)
+
+
+async def _catch_up(ctx: Context, rpc: Any, view: Cluster, states: dict[str, NodeState]) -> None:
+    """Fetch what a node of C{states} holds newer than this one."""
     plan = newest_state(view.me, states)
     if plan.config_from is not None:
         await _fetch(rpc, view, plan.config_from, ["config.data"])
@@ -162,7 +217,6 @@ async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: 
     for name, jobs in plan.jobs.items():
         await _fetch(rpc, view, name, jobs)
         ctx.out("Fetched %d newer job file(s) from %s" % (len(jobs), name))
-    return plan
 
 
 async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
@@ -182,26 +236,18 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
 
 
-async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epoch: int) -> int:
+async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str]) -> int:
     from ganeti import ssconf
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
 
-    raised = await rpc.call(view.addresses, "version", timeout=QUICK_TIMEOUT)
-    accepted = sorted(name for name, r in raised.items() if r.success)
-    if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
-        ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
-                % (epoch, ", ".join(accepted) or "none"))
-        return cli.EXIT_FAILURE
-    ctx.out("Master epoch %d recorded on %d of %d nodes" % (epoch, len(accepted), len(raised)))
     config = ConfigData.from_json(serializer.read_file(view.paths.config_data))
     by_name = {node.name: node for node in config.nodes.values()}
     params = _master_params(config)
     warnings = []
     if view.master not in accepted:
-        warnings.append("The old master %s did not answer (%s): its daemons could not be stopped; they stop"
-                        " themselves when they learn of epoch %d" % (view.master, raised[view.master].fail_msg
-                                                                     if view.master in raised else "unknown", epoch))
+        warnings.append("The old master %s did not answer: its daemons could not be stopped; they stop"
+                        " themselves when they learn of the new master epoch" % view.master)
     else:
         done = await rpc.call_one(view.master, view.addresses[view.master], "node_deactivate_master_ip",
                                   [params, False], timeout=QUICK_TIMEOUT)

@@ -8,7 +8,8 @@ C{node_deactivate_master_ip} (C{ip address add/del} of the master IP on
 C{master_netdev}; nothing when the cluster has no netdev, C{"none"} or
 C{""}).
 
-Ours, used by C{gnt-cluster master-failover} to start from the newest state:
+Ours, used by C{gnt-cluster master-failover}: C{epoch_claim(epoch, node)}
+(fencing: a new epoch for the node taking over, given once per epoch),
 C{failover_status} (this node's master epoch, config serial and job queue
 serial) and C{failover_read} (the content of this node's C{config.data}
 and job queue files, nothing else).
@@ -26,7 +27,7 @@ from twisted.internet import threads
 from twisted.logger import Logger
 
 from ganeti import daemons, serializer
-from ganeti.epoch import EpochGuard
+from ganeti.epoch import EpochGuard, StaleEpoch
 from ganeti.jobs import replicas
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -39,6 +40,7 @@ PROCEDURES = (
     "node_deactivate_master_ip",
     "failover_status",
     "failover_read",
+    "epoch_claim",
 )
 
 #: The master daemons, in Ganeti's start order.
@@ -161,6 +163,18 @@ class MasterProcedures:
 
     def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
         return self._master_ip("del", master_params, use_external_mip_script)
+
+    def epoch_claim(self, epoch: Any, holder: Any) -> int:
+        """Record C{epoch} for the new master C{holder} (once per epoch)."""
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise RpcFailure("epoch must be a non-negative integer")
+        if not isinstance(holder, str) or not holder or len(holder) > 255 or any(c.isspace() for c in holder):
+            raise RpcFailure("holder must be a node name")
+        try:
+            self._epoch.claim(epoch, holder)
+        except StaleEpoch as e:
+            raise RpcFailure("%s%s" % (e, "" if self._epoch.holder is None else " (claimed by %s)" % self._epoch.holder))
+        return epoch
 
     # --- state for the newest-state-first check -----------------------------------------
 

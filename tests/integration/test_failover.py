@@ -83,10 +83,7 @@ async def test_manual_failover_with_jobs_in_flight(root):
             queued = await submit(old, [quick_job(0.2) for _ in range(4)])
             assert all(job_status(roots[1], j) == "queued" for j in queued)
 
-            refused = gnt_cluster(cluster, roots[2], "master-failover", "--no-voting", "--yes-do-it")
             started = time.monotonic()
-            assert refused.returncode == 0, (refused.stdout, refused.stderr)  # node3 may take over too...
-            # ...and node2 takes it back from node3: two failovers in a row
             done = gnt_cluster(cluster, roots[1], "master-failover")
             elapsed = time.monotonic() - started
             assert done.returncode == 0, (done.stdout, done.stderr)
@@ -94,11 +91,10 @@ async def test_manual_failover_with_jobs_in_flight(root):
 
             for paths in roots:
                 assert master_of(paths) == "node2.test"
-                assert epoch.read_epoch(paths) == 2
-            # the old masters' daemons are stopped
+                assert epoch.read_epoch(paths) == 1
+            # the old master's daemons are stopped
             assert cluster.luxid.process.wait(timeout=30) is not None
             assert cluster.wconfd.process.wait(timeout=30) is not None
-            assert daemons.running_pid(roots[2], daemons.BY_NAME["ganeti-luxid"]) is None
 
             new = LuxiClient(roots[1].luxi_socket, timeout=60)
             statuses = await threads.deferToThread(wait_final, new, running + queued, 120)
@@ -112,7 +108,7 @@ async def test_manual_failover_with_jobs_in_flight(root):
             # one config serial everywhere
             await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=30)
             info = gnt_cluster(cluster, roots[1], "info")
-            assert "Master node: node2.test" in info.stdout and "Master epoch (this node): 2" in info.stdout
+            assert "Master node: node2.test" in info.stdout and "Master epoch (this node): 1" in info.stdout
             assert gnt_cluster(cluster, roots[1], "master-ping").returncode == 0
             assert gnt_cluster(cluster, roots[0], "master-ping").returncode == 1
             # the old master's WConfD, started again, loses the start-up vote and does not serve

@@ -134,3 +134,29 @@ def test_epoch_watch_stops_when_a_node_refuses(root):
     assert stopped == []
     epoch.fenced(1)
     assert stopped == [True]
+
+
+def test_an_epoch_is_claimed_once_by_one_node(root):
+    root.ensure_dirs()
+    guard = epoch.EpochGuard(root)
+    guard.check(1)
+    guard.claim(2, "node2.test")
+    guard.claim(2, "node2.test")  # the same claim again: fine
+    with pytest.raises(epoch.StaleEpoch):
+        guard.claim(2, "node3.test")  # a concurrent failover to another node
+    with pytest.raises(epoch.StaleEpoch):
+        guard.claim(1, "node3.test")
+    assert epoch.read_record(root) == (2, "node2.test")
+    assert epoch.EpochGuard(root).holder == "node2.test"  # durable
+    guard.check(2)  # the new master's own calls carry epoch 2
+    guard.claim(3, "node3.test")
+    assert epoch.read_record(root) == (3, "node3.test")
+
+
+def test_epoch_claim_procedure(node):
+    assert node.call(None, "epoch_claim", 4, "node2.test").payload == 4
+    refused = node.call(None, "epoch_claim", 4, "node3.test")
+    assert refused.failed and "claimed by node2.test" in refused.fail_msg
+    for bad in ((-1, "n"), (True, "n"), (5, ""), (5, "a b"), ("5", "n")):
+        assert node.call(None, "epoch_claim", *bad).failed
+    assert epoch.read_record(node.paths) == (4, "node2.test")
