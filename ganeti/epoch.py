@@ -183,8 +183,8 @@ def forget() -> None:
 class EpochWatch(Service):
     """Fencing of a master daemon: it stops once a newer master exists.
 
-    It adopts the node's epoch when created (before any RPC client exists)
-    and stops the daemon (C{stop}) when a node refuses a call for a stale
+    It adopts the node's epoch when started (before any RPC client exists
+    and before LuxiD spawns its fork server) and stops the daemon (C{stop}) when a node refuses a call for a stale
     epoch, or when this node's own record shows a higher epoch (a new master
     raised it here), checked every C{interval} seconds.
     """
@@ -202,10 +202,12 @@ class EpochWatch(Service):
         self._loop = LoopingCall(self._check)
         self._loop.clock = reactor
         self.interval = interval
-        adopt(self.epoch, self.fence)
 
     def startService(self) -> None:
+        """Adopt the epoch (before the daemon's other services start: put
+        this one first) and watch for a newer one."""
         super().startService()
+        adopt(self.epoch, self.fence)
         self._loop.start(self.interval, now=False)
 
     def stopService(self) -> Any:

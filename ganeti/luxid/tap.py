@@ -58,7 +58,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
-    # fencing: adopt this node's master epoch before any RPC client exists (job processes inherit it)
+    # fencing: started first, it adopts this node's master epoch before any RPC client or job process exists
     fence = EpochWatch(paths, reactor, "ganeti-luxid", reactor.stop)
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
     # every job file write, LuxiD's and the job processes', goes out to the candidates

@@ -69,7 +69,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         )
     pid_fd = lock_pid_file(paths, "ganeti-wconfd")
     root = MultiService()
-    # fencing: adopt this node's master epoch before any RPC client exists
+    # fencing: started first, it adopts this node's master epoch before any RPC client exists
     EpochWatch(paths, reactor, "ganeti-wconfd", reactor.stop).setServiceParent(root)
     service = WConfdService(
         FileStorage(paths, reactor),

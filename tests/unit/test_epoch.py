@@ -113,8 +113,9 @@ def test_epoch_watch_stops_a_master_once_its_node_saw_a_newer_epoch(root):
     clock = Clock()
     stopped = []
     watch = epoch.EpochWatch(root, clock, "ganeti-luxid", lambda: stopped.append(True), interval=1.0)
-    assert watch.epoch == 4 and epoch.process_epoch() == 4
+    assert watch.epoch == 4 and epoch.process_epoch() is None
     watch.startService()
+    assert epoch.process_epoch() == 4
     clock.advance(1)
     assert stopped == []
     epoch.write_epoch(root, 5)  # a new master raised the epoch on this node
@@ -129,11 +130,13 @@ def test_epoch_watch_stops_a_master_once_its_node_saw_a_newer_epoch(root):
 def test_epoch_watch_stops_when_a_node_refuses(root):
     root.ensure_dirs()
     stopped = []
-    epoch.EpochWatch(root, Clock(), "ganeti-wconfd", lambda: stopped.append(True))
+    watch = epoch.EpochWatch(root, Clock(), "ganeti-wconfd", lambda: stopped.append(True))
+    watch.startService()
     epoch.fenced(0)
     assert stopped == []
     epoch.fenced(1)
     assert stopped == [True]
+    watch.stopService()
 
 
 def test_an_epoch_is_claimed_once_by_one_node(root):
