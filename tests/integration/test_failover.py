@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import attrs
 import pytest_twisted
@@ -23,6 +25,20 @@ from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, serial
 from ganeti.testing.fdcount import quick_job, wait_final
 
 CANDIDATES = ["node2.test", "node3.test"]
+CHECKOUT = Path(__file__).resolve().parents[2]
+GANETI_LIB = CHECKOUT / ".venv" / "ganeti-3.0" / "usr" / "share" / "ganeti" / "3.0"
+
+
+def ganeti_getmaster(paths: Paths) -> str | None:
+    """What Ganeti 3.0.2's own gnt-cluster getmaster prints on this node
+    (None when its Python package is not installed here)."""
+    if not (GANETI_LIB / "ganeti" / "cli.py").exists():
+        return None
+    done = subprocess.run([sys.executable, str(CHECKOUT / "tests" / "compat" / "ganeti_getmaster.py"),
+                           paths.data_dir], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(GANETI_LIB)), cwd="/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()
 
 
 def cluster_config(count: int = 3, candidates: list[str] = CANDIDATES) -> object:
@@ -92,6 +108,7 @@ async def test_manual_failover_with_jobs_in_flight(root):
             for paths in roots:
                 assert master_of(paths) == "node2.test"
                 assert epoch.read_epoch(paths) == 1
+                assert ganeti_getmaster(paths) in ("node2.test", None)  # Ganeti's own getmaster agrees
             # the old master's daemons are stopped
             assert cluster.luxid.process.wait(timeout=30) is not None
             assert cluster.wconfd.process.wait(timeout=30) is not None
