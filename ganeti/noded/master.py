@@ -51,6 +51,10 @@ DAEMON_TIMEOUT = 30.0
 MAX_READ = 5000
 
 _NETDEV_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+#: What C{ip address add} says when the address is there already (kernels differ).
+_ALREADY_UP = re.compile(r"File exists|already assigned")
+#: What C{ip address del} says when the address is not there (kernels differ).
+_ALREADY_DOWN = re.compile(r"Cannot assign|not found")
 
 
 def no_netdev(netdev: Any) -> bool:
@@ -152,8 +156,8 @@ class MasterProcedures:
 
         def run() -> None:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-            if done.returncode != 0 and not (action == "add" and "File exists" in done.stderr) \
-                    and not (action == "del" and "Cannot assign" in done.stderr):
+            if done.returncode != 0 and not (action == "add" and _ALREADY_UP.search(done.stderr)) \
+                    and not (action == "del" and _ALREADY_DOWN.search(done.stderr)):
                 raise RpcFailure("%s failed: %s" % (" ".join(argv), done.stderr.strip() or done.returncode))
 
         return self._in_thread(run)
