@@ -7,9 +7,9 @@ Each daemon runs as its twistd plugin, daemonized, with the node's root:
 and holds C{ROOT/var/run/ganeti/<daemon>.pid} locked while it runs, which
 is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
-C{gnt-cluster init}): every node runs noded and confd; the master also runs
-wconfd, rapi and luxid, in Ganeti's order; a master candidate also runs rapi
-(it forwards to the master's).  Daemons whose plugin is not
+C{gnt-cluster init}): every node runs noded, confd and mond; the master also
+runs wconfd, rapi and luxid, in Ganeti's order (mond last); a master candidate
+also runs rapi (it forwards to the master's).  Daemons whose plugin is not
 installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
 short (C{luxid}).
 
@@ -41,6 +41,8 @@ from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: what a daemon says when another instance holds its pid file (L{ganeti.daemon.lock_pid_file})
+ALREADY_RUNNING = "is already running on root"
 
 
 class Spec(NamedTuple):
@@ -54,14 +56,16 @@ class Spec(NamedTuple):
     udp: bool = False
 
 
-#: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid
+#: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid, mond
 DAEMONS = (
     Spec("ganeti-noded", "noded", False, True, 1811, "", "node-daemon"),
     Spec("ganeti-confd", "confd", False, True, 1814, "", "conf-daemon", udp=True),
     Spec("ganeti-wconfd", "wconfd", True, False, 0, "wconfd_socket", "wconf-daemon"),
     Spec("ganeti-rapi", "rapi", True, True, 5080, "", "rapi-daemon"),
     Spec("ganeti-luxid", "luxid", True, False, 0, "luxi_socket", "luxi-daemon"),
+    Spec("ganeti-mond", "mond", False, True, 1815, "", "monitoring-daemon"),
 )
+MOND = DAEMONS[-1]
 BY_NAME = {spec.name: spec for spec in DAEMONS}
 #: full and short names (C{ganeti-luxid}, C{luxid})
 NAMES = {**BY_NAME, **{spec.package: spec for spec in DAEMONS}}
@@ -294,19 +298,29 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
         argv += ["--bind", address]
     result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
     if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
+        if ALREADY_RUNNING in result.stderr + result.stdout and running_pid(paths, spec) is not None:
+            # started meanwhile by someone else (noded starts mond once joined)
+            return _wait_listening(paths, spec, address, timeout, out, log_path, "already running")
         reason = logged_reason(log_path, offset) or (result.stderr or result.stdout).strip()[-500:]
         out("%s failed to start: %s" % (spec.name, reason))
         return False
+    return _wait_listening(paths, spec, address, timeout, out, log_path, "started", offset)
+
+
+def _wait_listening(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
+                    log_path: str, state: str, offset: int | None = None) -> bool:
+    """Wait until the daemon that holds its pid file listens; report C{state} then."""
     deadline = time.monotonic() + timeout
     while True:
         pid = running_pid(paths, spec)
         if pid is None:  # it ended after the status pipe said it started
-            reason = logged_reason(log_path, offset) or "it exited; see %s" % log_path
+            reason = (logged_reason(log_path, offset) if offset is not None else None) or (
+                "it exited; see %s" % log_path)
             out("%s failed to start: %s" % (spec.name, reason))
             return False
         problem = listening_problem(paths, spec, address)
         if problem is None:
-            out("%s: started (pid %s)" % (spec.name, pid))
+            out("%s: %s (pid %s)" % (spec.name, state, pid))
             return True
         if time.monotonic() > deadline:
             out("%s: did not come up within %ss (%s); see %s" % (spec.name, timeout, problem, log_path))

@@ -105,7 +105,8 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
         while not (os.path.exists(paths.config_data) and os.path.exists(paths.ssconf("master_candidates"))) \
                 and time.monotonic() < deadline:
             time.sleep(0.05)
-        rest = daemons.start(paths, out=lambda line: None)  # confd, rapi on a candidate (noded runs already)
+        _wait_tcp(address, daemons.MOND.port)  # the joined noded starts MonD (as Ganeti's node setup)
+        rest = daemons.start(paths, out=lambda line: None)  # confd, rapi on a candidate (noded and mond run already)
         if rest != 0:
             print("%s: some daemons did not start; see %s" % (name, paths.log_dir))
     print()

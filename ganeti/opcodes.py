@@ -420,8 +420,8 @@ define(
 
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
-    "add_uids", "blacklisted_os", "compression_tools", "data_collector_interval", "default_iallocator_params",
-    "disk_state", "diskparams", "drbd_helper", "enabled_data_collectors", "enabled_user_shutdown",
+    "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
+    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
     "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
     "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
     "use_external_mip_script", "vg_name", "zeroing_image",
@@ -450,6 +450,9 @@ define(
         Param("modify_etc_hosts", t_maybe(T_BOOL), ABSENT, "keep /etc/hosts up to date"),
         Param("prealloc_wipe_disks", t_maybe(T_BOOL), ABSENT, "wipe new disks"),
         Param("default_iallocator", t_maybe(T_STR), ABSENT, "default allocator"),
+        Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
+        Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
+              "data collector intervals (microseconds)"),
         *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
     ],
     doc="Change cluster parameters.",

@@ -170,6 +170,15 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
+    enabled = data.get("enabled_data_collectors") or {}
+    intervals = data.get("data_collector_interval") or {}
+    if enabled:
+        ctx.out("Data collectors:")  # Ganeti's layout: seconds, three decimals
+        for name in sorted(enabled):
+            ctx.out("  %s:" % name)
+            ctx.out("    active: %s" % enabled[name])
+            interval = intervals.get(name)
+            ctx.out("    interval: %s" % ("%.3fs" % (interval / 1e6) if isinstance(interval, (int, float)) else "-"))
     return cli.EXIT_SUCCESS
 
 
@@ -221,6 +230,31 @@ def parse_keyval(text: str) -> dict[str, Any]:
     return result
 
 
+def parse_collector_states(text: str) -> dict[str, bool]:
+    """C{name=bool,...} of C{--enabled-data-collectors} (true/false, yes/no, 1/0)."""
+    states = {}
+    for key, value in parse_keyval(text).items():
+        word = str(value).lower()
+        if word not in ("true", "false", "yes", "no", "1", "0"):
+            raise argparse.ArgumentTypeError("%s=%s: expected true or false" % (key, value))
+        states[key] = word in ("true", "yes", "1")
+    return states
+
+
+def parse_collector_intervals(text: str) -> dict[str, int]:
+    """C{name=seconds,...} of C{--data-collector-interval}, in microseconds (as Ganeti stores them)."""
+    intervals = {}
+    for key, value in parse_keyval(text).items():
+        try:
+            micro = int(1e6 * float(value))
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError("%s=%s: expected a number of seconds" % (key, value)) from None
+        if micro <= 0:
+            raise argparse.ArgumentTypeError("%s=%s: the interval must be above zero" % (key, value))
+        intervals[key] = micro
+    return intervals
+
+
 def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
     """C{hv:key=val,...} (Ganeti's -H syntax)."""
     hv, sep, rest = text.partition(":")
@@ -249,6 +283,10 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
             for hv, values in item.items():
                 merged.setdefault(hv, {}).update(values)
         params["hvparams"] = merged
+    if opts.enabled_data_collectors:
+        params["enabled_data_collectors"] = opts.enabled_data_collectors
+    if opts.data_collector_interval:
+        params["data_collector_interval"] = opts.data_collector_interval
     if not params:
         ctx.err("Please give at least one of the parameters.")
         return cli.EXIT_FAILURE
@@ -276,5 +314,9 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--default-iallocator",
                         help="allocator used when none is named: builtin, or one installed in"
                              " <root>/usr/{local/,}lib/ganeti/iallocators (e.g. hail)")
+    parser.add_argument("--enabled-data-collectors", type=parse_collector_states, metavar="NAME=BOOL,...",
+                        help="activate or deactivate MonD data collectors (e.g. diskstats=false)")
+    parser.add_argument("--data-collector-interval", type=parse_collector_intervals, metavar="NAME=SECONDS,...",
+                        help="how often MonD runs data collectors, in seconds")
     cli.add_priority_option(parser)
     cli.add_submit_options(parser)

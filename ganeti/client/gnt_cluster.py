@@ -1,6 +1,7 @@
 """gnt-cluster: cluster-wide commands (Ganeti's names and output).
 
     gnt-cluster queue {drain | undrain | info}
+    gnt-cluster watcher {pause DURATION | continue | info}
     gnt-cluster verify [--error-codes] [-I CODE] [--node-group G]
     gnt-cluster verify-disks [--node-group G]
     gnt-cluster repair-disk-sizes [--dry-run] [INSTANCE...]
@@ -21,6 +22,8 @@ to run them (with L{ganeti.cli.add_submit_options} in the setup).
 from __future__ import annotations
 
 import argparse
+import time
+from typing import Any
 
 from ganeti import cli, errors
 from ganeti.cli import Command, Context
@@ -34,6 +37,33 @@ def queue_ops(ctx: Context, opts: argparse.Namespace) -> int:
     else:
         (flag,) = client.query_config_values(["drain_flag"])
         ctx.out("The drain flag is %s" % ("set" if flag else "unset"))
+    return cli.EXIT_SUCCESS
+
+
+def _show_watcher_pause(ctx: Context, until: Any) -> None:
+    if until is None or until < time.time():
+        ctx.out("The watcher is not paused.")
+    else:
+        ctx.out("The watcher is paused until %s." % time.ctime(until))
+
+
+def watcher_ops(ctx: Context, opts: argparse.Namespace) -> int:
+    """Pause the watcher for a while, let it continue, or show whether it is paused."""
+    client = ctx.client()
+    if opts.watcher_command == "continue":
+        if opts.duration is not None:
+            raise errors.OpPrereqError("'continue' takes no duration", errors.ECODE_INVAL)
+        client.set_watcher_pause(None)
+        ctx.out("The watcher is no longer paused.")
+    elif opts.watcher_command == "pause":
+        if opts.duration is None:
+            raise errors.OpPrereqError("'pause' needs a duration (30m, 2h, 1d, ...)", errors.ECODE_INVAL)
+        _show_watcher_pause(ctx, client.set_watcher_pause(time.time() + cli.parse_timespec(opts.duration)))
+    else:
+        if opts.duration is not None:
+            raise errors.OpPrereqError("'info' takes no duration", errors.ECODE_INVAL)
+        (until,) = client.query_config_values(["watcher_pause"])
+        _show_watcher_pause(ctx, until)
     return cli.EXIT_SUCCESS
 
 
@@ -169,6 +199,15 @@ def _setup_queue(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _setup_watcher(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "watcher_command", choices=("pause", "continue", "info"), metavar="pause|continue|info",
+        help="pause DURATION: no automatic restarts nor archiving until then; continue: end the pause; "
+             "info: show the pause",
+    )
+    parser.add_argument("duration", nargs="?", metavar="DURATION", help="e.g. 30m, 2h, 1d (pause only)")
+
+
 def _setup_tags_change(parser: argparse.ArgumentParser) -> None:
     cli.add_tag_source_option(parser)
     cli.add_priority_option(parser)
@@ -229,6 +268,10 @@ COMMANDS: dict[str, Command] = {
     "activate-master-ip": Command("ganeti.client.failover:activate_master_ip", None, "Activate the master IP"),
     "deactivate-master-ip": Command("ganeti.client.failover:deactivate_master_ip", _setup_deactivate_master_ip,
                                     "Deactivate the master IP"),
+    "watcher": Command(
+        watcher_ops, _setup_watcher, "Make the watcher pause or continue, or show its state",
+        "The watcher (in LuxiD) restarts instances that stopped by themselves and archives old jobs.",
+    ),
     "list-tags": Command(list_tags, None, "List the tags of the cluster"),
     "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the cluster"),
     "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the cluster"),

@@ -143,7 +143,12 @@ class OpContext:
             elif self.paths is not None:
                 from ganeti.rpc import RpcClient, wire
 
-                self._rpc = RpcClient.from_paths(self.clock, self.paths, port=wire.rpc_port())
+                from ganeti.cmdlib.liveness_verify import NotingRpc, query_roster
+
+                paths = self.paths
+                self._rpc = NotingRpc(RpcClient.from_paths(self.clock, paths, port=wire.rpc_port()),
+                                      lambda names: query_roster(self.clock, paths.luxi_socket, names),
+                                      self.feedback, self.clock)
             else:
                 raise errors.OpExecError("No node RPC available in this context")
         return self._rpc

@@ -111,6 +111,27 @@ _SIMPLE = (
     "default_iallocator",
 )
 _MAC_PREFIX = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
+#: a data collector's name (built-in or a MonD plugin executable)
+_COLLECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: Ganeti's default data collector interval (microseconds)
+_COLLECTOR_INTERVAL = 5000000
+
+
+def data_collectors_changed(current: dict[str, Any], enabled: dict[str, bool] | None,
+                            intervals: dict[str, int] | None) -> dict[str, Any]:
+    """The cluster's C{data_collectors} with C{enabled} and C{intervals} applied.
+
+    @raise errors.OpPrereqError: a name that cannot be a collector's
+    """
+    changed = {name: dict(params) for name, params in (current or {}).items() if isinstance(params, dict)}
+    for name in list(enabled or {}) + list(intervals or {}):
+        if not _COLLECTOR_NAME.match(name):
+            raise errors.OpPrereqError("Invalid data collector name %r" % name, errors.ECODE_INVAL)
+    for name, active in (enabled or {}).items():
+        changed.setdefault(name, {"active": True, "interval": _COLLECTOR_INTERVAL})["active"] = active
+    for name, interval in (intervals or {}).items():
+        changed.setdefault(name, {"active": True, "interval": _COLLECTOR_INTERVAL})["interval"] = interval
+    return changed
 
 
 def _without_defaults(params: dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +200,7 @@ class LUClusterSetParams(LogicalUnit):
                 raise errors.OpPrereqError(
                     "Hypervisor(s) %s still used by instances" % ", ".join(used), errors.ECODE_STATE
                 )
+        data_collectors_changed({}, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
         templates = op.get("enabled_disk_templates")
         if templates is not None:
             if not templates:
@@ -213,6 +235,9 @@ class LUClusterSetParams(LogicalUnit):
                 changes[name] = merged
         if op.get("ndparams"):
             changes["ndparams"] = dict(cluster.ndparams, **op["ndparams"])
+        if op.get("enabled_data_collectors") or op.get("data_collector_interval"):
+            changes["data_collectors"] = data_collectors_changed(
+                cluster.data_collectors, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
         return attrs.evolve(cluster, **changes) if changes else cluster
 
     async def exec_(self, feedback: Feedback) -> Any:

@@ -41,6 +41,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.cmdlib.cluster import CV_ECLUSTERCFG, SIMULATED, VerifyErrors
 from ganeti.cmdlib.instance_params import HV_TYPES
+from ganeti.cmdlib.liveness_verify import verify_liveness
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.rpc import wire
 
@@ -179,6 +180,7 @@ class LUClusterVerifyGroup(VerifyErrors, LogicalUnit):
         for node in online:
             await self._check_node(node, results[node.name], GANETI_RELEASE)
         await self._check_instances(online, results)
+        await verify_liveness(self, self._node_error, [n.name or "" for n in online])
         offline = len(members) - len(online)
         if offline:
             await self.feedback("  - NOTICE: %d offline node(s) found." % offline)

@@ -25,9 +25,7 @@ from twisted.internet.protocol import DatagramProtocol
 from twisted.logger import Logger
 
 from ganeti.confd import wire
-from ganeti.confd.service import read_key
 from ganeti.paths import Paths
-from ganeti.ssconf import SimpleStore
 
 #: CONFD_CLIENT_EXPIRE_TIMEOUT
 DEFAULT_TIMEOUT = 10.0
@@ -158,6 +156,9 @@ class ConfdClient:
     @classmethod
     def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "ConfdClient":
         """A client for the master candidates of ssconf, with the node's hmac.key."""
+        from ganeti.confd.service import read_key  # here: MonD uses the client without them
+        from ganeti.ssconf import SimpleStore
+
         peers = SimpleStore(paths).get_master_candidates_ips()
         return cls(reactor, read_key(paths.hmac_key), peers, **kwargs)
 

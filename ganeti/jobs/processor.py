@@ -398,7 +398,10 @@ class Processor:
                 if not lu.uses_bgl():
                     continue
                 request = [(BGL, EXCLUSIVE if lu.REQ_BGL else SHARED)]
-                if not await self._wait_for(request, qop, deadline):
+                started = self.clock.seconds()
+                got_bgl = await self._wait_for(request, qop, deadline)
+                self._waited(qop, level, started)
+                if not got_bgl:
                     return False
                 lu.acquired[level] = ["BGL"]
                 cfg_fresh = False
@@ -422,7 +425,9 @@ class Processor:
                 members = sorted(set(wanted or ()))
             mode = SHARED if lu.share_locks.get(level) else EXCLUSIVE
             if acquiring and lu.opportunistic_locks.get(level):
+                started = self.clock.seconds()
                 got = await self._opportunistic(lu, level, members, mode, deadline)
+                self._waited(qop, level, started)
                 if got is None:
                     return False
                 lu.acquired[level] = got
@@ -441,16 +446,26 @@ class Processor:
             if added:
                 steps.append(("add", added))
             for step, names in steps:
+                started = self.clock.seconds()
                 if step == "add":
-                    if not await self._add_locks(["%s/%s" % (level, m) for m in names], deadline):
-                        return False
-                elif not await self._wait_for([(name, mode) for name in names], qop, deadline):
+                    taken = await self._add_locks(["%s/%s" % (level, m) for m in names], deadline)
+                else:
+                    taken = await self._wait_for([(name, mode) for name in names], qop, deadline)
+                self._waited(qop, level, started)
+                if not taken:
                     return False
                 cfg_fresh = False
             if steps:
                 held = ALL_SET if members is ALL_SET else sorted(set(members) | set(lu.add_locks.get(level) or ()))
                 lu.acquired[level] = held
         return True
+
+    def _waited(self, qop: QueuedOpCode, level: str, started: float) -> None:
+        """Add the time since C{started} to the opcode's wait for locks of
+        C{level} (C{lock_wait}: seconds per level, kept in the job file and
+        queried as C{oplockwait}, for RAPI's /metrics)."""
+        waited = qop.extra.setdefault("lock_wait", {})
+        waited[level] = round(waited.get(level, 0.0) + max(0.0, self.clock.seconds() - started), 6)
 
     async def _opportunistic(
         self, lu: Any, level: str, members: Any, mode: str, deadline: float | None

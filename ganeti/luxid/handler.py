@@ -75,13 +75,25 @@ class LuxiHandler(MethodHandler):
         if what == "lock":
             locks = await (await self._wconfd()).list_locks_waiting_status()
         data: Any = {}
-        needs = live.needed(what, fields, qfilter)
+        needs = live.needed(what, fields, qfilter) - q.LOCAL_NEEDS
+        liveness = getattr(self.service, "liveness", None)
         if needs:
             if names is None and isinstance(qfilter, list):
                 names = qlang.names_from_filter(qfilter, "name")
-            data = await self.live.gather(config, needs, names)
+            reports = liveness.fresh_report if liveness is not None else None
+            data = await self.live.gather(config, needs, names, reports)
+        roster = liveness.snapshot() if liveness is not None else {}
         jobs, archived = self.jobs_for_query(fields, qfilter) if what == "job" else (self.service.live_jobs(), None)
-        return q.QueryContext(config=config, jobs=jobs, locks=locks, live=data, archived_jobs=archived or frozenset())
+        return q.QueryContext(config=config, jobs=jobs, locks=locks, live=data, archived_jobs=archived or frozenset(),
+                              liveness=roster, watcher_pause=self.watcher_pause() if what == "cluster" else None)
+
+    def watcher_pause(self) -> float | None:
+        """Until when the watcher is paused (Ganeti's C{watcher.pause} file), or None."""
+        import time
+
+        from ganeti.heartbeat.watcher import pause_file, read_pause
+
+        return read_pause(pause_file(self.service.paths.data_dir), time.time())
 
     def jobs_for_query(self, fields: Any, qfilter: Any) -> tuple[dict[int, QueuedJob], frozenset[int]]:
         """The jobs a job query looks at, and which of them are archived: as
@@ -210,7 +222,25 @@ class LuxiHandler(MethodHandler):
         return q.cluster_info(await self.config())
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
-        return q.config_values(await self.config(), _fields(names), self.service.queue.is_drained(), None)
+        names = _fields(names)
+        latency = None
+        if "config_write_latency" in names:
+            latency = await (await self._wconfd()).read_write_latency()
+        return q.config_values(await self.config(), names, self.service.queue.is_drained(), self.watcher_pause(),
+                               latency)
+
+    def luxi_SetWatcherPause(self, until: Any = None) -> float | None:
+        """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set."""
+        from ganeti.heartbeat.watcher import pause_file, write_pause
+
+        if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))):
+            raise errors.OpPrereqError("the pause end must be a number (an epoch) or null, not %r" % (until,),
+                                       errors.ECODE_INVAL)
+        write_pause(pause_file(self.service.paths.data_dir), until)
+        watcher = getattr(self.service, "watcher", None)
+        if until is None and watcher is not None:
+            watcher.resume()  # catch up with what happened during the pause
+        return until
 
     async def luxi_QueryTags(self, kind: Any, name: Any) -> list[str]:
         if kind not in TAG_KINDS:

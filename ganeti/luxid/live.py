@@ -235,24 +235,44 @@ class LiveData:
             await rpc.close()
 
     async def gather(
-        self, config: ConfigData, needs: Iterable[str], names: Iterable[Any] | None = None
+        self, config: ConfigData, needs: Iterable[str], names: Iterable[Any] | None = None,
+        reports: Callable[[str], Mapping[str, Any] | None] | None = None,
     ) -> dict[str, Any]:
         """The C{live} dict for a query that C{needs} this data.
 
         @param names: the instances the query names (for consoles), or
             C{None} for all.
+        @param reports: the latest state report a connected node pushed
+            (L{ganeti.heartbeat.server.LivenessService.fresh_report}); only
+            nodes without one are asked by RPC.
         """
         needs = frozenset(needs)
         nodes = asked_nodes(config)
         live: dict[str, dict[str, Any]] = {}
         if not nodes:
             return live
+        pushed: dict[str, Mapping[str, Any]] = {}
+        if reports is not None:
+            for name in nodes:
+                report = reports(name)
+                if report is not None:
+                    pushed[name] = report
         if q.NEED_LIVE_NODES in needs:
-            reports = await self._shared(("node_info", id(config)), lambda: self._node_info(config, nodes))
-            for name, report in reports.items():
-                live.setdefault(name, {}).update(report)
+            ask = {n: a for n, a in nodes.items() if not pushed.get(n, {}).get("node")}
+            for name in nodes:
+                if name not in ask:
+                    live.setdefault(name, {}).update(pushed[name]["node"])
+            if ask:
+                found = await self._shared(("node_info", id(config), tuple(ask)), lambda: self._node_info(config, ask))
+                for name, report in found.items():
+                    live.setdefault(name, {}).update(report)
         if q.NEED_LIVE_INSTANCES in needs or q.NEED_CONSOLE in needs:
-            running = await self._shared(("instances", id(config)), lambda: self._instances(config, nodes))
+            ask = {n: a for n, a in nodes.items() if n not in pushed}
+            running: dict[str, dict[str, Any]] = {n: dict(pushed[n].get("instances", {})) for n in nodes
+                                                  if n in pushed}
+            if ask:
+                running.update(await self._shared(("instances", id(config), tuple(ask)),
+                                                  lambda: self._instances(config, ask)))
             if q.NEED_CONSOLE in needs:
                 running = await self._with_consoles(config, nodes, running, wanted_instances(config, names))
             for name, report in running.items():

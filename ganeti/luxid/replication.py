@@ -262,6 +262,18 @@ class JobReplicator:
         replica.retry = None
         self._kick(replica)
 
+    def node_up(self, name: str) -> None:
+        """The heartbeat roster saw node C{name} come back (or reboot): a
+        candidate waiting for its next retry is resynced now."""
+        replica = self.replicas.get(name)
+        if replica is None:
+            return
+        if replica.retry is not None and replica.retry.active():
+            replica.retry.cancel()
+            replica.retry = None
+        if replica.failures or replica.held is None:
+            self._resync(replica)
+
     def _came_back(self, replica: Replica) -> None:
         """A push to a candidate in backoff succeeded: resync it now."""
         if replica.retry is not None and replica.retry.active():

@@ -114,6 +114,10 @@ class LuxidService(Service):
         self._schedule_again = False
         self._max_running_config = DEFAULT_MAX_RUNNING
         self.wconfd: Any = None
+        #: the node liveness roster (L{ganeti.heartbeat.server.LivenessService}), if LuxiD listens for heartbeats
+        self.liveness: Any = None
+        #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
+        self.watcher: Any = None
         self.forkserver: Any = None
         self._notifier: Any = None
         self._follow: LoopingCall | None = None
@@ -187,7 +191,11 @@ class LuxidService(Service):
                 self.log.info("job {job} still runs (pid {pid}); following it", job=job.id, pid=job.process_id)
                 self.adopted[job.id] = job.livelock
             else:
-                self._fail(job, "the job process died while LuxiD was not running")
+                # The process writes its last job file before its lock goes:
+                # read it again, it may have ended after the queue was loaded.
+                job = self._reload(job.id) or job
+                if not job.finalized:
+                    self._fail(job, "the job process died while LuxiD was not running")
 
     def _start_connect(self) -> None:
         d = Deferred.fromCoroutine(self._connect_wconfd())
@@ -225,6 +233,10 @@ class LuxidService(Service):
         except Exception:
             self.log.failure("cannot read the cluster from WConfD")
             return
+        if self.liveness is not None:
+            from ganeti.heartbeat.server import report_args
+
+            self.liveness.set_report_args(report_args(cluster))
         if cluster.max_running_jobs and cluster.max_running_jobs != self._max_running_config:
             self._max_running_config = cluster.max_running_jobs
             self.schedule()
@@ -426,8 +438,10 @@ class LuxidService(Service):
     def _follow_adopted(self) -> None:
         """Processes we did not start: their lock file tells if they live."""
         for job_id, lockfile in list(self.adopted.items()):
-            job = self._reload(job_id)
+            # the lock first: a process writes its last job file before its
+            # lock goes, so a job read after a dead lock is its final state
             dead = owner_is_dead(lockfile)
+            job = self._reload(job_id)
             if job is None or job.finalized:
                 if dead or job_id not in self.killing:  # a killed one: until its process is gone
                     self.adopted.pop(job_id, None)

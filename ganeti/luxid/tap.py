@@ -14,7 +14,12 @@ from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
 from ganeti.epoch import EpochWatch
-from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, positive_int
+from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
+from ganeti.daemons import node_address
+from ganeti.heartbeat import wire as heartbeat_wire
+from ganeti.heartbeat.roster import DEFAULT_TIMEOUT
+from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, store_for
+from ganeti.heartbeat.watcher import Watcher
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
@@ -34,8 +39,18 @@ class Options(usage.Options):
         ["socket-mode", None, 0o660, "Permissions of the LUXI sockets, octal (default 660).", lambda v: int(v, 8)],
         ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", positive_int],
         ["rpc-port", None, 1811, "Port of the candidates' ganeti-noded (job file replication).", int],
+        ["heartbeat-port", None, None, "TCP port of node heartbeats (default: $GANETI_HEARTBEAT_PORT or 1817).",
+         port_number],
+        ["heartbeat-bind", None, None, "Address of the heartbeat listener (default: this node's primary IP)."],
+        ["heartbeat-max-connections", None, DEFAULT_MAX_CONNECTIONS, "Open heartbeat connections at most.",
+         positive_int],
+        ["liveness-timeout", None, DEFAULT_TIMEOUT, "Seconds without a byte before a node is unreachable.",
+         positive_float],
     ]
-    optFlags = add_options([["no-forkserver", None, "Start every job process from a fresh interpreter."]])
+    optFlags = add_options([
+        ["no-forkserver", None, "Start every job process from a fresh interpreter."],
+        ["no-watcher", None, "Do not restart instances that stopped by themselves nor archive old jobs."],
+    ])
 
     def opt_listen(self, description: str) -> None:
         """Endpoint string to listen on (repeatable); default: the LUXI sockets."""
@@ -44,6 +59,10 @@ class Options(usage.Options):
     def postOptions(self) -> None:
         check_options(self)
         self["paths"] = paths = Paths.from_option(self["root"])
+        if self["heartbeat-port"] is None:
+            self["heartbeat-port"] = heartbeat_wire.heartbeat_port()
+        if not self["heartbeat-bind"]:
+            self["heartbeat-bind"] = node_address(paths)
         if not self.get("listen"):
             self["listen"] = [
                 "unix:%s:mode=%o:lockfile=1" % (path.replace(":", r"\:"), self["socket-mode"])
@@ -82,13 +101,26 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         replicator=replicator,
     )
     root.addService(PidFileService(pid_fd))
-    # start-up voting: jobs and the LUXI sockets only once a majority names this node master
+    # start-up voting: jobs, heartbeats and the LUXI sockets only once a majority names this node master
     gate = VotingGate(paths, reactor, "ganeti-luxid", reactor.stop, port=options["rpc-port"],
                       no_voting=bool(options["no-voting"]))
     gate.setServiceParent(root)
     service.setServiceParent(gate)
     gate.addService(FrozenHeapService(reactor))
-    factory = LuxiServerFactory(LuxiHandler(service))
+    handler = LuxiHandler(service)
+    if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
+        liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
+                                   port=options["heartbeat-port"])
+        liveness.setServiceParent(gate)
+        service.liveness = liveness
+        heartbeat_listener(liveness, options["heartbeat-bind"], options["heartbeat-port"],
+                           max_connections=options["heartbeat-max-connections"], reactor=reactor).setServiceParent(gate)
+        if replicator is not None:
+            liveness.hooks.append(lambda t: replicator.node_up(t.node) if t.state == "up" else None)
+        if not options["no-watcher"]:
+            service.watcher = Watcher(service, liveness, handler.config, reactor)
+            service.watcher.setServiceParent(gate)
+    factory = LuxiServerFactory(handler)
     for description in options["listen"]:
         endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(gate)
     return root

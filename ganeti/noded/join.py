@@ -195,6 +195,7 @@ class JoinService(Service):
         reactor: Any = None,
         where: str = "its port",
         guard: Callable[[Site, Any], Any] | None = None,
+        after_join: Callable[[], Any] | None = None,
     ) -> None:
         self.paths = paths
         self.token = join.check_token(token)
@@ -204,6 +205,7 @@ class JoinService(Service):
         self._stop = stop
         self._reactor = reactor
         self._where = where
+        self._after_join = after_join
         self._port: Any = None
         self.failures = 0
         self.waiting = True
@@ -277,3 +279,5 @@ class JoinService(Service):
                 self._end()
             raise
         self.log.info("ganeti-noded: joined; serving node RPC with the cluster certificate")
+        if self._after_join is not None:
+            self._after_join()

@@ -26,6 +26,8 @@ from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.listening import stream_listener
 from ganeti.daemons import node_address
+from ganeti.heartbeat import wire as heartbeat_wire
+from ganeti.heartbeat.client import heartbeat_client
 from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
@@ -44,6 +46,11 @@ DEFAULT_LIMITS = http_limits.HttpLimits(body_timeout=600.0, max_connections_per_
 log = Logger()
 
 
+def mond_port(value: str) -> int:
+    """C{--mond-port}: a TCP port, or 0."""
+    return 0 if value.strip() == "0" else port_number(value)
+
+
 class Options(usage.Options):
     synopsis = "[--bind ADDRESS] [options]"
     longdesc = (
@@ -57,6 +64,9 @@ class Options(usage.Options):
         ["port", "p", wire.DEFAULT_PORT, "TCP port (default 1811).", port_number],
         ["join-token", None, None, "Without server.pem: wait to be joined by a master that knows TOKEN."],
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
+        ["heartbeat-port", None, None, "Port of the master's LuxiD heartbeat listener "
+         "(default: $GANETI_HEARTBEAT_PORT or 1817; 0: no heartbeats).", port_number],
+        ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
     ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
     def postOptions(self) -> None:
@@ -65,6 +75,8 @@ class Options(usage.Options):
         if not self["bind"]:
             raise usage.UsageError("--bind ADDRESS is required (this root has no node identity to take it from)")
         self["paths"] = Paths.from_option(self["root"])
+        if self["heartbeat-port"] is None:
+            self["heartbeat-port"] = heartbeat_wire.heartbeat_port()
         self["limits"] = http_limits.limits_from_options(self)
         if self["join-token"] and self["join-token-file"]:
             raise usage.UsageError("give --join-token or --join-token-file, not both")
@@ -81,6 +93,20 @@ class Options(usage.Options):
             except ValueError as e:
                 raise usage.UsageError(str(e))
         self["token"] = token
+
+
+def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
+    """Start the node's ganeti-mond (as Ganeti's node setup does when a node is added); C{port} 0: do not."""
+    from twisted.internet.protocol import ProcessProtocol
+
+    from ganeti import daemons
+
+    if not port:
+        return
+    argv, env = daemons.twistd_command(paths, daemons.MOND, ["--root", paths.root, "--bind", address,
+                                                             "--port", str(port)])
+    log.info("ganeti-noded: starting ganeti-mond on {address} port {port}", address=address, port=port)
+    reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=env, path=paths.root)
 
 
 def makeService(options: Options, reactor: Any = None) -> IService:
@@ -124,10 +150,14 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))
+    if options["heartbeat-port"]:
+        heartbeat_client(paths, reactor, options["heartbeat-port"]).setServiceParent(root)
     report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, where=where, guard=guard).setServiceParent(root)
+                    stop=reactor.stop, reactor=reactor, where=where, guard=guard,
+                    after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
+                    ).setServiceParent(root)
     else:
         stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root

@@ -105,7 +105,8 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def config_values(config: ConfigData, names: list[str], drain_flag: bool, watcher_pause: float | None) -> list[Any]:
+def config_values(config: ConfigData, names: list[str], drain_flag: bool, watcher_pause: float | None,
+                  write_latency: Any = None) -> list[Any]:
     """The list LUXI C{QueryConfigValues(names)} returns; unknown names give C{None}.
 
     @param watcher_pause: epoch until which the watcher is paused, or
@@ -120,6 +121,9 @@ def config_values(config: ConfigData, names: list[str], drain_flag: bool, watche
         "modify_ssh_setup": lambda: bool(cl.modify_ssh_setup),
         "ssh_key_type": lambda: cl.ssh_key_type,
         "ssh_key_bits": lambda: cl.ssh_key_bits,
+        # extensions (Ganeti answers None for them): for RAPI's /metrics
+        "config_serial": lambda: config.serial_no,
+        "config_write_latency": lambda: write_latency,
     }
     out = []
     for name in names:

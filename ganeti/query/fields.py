@@ -59,6 +59,12 @@ NEED_LIVE_INSTANCES = "live-instances"
 NEED_LIVE_NODES = "live-nodes"
 #: C{instance_console_info} of the running instances (with their live state)
 NEED_CONSOLE = "console"
+#: LuxiD's node liveness roster (L{QueryContext.liveness}); never cached
+NEED_LIVENESS = "liveness"
+#: the watcher's pause (L{QueryContext.watcher_pause}, a file LuxiD reads); never cached
+NEED_WATCHER = "watcher"
+#: needs LuxiD answers itself, without asking any node
+LOCAL_NEEDS = frozenset([NEED_LIVENESS, NEED_WATCHER])
 
 
 class NoData(Exception):
@@ -171,6 +177,9 @@ class QueryContext:
     has no data.  LuxiD fills C{live} (L{ganeti.luxid.live}) only with
     what the fields' C{needs} ask for.
 
+    C{liveness} is LuxiD's roster (L{ganeti.heartbeat.roster.Roster.snapshot}),
+    empty when LuxiD does not listen for heartbeats.
+
     C{watcher_pause} is the epoch until which the watcher is paused, or
     C{None} when it is not paused (the caller drops past pauses).
     """
@@ -182,6 +191,8 @@ class QueryContext:
     archived_jobs: frozenset[int] = frozenset()
     drain_flag: bool = False
     watcher_pause: float | None = None
+    #: node name -> C{{"liveness", "since", "last_seen", "boot_id", ...}} of LuxiD's roster
+    liveness: Mapping[str, Any] = attrs.field(factory=dict)
     _cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     def memo(self, key: str, compute: Callable[["QueryContext"], Any]) -> Any:

@@ -19,6 +19,8 @@ from ganeti.query import common
 from ganeti.query.common import by_name, common_fields, index, known, present
 from ganeti.query.fields import (
     NEED_LIVE_NODES,
+    NEED_LIVENESS,
+    NEED_WATCHER,
     QFF_HOSTNAME,
     QFF_JOB_ID,
     QFF_TIMESTAMP,
@@ -102,6 +104,21 @@ def _node_live(key: str) -> Callable[[Node, QueryContext], Any]:
     return get
 
 
+_LIVENESS = frozenset([NEED_LIVENESS])
+
+
+def _liveness(key: str) -> Callable[[Node, QueryContext], Any]:
+    """A getter of the node's roster entry C{key} (no data without heartbeats)."""
+
+    def get(node: Node, ctx: QueryContext) -> Any:
+        entry = ctx.liveness.get(node.name or "")
+        if entry is None or entry.get(key) is None:
+            raise NoData()
+        return entry[key]
+
+    return get
+
+
 def _node_group(node: Node, ctx: QueryContext) -> NodeGroup:
     group = common.node_group(ctx.config, node)
     if group is None:
@@ -169,6 +186,15 @@ def _node_fields() -> list[FieldDef]:
         FieldDef("powered", "Powered", QFT_BOOL, "Whether node is thought to be powered on", _powered),
         FieldDef("hv_state", "HypervisorState", QFT_OTHER, "Hypervisor state", lambda n, c: present(None)),
         FieldDef("disk_state", "DiskState", QFT_OTHER, "Disk state", lambda n, c: present(None)),
+        FieldDef("liveness", "Liveness", QFT_TEXT,
+                 'Heartbeat liveness: "up", "unreachable", "offline" or "unknown"',
+                 _liveness("liveness"), needs=_LIVENESS),
+        FieldDef("liveness_since", "LivenessSince", QFT_TIMESTAMP, "When the node's liveness last changed",
+                 _liveness("since"), needs=_LIVENESS),
+        FieldDef("last_seen", "LastSeen", QFT_TIMESTAMP, "When the master last heard from the node",
+                 _liveness("last_seen"), needs=_LIVENESS),
+        FieldDef("seen_boot_id", "SeenBootID", QFT_TEXT, "Boot id the node gave in its last heartbeat hello",
+                 _liveness("boot_id"), needs=_LIVENESS),
     ]
     out += [
         FieldDef(name, title, kind, doc, _node_live(name), needs=_LIVE_NODE)
@@ -263,7 +289,7 @@ def _cluster_fields() -> list[FieldDef]:
         FieldDef("drain_flag", "QueueDrained", QFT_BOOL, "Flag whether job queue is drained", lambda cl, c: c.drain_flag),
         FieldDef(
             "watcher_pause", "WatcherPause", QFT_TIMESTAMP, "Until when watcher is paused",
-            lambda cl, c: present(c.watcher_pause),
+            lambda cl, c: present(c.watcher_pause), needs=frozenset([NEED_WATCHER]),
         ),
         FieldDef(
             "master_node", "Master", QFT_TEXT, "Master node name",
@@ -400,6 +426,11 @@ def _job_fields() -> list[FieldDef]:
         FieldDef(
             "opend", "OpCode_end", QFT_OTHER, "List of opcode execution end timestamps",
             _per_op(lambda op: op.end_timestamp),
+        ),
+        FieldDef(
+            "oplockwait", "OpCode_lockwait", QFT_OTHER,
+            "List of the seconds each opcode waited for its locks, per lock level (an extension)",
+            _per_op(lambda op: op.extra.get("lock_wait") or {}),
         ),
         FieldDef("oppriority", "OpCode_prio", QFT_OTHER, "List of opcode priorities", _per_op(lambda op: op.priority)),
         FieldDef("summary", "Summary", QFT_OTHER, "List of per-opcode summaries", _per_op(lambda op: op_summary(op.input))),

@@ -32,7 +32,7 @@ N_FIELDS = [
     "name", "offline", "master_candidate", "drained", "dtotal", "dfree", "sptotal", "spfree",
     "mtotal", "mnode", "mfree", "pinst_cnt", "sinst_cnt", "ctotal", "cnos", "cnodes", "csockets",
     "pip", "sip", "role", "pinst_list", "sinst_list", "master_capable", "vm_capable", "ndparams",
-    "group.uuid",
+    "group.uuid", "liveness", "liveness_since", "last_seen", "seen_boot_id",
 ] + COMMON_FIELDS
 G_FIELDS = [
     "alloc_policy", "name", "node_cnt", "node_list", "ipolicy", "custom_ipolicy", "diskparams",

@@ -26,6 +26,7 @@ from ganeti import errors
 from ganeti.rapi import baserlib, instances, rlib2  # noqa: F401  (they register the routes)
 from ganeti.rapi.http import REALM, HttpError, QueryArgs
 from ganeti.rapi.luxi import LuxidUnreachable
+from ganeti.rapi.metrics import RequestMetrics
 from ganeti.rapi.users import UsersFile
 
 #: the largest request body accepted, in bytes (Ganeti's client sends far less)
@@ -102,6 +103,7 @@ class RapiResource(Resource):
         max_body: int = DEFAULT_MAX_BODY,
         clock: Callable[[], float] = time.time,
         openapi: Callable[[], Any] | None = None,
+        public_metrics: bool = False,
     ) -> None:
         super().__init__()
         self.luxi = luxi
@@ -115,6 +117,9 @@ class RapiResource(Resource):
             openapi = describe
         self._openapi = openapi
         self._openapi_doc: bytes | None = None
+        #: C{/metrics} needs no authentication, even with C{require_authentication}
+        self.public_metrics = public_metrics
+        self.requests = RequestMetrics()
 
     # twisted.web calls render_<METHOD>; all of them go to one place
     def render_GET(self, request: Any) -> Any:
@@ -132,7 +137,7 @@ class RapiResource(Resource):
         state: dict[str, Any] = {"user": None}
         d = ensureDeferred(self._handle(request, state))
         request.notifyFinish().addErrback(lambda _: d.cancel())
-        d.addCallback(lambda body: self._reply(request, 200, body, {}))
+        d.addCallback(lambda body: self._reply(request, 200, body, state.get("headers", {})))
         d.addErrback(self._error, request)
         d.addBoth(lambda _: self._access_log(request, state, started))
         return NOT_DONE_YET
@@ -141,14 +146,24 @@ class RapiResource(Resource):
         method = request.method.decode("ascii", "replace")
         path = self._path(request)
         if path == "/openapi.json" and method == "GET":
+            state["resource"] = path
             self._authorize(request, (), state)
             if self._openapi_doc is None:
                 self._openapi_doc = orjson.dumps(self._openapi())
             return self._openapi_doc
+        if path == "/metrics" and method == "GET":
+            from ganeti.rapi import metrics
+
+            state["resource"] = path
+            if not self.public_metrics:
+                self._authorize(request, (), state)
+            state["headers"] = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+            return await metrics.collect(self.luxi, self.requests)
         found = baserlib.match(path)
         if found is None:
             raise HttpError(404, "Nothing matches the given URI" if path else None)
         route, groups = found
+        state["resource"] = route.template
         if any(g in (".", "..") for g in groups):
             raise HttpError(404)
         handler = route.methods.get(method)
@@ -263,6 +278,8 @@ class RapiResource(Resource):
         self._reply(request, error.code, orjson.dumps(error.body()), error.headers)
 
     def _access_log(self, request: Any, state: dict[str, Any], started: float) -> None:
+        self.requests.observe(state.get("resource", "unmatched"), request.method.decode("ascii", "replace"),
+                              request.code, time.perf_counter() - started)
         self.log.info(
             "{user} {method} {path} {status} {duration:.1f}ms",
             user=state.get("user") or "-",

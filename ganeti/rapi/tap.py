@@ -46,7 +46,10 @@ class Options(usage.Options):
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
     ] + http_limits.option_parameters(http_limits.HttpLimits())
-    optFlags = [["require-authentication", None, "Require authentication for reads too."]]
+    optFlags = [
+        ["require-authentication", None, "Require authentication for reads too."],
+        ["public-metrics", None, "Serve /metrics without authentication, even with --require-authentication."],
+    ]
 
     def postOptions(self) -> None:
         if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
@@ -96,6 +99,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         UsersFile(paths.rapi_users),
         require_authentication=options["require-authentication"],
         max_body=options["max-body"],
+        public_metrics=options["public-metrics"],
     )
     # on a master candidate that is not the master: every request goes to the master's RAPI
     forwarding = ForwardingResource.for_node(resource, paths, options["port"], reactor, cert_pem)

@@ -27,7 +27,7 @@ from twisted.internet.task import deferLater
 
 from ganeti import crypto, serializer
 from ganeti.config.bootstrap import initial_config
-from ganeti.daemons import free_port
+from ganeti.daemons import free_port, write_node_identity
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
@@ -92,8 +92,11 @@ class LoopbackCluster:
         self.start_luxid = luxid
         self.prefix = prefix
         self.rpc_port = free_port()
+        #: the heartbeat port of LuxiD and every NodeD
+        self.heartbeat_port = free_port()
         self.roots = [root]
-        env = {"GANETI_RPC_PORT": str(self.rpc_port)}  # inherited by LuxiD's job processes
+        # inherited by LuxiD's job processes
+        env = {"GANETI_RPC_PORT": str(self.rpc_port), "GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
         self.wconfd = Daemon(root, "ganeti-wconfd", "--rpc-port", str(self.rpc_port))
         self.luxid = Daemon(root, "ganeti-luxid", "--rpc-port", str(self.rpc_port), env=env)
         self.nodeds: list[Daemon] = []
@@ -132,8 +135,12 @@ class LoopbackCluster:
             host = "127.0.0.1"
             self.rapi = RapiDaemon(master, host, free_port(host))
             self.url = "https://%s:%d" % (host, self.rapi.port)
+        for paths, (name, address) in zip(self.roots, self.nodes.items()):
+            write_node_identity(paths, name, address)
         port = self.rpc_port
-        self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
+        env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
+        self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port),
+                              env=env)
                        for paths, address in zip(self.roots, self.nodes.values())]
 
     async def start(self) -> "LoopbackCluster":

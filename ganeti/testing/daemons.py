@@ -85,6 +85,8 @@ class Daemon:
         self.args = list(args)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = os.path.join(paths.root, "%s.out" % name)
+        #: the heartbeat port this daemon uses unless C{env} or the caller's environment names one
+        self.heartbeat_port = free_port()
 
     @property
     def socket_path(self) -> str:
@@ -95,6 +97,9 @@ class Daemon:
         log = open(self.log_path, "ab")
         argv = [TWISTD, "-n", "--pidfile=", "--logfile=-", self.name, "--root", self.paths.root, *self.args]
         env = dict(os.environ, **self.env) if self.env else None
+        if self.name in ("ganeti-luxid", "ganeti-noded") and "GANETI_HEARTBEAT_PORT" not in (env or os.environ):
+            # never the fixed heartbeat port in tests: other clusters run at the same time
+            env = dict(env or os.environ, GANETI_HEARTBEAT_PORT=str(self.heartbeat_port))
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
         log.close()
 

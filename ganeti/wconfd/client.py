@@ -355,6 +355,10 @@ class WConfdClient:
     async def read_serial(self) -> int:
         return (await self.call(c.ReadSerial))["serial_no"]  # type: ignore[no-any-return]
 
+    async def read_write_latency(self) -> Any:
+        """WConfD's config write latency histogram (see L{c.ReadWriteLatency})."""
+        return (await self.call(c.ReadWriteLatency))["latency"]
+
     async def read_cluster(self) -> Cluster:
         return Cluster.from_dict((await self.call(c.ReadCluster))["cluster"])
 

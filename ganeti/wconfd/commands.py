@@ -186,6 +186,15 @@ class ReadSerial(Command):
     response = [(b"serial_no", amp.Integer())]
 
 
+class ReadWriteLatency(Command):
+    """How long config changes took to become durable: a histogram
+    C{{"buckets", "counts", "sum", "count"}} (seconds), or C{None} when
+    the storage keeps none (in memory)."""
+
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"latency", JSON())]
+
+
 class ReadCluster(Command):
     arguments: list[tuple[bytes, amp.Argument]] = []
     response = [(b"cluster", BigJSON())]

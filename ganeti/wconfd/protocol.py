@@ -129,6 +129,14 @@ class WConfdProtocol(amp.AMP):
     def read_serial(self) -> dict[str, Any]:
         return {"serial_no": self.service.config_store.serial_no}
 
+    @c.ReadWriteLatency.responder
+    def read_write_latency(self) -> dict[str, Any]:
+        histogram = getattr(self.service.storage, "write_latency", None)
+        if histogram is None:
+            return {"latency": None}
+        return {"latency": {"buckets": list(histogram.buckets), "counts": list(histogram.counts),
+                            "sum": histogram.total, "count": histogram.count}}
+
     @c.ReadCluster.responder
     def read_cluster(self) -> dict[str, Any]:
         return {"cluster": self.service.config_store.cluster.to_json()}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 import attrs
@@ -36,6 +37,9 @@ from zope.interface import Interface, implementer
 
 from ganeti import errors, serializer
 from ganeti.paths import Paths
+
+#: buckets (seconds) of L{FileStorage.write_latency}
+WRITE_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 CONFIG_MODE = 0o640
 LOCKS_MODE = 0o600
@@ -224,8 +228,12 @@ class FileStorage:
     log = Logger()
 
     def __init__(self, paths: Paths, reactor: Any) -> None:
+        from ganeti.promtext import Histogram
+
         self._paths = paths
         self._reactor = reactor
+        #: how long config changes took to become durable (journal append + fsync), in seconds
+        self.write_latency = Histogram(WRITE_LATENCY_BUCKETS)
         self._writer: _JournalWriter | None = None
         self._locks_fd: int | None = None
 
@@ -277,7 +285,13 @@ class FileStorage:
 
     def append(self, record: dict[str, Any]) -> Deferred:
         assert self._writer is not None, "load() first"
-        return self._writer.submit("write", serializer.dumps(record) + b"\n")
+        started = time.perf_counter()
+        done = self._writer.submit("write", serializer.dumps(record) + b"\n")
+
+        def observe(result: Any) -> Any:
+            self.write_latency.observe(time.perf_counter() - started)
+            return result
+        return done.addCallback(observe)
 
     def begin_checkpoint(self) -> None:
         assert self._writer is not None

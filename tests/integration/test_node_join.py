@@ -6,10 +6,13 @@ import json
 import os
 import socket
 import ssl
+import time
+import urllib.request
 
 import pytest
 import pytest_twisted
 from twisted.internet import reactor
+from twisted.internet.task import deferLater
 
 from ganeti import crypto, daemons, errors, ssconf
 from ganeti.rpc import RpcClient, join, wire
@@ -38,10 +41,13 @@ def node():
     token_file = os.path.join(paths.root, "join-token")
     with open(token_file, "w") as handle:
         handle.write(TOKEN + "\n")
+    mond_port = free_port(ADDRESS)
     daemon = Daemon(paths, "ganeti-noded", "--access-log", "--bind", ADDRESS, "--port", str(port),
-                    "--join-token-file", token_file, tcp=(ADDRESS, port))
+                    "--join-token-file", token_file, "--mond-port", str(mond_port), tcp=(ADDRESS, port))
+    daemon.mond_port = mond_port
     yield paths, daemon, port, token_file
     daemon.stop()
+    daemons.stop(paths, ["ganeti-mond"], out=lambda line: None)  # started by the join
     remove_root(paths)
 
 
@@ -129,6 +135,14 @@ async def test_join_then_normal_rpc(master, node):
     with pytest.raises(errors.OpExecError):
         await join.join_node_async(reactor, master, ADDRESS, TOKEN, "node2.test", port=port, timeout=10)
     assert "joined; serving node RPC with the cluster certificate" in daemon.output()
+    # like Ganeti's node setup, the joined node starts its monitoring daemon
+    deadline = time.monotonic() + 30
+    while not daemons.accepts_tcp(ADDRESS, daemon.mond_port):
+        assert time.monotonic() < deadline, "ganeti-mond did not start after the join"
+        await deferLater(reactor, 0.1, lambda: None)
+    assert daemons.running_pid(paths, daemons.MOND) is not None
+    with urllib.request.urlopen("http://%s:%d/" % (ADDRESS, daemon.mond_port), timeout=10) as answer:
+        assert json.load(answer) == [1]
 
 
 @pytest_twisted.ensureDeferred

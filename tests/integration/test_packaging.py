@@ -245,7 +245,7 @@ def _complete(*words: str, cwd: str = CHECKOUT) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completion_completes_commands_options_and_values(tmp_path: Any) -> None:
     assert "verify" in _complete("gnt-cluster", "")
-    assert _complete("gnt-cluster", "ve") == ["verify", "version"]
+    assert _complete("gnt-cluster", "ve") == ["verify", "verify-disks", "version"]
     assert sorted(_complete("gnt-instance", "--root", "/tmp", "st")) == ["start", "startup", "stop"]
     assert _complete("gnt-instance", "add", "--disk-t") == ["--disk-template"]
     assert {"diskless", "file", "sharedfile"} <= set(_complete("gnt-instance", "add", "-t", ""))

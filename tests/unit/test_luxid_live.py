@@ -126,9 +126,11 @@ def test_every_live_field_is_marked() -> None:
     from ganeti.query.resources import NODE_LIVE_FIELDS, RESOURCES
 
     instance = {name for name, f in RESOURCES["instance"].fields.items() if f.needs}
-    node = {name for name, f in RESOURCES["node"].fields.items() if f.needs}
+    node = {name for name, f in RESOURCES["node"].fields.items() if q.NEED_LIVE_NODES in f.needs}
+    roster = {name for name, f in RESOURCES["node"].fields.items() if q.NEED_LIVENESS in f.needs}
     assert instance == {"status", "oper_state", "oper_ram", "oper_vcpus", "console"}
     assert node == set(NODE_LIVE_FIELDS)
+    assert roster == {"liveness", "liveness_since", "last_seen", "seen_boot_id"}
 
 
 # --- the calls --------------------------------------------------------------------------

@@ -201,6 +201,23 @@ class ReplicatorTests(SynchronousTestCase):
         self.assertIn("drain", self.fake.queues["node3.test"])
         self.assertTrue(self.replicator.status()["node3.test"]["in_sync"])
 
+    def test_a_candidate_seen_up_by_the_heartbeat_is_resynced_at_once(self) -> None:
+        """node_up (the liveness roster's 'up') skips the rest of the backoff."""
+        self.replicator.start()
+        self.settle()
+        self.fake.down.add("node3.test")
+        self.new_job()
+        for k in range(4):  # retried and failed four times: the next retry is 4 s away
+            self.settle(BACKOFF_FIRST * 2 ** k)
+        self.assertNotEqual(self.fake.queues["node3.test"], self.master())
+        self.fake.down.clear()
+        self.settle()
+        self.assertNotEqual(self.fake.queues["node3.test"], self.master())
+        self.replicator.node_up("node3.test")
+        self.settle()
+        self.assertEqual(self.fake.queues["node3.test"], self.master())
+        self.replicator.node_up("node9.test")  # not a candidate: nothing
+
     def test_archive_and_drain_are_replicated_as_renames_and_flags(self) -> None:
         job = self.new_job("success")
         self.replicator.start()

@@ -226,3 +226,14 @@ def test_memory_storage_keeps_unfinished_checkpoint_records() -> None:
     assert [r["s"] for r in memory.load().records] == [2, 3, 4]
     memory.end_checkpoint()
     assert [r["s"] for r in memory.load().records] == [4]
+
+
+@pytest_twisted.ensureDeferred
+async def test_durable_appends_are_timed(storage: FileStorage) -> None:
+    """Each config change's time to durability lands in write_latency (RAPI's /metrics)."""
+    assert storage.write_latency.count == 0
+    await storage.append({"s": 2})
+    await gatherResults([storage.append({"s": s}) for s in (3, 4)])
+    assert storage.write_latency.count == 3
+    assert 0 < storage.write_latency.total < 10
+    assert storage.write_latency.counts[-1] <= 3

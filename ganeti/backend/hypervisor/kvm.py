@@ -111,11 +111,13 @@ class InstanceFiles:
     qmp_socket: str
     serial_socket: str
     log: str
+    #: the second QMP monitor NodeD's event watcher listens on (L{ganeti.heartbeat.kvmd})
+    events_socket: str | None = None
 
     @property
     def runtime(self) -> cmdline.RuntimePaths:
         return cmdline.RuntimePaths(qmp_socket=self.qmp_socket, serial_socket=self.serial_socket,
-                                    pidfile=self.pidfile)
+                                    pidfile=self.pidfile, events_socket=self.events_socket)
 
     @property
     def marker(self) -> str:
@@ -240,6 +242,7 @@ class KVMHypervisor:
             pidfile=os.path.join(self.state_dir, "pid", name),
             qmp_socket=os.path.join(ctrl, name + ".qmp"),
             serial_socket=os.path.join(ctrl, name + ".serial"),
+            events_socket=os.path.join(ctrl, name + ".kvmd"),
             log=os.path.join(self.paths.log_dir, "kvm", name + ".log"),
         )
 
@@ -260,7 +263,7 @@ class KVMHypervisor:
     def _cleanup(self, name: str) -> None:
         """Forget instance C{name}: every runtime file but the log."""
         files = self.files(name)
-        for path in (files.conf, files.pidfile, files.qmp_socket, files.serial_socket):
+        for path in (files.conf, files.pidfile, files.qmp_socket, files.serial_socket, files.events_socket):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -420,7 +423,7 @@ class KVMHypervisor:
 
     def _argv(self, name: str, record: dict[str, Any], incoming: str | None) -> list[str]:
         files = self.files(name)
-        for path in (files.qmp_socket, files.serial_socket):
+        for path in (files.qmp_socket, files.serial_socket, files.events_socket or ""):
             if len(path.encode()) > _SUN_PATH_MAX:
                 raise hv.HypervisorError("Socket path %s is longer than a Unix socket allows (%d bytes); "
                                          "use a shorter node root or instance name" % (path, _SUN_PATH_MAX))

@@ -108,11 +108,14 @@ class RuntimePaths:
     @ivar qmp_socket: Unix socket of the QMP monitor (qemu listens).
     @ivar serial_socket: Unix socket of the serial console (qemu listens).
     @ivar pidfile: file qemu writes its pid to.
+    @ivar events_socket: Unix socket of a second QMP monitor, for NodeD's
+        event watcher (Ganeti's kvmd socket); None: no second monitor.
     """
 
     qmp_socket: str
     serial_socket: str
     pidfile: str
+    events_socket: str | None = None
 
 
 def escape_opt(value: str) -> str:
@@ -437,6 +440,8 @@ def build_command(
         argv.append("-no-reboot")
     argv += ["-pidfile", _check_path("pidfile", paths.pidfile)]
     argv += ["-qmp", f"unix:{escape_opt(_check_path('QMP socket', paths.qmp_socket))},server=on,wait=off"]
+    if paths.events_socket:
+        argv += ["-qmp", f"unix:{escape_opt(_check_path('QMP event socket', paths.events_socket))},server=on,wait=off"]
     argv += _console(hvparams, paths, vnc_port)
     if _bool(hvparams, "use_localtime"):
         argv += ["-rtc", "base=localtime"]

@@ -1,0 +1,370 @@
+"""NodeD's side of the heartbeat: one connection to the master's LuxiD.
+
+    HeartbeatClient(reactor, identity, lookup, creator).setServiceParent(root)
+
+The client looks the master up (L{MasterLookup}: this node's ssconf; after
+a failed attempt at that address, the master candidates' confd, the reply
+with the highest serial winning), connects with mutual TLS, says hello and
+beats every L{BEAT_INTERVAL} seconds.  A LuxiD that answers "the master is
+X" is left for X.  A lost or failed connection is retried after a jittered
+backoff (L{Backoff}: 0.1 s growing to 2 s), the master looked up again each
+time.  Many clients can share one process (the benchmark runs hundreds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import Any, Awaitable, Callable
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+from twisted.internet.protocol import Factory
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.protocols.basic import Int32StringReceiver
+
+from ganeti import errors
+from ganeti.heartbeat import wire
+from ganeti.paths import Paths
+from ganeti.ssconf import SimpleStore
+
+#: seconds between two beats
+BEAT_INTERVAL = 1.0
+#: seconds a TCP connection attempt may take
+CONNECT_TIMEOUT = 2.0
+#: seconds unacknowledged beats may wait before the kernel drops the connection
+USER_TIMEOUT = 5.0
+#: seconds the candidates' confd have to name the master
+CONFD_TIMEOUT = 1.0
+#: the file under a node's root that overrides the kernel's boot id (tests)
+BOOT_ID_FILE = "boot_id"
+KERNEL_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+#: C{(master name, address, port)}
+Target = tuple[str, str, int]
+
+
+class Backoff:
+    """Jittered exponential backoff: C{initial} doubling up to C{maximum}.
+
+    Each delay is the current step times a random factor in
+    C{[1 - jitter, 1]}, so that nodes losing the master together do not
+    come back together.
+    """
+
+    def __init__(self, initial: float = 0.1, maximum: float = 2.0, factor: float = 2.0, jitter: float = 0.5,
+                 rand: Callable[[], float] = random.random) -> None:
+        if not 0 < initial <= maximum or factor < 1 or not 0 <= jitter < 1:
+            raise ValueError("bad backoff parameters")
+        self.initial, self.maximum, self.factor, self.jitter = initial, maximum, factor, jitter
+        self._rand = rand
+        self._step = initial
+
+    def next(self) -> float:
+        """The delay before the next attempt; the step grows."""
+        delay = self._step * (1.0 - self.jitter * self._rand())
+        self._step = min(self.maximum, self._step * self.factor)
+        return delay
+
+    def reset(self) -> None:
+        """A connection was accepted: start from C{initial} again."""
+        self._step = self.initial
+
+
+def read_boot_id(paths: Paths) -> str:
+    """This node's boot id: C{ROOT/var/lib/ganeti/boot_id} if present, else the kernel's."""
+    for path in (os.path.join(paths.data_dir, BOOT_ID_FILE), KERNEL_BOOT_ID):
+        try:
+            with open(path) as handle:
+                value = handle.read().strip()
+        except OSError:
+            continue
+        if value:
+            return value[:256]
+    return ""
+
+
+def node_hello(paths: Paths) -> dict[str, Any] | None:
+    """The hello of the node of C{paths} (None: it has no identity yet)."""
+    from ganeti import __version__
+    from ganeti.daemons import node_file
+
+    try:
+        with open(node_file(paths)) as handle:
+            name = str(json.load(handle).get("name", ""))
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not name:
+        return None
+    serial = None
+    try:
+        with open(paths.config_data, "rb") as handle:
+            import orjson
+
+            data = orjson.loads(handle.read())
+        serial = int(data.get("serial_no")) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError):
+        serial = None
+    return wire.hello(name, "", read_boot_id(paths), serial, __version__)
+
+
+class MasterLookup:
+    """Where the master's LuxiD is: ssconf first, the candidates' confd
+    when the ssconf master just failed (its ssconf may be stale)."""
+
+    log = Logger()
+
+    def __init__(self, paths: Paths, reactor: Any, port: int, confd_port: int | None = None) -> None:
+        self.paths, self.reactor, self.port = paths, reactor, port
+        self.confd_port = confd_port
+
+    def from_ssconf(self) -> Target | None:
+        store = SimpleStore(self.paths)
+        try:
+            master = store.get_master_node()
+            address = store.get_node_primary_ips().get(master, "")
+        except errors.ConfigurationError:
+            return None
+        return (master, address, self.port) if master and address else None
+
+    async def from_confd(self) -> Target | None:
+        from ganeti.confd import wire as cwire
+        from ganeti.confd.client import ConfdClient, ConfdTimeout
+
+        kwargs: dict[str, Any] = {"timeout": CONFD_TIMEOUT}
+        if self.confd_port is not None:
+            kwargs["port"] = self.confd_port
+        try:
+            client = ConfdClient.from_paths(self.reactor, self.paths, **kwargs)
+        except (errors.GenericError, OSError, ValueError):
+            return None
+        try:
+            query = {cwire.REQQ_FIELDS: [cwire.REQFIELD_NAME, cwire.REQFIELD_MNODE_PIP]}
+            result = await client.query(cwire.REQ_CLUSTER_MASTER, query, wait="all")
+        except ConfdTimeout:
+            return None
+        finally:
+            client.close()
+        if not result.ok or not isinstance(result.answer, list) or len(result.answer) != 2:
+            return None
+        name, address = result.answer
+        return (str(name), str(address), self.port) if name and address else None
+
+    async def __call__(self, previous_failed: bool) -> Target | None:
+        local = self.from_ssconf()
+        if previous_failed or local is None:
+            found = await self.from_confd()
+            if found is not None:
+                if local is None or found[:2] != local[:2]:
+                    self.log.info("heartbeat: confd names {name} ({address}) the master", name=found[0],
+                                  address=found[1])
+                return found
+        return local
+
+
+def dead_peer_timeout(transport: Any, seconds: float) -> bool:
+    """Make the kernel drop the connection when what we send stays
+    unacknowledged for C{seconds} (C{TCP_USER_TIMEOUT}; keepalives on):
+    a master that vanished without closing (power loss, partition) is left
+    within seconds, and the client looks for the master again.  Whether
+    the options could be set (the TCP transport is found under TLS)."""
+    import socket
+
+    while transport is not None and not hasattr(transport, "getHandle"):
+        transport = getattr(transport, "transport", None)
+    if transport is None:
+        return False
+    try:
+        handle = transport.getHandle()
+        handle.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        handle.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), int(seconds * 1000))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+class HeartbeatClientProtocol(Int32StringReceiver):
+    MAX_LENGTH = wire.MAX_FRAME
+
+    def __init__(self, client: "HeartbeatClient") -> None:
+        self.client = client
+        self.accepted = False
+        self._beats: LoopingCall | None = None
+
+    def connectionMade(self) -> None:
+        dead_peer_timeout(self.transport, USER_TIMEOUT)
+        self.sendString(wire.encode(self.client.hello))
+        self._beats = LoopingCall(self.sendString, wire.BEAT_FRAME_BODY)
+        self._beats.clock = self.client.reactor
+        self._beats.start(self.client.interval, now=False)
+
+    def stringReceived(self, body: bytes) -> None:
+        try:
+            message = wire.decode(body)
+        except wire.BadMessage as e:
+            self.client.log.warn("heartbeat: bad answer from LuxiD: {why}", why=str(e))
+            self.transport.loseConnection()
+            return
+        if message["t"] == wire.ACCEPTED:
+            self.accepted = True
+            self.client.connected(self, message["master"], message.get("args"))
+        elif message["t"] == wire.PARAMS:
+            if self.client.reporter is not None:
+                self.client.reporter.params(message["args"])
+        elif message["t"] == wire.REDIRECT:
+            self.client.redirected((message["master"], message["address"], message["port"]))
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Any = None) -> None:
+        if self._beats is not None and self._beats.running:
+            self._beats.stop()
+        self.client.lost(self)
+
+
+class HeartbeatClient(Service):
+    """One node's heartbeat connection (see the module docstring).
+
+    @param identity: the hello to send, read anew for every connection
+        (None: the node has no identity yet; try again later)
+    @param lookup: C{await lookup(previous_failed)} -> the master's L{Target} or None
+    @param creator: the TLS client connection creator (None: plain TCP, tests only)
+    @ivar reporter: the L{ganeti.heartbeat.reporter.StateReporter} told of
+        every accepted connection (a full report then) and of new report
+        arguments, or None (no reports)
+    """
+
+    log = Logger()
+
+    def __init__(self, reactor: Any, identity: Callable[[], dict[str, Any] | None],
+                 lookup: Callable[[bool], Awaitable[Target | None]], creator: Callable[[], Any] | None, *,
+                 interval: float = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
+        self.reactor = reactor
+        self.identity = identity
+        self.lookup = lookup
+        self.creator = creator
+        self.interval = interval
+        self.backoff = backoff or Backoff()
+        self.reporter: Any = None
+        self.hello: dict[str, Any] = {}
+        self.protocol: HeartbeatClientProtocol | None = None
+        self.master: str | None = None
+        self._redirect: Target | None = None
+        self._failed = False
+        self._retry: Any = None
+        self._attempt: Deferred[Any] | None = None
+        self.connects = 0
+
+    def startService(self) -> None:
+        super().startService()
+        self._start_attempt()
+
+    def stopService(self) -> Any:
+        super().stopService()
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+        if self._attempt is not None:
+            self._attempt.cancel()
+        if self.protocol is not None:
+            self.protocol.transport.loseConnection()
+        if self.reporter is not None:
+            self.reporter.stop()
+        return None
+
+    def _start_attempt(self) -> None:
+        self._retry = None
+        if not self.running:
+            return
+        self._attempt = Deferred.fromCoroutine(self._connect())
+        self._attempt.addErrback(self._attempt_failed)
+
+    def _attempt_failed(self, failure: Any) -> None:
+        from twisted.internet.defer import CancelledError
+
+        self._attempt = None
+        if failure.check(CancelledError) and not self.running:
+            return
+        self._failed = True
+        self.log.debug("heartbeat: connection failed: {why}", why=failure.getErrorMessage())
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self.running and self._retry is None:
+            self._retry = self.reactor.callLater(self.backoff.next(), self._start_attempt)
+
+    async def _connect(self) -> None:
+        hello = self.identity()
+        target, self._redirect = self._redirect, None
+        if target is None and hello is not None:
+            target = await self.lookup(self._failed)
+        if hello is None or target is None:
+            self._attempt = None
+            self._schedule()
+            return
+        self.hello = hello
+        _name, address, port = target
+        endpoint: Any = HostnameEndpoint(self.reactor, address.encode("ascii"), port, timeout=CONNECT_TIMEOUT)
+        if self.creator is not None:
+            endpoint = wrapClientTLS(self.creator(), endpoint)
+        await endpoint.connect(Factory.forProtocol(lambda: HeartbeatClientProtocol(self)))
+        self._attempt = None
+
+    # --- from the protocol ---------------------------------------------------------------
+    def connected(self, protocol: HeartbeatClientProtocol, master: str, args: dict[str, Any] | None = None) -> None:
+        self.protocol, self.master = protocol, master
+        self._failed = False
+        self.connects += 1
+        self.backoff.reset()
+        if self.reporter is not None:
+            self.reporter.connected(args)
+
+    def redirected(self, target: Target) -> None:
+        self.log.info("heartbeat: not the master; the master is {name} ({address})", name=target[0],
+                      address=target[1])
+        self._redirect = target
+
+    def lost(self, protocol: HeartbeatClientProtocol) -> None:
+        if self.protocol is protocol:
+            self.protocol = None
+        elif not protocol.accepted and self._redirect is None:
+            self._failed = True  # closed before being accepted: look further next time
+        self._schedule()
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """Send C{message} (a report) if connected; whether it was sent."""
+        if self.protocol is None:
+            return False
+        self.protocol.sendString(wire.encode(message))
+        return True
+
+
+def tls_creator(paths: Paths) -> Callable[[], Any]:
+    """The TLS creator of node RPC's client: present C{server.pem}, pin the cluster certificate."""
+    cache: list[Any] = []
+
+    def creator() -> Any:
+        if not cache:
+            from ganeti.rpc.tls import Credentials, PinnedPolicy
+
+            cache.append(PinnedPolicy(Credentials.cluster(paths)).creatorForNetloc(b"", 0))
+        return cache[0]
+
+    return creator
+
+
+def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True) -> HeartbeatClient:
+    """NodeD's heartbeat client for the node of C{paths} (waits for an
+    identity and a certificate), pushing the node's state unless C{reports} is false."""
+    client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port),
+                             tls_creator(paths))
+    if reports:
+        from ganeti.heartbeat.reporter import node_reporter
+
+        client.reporter = node_reporter(paths, reactor, client.send)
+    return client
+
+
+__all__ = ["Backoff", "HeartbeatClient", "HeartbeatClientProtocol", "MasterLookup", "heartbeat_client", "node_hello",
+           "read_boot_id", "tls_creator"]

@@ -1,0 +1,332 @@
+"""LuxiD's heartbeat listener and the liveness service around the roster.
+
+    LivenessService(paths, reactor, store)      # owns the Roster, sweeps it
+    heartbeat_listener(service, address, port)  # mutual TLS, then HeartbeatProtocol
+
+A peer must present the cluster certificate (or a candidate's client
+certificate) in the TLS handshake, as for node RPC, or no frame of it is
+ever read.  A connection must say hello within L{HELLO_TIMEOUT} seconds;
+at most C{max_connections} are open at once (a new one beyond that is
+closed at once).  On a node that is not the master, a hello is answered
+with "the master is X" and the connection closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from twisted.application.service import Service
+from twisted.internet.protocol import ServerFactory
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.protocols.basic import Int32StringReceiver
+
+from ganeti import errors
+from ganeti.heartbeat import roster as rost
+from ganeti.heartbeat import wire
+from ganeti.heartbeat.store import LivenessStore
+from ganeti.paths import Paths
+from ganeti.ssconf import SimpleStore
+
+#: seconds a new connection has to finish TLS and say hello
+HELLO_TIMEOUT = 10.0
+#: seconds between two sweeps of the roster (detection latency is timeout + this at most)
+SWEEP_INTERVAL = 0.25
+#: seconds between two reads of the cluster's node list (ssconf)
+MEMBERSHIP_INTERVAL = 2.0
+#: default cap on open heartbeat connections
+DEFAULT_MAX_CONNECTIONS = 4096
+
+TransitionHook = Callable[[rost.Transition], Any]
+
+
+class LivenessService(Service):
+    """The roster of this LuxiD, its sweeps and its durable transitions.
+
+    @ivar hooks: called with every L{rost.Transition} (the watcher, replication)
+    @ivar port: the heartbeat port, told to nodes sent to the master
+    """
+
+    log = Logger()
+
+    def __init__(self, paths: Paths, reactor: Any, store: LivenessStore, *, timeout: float = rost.DEFAULT_TIMEOUT,
+                 grace: float = rost.DEFAULT_GRACE, port: int = wire.DEFAULT_PORT) -> None:
+        self.paths = paths
+        self.reactor = reactor
+        self.store = store
+        self.port = port
+        self.roster = rost.Roster(reactor.seconds(), timeout=timeout, grace=grace, recorded=store.load())
+        self.hooks: list[TransitionHook] = []
+        #: called with C{(node, report message)} for every state report (the watcher)
+        self.report_hooks: list[Callable[[str, dict[str, Any]], Any]] = []
+        #: the arguments of the calls whose answers node reports carry (L{report_args})
+        self.report_args: dict[str, Any] | None = None
+        self._sweeper: LoopingCall | None = None
+        self._membership_at = -1e18
+        self.connections = 0
+        #: the cluster's nodes (ssconf); empty until known
+        self.members: frozenset[str] = frozenset()
+
+    def startService(self) -> None:
+        super().startService()
+        self._refresh_membership(self.reactor.seconds())
+        self._sweeper = LoopingCall(self.sweep)
+        self._sweeper.clock = self.reactor
+        self._sweeper.start(SWEEP_INTERVAL, now=False)
+
+    def stopService(self) -> Any:
+        super().stopService()
+        if self._sweeper is not None and self._sweeper.running:
+            self._sweeper.stop()
+        self.store.close()
+        return None
+
+    # --- membership and mastership (ssconf) -----------------------------------------------------
+    def _refresh_membership(self, now: float) -> None:
+        self._membership_at = now
+        store = SimpleStore(self.paths)
+        try:
+            nodes = store.get_node_list()
+            online = set(store.get_online_nodes())
+        except errors.ConfigurationError:
+            return  # no ssconf yet: keep whom we know
+        self.members = frozenset(nodes) | online
+        self.roster.set_nodes(online, [n for n in nodes if n not in online], now)
+
+    def master(self) -> tuple[str, str] | None:
+        """C{(name, address)} of the master when it is not this node, else None."""
+        store = SimpleStore(self.paths)
+        try:
+            master = store.get_master_node()
+        except errors.ConfigurationError:
+            return None
+        me = _own_name(self.paths)
+        if not master or not me or master == me:
+            return None
+        try:
+            address = store.get_node_primary_ips().get(master, "")
+        except errors.ConfigurationError:
+            address = ""
+        return (master, address) if address else None
+
+    # --- events ------------------------------------------------------------------------------------
+    def _apply(self, transitions: list[rost.Transition]) -> None:
+        for t in transitions:
+            self.log.info("node {node} is {state} ({event}: {reason})", node=t.node, state=t.state, event=t.event,
+                          reason=t.reason)
+            try:
+                self.store.append(t.to_record())
+            except OSError:
+                self.log.failure("cannot record the liveness of {node}", node=t.node)
+            for hook in list(self.hooks):
+                try:
+                    hook(t)
+                except Exception:
+                    self.log.failure("liveness hook failed for {node}", node=t.node)
+
+    def sweep(self) -> None:
+        now = self.reactor.seconds()
+        if now - self._membership_at >= MEMBERSHIP_INTERVAL:
+            self._refresh_membership(now)
+        self._apply(self.roster.sweep(now))
+
+    def hello(self, conn: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer to a hello (None: refused, not a node of the cluster);
+        registers the connection when this is the master."""
+        other = self.master()
+        if other is not None:
+            return wire.redirect(other[0], other[1], self.port)
+        if message["node"] not in self.members:
+            self._refresh_membership(self.reactor.seconds())  # a node just added?
+            if self.members and message["node"] not in self.members:
+                return None
+        self._apply(self.roster.hello(message["node"], conn, message["boot_id"], self.reactor.seconds()))
+        return wire.accepted(_own_name(self.paths) or "master", self.report_args)
+
+    def set_report_args(self, args: dict[str, Any]) -> None:
+        """New report arguments (the cluster changed): tell every connected node."""
+        if args == self.report_args:
+            return
+        self.report_args = args
+        body = wire.encode(wire.params(args))
+        for entry in self.roster.nodes.values():
+            if entry.conn is not None:
+                entry.conn.sendString(body)
+
+    def seen(self, name: str, conn: Any) -> None:
+        transitions = self.roster.seen(name, conn, self.reactor.seconds())
+        if transitions:
+            self._apply(transitions)
+
+    def closed(self, name: str, conn: Any) -> None:
+        self.roster.closed(name, conn, self.reactor.seconds())
+
+    def reported(self, name: str, conn: Any, message: dict[str, Any]) -> None:
+        if self.roster.reported(name, conn, message, self.reactor.seconds()) is None:
+            return
+        for hook in list(self.report_hooks):
+            try:
+                hook(name, message)
+            except Exception:
+                self.log.failure("report hook failed for {node}", node=name)
+
+    # --- what queries see ----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return self.roster.snapshot()
+
+    def fresh_instance_reports(self) -> dict[str, dict[str, Any]]:
+        """C{{node: {instance: info}}} of every connected, up node with a report."""
+        out = {}
+        for name in self.roster.nodes:
+            report = self.roster.fresh_report(name)
+            if report is not None:
+                out[name] = report.get("instances", {})
+        return out
+
+    def fresh_report(self, name: str) -> dict[str, Any] | None:
+        """The latest report of a connected, up node (None: ask it by RPC)."""
+        return self.roster.fresh_report(name)
+
+
+def report_args(cluster: Any) -> dict[str, Any]:
+    """The report arguments of a cluster: those LuxiD's live queries give the RPCs."""
+    from types import SimpleNamespace
+
+    from ganeti.luxid.live import hypervisor_args, node_info_args
+
+    config: Any = SimpleNamespace(cluster=cluster)
+    return {"instances": hypervisor_args(config), "node_info": node_info_args(config)}
+
+
+def _own_name(paths: Paths) -> str:
+    """This node's name from its identity file, or C{""}."""
+    from ganeti.daemons import node_file
+
+    try:
+        with open(node_file(paths)) as handle:
+            return str(json.load(handle).get("name", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+class HeartbeatProtocol(Int32StringReceiver):
+    """One node's connection: a hello, then beats and reports."""
+
+    MAX_LENGTH = wire.MAX_FRAME
+    log = Logger()
+
+    def __init__(self, service: LivenessService) -> None:
+        self.service = service
+        self.node: str | None = None
+        self._timer: Any = None
+
+    def connectionMade(self) -> None:
+        self._timer = self.service.reactor.callLater(HELLO_TIMEOUT, self._no_hello)
+
+    def _no_hello(self) -> None:
+        self._timer = None
+        self.log.warn("heartbeat: no hello from {peer} within {t} s", peer=self.transport.getPeer(), t=HELLO_TIMEOUT)
+        self.transport.abortConnection()
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.node is not None:
+            self.service.seen(self.node, self)
+        super().dataReceived(data)
+
+    def stringReceived(self, body: bytes) -> None:
+        if body == wire.BEAT_FRAME_BODY and self.node is not None:
+            return
+        try:
+            message = wire.decode(body)
+        except wire.BadMessage as e:
+            self.log.warn("heartbeat: bad message from {peer}: {why}", peer=self.transport.getPeer(), why=str(e))
+            self.transport.loseConnection()
+            return
+        kind = message["t"]
+        if self.node is None:
+            if kind != wire.HELLO:
+                self.log.warn("heartbeat: {peer} sent {kind} before hello", peer=self.transport.getPeer(), kind=kind)
+                self.transport.loseConnection()
+                return
+            if self._timer is not None and self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+            answer = self.service.hello(self, message)
+            if answer is None:
+                self.log.warn("heartbeat: {peer} says it is {node}, not a node of this cluster",
+                              peer=self.transport.getPeer(), node=message["node"])
+                self.transport.loseConnection()
+                return
+            self.sendString(wire.encode(answer))
+            if answer["t"] == wire.REDIRECT:
+                self.transport.loseConnection()
+            else:
+                self.node = message["node"]
+        elif kind == wire.REPORT:
+            self.service.reported(self.node, self, message)
+        elif kind != wire.BEAT:
+            self.log.warn("heartbeat: unexpected {kind} from {node}", kind=kind, node=self.node)
+
+    def lengthLimitExceeded(self, length: int) -> None:
+        self.log.warn("heartbeat: frame of {n} bytes from {peer} refused", n=length, peer=self.transport.getPeer())
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason: Any = None) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self.service.connections -= 1
+        if self.node is not None:
+            self.service.closed(self.node, self)
+
+
+class HeartbeatFactory(ServerFactory):
+    """Heartbeat connections, at most C{max_connections} at once."""
+
+    log = Logger()
+
+    def __init__(self, service: LivenessService, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        self.service = service
+        self.max_connections = max_connections
+
+    def buildProtocol(self, addr: Any) -> HeartbeatProtocol | None:
+        if self.service.connections >= self.max_connections:
+            self.log.warn("heartbeat: {n} connections open, {peer} refused", n=self.service.connections, peer=addr)
+            return None
+        self.service.connections += 1
+        return HeartbeatProtocol(self.service)
+
+
+def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
+    """C{factory} behind mutual TLS with the cluster certificate (as noded)."""
+    from twisted.protocols.tls import TLSMemoryBIOFactory
+
+    from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+
+    creds = Credentials.cluster(paths)
+    return TLSMemoryBIOFactory(ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint)), False,
+                               factory)
+
+
+def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: Any,
+                       daemon: str = "ganeti-luxid") -> Any:
+    """A L{ganeti.listening.Listener} for the heartbeat port (TLS inside)."""
+    from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+
+    from ganeti.listening import stream_listener
+
+    if ":" in address:
+        endpoint: Any = TCP6ServerEndpoint(reactor, port, backlog=1024, interface=address)
+    else:
+        endpoint = TCP4ServerEndpoint(reactor, port, backlog=1024, interface=address)
+    factory = tls_factory(service.paths, HeartbeatFactory(service, max_connections))
+    return stream_listener(endpoint, factory, "%s port %d (TCP)" % (address, port), daemon=daemon, reactor=reactor)
+
+
+def store_for(paths: Paths) -> LivenessStore:
+    return LivenessStore(os.path.join(paths.data_dir, "liveness.log"))
+
+
+__all__ = ["HELLO_TIMEOUT", "HeartbeatFactory", "HeartbeatProtocol", "LivenessService", "heartbeat_listener",
+           "store_for", "tls_factory"]

@@ -1,0 +1,72 @@
+"""The durable record of roster transitions: one appended line each.
+
+C{var/lib/ganeti/liveness.log} holds one JSON object per line, a
+L{ganeti.heartbeat.roster.Transition} record.  Each append is one
+C{write} and one C{fsync} (L{LivenessStore.writes} counts them: tests and
+the benchmark check that beats write nothing).  On start LuxiD reads the
+last record of every node; a log longer than L{COMPACT_AT} lines is
+rewritten then (atomically) to those last records.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+from twisted.logger import Logger
+
+from ganeti import serializer
+
+#: lines beyond which the log is compacted when it is loaded
+COMPACT_AT = 10000
+
+
+class LivenessStore:
+    """Append-only transitions log at C{path}."""
+
+    log = Logger()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        #: durable writes done (one per transition)
+        self.writes = 0
+        self._fd: int | None = None
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """The last record of each node (torn or bad lines are skipped)."""
+        last: dict[str, dict[str, Any]] = {}
+        lines = 0
+        try:
+            with open(self.path, "rb") as handle:
+                for line in handle:
+                    lines += 1
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(record, dict) and isinstance(record.get("node"), str):
+                        last[record["node"]] = record
+        except FileNotFoundError:
+            return {}
+        if lines > COMPACT_AT:
+            body = b"".join(orjson.dumps(r) + b"\n" for r in last.values())
+            serializer.write_file(self.path, body, mode=0o640)
+        return last
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record durably (one write, one fsync)."""
+        if self._fd is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        os.write(self._fd, orjson.dumps(record) + b"\n")
+        os.fsync(self._fd)
+        self.writes += 1
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+__all__ = ["COMPACT_AT", "LivenessStore"]

@@ -1,0 +1,293 @@
+"""Ganeti's watcher, on events: LuxiD restarts what stopped by itself.
+
+Ganeti's C{ganeti-watcher} runs from cron every 5 minutes; here the same
+decisions are taken when a node's state report arrives
+(L{ganeti.heartbeat.reporter}: at once on a change, in full on every
+(re)connect of a node, so also when a node comes back or reboots):
+
+  - an instance whose admin state is up and which does not run on its
+    primary node is started again, by an ordinary C{OP_INSTANCE_STARTUP}
+    job whose reason trail names the watcher (L{REASON_SOURCE}); before
+    that the watcher waits L{CONFIRM_DELAY} seconds and looks again, and
+    leaves alone instances a live job works on (a migration, a creation);
+  - a restart budget: at most L{RESTART_LIMIT} restarts of one instance in
+    L{RESTART_WINDOW} seconds; after that the instance is left down
+    (C{ERROR_down} in C{gnt-instance list}) and a warning is logged;
+  - old jobs are archived (finished more than L{ARCHIVE_AGE} s ago), every
+    L{ARCHIVE_EVERY} s.
+
+C{gnt-cluster watcher pause DURATION} (LUXI C{SetWatcherPause}) stops all
+of it until then; the pause lives in Ganeti's file
+C{var/lib/ganeti/watcher.pause} (an integer epoch), so Ganeti's own
+C{gnt-cluster watcher} commands work unchanged.
+
+L{read_pause}, L{RestartBudget}, L{needs_restart} and L{busy_instances}
+are pure (or touch only the pause file).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Awaitable, Callable, Iterable, Mapping
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from ganeti.objects import ConfigData
+
+#: the reason trail source of the watcher's jobs (Ganeti's C{gnt:watcher})
+REASON_SOURCE = "gnt:watcher"
+RESTART_LIMIT = 3
+RESTART_WINDOW = 30 * 60.0
+#: seconds between seeing an instance down and looking again before restarting it
+CONFIRM_DELAY = 2.0
+ARCHIVE_AGE = 6 * 3600.0
+ARCHIVE_EVERY = 600.0
+#: seconds an archive run may take (Ganeti's watcher: 89)
+ARCHIVE_TIMEOUT = 89.0
+#: a pause file this long past its end is removed (Ganeti's)
+PAUSE_REMOVE_AFTER = 3600.0
+
+
+def pause_file(data_dir: str) -> str:
+    return os.path.join(data_dir, "watcher.pause")
+
+
+def read_pause(path: str, now: float) -> float | None:
+    """The end of the watcher's pause, or None when it is not paused
+    (Ganeti's reading: a bad or long-past file is removed)."""
+    try:
+        with open(path) as handle:
+            text = handle.read().strip()
+    except FileNotFoundError:
+        return None
+    try:
+        until = int(text)
+    except ValueError:
+        _remove(path)
+        return None
+    if now > until + PAUSE_REMOVE_AFTER:
+        _remove(path)
+        return None
+    return float(until) if now <= until else None
+
+
+def write_pause(path: str, until: float | None) -> None:
+    """Pause until C{until} (an epoch), or end the pause (None)."""
+    from ganeti import serializer
+
+    if until is None:
+        _remove(path)
+    else:
+        serializer.write_file(path, "%d\n" % int(until), mode=0o644)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class RestartBudget:
+    """At most C{limit} restarts per instance in any C{window} seconds."""
+
+    def __init__(self, limit: int = RESTART_LIMIT, window: float = RESTART_WINDOW) -> None:
+        self.limit, self.window = limit, window
+        self._restarts: dict[str, list[float]] = {}
+
+    def allow(self, name: str, now: float) -> bool:
+        """Whether C{name} may be restarted now; if so, the restart is counted."""
+        recent = [t for t in self._restarts.get(name, []) if now - t < self.window]
+        if len(recent) >= self.limit:
+            self._restarts[name] = recent
+            return False
+        recent.append(now)
+        self._restarts[name] = recent
+        return True
+
+    def used(self, name: str, now: float) -> int:
+        return len([t for t in self._restarts.get(name, []) if now - t < self.window])
+
+
+def needs_restart(config: ConfigData, node_name: str, reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The instances of C{node_name} (as primary) that C{gnt-instance list}
+    would call C{ERROR_down}: marked up, not running there nor anywhere
+    else a report shows, and not stopped by their user (C{USER_down}, with
+    user shutdown enabled).
+
+    @param reports: C{{node name: {instance name: {"state": ...}}}} of every
+        node with a fresh report (C{node_name}'s included)
+    """
+    from ganeti.query import fields as q
+    from ganeti.query.instance import ST_ERROR_DOWN, instance_status
+
+    node = next((n for n in config.nodes.values() if n.name == node_name), None)
+    if node is None or node.offline or node_name not in reports:
+        return []
+    ctx = q.QueryContext(config=config, live={name: {"instances": dict(found)} for name, found in reports.items()})
+    out = []
+    for inst in config.instances.values():
+        if inst.primary_node != node.uuid or inst.admin_state != "up" or not inst.name:
+            continue
+        try:
+            status = instance_status(inst, ctx)
+        except (q.NoData, q.Unavail, q.Offline):
+            continue
+        if status == ST_ERROR_DOWN:
+            out.append(inst.name)
+    return sorted(out)
+
+
+def busy_instances(jobs: Iterable[Any]) -> set[str]:
+    """Instances named by the opcodes of jobs not finished yet."""
+    busy = set()
+    for job in jobs:
+        if getattr(job, "finalized", True):
+            continue
+        for op in job.ops:
+            data = getattr(op, "input", op)
+            if isinstance(data, Mapping):
+                for key in ("instance_name", "instance_uuid"):
+                    if isinstance(data.get(key), str):
+                        busy.add(data[key])
+    return busy
+
+
+class Watcher(Service):
+    """The watcher of one LuxiD (see the module docstring).
+
+    @param luxid: the L{ganeti.luxid.service.LuxidService} (jobs, submit, archive)
+    @param liveness: the L{ganeti.heartbeat.server.LivenessService}
+    @param config: C{await config()} -> the current L{ConfigData}
+    """
+
+    log = Logger()
+
+    def __init__(self, luxid: Any, liveness: Any, config: Callable[[], Awaitable[ConfigData]], reactor: Any, *,
+                 confirm_delay: float = CONFIRM_DELAY, budget: RestartBudget | None = None,
+                 archive_every: float = ARCHIVE_EVERY, archive_age: float = ARCHIVE_AGE) -> None:
+        self.luxid = luxid
+        self.liveness = liveness
+        self.config = config
+        self.reactor = reactor
+        self.confirm_delay = confirm_delay
+        self.budget = budget or RestartBudget()
+        self.archive_every = archive_every
+        self.archive_age = archive_age
+        self.pause_path = pause_file(luxid.paths.data_dir)
+        self._checks: dict[str, Any] = {}
+        #: instance name -> id of its watcher restart job
+        self.restarting: dict[str, int] = {}
+        #: instances left down because the budget is spent
+        self.given_up: set[str] = set()
+        self.restarts = 0
+        self._archiver: LoopingCall | None = None
+
+    def startService(self) -> None:
+        super().startService()
+        self.liveness.report_hooks.append(self.node_reported)
+        self._archiver = LoopingCall(self.archive)
+        self._archiver.clock = self.reactor
+        self._archiver.start(self.archive_every, now=False)
+
+    def stopService(self) -> Any:
+        super().stopService()
+        if self.node_reported in self.liveness.report_hooks:
+            self.liveness.report_hooks.remove(self.node_reported)
+        if self._archiver is not None and self._archiver.running:
+            self._archiver.stop()
+        for call in self._checks.values():
+            if call.active():
+                call.cancel()
+        self._checks.clear()
+        return None
+
+    def paused(self) -> bool:
+        return read_pause(self.pause_path, time.time()) is not None
+
+    # --- events ------------------------------------------------------------------------
+    def node_reported(self, node: str, report: Mapping[str, Any]) -> None:
+        """A node reported its state: look at its instances soon (once per burst)."""
+        if not self.running or node in self._checks or self.paused():
+            return
+        self._checks[node] = self.reactor.callLater(self.confirm_delay, self._check_soon, node)
+
+    def resume(self) -> None:
+        """The pause ended: look at every node with a fresh report."""
+        for node in list(self.liveness.roster.nodes):
+            if self.liveness.fresh_report(node) is not None:
+                self.node_reported(node, {})
+
+    def _check_soon(self, node: str) -> None:
+        self._checks.pop(node, None)
+        d = Deferred.fromCoroutine(self.check(node))
+        d.addErrback(lambda f: self.log.failure("watcher: checking {node} failed", f, node=node))
+
+    async def check(self, node: str) -> list[int]:
+        """Restart the instances of C{node} that should run and do not; the job ids."""
+        if self.paused():
+            return []
+        reports = self.liveness.fresh_instance_reports()
+        if node not in reports:
+            return []
+        config = await self.config()
+        down = needs_restart(config, node, reports)
+        for name in list(self.given_up):
+            if name not in down:
+                self.given_up.discard(name)
+        busy = busy_instances(self.luxid.jobs.values())
+        jobs = []
+        now = self.reactor.seconds()
+        for name in down:
+            pending = self.restarting.get(name)
+            if pending is not None:
+                job = self.luxid.jobs.get(pending)
+                if job is not None and not job.finalized:
+                    continue
+            if name in busy or name in self.given_up:
+                continue
+            if not self.budget.allow(name, now):
+                self.given_up.add(name)
+                self.log.warn("watcher: instance {instance} stopped again; {n} restarts in {w:.0f} min already, "
+                              "leaving it down (ERROR_down)", instance=name, n=self.budget.limit,
+                              w=self.budget.window / 60)
+                continue
+            job_id = await self._restart(name, node)
+            if job_id is not None:
+                self.restarting[name] = job_id
+                jobs.append(job_id)
+        return jobs
+
+    async def _restart(self, name: str, node: str) -> int | None:
+        op = {
+            "OP_ID": "OP_INSTANCE_STARTUP",
+            "instance_name": name,
+            "reason": [[REASON_SOURCE, "instance %s is down on %s; restarted by the watcher" % (name, node),
+                        time.time_ns()]],
+        }
+        try:
+            ((ok, job_id),) = await self.luxid.submit([[op]])
+        except Exception as e:
+            self.log.warn("watcher: cannot submit the restart of {instance}: {why}", instance=name, why=str(e))
+            return None
+        self.restarts += 1
+        self.log.info("watcher: instance {instance} is down on {node}; restarting it (job {job})", instance=name,
+                      node=node, job=job_id)
+        return int(job_id) if ok else None
+
+    def archive(self) -> list[int]:
+        """Archive jobs finished more than L{ARCHIVE_AGE} seconds ago (unless paused)."""
+        if self.paused():
+            return []
+        archived = self.luxid.auto_archive(self.archive_age, ARCHIVE_TIMEOUT)
+        if archived and archived[0]:
+            self.log.info("watcher: archived {n} old job(s)", n=archived[0])
+        return archived
+
+
+__all__ = ["REASON_SOURCE", "RESTART_LIMIT", "RESTART_WINDOW", "RestartBudget", "Watcher", "busy_instances",
+           "needs_restart", "pause_file", "read_pause", "write_pause"]

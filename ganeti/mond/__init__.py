@@ -1,0 +1,1 @@
+"""ganeti-mond: the monitoring daemon (Ganeti's MonD API and Prometheus metrics)."""

@@ -1,0 +1,278 @@
+"""The heartbeat protocol on both ends, over StringTransport and Clock."""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from typing import Any
+
+from twisted.internet.defer import ensureDeferred
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti import ssconf
+from ganeti.daemons import write_node_identity
+from ganeti.heartbeat import wire
+from ganeti.heartbeat.client import Backoff, HeartbeatClient, HeartbeatClientProtocol
+from ganeti.heartbeat.server import HELLO_TIMEOUT, HeartbeatFactory, LivenessService
+from ganeti.heartbeat.store import LivenessStore
+from ganeti.paths import Paths
+
+
+def frame(message: dict[str, Any] | bytes) -> bytes:
+    body = message if isinstance(message, bytes) else wire.encode(message)
+    return struct.pack("!I", len(body)) + body
+
+
+def frames(data: bytes) -> list[dict[str, Any]]:
+    out = []
+    while data:
+        (n,) = struct.unpack("!I", data[:4])
+        out.append(wire.decode(data[4:4 + n]))
+        data = data[4 + n:]
+    return out
+
+
+class AbortableTransport(StringTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.aborted = False
+
+    def abortConnection(self) -> None:
+        self.aborted = True
+        self.loseConnection()
+
+
+def make_root(master: str = "node1.test", me: str = "node1.test") -> Paths:
+    paths = Paths(tempfile.mkdtemp(prefix="hbt"))
+    paths.ensure_dirs()
+    ssconf.write_files(paths, {
+        "master_node": master, "node_list": ["node1.test", "node2.test", "node3.test"],
+        "online_nodes": ["node1.test", "node2.test"],
+        "node_primary_ips": ["node1.test 127.0.1.1", "node2.test 127.0.1.2", "node3.test 127.0.1.3"],
+    })
+    write_node_identity(paths, me, "127.0.1.1")
+    return paths
+
+
+class ServerTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(1000)
+        self.paths = make_root()
+        self.store = LivenessStore(os.path.join(self.paths.data_dir, "liveness.log"))
+        self.service = LivenessService(self.paths, self.clock, self.store, port=4242)
+        self.service.startService()
+        self.factory = HeartbeatFactory(self.service, max_connections=2)
+
+    def tearDown(self) -> None:
+        self.service.stopService()
+
+    def connect(self) -> tuple[Any, AbortableTransport]:
+        proto = self.factory.buildProtocol(None)
+        transport = AbortableTransport()
+        proto.makeConnection(transport)
+        return proto, transport
+
+    def hello(self, name: str = "node2.test", boot: str = "b1") -> bytes:
+        return frame(wire.hello(name, "", boot, 3, "0.1"))
+
+    def test_hello_accepted_and_beats_write_nothing(self) -> None:
+        """A hello gets 'accepted' and one durable write; 60 s of beats add none and keep the node up."""
+        proto, transport = self.connect()
+        proto.dataReceived(self.hello())
+        self.assertEqual(frames(transport.value()), [wire.accepted("node1.test")])
+        self.assertEqual(self.store.writes, 1)
+        for _ in range(240):
+            self.clock.advance(0.25)
+            if self.clock.seconds() % 1 == 0:
+                proto.dataReceived(frame(wire.BEAT_FRAME_BODY))
+        snapshot = self.service.snapshot()
+        self.assertEqual(snapshot["node2.test"]["liveness"], "up")
+        self.assertEqual(snapshot["node3.test"]["liveness"], "offline")
+        # node1 never connected: one write for it becoming unreachable
+        self.assertEqual(self.store.writes, 2)
+        self.assertEqual(snapshot["node1.test"]["liveness"], "unreachable")
+
+    def test_silence_then_close(self) -> None:
+        """A silent connection makes the node unreachable within timeout + one sweep."""
+        proto, transport = self.connect()
+        proto.dataReceived(self.hello())
+        self.clock.pump([0.25] * 9)
+        self.assertEqual(self.service.snapshot()["node2.test"]["liveness"], "unreachable")
+        proto.dataReceived(frame(wire.BEAT_FRAME_BODY))
+        self.assertEqual(self.service.snapshot()["node2.test"]["liveness"], "up")
+        proto.connectionLost(None)
+        self.clock.pump([0.25] * 5)
+        self.assertEqual(self.service.snapshot()["node2.test"]["liveness"], "unreachable")
+
+    def test_first_message_must_be_hello(self) -> None:
+        """A beat or garbage before hello closes the connection; the roster is untouched."""
+        for data in (frame(wire.BEAT_FRAME_BODY), frame(b"not json"), frame({"t": "bogus"})):
+            proto, transport = self.connect()
+            proto.dataReceived(data)
+            self.assertTrue(transport.disconnecting)
+            self.assertEqual(transport.value(), b"")
+            proto.connectionLost(None)
+        self.assertEqual(self.store.writes, 0)
+
+    def test_unknown_node_refused(self) -> None:
+        """A hello naming a node the cluster does not have is refused: closed, nothing recorded."""
+        proto, transport = self.connect()
+        proto.dataReceived(self.hello(name="intruder.test"))
+        self.assertTrue(transport.disconnecting)
+        self.assertEqual(transport.value(), b"")
+        self.assertNotIn("intruder.test", self.service.snapshot())
+        self.assertEqual(self.store.writes, 0)
+
+    def test_hello_timeout(self) -> None:
+        """A connection that never says hello is aborted."""
+        proto, transport = self.connect()
+        self.clock.advance(HELLO_TIMEOUT)
+        self.assertTrue(transport.aborted)
+
+    def test_oversized_frame(self) -> None:
+        proto, transport = self.connect()
+        proto.dataReceived(struct.pack("!I", wire.MAX_FRAME + 1))
+        self.assertTrue(transport.disconnecting)
+
+    def test_connection_cap(self) -> None:
+        """Beyond max_connections a new connection gets no protocol (closed at once)."""
+        first, _ = self.connect()
+        self.connect()
+        self.assertIsNone(self.factory.buildProtocol(None))
+        first.connectionLost(None)
+        self.assertIsNotNone(self.factory.buildProtocol(None))
+
+    def test_not_the_master_redirects(self) -> None:
+        """On a node that is not the master, a hello is told who the master is and the connection closed."""
+        self.service.paths = make_root(master="node3.test", me="node1.test")
+        proto, transport = self.connect()
+        proto.dataReceived(self.hello())
+        self.assertEqual(frames(transport.value()), [wire.redirect("node3.test", "127.0.1.3", 4242)])
+        self.assertTrue(transport.disconnecting)
+        self.assertEqual(self.store.writes, 0)
+
+    def test_reboot_recorded(self) -> None:
+        proto, _ = self.connect()
+        proto.dataReceived(self.hello(boot="b1"))
+        proto.connectionLost(None)
+        again, _ = self.connect()
+        again.dataReceived(self.hello(boot="b2"))
+        records = LivenessStore(self.store.path).load()
+        self.assertEqual((records["node2.test"]["event"], records["node2.test"]["boot_id"]), ("rebooted", "b2"))
+
+
+class ClientTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.lookups: list[bool] = []
+
+        async def lookup(failed: bool) -> Any:
+            self.lookups.append(failed)
+            return None
+
+        self.client = HeartbeatClient(self.clock, lambda: wire.hello("node2.test", "", "b1", None, "0.1"), lookup,
+                                      None, backoff=Backoff(rand=lambda: 0.0))
+        self.client.running = True
+
+    def test_hello_then_a_beat_every_second(self) -> None:
+        self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
+        proto = HeartbeatClientProtocol(self.client)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        self.assertEqual(frames(transport.value()), [self.client.hello])
+        transport.clear()
+        proto.dataReceived(frame(wire.accepted("node1.test")))
+        self.assertIs(self.client.protocol, proto)
+        self.clock.pump([0.5] * 6)
+        self.assertEqual(frames(transport.value()), [{"t": "beat"}] * 3)
+        proto.connectionLost(None)
+        self.assertIsNone(self.client.protocol)
+        self.clock.pump([1.0] * 3)
+        self.assertEqual(len(frames(transport.value())), 3)  # no beat after the loss
+        self.assertTrue(self.lookups)  # and it looked the master up again
+
+    def test_redirect_goes_to_the_named_master(self) -> None:
+        """'The master is X': the next attempt goes to X without a lookup."""
+        self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
+        proto = HeartbeatClientProtocol(self.client)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        proto.dataReceived(frame(wire.redirect("node3.test", "127.0.1.3", 4242)))
+        self.assertTrue(transport.disconnecting)
+        self.assertEqual(self.client._redirect, ("node3.test", "127.0.1.3", 4242))
+
+
+class LookupTests(SynchronousTestCase):
+    def test_ssconf_first_confd_after_a_failure(self) -> None:
+        """The ssconf master normally; after a failed attempt, the candidates'
+        confd answer (highest serial) wins; without one, ssconf again."""
+        from ganeti.heartbeat.client import MasterLookup
+
+        lookup = MasterLookup(make_root(master="node1.test"), Clock(), 4242)
+        answers: list[Any] = [("node3.test", "127.0.1.3", 4242), None]
+
+        async def from_confd() -> Any:
+            return answers.pop(0)
+
+        lookup.from_confd = from_confd  # type: ignore[method-assign]
+        self.assertEqual(self.successResultOf(ensureDeferred(lookup(False))), ("node1.test", "127.0.1.1", 4242))
+        self.assertEqual(self.successResultOf(ensureDeferred(lookup(True))), ("node3.test", "127.0.1.3", 4242))
+        self.assertEqual(self.successResultOf(ensureDeferred(lookup(True))), ("node1.test", "127.0.1.1", 4242))
+
+    def test_confd_query_names_master_and_its_address(self) -> None:
+        """from_confd asks REQ_CLUSTER_MASTER for the name and the master node's primary IP."""
+        from ganeti.confd import wire as cwire
+        from ganeti.confd.client import ConfdResult
+        from ganeti.heartbeat.client import MasterLookup
+
+        asked: list[Any] = []
+
+        class FakeConfd:
+            def query(self, qtype: int, query: Any, wait: str) -> Any:
+                asked.append((qtype, query, wait))
+                from twisted.internet.defer import succeed
+
+                return succeed(ConfdResult(cwire.REPL_STATUS_OK, ["node2.test", "127.0.1.2"], 7, "127.0.1.2", (),
+                                           2, False, True))
+
+            def close(self) -> None:
+                pass
+
+        import ganeti.confd.client as cclient
+
+        self.patch(cclient.ConfdClient, "from_paths", classmethod(lambda cls, *a, **k: FakeConfd()))
+        lookup = MasterLookup(make_root(), Clock(), 4242)
+        got = self.successResultOf(ensureDeferred(lookup.from_confd()))
+        self.assertEqual(got, ("node2.test", "127.0.1.2", 4242))
+        self.assertEqual(asked, [(cwire.REQ_CLUSTER_MASTER,
+                                  {cwire.REQQ_FIELDS: [cwire.REQFIELD_NAME, cwire.REQFIELD_MNODE_PIP]}, "all")])
+
+
+class DeadPeerTests(SynchronousTestCase):
+    def test_user_timeout_set_under_tls(self) -> None:
+        """TCP_USER_TIMEOUT and keepalives go on the TCP socket under the TLS layer."""
+        import socket
+
+        from ganeti.heartbeat.client import dead_peer_timeout
+
+        options: list[tuple[int, int, int]] = []
+
+        class Sock:
+            def setsockopt(self, level: int, name: int, value: int) -> None:
+                options.append((level, name, value))
+
+        class Tcp:
+            def getHandle(self) -> Sock:
+                return Sock()
+
+        class Tls:
+            transport = Tcp()
+
+        self.assertTrue(dead_peer_timeout(Tls(), 5.0))
+        self.assertIn((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1), options)
+        self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
+        self.assertFalse(dead_peer_timeout(StringTransport(), 5.0))
