@@ -63,6 +63,13 @@ def master_of(paths: Paths) -> str | None:
     return value.strip() if value else None
 
 
+def liveness_on(paths: Paths) -> dict[str, str]:
+    """C{gnt-node list -o name,liveness} on C{paths}' LuxiD."""
+    done = subprocess.run([os.path.join(BIN, "gnt-node"), "--root", paths.root, "list", "--no-headers",
+                           "--separator=|", "-o", "name,liveness"], capture_output=True, text=True, timeout=60)
+    return dict(line.split("|")[:2] for line in done.stdout.splitlines() if "|" in line)
+
+
 def job_status(paths: Paths, job_id: int) -> str | None:
     try:
         with open(os.path.join(paths.queue_dir, "job-%d" % job_id), "rb") as handle:
@@ -124,6 +131,9 @@ async def test_manual_failover_with_jobs_in_flight(root):
             await threads.deferToThread(wait_final, new, [later], 60)
             # one config serial everywhere
             await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=30)
+            # every NodeD's heartbeats found the new master (ssconf)
+            await cluster.until(lambda: liveness_on(roots[1]) == {"node1.test": "up", "node2.test": "up",
+                                                                   "node3.test": "up"}, timeout=30)
             info = gnt_cluster(cluster, roots[1], "info")
             assert "Master node: node2.test" in info.stdout and "Master epoch (this node): 1" in info.stdout
             assert gnt_cluster(cluster, roots[1], "master-ping").returncode == 0
