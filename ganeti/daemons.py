@@ -8,7 +8,8 @@ and holds C{ROOT/var/run/ganeti/<daemon>.pid} locked while it runs, which
 is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
 C{gnt-cluster init}): every node runs noded, confd and mond; the master also
-runs wconfd, rapi and luxid, in Ganeti's order (mond last).  Daemons whose plugin is not
+runs wconfd, rapi and luxid, in Ganeti's order (mond last); a master candidate
+also runs rapi (it forwards to the master's).  Daemons whose plugin is not
 installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
 short (C{luxid}).
 
@@ -111,6 +112,20 @@ def is_master(paths: Paths) -> bool:
     except FileNotFoundError:
         return False
     return master == read_node_identity(paths)["name"]
+
+
+def is_candidate(paths: Paths) -> bool:
+    """This node is a master candidate if ssconf says so (and it has the RAPI certificate)."""
+    try:
+        with open(paths.ssconf("master_candidates")) as handle:
+            candidates = handle.read().split()
+    except FileNotFoundError:
+        return False
+    return os.path.exists(paths.rapi_pem) and read_node_identity(paths)["name"] in candidates
+
+
+#: Master daemons that also run on every master candidate (they forward to the master).
+ON_CANDIDATES = frozenset({"ganeti-rapi"})
 
 
 def available(spec: Spec) -> bool:
@@ -243,10 +258,13 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
     if names:
         return [spec_by_name(n) for n in names]
     master = is_master(paths)
-    return [spec for spec in DAEMONS if available(spec) and (master or not spec.master_only)]
+    candidate = not master and is_candidate(paths)
+    return [spec for spec in DAEMONS if available(spec)
+            and (master or not spec.master_only or (candidate and spec.name in ON_CANDIDATES))]
 
 
-def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[str], dict[str, str]]:
+def twistd_command(paths: Paths, spec: Spec, options: list[str],
+                   env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """How to run C{spec}'s daemon daemonized: its argv and environment.
 
     It logs through L{ganeti.logfile.observer} to C{ROOT/var/log/ganeti/<logbase>.log}
@@ -257,13 +275,14 @@ def twistd_command(paths: Paths, spec: Spec, options: list[str]) -> tuple[list[s
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
     if not os.access(twistd, os.X_OK):
         twistd = shutil.which("twistd") or twistd
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env[LOG_FILE_ENV] = paths.log_file(spec.logbase)
     argv = [twistd, "--pidfile=", "--umask=022", "--logger=ganeti.logfile.observer", spec.name, *options]
     return argv, env
 
 
-def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object]) -> bool:
+def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
+               options: list[str] = (), env: dict[str, str] | None = None) -> bool:  # type: ignore[assignment]
     pid = running_pid(paths, spec)
     if pid is not None:
         problem = listening_problem(paths, spec, address)
@@ -274,7 +293,7 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
         return False
     log_path = paths.log_file(spec.logbase)
     offset = log_size(log_path)
-    argv, env = twistd_command(paths, spec, ["--root", paths.root])
+    argv, env = twistd_command(paths, spec, ["--root", paths.root, *options], env)
     if spec.bind:
         argv += ["--bind", address]
     result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
@@ -309,13 +328,18 @@ def _wait_listening(paths: Paths, spec: Spec, address: str, timeout: float, out:
         time.sleep(0.05)
 
 
-def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
-    """Start the daemons not running yet; non-zero when one fails to, with its reason."""
+def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print,  # type: ignore[assignment]
+          options: dict[str, list[str]] | None = None, env: dict[str, str] | None = None) -> int:
+    """Start the daemons not running yet; non-zero when one fails to, with its reason.
+
+    @param options: more command line options per daemon (full name)
+    @param env: more environment variables for every daemon
+    """
     identity = read_node_identity(paths)
     paths.ensure_dirs()
     failed = 0
     for spec in selected(paths, list(names)):
-        if not _start_one(paths, spec, identity["address"], timeout, out):
+        if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env):
             failed += 1
     return EXIT_FAILURE if failed else EXIT_OK
 

@@ -101,11 +101,12 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
             print("%s: could not be added:\n%s" % (name, (added.stdout + added.stderr).strip()))
             return 1
         print("%s (%s) joined the cluster" % (name, address))
-        deadline = time.monotonic() + 30  # WConfD pushes config.data to the new candidate
-        while not os.path.exists(paths.config_data) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30  # WConfD pushes config.data to the new candidate, then ssconf
+        while not (os.path.exists(paths.config_data) and os.path.exists(paths.ssconf("master_candidates"))) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
         _wait_tcp(address, daemons.MOND.port)  # the joined noded starts MonD (as Ganeti's node setup)
-        rest = daemons.start(paths, out=lambda line: None)  # confd etc. (noded and mond run already)
+        rest = daemons.start(paths, out=lambda line: None)  # confd, rapi on a candidate (noded and mond run already)
         if rest != 0:
             print("%s: some daemons did not start; see %s" % (name, paths.log_dir))
     print()

@@ -137,6 +137,16 @@ def version(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def _epoch(ctx: Context) -> Any:
+    """The highest master epoch this node has seen (raised at every master failover)."""
+    from ganeti import epoch
+
+    try:
+        return epoch.read_epoch(_paths(ctx))
+    except (OSError, ValueError) as e:
+        return "unknown (%s)" % e
+
+
 def info(ctx: Context, opts: argparse.Namespace) -> int:
     data = ctx.client().query_cluster_info()
     lines: list[tuple[str, Any]] = [
@@ -156,6 +166,7 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
         ("Shared file storage path", data["shared_file_storage_dir"]),
         ("Maximum running jobs", data["max_running_jobs"]),
         ("Maximum tracked jobs", data["max_tracked_jobs"]),
+        ("Master epoch (this node)", _epoch(ctx)),
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))

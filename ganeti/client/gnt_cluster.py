@@ -226,6 +226,17 @@ def _lazy_setup(name: str):  # type: ignore[no-untyped-def]
     return setup
 
 
+def _setup_master_failover(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-voting", action="store_true",
+                        help="Skip the node voting (two-node clusters; dangerous: may end with two masters)")
+    parser.add_argument("--yes-do-it", action="store_true", help="Do not ask for confirmation of --no-voting")
+    parser.add_argument("--ignore-offline-nodes", action="store_true", help="Accepted for Ganeti compatibility")
+
+
+def _setup_deactivate_master_ip(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--yes", dest="confirm", action="store_true", help="Do not ask for confirmation")
+
+
 COMMANDS: dict[str, Command] = {
     "init": Command(
         "ganeti.client.cluster_init:init",
@@ -251,6 +262,12 @@ COMMANDS: dict[str, Command] = {
         queue_ops, _setup_queue, "Change queue properties",
         "A drained queue accepts no new jobs; jobs already submitted still run.",
     ),
+    "master-failover": Command("ganeti.client.failover:master_failover", _setup_master_failover,
+                               "Make this master candidate the master (run on the new master)"),
+    "master-ping": Command("ganeti.client.failover:master_ping", None, "Check that the master answers"),
+    "activate-master-ip": Command("ganeti.client.failover:activate_master_ip", None, "Activate the master IP"),
+    "deactivate-master-ip": Command("ganeti.client.failover:deactivate_master_ip", _setup_deactivate_master_ip,
+                                    "Deactivate the master IP"),
     "watcher": Command(
         watcher_ops, _setup_watcher, "Make the watcher pause or continue, or show its state",
         "The watcher (in LuxiD) restarts instances that stopped by themselves and archives old jobs.",

@@ -13,6 +13,7 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti.epoch import EpochWatch
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
 from ganeti.heartbeat import wire as heartbeat_wire
@@ -27,6 +28,7 @@ from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
+from ganeti.voting import VotingGate, add_options, check_options
 
 
 class Options(usage.Options):
@@ -45,16 +47,17 @@ class Options(usage.Options):
         ["liveness-timeout", None, DEFAULT_TIMEOUT, "Seconds without a byte before a node is unreachable.",
          positive_float],
     ]
-    optFlags = [
+    optFlags = add_options([
         ["no-forkserver", None, "Start every job process from a fresh interpreter."],
         ["no-watcher", None, "Do not restart instances that stopped by themselves nor archive old jobs."],
-    ]
+    ])
 
     def opt_listen(self, description: str) -> None:
         """Endpoint string to listen on (repeatable); default: the LUXI sockets."""
         self.setdefault("listen", []).append(description)
 
     def postOptions(self) -> None:
+        check_options(self)
         self["paths"] = paths = Paths.from_option(self["root"])
         if self["heartbeat-port"] is None:
             self["heartbeat-port"] = heartbeat_wire.heartbeat_port()
@@ -74,6 +77,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
+    # fencing: started first, it adopts this node's master epoch before any RPC client or job process exists
+    fence = EpochWatch(paths, reactor, "ganeti-luxid", reactor.stop)
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None
     # every job file write, LuxiD's and the job processes', goes out to the candidates
     distributor = JobDistributor(replicator.background if replicator is not None else None)
@@ -85,6 +90,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         raise SystemExit("ganeti-luxid: %s" % e)
     pid_fd = lock_pid_file(paths, "ganeti-luxid")
     root = MultiService()
+    fence.setServiceParent(root)
     service = LuxidService(
         paths,
         reactor,
@@ -94,25 +100,29 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         distributor=distributor,
         replicator=replicator,
     )
-    service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
-    root.addService(FrozenHeapService(reactor))
+    # start-up voting: jobs, heartbeats and the LUXI sockets only once a majority names this node master
+    gate = VotingGate(paths, reactor, "ganeti-luxid", reactor.stop, port=options["rpc-port"],
+                      no_voting=bool(options["no-voting"]))
+    gate.setServiceParent(root)
+    service.setServiceParent(gate)
+    gate.addService(FrozenHeapService(reactor))
     handler = LuxiHandler(service)
     if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
         liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
                                    port=options["heartbeat-port"])
-        liveness.setServiceParent(root)
+        liveness.setServiceParent(gate)
         service.liveness = liveness
         heartbeat_listener(liveness, options["heartbeat-bind"], options["heartbeat-port"],
-                           max_connections=options["heartbeat-max-connections"], reactor=reactor).setServiceParent(root)
+                           max_connections=options["heartbeat-max-connections"], reactor=reactor).setServiceParent(gate)
         if replicator is not None:
             liveness.hooks.append(lambda t: replicator.node_up(t.node) if t.state == "up" else None)
         if not options["no-watcher"]:
             service.watcher = Watcher(service, liveness, handler.config, reactor)
-            service.watcher.setServiceParent(root)
+            service.watcher.setServiceParent(gate)
     factory = LuxiServerFactory(handler)
     for description in options["listen"]:
-        endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(gate)
     return root
 
 

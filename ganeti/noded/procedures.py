@@ -23,8 +23,9 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
+from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, files, impexp, instances
+from ganeti.noded import diskfiles, files, impexp, instances, master
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -46,7 +47,7 @@ PROCEDURES = (
     "jobqueue_remove",
     "node_leave_cluster",
     "test_delay",
-) + instances.PROCEDURES + impexp.PROCEDURES
+) + instances.PROCEDURES + impexp.PROCEDURES + master.PROCEDURES
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -96,6 +97,9 @@ class NodeProcedures:
         self._port = port
         self.instances = instances.InstanceProcedures(paths, reactor)
         self.impexp = impexp.ImpExpProcedures(paths, reactor, self.instances)
+        #: the highest master epoch this node has seen (fencing of replaced masters)
+        self.epoch = EpochGuard(paths)
+        self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
@@ -107,6 +111,8 @@ class NodeProcedures:
             return getattr(self.instances, name)  # type: ignore[no-any-return]
         if name in impexp.PROCEDURES:
             return getattr(self.impexp, name)  # type: ignore[no-any-return]
+        if name in master.PROCEDURES:
+            return getattr(self.master, name)  # type: ignore[no-any-return]
         return getattr(self, name)  # type: ignore[no-any-return]
 
     # --- informational ---------------------------------------------------------------

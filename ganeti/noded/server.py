@@ -3,7 +3,9 @@
 Answers: 200 C{[true, payload]} or C{[false, message]} (the procedure
 failed or refused); 404 for an unknown procedure, 400 for another method
 than POST, a malformed body or wrong arguments, 413 for a body over the
-limit.  Every error answer is C{[false, message]} and changes nothing.
+limit; 409 for a call carrying a master epoch lower than the highest this
+node has seen (L{ganeti.epoch}; the answer carries the node's epoch in the
+same header).  Every error answer is C{[false, message]} and changes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
+from ganeti import epoch as master_epoch
 from ganeti.noded.procedures import NodeProcedures, RpcFailure
 from ganeti.rpc import wire
 
@@ -58,6 +61,12 @@ class NodeRpcResource(Resource):
             return self._error(request, 400, str(e))
         except TypeError as e:
             return self._error(request, 400, "Bad arguments for %s: %s" % (name, e))
+        try:
+            self._procedures.epoch.check(master_epoch.parse(request.getHeader(master_epoch.HEADER)))
+        except master_epoch.StaleEpoch as e:
+            request.setHeader(master_epoch.HEADER, b"%d" % e.highest)
+            self.log.warn("refused {name}: {why}", name=name, why=str(e))
+            return self._error(request, master_epoch.STALE_CODE, str(e))
         d = defer.maybeDeferred(lambda: _run(function, args))
         finished = request.notifyFinish()
         finished.addErrback(lambda _: d.cancel())

@@ -4,7 +4,8 @@ Run in the foreground with
 C{twistd -n --pidfile= ganeti-rapi --root DIR --bind ADDRESS [--port 5080]}.
 HTTPS with C{ROOT/var/lib/ganeti/rapi.pem}; users from
 C{ROOT/var/lib/ganeti/rapi/users}; every request goes to LuxiD over
-C{ROOT/var/run/ganeti/socket/ganeti-query}.
+C{ROOT/var/run/ganeti/socket/ganeti-query}; on a master candidate that is
+not the master, to the master's RAPI (L{ganeti.rapi.forward}).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ganeti.listening import stream_listener
 from ganeti.daemons import node_address
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
+from ganeti.rapi.forward import ForwardingResource
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
 from ganeti.rapi.users import UsersFile
@@ -99,7 +101,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         max_body=options["max-body"],
         public_metrics=options["public-metrics"],
     )
-    site = RapiSite(resource, requestFactory=request_factory(options["max-body"]), reactor=reactor)
+    # on a master candidate that is not the master: every request goes to the master's RAPI
+    forwarding = ForwardingResource.for_node(resource, paths, options["port"], reactor, cert_pem)
+    site = RapiSite(forwarding, requestFactory=request_factory(options["max-body"]), reactor=reactor)
     site.displayTracebacks = False
     report = http_limits.ClosureReport(reactor, "ganeti-rapi")
     factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls)

@@ -34,6 +34,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
 
+from ganeti import epoch as master_epoch
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.tls import Credentials, PinnedPolicy
@@ -130,6 +131,8 @@ class RpcClient:
     @param port: default noded port
     @param persistent: keep connections open between calls
     @param connect_timeout: seconds to establish a TCP connection
+    @param epoch: the master epoch sent with every call (L{ganeti.epoch});
+        C{None}: none is sent
     """
 
     def __init__(
@@ -140,8 +143,13 @@ class RpcClient:
         port: int = wire.DEFAULT_PORT,
         persistent: bool = True,
         connect_timeout: float = wire.CONNECT_TIMEOUT,
+        epoch: int | None = None,
     ) -> None:
         self._reactor = reactor
+        self.epoch = epoch
+        self._headers = _HEADERS.copy()
+        if epoch is not None:
+            self._headers.setRawHeaders(master_epoch.HEADER, [b"%d" % epoch])
         self._port = port
         self._pool = HTTPConnectionPool(reactor, persistent=persistent)
         self._pool.maxPersistentPerHost = 4
@@ -151,7 +159,12 @@ class RpcClient:
 
     @classmethod
     def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "RpcClient":
-        """A client presenting this node's cluster certificate (C{server.pem})."""
+        """A client presenting this node's cluster certificate (C{server.pem}).
+
+        Unless C{epoch} is given, it sends the epoch this process acts under
+        (L{ganeti.epoch.process_epoch}: set in the master daemons).
+        """
+        kwargs.setdefault("epoch", master_epoch.process_epoch())
         return cls(reactor, PinnedPolicy(Credentials.cluster(paths)), **kwargs)
 
     async def close(self) -> None:
@@ -214,7 +227,7 @@ class RpcClient:
 
         timer = self._reactor.callLater(timeout, expire)
         try:
-            code, answer = await d
+            code, answer, epoch_header = await d
         except Exception as e:  # any transport failure is this node's result
             if timed_out:  # the cancellation may arrive wrapped (ResponseNeverReceived)
                 return RpcResult.failure(name, "timeout after %gs calling %s" % (timeout, procedure))
@@ -228,12 +241,17 @@ class RpcClient:
             success, payload = wire.decode_response(answer)
         except wire.RpcWireError as e:
             return RpcResult.failure(name, "HTTP %d, %s" % (code, e) if code != 200 else str(e))
+        if code == master_epoch.STALE_CODE and self.epoch is not None:
+            higher = master_epoch.parse(epoch_header)
+            if higher is not None and higher > self.epoch:
+                master_epoch.fenced(higher)
         if code != 200:
             return RpcResult.failure(name, "HTTP %d: %s" % (code, payload))
         if not success:
             return RpcResult.failure(name, str(payload))
         return RpcResult(name, True, payload)
 
-    async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes]:
-        response = await self._agent.request(b"POST", self._url(address, procedure), _HEADERS, _Body(body))
-        return response.code, await readBody(response)
+    async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes, bytes | None]:
+        response = await self._agent.request(b"POST", self._url(address, procedure), self._headers, _Body(body))
+        epochs = response.headers.getRawHeaders(master_epoch.HEADER)
+        return response.code, await readBody(response), epochs[0] if epochs else None

@@ -13,6 +13,7 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti.epoch import EpochWatch
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
@@ -23,6 +24,7 @@ from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
+from ganeti.voting import VotingGate, add_options, check_options
 
 
 class Options(usage.Options):
@@ -39,12 +41,14 @@ class Options(usage.Options):
         ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", positive_float],
         ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
     ]
+    optFlags = add_options([])
 
     def opt_listen(self, description: str) -> None:
         """Endpoint string to listen on (repeatable); default: the WConfD socket."""
         self.setdefault("listen", []).append(description)
 
     def postOptions(self) -> None:
+        check_options(self)
         self["paths"] = Paths.from_option(self["root"])
         if not self.get("listen"):
             path = self["paths"].wconfd_socket
@@ -65,6 +69,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         )
     pid_fd = lock_pid_file(paths, "ganeti-wconfd")
     root = MultiService()
+    # fencing: started first, it adopts this node's master epoch before any RPC client exists
+    EpochWatch(paths, reactor, "ganeti-wconfd", reactor.stop).setServiceParent(root)
     service = WConfdService(
         FileStorage(paths, reactor),
         reactor,
@@ -85,9 +91,13 @@ def makeService(options: Options, reactor: Any = None) -> IService:
             values=values,
         )
     service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), next_stage, values)
-    service.setServiceParent(root)
     root.addService(PidFileService(pid_fd))
+    # start-up voting: the config and its socket only once a majority names this node master
+    gate = VotingGate(paths, reactor, "ganeti-wconfd", reactor.stop, port=options["rpc-port"],
+                      no_voting=bool(options["no-voting"]))
+    gate.setServiceParent(root)
+    service.setServiceParent(gate)
     factory = wconfd_factory(service)
     for description in options["listen"]:
-        endpoint_listener(description, factory, daemon="ganeti-wconfd", reactor=reactor).setServiceParent(root)
+        endpoint_listener(description, factory, daemon="ganeti-wconfd", reactor=reactor).setServiceParent(gate)
     return root

@@ -1,0 +1,151 @@
+"""Master failover decisions (pure: no Twisted, no I/O).
+
+L{check_candidate} and L{master_vote} are Ganeti's checks of
+C{gnt-cluster master-failover} (spec/ha.md section 1); L{startup_vote} is the
+start-up voting of the master daemons; L{newest_state} is what Ganeti lacks
+(its issue 1242): before taking over, the new master finds which candidate
+holds the newest config and the most advanced version of every job file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping
+
+import attrs
+
+from ganeti.jobs import model
+
+#: The reason given to jobs that were running on the old master.
+FAILOVER_REASON = "master failover: the job was running on the old master"
+
+START, RETRY, FAIL = "start", "retry", "fail"
+
+
+class FailoverRefused(Exception):
+    """The failover must not happen; the message says why."""
+
+
+def check_candidate(me: str, master: str, candidates: list[str]) -> None:
+    """Refuse unless C{me} may become the master (Ganeti's messages).
+
+    @raise FailoverRefused: C{me} is the master already, or no candidate
+    """
+    if me == master:
+        raise FailoverRefused("This commands must be run on the node where you want the new master to be."
+                              " %s is already the master" % master)
+    if me not in candidates:
+        others = [name for name in candidates if name != master]
+        raise FailoverRefused("This node is not among the nodes marked as master candidates. Only these nodes"
+                              " can become masters. Current list of master candidates is:\n%s" % "\n".join(others))
+
+
+def majority(count: int, total: int) -> bool:
+    """Whether C{count} of C{total} is a strict majority."""
+    return 2 * count > total
+
+
+def master_vote(answers: Mapping[str, str | None], believed: str) -> None:
+    """Ganeti's voting before a failover.
+
+    @param answers: node name -> the master it names (C{None}: no answer)
+    @param believed: the master this node believes in
+    @raise FailoverRefused: no strict majority answered, or the most voted
+        master is another one
+    """
+    healthy = [name for name, vote in answers.items() if vote is not None]
+    if not majority(len(healthy), len(answers)):
+        unhealthy = sorted(name for name, vote in answers.items() if vote is None)
+        raise FailoverRefused("Master-failover with voting is only possible if the majority of nodes are still"
+                              " healthy; use the --no-voting option after ensuring by other means that you won't"
+                              " end up in a dual-master scenario. Unhealthy nodes: %s" % unhealthy)
+    votes = Counter(vote for vote in answers.values() if vote is not None)
+    voted = sorted(votes.items(), key=lambda item: (-item[1], item[0]))[0][0]
+    if voted != believed:
+        raise FailoverRefused("I have a wrong configuration, I believe the master is %s but the other nodes voted"
+                              " %s. Please resync the configuration of this node." % (believed, voted))
+
+
+def startup_vote(answers: Mapping[str, str | None], me: str) -> str:
+    """Ganeti's start-up voting of LuxiD and WConfD.
+
+    @param answers: node name -> the master it names (C{None}: no answer)
+    @return: L{START} (a strict majority names C{me}), L{RETRY} (it still
+        could, with the nodes that did not answer), else L{FAIL}
+    """
+    total = len(answers)
+    for_me = sum(1 for vote in answers.values() if vote == me)
+    unknown = sum(1 for vote in answers.values() if vote is None)
+    if majority(for_me, total):
+        return START
+    if majority(for_me + unknown, total):
+        return RETRY
+    return FAIL
+
+
+@attrs.frozen
+class NodeState:
+    """What C{failover_status} told of one candidate."""
+
+    epoch: int
+    config_serial: int
+    queue_serial: int
+    jobs: dict[str, str | None]
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> "NodeState":
+        if not isinstance(payload, dict):
+            raise ValueError("failover_status answered %r" % (payload,))
+        jobs = payload.get("jobs") or {}
+        if not isinstance(jobs, dict):
+            raise ValueError("failover_status answered jobs %r" % (jobs,))
+        return cls(int(payload.get("epoch") or 0), int(payload.get("config_serial") or 0),
+                   int(payload.get("queue_serial") or 0), {str(k): v for k, v in jobs.items()})
+
+
+def _progress(status: str | None) -> int:
+    return -1 if status is None else model.status_index(status)
+
+
+@attrs.frozen
+class Plan:
+    """What the new master fetches before it takes over.
+
+    @ivar config_from: the candidate whose newer config.data to fetch (C{None}: ours is newest)
+    @ivar serial_from: the candidate whose higher queue serial to fetch (C{None}: ours is highest)
+    @ivar jobs: candidate -> job file names to fetch from it (more advanced there, or missing here)
+    @ivar epoch: the epoch to raise to (one above every epoch seen)
+    """
+
+    config_from: str | None
+    serial_from: str | None
+    jobs: dict[str, list[str]]
+    epoch: int
+
+
+def newest_state(me: str, states: Mapping[str, NodeState]) -> Plan:
+    """Which candidate is ahead of C{me}, for the config and for each job.
+
+    @param states: every candidate that answered, C{me} included
+    """
+    mine = states[me]
+    config_from = serial_from = None
+    best_config, best_serial = mine.config_serial, mine.queue_serial
+    wanted: dict[str, tuple[int, str]] = {}
+    for name, state in sorted(states.items()):
+        if name == me:
+            continue
+        if state.config_serial > best_config:
+            best_config, config_from = state.config_serial, name
+        if state.queue_serial > best_serial:
+            best_serial, serial_from = state.queue_serial, name
+        for job, status in state.jobs.items():
+            ours = _progress(mine.jobs[job]) if job in mine.jobs else -2
+            best = wanted[job][0] if job in wanted else ours
+            if _progress(status) > best:
+                wanted[job] = (_progress(status), name)
+    jobs: dict[str, list[str]] = {}
+    for job, (_rank, name) in sorted(wanted.items()):
+        jobs.setdefault(name, []).append(job)
+    epoch = max(state.epoch for state in states.values()) + 1
+    return Plan(config_from, serial_from, jobs, epoch)

@@ -1,0 +1,231 @@
+"""Node procedures of a master failover (Ganeti's names, and two of ours).
+
+Ganeti's: C{node_stop_master} (stops LuxiD and WConfD on this node; RAPI
+stays: on a candidate it forwards to the new master),
+C{node_start_master_daemons(no_voting)} (starts WConfD, RAPI when this node
+has RAPI's certificate, and LuxiD), C{node_activate_master_ip} and
+C{node_deactivate_master_ip} (C{ip address add/del} of the master IP on
+C{master_netdev}; nothing when the cluster has no netdev, C{"none"} or
+C{""}).
+
+Ours, used by C{gnt-cluster master-failover}: C{epoch_claim(epoch, node)}
+(fencing: a new epoch for the node taking over, given once per epoch),
+C{failover_status} (this node's master epoch, config serial and job queue
+serial) and C{failover_read} (the content of this node's C{config.data}
+and job queue files, nothing else).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import subprocess
+from typing import Any
+
+from twisted.internet import threads
+from twisted.logger import Logger
+
+from ganeti import daemons, serializer
+from ganeti.epoch import EpochGuard, StaleEpoch
+from ganeti.jobs import replicas
+from ganeti.noded.failure import RpcFailure
+from ganeti.paths import Paths
+from ganeti.rpc import wire
+
+PROCEDURES = (
+    "node_stop_master",
+    "node_start_master_daemons",
+    "node_activate_master_ip",
+    "node_deactivate_master_ip",
+    "failover_status",
+    "failover_read",
+    "epoch_claim",
+)
+
+#: The master daemons, in Ganeti's start order.
+MASTER_DAEMONS = ("ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
+#: Seconds a master daemon may take to start or stop.
+DAEMON_TIMEOUT = 30.0
+#: Files C{failover_read} hands out at most, per call.
+MAX_READ = 5000
+
+_NETDEV_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+#: What C{ip address add} says when the address is there already (kernels differ).
+_ALREADY_UP = re.compile(r"File exists|already assigned")
+#: What C{ip address del} says when the address is not there (kernels differ).
+_ALREADY_DOWN = re.compile(r"Cannot assign|not found")
+
+
+def no_netdev(netdev: Any) -> bool:
+    """Whether the cluster has no master network device to manage."""
+    return netdev in (None, "", "none")
+
+
+def master_ip_command(action: str, params: Any) -> list[str] | None:
+    """The C{ip address} command adding or removing the master IP (pure).
+
+    @param action: C{"add"} or C{"del"}
+    @param params: Ganeti's master network parameters (C{ip}, C{netmask}, C{netdev})
+    @return: the argv, or C{None} when there is no netdev to manage
+    @raise RpcFailure: bad parameters
+    """
+    if not isinstance(params, dict):
+        raise RpcFailure("master network parameters must be a dict")
+    netdev = params.get("netdev")
+    if no_netdev(netdev):
+        return None
+    if not isinstance(netdev, str) or not _NETDEV_RE.match(netdev):
+        raise RpcFailure("invalid master network device %r" % (netdev,))
+    try:
+        address = ipaddress.ip_address(params.get("ip"))
+    except ValueError:
+        raise RpcFailure("invalid master IP %r" % (params.get("ip"),)) from None
+    netmask = params.get("netmask")
+    limit = 32 if address.version == 4 else 128
+    if not isinstance(netmask, int) or isinstance(netmask, bool) or not 0 < netmask <= limit:
+        raise RpcFailure("invalid master netmask %r" % (netmask,))
+    argv = ["ip", "address", action, "%s/%d" % (address, netmask), "dev", netdev]
+    if action == "add" and address.version == 4:
+        argv += ["label", "%s:0" % netdev]
+    return argv
+
+
+class MasterProcedures:
+    """The failover procedures of one node root.
+
+    @param paths: the node's root
+    @param reactor: runs the blocking parts in its thread pool
+    @param epoch: the node's epoch record (reported by C{failover_status})
+    @param port: the noded port of the cluster (the master daemons' C{--rpc-port})
+    """
+
+    log = Logger()
+
+    def __init__(self, paths: Paths, reactor: Any, epoch: EpochGuard, port: int = wire.DEFAULT_PORT) -> None:
+        self.paths = paths
+        self._reactor = reactor
+        self._epoch = epoch
+        self._port = port
+
+    def _in_thread(self, function: Any, *args: Any) -> Any:
+        return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
+
+    # --- the master daemons ------------------------------------------------------------
+
+    def node_stop_master(self) -> Any:
+        """Stop LuxiD and WConfD here (those not running are fine); RAPI
+        keeps running and forwards to the new master."""
+        lines: list[str] = []
+
+        def stop() -> list[str]:
+            daemons.stop(self.paths, ["ganeti-luxid", "ganeti-wconfd"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            return lines
+
+        return self._in_thread(stop)
+
+    def node_start_master_daemons(self, no_voting: Any) -> Any:
+        """Start WConfD, RAPI (if this node has its certificate) and LuxiD here."""
+        if not isinstance(no_voting, bool):
+            raise RpcFailure("no_voting must be a boolean")
+        rapi = daemons.BY_NAME["ganeti-rapi"]
+        # RAPI may run already (on a candidate it forwarded to the old master): it serves here now
+        names = [name for name in MASTER_DAEMONS if name != rapi.name
+                 or (os.path.exists(self.paths.rapi_pem) and daemons.running_pid(self.paths, rapi) is None)]
+        rpc = ["--rpc-port", str(self._port)] + (["--no-voting", "--yes-do-it"] if no_voting else [])
+        options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc}
+        env = {"GANETI_RPC_PORT": str(self._port)}
+        lines: list[str] = []
+
+        def start() -> list[str]:
+            code = daemons.start(self.paths, names, timeout=DAEMON_TIMEOUT, out=lines.append, options=options, env=env)
+            if code != daemons.EXIT_OK:
+                raise RpcFailure("starting the master daemons failed: %s" % "; ".join(lines))
+            return lines
+
+        return self._in_thread(start)
+
+    # --- the master IP -----------------------------------------------------------------
+
+    def _master_ip(self, action: str, params: Any, use_external_mip_script: Any) -> Any:
+        if use_external_mip_script:
+            raise RpcFailure("an external master IP script is not supported")
+        argv = master_ip_command(action, params)
+        if argv is None:
+            return None
+
+        def run() -> None:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            if done.returncode != 0 and not (action == "add" and _ALREADY_UP.search(done.stderr)) \
+                    and not (action == "del" and _ALREADY_DOWN.search(done.stderr)):
+                raise RpcFailure("%s failed: %s" % (" ".join(argv), done.stderr.strip() or done.returncode))
+
+        return self._in_thread(run)
+
+    def node_activate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
+        return self._master_ip("add", master_params, use_external_mip_script)
+
+    def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
+        return self._master_ip("del", master_params, use_external_mip_script)
+
+    def epoch_claim(self, epoch: Any, holder: Any) -> int:
+        """Record C{epoch} for the new master C{holder} (once per epoch)."""
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise RpcFailure("epoch must be a non-negative integer")
+        if not isinstance(holder, str) or not holder or len(holder) > 255 or any(c.isspace() for c in holder):
+            raise RpcFailure("holder must be a node name")
+        try:
+            self._epoch.claim(epoch, holder)
+        except StaleEpoch as e:
+            raise RpcFailure("%s%s" % (e, "" if self._epoch.holder is None else " (claimed by %s)" % self._epoch.holder))
+        return epoch
+
+    # --- state for the newest-state-first check -----------------------------------------
+
+    def failover_status(self) -> Any:
+        """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of this node:
+        C{jobs} maps live job file names to their status."""
+
+        def status() -> dict[str, Any]:
+            try:
+                config_serial = serializer.loads(serializer.read_file(self.paths.config_data)).get("serial_no")
+            except (OSError, ValueError, AttributeError):
+                config_serial = None
+            try:
+                queue_serial = int(serializer.read_file(os.path.join(self.paths.queue_dir, "serial")).strip() or 0)
+            except (OSError, ValueError):
+                queue_serial = None
+            jobs = {}
+            if os.path.isdir(self.paths.queue_dir):
+                for name, entry in replicas.ListingCache(self.paths.queue_dir).entries().items():
+                    if replicas.job_id_of(name) is not None and not replicas.is_archived(name):
+                        jobs[name] = entry.status
+            return {"epoch": self._epoch.highest, "config_serial": config_serial,
+                    "queue_serial": queue_serial, "jobs": jobs}
+
+        return self._in_thread(status)
+
+    def failover_read(self, names: Any) -> Any:
+        """C{{name: compressed content or null}} of C{"config.data"} and job queue
+        files (names relative to the queue directory)."""
+        if not (isinstance(names, list) and len(names) <= MAX_READ and all(isinstance(n, str) for n in names)):
+            raise RpcFailure("failover_read takes a list of at most %d names" % MAX_READ)
+        real: dict[str, str] = {}
+        for name in names:
+            if name == "config.data":
+                real[name] = self.paths.config_data
+            elif replicas.is_replicated(name):
+                real[name] = os.path.join(self.paths.queue_dir, name)
+            else:
+                raise RpcFailure("failover_read refused: %r is neither config.data nor a job queue file" % (name,))
+
+        def read() -> dict[str, Any]:
+            found: dict[str, Any] = {}
+            for name, path in real.items():
+                try:
+                    found[name] = wire.compress(serializer.read_file(path))
+                except FileNotFoundError:
+                    found[name] = None
+            return found
+
+        return self._in_thread(read)

@@ -1,0 +1,168 @@
+"""Fencing by master epoch: NodeD refuses stale masters, masters learn and stop."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from treq.testing import StubTreq
+from twisted.internet.defer import ensureDeferred
+from twisted.internet.task import Clock
+from twisted.web.client import BrowserLikePolicyForHTTPS
+
+from ganeti import epoch, serializer
+from ganeti.noded.procedures import NodeProcedures
+from ganeti.noded.server import NodeRpcResource
+from ganeti.rpc import wire
+from ganeti.rpc.client import RpcClient
+
+# treq's in-memory transport has no abortConnection, which readBody warns about
+pytestmark = pytest.mark.filterwarnings("ignore:Using readBody with a transport:DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def no_process_epoch():
+    epoch.forget()
+    yield
+    epoch.forget()
+
+
+def successful(d):
+    out = []
+    d.addBoth(out.append)
+    assert out, "deferred did not fire"
+    if hasattr(out[0], "raiseException"):
+        out[0].raiseException()
+    return out[0]
+
+
+class Node:
+    def __init__(self, paths):
+        paths.ensure_dirs()
+        self.paths = paths
+        self.procs = NodeProcedures(paths, Clock())
+        self.stub = StubTreq(NodeRpcResource(self.procs))
+
+    def client(self, with_epoch):
+        client = RpcClient(Clock(), BrowserLikePolicyForHTTPS(), epoch=with_epoch)
+        client._agent = self.stub._agent  # RpcClient talks through an Agent
+        return client
+
+    def call(self, with_epoch, procedure, *args):
+        d = ensureDeferred(self.client(with_epoch).call({"node": "127.0.0.1"}, procedure, list(args)))
+        self.stub.flush()
+        return successful(d)["node"]
+
+
+@pytest.fixture
+def node(root):
+    return Node(root)
+
+
+def test_guard_records_the_highest_epoch_durably(root):
+    root.ensure_dirs()
+    guard = epoch.EpochGuard(root)
+    assert guard.highest == 0
+    guard.check(None)
+    guard.check(0)
+    assert not os.path.exists(epoch.epoch_path(root))
+    guard.check(3)
+    assert epoch.read_epoch(root) == 3
+    assert epoch.EpochGuard(root).highest == 3  # survives a restart
+    with pytest.raises(epoch.StaleEpoch) as caught:
+        guard.check(2)
+    assert "stale master epoch 2" in str(caught.value) and "epoch 3" in str(caught.value)
+    assert epoch.read_epoch(root) == 3
+
+
+def test_parse_refuses_garbage():
+    assert epoch.parse(b"12") == 12
+    assert epoch.parse(" 7\n") == 7
+    for bad in (None, b"", b"-1", b"1.5", b"x", b"9" * 40):
+        assert epoch.parse(bad) is None
+
+
+def test_noded_refuses_a_call_with_a_lower_epoch_and_changes_nothing(node):
+    assert node.call(5, "version").payload == wire.PROTOCOL_VERSION
+    assert epoch.read_epoch(node.paths) == 5
+    details = wire.file_details(wire.virtual_path(node.paths.root, node.paths.config_data), b"{}", mode=0o640)
+    result = node.call(4, "upload_file", details)
+    assert result.failed
+    assert "HTTP 409" in result.fail_msg and "stale master epoch 4" in result.fail_msg
+    assert not os.path.exists(node.paths.config_data)
+    assert epoch.read_epoch(node.paths) == 5
+    # the same write from the current master, and one from a client without epoch, work
+    assert node.call(5, "upload_file", details).success
+    assert node.call(None, "version").success
+
+
+def test_a_refused_master_learns_the_newer_epoch(node):
+    learnt = []
+    epoch.adopt(2, learnt.append)
+    node.call(3, "version")
+    assert node.call(2, "version").failed
+    assert learnt == [3]
+
+
+def test_an_adopted_epoch_is_the_process_epoch_children_inherit():
+    assert epoch.process_epoch() is None
+    epoch.adopt(7)
+    assert epoch.process_epoch() == 7 and os.environ[epoch.ENV] == "7"
+
+
+def test_epoch_watch_stops_a_master_once_its_node_saw_a_newer_epoch(root):
+    root.ensure_dirs()
+    epoch.write_epoch(root, 4)
+    clock = Clock()
+    stopped = []
+    watch = epoch.EpochWatch(root, clock, "ganeti-luxid", lambda: stopped.append(True), interval=1.0)
+    assert watch.epoch == 4 and epoch.process_epoch() is None
+    watch.startService()
+    assert epoch.process_epoch() == 4
+    clock.advance(1)
+    assert stopped == []
+    epoch.write_epoch(root, 5)  # a new master raised the epoch on this node
+    clock.advance(1)
+    assert stopped == [True]
+    epoch.fenced(6)
+    clock.advance(1)
+    assert stopped == [True]  # stops once
+    watch.stopService()
+
+
+def test_epoch_watch_stops_when_a_node_refuses(root):
+    root.ensure_dirs()
+    stopped = []
+    watch = epoch.EpochWatch(root, Clock(), "ganeti-wconfd", lambda: stopped.append(True))
+    watch.startService()
+    epoch.fenced(0)
+    assert stopped == []
+    epoch.fenced(1)
+    assert stopped == [True]
+    watch.stopService()
+
+
+def test_an_epoch_is_claimed_once_by_one_node(root):
+    root.ensure_dirs()
+    guard = epoch.EpochGuard(root)
+    guard.check(1)
+    guard.claim(2, "node2.test")
+    guard.claim(2, "node2.test")  # the same claim again: fine
+    with pytest.raises(epoch.StaleEpoch):
+        guard.claim(2, "node3.test")  # a concurrent failover to another node
+    with pytest.raises(epoch.StaleEpoch):
+        guard.claim(1, "node3.test")
+    assert epoch.read_record(root) == (2, "node2.test")
+    assert epoch.EpochGuard(root).holder == "node2.test"  # durable
+    guard.check(2)  # the new master's own calls carry epoch 2
+    guard.claim(3, "node3.test")
+    assert epoch.read_record(root) == (3, "node3.test")
+
+
+def test_epoch_claim_procedure(node):
+    assert node.call(None, "epoch_claim", 4, "node2.test").payload == 4
+    refused = node.call(None, "epoch_claim", 4, "node3.test")
+    assert refused.failed and "claimed by node2.test" in refused.fail_msg
+    for bad in ((-1, "n"), (True, "n"), (5, ""), (5, "a b"), ("5", "n")):
+        assert node.call(None, "epoch_claim", *bad).failed
+    assert epoch.read_record(node.paths) == (4, "node2.test")
