@@ -86,9 +86,9 @@ def read_node_identity(paths: Paths) -> dict[str, str]:
         with open(node_file(paths)) as handle:
             value = json.load(handle)
     except FileNotFoundError:
-        raise SystemExit("%s: this root has no node identity; run 'gnt-cluster init' first" % node_file(paths))
+        raise SystemExit("%s: this root has no node identity; run 'gnt-cluster init' first" % node_file(paths)) from None
     except ValueError as e:
-        raise SystemExit("%s is corrupt: %s" % (node_file(paths), e))
+        raise SystemExit("%s is corrupt: %s" % (node_file(paths), e)) from e
     return {"name": str(value.get("name", "")), "address": str(value.get("address", ""))}
 
 
@@ -236,7 +236,7 @@ def spec_by_name(name: str) -> Spec:
         return NAMES[name]
     except KeyError:
         raise SystemExit("unknown daemon: %s (known: %s)" % (name, ", ".join(
-            "%s (%s)" % (spec.name, spec.package) for spec in DAEMONS)))
+            "%s (%s)" % (spec.name, spec.package) for spec in DAEMONS))) from None
 
 
 def selected(paths: Paths, names: list[str]) -> list[Spec]:

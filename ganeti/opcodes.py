@@ -631,7 +631,6 @@ define(
     summary="node_name",
 )
 
-# the instance opcodes (and the node opcodes that move instances) register here
-from ganeti import opcodes_instance  # noqa: E402,F401
-# the group verify, verify-disks and repair-disk-sizes opcodes register here
-from ganeti import opcodes_verify  # noqa: E402,F401
+# the instance opcodes (and the node opcodes that move instances) register here,
+# and so do the group verify, verify-disks and repair-disk-sizes opcodes
+from ganeti import opcodes_instance, opcodes_verify  # noqa: E402,F401

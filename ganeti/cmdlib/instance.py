@@ -42,10 +42,9 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator
+from ganeti.cmdlib import allocator, names
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib import names
 from ganeti.cmdlib.allocator import NAL_MEMBER
 from ganeti.cmdlib.base import (
     ALL_SET,

@@ -86,7 +86,7 @@ class LUInstanceSetParams(InstanceLU):
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         self.disk_mods = params.upgrade_mods(op["disks"], "disk")
         self.nic_mods = params.upgrade_mods(op["nics"], "NIC")
-        for action, ident, mod in self.disk_mods + self.nic_mods:
+        for action, _ident, mod in self.disk_mods + self.nic_mods:
             if action in (params.MOD_ATTACH, params.MOD_DETACH):
                 raise errors.OpPrereqError("Attaching and detaching disks or NICs is not supported",
                                            errors.ECODE_INVAL)

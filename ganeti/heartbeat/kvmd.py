@@ -72,7 +72,7 @@ class KvmEvents:
                 continue
             self.monitors[path] = None
             d = Deferred.fromCoroutine(self._watch(path, entry[: -len(SUFFIX)], inode))
-            d.addErrback(lambda f: self.log.failure("kvm events: watching {path} failed", f, path=path))
+            d.addErrback(lambda f, path=path: self.log.failure("kvm events: watching {path} failed", f, path=path))
 
     async def _watch(self, path: str, name: str, inode: int) -> None:
         def on_event(event: str, data: dict[str, Any], _when: Any) -> None:

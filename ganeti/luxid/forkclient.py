@@ -32,7 +32,6 @@ from ganeti.jobs import channel
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
 
-
 #: seconds LuxiD keeps a job's pipes open after the server reported its exit
 #: (so that the job's last messages are still read)
 EXIT_GRACE = 2.0
@@ -42,7 +41,7 @@ class _PipeProtocol(Protocol):
     """LuxiD's ends of one job's pipes; owns (and closes) both descriptors."""
 
     def __init__(self, job_channel: JobChannel, fds: tuple[int, int],
-                 on_closed: Callable[["_PipeProtocol"], Any]) -> None:
+                 on_closed: Callable[[_PipeProtocol], Any]) -> None:
         self.job_channel = job_channel
         self.fds: tuple[int, ...] = fds
         self.on_closed = on_closed
@@ -76,7 +75,7 @@ class _PipeProtocol(Protocol):
 
 
 class _ServerProtocol(ProcessProtocol):
-    def __init__(self, owner: "ForkServer") -> None:
+    def __init__(self, owner: ForkServer) -> None:
         self.owner = owner
         self.decoder = channel.LineDecoder()
 

@@ -82,7 +82,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     try:
         queue.open()
     except QueueLocked as e:
-        raise SystemExit("ganeti-luxid: %s" % e)
+        raise SystemExit("ganeti-luxid: %s" % e) from e
     pid_fd = lock_pid_file(paths, "ganeti-luxid")
     root = MultiService()
     service = LuxidService(

@@ -23,8 +23,8 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from ganeti import errors, ssconf
-from ganeti.backend import osapi, storage
 from ganeti.backend import hypervisor as hv
+from ganeti.backend import osapi, storage
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
 from ganeti.rpc.instances import decode_instance, node_path

@@ -100,7 +100,7 @@ class JoinResource(Resource):
     isLeaf = True
     log = Logger()
 
-    def __init__(self, service: "JoinService") -> None:
+    def __init__(self, service: JoinService) -> None:
         super().__init__()
         self._service = service
 

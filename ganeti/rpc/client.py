@@ -20,9 +20,9 @@ from typing import Any, Iterable, Mapping
 import attrs
 import treq
 from OpenSSL import SSL
-from twisted.internet import defer, error as ierror
+from twisted.internet import defer
+from twisted.internet import error as ierror
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.logger import Logger
 from twisted.web.client import (
     Agent,
     HTTPConnectionPool,
@@ -76,7 +76,7 @@ class RpcResult:
         return self.payload
 
     @classmethod
-    def failure(cls, node: str, msg: str, *, offline: bool = False) -> "RpcResult":
+    def failure(cls, node: str, msg: str, *, offline: bool = False) -> RpcResult:
         return cls(node, False, None, msg, offline)
 
 
@@ -126,7 +126,7 @@ class RpcClient:
         self._http = treq.client.HTTPClient(agent)
 
     @classmethod
-    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "RpcClient":
+    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> RpcClient:
         """A client presenting this node's cluster certificate (C{server.pem})."""
         return cls(reactor, PinnedPolicy(Credentials.cluster(paths)), **kwargs)
 

@@ -51,13 +51,13 @@ class Credentials:
     ca_pem: bytes
 
     @classmethod
-    def cluster(cls, paths: Paths) -> "Credentials":
+    def cluster(cls, paths: Paths) -> Credentials:
         """Present C{server.pem} and trust it (noded, and the default client)."""
         key_pem, cert_pem = gcrypto.load_pem_file(paths.server_pem)
         return cls(key_pem, cert_pem, cert_pem)
 
     @classmethod
-    def node_client(cls, paths: Paths) -> "Credentials":
+    def node_client(cls, paths: Paths) -> Credentials:
         """Present this node's C{client.pem}, or C{server.pem} without one (Ganeti's choice)."""
         _key, ca_pem = gcrypto.load_pem_file(paths.server_pem)
         if os.path.exists(paths.client_pem):

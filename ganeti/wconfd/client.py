@@ -75,7 +75,7 @@ class _ClientProtocol(amp.AMP):
         self.granted: dict[Owner, list[Deferred]] = {}
         self.lost: Deferred = Deferred()
         #: set by a reconnecting client: it keeps the waiters for the next connection
-        self.on_lost: Callable[["_ClientProtocol"], None] | None = None
+        self.on_lost: Callable[[_ClientProtocol], None] | None = None
 
     @c.LocksGranted.responder
     def locks_granted(self, owner: Owner) -> dict[str, Any]:
@@ -143,7 +143,7 @@ class WConfdClient:
     @classmethod
     async def connect(
         cls, reactor: Any, path: str, timeout: float = 10, reconnect_for: float = 0.0
-    ) -> "WConfdClient":
+    ) -> WConfdClient:
         """Connect to WConfD at C{path}.
 
         @param reconnect_for: with a positive value, the first connection

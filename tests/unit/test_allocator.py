@@ -15,7 +15,6 @@ from ganeti import errors, serializer
 from ganeti.cmdlib import allocator, iallocator
 from ganeti.cmdlib.allocator import NodeState, Request
 from ganeti.objects import NIC, ConfigData, Disk, Instance
-
 from tests.unit.instance_fakes import MASTER, N2, N3, cluster
 
 

@@ -30,7 +30,6 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.tags import MAX_TAG_LEN, TagError, validate_tag
 from ganeti.jobs import model
 from ganeti.objects import ConfigData, NodeGroup
-
 from tests.unit.test_processor import Env, delay, group_add
 from tests.unit.wconfd_helpers import MASTER, make_config
 

@@ -13,7 +13,6 @@ from twisted.internet.defer import Deferred
 
 from ganeti.jobs import model
 from ganeti.rpc import wire
-
 from tests.unit.instance_fakes import N2, N3, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_cmdlib_grow_disk import SizedNodes

@@ -16,7 +16,6 @@ from ganeti.cmdlib import group_params as gparams
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import ConfigData, NodeGroup, new_uuid
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 

@@ -8,7 +8,6 @@ from typing import Any
 from ganeti import errors, opcodes
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE, LEVEL_NODE_RES
-
 from tests.unit.instance_fakes import N2, N3, FakeNodes, _Refused, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env

@@ -24,7 +24,6 @@ from ganeti.cmdlib import instance_params as params
 from ganeti.jobs import model
 from ganeti.objects import ConfigData, Instance
 from ganeti.paths import Paths
-
 from tests.unit.instance_fakes import MASTER, N2, N3, N4, FakeNodes, change_node, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env

@@ -25,11 +25,10 @@ from ganeti import errors
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_migration as im
 from ganeti.config.bootstrap import grow, initial_config
-from ganeti.jobs import followup, model
+from ganeti.jobs import followup
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.paths import Paths
 from ganeti.rpc import RpcResult
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 from tests.unit.wconfd_helpers import job

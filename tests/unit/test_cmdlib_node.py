@@ -19,7 +19,6 @@ from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import model
 from ganeti.objects import ConfigData
 from ganeti.rpc import RpcResult, wire
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 

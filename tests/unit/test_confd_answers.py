@@ -5,9 +5,9 @@ from __future__ import annotations
 import attrs
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti.config.bootstrap import grow, initial_config
 from ganeti.confd import wire
 from ganeti.confd.answers import Index
+from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import NIC, ConfigData, Disk, Instance
 
 

@@ -38,7 +38,7 @@ GREETING = {"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}}, "
 class FakeQemu:
     """The state of one fake qemu process and its monitor."""
 
-    def __init__(self, node: "FakeNode", pid: int, argv: list[str]) -> None:
+    def __init__(self, node: FakeNode, pid: int, argv: list[str]) -> None:
         self.node, self.pid, self.argv = node, pid, argv
         self.status = "inmigrate" if "-incoming" in argv else ("prelaunch" if "-S" in argv else "running")
         self.received: list[dict[str, Any]] = []
@@ -64,7 +64,7 @@ class FakeQemu:
                 if qemu.pid in self.node.running and qemu.status == "inmigrate":
                     qemu.status = "paused" if self.paused_before else "running"
 
-    def answer(self, message: dict[str, Any], server: "FakeMonitor") -> None:
+    def answer(self, message: dict[str, Any], server: FakeMonitor) -> None:
         self.received.append(message)
         command, result = message["execute"], {}
         if self.mute and command != "qmp_capabilities":

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from twisted.internet import protocol
 from twisted.internet.task import Clock
-from twisted.logger import ILogObserver, LogLevel, Logger, LogPublisher, globalLogPublisher
+from twisted.logger import ILogObserver, Logger, LogLevel, LogPublisher, globalLogPublisher
 
 from ganeti import cli, logfile
 from ganeti.cli import Command

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import shutil
+import signal
 import tempfile
 from typing import Any
 

@@ -25,7 +25,6 @@ from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.processor import CANCELED_RESULT, KILLED_RESULT, PRECEDING_FAILED, Processor
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
-
 from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
 
 #: 2023-11-14, so that timestamps look like real ones

@@ -17,7 +17,6 @@ from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.wconfd import commands as c
 from ganeti.wconfd import store as store_module
 from ganeti.wconfd.store import ConfigStore, MacInUse
-
 from tests.unit.wconfd_helpers import BGL, Wire, by_name, job, make_config, make_service
 
 INST1, INST2 = "inst1.example.test", "inst2.example.test"

@@ -27,7 +27,6 @@ from ganeti.wconfd.protocol import WConfdProtocol, peer_pid
 from ganeti.wconfd.requests import RequestLog
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.storage import MemoryStorage
-
 from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
 
 INST1 = "inst1.example.test"

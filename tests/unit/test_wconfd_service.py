@@ -22,7 +22,6 @@ from ganeti.objects import ConfigData, Instance
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.storage import MemoryStorage
 from ganeti.wconfd.store import ConfigStore
-
 from tests.unit.wconfd_helpers import BGL, FakeConnection, by_name, job, make_config, make_service
 
 INST1, INST2 = "inst1.example.test", "inst2.example.test"

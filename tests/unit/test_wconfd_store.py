@@ -15,7 +15,6 @@ from ganeti import errors, serializer
 from ganeti.objects import NIC, ConfigData, Disk, Instance, Network, NodeGroup
 from ganeti.wconfd import store as store_module
 from ganeti.wconfd.store import ConfigStore, UnknownEntity
-
 from tests.unit.wconfd_helpers import MASTER, TESTDATA, by_name, make_config
 
 
