@@ -229,7 +229,7 @@ class Command(NamedTuple):
             import importlib
 
             module, _, name = self.func.partition(":")
-            return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module), name)
         return self.func
 
 
@@ -312,7 +312,7 @@ class _Parser(argparse.ArgumentParser):
         if message:
             (self._err if file is sys.stderr else self._out).write(message)
 
-    def exit(self, status: int = 0, message: str | None = None) -> Any:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
         if message:
             self._err.write(message)
         raise _ParserExit(status)

@@ -33,7 +33,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 from ganeti.listening import CANNOT_LISTEN
 from ganeti.logfile import LOG_FILE_ENV
@@ -309,7 +309,8 @@ def _wait_listening(paths: Paths, spec: Spec, address: str, timeout: float, out:
         time.sleep(0.05)
 
 
-def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
+def start(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
+          out: Callable[[str], object] = print) -> int:
     """Start the daemons not running yet; non-zero when one fails to, with its reason."""
     identity = read_node_identity(paths)
     paths.ensure_dirs()
@@ -320,7 +321,8 @@ def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print)
     return EXIT_FAILURE if failed else EXIT_OK
 
 
-def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
+def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
+         out: Callable[[str], object] = print) -> int:
     specs = [spec_by_name(n) for n in names] if names else list(reversed(DAEMONS))
     for spec in specs:
         pid = running_pid(paths, spec)
@@ -342,7 +344,7 @@ def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) 
     return EXIT_OK
 
 
-def status(paths: Paths, names: list[str] = (), out=print) -> int:  # type: ignore[assignment]
+def status(paths: Paths, names: Sequence[str] = (), out: Callable[[str], object] = print) -> int:
     """One line per daemon; zero only when every one runs and listens."""
     specs = selected(paths, list(names))  # by default the daemons this node runs
     address = ""

@@ -443,7 +443,7 @@ class LUInstanceCreate(LogicalUnit):
         """Add C{inst}; draw new automatic MACs when a parallel creation took them."""
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.add("instance", inst, disks=disks)  # type: ignore[no-any-return]
+                return await self.add("instance", inst, disks=disks)
             except MacInUse as e:
                 automatic = [n["mac"] in (params.MAC_AUTO, params.MAC_GENERATE) for n in self.nics]
                 if not any(automatic) or attempt == MAC_ATTEMPTS - 1:

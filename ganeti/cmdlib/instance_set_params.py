@@ -275,7 +275,7 @@ class LUInstanceSetParams(InstanceLU):
         if mac in used:
             raise errors.OpPrereqError("MAC address %s already in use in the cluster" % mac, errors.ECODE_NOTUNIQUE)
         used.add(mac)
-        return mac  # type: ignore[no-any-return]
+        return mac
 
     # --- execution -------------------------------------------------------------------
     def _changed_instance(self) -> tuple[Instance, list[list[Any]]]:
@@ -383,7 +383,7 @@ class LUInstanceSetParams(InstanceLU):
         removed = [d.uuid for d in self.removed_disks if d.uuid]
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.update("instance", new, disks=created, remove_disks=removed)  # type: ignore[no-any-return]
+                return await self.update("instance", new, disks=created, remove_disks=removed)
             except MacInUse as e:
                 if not self.auto_macs or attempt == MAC_ATTEMPTS - 1:
                     raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None

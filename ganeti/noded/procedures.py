@@ -103,8 +103,8 @@ class NodeProcedures:
         if name not in PROCEDURES:
             return None
         if name in instances.PROCEDURES:
-            return getattr(self.instances, name)  # type: ignore[no-any-return]
-        return getattr(self, name)  # type: ignore[no-any-return]
+            return getattr(self.instances, name)
+        return getattr(self, name)
 
     # --- informational ---------------------------------------------------------------
 

@@ -82,7 +82,7 @@ def build_index(config: ConfigData) -> ConfigIndex:
 
 def index(ctx: QueryContext) -> ConfigIndex:
     """The L{ConfigIndex} of C{ctx.config}, computed once per context."""
-    return ctx.memo("config-index", _build_index)  # type: ignore[no-any-return]
+    return ctx.memo("config-index", _build_index)
 
 
 def _build_index(ctx: QueryContext) -> ConfigIndex:

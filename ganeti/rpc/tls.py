@@ -106,7 +106,7 @@ def _context(creds: Credentials, verify: VerifyCallback, *, server: bool) -> SSL
     ctx = SSL.Context(SSL.TLS_METHOD)
     ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
     ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
-    ctx.use_privatekey(gcrypto.load_private_key(creds.key_pem))  # type: ignore[arg-type]
+    ctx.use_privatekey(gcrypto.load_private_key(creds.key_pem))
     ctx.use_certificate(x509.load_pem_x509_certificate(creds.cert_pem))
     ctx.check_privatekey()
     ctx.get_cert_store().add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(creds.ca_pem)))  # type: ignore[union-attr]
