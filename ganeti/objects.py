@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 import uuid as uuidlib
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Mapping, TypeVar
 
 import attrs
 
@@ -357,7 +357,7 @@ ConfigData._nested = {
 }
 
 
-def find_by_key(items: dict[str, Any], name_or_uuid: str) -> Any:
+def find_by_key(items: Mapping[str, Any], name_or_uuid: str) -> Any:
     """The record with uuid (key) or name C{name_or_uuid}, or None."""
     found = items.get(name_or_uuid)
     if found is not None:

@@ -22,8 +22,7 @@ from typing import Any, Callable
 
 import orjson
 from twisted.internet.error import ConnectionDone
-from twisted.internet.main import CONNECTION_DONE
-from twisted.internet.protocol import ProcessProtocol, Protocol
+from twisted.internet.protocol import ProcessProtocol, Protocol, connectionDone
 from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -49,7 +48,7 @@ class _PipeProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:
         self.job_channel.data_received(data)
 
-    def connectionLost(self, reason: Failure = CONNECTION_DONE) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         """End of file from the job (or L{close}): close both descriptors."""
         fds, self.fds = self.fds, ()
         for fd in fds:
