@@ -169,7 +169,7 @@ class NodeAddTests(NodeLUTestCase):
             joined.append((ip, token, name, port))
 
         module = types.ModuleType("ganeti.rpc.join")
-        module.join_node_async = join_node_async  # type: ignore[attr-defined]
+        module.join_node_async = join_node_async
         saved = sys.modules.get("ganeti.rpc.join")
         sys.modules["ganeti.rpc.join"] = module
         try:

@@ -214,7 +214,7 @@ class KVMTestCase(SynchronousTestCase):
 
     def make(self, root: str) -> kvm.KVMHypervisor:
         return kvm.KVMHypervisor(Paths(root), self.clock, processes=self.node, connect=self.node.connect,
-                                 host=FakeHost(), kvm_usable=False)  # type: ignore[arg-type]
+                                 host=FakeHost(), kvm_usable=False)
 
     def drive(self, d: Deferred[Any], seconds: float = 1000, step: float = 0.05) -> Deferred[Any]:
         """Pump the monitors and let time pass until C{d} fires."""
@@ -463,7 +463,7 @@ class StateTests(KVMTestCase):
         self.start()
         info = self.kvm.get_node_info()
         self.assertEqual(info["memory_free"], 6144)       # still below total - 256
-        self.kvm._host.memory["MemAvailable"] = 8000 * 1024  # type: ignore[attr-defined]
+        self.kvm._host.memory["MemAvailable"] = 8000 * 1024
         self.assertEqual(self.kvm.get_node_info()["memory_free"], 8192 - 256)
 
 
@@ -474,7 +474,7 @@ class PoweredOffTests(KVMTestCase):
         return self.successResultOf(self.drive((hypervisor or self.kvm).get_instance_info(name)))
 
     def all_info(self) -> dict[str, Any]:
-        return self.successResultOf(self.drive(self.kvm.get_all_instances_info()))  # type: ignore[no-any-return]
+        return self.successResultOf(self.drive(self.kvm.get_all_instances_info()))
 
     def test_reported_shutdown(self) -> None:
         qemu = self.start()

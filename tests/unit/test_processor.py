@@ -100,7 +100,7 @@ class Env:
         return results[0]
 
     def read_config(self) -> ConfigData:
-        return self.call(self.admin.client.read_config())  # type: ignore[no-any-return]
+        return self.call(self.admin.client.read_config())
 
     def start(self, job_id: int, ops: list[Any], settle: bool = True, **options: Any) -> Run:
         """Start processing a new job with C{ops}; returns at once.

@@ -256,7 +256,7 @@ class RequestIdTests(SynchronousTestCase):
             held.append(d)
             return d
 
-        storage.append = slow_append  # type: ignore[method-assign]
+        storage.append = slow_append
         self.successResultOf(self.call(c.TryUpdateLocks, owner=self.a, request=[[BGL, "shared"], [LOCK1, "exclusive"]]))
         inst = self.service.config_store.lookup("instance", INST1)
         serial = self.service.config_store.serial_no

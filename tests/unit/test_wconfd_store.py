@@ -30,7 +30,7 @@ class StoreTestCase(SynchronousTestCase):
         self.store = ConfigStore(self.original)
 
     def instance(self, name: str = "inst1.example.test") -> Instance:
-        return by_name(self.store, "instance", name)  # type: ignore[no-any-return]
+        return by_name(self.store, "instance", name)
 
     def node(self, name: str) -> Any:
         return by_name(self.store, "node", name)
