@@ -117,12 +117,12 @@ class LUClusterVerify(LogicalUnit):
         return ResultWithJobs(verify_jobs(self.cfg, self.op))
 
 
-@register
-class LUClusterVerifyGroup(VerifyErrors, LogicalUnit):
-    """Verify one node group, live (see the module docstring)."""
+class GroupLocks(LogicalUnit):
+    """Shared locks on the group named by C{op["group_name"]}, its instances
+    and its nodes (with C{PRIMARIES_TOO}, also the primary nodes of its
+    instances, wherever they are)."""
 
-    OP_ID = "OP_CLUSTER_VERIFY_GROUP"
-    REQ_BGL = False
+    PRIMARIES_TOO = False
 
     def expand_names(self) -> None:
         self.group_uuid = lookup_group(self.cfg, self.op["group_name"])
@@ -134,10 +134,18 @@ class LUClusterVerifyGroup(VerifyErrors, LogicalUnit):
             self.needed_locks[level] = [i.name for i in group_instances(self.cfg, self.group_uuid) if i.name]
         elif level == LEVEL_NODE:
             nodes = {u for u, n in self.cfg.nodes.items() if n.group == self.group_uuid}
-            for inst in group_instances(self.cfg, self.group_uuid):
-                if inst.primary_node:
-                    nodes.add(inst.primary_node)
+            if self.PRIMARIES_TOO:
+                nodes.update(i.primary_node for i in group_instances(self.cfg, self.group_uuid) if i.primary_node)
             self.needed_locks[level] = sorted(nodes)
+
+
+@register
+class LUClusterVerifyGroup(VerifyErrors, GroupLocks):
+    """Verify one node group, live (see the module docstring)."""
+
+    OP_ID = "OP_CLUSTER_VERIFY_GROUP"
+    REQ_BGL = False
+    PRIMARIES_TOO = True
 
     def check_prereq(self) -> None:
         if self.group_uuid not in self.cfg.nodegroups:

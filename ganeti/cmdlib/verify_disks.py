@@ -38,7 +38,6 @@ from ganeti import errors
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
-    LEVEL_NODE,
     LEVEL_NODE_RES,
     LEVEL_NODEGROUP,
     Feedback,
@@ -47,7 +46,7 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.verify import address, group_instances
+from ganeti.cmdlib.verify import GroupLocks, address, group_instances
 from ganeti.objects import ConfigData, Disk, Instance
 from ganeti.rpc import wire
 
@@ -105,22 +104,11 @@ class LUClusterVerifyDisks(LogicalUnit):
 
 
 @register
-class LUGroupVerifyDisks(LogicalUnit):
+class LUGroupVerifyDisks(GroupLocks):
     """Which disks of a group's instances are missing (see the module docstring)."""
 
     OP_ID = "OP_GROUP_VERIFY_DISKS"
     REQ_BGL = False
-
-    def expand_names(self) -> None:
-        self.group_uuid = lookup_group(self.cfg, self.op["group_name"])
-        self.needed_locks = {LEVEL_INSTANCE: [], LEVEL_NODEGROUP: [self.group_uuid], LEVEL_NODE: []}
-        self.share_all()
-
-    def declare_locks(self, level: str) -> None:
-        if level == LEVEL_INSTANCE:
-            self.needed_locks[level] = [i.name for i in group_instances(self.cfg, self.group_uuid) if i.name]
-        elif level == LEVEL_NODE:
-            self.needed_locks[level] = sorted(u for u, n in self.cfg.nodes.items() if n.group == self.group_uuid)
 
     def check_prereq(self) -> None:
         if self.group_uuid not in self.cfg.nodegroups:

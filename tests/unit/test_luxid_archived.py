@@ -4,8 +4,6 @@ and C{gnt-job list JOBID} of an archived job, C{gnt-job list --archived}
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -13,11 +11,10 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
-from ganeti.jobs.queue import JobQueueDir
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.service import LuxidService
 from ganeti.objects import ConfigData
-from ganeti.paths import Paths
+from tests.unit.queue_helpers import open_queue, temp_root
 
 
 def finished(job_id: int) -> QueuedJob:
@@ -27,13 +24,8 @@ def finished(job_id: int) -> QueuedJob:
 
 class ArchivedJobQueryTests(SynchronousTestCase):
     def setUp(self) -> None:
-        root = tempfile.mkdtemp(prefix="gntarch")
-        self.addCleanup(shutil.rmtree, root, True)
-        paths = Paths(root)
-        paths.ensure_dirs()
-        self.queue = JobQueueDir(paths)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        paths = temp_root(self, "gntarch")
+        self.queue = open_queue(self, paths)
         for job_id in (1, 2, 3, 10001):
             self.queue.write_job(finished(job_id))
         self.assertEqual(self.queue.archive_jobs([1, 10001]), [1, 10001])

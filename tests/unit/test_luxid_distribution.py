@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs.model import QueuedJob
-from ganeti.jobs.queue import JobQueueDir
 from ganeti.luxid.service import LuxidService
-from ganeti.paths import Paths
+from tests.unit.queue_helpers import open_queue, temp_root
 
 
 class Recorder:
@@ -26,14 +23,9 @@ class Recorder:
 
 class DistributionTests(SynchronousTestCase):
     def setUp(self) -> None:
-        root = tempfile.mkdtemp(prefix="gntd")
-        self.addCleanup(shutil.rmtree, root, True)
-        self.paths = Paths(root)
-        self.paths.ensure_dirs()
+        self.paths = temp_root(self, "gntd")
         self.recorder = Recorder()
-        self.queue = JobQueueDir(self.paths, on_write=self.recorder)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        self.queue = open_queue(self, self.paths, on_write=self.recorder)
         self.service = LuxidService(self.paths, Clock(), self.queue, distributor=self.recorder)
         self.service.running = True  # accept submissions without starting processes
 

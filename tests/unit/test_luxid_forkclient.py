@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import socket
-import tempfile
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -21,13 +19,13 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti.jobs.queue import JobQueueDir
 from ganeti.luxid import forkclient
 from ganeti.luxid import service as service_module
 from ganeti.luxid.forkclient import EXIT_GRACE, ForkServer
 from ganeti.luxid.service import SPAWN_RETRY, LuxidService
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
+from tests.unit.queue_helpers import open_queue, temp_root
 
 PATHS = Paths("/tmp/forkclient-test-root")
 
@@ -127,13 +125,8 @@ class SpawnFailureTests(SynchronousTestCase):
     """A job whose process cannot be started at all stays queued and runs later."""
 
     def setUp(self) -> None:
-        root = tempfile.mkdtemp(prefix="gntf")
-        self.addCleanup(shutil.rmtree, root, True)
-        self.paths = Paths(root)
-        self.paths.ensure_dirs()
-        self.queue = JobQueueDir(self.paths)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        self.paths = temp_root(self, "gntf")
+        self.queue = open_queue(self, self.paths)
         self.clock = Clock()
         self.service = LuxidService(self.paths, self.clock, self.queue, use_forkserver=False)
         self.service.running = True

@@ -6,8 +6,6 @@ writes its last job file before its lock goes).  Found by the chaos suite's
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from typing import Any
 
 from twisted.internet.task import Clock
@@ -15,10 +13,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.jobs.process import save_job
-from ganeti.jobs.queue import JobQueueDir
 from ganeti.luxid import service as service_module
 from ganeti.luxid.service import LuxidService
-from ganeti.paths import Paths
+from tests.unit.queue_helpers import open_queue, temp_root
 
 
 def _job(status: str, lockfile: str) -> QueuedJob:
@@ -34,13 +31,8 @@ def _job(status: str, lockfile: str) -> QueuedJob:
 
 class EndedMeanwhileTests(SynchronousTestCase):
     def setUp(self) -> None:
-        root = tempfile.mkdtemp(prefix="gntrec")
-        self.addCleanup(shutil.rmtree, root, True)
-        self.paths = Paths(root)
-        self.paths.ensure_dirs()
-        self.queue = JobQueueDir(self.paths)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        self.paths = temp_root(self, "gntrec")
+        self.queue = open_queue(self, self.paths)
         self.service = LuxidService(self.paths, Clock(), self.queue)
         # a lock file nobody holds: the job's process is gone
         self.lockfile = os.path.join(self.paths.lock_dir, "job_7_1")

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
-import tempfile
 from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -18,11 +16,10 @@ from ganeti import errors
 from ganeti.jobs.channel import encode
 from ganeti.jobs.process import save_job
 from ganeti.jobs.processor import KILLED_RESULT
-from ganeti.jobs.queue import JobQueueDir
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.service import LuxidService
 from ganeti.luxid.spawner import JobChannel, JobExit
-from ganeti.paths import Paths
+from tests.unit.queue_helpers import open_queue, temp_root
 
 DELAY = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 
@@ -69,13 +66,8 @@ def _invalid_request(rng: random.Random) -> tuple[str, list[Any]]:
 
 class _LuxidCase(SynchronousTestCase):
     def setUp(self) -> None:
-        root = tempfile.mkdtemp(prefix="gntsub")
-        self.addCleanup(shutil.rmtree, root, True)
-        self.paths = Paths(root)
-        self.paths.ensure_dirs()
-        self.queue = JobQueueDir(self.paths)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        self.paths = temp_root(self, "gntsub")
+        self.queue = open_queue(self, self.paths)
         self.service = LuxidService(self.paths, Clock(), self.queue)
         self.service.running = True  # accept submissions without starting processes
         self.handler = LuxiHandler(self.service)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -15,12 +13,12 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs import replicas
 from ganeti.jobs.model import QueuedJob
-from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import Entry, Remove, Rename, SetDrain, Update, differences, plan
 from ganeti.luxid.replication import BACKOFF_FIRST, CHECK_INTERVAL, RESYNC_INTERVAL, JobReplicator
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.client import RpcResult
+from tests.unit.queue_helpers import open_queue, temp_root
 
 QUEUE = "/var/lib/ganeti/queue/"
 
@@ -126,18 +124,13 @@ class FakeCandidates:
 
 class ReplicatorTests(SynchronousTestCase):
     def setUp(self) -> None:
-        root = tempfile.mkdtemp(prefix="gntq")
-        self.addCleanup(shutil.rmtree, root, True)
-        self.paths = Paths(root)
-        self.paths.ensure_dirs()
+        self.paths = temp_root(self, "gntq")
         self.clock = Clock()
         self.nodes = {"node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
         self.fake = FakeCandidates(list(self.nodes))
         self.replicator = JobReplicator(self.paths, self.clock, rpc=self.fake, candidates=lambda: dict(self.nodes))
-        self.queue = JobQueueDir(self.paths, on_write=self.replicator.written, on_rename=self.replicator.renamed,
-                                 on_drain=self.replicator.drain_changed)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        self.queue = open_queue(self, self.paths, on_write=self.replicator.written, on_rename=self.replicator.renamed,
+                                on_drain=self.replicator.drain_changed)
         self.addCleanup(self.replicator.stop)
 
     def master(self) -> dict[str, bytes]:
@@ -303,13 +296,8 @@ class VerifyTests(SynchronousTestCase):
     def setUp(self) -> None:
         from ganeti.testing.cluster import loopback_config
 
-        root = tempfile.mkdtemp(prefix="gntv")
-        self.addCleanup(shutil.rmtree, root, True)
-        self.paths = Paths(root)
-        self.paths.ensure_dirs()
-        self.queue = JobQueueDir(self.paths)
-        self.queue.open()
-        self.addCleanup(self.queue.close)
+        self.paths = temp_root(self, "gntv")
+        self.queue = open_queue(self, self.paths)
         self.clock = Clock()
         self.fake = FakeCandidates(["node2.test", "node3.test"])
         cfg = loopback_config(3, candidate_pool_size=10, candidates=["node2.test", "node3.test"])
