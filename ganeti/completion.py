@@ -21,6 +21,7 @@ from typing import Callable, Iterable, NamedTuple
 
 #: the gnt-* tools run by L{ganeti.cli.run}: name -> module (COMMANDS, ALIASES)
 GNT_TOOLS = (
+    ("gnt-backup", "ganeti.client.gnt_backup"),
     ("gnt-cluster", "ganeti.client.gnt_cluster"),
     ("gnt-debug", "ganeti.client.gnt_debug"),
     ("gnt-group", "ganeti.client.gnt_group"),

@@ -152,6 +152,11 @@ class Paths:
         return os.path.join(self.log_dir, logbase + ".log")
 
     @property
+    def export_dir(self) -> str:
+        """Instance exports (Ganeti's C{/var/lib/ganeti/export})."""
+        return os.path.join(self.data_dir, "export")
+
+    @property
     def file_storage_dir(self) -> str:
         return self._under("srv", "ganeti", "file-storage")
 

@@ -197,8 +197,40 @@ def _setup_list(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("groups", nargs="*", metavar="GROUP_NAME", help="groups to list (default: all)")
 
 
+def evacuate_group(ctx: Context, opts: argparse.Namespace) -> int:
+    """Move every instance of the group to other groups, one job each (OP_GROUP_EVACUATE)."""
+    from ganeti.client.executor import follow_up_jobs
+
+    params: dict[str, Any] = {"group_name": opts.group, "early_release": opts.early_release,
+                              "sequential": opts.sequential, "force_failover": opts.force_failover}
+    if opts.iallocator:
+        params["iallocator"] = opts.iallocator
+    if opts.to:
+        params["target_groups"] = opts.to
+    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_GROUP_EVACUATE", **params))
+    bad = sum(1 for good, _ in follow_up_jobs(ctx, result) if not good)
+    if bad:
+        ctx.out("There were %d errors while evacuating group %s." % (bad, opts.group))
+        return cli.EXIT_FAILURE
+    ctx.out("All instances of group %s evacuated successfully." % opts.group)
+    return cli.EXIT_SUCCESS
+
+
+def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the new nodes with this allocator")
+    parser.add_argument("--to", action="append", default=[], metavar="GROUP",
+                        help="Target group (repeatable; default: every other group)")
+    parser.add_argument("--early-release", action="store_true", help="Release the locks as early as possible")
+    parser.add_argument("--sequential", action="store_true", help="Move the instances one after the other")
+    parser.add_argument("--force-failover", action="store_true", help="Fail over instead of migrating")
+    cli.add_priority_option(parser)
+    cli.add_submit_options(parser)
+    parser.add_argument("group", metavar="GROUP")
+
+
 COMMANDS: dict[str, Command] = {
     "add": Command(add_group, _setup_add, "Add a new node group to the cluster"),
+    "evacuate": Command(evacuate_group, _setup_evacuate, "Evacuate all instances of a node group"),
     "remove": Command(remove_group, _setup_remove, "Remove an (empty) node group from the cluster"),
     "rename": Command(rename_group, _setup_rename, "Rename a node group"),
     "assign-nodes": Command(assign_nodes, _setup_assign_nodes, "Assign nodes to a node group"),

@@ -8,7 +8,7 @@
     gnt-instance startup|shutdown|reboot [--all|--node|--primary|--secondary|--tags] NAME...
     gnt-instance modify [-B ...] [-H ...] [-O ...] [--disk ...] [--net ...] [--offline|--online] NAME
     gnt-instance grow-disk [--absolute] NAME DISK AMOUNT
-    gnt-instance rename|reinstall|failover|migrate|console ...
+    gnt-instance rename|reinstall|failover|migrate|move|change-group|console ...
 
 Option values (key=value lists, sizes, disks, NICs) are parsed by
 L{ganeti.client.instance_opts}; C{info}'s layout is
@@ -400,6 +400,37 @@ def failover_instance(ctx: Context, opts: argparse.Namespace) -> int:
     return cli.EXIT_SUCCESS
 
 
+def move_instance(ctx: Context, opts: argparse.Namespace) -> int:
+    if not opts.force:
+        _check_exists(ctx, [opts.instance])
+        if not cli.ask_user("Instance %s will be moved. This requires a shutdown of the instance. Continue?"
+                            % opts.instance):
+            return cli.EXIT_FAILURE
+    op = cli.opcode(ctx, "OP_INSTANCE_MOVE", instance_name=opts.instance, target_node=opts.node,
+                    compress=opts.compress, shutdown_timeout=opts.shutdown_timeout,
+                    ignore_consistency=opts.ignore_consistency, ignore_ipolicy=opts.ignore_ipolicy)
+    cli.submit_or_send(ctx, op)
+    return cli.EXIT_SUCCESS
+
+
+def change_group(ctx: Context, opts: argparse.Namespace) -> int:
+    """Move an instance to another node group through a follow-up job (OP_INSTANCE_CHANGE_GROUP)."""
+    from ganeti.client.executor import follow_up_jobs
+
+    params: dict[str, Any] = {"instance_name": opts.instance, "early_release": opts.early_release}
+    if opts.iallocator:
+        params["iallocator"] = opts.iallocator
+    if opts.to:
+        params["target_groups"] = opts.to
+    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_INSTANCE_CHANGE_GROUP", **params))
+    bad = sum(1 for good, _ in follow_up_jobs(ctx, result) if not good)
+    if bad:
+        ctx.out("There were %d errors while changing the group of instance %s." % (bad, opts.instance))
+        return cli.EXIT_FAILURE
+    ctx.out("Instance %s changed group successfully." % opts.instance)
+    return cli.EXIT_SUCCESS
+
+
 def migration_mode(opts: argparse.Namespace) -> str | None:
     """C{--non-live} or C{--migration-mode}, not both."""
     if opts.non_live and opts.migration_mode is not None:
@@ -509,6 +540,9 @@ COMMANDS: dict[str, Command] = {
                         "Move an instance to another node: stop it, then start it there if it was running"),
     "migrate": Command(migrate_instance, _setup("migrate"),
                        "Move a running instance to another node without stopping it"),
+    "move": Command(move_instance, _setup("move"),
+                    "Move an instance to another node by copying its disks (stopped during the copy)"),
+    "change-group": Command(change_group, _setup("change_group"), "Move an instance to another node group"),
     "console": Command(connect_console, _setup("console"), "Connect to the console of a running instance"),
     **cli.tag_commands(cli.TAG_INSTANCE, "INSTANCE", "instance"),
 }

@@ -269,6 +269,27 @@ def setup_failover(parser: argparse.ArgumentParser) -> None:
     _instance(parser)
 
 
+def setup_move(parser: argparse.ArgumentParser) -> None:
+    cli.add_force_option(parser, help="Do not ask for confirmation")
+    parser.add_argument("-n", "--target-node", dest="node", required=True, metavar="NODE", help="Target node")
+    parser.add_argument("--compress", default="none", metavar="TOOL",
+                        help="Compression of the disk data on the wire (none, gzip, gzip-fast, gzip-slow)")
+    parser.add_argument("--ignore-consistency", action="store_true", help="Ignore the consistency of the disks")
+    parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
+    _shutdown_timeout(parser)
+    _job_options(parser)
+    _instance(parser)
+
+
+def setup_change_group(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the new node with this allocator")
+    parser.add_argument("--to", action="append", default=[], metavar="GROUP",
+                        help="Target group (repeatable; default: every other group)")
+    parser.add_argument("--early-release", action="store_true", help="Release the locks as early as possible")
+    _job_options(parser)
+    _instance(parser)
+
+
 def setup_migrate(parser: argparse.ArgumentParser) -> None:
     cli.add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--non-live", action="store_true", help="Stop the instance while its memory is copied")

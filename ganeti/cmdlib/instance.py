@@ -1,11 +1,14 @@
 """Instance creation and removal: OP_INSTANCE_CREATE, OP_INSTANCE_REMOVE.
 
-Creation (mode C{create} only; imports are refused) places the instance on
+Creation (mode C{create}, C{import} from an export on a node, see
+L{ganeti.cmdlib.backup}, or C{remote-import} from another cluster, see
+L{ganeti.cmdlib.backup_remote}) places the instance on
 C{pnode} or where an allocator says (L{ganeti.cmdlib.allocator}), then:
 
   1. adds it to the configuration, administratively down, disks inactive;
   2. creates its disks on the primary node (C{blockdev_create});
-  3. installs its OS (C{instance_os_add}, unless C{no_install});
+  3. installs its OS (C{instance_os_add}, unless C{no_install}), or for an
+     import streams each disk's dump into the OS's import script;
   4. unless C{start} is false, marks it up in the configuration and starts it.
 
 The configuration always knows a disk before it exists, so a job killed
@@ -42,7 +45,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, names
+from ganeti.cmdlib import allocator, backup, backup_remote, names, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -150,12 +153,21 @@ class LUInstanceCreate(LogicalUnit):
 
     # --- arguments ---------------------------------------------------------------
     def check_arguments(self) -> None:
+        op = self.op
+        self.importing = op["mode"] == "import"
+        self.remote_source: str | None = None
+        if op["mode"] == "remote-import":
+            self.remote_source = backup_remote.check_import(self, op)
+        self.export: Any = None
+        if self.importing:
+            if not op.get("src_path"):
+                raise errors.OpPrereqError("An import needs the export's name or path (src_path)", errors.ECODE_INVAL)
+            op["instance_name"] = names.normalize_hostname(op["instance_name"], "instance name")
+            return  # the rest is checked once the export is read (probe)
+        self._check_spec()
+
+    def _check_spec(self) -> None:
         op, cfg = self.op, self.cfg
-        if op["mode"] != "create":
-            raise errors.OpPrereqError(
-                "Instance creation mode '%s' (import) is not supported; use mode 'create'" % op["mode"],
-                errors.ECODE_INVAL,
-            )
         if op["forthcoming"] or op["commit"]:
             raise errors.OpPrereqError("Forthcoming instances are not supported", errors.ECODE_INVAL)
         if op["instance_communication"]:
@@ -261,10 +273,15 @@ class LUInstanceCreate(LogicalUnit):
         self.needed_locks[LEVEL_NODE_RES] = []
 
     async def probe(self) -> None:
-        """With opportunistic locking, ask for the locks of the nodes that
+        """For an import, read the export first (its values fill what the
+        opcode leaves out).  With opportunistic locking, ask for the locks of the nodes that
         have room for the instance only: the creation then waits for one of
         those instead of failing on a busy node that has none.  When no
         node has room, fail at once (waiting would not help)."""
+        if self.importing and self.export is None:
+            self.export = await backup.read_export(self, self.op.get("src_node"), self.op["src_path"])
+            backup.fill_from_export(self.op, self.cfg, self.export)
+            self._check_spec()
         if not (self.allocating and self.op["opportunistic_locking"]):
             return
         request = self._request()
@@ -494,7 +511,19 @@ class LUInstanceCreate(LogicalUnit):
                                    [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
-            if not self.no_install:
+            if self.remote_source is not None:
+                transfer.check_compression(self, op["compress"])
+                await self.feedback("* importing instance disks from instance %s of another cluster..."
+                                    % op["source_instance_name"])
+                await backup_remote.remote_import(self, self.cfg.instances.get(inst.uuid or "", inst), pnode,
+                                                  self.remote_source, op["compress"])
+            elif self.importing:
+                transfer.check_compression(self, op["compress"])
+                await self.feedback("* importing instance disks from export %s on node %s..."
+                                    % (self.export.name, iu.node_name(self.cfg, self.export.node_uuid)))
+                await backup.import_disks(self, self.export, self.cfg.instances.get(inst.uuid or "", inst), pnode,
+                                          op["compress"])
+            elif not self.no_install:
                 await self.feedback("* running the instance OS create scripts...")
                 osp = dict(self.osparams_secret) if self.osparams_secret else None
                 data = rpc_inst.encode_instance(self.cfg, inst, osp=osp)

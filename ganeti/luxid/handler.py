@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from ganeti import errors, serializer
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
@@ -195,8 +197,37 @@ class LuxiHandler(MethodHandler):
         raise errors.GenericError("PickupJob is internal to Ganeti's own daemons")
 
     # --- queries -------------------------------------------------------------------
+    async def _exports(self, nodes: Any = None) -> list[list[str]]:
+        """C{[[node, export], ...]} from C{export_list} on the online nodes
+        (those named in C{nodes}, when given); a node that fails is left out."""
+        config = await self.config()
+        wanted = None
+        if nodes:
+            if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+                raise errors.OpPrereqError("nodes must be a list of node names", errors.ECODE_INVAL)
+            wanted = set()
+            for name in nodes:
+                node = config.find_node(name)
+                if node is None:
+                    raise errors.OpPrereqError("Node '%s' not known" % name, errors.ECODE_NOENT)
+                wanted.add(node.name)
+        asked = {n.name: n.primary_ip or n.name for n in config.nodes.values()
+                 if not n.offline and (wanted is None or n.name in wanted)}
+        answers = await self.live._call(asked, "export_list", [])
+        return [[node, name] for node, names in sorted(answers.items()) if isinstance(names, list)
+                for name in names if isinstance(name, str)]
+
+    async def luxi_QueryExports(self, nodes: Any, use_locking: Any) -> Any:
+        if _bool(use_locking, "use_locking"):
+            raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
+        return await self._exports(nodes)
+
     async def luxi_Query(self, what: Any, fields: Any, qfilter: Any) -> Any:
         what, fields = str(what), _fields(fields)
+        if what == "export":
+            ctx = await self.context(what)
+            ctx = attrs.evolve(ctx, live={"exports": await self._exports()})
+            return q.query(what, fields, qfilter, ctx)
         if what not in CONFIG_ONLY_RESOURCES or live.needed(what, fields, qfilter):
             return q.query(what, fields, qfilter, await self.context(what, fields, qfilter))
         # Answers about config-only resources depend on nothing but the config:

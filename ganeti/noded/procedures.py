@@ -24,7 +24,7 @@ from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, errors, serializer, ssconf
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, files, instances
+from ganeti.noded import diskfiles, files, impexp, instances
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -46,7 +46,7 @@ PROCEDURES = (
     "jobqueue_remove",
     "node_leave_cluster",
     "test_delay",
-) + instances.PROCEDURES
+) + instances.PROCEDURES + impexp.PROCEDURES
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -95,6 +95,7 @@ class NodeProcedures:
         self._shutdown = shutdown
         self._port = port
         self.instances = instances.InstanceProcedures(paths, reactor)
+        self.impexp = impexp.ImpExpProcedures(paths, reactor, self.instances)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
@@ -104,6 +105,8 @@ class NodeProcedures:
             return None
         if name in instances.PROCEDURES:
             return getattr(self.instances, name)
+        if name in impexp.PROCEDURES:
+            return getattr(self.impexp, name)
         return getattr(self, name)
 
     # --- informational ---------------------------------------------------------------

@@ -534,6 +534,19 @@ def _never(ctx: QueryContext, name: Any) -> Any:
     return None
 
 
+# --- exports: C{ctx.live["exports"]}, C{[[node name, export name], ...]} gathered by LuxiD ----
+
+EXPORT_FIELDS = field_table([
+    FieldDef("node", "Node", QFT_TEXT, "Node name", lambda item, c: item[0], QFF_HOSTNAME),
+    FieldDef("export", "Export", QFT_TEXT, "Export name", lambda item, c: item[1]),
+])
+
+
+def _exports(ctx: QueryContext) -> list[tuple[str, str]]:
+    rows = (ctx.live or {}).get("exports") or [] if isinstance(ctx.live, dict) else []
+    return sorted((str(node), str(name)) for node, name in rows)
+
+
 RESOURCES: dict[str, Resource] = {
     "node": Resource(
         "node",
@@ -557,4 +570,5 @@ RESOURCES: dict[str, Resource] = {
         "job", "Job", JOB_FIELDS, _jobs, _find_job, namefield="id", row_for_missing=True
     ),
     "lock": Resource("lock", "Lock", LOCK_FIELDS, _locks, _never, namefield=None),
+    "export": Resource("export", "Export", EXPORT_FIELDS, _exports, _never, namefield=None),
 }

@@ -246,10 +246,27 @@ _disk_op("/2/instances/{name}/recreate-disks", "POST", "OP_INSTANCE_RECREATE_DIS
          "r_2_instances_name_recreate_disks", "Recreate an instance's disks (OpInstanceRecreateDisks).")
 _disk_op("/2/instances/{name}/replace-disks", "POST", "OP_INSTANCE_REPLACE_DISKS",
          "r_2_instances_name_replace_disks", "Replace an instance's disks (OpInstanceReplaceDisks).")
-_disk_op("/2/instances/{name}/prepare-export", "PUT", "OP_BACKUP_PREPARE", "r_2_instances_name_prepare_export",
-         "Prepare an export (OpBackupPrepare).")
-_disk_op("/2/instances/{name}/export", "PUT", "OP_BACKUP_EXPORT", "r_2_instances_name_export",
-         "Export an instance (OpBackupExport).")
+@route("/2/instances/{name}/prepare-export", PUT=WRITE, submits={"PUT": ("OP_BACKUP_PREPARE",)})
+async def instance_prepare_export(ctx: Context, name: str) -> Any:
+    """Prepare an export (OpBackupPrepare); the mode comes from the query
+    (C{?mode=remote}, as Ganeti's RAPI client sends it) or the body."""
+    body = ctx.body_dict()
+    if "mode" in ctx.args:
+        body["mode"] = ctx.args.one("mode")
+    return await ctx.submit("OP_BACKUP_PREPARE", body, static={"instance_name": name},
+                            resource="r_2_instances_name_prepare_export")
+
+
+@route("/2/instances/{name}/export", PUT=WRITE, submits={"PUT": ("OP_BACKUP_EXPORT",)})
+async def instance_export(ctx: Context, name: str) -> Any:
+    """Export an instance (OpBackupExport); as in Ganeti's RAPI, C{destination}
+    stands for C{target_node}."""
+    return await ctx.submit("OP_BACKUP_EXPORT", ctx.body_dict(), static={"instance_name": name},
+                            rename={"destination": "target_node"}, resource="r_2_instances_name_export")
+
+
+_disk_op("/2/instances/{name}/change-group", "PUT", "OP_INSTANCE_CHANGE_GROUP",
+         "r_2_instances_name_change_group", "Move an instance to another node group (OpInstanceChangeGroup).")
 
 
 @route("/2/instances/{name}/disk/{disk}/grow", POST=WRITE, submits={"POST": ("OP_INSTANCE_GROW_DISK",)})

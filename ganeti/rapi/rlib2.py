@@ -61,7 +61,7 @@ LEGACY_QUERIES = {"instance": "QueryInstances", "node": "QueryNodes", "group": "
 
 
 #: resources of Ganeti's query interface this cluster's does not have yet (501)
-UNIMPLEMENTED_QUERIES = frozenset({"network", "export", "filter"})
+UNIMPLEMENTED_QUERIES = frozenset({"network", "filter"})
 
 
 def check_implemented(resource: str) -> None:
@@ -422,6 +422,13 @@ async def group_assign_nodes(ctx: Context, name: str) -> Any:
     return await ctx.submit("OP_GROUP_ASSIGN_NODES", ctx.body_dict(),
                             static={"group_name": name, "force": ctx.args.bool("force")},
                             resource="r_2_groups_name_assign_nodes")
+
+
+@route("/2/groups/{name}/evacuate", PUT=WRITE, submits={"PUT": ("OP_GROUP_EVACUATE",)})
+async def group_evacuate(ctx: Context, name: str) -> Any:
+    """Move every instance of a group to other groups (OpGroupEvacuate); the result lists follow-up jobs."""
+    return await ctx.submit("OP_GROUP_EVACUATE", ctx.body_dict(), static={"group_name": name},
+                            resource="r_2_groups_name_evacuate")
 
 
 @route("/2/groups/{name}/tags", GET=ANON, PUT=WRITE, DELETE=WRITE, submits=TAG_OPS)

@@ -135,7 +135,7 @@ def test_every_field_definition_is_well_formed():
 def test_every_field_evaluates(ctx):
     """No getter crashes on the real config: each cell has a valid status."""
     locks = [[["cluster/BGL", [[[1, "/l", 1], "shared"]]]], []]
-    ctx = attrs.evolve(ctx, locks=locks)
+    ctx = attrs.evolve(ctx, locks=locks, live=dict(ctx.live or {}, exports=[["node1.example.test", "web1"]]))
     for name, resource in RESOURCES.items():
         fields = sorted(resource.fields)
         result = query(name, fields, None, ctx)

@@ -33,3 +33,23 @@ size_of() {
         stat -L -c %s "$1"
     fi
 }
+
+# The disk an export reads: EXPORT_DEVICE, else disk 0; checked.
+export_disk() {
+    if [ -n "$EXPORT_DEVICE" ]; then
+        [ -e "$EXPORT_DEVICE" ] || fail "export device $EXPORT_DEVICE does not exist"
+        echo "$EXPORT_DEVICE"
+    else
+        first_disk
+    fi
+}
+
+# The disk an import writes: IMPORT_DEVICE, else disk 0; checked.
+import_disk() {
+    if [ -n "$IMPORT_DEVICE" ]; then
+        [ -e "$IMPORT_DEVICE" ] || fail "import device $IMPORT_DEVICE does not exist"
+        echo "$IMPORT_DEVICE"
+    else
+        first_disk
+    fi
+}

@@ -1,0 +1,1 @@
+"""Stand-alone tools (Ganeti's C{/usr/lib/ganeti/tools})."""
