@@ -86,8 +86,12 @@ T_DELAY = Type(
     "a number of seconds from 0 to %g" % MAX_TEST_DELAY, lambda v: _is_number(v) and 0 <= v <= MAX_TEST_DELAY
 )
 #: The type of a parameter declared with L{unsupported}: only null passes
-#: (and null counts as not given), so any value is refused.
-T_UNSUPPORTED = Type("null (this cluster does not implement it)", lambda v: v is None)
+#: (and null counts as not given), or an empty dict or list (Ganeti's
+#: C{gnt-cluster modify} sends C{{}} for "no change" of diskparams,
+#: hv_state, data collectors...; L{validate} drops it), so any value is refused.
+T_UNSUPPORTED = Type(
+    "null (this cluster does not implement it)", lambda v: v is None or (isinstance(v, (dict, list)) and not v)
+)
 
 
 def t_list(elem: Type) -> Type:
@@ -342,6 +346,9 @@ def validate(op: Any) -> dict[str, Any]:
             if param.has_default:
                 out[param.name] = copy.deepcopy(param.default)
             continue
+        if param.type is T_UNSUPPORTED and param.type(value):
+            del out[param.name]  # an empty "no change": as if not given
+            continue
         if not param.type(value):
             raise _fail(
                 opdef.op_id, "parameter '%s' must be %s, not %s" % (param.name, param.type.desc, _short(value))
@@ -416,6 +423,66 @@ define(
     doc="Sleep for a while (testing).",
     summary="duration",
     check=_test_delay_total,
+)
+
+#: Most test messages of one OP_TEST_JQUEUE (each is a socket handshake).
+MAX_JQUEUE_MESSAGES = 1000
+
+define(
+    "OP_TEST_JQUEUE",
+    [
+        Param("notify_waitlock", T_BOOL, False, "tell the client when names are expanded (job waiting)"),
+        Param("notify_exec", T_BOOL, False, "tell the client when the opcode executes"),
+        Param(
+            "log_messages",
+            Type(
+                "a list of at most %d strings" % MAX_JQUEUE_MESSAGES,
+                lambda v: isinstance(v, list) and len(v) <= MAX_JQUEUE_MESSAGES and all(isinstance(x, str) for x in v),
+            ),
+            [],
+            "test messages to log, each announced to the client",
+        ),
+        Param("fail", T_BOOL, False, "fail the opcode at the end"),
+    ],
+    doc="Test the job queue with the client following the job (testing).",
+    result="True",
+)
+
+#: OP_TEST_ALLOCATOR's modes (Ganeti's C{IALLOCATOR_MODE_*}) and directions
+IALLOCATOR_MODES = ("allocate", "multi-allocate", "relocate", "allocate-secondary", "node-evacuate", "change-group")
+IALLOCATOR_DIRECTIONS = ("in", "out")
+
+define(
+    "OP_TEST_ALLOCATOR",
+    [
+        Param("direction", t_one_of(*IALLOCATOR_DIRECTIONS), REQUIRED,
+              "in: answer the allocator's input; out: run it and answer its output"),
+        Param("mode", t_one_of(*IALLOCATOR_MODES), REQUIRED, "request type"),
+        Param("name", T_NONEMPTY_STR, REQUIRED, "the instance (new one for allocate)"),
+        Param("nics", t_maybe(t_list(T_DICT)), ABSENT, "NICs of the new instance"),
+        Param("disks", t_maybe(t_list(T_ANY)), ABSENT, "disks of the new instance ({size, mode})"),
+        Param("hypervisor", t_maybe(T_HYPERVISOR), ABSENT, "hypervisor (default: the cluster's)"),
+        Param("iallocator", t_maybe(T_STR), ABSENT, "allocator to run (direction out)"),
+        Param("tags", t_list(T_NONEMPTY_STR), [], "tags of the new instance"),
+        Param("memory", t_maybe(T_NONNEG_INT), ABSENT, "memory of the new instance (MiB)"),
+        Param("vcpus", t_maybe(T_NONNEG_INT), ABSENT, "VCPUs of the new instance"),
+        Param("os", t_maybe(T_STR), ABSENT, "OS of the new instance"),
+        Param("disk_template", t_maybe(T_DISK_TEMPLATE), ABSENT, "disk template of the new instance"),
+        Param("instances", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "instances (node-evacuate, change-group)"),
+        Param("evac_mode", t_maybe(t_one_of(*EVAC_MODES)), ABSENT, "evacuation mode (node-evacuate)"),
+        Param("target_groups", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "destination groups (change-group)"),
+        Param("spindle_use", T_NONNEG_INT, 1, "spindles of the new instance"),
+        Param(
+            "count",
+            Type("a whole number from 0 to 1000", lambda v: _is_int(v) and 0 <= v <= 1000),
+            1,
+            "how many instances (multi-allocate)",
+        ),
+        Param("group_name", t_maybe(T_STR), ABSENT, "node group of the new instance"),
+    ],
+    doc="Show an allocator's input or output for a request (testing).",
+    result="string",
+    summary="iallocator",
 )
 
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change

@@ -1,6 +1,7 @@
 """gnt-debug: debugging commands (Ganeti's names and output).
 
-    gnt-debug delay [--submit] [--repeat N] [--priority P] [--no-master] [-n NODE] DURATION
+    gnt-debug delay [--submit] [--repeat N] [--priority P] [--no-master] [-n NODE] [--interruptible]
+                    [--no-locks] DURATION
     gnt-debug locks [-o FIELDS] [--no-headers] [--separator S] [--interval SECONDS]
 """
 
@@ -26,6 +27,8 @@ def delay(ctx: Context, opts: argparse.Namespace) -> int:
         on_master=opts.on_master,
         on_nodes=list(opts.on_nodes),
         repeat=opts.repeat,
+        interruptible=opts.interruptible,
+        no_locks=opts.no_locks,
     )
     cli.submit_or_send(ctx, op)
     return cli.EXIT_SUCCESS
@@ -91,6 +94,14 @@ def _setup_delay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-r", "--repeat", type=_non_negative_int, default=0, metavar="N",
         help="Number of times to repeat the sleep",
+    )
+    parser.add_argument(
+        "-i", "--interruptible", action="store_true", default=False,
+        help="Allows the delay to be interrupted by connecting to the Unix socket named in the job log",
+    )
+    parser.add_argument(
+        "-l", "--no-locks", dest="no_locks", action="store_true", default=False,
+        help="Do not take the BGL and node locks during the delay",
     )
     cli.add_dry_run_option(parser)
     cli.add_priority_option(parser)

@@ -284,19 +284,19 @@ class LUGroupSetParams(_OneGroupLU):
         if op.get("alloc_policy") is not None:
             changes["alloc_policy"] = op["alloc_policy"]
             result.append(["alloc_policy", op["alloc_policy"]])
-        if op.get("ndparams") is not None:
+        if op.get("ndparams"):  # as Ganeti: an empty dict changes nothing
             changes["ndparams"] = gparams.merged(group.ndparams or {}, self.nd)
             result.append(["ndparams", str(changes["ndparams"])])
-        if op.get("diskparams") is not None:
+        if op.get("diskparams"):
             changes["diskparams"] = gparams.merged_nested(group.diskparams or {}, self.disk)
             result.append(["diskparams", str(changes["diskparams"])])
-        if op.get("ipolicy") is not None:
+        if op.get("ipolicy"):
             changes["ipolicy"] = gparams.merged_ipolicy(group.ipolicy or {}, self.ipol)
             result.append(["ipolicy", str(changes["ipolicy"])])
-        if op.get("hv_state") is not None:
+        if op.get("hv_state"):
             changes["hv_state_static"] = gparams.merged_nested(group.hv_state_static or {}, self.hv_state)
             result.append(["hv_state", str(changes["hv_state_static"])])
-        if op.get("disk_state") is not None:
+        if op.get("disk_state"):
             changes["disk_state_static"] = gparams.merged_disk_state(group.disk_state_static or {},
                                                                      self.disk_state)
             result.append(["disk_state", str(changes["disk_state_static"])])

@@ -19,8 +19,14 @@ C{modify} of mode and name) and NICs (C{add}, C{remove}, C{modify}), in
 both formats of the modification lists (L{params.upgrade_mods}).  The value
 C{"default"} removes the instance's own parameter.
 
-Refused with a clear error: C{runtime_mem} (no ballooning here: change
-C{maxmem} and restart), disk template conversion, a new primary node or
+C{runtime_mem} (ballooning, as Ganeti): the running instance gets that much
+memory at once (RPC C{instance_balloon_memory}: the fake hypervisor's state
+file, QMP C{balloon} under kvm); it must lie between the instance's
+(new) C{minmem} and C{maxmem} unless C{force}, and growing needs that much
+free memory on the node.  It changes no configuration; checked before
+anything changes, done before the other changes.
+
+Refused with a clear error: disk template conversion, a new primary node or
 secondary (C{pnode}, C{remote_node}, C{iallocator}), file driver or
 directory changes, ExtStorage parameters, C{attach}/C{detach} of disks and
 the instance communication NIC.
@@ -73,10 +79,6 @@ class LUInstanceSetParams(InstanceLU):
 
     def check_arguments(self) -> None:
         op = self.op
-        if op.get("runtime_mem") is not None:
-            raise errors.OpPrereqError(
-                "Changing the runtime memory of a running instance (ballooning) is not supported;"
-                " change the maxmem/minmem backend parameters and restart the instance", errors.ECODE_INVAL)
         for key, message in _REFUSED.items():
             if op.get(key) is not None:
                 raise errors.OpPrereqError(message, errors.ECODE_INVAL)
@@ -104,7 +106,7 @@ class LUInstanceSetParams(InstanceLU):
         self.osp = params.check_osparams(op["osparams"])
         self.osp_private = params.check_osparams(op.get("osparams_private") or {})
         if not (self.disk_mods or self.nic_mods or self.bep or op["hvparams"] or self.osp or self.osp_private
-                or op.get("os_name") or op.get("offline") is not None):
+                or op.get("os_name") or op.get("offline") is not None or op.get("runtime_mem")):
             raise errors.OpPrereqError("No changes submitted", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
@@ -326,12 +328,37 @@ class LUInstanceSetParams(InstanceLU):
         await iu.check_node_free_memory(self, self.pnode, "increasing the memory of instance %s" % new.name,
                                         new_mem - current, new.hypervisor or "")
 
+    async def _check_runtime_mem(self, new: Instance) -> int | None:
+        """The checks of C{runtime_mem} (see the module docstring): its value, or C{None}."""
+        memory = self.op.get("runtime_mem")
+        if not memory:
+            return None
+        inst = self.instance
+        info = await iu.instance_info(self, inst)
+        if info is None:
+            raise errors.OpPrereqError("Instance %s is not running" % inst.name, errors.ECODE_STATE)
+        filled = rpc_inst.filled_beparams(self.cfg, new)
+        minmem, maxmem = int(filled.get("minmem") or 0), int(filled.get("maxmem") or 0)
+        if not self.op["force"] and not minmem <= memory <= maxmem:
+            raise errors.OpPrereqError("Instance %s must have memory between %d and %d MB of memory unless --force"
+                                       " is given" % (inst.name, minmem, maxmem), errors.ECODE_INVAL)
+        delta = memory - int(info.get("memory") or 0)
+        if delta > 0:
+            await iu.check_node_free_memory(self, self.pnode, "ballooning memory for instance %s" % inst.name,
+                                            delta, inst.hypervisor or "")
+        return memory
+
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
         new, result = self._changed_instance()
         await self._check_memory(new)
+        runtime_mem = await self._check_runtime_mem(new)
         if op.get("os_name") and op["os_name"] != inst.os:
             await check_os(self, self.pnode, op["os_name"], dict(new.osparams), op["force_variant"])
+        if runtime_mem is not None:
+            await iu.call_node(self, self.pnode, "instance_balloon_memory", [iu.encode(self, inst), runtime_mem],
+                               what="modify the runtime memory of instance %s" % inst.name)
+            result.append(["runtime_memory", runtime_mem])
         by_uuid = {d.uuid: d for d in self.disks}
         new_disks = [by_uuid[disk.uuid] for disk in self.new_disks]
         for disk in self.removed_disks:

@@ -1,23 +1,42 @@
-"""LUs for testing the job machinery: OP_TEST_DELAY."""
+"""LUs for testing the job machinery: OP_TEST_DELAY and OP_TEST_JQUEUE.
+
+Both speak Ganeti's socket handshake (L{ganeti.cmdlib.notify_socket}) with
+the client following the job: C{gnt-debug delay --interruptible} and
+C{gnt-debug test-jobqueue}.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet.defer import ensureDeferred, gatherResults
-
 from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
+from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
+from ganeti.jobs import model
+
+#: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
+JQT_EXPANDNAMES = "expandnames"
+JQT_EXEC = "exec"
+JQT_STARTMSG = "startmsg"
+JQT_LOGMSG = "logmsg"
+#: the prefix of OP_TEST_JQUEUE's test messages in the job log
+JQT_MSGPREFIX = "TESTMSG="
 
 
 @register
 class LUTestDelay(LogicalUnit):
     """Sleep C{duration} seconds, C{repeat} times (once for 0), logging each round.
 
-    Locks: none with C{no_locks} (the default); otherwise, as Ganeti does,
-    the BGL shared and the nodes it sleeps on exclusively: the master node
-    with C{on_master}, and the C{on_nodes}, where the node daemons sleep
-    (RPC C{test_delay}) at the same time as the master.
+    As Ganeti: a duration that is not positive is refused; the nodes slept on
+    are the C{on_nodes} and, with C{on_master}, the master, all of them by
+    RPC C{test_delay} at the same time; with none of them the job process
+    sleeps.  C{interruptible}: no RPC, the job process waits on a Unix
+    socket it names in a C{delay-test} log entry for at most the duration; a
+    client that connects and then sends a byte or closes ends the delay and
+    the remaining repetitions.
+
+    Locks: none with C{no_locks} (the default); otherwise the BGL shared and
+    the nodes slept on exclusively.
     """
 
     OP_ID = "OP_TEST_DELAY"
@@ -26,35 +45,62 @@ class LUTestDelay(LogicalUnit):
     def uses_bgl(self) -> bool:
         return not self.op["no_locks"]
 
-    def expand_names(self) -> None:
-        self.node_uuids = [expand_node(self.cfg, name).uuid for name in self.op["on_nodes"]]
-        self.op["on_node_uuids"] = list(self.node_uuids)
-        if not self.op["no_locks"]:
-            locks = list(self.node_uuids)
-            master = self.cfg.cluster.master_node
-            if self.op["on_master"] and master and master not in locks:
-                locks.append(master)
-            if locks:
-                self.needed_locks[LEVEL_NODE] = locks
-
     def check_arguments(self) -> None:
-        if self.op["interruptible"]:
-            raise errors.OpPrereqError("Interruptible test delays are not supported yet", errors.ECODE_INVAL)
+        if self.op["duration"] <= 0:
+            raise errors.OpPrereqError("Duration must be greater than zero", errors.ECODE_INVAL)
 
-    async def _delay(self) -> None:
-        waits = []
-        if self.node_uuids:
-            nodes = {self.cfg.nodes[u].name: self.cfg.nodes[u].primary_ip for u in self.node_uuids}
-            rpc = self.ctx.rpc()
-            timeout = self.op["duration"] + 30
-            waits.append(ensureDeferred(rpc.call(nodes, "test_delay", [self.op["duration"]], timeout=timeout)))
-        if self.op["on_master"]:
-            waits.append(self.ctx.sleep(self.op["duration"]))
-        results = await gatherResults(waits, consumeErrors=True) if waits else []
-        if self.node_uuids:
-            for name, result in results[0].items():
-                if result.failed:
-                    raise errors.OpExecError("Failure during rpc call to node %s: %s" % (name, result.fail_msg))
+    def expand_names(self) -> None:
+        uuids = [expand_node(self.cfg, name).uuid for name in self.op["on_nodes"]]
+        master = self.cfg.cluster.master_node
+        if self.op["on_master"] and master and master not in uuids:
+            uuids.append(master)
+        self.node_uuids = uuids
+        self.op["on_node_uuids"] = list(uuids)
+        if not self.op["no_locks"] and uuids:
+            self.needed_locks[LEVEL_NODE] = list(uuids)
+
+    async def _uninterruptible(self) -> None:
+        duration = self.op["duration"]
+        if not self.node_uuids:
+            await self.ctx.sleep(duration)
+            return
+        nodes = {self.cfg.nodes[u].name: self.cfg.nodes[u].primary_ip for u in self.node_uuids}
+        results = await self.ctx.rpc().call(nodes, "test_delay", [duration], timeout=duration + 30)
+        for name in nodes:
+            result = results[name]
+            if result.failed:
+                raise errors.OpExecError("Failure during rpc call to node %s: %s" % (name, result.fail_msg))
+
+    async def _interruptible(self) -> bool:
+        """One interruptible delay; whether a client interrupted it."""
+        duration = self.op["duration"]
+        clock = self.ctx.clock
+        start = clock.seconds()
+        sock = NotifySocket(clock)
+        path = sock.listen()
+        try:
+            await self.ctx.feedback([path], model.ELOG_DELAY_TEST)
+            await sock.wait_connected(duration)
+        except TimeoutError:
+            return False
+        finally:
+            await sock.close()
+        try:
+            left = max(0.0, duration - (clock.seconds() - start))
+            await self.ctx.feedback("Received connection, time to go is %d" % left)
+            await sock.wait_confirmed(left)
+        except TimeoutError:
+            return False
+        finally:
+            sock.disconnect()
+        await self.ctx.feedback("Interrupted, time spent waiting: %d" % (clock.seconds() - start))
+        return True
+
+    async def _delay(self) -> bool:
+        if self.op["interruptible"]:
+            return await self._interruptible()
+        await self._uninterruptible()
+        return False
 
     async def exec_(self, feedback: Feedback) -> Any:
         repeat = self.op["repeat"]
@@ -64,5 +110,74 @@ class LUTestDelay(LogicalUnit):
         last = repeat - 1
         for index in range(repeat):
             await self.log_info("Test delay iteration %d/%d", index, last)
-            await self._delay()
+            if await self._delay():
+                break
         return None
+
+
+@register
+class LUTestJqueue(LogicalUnit):
+    """Ganeti's job queue test: tell the client following the job, through
+    the socket handshake, when names are expanded (job C{waiting}), when
+    the opcode executes (C{running}), before and after each of
+    C{log_messages} (logged with L{JQT_MSGPREFIX}); then fail if asked.
+
+    Locks: the master node (only to hold a lock).  The result is C{True}.
+    """
+
+    OP_ID = "OP_TEST_JQUEUE"
+    REQ_BGL = False
+    #: how long a client may take to connect, then to confirm (Ganeti's values)
+    CONNECT_TIMEOUT = 20.0
+    CONFIRM_TIMEOUT = 60.0
+
+    def uses_bgl(self) -> bool:
+        return False
+
+    def expand_names(self) -> None:
+        master = self.cfg.cluster.master_node
+        if master:
+            self.needed_locks[LEVEL_NODE] = [master]
+        self._expand_notified = False
+
+    async def probe(self) -> None:
+        # runs after expand_names, before the locks, while the job is waiting
+        if self.op["notify_waitlock"] and not self._expand_notified:
+            self._expand_notified = True
+            await self._notify(JQT_EXPANDNAMES, None, errors.OpPrereqError)
+        await self.log_info("Expanding names")
+
+    async def _notify(self, test: str, arg: Any, errcls: type[Exception]) -> None:
+        """Name a socket in a C{jqueue-test} entry; wait until the client
+        connected and confirmed (C{errcls} when it does not)."""
+        sock = NotifySocket(self.ctx.clock)
+        path = sock.listen()
+        try:
+            await self.ctx.feedback([path, test, arg], model.ELOG_JQUEUE_TEST)
+            try:
+                await sock.wait_connected(self.CONNECT_TIMEOUT)
+            except TimeoutError:
+                raise errcls("Client didn't connect in time (%s)" % test) from None
+        finally:
+            await sock.close()
+        try:
+            await sock.wait_confirmed(self.CONFIRM_TIMEOUT)
+        except TimeoutError:
+            raise errcls("Client failed to confirm notification (%s)" % test) from None
+        finally:
+            sock.disconnect()
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        if self.op["notify_exec"]:
+            await self._notify(JQT_EXEC, None, errors.OpExecError)
+        await self.log_info("Executing")
+        messages = self.op["log_messages"]
+        if messages:
+            await self._notify(JQT_STARTMSG, len(messages), errors.OpExecError)
+            for index, message in enumerate(messages):
+                await self.log_info("Sending log message %s", index + 1)
+                await self.ctx.feedback(JQT_MSGPREFIX + message)
+                await self._notify(JQT_LOGMSG, index + 1, errors.OpExecError)
+        if self.op["fail"]:
+            raise errors.OpExecError("Opcode failure was requested")
+        return True

@@ -34,6 +34,7 @@ PROCEDURES = (
     "instance_start",
     "instance_shutdown",
     "instance_reboot",
+    "instance_balloon_memory",
     "instance_list",
     "instance_info",
     "all_instances_info",
@@ -53,6 +54,8 @@ PROCEDURES = (
     "os_diagnose",
 )
 
+#: the most memory an instance may be ballooned to (MiB: 16 TiB)
+MAX_MEMORY_MIB = 16 * 1024 * 1024
 REBOOT_SOFT = "soft"
 REBOOT_HARD = "hard"
 REBOOT_FULL = "full"
@@ -313,6 +316,18 @@ class InstanceProcedures:
             await self._start(hyper, instance, devices, False)
         else:
             await self._hv_call("Could not reboot instance %s" % instance.name, hyper.reboot_instance, instance)
+        return None
+
+    async def instance_balloon_memory(self, inst: Any, memory: Any) -> None:
+        instance, _disks = decode(inst)
+        mib = _integer(memory, "memory", 1, MAX_MEMORY_MIB)
+        hyper = self.hypervisor(instance.hypervisor)
+        if await self._running_info(hyper, instance.name) is None:
+            raise RpcFailure("Cannot balloon the memory of instance %s: it is not running" % instance.name)
+        _check(hasattr(hyper, "balloon_instance_memory"),
+               "hypervisor %s cannot change the memory of a running instance" % instance.hypervisor)
+        await self._hv_call("Cannot balloon the memory of instance %s to %d MiB" % (instance.name, mib),
+                            hyper.balloon_instance_memory, instance, mib)
         return None
 
     # --- queries ---------------------------------------------------------------------

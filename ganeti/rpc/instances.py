@@ -37,6 +37,9 @@ Procedures (positional arguments -> payload)
   - C{instance_reboot}: C{[inst, reboot_type, shutdown_timeout, reason]} ->
     C{None}; C{reboot_type} C{soft}/C{hard} reboot in place, C{full} stops
     and starts; an instance that is not running is refused
+  - C{instance_balloon_memory}: C{[inst, memory]} -> C{None}; the running
+    instance gets C{memory} MiB (fake: its state file; kvm: QMP C{balloon}),
+    which C{instance_info} then reports
   - C{instance_list}: C{[hypervisor_names, hvparams_by_hv]} -> C{[name, ...]}
   - C{instance_info}: C{[name, hypervisor, hvparams]} -> C{{}} or
     C{{"memory", "vcpus", "state", "time"}}

@@ -327,7 +327,9 @@ class JobStream:
         return Submitted(kind, name, getattr(self, "_" + kind.replace("-", "_"))(name))
 
     def _delay(self, name: str) -> list[dict[str, Any]]:
-        return [{"OP_ID": "OP_TEST_DELAY", "duration": round(self.rng.uniform(0.01, 0.6), 3), "repeat": 1}]
+        # on no node (on_master off: the job process sleeps), so that no node's fault can fail it
+        return [{"OP_ID": "OP_TEST_DELAY", "duration": round(self.rng.uniform(0.01, 0.6), 3), "repeat": 1,
+                 "on_master": False}]
 
     def _delay_nodes(self, name: str) -> list[dict[str, Any]]:
         node = self.rng.choice(WORK_NODES)

@@ -157,4 +157,45 @@ class LiveOwner:
             self.fd = -1
 
 
-__all__ = ["Daemon", "LiveOwner", "make_root", "remove_root", "seed_config", "share_file_storage", "signal"]
+class MasterNoded:
+    """The master's ganeti-noded, for tests that run WConfD and LuxiD by hand:
+    opcodes that reach the master by RPC (OP_TEST_DELAY sleeps there, as in
+    Ganeti) find it.  LuxiD needs L{luxid_args} and L{env}::
+
+        noded = MasterNoded(root)
+        await noded.start(reactor)
+        luxid = Daemon(root, "ganeti-luxid", *noded.luxid_args, env=noded.env)
+    """
+
+    def __init__(self, paths: Paths, address: str = "127.0.1.1", cluster_name: str = "cluster.test",
+                 node_name: str = "node1.test") -> None:
+        self.paths = paths
+        self.cluster_name = cluster_name
+        self.node_name = node_name
+        self.port = free_port(address)
+        self.heartbeat_port = free_port()
+        self.daemon = Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(self.port),
+                             tcp=(address, self.port), env={"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)})
+
+    @property
+    def luxid_args(self) -> list[str]:
+        return ["--rpc-port", str(self.port)]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What LuxiD (and its job processes) need to find the node daemon and be found by it."""
+        return {"GANETI_RPC_PORT": str(self.port), "GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
+
+    async def start(self, reactor: Any) -> None:
+        """Create the cluster's secrets if missing; start noded and wait for it."""
+        from ganeti import crypto
+
+        crypto.bootstrap_secrets(self.paths, self.cluster_name, node_name=self.node_name)
+        self.daemon.start()
+        await self.daemon.ready(reactor)
+
+    def stop(self) -> None:
+        self.daemon.stop()
+
+
+__all__ = ["Daemon", "LiveOwner", "MasterNoded", "make_root", "remove_root", "seed_config", "share_file_storage", "signal"]

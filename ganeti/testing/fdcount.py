@@ -46,8 +46,10 @@ def open_fds(pid: int) -> int:
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def quick_job(duration: float = 0.0) -> list[dict[str, Any]]:
-    return [{"OP_ID": "OP_TEST_DELAY", "duration": duration, "reason": [["gnt:client:fdcount", "", 0]]}]
+def quick_job(duration: float = 0.001) -> list[dict[str, Any]]:
+    """A job that sleeps C{duration} (positive) seconds in its job process (no RPC)."""
+    return [{"OP_ID": "OP_TEST_DELAY", "duration": duration, "on_master": False,
+             "reason": [["gnt:client:fdcount", "", 0]]}]
 
 
 def wait_final(client: LuxiClient, job_ids: list[int], timeout: float = 600.0) -> dict[int, str]:

@@ -33,11 +33,11 @@ async def test_an_admin_session(root):
     luxid.start()
     await luxid.ready(reactor)
     try:
-        delay = await run(root, "gnt-debug", "delay", "--repeat", "2", "0.01")
+        delay = await run(root, "gnt-debug", "delay", "--no-master", "--repeat", "2", "0.01")
         assert delay.returncode == 0, delay.stderr
         assert "Test delay iteration 0/1" in delay.stdout and "Test delay iteration 1/1" in delay.stdout
 
-        submitted = await run(root, "gnt-debug", "delay", "--submit", "--print-jobid", "0.01")
+        submitted = await run(root, "gnt-debug", "delay", "--no-master", "--submit", "--print-jobid", "0.01")
         assert submitted.returncode == 0 and submitted.stdout.strip().isdigit()
         job_id = submitted.stdout.strip()
         watched = await run(root, "gnt-job", "watch", job_id)

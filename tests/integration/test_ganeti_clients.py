@@ -23,7 +23,7 @@ from twisted.internet import reactor, threads
 from ganeti import crypto
 from ganeti.config.bootstrap import initial_config
 from ganeti.daemons import free_port
-from ganeti.testing.daemons import Daemon, seed_config
+from ganeti.testing.daemons import Daemon, MasterNoded, seed_config
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 GANETI_LIB = CHECKOUT / ".venv" / "ganeti-3.0" / "usr" / "share" / "ganeti" / "3.0"
@@ -71,10 +71,13 @@ async def test_ganeti_luxi_and_confd_clients_get_correct_answers(root):
     crypto.write_hmac_key(root.hmac_key, crypto.generate_hmac_key())
     seed_config(root, initial_config("cluster.test", "node1.test", "127.0.1.1"))
     port = free_port(udp=True)
+    noded = MasterNoded(root)  # the test delay sleeps there (on_master, as in Ganeti)
     daemons = [
+        noded.daemon,
         Daemon(root, "ganeti-wconfd"),
-        Daemon(root, "ganeti-luxid"),
+        Daemon(root, "ganeti-luxid", *noded.luxid_args, env=noded.env),
     ]
+    crypto.bootstrap_secrets(root, "cluster.test", node_name="node1.test")
     confd = Daemon(root, "ganeti-confd", "--bind", "127.0.1.1", "--port", str(port))
     try:
         for daemon in daemons:

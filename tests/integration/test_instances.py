@@ -132,7 +132,8 @@ async def test_instance_lifecycle(root):
         assert len((await in_thread(instances, client))["file1.test"][3]) == 2
         await ok(op("SET_PARAMS", "file1.test", disks=[["remove", 1, {}]]))
         assert not os.path.exists(disk_file(N2, "file1.test", 1))
-        await refused(op("SET_PARAMS", "file1.test", runtime_mem=128), "not supported")
+        # runtime memory (ballooning) needs a running instance
+        await refused(op("SET_PARAMS", "file1.test", runtime_mem=128), "Instance file1.test is not running")
 
         # --- rename (disks keep their paths) and reinstall
         assert await ok(op("RENAME", "file1.test", new_name="file2.test")) == "file2.test"
@@ -144,6 +145,9 @@ async def test_instance_lifecycle(root):
         data = await ok({"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": ["file2.test"]})
         assert data["file2.test"]["run_state"] == "up" and data["file2.test"]["pnode"] == N2
         assert data["file2.test"]["be_actual"]["maxmem"] == 96
+        assert await ok(op("SET_PARAMS", "file2.test", runtime_mem=80, force=True)) == [["runtime_memory", 80]]
+        info = await cluster.rpc.call_one(N2, NODES[N2], "instance_info", ["file2.test", "fake", {}])
+        assert info.payload["memory"] == 80, info
 
         # --- remove: stopped, disks gone, out of the config
         await ok(op("REMOVE", "file2.test"))

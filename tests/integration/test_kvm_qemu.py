@@ -261,3 +261,35 @@ async def test_silent_monitor_is_dropped(tmp_path, monkeypatch):
         await lost
     finally:
         await port.stopListening()
+
+
+@needs_qemu
+@pytest_twisted.ensureDeferred
+async def test_balloon_reaches_qemu():
+    """runtime memory: qemu has a balloon device, takes the target in bytes,
+    and the instance's info reports the new memory."""
+    root = make_root("gntkvm")
+    try:
+        hypervisor = KVMHypervisor(root, reactor, kvm_usable=False)
+        inst = Instance(name=NAME, uuid="7a0c7c1a-8a47-4f57-9d0b-3a0f2b9c6e12", hypervisor="kvm",
+                        beparams={"maxmem": 64, "vcpus": 1},
+                        hvparams={"kvm_path": QEMU, "vnc_bind_address": "", "serial_console": True})
+        await hypervisor.start_instance(inst, [], False)
+        await hypervisor.balloon_instance_memory(inst, 48)
+        assert (await hypervisor.get_instance_info(NAME))["memory"] == 48
+        protocol = await connect_qmp(reactor, hypervisor.files(NAME).qmp_socket)
+        try:
+            balloon = await protocol.execute("query-balloon")  # without the device: an error
+        finally:
+            protocol.transport.loseConnection()
+            await protocol.closed
+        assert balloon["actual"] == 64 * 1024 * 1024  # SeaBIOS has no balloon driver to give memory back
+        await hypervisor.stop_instance(inst, True, 10)
+        assert hypervisor.list_instances() == []
+    finally:
+        for pid in qemu_pids([root]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        remove_root(root)

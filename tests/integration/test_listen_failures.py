@@ -79,7 +79,7 @@ async def test_stale_sockets_locked_by_a_live_pid(root):
         await wconfd.ready(reactor)
         luxid.start()
         await luxid.ready(reactor)
-        delay = await threads.deferToThread(tool, root, "gnt-debug", "delay", "0.01")
+        delay = await threads.deferToThread(tool, root, "gnt-debug", "delay", "--no-master", "0.01")
         assert delay.returncode == 0, delay.stdout + delay.stderr
         assert os.readlink(root.luxi_socket + ".lock") == str(luxid.process.pid)
         assert os.readlink(root.wconfd_socket + ".lock") == str(wconfd.process.pid)
@@ -88,7 +88,7 @@ async def test_stale_sockets_locked_by_a_live_pid(root):
                                 capture_output=True, text=True, timeout=60, cwd=root.root)
         assert second.returncode == 1 and "ganeti-wconfd is already running" in second.stdout + second.stderr
         assert os.readlink(root.wconfd_socket + ".lock") == str(wconfd.process.pid)  # the second one touched nothing
-        again = await threads.deferToThread(tool, root, "gnt-debug", "delay", "0.01")
+        again = await threads.deferToThread(tool, root, "gnt-debug", "delay", "--no-master", "0.01")
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
         luxid.stop()
@@ -165,7 +165,7 @@ def test_restart_by_short_name_and_status_of_a_silent_daemon(root):
         assert restart.returncode == 0, restart.stdout + restart.stderr
         assert restart.stdout.splitlines()[0] == "ganeti-luxid: stopped"
         assert restart.stdout.splitlines()[1].startswith("ganeti-luxid: started (pid ")
-        delay = tool(root, "gnt-debug", "delay", "0.01")
+        delay = tool(root, "gnt-debug", "delay", "--no-master", "0.01")
         assert delay.returncode == 0, delay.stdout + delay.stderr
         assert tool(root, "ganeti-daemons", "status", "wconfd", "luxid").returncode == 0
     finally:

@@ -17,7 +17,7 @@ from ganeti import errors
 from ganeti.client import gnt_job as gnt_job_module
 from ganeti.config.bootstrap import initial_config
 from ganeti.luxi.client import LuxiClient
-from ganeti.testing.daemons import Daemon, seed_config
+from ganeti.testing.daemons import Daemon, MasterNoded, seed_config
 from ganeti.wconfd.death import owner_is_dead
 
 FINAL = ("success", "error", "canceled")
@@ -30,15 +30,17 @@ def delay(duration: float = 0.01, **extra) -> dict:
 
 
 class Cluster:
-    """WConfD + LuxiD of one node root."""
+    """NodeD (test delays sleep there), WConfD + LuxiD of one node root."""
 
     def __init__(self, root, *luxid_args: str) -> None:
         self.root = root
         seed_config(root, initial_config("cluster.test", "node1.test", "127.0.1.1"))
+        self.noded = MasterNoded(root)
         self.wconfd = Daemon(root, "ganeti-wconfd")
-        self.luxid = Daemon(root, "ganeti-luxid", *luxid_args)
+        self.luxid = Daemon(root, "ganeti-luxid", *self.noded.luxid_args, *luxid_args, env=self.noded.env)
 
     async def start(self) -> Cluster:
+        await self.noded.start(reactor)
         self.wconfd.start()
         await self.wconfd.ready(reactor)
         self.luxid.start()
@@ -51,6 +53,7 @@ class Cluster:
     def stop(self) -> None:
         self.luxid.stop()
         self.wconfd.stop()
+        self.noded.stop()
 
 
 async def in_thread(fn, *args):

@@ -22,7 +22,7 @@ from ganeti import errors
 from ganeti.config.bootstrap import initial_config
 from ganeti.locking import Owner
 from ganeti.luxi.client import LuxiClient
-from ganeti.testing.daemons import Daemon, LiveOwner, seed_config
+from ganeti.testing.daemons import Daemon, LiveOwner, MasterNoded, seed_config
 from ganeti.wconfd.client import WConfdClient
 
 FINAL = ("success", "error", "canceled")
@@ -75,8 +75,10 @@ def statuses(client: LuxiClient, ids: list[int]) -> list[str]:
 async def test_jobs_ride_out_wconfd_kills(root):
     rng = random.Random(20261124)
     seed_config(root, initial_config("restart.test", "node1.test", "127.0.1.1"))
+    noded = MasterNoded(root, cluster_name="restart.test")  # the test delays sleep there
+    await noded.start(reactor)
     wconfd = Daemon(root, "ganeti-wconfd")
-    luxid = Daemon(root, "ganeti-luxid", "--max-running-jobs", "8")
+    luxid = Daemon(root, "ganeti-luxid", "--max-running-jobs", "8", *noded.luxid_args, env=noded.env)
     wconfd.start()
     await wconfd.ready(reactor)
     luxid.start()
@@ -145,6 +147,7 @@ async def test_jobs_ride_out_wconfd_kills(root):
     finally:
         luxid.stop()
         wconfd.stop()
+        noded.stop()
 
 
 @pytest_twisted.ensureDeferred

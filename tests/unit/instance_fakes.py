@@ -157,6 +157,12 @@ class FakeNodes:
             raise _Refused("Instance %s is not running" % inst["name"])
         return None
 
+    def _instance_balloon_memory(self, node: str, inst: dict[str, Any], memory: int) -> Any:
+        if inst["name"] not in self.running.get(node, {}):
+            raise _Refused("Cannot balloon the memory of instance %s: it is not running" % inst["name"])
+        self.running[node][inst["name"]] = memory
+        return None
+
     def _instance_info(self, node: str, name: str, hypervisor: str, hvparams: Any) -> Any:
         memory = self.running.get(node, {}).get(name)
         state = 1 if name in self.powered_off else 0

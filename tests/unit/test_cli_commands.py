@@ -157,6 +157,11 @@ def test_delay_options() -> None:
     fake = following()
     gnt("gnt-debug", "delay", "--priority", "low", "1", fake=fake)
     assert submitted_op(fake)["priority"] == 10
+    # as Ganeti's client: locks by default, --no-locks; --interruptible
+    assert (submitted_op(fake)["no_locks"], submitted_op(fake)["interruptible"]) == (False, False)
+    fake = following()
+    gnt("gnt-debug", "delay", "-i", "--no-locks", "1", fake=fake)
+    assert (submitted_op(fake)["no_locks"], submitted_op(fake)["interruptible"]) == (True, True)
 
 
 def test_delay_submit_prints_the_job_id_and_does_not_wait() -> None:

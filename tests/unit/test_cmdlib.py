@@ -6,6 +6,7 @@ section 4) are checked on the LU itself, right after C{expand_names}.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import attrs
@@ -372,10 +373,61 @@ class TestDelayTests(LUTestCase):
         self.successResultOf(run.done)
         self.assertEqual(run.ops[0].log, [])
 
-    def test_not_on_master_does_not_sleep(self) -> None:
+    def test_without_nodes_the_job_process_sleeps(self) -> None:
+        # as Ganeti: neither on_master nor on_nodes still sleeps, in the job process
         run = self.env.start(1, [delay(100, on_master=False, repeat=3)])
-        self.successResultOf(run.done)
+        for _ in range(299):
+            self.env.advance(1)
+        self.assertFalse(run.done.called)
         self.assertEqual(len(run.ops[0].log), 3)
+        self.env.advance(1)
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].status, model.SUCCESS)
+
+    def test_zero_duration_refused(self) -> None:
+        for op in (delay(0), delay(0.0, on_master=False), delay(0, repeat=2)):
+            self.assertEqual(self.error(op), ["OpPrereqError", ["Duration must be greater than zero", "wrong_input"]])
+
+    def _socket(self, index: int) -> tuple[str, Any]:
+        """The path the delay named in its log and the factory listening there."""
+        server = self.env.clock.unixServers[index]
+        return server[0], server[1]
+
+    def test_interruptible_delay_interrupted_ends_the_repetitions(self) -> None:
+        from twisted.internet.testing import StringTransport
+
+        run = self.env.start(1, [delay(10, interruptible=True, repeat=3)])
+        self.env.advance(0)
+        (entry_0, entry_1) = run.ops[0].log
+        self.assertEqual(entry_1[2], "delay-test")
+        path, factory = self._socket(0)
+        self.assertEqual(entry_1[3], [path])
+        self.assertFalse(run.done.called)
+        client = factory.buildProtocol(None)
+        client.makeConnection(StringTransport())
+        self.env.advance(1)
+        client.dataReceived(b"x")
+        self.env.advance(0)
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].status, model.SUCCESS)
+        messages = [entry[3] for entry in run.ops[0].log]
+        self.assertEqual(messages[0], " - INFO: Test delay iteration 0/2")
+        self.assertEqual(messages[2], "Received connection, time to go is 10")
+        self.assertEqual(messages[3], "Interrupted, time spent waiting: 1")
+        self.assertEqual(len(messages), 4)  # no second iteration
+        self.assertFalse(os.path.exists(os.path.dirname(path)))
+
+    def test_interruptible_delay_without_client_runs_out(self) -> None:
+        run = self.env.start(1, [delay(5, interruptible=True, repeat=2)])
+        self.env.advance(0)
+        self.env.advance(5)
+        self.assertFalse(run.done.called)
+        self.env.advance(5)
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].status, model.SUCCESS)
+        kinds = [entry[2] for entry in run.ops[0].log]
+        self.assertEqual(kinds, ["message", "delay-test", "message", "delay-test"])
+        self.assertEqual(len(self.env.clock.unixServers), 2)
 
 
 class HelperTests(SynchronousTestCase):
@@ -407,3 +459,56 @@ class HelperTests(SynchronousTestCase):
         self.assertEqual(lu.owned_locks(LEVEL_NODE), frozenset(cfg.nodes))
         lu.acquired[LEVEL_NODEGROUP] = ["g"]
         self.assertEqual(lu.owned_locks(LEVEL_NODEGROUP), frozenset(["g"]))
+
+
+class TestJqueueTests(LUTestCase):
+    """OP_TEST_JQUEUE against a client that answers every notification as
+    C{gnt-debug test-jobqueue} does: connect, then close."""
+
+    def answer_notifications(self, run: Any, seen: list[tuple[str, Any, str]], rounds: int = 50) -> None:
+        from twisted.internet.testing import StringTransport
+
+        answered = 0
+        for _ in range(rounds):
+            self.env.advance(0)
+            entries = [e for op in run.ops for e in op.log if e[2] == "jqueue-test"]
+            for entry in entries[answered:]:
+                path, test, arg = entry[3]
+                (factory,) = [f for p, f, *_ in self.env.clock.unixServers if p == path]
+                status = next(op.status for op in run.ops if entry in op.log)
+                seen.append((test, arg, status))
+                client = factory.buildProtocol(None)
+                client.makeConnection(StringTransport())
+                client.connectionLost(None)
+                answered += 1
+            if run.done.called:
+                return
+
+    def test_notifications_messages_and_result(self) -> None:
+        op = {"OP_ID": "OP_TEST_JQUEUE", "notify_waitlock": True, "notify_exec": True, "log_messages": ["A", ""]}
+        run = self.env.start(1, [op])
+        seen: list[tuple[str, Any, str]] = []
+        self.answer_notifications(run, seen)
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].status, model.SUCCESS)
+        self.assertIs(run.ops[0].result, True)
+        self.assertEqual(seen, [("expandnames", None, model.WAITING), ("exec", None, model.RUNNING),
+                                ("startmsg", 2, model.RUNNING), ("logmsg", 1, model.RUNNING),
+                                ("logmsg", 2, model.RUNNING)])
+        messages = [e[3] for e in run.ops[0].log if e[2] == "message"]
+        self.assertEqual([m for m in messages if m.startswith("TESTMSG=")], ["TESTMSG=A", "TESTMSG="])
+        for path, *_ in self.env.clock.unixServers:
+            self.assertFalse(os.path.exists(os.path.dirname(path)))
+
+    def test_fail_requested(self) -> None:
+        run = self.env.start(1, [{"OP_ID": "OP_TEST_JQUEUE", "fail": True}])
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].result, ["OpExecError", ["Opcode failure was requested"]])
+
+    def test_client_that_never_connects_fails_the_opcode(self) -> None:
+        run = self.env.start(1, [{"OP_ID": "OP_TEST_JQUEUE", "notify_exec": True}])
+        self.env.advance(19)
+        self.assertFalse(run.done.called)
+        self.env.advance(1)
+        self.successResultOf(run.done)
+        self.assertEqual(run.ops[0].result, ["OpExecError", ["Client didn't connect in time (exec)"]])

@@ -133,6 +133,14 @@ class SetParamsTests(GroupTestCase):
         self.ok(modify("rack2", ndparams={"ssh_port": "default", "cpu_speed": "1.5"}))
         self.assertEqual(self.group("rack2").ndparams, {"ovs": True, "cpu_speed": 1.5})
 
+    def test_empty_dicts_change_nothing(self) -> None:
+        """Ganeti's gnt-group modify sends {} for what it leaves alone: not shown as a change."""
+        result = self.ok(modify("rack2", alloc_policy="last_resort", ndparams={}, diskparams={}, ipolicy={},
+                                hv_state={}, disk_state={}))
+        self.assertEqual(result, [["alloc_policy", "last_resort"]])
+        group = self.group("rack2")
+        self.assertEqual((group.diskparams, group.hv_state_static, group.disk_state_static), ({}, None, None))
+
     def test_disk_parameters_and_policy(self) -> None:
         self.ok(modify("default", diskparams={"plain": {"stripes": 2}, "file": {}},
                        ipolicy={"vcpu-ratio": "2.5", "disk-templates": ["file", "sharedfile"],

@@ -716,7 +716,6 @@ class SetParamsTests(InstanceTestCase):
     def test_refusals(self) -> None:
         for opcode, text in [
             (op("SET_PARAMS"), "No changes submitted"),
-            (op("SET_PARAMS", runtime_mem=512), "ballooning) is not supported"),
             (op("SET_PARAMS", disk_template="plain"), "Changing the disk template is not supported"),
             (op("SET_PARAMS", pnode=N3), "Changing the primary node is not supported"),
             (op("SET_PARAMS", beparams={"minmem": 4096}), "greater than maximum"),
@@ -781,6 +780,53 @@ class SetParamsTests(InstanceTestCase):
 
 
 # --- query data ---------------------------------------------------------------------------
+
+
+class RuntimeMemoryTests(InstanceTestCase):
+    """runtime_mem: ballooning a running instance, within minmem..maxmem."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.rpc.memory[N2] = 1024
+        self.ok(create(pnode=N2, beparams={"minmem": 128, "maxmem": 512}))
+        self.rpc.calls.clear()
+
+    def test_balloon_down_and_up(self) -> None:
+        serial = self.instance().serial_no
+        self.assertEqual(self.ok(op("SET_PARAMS", runtime_mem=256)), [["runtime_memory", 256]])
+        self.assertEqual(self.rpc.running[N2][WEB], 256)
+        ((node, args),) = self.rpc.calls_of("instance_balloon_memory")
+        self.assertEqual((node, args[0]["name"], args[1]), (N2, WEB, 256))
+        self.assertEqual(self.ok(op("SET_PARAMS", runtime_mem=512)), [["runtime_memory", 512]])
+        self.assertEqual(self.rpc.running[N2][WEB], 512)
+        inst = self.instance()
+        assert inst is not None
+        self.assertEqual(inst.beparams, {"minmem": 128, "maxmem": 512})  # the configuration keeps its memory
+        self.assertGreaterEqual(inst.serial_no, serial)
+
+    def test_outside_minmem_maxmem_needs_force(self) -> None:
+        for memory in (64, 1024):
+            message = self.error(op("SET_PARAMS", runtime_mem=memory), code=errors.ECODE_INVAL)
+            self.assertEqual(message, "Instance %s must have memory between 128 and 512 MB of memory unless --force"
+                                      " is given" % WEB)
+        self.assertEqual(self.rpc.calls_of("instance_balloon_memory"), [])
+        self.ok(op("SET_PARAMS", runtime_mem=64, force=True))
+        self.assertEqual(self.rpc.running[N2][WEB], 64)
+
+    def test_growing_needs_free_memory_on_the_node(self) -> None:
+        self.rpc.start(N2, "other", 700)
+        self.ok(op("SET_PARAMS", runtime_mem=128))  # shrinking needs nothing: 1024 - 128 - 700 = 196 MiB free
+        message = self.error(op("SET_PARAMS", runtime_mem=512))  # 384 more
+        self.assertIn("ballooning memory for instance %s" % WEB, message)
+        self.assertEqual(self.rpc.running[N2][WEB], 128)
+        self.ok(op("SET_PARAMS", runtime_mem=320))  # 192 more
+        self.assertEqual(self.rpc.running[N2][WEB], 320)
+
+    def test_checked_before_other_changes(self) -> None:
+        self.error(op("SET_PARAMS", runtime_mem=4096, beparams={"vcpus": 4}))
+        self.assertNotIn("vcpus", self.instance().beparams)
+        self.ok(op("SHUTDOWN"))
+        self.assertIn("is not running", self.error(op("SET_PARAMS", runtime_mem=256), code=errors.ECODE_STATE))
 
 
 class QueryDataTests(InstanceTestCase):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import ssconf
@@ -54,7 +56,10 @@ class FakeRpc:
                 results[name] = RpcResult.failure(name, "node unreachable: connection refused")
                 continue
             answer = self.answers.get(procedure)
-            results[name] = RpcResult(name, True, answer(name, args) if callable(answer) else answer)
+            payload = answer(name, args) if callable(answer) else answer
+            if isinstance(payload, Deferred):
+                payload = await payload
+            results[name] = RpcResult(name, True, payload)
         return results
 
     def procedures(self) -> list[str]:
@@ -372,19 +377,25 @@ class TestDelayOnNodesTests(NodeLUTestCase):
         op = {"OP_ID": "OP_TEST_DELAY", "duration": 2.0, "on_nodes": ["node3", N2], "no_locks": False}
         lu = make_lu(op, cfg)
         self.assertEqual(lu.needed_locks["node"], [uuids[N3], uuids[N2], cfg.cluster.master_node])
-        self.assertEqual(lu.op["on_node_uuids"], [uuids[N3], uuids[N2]])
+        # as Ganeti: on_master adds the master to the nodes slept on by RPC
+        self.assertEqual(lu.op["on_node_uuids"], [uuids[N3], uuids[N2], cfg.cluster.master_node])
+        end = self.env.clock.seconds() + 2.0  # every node sleeps until then
+        self.rpc.answers["test_delay"] = lambda name, args: deferLater(
+            self.env.clock, end - self.env.clock.seconds(), lambda: None)
         run = self.env.start(1, [op], rpc_factory=lambda: self.rpc)
         locks = self.env.locks_of(run.owner)
         self.assertEqual(sorted(name for name, mode in locks[1:] if mode == "exclusive"),
                          sorted("node/" + u for u in (uuids[N2], uuids[N3], cfg.cluster.master_node)))
         self.assertEqual(self.rpc.calls, [("test_delay", {N3: cfg.nodes[uuids[N3]].primary_ip,
-                                                          N2: cfg.nodes[uuids[N2]].primary_ip}, [2.0])])
+                                                          N2: cfg.nodes[uuids[N2]].primary_ip,
+                                                          MASTER: cfg.nodes[cfg.cluster.master_node].primary_ip},
+                                           [2.0])])
         self.env.advance(2.0)
         self.assertEqual(run.job.ops[0].status, model.SUCCESS)
 
     def test_failure_on_a_node_fails_the_opcode(self) -> None:
         self.rpc.down.add(N3)
-        qop = self.run_op({"OP_ID": "OP_TEST_DELAY", "duration": 0.0, "on_nodes": [N3], "on_master": False})
+        qop = self.run_op({"OP_ID": "OP_TEST_DELAY", "duration": 0.5, "on_nodes": [N3], "on_master": False})
         self.assertEqual(qop.status, model.ERROR)
         self.assertIn("Failure during rpc call to node %s" % N3, qop.result[1][0])
 

@@ -63,6 +63,11 @@ def option(argv: list[str], name: str) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv) if arg == name]
 
 
+def nic_devices(argv: list[str]) -> list[str]:
+    """The C{-device} values but the balloon every instance has."""
+    return [d for d in option(argv, "-device") if not d.startswith("virtio-balloon,")]
+
+
 class BasicsTests(SynchronousTestCase):
     def test_identity_memory_cpus(self) -> None:
         argv = build()
@@ -70,6 +75,7 @@ class BasicsTests(SynchronousTestCase):
         self.assertEqual(option(argv, "-name"), ["inst1.example.com"])
         self.assertEqual(option(argv, "-uuid"), [UUID])
         self.assertEqual(option(argv, "-m"), ["512"])
+        self.assertIn("virtio-balloon,id=balloon", option(argv, "-device"))  # for runtime memory changes
         self.assertEqual(option(argv, "-smp"), ["2"])
         self.assertEqual(option(argv, "-pidfile"), [PATHS.pidfile])
 
@@ -117,7 +123,7 @@ class BasicsTests(SynchronousTestCase):
         argv = build({})
         self.assertEqual(argv[0], "qemu-system-x86_64")
         self.assertEqual(option(argv, "-boot"), ["order=c"])
-        self.assertEqual(option(argv, "-device")[0].split(",")[0], "virtio-net-pci")
+        self.assertEqual(nic_devices(argv)[0].split(",")[0], "virtio-net-pci")
 
     def test_ganeti_cluster_hvparams(self) -> None:
         """The kvm hvparams of a real Ganeti 3.0.2 cluster build a command line."""
@@ -168,13 +174,13 @@ class NICTests(SynchronousTestCase):
     def test_tap_virtio(self) -> None:
         argv = build(nics=[(MAC0, "tap0", None)])
         self.assertEqual(option(argv, "-netdev"), ["tap,id=nic0,ifname=tap0,script=no,downscript=no,vnet_hdr=on"])
-        self.assertEqual(option(argv, "-device"), [f"virtio-net-pci,netdev=nic0,mac={MAC0},id=nic0-dev"])
+        self.assertEqual(nic_devices(argv), [f"virtio-net-pci,netdev=nic0,mac={MAC0},id=nic0-dev"])
 
     def test_vhost_and_multiqueue(self) -> None:
         argv = build(params(vhost_net=True, vnet_hdr=False, virtio_net_queues=4))
         self.assertEqual(option(argv, "-netdev"),
                          ["tap,id=nic0,ifname=tap0,script=no,downscript=no,vnet_hdr=off,vhost=on,queues=4"])
-        self.assertEqual(option(argv, "-device"),
+        self.assertEqual(nic_devices(argv),
                          [f"virtio-net-pci,netdev=nic0,mac={MAC0},id=nic0-dev,mq=on,vectors=10"])
 
     def test_user_mode_and_models(self) -> None:
@@ -182,7 +188,7 @@ class NICTests(SynchronousTestCase):
         argv = build(params(nic_type="rtl8139"), nics=[(MAC0, None, "e1000"), (MAC1.upper(), "tap1", None)])
         self.assertEqual(option(argv, "-netdev"),
                          ["user,id=nic0", "tap,id=nic1,ifname=tap1,script=no,downscript=no"])
-        self.assertEqual(option(argv, "-device"), [
+        self.assertEqual(nic_devices(argv), [
             f"e1000,netdev=nic0,mac={MAC0},id=nic0-dev",
             f"rtl8139,netdev=nic1,mac={MAC1},id=nic1-dev",
         ])
@@ -190,7 +196,7 @@ class NICTests(SynchronousTestCase):
     def test_no_nics(self) -> None:
         argv = build(nics=[])
         self.assertEqual(option(argv, "-netdev"), [])
-        self.assertEqual(option(argv, "-device"), [])
+        self.assertEqual(nic_devices(argv), [])
 
 
 class ConsoleTests(SynchronousTestCase):

@@ -443,6 +443,18 @@ class StateTests(KVMTestCase):
     def test_reboot_not_running(self) -> None:
         self.failureResultOf(self.kvm.reboot_instance(instance()), hv.HypervisorError)
 
+    def test_balloon(self) -> None:
+        """runtime memory: QMP balloon in bytes; the instance's info reports it."""
+        qemu = self.start()
+        self.assertIn("virtio-balloon,id=balloon", qemu.argv)
+        self.successResultOf(self.drive(self.kvm.balloon_instance_memory(instance(), 192)))
+        self.assertEqual(qemu.arguments("balloon"), [{"value": 192 * 1024 * 1024}])
+        info = self.successResultOf(self.drive(self.kvm.get_instance_info(NAME)))
+        self.assertEqual(info["memory"], 192)
+
+    def test_balloon_not_running(self) -> None:
+        self.failureResultOf(self.kvm.balloon_instance_memory(instance(), 128), hv.HypervisorError)
+
     def test_console_serial_and_vnc(self) -> None:
         console = self.kvm.get_console_info(instance())
         self.assertEqual(console["kind"], hv.CONS_MESSAGE)

@@ -155,6 +155,13 @@ def test_start_list_info_reboot_shutdown(node, cfg):
     assert run(node.instance_reboot(data, "hard", 30, [])) is None
     assert run(node.instance_reboot(data, "full", 30, [])) is None
     assert run(node.instance_list(["fake"], {})) == [NAME]
+    # runtime memory (ballooning): the fake hypervisor's state file records it
+    assert run(node.instance_balloon_memory(data, 192)) is None
+    assert run(node.instance_info(NAME, "fake", {}))["memory"] == 192
+    for bad in (0, -5, "192", True, 2**40):
+        with pytest.raises(RpcFailure, match="memory must be an integer"):
+            run(node.instance_balloon_memory(data, bad))
+    assert run(node.instance_info(NAME, "fake", {}))["memory"] == 192
     console = run(node.instance_console_info(data))
     assert console["instance"] == NAME and console["kind"] == hv.CONS_MESSAGE
 
@@ -162,6 +169,7 @@ def test_start_list_info_reboot_shutdown(node, cfg):
     assert run(node.instance_list(["fake"], {})) == []
     assert run(node.instance_shutdown(data, 10, [])) is None  # not running: succeeds
     refused(node.instance_reboot(data, "soft", 30, []), "not running")
+    refused(node.instance_balloon_memory(data, 128), "not running")
 
 
 def test_start_hands_a_powered_off_instance_to_the_hypervisor(node, cfg, monkeypatch):

@@ -102,6 +102,18 @@ class ValidateTests(SynchronousTestCase):
         self.assertEqual(op["max_running_jobs"], 5)
         self.assertIn("parameter 'vg_name' must be null", _error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "vg_name": "xenvg"}).args[0])
 
+    def test_ganeti_only_parameters_empty_means_no_change(self) -> None:
+        """Ganeti's gnt-cluster modify sends {} for the parameters it leaves
+        alone (diskparams, hv_state, disk_state...): taken as not given."""
+        op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "diskparams": {}, "disk_state": {},
+                       "hv_state": {}, "reserved_lvs": [], "candidate_pool_size": 2})
+        self.assertEqual(op["candidate_pool_size"], 2)
+        for name in ("diskparams", "disk_state", "hv_state", "reserved_lvs"):
+            self.assertNotIn(name, op)
+        for bad in ({"cpu-avg-load": True}, ["lv1"], ""):
+            self.assertIn("parameter 'hv_state' must be null",
+                          _error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "hv_state": bad}).args[0])
+
     def test_test_delay_bounded(self) -> None:
         """A delay cannot ask to run for ever: duration, repeat and their product are bounded."""
         for bad in (1e308, -1.0, float("inf"), float("nan"), opcodes.MAX_TEST_DELAY + 1, True, "5"):

@@ -12,7 +12,7 @@ from typing import Any, Coroutine
 
 import attrs
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors, serializer
@@ -31,7 +31,7 @@ from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
 START = 1_700_000_000.0
 
 
-def delay(duration: float = 0.0, **params: Any) -> dict[str, Any]:
+def delay(duration: float = 0.001, **params: Any) -> dict[str, Any]:
     return dict({"OP_ID": "OP_TEST_DELAY", "duration": duration}, **params)
 
 
@@ -59,7 +59,7 @@ class Env:
     """A WConfD on MemoryStorage and a Clock, and jobs connected to it."""
 
     def __init__(self, config: ConfigData | None = None) -> None:
-        self.clock = Clock()
+        self.clock = MemoryReactorClock()
         self.clock.advance(START)
         self.config = config if config is not None else make_config(nodes=2, instances=2)
         self.service = make_service(self.config, clock=self.clock)
@@ -116,6 +116,7 @@ class Env:
         def save(current: QueuedJob) -> None:
             saves.append(copy.deepcopy(current.to_dict()))
 
+        options.setdefault("rpc_factory", lambda: DelayNodes(self.clock))
         processor = Processor(queued, wire.client, owner, save=save, clock=self.clock, **options)
         done = ensureDeferred(processor.run())
         if settle:
@@ -139,6 +140,32 @@ class Env:
 
     def pending(self) -> list[tuple[int, Owner, list[tuple[str, str]]]]:
         return self.service.locks.pending()
+
+
+class DelayNodes:
+    """Node RPC that knows only C{test_delay}: every node sleeps on C{clock}.
+
+    @ivar calls: C{(procedure, node names, args)} of every call
+    """
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.calls: list[tuple[str, list[str], list[Any]]] = []
+
+    async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> dict[str, Any]:
+        from twisted.internet.task import deferLater
+
+        from ganeti.rpc import RpcResult
+
+        names = list(dict(nodes))
+        self.calls.append((procedure, names, list(args)))
+        if procedure != "test_delay":
+            return {name: RpcResult.failure(name, "unknown procedure %s" % procedure) for name in names}
+        await deferLater(self.clock, args[0], lambda: None)
+        return {name: RpcResult(name, True, None) for name in names}
+
+    async def close(self) -> None:
+        pass
 
 
 class ExclusiveDelay(LUTestDelay):
@@ -219,7 +246,7 @@ class TestDelayTests(ProcessorTestCase):
                 await self.ctx.sleep(1)
                 await self.log_info("after the sleep")
 
-        run = self.env.start(1, [delay(0)], registry=registry(OP_TEST_DELAY=Chatty))
+        run = self.env.start(1, [delay(1)], registry=registry(OP_TEST_DELAY=Chatty))
         self.env.advance(0)
         logged = [len(saved["ops"][0]["log"]) for saved in run.saves]
         self.assertIn(3, logged)
@@ -258,8 +285,8 @@ class ValidationTests(ProcessorTestCase):
 
     def test_later_invalid_opcode(self) -> None:
         """Earlier opcodes run; the invalid one fails when its turn comes."""
-        run = self.env.start(1, [delay(0), {"OP_ID": "OP_NO_SUCH_THING"}, delay(0)])
-        self.successResultOf(run.done)
+        run = self.env.start(1, [delay(1), {"OP_ID": "OP_NO_SUCH_THING"}, delay(1)])
+        self.env.finish(run)
         self.assertEqual([op.status for op in run.ops], [model.SUCCESS, model.ERROR, model.ERROR])
         self.assertEqual(run.ops[1].result, ["OpPrereqError", ["OP_NO_SUCH_THING: unknown opcode", "wrong_input"]])
 
@@ -339,6 +366,8 @@ class ContentionTests(ProcessorTestCase):
         """Off the master, test delays take only the BGL, shared: neither waits."""
         a = self.env.start(1, [delay(5, no_locks=False, on_master=False)])
         b = self.env.start(2, [delay(5, no_locks=False, on_master=False)])
+        self.assertEqual([a.ops[0].status, b.ops[0].status], [model.RUNNING, model.RUNNING])
+        self.env.advance(5)
         self.successResultOf(a.done)
         self.successResultOf(b.done)
         self.assertEqual([a.ops[0].status, b.ops[0].status], [model.SUCCESS, model.SUCCESS])
@@ -388,7 +417,7 @@ class ContentionTests(ProcessorTestCase):
 
     def test_change_priority_of_a_waiting_request(self) -> None:
         a = self.env.start(1, [delay(10)], registry=registry(OP_TEST_DELAY=ExclusiveDelay), lock_timeouts=())
-        b = self.env.start(2, [delay(0, no_locks=False), delay(0)], lock_timeouts=())
+        b = self.env.start(2, [delay(1, no_locks=False), delay(1)], lock_timeouts=())
         self.assertFalse(a.processor.change_priority(-10))  # running: nothing pending
         self.assertTrue(b.processor.change_priority(-10))
         self.env.settle()
@@ -489,7 +518,8 @@ class CancelTests(ProcessorTestCase):
         """Once op 1 is done, the queued op 2 can still be cancelled."""
         table = registry(OP_TEST_DELAY=ExclusiveDelay)
         blocker = self.env.start(1, [delay(10)], registry=table, lock_timeouts=())
-        run = self.env.start(2, [delay(0), delay(1, no_locks=False)], lock_timeouts=())
+        run = self.env.start(2, [delay(1), delay(1, no_locks=False)], lock_timeouts=())
+        self.env.advance(1)
         self.assertEqual([op.status for op in run.ops], [model.SUCCESS, model.WAITING])
         self.assertTrue(run.processor.request_cancel())
         self.env.settle()
@@ -539,7 +569,7 @@ class JobFileTests(ProcessorTestCase):
 
     def test_slow_saves_do_not_overlap(self) -> None:
         wire = self.env.connect()
-        queued = QueuedJob.new(5, [delay(0, repeat=3)], when=self.env.clock.seconds())
+        queued = QueuedJob.new(5, [delay(1, repeat=3, on_master=False)], when=self.env.clock.seconds())
         pending: list[Deferred] = []
         active = [0]
 
@@ -558,7 +588,7 @@ class JobFileTests(ProcessorTestCase):
         processor = Processor(queued, wire.client, job(5), save=save, clock=self.env.clock)
         finished = ensureDeferred(processor.run())
         for _ in range(100):
-            self.env.settle()
+            self.env.advance(1)
             if finished.called:
                 break
             while pending:

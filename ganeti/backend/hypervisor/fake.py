@@ -160,6 +160,14 @@ class FakeHypervisor:
         record["started"] = self._clock()
         self._write(instance.name, record)
 
+    def balloon_instance_memory(self, instance: Any, memory: int) -> None:
+        """Give the running instance C{memory} MiB (its state file records it)."""
+        record = self._running().get(instance.name)
+        if record is None:
+            raise hv.HypervisorError("Cannot balloon the memory of instance %s: not running" % instance.name)
+        record["memory"] = int(memory)
+        self._write(instance.name, record)
+
     def list_instances(self) -> list[str]:
         return sorted(self._running())
 

@@ -601,6 +601,19 @@ class KVMHypervisor:
             if status in _GUEST_DOWN and record.get("state") != PAUSED:
                 await self._execute(protocol, "cont")
 
+    def balloon_instance_memory(self, instance: Any, memory: int) -> Deferred[None]:
+        """Ask the guest's balloon driver (QMP C{balloon}, in bytes) to leave it
+        C{memory} MiB; the runtime file then records it as the instance's memory."""
+        return ensureDeferred(self._balloon(instance, memory))
+
+    async def _balloon(self, instance: Any, memory: int) -> None:
+        name = _check_name(instance.name)
+        record = self._running(name, "balloon the memory of")
+        async with self._qmp(name) as protocol:
+            await self._execute(protocol, "balloon", {"value": int(memory) * 1024 * 1024})
+        record["memory"] = int(memory)
+        self._write(name, record)
+
     def list_instances(self) -> list[str]:
         """The instances whose qemu runs here, guest powered off or not
         (such a qemu still holds the instance's disks and memory)."""

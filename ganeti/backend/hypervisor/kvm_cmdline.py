@@ -436,6 +436,7 @@ def build_command(
     argv += _cpu(hvparams, vcpus, accel)
     argv += _memory(hvparams, memory_mib)
     argv += ["-nodefaults", "-no-user-config", "-no-shutdown"]
+    argv += ["-device", "virtio-balloon,id=balloon"]  # runtime memory changes (QMP balloon)
     if reboot == "exit":
         argv.append("-no-reboot")
     argv += ["-pidfile", _check_path("pidfile", paths.pidfile)]
