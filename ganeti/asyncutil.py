@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.error import ProcessDone
 from twisted.internet.interfaces import IReactorProcess, IReactorTCP, IReactorThreads
-from twisted.internet.protocol import ClientFactory, Protocol, ProcessProtocol
+from twisted.internet.protocol import ClientFactory, ProcessProtocol, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -84,7 +84,7 @@ class _Probe(ClientFactory):
         if not self.result.called:
             self.result.callback(True)
         protocol = Protocol()
-        protocol.factory = self  # type: ignore[assignment]
+        protocol.factory = self
         return protocol
 
     def clientConnectionFailed(self, connector: Any, reason: Failure) -> None:
@@ -142,7 +142,8 @@ class Network:
                 return _failed(ProgramTimeout())
             return succeed((done.stdout, done.stderr, done.returncode))
         output = _Output()
-        transport = self.reactor.spawnProcess(output, executable, [executable, *args], env=environment)
+        reactor: Any = self.reactor  # not narrowed to IReactorProcess: it has a clock too
+        transport = reactor.spawnProcess(output, executable, [executable, *args], env=environment)
 
         def kill() -> None:
             output.timed_out = True
@@ -152,7 +153,7 @@ class Network:
             except Exception:  # already gone: processEnded comes anyway
                 pass
 
-        timer = self.reactor.callLater(timeout, kill)
+        timer = reactor.callLater(timeout, kill)
 
         def stop_timer(result: Any) -> Any:
             if timer.active():

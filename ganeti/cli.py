@@ -229,7 +229,7 @@ class Command(NamedTuple):
             import importlib
 
             module, _, name = self.func.partition(":")
-            return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module), name)
         return self.func
 
 
@@ -243,7 +243,7 @@ class Context:
         opts: argparse.Namespace,
         stdout: TextIO,
         stderr: TextIO,
-        client_factory: Callable[["Context"], Any] | None = None,
+        client_factory: Callable[[Context], Any] | None = None,
         parser: argparse.ArgumentParser | None = None,
     ) -> None:
         self.prog = prog
@@ -312,7 +312,7 @@ class _Parser(argparse.ArgumentParser):
         if message:
             (self._err if file is sys.stderr else self._out).write(message)
 
-    def exit(self, status: int = 0, message: str | None = None) -> Any:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
         if message:
             self._err.write(message)
         raise _ParserExit(status)
@@ -891,7 +891,7 @@ def yes_no(text: str) -> bool:
     raise argparse.ArgumentTypeError("expected yes or no, got %r" % text)
 
 
-def tag_commands(kind: str, metavar: str, what: str) -> dict[str, "Command"]:
+def tag_commands(kind: str, metavar: str, what: str) -> dict[str, Command]:
     """C{list-tags}, C{add-tags} and C{remove-tags} for one object of C{kind}.
 
     @param metavar: the name of the object argument (e.g. C{"NODE"})
@@ -901,11 +901,11 @@ def tag_commands(kind: str, metavar: str, what: str) -> dict[str, "Command"]:
     def name(opts: argparse.Namespace) -> str:
         return str(opts.object_name)
 
-    def show(ctx: "Context", opts: argparse.Namespace) -> int:
+    def show(ctx: Context, opts: argparse.Namespace) -> int:
         return list_tags(ctx, kind, name(opts))
 
     def change(add: bool) -> CommandFunc:
-        def run_change(ctx: "Context", opts: argparse.Namespace) -> int:
+        def run_change(ctx: Context, opts: argparse.Namespace) -> int:
             if not opts.tags and opts.tags_source is None:
                 ctx.usage_error("no tags given")
             return (add_tags if add else remove_tags)(ctx, kind, name(opts), opts.tags)

@@ -108,7 +108,7 @@ def generate_key_and_cert(
     """
     key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     public_key = key.public_key()
     builder = (
         x509.CertificateBuilder()

@@ -35,7 +35,7 @@ def lock_pid_file(paths: Paths, daemon: str) -> int:
             other = os.read(fd, 32).decode(errors="replace").strip() or "?"
         finally:
             os.close(fd)
-        raise AlreadyRunning("%s is already running on root %s (pid %s, pid file %s)" % (daemon, paths.root, other, path))
+        raise AlreadyRunning("%s is already running on root %s (pid %s, pid file %s)" % (daemon, paths.root, other, path)) from None
     write_pid(fd)
     return fd
 

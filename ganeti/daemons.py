@@ -34,7 +34,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 from ganeti.listening import CANNOT_LISTEN
 from ganeti.logfile import LOG_FILE_ENV
@@ -87,9 +87,9 @@ def read_node_identity(paths: Paths) -> dict[str, str]:
         with open(node_file(paths)) as handle:
             value = json.load(handle)
     except FileNotFoundError:
-        raise SystemExit("%s: this root has no node identity; run 'gnt-cluster init' first" % node_file(paths))
+        raise SystemExit("%s: this root has no node identity; run 'gnt-cluster init' first" % node_file(paths)) from None
     except ValueError as e:
-        raise SystemExit("%s is corrupt: %s" % (node_file(paths), e))
+        raise SystemExit("%s is corrupt: %s" % (node_file(paths), e)) from e
     return {"name": str(value.get("name", "")), "address": str(value.get("address", ""))}
 
 
@@ -251,7 +251,7 @@ def spec_by_name(name: str) -> Spec:
         return NAMES[name]
     except KeyError:
         raise SystemExit("unknown daemon: %s (known: %s)" % (name, ", ".join(
-            "%s (%s)" % (spec.name, spec.package) for spec in DAEMONS)))
+            "%s (%s)" % (spec.name, spec.package) for spec in DAEMONS))) from None
 
 
 def selected(paths: Paths, names: list[str]) -> list[Spec]:
@@ -328,7 +328,8 @@ def _wait_listening(paths: Paths, spec: Spec, address: str, timeout: float, out:
         time.sleep(0.05)
 
 
-def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print,  # type: ignore[assignment]
+def start(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
+          out: Callable[[str], object] = print,
           options: dict[str, list[str]] | None = None, env: dict[str, str] | None = None) -> int:
     """Start the daemons not running yet; non-zero when one fails to, with its reason.
 
@@ -344,7 +345,8 @@ def start(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print,
     return EXIT_FAILURE if failed else EXIT_OK
 
 
-def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) -> int:  # type: ignore[assignment]
+def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
+         out: Callable[[str], object] = print) -> int:
     specs = [spec_by_name(n) for n in names] if names else list(reversed(DAEMONS))
     for spec in specs:
         pid = running_pid(paths, spec)
@@ -366,7 +368,7 @@ def stop(paths: Paths, names: list[str] = (), timeout: float = 30.0, out=print) 
     return EXIT_OK
 
 
-def status(paths: Paths, names: list[str] = (), out=print) -> int:  # type: ignore[assignment]
+def status(paths: Paths, names: Sequence[str] = (), out: Callable[[str], object] = print) -> int:
     """One line per daemon; zero only when every one runs and listens."""
     specs = selected(paths, list(names))  # by default the daemons this node runs
     address = ""

@@ -93,7 +93,7 @@ class NodeState:
     jobs: dict[str, str | None]
 
     @classmethod
-    def from_payload(cls, payload: Any) -> "NodeState":
+    def from_payload(cls, payload: Any) -> NodeState:
         if not isinstance(payload, dict):
             raise ValueError("failover_status answered %r" % (payload,))
         jobs = payload.get("jobs") or {}

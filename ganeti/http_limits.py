@@ -499,7 +499,7 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     """
     use_tls = tls is not None
     room = WaitingRoom()
-    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)  # type: ignore[assignment]
+    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
     return ConnectionLimiter(inner, limits, report, room)

@@ -120,7 +120,7 @@ def down(directory: str, purge: bool) -> int:
     roots = node_roots(directory)
     for paths in reversed(roots):
         try:
-            daemons.stop(paths, out=lambda line: print("%s: %s" % (os.path.basename(paths.root), line)))
+            daemons.stop(paths, out=lambda line, root=paths.root: print("%s: %s" % (os.path.basename(root), line)))
         except SystemExit:
             pass
     if purge and os.path.isdir(directory):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 import uuid as uuidlib
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Mapping, TypeVar
 
 import attrs
 
@@ -32,7 +32,7 @@ def now() -> float:
     return time.time()
 
 
-def _from_list(cls: type["ConfigObject"]) -> Any:
+def _from_list(cls: type[ConfigObject]) -> Any:
     return lambda items: None if items is None else [cls.from_dict(i) for i in items]
 
 
@@ -53,7 +53,7 @@ class ConfigObject:
         known = cls.__dict__.get("_known_cache")
         if known is None:
             known = tuple(f.name for f in attrs.fields(cls) if f.name != "extra")  # type: ignore[arg-type]
-            setattr(cls, "_known_cache", known)
+            cls._known_cache = known
         return known
 
     @classmethod
@@ -117,7 +117,7 @@ class Disk(ConfigObject):
     logical_id: Any = None
     physical_id: Any = None
     dev_type: str | None = None
-    children: list["Disk"] = _list
+    children: list[Disk] = _list
     nodes: list[str] = _list
     iv_name: str | None = None
     size: int | None = None
@@ -319,7 +319,7 @@ class ConfigData(ConfigObject):
     extra: dict[str, Any] = _dict
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "ConfigData":
+    def from_json(cls, data: bytes | str) -> ConfigData:
         return cls.from_dict(serializer.loads(data))
 
     def find_node(self, name_or_uuid: str) -> Node | None:
@@ -357,7 +357,7 @@ ConfigData._nested = {
 }
 
 
-def find_by_key(items: dict[str, Any], name_or_uuid: str) -> Any:
+def find_by_key(items: Mapping[str, Any], name_or_uuid: str) -> Any:
     """The record with uuid (key) or name C{name_or_uuid}, or None."""
     found = items.get(name_or_uuid)
     if found is not None:

@@ -698,9 +698,11 @@ define(
     summary="node_name",
 )
 
+# isort: off
 # the instance opcodes (and the node opcodes that move instances) register here
 from ganeti import opcodes_instance  # noqa: E402,F401
 # the group verify, verify-disks and repair-disk-sizes opcodes register here
 from ganeti import opcodes_verify  # noqa: E402,F401
 # the backup and move opcodes register here
 from ganeti import opcodes_backup  # noqa: E402,F401
+# isort: on

@@ -39,7 +39,7 @@ class Paths:
         return hash(self.root)
 
     @classmethod
-    def from_option(cls, root: str | None = None) -> "Paths":
+    def from_option(cls, root: str | None = None) -> Paths:
         """Paths for an explicit C{--root}, falling back to the environment."""
         return cls(root or default_root())
 

@@ -45,12 +45,14 @@ def voters(paths: Paths) -> tuple[str, dict[str, str]] | None:
     except Exception:  # no ssconf yet: a cluster being set up
         return None
     config = ConfigData.from_json(serializer.read_file(paths.config_data))
-    master = config.nodes.get(config.cluster.master_node)
+    master = config.nodes.get(config.cluster.master_node or "")
+    me: str
     try:
         me = daemons.read_node_identity(paths)["name"]
     except SystemExit:
-        me = master.name if master is not None else ""
-    nodes = {node.name: node.primary_ip or node.name for node in config.nodes.values() if not node.offline}
+        me = (master.name or "") if master is not None else ""
+    nodes = {node.name: node.primary_ip or node.name for node in config.nodes.values()
+             if node.name and not node.offline}
     if set(nodes) <= {me}:
         return None
     return me, nodes
@@ -85,7 +87,7 @@ class VotingGate(MultiService):
     def _voters(self) -> tuple[str, dict[str, str]] | None:
         if self._found is False:
             self._found = None if self.no_voting else voters(self.paths)
-        return self._found  # type: ignore[return-value]
+        return self._found
 
     def privilegedStartService(self) -> None:
         """Without a vote to hold, the children listen now (a busy address
@@ -162,7 +164,7 @@ class VotingGate(MultiService):
         return RpcClient.from_paths(self.reactor, self.paths, port=self.port)
 
 
-def add_options(optFlags: list[list[str]]) -> list[list[str]]:
+def add_options(optFlags: list[list[str | None]]) -> list[list[str | None]]:
     """The voting flags of a master daemon's Options."""
     return optFlags + [
         ["no-voting", None, "Start without asking the other nodes (two-node clusters; needs --yes-do-it)."],

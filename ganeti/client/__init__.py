@@ -176,7 +176,7 @@ def format_table(
     return lines
 
 
-def _default_formatter(kind: str, unit: str) -> "tuple[Callable[[Any], str], bool]":
+def _default_formatter(kind: str, unit: str) -> tuple[Callable[[Any], str], bool]:
     if kind == QFT_UNIT:
         return (lambda value: format_unit(value, unit)), True
     if kind == QFT_BOOL:
@@ -196,7 +196,7 @@ def unknown_fields(fdefs: Sequence[dict[str, Any]]) -> list[str]:
 def format_query_result(
     response: dict[str, Any],
     unit: str | None = None,
-    overrides: "dict[str, tuple[Callable[[Any], str], bool]] | None" = None,
+    overrides: dict[str, tuple[Callable[[Any], str], bool]] | None = None,
     separator: str | None = None,
     header: bool = True,
     verbose: bool = False,

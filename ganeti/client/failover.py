@@ -67,7 +67,7 @@ def _react(main: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
     d.addBoth(outcome.append)
     d.addBoth(lambda _: reactor.stop())
     if not outcome:
-        reactor.run(installSignalHandlers=False)
+        reactor.run(installSignalHandlers=False)  # type: ignore[call-arg]
     result = outcome[0]
     if hasattr(result, "raiseException"):
         result.raiseException()

@@ -10,11 +10,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ganeti import cli, errors
+from ganeti import cli
 from ganeti.cli import Command, Context
-from ganeti.client import instance_opts as iopts
 
 #: the fields C{gnt-backup list} shows by default
 LIST_DEF_FIELDS = ["node", "export"]

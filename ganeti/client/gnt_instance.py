@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from ganeti import cli, errors
 from ganeti.cli import Command, Context
-from ganeti.client import RS_NORMAL, instance_opts as iopts
+from ganeti.client import RS_NORMAL
+from ganeti.client import instance_opts as iopts
 from ganeti.client.executor import JobExecutor
 from ganeti.client.qfilter import make_filter
 

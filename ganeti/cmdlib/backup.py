@@ -33,8 +33,8 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib import backup_remote, transfer
+from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_INSTANCE,
@@ -62,7 +62,7 @@ TMO_EXPORT = 300
 def export_config(cfg: ConfigData, inst: Instance, disks: list[Disk], now: float | None = None) -> str:
     """C{config.ini} of an export of C{inst} with C{disks}, in Ganeti's format."""
     parser = configparser.RawConfigParser()
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.optionxform = str
     bep = rpc_inst.filled_beparams(cfg, inst)
     hvp = rpc_inst.filled_hvparams(cfg, inst)
     parser.add_section(SEC_EXPORT)
@@ -142,7 +142,7 @@ def parse_export(text: str, export_name: str, node_uuid: str) -> ExportInfo:
     @raise errors.OpPrereqError: it lacks what an import needs
     """
     parser = configparser.RawConfigParser()
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.optionxform = str
     try:
         parser.read_string(text)
         if not parser.has_section(SEC_EXPORT) or not parser.has_section(SEC_INSTANCE):
@@ -247,7 +247,7 @@ def fill_from_export(op: dict[str, Any], cfg: ConfigData, export: ExportInfo) ->
         raise errors.OpPrereqError("The export has %d disk(s), the import asks for %d"
                                    % (len(export.disks), len(op["disks"])), errors.ECODE_INVAL)
     else:
-        for index, (disk, exported) in enumerate(zip(op["disks"], export.disks)):
+        for disk, exported in zip(op["disks"], export.disks):
             disk.setdefault("size", exported["size"])
     if not op.get("nics"):
         used = params.used_macs(cfg)

@@ -88,10 +88,10 @@ ALL_SET: Any = _AllSet()
 MODIFY_ATTEMPTS = 5
 
 #: OP_ID -> LU class, filled by L{register}.
-REGISTRY: dict[str, type["LogicalUnit"]] = {}
+REGISTRY: dict[str, type[LogicalUnit]] = {}
 
 
-def register(cls: type["LogicalUnit"]) -> type["LogicalUnit"]:
+def register(cls: type[LogicalUnit]) -> type[LogicalUnit]:
     """Class decorator: make C{cls} the LU for its C{OP_ID}."""
     if not cls.OP_ID:
         raise errors.ProgrammerError("%s has no OP_ID" % cls.__name__)
@@ -148,9 +148,8 @@ class OpContext:
             if self._rpc_factory is not None:
                 self._rpc = self._rpc_factory()
             elif self.paths is not None:
-                from ganeti.rpc import RpcClient, wire
-
                 from ganeti.cmdlib.liveness_verify import NotingRpc, query_roster
+                from ganeti.rpc import RpcClient, wire
 
                 paths = self.paths
                 self._rpc = NotingRpc(RpcClient.from_paths(self.clock, paths, port=wire.rpc_port()),

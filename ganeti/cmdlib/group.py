@@ -166,7 +166,8 @@ def split_instances(cfg: ConfigData, moves: dict[str, str]) -> tuple[list[str], 
         node = cfg.nodes.get(uuid)
         return node.group if node is not None else None
 
-    new_splits, still_split = [], []
+    new_splits: list[str] = []
+    still_split: list[str] = []
     for inst in cfg.instances.values():
         nodes = instance_nodes(cfg, inst)
         before = {group_of(n, False) for n in nodes}

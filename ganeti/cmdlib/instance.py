@@ -44,10 +44,9 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, names, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib import names
 from ganeti.cmdlib.allocator import NAL_MEMBER
 from ganeti.cmdlib.base import (
     ALL_SET,
@@ -459,7 +458,7 @@ class LUInstanceCreate(LogicalUnit):
         """Add C{inst}; draw new automatic MACs when a parallel creation took them."""
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.add("instance", inst, disks=disks)  # type: ignore[no-any-return]
+                return await self.add("instance", inst, disks=disks)
             except MacInUse as e:
                 automatic = [n["mac"] in (params.MAC_AUTO, params.MAC_GENERATE) for n in self.nics]
                 if not any(automatic) or attempt == MAC_ATTEMPTS - 1:

@@ -18,7 +18,15 @@ from typing import Any
 
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib.base import ALL_SET, LEVEL_INSTANCE, LEVEL_NODE, Feedback, LogicalUnit, expand_instance_name, register
+from ganeti.cmdlib.base import (
+    ALL_SET,
+    LEVEL_INSTANCE,
+    LEVEL_NODE,
+    Feedback,
+    LogicalUnit,
+    expand_instance_name,
+    register,
+)
 from ganeti.objects import ConfigData, Disk, Instance
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import wire

@@ -88,7 +88,7 @@ class LUInstanceSetParams(InstanceLU):
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         self.disk_mods = params.upgrade_mods(op["disks"], "disk")
         self.nic_mods = params.upgrade_mods(op["nics"], "NIC")
-        for action, ident, mod in self.disk_mods + self.nic_mods:
+        for action, _ident, mod in self.disk_mods + self.nic_mods:
             if action in (params.MOD_ATTACH, params.MOD_DETACH):
                 raise errors.OpPrereqError("Attaching and detaching disks or NICs is not supported",
                                            errors.ECODE_INVAL)
@@ -277,7 +277,7 @@ class LUInstanceSetParams(InstanceLU):
         if mac in used:
             raise errors.OpPrereqError("MAC address %s already in use in the cluster" % mac, errors.ECODE_NOTUNIQUE)
         used.add(mac)
-        return mac  # type: ignore[no-any-return]
+        return mac
 
     # --- execution -------------------------------------------------------------------
     def _changed_instance(self) -> tuple[Instance, list[list[Any]]]:
@@ -346,7 +346,7 @@ class LUInstanceSetParams(InstanceLU):
         if delta > 0:
             await iu.check_node_free_memory(self, self.pnode, "ballooning memory for instance %s" % inst.name,
                                             delta, inst.hypervisor or "")
-        return memory  # type: ignore[no-any-return]
+        return memory
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
@@ -410,7 +410,7 @@ class LUInstanceSetParams(InstanceLU):
         removed = [d.uuid for d in self.removed_disks if d.uuid]
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.update("instance", new, disks=created, remove_disks=removed)  # type: ignore[no-any-return]
+                return await self.update("instance", new, disks=created, remove_disks=removed)
             except MacInUse as e:
                 if not self.auto_macs or attempt == MAC_ATTEMPTS - 1:
                     raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None

@@ -401,4 +401,4 @@ async def set_admin_state(lu: LogicalUnit, inst: Instance, state: str, source: s
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     if current.admin_state == state and current.admin_state_source == source:
         return current
-    return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))  # type: ignore[no-any-return]
+    return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))

@@ -236,7 +236,7 @@ class LUNodeAdd(LogicalUnit):
                 raise errors.OpExecError("Cannot communicate with node %s: %s" % (master.name, answer.fail_msg))
             failures = (answer.payload or {}).get("nodelist") or {}
             if failures:
-                for failed, why in failures.items():
+                for why in failures.values():
                     await self.feedback("ssh/hostname verification failed (checking from %s): %s" % (master.name, why))
                 raise errors.OpExecError("ssh/hostname verification failed")
         changes = dict(

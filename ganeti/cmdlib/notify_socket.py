@@ -32,7 +32,7 @@ __all__ = ["NotifySocket", "TimeoutError"]
 class _Client(Protocol):
     """The one connected client: any byte or the end of the connection confirms."""
 
-    factory: "NotifySocket"
+    factory: NotifySocket
 
     def connectionMade(self) -> None:
         self.factory.client_connected(self)
@@ -50,8 +50,6 @@ class NotifySocket(Factory):
 
     @ivar path: the socket's path once L{listen} ran.
     """
-
-    protocol = _Client
 
     def __init__(self, reactor: Any) -> None:
         self.reactor = reactor
@@ -76,7 +74,9 @@ class NotifySocket(Factory):
     def buildProtocol(self, addr: Any) -> Protocol | None:
         if self._client is not None:
             return None  # one client only: later ones are closed at once
-        return super().buildProtocol(addr)
+        client = _Client()
+        client.factory = self
+        return client
 
     def client_connected(self, client: _Client) -> None:
         self._client = client

@@ -99,7 +99,7 @@ class _TagsLU(LogicalUnit):
             "nodegroup": self.cfg.nodegroups,
             "network": self.cfg.networks,
         }[self.config_kind]
-        target = items.get(self.key)  # type: ignore[arg-type]
+        target = items.get(self.key)
         if target is None:
             raise errors.OpPrereqError(
                 "%s '%s' disappeared" % (self.op["kind"].capitalize(), self.op.get("name")), errors.ECODE_NOENT

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError

@@ -134,7 +134,7 @@ class Index:
         }
 
     @classmethod
-    def build(cls, data: bytes) -> "Index":
+    def build(cls, data: bytes) -> Index:
         """Parse C{config.data}; raises C{ValueError}/C{TypeError} on a bad file."""
         raw = serializer.loads(data)
         if not isinstance(raw, dict) or not isinstance(raw.get("cluster"), dict):

@@ -121,7 +121,7 @@ class _Query:
 
 
 class _ClientProtocol(DatagramProtocol):
-    def __init__(self, client: "ConfdClient") -> None:
+    def __init__(self, client: ConfdClient) -> None:
         self._client = client
 
     def datagramReceived(self, datagram: bytes, addr: Any) -> None:
@@ -154,7 +154,7 @@ class ConfdClient:
         self.dropped = 0
 
     @classmethod
-    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "ConfdClient":
+    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> ConfdClient:
         """A client for the master candidates of ssconf, with the node's hmac.key."""
         from ganeti.confd.service import read_key  # here: MonD uses the client without them
         from ganeti.ssconf import SimpleStore
@@ -166,7 +166,7 @@ class ConfdClient:
         if self._listening is None:
             self._listening = self._reactor.listenUDP(0, _ClientProtocol(self), interface=self._bind, maxPacketSize=65536)
 
-    def query(self, qtype: int, query: Any = None, *, wait: str = "majority", timeout: float | None = None) -> "Deferred[ConfdResult]":
+    def query(self, qtype: int, query: Any = None, *, wait: str = "majority", timeout: float | None = None) -> Deferred[ConfdResult]:
         """Ask every peer; see the module docstring for when the Deferred fires."""
         needed = needed_replies(len(self.peers), wait)
         self._ensure_listening()

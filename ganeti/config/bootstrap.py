@@ -158,8 +158,8 @@ def initial_config(
     return ConfigData(
         version=CONFIG_VERSION,
         cluster=cluster,
-        nodes={node.uuid: node},  # type: ignore[dict-item]
-        nodegroups={group.uuid: group},  # type: ignore[dict-item]
+        nodes={node.uuid: node},
+        nodegroups={group.uuid: group},
         serial_no=1,
         ctime=when,
         mtime=when,

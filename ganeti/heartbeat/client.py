@@ -189,7 +189,7 @@ def dead_peer_timeout(transport: Any, seconds: float) -> bool:
 class HeartbeatClientProtocol(Int32StringReceiver):
     MAX_LENGTH = wire.MAX_FRAME
 
-    def __init__(self, client: "HeartbeatClient") -> None:
+    def __init__(self, client: HeartbeatClient) -> None:
         self.client = client
         self.accepted = False
         self._beats: LoopingCall | None = None

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 #: the QMP events that change what the node reports
 EVENTS = frozenset({"SHUTDOWN", "POWERDOWN", "STOP", "RESUME", "RESET"})
@@ -72,7 +73,10 @@ class KvmEvents:
                 continue
             self.monitors[path] = None
             d = Deferred.fromCoroutine(self._watch(path, entry[: -len(SUFFIX)], inode))
-            d.addErrback(lambda f: self.log.failure("kvm events: watching {path} failed", f, path=path))
+            d.addErrback(self._watch_failed, path)
+
+    def _watch_failed(self, failure: Failure, path: str) -> None:
+        self.log.failure("kvm events: watching {path} failed", failure, path=path)
 
     async def _watch(self, path: str, name: str, inode: int) -> None:
         def on_event(event: str, data: dict[str, Any], _when: Any) -> None:

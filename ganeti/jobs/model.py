@@ -70,7 +70,7 @@ class QueuedOpCode:
     _FIELDS = ("input", "status", "result", "log", "start_timestamp", "exec_timestamp", "end_timestamp", "priority")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "QueuedOpCode":
+    def from_dict(cls, data: dict[str, Any]) -> QueuedOpCode:
         if not isinstance(data, dict) or not isinstance(data.get("input"), dict):
             raise ValueError("an opcode entry needs an 'input' object")
         known = {k: data[k] for k in cls._FIELDS if k in data}
@@ -106,7 +106,7 @@ class QueuedJob:
 
     # --- (de)serialization ------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "QueuedJob":
+    def from_dict(cls, data: dict[str, Any]) -> QueuedJob:
         if not isinstance(data, dict) or not isinstance(data.get("id"), int) or not isinstance(data.get("ops"), list):
             raise ValueError("a job file needs an integer 'id' and a list 'ops'")
         known: dict[str, Any] = {k: data.get(k) for k in cls._FIELDS + cls._OPTIONAL}
@@ -134,7 +134,7 @@ class QueuedJob:
         return serializer.dumps(self.to_dict()) + b"\n"
 
     @classmethod
-    def new(cls, job_id: int, inputs: Iterable[dict[str, Any]], when: float | None = None) -> "QueuedJob":
+    def new(cls, job_id: int, inputs: Iterable[dict[str, Any]], when: float | None = None) -> QueuedJob:
         """A job as submitted: every opcode queued, the reason trail extended."""
         when = time.time() if when is None else when
         ops = []

@@ -185,7 +185,7 @@ class JobQueueDir:
             finally:
                 os.close(fd)
 
-    def __enter__(self) -> "JobQueueDir":
+    def __enter__(self) -> JobQueueDir:
         self.open()
         return self
 

@@ -487,7 +487,7 @@ class LockManager:
         return [allocation, pending]
 
     @classmethod
-    def from_data(cls, data: Any, names: Iterable[str] = ()) -> "LockManager":
+    def from_data(cls, data: Any, names: Iterable[str] = ()) -> LockManager:
         """Restore a manager from L{to_data}'s format (Ganeti's locks.data).
 
         Names in C{data} that are not in C{names} are added.  The queue is

@@ -139,7 +139,7 @@ class LockName:
         object.__setattr__(self, "_group", group)
 
     @staticmethod
-    def parse(text: str) -> "LockName":
+    def parse(text: str) -> LockName:
         """Parse C{"<level>/<member>"}; the member is all after the first C{/}.
 
         @raise LockError: the name is malformed (not a string, no C{/},
@@ -169,7 +169,7 @@ class LockName:
         return self._group
 
     @property
-    def implied(self) -> "LockName | None":
+    def implied(self) -> LockName | None:
         """The group lock that holding this lock implies, or C{None}.
 
         C{cluster/BGL} implies C{cluster/[lockset]}, any member C{X/m}

@@ -54,7 +54,7 @@ class Owner:
         return [self.ident, self.lockfile, self.pid]
 
     @classmethod
-    def from_wire(cls, value: Any) -> "Owner":
+    def from_wire(cls, value: Any) -> Owner:
         """Read C{[ident, lockfile]} or C{[ident, lockfile, pid]}.
 
         @raise LockError: C{value} has another shape or wrong types.

@@ -105,7 +105,7 @@ class LuxiClient:
                     return sock
                 except BlockingIOError:  # EAGAIN: the listen backlog is full
                     if time.monotonic() >= deadline:
-                        raise socket.timeout("timed out") from None
+                        raise TimeoutError("timed out") from None
                     time.sleep(0.01)
         except BaseException:
             sock.close()
@@ -114,7 +114,7 @@ class LuxiClient:
     def _connect(self) -> socket.socket:
         try:
             sock = self._open_socket()
-        except socket.timeout:
+        except TimeoutError:
             raise connect_error(self.address, "timed out after %gs" % self.connect_timeout, errno.ETIMEDOUT) from None
         except OSError as e:
             raise connect_error(self.address, e.strerror or str(e), e.errno) from None
@@ -140,7 +140,7 @@ class LuxiClient:
         if sock is not None:
             sock.close()
 
-    def __enter__(self) -> "LuxiClient":
+    def __enter__(self) -> LuxiClient:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -219,7 +219,7 @@ class LuxiClient:
     def _remaining(deadline: float) -> float:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise socket.timeout("timed out")
+            raise TimeoutError("timed out")
         return remaining
 
     # --- Ganeti's methods (argument shapes as luxi.Client sends them) -------
@@ -324,13 +324,13 @@ class AsyncLuxiClient:
     @classmethod
     async def connect(
         cls, reactor: Any, path: str, timeout: float = DEFAULT_CONNECT_TIMEOUT
-    ) -> "AsyncLuxiClient":
+    ) -> AsyncLuxiClient:
         """Connect to the LUXI server listening on Unix socket C{path}.
 
         @raise errors.LuxiError: the server cannot be reached.
         """
-        from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
         from twisted.internet import error as neterror
+        from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
 
         protocol = _protocol_class()(path)
         endpoint = UNIXClientEndpoint(reactor, path, timeout=timeout)
@@ -346,7 +346,7 @@ class AsyncLuxiClient:
             raise connect_error(path, reason, code) from None
         return cls(protocol)
 
-    def call(self, method: str, *args: Any) -> "Deferred[Any]":
+    def call(self, method: str, *args: Any) -> Deferred[Any]:
         """Call C{method} with C{args}.
 
         @return: a L{Deferred} (awaitable) with the result; it fails with
@@ -355,7 +355,7 @@ class AsyncLuxiClient:
         """
         return self.protocol.call(method, args)
 
-    def close(self) -> "Deferred[None]":
+    def close(self) -> Deferred[None]:
         """Close the connection; the Deferred fires once it is closed."""
         return self.protocol.close()
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Coroutine
-from typing import Any, Callable, Protocol as TypingProtocol
+from typing import Any, Callable
+from typing import Protocol as TypingProtocol
 
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, succeed
 from twisted.internet.interfaces import IAddress

@@ -22,8 +22,7 @@ from typing import Any, Callable
 
 import orjson
 from twisted.internet.error import ConnectionDone
-from twisted.internet.main import CONNECTION_DONE
-from twisted.internet.protocol import ProcessProtocol, Protocol
+from twisted.internet.protocol import ProcessProtocol, Protocol, connectionDone
 from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -31,7 +30,6 @@ from twisted.python.failure import Failure
 from ganeti.jobs import channel
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
-
 
 #: seconds LuxiD keeps a job's pipes open after the server reported its exit
 #: (so that the job's last messages are still read)
@@ -42,7 +40,7 @@ class _PipeProtocol(Protocol):
     """LuxiD's ends of one job's pipes; owns (and closes) both descriptors."""
 
     def __init__(self, job_channel: JobChannel, fds: tuple[int, int],
-                 on_closed: Callable[["_PipeProtocol"], Any]) -> None:
+                 on_closed: Callable[[_PipeProtocol], Any]) -> None:
         self.job_channel = job_channel
         self.fds: tuple[int, ...] = fds
         self.on_closed = on_closed
@@ -50,7 +48,7 @@ class _PipeProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:
         self.job_channel.data_received(data)
 
-    def connectionLost(self, reason: Failure = CONNECTION_DONE) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         """End of file from the job (or L{close}): close both descriptors."""
         fds, self.fds = self.fds, ()
         for fd in fds:
@@ -76,7 +74,7 @@ class _PipeProtocol(Protocol):
 
 
 class _ServerProtocol(ProcessProtocol):
-    def __init__(self, owner: "ForkServer") -> None:
+    def __init__(self, owner: ForkServer) -> None:
         self.owner = owner
         self.decoder = channel.LineDecoder()
 

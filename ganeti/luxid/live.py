@@ -214,7 +214,7 @@ class LiveData:
         self._inflight: dict[Any, list[Deferred[Any]]] = {}
 
     @classmethod
-    def for_node(cls, reactor: Any, paths: Any, timeout: float = LIVE_TIMEOUT) -> "LiveData":
+    def for_node(cls, reactor: Any, paths: Any, timeout: float = LIVE_TIMEOUT) -> LiveData:
         """Talk to the nodes with this node's cluster certificate."""
 
         def factory() -> Any:

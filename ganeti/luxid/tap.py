@@ -13,9 +13,9 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
-from ganeti.epoch import EpochWatch
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
+from ganeti.epoch import EpochWatch
 from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.roster import DEFAULT_TIMEOUT
 from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, store_for
@@ -87,7 +87,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     try:
         queue.open()
     except QueueLocked as e:
-        raise SystemExit("ganeti-luxid: %s" % e)
+        raise SystemExit("ganeti-luxid: %s" % e) from e
     pid_fd = lock_pid_file(paths, "ganeti-luxid")
     root = MultiService()
     fence.setServiceParent(root)

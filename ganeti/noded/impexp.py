@@ -56,7 +56,6 @@ import secrets
 import shutil
 from typing import Any, Callable
 
-from twisted.internet import defer
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, TCP6ClientEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
@@ -107,7 +106,7 @@ def _check(condition: bool, message: str) -> None:
 def check_export_name(value: Any, what: str = "export name") -> str:
     _check(isinstance(value, str) and bool(_NAME_RE.match(value)) and not value.endswith(NEW_SUFFIX),
            "Invalid %s %.100r" % (what, value))
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _address(value: Any, what: str) -> str:
@@ -115,7 +114,7 @@ def _address(value: Any, what: str) -> str:
         ipaddress.ip_address(value)
     except (TypeError, ValueError):
         raise RpcFailure("%s must be an IP address, not %.100r" % (what, value)) from None
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def parse_export_config(text: str) -> configparser.ConfigParser:
@@ -541,7 +540,7 @@ class ImpExpProcedures:
 
     def _ids(self, ids: Any) -> list[str]:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
-        return ids  # type: ignore[no-any-return]
+        return ids
 
     def impexp_status(self, ids: Any) -> list[dict[str, Any] | None]:
         out: list[dict[str, Any] | None] = []

@@ -23,8 +23,8 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from ganeti import errors, ssconf
-from ganeti.backend import osapi, storage
 from ganeti.backend import hypervisor as hv
+from ganeti.backend import osapi, storage
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
 from ganeti.rpc.instances import decode_instance, node_path
@@ -79,7 +79,7 @@ def _check(condition: bool, message: str) -> None:
 
 def _name(value: Any, what: str = "instance name") -> str:
     _check(isinstance(value, str) and bool(_NAME_RE.match(value)), "Invalid %s %.100r" % (what, value))
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _flag(value: Any, what: str) -> bool:
@@ -94,20 +94,20 @@ def _flag(value: Any, what: str) -> bool:
 def _integer(value: Any, what: str, low: int, high: int) -> int:
     _check(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
            "%s must be an integer between %d and %d, not %.100r" % (what, low, high, value))
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:
     if value is None:
         return {}
     _check(isinstance(value, dict), "%s must be a dict, not %.100r" % (what, value))
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _names(value: Any, what: str) -> list[str]:
     _check(isinstance(value, list) and all(isinstance(v, str) for v in value),
            "%s must be a list of names, not %.100r" % (what, value))
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _reason(value: Any) -> None:
@@ -363,7 +363,7 @@ class InstanceProcedures:
     async def instance_console_info(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
-        return await self._hv_call("Cannot get the console of instance %s" % instance.name,  # type: ignore[no-any-return]
+        return await self._hv_call("Cannot get the console of instance %s" % instance.name,
                                    hyper.get_console_info, instance)
 
     # --- migration -------------------------------------------------------------------
@@ -401,7 +401,7 @@ class InstanceProcedures:
                                      hyper.get_migration_status, instance)
         _check(isinstance(status, dict) and isinstance(status.get("status"), str),
                "The hypervisor gave no migration status for instance %s" % instance.name)
-        return status  # type: ignore[no-any-return]
+        return status
 
     async def instance_finalize_migration_dst(self, inst: Any, info: Any, success: Any) -> None:
         instance, _disks = decode(inst)

@@ -46,7 +46,7 @@ class UnjoinedContextFactory:
         ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
         ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE | SSL.OP_NO_TICKET)
         ctx.set_session_cache_mode(SSL.SESS_CACHE_OFF)
-        ctx.use_privatekey(crypto.load_private_key(key_pem))  # type: ignore[arg-type]
+        ctx.use_privatekey(crypto.load_private_key(key_pem))
         ctx.use_certificate(x509.load_pem_x509_certificate(cert_pem))
         ctx.check_privatekey()
         ctx.set_verify(SSL.VERIFY_NONE, lambda *_: True)
@@ -100,7 +100,7 @@ class JoinResource(Resource):
     isLeaf = True
     log = Logger()
 
-    def __init__(self, service: "JoinService") -> None:
+    def __init__(self, service: JoinService) -> None:
         super().__init__()
         self._service = service
 

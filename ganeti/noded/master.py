@@ -78,7 +78,7 @@ def master_ip_command(action: str, params: Any) -> list[str] | None:
     if not isinstance(netdev, str) or not _NETDEV_RE.match(netdev):
         raise RpcFailure("invalid master network device %r" % (netdev,))
     try:
-        address = ipaddress.ip_address(params.get("ip"))
+        address = ipaddress.ip_address(params.get("ip") or "")
     except ValueError:
         raise RpcFailure("invalid master IP %r" % (params.get("ip"),)) from None
     netmask = params.get("netmask")
@@ -177,7 +177,8 @@ class MasterProcedures:
         try:
             self._epoch.claim(epoch, holder)
         except StaleEpoch as e:
-            raise RpcFailure("%s%s" % (e, "" if self._epoch.holder is None else " (claimed by %s)" % self._epoch.holder))
+            holder_note = "" if self._epoch.holder is None else " (claimed by %s)" % self._epoch.holder
+            raise RpcFailure("%s%s" % (e, holder_note)) from e
         return epoch
 
     # --- state for the newest-state-first check -----------------------------------------

@@ -108,12 +108,12 @@ class NodeProcedures:
         if name not in PROCEDURES:
             return None
         if name in instances.PROCEDURES:
-            return getattr(self.instances, name)  # type: ignore[no-any-return]
+            return getattr(self.instances, name)
         if name in impexp.PROCEDURES:
-            return getattr(self.impexp, name)  # type: ignore[no-any-return]
+            return getattr(self.impexp, name)
         if name in master.PROCEDURES:
-            return getattr(self.master, name)  # type: ignore[no-any-return]
-        return getattr(self, name)  # type: ignore[no-any-return]
+            return getattr(self.master, name)
+        return getattr(self, name)
 
     # --- informational ---------------------------------------------------------------
 

@@ -59,7 +59,7 @@ def check_compression(name: Any) -> str:
     @raise StreamError: otherwise
     """
     if name == COMPRESS_NONE or name in COMPRESSION_LEVELS:
-        return name  # type: ignore[no-any-return]
+        return name
     raise StreamError("Unsupported compression %r (supported: none, %s)"
                       % (name, ", ".join(sorted(COMPRESSION_LEVELS))))
 

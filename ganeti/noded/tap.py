@@ -24,10 +24,10 @@ from twisted.python import usage
 
 from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
-from ganeti.listening import stream_listener
 from ganeti.daemons import node_address
 from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.client import heartbeat_client
+from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
@@ -35,7 +35,6 @@ from ganeti.noded.server import node_site
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
-
 
 #: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
 #: with the cluster certificate gets past the TLS handshake to send one; the
@@ -86,12 +85,12 @@ class Options(usage.Options):
                 with open(self["join-token-file"]) as handle:
                     token = handle.read()
             except OSError as e:
-                raise usage.UsageError("cannot read the join token file: %s" % e)
+                raise usage.UsageError("cannot read the join token file: %s" % e) from e
         if token is not None:
             try:
                 token = join.check_token(token)
             except ValueError as e:
-                raise usage.UsageError(str(e))
+                raise usage.UsageError(str(e)) from e
         self["token"] = token
 
 
@@ -146,7 +145,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
             raise SystemExit(
                 "ganeti-noded: %s\n(this node has no cluster certificate; create one with "
                 "gnt-cluster init, or start noded with --join-token to be joined to a cluster)" % e
-            )
+            ) from e
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))

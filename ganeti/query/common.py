@@ -74,15 +74,15 @@ def build_index(config: ConfigData) -> ConfigIndex:
         for node in nodes[1:]:
             secondaries.setdefault(node, []).append(inst)
     group_nodes: dict[str, list[Node]] = {}
-    for node in config.nodes.values():
-        if node.group:
-            group_nodes.setdefault(node.group, []).append(node)
+    for member in config.nodes.values():
+        if member.group:
+            group_nodes.setdefault(member.group, []).append(member)
     return ConfigIndex(inst_disks, inst_nodes, primaries, secondaries, group_nodes)
 
 
 def index(ctx: QueryContext) -> ConfigIndex:
     """The L{ConfigIndex} of C{ctx.config}, computed once per context."""
-    return ctx.memo("config-index", _build_index)  # type: ignore[no-any-return]
+    return ctx.memo("config-index", _build_index)
 
 
 def _build_index(ctx: QueryContext) -> ConfigIndex:

@@ -84,7 +84,7 @@ _STATUS_OF = {NoData: RS_NODATA, Unavail: RS_UNAVAIL, Offline: RS_OFFLINE}
 Getter = Callable[[Any, "QueryContext"], Any]
 
 
-def _unknown_getter(item: Any, ctx: "QueryContext") -> Any:
+def _unknown_getter(item: Any, ctx: QueryContext) -> Any:
     raise AssertionError("unknown fields are never evaluated")
 
 
@@ -106,11 +106,11 @@ class FieldDef:
         """The wire form C{{"name", "title", "kind", "doc"}}."""
         return {"name": self.name, "title": self.title, "kind": self.kind, "doc": self.doc}
 
-    def renamed(self, name: str) -> "FieldDef":
+    def renamed(self, name: str) -> FieldDef:
         """The same field under another name (Ganeti's field aliases)."""
         return attrs.evolve(self, name=name)
 
-    def evaluate(self, item: Any, ctx: "QueryContext") -> tuple[int, Any]:
+    def evaluate(self, item: Any, ctx: QueryContext) -> tuple[int, Any]:
         """C{(status, value)} of this field for C{item}."""
         if self.kind == QFT_UNKNOWN:
             return (RS_UNKNOWN, None)
@@ -119,7 +119,7 @@ class FieldDef:
         except (NoData, Unavail, Offline) as e:
             return (_STATUS_OF[type(e)], None)
 
-    def column(self, items: list[Any], ctx: "QueryContext") -> list[list[Any]]:
+    def column(self, items: list[Any], ctx: QueryContext) -> list[list[Any]]:
         """The cells C{[status, value]} of this field for each of C{items}.
 
         The engine evaluates a query column by column: one loop per field
@@ -141,7 +141,7 @@ class FieldDef:
                 append([RS_OFFLINE, None])
         return cells
 
-    def values(self, items: list[Any], ctx: "QueryContext") -> list[Any]:
+    def values(self, items: list[Any], ctx: QueryContext) -> list[Any]:
         """The plain values of this field for each of C{items} (C{None} where the status is not normal)."""
         if self.kind == QFT_UNKNOWN:
             return [None] * len(items)
@@ -195,7 +195,7 @@ class QueryContext:
     liveness: Mapping[str, Any] = attrs.field(factory=dict)
     _cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
-    def memo(self, key: str, compute: Callable[["QueryContext"], Any]) -> Any:
+    def memo(self, key: str, compute: Callable[[QueryContext], Any]) -> Any:
         """C{compute(self)}, computed once per context (for indexes)."""
         try:
             return self._cache[key]

@@ -193,7 +193,7 @@ def _nic_params(inst: Instance, ctx: QueryContext) -> list[dict[str, Any]]:
     if found is None:
         default = ctx.config.cluster.nicparams.get(PP_DEFAULT) or {}
         found = per_query[id(inst)] = [fill(default, nic.nicparams) for nic in inst.nics]
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def _new_dict(ctx: QueryContext) -> dict[Any, Any]:
@@ -589,4 +589,4 @@ def instances(ctx: QueryContext) -> list[Instance]:
 
 
 def find_instance(ctx: QueryContext, name: Any) -> Instance | None:
-    return common.find(ctx.config.instances, name)  # type: ignore[no-any-return]
+    return common.find(ctx.config.instances, name)

@@ -132,7 +132,7 @@ def _powered(node: Node, ctx: QueryContext) -> Any:
     return node.powered
 
 
-def _instance_names(get: Callable[[Any], list[Any]]) -> Callable[[Node, QueryContext], list[str]]:
+def _instance_names(get: Callable[[Any], dict[str, list[Any]]]) -> Callable[[Node, QueryContext], list[str]]:
     return lambda node, ctx: nice_sort(i.name or "" for i in get(index(ctx)).get(node.uuid or "", []))
 
 

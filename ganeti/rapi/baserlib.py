@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 import attrs
 
@@ -70,7 +70,7 @@ ROUTES: list[Route] = []
 
 
 def route(
-    template: str, submits: dict[str, tuple[str, ...]] | None = None, **methods: tuple[str, ...]
+    template: str, submits: Mapping[str, tuple[str, ...]] | None = None, **methods: tuple[str, ...]
 ) -> Callable[[Handler], Handler]:
     """Register C{handler} for C{template} and the given methods.
 

@@ -20,7 +20,9 @@ from typing import Any, Callable
 
 from twisted.internet import protocol
 from twisted.internet.defer import CancelledError
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
@@ -80,7 +82,9 @@ class RapiCertificatePolicy:
         allowed = frozenset([gcrypto.fingerprint(cert_pem, "sha1")])
         ctx = SSL.Context(SSL.TLS_METHOD)
         ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-        ctx.get_cert_store().add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(cert_pem)))
+        store = ctx.get_cert_store()
+        assert store is not None  # a new context always has one
+        store.add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(cert_pem)))
         ctx.set_verify(SSL.VERIFY_PEER, make_verify_callback(lambda: allowed, "master RAPI"))
         self._creator = _PinnedCreator(ctx)
 
@@ -98,7 +102,7 @@ class _Relay(protocol.Protocol):
         if not self.request.finished and not self.request._disconnected:
             self.request.write(data)
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self.request.finished or self.request._disconnected:
             return
         if not reason.check(ResponseDone, PotentialDataLoss):
@@ -130,7 +134,7 @@ class ForwardingResource(Resource):
         self._cached: tuple[float, str | None] | None = None
 
     @classmethod
-    def for_node(cls, local: Resource, paths: Paths, port: int, reactor: Any, cert_pem: bytes) -> "ForwardingResource":
+    def for_node(cls, local: Resource, paths: Paths, port: int, reactor: Any, cert_pem: bytes) -> ForwardingResource:
         pool = HTTPConnectionPool(reactor, persistent=True)
         agent = Agent(reactor, contextFactory=RapiCertificatePolicy(cert_pem), connectTimeout=CONNECT_TIMEOUT,
                       pool=pool)

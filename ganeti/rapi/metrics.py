@@ -123,13 +123,13 @@ def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_lat
         states[key] = states.get(key, 0) + 1
     for (role, state), number in sorted(states.items()):
         out.sample("ganeti_nodes", number, role=role, state=state)
-    counts: dict[str, int] = {}
+    by_liveness: dict[str, int] = {}
     for row in liveness or []:
         if isinstance(row, list) and len(row) == 1 and isinstance(row[0], str):
-            counts[row[0]] = counts.get(row[0], 0) + 1
-    if counts:
+            by_liveness[row[0]] = by_liveness.get(row[0], 0) + 1
+    if by_liveness:
         out.family("ganeti_nodes_liveness", "gauge", "Nodes by heartbeat liveness (up, unreachable, offline, unknown).")
-        for state, number in sorted(counts.items()):
+        for state, number in sorted(by_liveness.items()):
             out.sample("ganeti_nodes_liveness", number, liveness=state)
     for (resource, method, code), histogram in sorted(requests.histograms.items()):
         out.histogram_counts("ganeti_rapi_request_duration_seconds", "Time RAPI took to answer requests.",

@@ -21,8 +21,8 @@ from twisted.python import usage
 
 from ganeti import crypto, http_limits
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
-from ganeti.listening import stream_listener
 from ganeti.daemons import node_address
+from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.rapi.forward import ForwardingResource

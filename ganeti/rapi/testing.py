@@ -44,7 +44,7 @@ class RapiStack:
         with open(self.paths.rapi_users, "w") as handle:
             handle.write(text)
 
-    async def start(self, reactor: Any) -> "RapiStack":
+    async def start(self, reactor: Any) -> RapiStack:
         for daemon in (self.wconfd, self.luxid, self.rapi):
             daemon.start()
             await daemon.ready(reactor, timeout=120)

@@ -19,9 +19,9 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 from OpenSSL import SSL
-from twisted.internet import defer, error as ierror
+from twisted.internet import defer
+from twisted.internet import error as ierror
 from twisted.internet.defer import CancelledError, Deferred, succeed
-from twisted.logger import Logger
 from twisted.web.client import (
     Agent,
     HTTPConnectionPool,
@@ -101,7 +101,7 @@ class RpcResult:
         return self.payload
 
     @classmethod
-    def failure(cls, node: str, msg: str, *, offline: bool = False) -> "RpcResult":
+    def failure(cls, node: str, msg: str, *, offline: bool = False) -> RpcResult:
         return cls(node, False, None, msg, offline)
 
 
@@ -158,7 +158,7 @@ class RpcClient:
         self._agent = Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=self._pool)
 
     @classmethod
-    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> "RpcClient":
+    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> RpcClient:
         """A client presenting this node's cluster certificate (C{server.pem}).
 
         Unless C{epoch} is given, it sends the epoch this process acts under

@@ -274,7 +274,7 @@ def _read_all(conn: SSL.Connection, limit: int) -> bytes:
 
 
 def _dechunk(data: bytes) -> bytes:
-    out = []
+    out: list[bytes] = []
     while True:
         line, sep, rest = data.partition(b"\r\n")
         if not sep:

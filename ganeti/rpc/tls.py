@@ -51,13 +51,13 @@ class Credentials:
     ca_pem: bytes
 
     @classmethod
-    def cluster(cls, paths: Paths) -> "Credentials":
+    def cluster(cls, paths: Paths) -> Credentials:
         """Present C{server.pem} and trust it (noded, and the default client)."""
         key_pem, cert_pem = gcrypto.load_pem_file(paths.server_pem)
         return cls(key_pem, cert_pem, cert_pem)
 
     @classmethod
-    def node_client(cls, paths: Paths) -> "Credentials":
+    def node_client(cls, paths: Paths) -> Credentials:
         """Present this node's C{client.pem}, or C{server.pem} without one (Ganeti's choice)."""
         _key, ca_pem = gcrypto.load_pem_file(paths.server_pem)
         if os.path.exists(paths.client_pem):
@@ -106,7 +106,7 @@ def _context(creds: Credentials, verify: VerifyCallback, *, server: bool) -> SSL
     ctx = SSL.Context(SSL.TLS_METHOD)
     ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
     ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
-    ctx.use_privatekey(gcrypto.load_private_key(creds.key_pem))  # type: ignore[arg-type]
+    ctx.use_privatekey(gcrypto.load_private_key(creds.key_pem))
     ctx.use_certificate(x509.load_pem_x509_certificate(creds.cert_pem))
     ctx.check_privatekey()
     ctx.get_cert_store().add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(creds.ca_pem)))  # type: ignore[union-attr]

@@ -43,7 +43,6 @@ from ganeti.testing.cluster import LoopbackCluster, loopback_config, serial_of
 from ganeti.testing.daemons import Daemon
 from ganeti.wconfd.client import WConfdClient
 
-
 NODE1, NODE2, NODE3 = "node1.test", "node2.test", "node3.test"
 #: the nodes jobs touch: never the master, so that killing its NodeD fails no job
 WORK_NODES = (NODE2, NODE3)
@@ -141,7 +140,7 @@ class ChaosCluster:
         assert process is not None and process.poll() is None, "%s is not running" % name
         return process.pid
 
-    async def start(self) -> "ChaosCluster":
+    async def start(self) -> ChaosCluster:
         await self.cluster.start()
         try:
             self.confd_port = free_port(self.addresses[0], udp=True)
@@ -161,7 +160,7 @@ class ChaosCluster:
             daemon.stop()
         await self.cluster.stop()
 
-    async def __aenter__(self) -> "ChaosCluster":
+    async def __aenter__(self) -> ChaosCluster:
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -254,7 +253,7 @@ def confd_ping(paths: Paths, address: str, port: int, timeout: float = 1.0) -> d
         sock.sendto(packet, (address, port))
         try:
             data = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return None
     answer, salt = confd_wire.unpack_reply(key, data)
     return answer if salt == rsalt else None
@@ -278,7 +277,7 @@ def rapi_request(cluster: ChaosCluster, raw: bytes, timeout: float = 5.0) -> tup
                     if not chunk:
                         break
                     chunks.append(chunk)
-            except (socket.timeout, ssl.SSLError, ConnectionResetError):
+            except (TimeoutError, ssl.SSLError, ConnectionResetError):
                 pass
     data = b"".join(chunks)
     head, _, body = data.partition(b"\r\n\r\n")

@@ -32,7 +32,7 @@ _ALREADY = re.compile(r"already (exists|in the cluster|in use|defined)", re.I)
 CONVERGE_TIMEOUT = 15.0
 
 
-async def check_trial(cluster: "ChaosCluster", ledger: Ledger, result: "TrialResult", drain_timeout: float) -> None:
+async def check_trial(cluster: ChaosCluster, ledger: Ledger, result: TrialResult, drain_timeout: float) -> None:
     """Every check that needs the cluster, in the order an admin would look."""
     acked = ledger.acknowledged
     result.acknowledged = len(acked)
@@ -72,7 +72,7 @@ def error_text(opresult: Any) -> str:
     return repr(opresult)[:200]
 
 
-def check_jobs(acked: dict[int, Submitted], rows: dict[int, Any], result: "TrialResult") -> None:
+def check_jobs(acked: dict[int, Submitted], rows: dict[int, Any], result: TrialResult) -> None:
     """Lost or unfinished jobs; jobs that failed, and why."""
     for job_id, job in sorted(acked.items()):
         row = rows.get(job_id)
@@ -112,7 +112,7 @@ def job_file_of(paths: Any, job_id: int) -> str | None:
     return archived if os.path.exists(archived) else None
 
 
-def check_job_logs(cluster: "ChaosCluster", acked: dict[int, Submitted], result: "TrialResult") -> None:
+def check_job_logs(cluster: ChaosCluster, acked: dict[int, Submitted], result: TrialResult) -> None:
     """A log line an opcode wrote twice: its job ran twice (each opcode of
     the stream writes each of its messages once)."""
     for job_id in sorted(acked):
@@ -128,7 +128,7 @@ def check_job_logs(cluster: "ChaosCluster", acked: dict[int, Submitted], result:
                 result.violations.append("job %d ran twice: %s" % (job_id, result.ran_twice[job_id]))
 
 
-def check_ledger(ledger: Ledger, result: "TrialResult") -> None:
+def check_ledger(ledger: Ledger, result: TrialResult) -> None:
     """What the watcher saw: two job processes, or a final state that changed."""
     for job_id, processes in sorted(ledger.processes.items()):
         if len(processes) > 1 and job_id not in result.ran_twice:
@@ -140,11 +140,11 @@ def check_ledger(ledger: Ledger, result: "TrialResult") -> None:
             result.violations.append("job %d ran twice: %s" % (job_id, result.ran_twice[job_id]))
 
 
-async def _wconfd(cluster: "ChaosCluster") -> WConfdClient:
+async def _wconfd(cluster: ChaosCluster) -> WConfdClient:
     return await WConfdClient.connect(cluster.reactor, cluster.master.wconfd_socket, timeout=10)
 
 
-async def check_locks(cluster: "ChaosCluster", result: "TrialResult", timeout: float = 10.0) -> None:
+async def check_locks(cluster: ChaosCluster, result: TrialResult, timeout: float = 10.0) -> None:
     """No owner holds a lock once every job ended (dead owners are freed
     within a fraction of a second)."""
     client = await _wconfd(cluster)
@@ -162,7 +162,7 @@ async def check_locks(cluster: "ChaosCluster", result: "TrialResult", timeout: f
         result.violations.append("locks left held after every job ended: %r" % (held[:10],))
 
 
-async def check_serials(cluster: "ChaosCluster", result: "TrialResult") -> None:
+async def check_serials(cluster: ChaosCluster, result: TrialResult) -> None:
     """Every candidate's config.data has WConfD's serial (after convergence)."""
     client = await _wconfd(cluster)
     try:
@@ -201,7 +201,7 @@ def _job_id(name: str) -> int:
     return int(os.path.basename(name)[4:])
 
 
-def stale_replicas(cluster: "ChaosCluster", since: int = 0) -> list[str]:
+def stale_replicas(cluster: ChaosCluster, since: int = 0) -> list[str]:
     """Job files from job C{since} on that a candidate lacks or holds
     with another status than the master (earlier jobs belong to earlier
     trials on the same cluster, which counted them)."""
@@ -217,7 +217,7 @@ def stale_replicas(cluster: "ChaosCluster", since: int = 0) -> list[str]:
     return stale
 
 
-async def check_replicas(cluster: "ChaosCluster", result: "TrialResult", since: int) -> None:
+async def check_replicas(cluster: ChaosCluster, result: TrialResult, since: int) -> None:
     """Every candidate holds the master's job files of this trial, statuses
     equal (after convergence)."""
     deadline = time.monotonic() + CONVERGE_TIMEOUT
@@ -232,14 +232,14 @@ async def check_replicas(cluster: "ChaosCluster", result: "TrialResult", since: 
                                  % (len(stale), CONVERGE_TIMEOUT, stale[:3]))
 
 
-async def check_verify(cluster: "ChaosCluster", result: "TrialResult") -> None:
+async def check_verify(cluster: ChaosCluster, result: TrialResult) -> None:
     done = await deferToThread(gnt, cluster.master, "gnt-cluster", "verify")
     if done.returncode != 0:
         result.verify = (done.stdout + done.stderr)[-1500:]
         result.violations.append("gnt-cluster verify exited %d: %s" % (done.returncode, result.verify))
 
 
-async def check_instances(cluster: "ChaosCluster", result: "TrialResult") -> None:
+async def check_instances(cluster: ChaosCluster, result: TrialResult) -> None:
     """No instance half-removed: each one in the config has its disks and
     runs nowhere but on its primary node; no disk and no running instance
     without an instance in the config."""
@@ -267,8 +267,8 @@ async def check_instances(cluster: "ChaosCluster", result: "TrialResult") -> Non
     result.violations += ["half-removed: " + h for h in half]
 
 
-def check_effects(cluster: "ChaosCluster", acked: dict[int, Submitted], rows: dict[int, Any],
-                  result: "TrialResult") -> None:
+def check_effects(cluster: ChaosCluster, acked: dict[int, Submitted], rows: dict[int, Any],
+                  result: TrialResult) -> None:
     """A successful job's effect is there: its tag set, its group and
     instance gone again (each job added and removed them)."""
     with LuxiClient(cluster.master.luxi_socket, timeout=30) as client:

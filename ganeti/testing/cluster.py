@@ -143,7 +143,7 @@ class LoopbackCluster:
                               env=env)
                        for paths, address in zip(self.roots, self.nodes.values())]
 
-    async def start(self) -> "LoopbackCluster":
+    async def start(self) -> LoopbackCluster:
         """Prepare the roots, start every node daemon, then the master's;
         if one does not start, L{stop} what did and raise."""
         try:
@@ -177,7 +177,7 @@ class LoopbackCluster:
         for paths in self.roots[1:]:
             remove_root(paths)
 
-    async def __aenter__(self) -> "LoopbackCluster":
+    async def __aenter__(self) -> LoopbackCluster:
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -58,7 +58,7 @@ class State:
     replicas: tuple[tuple[int | None, int], ...] = attrs.field(eq=False)
 
     @classmethod
-    async def of(cls, cluster: ChaosCluster) -> "State":
+    async def of(cls, cluster: ChaosCluster) -> State:
         client = await WConfdClient.connect(cluster.reactor, cluster.master.wconfd_socket, timeout=10)
         try:
             serial = await client.read_serial()
@@ -115,7 +115,7 @@ class Guard:
     rss: int
 
     @classmethod
-    async def take(cls, cluster: ChaosCluster, daemon: str) -> "Guard":
+    async def take(cls, cluster: ChaosCluster, daemon: str) -> Guard:
         pid = cluster.pid(daemon)
         # one good request first: connections a daemon keeps (RAPI's to LuxiD) are in the baseline
         assert await cluster.answers(daemon), "%s does not answer before the fuzzing" % daemon
@@ -461,7 +461,7 @@ def _read_all(sock: socket.socket, limit: int = 1 << 20) -> bytes:
             size += len(chunk)
             if chunk.endswith(ETX):
                 break
-    except (socket.timeout, OSError, ssl.SSLError):
+    except (TimeoutError, OSError, ssl.SSLError):
         pass
     return b"".join(chunks)
 

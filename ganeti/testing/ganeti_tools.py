@@ -51,7 +51,7 @@ class GanetiTools:
     timeout: float = 120.0
 
     @classmethod
-    def for_root(cls, root: str, hostname: str, workdir: str) -> "GanetiTools":
+    def for_root(cls, root: str, hostname: str, workdir: str) -> GanetiTools:
         """Link C{workdir/hostname} to C{root} and use it as the virtual root."""
         link = os.path.join(workdir, hostname)
         if not os.path.islink(link):

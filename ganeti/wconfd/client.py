@@ -75,7 +75,7 @@ class _ClientProtocol(amp.AMP):
         self.granted: dict[Owner, list[Deferred]] = {}
         self.lost: Deferred = Deferred()
         #: set by a reconnecting client: it keeps the waiters for the next connection
-        self.on_lost: Callable[["_ClientProtocol"], None] | None = None
+        self.on_lost: Callable[[_ClientProtocol], None] | None = None
 
     @c.LocksGranted.responder
     def locks_granted(self, owner: Owner) -> dict[str, Any]:
@@ -143,7 +143,7 @@ class WConfdClient:
     @classmethod
     async def connect(
         cls, reactor: Any, path: str, timeout: float = 10, reconnect_for: float = 0.0
-    ) -> "WConfdClient":
+    ) -> WConfdClient:
         """Connect to WConfD at C{path}.
 
         @param reconnect_for: with a positive value, the first connection
@@ -197,7 +197,7 @@ class WConfdClient:
             if owner is not None and owner not in self._owners:
                 self._owners.add(owner)
             try:
-                return await protocol.callRemote(command, **kwargs)  # type: ignore[no-any-return]
+                return await protocol.callRemote(command, **kwargs)
             except ConnectionClosed:
                 if self.reconnect_for <= 0 or self._closed:
                     raise
@@ -207,7 +207,7 @@ class WConfdClient:
         return next(_RIDS)
 
     def _now(self) -> float:
-        return self._clock().seconds()  # type: ignore[no-any-return]
+        return self._clock().seconds()
 
     def _clock(self) -> Any:
         if self.clock is None:
@@ -228,7 +228,7 @@ class WConfdClient:
         waiter: Deferred = Deferred()
         self._reconnect_waiters.append(waiter)
         self._start_reconnect()
-        return await waiter  # type: ignore[no-any-return]
+        return await waiter
 
     def _lost(self, protocol: _ClientProtocol) -> None:
         if protocol is not self.protocol:
@@ -342,7 +342,7 @@ class WConfdClient:
 
     # --- general / reads -----------------------------------------------------
     async def echo(self, text: str) -> str:
-        return (await self.call(c.Echo, text=text))["text"]  # type: ignore[no-any-return]
+        return (await self.call(c.Echo, text=text))["text"]
 
     async def read_config_bytes(self) -> tuple[bytes, int]:
         answer = await self.call(c.ReadConfig)
@@ -353,7 +353,7 @@ class WConfdClient:
         return ConfigData.from_json(data)
 
     async def read_serial(self) -> int:
-        return (await self.call(c.ReadSerial))["serial_no"]  # type: ignore[no-any-return]
+        return (await self.call(c.ReadSerial))["serial_no"]
 
     async def read_write_latency(self) -> Any:
         """WConfD's config write latency histogram (see L{c.ReadWriteLatency})."""
@@ -363,7 +363,7 @@ class WConfdClient:
         return Cluster.from_dict((await self.call(c.ReadCluster))["cluster"])
 
     async def read_entity(self, kind: str, key: str) -> dict[str, Any]:
-        return (await self.call(c.ReadEntity, kind=kind, key=key))["entity"]  # type: ignore[no-any-return]
+        return (await self.call(c.ReadEntity, kind=kind, key=key))["entity"]
 
     async def read_node(self, key: str) -> Node:
         return Node.from_dict(await self.read_entity("node", key))
@@ -378,10 +378,10 @@ class WConfdClient:
         return Network.from_dict(await self.read_entity("network", key))
 
     async def verify_config(self) -> list[str]:
-        return (await self.call(c.VerifyConfig))["problems"]  # type: ignore[no-any-return]
+        return (await self.call(c.VerifyConfig))["problems"]
 
     async def flush_config(self) -> int:
-        return (await self.call(c.FlushConfig))["serial_no"]  # type: ignore[no-any-return]
+        return (await self.call(c.FlushConfig))["serial_no"]
 
     # --- config writes -------------------------------------------------------
     async def lock_config(self, owner: Owner, shared: bool = False, timeout: float | None = None) -> ConfigData:
@@ -398,7 +398,7 @@ class WConfdClient:
         answer = await self.call(
             c.WriteConfig, owner=owner, config=config.to_json(), release=list(release) or None, rid=self._next_rid()
         )
-        return answer["serial_no"]  # type: ignore[no-any-return]
+        return answer["serial_no"]
 
     async def write_config_and_unlock(self, owner: Owner, config: ConfigData, release: Iterable[str] = ()) -> int:
         answer = await self.call(
@@ -408,7 +408,7 @@ class WConfdClient:
             release=list(release) or None,
             rid=self._next_rid(),
         )
-        return answer["serial_no"]  # type: ignore[no-any-return]
+        return answer["serial_no"]
 
     async def update(
         self,
@@ -446,16 +446,16 @@ class WConfdClient:
         return _stamped(obj, answer["serial_no"], answer["mtime"])
 
     async def update_instance(self, owner: Owner, inst: Instance, release: Iterable[str] = ()) -> Instance:
-        return await self.update(owner, "instance", inst, release)  # type: ignore[no-any-return]
+        return await self.update(owner, "instance", inst, release)
 
     async def update_node(self, owner: Owner, node: Node, release: Iterable[str] = ()) -> Node:
-        return await self.update(owner, "node", node, release)  # type: ignore[no-any-return]
+        return await self.update(owner, "node", node, release)
 
     async def update_group(self, owner: Owner, group: NodeGroup, release: Iterable[str] = ()) -> NodeGroup:
-        return await self.update(owner, "nodegroup", group, release)  # type: ignore[no-any-return]
+        return await self.update(owner, "nodegroup", group, release)
 
     async def update_cluster(self, owner: Owner, cluster: Cluster, release: Iterable[str] = ()) -> Cluster:
-        return await self.update(owner, "cluster", cluster, release)  # type: ignore[no-any-return]
+        return await self.update(owner, "cluster", cluster, release)
 
     async def add(
         self, owner: Owner, kind: str, obj: ConfigObject, disks: Iterable[ConfigObject] = (), release: Iterable[str] = ()
@@ -471,13 +471,13 @@ class WConfdClient:
             release=list(release) or None,
             rid=self._next_rid(),
         )
-        return answer["uuid"]  # type: ignore[no-any-return]
+        return answer["uuid"]
 
     async def remove(self, owner: Owner, kind: str, key: str, release: Iterable[str] = ()) -> int:
         answer = await self.call(
             c.RemoveEntity, owner=owner, kind=kind, key=key, release=list(release) or None, rid=self._next_rid()
         )
-        return answer["config_serial"]  # type: ignore[no-any-return]
+        return answer["config_serial"]
 
     # --- locks ---------------------------------------------------------------
     async def try_update_locks(self, owner: Owner, request: Request) -> list[Owner]:
@@ -534,11 +534,11 @@ class WConfdClient:
             self._armed.pop(owner, None)
 
     async def has_pending_request(self, owner: Owner) -> bool:
-        return (await self.call(c.HasPendingRequest, owner=owner))["pending"]  # type: ignore[no-any-return]
+        return (await self.call(c.HasPendingRequest, owner=owner))["pending"]
 
     async def cancel_pending_request(self, owner: Owner) -> bool:
         answer = await self.call(c.CancelPendingRequest, owner=owner, rid=self._next_rid())
-        return answer["cancelled"]  # type: ignore[no-any-return]
+        return answer["cancelled"]
 
     async def register_owner(self, owner: Owner) -> None:
         """Bind C{owner} to this connection (it is registered again after a reconnect)."""
@@ -574,7 +574,7 @@ class WConfdClient:
             command,
             lambda: dict(owner=owner, request=wire, count=count, timeout=self._remaining(deadline), rid=rid),
         )
-        return answer["acquired"]  # type: ignore[no-any-return]
+        return answer["acquired"]
 
     def _deadline(self, timeout: float | None) -> float | None:
         return None if timeout is None else self._now() + float(timeout)
@@ -590,16 +590,16 @@ class WConfdClient:
         return [Owner.from_wire(b) for b in answer["blockers"]]
 
     async def list_locks(self, owner: Owner) -> list[tuple[str, str]]:
-        return [tuple(x) for x in (await self.call(c.ListLocks, owner=owner))["locks"]]  # type: ignore[misc]
+        return [tuple(x) for x in (await self.call(c.ListLocks, owner=owner))["locks"]]
 
     async def list_all_locks(self) -> list[str]:
-        return (await self.call(c.ListAllLocks))["locks"]  # type: ignore[no-any-return]
+        return (await self.call(c.ListAllLocks))["locks"]
 
     async def list_all_locks_owners(self) -> list[Any]:
-        return (await self.call(c.ListAllLocksOwners))["locks"]  # type: ignore[no-any-return]
+        return (await self.call(c.ListAllLocksOwners))["locks"]
 
     async def list_locks_waiting_status(self) -> list[Any]:
-        return (await self.call(c.ListLocksWaitingStatus))["status"]  # type: ignore[no-any-return]
+        return (await self.call(c.ListLocksWaitingStatus))["status"]
 
     async def cleanup_locks(self) -> list[Owner]:
         return [Owner.from_wire(o) for o in (await self.call(c.CleanupLocks))["dead"]]

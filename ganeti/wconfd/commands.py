@@ -147,7 +147,7 @@ class Command(amp.Command):
     @classmethod
     def parseArguments(cls, box: Any, protocol: Any) -> dict[str, Any]:
         try:
-            return super().parseArguments(box, protocol)  # type: ignore[no-any-return]
+            return super().parseArguments(box, protocol)
         except BadArguments as e:
             raise BadArguments("%s: %s" % (cls.commandName.decode(), e)) from e
         except KeyError as e:

@@ -374,10 +374,10 @@ class WConfdService(Service):
         """
         if rid is None:
             result = run()
-            return await result if hasattr(result, "__await__") else result  # type: ignore[no-any-return]
+            return await result if hasattr(result, "__await__") else result
         replay = await self.replayed(owner, rid, release)
         if replay is not None:
-            return replay  # type: ignore[no-any-return]
+            return replay
         key = (owner, rid)
         self._inflight[key] = []
         try:
@@ -390,7 +390,7 @@ class WConfdService(Service):
         self.requests.record(owner, rid, answer)
         for waiter in self._inflight.pop(key, []):
             waiter.callback(answer)
-        return answer  # type: ignore[no-any-return]
+        return answer
 
     async def replayed(self, owner: Owner, rid: int | None, release: Iterable[str] = ()) -> Answer | None:
         """The recorded answer of C{owner}'s request C{rid}, or C{None} if it never ran."""
@@ -411,19 +411,19 @@ class WConfdService(Service):
                 self._release(owner, names)
             except errors.GenericError as e:
                 self.log.warn("releasing {names} again for {owner}: {e}", names=names, owner=owner.to_wire(), e=e)
-        return answer  # type: ignore[no-any-return]
+        return answer
 
     def try_update(self, owner: Owner, request: list[Any]) -> list[Owner]:
         blockers = self.lock_call("try_update", owner, request)
         if blockers and self.check_owners(blockers):
             blockers = self.lock_call("try_update", owner, request)
-        return blockers  # type: ignore[no-any-return]
+        return blockers
 
     def update_waiting(self, owner: Owner, priority: int, request: list[Any]) -> list[Owner]:
         blockers = self.lock_call("update_waiting", owner, priority, request)
         if blockers and self.check_owners(blockers):
             blockers = self.locks.blockers_of(owner) if self.locks.has_pending(owner) else []
-        return blockers  # type: ignore[no-any-return]
+        return blockers
 
     async def acquire(self, owner: Owner, priority: int, request: list[Any], timeout: float | None) -> None:
         """Wait (pushed, not polled) until C{request} is granted, or time out."""
@@ -667,7 +667,7 @@ class WConfdService(Service):
             stale = [n for n in names if self.locks.exists(n) and not self.locks.is_held(n) and not store.backs_lock(n)]
             if stale:
                 self.locks.remove_names(stale)
-        return self.lock_call_once(rid, blockers_answer, "add_locks", owner, names)  # type: ignore[no-any-return]
+        return self.lock_call_once(rid, blockers_answer, "add_locks", owner, names)
 
     def _release(self, owner: Owner, names: Iterable[str]) -> None:
         names = list(names)

@@ -132,8 +132,8 @@ def main() -> None:
         return
 
     from ganeti.config.bootstrap import grow, initial_config
-    from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
     from ganeti.daemons import free_port
+    from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
     from tests.integration.test_confd import wait_ready
 
     config = grow(initial_config("bench.test", "node1.example.test", ADDRESS), nodes=args.nodes - 1, instances=args.nodes)

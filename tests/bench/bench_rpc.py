@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import time
 from typing import Any
 
@@ -17,8 +16,8 @@ from twisted.internet import defer, task
 
 from ganeti import crypto
 from ganeti.config.bootstrap import grow, initial_config
-from ganeti.rpc import RpcClient, wire
 from ganeti.daemons import free_port
+from ganeti.rpc import RpcClient, wire
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 

@@ -30,8 +30,7 @@ _pycurl = types.ModuleType("pycurl")
 _pycurl.__getattr__ = _NoCurl
 sys.modules.setdefault("pycurl", _pycurl)
 
-from ganeti import cli, luxi  # noqa: E402
-from ganeti import watcher  # noqa: E402
+from ganeti import cli, luxi, watcher  # noqa: E402
 from ganeti.client import gnt_cluster  # noqa: E402
 
 

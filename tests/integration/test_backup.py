@@ -5,8 +5,8 @@ checksums of the disk bytes, with and without compression; bad input."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import os
+import subprocess
 
 import pytest
 import pytest_twisted

@@ -15,11 +15,11 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti.daemons import free_port
 from ganeti import serializer
-from ganeti.config.bootstrap import grow, initial_config
 from ganeti.confd import wire
 from ganeti.confd.client import ConfdClient, ConfdTimeout
+from ganeti.config.bootstrap import grow, initial_config
+from ganeti.daemons import free_port
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
@@ -43,7 +43,7 @@ def raw_query(address: str, port: int, qtype: int, query: Any = None, key: bytes
         sock.sendto(wire.pack_request(key, wire.request(qtype, query, rsalt), time.time()), (address, port))
         try:
             data = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return None
     rep, salt = wire.unpack_reply(KEY, data)
     assert salt == rsalt

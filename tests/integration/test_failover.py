@@ -17,7 +17,7 @@ import attrs
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti import daemons, epoch, ssconf
+from ganeti import daemons, epoch
 from ganeti.jobs import replicas
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths

@@ -21,8 +21,8 @@ import pytest_twisted
 from twisted.internet import reactor, threads
 
 from ganeti import crypto
-from ganeti.daemons import free_port
 from ganeti.config.bootstrap import initial_config
+from ganeti.daemons import free_port
 from ganeti.testing.daemons import Daemon, MasterNoded, seed_config
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def confd_answers_ping(daemon: Daemon, address: str, port: int, key_file: str, t
             try:
                 sock.recv(65536)
                 return
-            except socket.timeout:
+            except TimeoutError:
                 continue
     raise AssertionError("confd did not answer:\n" + daemon.output())
 

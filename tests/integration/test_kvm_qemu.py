@@ -20,8 +20,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti.backend.hypervisor import STATE_RUNNING, STATE_SHUTDOWN, HypervisorError
-from ganeti.backend.hypervisor import kvm
+from ganeti.backend.hypervisor import STATE_RUNNING, STATE_SHUTDOWN, HypervisorError, kvm
 from ganeti.backend.hypervisor.kvm import KVMHypervisor
 from ganeti.backend.hypervisor.kvm_process import QemuProcesses
 from ganeti.backend.hypervisor.qmp import connect_qmp

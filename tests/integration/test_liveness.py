@@ -112,7 +112,6 @@ async def test_beats_write_nothing_and_redirect(root):
     a non-master is told who the master is and goes there."""
     from ganeti.heartbeat.server import LivenessService, heartbeat_listener
     from ganeti.heartbeat.store import LivenessStore
-    from ganeti.paths import Paths
 
     async with LoopbackCluster(reactor, root, loopback_config(3), prefix="gntm") as cluster:
         await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=30)

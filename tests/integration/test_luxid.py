@@ -39,7 +39,7 @@ class Cluster:
         self.wconfd = Daemon(root, "ganeti-wconfd")
         self.luxid = Daemon(root, "ganeti-luxid", *self.noded.luxid_args, *luxid_args, env=self.noded.env)
 
-    async def start(self) -> "Cluster":
+    async def start(self) -> Cluster:
         await self.noded.start(reactor)
         self.wconfd.start()
         await self.wconfd.ready(reactor)
@@ -239,7 +239,7 @@ async def test_two_hundred_conflicting_jobs_all_finish_by_priority(root):
         rows = client.query_jobs(ids, ["status", "ops", "end_ts"])
         assert [row[0] for row in rows] == ["success"] * 200
         by_prio = {}  # by the priority each job was submitted with (waits may raise it)
-        for status, ops, end in rows:
+        for _status, ops, end in rows:
             by_prio.setdefault(ops[0]["priority"], []).append(end[0] + end[1] / 1e6)
         assert sorted(by_prio[-10])[len(by_prio[-10]) // 2] <= sorted(by_prio[10])[len(by_prio[10]) // 2]
     finally:

@@ -21,7 +21,6 @@ from twisted.internet.task import deferLater
 from ganeti import errors
 from ganeti.jobs.processor import KILLED_RESULT
 from ganeti.luxi.client import LuxiClient
-
 from tests.integration.test_luxid import Cluster, _pid_of, delay, in_thread, job_row, until, wait_job
 from tests.unit.test_luxid_submit import _invalid_request
 

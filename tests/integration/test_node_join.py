@@ -15,8 +15,8 @@ from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
 from ganeti import crypto, daemons, errors, ssconf
-from ganeti.rpc import RpcClient, join, wire
 from ganeti.daemons import free_port
+from ganeti.rpc import RpcClient, join, wire
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 TOKEN = "correct-horse-battery-staple-42"

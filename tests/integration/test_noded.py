@@ -12,9 +12,8 @@ import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti import crypto
-from ganeti.rpc import Credentials, PinnedPolicy, RpcClient
-from ganeti.rpc import wire
 from ganeti.daemons import free_port
+from ganeti.rpc import Credentials, PinnedPolicy, RpcClient, wire
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 

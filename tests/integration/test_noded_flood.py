@@ -11,8 +11,7 @@ from twisted.internet import reactor, threads
 
 from ganeti import crypto
 from ganeti.daemons import free_port
-from ganeti.rpc import RpcClient
-from ganeti.rpc import wire
+from ganeti.rpc import RpcClient, wire
 from ganeti.testing.daemons import Daemon
 from tests.integration.test_rapi_flood import fd_count, read_until_closed, wait_fds
 

@@ -68,7 +68,7 @@ def read_until_closed(sock: Any, limit: float) -> tuple[bytes, float]:
     while time.monotonic() - started < limit:
         try:
             chunk = sock.recv(65536)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             continue
         except (ConnectionError, ssl.SSLError, OSError):
             break

@@ -19,7 +19,6 @@ from twisted.internet import reactor, threads
 from ganeti import daemons
 from ganeti.rapi.testing import RapiDaemon
 from ganeti.testing.cluster import LoopbackCluster
-
 from tests.integration.test_failover import cluster_config, gnt_cluster, master_of, ready_cluster, stop_master_daemons
 from tests.integration.test_rapi_client import SYSTEM_PYTHON, needs_ganeti_client
 

@@ -7,7 +7,6 @@ the watcher is paused (our CLI and Ganeti's own), and at most 3 times in
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

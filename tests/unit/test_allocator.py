@@ -15,7 +15,6 @@ from ganeti import errors, serializer
 from ganeti.cmdlib import allocator, iallocator
 from ganeti.cmdlib.allocator import NodeState, Request
 from ganeti.objects import NIC, ConfigData, Disk, Instance
-
 from tests.unit.instance_fakes import MASTER, N2, N3, cluster
 
 
@@ -29,13 +28,13 @@ class PlaceTests(SynchronousTestCase):
         nodes = [NodeState("a", "a.test", free_memory=2048, free_disk=5000),
                  NodeState("b", "b.test", free_memory=4096, free_disk=5000),
                  NodeState("c", "c.test", free_memory=3000, free_disk=5000)]
-        self.assertEqual(allocator.place(request(), nodes).node.uuid, "b")  # type: ignore[union-attr]
+        self.assertEqual(allocator.place(request(), nodes).node.uuid, "b")
 
     def test_ties_go_to_fewer_instances_then_name(self) -> None:
         nodes = [NodeState("a", "node10", free_memory=2048, instances=3),
                  NodeState("b", "node2", free_memory=2048, instances=1),
                  NodeState("c", "node9", free_memory=2048, instances=1)]
-        self.assertEqual(allocator.place(request(), nodes).node.name, "node2")  # type: ignore[union-attr]
+        self.assertEqual(allocator.place(request(), nodes).node.name, "node2")
 
     def test_nodes_without_room_or_data_are_rejected_with_reasons(self) -> None:
         nodes = [NodeState("a", "a.test", free_memory=256, free_disk=5000),

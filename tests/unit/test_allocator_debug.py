@@ -10,7 +10,6 @@ from ganeti import errors, serializer
 from ganeti.cmdlib import allocator, iallocator_debug
 from ganeti.cmdlib.allocator import NodeState
 from ganeti.objects import Instance
-
 from tests.unit.instance_fakes import MASTER, N2, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
@@ -68,7 +67,7 @@ class RequestTests(SynchronousTestCase):
         ]
         for cfg, opcode, message in cases:
             with self.assertRaises(errors.OpPrereqError) as caught:
-                iallocator_debug.build_request(cfg, opcode)  # type: ignore[arg-type]
+                iallocator_debug.build_request(cfg, opcode)
             self.assertEqual(caught.exception.args[0], message)
 
     def test_evacuate_and_change_group(self) -> None:

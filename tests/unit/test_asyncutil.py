@@ -22,7 +22,6 @@ from ganeti.cmdlib import allocator, lookup
 from ganeti.cmdlib.base import OpContext
 from ganeti.jobs import model
 from ganeti.jobs.processor import CANCELED_RESULT
-
 from tests.unit.test_processor import Env, delay
 from tests.unit.wconfd_helpers import make_config
 
@@ -146,10 +145,10 @@ class ThreadedClock(Clock):
         super().__init__()
         self.pool = ThreadPool()
 
-    def getThreadPool(self) -> ThreadPool:
+    def getThreadPool(self) -> ThreadPool:  # type: ignore[override]
         return self.pool
 
-    def callFromThread(self, function: Any, *args: Any, **kwargs: Any) -> None:
+    def callFromThread(self, function: Any, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         function(*args, **kwargs)
 
 
@@ -171,7 +170,7 @@ class ProcessClock(Clock):
         super().__init__()
         self.spawned: list[tuple[Any, str, list[str], Transport]] = []
 
-    def spawnProcess(self, protocol: Any, executable: str, args: list[str], env: Any = None, **kw: Any) -> Transport:
+    def spawnProcess(self, protocol: Any, executable: str, args: list[str], env: Any = None, **kw: Any) -> Transport:  # type: ignore[override]
         transport = Transport()
         protocol.makeConnection(transport)
         self.spawned.append((protocol, executable, args, transport))

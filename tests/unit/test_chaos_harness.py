@@ -173,5 +173,5 @@ class StaleReplicaTests(SynchronousTestCase):
         write(roots[1], 7, "success")
         cluster = types.SimpleNamespace(master=roots[0], roots=roots,
                                         cluster=types.SimpleNamespace(nodes={"n1": "", "n2": "", "n3": ""}))
-        stale = chaos_checks.stale_replicas(cluster, since=5)  # type: ignore[arg-type]
+        stale = chaos_checks.stale_replicas(cluster, since=5)
         self.assertEqual([line.split(":")[0] for line in stale], ["job-6 on n2", "job-7 on n3"])

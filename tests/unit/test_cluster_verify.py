@@ -12,7 +12,6 @@ import attrs
 
 from ganeti.client import gnt_cluster
 from ganeti.objects import NodeGroup
-
 from tests.unit.instance_fakes import N2, N3, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_cli import FakeClient

@@ -31,7 +31,6 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.tags import MAX_TAG_LEN, TagError, validate_tag
 from ganeti.jobs import model
 from ganeti.objects import ConfigData, NodeGroup
-
 from tests.unit.test_processor import Env, delay, group_add
 from tests.unit.wconfd_helpers import MASTER, make_config
 
@@ -65,14 +64,14 @@ class LUTestCase(SynchronousTestCase):
     def error(self, op: dict[str, Any]) -> list[Any]:
         qop = self.run_op(op)
         self.assertEqual(qop.status, model.ERROR)
-        return qop.result  # type: ignore[no-any-return]
+        return qop.result
 
     def group(self, name: str) -> NodeGroup | None:
         found = [g for g in self.env.read_config().nodegroups.values() if g.name == name]
         return found[0] if found else None
 
     def default_uuid(self) -> str:
-        return self.group("default").uuid  # type: ignore[union-attr,return-value]
+        return self.group("default").uuid
 
 
 class RegistryTests(SynchronousTestCase):
@@ -120,7 +119,7 @@ class GroupTests(LUTestCase):
 
     def test_rename(self) -> None:
         self.ok(group_add("g1"))
-        uuid = self.group("g1").uuid  # type: ignore[union-attr]
+        uuid = self.group("g1").uuid
         self.assertEqual(self.ok({"OP_ID": "OP_GROUP_RENAME", "group_name": "g1", "new_name": "g9"}), "g9")
         self.assertIsNone(self.group("g1"))
         renamed = self.group("g9")
@@ -130,7 +129,7 @@ class GroupTests(LUTestCase):
     def test_rename_by_uuid(self) -> None:
         uuid = self.default_uuid()
         self.ok({"OP_ID": "OP_GROUP_RENAME", "group_name": uuid, "new_name": "main"})
-        self.assertEqual(self.group("main").uuid, uuid)  # type: ignore[union-attr]
+        self.assertEqual(self.group("main").uuid, uuid)
 
     def test_rename_clash(self) -> None:
         self.ok(group_add("g1"))
@@ -145,7 +144,7 @@ class GroupTests(LUTestCase):
 
     def test_remove(self) -> None:
         self.ok(group_add("g1"))
-        uuid = self.group("g1").uuid  # type: ignore[union-attr]
+        uuid = self.group("g1").uuid
         self.assertIsNone(self.ok({"OP_ID": "OP_GROUP_REMOVE", "group_name": "g1"}))
         self.assertIsNone(self.group("g1"))
         self.assertFalse(self.env.service.locks.exists("nodegroup/%s" % uuid))
@@ -192,7 +191,7 @@ class TagsTests(LUTestCase):
         op = dict({"OP_ID": "OP_TAGS_GET", "kind": kind}, **params)
         if name is not None:
             op["name"] = name
-        return self.ok(op)  # type: ignore[no-any-return]
+        return self.ok(op)
 
     def change(self, what: str, kind: str, tags: list[str], name: str | None = None) -> model.QueuedOpCode:
         op: dict[str, Any] = {"OP_ID": what, "kind": kind, "tags": tags}
@@ -213,7 +212,7 @@ class TagsTests(LUTestCase):
     def test_group_tags(self) -> None:
         self.ok(group_add("g1"))
         self.change("OP_TAGS_SET", "nodegroup", ["web", "prod"], name="g1")
-        self.assertEqual(self.group("g1").tags, ["web", "prod"])  # type: ignore[union-attr]
+        self.assertEqual(self.group("g1").tags, ["web", "prod"])
         self.assertEqual(self.tags("nodegroup", "g1", use_locking=True), ["web", "prod"])
         self.change("OP_TAGS_DEL", "nodegroup", ["web"], name="g1")
         self.assertEqual(self.tags("nodegroup", "g1"), ["prod"])
@@ -225,7 +224,7 @@ class TagsTests(LUTestCase):
         self.assertEqual(inst.tags, ["db"])
         self.assertEqual(self.tags("instance", INST1), ["db"])
         self.change("OP_TAGS_SET", "node", ["rack:1"], name="node1")
-        self.assertEqual(self.env.read_config().find_node(MASTER).tags, ["rack:1"])  # type: ignore[union-attr]
+        self.assertEqual(self.env.read_config().find_node(MASTER).tags, ["rack:1"])
         self.assertEqual(self.tags("node", MASTER), ["rack:1"])
 
     def test_delete_missing_tags(self) -> None:
@@ -444,7 +443,7 @@ class HelperTests(SynchronousTestCase):
     def test_lookups(self) -> None:
         cfg = make_config(nodes=1, instances=1)
         inst = next(iter(cfg.instances.values()))
-        self.assertEqual(expand_instance_name(cfg, inst.uuid), inst.name)  # type: ignore[arg-type]
+        self.assertEqual(expand_instance_name(cfg, inst.uuid), inst.name)
         self.assertEqual(expand_node(cfg, "node1").name, MASTER)
         group = next(iter(cfg.nodegroups))
         self.assertEqual(lookup_group(cfg, None), group)

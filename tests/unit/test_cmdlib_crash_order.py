@@ -13,7 +13,6 @@ from twisted.internet.defer import Deferred
 
 from ganeti.jobs import model
 from ganeti.rpc import wire
-
 from tests.unit.instance_fakes import N2, N3, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_cmdlib_grow_disk import SizedNodes
@@ -222,7 +221,7 @@ class NodeRemoveTests(CrashOrderTestCase):
         def leave(node: str, *args: Any) -> None:
             self.rpc.down.add(node)
 
-        self.rpc._node_leave_cluster = leave  # type: ignore[attr-defined]
+        self.rpc._node_leave_cluster = leave
         self.killed_at({"OP_ID": "OP_NODE_REMOVE", "node_name": N2}, "node_leave_cluster", after=True)
         self.assertIsNotNone(self.env.read_config().find_node(N2), "the config forgets the node last")
         self.assertEqual(self.verify(), (False, ["  - ERROR: node %s: while contacting node: node unreachable:"
@@ -253,7 +252,7 @@ class GrowDiskTests(CrashOrderTestCase):
 
     def recorded(self) -> int:
         cfg = self.env.read_config()
-        return cfg.disks[self.web().disks[0]].size  # type: ignore[no-any-return]
+        return cfg.disks[self.web().disks[0]].size
 
     def test_killed_before_recording_the_size(self) -> None:
         grow = {"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": WEB, "disk": 0, "amount": 512}

@@ -16,7 +16,6 @@ from ganeti.cmdlib import group_params as gparams
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import ConfigData, NodeGroup, new_uuid
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
@@ -29,7 +28,7 @@ def two_groups() -> ConfigData:
     """node1..node4 in "default" with inst1..inst4 (one per node, file disks),
     an empty group "rack2", and inst2 made mirrored over node2 and node3."""
     cfg = grow(initial_config("cluster.example.test", MASTER, "192.0.2.1"), nodes=3, instances=4)
-    rack2 = NodeGroup(name="rack2", uuid=new_uuid(), alloc_policy="preferred", **STAMP)  # type: ignore[arg-type]
+    rack2 = NodeGroup(name="rack2", uuid=new_uuid(), alloc_policy="preferred", **STAMP)
     inst2 = cfg.find_instance("inst2.example.test")
     n3 = cfg.find_node(N3)
     assert inst2 is not None and n3 is not None
@@ -58,7 +57,7 @@ class GroupTestCase(LUTestCase):
         cfg = self.env.read_config()
         found = cfg.find_node(node)
         assert found is not None
-        return cfg.nodegroups[found.group].name  # type: ignore[index]
+        return cfg.nodegroups[found.group].name
 
     def group(self, name: str) -> NodeGroup:
         found = self.env.read_config().find_group(name)
@@ -69,11 +68,11 @@ class GroupTestCase(LUTestCase):
 class AssignNodesTests(GroupTestCase):
     def test_locks_target_and_current_groups_and_the_nodes(self) -> None:
         cfg = self.env.read_config()
-        lu = cmdgroup.LUGroupAssignNodes(assign("rack2", "node2", N4), None, cfg)  # type: ignore[arg-type]
+        lu = cmdgroup.LUGroupAssignNodes(assign("rack2", "node2", N4), None, cfg)
         lu.expand_names()
-        rack2 = cfg.find_group("rack2").uuid  # type: ignore[union-attr]
-        default = cfg.find_group("default").uuid  # type: ignore[union-attr]
-        n2, n4 = cfg.find_node(N2).uuid, cfg.find_node(N4).uuid  # type: ignore[union-attr]
+        rack2 = cfg.find_group("rack2").uuid
+        default = cfg.find_group("default").uuid
+        n2, n4 = cfg.find_node(N2).uuid, cfg.find_node(N4).uuid
         self.assertEqual(lu.needed_locks, {LEVEL_NODEGROUP: [rack2], LEVEL_NODE: [n2, n4]})
         self.assertEqual(lu.share_locks, {})
         self.assertEqual(lu.op["nodes"], [N2, N4], "short names are expanded")
@@ -84,9 +83,9 @@ class AssignNodesTests(GroupTestCase):
     def test_move_and_move_back(self) -> None:
         self.assertIsNone(self.ok(assign("rack2", N4)))
         self.assertEqual((self.group_of(N4), self.group_of(N2)), ("rack2", "default"))
-        self.assertEqual(self.env.read_config().find_node(N4).serial_no, 2)  # type: ignore[union-attr]
+        self.assertEqual(self.env.read_config().find_node(N4).serial_no, 2)
         self.ok(assign("rack2", N4))  # already there: nothing changes
-        self.assertEqual(self.env.read_config().find_node(N4).serial_no, 2)  # type: ignore[union-attr]
+        self.assertEqual(self.env.read_config().find_node(N4).serial_no, 2)
         self.ok(assign("default", N4))
         self.assertEqual(self.group_of(N4), "default")
 
@@ -108,8 +107,8 @@ class AssignNodesTests(GroupTestCase):
 
     def test_split_instances(self) -> None:
         cfg = self.env.read_config()
-        rack2 = cfg.find_group("rack2").uuid  # type: ignore[union-attr]
-        n2, n3 = cfg.find_node(N2).uuid, cfg.find_node(N3).uuid  # type: ignore[union-attr]
+        rack2 = cfg.find_group("rack2").uuid
+        n2, n3 = cfg.find_node(N2).uuid, cfg.find_node(N3).uuid
         self.assertEqual(cmdgroup.split_instances(cfg, {n2: rack2}), (["inst2.example.test"], []))
         self.assertEqual(cmdgroup.split_instances(cfg, {n2: rack2, n3: rack2}), ([], []))
         moved = attrs.evolve(cfg, nodes=dict(cfg.nodes, **{n2: attrs.evolve(cfg.nodes[n2], group=rack2)}))
@@ -184,10 +183,10 @@ class SetParamsTests(GroupTestCase):
 
     def test_locks_the_group_only(self) -> None:
         cfg = self.env.read_config()
-        lu = cmdgroup.LUGroupSetParams(modify("rack2", alloc_policy="preferred"), None, cfg)  # type: ignore[arg-type]
+        lu = cmdgroup.LUGroupSetParams(modify("rack2", alloc_policy="preferred"), None, cfg)
         lu.check_arguments()
         lu.expand_names()
-        self.assertEqual(lu.needed_locks, {LEVEL_NODEGROUP: [cfg.find_group("rack2").uuid]})  # type: ignore[union-attr]
+        self.assertEqual(lu.needed_locks, {LEVEL_NODEGROUP: [cfg.find_group("rack2").uuid]})
 
 
 class GroupParamsTests(SynchronousTestCase):

@@ -8,7 +8,6 @@ from typing import Any
 from ganeti import errors, opcodes
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE, LEVEL_NODE_RES
-
 from tests.unit.instance_fakes import N2, N3, FakeNodes, _Refused, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
@@ -60,7 +59,7 @@ class GrowDiskTests(LUTestCase):
         cfg = self.env.read_config()
         inst = cfg.find_instance(name)
         assert inst is not None
-        return [cfg.disks[d].size for d in inst.disks]  # type: ignore[misc]
+        return [cfg.disks[d].size for d in inst.disks]
 
     def file_size(self, index: int, node: str = N2) -> int:
         return self.rpc.sizes[(node, "/srv/ganeti/file-storage/%s/disk%d" % (WEB, index))]
@@ -86,12 +85,12 @@ class GrowDiskTests(LUTestCase):
 
     def test_locks(self) -> None:
         cfg = self.env.read_config()
-        lu = instance_disks.LUInstanceGrowDisk(opcodes.validate(grow()), None, cfg)  # type: ignore[arg-type]
+        lu = instance_disks.LUInstanceGrowDisk(opcodes.validate(grow()), None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {LEVEL_INSTANCE: [WEB], LEVEL_NODE: [], LEVEL_NODE_RES: []})
         lu.declare_locks(LEVEL_NODE)
         lu.declare_locks(LEVEL_NODE_RES)
-        n2 = cfg.find_node(N2).uuid  # type: ignore[union-attr]
+        n2 = cfg.find_node(N2).uuid
         self.assertEqual((lu.needed_locks[LEVEL_NODE], lu.needed_locks[LEVEL_NODE_RES]), ([n2], [n2]))
         self.assertEqual(lu.share_locks, {})
 

@@ -24,7 +24,6 @@ from ganeti.cmdlib import instance_params as params
 from ganeti.jobs import model
 from ganeti.objects import ConfigData, Instance
 from ganeti.paths import Paths
-
 from tests.unit.instance_fakes import MASTER, N2, N3, N4, FakeNodes, change_node, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
@@ -61,7 +60,7 @@ class InstanceTestCase(LUTestCase):
         cfg = self.cfg()
         inst = cfg.find_instance(name)
         assert inst is not None
-        return cfg.nodes[inst.primary_node].name  # type: ignore[index,return-value]
+        return cfg.nodes[inst.primary_node].name
 
     def disks(self, name: str = WEB) -> list[Any]:
         cfg = self.cfg()
@@ -86,7 +85,7 @@ class CreateTests(InstanceTestCase):
         self.assertEqual(inst.beparams, {"maxmem": 512, "minmem": 512})
         self.assertEqual(inst.tags, ["web"])
         (nic,) = inst.nics
-        self.assertTrue(nic.mac.startswith("aa:00:00:"), nic.mac)  # type: ignore[union-attr]
+        self.assertTrue(nic.mac.startswith("aa:00:00:"), nic.mac)
         self.assertTrue(params.valid_mac(nic.mac))
         (disk,) = self.disks()
         self.assertEqual(disk.logical_id, ["loop", "/srv/ganeti/file-storage/%s/disk0" % WEB])
@@ -109,7 +108,7 @@ class CreateTests(InstanceTestCase):
     def test_no_install_no_start(self) -> None:
         self.ok(create(pnode=N3, no_install=True, start=False, os_type=None))
         self.assertEqual(self.rpc.procedures(), ["blockdev_create"])
-        self.assertEqual(self.instance().admin_state, "down")  # type: ignore[union-attr]
+        self.assertEqual(self.instance().admin_state, "down")
 
     def test_diskless_and_sharedfile(self) -> None:
         self.ok(create("d.example.test", pnode=N2, disk_template="diskless", disks=[]))
@@ -214,7 +213,7 @@ class CreateTests(InstanceTestCase):
 
     def test_explicit_macs_must_be_unique(self) -> None:
         self.ok(create(pnode=N2, nics=[{"mac": "AA:00:00:11:22:33"}]))
-        self.assertEqual(self.instance().nics[0].mac, "aa:00:00:11:22:33")  # type: ignore[union-attr]
+        self.assertEqual(self.instance().nics[0].mac, "aa:00:00:11:22:33")
         message = self.error(create("web2.example.test", pnode=N2, nics=[{"mac": "aa:00:00:11:22:33"}]),
                              code=errors.ECODE_NOTUNIQUE)
         self.assertIn("already in use", message)
@@ -225,7 +224,7 @@ class CreateTests(InstanceTestCase):
     def test_nic_parameters(self) -> None:
         self.ok(create(pnode=N2, nics=[{"mac": "generate", "ip": "192.0.2.77", "mode": "routed", "link": "rt1",
                                         "name": "eth0"}, {"bridge": "br7"}, {}]))
-        first, second, third = self.instance().nics  # type: ignore[union-attr]
+        first, second, third = self.instance().nics
         self.assertEqual((first.ip, first.name, first.nicparams), ("192.0.2.77", "eth0",
                                                                    {"mode": "routed", "link": "rt1"}))
         self.assertEqual(second.nicparams, {"link": "br7"})
@@ -319,7 +318,7 @@ class FailedCreateTests(InstanceTestCase):
                 raise _Refused("disk full")
             return original(node, disk, *args)
 
-        self.rpc._blockdev_create = second_fails  # type: ignore[method-assign]
+        self.rpc._blockdev_create = second_fails
         message = self.error(create(pnode=N2, disks=[{"size": 10}, {"size": 20}]), kind="OpExecError")
         self.assertIn("Could not create disk disk/1 of instance %s on node %s: disk full" % (WEB, N2), message)
         removed = [a[0]["logical_id"][1] for _n, a in self.rpc.calls_of("blockdev_remove")]
@@ -435,12 +434,12 @@ class ParallelCreateTests(InstanceTestCase):
             held.append(self.env.locks_of(run.owner))
             return original(node, *args)
 
-        self.rpc._blockdev_create = spy  # type: ignore[method-assign]
+        self.rpc._blockdev_create = spy
         self.env.finish(run)
         self.assertEqual(run.ops[0].status, model.SUCCESS, run.ops[0].result)
         (locks,) = held
         node_locks = [name for name, _mode in locks if name.startswith(("node/", "node-res/"))]
-        uuid = self.cfg().find_instance(WEB).primary_node  # type: ignore[union-attr]
+        uuid = self.cfg().find_instance(WEB).primary_node
         self.assertEqual(node_locks, ["node/%s" % uuid, "node-res/%s" % uuid])
 
     def test_allocations_hold_the_node_allocation_lock_until_placed(self) -> None:
@@ -467,13 +466,13 @@ class ParallelCreateTests(InstanceTestCase):
                 seen.append(self.env.locks_of(run.owner))
                 return original(node, *args)
 
-            self.rpc._blockdev_create = disk  # type: ignore[method-assign]
-            allocator.place = place  # type: ignore[assignment]
+            self.rpc._blockdev_create = disk
+            allocator.place = place
             try:
                 self.env.finish(run)
             finally:
-                allocator.place = original_place  # type: ignore[assignment]
-                self.rpc._blockdev_create = original_disk  # type: ignore[method-assign]
+                allocator.place = original_place
+                self.rpc._blockdev_create = original_disk
             self.assertEqual(run.ops[0].status, model.SUCCESS, run.ops[0].result)
             self.assertIn(("node-alloc/NAL", mode), at_placement[-1])
             self.assertNotIn("node-alloc/NAL", [name for name, _ in at_disk[0]])
@@ -486,7 +485,7 @@ class ParallelCreateTests(InstanceTestCase):
             seen.append(self.env.locks_of(fixed.owner))
             return original_disk(node, *args)
 
-        self.rpc._blockdev_create = disk_fixed  # type: ignore[method-assign]
+        self.rpc._blockdev_create = disk_fixed
         self.env.finish(fixed)
         self.assertEqual(fixed.ops[0].status, model.SUCCESS, fixed.ops[0].result)
         self.assertNotIn("node-alloc/NAL", [name for name, _ in seen[0]])
@@ -711,8 +710,8 @@ class SetParamsTests(InstanceTestCase):
         self.assertEqual(inst.hvparams, {"migration_mode": "non-live"})
         result = self.ok(op("SET_PARAMS", beparams={"vcpus": "default"}, hvparams={"migration_mode": "default"}))
         self.assertEqual(result, [["be/vcpus", "default"], ["hv/migration_mode", "default"]])
-        self.assertEqual(self.instance().beparams, {"maxmem": 256, "minmem": 256})  # type: ignore[union-attr]
-        self.assertEqual(self.instance().hvparams, {})  # type: ignore[union-attr]
+        self.assertEqual(self.instance().beparams, {"maxmem": 256, "minmem": 256})
+        self.assertEqual(self.instance().hvparams, {})
 
     def test_refusals(self) -> None:
         for opcode, text in [
@@ -765,15 +764,15 @@ class SetParamsTests(InstanceTestCase):
     def test_nics(self) -> None:
         result = self.ok(op("SET_PARAMS", nics=[["add", {"ip": "192.0.2.9", "link": "br1"}]]))
         self.assertEqual(result[0][0], "nic.1")
-        nics = self.instance().nics  # type: ignore[union-attr]
+        nics = self.instance().nics
         self.assertEqual((nics[1].ip, nics[1].nicparams), ("192.0.2.9", {"link": "br1"}))
         self.assertNotEqual(nics[0].mac, nics[1].mac)
         result = self.ok(op("SET_PARAMS", nics=[["modify", "eth0", {"mac": "aa:00:00:01:02:03", "vlan": "5"}]]))
         self.assertEqual(result, [["nic.mac/0", "aa:00:00:01:02:03"], ["nic.vlan/0", "5"]])
         self.ok(op("SET_PARAMS", nics=[[1, {"mode": "routed"}]]))
-        self.assertEqual(self.instance().nics[1].nicparams, {"link": "br1", "mode": "routed"})  # type: ignore[union-attr]
+        self.assertEqual(self.instance().nics[1].nicparams, {"link": "br1", "mode": "routed"})
         self.assertEqual(self.ok(op("SET_PARAMS", nics=[["remove", {}]])), [["nic.1", "remove"]])
-        self.assertEqual(len(self.instance().nics), 1)  # type: ignore[union-attr]
+        self.assertEqual(len(self.instance().nics), 1)
         self.ok(create("other.example.test", pnode=N3, start=False))
         self.assertIn("already in use", self.error(op("SET_PARAMS", "other.example.test",
                                                       nics=[[0, {"mac": "aa:00:00:01:02:03"}]]),
@@ -793,7 +792,7 @@ class RuntimeMemoryTests(InstanceTestCase):
         self.rpc.calls.clear()
 
     def test_balloon_down_and_up(self) -> None:
-        serial = self.instance().serial_no  # type: ignore[union-attr]
+        serial = self.instance().serial_no
         self.assertEqual(self.ok(op("SET_PARAMS", runtime_mem=256)), [["runtime_memory", 256]])
         self.assertEqual(self.rpc.running[N2][WEB], 256)
         ((node, args),) = self.rpc.calls_of("instance_balloon_memory")
@@ -825,7 +824,7 @@ class RuntimeMemoryTests(InstanceTestCase):
 
     def test_checked_before_other_changes(self) -> None:
         self.error(op("SET_PARAMS", runtime_mem=4096, beparams={"vcpus": 4}))
-        self.assertNotIn("vcpus", self.instance().beparams)  # type: ignore[union-attr]
+        self.assertNotIn("vcpus", self.instance().beparams)
         self.ok(op("SHUTDOWN"))
         self.assertIn("is not running", self.error(op("SET_PARAMS", runtime_mem=256), code=errors.ECODE_STATE))
 

@@ -25,11 +25,10 @@ from ganeti import errors
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_migration as im
 from ganeti.config.bootstrap import grow, initial_config
-from ganeti.jobs import followup, model
+from ganeti.jobs import followup
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.paths import Paths
 from ganeti.rpc import RpcResult
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 from tests.unit.wconfd_helpers import job
@@ -60,13 +59,13 @@ def _instance(cfg: ConfigData, name: str, primary: str, template: str, state: st
         base = cfg.cluster.shared_file_storage_dir if template == "sharedfile" else cfg.cluster.file_storage_dir
         disk_uuid = new_uuid()
         disks[disk_uuid] = Disk(uuid=disk_uuid, dev_type=template, logical_id=["loop", "%s/%s/disk0" % (base, name)],
-                                nodes=[node], iv_name="disk/0", size=1024, mode="rw", **STAMP)  # type: ignore[arg-type]
+                                nodes=[node], iv_name="disk/0", size=1024, mode="rw", **STAMP)
     inst_uuid = new_uuid()
     inst = Instance(
         name=name, uuid=inst_uuid, primary_node=node, os="noop", hypervisor="fake", admin_state=state,
         admin_state_source="admin", disk_template=template, disks_active=state == "up", beparams={"maxmem": memory},
         nics=[NIC(mac="aa:00:00:00:%02x:01" % len(cfg.instances), uuid=new_uuid())], disks=list(disks),
-        **STAMP,  # type: ignore[arg-type]
+        **STAMP,
     )
     return attrs.evolve(cfg, instances=dict(cfg.instances, **{inst_uuid: inst}), disks=dict(cfg.disks, **disks))
 
@@ -191,10 +190,10 @@ class MoveTestCase(LUTestCase):
 
     def primary(self, name: str) -> str:
         cfg = self.env.read_config()
-        return cfg.nodes[self.instance(name).primary_node].name  # type: ignore[return-value,index]
+        return cfg.nodes[self.instance(name).primary_node].name
 
     def uuid(self, node: str) -> str:
-        return next(n.uuid for n in self.env.read_config().nodes.values() if n.name == node)  # type: ignore[return-value]
+        return next(n.uuid for n in self.env.read_config().nodes.values() if n.name == node)
 
 
 def migrate(name: str, **params: Any) -> dict[str, Any]:
@@ -364,7 +363,7 @@ class MigrateTests(MoveTestCase):
 
     def test_locks_with_and_without_target(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUInstanceMigrate(migrate(SHARED, target_node=N3), None, cfg)  # type: ignore[arg-type]
+        lu = im.LUInstanceMigrate(migrate(SHARED, target_node=N3), None, cfg)
         lu.expand_names()
         lu.declare_locks("node")
         lu.declare_locks("node-res")
@@ -372,7 +371,7 @@ class MigrateTests(MoveTestCase):
         self.assertEqual(sorted(lu.needed_locks["node"]), sorted([self.uuid(N2), self.uuid(N3)]))
         self.assertEqual(lu.needed_locks["node-res"], lu.needed_locks["node"])
         self.assertEqual(lu.share_locks, {})
-        other = im.LUInstanceFailover(failover(SHARED), None, cfg)  # type: ignore[arg-type]
+        other = im.LUInstanceFailover(failover(SHARED), None, cfg)
         other.expand_names()
         other.declare_locks("node")
         self.assertIs(other.needed_locks["node"], im.ALL_SET)
@@ -468,7 +467,7 @@ class NodeMigrateTests(MoveTestCase):
 
     def test_lock_is_the_node_shared(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUNodeMigrate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2}, None, cfg)  # type: ignore[arg-type]
+        lu = im.LUNodeMigrate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2}, None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {"node": [self.uuid(N2)]})
         self.assertTrue(lu.share_locks["node"])
@@ -526,13 +525,13 @@ class NodeEvacuateTests(MoveTestCase):
 
     def test_locks(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUNodeEvacuate(evacuate(N2, remote_node=N3), None, cfg)  # type: ignore[arg-type]
+        lu = im.LUNodeEvacuate(evacuate(N2, remote_node=N3), None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks["instance"], sorted([SHARED, NODISK, DOWN]))
         self.assertEqual(lu.needed_locks["node"], [self.uuid(N2), self.uuid(N3)])
         self.assertEqual(lu.needed_locks["nodegroup"], [cfg.nodes[self.uuid(N2)].group])
         self.assertTrue(all(lu.share_locks[level] for level in ("instance", "nodegroup", "node")))
-        lu = im.LUNodeEvacuate(evacuate(N2), None, cfg)  # type: ignore[arg-type]
+        lu = im.LUNodeEvacuate(evacuate(N2), None, cfg)
         lu.expand_names()
         self.assertIs(lu.needed_locks["node"], im.ALL_SET)
 
@@ -571,7 +570,7 @@ class ExternalAllocatorTests(MoveTestCase):
 
     def request(self) -> dict[str, Any]:
         with open(self.script + ".input") as handle:
-            return json.load(handle)["request"]  # type: ignore[no-any-return]
+            return json.load(handle)["request"]
 
     def test_failover_relocates_where_the_allocator_says(self) -> None:
         self.rpc.free = {MASTER: 8000, N3: 8000, N4: 600}

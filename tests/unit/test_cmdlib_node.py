@@ -21,7 +21,6 @@ from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import model
 from ganeti.objects import ConfigData
 from ganeti.rpc import RpcResult, wire
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
@@ -175,7 +174,7 @@ class NodeAddTests(NodeLUTestCase):
             joined.append((ip, token, name, port))
 
         module = types.ModuleType("ganeti.rpc.join")
-        module.join_node_async = join_node_async  # type: ignore[attr-defined]
+        module.join_node_async = join_node_async
         saved = sys.modules.get("ganeti.rpc.join")
         sys.modules["ganeti.rpc.join"] = module
         try:

@@ -11,7 +11,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors, opcodes
 from ganeti.cmdlib import operating_system as osdiag
-
 from tests.unit.instance_fakes import MASTER, N2, N3, FakeNodes, change_node, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env

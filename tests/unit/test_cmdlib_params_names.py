@@ -13,7 +13,6 @@ from ganeti import errors
 from ganeti.cmdlib import group_params as gparams
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import names
-
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_cmdlib_group_ops import two_groups
 from tests.unit.test_processor import Env

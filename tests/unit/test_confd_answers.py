@@ -5,9 +5,9 @@ from __future__ import annotations
 import attrs
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti.config.bootstrap import grow, initial_config
 from ganeti.confd import wire
 from ganeti.confd.answers import Index
+from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import NIC, ConfigData, Disk, Instance
 
 
@@ -98,7 +98,7 @@ class AnswerTests(SynchronousTestCase):
     def test_node_instances(self) -> None:
         status, answer, serial = self.ask(wire.REQ_NODE_INSTANCES, "node2")
         self.assertEqual((status, serial), (0, 12))
-        primary, secondary = answer  # type: ignore[misc]
+        primary, secondary = answer
         self.assertEqual([i["name"] for i in primary], ["inst2.example.test"])
         self.assertEqual([i["name"] for i in secondary], ["inst1.example.test"])
         self.assertEqual(secondary[0], self.cfg.instances["inst-uuid"].to_dict())
@@ -120,7 +120,7 @@ class AnswerTests(SynchronousTestCase):
     def test_data_collectors(self) -> None:
         status, answer, serial = self.ask(wire.REQ_DATA_COLLECTORS)
         self.assertEqual((status, serial), (0, 42))
-        self.assertEqual(answer["cpu-avg-load"], {"active": True, "interval": 5000000})  # type: ignore[index]
+        self.assertEqual(answer["cpu-avg-load"], {"active": True, "interval": 5000000})
 
     def test_unknown_type(self) -> None:
         self.assertEqual(self.ask(12), (2, None, 0))

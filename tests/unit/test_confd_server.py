@@ -50,7 +50,7 @@ class ProtocolTests(SynchronousTestCase):
         self.state = State(Index.build(sample_config().to_json()))
         self.proto = ConfdServerProtocol(self.state, self.clock)
         self.transport = FakeDatagramTransport()
-        self.proto.makeConnection(self.transport)  # type: ignore[arg-type]
+        self.proto.makeConnection(self.transport)
 
     def replies(self) -> list[tuple[dict[str, Any], str, Any]]:
         out = []
@@ -114,7 +114,7 @@ class ProtocolTests(SynchronousTestCase):
         def fail(data: bytes, addr: Any = None) -> None:
             raise OSError("message too long")
 
-        self.transport.write = fail  # type: ignore[method-assign]
+        self.transport.write = fail
         self.proto.datagramReceived(ask(0), PEER)
         self.assertEqual(len(self.flushLoggedErrors(OSError)), 1)
 
@@ -161,16 +161,16 @@ class ServiceTests(SynchronousTestCase):
         self.service.startService()
         self.write(self.bumped(100))
         self.events[0][1]("config.data")
-        self.assertEqual(self.service.index.serial, 100)  # type: ignore[union-attr]
+        self.assertEqual(self.service.index.serial, 100)
 
     def test_timer_reload(self) -> None:
         """Without an event, the timer picks up the change within one interval."""
         self.service.startService()
         self.write(self.bumped(101))
         self.clock.advance(4.9)
-        self.assertEqual(self.service.index.serial, 99)  # type: ignore[union-attr]
+        self.assertEqual(self.service.index.serial, 99)
         self.clock.advance(0.1)
-        self.assertEqual(self.service.index.serial, 101)  # type: ignore[union-attr]
+        self.assertEqual(self.service.index.serial, 101)
 
     def test_corrupt_keeps_old(self) -> None:
         """A half-written or corrupt file is ignored; the old index keeps serving."""
@@ -183,7 +183,7 @@ class ServiceTests(SynchronousTestCase):
             self.assertIs(self.service.index, old)
         self.write(self.bumped(102))
         self.clock.advance(5)
-        self.assertEqual(self.service.index.serial, 102)  # type: ignore[union-attr]
+        self.assertEqual(self.service.index.serial, 102)
 
     def test_swap_is_atomic(self) -> None:
         """A query answered during a reload uses one index: old or new, never a mix."""
@@ -192,7 +192,7 @@ class ServiceTests(SynchronousTestCase):
         clock.advance(NOW)
         proto = ConfdServerProtocol(self.service, clock)
         transport = FakeDatagramTransport()
-        proto.makeConnection(transport)  # type: ignore[arg-type]
+        proto.makeConnection(transport)
         for serial in range(200, 210):
             self.write(self.bumped(serial))
             self.service.check()

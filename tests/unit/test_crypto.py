@@ -177,7 +177,7 @@ def test_load_pem_file_errors(
     }
     path = tmp_path / "x.pem"
     if content is not None:
-        path.write_bytes(samples[content] if isinstance(content, str) else content)  # type: ignore[arg-type]
+        path.write_bytes(samples[content] if isinstance(content, str) else content)
     with pytest.raises(errors.ConfigurationError, match=message):
         crypto.load_pem_file(str(path))
 
@@ -187,7 +187,7 @@ def test_load_pem_file_errors(
 
 @pytest.mark.parametrize("generate", [crypto.generate_hmac_key, crypto.generate_domain_secret])
 def test_generated_secrets(generate: object) -> None:
-    first, second = generate(), generate()  # type: ignore[operator]
+    first, second = generate(), generate()
     assert isinstance(first, bytes)
     assert len(first) == 40
     assert first == first.lower()

@@ -17,6 +17,7 @@ from ganeti.http_limits import ConnectionLimiter, GuardedChannel, HttpLimits
 from ganeti.noded import tap as noded_tap
 from ganeti.rapi import tap as rapi_tap
 
+
 class TcpTransport(StringTransport):
     def setTcpNoDelay(self, enabled: bool) -> None:
         pass

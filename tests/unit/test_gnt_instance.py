@@ -58,7 +58,7 @@ def own(op: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in op.items() if key not in GENERIC}
 
 
-class Questions(list):  # type: ignore[type-arg]
+class Questions(list):
     """The questions asked; each is answered with C{reply}."""
 
     reply: Any = True

@@ -8,6 +8,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
+from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
@@ -72,6 +73,23 @@ class KvmEventsTests(SynchronousTestCase):
         self.socket("old")
         self.events.sync()
         self.assertIn("old.kvmd", self.connects[1:])
+
+    def test_a_failed_watch_is_logged_with_its_own_socket(self) -> None:
+        """When watching one socket fails after the scan moved on, the log names that socket."""
+        self.socket("vm1")
+        self.socket("vm2")
+        self.events.sync()
+        first = self.connects[0]  # the scan went on to the other socket after this one
+        logged: list[dict[str, Any]] = []
+        self.events.log = Logger(observer=logged.append)
+
+        def broken() -> None:
+            raise RuntimeError("reporter gone")
+
+        self.events.changed = broken
+        self.protocols[first].closed.callback(None)  # its qemu exits; reporting that fails
+        failures = [e for e in logged if "log_failure" in e]
+        self.assertEqual([e["path"] for e in failures], [os.path.join(self.ctrl, first)])
 
     def test_no_directory(self) -> None:
         KvmEvents(Clock(), os.path.join(self.ctrl, "nosuch"), lambda: None).sync()

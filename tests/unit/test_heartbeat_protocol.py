@@ -218,7 +218,7 @@ class LookupTests(SynchronousTestCase):
         async def from_confd() -> Any:
             return answers.pop(0)
 
-        lookup.from_confd = from_confd  # type: ignore[method-assign]
+        lookup.from_confd = from_confd
         self.assertEqual(self.successResultOf(ensureDeferred(lookup(False))), ("node1.test", "127.0.1.1", 4242))
         self.assertEqual(self.successResultOf(ensureDeferred(lookup(True))), ("node3.test", "127.0.1.3", 4242))
         self.assertEqual(self.successResultOf(ensureDeferred(lookup(True))), ("node1.test", "127.0.1.1", 4242))

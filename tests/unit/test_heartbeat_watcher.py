@@ -7,7 +7,6 @@ import tempfile
 import time
 from typing import Any
 
-from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 

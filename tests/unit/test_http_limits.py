@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.logger import Logger
 from twisted.python import usage
 from twisted.python.failure import Failure
-from twisted.internet.error import ConnectionDone
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from ganeti import http_limits
-from ganeti.http_limits import ClosureReport, ConnectionLimiter, GuardedChannel, HttpLimits
+from ganeti.http_limits import ClosureReport, GuardedChannel, HttpLimits
 
 LIMITS = HttpLimits(max_connections=6, max_connections_per_ip=3, handshake_timeout=5, header_timeout=10,
                     body_timeout=20, idle_timeout=60, max_header_size=2048, close_grace=3)

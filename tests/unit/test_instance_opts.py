@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ganeti import errors
-from ganeti.client import instance_opts as iopts, qfilter
+from ganeti.client import instance_opts as iopts
+from ganeti.client import qfilter
 
 
 # --- value parsing ----------------------------------------------------------------------

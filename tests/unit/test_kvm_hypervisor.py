@@ -38,7 +38,7 @@ GREETING = {"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}}, "
 class FakeQemu:
     """The state of one fake qemu process and its monitor."""
 
-    def __init__(self, node: "FakeNode", pid: int, argv: list[str]) -> None:
+    def __init__(self, node: FakeNode, pid: int, argv: list[str]) -> None:
         self.node, self.pid, self.argv = node, pid, argv
         self.status = "inmigrate" if "-incoming" in argv else ("prelaunch" if "-S" in argv else "running")
         self.received: list[dict[str, Any]] = []
@@ -64,7 +64,7 @@ class FakeQemu:
                 if qemu.pid in self.node.running and qemu.status == "inmigrate":
                     qemu.status = "paused" if self.paused_before else "running"
 
-    def answer(self, message: dict[str, Any], server: "FakeMonitor") -> None:
+    def answer(self, message: dict[str, Any], server: FakeMonitor) -> None:
         self.received.append(message)
         command, result = message["execute"], {}
         if self.mute and command != "qmp_capabilities":
@@ -214,7 +214,7 @@ class KVMTestCase(SynchronousTestCase):
 
     def make(self, root: str) -> kvm.KVMHypervisor:
         return kvm.KVMHypervisor(Paths(root), self.clock, processes=self.node, connect=self.node.connect,
-                                 host=FakeHost(), kvm_usable=False)  # type: ignore[arg-type]
+                                 host=FakeHost(), kvm_usable=False)
 
     def drive(self, d: Deferred[Any], seconds: float = 1000, step: float = 0.05) -> Deferred[Any]:
         """Pump the monitors and let time pass until C{d} fires."""
@@ -475,7 +475,7 @@ class StateTests(KVMTestCase):
         self.start()
         info = self.kvm.get_node_info()
         self.assertEqual(info["memory_free"], 6144)       # still below total - 256
-        self.kvm._host.memory["MemAvailable"] = 8000 * 1024  # type: ignore[attr-defined]
+        self.kvm._host.memory["MemAvailable"] = 8000 * 1024
         self.assertEqual(self.kvm.get_node_info()["memory_free"], 8192 - 256)
 
 
@@ -486,7 +486,7 @@ class PoweredOffTests(KVMTestCase):
         return self.successResultOf(self.drive((hypervisor or self.kvm).get_instance_info(name)))
 
     def all_info(self) -> dict[str, Any]:
-        return self.successResultOf(self.drive(self.kvm.get_all_instances_info()))  # type: ignore[no-any-return]
+        return self.successResultOf(self.drive(self.kvm.get_all_instances_info()))
 
     def test_reported_shutdown(self) -> None:
         qemu = self.start()

@@ -199,7 +199,7 @@ class CommandTests(QMPTestCase):
         """Several commands in flight: replies are matched to them in order."""
         client = self.connect()
         held: list[dict[str, Any]] = []
-        self.server.handle = lambda m: held.append(m)  # type: ignore[func-returns-value]
+        self.server.handle = lambda m: held.append(m)
         d1, d2, d3 = client.query_status(), client.query_migrate(), client.execute("query-name")
         self.pump.flush()
         self.assertEqual([m["execute"] for m in held], ["query-status", "query-migrate", "query-name"])
@@ -236,7 +236,7 @@ class CommandTests(QMPTestCase):
     def test_quit_closed_before_reply(self) -> None:
         """qemu may close the socket instead of answering quit: still success."""
         client = self.connect()
-        self.server.handle = lambda m: self.server.transport.loseConnection()  # type: ignore[func-returns-value]
+        self.server.handle = lambda m: self.server.transport.loseConnection()
         d = client.quit()
         self.pump.flush()
         self.assertIsNone(self.successResultOf(d))

@@ -370,7 +370,7 @@ def test_guarded_opportunistic_union() -> None:
     assert manager.owned(O(1)) == [(BGL, S), (N1, X), (NR1, X), ("node-res/n2", X)]
     assert manager.guarded_opportunistic_union(0, O(3), [(N2, S)]) == []
     with pytest.raises(LockError):
-        manager.guarded_opportunistic_union("2", O(1), request)  # type: ignore[arg-type]
+        manager.guarded_opportunistic_union("2", O(1), request)
 
 
 def test_guarded_undo_grants_nothing_new() -> None:
@@ -395,7 +395,7 @@ def test_intersect() -> None:
     assert manager.owned(O(1)) == []
     manager.intersect(O(5), [A])
     with pytest.raises(LockError):
-        manager.intersect(O(1), [1])  # type: ignore[list-item]
+        manager.intersect(O(1), [1])
 
 
 def test_free_level() -> None:
@@ -409,7 +409,7 @@ def test_free_level() -> None:
     with pytest.raises(LockError, match="Unknown lock level"):
         manager.free_level(O(1), "config")
     with pytest.raises(LockError, match="Unknown lock level"):
-        manager.free_level(O(1), None)  # type: ignore[arg-type]
+        manager.free_level(O(1), None)
 
 
 def test_downgrade_level() -> None:
@@ -456,9 +456,9 @@ def test_update_waiting_errors_not_queued() -> None:
     with pytest.raises(LockError, match="does not exist"):
         manager.update_waiting(O(3), 0, [("instance/zz", S)])
     with pytest.raises(LockError, match="priority"):
-        manager.update_waiting(O(3), "0", [(A, S)])  # type: ignore[arg-type]
+        manager.update_waiting(O(3), "0", [(A, S)])
     with pytest.raises(LockError, match="priority"):
-        manager.try_update(O(3), [(A, S)], prio=None)  # type: ignore[arg-type]
+        manager.try_update(O(3), [(A, S)], prio=None)
     assert manager.pending() == []
 
 

@@ -98,7 +98,7 @@ def test_parse_malformed(text: str, message: str) -> None:
 @pytest.mark.parametrize("value", [None, 3, b"cluster/BGL", ["cluster/BGL"]])
 def test_parse_not_a_string(value: object) -> None:
     with pytest.raises(LockError, match="must be a string"):
-        LockName.parse(value)  # type: ignore[arg-type]
+        LockName.parse(value)
 
 
 def test_construct_validates() -> None:

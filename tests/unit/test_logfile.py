@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from twisted.internet import protocol
 from twisted.internet.task import Clock
-from twisted.logger import ILogObserver, LogLevel, Logger, LogPublisher, globalLogPublisher
+from twisted.logger import ILogObserver, Logger, LogLevel, LogPublisher, globalLogPublisher
 
 from ganeti import cli, logfile
 from ganeti.cli import Command
@@ -105,7 +105,7 @@ def test_jobs_log_has_a_line_per_submission_start_and_end(tmp_path: Any) -> None
     jobs.status(7, "error", True)  # the job file written again: no second line
     jobs.submitted(8, ["TEST_DELAY(0.5)"])
     jobs.status(8, "canceled", True)
-    messages = [LINE.match(line).group("message") for line in _lines(path)]  # type: ignore[union-attr]
+    messages = [LINE.match(line).group("message") for line in _lines(path)]
     assert messages == [
         "job 7 submitted: TEST_DELAY(1.0), CLUSTER_QUERY",
         "job 7 started",

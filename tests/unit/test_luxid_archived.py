@@ -14,7 +14,6 @@ from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.service import LuxidService
 from ganeti.objects import ConfigData
-
 from tests.unit.queue_helpers import open_queue, temp_root
 
 

@@ -10,7 +10,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxid.service import LuxidService
-
 from tests.unit.queue_helpers import open_queue, temp_root
 
 

@@ -25,7 +25,6 @@ from ganeti.luxid.forkclient import EXIT_GRACE, ForkServer
 from ganeti.luxid.service import SPAWN_RETRY, LuxidService
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
-
 from tests.unit.queue_helpers import open_queue, temp_root
 
 PATHS = Paths("/tmp/forkclient-test-root")

@@ -91,7 +91,7 @@ def gather(rpc: FakeRpc, needs: Any, names: Any = None, config: ConfigData | Non
     data = live.LiveData(lambda: rpc)
     d = ensureDeferred(data.gather(config or make_config(), needs, names))
     assert d.called
-    return d.result  # type: ignore[no-any-return]
+    return d.result
 
 
 # --- which fields need what ---------------------------------------------------------------
@@ -271,7 +271,7 @@ class FakeService:
 
 
 def handler(rpc: FakeRpc) -> LuxiHandler:
-    h = LuxiHandler(FakeService(make_config()))  # type: ignore[arg-type]
+    h = LuxiHandler(FakeService(make_config()))
     h.live = live.LiveData(lambda: rpc)
     return h
 

@@ -15,7 +15,6 @@ from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.jobs.process import save_job
 from ganeti.luxid import service as service_module
 from ganeti.luxid.service import LuxidService
-
 from tests.unit.queue_helpers import open_queue, temp_root
 
 

@@ -19,7 +19,6 @@ from ganeti.jobs.processor import KILLED_RESULT
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.service import LuxidService
 from ganeti.luxid.spawner import JobChannel, JobExit
-
 from tests.unit.queue_helpers import open_queue, temp_root
 
 DELAY = {"OP_ID": "OP_TEST_DELAY", "duration": 0}

@@ -7,16 +7,14 @@ from typing import Any
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.mond import metrics
 from ganeti.mond.report import KIND_STATUS
 from ganeti.mond.resource import Api, MondFactory
 from ganeti.mond.service import encode_entry
 from ganeti.promtext import Exposition, Histogram, format_value, labels_text
-from twisted.trial.unittest import SynchronousTestCase
-
 from tests.unit.test_mond_service import Counting, ServiceCase
-
 
 
 def responses(data: bytes) -> list[tuple[int, dict[bytes, bytes], bytes]]:

@@ -225,7 +225,7 @@ class OverdueTests(ServiceCase):
 class StopTests(ServiceCase):
     def test_stopping_stops_collectors_and_timers(self) -> None:
         stopped: list[str] = []
-        self.cpu.stop = lambda: stopped.append("cpu-avg-load")  # type: ignore[method-assign]
+        self.cpu.stop = lambda: stopped.append("cpu-avg-load")
         service = self.service()
         service.stopService()
         self.assertEqual(stopped, ["cpu-avg-load"])

@@ -238,8 +238,9 @@ class _ManualPool:
 def test_queue_writes_of_one_file_stay_in_order(tmp_path, monkeypatch):
     """Replica writes run off the reactor thread, but a later write of the
     same job file never overtakes an earlier one; other files go on."""
-    from ganeti.paths import Paths
     from twisted.internet import defer, threads
+
+    from ganeti.paths import Paths
 
     pool = _ManualPool()
 

@@ -71,7 +71,7 @@ def test_malformed_records_are_refused():
     with pytest.raises(TypeError):
         ConfigData.from_dict({"nodes": []})
     with pytest.raises(TypeError):
-        Instance.from_dict(["not", "a", "dict"])  # type: ignore[arg-type]
+        Instance.from_dict(["not", "a", "dict"])
 
 
 def test_nice_sort_orders_numbers_numerically():

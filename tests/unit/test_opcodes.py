@@ -12,7 +12,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors, opcodes
 from ganeti.opcodes import validate
-
 from tests.unit.wconfd_helpers import TESTDATA
 
 

@@ -25,7 +25,6 @@ from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.processor import CANCELED_RESULT, KILLED_RESULT, PRECEDING_FAILED, Processor
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
-
 from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
 
 #: 2023-11-14, so that timestamps look like real ones
@@ -101,7 +100,7 @@ class Env:
         return results[0]
 
     def read_config(self) -> ConfigData:
-        return self.call(self.admin.client.read_config())  # type: ignore[no-any-return]
+        return self.call(self.admin.client.read_config())
 
     def start(self, job_id: int, ops: list[Any], settle: bool = True, **options: Any) -> Run:
         """Start processing a new job with C{ops}; returns at once.

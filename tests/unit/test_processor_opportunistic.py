@@ -13,7 +13,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, LEVEL_NODE_RES, LogicalUnit
 from ganeti.jobs import model
-
 from tests.unit.test_processor import Env, registry
 from tests.unit.wconfd_helpers import make_config
 

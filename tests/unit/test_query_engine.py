@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 import pytest
+from twisted.internet.task import Clock
 
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.daemon import FrozenHeapService
@@ -14,7 +15,6 @@ from ganeti.objects import ConfigData, _nice_sort_key_slow, nice_sort_key
 from ganeti.query import RS_NORMAL, QueryContext, legacy_query, query
 from ganeti.query.fields import evaluate_row, get_resource
 from ganeti.query.instance import instances
-from twisted.internet.task import Clock
 
 
 @pytest.fixture(scope="module")

@@ -104,7 +104,7 @@ def test_unknown_field_is_reported_per_cell(ctx):
 def test_unknown_resource(ctx):
     for resource in ("nosuch", "", None, 3):
         with pytest.raises(errors.OpPrereqError) as info:
-            query(resource, ["name"], None, ctx)  # type: ignore[arg-type]
+            query(resource, ["name"], None, ctx)
         assert info.value.args[1] == errors.ECODE_INVAL
     with pytest.raises(errors.OpPrereqError):
         query_fields("nosuch", None)
@@ -112,9 +112,9 @@ def test_unknown_resource(ctx):
 
 def test_fields_must_be_strings(ctx):
     with pytest.raises(errors.OpPrereqError):
-        query("node", "name", None, ctx)  # type: ignore[arg-type]
+        query("node", "name", None, ctx)
     with pytest.raises(errors.OpPrereqError):
-        query("node", [1], None, ctx)  # type: ignore[list-item]
+        query("node", [1], None, ctx)
 
 
 def test_bad_filter_is_a_parse_error(ctx):

@@ -18,7 +18,6 @@ from ganeti.luxid.replication import BACKOFF_FIRST, CHECK_INTERVAL, RESYNC_INTER
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.client import RpcResult
-
 from tests.unit.queue_helpers import open_queue, temp_root
 
 QUEUE = "/var/lib/ganeti/queue/"

@@ -20,7 +20,7 @@ class SharedReadTests(SynchronousTestCase):
             self.pending.append(((method, *args), d))
             return d
 
-        self.pool.call = call  # type: ignore[method-assign]
+        self.pool.call = call
 
     def test_waiting_requests_share_the_next_call(self) -> None:
         first = ensureDeferred(self.pool.read("Query", "instance", ["name"], None))

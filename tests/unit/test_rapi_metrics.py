@@ -3,7 +3,6 @@ latencies; WConfD's config write latency and the LUXI values behind them."""
 
 from __future__ import annotations
 
-
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.promtext import Histogram

@@ -6,13 +6,20 @@ import os
 import tempfile
 import unittest
 
-from OpenSSL import SSL, crypto
 from cryptography import x509
+from OpenSSL import SSL, crypto
 
 from ganeti import crypto as gcrypto
 from ganeti import ssconf
 from ganeti.paths import Paths
-from ganeti.rpc.tls import AllowedClients, Credentials, PinnedPolicy, ServerContextFactory, make_verify_callback, peer_fingerprint
+from ganeti.rpc.tls import (
+    AllowedClients,
+    Credentials,
+    PinnedPolicy,
+    ServerContextFactory,
+    make_verify_callback,
+    peer_fingerprint,
+)
 
 CLUSTER = gcrypto.generate_key_and_cert("cluster.test")
 OTHER = gcrypto.generate_key_and_cert("other.test")

@@ -17,7 +17,6 @@ from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.wconfd import commands as c
 from ganeti.wconfd import store as store_module
 from ganeti.wconfd.store import ConfigStore, MacInUse
-
 from tests.unit.wconfd_helpers import BGL, Wire, by_name, job, make_config, make_service
 
 INST1, INST2 = "inst1.example.test", "inst2.example.test"
@@ -37,12 +36,12 @@ class StoreTestCase(SynchronousTestCase):
         self.records: list[Any] = []
 
     def instance(self, name: str = INST1) -> Instance:
-        return by_name(self.store, "instance", name)  # type: ignore[no-any-return]
+        return by_name(self.store, "instance", name)
 
     def update(self, inst: Instance, **kwargs: Any) -> Instance:
         stored, record = self.store.update("instance", inst.to_dict(), **kwargs)
         self.records.append(serializer.loads(serializer.dumps(record)))
-        return stored  # type: ignore[no-any-return]
+        return stored
 
     def assertRefused(self, exc: type[Exception], call: Any, *args: Any, **kwargs: Any) -> Exception:
         before, serial = self.store.snapshot(), self.store.serial_no
@@ -80,14 +79,14 @@ class MacTests(StoreTestCase):
         inst, other = self.instance(), self.instance(INST2)
         mac = inst.nics[0].mac
         self.update(attrs.evolve(inst, os="other"))
-        self.assertEqual(self.store.mac_owner(mac.upper()), inst.uuid)  # type: ignore[union-attr]
+        self.assertEqual(self.store.mac_owner(mac.upper()), inst.uuid)
         self.update(attrs.evolve(self.instance(), nics=[NIC(mac="aa:00:00:12:34:56")]))
-        self.assertIsNone(self.store.mac_owner(mac))  # type: ignore[arg-type]
+        self.assertIsNone(self.store.mac_owner(mac))
         self.update(attrs.evolve(other, nics=list(other.nics) + [NIC(mac=mac)]))
-        self.assertEqual(self.store.mac_owner(mac), other.uuid)  # type: ignore[arg-type]
+        self.assertEqual(self.store.mac_owner(mac), other.uuid)
         _removed, record = self.store.remove("instance", INST2)
         self.records.append(serializer.loads(serializer.dumps(record)))
-        self.assertIsNone(self.store.mac_owner(mac))  # type: ignore[arg-type]
+        self.assertIsNone(self.store.mac_owner(mac))
         self.assertReplays()
 
     def test_the_index_is_rebuilt_on_load_and_replay(self) -> None:
@@ -103,19 +102,19 @@ class MacTests(StoreTestCase):
 class DiskTests(StoreTestCase):
     def test_update_adds_new_disks_in_the_same_change(self) -> None:
         inst = self.instance()
-        disk = new_disk(inst.primary_node, "/srv/x/disk9")  # type: ignore[arg-type]
+        disk = new_disk(inst.primary_node, "/srv/x/disk9")
         serial = self.store.serial_no
         stored = self.update(attrs.evolve(inst, disks=list(inst.disks) + [disk.uuid]), disks=[disk.to_dict()])
         self.assertEqual(self.store.serial_no, serial + 1, "one change")
         self.assertEqual(stored.disks[-1], disk.uuid)
-        kept = self.store.lookup("disk", disk.uuid)  # type: ignore[arg-type]
+        kept = self.store.lookup("disk", disk.uuid)
         self.assertEqual((kept.serial_no, kept.ctime, kept.logical_id), (1, stored.mtime, disk.logical_id))
         self.assertEqual(self.store.guarding_lock("disk", kept), "instance/%s" % INST1)
         self.assertReplays()
 
     def test_new_disks_must_be_listed_fresh_and_owned(self) -> None:
         inst = self.instance()
-        disk = new_disk(inst.primary_node, "/srv/x/disk9")  # type: ignore[arg-type]
+        disk = new_disk(inst.primary_node, "/srv/x/disk9")
         self.assertRefused(errors.ConfigurationError, self.store.update, "instance", inst.to_dict(),
                            disks=[disk.to_dict()])
         existing = self.store.lookup("disk", inst.disks[0])
@@ -124,7 +123,7 @@ class DiskTests(StoreTestCase):
         self.assertRefused(errors.ConfigurationError, self.store.update, "instance",
                            attrs.evolve(inst, disks=[attrs.evolve(disk, uuid=None).uuid]).to_dict(),
                            disks=[attrs.evolve(disk, uuid=None).to_dict()])
-        node = self.store.lookup("node", inst.primary_node)  # type: ignore[arg-type]
+        node = self.store.lookup("node", inst.primary_node)
         self.assertRefused(errors.ConfigurationError, self.store.update, "node", node.to_dict(),
                            disks=[disk.to_dict()])
 
@@ -240,7 +239,7 @@ class WireTests(SynchronousTestCase):
 
     def test_update_with_new_and_removed_disks(self) -> None:
         inst = self.inst
-        disk = new_disk(inst.primary_node, "/srv/y/disk1")  # type: ignore[arg-type]
+        disk = new_disk(inst.primary_node, "/srv/y/disk1")
         (old,) = inst.disks
         stored = self.call(self.client.update(self.a, "instance", attrs.evolve(inst, disks=[disk.uuid]),
                                              disks=[disk], remove_disks=[old]))

@@ -18,7 +18,6 @@ from ganeti import errors
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.wconfd import commands as c
-
 from tests.unit.wconfd_helpers import BGL, Wire, by_name, first_instance, job, make_config, make_service
 
 INST1 = "inst1.example.test"

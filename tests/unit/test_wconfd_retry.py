@@ -27,7 +27,6 @@ from ganeti.wconfd.protocol import WConfdProtocol, peer_pid
 from ganeti.wconfd.requests import RequestLog
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.storage import MemoryStorage
-
 from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
 
 INST1 = "inst1.example.test"
@@ -257,7 +256,7 @@ class RequestIdTests(SynchronousTestCase):
             held.append(d)
             return d
 
-        storage.append = slow_append  # type: ignore[method-assign]
+        storage.append = slow_append
         self.successResultOf(self.call(c.TryUpdateLocks, owner=self.a, request=[[BGL, "shared"], [LOCK1, "exclusive"]]))
         inst = self.service.config_store.lookup("instance", INST1)
         serial = self.service.config_store.serial_no

@@ -22,7 +22,6 @@ from ganeti.objects import ConfigData, Instance
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.storage import MemoryStorage
 from ganeti.wconfd.store import ConfigStore
-
 from tests.unit.wconfd_helpers import BGL, FakeConnection, by_name, job, make_config, make_service
 
 INST1, INST2 = "inst1.example.test", "inst2.example.test"
@@ -44,7 +43,7 @@ class SlowStorage(MemoryStorage):
 
 
 def _journalled(record: dict[str, Any]) -> dict[str, Any]:
-    return serializer.loads(serializer.dumps(record))  # type: ignore[no-any-return]
+    return serializer.loads(serializer.dumps(record))
 
 
 class ServiceTestCase(SynchronousTestCase):
@@ -67,14 +66,14 @@ class ServiceTestCase(SynchronousTestCase):
         return {}
 
     def instance(self, name: str = INST1) -> Instance:
-        return by_name(self.service.config_store, "instance", name)  # type: ignore[no-any-return]
+        return by_name(self.service.config_store, "instance", name)
 
     def hold(self, owner: Owner, *locks: str) -> None:
         """Give C{owner} the BGL shared and C{locks} exclusively."""
         blockers = self.service.try_update(owner, [(BGL, "shared")] + [(lock, "exclusive") for lock in locks])
         self.assertEqual(blockers, [])
 
-    def change(self, owner: Owner, release: list[str] = (), **changes: Any) -> Deferred:  # type: ignore[assignment]
+    def change(self, owner: Owner, release: list[str] = (), **changes: Any) -> Deferred:
         """Update instance 1 with C{changes} as C{owner}."""
         data = attrs.evolve(self.instance(), **changes).to_dict()
         return ensureDeferred(self.service.update_entity(owner, "instance", data, list(release)))
@@ -113,7 +112,7 @@ class RecoveryTests(SynchronousTestCase):
         self.assertEqual(service.config_store.snapshot(), store.snapshot())
         # the recovered state is checkpointed at once and the journal dropped
         self.assertEqual(storage.config_writes, 1)
-        self.assertEqual(ConfigData.from_json(storage.config).serial_no, 4)  # type: ignore[arg-type]
+        self.assertEqual(ConfigData.from_json(storage.config).serial_no, 4)
         self.assertEqual((storage.journal, storage.old_journal), ([], []))
 
     def test_start_without_config_data_is_refused(self) -> None:
@@ -158,7 +157,7 @@ class CommitOrderTests(ServiceTestCase):
     def test_release_waits_until_the_change_is_durable(self) -> None:
         """Locks in C{release} stay held until the journal append has fired:
         a crash before that must not show the lock free and the change lost."""
-        storage: SlowStorage = self.storage  # type: ignore[assignment]
+        storage: SlowStorage = self.storage
         self.hold(self.a, LOCK1)
         waiting, connection = self.wait_for(self.b, LOCK1)
         changed = self.change(self.a, release=[LOCK1], os="debian")
@@ -181,7 +180,7 @@ class CommitOrderTests(ServiceTestCase):
         self.assertIn(LOCK1, self.owned(self.b))
 
     def test_failed_journal_write_keeps_the_locks_and_refuses_later_changes(self) -> None:
-        storage: SlowStorage = self.storage  # type: ignore[assignment]
+        storage: SlowStorage = self.storage
         self.hold(self.a, LOCK1)
         changed = self.change(self.a, release=[LOCK1], os="debian")
         storage.appending[0].errback(OSError("disk full"))
@@ -240,7 +239,7 @@ class CheckpointTests(ServiceTestCase):
         self.assertEqual(self.storage.config_writes, 0)
         self.clock.advance(0.2)
         self.assertEqual(self.storage.config_writes, 1)
-        written = ConfigData.from_json(self.storage.config)  # type: ignore[arg-type]
+        written = ConfigData.from_json(self.storage.config)
         self.assertEqual(written.serial_no, self.service.config_store.serial_no)
         self.assertEqual(by_name(written, "instance", INST1).os, "os9")
         self.assertEqual((self.storage.journal, self.storage.old_journal), ([], []))
@@ -277,7 +276,7 @@ class CheckpointTests(ServiceTestCase):
         self.assertEqual(len(writes), 2)
         writes[1].callback(None)
         self.assertEqual(self.successResultOf(flushed), self.service.config_store.serial_no)
-        self.assertEqual(by_name(ConfigData.from_json(self.storage.config), "instance", INST1).os, "second")  # type: ignore[arg-type]
+        self.assertEqual(by_name(ConfigData.from_json(self.storage.config), "instance", INST1).os, "second")
 
     def test_a_failed_config_data_write_is_retried_after_the_delay(self) -> None:
         """A write error is retried on the checkpoint timer, not in a tight loop.
@@ -308,7 +307,7 @@ class CheckpointTests(ServiceTestCase):
         self.hold(self.a, LOCK1)
         self.successResultOf(self.change(self.a, os="x"))
         self.successResultOf(self.service.stopService())
-        self.assertEqual(ConfigData.from_json(self.storage.config).serial_no, self.service.config_store.serial_no)  # type: ignore[arg-type]
+        self.assertEqual(ConfigData.from_json(self.storage.config).serial_no, self.service.config_store.serial_no)
         self.assertEqual(self.storage.locks, self.service.locks.to_data())
         self.assertEqual(self.storage.lock_journal, [])
 
@@ -442,7 +441,7 @@ class WriteConfigTests(ServiceTestCase):
     def read(self) -> ConfigData:
         return ConfigData.from_json(self.service.read_config()[0])
 
-    def write(self, owner: Owner, config: ConfigData, release: list[str] = (), unlock: bool = False) -> Deferred:  # type: ignore[assignment]
+    def write(self, owner: Owner, config: ConfigData, release: list[str] = (), unlock: bool = False) -> Deferred:
         return ensureDeferred(self.service.write_config(owner, config.to_dict(), list(release), unlock))
 
     def renamed(self) -> ConfigData:
@@ -469,7 +468,7 @@ class WriteConfigTests(ServiceTestCase):
         self.assertEqual(self.storage.journal[-1]["s"], serial)
         self.assertEqual(self.storage.journal[-1]["full"]["cluster"]["candidate_pool_size"], 2)
         self.clock.advance(1)
-        self.assertEqual(ConfigData.from_json(self.storage.config).serial_no, serial)  # type: ignore[arg-type]
+        self.assertEqual(ConfigData.from_json(self.storage.config).serial_no, serial)
         self.assertEqual(self.owned(self.a), [])  # unlock released the config lock
         self.assertEqual(self.service.try_update(self.b, [("instance/web.example.test", "exclusive")]), [])
         self.assertRaises(errors.LockError, self.service.try_update, job(3), [(LOCK1, "exclusive")])

@@ -104,7 +104,7 @@ async def test_concurrent_appends_share_one_fsync(storage: FileStorage, monkeypa
         busy.set()
         release.wait(10)
 
-    blocked = storage._writer.submit("call", hold_the_writer)  # type: ignore[union-attr]
+    blocked = storage._writer.submit("call", hold_the_writer)
     assert busy.wait(10)
     appends = [storage.append({"s": s}) for s in range(2, 12)]
     release.set()

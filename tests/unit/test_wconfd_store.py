@@ -15,7 +15,6 @@ from ganeti import errors, serializer
 from ganeti.objects import NIC, ConfigData, Disk, Instance, Network, NodeGroup
 from ganeti.wconfd import store as store_module
 from ganeti.wconfd.store import ConfigStore, UnknownEntity
-
 from tests.unit.wconfd_helpers import MASTER, TESTDATA, by_name, make_config
 
 
@@ -31,7 +30,7 @@ class StoreTestCase(SynchronousTestCase):
         self.store = ConfigStore(self.original)
 
     def instance(self, name: str = "inst1.example.test") -> Instance:
-        return by_name(self.store, "instance", name)  # type: ignore[no-any-return]
+        return by_name(self.store, "instance", name)
 
     def node(self, name: str) -> Any:
         return by_name(self.store, "node", name)

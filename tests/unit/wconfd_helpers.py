@@ -7,7 +7,6 @@ sockets, no reactor).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Coroutine
 
 import attrs
@@ -84,7 +83,7 @@ class Wire:
     pump: IOPump
 
     @classmethod
-    def connect(cls, service: WConfdService) -> "Wire":
+    def connect(cls, service: WConfdService) -> Wire:
         client, server, pump = connectedServerAndClient(
             lambda: WConfdProtocol(service), _ClientProtocol, clock=service.clock
         )

@@ -78,7 +78,7 @@ class FakeHypervisor:
         except FileNotFoundError:
             return None
         except ValueError as exc:
-            raise hv.HypervisorError("Corrupt state of instance %s: %s" % (name, exc))
+            raise hv.HypervisorError("Corrupt state of instance %s: %s" % (name, exc)) from exc
         return record if isinstance(record, dict) else None
 
     def _write(self, name: str, record: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ class FileStorage:
         try:
             st = os.stat(real)
         except FileNotFoundError:
-            raise errors.OpExecError("Disk %s does not exist" % path)
+            raise errors.OpExecError("Disk %s does not exist" % path) from None
         if not stat.S_ISREG(st.st_mode):
             raise errors.OpExecError("Disk %s is not a regular file" % path)
         return real
@@ -65,15 +65,15 @@ class FileStorage:
         try:
             fd = os.open(real, flags, 0o600)
         except FileExistsError:
-            raise errors.OpExecError("Disk %s already exists" % path)
+            raise errors.OpExecError("Disk %s already exists" % path) from None
         except OSError as exc:
-            raise errors.OpExecError("Cannot create disk %s: %s" % (path, exc))
+            raise errors.OpExecError("Cannot create disk %s: %s" % (path, exc)) from exc
         try:
             os.ftruncate(fd, size * MIB)
         except OSError as exc:
             os.close(fd)
             os.unlink(real)
-            raise errors.OpExecError("Cannot size disk %s: %s" % (path, exc))
+            raise errors.OpExecError("Cannot size disk %s: %s" % (path, exc)) from exc
         os.close(fd)
         return real
 
@@ -86,7 +86,7 @@ class FileStorage:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise errors.OpExecError("Cannot remove disk %s: %s" % (path, exc))
+            raise errors.OpExecError("Cannot remove disk %s: %s" % (path, exc)) from exc
         parent = os.path.dirname(real)
         if parent != os.path.realpath(self.base_dir):
             try:
@@ -104,7 +104,7 @@ class FileStorage:
             try:
                 os.truncate(real, new_size)
             except OSError as exc:
-                raise errors.OpExecError("Cannot grow disk %s: %s" % (path, exc))
+                raise errors.OpExecError("Cannot grow disk %s: %s" % (path, exc)) from exc
         return new_size // MIB
 
     def size(self, path: str) -> int:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ganeti.mond.collectors import ClusterView, Collector, CollectorError
-from ganeti.mond.collectors import proc
+from ganeti.mond.collectors import ClusterView, Collector, CollectorError, proc
 from ganeti.mond.collectors.host import Host
 from ganeti.mond.report import CATEGORY_DAEMON, KIND_STATUS, STATUS_BAD, STATUS_OK, STATUS_UNKNOWN, status
 
@@ -69,7 +68,7 @@ class DaemonStatus(Collector):
             fds = len(os.listdir(os.path.join(host.proc_dir, str(pid), "fd")))
         except (CollectorError, OSError, ValueError) as e:
             raise CollectorError("%s (pid %d) runs, but its figures cannot be read: %s" % (self.name, pid, e),
-                                 STATUS_UNKNOWN)
+                                 STATUS_UNKNOWN) from e
         now = host.clock()
         figures = daemon_figures(stat, btime, host.ticks, host.page_size, fds, now, self._previous.get(pid))
         self._previous = {pid: (now, figures["cpu_seconds"])}

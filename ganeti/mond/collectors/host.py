@@ -11,8 +11,7 @@ import os
 import time
 from typing import Any, Callable
 
-from ganeti.mond.collectors import ClusterView, Collector, CollectorError
-from ganeti.mond.collectors import proc
+from ganeti.mond.collectors import ClusterView, Collector, CollectorError, proc
 from ganeti.mond.report import CATEGORY_STORAGE, KIND_PERF
 
 #: Ganeti's CPUAVGLOAD_BUFFER_SIZE and CPUAVGLOAD_WINDOW_SIZE (seconds)
@@ -37,7 +36,7 @@ class Host:
             with open(os.path.join(self.proc_dir, name)) as handle:
                 return handle.read()
         except OSError as e:
-            raise CollectorError("cannot read %s: %s" % (os.path.join(self.proc_dir, name), e.strerror or e))
+            raise CollectorError("cannot read %s: %s" % (os.path.join(self.proc_dir, name), e.strerror or e)) from e
 
 
 class CpuAvgLoad(Collector):
@@ -56,7 +55,7 @@ class CpuAvgLoad(Collector):
         try:
             cpus = proc.parse_stat_cpus(text)
         except ValueError as e:
-            raise CollectorError(str(e))
+            raise CollectorError(str(e)) from e
         now = self.host.clock()
         self.samples.append((now, [busy for _name, busy, _idle in cpus]))
         return average_load(list(self.samples), now, self.host.ticks)
@@ -89,7 +88,7 @@ class DiskStats(Collector):
         try:
             return proc.parse_diskstats(self.host.read("diskstats"))
         except ValueError as e:
-            raise CollectorError(str(e))
+            raise CollectorError(str(e)) from e
 
 
 class NodeResources(Collector):

@@ -19,7 +19,14 @@ from twisted.internet.defer import maybeDeferred
 
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
 from ganeti.mond.report import (
-    CATEGORY_INSTANCE, KIND_STATUS, STATUS_BAD, STATUS_OK, STATUS_TEMP_BAD, STATUS_UNKNOWN, status, worst,
+    CATEGORY_INSTANCE,
+    KIND_STATUS,
+    STATUS_BAD,
+    STATUS_OK,
+    STATUS_TEMP_BAD,
+    STATUS_UNKNOWN,
+    status,
+    worst,
 )
 
 ADMIN_UP = "up"

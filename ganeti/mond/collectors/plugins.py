@@ -53,7 +53,7 @@ def parse_output(output: bytes) -> tuple[str | None, int, str, int, Any]:
         value = json.loads(output.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         text = output[:80].decode("utf-8", "replace")
-        raise CollectorError("the plugin printed no JSON object (%s): %r" % (e, text))
+        raise CollectorError("the plugin printed no JSON object (%s): %r" % (e, text)) from e
     if not isinstance(value, dict):
         raise CollectorError("the plugin printed JSON that is not an object")
     if "data" not in value:
@@ -149,7 +149,7 @@ class Plugin(Collector):
         try:
             self._reactor.spawnProcess(process, self.path, [self.path], env=env, path=os.path.dirname(self.path))
         except OSError as e:
-            raise CollectorError("plugin %s cannot run: %s" % (self.name, e))
+            raise CollectorError("plugin %s cannot run: %s" % (self.name, e)) from e
 
         def ended(result: Any) -> Any:
             if self._process is process:
@@ -162,7 +162,7 @@ class Plugin(Collector):
             try:
                 category, kind, version, format_version, data = parse_output(output)
             except CollectorError as e:
-                raise CollectorError("plugin %s failed: %s" % (self.name, e))
+                raise CollectorError("plugin %s failed: %s" % (self.name, e)) from e
             self.category, self.kind, self.version, self.format_version = category, kind, version, format_version
             return data
 

@@ -1,0 +1,1 @@
+Ganeti's own tools and a plain pip install work: a wheel that runs every daemon, systemd units, bash completion, logrotate and cron files; Ganeti's iallocator protocol (hail); RAPI as lenient as Ganeti's, 501 for unimplemented resources; gnt-cluster verify as Ganeti's VERIFY_CONFIG and VERIFY_GROUP jobs, verify-disks and repair-disk-sizes.

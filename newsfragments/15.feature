@@ -1,0 +1,1 @@
+Node liveness: NodeD heartbeats to LuxiD over mutual TLS, shown in gnt-node list, RAPI and gnt-cluster verify; nodes push their instances' state (kvm events through QMP) and live query fields are answered from it; the watcher restarts crashed instances at once, with a budget, and gnt-cluster watcher pause|continue|info.

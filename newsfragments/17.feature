@@ -1,0 +1,1 @@
+Backups and moves: gnt-backup export, import, list, list-fields and remove with Ganeti's export layout (Ganeti 3.0.2's own gnt-backup works against ours), moves between clusters with Ganeti's remote import/export, gnt-instance move and change-group, gnt-group evacuate, and the RAPI resources for them.
