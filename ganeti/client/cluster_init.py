@@ -121,7 +121,15 @@ def destroy(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def getmaster(ctx: Context, opts: argparse.Namespace) -> int:
-    (master,) = ctx.client().query_config_values(["master_node"])
+    """The master's name from this node's ssconf, as Ganeti's does, so that
+    it answers on every node (after a failover too); LuxiD only where the
+    node has no ssconf yet."""
+    from ganeti import ssconf
+
+    try:
+        master = ssconf.SimpleStore(Paths.from_option(ctx.root)).get_master_node()
+    except Exception:  # no ssconf: ask the master daemon
+        (master,) = ctx.client().query_config_values(["master_node"])
     ctx.out(master)
     return cli.EXIT_SUCCESS
 

@@ -608,3 +608,21 @@ def test_cluster_destroy_refused_while_instances_or_nodes_remain(tmp_path: Any) 
     code, err = destroy(single.to_dict())
     assert code == 0, err
     assert not os.path.exists(paths.config_data)
+
+
+def test_getmaster_reads_this_nodes_ssconf_as_ganeti(tmp_path: Any) -> None:
+    """On any node (a non-master has no LuxiD), the master named by ssconf."""
+    from ganeti.paths import Paths
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    with open(paths.ssconf("master_node"), "w") as handle:
+        handle.write("node2.test\n")
+    code, out, _err = gnt("gnt-cluster", "--root", str(tmp_path), "getmaster")
+    assert (code, out) == (0, "node2.test\n")
+
+
+def test_getmaster_asks_the_master_daemon_without_ssconf(tmp_path: Any) -> None:
+    code, out, _err = gnt("gnt-cluster", "--root", str(tmp_path), "getmaster",
+                          fake=FakeClient(QueryConfigValues=[["node1.test"]]))
+    assert (code, out) == (0, "node1.test\n")
