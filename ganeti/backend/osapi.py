@@ -410,18 +410,27 @@ class ScriptProtocol(ProcessProtocol):
     def processEnded(self, reason: Failure) -> None:
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
+        problem = exit_problem(reason)
         if self.timed_out:
             self.ended.errback(OSScriptError("timed out after %g seconds and was killed" % self._timeout))
-        elif reason.check(ProcessDone):
+        elif problem is None:
             self.ended.callback(None)
-        elif reason.check(ProcessTerminated):
-            value = reason.value
-            if value.signal is not None:
-                self.ended.errback(OSScriptError("killed by signal %d" % value.signal))
-            else:
-                self.ended.errback(OSScriptError("exit code %s" % value.exitCode))
         else:
-            self.ended.errback(OSScriptError(str(reason.value)))
+            self.ended.errback(OSScriptError(problem))
+
+
+def exit_problem(reason: Failure) -> str | None:
+    """How a child process ended, from C{processEnded}'s C{reason}: C{None}
+    when it exited 0, else C{"killed by signal N"}, C{"exit code N"} or the
+    failure's text."""
+    if reason.check(ProcessDone):
+        return None
+    if reason.check(ProcessTerminated):
+        value = reason.value
+        if value.signal is not None:
+            return "killed by signal %d" % value.signal
+        return "exit code %s" % value.exitCode
+    return str(reason.value)
 
 
 def log_tail(path: str, lines: int = TAIL_LINES) -> str:

@@ -28,12 +28,13 @@ import zlib
 from typing import Any, Callable
 
 from twisted.internet import abstract, defer, fdesc, main
-from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from ganeti.backend.osapi import exit_problem
 
 #: frame header: length of the frame's data
 FRAME = struct.Struct("!I")
@@ -244,16 +245,11 @@ class _ScriptProcess(ProcessProtocol):
 
     def processEnded(self, reason: Failure) -> None:
         self.exited = True
-        if reason.check(ProcessDone):
+        problem = exit_problem(reason)
+        if problem is None:
             self.ended.callback(None)
-        elif reason.check(ProcessTerminated):
-            value = reason.value
-            if value.signal is not None:
-                self.ended.errback(StreamError("killed by signal %d" % value.signal))
-            else:
-                self.ended.errback(StreamError("exit code %s" % value.exitCode))
         else:
-            self.ended.errback(StreamError(str(reason.value)))
+            self.ended.errback(StreamError(problem))
 
     def kill(self) -> None:
         if self.exited:
