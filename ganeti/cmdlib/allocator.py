@@ -33,6 +33,7 @@ import attrs
 
 from ganeti import errors, serializer
 from ganeti.cmdlib import iallocator
+from ganeti.cmdlib import instance_utils as iu
 from ganeti.objects import ConfigData, nice_sort_key
 
 BUILTIN = "builtin"
@@ -256,3 +257,26 @@ async def _spawn(executable: str, args: list[str], reactor: Any) -> tuple[bytes,
     except ProgramTimeout:
         raise errors.OpPrereqError("Allocator '%s' did not answer within %ds" % (executable, ALLOCATOR_TIMEOUT),
                                    errors.ECODE_FAULT) from None
+
+
+async def node_states(lu: Any, uuids: Sequence[str], hypervisor: str, template: str) -> list[NodeState]:
+    """The allocator's view of nodes C{uuids} for a new instance of
+    C{hypervisor} with disks of C{template}, from their C{node_info}
+    (memory, CPUs, the template's storage); a node that did not answer
+    carries its error."""
+    cfg = lu.cfg
+    resources = await iu.node_resources(lu, list(uuids), hypervisor, [template])
+    counts = iu.primary_counts(cfg)
+    states = []
+    for uuid in uuids:
+        res = resources.get(uuid)
+        name = iu.node_name(cfg, uuid)
+        if not isinstance(res, iu.NodeResources):
+            states.append(NodeState(uuid, name, error=str(res), instances=counts.get(uuid, 0)))
+            continue
+        states.append(NodeState(
+            uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
+            free_disk=res.storage_free.get(template), total_disk=res.storage_size.get(template),
+            total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
+            reserved_cpus=res.cpu_dom0 or 0))
+    return states

@@ -144,21 +144,7 @@ class LUTestAllocator(LogicalUnit):
     async def _states(self, hypervisor: str, template: str) -> list[allocator.NodeState]:
         cfg = self.cfg
         uuids = sorted((u for u, n in cfg.nodes.items() if not n.offline), key=lambda u: iu.node_name(cfg, u))
-        resources = await iu.node_resources(self, uuids, hypervisor, [template])
-        counts = iu.primary_counts(cfg)
-        states = []
-        for uuid in uuids:
-            res = resources.get(uuid)
-            name = iu.node_name(cfg, uuid)
-            if not isinstance(res, iu.NodeResources):
-                states.append(allocator.NodeState(uuid, name, error=str(res), instances=counts.get(uuid, 0)))
-                continue
-            states.append(allocator.NodeState(
-                uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(template), total_disk=res.storage_size.get(template),
-                total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
-                reserved_cpus=res.cpu_dom0 or 0))
-        return states
+        return await allocator.node_states(self, uuids, hypervisor, template)
 
     async def exec_(self, feedback: Feedback) -> Any:
         cfg = self.cfg

@@ -390,22 +390,7 @@ class LUInstanceCreate(LogicalUnit):
 
     async def _node_states(self, uuids: list[str]) -> list[allocator.NodeState]:
         """The allocator's view of nodes C{uuids}, from their C{node_info}."""
-        cfg = self.cfg
-        resources = await iu.node_resources(self, uuids, self.hypervisor, [self.template])
-        counts = iu.primary_counts(cfg)
-        states = []
-        for uuid in uuids:
-            res = resources.get(uuid)
-            name = iu.node_name(cfg, uuid)
-            if not isinstance(res, iu.NodeResources):
-                states.append(allocator.NodeState(uuid, name, error=str(res), instances=counts.get(uuid, 0)))
-                continue
-            states.append(allocator.NodeState(
-                uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-                free_disk=res.storage_free.get(self.template), total_disk=res.storage_size.get(self.template),
-                total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
-                reserved_cpus=res.cpu_dom0 or 0))
-        return states
+        return await allocator.node_states(self, uuids, self.hypervisor, self.template)
 
     async def _narrow_locks(self, pnode: str) -> None:
         """Keep only the locks of the chosen node (and its group)."""

@@ -6,23 +6,8 @@ usage: ganeti_getmaster.py DATA_DIR
 """
 
 import sys
-import types
 
-
-class _NoCurl:
-    """Stands for every name of pycurl: Ganeti's gnt_cluster imports its
-    node RPC (pycurl) at import time, which getmaster never uses."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __call__(self, *args, **kwargs):
-        raise AssertionError("pycurl.%s used: node RPC is not available here" % self.name)
-
-
-_pycurl = types.ModuleType("pycurl")
-_pycurl.__getattr__ = _NoCurl
-sys.modules.setdefault("pycurl", _pycurl)
+import no_pycurl  # noqa: E402,F401  (first: a stand-in for pycurl)
 
 from ganeti import pathutils  # noqa: E402
 from ganeti.client import gnt_cluster  # noqa: E402

@@ -11,24 +11,8 @@ usage: ganeti_verify.py LUXI_SOCKET
 import argparse
 import json
 import sys
-import types
 
-
-class _NoCurl:
-    """Stands for every name of pycurl: Ganeti's gnt_cluster imports its
-    node RPC (pycurl) at import time, which verify and verify-disks never
-    use (they talk LUXI only); any use fails loudly."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __call__(self, *args, **kwargs):
-        raise AssertionError("pycurl.%s used: node RPC is not available here" % self.name)
-
-
-_pycurl = types.ModuleType("pycurl")
-_pycurl.__getattr__ = _NoCurl
-sys.modules.setdefault("pycurl", _pycurl)
+import no_pycurl  # noqa: E402,F401  (first: a stand-in for pycurl)
 
 from ganeti import cli, luxi, watcher  # noqa: E402
 from ganeti.client import gnt_cluster  # noqa: E402
