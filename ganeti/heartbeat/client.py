@@ -55,7 +55,7 @@ class Backoff:
     come back together.
     """
 
-    def __init__(self, initial: float = 0.1, maximum: float = 2.0, factor: float = 2.0, jitter: float = 0.5,
+    def __init__(self, initial: float = 0.1, maximum: float = wire.MAX_RECONNECT_DELAY, factor: float = 2.0, jitter: float = 0.5,
                  rand: Callable[[], float] = random.random) -> None:
         if not 0 < initial <= maximum or factor < 1 or not 0 <= jitter < 1:
             raise ValueError("bad backoff parameters")

@@ -6,8 +6,9 @@ closes, calls L{Roster.sweep} a few times a second, and writes each
 L{Transition} the methods return to the durable store.
 
 States of a node (the C{liveness} query field):
-  - C{unknown}: not heard of since LuxiD started, and its timeout has not
-    passed yet;
+  - C{unknown}: not heard of since LuxiD started (or since it joined the
+    cluster), for less than the timeout plus C{rejoin}, the longest a node
+    waits between two connection attempts;
   - C{up}: a connection said hello and bytes keep arriving;
   - C{unreachable}: no byte for C{timeout} seconds, or the connection
     closed and no new one came within C{grace} seconds;
@@ -25,6 +26,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 import attrs
+
+from ganeti.heartbeat.wire import MAX_RECONNECT_DELAY
 
 UNKNOWN = "unknown"
 UP = "up"
@@ -83,14 +86,19 @@ class Roster:
 
     @param recorded: what the store last recorded per node:
         C{{name: {"state": ..., "boot_id": ...}}}
+    @param rejoin: extra seconds a node never heard of has before it is
+        unreachable: a node retrying while LuxiD was down may be that long
+        in its backoff when LuxiD starts
     """
 
     def __init__(self, now: float, *, timeout: float = DEFAULT_TIMEOUT, grace: float = DEFAULT_GRACE,
+                 rejoin: float = MAX_RECONNECT_DELAY,
                  recorded: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        if timeout <= 0 or grace < 0:
-            raise ValueError("the liveness timeout must be positive and the grace not negative")
+        if timeout <= 0 or grace < 0 or rejoin < 0:
+            raise ValueError("the liveness timeout must be positive and the grace and rejoin not negative")
         self.timeout = timeout
         self.grace = grace
+        self.rejoin = rejoin
         self.started = now
         self.nodes: dict[str, NodeEntry] = {}
         self.recorded: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (recorded or {}).items()}
@@ -181,7 +189,7 @@ class Roster:
                 elif entry.last_seen is not None and now - entry.last_seen >= timeout:
                     out += self._set(entry, UNREACHABLE, UNREACHABLE, now,
                                      "silent for %.1f s" % (now - entry.last_seen))
-            elif state == UNKNOWN and now - max(entry.since, self.started) >= timeout:
+            elif state == UNKNOWN and now - max(entry.since, self.started) >= timeout + self.rejoin:
                 out += self._set(entry, UNREACHABLE, UNREACHABLE, now, "never connected")
         return out
 

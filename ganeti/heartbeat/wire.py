@@ -34,6 +34,10 @@ MAX_FRAME = 4 * 1024 * 1024
 DEFAULT_PORT = 1817
 #: environment variable overriding L{DEFAULT_PORT} (tests run many clusters)
 PORT_ENV = "GANETI_HEARTBEAT_PORT"
+#: the longest a node waits between two connection attempts (its backoff's
+#: ceiling); a starting LuxiD gives nodes this long on top of the liveness
+#: timeout before it calls one that never connected unreachable
+MAX_RECONNECT_DELAY = 2.0
 
 HELLO = "hello"
 BEAT = "beat"

@@ -83,11 +83,24 @@ class RosterTests(SynchronousTestCase):
         self.assertEqual(self.roster.snapshot()["a"]["boot_id"], "boot-2")
 
     def test_never_connected_becomes_unreachable(self) -> None:
-        """A node that never connects is unknown for the timeout, then unreachable."""
-        self.advance(1.75)
+        """A node that never connects is unknown for the timeout plus the
+        nodes' longest reconnect delay (2 + 2 s), then unreachable."""
+        self.advance(3.75)
         self.assertEqual(self.state("b"), "unknown")
         self.advance(0.25)
         self.assertEqual(self.state("b"), "unreachable")
+
+    def test_a_node_deep_in_its_backoff_at_start_is_only_up(self) -> None:
+        """A node that tried just before LuxiD listened waits up to 2 s, then
+        needs a handshake: connecting 3.9 s after the start is one 'up' and
+        nothing else (a fresh cluster writes one record per node)."""
+        transitions = self.advance(3.75)
+        self.clock.advance(0.15)
+        transitions += self.roster.hello("b", self.conn, "boot-1", self.clock.seconds())
+        for _ in range(10):
+            transitions += self.advance(1)
+            transitions += self.roster.seen("b", self.conn, self.clock.seconds())
+        self.assertEqual([(t.node, t.event) for t in transitions if t.node == "b"], [("b", "up")])
 
     def test_offline_nodes_are_expected_silent(self) -> None:
         """A node the admin marked offline never becomes unreachable."""
@@ -103,9 +116,10 @@ class RosterTests(SynchronousTestCase):
         roster.set_nodes(["a", "b"], [], 0)
         self.assertEqual(roster.hello("a", self.conn, "boot-1", 0.5), [])
         self.assertEqual(roster.snapshot()["a"]["liveness"], "up")
-        got = roster.sweep(2.0)
+        self.assertEqual([t for t in roster.sweep(3.9) if t.node == "b"], [])  # 2 s timeout + 2 s of backoff
+        got = [t for t in roster.sweep(4.0) if t.node == "b"]
         self.assertEqual([(t.node, t.event) for t in got], [("b", "unreachable")])
-        self.assertEqual(roster.hello("b", object(), "boot-10", 3.0)[0].event, "rebooted")
+        self.assertEqual(roster.hello("b", object(), "boot-10", 5.0)[0].event, "rebooted")
 
     def test_reports_merge(self) -> None:
         """A full report replaces, a partial one updates; only a connected, up node's report is fresh."""
@@ -120,6 +134,7 @@ class RosterTests(SynchronousTestCase):
 
     def test_bad_parameters(self) -> None:
         self.assertRaises(ValueError, r.Roster, 0, timeout=0)
+        self.assertRaises(ValueError, r.Roster, 0, rejoin=-1)
 
 
 class StoreTests(SynchronousTestCase):
