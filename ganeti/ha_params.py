@@ -1,0 +1,152 @@
+"""The cluster's high-availability parameters: liveness timeout and automatic failover.
+
+They are cluster parameters (C{gnt-cluster modify --liveness-timeout,
+--auto-failover, --failover-timeout}) but they live in a file of their own,
+C{var/lib/ganeti/ha.data}, beside C{config.data} and not inside it, for the
+reason L{ganeti.epoch} gives: Ganeti 3.0's loader refuses any key of the
+cluster object it does not know, so an extra key in C{config.data} would make
+the file unreadable by Ganeti's own tools.
+
+WConfD owns the file on the master and replicates it to every node with the
+configuration; any node reads its own copy (a candidate deciding on an
+automatic failover, LuxiD its liveness timeout).  A missing file means the
+defaults; a damaged one is reported and also gives the defaults, so a bad
+copy never stops a daemon.
+
+The record (JSON)::
+
+  {"liveness_timeout": 2.0, "auto_failover": false, "failover_timeout": 10.0,
+   "serial_no": 3, "mtime": 1764000000.0}
+
+C{serial_no} grows by one with each change, so a replica can tell an older
+copy from a newer one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import attrs
+from twisted.logger import Logger
+
+from ganeti import serializer
+from ganeti.paths import Paths
+
+#: file name in the data directory
+FILE_NAME = "ha.data"
+
+#: seconds without a byte before LuxiD marks a node unreachable
+DEFAULT_LIVENESS_TIMEOUT = 2.0
+#: seconds the master must be unreachable for a majority before a candidate takes over
+DEFAULT_FAILOVER_TIMEOUT = 10.0
+
+#: bounds an admin may set (seconds)
+LIVENESS_TIMEOUT_RANGE = (0.5, 300.0)
+FAILOVER_TIMEOUT_RANGE = (2.0, 3600.0)
+
+log = Logger()
+
+
+class HaParamsError(ValueError):
+    """A value out of range or of the wrong type; the message names the parameter."""
+
+
+def _seconds(name: str, value: Any, bounds: tuple[float, float]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise HaParamsError("%s must be a number of seconds, not %r" % (name, value))
+    low, high = bounds
+    if not low <= value <= high:
+        raise HaParamsError("%s must be between %g and %g seconds, not %g" % (name, low, high, value))
+    return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise HaParamsError("%s must be true or false, not %r" % (name, value))
+    return value
+
+
+@attrs.frozen
+class HaParams:
+    """One version of the parameters (see the module docstring)."""
+
+    liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT
+    auto_failover: bool = False
+    failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT
+    serial_no: int = 0
+    mtime: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        _seconds("liveness_timeout", self.liveness_timeout, LIVENESS_TIMEOUT_RANGE)
+        _seconds("failover_timeout", self.failover_timeout, FAILOVER_TIMEOUT_RANGE)
+        _flag("auto_failover", self.auto_failover)
+        if self.failover_timeout <= self.liveness_timeout:
+            raise HaParamsError("failover_timeout (%g s) must be longer than liveness_timeout (%g s)"
+                                % (self.failover_timeout, self.liveness_timeout))
+        if isinstance(self.serial_no, bool) or not isinstance(self.serial_no, int) or self.serial_no < 0:
+            raise HaParamsError("serial_no must be a non-negative integer, not %r" % (self.serial_no,))
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> HaParams:
+        """Validate a record; unknown keys are ignored (a newer writer may add some).
+
+        @raise HaParamsError: not an object, or a value out of range
+        """
+        if not isinstance(data, dict):
+            raise HaParamsError("the HA parameters must be a JSON object")
+        known = {f.name for f in attrs.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError as err:
+            raise HaParamsError(str(err)) from None
+
+    def changed(self, **changes: Any) -> HaParams:
+        """A new version with C{changes}: serial one higher, mtime now.
+
+        @raise HaParamsError: a value out of range, or an unknown parameter
+        """
+        unknown = set(changes) - {"liveness_timeout", "auto_failover", "failover_timeout"}
+        if unknown:
+            raise HaParamsError("unknown HA parameter(s): %s" % ", ".join(sorted(unknown)))
+        return attrs.evolve(self, serial_no=self.serial_no + 1, mtime=time.time(), **changes)
+
+
+def params_path(paths: Paths) -> str:
+    return os.path.join(paths.data_dir, FILE_NAME)
+
+
+def read(paths: Paths) -> HaParams:
+    """This node's copy; the defaults when there is none or it is damaged (logged)."""
+    path = params_path(paths)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return HaParams()
+    except OSError as err:
+        log.warn("Cannot read {path}: {err}; using the default HA parameters", path=path, err=err)
+        return HaParams()
+    try:
+        return HaParams.from_dict(serializer.loads(raw))
+    except ValueError as err:
+        log.warn("Damaged {path}: {err}; using the default HA parameters", path=path, err=err)
+        return HaParams()
+
+
+def write(paths: Paths, params: HaParams) -> None:
+    """Replace this node's copy durably (atomic rename, fsynced)."""
+    os.makedirs(paths.data_dir, exist_ok=True)
+    serializer.write_file(params_path(paths), serializer.dumps(params.to_dict()))
+
+
+def accept(paths: Paths, params: HaParams) -> bool:
+    """Store a replicated copy unless this node holds a newer one; True if stored."""
+    if read(paths).serial_no > params.serial_no:
+        return False
+    write(paths, params)
+    return True
