@@ -184,6 +184,8 @@ class Processor:
         self.owner = owner
         self.clock = clock
         self.lock_timeouts = tuple(lock_timeouts)
+        #: the timeouts of the lock attempts, then C{None} (refuses bad ones here, before any job runs)
+        self._attempts = lockplan.attempt_timeouts(self.lock_timeouts)
         self._registry = registry
         self._saver = _Saver(job, save, clock)
         self._cancel_requested = False
@@ -359,7 +361,7 @@ class Processor:
     # --- locks ------------------------------------------------------------------
     async def _lock(self, qop: QueuedOpCode, op: dict[str, Any], lu_class: Any, ctx: Any) -> Any:
         """Build the LU and get its locks; a fresh LU for every attempt."""
-        for timeout in lockplan.attempt_timeouts(self.lock_timeouts):
+        for timeout in self._attempts:
             self._check_cancel()
             lu = lu_class(copy.deepcopy(op), ctx, await self.wconfd.read_config())
             lu.check_arguments()
