@@ -20,12 +20,16 @@ For each opcode not yet finished:
      LU's count is; what was got is in C{lu.acquired};
   4. status C{running}, C{exec_timestamp}; re-read the config,
      C{check_prereq}, C{exec_} (skipped with C{dry_run});
-  5. an LU result that is a L{ganeti.jobs.followup.ResultWithJobs} has
+  5. an LU result that is a L{ganeti.jobs.lifecycle.ResultWithJobs} has
      its jobs submitted (the result becomes C{{"jobs": [...]}});
      status C{success} with the result, or C{error} with the encoded
      exception (C{[ClassName, [args]]}), C{end_timestamp}; every lock is
      released.  After an error every later opcode fails with
      C{OpExecError("Preceding opcode failed")} and the job ends.
+
+Every change of status goes through L{ganeti.jobs.lifecycle} (which
+refuses one its table does not allow); what step 3 asks WConfD for, level
+by level and attempt by attempt, is planned by L{ganeti.jobs.lockplan}.
 
 The job is handed to C{save} after every change of state and every log
 entry (the job process writes the job file there; LuxiD sees the write
@@ -153,7 +157,7 @@ class Processor:
     @param rpc_factory: makes the LUs' node RPC client (tests); default:
         one from C{paths}.
     @param submit_jobs: submits the follow-up jobs of an LU that returns a
-        L{ganeti.jobs.followup.ResultWithJobs} (the job process: over LUXI).
+        L{ganeti.jobs.lifecycle.ResultWithJobs} (the job process: over LUXI).
     @param net: the LUs' L{ganeti.asyncutil.Network} (tests give a fake
         one); default: one on C{clock}.
     """
@@ -342,7 +346,7 @@ class Processor:
             if op.get("dry_run"):
                 return lu.dry_run_result
             result = await lu.exec_(ctx.feedback)
-            if isinstance(result, followup.ResultWithJobs):
+            if isinstance(result, lifecycle.ResultWithJobs):
                 result = await followup.submit(self.submit_jobs, op, result, self.job.id)
             return result
         finally:
