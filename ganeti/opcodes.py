@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from ganeti import errors
+from ganeti.jobs import lifecycle
 
 # --- types ------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ ADMIN_STATE_SOURCES = ("admin", "user")
 
 #: Priorities a submitted opcode may carry (spec/jobs.md section 2).
 SUBMIT_PRIORITIES = (-10, 0, 10)
-_FINALIZED = ("canceled", "success", "error")
+_FINALIZED = tuple(s for s in lifecycle.STATUS_ORDER if s in lifecycle.FINALIZED)
 #: Default shutdown timeout in seconds.
 DEFAULT_SHUTDOWN_TIMEOUT = 120
 
