@@ -161,6 +161,35 @@ def accept(paths: Paths, params: HaParams) -> bool:
     return True
 
 
+class Watch:
+    """This node's copy for a daemon that follows it (LuxiD's liveness
+    timeout, NodeD's beat interval): one C{stat} per call, the file read
+    again only when it was replaced (written by WConfD or a replication)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._stamp: tuple[int, int, int] | None = None
+        self._params = HaParams()
+        self._read = False
+
+    def current(self) -> HaParams:
+        try:
+            st = os.stat(params_path(self.paths))
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if not self._read or stamp != self._stamp:
+            self._stamp, self._read = stamp, True
+            self._params = read(self.paths) if stamp is not None else HaParams()
+        return self._params
+
+
+def beat_interval(params: HaParams, most: float = 1.0) -> float:
+    """Seconds between a node's heartbeats: C{most}, or half the liveness
+    timeout when that is shorter (a node never looks silent for beating too seldom)."""
+    return min(most, params.liveness_timeout / 2)
+
+
 # --- the last failover ---------------------------------------------------------------------
 
 

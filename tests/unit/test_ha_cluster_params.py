@@ -217,3 +217,132 @@ class SetParamsTests(ProcessorTestCase):
         self.assertEqual(self.env.read_config().cluster, before)
         self.assertFalse(os.path.exists(ha_params.params_path(self.paths)))
         self.assertEqual(self.rpc.calls, [])
+
+
+class LivenessFollowsTests(SynchronousTestCase):
+    """LuxiD's liveness timeout is the cluster's, changed without a restart;
+    C{--liveness-timeout} (a fixed timeout) overrides it."""
+
+    def setUp(self) -> None:
+        from tests.unit.test_heartbeat_protocol import make_root
+
+        self.clock = Clock()
+        self.clock.advance(1000)
+        self.paths = make_root()
+
+    def service(self, timeout: float | None = None) -> Any:
+        from ganeti.heartbeat.server import LivenessService
+        from ganeti.heartbeat.store import LivenessStore
+
+        store = LivenessStore(os.path.join(self.paths.data_dir, "liveness.log"))
+        service = LivenessService(self.paths, self.clock, store, port=4242, timeout=timeout)
+        service.startService()
+        self.addCleanup(service.stopService)
+        return service
+
+    def test_follows_ha_data(self) -> None:
+        ha_params.write(self.paths, HaParams(liveness_timeout=6.0, serial_no=1))
+        service = self.service()
+        self.assertEqual(service.roster.timeout, 6.0)
+        ha_params.write(self.paths, HaParams(liveness_timeout=3.5, serial_no=2))
+        self.clock.pump([0.25] * 9)  # a membership refresh (every 2 s) rereads it
+        self.assertEqual(service.roster.timeout, 3.5)
+
+    def test_silent_node_after_the_new_timeout(self) -> None:
+        from ganeti.heartbeat.server import HeartbeatFactory
+        from tests.unit.test_heartbeat_protocol import AbortableTransport, frame
+
+        service = self.service()
+        ha_params.write(self.paths, HaParams(liveness_timeout=5.0, serial_no=1))
+        self.clock.pump([0.25] * 9)
+        proto = HeartbeatFactory(service, max_connections=2).buildProtocol(None)
+        proto.makeConnection(AbortableTransport())
+        from ganeti.heartbeat import wire
+
+        proto.dataReceived(frame(wire.hello("node2.test", "", "b1", 3, "0.1")))
+        self.clock.pump([0.25] * 16)  # 4 s of silence: up under 5 s (unreachable under the old 2 s)
+        self.assertEqual(service.snapshot()["node2.test"]["liveness"], "up")
+        self.clock.pump([0.25] * 5)
+        self.assertEqual(service.snapshot()["node2.test"]["liveness"], "unreachable")
+
+    def test_explicit_timeout_overrides(self) -> None:
+        ha_params.write(self.paths, HaParams(liveness_timeout=6.0, serial_no=1))
+        service = self.service(timeout=1.5)
+        self.clock.pump([0.25] * 9)
+        self.assertEqual(service.roster.timeout, 1.5)
+
+
+class BeatIntervalTests(SynchronousTestCase):
+    def test_half_a_short_timeout(self) -> None:
+        self.assertEqual(ha_params.beat_interval(HaParams()), 1.0)
+        self.assertEqual(ha_params.beat_interval(HaParams(liveness_timeout=0.8)), 0.4)
+
+    def test_client_beats_faster_when_the_timeout_shrinks(self) -> None:
+        from twisted.internet.testing import StringTransport
+
+        from ganeti.heartbeat import wire
+        from ganeti.heartbeat.client import HeartbeatClient, HeartbeatClientProtocol
+        from tests.unit.test_heartbeat_protocol import frames
+
+        paths = _root(self)
+        watch = ha_params.Watch(paths)
+        clock = Clock()
+
+        async def lookup(failed: bool) -> Any:
+            return None
+
+        client = HeartbeatClient(clock, lambda: None, lookup, None,
+                                 interval=lambda: ha_params.beat_interval(watch.current()))
+        client.running = True
+        client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
+        proto = HeartbeatClientProtocol(client)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        transport.clear()
+        clock.pump([0.5] * 4)
+        self.assertEqual(len(frames(transport.value())), 2, "one beat a second by default")
+        os.makedirs(paths.data_dir, exist_ok=True)
+        ha_params.write(paths, HaParams(liveness_timeout=0.6, failover_timeout=5, serial_no=1))
+        transport.clear()
+        clock.pump([0.1] * 31)  # taken up at the next beat, then one every 0.3 s
+        self.assertGreaterEqual(len(frames(transport.value())), 7, "a beat every 0.3 s once the timeout is 0.6 s")
+        proto.connectionLost(None)
+
+
+class CommandTests(SynchronousTestCase):
+    def test_modify_options(self) -> None:
+        from tests.unit.test_cli_commands import following, gnt, submitted_op
+
+        fake = following()
+        code, _out, err = gnt("gnt-cluster", "modify", "--liveness-timeout", "3.5", "--auto-failover", "yes",
+                              "--failover-timeout", "12", fake=fake)
+        self.assertEqual((code, err), (0, ""))
+        op = submitted_op(fake)
+        self.assertEqual((op["liveness_timeout"], op["auto_failover"], op["failover_timeout"]), (3.5, True, 12.0))
+        code, _out, err = gnt("gnt-cluster", "modify", "--liveness-timeout", "soon", fake=following())
+        self.assertEqual(code, 2)
+        self.assertIn("--liveness-timeout", err)
+
+    def test_info_shows_high_availability(self) -> None:
+        from tests.unit.test_cli import FakeClient
+        from tests.unit.test_cli_commands import gnt
+
+        info = {"name": "c", "uuid": "u", "ctime": 0, "mtime": 0, "master": "n1", "architecture": ["64bits", "x"],
+                "tags": [], "default_hypervisor": "fake", "enabled_hypervisors": ["fake"],
+                "enabled_disk_templates": ["diskless"], "candidate_pool_size": 10, "master_netdev": "none",
+                "file_storage_dir": "", "shared_file_storage_dir": "", "max_running_jobs": 20,
+                "max_tracked_jobs": 25, "ha_liveness_timeout": 3.5, "ha_auto_failover": True,
+                "ha_failover_timeout": 12.0, "ha_serial_no": 2, "ha_master_epoch": 4,
+                "ha_last_failover": {"time": 0, "epoch": 4, "node": "n1", "old_master": "n2"}}
+
+        class InfoClient(FakeClient):
+            def query_cluster_info(self) -> Any:
+                return self._answer("QueryClusterInfo")
+
+        code, out, _err = gnt("gnt-cluster", "info", fake=InfoClient(QueryClusterInfo=info))
+        self.assertEqual(code, 0)
+        section = out[out.index("High availability:\n"):].splitlines()
+        self.assertEqual(section[1:4], ["  Liveness timeout: 3.5s", "  Automatic failover: yes",
+                                        "  Failover timeout: 12s"])
+        self.assertTrue(section[4].startswith("  Master epoch (this node): "))
+        self.assertRegex(section[5], r"^  Last failover: \S+ \S+, to n1 from n2 \(epoch 4\)$")
