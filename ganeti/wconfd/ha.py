@@ -38,7 +38,8 @@ PROCEDURE = "ha_params_store"
 def targets(config: ConfigData) -> dict[str, str]:
     """C{{name: primary ip}} of the nodes to send a version to: every online node but the master."""
     master = config.cluster.master_node
-    return {n.name: n.primary_ip for n in config.nodes.values() if n.uuid != master and not n.offline}
+    return {n.name: n.primary_ip for n in config.nodes.values()
+            if n.uuid != master and not n.offline and n.name and n.primary_ip}
 
 
 def lagging(nodes: dict[str, str], confirmed: dict[str, int], serial: int) -> dict[str, str]:

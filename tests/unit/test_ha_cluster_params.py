@@ -149,7 +149,7 @@ class NodeStoreTests(SynchronousTestCase):
 
     def store(self, params: HaParams | dict[str, Any]) -> Any:
         record = params.to_dict() if isinstance(params, HaParams) else params
-        d: Deferred = self.node.lookup("ha_params_store")(record)  # type: ignore[misc]
+        d: Deferred = self.node.lookup("ha_params_store")(record)
         return self.successResultOf(d)
 
     def test_newest_by_serial_wins(self) -> None:
