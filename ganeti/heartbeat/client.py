@@ -365,11 +365,15 @@ def tls_creator(paths: Paths) -> Callable[[], Any]:
     return creator
 
 
-def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True) -> HeartbeatClient:
+def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True, *,
+                     confd_port: int | None = None) -> HeartbeatClient:
     """NodeD's heartbeat client for the node of C{paths} (waits for an
-    identity and a certificate), pushing the node's state unless C{reports} is false."""
+    identity and a certificate), pushing the node's state unless C{reports} is false.
+
+    @param confd_port: of the candidates' confd (C{None}: confd's default)
+    """
     ha = ha_params.Watch(paths)  # beats at least twice per liveness timeout
-    client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port),
+    client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port, confd_port),
                              tls_creator(paths), interval=lambda: ha_params.beat_interval(ha.current(), BEAT_INTERVAL))
     if reports:
         from ganeti.heartbeat.reporter import node_reporter
