@@ -1,15 +1,20 @@
 """The HA cluster parameters on a real 3-node loopback cluster: gnt-cluster
-modify changes the liveness timeout, WConfD writes ha.data and every node
-gets the new serial, LuxiD uses it without a restart (a SIGSTOPped NodeD
-becomes unreachable after the new timeout, not the old one), gnt-cluster
-info and RAPI /2/info show it; bad values are refused and change nothing.
+modify (and RAPI PUT /2/modify) changes them, WConfD writes ha.data and
+every node gets the new serial (a node that was down, once it is back);
+LuxiD uses the liveness timeout without a restart (a SIGSTOPped NodeD
+becomes unreachable after the new timeout, not the old one); gnt-cluster
+info and RAPI /2/info show them; bad values are refused and change nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
+import ssl
 import time
+import urllib.request
 
 import pytest_twisted
 from twisted.internet import reactor, threads
@@ -22,6 +27,16 @@ from tests.integration.test_liveness import liveness, rapi_get
 def ha_of(cluster: LoopbackCluster) -> list[tuple[float, int]]:
     """C{(liveness timeout, serial)} of each node's ha.data."""
     return [(p.liveness_timeout, p.serial_no) for p in map(ha_params.read, cluster.roots)]
+
+
+def rapi_put(cluster: LoopbackCluster, path: str, body: dict) -> object:
+    context = ssl.create_default_context(cadata=cluster.cert_pem.decode())
+    context.check_hostname = False
+    request = urllib.request.Request(cluster.url + path, data=json.dumps(body).encode(), method="PUT")
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"admin:secret").decode())
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 def luxid_log(cluster: LoopbackCluster) -> str:
@@ -54,6 +69,12 @@ async def test_liveness_timeout_is_a_cluster_parameter(root):
         body = await threads.deferToThread(rapi_get, cluster, "/2/info")
         assert (body["ha_liveness_timeout"], body["ha_auto_failover"], body["ha_failover_timeout"]) == (6.0, True, 10.0)
 
+        # RAPI PUT /2/modify carries them too
+        await threads.deferToThread(rapi_put, cluster, "/2/modify", {"failover_timeout": 15})
+        await cluster.until(lambda: [p.failover_timeout for p in map(ha_params.read, cluster.roots)] == [15.0] * 3,
+                            timeout=30)
+        assert ha_of(cluster) == [(6.0, 2)] * 3
+
         # LuxiD took the new timeout without a restart: a silent node stays up past the old 2 s
         await cluster.until(lambda: "liveness timeout now 6.0 s" in luxid_log(cluster), timeout=15)
         node3 = cluster.nodeds[2]
@@ -67,3 +88,11 @@ async def test_liveness_timeout_is_a_cluster_parameter(root):
         finally:
             os.kill(node3.process.pid, signal.SIGCONT)
         await cluster.until(lambda: liveness(cluster).get("node3.test") == "up", timeout=30)
+
+        # a node that was down when it changed gets it once it is back
+        noded3 = cluster.nodeds[2]
+        noded3.stop()
+        ok(cluster.master, "gnt-cluster", "modify", "--liveness-timeout", "3")
+        assert ha_of(cluster)[:2] == [(3.0, 3)] * 2 and ha_of(cluster)[2] == (6.0, 2)
+        await cluster.start_daemon(noded3)
+        await cluster.until(lambda: ha_of(cluster) == [(3.0, 3)] * 3, timeout=30)
