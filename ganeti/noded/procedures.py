@@ -312,7 +312,8 @@ class NodeProcedures:
 
     def ha_params_store(self, record: Any) -> defer.Deferred[Any]:
         """Keep the master's HA parameters unless this node holds a newer
-        version; C{[stored, serial this node holds]}."""
+        version; C{[stored, the record this node holds now]} (a master
+        that was behind learns the newer one)."""
         try:
             params = ha_params.HaParams.from_dict(record)
         except ha_params.HaParamsError as e:
@@ -320,7 +321,7 @@ class NodeProcedures:
 
         def store() -> list[Any]:
             stored = ha_params.accept(self.paths, params)
-            return [stored, params.serial_no if stored else ha_params.read(self.paths).serial_no]
+            return [stored, (params if stored else ha_params.read(self.paths)).to_dict()]
 
         return self._blocking(store)
 

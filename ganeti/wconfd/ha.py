@@ -9,7 +9,9 @@ L{errors.OpPrereqError} naming the parameter, and nothing changes), written
 durably to this node's C{ha.data} with the serial one higher, and only
 then sent to every other online node with the node RPC C{ha_params_store}
 (a node keeps the copy with the highest serial, and the RPC carries the
-master epoch like every other).  A node that did not take it (down,
+master epoch like every other).  A node that answers with a newer version
+than the master's (the master was down when it changed, and took over
+since) makes the master adopt it and send it on.  A node that did not take it (down,
 unreachable, added later) is sent the current version again after every
 config distribution and on a timer, until it confirms.
 """
@@ -110,17 +112,41 @@ class HaKeeper:
             self._rpc = self._make_rpc()
         results = await self._rpc.call(nodes, PROCEDURE, [params.to_dict()], timeout=STORE_TIMEOUT)
         missed = []
+        newer = params
         for name, result in results.items():
             if result.failed:
                 missed.append(name)
                 self.log.warn("node {node} missed HA parameters serial {serial}: {why}", node=name,
                               serial=params.serial_no, why=result.fail_msg)
                 continue
-            held = result.payload[1] if isinstance(result.payload, list) and len(result.payload) == 2 else 0
-            held = held if isinstance(held, int) and not isinstance(held, bool) else 0
-            self.confirmed[name] = max(self.confirmed.get(name, -1), params.serial_no, held)
+            held = _held(result.payload)
+            self.confirmed[name] = max(self.confirmed.get(name, -1), params.serial_no,
+                                       held.serial_no if held is not None else 0)
+            if held is not None and held.serial_no > newer.serial_no:
+                newer = held
+        if newer.serial_no > self.current.serial_no:
+            await self._adopt(newer)
         if missed and (self._retry is None or not self._retry.active()):
             self._retry = self.reactor.callLater(self.retry_interval, self._retry_lagging)
+
+    async def _adopt(self, newer: HaParams) -> None:
+        """A node holds a newer version than this master (it was down when
+        it changed, then became master): keep it, and send it to the others."""
+        await self._lock.acquire()
+        try:
+            if newer.serial_no <= self.current.serial_no:
+                return
+            await self._blocking(ha_params.write, self.paths, newer)
+            self.current = newer
+            self.log.info("HA parameters serial {serial} adopted from a node (this one was behind)",
+                          serial=newer.serial_no)
+        finally:
+            self._lock.release()
+        self._retry_soon()
+
+    def _retry_soon(self) -> None:
+        if self._retry is None or not self._retry.active():
+            self._retry = self.reactor.callLater(0, self._retry_lagging)
 
     def _retry_lagging(self) -> None:
         self._retry = None
@@ -131,6 +157,16 @@ class HaKeeper:
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
         self._retry = None
+
+
+def _held(payload: Any) -> HaParams | None:
+    """The version a node says it holds (C{ha_params_store}'s answer), if readable."""
+    if not isinstance(payload, list) or len(payload) != 2:
+        return None
+    try:
+        return HaParams.from_dict(payload[1])
+    except ha_params.HaParamsError:
+        return None
 
 
 class HaStage:

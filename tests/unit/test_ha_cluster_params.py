@@ -38,7 +38,8 @@ class FakeRpc:
         self.calls: list[tuple[list[str], dict[str, Any]]] = []
         self.down: set[str] = set()
         self.order = order if order is not None else []
-        self.held: dict[str, int] = {}
+        #: node -> the record it holds
+        self.held: dict[str, dict[str, Any]] = {}
 
     async def call(self, nodes: dict[str, str], procedure: str, args: list[Any], **kwargs: Any) -> dict[str, RpcResult]:
         assert procedure == "ha_params_store"
@@ -49,8 +50,10 @@ class FakeRpc:
             if name in self.down:
                 results[name] = RpcResult(name, False, fail_msg="node unreachable: connection refused")
             else:
-                self.held[name] = max(self.held.get(name, 0), args[0]["serial_no"])
-                results[name] = RpcResult(name, True, payload=[True, self.held[name]])
+                stored = self.held.get(name, {"serial_no": -1})["serial_no"] <= args[0]["serial_no"]
+                if stored:
+                    self.held[name] = dict(args[0])
+                results[name] = RpcResult(name, True, payload=[stored, self.held[name]])
         return results
 
 
@@ -127,6 +130,19 @@ class KeeperTests(SynchronousTestCase):
         added = sorted(set(ha_params_targets(newcomer)) - set(self.others))
         self.assertEqual(self.rpc.calls[-1][0], added, "the new node, and only it")
 
+    def test_master_behind_adopts_the_newer_version(self) -> None:
+        """A master that missed a change (down, then failed over to) learns the
+        newer version from a node's answer, keeps it and sends it on."""
+        ha_params.write(self.paths, HaParams(liveness_timeout=3.0, serial_no=2))
+        self.keeper = HaKeeper(self.paths, self.clock, lambda: self.config, rpc=lambda: self.rpc)
+        newer = HaParams(liveness_timeout=7.0, failover_timeout=20.0, serial_no=5)
+        self.rpc.held[self.others[0]] = newer.to_dict()
+        _run(self.keeper.replicate())
+        self.assertEqual((self.keeper.current, ha_params.read(self.paths)), (newer, newer))
+        self.clock.advance(0)
+        self.assertEqual(self.rpc.calls[-1], (self.others[1:], newer.to_dict()), "sent on to the others")
+        self.assertEqual({name: self.rpc.held[name]["serial_no"] for name in self.others}, dict.fromkeys(self.others, 5))
+
     def test_nothing_sent_while_defaults(self) -> None:
         self.successResultOf(HaStage(lambda data, serial: None, self.keeper)(b"{}", 1))
         self.assertEqual(self.rpc.calls, [], "no file anywhere means the defaults everywhere")
@@ -154,8 +170,9 @@ class NodeStoreTests(SynchronousTestCase):
 
     def test_newest_by_serial_wins(self) -> None:
         newer = HaParams(liveness_timeout=4.0, serial_no=5)
-        self.assertEqual(self.store(newer), [True, 5])
-        self.assertEqual(self.store(HaParams(liveness_timeout=9.0, serial_no=4)), [False, 5])
+        self.assertEqual(self.store(newer), [True, newer.to_dict()])
+        self.assertEqual(self.store(HaParams(liveness_timeout=9.0, serial_no=4)), [False, newer.to_dict()],
+                         "the answer tells the master of the newer version")
         self.assertEqual(ha_params.read(self.paths), newer, "an older copy never replaces a newer one")
 
     def test_bad_record_refused(self) -> None:
