@@ -20,8 +20,9 @@ Ganeti errors, which L{run} prints the way Ganeti does (L{format_error}).
 Exit statuses: 0 success, 1 failure, 2 bad usage (nothing was sent),
 13 confirmation refused, 14 unknown query field (Ganeti's values).
 
-Pure standard library plus L{ganeti.errors}; the output formatting lives
-in L{ganeti.client} and is re-exported here.
+Pure standard library plus L{ganeti.errors}, the job statuses of
+L{ganeti.jobs.lifecycle} and the job following of L{ganeti.luxi.jobwait};
+the output formatting lives in L{ganeti.client} and is re-exported here.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TextIO
 
 from ganeti import errors
@@ -46,6 +48,8 @@ from ganeti.client import (  # noqa: F401  (the tools use them through this modu
     qft_name,
     unknown_fields,
 )
+from ganeti.jobs import lifecycle
+from ganeti.luxi import jobwait
 
 # --- constants (Ganeti's names and values) ----------------------------------
 EXIT_SUCCESS = 0
@@ -56,18 +60,22 @@ EXIT_CONFIRMATION = 13
 #: --priority names -> opcode priority (OP_PRIO_LOW/NORMAL/HIGH)
 PRIORITIES = {"low": 10, "normal": 0, "high": -10}
 
-JOB_STATUS_QUEUED = "queued"
-JOB_STATUS_WAITING = "waiting"
-JOB_STATUS_CANCELING = "canceling"
-JOB_STATUS_RUNNING = "running"
-JOB_STATUS_CANCELED = "canceled"
-JOB_STATUS_SUCCESS = "success"
-JOB_STATUS_ERROR = "error"
-JOBS_PENDING = (JOB_STATUS_QUEUED, JOB_STATUS_WAITING, JOB_STATUS_CANCELING)
-JOBS_FINALIZED = (JOB_STATUS_CANCELED, JOB_STATUS_SUCCESS, JOB_STATUS_ERROR)
+#: the job statuses (Ganeti's names; defined by L{ganeti.jobs.lifecycle})
+JOB_STATUS_QUEUED = lifecycle.QUEUED
+JOB_STATUS_WAITING = lifecycle.WAITING
+JOB_STATUS_CANCELING = lifecycle.CANCELING
+JOB_STATUS_RUNNING = lifecycle.RUNNING
+JOB_STATUS_CANCELED = lifecycle.CANCELED
+JOB_STATUS_SUCCESS = lifecycle.SUCCESS
+JOB_STATUS_ERROR = lifecycle.ERROR
+JOBS_PENDING = tuple(s for s in lifecycle.STATUS_ORDER if s in lifecycle.PENDING)
+JOBS_FINALIZED = tuple(s for s in lifecycle.STATUS_ORDER if s in lifecycle.FINALIZED)
+#: a followed job is over for the tools once canceling (Ganeti's C{GenericPollJob})
+_FOLLOW_UNTIL = lifecycle.FINALIZED | {lifecycle.CANCELING}
+_JOB_LOST = "Job with id %s lost"
 
 #: WaitForJobChange's answer when nothing changed before the timeout
-JOB_NOTCHANGED = "nochange"
+JOB_NOTCHANGED = jobwait.NOT_CHANGED
 #: seconds one WaitForJobChange may block (Ganeti's DEFAULT_WFJC_TIMEOUT)
 WFJC_TIMEOUT = 60
 #: AutoArchiveJobs timeout, as Ganeti's client sends it ((LUXI_DEF_RWTO - 1) // 2)
@@ -712,7 +720,8 @@ def _merge_time(timestamp: Any) -> float | None:
 
 
 def poll_job(client: Any, job_id: int, reporter: JobReporter, update_freq: float = WFJC_TIMEOUT) -> list[Any]:
-    """Follow a job until it ends, reporting each log entry once, in order.
+    """Follow a job until it ends, reporting each log entry once, in order
+    (L{ganeti.luxi.jobwait.follow}; a canceling job counts as ended).
 
     @return: the opcode results of a successful job.
     @raise errors.JobLost: the job is unknown (or was archived).
@@ -721,53 +730,38 @@ def poll_job(client: Any, job_id: int, reporter: JobReporter, update_freq: float
         opcode recorded, decoded (e.g. L{errors.OpPrereqError}), or
         L{errors.OpExecError}.
     """
-    prev_info: Any = None
-    prev_serial: int | None = None
-    status: str | None = None
-    while True:
-        result = client.wait_for_job_change(job_id, ["status"], prev_info, prev_serial, update_freq)
-        if not result:
-            raise errors.JobLost("Job with id %s lost" % job_id)
-        if result == JOB_NOTCHANGED:
-            reporter.not_changed(job_id, status)
-            continue
-        job_info, log_entries = result
-        status = job_info[0] if job_info else None
-        fresh = [e for e in log_entries or [] if prev_serial is None or e[0] > prev_serial]
-        if fresh:
-            for serial, timestamp, log_type, message in sorted(fresh, key=lambda e: e[0]):
-                reporter.log(job_id, serial, timestamp, log_type, message)
-                prev_serial = serial if prev_serial is None else max(prev_serial, serial)
-        elif status in JOBS_FINALIZED or status == JOB_STATUS_CANCELING:
-            break
-        elif job_info == prev_info:  # luxid's answer on timeout: the same values
-            reporter.not_changed(job_id, status)
-        prev_info = job_info
-    return job_result(client, job_id)
+    steps = jobwait.follow(job_id, update_freq, reporter, until=_FOLLOW_UNTIL, lost=_JOB_LOST)
+    return _job_result(job_id, jobwait.run_sync(steps, partial(_perform, client)))
 
 
 def job_result(client: Any, job_id: int) -> list[Any]:
     """The opcode results of a finished job, or the error it failed with."""
-    rows = client.query_jobs([job_id], ["status", "opstatus", "opresult"])
-    if not rows or rows[0] is None:
-        raise errors.JobLost("Job with id %s lost" % job_id)
-    status, opstatus, opresult = rows[0]
-    if status == JOB_STATUS_SUCCESS:
-        return list(opresult)
-    if status in (JOB_STATUS_CANCELING, JOB_STATUS_CANCELED):
+    return _job_result(job_id, client.query_jobs([job_id], list(jobwait.RESULT_FIELDS)))
+
+
+def _perform(client: Any, call: jobwait.Call) -> Any:
+    """One call of L{jobwait.follow} on the blocking LUXI client."""
+    if call.method == jobwait.WAIT_FOR_JOB_CHANGE:
+        return client.wait_for_job_change(*call.args)
+    if call.method == jobwait.QUERY_JOBS:
+        return client.query_jobs(*call.args)
+    raise errors.ProgrammerError("unexpected LUXI call %s" % call.method)
+
+
+def _job_result(job_id: int, rows: Any) -> list[Any]:
+    ended = jobwait.outcome(job_id, rows, lost=_JOB_LOST)
+    if ended.status == JOB_STATUS_SUCCESS:
+        return ended.results
+    if ended.status in (JOB_STATUS_CANCELING, JOB_STATUS_CANCELED):
         raise JobCanceled("Job was canceled")
-    has_ok = False
-    for index, (op_status, message) in enumerate(zip(opstatus or [], opresult or [])):
-        if op_status == JOB_STATUS_SUCCESS:
-            has_ok = True
-        elif op_status == JOB_STATUS_ERROR:
-            decoded = decode_error(message)
-            if decoded is not None:
-                raise decoded
-            if has_ok:
-                raise errors.OpExecError("partial failure (opcode %d): %s" % (index, message))
-            raise errors.OpExecError(str(message))
-    raise errors.OpExecError(str(opresult))
+    if ended.failed is not None:
+        decoded = decode_error(ended.error)
+        if decoded is not None:
+            raise decoded
+        if ended.partial:
+            raise errors.OpExecError("partial failure (opcode %d): %s" % (ended.failed, ended.error))
+        raise errors.OpExecError(str(ended.error))
+    raise errors.OpExecError(str(ended.results))
 
 
 def submit_opcodes(ctx: Context, ops: list[dict[str, Any]], reporter: JobReporter | None = None) -> list[Any]:

@@ -35,6 +35,7 @@ import attrs
 
 from ganeti import errors
 from ganeti.ha_params import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
+from ganeti.jobs import lifecycle
 
 # --- types ------------------------------------------------------------------
 
@@ -153,7 +154,7 @@ ADMIN_STATE_SOURCES = ("admin", "user")
 
 #: Priorities a submitted opcode may carry (spec/jobs.md section 2).
 SUBMIT_PRIORITIES = (-10, 0, 10)
-_FINALIZED = ("canceled", "success", "error")
+_FINALIZED = tuple(s for s in lifecycle.STATUS_ORDER if s in lifecycle.FINALIZED)
 #: Default shutdown timeout in seconds.
 DEFAULT_SHUTDOWN_TIMEOUT = 120
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
+from ganeti.jobs.lifecycle import ELOG_MESSAGE
+
 #: exit status of a query naming unknown fields (Ganeti's EXIT_UNKNOWN_FIELD)
 EXIT_UNKNOWN_FIELD = 14
 
@@ -66,7 +68,6 @@ _QFT_NAMES = {
     QFT_OTHER: "Custom",
 }
 
-ELOG_MESSAGE = "message"
 
 #: how to show a value of a field: (function, align right)
 Formatter = "tuple[Callable[[Any], str], bool]"
