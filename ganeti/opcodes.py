@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from ganeti import errors
+from ganeti.ha_params import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
 from ganeti.jobs import lifecycle
 
 # --- types ------------------------------------------------------------------
@@ -486,6 +487,10 @@ define(
     summary="iallocator",
 )
 
+def _t_seconds(low: float, high: float) -> Type:
+    return Type("a number of seconds from %g to %g" % (low, high), lambda v: _is_number(v) and low <= v <= high)
+
+
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
     "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
@@ -521,6 +526,12 @@ define(
         Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
         Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
               "data collector intervals (microseconds)"),
+        # ours, not Ganeti's (kept in ha.data, see ganeti.ha_params): Ganeti's gnt-cluster never sends them
+        Param("liveness_timeout", t_maybe(_t_seconds(*LIVENESS_TIMEOUT_RANGE)), ABSENT,
+              "seconds without a heartbeat before a node is unreachable"),
+        Param("auto_failover", t_maybe(T_BOOL), ABSENT, "elect a new master when the master is unreachable"),
+        Param("failover_timeout", t_maybe(_t_seconds(*FAILOVER_TIMEOUT_RANGE)), ABSENT,
+              "seconds the master must be unreachable before an automatic failover"),
         *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
     ],
     doc="Change cluster parameters.",

@@ -10,6 +10,7 @@ refuses while instances or nodes other than the master are defined.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import socket
@@ -155,6 +156,25 @@ def _epoch(ctx: Context) -> Any:
         return "unknown (%s)" % e
 
 
+def _show_ha(ctx: Context, data: dict[str, Any]) -> None:
+    """The "High availability" section: the HA parameters and the master's
+    failover record (from the master daemon), this node's master epoch."""
+    ctx.out("High availability:")
+    if "ha_liveness_timeout" not in data:  # a master daemon that does not report them
+        ctx.out("  Parameters: unknown (the master does not report them)")
+    else:
+        ctx.out("  Liveness timeout: %gs" % data["ha_liveness_timeout"])
+        ctx.out("  Automatic failover: %s" % ("yes" if data["ha_auto_failover"] else "no"))
+        ctx.out("  Failover timeout: %gs" % data["ha_failover_timeout"])
+    ctx.out("  Master epoch (this node): %s" % _epoch(ctx))
+    last = data.get("ha_last_failover")
+    if isinstance(last, dict):
+        ctx.out("  Last failover: %s, to %s from %s (epoch %s)" % (
+            format_time(last.get("time")), last.get("node"), last.get("old_master") or "unknown", last.get("epoch")))
+    else:
+        ctx.out("  Last failover: none recorded")
+
+
 def info(ctx: Context, opts: argparse.Namespace) -> int:
     data = ctx.client().query_cluster_info()
     lines: list[tuple[str, Any]] = [
@@ -174,10 +194,10 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
         ("Shared file storage path", data["shared_file_storage_dir"]),
         ("Maximum running jobs", data["max_running_jobs"]),
         ("Maximum tracked jobs", data["max_tracked_jobs"]),
-        ("Master epoch (this node)", _epoch(ctx)),
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
+    _show_ha(ctx, data)
     enabled = data.get("enabled_data_collectors") or {}
     intervals = data.get("data_collector_interval") or {}
     if enabled:
@@ -271,12 +291,24 @@ def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
     return {hv: parse_keyval(rest)}
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds (C{--liveness-timeout}, C{--failover-timeout}); bounds are the opcode's."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text) from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text)
+    return value
+
+
 def modify(ctx: Context, opts: argparse.Namespace) -> int:
     params: dict[str, Any] = {}
     for name in (
         "candidate_pool_size", "max_running_jobs", "max_tracked_jobs", "file_storage_dir",
         "shared_file_storage_dir", "master_netdev", "mac_prefix", "maintain_node_health",
         "prealloc_wipe_disks", "default_iallocator", "beparams", "nicparams", "ndparams",
+        "liveness_timeout", "auto_failover", "failover_timeout",
     ):
         value = getattr(opts, name)
         if value is not None:
@@ -326,5 +358,11 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
                         help="activate or deactivate MonD data collectors (e.g. diskstats=false)")
     parser.add_argument("--data-collector-interval", type=parse_collector_intervals, metavar="NAME=SECONDS,...",
                         help="how often MonD runs data collectors, in seconds")
+    parser.add_argument("--liveness-timeout", type=_seconds, metavar="SECONDS",
+                        help="seconds without a heartbeat before LuxiD marks a node unreachable (default 2)")
+    parser.add_argument("--auto-failover", type=cli.yes_no, metavar="yes|no",
+                        help="elect a new master when the master is unreachable for --failover-timeout")
+    parser.add_argument("--failover-timeout", type=_seconds, metavar="SECONDS",
+                        help="seconds the master must be unreachable before an automatic failover (default 10)")
     cli.add_priority_option(parser)
     cli.add_submit_options(parser)

@@ -34,8 +34,9 @@ from typing import Any, Callable, Coroutine
 
 import attrs
 
-from ganeti import cli, serializer
+from ganeti import cli, ha_params, serializer
 from ganeti.cli import Context
+from ganeti.epoch import read_epoch
 from ganeti.failover import (
     FAILOVER_REASON,
     FailoverRefused,
@@ -263,6 +264,7 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
     data = config.to_json()
     _settle_local_state(view.paths, data)
+    ha_params.record_failover(view.paths, read_epoch(view.paths), view.me, view.master)  # for gnt-cluster info
     values = ssconf.compute(config)
     ssconf.write_files(view.paths, values)
     # the nodes that just answered; WConfD retries the others once it runs

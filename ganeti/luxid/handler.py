@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from ganeti import errors, serializer
+from ganeti import errors, ha_params, serializer
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
 from ganeti.luxid import live
@@ -250,7 +250,9 @@ class LuxiHandler(MethodHandler):
         return q.query_fields(str(what), None if fields is None else _fields(fields))
 
     async def luxi_QueryClusterInfo(self) -> Any:
-        return q.cluster_info(await self.config())
+        info = q.cluster_info(await self.config())
+        info.update(ha_params.cluster_fields(self.service.paths))  # small local files: read at once
+        return info
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
         names = _fields(names)
