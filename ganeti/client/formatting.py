@@ -1,10 +1,7 @@
-"""The gnt-* command-line tools, and how they format what they print.
+"""How the gnt-* tools format what they print.
 
-One module per tool (L{gnt_job}, L{gnt_debug}, L{gnt_cluster},
-L{gnt_group}), each a dict of subcommands run by L{ganeti.cli.run}.
-
-This package module holds the output formatting the tools share, kept as
-Ganeti prints it so that scripts written for Ganeti keep working:
+The output formatting the tools share, kept as Ganeti prints it so that
+scripts written for Ganeti keep working:
 
   - tables: columns separated by one space and padded to the widest cell
     (numbers right-aligned, the last column not padded), or joined by
