@@ -27,24 +27,26 @@ from ganeti.client import instance_opts as iopts
 from ganeti.client import prompt, runner
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.formatting import RS_NORMAL, format_generic_info
+from ganeti.client.instance_opts import (
+    BY_CLUSTER,
+    BY_NAME,
+    BY_NODE,
+    BY_NODE_TAGS,
+    BY_PRIMARY,
+    BY_PRIMARY_TAGS,
+    BY_SECONDARY,
+    BY_SECONDARY_TAGS,
+    BY_TAGS,
+    LIST_DEF_FIELDS,
+)
 from ganeti.client.jobs import JobExecutor, opcode, report_changes, submit_opcodes, submit_or_send
 from ganeti.client.options import add_list_fields_options, make_simple_filter, parse_fields
 from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.tags import TAG_INSTANCE, tag_commands
 
-#: default fields of C{gnt-instance list}
-LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
-DISK_TEMPLATES = ("diskless", "file", "sharedfile", "plain", "drbd", "blockdev", "rbd", "ext", "gluster")
-REBOOT_TYPES = ("soft", "hard", "full")
-MIGRATION_MODES = ("live", "non-live")
-DEFAULT_SHUTDOWN_TIMEOUT = 120
 #: with more instances than this, the confirmation offers to show the list
 CONFIRM_LIST_MAX = 20
-
-# how "startup" and friends choose their instances (Ganeti's --all, --node, ...)
-BY_NAME, BY_CLUSTER, BY_NODE, BY_PRIMARY, BY_SECONDARY = "instances", "cluster", "node", "primary", "secondary"
-BY_TAGS, BY_NODE_TAGS, BY_PRIMARY_TAGS, BY_SECONDARY_TAGS = "tags", "node-tags", "primary-tags", "secondary-tags"
 
 
 def _join(value: Any) -> str:

@@ -1,6 +1,7 @@
 """The options of each gnt-instance command (Ganeti's names and defaults).
 
-Imported only when a command's parser is built (L{ganeti.client.gnt_instance}).
+Imported only when a command's parser is built (L{ganeti.client.gnt_instance});
+the choices and defaults come from L{ganeti.client.instance_opts}.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ganeti.client import instance_opts as iopts
-from ganeti.client.gnt_instance import (
+from ganeti.client.instance_opts import (
     BY_CLUSTER,
     BY_NODE,
     BY_NODE_TAGS,
