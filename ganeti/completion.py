@@ -21,7 +21,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from ganeti.client.options import PRIORITIES, build_parser, priority
 
-#: the gnt-* tools run by L{ganeti.cli.run}: name -> module (COMMANDS, ALIASES)
+#: the gnt-* tools run by L{ganeti.client.runner.run}: name -> module (COMMANDS, ALIASES)
 GNT_TOOLS = (
     ("gnt-backup", "ganeti.client.gnt_backup"),
     ("gnt-cluster", "ganeti.client.gnt_cluster"),
@@ -89,7 +89,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def gnt_tool_spec(name: str, module_name: str) -> ToolSpec:
-    """A gnt-* tool: C{[--root DIR] COMMAND [options]}, parsers built as L{ganeti.cli.run} does."""
+    """A gnt-* tool: C{[--root DIR] COMMAND [options]}, parsers built as L{ganeti.client.runner.run} does."""
 
     module = importlib.import_module(module_name)
     commands = module.COMMANDS

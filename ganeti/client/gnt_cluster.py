@@ -15,8 +15,8 @@ argparse setup function, then add them to L{COMMANDS}::
 
 C{Command.func} may also be a C{"module:function"} string so that a big
 implementation is imported only when its subcommand runs.  Use
-L{ganeti.cli.opcode} to build opcodes and L{ganeti.cli.submit_or_send}
-to run them (with L{ganeti.cli.add_submit_options} in the setup).
+L{ganeti.client.jobs.opcode} to build opcodes and L{ganeti.client.jobs.submit_or_send}
+to run them (with L{ganeti.client.options.add_submit_options} in the setup).
 """
 
 from __future__ import annotations

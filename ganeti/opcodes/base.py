@@ -1,4 +1,8 @@
-"""Opcodes: what a job asks for, declared as data (spec/opcodes.md).
+"""The machinery of opcodes: what a job asks for, declared as data (spec/opcodes.md).
+
+The declarations live in the family modules of L{ganeti.opcodes}
+(L{ganeti.opcodes.cluster}, L{ganeti.opcodes.instance}, ...), which import
+only this module.
 
 An opcode travels as a flat JSON object: C{OP_ID}, its own parameters and
 the common ones (L{COMMON_PARAMS}).  Each opcode is declared once with
