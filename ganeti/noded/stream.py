@@ -12,9 +12,13 @@ line, C{OK\\n} once its sink has stored everything (a file fsynced, or an
 OS import script exited with status 0), or C{ER <reason>\\n}, and closes.
 A connection that ends without the end frame is a failed transfer.
 
-Nothing here holds a disk in memory: a source reads 1 MiB at a time and
-stops while the connection's buffers are full (producer/consumer), a sink
-stops the connection while its own output backs up.
+The bytes are moved by a thread per transfer with blocking sockets
+(L{ganeti.noded.bulk}): the sources and sinks here are blocking too.
+Nothing holds a disk in memory: a source is read at most L{CHUNK} bytes at
+a time into one reused buffer, a sink is written one frame at a time.
+
+Sinks and sources are used by their transfer's thread, except C{discard}
+and C{kill}, which undo or stop from any thread (an abort).
 """
 
 from __future__ import annotations
@@ -23,18 +27,10 @@ import fcntl
 import os
 import signal
 import struct
-import sys
+import subprocess
+import threading
 import zlib
 from typing import Any, Callable
-
-from twisted.internet import abstract, defer, fdesc, main
-from twisted.internet.interfaces import IPushProducer
-from twisted.internet.protocol import ProcessProtocol
-from twisted.logger import Logger
-from twisted.python.failure import Failure
-from zope.interface import implementer
-
-from ganeti.backend.osapi import exit_problem
 
 #: frame header: length of the frame's data
 FRAME = struct.Struct("!I")
@@ -42,17 +38,22 @@ FRAME = struct.Struct("!I")
 TRAILER = struct.Struct("!Q")
 #: largest frame accepted
 MAX_FRAME = 4 << 20
-#: bytes read from a file per step
+#: bytes read from a source per frame
 CHUNK = 1 << 20
 #: compression tools done in-process, and their zlib levels
 COMPRESSION_LEVELS = {"gzip": 6, "gzip-fast": 1, "gzip-slow": 9}
 COMPRESS_NONE = "none"
-#: the child runs this: a new session (so that an abort kills everything it started), then the script
-_SETSID_EXEC = "import os, sys; os.setsid(); os.execv(sys.argv[1], sys.argv[1:])"
+#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
+F_SETPIPE_SZ = 1031
+PIPE_SIZE = 1 << 20
 
 
 class StreamError(Exception):
     """A transfer failed; the message says why."""
+
+
+class ConnectionEnded(StreamError):
+    """The connection ended where more was due."""
 
 
 def check_compression(name: Any) -> str:
@@ -72,7 +73,11 @@ class Compressor:
         level = COMPRESSION_LEVELS.get(compression)
         self._zlib = None if level is None else zlib.compressobj(level, zlib.DEFLATED, 31)
 
-    def feed(self, data: bytes) -> bytes:
+    @property
+    def passthrough(self) -> bool:
+        return self._zlib is None
+
+    def feed(self, data: bytes | memoryview) -> bytes | memoryview:
         return data if self._zlib is None else self._zlib.compress(data)
 
     def flush(self) -> bytes:
@@ -85,7 +90,7 @@ class Decompressor:
     def __init__(self, compression: str) -> None:
         self._zlib = None if compression == COMPRESS_NONE else zlib.decompressobj(31)
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes | memoryview) -> bytes | memoryview:
         if self._zlib is None:
             return data
         try:
@@ -109,61 +114,167 @@ def end_frame(total: int) -> bytes:
     return FRAME.pack(0) + TRAILER.pack(total)
 
 
-class FrameParser:
-    """Splits the received bytes into the frames' data (pure).
+class Reader:
+    """Blocking reads from a connection: a line, or exactly so many bytes.
 
-    Frame data is passed on as it arrives, in pieces (never reassembled:
-    a receiver copies nothing it does not have to).
-
-    @ivar ended: the end frame arrived; L{total} is what the sender counted
+    @param recv_into: the connection's C{recv_into} (returns 0 at its end)
     """
 
-    def __init__(self) -> None:
-        self._head = b""
-        self._left = 0  # bytes of the current frame's data still to come
-        self.ended = False
-        self.total = -1
+    def __init__(self, recv_into: Callable[[memoryview], int]) -> None:
+        self._recv_into = recv_into
+        self._pending = b""  # received after a line, not yet asked for
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """The frame data in C{data}, in pieces.
-        @raise StreamError: a frame too large, or bytes after the end
+    def line(self, limit: int) -> bytes:
+        """The next line, without its newline.
+        @raise StreamError: the connection ended first, or the line is longer than C{limit}
         """
-        if self.ended:
-            if data:
-                raise StreamError("data after the end of the stream")
-            return []
-        out: list[bytes] = []
-        view = memoryview(data)
-        while view:
-            if self._left:
-                piece = view[:self._left]
-                out.append(piece.tobytes() if len(piece) != len(data) else data)
-                self._left -= len(piece)
-                view = view[len(piece):]
-                continue
-            need = FRAME.size - len(self._head)
-            self._head += view[:need].tobytes()
-            view = view[need:]
-            if len(self._head) < FRAME.size:
-                break
-            if len(self._head) == FRAME.size:
-                (length,) = FRAME.unpack(self._head)
-                if length > MAX_FRAME:
-                    raise StreamError("frame of %d bytes is larger than %d" % (length, MAX_FRAME))
-                if length:
-                    self._head, self._left = b"", length
-                    continue
-            # the end frame: its header, then the trailer
-            need = FRAME.size + TRAILER.size - len(self._head)
-            self._head += view[:need].tobytes()
-            view = view[need:]
-            if len(self._head) < FRAME.size + TRAILER.size:
-                break
-            (self.total,) = TRAILER.unpack_from(self._head, FRAME.size)
-            self.ended = True
-            if view:
-                raise StreamError("data after the end of the stream")
-        return out
+        buf = bytearray(limit + 1)
+        got = self._pending
+        self._pending = b""
+        while b"\n" not in got:
+            if len(got) > limit:
+                raise StreamError("a line longer than %d bytes" % limit)
+            count = self._recv_into(memoryview(buf))
+            if not count:
+                raise ConnectionEnded("the connection ended")
+            got += bytes(buf[:count])
+        line, _, self._pending = got.partition(b"\n")
+        if len(line) > limit:
+            raise StreamError("a line longer than %d bytes" % limit)
+        return line
+
+    def exact(self, view: memoryview) -> None:
+        """Fill C{view} completely.
+        @raise StreamError: the connection ended first
+        """
+        done = 0
+        if self._pending:
+            done = min(len(self._pending), len(view))
+            view[:done] = self._pending[:done]
+            self._pending = self._pending[done:]
+        while done < len(view):
+            count = self._recv_into(view[done:])
+            if not count:
+                raise ConnectionEnded("the connection ended")
+            done += count
+
+
+def read_frames(reader: Reader, decompress: Decompressor, write: Callable[[Any], None]) -> int:
+    """Receive frames up to the end frame, passing their (decompressed) data
+    to C{write}; the bytes written.
+    @raise StreamError: a frame too large, a cut or corrupt stream, a count
+        that differs from the sender's
+    """
+    head = memoryview(bytearray(FRAME.size + TRAILER.size))
+    buf = memoryview(bytearray(MAX_FRAME))
+    total = 0
+    while True:
+        reader.exact(head[:FRAME.size])
+        (length,) = FRAME.unpack(head[:FRAME.size])
+        if length > MAX_FRAME:
+            raise StreamError("frame of %d bytes is larger than %d" % (length, MAX_FRAME))
+        if not length:
+            break
+        reader.exact(buf[:length])
+        out = decompress.feed(buf[:length])
+        if len(out):
+            write(out)
+            total += len(out)
+    reader.exact(head[FRAME.size:])
+    (sent,) = TRAILER.unpack(head[FRAME.size:])
+    tail = decompress.flush()
+    if tail:
+        write(tail)
+        total += len(tail)
+    if sent != total:
+        raise StreamError("the sender sent %d bytes, %d arrived" % (sent, total))
+    return total
+
+
+def write_frames(sendall: Callable[[Any], None], readinto: Callable[[memoryview], int], compress: Compressor,
+                 progress: Callable[[int], None]) -> int:
+    """Send what C{readinto} gives, in frames, until it gives 0 bytes; the
+    bytes read.  No end frame (the source must be checked first)."""
+    buf = memoryview(bytearray(FRAME.size + CHUNK))
+    total = 0
+    while True:
+        count = readinto(buf[FRAME.size:])
+        if not count:
+            return total
+        total += count
+        progress(count)
+        if compress.passthrough:  # header and data in one write: no copy, no tiny TLS record
+            FRAME.pack_into(buf, 0, count)
+            sendall(buf[:FRAME.size + count])
+            continue
+        out = compress.feed(buf[FRAME.size:FRAME.size + count])
+        if out:
+            sendall(FRAME.pack(len(out)) + bytes(out))
+
+
+def send_all_fd(fd: int, data: Any) -> None:
+    """Write all of C{data} to C{fd}."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def widen_pipe(fd: int) -> None:
+    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
+
+
+# --- OS scripts ---------------------------------------------------------------------------
+
+
+def exit_problem(returncode: int) -> str | None:
+    """How a child ended: C{None} for status 0, else C{"killed by signal N"} or C{"exit code N"}."""
+    if returncode == 0:
+        return None
+    if returncode < 0:
+        return "killed by signal %d" % -returncode
+    return "exit code %d" % returncode
+
+
+class Child:
+    """An OS script in its own session (an abort kills all it started).
+
+    L{wait} (the transfer's thread) and L{kill} (any thread) never race: the
+    process is reaped only under the lock that L{kill} takes, so a killed
+    process group is always this script's.
+    """
+
+    def __init__(self, script: str, env: dict[str, str], cwd: str, stdin: int, stdout: int, stderr: int) -> None:
+        self._lock = threading.Lock()
+        self._reaped = False
+        self._problem: str | None = None
+        self._proc = subprocess.Popen([script], executable=script, stdin=stdin, stdout=stdout, stderr=stderr,
+                                      env=env, cwd=cwd, start_new_session=True, close_fds=True)
+
+    def wait(self) -> str | None:
+        """Wait for the end; see L{exit_problem}."""
+        if not self._reaped:
+            os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOWAIT)
+            with self._lock:
+                self._reaped = True
+                self._problem = exit_problem(self._proc.wait())
+        return self._problem
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._reaped:
+                return
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _devnull() -> int:
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
 
 # --- sinks: where received data goes ------------------------------------------------------
@@ -174,41 +285,21 @@ class FileSink:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._pending: list[bytes] = []
-        self._pending_size = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
 
-    def start(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        """Writes to a file never back up: nothing to pause."""
+    def write(self, data: Any) -> None:
+        send_all_fd(self._fd, data)
 
-    def write(self, data: bytes) -> None:
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._pending_size >= CHUNK:
-            self._flush()
+    def finish(self) -> None:
+        """Everything is on disk (one fsync, at the end)."""
+        os.fsync(self._fd)
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        view = memoryview(b"".join(self._pending))
-        self._pending, self._pending_size = [], 0
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-
-    def finish(self) -> defer.Deferred[None]:
-        try:
-            self._flush()
-            os.fsync(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = -1
-        return defer.succeed(None)
-
-    def abort(self) -> None:
+    def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def discard(self) -> None:
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -221,298 +312,141 @@ class DiskSink(FileSink):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._pending: list[bytes] = []
-        self._pending_size = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
 
-    def abort(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-class _ScriptProcess(ProcessProtocol):
-    """An OS script with one end piped to us, output of the other ends to its log."""
-
-    def __init__(self, on_out: Callable[[bytes], None] | None = None) -> None:
-        self.on_out = on_out
-        self.ended: defer.Deferred[None] = defer.Deferred()
-        self.exited = False
-
-    def outReceived(self, data: bytes) -> None:
-        if self.on_out is not None:
-            self.on_out(data)
-
-    def processEnded(self, reason: Failure) -> None:
-        self.exited = True
-        problem = exit_problem(reason)
-        if problem is None:
-            self.ended.callback(None)
-        else:
-            self.ended.errback(StreamError(problem))
-
-    def kill(self) -> None:
-        if self.exited:
-            return
-        pid = getattr(self.transport, "pid", None)
-        if pid:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                return
-            except OSError:
-                pass
-        try:
-            self.transport.signalProcess("KILL")
-        except Exception:
-            pass
-
-
-def spawn_script(reactor: Any, protocol: _ScriptProcess, script: str, env: dict[str, str], cwd: str,
-                 log_fd: int, piped: int) -> Any:
-    """Start C{script} in its own session; fd C{piped} (0 or 1) is a pipe to
-    us, the others go to C{log_fd} (and stdin, when not piped, to /dev/null)."""
-    null_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fds: dict[int, Any] = {0: null_fd, 1: log_fd, 2: log_fd}
-        fds[piped] = "w" if piped == 0 else "r"
-        argv = [sys.executable, "-I", "-S", "-c", _SETSID_EXEC, script]
-        return reactor.spawnProcess(protocol, sys.executable, argv, env=env, path=cwd, childFDs=fds)
-    finally:
-        os.close(null_fd)
+    def discard(self) -> None:
+        """The master removes the disk."""
 
 
 class ScriptSink:
     """Feeds the received data to an OS import script's stdin."""
 
-    log = Logger()
-
-    def __init__(self, reactor: Any, script: str, env: dict[str, str], cwd: str, log_fd: int,
-                 log_path: str) -> None:
+    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str) -> None:
         self.log_path = log_path
-        self._proc = _ScriptProcess()
+        read_fd, self._fd = os.pipe2(os.O_CLOEXEC)
+        widen_pipe(self._fd)
         try:
-            self._transport = spawn_script(reactor, self._proc, script, env, cwd, log_fd, 0)
+            self._child = Child(script, env, cwd, read_fd, log_fd, log_fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
         finally:
+            os.close(read_fd)
             os.close(log_fd)
-        writer = self._transport.pipes.get(0)
-        if writer is not None:
-            widen_pipe(writer.fileno())
 
-    def start(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        """Stop reading the connection while the script's stdin is full."""
-        writer = self._transport.pipes.get(0)
-        if writer is not None:
-            writer.registerProducer(_Callbacks(pause, resume), True)
-
-    def write(self, data: bytes) -> None:
-        if self._proc.exited:
-            raise StreamError("the import script ended before all data arrived (log %s)" % self.log_path)
-        self._transport.write(data)
-
-    async def _finish(self) -> None:
-        writer = self._transport.pipes.get(0)
-        if writer is not None:
-            writer.unregisterProducer()
-        self._transport.closeStdin()
+    def write(self, data: Any) -> None:
         try:
-            await self._proc.ended
-        except StreamError as exc:
-            raise StreamError("the import script failed (%s); see %s" % (exc, self.log_path)) from None
+            send_all_fd(self._fd, data)
+        except BrokenPipeError:
+            raise StreamError("the import script ended before all data arrived (log %s)" % self.log_path) from None
 
-    def finish(self) -> defer.Deferred[None]:
-        return defer.ensureDeferred(self._finish())
+    def finish(self) -> None:
+        """The script read everything (its stdin closed) and exited with status 0."""
+        os.close(self._fd)
+        self._fd = -1
+        problem = self._child.wait()
+        if problem is not None:
+            raise StreamError("the import script failed (%s); see %s" % (problem, self.log_path))
 
-    def abort(self) -> None:
-        self._proc.kill()
-        self._proc.ended.addErrback(lambda _: None)
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._child.kill()
+        self._child.wait()
 
-
-@implementer(IPushProducer)
-class _Callbacks:
-    """A push producer made of two callbacks."""
-
-    def __init__(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        self.pauseProducing = pause
-        self.resumeProducing = resume
-
-    def stopProducing(self) -> None:
-        pass
+    def discard(self) -> None:
+        self._child.kill()
 
 
 # --- sources: what is sent ----------------------------------------------------------------
 
 
 class FileSource:
-    """Reads a file, C{CHUNK} bytes per reactor turn, as a push producer
-    (paused while the connection's buffer is full).
+    """Reads a file (opened at once, so that a missing one is reported when the transfer starts)."""
 
-    A pull producer would stall when a write produces nothing (a
-    compressor that keeps the chunk): nothing would drain, so nothing
-    would ask for more.
-    """
-
-    def __init__(self, path: str, reactor: Any = None) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self._reactor = reactor
-        self._handle = open(path, "rb", buffering=0)
-        self._emit: Callable[[bytes], None] | None = None
-        self._done: Callable[[Failure | None], None] | None = None
-        self._paused = False
-        self._scheduled: Any = None
-
-    def start(self, consumer: Any, emit: Callable[[bytes], None], done: Callable[[Failure | None], None]) -> None:
-        if self._reactor is None:
-            from twisted.internet import reactor
-
-            self._reactor = reactor
-        self._emit, self._done = emit, done
-        consumer.registerProducer(self, True)
-        self._schedule()
-
-    def _schedule(self) -> None:
-        if self._scheduled is None and not self._paused and self._emit is not None:
-            self._scheduled = self._reactor.callLater(0, self._step)
-
-    def _step(self) -> None:
-        self._scheduled = None
-        if self._emit is None or self._paused:
-            return
+        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            data = self._handle.read(CHUNK)
-        except OSError as exc:
-            self._finish(Failure(StreamError("cannot read %s: %s" % (self.path, exc.strerror))))
-            return
-        if not data:
-            self._finish(None)
-            return
-        self._emit(data)
-        self._schedule()
-
-    def _finish(self, failure: Failure | None) -> None:
-        done, self._emit, self._done = self._done, None, None
-        self._handle.close()
-        if done is not None:
-            done(failure)
-
-    def pauseProducing(self) -> None:
-        self._paused = True
-
-    def resumeProducing(self) -> None:
-        self._paused = False
-        self._schedule()
-
-    def stopProducing(self) -> None:
-        self.abort()
-
-    def abort(self) -> None:
-        self._emit = self._done = None
-        if self._scheduled is not None and self._scheduled.active():
-            self._scheduled.cancel()
-        self._scheduled = None
-        if not self._handle.closed:
-            self._handle.close()
-
-
-#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
-F_SETPIPE_SZ = 1031
-PIPE_SIZE = 1 << 20
-
-
-def widen_pipe(fd: int) -> None:
-    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass
-
-
-class PipeReader(abstract.FileDescriptor):
-    """Reads a pipe C{CHUNK} bytes at a time (Twisted's process pipes read
-    8 KiB); a push producer (pausing stops reading)."""
-
-    def __init__(self, reactor: Any, fd: int, on_data: Callable[[bytes], None],
-                 on_end: Callable[[Failure], None]) -> None:
-        super().__init__(reactor)
-        self.fd = fd
-        self.connected = 1  # resumeProducing reads again only while "connected"
-        self._on_data, self._on_end = on_data, on_end
-        fdesc.setNonBlocking(fd)
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def doRead(self) -> Any:
-        try:
-            data = os.read(self.fd, CHUNK)
-        except BlockingIOError:
-            return None
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         except OSError:
-            return main.CONNECTION_LOST
-        if not data:
-            return main.CONNECTION_DONE
-        self._on_data(data)
-        return None
+            pass
 
-    def connectionLost(self, reason: Failure) -> None:
-        abstract.FileDescriptor.connectionLost(self, reason)
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        self._on_end(reason)
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def readinto(self, view: memoryview) -> int:
+        try:
+            return os.readv(self._fd, [view])
+        except OSError as exc:
+            raise StreamError("cannot read %s: %s" % (self.path, exc.strerror)) from None
+
+    def finish(self) -> None:
+        """A file read to its end is complete."""
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def kill(self) -> None:
+        """Nothing runs."""
 
 
 class ScriptSource:
-    """The stdout of an OS export script (a pipe read 1 MiB at a time),
-    paused while the connection is full."""
+    """The stdout of an OS export script (a pipe)."""
 
-    def __init__(self, reactor: Any, script: str, env: dict[str, str], cwd: str, log_fd: int,
-                 log_path: str) -> None:
-        self._reactor, self._script, self._env, self._cwd = reactor, script, env, cwd
+    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str) -> None:
+        self._script, self._env, self._cwd = script, env, cwd
         self._log_fd, self.log_path = log_fd, log_path
-        self._proc: _ScriptProcess | None = None
-        self._reader: PipeReader | None = None
+        self._fd = -1
+        self._child: Child | None = None
+        self._lock = threading.Lock()
+        self._killed = False
 
-    def start(self, consumer: Any, emit: Callable[[bytes], None], done: Callable[[Failure | None], None]) -> None:
-        self._proc = _ScriptProcess()
-        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-        widen_pipe(read_fd)
-        eof: defer.Deferred[None] = defer.Deferred()
-        try:
-            null_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    def start(self) -> None:
+        """Start the script (once the receiver is authenticated)."""
+        with self._lock:
+            if self._killed:
+                raise StreamError("aborted")
+            read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+            widen_pipe(read_fd)
+            null_fd = _devnull()
             try:
-                argv = [sys.executable, "-I", "-S", "-c", _SETSID_EXEC, self._script]
-                self._reactor.spawnProcess(self._proc, sys.executable, argv, env=self._env, path=self._cwd,
-                                           childFDs={0: null_fd, 1: write_fd, 2: self._log_fd})
+                self._child = Child(self._script, self._env, self._cwd, null_fd, write_fd, self._log_fd)
+                self._fd = read_fd
+            except BaseException:
+                os.close(read_fd)
+                raise
             finally:
                 os.close(null_fd)
-        except Exception:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-            os.close(self._log_fd)
-        self._reader = PipeReader(self._reactor, read_fd, emit, lambda reason: eof.callback(None))
-        consumer.registerProducer(self._reader, True)
-        self._reader.startReading()
-
-        def ended(results: Any) -> None:
-            (ok, value), _eof = results
-            if not ok:
-                done(Failure(StreamError("the export script failed (%s); see %s"
-                                         % (value.getErrorMessage(), self.log_path))))
-            else:
-                done(None)
-
-        defer.DeferredList([self._proc.ended, eof], consumeErrors=True).addCallback(ended)
-
-    def abort(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            if self._reader is not None and self._reader.fd >= 0:
-                self._reader.stopReading()
-                self._reader.connectionLost(Failure(StreamError("aborted")))
-        else:
-            try:
+                os.close(write_fd)
                 os.close(self._log_fd)
-            except OSError:
-                pass
+                self._log_fd = -1
+
+    def readinto(self, view: memoryview) -> int:
+        return os.readv(self._fd, [view])
+
+    def finish(self) -> None:
+        assert self._child is not None
+        problem = self._child.wait()
+        if problem is not None:
+            raise StreamError("the export script failed (%s); see %s" % (problem, self.log_path))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+            self._log_fd = -1
+        if self._child is not None:
+            self._child.kill()
+            self._child.wait()
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+            if self._child is not None:
+                self._child.kill()
