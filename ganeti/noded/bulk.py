@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import secrets
 import socket
 import ssl
 import threading
@@ -67,6 +68,8 @@ def tls_context(creds: Credentials, *, server: bool) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = False  # nodes are addressed by IP; the certificate is pinned instead
     ctx.verify_mode = ssl.CERT_REQUIRED
+    if server:
+        ctx.num_tickets = 0  # nothing after the handshake but the token's answer (see stream)
     ctx.load_verify_locations(cadata=creds.ca_pem.decode("ascii"))
     # the standard library loads a key from a path only: a memory file, never on disk
     fd = os.memfd_create("ganeti-transfer-key", os.MFD_CLOEXEC)
@@ -132,36 +135,81 @@ class Cancel:
                     pass
 
 
-def _answer(conn: Any, line: bytes) -> None:
+def _tell(conn: Any, line: bytes) -> None:
+    """Best effort: the peer may be gone."""
     try:
         conn.sendall(line)
     except OSError:
         pass
 
 
+def _error_line(exc: Exception) -> bytes:
+    return b"ER " + str(exc).encode("utf-8", "replace")[:1000]
+
+
+class _Plain:
+    """The connection after the TLS part: its socket read and written
+    directly (the frames are sealed), with large writes."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+
+    def recv_into(self, view: memoryview) -> int:
+        return socket.socket.recv_into(self._conn, view)
+
+    def send(self, header: bytes, sealed: bytes) -> None:
+        """Both in one system call when they fit (no copy, no tiny packet)."""
+        sent = socket.socket.sendmsg(self._conn, [header, sealed])
+        if sent < len(header):
+            socket.socket.sendall(self._conn, header[sent:])
+            sent = len(header)
+        if sent - len(header) < len(sealed):
+            socket.socket.sendall(self._conn, memoryview(sealed)[sent - len(header):])
+
+
 def receive(conn: Any, token: str, open_sink: Callable[[], Sink], compression: str,
             progress: Callable[[int], None], stored: Callable[[], bool]) -> int:
-    """The receiving end on an authenticated connection; the bytes stored.
+    """The receiving end on an authenticated TLS connection; the bytes stored.
 
-    The token comes first: the sink is opened only for the right one.  The
-    sink is discarded when anything fails.  C{stored()} is asked, once the
-    sink has everything, whether the transfer still stands (not aborted
-    meanwhile); the sender gets C{OK} only then.
+    The token comes first: only for the right one is the sink opened and
+    the frames' key given.  The sink is discarded when anything fails.
+    C{stored()} is asked, once the sink has everything, whether the
+    transfer still stands (not aborted meanwhile); the sender gets C{OK}
+    only then.
 
     @raise stream.StreamError: the transfer failed (the sender was told why when it could be)
     """
-    reader = stream.Reader(conn.recv_into)
+    tls_reader = stream.Reader(conn.recv_into)
     try:
-        line = reader.line(MAX_TOKEN)
-        if not hmac.compare_digest(line, token.encode("ascii")):
+        line = tls_reader.line(MAX_TOKEN)
+        if not hmac.compare_digest(line, token.encode("ascii")) or tls_reader.pending:
             raise stream.StreamError("the sender presented a wrong token")
+    except stream.ConnectionEnded:
+        raise stream.StreamError("the connection ended before the sender's token") from None
+    except stream.StreamError as exc:
+        _tell(conn, _error_line(exc) + b"\n")
+        raise
+    except OSError as exc:
+        raise stream.StreamError("the connection ended before the sender's token: %s" % exc) from None
+    try:
         sink = open_sink()
+    except stream.StreamError as exc:
+        _tell(conn, _error_line(exc) + b"\n")
+        raise
+    plain = _Plain(conn)
+    key = secrets.token_bytes(stream.KEY_BYTES)
+    answers = stream.Sealer(key, stream.TO_SENDER)
+    try:
         try:
+            conn.sendall(b"GO " + key.hex().encode("ascii") + b"\n")
+
             def write(data: Any) -> None:
                 sink.write(data)
                 progress(len(data))
 
-            total = stream.read_frames(reader, stream.Decompressor(compression), write)
+            opener = stream.Opener(key, stream.TO_RECEIVER)
+            total = stream.read_frames(stream.Reader(plain.recv_into), opener,
+                                       stream.Decompressor(compression), write)
             sink.finish()
             if not stored():
                 raise stream.StreamError("aborted")
@@ -173,36 +221,60 @@ def receive(conn: Any, token: str, open_sink: Callable[[], Sink], compression: s
     except stream.ConnectionEnded:
         raise stream.StreamError("the connection ended before all data arrived") from None
     except stream.StreamError as exc:
-        _answer(conn, b"ER " + str(exc).encode("utf-8", "replace")[:1000] + b"\n")
+        _tell_sealed(plain, answers, _error_line(exc))
         raise
     except OSError as exc:
-        _answer(conn, b"ER " + str(exc).encode("utf-8", "replace")[:1000] + b"\n")
+        _tell_sealed(plain, answers, _error_line(exc))
         raise stream.StreamError("the connection ended before all data arrived: %s" % exc) from None
-    _answer(conn, b"OK\n")
+    _tell_sealed(plain, answers, b"OK")
     return total
 
 
+def _tell_sealed(plain: _Plain, sealer: stream.Sealer, answer: bytes) -> None:
+    try:
+        plain.send(*sealer.seal(stream.ANSWER, answer))
+    except OSError:
+        pass
+
+
 def send(conn: Any, token: str, source: Source, compression: str, progress: Callable[[int], None]) -> int:
-    """The sending end on an authenticated connection; the bytes sent.
+    """The sending end on an authenticated TLS connection; the bytes sent.
     @raise stream.StreamError: the transfer failed
     """
-    reader = stream.Reader(conn.recv_into)
+    tls_reader = stream.Reader(conn.recv_into)
     try:
         conn.sendall(token.encode("ascii") + b"\n")
+        line = tls_reader.line(MAX_ANSWER)
+    except (OSError, stream.ConnectionEnded) as exc:
+        raise stream.StreamError("the connection ended before the receiver took the token: %s" % exc) from None
+    word, _, rest = line.partition(b" ")
+    if word != b"GO":
+        raise stream.StreamError("the receiver refused the data: %s" % rest.decode("utf-8", "replace"))
+    try:
+        key = bytes.fromhex(rest.decode("ascii"))
+    except ValueError:
+        key = b""
+    if len(key) != stream.KEY_BYTES or tls_reader.pending:
+        raise stream.StreamError("the receiver answered garbage")
+    plain = _Plain(conn)
+    sealer = stream.Sealer(key, stream.TO_RECEIVER)
+    try:
         source.start()
         compress = stream.Compressor(compression)
-        total = stream.write_frames(conn.sendall, source.readinto, compress, progress)
+        total = stream.write_frames(plain.send, source.readinto, sealer, compress, progress)
         source.finish()  # a failed export script: no end frame, the receiver discards what it got
         tail = compress.flush()
         if tail:
-            conn.sendall(stream.frame(tail))
-        conn.sendall(stream.end_frame(total))
-        answer = reader.line(MAX_ANSWER)
+            for start in range(0, len(tail), stream.MAX_FRAME):
+                plain.send(*sealer.seal(stream.DATA, tail[start:start + stream.MAX_FRAME]))
+        plain.send(*stream.end_frame(sealer, total))
+        kind, answer = stream.read_frame(stream.Reader(plain.recv_into), stream.Opener(key, stream.TO_SENDER),
+                                         memoryview(bytearray(MAX_ANSWER + stream.TAG)))
     except OSError as exc:
         raise stream.StreamError("the connection ended before the receiver confirmed: %s" % exc) from None
     except stream.ConnectionEnded:
         raise stream.StreamError("the connection ended before the receiver confirmed") from None
-    if answer != b"OK":
+    if kind != stream.ANSWER or answer != b"OK":
         raise stream.StreamError("the receiver refused the data: %s" % answer[3:].decode("utf-8", "replace"))
     return total
 

@@ -1,16 +1,27 @@
 """Disk data streamed node to node: the wire format, sources and sinks.
 
-One transfer is one TLS connection (mutual: the cluster certificate on
-both ends, or, between two clusters, each side's own certificate, which the
-other pins) from the sending node to a listener the receiving node opened
-for it.  The sender first writes C{<token>\\n} (the one-time token the
-receiver gave the master); then the data in frames C{[length: 4 bytes,
-big endian][bytes]}, compressed per the transfer's compression (gzip
-format, in-process); then an end frame of length 0 followed by the count
-of uncompressed bytes (8 bytes, big endian).  The receiver answers one
-line, C{OK\\n} once its sink has stored everything (a file fsynced, or an
-OS import script exited with status 0), or C{ER <reason>\\n}, and closes.
-A connection that ends without the end frame is a failed transfer.
+One transfer is one TCP connection from the sending node to a listener the
+receiving node opened for it.  It starts with a TLS handshake (mutual: the
+cluster certificate on both ends, or, between two clusters, each side's own
+certificate, which the other pins; see L{ganeti.noded.bulk}).  Over TLS,
+the sender writes C{<token>\\n} (the one-time token the receiver gave the
+master); the receiver answers C{GO <key>\\n} (a fresh random 256-bit key,
+hex) or C{ER <reason>\\n} and closes.  The TLS session ends there: the
+data follows on the same connection in frames sealed with AES-256-GCM under
+that key (L{Sealer}), which encrypts and authenticates each frame as TLS
+would, but a megabyte at a time instead of 16 KiB records:
+
+  C{[kind: 1 byte][length: 4 bytes, big endian][sealed data: length bytes]}
+
+the header is the frame's associated data and the nonce counts the frames
+of each direction (L{TO_RECEIVER}, L{TO_SENDER}), so a frame altered,
+dropped, replayed or reordered fails to open.  The sender's frames are
+L{DATA} (the bytes, compressed per the transfer's compression: gzip format,
+in-process) and one L{END} (the count of uncompressed bytes, 8 bytes big
+endian).  The receiver answers one L{ANSWER} frame, C{OK} once its sink has
+stored everything (a file fsynced, or an OS import script exited with
+status 0), or C{ER <reason>}, and closes.  A connection that ends without
+the end frame is a failed transfer.
 
 The bytes are moved by a thread per transfer with blocking sockets
 (L{ganeti.noded.bulk}): the sources and sinks here are blocking too.
@@ -32,11 +43,22 @@ import threading
 import zlib
 from typing import Any, Callable
 
-#: frame header: length of the frame's data
-FRAME = struct.Struct("!I")
-#: after the end frame: uncompressed bytes sent
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+#: frame header: kind, length of the sealed data (plain data and tag)
+HEADER = struct.Struct("!BI")
+#: frame kinds
+DATA, END, ANSWER = 1, 2, 3
+#: the end frame's data: uncompressed bytes sent
 TRAILER = struct.Struct("!Q")
-#: largest frame accepted
+#: nonce: direction, frame number
+NONCE = struct.Struct("!IQ")
+TO_RECEIVER, TO_SENDER = 0, 1
+#: AES-GCM's tag, and the key's length
+TAG = 16
+KEY_BYTES = 32
+#: largest frame data accepted (sealed: L{TAG} more)
 MAX_FRAME = 4 << 20
 #: bytes read from a source per frame
 CHUNK = 1 << 20
@@ -106,12 +128,38 @@ class Decompressor:
         return self._zlib.flush()
 
 
-def frame(data: bytes) -> bytes:
-    return FRAME.pack(len(data)) + data
+class Sealer:
+    """Seals the frames of one direction (the nonce counts them)."""
+
+    def __init__(self, key: bytes, direction: int) -> None:
+        self._aead = AESGCM(key)
+        self._direction = direction
+        self._count = 0
+
+    def seal(self, kind: int, data: Any) -> tuple[bytes, bytes]:
+        """The frame's header and sealed data."""
+        header = HEADER.pack(kind, len(data) + TAG)
+        nonce = NONCE.pack(self._direction, self._count)
+        self._count += 1
+        return header, self._aead.encrypt(nonce, data, header)
 
 
-def end_frame(total: int) -> bytes:
-    return FRAME.pack(0) + TRAILER.pack(total)
+class Opener:
+    """Opens the frames of one direction, in order."""
+
+    def __init__(self, key: bytes, direction: int) -> None:
+        self._aead = AESGCM(key)
+        self._direction = direction
+        self._count = 0
+
+    def open(self, header: bytes, sealed: Any) -> bytes:
+        """@raise StreamError: the frame was not sealed with this key as the next one"""
+        nonce = NONCE.pack(self._direction, self._count)
+        self._count += 1
+        try:
+            return self._aead.decrypt(nonce, sealed, header)
+        except InvalidTag:
+            raise StreamError("a frame failed authentication (altered, forged or out of order)") from None
 
 
 class Reader:
@@ -123,6 +171,11 @@ class Reader:
     def __init__(self, recv_into: Callable[[memoryview], int]) -> None:
         self._recv_into = recv_into
         self._pending = b""  # received after a line, not yet asked for
+
+    @property
+    def pending(self) -> bool:
+        """Whether bytes were received beyond what was asked for."""
+        return bool(self._pending)
 
     def line(self, limit: int) -> bytes:
         """The next line, without its newline.
@@ -159,29 +212,39 @@ class Reader:
             done += count
 
 
-def read_frames(reader: Reader, decompress: Decompressor, write: Callable[[Any], None]) -> int:
-    """Receive frames up to the end frame, passing their (decompressed) data
-    to C{write}; the bytes written.
-    @raise StreamError: a frame too large, a cut or corrupt stream, a count
-        that differs from the sender's
+def read_frame(reader: Reader, opener: Opener, buf: memoryview) -> tuple[int, bytes]:
+    """The next frame: its kind and data (C{buf}: room for L{MAX_FRAME} + L{TAG} bytes).
+    @raise StreamError: a frame too large, unknown or not authentic
     """
-    head = memoryview(bytearray(FRAME.size + TRAILER.size))
-    buf = memoryview(bytearray(MAX_FRAME))
+    header = bytearray(HEADER.size)
+    reader.exact(memoryview(header))
+    kind, length = HEADER.unpack(header)
+    if kind not in (DATA, END, ANSWER) or not TAG <= length <= MAX_FRAME + TAG:
+        raise StreamError("a frame of kind %d and %d bytes is not valid" % (kind, length))
+    reader.exact(buf[:length])
+    return kind, opener.open(bytes(header), buf[:length])
+
+
+def read_frames(reader: Reader, opener: Opener, decompress: Decompressor, write: Callable[[Any], None]) -> int:
+    """Receive L{DATA} frames up to the L{END} frame, passing their
+    (decompressed) data to C{write}; the bytes written.
+    @raise StreamError: a cut, corrupt or forged stream, a count that differs from the sender's
+    """
+    buf = memoryview(bytearray(MAX_FRAME + TAG))
     total = 0
     while True:
-        reader.exact(head[:FRAME.size])
-        (length,) = FRAME.unpack(head[:FRAME.size])
-        if length > MAX_FRAME:
-            raise StreamError("frame of %d bytes is larger than %d" % (length, MAX_FRAME))
-        if not length:
+        kind, data = read_frame(reader, opener, buf)
+        if kind == END:
             break
-        reader.exact(buf[:length])
-        out = decompress.feed(buf[:length])
+        if kind != DATA:
+            raise StreamError("unexpected frame of kind %d" % kind)
+        out = decompress.feed(data)
         if len(out):
             write(out)
             total += len(out)
-    reader.exact(head[FRAME.size:])
-    (sent,) = TRAILER.unpack(head[FRAME.size:])
+    if len(data) != TRAILER.size:
+        raise StreamError("the end frame is not valid")
+    (sent,) = TRAILER.unpack(data)
     tail = decompress.flush()
     if tail:
         write(tail)
@@ -191,25 +254,28 @@ def read_frames(reader: Reader, decompress: Decompressor, write: Callable[[Any],
     return total
 
 
-def write_frames(sendall: Callable[[Any], None], readinto: Callable[[memoryview], int], compress: Compressor,
-                 progress: Callable[[int], None]) -> int:
-    """Send what C{readinto} gives, in frames, until it gives 0 bytes; the
-    bytes read.  No end frame (the source must be checked first)."""
-    buf = memoryview(bytearray(FRAME.size + CHUNK))
+def write_frames(send: Callable[[bytes, bytes], None], readinto: Callable[[memoryview], int], sealer: Sealer,
+                 compress: Compressor, progress: Callable[[int], None]) -> int:
+    """Send what C{readinto} gives, in L{DATA} frames, until it gives 0
+    bytes; the bytes read.  No end frame (the source must be checked first).
+
+    @param send: sends a header and sealed data
+    """
+    buf = memoryview(bytearray(CHUNK))
     total = 0
     while True:
-        count = readinto(buf[FRAME.size:])
+        count = readinto(buf)
         if not count:
             return total
         total += count
         progress(count)
-        if compress.passthrough:  # header and data in one write: no copy, no tiny TLS record
-            FRAME.pack_into(buf, 0, count)
-            sendall(buf[:FRAME.size + count])
-            continue
-        out = compress.feed(buf[FRAME.size:FRAME.size + count])
-        if out:
-            sendall(FRAME.pack(len(out)) + bytes(out))
+        out = compress.feed(buf[:count])
+        for start in range(0, len(out), MAX_FRAME):
+            send(*sealer.seal(DATA, out[start:start + MAX_FRAME]))
+
+
+def end_frame(sealer: Sealer, total: int) -> tuple[bytes, bytes]:
+    return sealer.seal(END, TRAILER.pack(total))
 
 
 def send_all_fd(fd: int, data: Any) -> None:
