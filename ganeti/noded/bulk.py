@@ -263,11 +263,7 @@ def send(conn: Any, token: str, source: Source, compression: str, progress: Call
         compress = stream.Compressor(compression)
         total = stream.write_frames(plain.send, source.readinto, sealer, compress, progress)
         source.finish()  # a failed export script: no end frame, the receiver discards what it got
-        tail = compress.flush()
-        if tail:
-            for start in range(0, len(tail), stream.MAX_FRAME):
-                plain.send(*sealer.seal(stream.DATA, tail[start:start + stream.MAX_FRAME]))
-        plain.send(*stream.end_frame(sealer, total))
+        stream.write_end(plain.send, sealer, compress, total)
         kind, answer = stream.read_frame(stream.Reader(plain.recv_into), stream.Opener(key, stream.TO_SENDER),
                                          memoryview(bytearray(MAX_ANSWER + stream.TAG)))
     except OSError as exc:

@@ -274,8 +274,12 @@ def write_frames(send: Callable[[bytes, bytes], None], readinto: Callable[[memor
             send(*sealer.seal(DATA, out[start:start + MAX_FRAME]))
 
 
-def end_frame(sealer: Sealer, total: int) -> tuple[bytes, bytes]:
-    return sealer.seal(END, TRAILER.pack(total))
+def write_end(send: Callable[[bytes, bytes], None], sealer: Sealer, compress: Compressor, total: int) -> None:
+    """What the compressor kept, then the end frame (C{total}: the bytes read)."""
+    tail = compress.flush()
+    for start in range(0, len(tail), MAX_FRAME):
+        send(*sealer.seal(DATA, tail[start:start + MAX_FRAME]))
+    send(*sealer.seal(END, TRAILER.pack(total)))
 
 
 def send_all_fd(fd: int, data: Any) -> None:
