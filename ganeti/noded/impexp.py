@@ -8,7 +8,8 @@ Transfers (the wire format is in L{ganeti.noded.stream})::
       that must present C{token}; the data goes to C{dest}.
   impexp_send [spec] -> {"id"}
       spec: {"host", "port", "token", "source": IO, "compress": str}
-  impexp_status [[id, ...]] -> [status or None, ...]
+  impexp_status [[id, ...], wait] -> [status or None, ...]
+      (answered when one of them ends, or after C{wait} seconds: optional, default 0)
       status: {"id", "kind", "done", "success", "error", "bytes", "elapsed", "rate"}
   impexp_abort [[id, ...]] -> None     stop, remove what a receiver wrote, forget
   impexp_cleanup [[id, ...]] -> None   forget finished transfers
@@ -57,6 +58,7 @@ import socket
 import threading
 from typing import Any, Callable
 
+from twisted.internet import defer
 from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
 
@@ -87,6 +89,8 @@ LEASE = 120.0
 #: default seconds a listener waits for its connection
 CONNECT_TIMEOUT = 60.0
 MAX_CONNECT_TIMEOUT = 3600.0
+#: longest wait of a status request for a transfer's end
+MAX_STATUS_WAIT = 30.0
 #: finished transfers kept for status requests, at most
 MAX_FINISHED = 256
 EXPORT_CONF_FILE = "config.ini"
@@ -143,7 +147,20 @@ class Transfer:
         self.done = False
         self.error: str | None = None
         self._aborts: list[Callable[[], Any]] = []
+        self._waiters: list[Callable[[], Any]] = []
         self.lease: Any = None
+
+    def on_end(self, waiter: Callable[[], Any]) -> None:
+        """Call C{waiter} once the transfer is done (at once if it is)."""
+        if self.done:
+            waiter()
+        else:
+            self._waiters.append(waiter)
+
+    def _ended(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter()
 
     def on_abort(self, hook: Callable[[], Any]) -> None:
         """Call C{hook} when the transfer fails or is aborted (undo what it made)."""
@@ -154,6 +171,7 @@ class Transfer:
             self.done, self.ended = True, self._clock.seconds()
             self._aborts.clear()
             self.log.info("transfer {id} ({what}) done: {bytes} bytes", id=self.id, what=self.what, bytes=self.bytes)
+            self._ended()
 
     def fail(self, message: str) -> None:
         if self.done:
@@ -166,6 +184,7 @@ class Transfer:
                 hook()
             except Exception:
                 self.log.failure("cleaning up transfer {id}", id=self.id)
+        self._ended()
 
     def status(self) -> dict[str, Any]:
         end = self.ended if self.ended is not None else self._clock.seconds()
@@ -456,9 +475,32 @@ class ImpExpProcedures:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
         return ids
 
-    def impexp_status(self, ids: Any) -> list[dict[str, Any] | None]:
+    def impexp_status(self, ids: Any, wait: Any = 0) -> Any:
+        """The transfers' status; with C{wait} (seconds), once one of them
+        ends, or after C{wait} seconds if none does (the master learns of the
+        end at once without asking often)."""
+        ids = self._ids(ids)
+        _check(isinstance(wait, (int, float)) and not isinstance(wait, bool) and 0 <= wait <= MAX_STATUS_WAIT,
+               "Invalid wait %r" % (wait,))
+        running = [self._transfers[tid] for tid in ids if tid in self._transfers and not self._transfers[tid].done]
+        if not wait or not running:
+            return self._status(ids)
+        ended: defer.Deferred[None] = defer.Deferred()
+
+        def wake() -> None:
+            if not ended.called:
+                if timer.active():
+                    timer.cancel()
+                ended.callback(None)
+
+        timer = self._reactor.callLater(wait, wake)
+        for transfer in running:
+            transfer.on_end(wake)
+        return ended.addCallback(lambda _: self._status(ids))
+
+    def _status(self, ids: list[str]) -> list[dict[str, Any] | None]:
         out: list[dict[str, Any] | None] = []
-        for tid in self._ids(ids):
+        for tid in ids:
             transfer = self._transfers.get(tid)
             if transfer is None:
                 out.append(None)

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import crypto
 from ganeti.noded import bulk, impexp, stream
+from ganeti.noded.failure import RpcFailure
 from ganeti.rpc.tls import Credentials
 
 TOKEN = "ab" * 32
@@ -304,3 +305,27 @@ class LeaseTests(SynchronousTestCase):
         clock.advance(2)
         self.assertEqual(removed, [True])
         self.assertIn("abandoned", transfer.status()["error"])
+
+    def test_a_status_request_can_wait_for_the_end(self) -> None:
+        clock = Clock()
+        procs = impexp.ImpExpProcedures(None, clock, None)
+        transfer = procs._new("import", "test")
+        answered: list[Any] = []
+        procs.impexp_status([transfer.id], 5.0).addCallback(answered.append)
+        clock.advance(1)
+        self.assertEqual(answered, [])  # not done: the answer waits
+        transfer.succeed()
+        self.assertEqual([status["success"] for status in answered[0]], [True])  # at once when it ends
+        self.assertEqual(len(answered), 1)
+
+    def test_a_waiting_status_request_is_answered_after_its_wait(self) -> None:
+        clock = Clock()
+        procs = impexp.ImpExpProcedures(None, clock, None)
+        transfer = procs._new("import", "test")
+        answered: list[Any] = []
+        procs.impexp_status([transfer.id], 2.0).addCallback(answered.append)
+        clock.advance(2)
+        self.assertEqual([status["done"] for status in answered[0]], [False])
+        transfer.fail("later")  # a late end answers nothing twice
+        self.assertEqual(len(answered), 1)
+        self.assertRaises(RpcFailure, procs.impexp_status, [transfer.id], -1)
