@@ -27,6 +27,7 @@ from twisted.internet import reactor
 
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok, serial_of
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
+from tests.integration.test_failover import cluster_config, gnt_cluster, master_of, ready_cluster, stop_master_daemons
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -294,9 +295,6 @@ async def test_ganeti_master_failover_against_our_nodes(root):
     gets our nodes' votes (RPC master_node_name: with voting, a majority must
     answer), then stops with its own clear error before changing anything;
     ours fails over and Ganeti's tools follow."""
-    from tests.integration.test_failover import cluster_config, gnt_cluster, master_of, ready_cluster, \
-        stop_master_daemons
-
     workdir = tempfile.mkdtemp(prefix="gntf")
     async with LoopbackCluster(reactor, root, cluster_config(), prefix="gntf") as cluster:
         roots = cluster.roots
