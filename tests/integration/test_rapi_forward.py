@@ -7,7 +7,8 @@ without it).
 
 A 3-node loopback cluster: node1 master, node2 candidate, node3 a plain
 node until promoted; every RAPI listens on its node's address and the same
-free port (C{$GANETI_RAPI_PORT}, inherited by the nodes' NodeD).
+free port (C{$GANETI_RAPI_PORT}, inherited by the nodes' NodeD).  The
+users file is the master's, which its WConfD gives every node.
 """
 
 from __future__ import annotations
@@ -86,12 +87,13 @@ async def test_rapi_follows_roles_and_serves_from_any_candidate_across_a_failove
         n1, n2, n3 = cluster.nodes.values()
         try:
             with_identities(cluster)
+            # the master's WConfD gives every node RAPI's certificate and users file
             await cluster.until(lambda: serial_of(roots[1]) and all(master_of(p) == "node1.test" for p in roots)
-                                and all(os.path.exists(p.rapi_pem) for p in roots), timeout=30)
-            for paths in roots[1:]:  # what the master's wconfd does not push: the users file
-                os.makedirs(os.path.dirname(paths.rapi_users), exist_ok=True)
-                with open(paths.rapi_users, "w") as handle:
-                    handle.write(users)
+                                and all(os.path.exists(p.rapi_pem) and os.path.exists(p.rapi_users) for p in roots),
+                                timeout=30)
+            for paths in roots[1:]:
+                with open(paths.rapi_users) as handle:
+                    assert handle.read() == users
             cluster.rapi.stop()  # the master's and node2's RAPI as ganeti-daemons starts them
             for paths in roots[:2]:
                 assert daemons.start(paths, ["ganeti-rapi"], out=lambda _line: None) == 0
