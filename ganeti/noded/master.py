@@ -1,7 +1,7 @@
 """Node procedures of a master failover (Ganeti's names, and two of ours).
 
 Ganeti's: C{node_stop_master} (stops LuxiD and WConfD on this node; RAPI
-stays: on a candidate it forwards to the new master),
+stays, or starts again: on a candidate it forwards to the new master),
 C{node_start_master_daemons(no_voting)} (starts WConfD, RAPI when this node
 has RAPI's certificate, and LuxiD), C{node_activate_master_ip} and
 C{node_deactivate_master_ip} (C{ip address add/del} of the master IP on
@@ -123,11 +123,16 @@ class MasterProcedures:
 
     def node_stop_master(self) -> Any:
         """Stop LuxiD and WConfD here (those not running are fine); RAPI
-        keeps running and forwards to the new master."""
+        keeps running, or starts again if it is not (this node has its
+        certificate), and forwards to the new master.  A RAPI that does not
+        start is reported in the answer, not as a failure: the master role
+        is stopped."""
         lines: list[str] = []
 
         def stop() -> list[str]:
             daemons.stop(self.paths, ["ganeti-luxid", "ganeti-wconfd"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            if os.path.exists(self.paths.rapi_pem):
+                daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
             return lines
 
         return self._in_thread(stop)

@@ -111,10 +111,13 @@ async def test_rapi_follows_roles_and_serves_from_any_candidate_across_a_failove
             seen = await threads.deferToThread(ganeti_client, n3, port)
             assert seen["info"] == "node1.test" and seen["job_status"] == "success"
 
+            # the old master's RAPI, down before the failover, runs again after it
+            daemons.stop(roots[0], ["ganeti-rapi"], out=lambda _line: None)
             done = gnt_cluster(cluster, roots[1], "master-failover")
             assert done.returncode == 0, (done.stdout, done.stderr)
             assert master_of(roots[0]) == "node2.test"
-            # node2's RAPI serves locally now; the old master's stayed up and forwards to node2
+            assert rapi_up(roots[0], n1, port)
+            # node2's RAPI serves locally now; the old master's forwards to node2
             for address in (n2, n1):
                 seen = await threads.deferToThread(ganeti_client, address, port)
                 assert seen["info"] == "node2.test" and seen["job_status"] == "success", (address, seen)
