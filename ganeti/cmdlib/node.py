@@ -291,10 +291,27 @@ class LUNodeAdd(LogicalUnit):
             node = Node(name=name, uuid=new_uuid(), powered=True, **changes)
             await self.add("node", node)
         if self.master_candidate:
+            await self._give_ancillary_files(name, ip)
             await tell_roles(self, [node], promoted=True)
         elif self.existing is not None and self.existing.master_candidate:
             await tell_roles(self, [node], promoted=False)
         return None
+
+
+    async def _give_ancillary_files(self, name: str, ip: str) -> None:
+        """Give a new candidate the cluster-wide files now (Ganeti's
+        RedistributeAncillaryFiles): its RAPI needs the certificate before it
+        starts, and WConfD sends them only after this job."""
+        paths = self.ctx.paths
+        if paths is None:
+            return
+        from ganeti.wconfd.replication import ancillary_files
+
+        rpc = self.ctx.rpc()
+        for details in ancillary_files(paths):
+            answer = (await rpc.call({name: ip}, "upload_file", [details]))[name]
+            if answer.failed:
+                await self.log_warning("Copy of %s to node %s failed: %s", details[0], name, answer.fail_msg)
 
 
 def _valid_ip(text: str) -> bool:
