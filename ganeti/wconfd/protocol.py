@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 from ganeti import errors
 from ganeti.locking import CONFIG_LOCK, Owner
 from ganeti.wconfd import commands as c
+from ganeti.wconfd.ganeti_front import FIRST_BYTE, GanetiFront
 from ganeti.wconfd.service import (
     WConfdService,
     add_answer,
@@ -67,6 +68,20 @@ class WConfdProtocol(amp.AMP):
     def connectionMade(self) -> None:
         super().connectionMade()
         self.peer_pid = peer_pid(self.transport)
+        self._front: GanetiFront | None = None
+        self._sniffed = False
+
+    def dataReceived(self, data: bytes) -> None:
+        """AMP, unless the first byte says Ganeti's own WConfD client
+        (L{ganeti.wconfd.ganeti_front})."""
+        if not self._sniffed and data:
+            self._sniffed = True
+            if data[:1] == FIRST_BYTE and self.transport is not None:
+                self._front = GanetiFront(self.service, self.transport.write)
+        if self._front is not None:
+            self._front.feed(data)
+            return
+        super().dataReceived(data)
 
     # --- plumbing ---------------------------------------------------------
     def dispatchCommand(self, box: Any) -> Deferred:

@@ -632,6 +632,15 @@ class WConfdService(Service):
         self._release(owner, release)
         return stored, store.serial_no
 
+    async def update_cluster(self, data: Any) -> Any:
+        """Replace the cluster object for a client outside the lock manager
+        (Ganeti's own tools, L{ganeti.wconfd.ganeti_front}), as Ganeti's
+        WConfD does: its C{serial_no} must be the stored one."""
+        self._writable()
+        stored, record = self.config_store.update("cluster", data)
+        await self._commit(record)
+        return stored
+
     async def add_entity(
         self, owner: Owner, kind: str, data: Any, disks: list[Any], release: list[str], rid: int | None = None
     ) -> tuple[Any, int]:
