@@ -21,7 +21,7 @@ from ganeti.paths import Paths
 from ganeti.voting import VotingGate, add_options, check_options
 from ganeti.wconfd.death import holds_lock
 from ganeti.wconfd.protocol import wconfd_factory
-from ganeti.wconfd.replication import ConfigPusher
+from ganeti.wconfd.replication import MAJORITY_TIMEOUT, ConfigPusher
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
@@ -40,6 +40,9 @@ class Options(usage.Options):
         ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", positive_float],
         ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", positive_float],
         ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
+        ["majority-timeout", None, MAJORITY_TIMEOUT,
+         "Seconds a config change waits for a majority of the master candidates to hold it before it is "
+         "refused with an error (default %g)." % MAJORITY_TIMEOUT, positive_float],
     ]
     optFlags = add_options([])
 
@@ -89,7 +92,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
             service.read_config,
             port=options["rpc-port"],
             values=values,
+            majority_timeout=options["majority-timeout"],
         )
+        service.quorum = next_stage.majority  # a change is acknowledged once a majority of candidates hold it
     service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), next_stage, values)
     root.addService(PidFileService(pid_fd))
     # start-up voting: the config and its socket only once a majority names this node master
