@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from ganeti.jobs import replicas
@@ -356,9 +356,20 @@ class JobReplicator:
         if not targets:
             return 1, 1
         named = [(name, content) for name, content in ((self._name(p), c) for p, c in files) if name is not None]
-        results = await DeferredList([Deferred.fromCoroutine(self._push_now(r, named)) for r in targets])
-        holders = sum(1 for ok, held in results if ok and held)
-        return holders + 1, len(targets) + 1
+        total = len(targets) + 1
+        counts = {"holders": 1, "answered": 0}
+        enough: Deferred = Deferred()
+
+        def answered(held: Any) -> None:
+            counts["answered"] += 1
+            counts["holders"] += 1 if held is True else 0
+            if not enough.called and (counts["holders"] >= total // 2 + 1 or counts["answered"] == len(targets)):
+                enough.callback(None)  # a majority holds them: the slower candidates do not delay the answer
+
+        for replica in targets:
+            Deferred.fromCoroutine(self._push_now(replica, named)).addBoth(answered)
+        await enough
+        return counts["holders"], total
 
     async def _push_now(self, replica: Replica, files: list[tuple[str, bytes]]) -> bool:
         from ganeti.rpc import wire

@@ -141,3 +141,19 @@ class FinalStatusTests(SynchronousTestCase):
         self.settle()
         self.assertNoResult(d)
         self.assertEqual(self.replicator.holders("job-%d" % job_id, "x"), (1, 3))
+
+    def test_a_frozen_candidate_does_not_delay_a_submission(self) -> None:
+        self.fake.frozen.add("node3.test")
+        d = ensureDeferred(self.service.submit([DELAY]))
+        ((ok, job_id),) = self.successResultOf(d)  # node1 and node2 hold it: a majority
+        self.assertTrue(ok)
+        self.assertIn("job-%d" % job_id, self.fake.queues["node2.test"])
+        self.fake.thaw("node3.test")
+        self.settle()
+        self.assertIn("job-%d" % job_id, self.fake.queues["node3.test"])
+
+    def test_without_a_majority_a_submission_is_refused(self) -> None:
+        self.fake.down.update(self.nodes)
+        d = ensureDeferred(self.service.submit([DELAY]))
+        self.assertIn("not replicated to a majority", str(self.failureResultOf(d).value))
+        self.assertEqual(self.service.live_jobs(), {})
