@@ -73,7 +73,7 @@ class FinalStatusTests(SynchronousTestCase):
 
     def run_job(self, job_id: int, status: str) -> None:
         """The job's process writes its file with C{status}; LuxiD sees it (inotify)."""
-        self.service.processes[job_id] = object()  # type: ignore[assignment]
+        self.service.processes[job_id] = object()
         job = QueuedJob.from_dict(self.queue.read_job(job_id).to_dict())
         job.ops[0].status = status
         if status == "success":

@@ -106,7 +106,7 @@ class MajorityTests(SynchronousTestCase):
             self.snapshots += 1
             return b"config %d" % self.serial, self.serial
 
-        self.pusher = ConfigPusher(Paths("/nonexistent-root"), self.reactor, lambda: config, snapshot,  # type: ignore[arg-type,return-value]
+        self.pusher = ConfigPusher(Paths("/nonexistent-root"), self.reactor, lambda: config, snapshot,
                                    rpc=self.rpc, majority_timeout=30.0, values=lambda _c: {})
 
     def commit(self) -> Deferred:
