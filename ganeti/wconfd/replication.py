@@ -84,6 +84,8 @@ class ConfigPusher:
         #: number of config.data uploads sent (tests, benchmarks)
         self.uploads = 0
         self._offered = 0
+        #: the newest serial an upload was started with
+        self._sending = 0
         self._preparing = False
         self._next: tuple[bytes, int] | None = None
         self._wanted = 0
@@ -201,10 +203,12 @@ class ConfigPusher:
 
     def _want_snapshot(self) -> None:
         """A waiter needs a newer config than the one offered: offer the current
-        one, once a candidate is free to take it (changes meanwhile join it)."""
+        one.  While every candidate is busy, at most one config is prepared
+        ahead (changes meanwhile join the next one)."""
         if self._preparing or self._wanted <= self._offered:
             return
-        if all(name in self._busy for name in self.candidates()):
+        unsent = self.ready is not None and self.ready[0] > self._sending
+        if unsent and all(name in self._busy for name in self.candidates()):
             return
         data, serial = self.snapshot()
         self.offer(data, serial)
@@ -260,7 +264,9 @@ class ConfigPusher:
         try:
             while self.ready is not None and self.held.get(name, 0) < self.ready[0]:
                 serial, details = self.ready
+                self._sending = max(self._sending, serial)
                 self.uploads += 1
+                self._want_snapshot()  # prepare the next one meanwhile
                 result = (await self.rpc().call({name: address}, "upload_file", [details], timeout=PUSH_TIMEOUT))[name]
                 if result.failed:
                     if name not in self.lagging:
