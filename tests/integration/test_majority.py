@@ -10,7 +10,6 @@ do not come) and thawed with SIGCONT.
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 import pytest_twisted
@@ -65,9 +64,7 @@ async def test_changes_and_final_statuses_wait_for_a_majority(root):
 
             # node3 frozen: node1 and node2 are a majority, changes and jobs go on
             freeze(2)
-            started = time.monotonic()
-            await client.add(owner, "nodegroup", group("rack3"))
-            assert time.monotonic() - started < MAJORITY_TIMEOUT
+            await client.add(owner, "nodegroup", group("rack3"))  # (refused after MAJORITY_TIMEOUT otherwise)
             assert serial_of(roots[1]) >= await client.read_serial()
             ((ok, quick),) = await threads.deferToThread(luxi.submit_many_jobs, [quick_job()])
             assert ok
@@ -94,9 +91,7 @@ async def test_changes_and_final_statuses_wait_for_a_majority(root):
             newest = await client.read_serial()
             assert newest > before  # the refused change stays on the master ...
             await cluster.until(lambda: all(serial_of(r) == newest for r in roots[1:]), timeout=40)  # ... and spreads
-            started = time.monotonic()
             await client.add(owner, "nodegroup", group("rack5"))
-            assert time.monotonic() - started < MAJORITY_TIMEOUT
         finally:
             thaw()
             luxi.close()
