@@ -22,6 +22,8 @@ import sys
 import time
 from typing import IO, Any, Sequence
 
+from ganeti.jobs import lifecycle
+
 # Twisted is imported only by the daemon-side functions: the gnt-* commands
 # write commands.log through this module and must start fast.
 
@@ -118,7 +120,7 @@ class JobsLog:
         statuses (a job going from C{waiting} to C{running}, C{canceling})
         write nothing.
         """
-        phase = "done" if finalized else "started" if status in ("waiting", "running") else "queued"
+        phase = "done" if finalized else "started" if status in (lifecycle.WAITING, lifecycle.RUNNING) else "queued"
         if self._seen.get(job_id) == phase:
             return
         self._seen[job_id] = phase

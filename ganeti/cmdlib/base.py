@@ -43,7 +43,7 @@ from twisted.internet.task import deferLater
 
 from ganeti import errors
 from ganeti.asyncutil import Network
-from ganeti.jobs import model
+from ganeti.jobs import lifecycle
 from ganeti.locking.names import (
     LEVEL_CLUSTER,
     LEVEL_INSTANCE,
@@ -165,7 +165,7 @@ class OpContext:
         if rpc is not None and hasattr(rpc, "close"):
             await rpc.close()
 
-    def feedback(self, message: Any, kind: str = model.ELOG_MESSAGE) -> Any:
+    def feedback(self, message: Any, kind: str = lifecycle.ELOG_MESSAGE) -> Any:
         """Add C{message} to the opcode's log.
 
         The job file gets the entry at the next turn of the reactor (with

@@ -35,7 +35,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.client import format_unit
+from ganeti.client.formatting import format_unit
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODE_RES, Feedback, register
 from ganeti.cmdlib.instance_ops import InstanceLU

@@ -38,7 +38,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.cmdlib.instance_migration import node_states, plan_evacuation, uuid_of
 from ganeti.cmdlib.instance_utils import ADMIN_UP, DT_FILE, expand_instance, instance_memory, node_name
-from ganeti.jobs.followup import ResultWithJobs
+from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 
 

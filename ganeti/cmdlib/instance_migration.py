@@ -105,7 +105,7 @@ from ganeti.cmdlib.instance_utils import (
     secondary_nodes,
     start_instance_on,
 )
-from ganeti.jobs.followup import ResultWithJobs
+from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
 from ganeti.rpc import instances as rpc_inst

@@ -24,6 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from ganeti import errors
+from ganeti.jobs import lifecycle
 
 RIE_VERSION = 0
 RIE_HANDSHAKE = "Hi, I'm Ganeti"
@@ -31,7 +32,7 @@ RIE_HANDSHAKE = "Hi, I'm Ganeti"
 RIE_CERT_VALIDITY = 86400
 SIGNATURE_HEADER = "X-Ganeti-Signature"
 #: the job log type of the destination's listening information
-ELOG_REMOTE_IMPORT = "remote-import"
+ELOG_REMOTE_IMPORT = lifecycle.ELOG_REMOTE_IMPORT
 
 _SALT_RE = re.compile(r"^[a-zA-Z0-9]+$")
 _SIGNATURE_RE = re.compile(r"^%s:\s*(?P<salt>[a-zA-Z0-9]+)/(?P<sign>[a-fA-F0-9]+)$" % re.escape(SIGNATURE_HEADER))

@@ -12,7 +12,7 @@ from typing import Any
 from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
-from ganeti.jobs import model
+from ganeti.jobs import lifecycle
 
 #: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
 JQT_EXPANDNAMES = "expandnames"
@@ -79,7 +79,7 @@ class LUTestDelay(LogicalUnit):
         sock = NotifySocket(clock)
         path = sock.listen()
         try:
-            await self.ctx.feedback([path], model.ELOG_DELAY_TEST)
+            await self.ctx.feedback([path], lifecycle.ELOG_DELAY_TEST)
             await sock.wait_connected(duration)
         except TimeoutError:
             return False
@@ -153,7 +153,7 @@ class LUTestJqueue(LogicalUnit):
         sock = NotifySocket(self.ctx.clock)
         path = sock.listen()
         try:
-            await self.ctx.feedback([path, test, arg], model.ELOG_JQUEUE_TEST)
+            await self.ctx.feedback([path, test, arg], lifecycle.ELOG_JQUEUE_TEST)
             try:
                 await sock.wait_connected(self.CONNECT_TIMEOUT)
             except TimeoutError:

@@ -112,7 +112,7 @@ class LUClusterVerify(LogicalUnit):
             lookup_group(self.cfg, self.op["group_name"])
 
     async def exec_(self, feedback: Feedback) -> Any:
-        from ganeti.jobs.followup import ResultWithJobs
+        from ganeti.jobs.lifecycle import ResultWithJobs
 
         return ResultWithJobs(verify_jobs(self.cfg, self.op))
 

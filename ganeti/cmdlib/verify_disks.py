@@ -96,7 +96,7 @@ class LUClusterVerifyDisks(LogicalUnit):
         self.share_all()
 
     async def exec_(self, feedback: Feedback) -> Any:
-        from ganeti.jobs.followup import ResultWithJobs
+        from ganeti.jobs.lifecycle import ResultWithJobs
 
         groups = sorted(self.cfg.nodegroups[u].name or u for u in self.owned_locks(LEVEL_NODEGROUP)
                         if u in self.cfg.nodegroups)

@@ -11,6 +11,9 @@ Each submitted opcode inherits from the one that submitted it, unless it
 sets them itself: its submission priority, its debug level, and its reason
 trail (the parent's entries come first); its C{comment} says which job
 submitted it.
+
+L{ResultWithJobs} itself is defined in L{ganeti.jobs.lifecycle}, so that
+logical units return it without importing this module.
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Awaitable, Callable
 
-import attrs
-
 from ganeti import errors
+from ganeti.jobs.lifecycle import ResultWithJobs
 
 #: the result key listing the submitted jobs
 JOB_IDS_KEY = "jobs"
@@ -28,17 +30,7 @@ JOB_IDS_KEY = "jobs"
 #: C{submit(jobs) -> [[True, id] | [False, why], ...]}
 Submitter = Callable[[list[list[dict[str, Any]]]], Awaitable[list[Any]]]
 
-
-@attrs.frozen
-class ResultWithJobs:
-    """What an LU returns to have C{jobs} submitted after it.
-
-    @ivar jobs: the jobs, each a list of opcode dicts (C{{"OP_ID": ...}}).
-    @ivar other: more keys for the opcode's result dict.
-    """
-
-    jobs: list[list[dict[str, Any]]]
-    other: dict[str, Any] = attrs.Factory(dict)
+__all__ = ["JOB_IDS_KEY", "ResultWithJobs", "Submitter", "luxi_submitter", "prepare", "submit"]
 
 
 def prepare(parent: dict[str, Any], jobs: list[list[dict[str, Any]]], job_id: int | None) -> list[list[dict[str, Any]]]:

@@ -13,32 +13,34 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import serializer
+from ganeti.jobs import lifecycle
 
-# --- statuses (jobs and opcodes share them; the order matters) -------------
-QUEUED = "queued"
-WAITING = "waiting"
-CANCELING = "canceling"
-RUNNING = "running"
-CANCELED = "canceled"
-SUCCESS = "success"
-ERROR = "error"
-STATUS_ORDER = (QUEUED, WAITING, CANCELING, RUNNING, CANCELED, SUCCESS, ERROR)
-PENDING = frozenset({QUEUED, WAITING, CANCELING})
-FINALIZED = frozenset({CANCELED, SUCCESS, ERROR})
-
-# --- priorities (lower = more urgent) ---------------------------------------
-PRIO_HIGHEST = -20
-PRIO_HIGH = -10
-PRIO_NORMAL = PRIO_DEFAULT = 0
-PRIO_LOW = 10
-PRIO_LOWEST = 19
-PRIO_SUBMIT_VALID = frozenset({PRIO_HIGH, PRIO_NORMAL, PRIO_LOW})
-
-# --- log entry types ----------------------------------------------------------
-ELOG_MESSAGE = "message"
-ELOG_REMOTE_IMPORT = "remote-import"
-ELOG_JQUEUE_TEST = "jqueue-test"
-ELOG_DELAY_TEST = "delay-test"
+# The statuses, priorities and log types are those of the lifecycle, kept
+# importable from here (model.SUCCESS, model.FINALIZED, ...).
+from ganeti.jobs.lifecycle import (  # noqa: F401
+    CANCELED,
+    CANCELING,
+    ELOG_DELAY_TEST,
+    ELOG_JQUEUE_TEST,
+    ELOG_MESSAGE,
+    ELOG_REMOTE_IMPORT,
+    ERROR,
+    FINALIZED,
+    PENDING,
+    PRIO_DEFAULT,
+    PRIO_HIGH,
+    PRIO_HIGHEST,
+    PRIO_LOW,
+    PRIO_LOWEST,
+    PRIO_NORMAL,
+    PRIO_SUBMIT_VALID,
+    QUEUED,
+    RUNNING,
+    STATUS_ORDER,
+    SUCCESS,
+    WAITING,
+    status_index,
+)
 
 Timestamp = list[int]
 
@@ -73,6 +75,8 @@ class QueuedOpCode:
     def from_dict(cls, data: dict[str, Any]) -> QueuedOpCode:
         if not isinstance(data, dict) or not isinstance(data.get("input"), dict):
             raise ValueError("an opcode entry needs an 'input' object")
+        if "status" in data and not lifecycle.is_status(data["status"]):
+            raise ValueError("unknown opcode status %r" % (data["status"],))
         known = {k: data[k] for k in cls._FIELDS if k in data}
         if known.get("log") is None:
             known["log"] = []
@@ -153,18 +157,7 @@ class QueuedJob:
     @property
     def status(self) -> str:
         """The job status from its opcodes' (spec/jobs.md section 1)."""
-        candidate = QUEUED
-        all_success = True
-        for op in self.ops:
-            if op.status in (ERROR, CANCELING, CANCELED):
-                return op.status
-            if op.status != SUCCESS:
-                all_success = False
-            if op.status not in (SUCCESS, QUEUED):
-                candidate = op.status
-        if all_success:
-            return SUCCESS
-        return candidate
+        return lifecycle.job_status(op.status for op in self.ops)
 
     @property
     def finalized(self) -> bool:
@@ -207,35 +200,16 @@ class QueuedJob:
             job was stopped (a killed job): it becomes the result of the
             canceled opcodes and a log entry of the first of them.
         """
-        now = timestamp(when)
-        first = True
-        for index, op in enumerate(self.ops):
-            if op.status not in FINALIZED:
-                if reason is not None:
-                    if first:
-                        self.add_log(index, reason, when=when)
-                        first = False
-                    op.result = reason
-                op.status = CANCELED
-                op.end_timestamp = now
-        self.end_timestamp = now
+        canceled = lifecycle.cancel(self, timestamp(when), reason=reason)
+        if reason is not None and canceled:
+            self.add_log(canceled[0], reason, when=when)
 
     def fail(self, message: str, when: float | None = None, error_class: str = "OpExecError") -> None:
         """Fail every unfinished opcode with C{message} (e.g. the process died)."""
-        now = timestamp(when)
-        for op in self.ops:
-            if op.status not in FINALIZED:
-                op.status = ERROR
-                op.result = [error_class, [message]]
-                op.end_timestamp = now
-        self.end_timestamp = now
+        lifecycle.fail(self, [error_class, [message]], timestamp(when))
 
     def set_priority(self, priority: int) -> None:
         for op in self.ops:
             if op.status not in FINALIZED:
                 op.priority = priority
                 op.input["priority"] = priority
-
-
-def status_index(status: str) -> int:
-    return STATUS_ORDER.index(status)

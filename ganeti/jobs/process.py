@@ -4,7 +4,8 @@ It shows it is alive by holding a flock on its own lock file, proves that
 to LuxiD in the handshake of L{ganeti.jobs.channel}, then registers with
 WConfD as owner C{(job id, lock file)} and runs the job's opcodes through
 L{ganeti.jobs.processor.Processor}, writing its job file as it goes.
-SIGTERM kills the job (L{install_kill_handler}).  When it dies, however it
+SIGTERM kills the job (L{install_kill_handler}); a second SIGTERM ends
+the process at once.  When it dies, however it
 dies, the kernel drops the flock: WConfD frees its locks and LuxiD marks
 the job failed (canceled, when LuxiD killed it on request).
 
@@ -34,6 +35,13 @@ EXIT_DONE = 0
 EXIT_FAILED = 1
 EXIT_NOT_CONFIRMED = 3
 CONFIRM_TIMEOUT = 60.0
+#: exit code of a process ended by a second SIGTERM (the job is recorded as
+#: LuxiD finds it: a dead job)
+EXIT_TERMINATED = 143
+#: seconds a finished job waits for WConfD to take back its locks; WConfD
+#: frees them anyway once this process is gone, so a WConfD that is down
+#: for good does not keep the process (and its kill) waiting
+FREE_LOCKS_TIMEOUT = 10.0
 
 
 def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
@@ -109,7 +117,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
             job.end_timestamp = timestamp()
         save_job(paths, job)
         try:
-            await client.free_locks(owner)
+            await release_locks(reactor, client, owner)
         except Exception as e:  # WConfD frees them anyway once this process is gone
             print("job %d: could not release its locks: %s" % (job_id, e), file=sys.stderr, flush=True)
         finally:
@@ -117,13 +125,31 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
     return EXIT_DONE
 
 
-def install_kill_handler(reactor: Any, processor: Any) -> None:
+async def release_locks(clock: Any, client: Any, owner: Any, timeout: float = FREE_LOCKS_TIMEOUT) -> None:
+    """Give the job's locks back, waiting at most C{timeout} seconds.
+
+    @raise defer.TimeoutError: WConfD did not answer in time (it frees the
+        locks of this process when it exits)
+    """
+    from twisted.internet import defer
+
+    await defer.Deferred.fromCoroutine(client.free_locks(owner)).addTimeout(timeout, clock)
+
+
+def install_kill_handler(reactor: Any, processor: Any, exit: Any = os._exit) -> None:
     """SIGTERM (LuxiD's C{CancelJob} with C{kill}) kills the job: the
     processor stops what runs, records the job canceled, frees its locks,
     and the process exits (instead of Twisted's default: stop the reactor
-    in the middle of the job)."""
+    in the middle of the job).  A second SIGTERM exits at once with
+    L{EXIT_TERMINATED}: whatever the first one waits on (a WConfD that is
+    gone), a repeated kill is obeyed."""
+    signals: list[int] = []
 
-    def terminated(_signum: int, _frame: Any) -> None:
+    def terminated(signum: int, _frame: Any) -> None:
+        signals.append(signum)
+        if len(signals) > 1:
+            exit(EXIT_TERMINATED)
+            return
         reactor.callFromThread(processor.kill)
 
     signal.signal(signal.SIGTERM, terminated)

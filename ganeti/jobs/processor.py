@@ -20,12 +20,16 @@ For each opcode not yet finished:
      LU's count is; what was got is in C{lu.acquired};
   4. status C{running}, C{exec_timestamp}; re-read the config,
      C{check_prereq}, C{exec_} (skipped with C{dry_run});
-  5. an LU result that is a L{ganeti.jobs.followup.ResultWithJobs} has
+  5. an LU result that is a L{ganeti.jobs.lifecycle.ResultWithJobs} has
      its jobs submitted (the result becomes C{{"jobs": [...]}});
      status C{success} with the result, or C{error} with the encoded
      exception (C{[ClassName, [args]]}), C{end_timestamp}; every lock is
      released.  After an error every later opcode fails with
      C{OpExecError("Preceding opcode failed")} and the job ends.
+
+Every change of status goes through L{ganeti.jobs.lifecycle} (which
+refuses one its table does not allow); what step 3 asks WConfD for, level
+by level and attempt by attempt, is planned by L{ganeti.jobs.lockplan}.
 
 The job is handed to C{save} after every change of state and every log
 entry (the job process writes the job file there; LuxiD sees the write
@@ -56,9 +60,9 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes
-from ganeti.jobs import followup, model
+from ganeti.jobs import followup, lifecycle, lockplan, model
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
-from ganeti.locking.names import BGL, EXCLUSIVE, LEVEL_CLUSTER, LEVELS, SHARED, group_lock
+from ganeti.locking.names import LEVEL_CLUSTER, LEVELS
 
 #: Timeouts (seconds) of the lock attempts before the blocking one.
 DEFAULT_LOCK_TIMEOUTS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
@@ -153,7 +157,7 @@ class Processor:
     @param rpc_factory: makes the LUs' node RPC client (tests); default:
         one from C{paths}.
     @param submit_jobs: submits the follow-up jobs of an LU that returns a
-        L{ganeti.jobs.followup.ResultWithJobs} (the job process: over LUXI).
+        L{ganeti.jobs.lifecycle.ResultWithJobs} (the job process: over LUXI).
     @param net: the LUs' L{ganeti.asyncutil.Network} (tests give a fake
         one); default: one on C{clock}.
     """
@@ -184,6 +188,8 @@ class Processor:
         self.owner = owner
         self.clock = clock
         self.lock_timeouts = tuple(lock_timeouts)
+        #: the timeouts of the lock attempts, then C{None} (refuses bad ones here, before any job runs)
+        self._attempts = lockplan.attempt_timeouts(self.lock_timeouts)
         self._registry = registry
         self._saver = _Saver(job, save, clock)
         self._cancel_requested = False
@@ -205,28 +211,25 @@ class Processor:
             raise errors.ProgrammerError("Processor.run() called twice")
         self._started = True
         for index, qop in enumerate(self.job.ops):
-            if qop.status in model.FINALIZED:
+            if qop.status in lifecycle.FINALIZED:
                 continue
-            if self._cancel_requested or qop.status == model.CANCELING:
+            if self._cancel_requested or qop.status == lifecycle.CANCELING:
                 self._cancel_from(index)
                 break
-            if qop.status == model.RUNNING:
+            if qop.status == lifecycle.RUNNING:
                 self._fail(index, errors.OpExecError("The job process was restarted while this opcode ran"))
                 break
             if not await self._run_op(index, qop):
                 break
-        if self.job.finalized and self.job.end_timestamp is None:
-            self.job.end_timestamp = self._timestamp()
+        lifecycle.finalize(self.job, self._timestamp())
         await self._save()
 
     def request_cancel(self) -> bool:
         """Cancel the job unless an opcode runs already; returns whether it will be."""
-        if self.job.finalized or any(op.status == model.RUNNING for op in self.job.ops):
+        if self.job.finalized or any(op.status == lifecycle.RUNNING for op in self.job.ops):
             return False
         self._cancel_requested = True
-        for op in self.job.ops:
-            if op.status in (model.QUEUED, model.WAITING):
-                op.status = model.CANCELING
+        lifecycle.request_cancel(self.job)
         self._saver.request()
         if self._interruptible is not None and not self._interruptible.called:
             self._interruptible.cancel()
@@ -243,12 +246,10 @@ class Processor:
         self._cancel_requested = True
         self._cancel_reason = reason
         for index, op in enumerate(self.job.ops):
-            if op.status not in model.FINALIZED:
+            if op.status not in lifecycle.FINALIZED:
                 self.job.add_log(index, reason, when=self.clock.seconds())
                 break
-        for op in self.job.ops:
-            if op.status in (model.QUEUED, model.WAITING):
-                op.status = model.CANCELING
+        lifecycle.request_cancel(self.job)
         self._saver.request()
         self.log.info("job {job}: killed: {reason}", job=self.job.id, reason=reason)
         for d in (self._interruptible, self._current):
@@ -260,13 +261,13 @@ class Processor:
         """Set the priority of the opcodes not yet running; returns whether any changed."""
         if isinstance(priority, bool) or not isinstance(priority, int):
             return False
-        if not model.PRIO_HIGHEST <= priority <= model.PRIO_LOWEST:
+        if not lifecycle.PRIO_HIGHEST <= priority <= lifecycle.PRIO_LOWEST:
             return False
         changed = False
         for op in self.job.ops:
-            if op.status in model.PENDING:
+            if op.status in lifecycle.PENDING:
                 op.priority = priority
-                if priority in model.PRIO_SUBMIT_VALID:
+                if priority in lifecycle.PRIO_SUBMIT_VALID:
                     op.input["priority"] = priority
                 changed = True
         if not changed:
@@ -292,11 +293,7 @@ class Processor:
             self.log.info("job {job} op {n}/{count}: invalid: {e}", job=self.job.id, n=index + 1, count=count, e=e)
             await self._save()
             return False
-        now = self._timestamp()
-        qop.status = model.WAITING
-        qop.start_timestamp = now
-        if self.job.start_timestamp is None:
-            self.job.start_timestamp = now
+        lifecycle.wait(self.job, index, self._timestamp())
         self.log.info(
             "job {job} op {n}/{count}: {summary}",
             job=self.job.id,
@@ -320,9 +317,7 @@ class Processor:
                     self.log.failure("job {job} op {n}: unexpected error", job=self.job.id, n=index + 1)
                 self._fail(index, e)
         else:
-            qop.status = model.SUCCESS
-            qop.result = result
-            qop.end_timestamp = self._timestamp()
+            lifecycle.succeed(qop, result, self._timestamp())
             ok = True
         finally:
             self._current = None
@@ -344,15 +339,14 @@ class Processor:
         try:
             lu = await self._lock(qop, op, lu_class, ctx)
             self._check_cancel()
-            qop.status = model.RUNNING
-            qop.exec_timestamp = self._timestamp()
+            lifecycle.run(qop, self._timestamp())
             await self._save()
             lu.cfg = await self.wconfd.read_config()
             lu.check_prereq()
             if op.get("dry_run"):
                 return lu.dry_run_result
             result = await lu.exec_(ctx.feedback)
-            if isinstance(result, followup.ResultWithJobs):
+            if isinstance(result, lifecycle.ResultWithJobs):
                 result = await followup.submit(self.submit_jobs, op, result, self.job.id)
             return result
         finally:
@@ -371,7 +365,7 @@ class Processor:
     # --- locks ------------------------------------------------------------------
     async def _lock(self, qop: QueuedOpCode, op: dict[str, Any], lu_class: Any, ctx: Any) -> Any:
         """Build the LU and get its locks; a fresh LU for every attempt."""
-        for timeout in self.lock_timeouts + (None,):
+        for timeout in self._attempts:
             self._check_cancel()
             lu = lu_class(copy.deepcopy(op), ctx, await self.wconfd.read_config())
             lu.check_arguments()
@@ -381,8 +375,7 @@ class Processor:
             if await self._lock_attempt(lu, qop, timeout):
                 return lu
             await self._release()
-            if qop.priority > model.PRIO_HIGHEST:
-                qop.priority -= 1
+            qop.priority = lockplan.escalate(qop.priority)
             self.log.info(
                 "job {job}: no locks after {timeout}s, trying again at priority {prio}",
                 job=self.job.id,
@@ -402,69 +395,46 @@ class Processor:
         for level in LEVELS:
             self._check_cancel()
             if level == LEVEL_CLUSTER:
-                if not lu.uses_bgl():
+                plan = lockplan.plan_bgl(lu.uses_bgl(), bool(lu.REQ_BGL))
+            else:
+                adding, acquiring = level in lu.add_locks, level in lu.needed_locks
+                if not adding and not acquiring:
                     continue
-                request = [(BGL, EXCLUSIVE if lu.REQ_BGL else SHARED)]
-                started = self.clock.seconds()
-                got_bgl = await self._wait_for(request, qop, deadline)
-                self._waited(qop, level, started)
-                if not got_bgl:
-                    return False
-                lu.acquired[level] = ["BGL"]
-                cfg_fresh = False
+                if refresh and not cfg_fresh:
+                    lu.cfg = await self.wconfd.read_config()
+                    cfg_fresh = True
+                lu.declare_locks(level)
+                wanted = lu.needed_locks.get(level) if acquiring else None
+                needs = lockplan.LevelNeeds(
+                    adding=adding,
+                    added=tuple(lu.add_locks.get(level) or ()),
+                    acquiring=acquiring,
+                    wanted=() if wanted is ALL_SET else tuple(wanted or ()),
+                    all_members=wanted is ALL_SET,
+                    shared=bool(lu.share_locks.get(level)),
+                    opportunistic=bool(lu.opportunistic_locks.get(level)),
+                )
+                plan = lockplan.plan_level(level, needs, who=type(lu).__name__)
+            if not plan.steps:
                 continue
-            adding, acquiring = level in lu.add_locks, level in lu.needed_locks
-            if not adding and not acquiring:
-                continue
-            if refresh and not cfg_fresh:
-                lu.cfg = await self.wconfd.read_config()
-                cfg_fresh = True
-            lu.declare_locks(level)
-            added: list[str] = sorted(set(lu.add_locks.get(level) or ())) if adding else []
-            wanted = lu.needed_locks.get(level) if acquiring else None
-            if wanted is ALL_SET:
-                if added:
-                    raise errors.ProgrammerError(
-                        "%s adds locks at level %s and wants all of it" % (type(lu).__name__, level)
-                    )
-                members: Any = ALL_SET
-            else:
-                members = sorted(set(wanted or ()))
-            mode = SHARED if lu.share_locks.get(level) else EXCLUSIVE
-            if acquiring and lu.opportunistic_locks.get(level):
+            for step in plan.steps:
                 started = self.clock.seconds()
-                got = await self._opportunistic(lu, level, members, mode, deadline)
-                self._waited(qop, level, started)
-                if got is None:
-                    return False
-                lu.acquired[level] = got
-                cfg_fresh = False
-                continue
-            # new names and existing ones at one level: take them in lock order
-            steps: list[tuple[str, list[str]]] = []
-            if members is ALL_SET:
-                steps.append(("acquire", [group_lock(level)]))
-            else:
-                if added and members and min(added) < min(members):
-                    steps.append(("add", added))
-                    added = []
-                if members:
-                    steps.append(("acquire", ["%s/%s" % (level, m) for m in members]))
-            if added:
-                steps.append(("add", added))
-            for step, names in steps:
-                started = self.clock.seconds()
-                if step == "add":
-                    taken = await self._add_locks(["%s/%s" % (level, m) for m in names], deadline)
+                if step.kind == lockplan.OPPORTUNISTIC:
+                    members: Any = ALL_SET if plan.held_all else list(step.names)
+                    got = await self._opportunistic(lu, level, members, step.mode, deadline)
+                    taken = got is not None
+                elif step.kind == lockplan.ADD:
+                    taken = await self._add_locks(list(step.names), deadline)
                 else:
-                    taken = await self._wait_for([(name, mode) for name in names], qop, deadline)
+                    taken = await self._wait_for([(name, step.mode) for name in step.names], qop, deadline)
                 self._waited(qop, level, started)
                 if not taken:
                     return False
-                cfg_fresh = False
-            if steps:
-                held = ALL_SET if members is ALL_SET else sorted(set(members) | set(lu.add_locks.get(level) or ()))
-                lu.acquired[level] = held
+            cfg_fresh = False
+            if plan.opportunistic:
+                lu.acquired[level] = got
+            else:
+                lu.acquired[level] = ALL_SET if plan.held_all else list(plan.held)
         return True
 
     def _waited(self, qop: QueuedOpCode, level: str, started: float) -> None:
@@ -608,11 +578,10 @@ class Processor:
 
     def _save(self) -> Deferred:
         # a job file never shows a final status without its end timestamp
-        if self.job.end_timestamp is None and self.job.finalized:
-            self.job.end_timestamp = self._timestamp()
+        lifecycle.finalize(self.job, self._timestamp())
         return self._saver.request()
 
-    def _feedback(self, index: int, message: Any, kind: str = model.ELOG_MESSAGE) -> Deferred:
+    def _feedback(self, index: int, message: Any, kind: str = lifecycle.ELOG_MESSAGE) -> Deferred:
         """Log C{message}; the job file gets it at the next turn of the
         reactor, together with other lines logged meanwhile.  The LU does
         not wait for the write (intermediate writes are not durable anyway,
@@ -623,25 +592,11 @@ class Processor:
 
     def _fail(self, index: int, exc: BaseException) -> None:
         """Opcode C{index} failed with C{exc}; every later one fails too."""
-        now = self._timestamp()
-        qop = self.job.ops[index]
-        qop.status = model.ERROR
-        qop.result = _encode(exc)
-        qop.end_timestamp = now
         later = errors.encode(errors.OpExecError(PRECEDING_FAILED))
-        for op in self.job.ops[index + 1:]:
-            if op.status not in model.FINALIZED:
-                op.status = model.ERROR
-                op.result = list(later)
-                op.end_timestamp = now
+        lifecycle.fail(self.job, _encode(exc), self._timestamp(), start=index, later=later)
 
     def _cancel_from(self, index: int) -> None:
-        now = self._timestamp()
-        for op in self.job.ops[index:]:
-            if op.status not in model.FINALIZED:
-                op.status = model.CANCELED
-                op.result = self._cancel_reason
-                op.end_timestamp = now
+        lifecycle.cancel(self.job, self._timestamp(), start=index, reason=self._cancel_reason)
 
 
 def _encode(exc: BaseException) -> list[Any]:

@@ -22,7 +22,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
-from ganeti import GANETI_RELEASE, errors, serializer, ssconf
+from ganeti import GANETI_RELEASE, errors, ha_params, serializer, ssconf
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
 from ganeti.noded import diskfiles, files, impexp, instances, master
@@ -39,6 +39,7 @@ PROCEDURES = (
     "upload_file",
     "upload_file_single",
     "write_ssconf_files",
+    "ha_params_store",
     "jobqueue_update",
     "jobqueue_rename",
     "jobqueue_purge",
@@ -308,6 +309,21 @@ class NodeProcedures:
             ssconf.write_files(self.paths, values)
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
+
+    def ha_params_store(self, record: Any) -> defer.Deferred[Any]:
+        """Keep the master's HA parameters unless this node holds a newer
+        version; C{[stored, the record this node holds now]} (a master
+        that was behind learns the newer one)."""
+        try:
+            params = ha_params.HaParams.from_dict(record)
+        except ha_params.HaParamsError as e:
+            raise RpcFailure("ha_params_store: %s" % e) from None
+
+        def store() -> list[Any]:
+            stored = ha_params.accept(self.paths, params)
+            return [stored, (params if stored else ha_params.read(self.paths)).to_dict()]
+
+        return self._blocking(store)
 
     def _blocking(self, function: Callable[[], Any]) -> defer.Deferred[Any]:
         """Run C{function} (file writes with fsync) off the reactor thread when

@@ -21,6 +21,8 @@ from typing import Any, Awaitable, Callable, Mapping
 import attrs
 
 from ganeti import errors, opcodes
+from ganeti.jobs import lifecycle
+from ganeti.luxi import jobwait
 from ganeti.rapi.http import QueryArgs, bad_request, not_implemented
 
 #: who may call a method: anonymous readers (unless authentication is
@@ -34,7 +36,6 @@ NAME = r"[\w\._-]+"
 
 #: seconds one WaitForJobChange of L{Context.wait_for_job} may block
 JOB_WAIT_TIMEOUT = 10
-_JOB_FINALIZED = ("success", "error", "canceled")
 
 REASON_SRC_USER = "gnt:user"
 REASON_SRC_RLIB2 = "gnt:library:rlib2"
@@ -225,32 +226,19 @@ class Context:
         return await self.wait_for_job(int(await self.submit_ops(ops)))
 
     async def wait_for_job(self, job_id: int) -> list[Any]:
-        """Wait for job C{job_id} to end (see L{run_job})."""
-        info: Any = None
-        serial: int | None = None
-        while True:
-            answer = await self.luxi.call_alone("WaitForJobChange", job_id, ["status"], info, serial,
-                                                JOB_WAIT_TIMEOUT)
-            if answer is None:
-                raise errors.JobLost("Job %s not found" % job_id)
-            if answer == "nochange":
-                continue
-            info, entries = answer
-            for entry in entries or []:
-                if isinstance(entry, list) and entry and isinstance(entry[0], int):
-                    serial = entry[0] if serial is None else max(serial, entry[0])
-            if info and info[0] in _JOB_FINALIZED:
-                break
-        rows = await self.call("QueryJobs", [job_id], ["status", "opstatus", "opresult"])
-        if not rows or rows[0] is None:
-            raise errors.JobLost("Job %s not found" % job_id)
-        status, op_status, results = rows[0]
-        if status == "success":
-            return list(results or [])
-        if status == "canceled":
+        """Wait for job C{job_id} to end (see L{run_job}; L{ganeti.luxi.jobwait.follow})."""
+        rows = await jobwait.run_async(jobwait.follow(job_id, JOB_WAIT_TIMEOUT), self._perform)
+        ended = jobwait.outcome(job_id, rows)
+        if ended.status == lifecycle.SUCCESS:
+            return ended.results
+        if ended.status == lifecycle.CANCELED:
             raise errors.OpExecError("Job %s was canceled" % job_id)
-        for one_status, result in zip(op_status or [], results or []):
-            if one_status == "error":
-                raise errors.decode(result)
-        raise errors.OpExecError("Job %s failed: %s" % (job_id, results))
+        if ended.failed is not None:
+            raise errors.decode(ended.error)
+        raise errors.OpExecError("Job %s failed: %s" % (job_id, ended.results))
 
+    async def _perform(self, call: jobwait.Call) -> Any:
+        """One call of L{jobwait.follow}: a wait on a connection of its own."""
+        if call.method == jobwait.WAIT_FOR_JOB_CHANGE:
+            return await self.luxi.call_alone(call.method, *call.args)
+        return await self.call(call.method, *call.args)

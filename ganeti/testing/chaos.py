@@ -37,6 +37,7 @@ from twisted.internet.threads import deferToThread
 from ganeti import errors
 from ganeti.confd import wire as confd_wire
 from ganeti.daemons import free_port
+from ganeti.jobs import lifecycle
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, serial_of
@@ -46,7 +47,7 @@ from ganeti.wconfd.client import WConfdClient
 NODE1, NODE2, NODE3 = "node1.test", "node2.test", "node3.test"
 #: the nodes jobs touch: never the master, so that killing its NodeD fails no job
 WORK_NODES = (NODE2, NODE3)
-FINAL = frozenset({"success", "error", "canceled"})
+FINAL = lifecycle.FINALIZED
 RAPI_USERS = "chaos {CLEARTEXT}chaos-secret write\n"
 
 #: every fault a trial can inject, by name: the daemons killed together

@@ -42,6 +42,7 @@ async def check_trial(cluster: ChaosCluster, ledger: Ledger, result: TrialResult
     await check_locks(cluster, result)
     await check_serials(cluster, result)
     await check_replicas(cluster, result, min(acked, default=0))
+    await repair_killed_job(cluster, acked, result)
     await check_verify(cluster, result)
     await check_instances(cluster, result)
     await deferToThread(check_effects, cluster, acked, rows, result)
@@ -237,6 +238,34 @@ async def check_verify(cluster: ChaosCluster, result: TrialResult) -> None:
     if done.returncode != 0:
         result.verify = (done.stdout + done.stderr)[-1500:]
         result.violations.append("gnt-cluster verify exited %d: %s" % (done.returncode, result.verify))
+
+
+async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], result: TrialResult) -> None:
+    """A job process killed between two steps of an instance job may leave
+    the instance down with disks missing (the LUs' crash-safe order).  The
+    promise is that C{gnt-cluster verify} reports it and that an admin's
+    re-run (C{gnt-instance remove}, which skips missing disks) repairs it:
+    check both, so the later checks see the repaired cluster."""
+    killed = acked.get(result.killed_job) if result.killed_job is not None else None
+    if killed is None or killed.kind != "instance":
+        return
+    with LuxiClient(cluster.master.luxi_socket, timeout=30) as client:
+        rows = await deferToThread(client.query_instances, [], ["name", "disk_template", "disk.count"], False)
+    row = next((r for r in rows if r and r[0] == killed.name), None)
+    if row is None or row[1] != "sharedfile":
+        return
+    shared = cluster.master.shared_file_storage_dir
+    missing = [i for i in range(row[2] or 0) if not os.path.exists(os.path.join(shared, killed.name, "disk%d" % i))]
+    if not missing:
+        return
+    done = await deferToThread(gnt, cluster.master, "gnt-cluster", "verify")
+    if done.returncode == 0 or "instance %s" % killed.name not in done.stdout:
+        result.violations.append("killed job %s left instance %s without its disks %s and verify did not report it"
+                                 % (killed.job_id, killed.name, missing))
+    removed = await deferToThread(gnt, cluster.master, "gnt-instance", "remove", "-f", killed.name)
+    if removed.returncode != 0:
+        result.violations.append("re-running the removal of %s (killed job %s) did not repair it: %s"
+                                 % (killed.name, killed.job_id, (removed.stdout + removed.stderr)[-500:]))
 
 
 async def check_instances(cluster: ChaosCluster, result: TrialResult) -> None:

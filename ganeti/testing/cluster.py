@@ -32,7 +32,14 @@ from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
 from ganeti.rpc import RpcClient
-from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
+from ganeti.testing.daemons import (
+    Daemon,
+    kill_job_processes,
+    make_root,
+    remove_root,
+    seed_config,
+    share_file_storage,
+)
 
 CLUSTER_NAME = "cluster.test"
 BIN = os.path.dirname(sys.executable)
@@ -175,6 +182,7 @@ class LoopbackCluster:
         for daemon in (self.rapi, self.luxid, self.wconfd, *self.nodeds):
             if daemon is not None:
                 daemon.stop()
+        kill_job_processes(self.master)
         for paths in self.roots[1:]:
             remove_root(paths)
 

@@ -39,8 +39,34 @@ def make_root(prefix: str = "gnt") -> Paths:
 
 
 def remove_root(paths: Paths) -> None:
+    """Kill what still runs of the root's jobs, then remove its files."""
+    kill_job_processes(paths)
     shutil.rmtree(paths.root, ignore_errors=True)
     shutil.rmtree(paths.root + SHARED_SUFFIX, ignore_errors=True)
+
+
+def kill_job_processes(paths: Paths) -> list[int]:
+    """SIGKILL the root's fork server and the job processes forked from it
+    (they carry its command line) that outlived their LuxiD: a job waiting
+    for a WConfD a test stopped would otherwise keep reconnecting for
+    minutes, taking CPU from the tests after it.  Returns the pids killed."""
+    wanted = ("ganeti.luxid.forkserver", "--root", paths.root)
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if all(word in argv for word in wanted) and argv[argv.index("--root") + 1] == paths.root:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except OSError:
+                pass
+    return killed
 
 
 #: the common sharedfile directory of roots sharing storage: next to the first

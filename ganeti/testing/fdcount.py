@@ -21,10 +21,11 @@ import attrs
 from twisted.internet import threads
 
 from ganeti.config.bootstrap import initial_config
+from ganeti.jobs import lifecycle
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
 
-FINAL = ("success", "error", "canceled")
+FINAL = lifecycle.FINALIZED
 #: jobs submitted at once (one SubmitManyJobs call)
 BATCH = 100
 

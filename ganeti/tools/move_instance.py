@@ -31,13 +31,15 @@ import sys
 import time
 from typing import Any
 
+from ganeti.jobs import lifecycle
+
 #: Ganeti's RAPI port
 RAPI_PORT = 5080
 #: seconds between job polls
 POLL = 0.2
 #: seconds to wait for a job
 JOB_TIMEOUT = 86400.0
-FINAL = ("success", "error", "canceled")
+FINAL = lifecycle.FINALIZED
 
 
 class MoveError(Exception):

@@ -153,6 +153,26 @@ class WConfdProtocol(amp.AMP):
     def flush_config(self) -> Deferred:
         return self.service.flush().addCallback(lambda serial: {"serial_no": serial})
 
+    # --- HA parameters -------------------------------------------------------
+    def _ha(self) -> Any:
+        if self.service.ha is None:
+            raise errors.OpPrereqError("this WConfD keeps no HA parameters", errors.ECODE_STATE)
+        return self.service.ha
+
+    @c.ReadHaParams.responder
+    def read_ha_params(self) -> dict[str, Any]:
+        return {"params": self._ha().current.to_dict()}
+
+    @c.SetHaParams.responder
+    def set_ha_params(self, changes: Any) -> Deferred:
+        if not isinstance(changes, dict):
+            raise c.BadArguments("changes must be an object of parameter: value, not %.200r" % (changes,))
+
+        async def run() -> dict[str, Any]:
+            return {"params": (await self._ha().change(changes)).to_dict()}
+
+        return _run(run())
+
     # --- config writes -------------------------------------------------------
     @c.LockConfig.responder
     def lock_config(self, owner: Owner, shared: bool, timeout: float | None) -> Deferred:

@@ -406,8 +406,10 @@ class TestDelayOnNodesTests(NodeLUTestCase):
 def _gnt(module: Any, tool: str, fake: Any, *argv: str) -> tuple[int, str, str]:
     import io
 
+    from ganeti.client import runner
+
     out, err = io.StringIO(), io.StringIO()
-    code = module.cli.run(tool, module.COMMANDS, list(argv), client_factory=lambda ctx: fake, stdout=out, stderr=err)
+    code = runner.run(tool, module.COMMANDS, list(argv), client_factory=lambda ctx: fake, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 

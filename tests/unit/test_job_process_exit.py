@@ -1,0 +1,66 @@
+"""A job process obeys kills even when WConfD is gone for good."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti.jobs import process
+
+
+class _Reactor:
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def callFromThread(self, function: Any, *args: Any) -> None:
+        self.calls.append(function)
+
+
+class _Processor:
+    def kill(self) -> None:
+        pass
+
+
+class KillHandlerTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.previous = signal.getsignal(signal.SIGTERM)
+        self.addCleanup(signal.signal, signal.SIGTERM, self.previous)
+
+    def test_first_sigterm_kills_the_job_second_exits(self) -> None:
+        """The first SIGTERM asks the processor to kill the job; a second one exits with 143."""
+        reactor, processor, exits = _Reactor(), _Processor(), []
+        process.install_kill_handler(reactor, processor, exit=exits.append)
+        handler = signal.getsignal(signal.SIGTERM)
+        handler(signal.SIGTERM, None)
+        self.assertEqual(reactor.calls, [processor.kill])
+        self.assertEqual(exits, [])
+        handler(signal.SIGTERM, None)
+        self.assertEqual(exits, [process.EXIT_TERMINATED])
+        self.assertEqual(len(reactor.calls), 1)
+
+
+class _SilentWConfd:
+    """A WConfD client reconnecting to a daemon that never comes back."""
+
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    async def free_locks(self, owner: Any) -> None:
+        self.asked.append(owner)
+        await defer.Deferred()
+
+
+class ReleaseLocksTests(SynchronousTestCase):
+    def test_a_gone_wconfd_does_not_keep_the_job_waiting(self) -> None:
+        """Releasing the locks gives up after FREE_LOCKS_TIMEOUT (WConfD frees them when the process exits)."""
+        clock, client = Clock(), _SilentWConfd()
+        d = defer.Deferred.fromCoroutine(process.release_locks(clock, client, "owner"))
+        clock.advance(process.FREE_LOCKS_TIMEOUT - 0.1)
+        self.assertNoResult(d)
+        clock.advance(0.2)
+        self.failureResultOf(d, defer.TimeoutError)
+        self.assertEqual(client.asked, ["owner"])
