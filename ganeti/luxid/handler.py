@@ -185,7 +185,7 @@ class LuxiHandler(MethodHandler):
         rows: list[Any] = []
         for job_id in ids:
             try:
-                rows.append(self.job_values(self.service.job(job_id), fields))
+                rows.append(self.job_values(self.service.view(job_id), fields))
             except errors.JobLost:
                 rows.append(None)
         return rows

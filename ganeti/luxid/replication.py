@@ -18,7 +18,11 @@ seconds.
 A new job is acknowledged only once a majority of the candidates hold its
 file (this node's own durable write counts as one): L{replicate} pushes it
 to every candidate at once, including those in backoff (a success there
-means the candidate is back: it is resynced at once).
+means the candidate is back: it is resynced at once).  A job's final file
+is shown to clients only once a majority holds it: L{confirm} fires when
+enough candidates acknowledged that very content (pushed by their workers
+as any other write; a slow candidate delays nobody while the others make a
+majority).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from ganeti.jobs import replicas
@@ -86,6 +90,8 @@ class JobReplicator:
         self._listing = replicas.ListingCache(paths.queue_dir, statuses=False)
         self._check: Any = None
         self._last_resync = 0.0
+        #: name -> (digest, waiter) of L{confirm} calls a majority does not hold yet
+        self._confirms: dict[str, list[tuple[str, Deferred]]] = {}
 
     # --- set-up -------------------------------------------------------------------------------
     def rpc(self) -> Any:
@@ -153,6 +159,7 @@ class JobReplicator:
                 self.log.info("job queue: resyncing candidate {node}", node=name)
                 self.replicas[name] = Replica(name, address)
                 self._kick(self.replicas[name])
+        self._check_confirms()  # fewer candidates: a smaller majority may hold it already
 
     # --- what the master's queue does -----------------------------------------------------------
     def _name(self, path: str) -> str | None:
@@ -228,6 +235,7 @@ class JobReplicator:
                         return
                     replica.held = {name: entry[0] for name, entry in listing.items()
                                     if isinstance(entry, list) and entry and replicas.is_replicated(name)}
+                    self._check_confirms()
                     names = None
                 elif replica.dirty:
                     names, replica.dirty = set(replica.dirty), set()
@@ -316,6 +324,7 @@ class JobReplicator:
             if await self._call(replica, "jobqueue_update", [self._vpath(op.name), wire.compress(content)]) is None:
                 return False
             held[op.name] = replicas.digest(content)
+            self._check_confirms([op.name])
         elif isinstance(op, replicas.Rename):
             answer = await self._call(replica, "jobqueue_rename", [[[self._vpath(op.old), self._vpath(op.new)]]])
             if answer is None:
@@ -347,9 +356,20 @@ class JobReplicator:
         if not targets:
             return 1, 1
         named = [(name, content) for name, content in ((self._name(p), c) for p, c in files) if name is not None]
-        results = await DeferredList([Deferred.fromCoroutine(self._push_now(r, named)) for r in targets])
-        holders = sum(1 for ok, held in results if ok and held)
-        return holders + 1, len(targets) + 1
+        total = len(targets) + 1
+        counts = {"holders": 1, "answered": 0}
+        enough: Deferred = Deferred()
+
+        def answered(held: Any) -> None:
+            counts["answered"] += 1
+            counts["holders"] += 1 if held is True else 0
+            if not enough.called and (counts["holders"] >= total // 2 + 1 or counts["answered"] == len(targets)):
+                enough.callback(None)  # a majority holds them: the slower candidates do not delay the answer
+
+        for replica in targets:
+            Deferred.fromCoroutine(self._push_now(replica, named)).addBoth(answered)
+        await enough
+        return counts["holders"], total
 
     async def _push_now(self, replica: Replica, files: list[tuple[str, bytes]]) -> bool:
         from ganeti.rpc import wire
@@ -366,6 +386,7 @@ class JobReplicator:
                     return False
                 if replica.held is not None:
                     replica.held[name] = replicas.digest(content)
+                    self._check_confirms([name])
             self._came_back(replica)
             return True
         finally:
@@ -373,6 +394,50 @@ class JobReplicator:
                 replica.inflight.pop(name, None)
             replica.dirty.update(name for name, _content in files)
             self._kick(replica)
+
+    # --- final job files: shown once a majority holds them ---------------------------------------
+    def confirm(self, path: str, content: bytes) -> Deferred:
+        """Fires once a majority of the candidates (this node included) hold
+        C{content} as queue file C{path}.  Without other candidates, or for a
+        file that is not replicated, at once."""
+        name = self._name(path)
+        if name is None:
+            return succeed(None)
+        digest = replicas.digest(content)
+        if self._majority_holds(name, digest):
+            return succeed(None)
+        waiter: Deferred = Deferred()
+        self._confirms.setdefault(name, []).append((digest, waiter))
+        return waiter
+
+    def holders(self, name: str, digest: str) -> tuple[int, int]:
+        """(holders, total) of queue file C{name} with C{digest}, this node included."""
+        held = sum(1 for r in self.replicas.values() if r.held is not None and r.held.get(name) == digest)
+        return held + 1, len(self.replicas) + 1
+
+    def _majority_holds(self, name: str, digest: str) -> bool:
+        holders, total = self.holders(name, digest)
+        return holders >= total // 2 + 1
+
+    def _check_confirms(self, names: list[str] | None = None) -> None:
+        for name in list(self._confirms) if names is None else names:
+            waiters = self._confirms.get(name)
+            if not waiters:
+                continue
+            ready = [w for w in waiters if self._majority_holds(name, w[0])]
+            if not ready:
+                continue
+            left = [w for w in waiters if w not in ready]
+            if left:
+                self._confirms[name] = left
+            else:
+                del self._confirms[name]
+            for _digest, waiter in ready:
+                waiter.callback(None)
+
+    def waiting(self) -> list[str]:
+        """Queue files whose content waits for a majority (logs and tests)."""
+        return sorted(self._confirms)
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Per candidate: in sync or not, failures, last error (for logs and tests)."""

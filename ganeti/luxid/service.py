@@ -7,6 +7,14 @@ exits.  LuxiD follows every write through inotify and wakes
 C{WaitForJobChange} callers at once; process exits come from the
 C{ProcessProtocol} (or the fork server); job processes that outlived a
 LuxiD restart are followed through their lock files.
+
+A job's final status (success, error, canceled) is shown to clients
+(C{WaitForJobChange}, C{QueryJobs}, job queries, hence RAPI and gnt-job)
+only once a majority of the master candidates hold its final file
+(L{ganeti.luxid.replication.JobReplicator.confirm}); until then they see
+the job as it was before (C{shown}).  LuxiD itself (scheduling,
+dependencies, cancel) goes by the real state; a job waiting for its
+majority is not archived.
 """
 
 from __future__ import annotations
@@ -104,6 +112,8 @@ class LuxidService(Service):
         #: sends a signal to a pid (tests replace it)
         self.os_kill: Callable[[int, int], None] = os.kill
         self.jobs: dict[int, QueuedJob] = {}
+        #: job id -> the state clients see while its final file waits for a majority of candidates
+        self.shown: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
         self.start_attempts: dict[int, int] = {}
@@ -252,14 +262,46 @@ class LuxidService(Service):
         return self.max_running_override or self._max_running_config
 
     # --- job file I/O ---------------------------------------------------------
-    def _write(self, job: QueuedJob, durable: bool = True) -> None:
-        self.queue.write_job(job, durable=durable)
+    def _write(self, job: QueuedJob, durable: bool = True, before: QueuedJob | None = None) -> None:
+        """Write C{job}'s file; C{before}: a copy of the job before it was
+        finalized (shown until a majority holds the final file)."""
+        content = self.queue.write_job(job, durable=durable)
+        if job.finalized:
+            self._hold_final(job.id, before, content)
         self._changed(job.id)
 
+    def _finalize(self, job: QueuedJob, change: Callable[[], Any]) -> None:
+        """Apply C{change} (it finalizes C{job}) and write the job."""
+        before = QueuedJob.from_dict(job.to_dict()) if self.replicator is not None and not job.finalized else None
+        change()
+        self._write(job, before=before)
+
     def _fail(self, job: QueuedJob, message: str) -> None:
-        job.fail(message)
+        self._finalize(job, lambda: job.fail(message))
         self.log.info("job {job} failed: {why}", job=job.id, why=message)
-        self._write(job)
+
+    def _hold_final(self, job_id: int, before: QueuedJob | None, content: bytes) -> None:
+        """Show C{before} instead of the final job until a majority of the
+        candidates hold the final file C{content}."""
+        if self.replicator is None or job_id not in self.jobs:
+            return  # (not in the queue: a submission refused for want of a majority)
+        held = self.replicator.confirm(self.queue.job_path(job_id), content)
+        if held.called:
+            return
+        if before is not None and not before.finalized:
+            self.shown.setdefault(job_id, before)
+        held.addCallback(lambda _: self._final_held(job_id))
+        held.addErrback(lambda f: self.log.failure("job {job}: waiting for its final file on a majority", f,
+                                                  job=job_id))
+
+    def _final_held(self, job_id: int) -> None:
+        if self.shown.pop(job_id, None) is not None:
+            self._changed(job_id)
+
+    def view(self, job_id: Any) -> QueuedJob:
+        """Job C{job_id} as clients see it (its final state once a majority holds it)."""
+        job = self.job(job_id)
+        return self.shown.get(job.id, job)
 
     def _watch_queue(self) -> None:
         try:
@@ -291,7 +333,10 @@ class LuxidService(Service):
             job = QueuedJob.from_dict(orjson.loads(content))
         except (OSError, ValueError):
             return self.jobs.get(job_id)
+        before = self.jobs.get(job_id)
         self.jobs[job_id] = job
+        if job.finalized and (before is None or not before.finalized):
+            self._hold_final(job_id, before, content)
         self.distributor(self.queue.job_path(job_id), content)
         self._changed(job_id)
         if job_id in self.adopted and job.finalized and job_id not in self.killing:
@@ -331,8 +376,7 @@ class LuxidService(Service):
             self._fail(self.jobs[job_id], reason)
         for job_id in decision.cancel:
             job = self.jobs[job_id]
-            job.cancel()
-            self._write(job)
+            self._finalize(job, job.cancel)
         if decision.fail or decision.cancel:
             self._schedule_again = True
         if self.wconfd is None:
@@ -418,9 +462,8 @@ class LuxidService(Service):
     def _killed(self, job: QueuedJob, how: str) -> None:
         """A job killed on request ended before it could record it: record
         it canceled, with why, and have WConfD free its locks."""
-        job.cancel(reason=KILLED_HARD % how)
+        self._finalize(job, lambda: job.cancel(reason=KILLED_HARD % how))
         self.log.info("job {job} killed on request ({how})", job=job.id, how=how)
-        self._write(job)
         self._cleanup_locks()
     def _jobs_orphaned(self, channels: list[JobChannel]) -> None:
         """The fork server died: its jobs' exits will not be reported.  A
@@ -524,7 +567,7 @@ class LuxidService(Service):
         """Answer as soon as C{current(job)} differs from C{previous}."""
         deadline = time.monotonic() + max(0.0, min(float(timeout), WFJC_TIMEOUT))
         while True:
-            job = self.job(job_id)
+            job = self.view(job_id)
             answer = current(job)
             if answer != previous or job.finalized:
                 return answer
@@ -568,14 +611,16 @@ class LuxidService(Service):
             return succeed([False, "Job %s is finished" % job.id])
         channel = self.processes.get(job.id)
         if channel is None and job.id not in self.adopted:
-            job.cancel()
-            self._write(job)
+            self._finalize(job, job.cancel)
             self.schedule()
             return succeed([True, "Job %s canceled" % job.id])
         if channel is not None and channel.abort():
-            job.cancel()
-            job.livelock = job.process_id = None
-            self._write(job)
+
+            def cancel() -> None:
+                job.cancel()
+                job.livelock = job.process_id = None
+
+            self._finalize(job, cancel)
             self.schedule()
             return succeed([True, "Job %s canceled (its process had not started it)" % job.id])
         if kill:
@@ -663,8 +708,8 @@ class LuxidService(Service):
             job = self.job(job_id)
         except errors.JobLost:
             return False
-        if not job.finalized:
-            return False
+        if not job.finalized or job.id in self.shown:
+            return False  # not finished, or not yet on a majority of candidates
         if job.id in self.processes:
             d: Deferred = Deferred()
             self._exit_waiters.setdefault(job.id, []).append(d)
@@ -688,7 +733,7 @@ class LuxidService(Service):
             if time.monotonic() > deadline:
                 return [archived, len(ids) - index]
             job = self.jobs[job_id]
-            if not job.finalized or job_id in self.processes:
+            if not job.finalized or job_id in self.processes or job_id in self.shown:
                 continue
             if cutoff is not None and not self.queue.archivable(job, cutoff):
                 continue
@@ -705,7 +750,8 @@ class LuxidService(Service):
         return True
 
     def live_jobs(self) -> dict[int, QueuedJob]:
-        return self.jobs
+        """The live jobs as clients see them (L{view})."""
+        return {**self.jobs, **self.shown} if self.shown else self.jobs
 
 
 def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:

@@ -87,9 +87,10 @@ class LoopbackCluster:
 
     def __init__(self, reactor: Any, root: Paths, config: ConfigData, nodes: int | None = None, *,
                  shared_file_storage: bool = False, rapi_users: str | None = None, luxid: bool = True,
-                 prefix: str = "gntc") -> None:
+                 prefix: str = "gntc", wconfd_args: Iterable[str] = ()) -> None:
         """@param nodes: how many nodes run (default: those of C{config};
             more for nodes the test adds)
+        @param wconfd_args: more options of the master's ganeti-wconfd
         @param luxid: whether L{start} starts LuxiD (else the caller does,
             with L{start_daemon})
         @param prefix: of the other nodes' roots under /tmp (removed by
@@ -109,7 +110,7 @@ class LoopbackCluster:
         self.roots = [root]
         # inherited by LuxiD's job processes
         env = {"GANETI_RPC_PORT": str(self.rpc_port), "GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
-        self.wconfd = Daemon(root, "ganeti-wconfd", "--rpc-port", str(self.rpc_port))
+        self.wconfd = Daemon(root, "ganeti-wconfd", "--rpc-port", str(self.rpc_port), *wconfd_args)
         self.luxid = Daemon(root, "ganeti-luxid", "--rpc-port", str(self.rpc_port), env=env)
         self.nodeds: list[Daemon] = []
         self.rapi: RapiDaemon | None = None

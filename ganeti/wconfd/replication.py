@@ -1,10 +1,26 @@
 """A distributor stage: config.data to the master candidates, ssconf to all.
 
-After each durable config.data (coalesced by WConfD), the master pushes it
-with the node RPC C{upload_file} to every online master candidate but
-itself, and the ssconf values with C{write_ssconf_files} to every online
-node.  A node that did not take it (down, unreachable) is retried on a
-timer with the newest config, so it catches up when it returns.
+Every online master candidate but the master has one upload worker that
+pushes the newest config.data it is offered with the node RPC
+C{upload_file}, one upload at a time (so a candidate never goes back to an
+older config), and records the serial the candidate acknowledged.  The
+ssconf values go with C{write_ssconf_files} to every online node after each
+durable config.data (coalesced by WConfD).  A node that did not take
+either (down, unreachable) is retried on a timer with the newest config, so
+it catches up when it returns.
+
+Majority acknowledgment (L{ConfigPusher.majority}): WConfD answers a config
+change only once a majority of the master candidates hold a config.data at
+least as new as the change, this node's durable journal counting as one.
+It is group-committed: a waiting change asks for the current config (one
+snapshot, whatever its number of waiting changes) as soon as the previous
+one is prepared, every candidate's worker sends the newest prepared config
+when it is free, and every change whose serial is covered is released at
+once.  A slow or stopped candidate delays nobody while the others make a
+majority.  Without a majority within L{MAJORITY_TIMEOUT} seconds the change
+is not acknowledged: the caller gets L{errors.ConfigurationError} (the
+change stays in the master's configuration and is pushed on as soon as
+candidates answer, but nobody was told it succeeded).
 
 A node this WConfD has not reached yet (at its start, a new node) first
 gets the cluster-wide files the master has (L{ancillary_files}): confd's
@@ -17,17 +33,26 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from ganeti import ssconf
+from ganeti import errors, ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 
 #: seconds between attempts to reach nodes that missed a config
 RETRY_INTERVAL = 5.0
 PUSH_TIMEOUT = 60.0
+#: seconds a config change waits for a majority of candidates before it is refused
+MAJORITY_TIMEOUT = 30.0
+#: seconds a change waits for a majority before a warning names the silent candidates
+SLOW_AFTER = 5.0
+
+
+def needed(total: int) -> int:
+    """How many of C{total} holders (this node included) are a strict majority."""
+    return total // 2 + 1
 
 
 class ConfigPusher:
@@ -43,6 +68,7 @@ class ConfigPusher:
         rpc: Any = None,
         port: int = 1811,
         retry_interval: float = RETRY_INTERVAL,
+        majority_timeout: float = MAJORITY_TIMEOUT,
         values: Callable[[ConfigData], dict[str, list[str]]] = ssconf.compute,
     ) -> None:
         self.paths = paths
@@ -51,12 +77,36 @@ class ConfigPusher:
         self.snapshot = snapshot
         self.port = port
         self.retry_interval = retry_interval
+        self.majority_timeout = majority_timeout
         self.values = values
         self._rpc = rpc
         self._retry: Any = None
-        #: node name -> last serial it confirmed (config for candidates, ssconf for all)
+        #: node name -> last serial its ssconf files confirmed
         self.confirmed: dict[str, int] = {}
-        self.lagging: set[str] = set()
+        #: candidate name -> serial of the config.data it acknowledged
+        self.held: dict[str, int] = {}
+        #: the newest config prepared for upload: (serial, upload_file arguments)
+        self.ready: tuple[int, list[Any]] | None = None
+        #: number of config.data uploads sent (tests, benchmarks)
+        self.uploads = 0
+        self._offered = 0
+        #: the newest serial an upload was started with
+        self._sending = 0
+        self._preparing = False
+        self._next: tuple[bytes, int] | None = None
+        self._wanted = 0
+        self._busy: set[str] = set()
+        self._waiters: list[tuple[int, Deferred]] = []
+        self._short = False
+        self._slow_check: Any = None
+        self._members: dict[str, str] | None = None
+        self._config_lagging: set[str] = set()
+        self._ssconf_lagging: set[str] = set()
+
+    @property
+    def lagging(self) -> set[str]:
+        """Nodes that missed their last push (config.data or ssconf)."""
+        return self._config_lagging | self._ssconf_lagging
 
     def rpc(self) -> Any:
         if self._rpc is None:
@@ -65,60 +115,241 @@ class ConfigPusher:
             self._rpc = RpcClient.from_paths(self.reactor, self.paths, port=self.port)
         return self._rpc
 
+    # --- who takes config.data --------------------------------------------------------------
+    def candidates(self) -> dict[str, str]:
+        """The online master candidates but the master: {name: address}.
+
+        Computed again for each config offered (the set changes only with
+        the config), not for each waiting change.
+        """
+        if self._members is None:
+            self._members = self._compute_members()
+        return self._members
+
+    def _compute_members(self) -> dict[str, str]:
+        config = self.config()
+        master = config.cluster.master_node
+        return {n.name: n.primary_ip or "" for n in config.nodes.values()
+                if n.name and n.uuid != master and n.master_candidate and not n.offline}
+
+    def holders(self, serial: int, candidates: dict[str, str] | None = None) -> tuple[int, int]:
+        """(holders, total) of a config at least as new as C{serial}, this node included."""
+        names = self.candidates() if candidates is None else candidates
+        return 1 + sum(1 for name in names if self.held.get(name, 0) >= serial), 1 + len(names)
+
+    # --- majority acknowledgment ------------------------------------------------------------
+    def majority(self, serial: int) -> Deferred:
+        """Fires once a majority of candidates hold config serial C{serial} or newer.
+
+        Fails with L{errors.ConfigurationError} after C{majority_timeout}
+        seconds without one.
+        """
+        holders, total = self.holders(serial)
+        if holders >= needed(total):
+            return succeed(serial)
+        waiter: Deferred = Deferred()
+        self._waiters.append((serial, waiter))
+        self._waiters.sort(key=lambda w: w[0])
+        timer = self.reactor.callLater(self.majority_timeout, self._expire, serial, waiter)
+        waiter.addBoth(lambda result: (timer.cancel() if timer.active() else None, result)[1])
+        self._watch_slow()
+        if serial > self._wanted:
+            self._wanted = serial
+            self._want_snapshot()
+        return waiter
+
+    def _expire(self, serial: int, waiter: Deferred) -> None:
+        self._waiters = [(s, w) for s, w in self._waiters if w is not waiter]
+        holders, total = self.holders(serial)
+        self.log.error(
+            "config serial {serial} not acknowledged: {holders} of {total} master candidates hold it after {t}s "
+            "(a majority is {need}); lagging: {lagging}",
+            serial=serial, holders=holders, total=total, t=self.majority_timeout, need=needed(total),
+            lagging=", ".join(sorted(self.lagging)) or "none")
+        waiter.errback(errors.ConfigurationError(
+            "config change (serial %d) not acknowledged: only %d of %d master candidates hold it after %gs, "
+            "a majority (%d) is needed; it is kept on the master and pushed again, but may be lost if the master "
+            "fails over now" % (serial, holders, total, self.majority_timeout, needed(total))))
+
+    def _release(self) -> None:
+        if not self._waiters:
+            return
+        candidates = self.candidates()
+        ready = []
+        while self._waiters:
+            serial, waiter = self._waiters[0]
+            holders, total = self.holders(serial, candidates)
+            if holders < needed(total):
+                break
+            ready.append(self._waiters.pop(0))
+        if ready and self._short:
+            self._short = False
+            self.log.info("config writes acknowledged again: a majority of master candidates holds serial {serial}",
+                          serial=ready[-1][0])
+        for serial, waiter in ready:
+            waiter.callback(serial)
+
+    def _watch_slow(self) -> None:
+        if self._slow_check is None or not self._slow_check.active():
+            self._slow_check = self.reactor.callLater(min(SLOW_AFTER, self.majority_timeout / 2), self._check_slow)
+
+    def _check_slow(self) -> None:
+        """Changes wait long for a majority: say which candidates do not answer."""
+        self._slow_check = None
+        if not self._waiters:
+            return
+        serial = self._waiters[0][0]
+        holders, total = self.holders(serial)
+        missing = sorted(name for name in self.candidates() if self.held.get(name, 0) < serial)
+        self._short = True
+        self.log.warn("config writes wait: serial {serial} is held by {holders} of {total} master candidates, a majority "
+                      "({need}) must hold a change before it is acknowledged; not yet: {missing}",
+                      serial=serial, holders=holders, total=total, need=needed(total), missing=", ".join(missing))
+        self._watch_slow()
+
+    def _want_snapshot(self) -> None:
+        """A waiter needs a newer config than the one offered: offer the current
+        one.  While every candidate is busy, at most one config is prepared
+        ahead (changes meanwhile join the next one)."""
+        if self._preparing or self._wanted <= self._offered:
+            return
+        unsent = self.ready is not None and self.ready[0] > self._sending
+        if unsent and all(name in self._busy for name in self.candidates()):
+            return
+        data, serial = self.snapshot()
+        self.offer(data, serial)
+
+    # --- config.data uploads ---------------------------------------------------------------
+    def offer(self, data: bytes, serial: int) -> None:
+        """Make C{data} (config serial C{serial}) the config the candidates get next."""
+        if serial <= self._offered:
+            return
+        if self._preparing:
+            self._next = (data, serial)
+            return
+        self._offered = serial
+        self._members = None
+        self._preparing = True
+        d = deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self._details, data)
+
+        def prepared(details: list[Any]) -> None:
+            if self.ready is None or serial > self.ready[0]:
+                self.ready = (serial, details)
+            self._kick_all()
+
+        def done(_: Any) -> None:
+            self._preparing = False
+            pending, self._next = self._next, None
+            if pending is not None:
+                self.offer(*pending)
+            if not self._preparing:
+                self._want_snapshot()
+
+        d.addCallback(prepared)
+        d.addErrback(lambda f: self.log.failure("cannot prepare config serial {serial} for upload", f, serial=serial))
+        d.addCallback(done)
+
+    def _details(self, data: bytes) -> list[Any]:
+        from ganeti.rpc import wire
+
+        return wire.file_details(wire.virtual_path(self.paths.root, self.paths.config_data), data, mode=0o640)
+
+    def _kick_all(self) -> None:
+        for name, address in self.candidates().items():
+            self._kick(name, address)
+
+    def _kick(self, name: str, address: str) -> None:
+        if name in self._busy or self.ready is None or self.held.get(name, 0) >= self.ready[0]:
+            return
+        self._busy.add(name)
+        d = Deferred.fromCoroutine(self._upload(name, address))
+        d.addErrback(lambda f: self.log.failure("uploading config.data to {node} failed", f, node=name))
+
+    async def _upload(self, name: str, address: str) -> None:
+        """Send the newest prepared config to candidate C{name} until it holds it."""
+        try:
+            while self.ready is not None and self.held.get(name, 0) < self.ready[0]:
+                serial, details = self.ready
+                self._sending = max(self._sending, serial)
+                self.uploads += 1
+                self._want_snapshot()  # prepare the next one meanwhile
+                result = (await self.rpc().call({name: address}, "upload_file", [details], timeout=PUSH_TIMEOUT))[name]
+                if result.failed:
+                    if name not in self.lagging:
+                        self.log.warn("node {node} missed config serial {serial}: {why}", node=name, serial=serial,
+                                      why=result.fail_msg)
+                    self._config_lagging.add(name)
+                    self._schedule_retry()
+                    return
+                self.held[name] = max(self.held.get(name, 0), serial)
+                if name in self._config_lagging:
+                    self._config_lagging.discard(name)
+                    if name not in self.lagging:
+                        self.log.info("node {node} caught up with config serial {serial}", node=name, serial=serial)
+                self._release()
+        finally:
+            self._busy.discard(name)
+        self._want_snapshot()
+
+    # --- the distributor stage: after each durable config.data ---------------------------------
     def __call__(self, data: bytes, serial: int) -> Deferred:
         return Deferred.fromCoroutine(self.push(data, serial))
 
     async def push(self, data: bytes, serial: int) -> None:
-        from ganeti.rpc import wire
-
         config = self.config()
         master = config.cluster.master_node
         nodes = [n for n in config.nodes.values() if n.uuid != master and not n.offline]
+        self._members = None
         if not nodes:
-            self.lagging.clear()
+            self._config_lagging.clear()
+            self._ssconf_lagging.clear()
             return
         pool = self.reactor.getThreadPool()
-        vpath = wire.virtual_path(self.paths.root, self.paths.config_data)
-        details = await deferToThreadPool(self.reactor, pool, wire.file_details, vpath, data, mode=0o640)
-        values = await deferToThreadPool(self.reactor, pool, self.values, config)
-        candidates = {n.name: n.primary_ip for n in nodes if n.master_candidate}
-        everyone = {n.name: n.primary_ip for n in nodes}
+        everyone = {n.name: n.primary_ip or "" for n in nodes if n.name}
         rpc = self.rpc()
         newcomers = {name: ip for name, ip in everyone.items() if name not in self.confirmed}
         if newcomers:  # the secrets every node needs (confd's key, RAPI's certificate, ...)
             for ancillary in await deferToThreadPool(self.reactor, pool, self._ancillary):
                 await rpc.call(newcomers, "upload_file", [ancillary], timeout=PUSH_TIMEOUT)
-        uploads = await rpc.call(candidates, "upload_file", [details], timeout=PUSH_TIMEOUT) if candidates else {}
+        self.offer(data, serial)
+        values = await deferToThreadPool(self.reactor, pool, self.values, config)
         writes = await rpc.call(everyone, "write_ssconf_files", [values], timeout=PUSH_TIMEOUT)
-        missed = set()
         for name in everyone:
-            results = [writes[name]] + ([uploads[name]] if name in uploads else [])
-            failed = [r for r in results if r.failed]
-            if failed:
-                missed.add(name)
+            if writes[name].failed:
                 if name not in self.lagging:
-                    self.log.warn("node {node} missed config serial {serial}: {why}", node=name, serial=serial, why=failed[0].fail_msg)
+                    self.log.warn("node {node} missed config serial {serial}: {why}", node=name, serial=serial,
+                                  why=writes[name].fail_msg)
+                self._ssconf_lagging.add(name)
             else:
-                if name in self.lagging:
-                    self.log.info("node {node} caught up with config serial {serial}", node=name, serial=serial)
                 self.confirmed[name] = serial
-        self.lagging = missed
-        if missed and (self._retry is None or not self._retry.active()):
-            self._retry = self.reactor.callLater(self.retry_interval, self._retry_lagging)
+                if name in self._ssconf_lagging:
+                    self._ssconf_lagging.discard(name)
+                    if name not in self.lagging:
+                        self.log.info("node {node} caught up with config serial {serial}", node=name, serial=serial)
+        self._ssconf_lagging &= set(everyone)
+        self._config_lagging &= set(self.candidates())
+        if self.lagging:
+            self._schedule_retry()
 
     def _ancillary(self) -> list[list[Any]]:
         return ancillary_files(self.paths)
+
+    def _schedule_retry(self) -> None:
+        if self._retry is None or not self._retry.active():
+            self._retry = self.reactor.callLater(self.retry_interval, self._retry_lagging)
 
     def _retry_lagging(self) -> None:
         self._retry = None
         data, serial = self.snapshot()
         d = self(data, serial)
         d.addErrback(lambda f: self.log.failure("retrying config distribution failed", f))
+        self._kick_all()
 
     def stop(self) -> None:
-        if self._retry is not None and self._retry.active():
-            self._retry.cancel()
-        self._retry = None
+        for call in (self._retry, self._slow_check):
+            if call is not None and call.active():
+                call.cancel()
+        self._retry = self._slow_check = None
 
 
 def ancillary_files(paths: Paths) -> list[list[Any]]:

@@ -62,6 +62,16 @@ def add_answer(stored: Any, serial: int) -> Answer:
     return {"uuid": stored.uuid, "config_serial": serial}
 
 
+def config_serial(answer: Any) -> int | None:
+    """The config serial a recorded answer of a config change names (C{None}: a lock answer)."""
+    if not isinstance(answer, dict):
+        return None
+    serial = answer.get("config_serial")
+    if serial is None and set(answer) == {"serial_no"}:
+        serial = answer["serial_no"]  # L{write_answer}
+    return serial if isinstance(serial, int) else None
+
+
 def blockers_answer(blockers: Iterable[Owner]) -> Answer:
     """The answer of a lock call that names the owners in the way."""
     return {"blockers": [b.to_wire() for b in blockers]}
@@ -106,6 +116,7 @@ class WConfdService(Service):
         lock_snapshot_interval: float = 5.0,
         probe: Callable[[str], bool] = owner_is_dead,
         holder: Callable[[str, int], bool] | None = None,
+        quorum: Callable[[int], Deferred] | None = None,
     ) -> None:
         """
         @param holder: C{holder(lockfile, pid)} says whether process C{pid}
@@ -113,6 +124,10 @@ class WConfdService(Service):
             from a connection whose peer holds the owner's lock file (or
             that it is bound to already).  C{None}: owners are not bound
             (in-memory tests).
+        @param quorum: C{quorum(serial)} fires once a majority of the master
+            candidates hold config serial C{serial} (or newer), or fails; a
+            change is acknowledged only then (L{ganeti.wconfd.replication}).
+            C{None}: once it is durable here.
         """
         self.storage = storage
         self.clock = clock
@@ -123,6 +138,7 @@ class WConfdService(Service):
         self.lock_snapshot_interval = lock_snapshot_interval
         self.probe = probe
         self.holder = holder
+        self.quorum = quorum
         self.requests = RequestLog()
         #: requests being applied: (owner, request id) -> retries waiting for the answer
         self._inflight: dict[tuple[Owner, int], list[Deferred]] = {}
@@ -407,6 +423,9 @@ class WConfdService(Service):
             waiters.append(waiter)
             answer = await waiter
         self.log.info("request {rid} of {owner} was applied already: answering it again", rid=rid, owner=owner.to_wire())
+        serial = config_serial(answer)
+        if serial is not None and self.quorum is not None:
+            await self.quorum(serial)  # the first answer may have been a refusal for want of a majority
         names = [n for n in release if n]
         if names:
             try:
@@ -696,6 +715,7 @@ class WConfdService(Service):
 
         The answer is recorded (for retries) once the record is durable.
         """
+        serial = record.get("s", self.config_store.serial_no)
         if rid is not None and owner is not None:
             record["r"] = [owner.to_wire(), rid, answer]
         try:
@@ -707,6 +727,8 @@ class WConfdService(Service):
         if rid is not None and owner is not None:
             self.requests.record(owner, rid, answer)
         self._schedule_checkpoint()
+        if self.quorum is not None:
+            await self.quorum(serial)
 
     # --- checkpoints, flush, distribution ----------------------------------
     def _schedule_checkpoint(self) -> None:

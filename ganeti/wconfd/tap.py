@@ -23,7 +23,7 @@ from ganeti.voting import VotingGate, add_options, check_options
 from ganeti.wconfd.death import holds_lock
 from ganeti.wconfd.ha import HaKeeper, HaStage
 from ganeti.wconfd.protocol import wconfd_factory
-from ganeti.wconfd.replication import ConfigPusher
+from ganeti.wconfd.replication import MAJORITY_TIMEOUT, ConfigPusher
 from ganeti.wconfd.service import WConfdService
 from ganeti.wconfd.ssconf_writer import LocalSsconf, SsconfValues
 from ganeti.wconfd.storage import FileStorage
@@ -42,6 +42,9 @@ class Options(usage.Options):
         ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", positive_float],
         ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", positive_float],
         ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
+        ["majority-timeout", None, MAJORITY_TIMEOUT,
+         "Seconds a config change waits for a majority of the master candidates to hold it before it is "
+         "refused with an error (default %g)." % MAJORITY_TIMEOUT, positive_float],
     ]
     optFlags = add_options([])
 
@@ -91,7 +94,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
             service.read_config,
             port=options["rpc-port"],
             values=values,
+            majority_timeout=options["majority-timeout"],
         )
+        service.quorum = next_stage.majority  # a change is acknowledged once a majority of candidates hold it
     rpc_factory: Callable[[], Any] | None = None
     if os.path.exists(paths.server_pem):
         from ganeti.rpc import RpcClient

@@ -21,7 +21,7 @@ from ganeti.wconfd.client import WConfdClient
 async def test_config_reaches_candidates_and_ssconf_every_node(root):
     # node2 is a candidate, node3 is not; LuxiD starts late, for the job files
     config = loopback_config(3, candidate_pool_size=10, candidates=["node2.test"])
-    cluster = LoopbackCluster(reactor, root, config, luxid=False, prefix="gntr")
+    cluster = LoopbackCluster(reactor, root, config, luxid=False, prefix="gntr", wconfd_args=("--majority-timeout", "2"))
     client = None
     try:
         await cluster.start()
@@ -43,9 +43,11 @@ async def test_config_reaches_candidates_and_ssconf_every_node(root):
         await cluster.until(lambda: serial_of(roots[1]) == serial)
         await cluster.until(lambda: (ssconf_of(roots[2], "nodegroups") or "").find(uuid + " rack2") >= 0)
 
-        # a candidate that is down catches up when it returns
+        # a candidate that is down catches up when it returns; meanwhile (1 of 2
+        # candidates) a change is not acknowledged, but kept on the master
         nodeds[1].stop()
-        await client.add(job.owner, "nodegroup", NodeGroup(name="rack3", alloc_policy="preferred"))
+        with pytest.raises(errors.ConfigurationError, match="not acknowledged"):
+            await client.add(job.owner, "nodegroup", NodeGroup(name="rack3", alloc_policy="preferred"))
         newest = await client.read_serial()
         await deferLater(reactor, 1.0, lambda: None)
         assert serial_of(roots[1]) != newest

@@ -1,0 +1,159 @@
+"""A job's final status is shown to clients only once a majority of the
+master candidates hold its final file (L{JobReplicator.confirm} and
+L{LuxidService.view}); candidates are in-memory queues that can freeze."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti.jobs.model import QueuedJob
+from ganeti.jobs.process import save_job
+from ganeti.luxid.replication import JobReplicator
+from ganeti.luxid.service import JobDistributor, LuxidService
+from tests.unit.queue_helpers import open_queue, temp_root
+from tests.unit.test_queue_replicas import FakeCandidates
+
+DELAY = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
+
+
+class FreezableCandidates(FakeCandidates):
+    """Calls to a frozen candidate answer only when it is thawed (SIGSTOP/SIGCONT)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.frozen: set[str] = set()
+        self.stalled: list[tuple[dict[str, str], str, list[Any], Deferred]] = []
+
+    def call(self, nodes: dict[str, str], procedure: str, args: list[Any], timeout: float) -> Any:
+        if set(nodes) & self.frozen:
+            d: Deferred = Deferred()
+            self.stalled.append((nodes, procedure, args, d))
+            return d
+        return super().call(nodes, procedure, args, timeout)
+
+    def thaw(self, name: str) -> None:
+        self.frozen.discard(name)
+        stalled, self.stalled = self.stalled, []
+        for nodes, procedure, args, d in stalled:
+            if name in nodes:
+                super().call(nodes, procedure, args, 30).chainDeferred(d)
+            else:
+                self.stalled.append((nodes, procedure, args, d))
+
+
+class FinalStatusTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.paths = temp_root(self, "gntf")
+        self.clock = Clock()
+        self.nodes = {"node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
+        self.fake = FreezableCandidates(list(self.nodes))
+        self.replicator = JobReplicator(self.paths, self.clock, rpc=self.fake, candidates=lambda: dict(self.nodes))
+        distributor = JobDistributor(self.replicator.written)
+        self.queue = open_queue(self, self.paths, on_write=distributor, on_rename=self.replicator.renamed)
+        self.service = LuxidService(self.paths, self.clock, self.queue, distributor=distributor,
+                                    replicator=self.replicator)
+        self.service.running = True  # accept submissions without starting processes
+        self.replicator.start()
+        self.addCleanup(self.replicator.stop)
+        self.settle()
+
+    def settle(self) -> None:
+        for _ in range(3):
+            self.clock.advance(0)
+
+    def submit(self) -> int:
+        ((ok, job_id),) = self.successResultOf(ensureDeferred(self.service.submit([DELAY])))
+        self.assertTrue(ok)
+        self.settle()
+        return job_id
+
+    def run_job(self, job_id: int, status: str) -> None:
+        """The job's process writes its file with C{status}; LuxiD sees it (inotify)."""
+        self.service.processes[job_id] = object()
+        job = QueuedJob.from_dict(self.queue.read_job(job_id).to_dict())
+        job.ops[0].status = status
+        if status == "success":
+            job.ops[0].result = "done"
+        save_job(self.paths, job)
+        self.service._reload(job_id)
+
+    def shown(self, job_id: int) -> str:
+        return self.service.view(job_id).status
+
+    def test_a_final_status_waits_for_a_majority(self) -> None:
+        job_id = self.submit()
+        self.run_job(job_id, "running")
+        self.assertEqual(self.shown(job_id), "running")  # intermediate statuses show at once
+        self.fake.frozen.update(self.nodes)
+        self.run_job(job_id, "success")
+        self.settle()
+        self.assertEqual(self.service.jobs[job_id].status, "success")  # LuxiD knows
+        self.assertEqual(self.shown(job_id), "running")  # clients do not, yet
+        self.assertEqual(self.service.live_jobs()[job_id].status, "running")
+        self.assertFalse(self.successResultOf(ensureDeferred(self.service.archive(job_id))))
+        waiting = ensureDeferred(self.service.wait_for_change(job_id, lambda j: j.status, "running", 60))
+        self.assertNoResult(waiting)
+        self.fake.thaw("node3.test")
+        self.settle()
+        self.assertEqual(self.successResultOf(waiting), "success")
+        self.assertEqual(self.shown(job_id), "success")
+        self.assertEqual(self.service.shown, {})
+
+    def test_one_slow_candidate_does_not_delay_the_final_status(self) -> None:
+        job_id = self.submit()
+        self.run_job(job_id, "running")
+        self.fake.frozen.add("node2.test")
+        self.run_job(job_id, "success")
+        self.settle()
+        self.assertEqual(self.shown(job_id), "success")
+
+    def test_a_job_luxid_cancels_shows_canceled_once_a_majority_holds_it(self) -> None:
+        job_id = self.submit()
+        self.fake.frozen.update(self.nodes)
+        ok, _message = self.successResultOf(self.service.cancel(job_id))
+        self.assertTrue(ok)
+        self.settle()
+        self.assertEqual(self.service.jobs[job_id].status, "canceled")
+        self.assertEqual(self.shown(job_id), "queued")
+        self.fake.thaw("node2.test")
+        self.settle()
+        self.assertEqual(self.shown(job_id), "canceled")
+
+    def test_without_candidates_the_final_status_shows_at_once(self) -> None:
+        self.nodes.clear()
+        self.replicator.refresh_candidates()
+        job_id = self.submit()
+        self.run_job(job_id, "error")
+        self.assertEqual(self.shown(job_id), "error")
+
+    def test_confirm_counts_this_node_and_matching_content_only(self) -> None:
+        job_id = self.submit()
+        path = self.queue.job_path(job_id)
+        with open(path, "rb") as handle:
+            content = handle.read()
+        self.successResultOf(self.replicator.confirm(path, content))  # held by all already
+        self.fake.frozen.update(self.nodes)
+        d = self.replicator.confirm(path, b"other content")
+        self.settle()
+        self.assertNoResult(d)
+        self.assertEqual(self.replicator.holders("job-%d" % job_id, "x"), (1, 3))
+
+    def test_a_frozen_candidate_does_not_delay_a_submission(self) -> None:
+        self.fake.frozen.add("node3.test")
+        d = ensureDeferred(self.service.submit([DELAY]))
+        ((ok, job_id),) = self.successResultOf(d)  # node1 and node2 hold it: a majority
+        self.assertTrue(ok)
+        self.assertIn("job-%d" % job_id, self.fake.queues["node2.test"])
+        self.fake.thaw("node3.test")
+        self.settle()
+        self.assertIn("job-%d" % job_id, self.fake.queues["node3.test"])
+
+    def test_without_a_majority_a_submission_is_refused(self) -> None:
+        self.fake.down.update(self.nodes)
+        d = ensureDeferred(self.service.submit([DELAY]))
+        self.assertIn("not replicated to a majority", str(self.failureResultOf(d).value))
+        self.assertEqual(self.service.live_jobs(), {})
