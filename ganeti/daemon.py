@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import gc
-import os
 import sys
 from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.task import LoopingCall
 
+from ganeti import lockfile
 from ganeti.paths import Paths
 
 
@@ -23,26 +22,16 @@ def lock_pid_file(paths: Paths, daemon: str) -> int:
 
     The lock is taken before anything else starts, so a second instance on
     the same root stops with a clear message and touches nothing.  The fd
-    survives twistd's fork; the pid is rewritten by L{write_pid}.
+    survives twistd's fork; the pid is rewritten by L{PidFileService}.
     """
     path = paths.pid_file(daemon)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            other = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        finally:
-            os.close(fd)
+        fd = lockfile.hold(path, mode=0o644)
+    except lockfile.LockHeld:
+        other = lockfile.read_pid(path)
         raise AlreadyRunning("%s is already running on root %s (pid %s, pid file %s)" % (daemon, paths.root, other, path)) from None
-    write_pid(fd)
+    lockfile.write_pid(fd)
     return fd
-
-
-def write_pid(fd: int) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, b"%d\n" % os.getpid(), 0)
 
 
 class PidFileService(Service):
@@ -53,7 +42,7 @@ class PidFileService(Service):
 
     def startService(self) -> None:
         super().startService()
-        write_pid(self.fd)
+        lockfile.write_pid(self.fd)
 
 
 class FrozenHeapService(Service):

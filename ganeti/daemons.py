@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import importlib.util
 import json
 import os
@@ -36,6 +35,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
+from ganeti import lockfile
 from ganeti.listening import CANNOT_LISTEN
 from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
@@ -137,20 +137,7 @@ def available(spec: Spec) -> bool:
 
 def running_pid(paths: Paths, spec: Spec) -> int | None:
     """The pid of the running daemon, or None (its pid file is not locked)."""
-    path = paths.pid_file(spec.name)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            data = os.read(fd, 32).decode(errors="replace").strip()
-            return int(data) if data.isdigit() else -1
-        return None
-    finally:
-        os.close(fd)
+    return lockfile.holder_pid(paths.pid_file(spec.name))
 
 
 def accepts_unix(path: str, timeout: float = 0.5) -> bool:

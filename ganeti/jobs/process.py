@@ -18,7 +18,6 @@ unanswered (see L{ganeti.wconfd.client}).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import signal
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 
 from twisted.internet.protocol import Protocol
 
-from ganeti import serializer
+from ganeti import lockfile, serializer
 from ganeti.jobs import channel
 from ganeti.paths import Paths
 
@@ -46,11 +45,8 @@ FREE_LOCKS_TIMEOUT = 10.0
 
 def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
     """Create and hold this job process's lock file."""
-    os.makedirs(paths.lock_dir, exist_ok=True)
     path = os.path.join(paths.lock_dir, "job_%06d_%d" % (job_id, time.time_ns()))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return fd, path
+    return lockfile.hold(path, create_new=True), path
 
 
 def handshake(paths: Paths, job_id: int, to_parent: int, from_parent: int, timeout: float = CONFIRM_TIMEOUT) -> tuple[int, str]:

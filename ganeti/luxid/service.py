@@ -27,11 +27,12 @@ from ganeti import errors, opcodes
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
+from ganeti.lockfile import hold as hold_lockfile
+from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
 from ganeti.query.resources import op_summary
-from ganeti.wconfd.death import hold_lockfile, owner_is_dead
 
 #: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
 WFJC_TIMEOUT = 89
@@ -187,7 +188,7 @@ class LuxidService(Service):
                 # spawned but never confirmed: the job never ran; run it again
                 job.livelock = job.process_id = None
                 self._write(job)
-            elif not owner_is_dead(job.livelock):
+            elif not is_free(job.livelock):
                 self.log.info("job {job} still runs (pid {pid}); following it", job=job.id, pid=job.process_id)
                 self.adopted[job.id] = job.livelock
             else:
@@ -440,7 +441,7 @@ class LuxidService(Service):
         for job_id, lockfile in list(self.adopted.items()):
             # the lock first: a process writes its last job file before its
             # lock goes, so a job read after a dead lock is its final state
-            dead = owner_is_dead(lockfile)
+            dead = is_free(lockfile)
             job = self._reload(job_id)
             if job is None or job.finalized:
                 if dead or job_id not in self.killing:  # a killed one: until its process is gone
@@ -616,7 +617,7 @@ class LuxidService(Service):
         if channel is not None:
             return channel.signal(signum)
         lockfile = self.adopted.get(job.id)
-        if lockfile is None or job.process_id is None or owner_is_dead(lockfile):
+        if lockfile is None or job.process_id is None or is_free(lockfile):
             return False
         try:
             self.os_kill(job.process_id, signum)

@@ -16,10 +16,10 @@ from twisted.python import usage
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.epoch import EpochWatch
 from ganeti.listening import endpoint_listener
+from ganeti.lockfile import holds_lock
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.voting import VotingGate, add_options, check_options
-from ganeti.wconfd.death import holds_lock
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.service import WConfdService
