@@ -21,9 +21,9 @@ from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
-from twisted.python import filepath
 
 from ganeti import errors, opcodes
+from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
@@ -120,7 +120,7 @@ class LuxidService(Service):
         #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
         self.watcher: Any = None
         self.forkserver: Any = None
-        self._notifier: Any = None
+        self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
         self._spawn_retry: Any = None
         self._livelock_fd: int | None = None
@@ -157,8 +157,8 @@ class LuxidService(Service):
             self._follow.stop()
         if self._spawn_retry is not None and self._spawn_retry.active():
             self._spawn_retry.cancel()
-        if self._notifier is not None:
-            self._notifier.loseConnection()
+        if self._queue_watch is not None:
+            self._queue_watch.stop()
         if self.replicator is not None:
             self.replicator.stop()
         if self.forkserver is not None:
@@ -263,19 +263,15 @@ class LuxidService(Service):
         self._write(job)
 
     def _watch_queue(self) -> None:
+        watch = DirectoryWatcher(self.reactor, self._queue_file_written)
         try:
-            from twisted.internet import inotify
-        except ImportError:  # not Linux: fall back to the follow timer
+            watch.watch(self.paths.queue_dir)
+        except WatchUnavailable as e:  # the follow timer reloads running jobs instead
+            self.log.warn("job files are not watched ({why}); following by timer", why=str(e))
             return
-        self._notifier = inotify.INotify(self.reactor)
-        self._notifier.startReading()
-        mask = inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE
-        self._notifier.watch(filepath.FilePath(self.paths.queue_dir), mask=mask, callbacks=[self._inotify_event])
+        self._queue_watch = watch
 
-    def _inotify_event(self, _watch: Any, path: filepath.FilePath, _mask: int) -> None:
-        name = path.basename()
-        if isinstance(name, bytes):
-            name = name.decode()
+    def _queue_file_written(self, name: str) -> None:
         if not name.startswith("job-"):
             return
         try:
@@ -456,7 +452,7 @@ class LuxidService(Service):
                     self._fail(job, "the job process died")
                     self._cleanup_locks()
                 self._exit_waiters_fire(job_id)
-        if not self._notifier:
+        if self._queue_watch is None:
             for job_id in list(self.processes):
                 self._reload(job_id)
 
