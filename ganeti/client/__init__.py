@@ -25,15 +25,25 @@ import time
 from typing import Any, Callable, Sequence
 
 from ganeti.jobs.lifecycle import ELOG_MESSAGE
+from ganeti.querydefs import (  # noqa: F401  (RS_NORMAL re-exported for the tools)
+    QFT_BOOL,
+    QFT_FLOAT,
+    QFT_NUMBER,
+    QFT_OTHER,
+    QFT_TEXT,
+    QFT_TIMESTAMP,
+    QFT_UNIT,
+    QFT_UNKNOWN,
+    RS_NODATA,
+    RS_NORMAL,
+    RS_OFFLINE,
+    RS_UNAVAIL,
+    RS_UNKNOWN,
+)
 
 #: exit status of a query naming unknown fields (Ganeti's EXIT_UNKNOWN_FIELD)
 EXIT_UNKNOWN_FIELD = 14
 
-RS_NORMAL = 0
-RS_UNKNOWN = 1
-RS_NODATA = 2
-RS_UNAVAIL = 3
-RS_OFFLINE = 4
 
 #: cell status -> (verbose text, terse text)
 RSS_DESCRIPTION = {
@@ -47,15 +57,6 @@ RSS_DESCRIPTION = {
 QR_NORMAL = 0
 QR_UNKNOWN = 1
 QR_INCOMPLETE = 2
-
-QFT_UNKNOWN = "unknown"
-QFT_TEXT = "text"
-QFT_BOOL = "bool"
-QFT_NUMBER = "number"
-QFT_FLOAT = "float"
-QFT_UNIT = "unit"
-QFT_TIMESTAMP = "timestamp"
-QFT_OTHER = "other"
 
 _QFT_NAMES = {
     QFT_UNKNOWN: "Unknown",

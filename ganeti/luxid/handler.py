@@ -14,11 +14,12 @@ from ganeti.luxid.service import LuxidService
 from ganeti.objects import ConfigData
 from ganeti.query import fields as q
 from ganeti.query import qlang
+from ganeti.querydefs import QR_CLUSTER, QR_GROUP, QR_INSTANCE, QR_NODE, RS_NORMAL
 
 TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
 #: resources whose query answers come from the config alone, unless the
 #: query needs live node data (L{live.needed}): those are never cached
-CONFIG_ONLY_RESOURCES = frozenset({"instance", "node", "group", "cluster"})
+CONFIG_ONLY_RESOURCES = frozenset({QR_INSTANCE, QR_NODE, QR_GROUP, QR_CLUSTER})
 QUERY_CACHE_SIZE = 64
 
 
@@ -125,7 +126,7 @@ class LuxiHandler(MethodHandler):
         ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={},
                              archived_jobs=archived)
         row = q.query("job", fields, None, ctx)["data"][0]
-        return [value if status == q.RS_NORMAL else None for status, value in row]
+        return [value if status == RS_NORMAL else None for status, value in row]
 
     # --- jobs --------------------------------------------------------------------
     async def luxi_SubmitJob(self, ops: Any) -> int:
