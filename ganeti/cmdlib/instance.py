@@ -62,9 +62,9 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.tags import TagError, validate_tag
+from ganeti.errors import MacInUse
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.rpc import instances as rpc_inst
-from ganeti.wconfd.store import MacInUse
 
 #: how often a creation draws new MACs when a parallel one took them first
 MAC_ATTEMPTS = 5

@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.backend.hypervisor import STATE_SHUTDOWN
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib import names
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE_RES, Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance import IP_CHECK_PORT, IP_CHECK_TIMEOUT, check_os
+from ganeti.hvconstants import STATE_SHUTDOWN
 from ganeti.objects import Instance
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import wire
