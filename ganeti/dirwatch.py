@@ -62,7 +62,8 @@ def _inotify_notifier(reactor: Any) -> Any:
         from twisted.internet import inotify
     except ImportError as e:  # not Linux
         raise WatchUnavailable("no inotify on this system: %s" % e) from e
-    return inotify.INotify(reactor)
+    notifier: Any = inotify.INotify  # untyped in Twisted
+    return notifier(reactor)
 
 
 class DirectoryWatcher:

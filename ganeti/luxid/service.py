@@ -704,6 +704,20 @@ class LuxidService(Service):
     def live_jobs(self) -> dict[int, QueuedJob]:
         return self.jobs
 
+    def is_drained(self) -> bool:
+        """Whether the queue takes no new jobs."""
+        return self.queue.is_drained()
+
+    def archived_job_ids(self) -> list[int]:
+        return self.queue.archived_job_ids()
+
+    def read_archived_job(self, job_id: int) -> QueuedJob | None:
+        return self.queue.read_archived_job(job_id)
+
+    def wconfd_client(self) -> Any:
+        """The connected WConfD client, or C{None} while there is none."""
+        return self.wconfd
+
 
 def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
     """Check one submitted job: its opcodes (L{opcodes.validate}) and its

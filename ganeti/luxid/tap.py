@@ -25,6 +25,7 @@ from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.live import LiveData
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
@@ -107,7 +108,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     gate.setServiceParent(root)
     service.setServiceParent(gate)
     gate.addService(FrozenHeapService(reactor))
-    handler = LuxiHandler(service)
+    handler = LuxiHandler(service, paths, LiveData.for_node(reactor, paths))
     if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
         liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
                                    port=options["heartbeat-port"])
