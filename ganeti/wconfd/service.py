@@ -37,7 +37,7 @@ from ganeti.lockfile import is_free
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
 from ganeti.wconfd.requests import RequestLog
-from ganeti.wconfd.storage import IStorage
+from ganeti.wconfd.storage import IConfigStorage
 from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 
 #: priority of WConfD's own config-lock requests (more urgent than any job)
@@ -96,7 +96,7 @@ class WConfdService(Service):
 
     def __init__(
         self,
-        storage: IStorage,
+        storage: IConfigStorage,
         clock: Any,
         *,
         owner_dirs: Iterable[str] = (),
