@@ -11,6 +11,7 @@ from twisted.internet.task import LoopingCall
 
 from ganeti import lockfile
 from ganeti.paths import Paths
+from ganeti.ports import port_number  # noqa: F401  (re-exported for the daemons' options)
 
 
 class AlreadyRunning(SystemExit):
@@ -98,14 +99,6 @@ class FrozenHeapService(Service):
 
 
 # --- option coercers shared by the daemons' usage.Options -------------------------
-
-
-def port_number(value: str) -> int:
-    """A TCP/UDP port (0 lets the kernel choose)."""
-    number = int(value)
-    if not 0 <= number <= 65535:
-        raise ValueError("not a port number (0-65535)")
-    return number
 
 
 def positive_int(value: str) -> int:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganeti import errors
+from ganeti import errors, ports
 
 #: seconds to wait for the instance's IP to answer when C{ip_check} is set
 IP_CHECK_TIMEOUT = 1.0
 #: the port the IP check probes (Ganeti's DEFAULT_NODED_PORT)
-IP_CHECK_PORT = 1811
+IP_CHECK_PORT = ports.NODED
 
 
 def check_ip_needs_name(op: Any, message: str) -> None:

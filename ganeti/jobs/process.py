@@ -26,7 +26,7 @@ from typing import Any
 
 from twisted.internet.protocol import Protocol
 
-from ganeti import lockfile, serializer
+from ganeti import lockfile, ports, serializer
 from ganeti.jobs import channel
 from ganeti.paths import Paths
 
@@ -79,7 +79,9 @@ def save_job(paths: Paths, job: Any) -> None:
     serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
 
 
-async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int) -> int:
+async def execute(
+    reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
+) -> int:
     """Run the job (after the handshake); returns the exit code."""
     from twisted.internet.stdio import StandardIO
 
@@ -99,7 +101,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
 
     processor = Processor(
         job, client, owner, save=save, clock=reactor, paths=paths,
-        submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket),
+        submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket), rpc_port=rpc_port,
     )
     control = _Control(processor)
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
@@ -177,6 +179,7 @@ def run(
     to_parent: int = channel.TO_PARENT_FD,
     from_parent: int = channel.FROM_PARENT_FD,
     confirm_timeout: float = CONFIRM_TIMEOUT,
+    rpc_port: int = ports.NODED,
 ) -> int:
     """Handshake, then run the job under a fresh reactor; returns the exit code."""
     try:
@@ -190,7 +193,7 @@ def run(
 
     async def main(reactor: Any) -> None:
         try:
-            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent))
+            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent, rpc_port))
         except Exception:
             import traceback
 
@@ -221,5 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--confirm-timeout", type=float, default=CONFIRM_TIMEOUT, help="seconds to wait for LuxiD's confirmation"
     )
+    parser.add_argument(
+        "--rpc-port", type=int, default=ports.NODED, help="port of the node daemons (LuxiD's --rpc-port)"
+    )
     args = parser.parse_args(argv)
-    return run(args.job_id, Paths.from_option(args.root), confirm_timeout=args.confirm_timeout)
+    return run(args.job_id, Paths.from_option(args.root), confirm_timeout=args.confirm_timeout, rpc_port=args.rpc_port)

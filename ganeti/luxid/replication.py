@@ -29,6 +29,7 @@ from typing import Any, Callable
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
+from ganeti import ports
 from ganeti.jobs import replicas
 from ganeti.paths import Paths
 
@@ -73,7 +74,7 @@ class JobReplicator:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, *, port: int = 1811, rpc: Any = None,
+    def __init__(self, paths: Paths, reactor: Any, *, port: int = ports.NODED, rpc: Any = None,
                  candidates: Candidates | None = None) -> None:
         self.paths = paths
         self.reactor = reactor

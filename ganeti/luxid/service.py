@@ -22,7 +22,7 @@ from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succe
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from ganeti import errors, opcodes
+from ganeti import errors, opcodes, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
@@ -90,8 +90,11 @@ class LuxidService(Service):
         replicator: Any = None,
         follow_interval: float = 0.5,
         kill_grace: float = KILL_GRACE,
+        rpc_port: int = ports.NODED,
     ) -> None:
         self.paths = paths
+        #: the node daemons' port (C{--rpc-port}), handed to the job processes
+        self.rpc_port = rpc_port
         self.reactor = reactor
         self.queue = queue
         self.max_running_override = max_running
@@ -139,7 +142,8 @@ class LuxidService(Service):
         if self.use_forkserver:
             from ganeti.luxid.forkclient import ForkServer
 
-            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned)
+            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned,
+                                         rpc_port=self.rpc_port)
             try:
                 self.forkserver.start()
             except OSError:
@@ -355,7 +359,7 @@ class LuxidService(Service):
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
         try:
-            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited, rpc_port=self.rpc_port)
         except OSError as e:
             self._spawn_failed(job, job_channel, e)
 

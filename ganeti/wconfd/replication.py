@@ -15,7 +15,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from ganeti import ssconf
+from ganeti import ports, ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 
@@ -35,7 +35,7 @@ class ConfigPusher:
         snapshot: Callable[[], tuple[bytes, int]],
         *,
         rpc: Any = None,
-        port: int = 1811,
+        port: int = ports.NODED,
         retry_interval: float = RETRY_INTERVAL,
         values: Callable[[ConfigData], dict[str, list[str]]] = ssconf.compute,
     ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti import ports
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.epoch import EpochWatch
 from ganeti.listening import endpoint_listener
@@ -39,7 +40,7 @@ class Options(usage.Options):
         ["socket-mode", None, 0o600, "Permissions of the Unix socket, octal (default 600).", lambda v: int(v, 8)],
         ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", positive_float],
         ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", positive_float],
-        ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
+        ["rpc-port", None, ports.NODED, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
     ]
     optFlags = add_options([])
 
