@@ -19,7 +19,9 @@ import io
 import sys
 from typing import Callable, Iterable, NamedTuple
 
-#: the gnt-* tools run by L{ganeti.cli.run}: name -> module (COMMANDS, ALIASES)
+from ganeti.client.options import PRIORITIES, build_parser, priority
+
+#: the gnt-* tools run by L{ganeti.client.runner.run}: name -> module (COMMANDS, ALIASES)
 GNT_TOOLS = (
     ("gnt-backup", "ganeti.client.gnt_backup"),
     ("gnt-cluster", "ganeti.client.gnt_cluster"),
@@ -50,9 +52,8 @@ class ToolSpec(NamedTuple):
 
 def _typed_words() -> dict[object, tuple[str, ...]]:
     """Argument types whose values are a fixed set, though not argparse C{choices}."""
-    from ganeti import cli
 
-    return {cli.priority: tuple(cli.PRIORITIES)}
+    return {priority: tuple(PRIORITIES)}
 
 
 def _choices(action: argparse.Action) -> tuple[str, ...]:
@@ -88,8 +89,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def gnt_tool_spec(name: str, module_name: str) -> ToolSpec:
-    """A gnt-* tool: C{[--root DIR] COMMAND [options]}, parsers built as L{ganeti.cli.run} does."""
-    from ganeti import cli
+    """A gnt-* tool: C{[--root DIR] COMMAND [options]}, parsers built as L{ganeti.client.runner.run} does."""
 
     module = importlib.import_module(module_name)
     commands = module.COMMANDS
@@ -97,7 +97,7 @@ def gnt_tool_spec(name: str, module_name: str) -> ToolSpec:
     subcommands = {}
     for command in sorted(set(commands) | set(aliases)):
         target = aliases.get(command, command)
-        parser = cli.build_parser(name, command, commands[target], io.StringIO(), io.StringIO())
+        parser = build_parser(name, command, commands[target], io.StringIO(), io.StringIO())
         subcommands[command] = parser_spec(parser)
     top = ParserSpec(("--root", "--help", "--version"), {"--root": ()}, ())
     return ToolSpec(name, top, subcommands)

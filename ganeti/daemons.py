@@ -181,12 +181,27 @@ def udp_bound(address: str, port: int) -> bool:
     return False
 
 
+#: The environment variable that moves RAPI off its port (tests, benchmarks: many clusters on one host).
+RAPI_PORT_ENV = "GANETI_RAPI_PORT"
+
+
+def port_of(spec: Spec) -> int:
+    """The port C{spec}'s daemon listens on: its own, but RAPI's is
+    C{$GANETI_RAPI_PORT} when that is set (a daemon started here inherits it)."""
+    if spec.name == "ganeti-rapi":
+        value = os.environ.get(RAPI_PORT_ENV, "")
+        if value.isdigit() and 0 < int(value) < 65536:
+            return int(value)
+    return spec.port
+
+
 def listening_problem(paths: Paths, spec: Spec, address: str) -> str | None:
     """Why C{spec}'s daemon does not listen where it should, or None when it does.
 
     Unix socket and TCP port: something accepts connections there; UDP
     port: something is bound to it.
     """
+    spec = spec._replace(port=port_of(spec))
     if spec.socket:
         path = getattr(paths, spec.socket)
         return None if accepts_unix(path) else "nothing accepts connections on unix socket %s" % path

@@ -20,6 +20,11 @@ The record (JSON)::
 
 C{serial_no} grows by one with each change, so a replica can tell an older
 copy from a newer one.
+
+The last master failover is recorded by the node that took over, in
+C{var/lib/ganeti/last-failover} (L{record_failover}): when, the epoch, the
+new and the old master.  LuxiD reports the master's record in the cluster
+information (C{gnt-cluster info}, RAPI C{/2/info}).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ from ganeti.paths import Paths
 
 #: file name in the data directory
 FILE_NAME = "ha.data"
+#: file name, in the data directory, of the last failover this node made
+FAILOVER_FILE_NAME = "last-failover"
+#: the parameters an admin changes (opcode fields, C{gnt-cluster modify} options)
+PARAMETERS = ("liveness_timeout", "auto_failover", "failover_timeout")
 
 #: seconds without a byte before LuxiD marks a node unreachable
 DEFAULT_LIVENESS_TIMEOUT = 2.0
@@ -110,7 +119,7 @@ class HaParams:
 
         @raise HaParamsError: a value out of range, or an unknown parameter
         """
-        unknown = set(changes) - {"liveness_timeout", "auto_failover", "failover_timeout"}
+        unknown = set(changes) - set(PARAMETERS)
         if unknown:
             raise HaParamsError("unknown HA parameter(s): %s" % ", ".join(sorted(unknown)))
         return attrs.evolve(self, serial_no=self.serial_no + 1, mtime=time.time(), **changes)
@@ -150,3 +159,87 @@ def accept(paths: Paths, params: HaParams) -> bool:
         return False
     write(paths, params)
     return True
+
+
+class Watch:
+    """This node's copy for a daemon that follows it (LuxiD's liveness
+    timeout, NodeD's beat interval): one C{stat} per call, the file read
+    again only when it was replaced (written by WConfD or a replication)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._stamp: tuple[int, int, int] | None = None
+        self._params = HaParams()
+        self._read = False
+
+    def current(self) -> HaParams:
+        try:
+            st = os.stat(params_path(self.paths))
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if not self._read or stamp != self._stamp:
+            self._stamp, self._read = stamp, True
+            self._params = read(self.paths) if stamp is not None else HaParams()
+        return self._params
+
+
+def beat_interval(params: HaParams, most: float = 1.0) -> float:
+    """Seconds between a node's heartbeats: C{most}, or half the liveness
+    timeout when that is shorter (a node never looks silent for beating too seldom)."""
+    return min(most, params.liveness_timeout / 2)
+
+
+# --- the last failover ---------------------------------------------------------------------
+
+
+def failover_path(paths: Paths) -> str:
+    return os.path.join(paths.data_dir, FAILOVER_FILE_NAME)
+
+
+def record_failover(paths: Paths, epoch: int, node: str, old_master: str | None, now: float | None = None) -> None:
+    """Record durably that C{node} took over from C{old_master} under C{epoch}."""
+    record = {"time": time.time() if now is None else now, "epoch": epoch, "node": node, "old_master": old_master}
+    os.makedirs(paths.data_dir, exist_ok=True)
+    serializer.write_file(failover_path(paths), serializer.dumps(record))
+
+
+def last_failover(paths: Paths) -> dict[str, Any] | None:
+    """This node's record of the last failover it made, or C{None} (none, or damaged: logged)."""
+    path = failover_path(paths)
+    try:
+        with open(path, "rb") as handle:
+            record = serializer.loads(handle.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        log.warn("Cannot read {path}: {err}", path=path, err=err)
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("node"), str) \
+            or not isinstance(record.get("time"), (int, float)) or not isinstance(record.get("epoch"), int):
+        log.warn("Damaged {path}: not a failover record", path=path)
+        return None
+    return {"time": float(record["time"]), "epoch": record["epoch"], "node": record["node"],
+            "old_master": record.get("old_master") if isinstance(record.get("old_master"), str) else None}
+
+
+def cluster_fields(paths: Paths) -> dict[str, Any]:
+    """The HA part of LUXI C{QueryClusterInfo} (and RAPI C{/2/info}) on the master.
+
+    Names start with C{ha_}, which none of Ganeti's cluster fields do.
+    """
+    from ganeti import epoch as master_epoch
+
+    params = read(paths)
+    try:
+        current_epoch: int | None = master_epoch.read_epoch(paths)
+    except (OSError, ValueError):
+        current_epoch = None
+    return {
+        "ha_liveness_timeout": params.liveness_timeout,
+        "ha_auto_failover": params.auto_failover,
+        "ha_failover_timeout": params.failover_timeout,
+        "ha_serial_no": params.serial_no,
+        "ha_master_epoch": current_epoch,
+        "ha_last_failover": last_failover(paths),
+    }

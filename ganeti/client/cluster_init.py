@@ -10,14 +10,16 @@ refuses while instances or nodes other than the master are defined.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import socket
 from typing import Any
 
-from ganeti import cli
-from ganeti.cli import Context
-from ganeti.client import format_time
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
+from ganeti.client.formatting import format_time
+from ganeti.client.jobs import opcode, submit_or_send
+from ganeti.client.options import add_priority_option, add_submit_options, yes_no
 from ganeti.paths import Paths
 from ganeti.rpc.instances import node_path
 
@@ -37,7 +39,7 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     paths = _paths(ctx)
     if os.path.exists(paths.config_data):
         ctx.err("Failure: this node is already part of a cluster (%s exists)" % paths.config_data)
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     node_name = opts.node_name or socket.getfqdn()
     templates = [t for t in opts.enabled_disk_templates.split(",") if t]
     hypervisors = [h for h in opts.enabled_hypervisors.split(",") if h]
@@ -67,7 +69,7 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
             os.makedirs(node_path(paths.root, directory), exist_ok=True)
     ctx.out("Cluster %s initialised; master node %s (%s), root %s" % (opts.cluster_name, node_name, opts.primary_ip, paths.root))
     if opts.no_start:
-        return cli.EXIT_SUCCESS
+        return EXIT_SUCCESS
     return daemons.start(paths, out=ctx.out)
 
 
@@ -94,11 +96,11 @@ def destroy(ctx: Context, opts: argparse.Namespace) -> int:
             "Destroying a cluster is irreversible. If you really want to destroy this cluster,"
             " supply the --yes-do-it option."
         )
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     paths = _paths(ctx)
     if not os.path.exists(paths.config_data):
         ctx.err("Failure: no cluster configuration at %s" % paths.config_data)
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     try:
         refusal = destroy_refusal(serializer.read_json(paths.config_data))
     except (OSError, ValueError) as e:
@@ -106,7 +108,7 @@ def destroy(ctx: Context, opts: argparse.Namespace) -> int:
         refusal = None
     if refusal is not None:
         ctx.err("Failure: prerequisites not met for this operation:\n%s" % refusal)
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     daemons.stop(paths, out=ctx.out)
     for name in os.listdir(paths.data_dir):
         path = os.path.join(paths.data_dir, name)
@@ -117,7 +119,7 @@ def destroy(ctx: Context, opts: argparse.Namespace) -> int:
             os.unlink(path)
     shutil.rmtree(paths.queue_dir, ignore_errors=True)
     ctx.out("Cluster destroyed on root %s (logs kept in %s)" % (paths.root, paths.log_dir))
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def getmaster(ctx: Context, opts: argparse.Namespace) -> int:
@@ -131,7 +133,7 @@ def getmaster(ctx: Context, opts: argparse.Namespace) -> int:
     except Exception:  # no ssconf: ask the master daemon
         (master,) = ctx.client().query_config_values(["master_node"])
     ctx.out(master)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def version(ctx: Context, opts: argparse.Namespace) -> int:
@@ -142,7 +144,7 @@ def version(ctx: Context, opts: argparse.Namespace) -> int:
     ctx.out("OS api version: %s" % info["os_api_version"])
     ctx.out("Export interface: %s" % info["export_version"])
     ctx.out("VCS version: %s" % info["vcs_version"])
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def _epoch(ctx: Context) -> Any:
@@ -153,6 +155,25 @@ def _epoch(ctx: Context) -> Any:
         return epoch.read_epoch(_paths(ctx))
     except (OSError, ValueError) as e:
         return "unknown (%s)" % e
+
+
+def _show_ha(ctx: Context, data: dict[str, Any]) -> None:
+    """The "High availability" section: the HA parameters and the master's
+    failover record (from the master daemon), this node's master epoch."""
+    ctx.out("High availability:")
+    if "ha_liveness_timeout" not in data:  # a master daemon that does not report them
+        ctx.out("  Parameters: unknown (the master does not report them)")
+    else:
+        ctx.out("  Liveness timeout: %gs" % data["ha_liveness_timeout"])
+        ctx.out("  Automatic failover: %s" % ("yes" if data["ha_auto_failover"] else "no"))
+        ctx.out("  Failover timeout: %gs" % data["ha_failover_timeout"])
+    ctx.out("  Master epoch (this node): %s" % _epoch(ctx))
+    last = data.get("ha_last_failover")
+    if isinstance(last, dict):
+        ctx.out("  Last failover: %s, to %s from %s (epoch %s)" % (
+            format_time(last.get("time")), last.get("node"), last.get("old_master") or "unknown", last.get("epoch")))
+    else:
+        ctx.out("  Last failover: none recorded")
 
 
 def info(ctx: Context, opts: argparse.Namespace) -> int:
@@ -174,10 +195,10 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
         ("Shared file storage path", data["shared_file_storage_dir"]),
         ("Maximum running jobs", data["max_running_jobs"]),
         ("Maximum tracked jobs", data["max_tracked_jobs"]),
-        ("Master epoch (this node)", _epoch(ctx)),
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
+    _show_ha(ctx, data)
     enabled = data.get("enabled_data_collectors") or {}
     intervals = data.get("data_collector_interval") or {}
     if enabled:
@@ -187,7 +208,7 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
             ctx.out("    active: %s" % enabled[name])
             interval = intervals.get(name)
             ctx.out("    interval: %s" % ("%.3fs" % (interval / 1e6) if isinstance(interval, (int, float)) else "-"))
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def setup_init(parser: argparse.ArgumentParser) -> None:
@@ -271,12 +292,24 @@ def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
     return {hv: parse_keyval(rest)}
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds (C{--liveness-timeout}, C{--failover-timeout}); bounds are the opcode's."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text) from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError("expected a number of seconds, got %r" % text)
+    return value
+
+
 def modify(ctx: Context, opts: argparse.Namespace) -> int:
     params: dict[str, Any] = {}
     for name in (
         "candidate_pool_size", "max_running_jobs", "max_tracked_jobs", "file_storage_dir",
         "shared_file_storage_dir", "master_netdev", "mac_prefix", "maintain_node_health",
         "prealloc_wipe_disks", "default_iallocator", "beparams", "nicparams", "ndparams",
+        "liveness_timeout", "auto_failover", "failover_timeout",
     ):
         value = getattr(opts, name)
         if value is not None:
@@ -297,9 +330,9 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
         params["data_collector_interval"] = opts.data_collector_interval
     if not params:
         ctx.err("Please give at least one of the parameters.")
-        return cli.EXIT_FAILURE
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
-    return cli.EXIT_SUCCESS
+        return EXIT_FAILURE
+    submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
+    return EXIT_SUCCESS
 
 
 def setup_modify(parser: argparse.ArgumentParser) -> None:
@@ -317,8 +350,8 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-file-storage-dir")
     parser.add_argument("--master-netdev")
     parser.add_argument("--mac-prefix")
-    parser.add_argument("--maintain-node-health", type=cli.yes_no, metavar="yes|no")
-    parser.add_argument("--prealloc-wipe-disks", type=cli.yes_no, metavar="yes|no")
+    parser.add_argument("--maintain-node-health", type=yes_no, metavar="yes|no")
+    parser.add_argument("--prealloc-wipe-disks", type=yes_no, metavar="yes|no")
     parser.add_argument("-I", "--default-iallocator",
                         help="allocator used when none is named: builtin, or one installed in"
                              " <root>/usr/{local/,}lib/ganeti/iallocators (e.g. hail)")
@@ -326,5 +359,11 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
                         help="activate or deactivate MonD data collectors (e.g. diskstats=false)")
     parser.add_argument("--data-collector-interval", type=parse_collector_intervals, metavar="NAME=SECONDS,...",
                         help="how often MonD runs data collectors, in seconds")
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    parser.add_argument("--liveness-timeout", type=_seconds, metavar="SECONDS",
+                        help="seconds without a heartbeat before LuxiD marks a node unreachable (default 2)")
+    parser.add_argument("--auto-failover", type=yes_no, metavar="yes|no",
+                        help="elect a new master when the master is unreachable for --failover-timeout")
+    parser.add_argument("--failover-timeout", type=_seconds, metavar="SECONDS",
+                        help="seconds the master must be unreachable before an automatic failover (default 10)")
+    add_priority_option(parser)
+    add_submit_options(parser)

@@ -34,8 +34,10 @@ from typing import Any, Callable, Coroutine
 
 import attrs
 
-from ganeti import cli, ports, serializer
-from ganeti.cli import Context
+from ganeti import ha_params, ports, serializer
+from ganeti.client import prompt
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
+from ganeti.epoch import read_epoch
 from ganeti.failover import (
     FAILOVER_REASON,
     FailoverRefused,
@@ -110,12 +112,12 @@ def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
         check_candidate(view.me, view.master, view.candidates)
     except FailoverRefused as e:
         ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
-        return cli.EXIT_FAILURE
-    if opts.no_voting and not opts.yes_do_it and not cli.ask_user(NO_VOTING_TEXT):
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
+    if opts.no_voting and not opts.yes_do_it and not prompt.ask_user(NO_VOTING_TEXT):
+        return EXIT_FAILURE
     started = time.monotonic()
     code = _react(lambda reactor: _failover(reactor, ctx, view, opts.no_voting))
-    if code == cli.EXIT_SUCCESS:
+    if code == EXIT_SUCCESS:
         ctx.out("Master failover to %s done in %.1fs" % (view.me, time.monotonic() - started))
     return code
 
@@ -130,7 +132,7 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
             await _catch_up(ctx, plain, view, {n: s for n, s in states.items() if n in view.candidates})
         except FailoverRefused as e:
             ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
@@ -140,12 +142,12 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
         # so the newest state gathered next cannot be overtaken
         accepted = await _raise_epoch(ctx, fenced, view, no_voting, epoch)
         if accepted is None:
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
         try:
             await _newest_state_first(ctx, fenced, view, no_voting, old_master_answered=view.master in states)
         except FailoverRefused as e:
             ctx.err("Failure: %s" % e)
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
         return await _take_over(ctx, fenced, view, no_voting, accepted)
     finally:
         await fenced.close()
@@ -265,6 +267,7 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
     data = config.to_json()
     _settle_local_state(view.paths, data)
+    ha_params.record_failover(view.paths, read_epoch(view.paths), view.me, view.master)  # for gnt-cluster info
     values = ssconf.compute(config)
     ssconf.write_files(view.paths, values)
     # the nodes that just answered; WConfD retries the others once it runs
@@ -282,12 +285,12 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
         ctx.err(warning)
     if started.failed:
         ctx.err("Could not start the master daemons on %s: %s" % (view.me, started.fail_msg))
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     done = await rpc.call_one(view.me, view.addresses[view.me], "node_activate_master_ip", [params, False])
     if done.failed:
         ctx.err("The master IP did not come up: %s" % done.fail_msg)
-        return cli.EXIT_FAILURE
-    return cli.EXIT_SUCCESS
+        return EXIT_FAILURE
+    return EXIT_SUCCESS
 
 
 def _master_params(config: Any) -> dict[str, Any]:
@@ -334,8 +337,8 @@ def master_ping(ctx: Context, opts: argparse.Namespace) -> int:
         ctx.client().query_config_values(["cluster_name"])
     except Exception as e:  # any failure to reach the master is the answer
         ctx.err("Master not reachable: %s" % e)
-        return cli.EXIT_FAILURE
-    return cli.EXIT_SUCCESS
+        return EXIT_FAILURE
+    return EXIT_SUCCESS
 
 
 def _master_ip(ctx: Context, procedure: str, rpc_port: int) -> int:
@@ -353,8 +356,8 @@ def _master_ip(ctx: Context, procedure: str, rpc_port: int) -> int:
             await rpc.close()
         if result.failed:
             ctx.err("Failure: %s: %s" % (procedure, result.fail_msg))
-            return cli.EXIT_FAILURE
-        return cli.EXIT_SUCCESS
+            return EXIT_FAILURE
+        return EXIT_SUCCESS
 
     return _react(call)
 
@@ -364,8 +367,8 @@ def activate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def deactivate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
-    if not opts.confirm and not cli.ask_user("This will disable the master IP. All the master daemons will still"
+    if not opts.confirm and not prompt.ask_user("This will disable the master IP. All the master daemons will still"
                                              " be running, but RAPI and commands not on the master will fail."
                                              " Continue?"):
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     return _master_ip(ctx, "node_deactivate_master_ip", opts.rpc_port)

@@ -11,30 +11,40 @@ from __future__ import annotations
 
 import argparse
 
-from ganeti import cli
-from ganeti.cli import Command, Context
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.jobs import opcode, submit_or_send
+from ganeti.client.options import (
+    add_list_fields_options,
+    add_list_options,
+    add_priority_option,
+    add_submit_options,
+    make_simple_filter,
+    parse_fields,
+)
+from ganeti.client.queries import generic_list, generic_list_fields
+from ganeti.client.runner import run
 
 #: the fields C{gnt-backup list} shows by default
 LIST_DEF_FIELDS = ["node", "export"]
 
 
 def export_instance(ctx: Context, opts: argparse.Namespace) -> int:
-    op = cli.opcode(
+    op = opcode(
         ctx, "OP_BACKUP_EXPORT", instance_name=opts.instance, target_node=opts.node, shutdown=opts.shutdown,
         shutdown_timeout=opts.shutdown_timeout, remove_instance=opts.remove_instance,
         ignore_remove_failures=opts.ignore_remove_failures, compress=opts.compress,
         zero_free_space=opts.zero_free_space, long_sleep=opts.long_sleep, mode="local",
     )
-    (result,) = cli.submit_or_send(ctx, op)
+    (result,) = submit_or_send(ctx, op)
     finalized, disks = (list(result) + [False, []])[:2] if isinstance(result, list) else (False, [])
     if not finalized:
         ctx.err("Export failed, finalizing the export on the target node failed")
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     failed = [str(index) for index, good in enumerate(disks or []) if not good]
     if failed:
         ctx.err("Export failed, disk(s) %s could not be exported" % ", ".join(failed))
-        return cli.EXIT_FAILURE
-    return cli.EXIT_SUCCESS
+        return EXIT_FAILURE
+    return EXIT_SUCCESS
 
 
 def import_instance(ctx: Context, opts: argparse.Namespace) -> int:
@@ -57,24 +67,24 @@ def import_instance(ctx: Context, opts: argparse.Namespace) -> int:
     if opts.src_node:
         op["src_node"] = opts.src_node
     op["compress"] = opts.compress
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def list_exports(ctx: Context, opts: argparse.Namespace) -> int:
-    fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
-    qfilter = cli.make_simple_filter("node", opts.nodes or None)
-    return cli.generic_list(ctx, "export", fields, qfilter)
+    fields = parse_fields(opts.output, LIST_DEF_FIELDS)
+    qfilter = make_simple_filter("node", opts.nodes or None)
+    return generic_list(ctx, "export", fields, qfilter)
 
 
 def list_fields(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.generic_list_fields(ctx, "export")
+    return generic_list_fields(ctx, "export")
 
 
 def remove_export(ctx: Context, opts: argparse.Namespace) -> int:
-    op = cli.opcode(ctx, "OP_BACKUP_REMOVE", instance_name=opts.instance)
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    op = opcode(ctx, "OP_BACKUP_REMOVE", instance_name=opts.instance)
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def _compress(parser: argparse.ArgumentParser) -> None:
@@ -96,8 +106,8 @@ def _setup_export(parser: argparse.ArgumentParser) -> None:
                         help="Allow the instance to stay stopped for the whole copy (needed for a running instance:"
                              " file disks have no snapshots)")
     _compress(parser)
-    cli.add_submit_options(parser)
-    cli.add_priority_option(parser)
+    add_submit_options(parser)
+    add_priority_option(parser)
     parser.add_argument("instance", metavar="INSTANCE")
 
 
@@ -111,18 +121,18 @@ def _setup_import(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_options(parser, LIST_DEF_FIELDS)
+    add_list_options(parser, LIST_DEF_FIELDS)
     parser.add_argument("--node", dest="nodes", action="append", default=[], metavar="NODE",
                         help="Only list the exports of this node (repeatable)")
 
 
 def _setup_list_fields(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_fields_options(parser)
+    add_list_fields_options(parser)
 
 
 def _setup_remove(parser: argparse.ArgumentParser) -> None:
-    cli.add_submit_options(parser)
-    cli.add_priority_option(parser)
+    add_submit_options(parser)
+    add_priority_option(parser)
     parser.add_argument("instance", metavar="INSTANCE")
 
 
@@ -136,7 +146,7 @@ COMMANDS: dict[str, Command] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-backup", COMMANDS, argv)
+    return run("gnt-backup", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ argparse setup function, then add them to L{COMMANDS}::
 
 C{Command.func} may also be a C{"module:function"} string so that a big
 implementation is imported only when its subcommand runs.  Use
-L{ganeti.cli.opcode} to build opcodes and L{ganeti.cli.submit_or_send}
-to run them (with L{ganeti.cli.add_submit_options} in the setup).
+L{ganeti.client.jobs.opcode} to build opcodes and L{ganeti.client.jobs.submit_or_send}
+to run them (with L{ganeti.client.options.add_submit_options} in the setup).
 """
 
 from __future__ import annotations
@@ -25,8 +25,20 @@ import argparse
 import time
 from typing import Any
 
-from ganeti import cli, errors, ports
-from ganeti.cli import Command, Context
+from ganeti import errors, ports
+from ganeti.client import tags
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.errorfmt import format_error
+from ganeti.client.jobs import opcode, submit_opcodes, submit_or_send
+from ganeti.client.options import (
+    add_dry_run_option,
+    add_priority_option,
+    add_submit_options,
+    add_tag_source_option,
+    parse_timespec,
+)
+from ganeti.client.runner import run
+from ganeti.client.tags import TAG_CLUSTER
 
 
 def queue_ops(ctx: Context, opts: argparse.Namespace) -> int:
@@ -37,7 +49,7 @@ def queue_ops(ctx: Context, opts: argparse.Namespace) -> int:
     else:
         (flag,) = client.query_config_values(["drain_flag"])
         ctx.out("The drain flag is %s" % ("set" if flag else "unset"))
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def _show_watcher_pause(ctx: Context, until: Any) -> None:
@@ -58,36 +70,36 @@ def watcher_ops(ctx: Context, opts: argparse.Namespace) -> int:
     elif opts.watcher_command == "pause":
         if opts.duration is None:
             raise errors.OpPrereqError("'pause' needs a duration (30m, 2h, 1d, ...)", errors.ECODE_INVAL)
-        _show_watcher_pause(ctx, client.set_watcher_pause(time.time() + cli.parse_timespec(opts.duration)))
+        _show_watcher_pause(ctx, client.set_watcher_pause(time.time() + parse_timespec(opts.duration)))
     else:
         if opts.duration is not None:
             raise errors.OpPrereqError("'info' takes no duration", errors.ECODE_INVAL)
         (until,) = client.query_config_values(["watcher_pause"])
         _show_watcher_pause(ctx, until)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def list_tags(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.list_tags(ctx, cli.TAG_CLUSTER, "")
+    return tags.list_tags(ctx, TAG_CLUSTER, "")
 
 
 def add_tags(ctx: Context, opts: argparse.Namespace) -> int:
     if not opts.tags and opts.tags_source is None:
         ctx.usage_error("no tags given")
-    return cli.add_tags(ctx, cli.TAG_CLUSTER, "", opts.tags)
+    return tags.add_tags(ctx, TAG_CLUSTER, "", opts.tags)
 
 
 def remove_tags(ctx: Context, opts: argparse.Namespace) -> int:
     if not opts.tags and opts.tags_source is None:
         ctx.usage_error("no tags given")
-    return cli.remove_tags(ctx, cli.TAG_CLUSTER, "", opts.tags)
+    return tags.remove_tags(ctx, TAG_CLUSTER, "", opts.tags)
 
 
 def verify(ctx: Context, opts: argparse.Namespace) -> int:
     """Submit OP_CLUSTER_VERIFY and follow the jobs it submits (the config
     job, one job per group), printing their output as Ganeti does; exit 1
     if a job failed or found an error."""
-    from ganeti.client.executor import follow_up_jobs
+    from ganeti.client.jobs import follow_up_jobs
 
     params = {
         "verbose": opts.verbose,
@@ -97,24 +109,24 @@ def verify(ctx: Context, opts: argparse.Namespace) -> int:
     }
     if opts.nodegroup:
         params["group_name"] = opts.nodegroup
-    (result,) = cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_CLUSTER_VERIFY", **params)])
+    (result,) = submit_opcodes(ctx, [opcode(ctx, "OP_CLUSTER_VERIFY", **params)])
     results = follow_up_jobs(ctx, result)
     bad_jobs = sum(1 for ok, _ in results if not ok)
     bad_results = sum(1 for ok, value in results if ok and not (value and value[0]))
     if bad_jobs:
         ctx.out("%s job(s) failed while verifying the cluster." % bad_jobs)
-    return cli.EXIT_SUCCESS if not (bad_jobs or bad_results) else cli.EXIT_FAILURE
+    return EXIT_SUCCESS if not (bad_jobs or bad_results) else EXIT_FAILURE
 
 
 def verify_disks(ctx: Context, opts: argparse.Namespace) -> int:
     """Submit OP_CLUSTER_VERIFY_DISKS, follow its per-group jobs and report
     (Ganeti's messages): nodes that could not answer, instances whose disks
     need activating (activated), instances with missing volumes."""
-    from ganeti.client.executor import follow_up_jobs
+    from ganeti.client.jobs import follow_up_jobs
 
     params = {"group_name": opts.nodegroup} if opts.nodegroup else {}
-    (result,) = cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_CLUSTER_VERIFY_DISKS", **params)])
-    code = cli.EXIT_SUCCESS
+    (result,) = submit_opcodes(ctx, [opcode(ctx, "OP_CLUSTER_VERIFY_DISKS", **params)])
+    code = EXIT_SUCCESS
     for ok, value in follow_up_jobs(ctx, result):
         if not ok:
             ctx.out("Job failed: %s" % (value,))
@@ -122,16 +134,16 @@ def verify_disks(ctx: Context, opts: argparse.Namespace) -> int:
         ((bad_nodes, instances, missing),) = value
         for node, text in bad_nodes.items():
             ctx.out("Error gathering data on node %s: %s" % (node, str(text)[-400:]))
-            code = cli.EXIT_FAILURE
+            code = EXIT_FAILURE
             ctx.out("You need to fix these nodes first before fixing instances")
         for name in instances:
             if name in missing:
                 continue
             ctx.out("Activating disks for instance '%s'" % name)
             try:
-                cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_INSTANCE_ACTIVATE_DISKS", instance_name=name)])
+                submit_opcodes(ctx, [opcode(ctx, "OP_INSTANCE_ACTIVATE_DISKS", instance_name=name)])
             except errors.GenericError as e:
-                status, text = cli.format_error(e)
+                status, text = format_error(e)
                 code |= status
                 ctx.err("Error activating disks for instance %s: %s" % (name, text))
         if missing:
@@ -146,7 +158,7 @@ def verify_disks(ctx: Context, opts: argparse.Namespace) -> int:
                     ctx.out("\t%s%s %s" % ("broken node " if node in bad_nodes else "", node, where))
             ctx.out("You need to replace or recreate disks for all the above instances if this message persists"
                     " after fixing broken nodes.")
-            code = cli.EXIT_FAILURE
+            code = EXIT_FAILURE
         elif not instances:
             ctx.out("No disks need to be activated.")
     return code
@@ -155,14 +167,14 @@ def verify_disks(ctx: Context, opts: argparse.Namespace) -> int:
 def repair_disk_sizes(ctx: Context, opts: argparse.Namespace) -> int:
     """Record the actual sizes of disks whose recorded size is wrong (the
     job's log says which); all instances, or those named."""
-    cli.submit_opcodes(ctx, [cli.opcode(ctx, "OP_CLUSTER_REPAIR_DISK_SIZES", instances=list(opts.instances))])
-    return cli.EXIT_SUCCESS
+    submit_opcodes(ctx, [opcode(ctx, "OP_CLUSTER_REPAIR_DISK_SIZES", instances=list(opts.instances))])
+    return EXIT_SUCCESS
 
 
 def redist_conf(ctx: Context, opts: argparse.Namespace) -> int:
     """Push the configuration and ssconf files to the nodes now."""
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_CLUSTER_REDIST_CONF"))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_REDIST_CONF"))
+    return EXIT_SUCCESS
 
 
 def _setup_verify(parser: argparse.ArgumentParser) -> None:
@@ -173,23 +185,23 @@ def _setup_verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--ignore-errors", dest="ignore_errors", action="append", default=[],
                         metavar="ERROR_CODE", help="Error code to be ignored")
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
-    cli.add_priority_option(parser)
+    add_priority_option(parser)
 
 
 def _setup_verify_disks(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
-    cli.add_priority_option(parser)
+    add_priority_option(parser)
 
 
 def _setup_repair(parser: argparse.ArgumentParser) -> None:
-    cli.add_dry_run_option(parser)
-    cli.add_priority_option(parser)
+    add_dry_run_option(parser)
+    add_priority_option(parser)
     parser.add_argument("instances", nargs="*", metavar="INSTANCE", help="Instances to check (default: all)")
 
 
 def _setup_redist(parser: argparse.ArgumentParser) -> None:
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
 
 
 def _setup_queue(parser: argparse.ArgumentParser) -> None:
@@ -209,9 +221,9 @@ def _setup_watcher(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_tags_change(parser: argparse.ArgumentParser) -> None:
-    cli.add_tag_source_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_tag_source_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("tags", nargs="*", metavar="TAG")
 
 
@@ -286,7 +298,7 @@ COMMANDS: dict[str, Command] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-cluster", COMMANDS, argv)
+    return run("gnt-cluster", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,17 @@ import argparse
 import time
 from typing import Any
 
-from ganeti import cli
-from ganeti.cli import Command, Context
+from ganeti.client.command import EXIT_SUCCESS, Command, Context
+from ganeti.client.jobs import opcode, submit_or_send
+from ganeti.client.options import (
+    add_dry_run_option,
+    add_list_options,
+    add_priority_option,
+    add_submit_options,
+    parse_fields,
+)
+from ganeti.client.queries import generic_list
+from ganeti.client.runner import run
 
 #: default fields of C{gnt-debug locks}
 LOCKS_DEF_FIELDS = ["name", "mode", "owner", "pending"]
@@ -20,7 +29,7 @@ LOCKS_DEF_FIELDS = ["name", "mode", "owner", "pending"]
 
 def delay(ctx: Context, opts: argparse.Namespace) -> int:
     """Submit OP_TEST_DELAY and follow it (or only submit it)."""
-    op = cli.opcode(
+    op = opcode(
         ctx,
         "OP_TEST_DELAY",
         duration=opts.duration,
@@ -30,8 +39,8 @@ def delay(ctx: Context, opts: argparse.Namespace) -> int:
         interruptible=opts.interruptible,
         no_locks=opts.no_locks,
     )
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def _dash_if_empty(fn: Any) -> Any:
@@ -54,10 +63,10 @@ LOCKS_FORMAT = {
 
 
 def list_locks(ctx: Context, opts: argparse.Namespace) -> int:
-    fields = cli.parse_fields(opts.output, LOCKS_DEF_FIELDS)
+    fields = parse_fields(opts.output, LOCKS_DEF_FIELDS)
     while True:
-        result = cli.generic_list(ctx, "lock", fields, None, LOCKS_FORMAT)
-        if result != cli.EXIT_SUCCESS or not opts.interval:
+        result = generic_list(ctx, "lock", fields, None, LOCKS_FORMAT)
+        if result != EXIT_SUCCESS or not opts.interval:
             return result
         ctx.out("")
         time.sleep(opts.interval)
@@ -103,14 +112,14 @@ def _setup_delay(parser: argparse.ArgumentParser) -> None:
         "-l", "--no-locks", dest="no_locks", action="store_true", default=False,
         help="Do not take the BGL and node locks during the delay",
     )
-    cli.add_dry_run_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("duration", type=_duration, metavar="DURATION", help="seconds to sleep (a float)")
 
 
 def _setup_locks(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_options(parser, LOCKS_DEF_FIELDS)
+    add_list_options(parser, LOCKS_DEF_FIELDS)
     parser.add_argument(
         "--interval", type=_non_negative_int, default=None, metavar="SECONDS",
         help="Repeat the listing every SECONDS seconds (until interrupted)",
@@ -128,7 +137,7 @@ COMMANDS: dict[str, Command] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-debug", COMMANDS, argv)
+    return run("gnt-debug", COMMANDS, argv)
 
 
 if __name__ == "__main__":

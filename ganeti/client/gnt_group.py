@@ -12,8 +12,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ganeti import cli, errors
-from ganeti.cli import Command, Context
+from ganeti import errors
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.jobs import opcode, report_changes, submit_or_send
+from ganeti.client.options import (
+    add_dry_run_option,
+    add_force_option,
+    add_list_fields_options,
+    add_list_options,
+    add_priority_option,
+    add_submit_options,
+    make_simple_filter,
+    parse_fields,
+)
+from ganeti.client.queries import generic_list, generic_list_fields
+from ganeti.client.runner import run
+from ganeti.client.tags import TAG_NODEGROUP, tag_commands
 
 #: default fields of C{gnt-group list}
 LIST_DEF_FIELDS = ["name", "node_cnt", "pinst_cnt", "alloc_policy", "ndparams"]
@@ -46,24 +60,24 @@ def add_group(ctx: Context, opts: argparse.Namespace) -> int:
     params: dict[str, Any] = {"group_name": opts.group}
     if opts.alloc_policy is not None:
         params["alloc_policy"] = opts.alloc_policy
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_GROUP_ADD", **params))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, opcode(ctx, "OP_GROUP_ADD", **params))
+    return EXIT_SUCCESS
 
 
 def remove_group(ctx: Context, opts: argparse.Namespace) -> int:
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_GROUP_REMOVE", group_name=opts.group))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, opcode(ctx, "OP_GROUP_REMOVE", group_name=opts.group))
+    return EXIT_SUCCESS
 
 
 def rename_group(ctx: Context, opts: argparse.Namespace) -> int:
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_GROUP_RENAME", group_name=opts.group, new_name=opts.new_name))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, opcode(ctx, "OP_GROUP_RENAME", group_name=opts.group, new_name=opts.new_name))
+    return EXIT_SUCCESS
 
 
 def assign_nodes(ctx: Context, opts: argparse.Namespace) -> int:
-    op = cli.opcode(ctx, "OP_GROUP_ASSIGN_NODES", group_name=opts.group, nodes=list(opts.nodes), force=opts.force)
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    op = opcode(ctx, "OP_GROUP_ASSIGN_NODES", group_name=opts.group, nodes=list(opts.nodes), force=opts.force)
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | None:
@@ -98,32 +112,32 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
         params["ipolicy"] = ipolicy
     if not params:
         return None
-    return cli.opcode(ctx, "OP_GROUP_SET_PARAMS", group_name=opts.group, **params)
+    return opcode(ctx, "OP_GROUP_SET_PARAMS", group_name=opts.group, **params)
 
 
 def modify_group(ctx: Context, opts: argparse.Namespace) -> int:
     op = modify_opcode(ctx, opts)
     if op is None:
         ctx.err("Please give at least one of the parameters.")
-        return cli.EXIT_FAILURE
-    (result,) = cli.submit_or_send(ctx, op)
-    cli.report_changes(ctx, "node group %s" % opts.group, result)
-    return cli.EXIT_SUCCESS
+        return EXIT_FAILURE
+    (result,) = submit_or_send(ctx, op)
+    report_changes(ctx, "node group %s" % opts.group, result)
+    return EXIT_SUCCESS
 
 
 def list_groups(ctx: Context, opts: argparse.Namespace) -> int:
-    fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
-    return cli.generic_list(ctx, "group", fields, cli.make_simple_filter("name", opts.groups), LIST_FORMAT)
+    fields = parse_fields(opts.output, LIST_DEF_FIELDS)
+    return generic_list(ctx, "group", fields, make_simple_filter("name", opts.groups), LIST_FORMAT)
 
 
 def list_group_fields(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.generic_list_fields(ctx, "group")
+    return generic_list_fields(ctx, "group")
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
-    cli.add_dry_run_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
 
 
 def _setup_add(parser: argparse.ArgumentParser) -> None:
@@ -147,7 +161,7 @@ def _setup_rename(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_assign_nodes(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Move the nodes even if instances end up split across groups")
+    add_force_option(parser, help="Move the nodes even if instances end up split across groups")
     _job_options(parser)
     parser.add_argument("group", metavar="GROUP_NAME")
     parser.add_argument("nodes", nargs="+", metavar="NODE")
@@ -193,13 +207,13 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_options(parser, LIST_DEF_FIELDS)
+    add_list_options(parser, LIST_DEF_FIELDS)
     parser.add_argument("groups", nargs="*", metavar="GROUP_NAME", help="groups to list (default: all)")
 
 
 def evacuate_group(ctx: Context, opts: argparse.Namespace) -> int:
     """Move every instance of the group to other groups, one job each (OP_GROUP_EVACUATE)."""
-    from ganeti.client.executor import follow_up_jobs
+    from ganeti.client.jobs import follow_up_jobs
 
     params: dict[str, Any] = {"group_name": opts.group, "early_release": opts.early_release,
                               "sequential": opts.sequential, "force_failover": opts.force_failover}
@@ -207,13 +221,13 @@ def evacuate_group(ctx: Context, opts: argparse.Namespace) -> int:
         params["iallocator"] = opts.iallocator
     if opts.to:
         params["target_groups"] = opts.to
-    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_GROUP_EVACUATE", **params))
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_GROUP_EVACUATE", **params))
     bad = sum(1 for good, _ in follow_up_jobs(ctx, result) if not good)
     if bad:
         ctx.out("There were %d errors while evacuating group %s." % (bad, opts.group))
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     ctx.out("All instances of group %s evacuated successfully." % opts.group)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
@@ -223,8 +237,8 @@ def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--early-release", action="store_true", help="Release the locks as early as possible")
     parser.add_argument("--sequential", action="store_true", help="Move the instances one after the other")
     parser.add_argument("--force-failover", action="store_true", help="Fail over instead of migrating")
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("group", metavar="GROUP")
 
 
@@ -242,13 +256,13 @@ COMMANDS: dict[str, Command] = {
         " %s." % ", ".join(LIST_DEF_FIELDS),
         "Default options and arguments may also come from the GNT_GROUP_LIST environment variable.",
     ),
-    "list-fields": Command(list_group_fields, cli.add_list_fields_options, "Lists all available fields for node groups"),
-    **cli.tag_commands(cli.TAG_NODEGROUP, "GROUP_NAME", "node group"),
+    "list-fields": Command(list_group_fields, add_list_fields_options, "Lists all available fields for node groups"),
+    **tag_commands(TAG_NODEGROUP, "GROUP_NAME", "node group"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-group", COMMANDS, argv, env_override={"list"})
+    return run("gnt-group", COMMANDS, argv, env_override={"list"})
 
 
 if __name__ == "__main__":

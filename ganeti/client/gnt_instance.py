@@ -13,7 +13,7 @@
 Option values (key=value lists, sizes, disks, NICs) are parsed by
 L{ganeti.client.instance_opts}; C{info}'s layout is
 L{ganeti.client.instance_info}'s; commands acting on several instances
-submit one job each through L{ganeti.client.executor.JobExecutor}.
+submit one job each through L{ganeti.client.jobs.JobExecutor}.
 """
 
 from __future__ import annotations
@@ -22,25 +22,31 @@ import argparse
 import shlex
 from typing import Any, Callable
 
-from ganeti import cli, errors
-from ganeti.cli import Command, Context
-from ganeti.client import RS_NORMAL
+from ganeti import errors
 from ganeti.client import instance_opts as iopts
-from ganeti.client.executor import JobExecutor
+from ganeti.client import prompt, runner
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.formatting import RS_NORMAL, format_generic_info
+from ganeti.client.instance_opts import (
+    BY_CLUSTER,
+    BY_NAME,
+    BY_NODE,
+    BY_NODE_TAGS,
+    BY_PRIMARY,
+    BY_PRIMARY_TAGS,
+    BY_SECONDARY,
+    BY_SECONDARY_TAGS,
+    BY_TAGS,
+    LIST_DEF_FIELDS,
+)
+from ganeti.client.jobs import JobExecutor, opcode, report_changes, submit_opcodes, submit_or_send
+from ganeti.client.options import add_list_fields_options, make_simple_filter, parse_fields
 from ganeti.client.qfilter import make_filter
+from ganeti.client.queries import generic_list, generic_list_fields
+from ganeti.client.tags import TAG_INSTANCE, tag_commands
 
-#: default fields of C{gnt-instance list}
-LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
-DISK_TEMPLATES = ("diskless", "file", "sharedfile", "plain", "drbd", "blockdev", "rbd", "ext", "gluster")
-REBOOT_TYPES = ("soft", "hard", "full")
-MIGRATION_MODES = ("live", "non-live")
-DEFAULT_SHUTDOWN_TIMEOUT = 120
 #: with more instances than this, the confirmation offers to show the list
 CONFIRM_LIST_MAX = 20
-
-# how "startup" and friends choose their instances (Ganeti's --all, --node, ...)
-BY_NAME, BY_CLUSTER, BY_NODE, BY_PRIMARY, BY_SECONDARY = "instances", "cluster", "node", "primary", "secondary"
-BY_TAGS, BY_NODE_TAGS, BY_PRIMARY_TAGS, BY_SECONDARY_TAGS = "tags", "node-tags", "primary-tags", "secondary-tags"
 
 
 def _join(value: Any) -> str:
@@ -104,18 +110,18 @@ def create_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
         "group_name": opts.nodegroup,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
-    return cli.opcode(ctx, "OP_INSTANCE_CREATE", **params)
+    return opcode(ctx, "OP_INSTANCE_CREATE", **params)
 
 
 def add_instance(ctx: Context, opts: argparse.Namespace) -> int:
-    cli.submit_or_send(ctx, create_opcode(ctx, opts))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, create_opcode(ctx, opts))
+    return EXIT_SUCCESS
 
 
 # --- remove ----------------------------------------------------------------------------------
 def _check_exists(ctx: Context, names: list[str]) -> list[str]:
     """The full names of C{names}; LuxiD refuses unknown ones (exit 1)."""
-    response = ctx.client().query("instance", ["name"], cli.make_simple_filter("name", names))
+    response = ctx.client().query("instance", ["name"], make_simple_filter("name", names))
     return [row[0][1] for row in response["data"]]
 
 
@@ -126,25 +132,25 @@ def remove_instance(ctx: Context, opts: argparse.Namespace) -> int:
             "This will remove the volumes of the instance %s (including mirrors), thus removing all the data"
             " of the instance. Continue?" % opts.instance
         )
-        if not cli.ask_user(question):
-            return cli.EXIT_FAILURE
-    op = cli.opcode(
+        if not prompt.ask_user(question):
+            return EXIT_FAILURE
+    op = opcode(
         ctx, "OP_INSTANCE_REMOVE", instance_name=opts.instance, ignore_failures=opts.ignore_failures,
         shutdown_timeout=opts.shutdown_timeout,
     )
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 # --- list, list-fields, info --------------------------------------------------------------------
 def list_instances(ctx: Context, opts: argparse.Namespace) -> int:
-    fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
+    fields = parse_fields(opts.output, LIST_DEF_FIELDS)
     qfilter = make_filter(opts.names, opts.force_filter)
-    return cli.generic_list(ctx, "instance", fields, qfilter, LIST_FORMAT)
+    return generic_list(ctx, "instance", fields, qfilter, LIST_FORMAT)
 
 
 def list_instance_fields(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.generic_list_fields(ctx, "instance")
+    return generic_list_fields(ctx, "instance")
 
 
 def show_instance(ctx: Context, opts: argparse.Namespace) -> int:
@@ -152,25 +158,25 @@ def show_instance(ctx: Context, opts: argparse.Namespace) -> int:
 
     if not opts.names and not opts.show_all:
         ctx.err("No instance selected. Give instance names, or --all for every instance (slow on big clusters).")
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     if opts.names and opts.show_all:
         ctx.err("Cannot use --all if you specify instance names.")
-        return cli.EXIT_FAILURE
-    op = cli.opcode(
+        return EXIT_FAILURE
+    op = opcode(
         ctx, "OP_INSTANCE_QUERY_DATA", instances=list(opts.names), static=opts.static, use_locking=not opts.static
     )
-    (result,) = cli.submit_opcodes(ctx, [op])
+    (result,) = submit_opcodes(ctx, [op])
     if not result:
         ctx.out("No instances.")
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     datas = list(result.values()) if isinstance(result, dict) else list(result)
     if opts.names:
         order = {name: index for index, name in enumerate(opts.names)}
         datas.sort(key=lambda d: (order.get(d.get("name"), len(order)), str(d.get("name"))))
     else:
         datas.sort(key=lambda d: str(d.get("name")))
-    ctx.out(cli.format_generic_info([instance_info(data) for data in datas]))
-    return cli.EXIT_SUCCESS
+    ctx.out(format_generic_info([instance_info(data) for data in datas]))
+    return EXIT_SUCCESS
 
 
 # --- several instances at once -----------------------------------------------------------------
@@ -191,7 +197,7 @@ def expand_names(ctx: Context, mode: str, args: list[str]) -> list[str]:
         rows = client.query("instance", ["name", "tags"], None)["data"]
         return [row[0][1] for row in rows if set(args) & set(row[1][1] or [])]
     if mode in (BY_NODE, BY_PRIMARY, BY_SECONDARY):
-        rows = client.query("node", ["name", "pinst_list", "sinst_list"], cli.make_simple_filter("name", args))["data"]
+        rows = client.query("node", ["name", "pinst_list", "sinst_list"], make_simple_filter("name", args))["data"]
     else:
         rows = [row for row in client.query("node", ["name", "pinst_list", "sinst_list", "tags"], None)["data"]
                 if set(args) & set(row[3][1] or [])]
@@ -216,10 +222,10 @@ def confirm(names: list[str], what: str, operation: str, extra: str = "") -> boo
     listing = "\nAffected %s:\n%s" % (what, "\n".join("  %s" % name for name in names))
     choices = [("y", True, "Yes, run the %s" % operation), ("n", False, "No, cancel the %s" % operation)]
     if len(names) <= CONFIRM_LIST_MAX:
-        return bool(cli.ask_user(intro + listing, choices))
-    answer = cli.ask_user(intro, [choices[0], ("v", "v", "View the %s first" % what), choices[1]])
+        return bool(prompt.ask_user(intro + listing, choices))
+    answer = prompt.ask_user(intro, [choices[0], ("v", "v", "View the %s first" % what), choices[1]])
     if answer == "v":
-        answer = cli.ask_user(intro + listing, choices)
+        answer = prompt.ask_user(intro + listing, choices)
     return bool(answer)
 
 
@@ -232,16 +238,16 @@ def many_ops(operation: str, make_op: Callable[[Context, argparse.Namespace, str
         if not names:
             if mode == BY_CLUSTER:
                 ctx.out("Cluster is empty, no instances to %s" % operation)
-                return cli.EXIT_SUCCESS
+                return EXIT_SUCCESS
             raise _prereq("Selection filter does not match any instances")
         several = mode != BY_NAME or len(names) > 1
         if several and not opts.force_multi and not confirm(names, "instances", operation):
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
         executor = JobExecutor(ctx, verbose=several)
         for name in names:
             executor.queue_job(name, make_op(ctx, opts, name))
         results = executor.wait_or_show(not opts.submit_only)
-        return cli.EXIT_SUCCESS if all(ok for ok, _ in results) else cli.EXIT_FAILURE
+        return EXIT_SUCCESS if all(ok for ok, _ in results) else EXIT_FAILURE
 
     return run
 
@@ -255,18 +261,18 @@ def _startup_op(ctx: Context, opts: argparse.Namespace, name: str) -> dict[str, 
         params["hvparams"] = iopts.hv_params(opts.hvparams)
     if opts.beparams:
         params["beparams"] = iopts.be_params(opts.beparams)
-    return cli.opcode(ctx, "OP_INSTANCE_STARTUP", **params)
+    return opcode(ctx, "OP_INSTANCE_STARTUP", **params)
 
 
 def _shutdown_op(ctx: Context, opts: argparse.Namespace, name: str) -> dict[str, Any]:
-    return cli.opcode(
+    return opcode(
         ctx, "OP_INSTANCE_SHUTDOWN", instance_name=name, force=opts.force, ignore_offline_nodes=opts.ignore_offline,
         timeout=opts.timeout, no_remember=opts.no_remember,
     )
 
 
 def _reboot_op(ctx: Context, opts: argparse.Namespace, name: str) -> dict[str, Any]:
-    return cli.opcode(
+    return opcode(
         ctx, "OP_INSTANCE_REBOOT", instance_name=name, reboot_type=opts.reboot_type,
         ignore_secondaries=opts.ignore_secondaries, shutdown_timeout=opts.shutdown_timeout,
     )
@@ -301,35 +307,35 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
         "file_storage_dir": opts.file_storage_dir, "file_driver": opts.file_driver,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
-    return cli.opcode(ctx, "OP_INSTANCE_SET_PARAMS", **params)
+    return opcode(ctx, "OP_INSTANCE_SET_PARAMS", **params)
 
 
 def modify_instance(ctx: Context, opts: argparse.Namespace) -> int:
     op = modify_opcode(ctx, opts)
     if op is None:
         ctx.err("Please give at least one of the parameters.")
-        return cli.EXIT_FAILURE
-    (result,) = cli.submit_or_send(ctx, op)
-    if cli.report_changes(ctx, "instance %s" % opts.instance, result):
+        return EXIT_FAILURE
+    (result,) = submit_or_send(ctx, op)
+    if report_changes(ctx, "instance %s" % opts.instance, result):
         ctx.out("Most changes take effect when Ganeti next starts the instance (a reboot from inside the"
                 " instance is not enough).")
         if opts.hvparams:
             ctx.out("Restart the instance before migrating it live: it still runs with its old hypervisor"
                     " parameters.")
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def rename_instance(ctx: Context, opts: argparse.Namespace) -> int:
     if not opts.name_check and not opts.force:
-        if not cli.ask_user("The name '%s' will not be looked up in DNS; make sure it is a fully qualified"
+        if not prompt.ask_user("The name '%s' will not be looked up in DNS; make sure it is a fully qualified"
                             " name. Continue?" % opts.new_name):
-            return cli.EXIT_FAILURE
-    op = cli.opcode(ctx, "OP_INSTANCE_RENAME", instance_name=opts.instance, new_name=opts.new_name,
+            return EXIT_FAILURE
+    op = opcode(ctx, "OP_INSTANCE_RENAME", instance_name=opts.instance, new_name=opts.new_name,
                     name_check=opts.name_check, ip_check=opts.ip_check)
-    (result,) = cli.submit_or_send(ctx, op)
+    (result,) = submit_or_send(ctx, op)
     if result:
         ctx.out("Instance '%s' renamed to '%s'" % (opts.instance, result))
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
@@ -342,11 +348,11 @@ def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
     if several:
         extra = "All data of these instances will be lost; each will %s.\n" % what_os
         if not opts.force_multi and not confirm(names, "instances", "reinstall", extra):
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
     elif not (opts.force or opts.force_multi):
-        if not cli.ask_user("This will reinstall the instance '%s' and %s; all its data will be lost."
+        if not prompt.ask_user("This will reinstall the instance '%s' and %s; all its data will be lost."
                             " Continue?" % (names[0], what_os)):
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
     executor = JobExecutor(ctx, verbose=several)
     for name in names:
         params: dict[str, Any] = {"instance_name": name, "force_variant": opts.force_variant}
@@ -354,9 +360,9 @@ def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
             params["os_type"] = opts.os
         if opts.osparams:
             params["osparams"] = dict(opts.osparams)
-        executor.queue_job(name, cli.opcode(ctx, "OP_INSTANCE_REINSTALL", **params))
+        executor.queue_job(name, opcode(ctx, "OP_INSTANCE_REINSTALL", **params))
     results = executor.wait_or_show(not opts.submit_only)
-    return cli.EXIT_SUCCESS if all(ok for ok, _ in results) else cli.EXIT_FAILURE
+    return EXIT_SUCCESS if all(ok for ok, _ in results) else EXIT_FAILURE
 
 
 def grow_disk_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
@@ -371,13 +377,13 @@ def grow_disk_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
         amount = iopts.parse_size(opts.amount)
     except ValueError:
         raise _prereq("Can't parse the given amount '%s'" % opts.amount) from None
-    return cli.opcode(ctx, "OP_INSTANCE_GROW_DISK", instance_name=opts.instance, disk=disk, amount=amount,
+    return opcode(ctx, "OP_INSTANCE_GROW_DISK", instance_name=opts.instance, disk=disk, amount=amount,
                       wait_for_sync=opts.wait_for_sync, absolute=opts.absolute, ignore_ipolicy=opts.ignore_ipolicy)
 
 
 def grow_disk(ctx: Context, opts: argparse.Namespace) -> int:
-    cli.submit_or_send(ctx, grow_disk_opcode(ctx, opts))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, grow_disk_opcode(ctx, opts))
+    return EXIT_SUCCESS
 
 
 # --- failover, migrate, console --------------------------------------------------------------------
@@ -391,44 +397,44 @@ def failover_instance(ctx: Context, opts: argparse.Namespace) -> int:
     target = _target(opts)
     if not opts.force:
         _check_exists(ctx, [opts.instance])
-        if not cli.ask_user("Instance %s will be shut down and started on another node. Continue?" % opts.instance):
-            return cli.EXIT_FAILURE
-    op = cli.opcode(ctx, "OP_INSTANCE_FAILOVER", instance_name=opts.instance,
+        if not prompt.ask_user("Instance %s will be shut down and started on another node. Continue?" % opts.instance):
+            return EXIT_FAILURE
+    op = opcode(ctx, "OP_INSTANCE_FAILOVER", instance_name=opts.instance,
                     ignore_consistency=opts.ignore_consistency, shutdown_timeout=opts.shutdown_timeout,
                     ignore_ipolicy=opts.ignore_ipolicy, cleanup=False, **target)
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def move_instance(ctx: Context, opts: argparse.Namespace) -> int:
     if not opts.force:
         _check_exists(ctx, [opts.instance])
-        if not cli.ask_user("Instance %s will be moved. This requires a shutdown of the instance. Continue?"
+        if not prompt.ask_user("Instance %s will be moved. This requires a shutdown of the instance. Continue?"
                             % opts.instance):
-            return cli.EXIT_FAILURE
-    op = cli.opcode(ctx, "OP_INSTANCE_MOVE", instance_name=opts.instance, target_node=opts.node,
+            return EXIT_FAILURE
+    op = opcode(ctx, "OP_INSTANCE_MOVE", instance_name=opts.instance, target_node=opts.node,
                     compress=opts.compress, shutdown_timeout=opts.shutdown_timeout,
                     ignore_consistency=opts.ignore_consistency, ignore_ipolicy=opts.ignore_ipolicy)
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def change_group(ctx: Context, opts: argparse.Namespace) -> int:
     """Move an instance to another node group through a follow-up job (OP_INSTANCE_CHANGE_GROUP)."""
-    from ganeti.client.executor import follow_up_jobs
+    from ganeti.client.jobs import follow_up_jobs
 
     params: dict[str, Any] = {"instance_name": opts.instance, "early_release": opts.early_release}
     if opts.iallocator:
         params["iallocator"] = opts.iallocator
     if opts.to:
         params["target_groups"] = opts.to
-    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_INSTANCE_CHANGE_GROUP", **params))
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_INSTANCE_CHANGE_GROUP", **params))
     bad = sum(1 for good, _ in follow_up_jobs(ctx, result) if not good)
     if bad:
         ctx.out("There were %d errors while changing the group of instance %s." % (bad, opts.instance))
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     ctx.out("Instance %s changed group successfully." % opts.instance)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def migration_mode(opts: argparse.Namespace) -> str | None:
@@ -449,16 +455,16 @@ def migrate_instance(ctx: Context, opts: argparse.Namespace) -> int:
         else:
             question = ("Instance %s will be migrated; if anything goes wrong (e.g. a hypervisor bug) this may"
                         " affect the running instance. Continue?" % opts.instance)
-        if not cli.ask_user(question):
-            return cli.EXIT_FAILURE
+        if not prompt.ask_user(question):
+            return EXIT_FAILURE
     params: dict[str, Any] = dict(target)
     if mode is not None:
         params["mode"] = mode
-    op = cli.opcode(ctx, "OP_INSTANCE_MIGRATE", instance_name=opts.instance, cleanup=opts.cleanup,
+    op = opcode(ctx, "OP_INSTANCE_MIGRATE", instance_name=opts.instance, cleanup=opts.cleanup,
                     allow_failover=opts.allow_failover, allow_runtime_changes=opts.allow_runtime_changes,
                     ignore_ipolicy=opts.ignore_ipolicy, ignore_hvversions=opts.ignore_hvversions, **params)
-    cli.submit_or_send(ctx, op)
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, op)
+    return EXIT_SUCCESS
 
 
 def console_command(console: dict[str, Any]) -> list[str]:
@@ -475,7 +481,7 @@ def console_command(console: dict[str, Any]) -> list[str]:
 
 def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
     name = opts.instance
-    response = ctx.client().query("instance", ["name", "console", "oper_state"], cli.make_simple_filter("name", [name]))
+    response = ctx.client().query("instance", ["name", "console", "oper_state"], make_simple_filter("name", [name]))
     if not response["data"]:
         raise _prereq("Instance '%s' does not exist" % name, errors.ECODE_NOENT)
     (_, (console_status, console), (state_status, running)) = response["data"][0]
@@ -505,7 +511,7 @@ def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
                 )
     else:
         raise errors.GenericError("Unknown console type '%s'" % kind)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 # --- the command table (options: ganeti.client.instance_setup) ----------------------------------------
@@ -527,7 +533,7 @@ COMMANDS: dict[str, Command] = {
         " are (in order): %s." % ", ".join(LIST_DEF_FIELDS),
         "Default options and arguments may also come from the GNT_INSTANCE_LIST environment variable.",
     ),
-    "list-fields": Command(list_instance_fields, cli.add_list_fields_options, "Describe the fields of instances"),
+    "list-fields": Command(list_instance_fields, add_list_fields_options, "Describe the fields of instances"),
     "info": Command(show_instance, _setup("info"), "Show the configuration and state of instances"),
     "startup": Command(many_ops("startup", _startup_op), _setup("startup"), "Start instances"),
     "shutdown": Command(many_ops("shutdown", _shutdown_op), _setup("shutdown"), "Stop instances"),
@@ -544,14 +550,14 @@ COMMANDS: dict[str, Command] = {
                     "Move an instance to another node by copying its disks (stopped during the copy)"),
     "change-group": Command(change_group, _setup("change_group"), "Move an instance to another node group"),
     "console": Command(connect_console, _setup("console"), "Connect to the console of a running instance"),
-    **cli.tag_commands(cli.TAG_INSTANCE, "INSTANCE", "instance"),
+    **tag_commands(TAG_INSTANCE, "INSTANCE", "instance"),
 }
 
 ALIASES = {"start": "startup", "stop": "shutdown", "show": "info"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-instance", COMMANDS, argv, aliases=ALIASES, env_override={"list"})
+    return runner.run("gnt-instance", COMMANDS, argv, aliases=ALIASES, env_override={"list"})
 
 
 if __name__ == "__main__":

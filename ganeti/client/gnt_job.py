@@ -12,8 +12,35 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from ganeti import cli, errors
-from ganeti.cli import Command, Context
+from ganeti import errors
+from ganeti.client import options, prompt
+from ganeti.client.command import EXIT_CONFIRMATION, EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.errorfmt import format_error
+from ganeti.client.formatting import format_generic_info, format_log_message, format_query_result, format_timestamp
+from ganeti.client.jobs import (
+    AUTOARCHIVE_TIMEOUT,
+    JOB_STATUS_ERROR,
+    JOB_STATUS_QUEUED,
+    JOB_STATUS_RUNNING,
+    JOB_STATUS_WAITING,
+    JOBS_FINALIZED,
+    JOBS_PENDING,
+    JobReporter,
+    QuietReporter,
+    poll_job,
+)
+from ganeti.client.options import (
+    add_force_option,
+    add_list_fields_options,
+    add_list_options,
+    add_priority_option,
+    and_filters,
+    make_simple_filter,
+    parse_fields,
+    parse_timespec,
+)
+from ganeti.client.queries import generic_list, generic_list_fields
+from ganeti.client.runner import run
 
 #: default fields of C{gnt-job list}
 LIST_DEF_FIELDS = ["id", "status", "summary"]
@@ -29,7 +56,7 @@ def _join(value: Any) -> str:
 
 
 def _timestamps(value: Any) -> str:
-    return ",".join(map(cli.format_timestamp, value)) if isinstance(value, (list, tuple)) else str(value)
+    return ",".join(map(format_timestamp, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 #: how C{gnt-job list} shows job fields
@@ -39,9 +66,9 @@ LIST_FORMAT: dict[str, tuple[Callable[[Any], str], bool]] = {
     "opstart": (_timestamps, False),
     "opexec": (_timestamps, False),
     "opend": (_timestamps, False),
-    "received_ts": (cli.format_timestamp, False),
-    "start_ts": (cli.format_timestamp, False),
-    "end_ts": (cli.format_timestamp, False),
+    "received_ts": (format_timestamp, False),
+    "start_ts": (format_timestamp, False),
+    "end_ts": (format_timestamp, False),
 }
 
 
@@ -50,20 +77,20 @@ def _status_filter(opts: argparse.Namespace) -> list[Any] | None:
     selected: list[str] = []
     for statuses in getattr(opts, "status_filter", None) or []:
         selected.extend(s for s in statuses if s not in selected)
-    return cli.make_simple_filter("status", selected) if selected else None
+    return make_simple_filter("status", selected) if selected else None
 
 
 # --- list, list-fields ---------------------------------------------------------------
 def list_jobs(ctx: Context, opts: argparse.Namespace) -> int:
-    fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
+    fields = parse_fields(opts.output, LIST_DEF_FIELDS)
     if opts.archived and "archived" not in fields:
         fields.append("archived")
-    qfilter = cli.and_filters(cli.make_simple_filter("id", opts.job_ids), _status_filter(opts))
-    return cli.generic_list(ctx, "job", fields, qfilter, LIST_FORMAT)
+    qfilter = and_filters(make_simple_filter("id", opts.job_ids), _status_filter(opts))
+    return generic_list(ctx, "job", fields, qfilter, LIST_FORMAT)
 
 
 def list_job_fields(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.generic_list_fields(ctx, "job")
+    return generic_list_fields(ctx, "job")
 
 
 # --- info ----------------------------------------------------------------------------
@@ -76,16 +103,16 @@ def _job_timestamp(name: str, ts: Any, into: list[Any], prior: Any = None) -> No
         into.append((name, "unknown (%s)" % (ts,), "job_timestamp"))
         return
     delta = " (delta %.6fs)" % _delta(prior, ts) if prior is not None else ""
-    into.append((name, cli.format_timestamp(ts) + delta, "job_timestamp"))
+    into.append((name, format_timestamp(ts) + delta, "job_timestamp"))
 
 
 def _op_timestamp(name: str, ts: Any, into: list[Any]) -> None:
-    text = cli.format_timestamp(ts) if isinstance(ts, (list, tuple)) else "N/A"
+    text = format_timestamp(ts) if isinstance(ts, (list, tuple)) else "N/A"
     into.append((name, text, "opcode_timestamp"))
 
 
 def job_info_data(row: list[list[Any]]) -> Any:
-    """What C{gnt-job info} shows of one job (a L{cli.format_generic_info} tree)."""
+    """What C{gnt-job info} shows of one job (a L{format_generic_info} tree)."""
     cells = dict(zip(_INFO_FIELDS, row))
     job_id = cells["id"][1]
     if cells["status"][0] != 0:
@@ -117,8 +144,8 @@ def job_info_data(row: list[list[Any]]) -> Any:
         entries = []
         for serial, log_ts, log_type, message in log or []:
             entries.append([
-                ("Time", cli.format_timestamp(log_ts)),
-                ("Content", (serial, log_type, cli.format_log_message(log_type, message))),
+                ("Time", format_timestamp(log_ts)),
+                ("Content", (serial, log_type, format_log_message(log_type, message))),
             ])
         op_info.append(("Execution log", entries))
         opcodes.append(op_info)
@@ -127,33 +154,33 @@ def job_info_data(row: list[list[Any]]) -> Any:
 
 
 def show_jobs(ctx: Context, opts: argparse.Namespace) -> int:
-    response = ctx.client().query("job", _INFO_FIELDS, cli.make_simple_filter("id", opts.job_ids))
+    response = ctx.client().query("job", _INFO_FIELDS, make_simple_filter("id", opts.job_ids))
     jobs = [job_info_data(row) for row in response["data"]]
     if jobs:
-        ctx.out(cli.format_generic_info(jobs))
-    return cli.EXIT_SUCCESS
+        ctx.out(format_generic_info(jobs))
+    return EXIT_SUCCESS
 
 
 # --- watch, wait ---------------------------------------------------------------------
-def _follow(ctx: Context, job_id: int, reporter: cli.JobReporter) -> int:
+def _follow(ctx: Context, job_id: int, reporter: JobReporter) -> int:
     try:
-        cli.poll_job(ctx.client(), job_id, reporter)
+        poll_job(ctx.client(), job_id, reporter)
     except errors.GenericError as e:
-        code, text = cli.format_error(e)
+        code, text = format_error(e)
         ctx.err("Job %s failed: %s" % (job_id, text))
         return code
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def watch_job(ctx: Context, opts: argparse.Namespace) -> int:
     header = "Output from job %s follows" % opts.job_id
     ctx.out(header)
     ctx.out("-" * len(header))
-    return _follow(ctx, opts.job_id, cli.JobReporter(ctx))
+    return _follow(ctx, opts.job_id, JobReporter(ctx))
 
 
 def wait_job(ctx: Context, opts: argparse.Namespace) -> int:
-    return _follow(ctx, opts.job_id, cli.QuietReporter(ctx))
+    return _follow(ctx, opts.job_id, QuietReporter(ctx))
 
 
 # --- cancel, change-priority ---------------------------------------------------------
@@ -170,18 +197,18 @@ def _multi_job_action(
         if not job_ids:
             raise errors.OpPrereqError("No jobs with the requested status have been found", errors.ECODE_STATE)
         if not opts.force:
-            _, lines = cli.format_query_result(response, overrides=LIST_FORMAT)
+            _, lines = format_query_result(response, overrides=LIST_FORMAT)
             for line in lines:
                 ctx.out(line)
-            if not cli.ask_user(question):
-                return cli.EXIT_CONFIRMATION
+            if not prompt.ask_user(question):
+                return EXIT_CONFIRMATION
     else:
         job_ids = opts.job_ids
-    result = cli.EXIT_SUCCESS
+    result = EXIT_SUCCESS
     for job_id in job_ids:
         success, message = action(client, job_id)
         if not success:
-            result = cli.EXIT_FAILURE
+            result = EXIT_FAILURE
         ctx.out(str(message))
     return result
 
@@ -205,18 +232,18 @@ def change_priority(ctx: Context, opts: argparse.Namespace) -> int:
 # --- archive, autoarchive ------------------------------------------------------------
 def archive_jobs(ctx: Context, opts: argparse.Namespace) -> int:
     client = ctx.client()
-    result = cli.EXIT_SUCCESS
+    result = EXIT_SUCCESS
     for job_id in opts.job_ids:
         if not client.archive_job(job_id):
             ctx.err("Failed to archive job with ID '%s'" % job_id)
-            result = cli.EXIT_FAILURE
+            result = EXIT_FAILURE
     return result
 
 
 def auto_archive_jobs(ctx: Context, opts: argparse.Namespace) -> int:
-    archived, left = ctx.client().auto_archive_jobs(opts.age, cli.AUTOARCHIVE_TIMEOUT)
+    archived, left = ctx.client().auto_archive_jobs(opts.age, AUTOARCHIVE_TIMEOUT)
     ctx.out("Archived %s jobs, %s unchecked left" % (archived, left))
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 # --- options -------------------------------------------------------------------------
@@ -224,19 +251,19 @@ def _age(value: str) -> int:
     if value == "all":
         return -1
     try:
-        return cli.parse_timespec(value)
+        return parse_timespec(value)
     except errors.OpPrereqError as e:
         raise argparse.ArgumentTypeError(str(e.args[0])) from None
 
 
 def _status_options(parser: argparse.ArgumentParser, *which: str) -> None:
     choices = {
-        "pending": (cli.JOBS_PENDING, "Select jobs pending execution or being cancelled"),
-        "queued": ((cli.JOB_STATUS_QUEUED,), "Select queued jobs only"),
-        "waiting": ((cli.JOB_STATUS_WAITING,), "Select waiting jobs only"),
-        "running": ((cli.JOB_STATUS_RUNNING,), "Show jobs currently running only"),
-        "error": ((cli.JOB_STATUS_ERROR,), "Show failed jobs only"),
-        "finished": (cli.JOBS_FINALIZED, "Show finished jobs only"),
+        "pending": (JOBS_PENDING, "Select jobs pending execution or being cancelled"),
+        "queued": ((JOB_STATUS_QUEUED,), "Select queued jobs only"),
+        "waiting": ((JOB_STATUS_WAITING,), "Select waiting jobs only"),
+        "running": ((JOB_STATUS_RUNNING,), "Show jobs currently running only"),
+        "error": ((JOB_STATUS_ERROR,), "Show failed jobs only"),
+        "finished": (JOBS_FINALIZED, "Show finished jobs only"),
     }
     for name in which:
         statuses, text = choices[name]
@@ -247,30 +274,30 @@ def _status_options(parser: argparse.ArgumentParser, *which: str) -> None:
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_options(parser, LIST_DEF_FIELDS)
+    add_list_options(parser, LIST_DEF_FIELDS)
     _status_options(parser, "pending", "running", "error", "finished")
     parser.add_argument(
         "--archived", action="store_true", help="Include archived jobs in list (slow and expensive)"
     )
-    parser.add_argument("job_ids", nargs="*", type=cli.job_id, metavar="JOB_ID", help="jobs to list (default: all)")
+    parser.add_argument("job_ids", nargs="*", type=options.job_id, metavar="JOB_ID", help="jobs to list (default: all)")
 
 
 def _setup_info(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job_ids", nargs="*", type=cli.job_id, metavar="JOB_ID", help="jobs to show (default: all)")
+    parser.add_argument("job_ids", nargs="*", type=options.job_id, metavar="JOB_ID", help="jobs to show (default: all)")
 
 
 def _setup_one(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job_id", type=cli.job_id, metavar="JOB_ID")
+    parser.add_argument("job_id", type=options.job_id, metavar="JOB_ID")
 
 
 def _setup_many(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job_ids", nargs="+", type=cli.job_id, metavar="JOB_ID")
+    parser.add_argument("job_ids", nargs="+", type=options.job_id, metavar="JOB_ID")
 
 
 def _setup_multi(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     _status_options(parser, "pending", "queued", "waiting")
-    parser.add_argument("job_ids", nargs="*", type=cli.job_id, metavar="JOB_ID")
+    parser.add_argument("job_ids", nargs="*", type=options.job_id, metavar="JOB_ID")
 
 
 def _setup_cancel(parser: argparse.ArgumentParser) -> None:
@@ -280,7 +307,7 @@ def _setup_cancel(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_change_priority(parser: argparse.ArgumentParser) -> None:
-    cli.add_priority_option(parser, required=True)
+    add_priority_option(parser, required=True)
     _setup_multi(parser)
 
 
@@ -289,7 +316,7 @@ def _setup_autoarchive(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_list_fields(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_fields_options(parser)
+    add_list_fields_options(parser)
 
 
 COMMANDS: dict[str, Command] = {
@@ -321,7 +348,7 @@ ALIASES = {"show": "info"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-job", COMMANDS, argv, aliases=ALIASES)
+    return run("gnt-job", COMMANDS, argv, aliases=ALIASES)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
     gnt-node migrate [-f] [--non-live | --migration-mode MODE] [-n TARGET | -I ALLOCATOR] NODE
 
 C{evacuate} and C{migrate} submit one job that submits one job per
-instance; the command then follows those (L{ganeti.client.executor}).
+instance; the command then follows those (L{ganeti.client.jobs}).
 
 Live fields (memory, disk) show C{?} until the node daemon answers
 node_info.  C{add} needs the new node's daemon running with the cluster's
@@ -25,8 +25,24 @@ import argparse
 import re
 from typing import Any
 
-from ganeti import cli, errors
-from ganeti.cli import Command, Context
+from ganeti import errors
+from ganeti.client import prompt
+from ganeti.client.command import EXIT_CONFIRMATION, EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.jobs import opcode, report_changes, submit_or_send
+from ganeti.client.options import (
+    add_dry_run_option,
+    add_force_option,
+    add_list_fields_options,
+    add_list_options,
+    add_priority_option,
+    add_submit_options,
+    make_simple_filter,
+    parse_fields,
+    yes_no,
+)
+from ganeti.client.queries import generic_list, generic_list_fields
+from ganeti.client.runner import run
+from ganeti.client.tags import TAG_NODE, tag_commands
 
 EVAC_PRIMARY, EVAC_SECONDARY, EVAC_ALL = "primary-only", "secondary-only", "all"
 LIST_DEF_FIELDS = ["name", "dtotal", "dfree", "mtotal", "mnode", "mfree", "pinst_cnt", "sinst_cnt"]
@@ -44,16 +60,16 @@ LIST_FORMAT = {"pinst_list": (_join, False), "sinst_list": (_join, False), "tags
 
 
 def list_nodes(ctx: Context, opts: argparse.Namespace) -> int:
-    fields = cli.parse_fields(opts.output, LIST_DEF_FIELDS)
-    return cli.generic_list(ctx, "node", fields, cli.make_simple_filter("name", opts.nodes), LIST_FORMAT)
+    fields = parse_fields(opts.output, LIST_DEF_FIELDS)
+    return generic_list(ctx, "node", fields, make_simple_filter("name", opts.nodes), LIST_FORMAT)
 
 
 def list_node_fields(ctx: Context, opts: argparse.Namespace) -> int:
-    return cli.generic_list_fields(ctx, "node")
+    return generic_list_fields(ctx, "node")
 
 
 def info(ctx: Context, opts: argparse.Namespace) -> int:
-    response = ctx.client().query("node", INFO_FIELDS, cli.make_simple_filter("name", opts.nodes))
+    response = ctx.client().query("node", INFO_FIELDS, make_simple_filter("name", opts.nodes))
     for row in response["data"]:
         value = {name: (cell[1] if cell[0] == 0 else None) for name, cell in zip(INFO_FIELDS, row)}
         ctx.out("Node name: %s" % value["name"])
@@ -77,7 +93,7 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
         for key, param in sorted((value["ndparams"] or {}).items()):
             ctx.out("    %s: %s" % (key, param))
         ctx.out("  tags: %s" % (", ".join(value["tags"] or []) or "(none)"))
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def add_node(ctx: Context, opts: argparse.Namespace) -> int:
@@ -86,13 +102,13 @@ def add_node(ctx: Context, opts: argparse.Namespace) -> int:
         value = getattr(opts, name)
         if value is not None:
             params[name] = value
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_ADD", **params))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, opcode(ctx, "OP_NODE_ADD", **params))
+    return EXIT_SUCCESS
 
 
 def remove_node(ctx: Context, opts: argparse.Namespace) -> int:
-    cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_REMOVE", node_name=opts.node))
-    return cli.EXIT_SUCCESS
+    submit_or_send(ctx, opcode(ctx, "OP_NODE_REMOVE", node_name=opts.node))
+    return EXIT_SUCCESS
 
 
 _MODIFY_FLAGS = ("offline", "drained", "master_candidate", "master_capable", "vm_capable", "secondary_ip")
@@ -102,12 +118,12 @@ def modify_node(ctx: Context, opts: argparse.Namespace) -> int:
     params = {name: getattr(opts, name) for name in _MODIFY_FLAGS if getattr(opts, name) is not None}
     if not params:
         ctx.err("Please give at least one of the parameters.")
-        return cli.EXIT_FAILURE
-    op = cli.opcode(ctx, "OP_NODE_SET_PARAMS", node_name=opts.node, force=opts.force,
+        return EXIT_FAILURE
+    op = opcode(ctx, "OP_NODE_SET_PARAMS", node_name=opts.node, force=opts.force,
                     auto_promote=opts.auto_promote, **params)
-    (result,) = cli.submit_or_send(ctx, op)
-    cli.report_changes(ctx, "node %s" % opts.node, result)
-    return cli.EXIT_SUCCESS
+    (result,) = submit_or_send(ctx, op)
+    report_changes(ctx, "node %s" % opts.node, result)
+    return EXIT_SUCCESS
 
 
 def _nice_key(name: str) -> list[Any]:
@@ -117,7 +133,7 @@ def _nice_key(name: str) -> list[Any]:
 
 def _node_instances(ctx: Context, node: str, fields: list[str]) -> list[str]:
     """The instances listed in C{fields} (pinst_list, sinst_list) of C{node}."""
-    response = ctx.client().query("node", ["name"] + fields, cli.make_simple_filter("name", [node]))
+    response = ctx.client().query("node", ["name"] + fields, make_simple_filter("name", [node]))
     names: set[str] = set()
     for row in response["data"]:
         for status, value in row[1:]:
@@ -127,14 +143,14 @@ def _node_instances(ctx: Context, node: str, fields: list[str]) -> list[str]:
 
 
 def _report_follow_up(ctx: Context, result: Any, done: str, failed: str) -> int:
-    from ganeti.client.executor import follow_up_jobs
+    from ganeti.client.jobs import follow_up_jobs
 
     bad = sum(1 for ok, _ in follow_up_jobs(ctx, result) if not ok)
     if bad:
         ctx.out(failed % bad)
-        return cli.EXIT_FAILURE
+        return EXIT_FAILURE
     ctx.out(done)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def evacuate_node(ctx: Context, opts: argparse.Namespace) -> int:
@@ -152,18 +168,18 @@ def evacuate_node(ctx: Context, opts: argparse.Namespace) -> int:
     instances = _node_instances(ctx, opts.node, fields)
     if not instances:
         ctx.err("No instances to evacuate on node(s) %s, exiting." % opts.node)
-        return cli.EXIT_SUCCESS
-    if not opts.force and not cli.ask_user(
+        return EXIT_SUCCESS
+    if not opts.force and not prompt.ask_user(
         "Move instance(s) %s away from node %s?" % (", ".join(instances), opts.node)
     ):
-        return cli.EXIT_CONFIRMATION
+        return EXIT_CONFIRMATION
     params: dict[str, Any] = {"node_name": opts.node, "mode": mode, "early_release": opts.early_release}
     for key, value in (("remote_node", opts.dst_node), ("iallocator", opts.iallocator)):
         if value:
             params[key] = value
     if opts.ignore_soft_errors:
         params["ignore_soft_errors"] = True
-    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_EVACUATE", **params))
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_NODE_EVACUATE", **params))
     return _report_follow_up(
         ctx, result, "All instances evacuated successfully.", "There were %d errors during the evacuation."
     )
@@ -182,9 +198,9 @@ def migrate_node(ctx: Context, opts: argparse.Namespace) -> int:
     instances = _node_instances(ctx, opts.node, ["pinst_list"])
     if not instances:
         ctx.out("No primary instances on node %s, exiting." % opts.node)
-        return cli.EXIT_SUCCESS
-    if not opts.force and not cli.ask_user("Migrate instance(s) %s?" % ", ".join(instances)):
-        return cli.EXIT_CONFIRMATION
+        return EXIT_SUCCESS
+    if not opts.force and not prompt.ask_user("Migrate instance(s) %s?" % ", ".join(instances)):
+        return EXIT_CONFIRMATION
     params: dict[str, Any] = {
         "node_name": opts.node,
         "allow_runtime_changes": opts.allow_runtime_changes,
@@ -194,14 +210,14 @@ def migrate_node(ctx: Context, opts: argparse.Namespace) -> int:
     for key, value in (("mode", mode), ("target_node", opts.dst_node), ("iallocator", opts.iallocator)):
         if value:
             params[key] = value
-    (result,) = cli.submit_or_send(ctx, cli.opcode(ctx, "OP_NODE_MIGRATE", **params))
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_NODE_MIGRATE", **params))
     return _report_follow_up(
         ctx, result, "All instances migrated successfully.", "There were %d errors during the node migration."
     )
 
 
 def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("-p", "--primary-only", action="store_true", help="Evacuate the primary instances only")
     which.add_argument("-s", "--secondary-only", action="store_true", help="Evacuate the secondary instances only")
@@ -210,13 +226,13 @@ def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the new nodes with this allocator")
     parser.add_argument("--early-release", action="store_true", help="Release the locks as early as possible")
     parser.add_argument("--ignore-soft-errors", action="store_true", help="Ignore the allocator's soft errors")
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("node", metavar="NODE")
 
 
 def _setup_migrate(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--non-live", action="store_true", help="Stop each instance while its memory is copied")
     parser.add_argument("--migration-mode", choices=("live", "non-live"), help="live or non-live (default: hvparams)")
     parser.add_argument("--no-runtime-changes", dest="allow_runtime_changes", action="store_false",
@@ -225,8 +241,8 @@ def _setup_migrate(parser: argparse.ArgumentParser) -> None:
                         help="Target node (shared storage templates)")
     parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the target nodes with this allocator")
     parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("node", metavar="NODE")
 
 
@@ -238,45 +254,45 @@ def _setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-g", "--node-group", "--group", dest="group", metavar="GROUP",
                         help="Node group (name or uuid)")
     parser.add_argument("--readd", action="store_true", help="Readd old node after replacing it")
-    parser.add_argument("--master-capable", type=cli.yes_no, metavar="yes|no",
+    parser.add_argument("--master-capable", type=yes_no, metavar="yes|no",
                         help="Set the master_capable flag on the node")
-    parser.add_argument("--vm-capable", type=cli.yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("--vm-capable", type=yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
     parser.add_argument("--join-token", metavar="TOKEN",
                         help="One-time token the new node's unjoined ganeti-noded was started with")
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("node", metavar="NODE")
 
 
 def _setup_remove(parser: argparse.ArgumentParser) -> None:
-    cli.add_dry_run_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("node", metavar="NODE")
 
 
 def _setup_modify(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-O", "--offline", type=cli.yes_no, metavar="yes|no", help="Set the offline flag on the node")
-    parser.add_argument("-D", "--drained", type=cli.yes_no, metavar="yes|no", help="Set the drained flag on the node")
-    parser.add_argument("-C", "--master-candidate", type=cli.yes_no, metavar="yes|no",
+    parser.add_argument("-O", "--offline", type=yes_no, metavar="yes|no", help="Set the offline flag on the node")
+    parser.add_argument("-D", "--drained", type=yes_no, metavar="yes|no", help="Set the drained flag on the node")
+    parser.add_argument("-C", "--master-candidate", type=yes_no, metavar="yes|no",
                         help="Set the master_candidate flag on the node")
-    parser.add_argument("--master-capable", type=cli.yes_no, metavar="yes|no",
+    parser.add_argument("--master-capable", type=yes_no, metavar="yes|no",
                         help="Set the master_capable flag on the node")
-    parser.add_argument("--vm-capable", type=cli.yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("--vm-capable", type=yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
     parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
                         help="Specify the secondary ip for the node")
     parser.add_argument("--auto-promote", action="store_true",
                         help="Automatically promote enough nodes to master candidate status to respect"
                              " candidate_pool_size")
-    cli.add_force_option(parser)
-    cli.add_dry_run_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+    add_force_option(parser)
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
     parser.add_argument("node", metavar="NODE")
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_options(parser, LIST_DEF_FIELDS, units=True)
+    add_list_options(parser, LIST_DEF_FIELDS, units=True)
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
 
 
@@ -291,19 +307,19 @@ COMMANDS: dict[str, Command] = {
         " command. The default list is (in order): %s." % ", ".join(LIST_DEF_FIELDS),
         "Default options and arguments may also come from the GNT_NODE_LIST environment variable.",
     ),
-    "list-fields": Command(list_node_fields, cli.add_list_fields_options, "Lists all available fields for nodes"),
+    "list-fields": Command(list_node_fields, add_list_fields_options, "Lists all available fields for nodes"),
     "info": Command(info, _setup_info, "Show information about the node(s)"),
     "add": Command(add_node, _setup_add, "Add a node to the cluster"),
     "remove": Command(remove_node, _setup_remove, "Removes a node from the cluster"),
     "modify": Command(modify_node, _setup_modify, "Alters the parameters of a node"),
     "evacuate": Command(evacuate_node, _setup_evacuate, "Move the primary and/or secondary instances off a node"),
     "migrate": Command(migrate_node, _setup_migrate, "Migrate all primary instances of a node to other nodes"),
-    **cli.tag_commands(cli.TAG_NODE, "NODE", "node"),
+    **tag_commands(TAG_NODE, "NODE", "node"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-node", COMMANDS, argv, env_override={"list"})
+    return run("gnt-node", COMMANDS, argv, env_override={"list"})
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ import argparse
 import re
 from typing import Any
 
-from ganeti import cli
-from ganeti.cli import Command, Context
+from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
+from ganeti.client.formatting import format_table
+from ganeti.client.jobs import opcode, submit_opcodes
+from ganeti.client.options import add_priority_option
+from ganeti.client.runner import run
 
 #: what C{diagnose} asks for
 DIAGNOSE_FIELDS = ["name", "valid", "variants", "node_status", "hidden", "blacklisted"]
@@ -27,8 +30,8 @@ def _natural(name: str) -> list[Any]:
 
 
 def _diagnose(ctx: Context, fields: list[str]) -> list[list[Any]]:
-    op = cli.opcode(ctx, "OP_OS_DIAGNOSE", output_fields=fields, names=[])
-    (rows,) = cli.submit_opcodes(ctx, [op])
+    op = opcode(ctx, "OP_OS_DIAGNOSE", output_fields=fields, names=[])
+    (rows,) = submit_opcodes(ctx, [op])
     return rows if isinstance(rows, list) else []
 
 
@@ -38,9 +41,9 @@ def list_os(ctx: Context, opts: argparse.Namespace) -> int:
     rows = _diagnose(ctx, ["name", "variants"])
     names = [[n] for name, variants in rows for n in os_names(name, variants)]
     titles = None if opts.no_headers else ["Name"]
-    for line in cli.format_table(names, titles, [False], None):
+    for line in format_table(names, titles, [False], None):
         ctx.out(line)
-    return cli.EXIT_SUCCESS
+    return EXIT_SUCCESS
 
 
 def _status(valid: Any, diagnose: Any) -> str:
@@ -98,16 +101,16 @@ def diagnose_os(ctx: Context, opts: argparse.Namespace) -> int:
                 for extra in shadowed.get(node, []):
                     ctx.out(extra)
         ctx.out("")
-    return cli.EXIT_FAILURE if any_bad else cli.EXIT_SUCCESS
+    return EXIT_FAILURE if any_bad else EXIT_SUCCESS
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-headers", action="store_true", help="Don't display column headers")
-    cli.add_priority_option(parser)
+    add_priority_option(parser)
 
 
 def _setup_diagnose(parser: argparse.ArgumentParser) -> None:
-    cli.add_priority_option(parser)
+    add_priority_option(parser)
 
 
 COMMANDS: dict[str, Command] = {
@@ -117,7 +120,7 @@ COMMANDS: dict[str, Command] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.run("gnt-os", COMMANDS, argv)
+    return run("gnt-os", COMMANDS, argv)
 
 
 if __name__ == "__main__":

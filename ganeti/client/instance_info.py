@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ganeti.client import format_time, format_unit
+from ganeti.client.formatting import format_time, format_unit
 
 #: the first port of VNC displays (display N listens on 5900 + N)
 VNC_BASE_PORT = 5900

@@ -26,6 +26,17 @@ from typing import Any, Iterable, Mapping
 
 from ganeti import errors
 
+#: default fields of C{gnt-instance list}
+LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
+DISK_TEMPLATES = ("diskless", "file", "sharedfile", "plain", "drbd", "blockdev", "rbd", "ext", "gluster")
+REBOOT_TYPES = ("soft", "hard", "full")
+MIGRATION_MODES = ("live", "non-live")
+DEFAULT_SHUTDOWN_TIMEOUT = 120
+
+# how "startup" and friends choose their instances (Ganeti's --all, --node, ...)
+BY_NAME, BY_CLUSTER, BY_NODE, BY_PRIMARY, BY_SECONDARY = "instances", "cluster", "node", "primary", "secondary"
+BY_TAGS, BY_NODE_TAGS, BY_PRIMARY_TAGS, BY_SECONDARY_TAGS = "tags", "node-tags", "primary-tags", "secondary-tags"
+
 VALUE_DEFAULT = "default"
 DISK_MODES = ("rw", "ro")
 NIC_MODES = ("bridged", "routed", "openvswitch")

@@ -1,15 +1,15 @@
 """The options of each gnt-instance command (Ganeti's names and defaults).
 
-Imported only when a command's parser is built (L{ganeti.client.gnt_instance}).
+Imported only when a command's parser is built (L{ganeti.client.gnt_instance});
+the choices and defaults come from L{ganeti.client.instance_opts}.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ganeti import cli
 from ganeti.client import instance_opts as iopts
-from ganeti.client.gnt_instance import (
+from ganeti.client.instance_opts import (
     BY_CLUSTER,
     BY_NODE,
     BY_NODE_TAGS,
@@ -24,15 +24,22 @@ from ganeti.client.gnt_instance import (
     MIGRATION_MODES,
     REBOOT_TYPES,
 )
+from ganeti.client.options import (
+    add_dry_run_option,
+    add_force_option,
+    add_list_options,
+    add_priority_option,
+    add_submit_options,
+)
 
 FILE_DRIVERS = ("loop", "blktap", "blktap2")
 
 
 def _job_options(parser: argparse.ArgumentParser, dry_run: bool = True) -> None:
     if dry_run:
-        cli.add_dry_run_option(parser)
-    cli.add_priority_option(parser)
-    cli.add_submit_options(parser)
+        add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
 
 
 def _instance(parser: argparse.ArgumentParser) -> None:
@@ -127,7 +134,7 @@ def setup_add(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_remove(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--ignore-failures", action="store_true",
                         help="Remove the instance from the cluster even if removing its disks fails")
     _shutdown_timeout(parser)
@@ -136,7 +143,7 @@ def setup_remove(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_list(parser: argparse.ArgumentParser) -> None:
-    cli.add_list_options(parser, LIST_DEF_FIELDS, units=True)
+    add_list_options(parser, LIST_DEF_FIELDS, units=True)
     parser.add_argument("-F", "--filter", dest="force_filter", action="store_true",
                         help="The argument is a filter expression, e.g. 'status == \"running\"'")
     parser.add_argument("names", nargs="*", metavar="NAME", help="instances (globs allowed) or one filter")
@@ -146,12 +153,12 @@ def setup_info(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-s", "--static", action="store_true",
                         help="Only show configuration data, not runtime data")
     parser.add_argument("--all", dest="show_all", action="store_true", help="Show info on all instances")
-    cli.add_priority_option(parser)
+    add_priority_option(parser)
     parser.add_argument("names", nargs="*", metavar="INSTANCE")
 
 
 def setup_startup(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Start even if the instance's disks are degraded")
+    add_force_option(parser, help="Start even if the instance's disks are degraded")
     parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", type=iopts.key_values, default={},
                         metavar="PARAM=VALUE,...", help="Hypervisor parameters for this start only")
     _backend(parser, "Backend parameters for this start only")
@@ -164,7 +171,7 @@ def setup_startup(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_shutdown(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser)
+    add_force_option(parser)
     parser.add_argument("--timeout", type=int, default=DEFAULT_SHUTDOWN_TIMEOUT, metavar="SECONDS",
                         help="Seconds to wait for a clean shutdown before forcing it (default %d)"
                              % DEFAULT_SHUTDOWN_TIMEOUT)
@@ -221,7 +228,7 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
                          help="Apply disk and NIC changes at the next start only")
     parser.add_argument("--hotplug-if-possible", action="store_true",
                         help="Hotplug if the hypervisor can, else change at the next start")
-    cli.add_force_option(parser)
+    add_force_option(parser)
     _job_options(parser)
     _instance(parser)
 
@@ -231,7 +238,7 @@ def setup_rename(parser: argparse.ArgumentParser) -> None:
                         help="Do not resolve the new name (needs --no-ip-check too)")
     parser.add_argument("--no-ip-check", dest="ip_check", action="store_false",
                         help="Do not check that the new IP is unused")
-    cli.add_force_option(parser, help="Do not ask for confirmation with --no-name-check")
+    add_force_option(parser, help="Do not ask for confirmation with --no-name-check")
     _job_options(parser)
     _instance(parser)
     parser.add_argument("new_name", metavar="NEW_NAME")
@@ -241,7 +248,7 @@ def setup_reinstall(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--os-type", dest="os", metavar="OS", help="Install this OS (default: the current)")
     _os_params(parser)
     parser.add_argument("--force-variant", action="store_true", help="Accept an OS variant the OS does not list")
-    cli.add_force_option(parser, help="Do not ask for confirmation (one instance)")
+    add_force_option(parser, help="Do not ask for confirmation (one instance)")
     _job_options(parser)
     _multi(parser)
 
@@ -260,7 +267,7 @@ def setup_grow_disk(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_failover(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--ignore-consistency", action="store_true",
                         help="Fail over even if the disks are not consistent on the target")
     _target(parser)
@@ -270,7 +277,7 @@ def setup_failover(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_move(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("-n", "--target-node", dest="node", required=True, metavar="NODE", help="Target node")
     parser.add_argument("--compress", default="none", metavar="TOOL",
                         help="Compression of the disk data on the wire (none, gzip, gzip-fast, gzip-slow)")
@@ -291,7 +298,7 @@ def setup_change_group(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_migrate(parser: argparse.ArgumentParser) -> None:
-    cli.add_force_option(parser, help="Do not ask for confirmation")
+    add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--non-live", action="store_true", help="Stop the instance while its memory is copied")
     parser.add_argument("--migration-mode", choices=MIGRATION_MODES, help="live or non-live (default: hvparams)")
     parser.add_argument("--cleanup", action="store_true", help="Recover from a failed migration")

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import attrs
 
-from ganeti import errors
+from ganeti import errors, ha_params
 from ganeti.cmdlib import allocator, group_params, instance_params
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
@@ -240,6 +240,17 @@ class LUClusterSetParams(LogicalUnit):
                 cluster.data_collectors, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
         return attrs.evolve(cluster, **changes) if changes else cluster
 
+    def _ha_changes(self) -> dict[str, Any]:
+        """The HA parameters (L{ganeti.ha_params}) this opcode changes."""
+        return {name: self.op[name] for name in ha_params.PARAMETERS if self.op.get(name) is not None}
+
     async def exec_(self, feedback: Feedback) -> Any:
+        ha_changes = self._ha_changes()
+        if ha_changes:
+            # first: WConfD validates them against the current values (failover_timeout above
+            # liveness_timeout); a refusal leaves the cluster object unchanged too
+            stored = await self.ctx.wconfd.set_ha_params(ha_changes)
+            await self.feedback("HA parameters: %s (serial %s)" % (
+                ", ".join("%s=%s" % (name, stored[name]) for name in sorted(ha_changes)), stored["serial_no"]))
         await self.modify("cluster", None, self._changed)
         return None

@@ -10,6 +10,11 @@ lock.
 
 Nodes are reached by node RPC at their primary IP on the cluster-wide
 port (LuxiD's C{--rpc-port}, L{ganeti.cmdlib.base.OpContext.rpc_port}).
+
+RAPI runs on every master candidate: once the configuration holds a node's
+new role, the LU tells the node (C{node_promote_to_mc} starts RAPI there,
+C{node_demote_from_mc} stops it); a node that does not answer is a warning,
+as in Ganeti.
 """
 
 from __future__ import annotations
@@ -90,15 +95,38 @@ async def adjust_candidate_pool(lu: LogicalUnit, exceptions: Iterable[str]) -> l
     """
     exceptions = list(exceptions)
     promoted = []
-    for node in nodes_to_promote(lu.cfg, exceptions):
+    nodes = nodes_to_promote(lu.cfg, exceptions)
+    for node in nodes:
         await lu.update("node", attrs.evolve(node, master_candidate=True))
         promoted.append(node.name)
     if promoted:
         await lu.log_info("Promoted nodes to master candidate role: %s", ", ".join(promoted))
+        await tell_roles(lu, nodes, promoted=True)
     mc_now, mc_should, _ = candidate_stats(lu.cfg, exceptions)
     if mc_now > mc_should:
         await lu.log_info("Note: more nodes are candidates (%d) than desired (%d)" % (mc_now, mc_should))
     return promoted
+
+
+#: Seconds a node may take to start or stop its RAPI when its role changes.
+ROLE_TIMEOUT = 60.0
+#: Seconds an offlined node gets (it is probably down).
+OFFLINE_TIMEOUT = 10.0
+
+
+async def tell_roles(lu: LogicalUnit, nodes: Iterable[Node], promoted: bool, timeout: float = ROLE_TIMEOUT) -> None:
+    """Tell C{nodes} they are (C{promoted}) or are no longer master
+    candidates: RAPI starts or stops there.  Failures are warnings."""
+    targets = {node.name: _address(node) for node in nodes if node.name}
+    if not targets:
+        return
+    procedure = "node_promote_to_mc" if promoted else "node_demote_from_mc"
+    answers = await lu.ctx.rpc().call(targets, procedure, [], timeout=timeout)
+    for name in sorted(answers):
+        if answers[name].failed:
+            await lu.log_warning("Node %s failed to %s: %s", name,
+                                 "start its master candidate daemons" if promoted else "demote itself",
+                                 answers[name].fail_msg)
 
 
 def node_instances(cfg: ConfigData, node_uuid: str) -> list[str]:
@@ -257,11 +285,33 @@ class LUNodeAdd(LogicalUnit):
             changes["disk_state_static"] = group_params.merged_disk_state({}, self.static["disk_state"])
         if self.existing is not None:
             await self.log_info("Readding a node, the offline/drained flags were reset")
-            await self.update("node", attrs.evolve(self.existing, **changes))
+            node = attrs.evolve(self.existing, **changes)
+            await self.update("node", node)
         else:
             node = Node(name=name, uuid=new_uuid(), powered=True, **changes)
             await self.add("node", node)
+        if self.master_candidate:
+            await self._give_ancillary_files(name, ip)
+            await tell_roles(self, [node], promoted=True)
+        elif self.existing is not None and self.existing.master_candidate:
+            await tell_roles(self, [node], promoted=False)
         return None
+
+
+    async def _give_ancillary_files(self, name: str, ip: str) -> None:
+        """Give a new candidate the cluster-wide files now (Ganeti's
+        RedistributeAncillaryFiles): its RAPI needs the certificate before it
+        starts, and WConfD sends them only after this job."""
+        paths = self.ctx.paths
+        if paths is None:
+            return
+        from ganeti.wconfd.replication import ancillary_files
+
+        rpc = self.ctx.rpc()
+        for details in ancillary_files(paths):
+            answer = (await rpc.call({name: ip}, "upload_file", [details]))[name]
+            if answer.failed:
+                await self.log_warning("Copy of %s to node %s failed: %s", details[0], name, answer.fail_msg)
 
 
 def _valid_ip(text: str) -> bool:
@@ -486,6 +536,10 @@ class LUNodeSetParams(LogicalUnit):
             await adjust_candidate_pool(self, [node.uuid])
         if new_node != node:
             await self.update("node", new_node)
+        if self.new_role != self.old_role and ROLE_CANDIDATE in (self.old_role, self.new_role):
+            promoted = self.new_role == ROLE_CANDIDATE
+            timeout = OFFLINE_TIMEOUT if self.new_role == ROLE_OFFLINE else ROLE_TIMEOUT
+            await tell_roles(self, [new_node], promoted, timeout)
         return result
 
 

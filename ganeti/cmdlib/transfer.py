@@ -3,7 +3,7 @@
 L{transfer} opens a listener on the receiving node, tells the sending node
 to stream to it (TLS with the cluster certificate, a one-time token), asks
 both for their status (soon after the start, then every L{POLL_INTERVAL}
-seconds) and writes the
+seconds; noded answers at once when a transfer ends) and writes the
 progress (bytes, rate, percentage, ETA) into the job log every
 L{PROGRESS_INTERVAL} seconds.  When anything fails, or the job is
 canceled, both ends are aborted, and the receiving node removes what it
@@ -74,8 +74,10 @@ def format_progress(label: str, nbytes: int, rate: float, total: int | None) -> 
     return ", ".join(parts)
 
 
-async def _status(lu: LogicalUnit, node_uuid: str, tid: str) -> dict[str, Any]:
-    payload = await iu.call_node(lu, node_uuid, "impexp_status", [[tid]], what="ask for a transfer's status")
+async def _status(lu: LogicalUnit, node_uuid: str, tid: str, wait: float = 0.0) -> dict[str, Any]:
+    """Transfer C{tid}'s status; with C{wait}, once it ends or after C{wait} seconds."""
+    payload = await iu.call_node(lu, node_uuid, "impexp_status", [[tid], wait] if wait else [[tid]],
+                                 what="ask for a transfer's status")
     if not isinstance(payload, list) or len(payload) != 1 or not isinstance(payload[0], dict):
         raise errors.OpExecError("Node %s lost transfer %s" % (iu.node_name(lu.cfg, node_uuid), tid))
     return payload[0]
@@ -125,8 +127,14 @@ async def _follow(lu: LogicalUnit, label: str, source_uuid: str, sender: str, de
     clock = lu.ctx.clock
     last_report = clock.seconds()
     interval = FIRST_POLL
+    into: dict[str, Any] = {}
     while True:
-        await lu.ctx.sleep(interval)
+        # the receiver ends last (it confirms when all is stored): wait for
+        # its end, or the sender's once it has ended; no later than C{interval}
+        if into.get("done"):
+            await _status(lu, source_uuid, sender, interval)
+        else:
+            await _status(lu, dest_uuid, receiver, interval)
         interval = min(POLL_INTERVAL, interval * 2)
         out = await _status(lu, source_uuid, sender)
         into = await _status(lu, dest_uuid, receiver)
@@ -158,9 +166,8 @@ async def follow_one(lu: LogicalUnit, label: str, node_uuid: str, tid: str, tota
     interval = FIRST_POLL
     try:
         while True:
-            await lu.ctx.sleep(interval)
+            status = await _status(lu, node_uuid, tid, interval)
             interval = min(POLL_INTERVAL, interval * 2)
-            status = await _status(lu, node_uuid, tid)
             if status.get("done"):
                 if not status.get("success"):
                     raise errors.OpExecError("Transfer of %s failed: %s" % (label, status.get("error")))

@@ -5,7 +5,8 @@
 The client looks the master up (L{MasterLookup}: this node's ssconf; after
 a failed attempt at that address, the master candidates' confd, the reply
 with the highest serial winning), connects with mutual TLS, says hello and
-beats every L{BEAT_INTERVAL} seconds.  A LuxiD that answers "the master is
+beats every L{BEAT_INTERVAL} seconds (half the cluster's liveness timeout when
+that is shorter, followed as it changes).  A LuxiD that answers "the master is
 X" is left for X.  A lost or failed connection is retried after a jittered
 backoff (L{Backoff}: 0.1 s growing to 2 s), the master looked up again each
 time.  Many clients can share one process (the benchmark runs hundreds).
@@ -26,7 +27,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
-from ganeti import errors
+from ganeti import errors, ha_params
 from ganeti.heartbeat import wire
 from ganeti.paths import Paths
 from ganeti.ssconf import SimpleStore
@@ -197,9 +198,15 @@ class HeartbeatClientProtocol(Int32StringReceiver):
     def connectionMade(self) -> None:
         dead_peer_timeout(self.transport, USER_TIMEOUT)
         self.sendString(wire.encode(self.client.hello))
-        self._beats = LoopingCall(self.sendString, wire.BEAT_FRAME_BODY)
+        self._beats = LoopingCall(self._beat)
         self._beats.clock = self.client.reactor
-        self._beats.start(self.client.interval, now=False)
+        self._beats.start(self.client.beat_interval(), now=False)
+
+    def _beat(self) -> None:
+        self.sendString(wire.BEAT_FRAME_BODY)
+        interval = self.client.beat_interval()
+        if self._beats is not None and interval != self._beats.interval:
+            self._beats.interval = interval  # the cluster's liveness timeout changed
 
     def stringReceived(self, body: bytes) -> None:
         try:
@@ -240,7 +247,7 @@ class HeartbeatClient(Service):
 
     def __init__(self, reactor: Any, identity: Callable[[], dict[str, Any] | None],
                  lookup: Callable[[bool], Awaitable[Target | None]], creator: Callable[[], Any] | None, *,
-                 interval: float = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
+                 interval: float | Callable[[], float] = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
         self.reactor = reactor
         self.identity = identity
         self.lookup = lookup
@@ -256,6 +263,10 @@ class HeartbeatClient(Service):
         self._retry: Any = None
         self._attempt: Deferred[Any] | None = None
         self.connects = 0
+
+    def beat_interval(self) -> float:
+        """Seconds between beats now (C{interval}, or what it returns)."""
+        return self.interval() if callable(self.interval) else self.interval
 
     def startService(self) -> None:
         super().startService()
@@ -354,11 +365,16 @@ def tls_creator(paths: Paths) -> Callable[[], Any]:
     return creator
 
 
-def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True) -> HeartbeatClient:
+def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True, *,
+                     confd_port: int | None = None) -> HeartbeatClient:
     """NodeD's heartbeat client for the node of C{paths} (waits for an
-    identity and a certificate), pushing the node's state unless C{reports} is false."""
-    client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port),
-                             tls_creator(paths))
+    identity and a certificate), pushing the node's state unless C{reports} is false.
+
+    @param confd_port: of the candidates' confd (C{None}: confd's default)
+    """
+    ha = ha_params.Watch(paths)  # beats at least twice per liveness timeout
+    client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port, confd_port),
+                             tls_creator(paths), interval=lambda: ha_params.beat_interval(ha.current(), BEAT_INTERVAL))
     if reports:
         from ganeti.heartbeat.reporter import node_reporter
 

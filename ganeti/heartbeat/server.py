@@ -23,7 +23,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
-from ganeti import errors
+from ganeti import errors, ha_params
 from ganeti.heartbeat import roster as rost
 from ganeti.heartbeat import wire
 from ganeti.heartbeat.store import LivenessStore
@@ -34,7 +34,7 @@ from ganeti.ssconf import SimpleStore
 HELLO_TIMEOUT = 10.0
 #: seconds between two sweeps of the roster (detection latency is timeout + this at most)
 SWEEP_INTERVAL = 0.25
-#: seconds between two reads of the cluster's node list (ssconf)
+#: seconds between two reads of the cluster's node list (ssconf) and liveness timeout (ha.data)
 MEMBERSHIP_INTERVAL = 2.0
 #: default cap on open heartbeat connections
 DEFAULT_MAX_CONNECTIONS = 4096
@@ -51,13 +51,20 @@ class LivenessService(Service):
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, store: LivenessStore, *, timeout: float = rost.DEFAULT_TIMEOUT,
+    def __init__(self, paths: Paths, reactor: Any, store: LivenessStore, *, timeout: float | None = None,
                  grace: float = rost.DEFAULT_GRACE, port: int = wire.DEFAULT_PORT) -> None:
+        """
+        @param timeout: the liveness timeout, fixed; C{None}: the cluster's
+            (C{ha.data}, L{ganeti.ha_params}), followed as it changes
+        """
         self.paths = paths
         self.reactor = reactor
         self.store = store
         self.port = port
-        self.roster = rost.Roster(reactor.seconds(), timeout=timeout, grace=grace, recorded=store.load())
+        self.fixed_timeout = timeout
+        self._ha = ha_params.Watch(paths)
+        initial = timeout if timeout is not None else self._ha.current().liveness_timeout
+        self.roster = rost.Roster(reactor.seconds(), timeout=initial, grace=grace, recorded=store.load())
         self.hooks: list[TransitionHook] = []
         #: called with C{(node, report message)} for every state report (the watcher)
         self.report_hooks: list[Callable[[str, dict[str, Any]], Any]] = []
@@ -84,8 +91,17 @@ class LivenessService(Service):
         return None
 
     # --- membership and mastership (ssconf) -----------------------------------------------------
+    def _refresh_timeout(self) -> None:
+        if self.fixed_timeout is not None:
+            return
+        timeout = self._ha.current().liveness_timeout
+        if timeout != self.roster.timeout:
+            self.log.info("liveness timeout now {timeout} s (was {old} s)", timeout=timeout, old=self.roster.timeout)
+            self.roster.timeout = timeout
+
     def _refresh_membership(self, now: float) -> None:
         self._membership_at = now
+        self._refresh_timeout()
         store = SimpleStore(self.paths)
         try:
             nodes = store.get_node_list()

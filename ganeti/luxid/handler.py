@@ -6,14 +6,14 @@ from typing import Any, Protocol
 
 import attrs
 
-from ganeti import errors, serializer
+from ganeti import errors, ha_params, serializer
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
 from ganeti.luxid import live
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.query import engine, qlang
 from ganeti.query import fields as q
-from ganeti.query import qlang
 from ganeti.querydefs import QR_CLUSTER, QR_GROUP, QR_INSTANCE, QR_NODE, RS_NORMAL
 
 TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
@@ -169,7 +169,7 @@ class LuxiHandler(MethodHandler):
         archived = frozenset() if job.id in self.service.live_jobs() else frozenset([job.id])
         ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={},
                              archived_jobs=archived)
-        row = q.query("job", fields, None, ctx)["data"][0]
+        row = engine.query("job", fields, None, ctx)["data"][0]
         return [value if status == RS_NORMAL else None for status, value in row]
 
     # --- jobs --------------------------------------------------------------------
@@ -272,30 +272,32 @@ class LuxiHandler(MethodHandler):
         if what == "export":
             ctx = await self.context(what)
             ctx = attrs.evolve(ctx, live={"exports": await self._exports()})
-            return q.query(what, fields, qfilter, ctx)
+            return engine.query(what, fields, qfilter, ctx)
         if what not in CONFIG_ONLY_RESOURCES or live.needed(what, fields, qfilter):
-            return q.query(what, fields, qfilter, await self.context(what, fields, qfilter))
+            return engine.query(what, fields, qfilter, await self.context(what, fields, qfilter))
         # Answers about config-only resources depend on nothing but the config:
         # cache them per config serial (exact, and always current).
         ctx = await self.context(what)
         try:
             key = (what, tuple(fields), serializer.dumps(qfilter))
         except TypeError:
-            return q.query(what, fields, qfilter, ctx)
+            return engine.query(what, fields, qfilter, ctx)
         hit = self._query_cache.get(key)
         if hit is not None and hit[0] == self._config_serial:
             return hit[1]
-        result = q.query(what, fields, qfilter, ctx)
+        result = engine.query(what, fields, qfilter, ctx)
         if len(self._query_cache) >= QUERY_CACHE_SIZE:
             self._query_cache.clear()
         self._query_cache[key] = (self._config_serial, result)
         return result
 
     def luxi_QueryFields(self, what: Any, fields: Any) -> Any:
-        return q.query_fields(str(what), None if fields is None else _fields(fields))
+        return engine.query_fields(str(what), None if fields is None else _fields(fields))
 
     async def luxi_QueryClusterInfo(self) -> Any:
-        return q.cluster_info(await self.config())
+        info = q.cluster_info(await self.config())
+        info.update(ha_params.cluster_fields(self.paths))  # small local files: read at once
+        return info
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
         names = _fields(names)
@@ -341,7 +343,7 @@ class LuxiHandler(MethodHandler):
         if not isinstance(names, list):
             raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)
         fields = _fields(fields)
-        return q.legacy_query(what, names, fields, await self.context(what, fields, None, names))
+        return engine.legacy_query(what, names, fields, await self.context(what, fields, None, names))
 
     async def luxi_QueryNodes(self, names: Any, fields: Any, use_locking: Any) -> Any:
         return await self._legacy("node", names, fields, use_locking)

@@ -35,6 +35,7 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.objects import ConfigData, Instance, Node
+from ganeti.query import engine
 from ganeti.query import fields as q
 
 #: seconds a node has to answer a live-data call
@@ -80,7 +81,7 @@ def needed(resource: Any, fields: Iterable[Any], qfilter: Any = None) -> frozens
     (the query itself reports the error).
     """
     try:
-        res = q.get_resource(resource)
+        res = engine.get_resource(resource)
     except errors.OpPrereqError:
         return frozenset()
     names = [f for f in fields if isinstance(f, str)] if isinstance(fields, (list, tuple)) else []

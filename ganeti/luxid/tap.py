@@ -18,7 +18,6 @@ from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port
 from ganeti.daemons import node_address
 from ganeti.epoch import EpochWatch
 from ganeti.heartbeat import wire as heartbeat_wire
-from ganeti.heartbeat.roster import DEFAULT_TIMEOUT
 from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, store_for
 from ganeti.heartbeat.watcher import Watcher
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
@@ -48,8 +47,9 @@ class Options(usage.Options):
         ["heartbeat-bind", None, None, "Address of the heartbeat listener (default: this node's primary IP)."],
         ["heartbeat-max-connections", None, DEFAULT_MAX_CONNECTIONS, "Open heartbeat connections at most.",
          positive_int],
-        ["liveness-timeout", None, DEFAULT_TIMEOUT, "Seconds without a byte before a node is unreachable.",
-         positive_float],
+        ["liveness-timeout", None, None, "Seconds without a byte before a node is unreachable: an override for"
+         " tests and benchmarks (default: the cluster's liveness timeout, gnt-cluster modify --liveness-timeout,"
+         " followed as it changes).", positive_float],
     ]
     optFlags = add_options([
         ["no-forkserver", None, "Start every job process from a fresh interpreter."],

@@ -8,7 +8,8 @@ Transfers (the wire format is in L{ganeti.noded.stream})::
       that must present C{token}; the data goes to C{dest}.
   impexp_send [spec] -> {"id"}
       spec: {"host", "port", "token", "source": IO, "compress": str}
-  impexp_status [[id, ...]] -> [status or None, ...]
+  impexp_status [[id, ...], wait] -> [status or None, ...]
+      (answered when one of them ends, or after C{wait} seconds: optional, default 0)
       status: {"id", "kind", "done", "success", "error", "bytes", "elapsed", "rate"}
   impexp_abort [[id, ...]] -> None     stop, remove what a receiver wrote, forget
   impexp_cleanup [[id, ...]] -> None   forget finished transfers
@@ -48,25 +49,24 @@ the cluster's and accepts exactly the peer's certificate.
 from __future__ import annotations
 
 import configparser
-import hmac
 import ipaddress
 import os
 import re
 import secrets
 import shutil
+import socket
+import threading
 from typing import Any, Callable
 
-from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, TCP6ClientEndpoint, TCP6ServerEndpoint
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet import defer
+from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.python.failure import Failure
 
 from ganeti import crypto as crypto_mod
 from ganeti.backend import osapi
-from ganeti.noded import stream
+from ganeti.noded import bulk, stream
 from ganeti.noded.failure import RpcFailure
-from ganeti.rpc.tls import Credentials, PinnedPolicy, ServerContextFactory
+from ganeti.rpc.tls import Credentials
 
 PROCEDURES = (
     "impexp_listen",
@@ -89,6 +89,8 @@ LEASE = 120.0
 #: default seconds a listener waits for its connection
 CONNECT_TIMEOUT = 60.0
 MAX_CONNECT_TIMEOUT = 3600.0
+#: longest wait of a status request for a transfer's end
+MAX_STATUS_WAIT = 30.0
 #: finished transfers kept for status requests, at most
 MAX_FINISHED = 256
 EXPORT_CONF_FILE = "config.ini"
@@ -145,7 +147,20 @@ class Transfer:
         self.done = False
         self.error: str | None = None
         self._aborts: list[Callable[[], Any]] = []
+        self._waiters: list[Callable[[], Any]] = []
         self.lease: Any = None
+
+    def on_end(self, waiter: Callable[[], Any]) -> None:
+        """Call C{waiter} once the transfer is done (at once if it is)."""
+        if self.done:
+            waiter()
+        else:
+            self._waiters.append(waiter)
+
+    def _ended(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter()
 
     def on_abort(self, hook: Callable[[], Any]) -> None:
         """Call C{hook} when the transfer fails or is aborted (undo what it made)."""
@@ -156,6 +171,7 @@ class Transfer:
             self.done, self.ended = True, self._clock.seconds()
             self._aborts.clear()
             self.log.info("transfer {id} ({what}) done: {bytes} bytes", id=self.id, what=self.what, bytes=self.bytes)
+            self._ended()
 
     def fail(self, message: str) -> None:
         if self.done:
@@ -168,6 +184,7 @@ class Transfer:
                 hook()
             except Exception:
                 self.log.failure("cleaning up transfer {id}", id=self.id)
+        self._ended()
 
     def status(self) -> dict[str, Any]:
         end = self.ended if self.ended is not None else self._clock.seconds()
@@ -176,138 +193,22 @@ class Transfer:
                 "error": self.error, "bytes": self.bytes, "elapsed": elapsed, "rate": self.bytes / elapsed}
 
 
-class ReceiveProtocol(Protocol):
-    """The receiving end of one transfer (see L{ganeti.noded.stream})."""
+def _run_thread(reactor: Any, transfer: Transfer, name: str, work: Callable[[], Any]) -> None:
+    """Run C{work} (a transfer's bytes) in a thread of its own; its end
+    (success, or the L{stream.StreamError}'s message) goes to C{transfer}
+    in the reactor thread."""
 
-    MAX_HEAD = 256
-
-    def __init__(self, transfer: Transfer, token: str, make_sink: Callable[[], Any], compression: str) -> None:
-        self.transfer, self._token = transfer, token
-        self._make_sink = make_sink
-        self._decompress = stream.Decompressor(compression)
-        self._parser = stream.FrameParser()
-        self._head = b""
-        self._sink: Any = None
-        self._finishing = False
-
-    def dataReceived(self, data: bytes) -> None:
-        if self.transfer.done and not self._finishing:
-            self.transport.abortConnection()
-            return
+    def run() -> None:
         try:
-            if self._sink is None:
-                self._head += data
-                line, sep, rest = self._head.partition(b"\n")
-                if not sep:
-                    if len(self._head) > self.MAX_HEAD:
-                        raise stream.StreamError("no token")
-                    return
-                if not hmac.compare_digest(line, self._token.encode("ascii")):
-                    raise stream.StreamError("the sender presented a wrong token")
-                self._sink = self._make_sink()
-                self.transfer.on_abort(self._sink.abort)
-                self._sink.start(self.transport.pauseProducing, self.transport.resumeProducing)
-                data = rest
-            for chunk in self._parser.feed(data):
-                out = self._decompress.feed(chunk)
-                if out:
-                    self._sink.write(out)
-                    self.transfer.bytes += len(out)
-            if self._parser.ended and not self._finishing:
-                tail = self._decompress.flush()
-                if tail:
-                    self._sink.write(tail)
-                    self.transfer.bytes += len(tail)
-                if self._parser.total != self.transfer.bytes:
-                    raise stream.StreamError("the sender sent %d bytes, %d arrived"
-                                             % (self._parser.total, self.transfer.bytes))
-                self._finishing = True
-                self._sink.finish().addCallbacks(self._stored, self._not_stored)
-        except (stream.StreamError, OSError, RpcFailure) as exc:
-            self._refuse(str(exc))
-
-    def _refuse(self, message: str) -> None:
-        self.transfer.fail(message)
-        self.transport.write(b"ER " + message.encode("utf-8", "replace")[:1000] + b"\n")
-        self.transport.loseConnection()
-
-    def _stored(self, _: Any) -> None:
-        self.transfer.succeed()
-        self.transport.write(b"OK\n")
-        self.transport.loseConnection()
-
-    def _not_stored(self, failure: Failure) -> None:
-        self._refuse(failure.getErrorMessage())
-
-    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
-        if not self._finishing:
-            self.transfer.fail("the connection ended before all data arrived: %s" % reason.getErrorMessage())
-
-
-class SendProtocol(Protocol):
-    """The sending end of one transfer."""
-
-    def __init__(self, transfer: Transfer, token: str, source: Any, compression: str) -> None:
-        self.transfer, self._token, self._source = transfer, token, source
-        self._compress = stream.Compressor(compression)
-        self._answer = b""
-        self._sent_all = False
-
-    def connectionMade(self) -> None:
-        self.transport.write(self._token.encode("ascii") + b"\n")
-        self._source.start(self.transport, self._emit, self._source_done)
-
-    def _emit(self, data: bytes) -> None:
-        self.transfer.bytes += len(data)
-        out = self._compress.feed(data)
-        if out:
-            self.transport.write(stream.FRAME.pack(len(out)))  # no copy of the data into one frame
-            self.transport.write(out)
-
-    def _source_done(self, failure: Failure | None) -> None:
-        self.transport.unregisterProducer()
-        if failure is not None:
-            self.transfer.fail(failure.getErrorMessage())
-            self.transport.abortConnection()
-            return
-        tail = self._compress.flush()
-        if tail:
-            self.transport.write(stream.frame(tail))
-        self.transport.write(stream.end_frame(self.transfer.bytes))
-        self._sent_all = True
-
-    def dataReceived(self, data: bytes) -> None:
-        self._answer += data
-        line, sep, _ = self._answer.partition(b"\n")
-        if not sep:
-            if len(self._answer) > 2048:
-                self.transfer.fail("the receiver answered garbage")
-                self.transport.abortConnection()
-            return
-        if line == b"OK" and self._sent_all:
-            self.transfer.succeed()
+            work()
+        except stream.StreamError as exc:
+            reactor.callFromThread(transfer.fail, str(exc))
+        except Exception as exc:  # a bug must still end the transfer, never a thread silently
+            reactor.callFromThread(transfer.fail, "internal error: %r" % (exc,))
         else:
-            self.transfer.fail("the receiver refused the data: %s" % line[3:].decode("utf-8", "replace"))
-        self.transport.loseConnection()
+            reactor.callFromThread(transfer.succeed)
 
-    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
-        self._source.abort()
-        self.transfer.fail("the connection ended before the receiver confirmed: %s" % reason.getErrorMessage())
-
-
-class _OneConnection(Factory):
-    """Builds the protocol for the first connection only."""
-
-    def __init__(self, build: Callable[[], Protocol], accepted: Callable[[], None]) -> None:
-        self._build, self._accepted = build, accepted
-        self._used = False
-
-    def buildProtocol(self, addr: Any) -> Protocol | None:
-        if self._used:
-            return None
-        self._used = True
-        self._accepted()
-        return self._build()
+    threading.Thread(target=run, name="%s %s" % (name, transfer.id), daemon=True).start()
 
 
 class ImpExpProcedures:
@@ -448,7 +349,7 @@ class ImpExpProcedures:
         if io.get("type") == "os":
             def make() -> Any:
                 script, env, cwd, log_fd, log_path = self._os_io(io, osapi.SCRIPT_IMPORT)
-                return stream.ScriptSink(self._reactor, script, env, cwd, log_fd, log_path)
+                return stream.ScriptSink(script, env, cwd, log_fd, log_path)
 
             return make, "into the import script (disk %s)" % io.get("index")
         raise RpcFailure("Unknown destination type %r" % (io.get("type"),))
@@ -460,24 +361,50 @@ class ImpExpProcedures:
             dump = check_export_name(io.get("file"), "dump file name")
             path = self._export_path(name, dump)
             try:
-                return stream.FileSource(path, self._reactor), "from %s" % path
+                return stream.FileSource(path), "from %s" % path
             except OSError as exc:
                 raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
         if io.get("type") == "disk":
             path = self._disk_path(io)
             try:
-                return stream.FileSource(path, self._reactor), "from disk %s" % path
+                return stream.FileSource(path), "from disk %s" % path
             except OSError as exc:
                 raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
         if io.get("type") == "os":
             script, env, cwd, log_fd, log_path = self._os_io(io, osapi.SCRIPT_EXPORT)
-            return stream.ScriptSource(self._reactor, script, env, cwd, log_fd, log_path), \
+            return stream.ScriptSource(script, env, cwd, log_fd, log_path), \
                 "from the export script (disk %s)" % io.get("index")
         raise RpcFailure("Unknown source type %r" % (io.get("type"),))
 
     # --- transfers ----------------------------------------------------------------------
 
-    async def impexp_listen(self, spec: Any) -> dict[str, Any]:
+    def _tls(self, creds: Credentials, server: bool) -> Any:
+        try:
+            return bulk.tls_context(creds, server=server)
+        except (OSError, ValueError) as exc:
+            raise RpcFailure("Cannot use the transfer's certificate: %s" % exc) from None
+
+    def _open_sink(self, transfer: Transfer, make_sink: Callable[[], Any]) -> Any:
+        """(Reactor thread) the sink of a transfer whose sender is authenticated,
+        discarded when the transfer fails."""
+        if transfer.done:
+            raise stream.StreamError("aborted")
+        try:
+            sink = make_sink()
+        except (OSError, RpcFailure, osapi.OSScriptError) as exc:
+            raise stream.StreamError("cannot store the data: %s" % exc) from None
+        transfer.on_abort(sink.discard)
+        return sink
+
+    @staticmethod
+    def _stored(transfer: Transfer) -> bool:
+        """(Reactor thread) the receiver has everything: done, unless aborted meanwhile."""
+        if transfer.done:
+            return False
+        transfer.succeed()
+        return True
+
+    def impexp_listen(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_listen takes a spec dict")
         bind = _address(spec.get("bind"), "bind")
         compression = self._compression(spec)
@@ -486,28 +413,34 @@ class ImpExpProcedures:
                and 0 < timeout <= MAX_CONNECT_TIMEOUT, "Invalid connect_timeout %r" % (timeout,))
         make_sink, what = self._sink(spec.get("dest"))
         creds, peers = self._tls_for(spec)
+        tls = self._tls(creds, server=True)
         token = secrets.token_hex(TOKEN_BYTES)
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        try:
+            listener = socket.create_server((bind, 0), family=family, backlog=1)
+        except OSError as exc:
+            raise RpcFailure("Cannot listen for the transfer on %s: %s" % (bind, exc)) from None
         transfer = self._new("import", what)
-        timer: list[Any] = []
+        cancel = bulk.Cancel()
+        cancel.watch(listener)
+        transfer.on_abort(cancel.cancel)
+        timer = self._reactor.callLater(timeout, transfer.fail, "no connection within %g seconds" % timeout)
+        transfer.on_abort(lambda: timer.cancel() if timer.active() else None)
+        reactor = self._reactor
 
         def accepted() -> None:
-            if timer and timer[0].active():
-                timer[0].cancel()
-            self._reactor.callLater(0, port.stopListening)
+            reactor.callFromThread(lambda: timer.cancel() if timer.active() else None)
 
-        factory = _OneConnection(lambda: ReceiveProtocol(transfer, token, make_sink, compression), accepted)
-        tls = ServerContextFactory(creds, lambda: peers)
-        endpoint_class = TCP6ServerEndpoint if ":" in bind else TCP4ServerEndpoint
-        try:
-            port = await endpoint_class(self._reactor, 0, interface=bind).listen(TLSMemoryBIOFactory(tls, False, factory))
-        except Exception as exc:
-            transfer.fail("cannot listen on %s: %s" % (bind, exc))
-            self._forget(transfer.id)
-            raise RpcFailure("Cannot listen for the transfer on %s: %s" % (bind, exc)) from None
-        transfer.on_abort(lambda: port.stopListening())
-        timer.append(self._reactor.callLater(timeout, transfer.fail, "no connection within %g seconds" % timeout))
-        transfer.on_abort(lambda: timer[0].cancel() if timer[0].active() else None)
-        return {"id": transfer.id, "port": port.getHost().port, "token": token}
+        def progress(count: int) -> None:
+            transfer.bytes += count
+
+        def run(conn: Any) -> int:
+            return bulk.receive(conn, token, lambda: blockingCallFromThread(reactor, self._open_sink, transfer, make_sink),
+                                compression, progress, lambda: blockingCallFromThread(reactor, self._stored, transfer))
+
+        port = listener.getsockname()[1]
+        _run_thread(reactor, transfer, "receive", lambda: bulk.serve(listener, cancel, tls, peers, accepted, run))
+        return {"id": transfer.id, "port": port, "token": token}
 
     def impexp_send(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_send takes a spec dict")
@@ -518,33 +451,56 @@ class ImpExpProcedures:
         _check(isinstance(token, str) and bool(re.match(r"^[0-9a-f]{16,128}$", token)), "Invalid token")
         compression = self._compression(spec)
         creds, peers = self._tls_for(spec)
+        tls = self._tls(creds, server=False)
         source, what = self._source(spec.get("source"))
         transfer = self._new("export", "%s to %s:%d" % (what, host, port))
-        transfer.on_abort(source.abort)
-        endpoint_class = TCP6ClientEndpoint if ":" in host else TCP4ClientEndpoint
-        endpoint = endpoint_class(self._reactor, host, port, timeout=30)
-        creator = PinnedPolicy(creds, peers).creatorForNetloc(host.encode("ascii"), port)
-        factory = TLSMemoryBIOFactory(creator, True, Factory.forProtocol(
-            lambda: SendProtocol(transfer, token, source, compression)))
-        connecting = endpoint.connect(factory)
+        cancel = bulk.Cancel()
+        transfer.on_abort(source.kill)
+        transfer.on_abort(cancel.cancel)
 
-        def connected(protocol: Any) -> None:
-            transfer.on_abort(protocol.transport.abortConnection)
+        def progress(count: int) -> None:
+            transfer.bytes += count
 
-        def not_connected(failure: Failure) -> None:
-            transfer.fail("cannot connect to %s port %d: %s" % (host, port, failure.getErrorMessage()))
+        def work() -> None:
+            try:
+                bulk.connect(host, port, cancel, tls, peers,
+                             lambda conn: bulk.send(conn, token, source, compression, progress))
+            finally:
+                source.close()
 
-        connecting.addCallbacks(connected, not_connected)
-        transfer.on_abort(connecting.cancel)
+        _run_thread(self._reactor, transfer, "send", work)
         return {"id": transfer.id}
 
     def _ids(self, ids: Any) -> list[str]:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
         return ids
 
-    def impexp_status(self, ids: Any) -> list[dict[str, Any] | None]:
+    def impexp_status(self, ids: Any, wait: Any = 0) -> Any:
+        """The transfers' status; with C{wait} (seconds), once one of them
+        ends, or after C{wait} seconds if none does (the master learns of the
+        end at once without asking often)."""
+        ids = self._ids(ids)
+        _check(isinstance(wait, (int, float)) and not isinstance(wait, bool) and 0 <= wait <= MAX_STATUS_WAIT,
+               "Invalid wait %r" % (wait,))
+        running = [self._transfers[tid] for tid in ids if tid in self._transfers and not self._transfers[tid].done]
+        if not wait or not running:
+            return self._status(ids)
+        ended: defer.Deferred[None] = defer.Deferred()
+
+        def wake() -> None:
+            if not ended.called:
+                if timer.active():
+                    timer.cancel()
+                ended.callback(None)
+
+        timer = self._reactor.callLater(wait, wake)
+        for transfer in running:
+            transfer.on_end(wake)
+        return ended.addCallback(lambda _: self._status(ids))
+
+    def _status(self, ids: list[str]) -> list[dict[str, Any] | None]:
         out: list[dict[str, Any] | None] = []
-        for tid in self._ids(ids):
+        for tid in ids:
             transfer = self._transfers.get(tid)
             if transfer is None:
                 out.append(None)

@@ -1,12 +1,18 @@
 """Node procedures of a master failover (Ganeti's names, and two of ours).
 
 Ganeti's: C{node_stop_master} (stops LuxiD and WConfD on this node; RAPI
-stays: on a candidate it forwards to the new master),
+stays, or starts again: on a candidate it forwards to the new master),
 C{node_start_master_daemons(no_voting)} (starts WConfD, RAPI when this node
 has RAPI's certificate, and LuxiD), C{node_activate_master_ip} and
 C{node_deactivate_master_ip} (C{ip address add/del} of the master IP on
 C{master_netdev}; nothing when the cluster has no netdev, C{"none"} or
 C{""}).
+
+Node roles: C{node_demote_from_mc} (Ganeti's name: refused on the master
+and while WConfD or LuxiD run here; stops RAPI, which runs on master
+candidates only; C{config.data} stays, read by this node's confd and MonD)
+and C{node_promote_to_mc} (ours: starts RAPI here, which forwards to the
+master's).  The node LUs call them once the configuration holds the new role.
 
 Ours, used by C{gnt-cluster master-failover}: C{epoch_claim(epoch, node)}
 (fencing: a new epoch for the node taking over, given once per epoch),
@@ -41,6 +47,8 @@ PROCEDURES = (
     "failover_status",
     "failover_read",
     "epoch_claim",
+    "node_demote_from_mc",
+    "node_promote_to_mc",
 )
 
 #: The master daemons, in Ganeti's start order.
@@ -115,11 +123,16 @@ class MasterProcedures:
 
     def node_stop_master(self) -> Any:
         """Stop LuxiD and WConfD here (those not running are fine); RAPI
-        keeps running and forwards to the new master."""
+        keeps running, or starts again if it is not (this node has its
+        certificate), and forwards to the new master.  A RAPI that does not
+        start is reported in the answer, not as a failure: the master role
+        is stopped."""
         lines: list[str] = []
 
         def stop() -> list[str]:
             daemons.stop(self.paths, ["ganeti-luxid", "ganeti-wconfd"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            if os.path.exists(self.paths.rapi_pem):
+                daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
             return lines
 
         return self._in_thread(stop)
@@ -140,6 +153,49 @@ class MasterProcedures:
             code = daemons.start(self.paths, names, timeout=DAEMON_TIMEOUT, out=lines.append, options=options)
             if code != daemons.EXIT_OK:
                 raise RpcFailure("starting the master daemons failed: %s" % "; ".join(lines))
+            return lines
+
+        return self._in_thread(start)
+
+    # --- node roles: RAPI runs on every master candidate -----------------------------------
+
+    def node_demote_from_mc(self) -> Any:
+        """Stop RAPI here: this node is no longer a master candidate.
+
+        @raise RpcFailure: ssconf names this node master, or WConfD or LuxiD run here
+        """
+        if daemons.is_master(self.paths):
+            raise RpcFailure("ssconf status shows I'm the master node, will not demote")
+        running = [name for name in ("ganeti-wconfd", "ganeti-luxid")
+                   if daemons.running_pid(self.paths, daemons.BY_NAME[name]) is not None]
+        if running:
+            raise RpcFailure("%s running here, will not demote" % " and ".join(running))
+        return self.stop_rapi()
+
+    def stop_rapi(self) -> Any:
+        """Stop RAPI here, if it runs (in the thread pool): what it said."""
+        lines: list[str] = []
+
+        def stop() -> list[str]:
+            daemons.stop(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            return lines
+
+        return self._in_thread(stop)
+
+    def node_promote_to_mc(self) -> Any:
+        """Start RAPI here (it forwards to the master's): this node is now a
+        master candidate.  Running already is fine.
+
+        @raise RpcFailure: no RAPI certificate here, or RAPI does not start
+        """
+        if not os.path.exists(self.paths.rapi_pem):
+            raise RpcFailure("no RAPI certificate at %s; cannot start ganeti-rapi" % self.paths.rapi_pem)
+        lines: list[str] = []
+
+        def start() -> list[str]:
+            code = daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            if code != daemons.EXIT_OK:
+                raise RpcFailure("starting ganeti-rapi failed: %s" % "; ".join(lines))
             return lines
 
         return self._in_thread(start)

@@ -22,7 +22,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
-from ganeti import GANETI_RELEASE, errors, serializer, ssconf
+from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, ssconf
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
 from ganeti.noded import diskfiles, files, impexp, instances, master
@@ -39,6 +39,7 @@ PROCEDURES = (
     "upload_file",
     "upload_file_single",
     "write_ssconf_files",
+    "ha_params_store",
     "jobqueue_update",
     "jobqueue_rename",
     "jobqueue_purge",
@@ -309,6 +310,21 @@ class NodeProcedures:
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
 
+    def ha_params_store(self, record: Any) -> defer.Deferred[Any]:
+        """Keep the master's HA parameters unless this node holds a newer
+        version; C{[stored, the record this node holds now]} (a master
+        that was behind learns the newer one)."""
+        try:
+            params = ha_params.HaParams.from_dict(record)
+        except ha_params.HaParamsError as e:
+            raise RpcFailure("ha_params_store: %s" % e) from None
+
+        def store() -> list[Any]:
+            stored = ha_params.accept(self.paths, params)
+            return [stored, (params if stored else ha_params.read(self.paths)).to_dict()]
+
+        return self._blocking(store)
+
     def _blocking(self, function: Callable[[], Any]) -> defer.Deferred[Any]:
         """Run C{function} (file writes with fsync) off the reactor thread when
         the reactor has a thread pool, so other requests are not held up."""
@@ -440,8 +456,8 @@ class NodeProcedures:
 
         return self._queue_io(doomed, remove)
 
-    def node_leave_cluster(self, modify_ssh_setup: Any = False) -> None:
-        """Forget the cluster (config, ssconf, queue, secrets), then stop noded."""
+    def node_leave_cluster(self, modify_ssh_setup: Any = False) -> Any:
+        """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then stop noded."""
         data = self.paths.data_dir
         doomed = [self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
                   self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
@@ -456,6 +472,10 @@ class NodeProcedures:
         self.log.info("node left the cluster; noded stops")
         if self._shutdown is not None:
             self._reactor.callLater(0.2, self._shutdown)
+        # RAPI runs only on master candidates of a cluster; the answer waits for it to stop
+        if daemons.running_pid(self.paths, daemons.BY_NAME["ganeti-rapi"]) is None:
+            return None
+        return self.master.stop_rapi().addCallback(lambda _lines: None)
 
     def test_delay(self, duration: Any) -> defer.Deferred[None]:
         _check(isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration <= MAX_DELAY,

@@ -1,58 +1,86 @@
 """Disk data streamed node to node: the wire format, sources and sinks.
 
-One transfer is one TLS connection (mutual: the cluster certificate on
-both ends, or, between two clusters, each side's own certificate, which the
-other pins) from the sending node to a listener the receiving node opened
-for it.  The sender first writes C{<token>\\n} (the one-time token the
-receiver gave the master); then the data in frames C{[length: 4 bytes,
-big endian][bytes]}, compressed per the transfer's compression (gzip
-format, in-process); then an end frame of length 0 followed by the count
-of uncompressed bytes (8 bytes, big endian).  The receiver answers one
-line, C{OK\\n} once its sink has stored everything (a file fsynced, or an
-OS import script exited with status 0), or C{ER <reason>\\n}, and closes.
-A connection that ends without the end frame is a failed transfer.
+One transfer is one TCP connection from the sending node to a listener the
+receiving node opened for it.  It starts with a TLS handshake (mutual: the
+cluster certificate on both ends, or, between two clusters, each side's own
+certificate, which the other pins; see L{ganeti.noded.bulk}).  Over TLS,
+the sender writes C{<token>\\n} (the one-time token the receiver gave the
+master); the receiver answers C{GO <key>\\n} (a fresh random 256-bit key,
+hex) or C{ER <reason>\\n} and closes.  The TLS session ends there: the
+data follows on the same connection in frames sealed with AES-256-GCM under
+that key (L{Sealer}), which encrypts and authenticates each frame as TLS
+would, but a megabyte at a time instead of 16 KiB records:
 
-Nothing here holds a disk in memory: a source reads 1 MiB at a time and
-stops while the connection's buffers are full (producer/consumer), a sink
-stops the connection while its own output backs up.
+  C{[kind: 1 byte][length: 4 bytes, big endian][sealed data: length bytes]}
+
+the header is the frame's associated data and the nonce counts the frames
+of each direction (L{TO_RECEIVER}, L{TO_SENDER}), so a frame altered,
+dropped, replayed or reordered fails to open.  The sender's frames are
+L{DATA} (the bytes, compressed per the transfer's compression: gzip format,
+in-process) and one L{END} (the count of uncompressed bytes, 8 bytes big
+endian).  The receiver answers one L{ANSWER} frame, C{OK} once its sink has
+stored everything (a file fsynced, or an OS import script exited with
+status 0), or C{ER <reason>}, and closes.  A connection that ends without
+the end frame is a failed transfer.
+
+The bytes are moved by a thread per transfer with blocking sockets
+(L{ganeti.noded.bulk}): the sources and sinks here are blocking too.
+Nothing holds a disk in memory: a source is read at most L{CHUNK} bytes at
+a time into one reused buffer, a sink is written one frame at a time.
+
+Sinks and sources are used by their transfer's thread, except C{discard}
+and C{kill}, which undo or stop from any thread (an abort).
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import signal
 import struct
-import sys
+import subprocess
+import threading
 import zlib
 from typing import Any, Callable
 
-from twisted.internet import abstract, defer, fdesc, main
-from twisted.internet.interfaces import IPushProducer
-from twisted.internet.protocol import ProcessProtocol
-from twisted.logger import Logger
-from twisted.python.failure import Failure
-from zope.interface import implementer
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ganeti.backend.osapi import exit_problem
-
-#: frame header: length of the frame's data
-FRAME = struct.Struct("!I")
-#: after the end frame: uncompressed bytes sent
+#: frame header: kind, length of the sealed data (plain data and tag)
+HEADER = struct.Struct("!BI")
+#: frame kinds
+DATA, END, ANSWER = 1, 2, 3
+#: the end frame's data: uncompressed bytes sent
 TRAILER = struct.Struct("!Q")
-#: largest frame accepted
+#: nonce: direction, frame number
+NONCE = struct.Struct("!IQ")
+TO_RECEIVER, TO_SENDER = 0, 1
+#: AES-GCM's tag, and the key's length
+TAG = 16
+KEY_BYTES = 32
+#: largest frame data accepted (sealed: L{TAG} more)
 MAX_FRAME = 4 << 20
-#: bytes read from a file per step
+#: bytes read from a source per frame
 CHUNK = 1 << 20
 #: compression tools done in-process, and their zlib levels
 COMPRESSION_LEVELS = {"gzip": 6, "gzip-fast": 1, "gzip-slow": 9}
 COMPRESS_NONE = "none"
-#: the child runs this: a new session (so that an abort kills everything it started), then the script
-_SETSID_EXEC = "import os, sys; os.setsid(); os.execv(sys.argv[1], sys.argv[1:])"
+#: a sink starts the disk writes of every so many bytes it wrote (see L{start_writeback})
+WRITEBACK_STEP = 8 << 20
+#: Linux sync_file_range's SYNC_FILE_RANGE_WRITE
+_SYNC_FILE_RANGE_WRITE = 2
+#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
+F_SETPIPE_SZ = 1031
+PIPE_SIZE = 1 << 20
 
 
 class StreamError(Exception):
     """A transfer failed; the message says why."""
+
+
+class ConnectionEnded(StreamError):
+    """The connection ended where more was due."""
 
 
 def check_compression(name: Any) -> str:
@@ -72,7 +100,11 @@ class Compressor:
         level = COMPRESSION_LEVELS.get(compression)
         self._zlib = None if level is None else zlib.compressobj(level, zlib.DEFLATED, 31)
 
-    def feed(self, data: bytes) -> bytes:
+    @property
+    def passthrough(self) -> bool:
+        return self._zlib is None
+
+    def feed(self, data: bytes | memoryview) -> bytes | memoryview:
         return data if self._zlib is None else self._zlib.compress(data)
 
     def flush(self) -> bytes:
@@ -85,7 +117,7 @@ class Decompressor:
     def __init__(self, compression: str) -> None:
         self._zlib = None if compression == COMPRESS_NONE else zlib.decompressobj(31)
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes | memoryview) -> bytes | memoryview:
         if self._zlib is None:
             return data
         try:
@@ -101,69 +133,244 @@ class Decompressor:
         return self._zlib.flush()
 
 
-def frame(data: bytes) -> bytes:
-    return FRAME.pack(len(data)) + data
+class Sealer:
+    """Seals the frames of one direction (the nonce counts them)."""
+
+    def __init__(self, key: bytes, direction: int) -> None:
+        self._aead = AESGCM(key)
+        self._direction = direction
+        self._count = 0
+
+    def seal(self, kind: int, data: Any) -> tuple[bytes, bytes]:
+        """The frame's header and sealed data."""
+        header = HEADER.pack(kind, len(data) + TAG)
+        nonce = NONCE.pack(self._direction, self._count)
+        self._count += 1
+        return header, self._aead.encrypt(nonce, data, header)
 
 
-def end_frame(total: int) -> bytes:
-    return FRAME.pack(0) + TRAILER.pack(total)
+class Opener:
+    """Opens the frames of one direction, in order."""
+
+    def __init__(self, key: bytes, direction: int) -> None:
+        self._aead = AESGCM(key)
+        self._direction = direction
+        self._count = 0
+
+    def open(self, header: bytes, sealed: Any) -> bytes:
+        """@raise StreamError: the frame was not sealed with this key as the next one"""
+        nonce = NONCE.pack(self._direction, self._count)
+        self._count += 1
+        try:
+            return self._aead.decrypt(nonce, sealed, header)
+        except InvalidTag:
+            raise StreamError("a frame failed authentication (altered, forged or out of order)") from None
 
 
-class FrameParser:
-    """Splits the received bytes into the frames' data (pure).
+class Reader:
+    """Blocking reads from a connection: a line, or exactly so many bytes.
 
-    Frame data is passed on as it arrives, in pieces (never reassembled:
-    a receiver copies nothing it does not have to).
-
-    @ivar ended: the end frame arrived; L{total} is what the sender counted
+    @param recv_into: the connection's C{recv_into} (returns 0 at its end)
     """
 
-    def __init__(self) -> None:
-        self._head = b""
-        self._left = 0  # bytes of the current frame's data still to come
-        self.ended = False
-        self.total = -1
+    def __init__(self, recv_into: Callable[[memoryview], int]) -> None:
+        self._recv_into = recv_into
+        self._pending = b""  # received after a line, not yet asked for
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """The frame data in C{data}, in pieces.
-        @raise StreamError: a frame too large, or bytes after the end
+    @property
+    def pending(self) -> bool:
+        """Whether bytes were received beyond what was asked for."""
+        return bool(self._pending)
+
+    def line(self, limit: int) -> bytes:
+        """The next line, without its newline.
+        @raise StreamError: the connection ended first, or the line is longer than C{limit}
         """
-        if self.ended:
-            if data:
-                raise StreamError("data after the end of the stream")
-            return []
-        out: list[bytes] = []
-        view = memoryview(data)
-        while view:
-            if self._left:
-                piece = view[:self._left]
-                out.append(piece.tobytes() if len(piece) != len(data) else data)
-                self._left -= len(piece)
-                view = view[len(piece):]
-                continue
-            need = FRAME.size - len(self._head)
-            self._head += view[:need].tobytes()
-            view = view[need:]
-            if len(self._head) < FRAME.size:
-                break
-            if len(self._head) == FRAME.size:
-                (length,) = FRAME.unpack(self._head)
-                if length > MAX_FRAME:
-                    raise StreamError("frame of %d bytes is larger than %d" % (length, MAX_FRAME))
-                if length:
-                    self._head, self._left = b"", length
-                    continue
-            # the end frame: its header, then the trailer
-            need = FRAME.size + TRAILER.size - len(self._head)
-            self._head += view[:need].tobytes()
-            view = view[need:]
-            if len(self._head) < FRAME.size + TRAILER.size:
-                break
-            (self.total,) = TRAILER.unpack_from(self._head, FRAME.size)
-            self.ended = True
-            if view:
-                raise StreamError("data after the end of the stream")
-        return out
+        buf = bytearray(limit + 1)
+        got = self._pending
+        self._pending = b""
+        while b"\n" not in got:
+            if len(got) > limit:
+                raise StreamError("a line longer than %d bytes" % limit)
+            count = self._recv_into(memoryview(buf))
+            if not count:
+                raise ConnectionEnded("the connection ended")
+            got += bytes(buf[:count])
+        line, _, self._pending = got.partition(b"\n")
+        if len(line) > limit:
+            raise StreamError("a line longer than %d bytes" % limit)
+        return line
+
+    def exact(self, view: memoryview) -> None:
+        """Fill C{view} completely.
+        @raise StreamError: the connection ended first
+        """
+        done = 0
+        if self._pending:
+            done = min(len(self._pending), len(view))
+            view[:done] = self._pending[:done]
+            self._pending = self._pending[done:]
+        while done < len(view):
+            count = self._recv_into(view[done:])
+            if not count:
+                raise ConnectionEnded("the connection ended")
+            done += count
+
+
+def read_frame(reader: Reader, opener: Opener, buf: memoryview) -> tuple[int, bytes]:
+    """The next frame: its kind and data (C{buf}: room for L{MAX_FRAME} + L{TAG} bytes).
+    @raise StreamError: a frame too large, unknown or not authentic
+    """
+    header = bytearray(HEADER.size)
+    reader.exact(memoryview(header))
+    kind, length = HEADER.unpack(header)
+    if kind not in (DATA, END, ANSWER) or not TAG <= length <= MAX_FRAME + TAG:
+        raise StreamError("a frame of kind %d and %d bytes is not valid" % (kind, length))
+    reader.exact(buf[:length])
+    return kind, opener.open(bytes(header), buf[:length])
+
+
+def read_frames(reader: Reader, opener: Opener, decompress: Decompressor, write: Callable[[Any], None]) -> int:
+    """Receive L{DATA} frames up to the L{END} frame, passing their
+    (decompressed) data to C{write}; the bytes written.
+    @raise StreamError: a cut, corrupt or forged stream, a count that differs from the sender's
+    """
+    buf = memoryview(bytearray(MAX_FRAME + TAG))
+    total = 0
+    while True:
+        kind, data = read_frame(reader, opener, buf)
+        if kind == END:
+            break
+        if kind != DATA:
+            raise StreamError("unexpected frame of kind %d" % kind)
+        out = decompress.feed(data)
+        if len(out):
+            write(out)
+            total += len(out)
+    if len(data) != TRAILER.size:
+        raise StreamError("the end frame is not valid")
+    (sent,) = TRAILER.unpack(data)
+    tail = decompress.flush()
+    if tail:
+        write(tail)
+        total += len(tail)
+    if sent != total:
+        raise StreamError("the sender sent %d bytes, %d arrived" % (sent, total))
+    return total
+
+
+def write_frames(send: Callable[[bytes, bytes], None], readinto: Callable[[memoryview], int], sealer: Sealer,
+                 compress: Compressor, progress: Callable[[int], None]) -> int:
+    """Send what C{readinto} gives, in L{DATA} frames, until it gives 0
+    bytes; the bytes read.  No end frame (the source must be checked first).
+
+    @param send: sends a header and sealed data
+    """
+    buf = memoryview(bytearray(CHUNK))
+    total = 0
+    while True:
+        count = readinto(buf)
+        if not count:
+            return total
+        total += count
+        progress(count)
+        out = compress.feed(buf[:count])
+        for start in range(0, len(out), MAX_FRAME):
+            send(*sealer.seal(DATA, out[start:start + MAX_FRAME]))
+
+
+def write_end(send: Callable[[bytes, bytes], None], sealer: Sealer, compress: Compressor, total: int) -> None:
+    """What the compressor kept, then the end frame (C{total}: the bytes read)."""
+    tail = compress.flush()
+    for start in range(0, len(tail), MAX_FRAME):
+        send(*sealer.seal(DATA, tail[start:start + MAX_FRAME]))
+    send(*sealer.seal(END, TRAILER.pack(total)))
+
+
+def send_all_fd(fd: int, data: Any) -> None:
+    """Write all of C{data} to C{fd}."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _sync_file_range() -> Any:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Have the kernel start writing C{length} bytes at C{offset} of C{fd} to
+    disk, without waiting (Linux C{sync_file_range}): the final fsync then
+    waits for the last few megabytes only, not for the whole file."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+def widen_pipe(fd: int) -> None:
+    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
+
+
+# --- OS scripts ---------------------------------------------------------------------------
+
+
+def exit_problem(returncode: int) -> str | None:
+    """How a child ended: C{None} for status 0, else C{"killed by signal N"} or C{"exit code N"}."""
+    if returncode == 0:
+        return None
+    if returncode < 0:
+        return "killed by signal %d" % -returncode
+    return "exit code %d" % returncode
+
+
+class Child:
+    """An OS script in its own session (an abort kills all it started).
+
+    L{wait} (the transfer's thread) and L{kill} (any thread) never race: the
+    process is reaped only under the lock that L{kill} takes, so a killed
+    process group is always this script's.
+    """
+
+    def __init__(self, script: str, env: dict[str, str], cwd: str, stdin: int, stdout: int, stderr: int) -> None:
+        self._lock = threading.Lock()
+        self._reaped = False
+        self._problem: str | None = None
+        self._proc = subprocess.Popen([script], executable=script, stdin=stdin, stdout=stdout, stderr=stderr,
+                                      env=env, cwd=cwd, start_new_session=True, close_fds=True)
+
+    def wait(self) -> str | None:
+        """Wait for the end; see L{exit_problem}."""
+        if not self._reaped:
+            os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOWAIT)
+            with self._lock:
+                self._reaped = True
+                self._problem = exit_problem(self._proc.wait())
+        return self._problem
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._reaped:
+                return
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _devnull() -> int:
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
 
 # --- sinks: where received data goes ------------------------------------------------------
@@ -174,41 +381,26 @@ class FileSink:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._pending: list[bytes] = []
-        self._pending_size = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self._written = self._flushed = 0
 
-    def start(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        """Writes to a file never back up: nothing to pause."""
+    def write(self, data: Any) -> None:
+        send_all_fd(self._fd, data)
+        self._written += len(data)
+        if self._written - self._flushed >= WRITEBACK_STEP:
+            start_writeback(self._fd, self._flushed, self._written - self._flushed)
+            self._flushed = self._written
 
-    def write(self, data: bytes) -> None:
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._pending_size >= CHUNK:
-            self._flush()
+    def finish(self) -> None:
+        """Everything is on disk (one fsync, at the end)."""
+        os.fsync(self._fd)
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        view = memoryview(b"".join(self._pending))
-        self._pending, self._pending_size = [], 0
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-
-    def finish(self) -> defer.Deferred[None]:
-        try:
-            self._flush()
-            os.fsync(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = -1
-        return defer.succeed(None)
-
-    def abort(self) -> None:
+    def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def discard(self) -> None:
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -221,298 +413,142 @@ class DiskSink(FileSink):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._pending: list[bytes] = []
-        self._pending_size = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        self._written = self._flushed = 0
 
-    def abort(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-class _ScriptProcess(ProcessProtocol):
-    """An OS script with one end piped to us, output of the other ends to its log."""
-
-    def __init__(self, on_out: Callable[[bytes], None] | None = None) -> None:
-        self.on_out = on_out
-        self.ended: defer.Deferred[None] = defer.Deferred()
-        self.exited = False
-
-    def outReceived(self, data: bytes) -> None:
-        if self.on_out is not None:
-            self.on_out(data)
-
-    def processEnded(self, reason: Failure) -> None:
-        self.exited = True
-        problem = exit_problem(reason)
-        if problem is None:
-            self.ended.callback(None)
-        else:
-            self.ended.errback(StreamError(problem))
-
-    def kill(self) -> None:
-        if self.exited:
-            return
-        pid = getattr(self.transport, "pid", None)
-        if pid:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                return
-            except OSError:
-                pass
-        try:
-            self.transport.signalProcess("KILL")
-        except Exception:
-            pass
-
-
-def spawn_script(reactor: Any, protocol: _ScriptProcess, script: str, env: dict[str, str], cwd: str,
-                 log_fd: int, piped: int) -> Any:
-    """Start C{script} in its own session; fd C{piped} (0 or 1) is a pipe to
-    us, the others go to C{log_fd} (and stdin, when not piped, to /dev/null)."""
-    null_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fds: dict[int, Any] = {0: null_fd, 1: log_fd, 2: log_fd}
-        fds[piped] = "w" if piped == 0 else "r"
-        argv = [sys.executable, "-I", "-S", "-c", _SETSID_EXEC, script]
-        return reactor.spawnProcess(protocol, sys.executable, argv, env=env, path=cwd, childFDs=fds)
-    finally:
-        os.close(null_fd)
+    def discard(self) -> None:
+        """The master removes the disk."""
 
 
 class ScriptSink:
     """Feeds the received data to an OS import script's stdin."""
 
-    log = Logger()
-
-    def __init__(self, reactor: Any, script: str, env: dict[str, str], cwd: str, log_fd: int,
-                 log_path: str) -> None:
+    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str) -> None:
         self.log_path = log_path
-        self._proc = _ScriptProcess()
+        read_fd, self._fd = os.pipe2(os.O_CLOEXEC)
+        widen_pipe(self._fd)
         try:
-            self._transport = spawn_script(reactor, self._proc, script, env, cwd, log_fd, 0)
+            self._child = Child(script, env, cwd, read_fd, log_fd, log_fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
         finally:
+            os.close(read_fd)
             os.close(log_fd)
-        writer = self._transport.pipes.get(0)
-        if writer is not None:
-            widen_pipe(writer.fileno())
 
-    def start(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        """Stop reading the connection while the script's stdin is full."""
-        writer = self._transport.pipes.get(0)
-        if writer is not None:
-            writer.registerProducer(_Callbacks(pause, resume), True)
-
-    def write(self, data: bytes) -> None:
-        if self._proc.exited:
-            raise StreamError("the import script ended before all data arrived (log %s)" % self.log_path)
-        self._transport.write(data)
-
-    async def _finish(self) -> None:
-        writer = self._transport.pipes.get(0)
-        if writer is not None:
-            writer.unregisterProducer()
-        self._transport.closeStdin()
+    def write(self, data: Any) -> None:
         try:
-            await self._proc.ended
-        except StreamError as exc:
-            raise StreamError("the import script failed (%s); see %s" % (exc, self.log_path)) from None
+            send_all_fd(self._fd, data)
+        except BrokenPipeError:
+            raise StreamError("the import script ended before all data arrived (log %s)" % self.log_path) from None
 
-    def finish(self) -> defer.Deferred[None]:
-        return defer.ensureDeferred(self._finish())
+    def finish(self) -> None:
+        """The script read everything (its stdin closed) and exited with status 0."""
+        os.close(self._fd)
+        self._fd = -1
+        problem = self._child.wait()
+        if problem is not None:
+            raise StreamError("the import script failed (%s); see %s" % (problem, self.log_path))
 
-    def abort(self) -> None:
-        self._proc.kill()
-        self._proc.ended.addErrback(lambda _: None)
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._child.kill()
+        self._child.wait()
 
-
-@implementer(IPushProducer)
-class _Callbacks:
-    """A push producer made of two callbacks."""
-
-    def __init__(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        self.pauseProducing = pause
-        self.resumeProducing = resume
-
-    def stopProducing(self) -> None:
-        pass
+    def discard(self) -> None:
+        self._child.kill()
 
 
 # --- sources: what is sent ----------------------------------------------------------------
 
 
 class FileSource:
-    """Reads a file, C{CHUNK} bytes per reactor turn, as a push producer
-    (paused while the connection's buffer is full).
+    """Reads a file (opened at once, so that a missing one is reported when the transfer starts)."""
 
-    A pull producer would stall when a write produces nothing (a
-    compressor that keeps the chunk): nothing would drain, so nothing
-    would ask for more.
-    """
-
-    def __init__(self, path: str, reactor: Any = None) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self._reactor = reactor
-        self._handle = open(path, "rb", buffering=0)
-        self._emit: Callable[[bytes], None] | None = None
-        self._done: Callable[[Failure | None], None] | None = None
-        self._paused = False
-        self._scheduled: Any = None
-
-    def start(self, consumer: Any, emit: Callable[[bytes], None], done: Callable[[Failure | None], None]) -> None:
-        if self._reactor is None:
-            from twisted.internet import reactor
-
-            self._reactor = reactor
-        self._emit, self._done = emit, done
-        consumer.registerProducer(self, True)
-        self._schedule()
-
-    def _schedule(self) -> None:
-        if self._scheduled is None and not self._paused and self._emit is not None:
-            self._scheduled = self._reactor.callLater(0, self._step)
-
-    def _step(self) -> None:
-        self._scheduled = None
-        if self._emit is None or self._paused:
-            return
+        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            data = self._handle.read(CHUNK)
-        except OSError as exc:
-            self._finish(Failure(StreamError("cannot read %s: %s" % (self.path, exc.strerror))))
-            return
-        if not data:
-            self._finish(None)
-            return
-        self._emit(data)
-        self._schedule()
-
-    def _finish(self, failure: Failure | None) -> None:
-        done, self._emit, self._done = self._done, None, None
-        self._handle.close()
-        if done is not None:
-            done(failure)
-
-    def pauseProducing(self) -> None:
-        self._paused = True
-
-    def resumeProducing(self) -> None:
-        self._paused = False
-        self._schedule()
-
-    def stopProducing(self) -> None:
-        self.abort()
-
-    def abort(self) -> None:
-        self._emit = self._done = None
-        if self._scheduled is not None and self._scheduled.active():
-            self._scheduled.cancel()
-        self._scheduled = None
-        if not self._handle.closed:
-            self._handle.close()
-
-
-#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
-F_SETPIPE_SZ = 1031
-PIPE_SIZE = 1 << 20
-
-
-def widen_pipe(fd: int) -> None:
-    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass
-
-
-class PipeReader(abstract.FileDescriptor):
-    """Reads a pipe C{CHUNK} bytes at a time (Twisted's process pipes read
-    8 KiB); a push producer (pausing stops reading)."""
-
-    def __init__(self, reactor: Any, fd: int, on_data: Callable[[bytes], None],
-                 on_end: Callable[[Failure], None]) -> None:
-        super().__init__(reactor)
-        self.fd = fd
-        self.connected = 1  # resumeProducing reads again only while "connected"
-        self._on_data, self._on_end = on_data, on_end
-        fdesc.setNonBlocking(fd)
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def doRead(self) -> Any:
-        try:
-            data = os.read(self.fd, CHUNK)
-        except BlockingIOError:
-            return None
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         except OSError:
-            return main.CONNECTION_LOST
-        if not data:
-            return main.CONNECTION_DONE
-        self._on_data(data)
-        return None
+            pass
 
-    def connectionLost(self, reason: Failure) -> None:
-        abstract.FileDescriptor.connectionLost(self, reason)
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        self._on_end(reason)
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def readinto(self, view: memoryview) -> int:
+        try:
+            return os.readv(self._fd, [view])
+        except OSError as exc:
+            raise StreamError("cannot read %s: %s" % (self.path, exc.strerror)) from None
+
+    def finish(self) -> None:
+        """A file read to its end is complete."""
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def kill(self) -> None:
+        """Nothing runs."""
 
 
 class ScriptSource:
-    """The stdout of an OS export script (a pipe read 1 MiB at a time),
-    paused while the connection is full."""
+    """The stdout of an OS export script (a pipe)."""
 
-    def __init__(self, reactor: Any, script: str, env: dict[str, str], cwd: str, log_fd: int,
-                 log_path: str) -> None:
-        self._reactor, self._script, self._env, self._cwd = reactor, script, env, cwd
+    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str) -> None:
+        self._script, self._env, self._cwd = script, env, cwd
         self._log_fd, self.log_path = log_fd, log_path
-        self._proc: _ScriptProcess | None = None
-        self._reader: PipeReader | None = None
+        self._fd = -1
+        self._child: Child | None = None
+        self._lock = threading.Lock()
+        self._killed = False
 
-    def start(self, consumer: Any, emit: Callable[[bytes], None], done: Callable[[Failure | None], None]) -> None:
-        self._proc = _ScriptProcess()
-        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-        widen_pipe(read_fd)
-        eof: defer.Deferred[None] = defer.Deferred()
-        try:
-            null_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    def start(self) -> None:
+        """Start the script (once the receiver is authenticated)."""
+        with self._lock:
+            if self._killed:
+                raise StreamError("aborted")
+            read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+            widen_pipe(read_fd)
+            null_fd = _devnull()
             try:
-                argv = [sys.executable, "-I", "-S", "-c", _SETSID_EXEC, self._script]
-                self._reactor.spawnProcess(self._proc, sys.executable, argv, env=self._env, path=self._cwd,
-                                           childFDs={0: null_fd, 1: write_fd, 2: self._log_fd})
+                self._child = Child(self._script, self._env, self._cwd, null_fd, write_fd, self._log_fd)
+                self._fd = read_fd
+            except BaseException:
+                os.close(read_fd)
+                raise
             finally:
                 os.close(null_fd)
-        except Exception:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-            os.close(self._log_fd)
-        self._reader = PipeReader(self._reactor, read_fd, emit, lambda reason: eof.callback(None))
-        consumer.registerProducer(self._reader, True)
-        self._reader.startReading()
-
-        def ended(results: Any) -> None:
-            (ok, value), _eof = results
-            if not ok:
-                done(Failure(StreamError("the export script failed (%s); see %s"
-                                         % (value.getErrorMessage(), self.log_path))))
-            else:
-                done(None)
-
-        defer.DeferredList([self._proc.ended, eof], consumeErrors=True).addCallback(ended)
-
-    def abort(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            if self._reader is not None and self._reader.fd >= 0:
-                self._reader.stopReading()
-                self._reader.connectionLost(Failure(StreamError("aborted")))
-        else:
-            try:
+                os.close(write_fd)
                 os.close(self._log_fd)
-            except OSError:
-                pass
+                self._log_fd = -1
+
+    def readinto(self, view: memoryview) -> int:
+        return os.readv(self._fd, [view])
+
+    def finish(self) -> None:
+        assert self._child is not None
+        problem = self._child.wait()
+        if problem is not None:
+            raise StreamError("the export script failed (%s); see %s" % (problem, self.log_path))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+            self._log_fd = -1
+        if self._child is not None:
+            self._child.kill()
+            self._child.wait()
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+            if self._child is not None:
+                self._child.kill()

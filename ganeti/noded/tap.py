@@ -65,6 +65,8 @@ class Options(usage.Options):
         ["join-token-file", None, None, "Like --join-token, the token read from FILE (removed once used)."],
         ["heartbeat-port", None, None, "Port of the master's LuxiD heartbeat listener "
          "(default: $GANETI_HEARTBEAT_PORT or 1817; 0: no heartbeats).", port_number],
+        ["confd-port", None, 1814, "UDP port of the master candidates' ganeti-confd, asked where the master is "
+         "when this node's ssconf names none or a master that does not answer (default 1814).", port_number],
         ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
     ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
@@ -150,7 +152,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     root = MultiService()
     root.addService(PidFileService(pid_fd))
     if options["heartbeat-port"]:
-        heartbeat_client(paths, reactor, options["heartbeat-port"]).setServiceParent(root)
+        heartbeat_client(paths, reactor, options["heartbeat-port"],
+                         confd_port=options["confd-port"]).setServiceParent(root)
     report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),

@@ -1,8 +1,9 @@
-"""Query fields and the query engine behind LUXI C{Query}/C{QueryFields}.
+"""Query fields: what a cell of a LUXI C{Query} answer is, and how it is computed.
 
 Pure: no Twisted, no I/O.  Everything a query needs arrives in a
 L{QueryContext}; the per-resource field tables live in
-L{ganeti.query.resources} and L{ganeti.query.instance}.  L{cluster_info}
+L{ganeti.query.resources} and L{ganeti.query.instance}, the engine that
+answers queries with them in L{ganeti.query.engine}.  L{cluster_info}
 and L{config_values} (from L{ganeti.query.cluster}) are re-exported here.
 
 A field is a L{FieldDef}: Ganeti's C{name}, C{title}, C{kind} and C{doc}
@@ -20,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 import attrs
 
 from ganeti import errors
-from ganeti.objects import ConfigData, nice_sort_key
+from ganeti.objects import ConfigData
 from ganeti.query.cluster import cluster_info, config_values  # noqa: F401  (re-exported)
 from ganeti.querydefs import (  # noqa: F401  (re-exported: the query layer's names)
     QFF_HOSTNAME,
@@ -232,140 +233,3 @@ def field_table(fields: Iterable[FieldDef], aliases: Iterable[tuple[str, str]] =
             raise errors.ProgrammerError("duplicate query field %r" % alias)
         table[alias] = table[target].renamed(alias)
     return table
-
-
-# --- the engine ----------------------------------------------------------------
-
-
-def get_resource(resource: str) -> Resource:
-    """The L{Resource} called C{resource}.
-
-    @raise errors.OpPrereqError: (C{ECODE_INVAL}) no such resource.
-    """
-    from ganeti.query.resources import RESOURCES
-
-    found = RESOURCES.get(resource) if isinstance(resource, str) else None
-    if found is None:
-        raise errors.OpPrereqError("Resource type '%s' unknown" % (resource,), errors.ECODE_INVAL)
-    return found
-
-
-def _check_names(kind: str, values: Any) -> list[Any]:
-    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
-        raise errors.OpPrereqError("%s must be a list of strings" % kind, errors.ECODE_INVAL)
-    return list(values)
-
-
-def _select(res: Resource, names: list[str]) -> list[FieldDef]:
-    return [res.fields.get(name) or unknown_field(name) for name in names]
-
-
-def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> list[Any]:
-    """The items to look at: C{names} in order (without repeats) or all."""
-    if not names:
-        return res.items(ctx)
-    items, seen = [], set()
-    for name in names:
-        item = res.lookup(ctx, name)
-        if item is None:
-            raise errors.OpPrereqError("%s '%s' not known" % (res.title, name), errors.ECODE_NOENT)
-        key = id(item) if not isinstance(item, tuple) else item[0]
-        if key in seen:
-            continue
-        seen.add(key)
-        items.append(item)
-    return items
-
-
-def query(resource: str, fields: list[str], qfilter: Any, ctx: QueryContext) -> dict[str, Any]:
-    """Answer LUXI C{Query(resource, fields, qfilter)}.
-
-    Rows come in Ganeti's order: names requested by a filter that is a plain
-    OR of C{==} on the name field in the order given, otherwise every item
-    (nice-sorted names, jobs by id, locks by name).
-
-    @return: C{{"fields": [fielddef, ...], "data": [[[status, value], ...], ...]}}
-    @raise errors.OpPrereqError: unknown resource, or a requested name is
-        not known (C{ECODE_NOENT}).
-    @raise errors.QueryFilterParseError: the filter is malformed.
-    """
-    from ganeti.query import qlang
-
-    res = get_resource(resource)
-    selected = _select(res, _check_names("Fields", fields))
-    predicate = qlang.compile_filter(qfilter, res.fields)
-    names = qlang.names_from_filter(qfilter, res.namefield) if res.namefield else None
-    items = _wanted_items(res, ctx, names)
-    if qfilter is not None:
-        items = [item for item in items if predicate(_cell_getter(res, item, ctx))]
-    columns = [f.column(items, ctx) for f in selected]
-    data = [list(row) for row in zip(*columns)] if columns else [[] for _ in items]
-    return {"fields": [f.to_dict() for f in selected], "data": data}
-
-
-def _cell_getter(res: Resource, item: Any, ctx: QueryContext) -> Callable[[str], tuple[int, Any]]:
-    """C{get(field_name) -> (status, value)} of C{item} for a filter, each field computed once."""
-    cells: dict[str, tuple[int, Any]] = {}
-
-    def get(name: str) -> tuple[int, Any]:
-        cell = cells.get(name)
-        if cell is None:
-            cell = cells[name] = res.fields[name].evaluate(item, ctx)
-        return cell
-
-    return get
-
-
-def query_fields(resource: str, names: list[str] | None) -> dict[str, Any]:
-    """Answer LUXI C{QueryFields}: C{None} or C{[]} means all, sorted by name."""
-    res = get_resource(resource)
-    if not names:
-        selected = [res.fields[n] for n in sorted(res.fields, key=nice_sort_key)]
-    else:
-        selected = _select(res, _check_names("Fields", names))
-    return {"fields": [f.to_dict() for f in selected]}
-
-
-def legacy_query(resource: str, names: list[Any], fields: list[str], ctx: QueryContext) -> list[Any]:
-    """Answer the old-style C{QueryNodes}/C{QueryInstances}/C{QueryGroups}/C{QueryJobs}.
-
-    Rows hold plain values (a cell whose status is not normal becomes
-    C{None}); C{names=[]} means all items.  Names may also be UUIDs or
-    unique short host names.  For jobs the names are job ids and an unknown
-    job gives a C{None} row.
-
-    @raise errors.OpPrereqError: an unknown field (C{ECODE_INVAL}) or an
-        unknown name (C{ECODE_NOENT}).
-    """
-    res = get_resource(resource)
-    fields = _check_names("Fields", fields)
-    unknown = [name for name in fields if name not in res.fields]
-    if unknown:
-        raise errors.OpPrereqError("Unknown output fields selected: %s" % ", ".join(unknown), errors.ECODE_INVAL)
-    if names is None:
-        names = []
-    if not isinstance(names, (list, tuple)):
-        raise errors.OpPrereqError("Names must be a list", errors.ECODE_INVAL)
-    selected = [res.fields[name] for name in fields]
-    items = _wanted_items(res, ctx, list(names))
-    if not res.row_for_missing:
-        return _plain_rows(selected, items, ctx)
-    rows = iter(_plain_rows(selected, [item for item in items if item[1] is not None], ctx))
-    return [None if item[1] is None else next(rows) for item in items]
-
-
-def _plain_rows(selected: list[FieldDef], items: list[Any], ctx: QueryContext) -> list[list[Any]]:
-    """Rows of plain values, evaluated column by column."""
-    columns = [f.values(items, ctx) for f in selected]
-    return [list(row) for row in zip(*columns)] if columns else [[] for _ in items]
-
-
-def evaluate_row(resource: str, fields: list[str], item: Any, ctx: QueryContext) -> list[tuple[int, Any]]:
-    """C{[(status, value), ...]} of C{fields} for one C{item}.
-
-    C{item} is what the resource lists: a config object, C{(job_id, job)}
-    for jobs (e.g. for WaitForJobChange), C{(name, owners, pending)} for
-    locks.  Unknown fields give C{(RS_UNKNOWN, None)}.
-    """
-    res = get_resource(resource)
-    return [f.evaluate(item, ctx) for f in _select(res, fields)]

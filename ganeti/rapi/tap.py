@@ -19,7 +19,7 @@ from twisted.internet.ssl import PrivateCertificate
 from twisted.logger import Logger
 from twisted.python import usage
 
-from ganeti import crypto, http_limits, ports
+from ganeti import crypto, daemons, http_limits, ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
 from ganeti.daemons import node_address
 from ganeti.listening import stream_listener
@@ -42,7 +42,7 @@ class Options(usage.Options):
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
-        ["port", "p", DEFAULT_PORT, "TCP port (default 5080).", port_number],
+        ["port", "p", None, "TCP port (default: $GANETI_RAPI_PORT or 5080).", port_number],
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
     ] + http_limits.option_parameters(http_limits.HttpLimits())
@@ -52,6 +52,8 @@ class Options(usage.Options):
     ]
 
     def postOptions(self) -> None:
+        if self["port"] is None:
+            self["port"] = daemons.port_of(daemons.BY_NAME["ganeti-rapi"])
         if not self["bind"]:  # the node's primary IP, as gnt-cluster init or a join recorded it
             self["bind"] = node_address(Paths.from_option(self["root"]))
         if not self["bind"]:

@@ -5,7 +5,10 @@ share the cluster certificate (copied, as an installer would) and, with
 C{shared_file_storage}, one sharedfile directory (as nodes on a SAN
 would).  Every node runs ganeti-noded on one free port, which WConfD and
 LuxiD are given (C{--rpc-port}; LuxiD hands it to its job processes); the master also
-runs WConfD, LuxiD and, given C{rapi_users}, ganeti-rapi::
+runs WConfD, LuxiD and, given C{rapi_users}, ganeti-rapi.  A RAPI that a
+NodeD starts (a node promoted to master candidate) listens on the cluster's
+own free port (C{$GANETI_RAPI_PORT}, the caller's if set) and L{stop}
+stops it, as every master daemon a NodeD started::
 
     async with LoopbackCluster(reactor, root, loopback_config(3)) as cluster:
         ok(cluster.master, "gnt-node", "list")
@@ -25,9 +28,9 @@ from typing import Any, Callable, Iterable
 import attrs
 from twisted.internet.task import deferLater
 
-from ganeti import crypto, serializer
+from ganeti import crypto, daemons, serializer
 from ganeti.config.bootstrap import initial_config
-from ganeti.daemons import free_port, write_node_identity
+from ganeti.daemons import RAPI_PORT_ENV, free_port, write_node_identity
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
@@ -101,6 +104,8 @@ class LoopbackCluster:
         self.rpc_port = free_port()
         #: the heartbeat port of LuxiD and every NodeD
         self.heartbeat_port = free_port()
+        #: the port of the RAPI a NodeD starts on a candidate
+        self.rapi_port = int(os.environ.get(RAPI_PORT_ENV) or free_port())
         self.roots = [root]
         # inherited by LuxiD's job processes
         env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
@@ -145,7 +150,7 @@ class LoopbackCluster:
         for paths, (name, address) in zip(self.roots, self.nodes.items()):
             write_node_identity(paths, name, address)
         port = self.rpc_port
-        env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
+        env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port), RAPI_PORT_ENV: str(self.rapi_port)}
         self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port),
                               env=env)
                        for paths, address in zip(self.roots, self.nodes.values())]
@@ -181,6 +186,9 @@ class LoopbackCluster:
         for daemon in (self.rapi, self.luxid, self.wconfd, *self.nodeds):
             if daemon is not None:
                 daemon.stop()
+        for paths in self.roots:  # what the NodeDs started: RAPI on candidates, a failover's master daemons
+            if os.path.isdir(paths.run_dir):
+                daemons.stop(paths, ["ganeti-luxid", "ganeti-rapi", "ganeti-wconfd"], out=lambda _line: None)
         kill_job_processes(self.master)
         for paths in self.roots[1:]:
             remove_root(paths)

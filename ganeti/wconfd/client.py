@@ -383,6 +383,14 @@ class WConfdClient:
     async def flush_config(self) -> int:
         return (await self.call(c.FlushConfig))["serial_no"]
 
+    async def read_ha_params(self) -> dict[str, Any]:
+        """The cluster's HA parameters (L{ganeti.ha_params} record)."""
+        return (await self.call(c.ReadHaParams))["params"]
+
+    async def set_ha_params(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change HA parameters; the new record (L{errors.OpPrereqError} for a bad value)."""
+        return (await self.call(c.SetHaParams, changes=changes))["params"]
+
     # --- config writes -------------------------------------------------------
     async def lock_config(self, owner: Owner, shared: bool = False, timeout: float | None = None) -> ConfigData:
         deadline = self._deadline(timeout)

@@ -219,6 +219,24 @@ class FlushConfig(Command):
     response = [(b"serial_no", amp.Integer())]
 
 
+# --- HA parameters (ha.data, see L{ganeti.wconfd.ha}) ------------------------
+
+
+class ReadHaParams(Command):
+    """The current HA parameters (the record of L{ganeti.ha_params})."""
+
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"params", JSON())]
+
+
+class SetHaParams(Command):
+    """Change HA parameters (C{{name: value}}); answers the new record once
+    it is durable on the master and sent to the nodes."""
+
+    arguments = [(b"changes", JSON())]
+    response = [(b"params", JSON())]
+
+
 # --- config writes ---------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 from ganeti import errors
 from ganeti.locking import CONFIG_LOCK, Owner
 from ganeti.wconfd import commands as c
+from ganeti.wconfd.ganeti_front import FIRST_BYTE, GanetiFront
 from ganeti.wconfd.service import (
     WConfdService,
     add_answer,
@@ -67,6 +68,20 @@ class WConfdProtocol(amp.AMP):
     def connectionMade(self) -> None:
         super().connectionMade()
         self.peer_pid = peer_pid(self.transport)
+        self._front: GanetiFront | None = None
+        self._sniffed = False
+
+    def dataReceived(self, data: bytes) -> None:
+        """AMP, unless the first byte says Ganeti's own WConfD client
+        (L{ganeti.wconfd.ganeti_front})."""
+        if not self._sniffed and data:
+            self._sniffed = True
+            if data[:1] == FIRST_BYTE and self.transport is not None:
+                self._front = GanetiFront(self.service, self.transport.write)
+        if self._front is not None:
+            self._front.feed(data)
+            return
+        super().dataReceived(data)
 
     # --- plumbing ---------------------------------------------------------
     def dispatchCommand(self, box: Any) -> Deferred:
@@ -152,6 +167,26 @@ class WConfdProtocol(amp.AMP):
     @c.FlushConfig.responder
     def flush_config(self) -> Deferred:
         return self.service.flush().addCallback(lambda serial: {"serial_no": serial})
+
+    # --- HA parameters -------------------------------------------------------
+    def _ha(self) -> Any:
+        if self.service.ha is None:
+            raise errors.OpPrereqError("this WConfD keeps no HA parameters", errors.ECODE_STATE)
+        return self.service.ha
+
+    @c.ReadHaParams.responder
+    def read_ha_params(self) -> dict[str, Any]:
+        return {"params": self._ha().current.to_dict()}
+
+    @c.SetHaParams.responder
+    def set_ha_params(self, changes: Any) -> Deferred:
+        if not isinstance(changes, dict):
+            raise c.BadArguments("changes must be an object of parameter: value, not %.200r" % (changes,))
+
+        async def run() -> dict[str, Any]:
+            return {"params": (await self._ha().change(changes)).to_dict()}
+
+        return _run(run())
 
     # --- config writes -------------------------------------------------------
     @c.LockConfig.responder

@@ -5,6 +5,12 @@ with the node RPC C{upload_file} to every online master candidate but
 itself, and the ssconf values with C{write_ssconf_files} to every online
 node.  A node that did not take it (down, unreachable) is retried on a
 timer with the newest config, so it catches up when it returns.
+
+A node this WConfD has not reached yet (at its start, a new node) first
+gets the cluster-wide files the master has (L{ancillary_files}): confd's
+HMAC key, RAPI's certificate and users file (RAPI runs on every
+candidate and serves locally once its node is master), the cluster
+domain secret.
 """
 
 from __future__ import annotations
@@ -100,23 +106,8 @@ class ConfigPusher:
         if missed and (self._retry is None or not self._retry.active()):
             self._retry = self.reactor.callLater(self.retry_interval, self._retry_lagging)
 
-    def _ancillary(self) -> list[list]:
-        """upload_file arguments for the cluster-wide secrets this node has."""
-        from ganeti.rpc import wire
-
-        files = []
-        for path, mode in (
-            (self.paths.hmac_key, 0o400),
-            (self.paths.rapi_pem, 0o440),
-            (self.paths.cluster_domain_secret, 0o400),
-        ):
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
-                continue
-            files.append(wire.file_details(wire.virtual_path(self.paths.root, path), data, mode=mode))
-        return files
+    def _ancillary(self) -> list[list[Any]]:
+        return ancillary_files(self.paths)
 
     def _retry_lagging(self) -> None:
         self._retry = None
@@ -128,3 +119,24 @@ class ConfigPusher:
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
         self._retry = None
+
+
+def ancillary_files(paths: Paths) -> list[list[Any]]:
+    """C{upload_file} arguments for the cluster-wide files this node has
+    (missing ones are left out: the RAPI users file is optional)."""
+    from ganeti.rpc import wire
+
+    files = []
+    for path, mode in (
+        (paths.hmac_key, 0o400),
+        (paths.rapi_pem, 0o440),
+        (paths.rapi_users, 0o640),
+        (paths.cluster_domain_secret, 0o400),
+    ):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        files.append(wire.file_details(wire.virtual_path(paths.root, path), data, mode=mode))
+    return files

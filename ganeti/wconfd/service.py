@@ -148,6 +148,8 @@ class WConfdService(Service):
         self._next_distribution: tuple[bytes, int] | None = None
         self._broken: str | None = None
         self._death_loop: LoopingCall | None = None
+        #: the HA parameters' keeper (L{ganeti.wconfd.ha.HaKeeper}), when the daemon has one
+        self.ha: Any = None
 
     # --- life cycle -------------------------------------------------------
     def startService(self) -> None:
@@ -629,6 +631,15 @@ class WConfdService(Service):
         await self._commit(record, owner, rid, update_answer(stored, store.serial_no))
         self._release(owner, release)
         return stored, store.serial_no
+
+    async def update_cluster(self, data: Any) -> Any:
+        """Replace the cluster object for a client outside the lock manager
+        (Ganeti's own tools, L{ganeti.wconfd.ganeti_front}), as Ganeti's
+        WConfD does: its C{serial_no} must be the stored one."""
+        self._writable()
+        stored, record = self.config_store.update("cluster", data)
+        await self._commit(record)
+        return stored
 
     async def add_entity(
         self, owner: Owner, kind: str, data: Any, disks: list[Any], release: list[str], rid: int | None = None

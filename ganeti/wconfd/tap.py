@@ -7,8 +7,9 @@ C{ROOT/var/run/ganeti/socket/ganeti-wconfd}, mode 0600.
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Any
+from typing import Any, Callable
 
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
@@ -21,6 +22,7 @@ from ganeti.lockfile import holds_lock
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.voting import VotingGate, add_options, check_options
+from ganeti.wconfd.ha import HaKeeper, HaStage
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.replication import ConfigPusher
 from ganeti.wconfd.service import WConfdService
@@ -91,6 +93,13 @@ def makeService(options: Options, reactor: Any = None) -> IService:
             port=options["rpc-port"],
             values=values,
         )
+    rpc_factory: Callable[[], Any] | None = None
+    if os.path.exists(paths.server_pem):
+        from ganeti.rpc import RpcClient
+
+        rpc_factory = functools.partial(RpcClient.from_paths, reactor, paths, port=options["rpc-port"])
+    service.ha = HaKeeper(paths, reactor, lambda: service.config_store.config(), rpc=rpc_factory)
+    next_stage = HaStage(next_stage, service.ha)  # the HA parameters to nodes that lack them, after each push
     service.distributor = LocalSsconf(paths, reactor, lambda: service.config_store.config(), next_stage, values)
     root.addService(PidFileService(pid_fd))
     # start-up voting: the config and its socket only once a majority names this node master

@@ -428,7 +428,7 @@ async def test_a_canceled_export_leaves_nothing(root):
         # the export script was killed with its session
         ps = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
         assert ps.stdout.strip() == "" or all(
-            not open("/proc/%s/environ" % pid, "rb").read().count(b"slow1.test") for pid in ps.stdout.split()
+            not open("/proc/%s/environ" % pid, "rb").read().count(cluster.roots[0].root.encode()) for pid in ps.stdout.split()
             if os.path.exists("/proc/%s/environ" % pid)), ps.stdout
     finally:
         await cluster.stop()

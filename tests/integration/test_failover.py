@@ -138,6 +138,7 @@ async def test_manual_failover_with_jobs_in_flight(root):
                                                                    "node3.test": "up"}, timeout=30)
             info = gnt_cluster(cluster, roots[1], "info")
             assert "Master node: node2.test" in info.stdout and "Master epoch (this node): 1" in info.stdout
+            assert "  Last failover: " in info.stdout and ", to node2.test from node1.test (epoch 1)\n" in info.stdout
             assert gnt_cluster(cluster, roots[1], "master-ping").returncode == 0
             assert gnt_cluster(cluster, roots[0], "master-ping").returncode == 1
             # the old master's WConfD, started again, loses the start-up vote and does not serve

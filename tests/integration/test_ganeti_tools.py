@@ -16,15 +16,20 @@ import re
 import shutil
 import socket
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 
+import attrs
 import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
+from ganeti import daemons
+from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok, serial_of
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
+from tests.integration.test_failover import cluster_config, master_of, ready_cluster, stop_master_daemons
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -269,3 +274,80 @@ async def test_ganeti_gnt_tools_against_our_daemons(root):
             assert ok(root, "gnt-instance", "list", "--no-headers", "-o", "name").split() == [SHARED]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+#: what Ganeti 3.0's gnt-cluster master-failover says without a daemon-util: it runs
+#: /usr/lib/ganeti/daemon-util (GANETI_ROOTDIR does not move it), which a package of ours
+#: provides as ganeti-daemon-util
+DAEMON_UTIL_MISSING = ("Failure: command execution error:\nCan't execute '/usr/lib/ganeti/daemon-util stop"
+                       " ganeti-wconfd': not found ([Errno 2] No such file or directory:"
+                       " '/usr/lib/ganeti/daemon-util')\n")
+#: Ganeti's check that the master IP went down (C{TcpPing} to port 1811, where "connection
+#: refused" counts as reachable): on loopback every address answers, so it waits 30 s and
+#: warns, and the command exits 1 after doing everything else
+MASTER_IP_WARNING = ("The master IP is still reachable after 30 seconds, continuing but activating the master IP"
+                     " on the current node will probably fail\n")
+
+
+def ganeti_gnt_cluster(tools: GanetiTools, rpc_port: int, *args: str,
+                       daemon_util: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Ganeti's gnt-cluster with its node RPC sent to our NodeDs' port and, given
+    C{daemon_util}, that as its daemon-util (tests/compat/ganeti_failover.py)."""
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "compat", "ganeti_failover.py")
+    env = dict(tools.env(), GANETI_RPC_PORT=str(rpc_port))
+    if daemon_util is not None:
+        env["GANETI_DAEMON_UTIL"] = daemon_util
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=180, cwd="/",
+                          env=env)
+
+
+def our_daemon_util(workdir: str) -> str:
+    """Our ganeti-daemon-util, run without the PYTHONPATH of Ganeti's package."""
+    path = os.path.join(workdir, "daemon-util")
+    with open(path, "w") as handle:
+        handle.write("#!/bin/sh\nunset PYTHONPATH\nexec %s \"$@\"\n"
+                     % os.path.join(os.path.dirname(sys.executable), "ganeti-daemon-util"))
+    os.chmod(path, 0o755)
+    return path
+
+
+@pytest_twisted.ensureDeferred
+async def test_ganeti_master_failover_against_our_nodes(root):
+    """Ganeti's own gnt-cluster master-failover moves the master to node2: its
+    voting (master_node_name), our daemon-util starting WConfD, Ganeti's WConfD
+    client changing master_node, node_stop_master on node1,
+    node_start_master_daemons on node2; getmaster and master-ping follow."""
+    workdir = tempfile.mkdtemp(prefix="gntf")
+    config = cluster_config()
+    # a master IP of its own (Ganeti's config check refuses one shared with a node's primary IP)
+    config = attrs.evolve(config, cluster=attrs.evolve(config.cluster, master_ip="127.0.1.254"))
+    async with LoopbackCluster(reactor, root, config, prefix="gntf") as cluster:
+        roots = cluster.roots
+        try:
+            await ready_cluster(cluster)
+            tools = [GanetiTools.for_root(paths.root, name, workdir) for paths, name in zip(roots, cluster.nodes)]
+            assert tools[1].ok("gnt-cluster", "getmaster") == N1 + "\n"
+            assert [t.run("gnt-cluster", "master-ping").returncode for t in tools[:2]] == [0, 1]
+            serial = serial_of(roots[0])
+
+            # without a daemon-util, after the voting: Ganeti's own error, nothing changed
+            done = ganeti_gnt_cluster(tools[1], cluster.rpc_port, "master-failover")
+            assert (done.returncode, done.stderr) == (1, DAEMON_UTIL_MISSING), (done.stdout, done.stderr)
+            assert [master_of(p) for p in roots] == [N1] * 3 and serial_of(roots[0]) == serial
+
+            done = ganeti_gnt_cluster(tools[1], cluster.rpc_port, "master-failover",
+                                      daemon_util=our_daemon_util(workdir))
+            assert (done.returncode, done.stderr) == (1, MASTER_IP_WARNING), (done.stdout, done.stderr)
+            await cluster.until(lambda: all(master_of(p) == N2 for p in roots), timeout=30)
+            assert serial_of(roots[1]) == serial + 1
+            wconfd, luxid = daemons.BY_NAME["ganeti-wconfd"], daemons.BY_NAME["ganeti-luxid"]
+            assert daemons.running_pid(roots[1], wconfd) and daemons.running_pid(roots[1], luxid)
+            cluster.wconfd.process.wait(timeout=30)  # node_stop_master ended the old master's
+            cluster.luxid.process.wait(timeout=30)
+            assert [t.ok("gnt-cluster", "getmaster") for t in (tools[0], tools[2])] == [N2 + "\n"] * 2
+            assert "Master node: %s" % N2 in tools[1].ok("gnt-cluster", "info")
+            tools[1].ok("gnt-debug", "delay", "0.01")  # the new master runs jobs
+        finally:
+            for paths in roots:
+                stop_master_daemons(paths)
+            shutil.rmtree(workdir, ignore_errors=True)

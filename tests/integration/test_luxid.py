@@ -15,6 +15,7 @@ from twisted.internet.task import deferLater
 
 from ganeti import errors
 from ganeti.client import gnt_job as gnt_job_module
+from ganeti.client import runner
 from ganeti.config.bootstrap import initial_config
 from ganeti.lockfile import is_free as owner_is_dead
 from ganeti.luxi.client import LuxiClient
@@ -79,7 +80,7 @@ def wait_job(client: LuxiClient, job_id: int, timeout: float = 60) -> str:
 def gnt_job(root, *argv: str) -> tuple[int, str]:
     """Run gnt-job in this process (blocking: call it in a thread); its exit code and output."""
     out, err = io.StringIO(), io.StringIO()
-    code = gnt_job_module.cli.run("gnt-job", gnt_job_module.COMMANDS, ["--root", root.root, *argv],
+    code = runner.run("gnt-job", gnt_job_module.COMMANDS, ["--root", root.root, *argv],
                                   stdout=out, stderr=err)
     return code, out.getvalue() + err.getvalue()
 

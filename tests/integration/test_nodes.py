@@ -16,6 +16,7 @@ import time
 import pytest_twisted
 from twisted.internet import reactor
 
+from ganeti import daemons, ha_params
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok, serial_of, ssconf_of
 
 
@@ -44,15 +45,23 @@ async def test_add_modify_delay_verify_remove(root):
     config = loopback_config(1, candidate_pool_size=3)
     async with LoopbackCluster(reactor, root, config, nodes=3, prefix="gntn") as cluster:
         roots, nodeds = cluster.roots, cluster.nodeds
-        # add: both new nodes fill the pool of 3 and get config.data and ssconf
-        ok(root, "gnt-node", "add", "--primary-ip", "127.0.1.2", "node2.test")
-        ok(root, "gnt-node", "add", "--primary-ip", "127.0.1.3", "node3.test")
+        # add: both new nodes fill the pool of 3 and get config.data, ssconf and the HA parameters
+        ok(root, "gnt-cluster", "modify", "--liveness-timeout", "3")
+        for number in (2, 3):
+            out = ok(root, "gnt-node", "add", "--primary-ip", "127.0.1.%d" % number, "node%d.test" % number)
+            assert "WARNING" not in out, out
         assert roles(root) == {"node1.test": "M", "node2.test": "C", "node3.test": "C"}
+        # a new candidate runs RAPI (it has the RAPI certificate from the add)
+        rapi = daemons.BY_NAME["ganeti-rapi"]
+        assert all(daemons.running_pid(paths, rapi) for paths in roots[1:])
+        assert all(daemons.accepts_tcp(address, cluster.rapi_port) for address in ("127.0.1.2", "127.0.1.3"))
         refused = gnt(root, "gnt-node", "add", "--primary-ip", "127.0.1.2", "node4.test")
         assert refused.returncode != 0 and "conflict with existing node node2.test" in refused.stderr
         await cluster.until(lambda: serial_of(roots[1]) is not None and serial_of(roots[1]) == serial_of(roots[0]))
         await cluster.until(lambda: serial_of(roots[2]) == serial_of(roots[0]))
         await cluster.until(lambda: candidates_of(roots[2]) == {"node1.test", "node2.test", "node3.test"})
+        await cluster.until(lambda: [ha_params.read(p).serial_no for p in roots] == [1, 1, 1], timeout=30)
+        assert ha_params.read(roots[2]).liveness_timeout == 3.0
 
         # node3 offline and back: it leaves the candidates and promotes itself again
         out = ok(root, "gnt-node", "modify", "--offline", "yes", "node3.test")

@@ -195,6 +195,12 @@ class FakeNodes:
                                        "orphans": sorted(here - expected)}
         return out
 
+    def _node_promote_to_mc(self, node: str) -> Any:
+        return ["ganeti-rapi: started (pid 1)"]
+
+    def _node_demote_from_mc(self, node: str) -> Any:
+        return ["ganeti-rapi: stopped"]
+
     def _instance_console_info(self, node: str, inst: dict[str, Any]) -> Any:
         return {"instance": inst["name"], "kind": "msg", "message": "fake console"}
 

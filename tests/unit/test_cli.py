@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from ganeti import cli, errors
-from ganeti.cli import Command
-from ganeti.client import (
+from ganeti import errors
+from ganeti.client import prompt
+from ganeti.client.command import Command, Context
+from ganeti.client.errorfmt import JobCanceled, JobSubmitted, RemoteError, decode_error, format_error
+from ganeti.client.formatting import (
     QR_INCOMPLETE,
     QR_NORMAL,
     QR_UNKNOWN,
@@ -25,6 +27,10 @@ from ganeti.client import (
     format_unit,
     safe_encode,
 )
+from ganeti.client.jobs import WFJC_TIMEOUT, JobReporter, QuietReporter, opcode, poll_job
+from ganeti.client.options import and_filters, make_simple_filter, parse_fields, parse_timespec
+from ganeti.client.runner import run
+from ganeti.client.tags import list_tags
 
 
 class FakeClient:
@@ -110,12 +116,12 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Any:
     time.tzset()
 
 
-def make_ctx(fake: FakeClient | None = None, **opts: Any) -> tuple[cli.Context, io.StringIO, io.StringIO]:
+def make_ctx(fake: FakeClient | None = None, **opts: Any) -> tuple[Context, io.StringIO, io.StringIO]:
     import argparse
 
     out, err = io.StringIO(), io.StringIO()
     namespace = argparse.Namespace(**{"debug": 0, "reason": None, "root": None, **opts})
-    ctx = cli.Context("gnt-debug", "delay", namespace, out, err, (lambda c: fake) if fake else None)
+    ctx = Context("gnt-debug", "delay", namespace, out, err, (lambda c: fake) if fake else None)
     return ctx, out, err
 
 
@@ -254,35 +260,35 @@ def test_generic_info_nested_lists() -> None:
 
 # --- small helpers -------------------------------------------------------------------
 def test_parse_fields() -> None:
-    assert cli.parse_fields(None, ["a", "b"]) == ["a", "b"]
-    assert cli.parse_fields("c,d", ["a"]) == ["c", "d"]
-    assert cli.parse_fields("+c", ["a"]) == ["a", "c"]
+    assert parse_fields(None, ["a", "b"]) == ["a", "b"]
+    assert parse_fields("c,d", ["a"]) == ["c", "d"]
+    assert parse_fields("+c", ["a"]) == ["a", "c"]
 
 
 @pytest.mark.parametrize("text,seconds", [("30", 30), ("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1w", 604800)])
 def test_parse_timespec(text: str, seconds: int) -> None:
-    assert cli.parse_timespec(text) == seconds
+    assert parse_timespec(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "d", "1x", "-1", "1.5h"])
 def test_parse_timespec_rejects(text: str) -> None:
     with pytest.raises(errors.OpPrereqError):
-        cli.parse_timespec(text)
+        parse_timespec(text)
 
 
 def test_filters() -> None:
-    assert cli.make_simple_filter("id", []) is None
-    assert cli.make_simple_filter("id", [1, 2]) == ["|", ["==", "id", 1], ["==", "id", 2]]
-    assert cli.and_filters(None, None) is None
-    assert cli.and_filters(["?", "x"], None) == ["?", "x"]
-    assert cli.and_filters(["?", "x"], ["?", "y"]) == ["&", ["?", "x"], ["?", "y"]]
+    assert make_simple_filter("id", []) is None
+    assert make_simple_filter("id", [1, 2]) == ["|", ["==", "id", 1], ["==", "id", 2]]
+    assert and_filters(None, None) is None
+    assert and_filters(["?", "x"], None) == ["?", "x"]
+    assert and_filters(["?", "x"], ["?", "y"]) == ["&", ["?", "x"], ["?", "y"]]
 
 
 def test_opcode_carries_generic_options() -> None:
     ctx, _, _ = make_ctx(priority=-10, dry_run=True, reason="maintenance")
     ctx.opts.debug = 2
     before = time.time_ns()
-    op = cli.opcode(ctx, "OP_TEST_DELAY", duration=1.0)
+    op = opcode(ctx, "OP_TEST_DELAY", duration=1.0)
     assert op["OP_ID"] == "OP_TEST_DELAY" and op["duration"] == 1.0
     assert (op["priority"], op["dry_run"], op["debug_level"]) == (-10, True, 2)
     (user, user_text, ts1), (source, command, ts2) = op["reason"]
@@ -292,14 +298,14 @@ def test_opcode_carries_generic_options() -> None:
 
 def test_opcode_defaults() -> None:
     ctx, _, _ = make_ctx()
-    op = cli.opcode(ctx, "OP_GROUP_REMOVE", group_name="g")
+    op = opcode(ctx, "OP_GROUP_REMOVE", group_name="g")
     assert op["priority"] == 0 and op["debug_level"] == 0 and "dry_run" not in op
     assert [entry[:2] for entry in op["reason"]] == [["gnt:client:gnt-debug", "delay"]]
 
 
 def test_ask_user_without_a_terminal_takes_the_last_choice(tmp_path: Any) -> None:
-    assert cli.ask_user("Really?", tty=str(tmp_path / "missing")) is False
-    assert cli.ask_user("?", [("y", 1, "yes"), ("v", 2, "view")], tty=str(tmp_path / "missing")) == 2
+    assert prompt.ask_user("Really?", tty=str(tmp_path / "missing")) is False
+    assert prompt.ask_user("?", [("y", 1, "yes"), ("v", 2, "view")], tty=str(tmp_path / "missing")) == 2
 
 
 # --- error texts ---------------------------------------------------------------------
@@ -318,11 +324,11 @@ def test_ask_user_without_a_terminal_takes_the_last_choice(tmp_path: Any) -> Non
         (errors.GenericError("Queue drained"), 1, "Unhandled Ganeti error: Queue drained"),
         (errors.ConfigurationError("bad"), 2, "Corrupt configuration file: bad\nAborting."),
         (errors.ParameterError("x"), 1, "Failure: unknown/wrong parameter name 'x'"),
-        (cli.JobCanceled("Job was canceled"), 1, "Unhandled Ganeti error: Job was canceled"),
-        (cli.JobSubmitted(17), 0, "JobID: 17"),
-        (cli.RemoteError("TagError", "Tag too long"), 1, "Failure: invalid tag(s) given:\nTag too long"),
+        (JobCanceled("Job was canceled"), 1, "Unhandled Ganeti error: Job was canceled"),
+        (JobSubmitted(17), 0, "JobID: 17"),
+        (RemoteError("TagError", "Tag too long"), 1, "Failure: invalid tag(s) given:\nTag too long"),
         (
-            cli.RemoteError("JobQueueDrainError", "drained"),
+            RemoteError("JobQueueDrainError", "drained"),
             1,
             "Failure: the job queue is marked for drain and doesn't accept new requests",
         ),
@@ -332,7 +338,7 @@ def test_ask_user_without_a_terminal_takes_the_last_choice(tmp_path: Any) -> Non
             "Failure: the job queue is full and doesn't accept new job submissions until old jobs are archived",
         ),
         (
-            cli.RemoteError("HooksAbort", [["node1", "script", "out"], ["node2", "s2", ""]]),
+            RemoteError("HooksAbort", [["node1", "script", "out"], ["node2", "s2", ""]]),
             1,
             "Failure: hooks execution failed:\n  node: node1, script: script, output: out\n"
             "  node: node2, script: s2 (no output)",
@@ -341,28 +347,28 @@ def test_ask_user_without_a_terminal_takes_the_last_choice(tmp_path: Any) -> Non
     ],
 )
 def test_format_error(error: BaseException, code: int, text: str) -> None:
-    assert cli.format_error(error) == (code, text)
+    assert format_error(error) == (code, text)
 
 
 def test_format_error_for_the_master_daemon() -> None:
     down = errors.LuxiError("cannot connect to the master daemon at /s: No such file or directory")
-    code, text = cli.format_error(down)
+    code, text = format_error(down)
     assert code == 1
     assert text.startswith("Cannot communicate with the master daemon.\nIs the process running")
     assert "/s: No such file or directory" in text
-    _, text = cli.format_error(errors.LuxiError("Query timed out after 180s waiting for the master daemon at /s"))
+    _, text = format_error(errors.LuxiError("Query timed out after 180s waiting for the master daemon at /s"))
     assert text.startswith("Timeout while talking to the master daemon.")
-    _, text = cli.format_error(errors.LuxiError("garbage"))
+    _, text = format_error(errors.LuxiError("garbage"))
     assert text == "Unhandled protocol error while talking to the master daemon:\ngarbage"
 
 
 def test_decode_error() -> None:
-    exc = cli.decode_error(["OpPrereqError", ["msg", "wrong_input"]])
+    exc = decode_error(["OpPrereqError", ["msg", "wrong_input"]])
     assert type(exc) is errors.OpPrereqError and exc.args == ("msg", "wrong_input")
-    exc = cli.decode_error(["TagError", ["bad tag"]])
-    assert isinstance(exc, cli.RemoteError) and exc.ganeti_name == "TagError" and exc.args == ("bad tag",)
-    assert cli.decode_error("plain text") is None
-    assert cli.decode_error(None) is None
+    exc = decode_error(["TagError", ["bad tag"]])
+    assert isinstance(exc, RemoteError) and exc.ganeti_name == "TagError" and exc.args == ("bad tag",)
+    assert decode_error("plain text") is None
+    assert decode_error(None) is None
 
 
 # --- following a job -------------------------------------------------------------------
@@ -382,7 +388,7 @@ def test_poll_job_prints_each_log_entry_once_in_order(utc: Any) -> None:
         QueryJobs=[_done(opresult=["result"])],
     )
     ctx, out, err = make_ctx(fake)
-    assert cli.poll_job(fake, 7, cli.JobReporter(ctx)) == ["result"]
+    assert poll_job(fake, 7, JobReporter(ctx)) == ["result"]
     assert out.getvalue() == (
         "Tue Nov 14 22:13:20 2023 first\nTue Nov 14 22:13:20 2023 second\nTue Nov 14 22:13:20 2023 third\n"
     )
@@ -395,7 +401,7 @@ def test_poll_job_prints_each_log_entry_once_in_order(utc: Any) -> None:
         (["running"], 2),
         (["running"], 3),
     ]
-    assert all(w[0] == 7 and w[1] == ["status"] and w[4] == cli.WFJC_TIMEOUT for w in waits)
+    assert all(w[0] == 7 and w[1] == ["status"] and w[4] == WFJC_TIMEOUT for w in waits)
     assert fake.args("QueryJobs") == [([7], ["status", "opstatus", "opresult"])]
 
 
@@ -405,7 +411,7 @@ def test_poll_job_reads_logs_arriving_with_the_final_status() -> None:
         QueryJobs=[_done()],
     )
     ctx, out, _ = make_ctx(fake)
-    cli.poll_job(fake, 1, cli.JobReporter(ctx))
+    poll_job(fake, 1, JobReporter(ctx))
     assert out.getvalue().endswith(" last words\n")
     assert len(fake.args("WaitForJobChange")) == 2
 
@@ -417,7 +423,7 @@ def test_poll_job_reports_waiting_once_for_unchanged_answers() -> None:
     )
     ctx, _, err = make_ctx(fake)
     with pytest.raises(errors.OpExecError) as caught:
-        cli.poll_job(fake, 4, cli.JobReporter(ctx))
+        poll_job(fake, 4, JobReporter(ctx))
     assert caught.value.args == ("it broke",)
     assert err.getvalue() == "Job 4 is trying to acquire all necessary locks\n"
 
@@ -429,7 +435,7 @@ def test_poll_job_raises_the_decoded_opcode_error() -> None:
     )
     ctx, _, _ = make_ctx(fake)
     with pytest.raises(errors.OpPrereqError) as caught:
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+        poll_job(fake, 1, JobReporter(ctx))
     assert caught.value.args == ("exists", "already_exists")
 
 
@@ -440,38 +446,38 @@ def test_poll_job_partial_failure_and_plain_results() -> None:
     )
     ctx, _, _ = make_ctx(fake)
     with pytest.raises(errors.OpExecError, match=r"^partial failure \(opcode 1\): disk gone$"):
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+        poll_job(fake, 1, JobReporter(ctx))
     fake = FakeClient(WaitForJobChange=[[["error"], []]], QueryJobs=[_done("error", ["error"], ["plain"])])
     with pytest.raises(errors.OpExecError, match="^plain$"):
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+        poll_job(fake, 1, JobReporter(ctx))
 
 
 def test_poll_job_canceled_and_lost() -> None:
     ctx, _, _ = make_ctx()
     fake = FakeClient(WaitForJobChange=[[["canceled"], []]], QueryJobs=[_done("canceled", ["canceled"])])
-    with pytest.raises(cli.JobCanceled):
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+    with pytest.raises(JobCanceled):
+        poll_job(fake, 1, JobReporter(ctx))
     fake = FakeClient(WaitForJobChange=[[["success"], []]], QueryJobs=[[None]])
     with pytest.raises(errors.JobLost, match="Job with id 1 lost"):
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+        poll_job(fake, 1, JobReporter(ctx))
     fake = FakeClient(WaitForJobChange=[None])
     with pytest.raises(errors.JobLost):
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+        poll_job(fake, 1, JobReporter(ctx))
     fake = FakeClient(WaitForJobChange=[errors.JobLost("Job 1 not found")])
     with pytest.raises(errors.JobLost):
-        cli.poll_job(fake, 1, cli.JobReporter(ctx))
+        poll_job(fake, 1, JobReporter(ctx))
 
 
 def test_quiet_reporter_prints_nothing() -> None:
     fake = FakeClient(WaitForJobChange=[[["queued"], []], "nochange", [["success"], [log(1, "x")]], [["success"], []]],
                       QueryJobs=[_done()])
     ctx, out, err = make_ctx(fake)
-    cli.poll_job(fake, 1, cli.QuietReporter(ctx))
+    poll_job(fake, 1, QuietReporter(ctx))
     assert out.getvalue() == err.getvalue() == ""
 
 
 # --- the runner ----------------------------------------------------------------------
-def _hello(ctx: cli.Context, opts: Any) -> int:
+def _hello(ctx: Context, opts: Any) -> int:
     ctx.out("hello %s root=%s" % (" ".join(opts.names), ctx.root))
     return 3
 
@@ -491,7 +497,7 @@ TOOL = {
 
 def run_tool(*argv: str, **kwargs: Any) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run("gnt-test", TOOL, list(argv), stdout=out, stderr=err, **kwargs)
+    code = run("gnt-test", TOOL, list(argv), stdout=out, stderr=err, **kwargs)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -532,16 +538,16 @@ def test_run_prints_errors_the_ganeti_way() -> None:
 def test_run_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GNT_TEST_HELLO", "--root /env 'a b'")
     out, err = io.StringIO(), io.StringIO()
-    cli.run("gnt-test", TOOL, ["hello", "c"], env_override={"hello"}, stdout=out, stderr=err)
+    run("gnt-test", TOOL, ["hello", "c"], env_override={"hello"}, stdout=out, stderr=err)
     assert out.getvalue() == "hello a b c root=/env\n"
     assert run_tool("hello", "c")[1] == "hello c root=None\n"
 
 
 def test_run_closes_the_client() -> None:
     fake = FakeClient(QueryTags=["x"])
-    tool = {"tags": Command(lambda ctx, opts: cli.list_tags(ctx, "cluster", ""), None, "Tags")}
+    tool = {"tags": Command(lambda ctx, opts: list_tags(ctx, "cluster", ""), None, "Tags")}
     out = io.StringIO()
-    assert cli.run("gnt-test", tool, ["tags"], client_factory=lambda ctx: fake, stdout=out) == 0
+    assert run("gnt-test", tool, ["tags"], client_factory=lambda ctx: fake, stdout=out) == 0
     assert fake.closed and out.getvalue() == "x\n"
 
 
@@ -549,7 +555,7 @@ def test_help_formatter_keeps_paragraphs(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("COLUMNS", "60")
     tool = {"x": Command(lambda ctx, opts: 0, None, "First line.", "Second paragraph " * 8)}
     out = io.StringIO()
-    assert cli.run("gnt-test", tool, ["x", "--help"], stdout=out) == 0
+    assert run("gnt-test", tool, ["x", "--help"], stdout=out) == 0
     text = out.getvalue()
     assert "First line.\n\nSecond paragraph" in text
     assert max(len(line) for line in text.splitlines()) <= 58

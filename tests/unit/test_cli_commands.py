@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ganeti import errors
-from ganeti.client import gnt_cluster, gnt_debug, gnt_group, gnt_job
+from ganeti.client import gnt_cluster, gnt_debug, gnt_group, gnt_job, prompt, runner
 from tests.unit.test_cli import FakeClient, log, utc  # noqa: F401  (utc is a fixture)
 
 TOOLS: dict[str, ModuleType] = {
@@ -35,7 +35,7 @@ def gnt(tool: str, *argv: str, fake: FakeClient | None = None) -> tuple[int, str
     module = TOOLS[tool]
     client = fake if fake is not None else NoClient()
     extra = {"env_override": {"list"}} if tool == "gnt-group" else {}
-    code = module.cli.run(
+    code = runner.run(
         tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
         client_factory=lambda ctx: client, stdout=out, stderr=err, **extra,
     )
@@ -196,7 +196,7 @@ def test_delay_on_a_drained_queue() -> None:
 
 def test_luxid_down_is_a_clear_error(tmp_path: Any) -> None:
     out, err = io.StringIO(), io.StringIO()
-    code = gnt_debug.cli.run("gnt-debug", gnt_debug.COMMANDS, ["--root", str(tmp_path), "delay", "0"], stdout=out, stderr=err)
+    code = runner.run("gnt-debug", gnt_debug.COMMANDS, ["--root", str(tmp_path), "delay", "0"], stdout=out, stderr=err)
     assert code == 1 and out.getvalue() == ""
     text = err.getvalue()
     assert text.startswith("Cannot communicate with the master daemon.\nIs the process running and listening")
@@ -415,7 +415,7 @@ def test_job_cancel_by_status_with_force() -> None:
 
 
 def test_job_cancel_by_status_asks_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gnt_job.cli, "ask_user", lambda question: False)
+    monkeypatch.setattr(prompt, "ask_user", lambda question: False)
     fake = FakeClient(Query=_jobs_response(JOB_ROWS[:1]))
     code, out, _ = gnt("gnt-job", "cancel", "--pending", fake=fake)
     assert code == 13 and out.splitlines()[0] == "ID Status  Summary"
@@ -594,7 +594,7 @@ def test_cluster_destroy_refused_while_instances_or_nodes_remain(tmp_path: Any) 
     def destroy(config: Any) -> tuple[int, str]:
         serializer.write_json(paths.config_data, config)
         out, err = io.StringIO(), io.StringIO()
-        code = gnt_cluster.cli.run("gnt-cluster", gnt_cluster.COMMANDS,
+        code = runner.run("gnt-cluster", gnt_cluster.COMMANDS,
                                    ["--root", str(tmp_path), "destroy", "--yes-do-it"], stdout=out, stderr=err)
         return code, err.getvalue()
 

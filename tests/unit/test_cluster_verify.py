@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ganeti.client import gnt_cluster
+from ganeti.client import gnt_cluster, runner
 from ganeti.objects import NodeGroup
 from tests.unit.instance_fakes import N2, N3, cluster
 from tests.unit.lu_testcase import LUTestCase
@@ -226,7 +226,7 @@ class JobsClient(FakeClient):
 
 def run(client: FakeClient, *argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = gnt_cluster.cli.run("gnt-cluster", gnt_cluster.COMMANDS, list(argv), client_factory=lambda ctx: client,
+    code = runner.run("gnt-cluster", gnt_cluster.COMMANDS, list(argv), client_factory=lambda ctx: client,
                                stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 

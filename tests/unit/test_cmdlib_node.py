@@ -125,13 +125,16 @@ class NodeAddTests(NodeLUTestCase):
         self.assertEqual((node.master_candidate, node.offline, node.drained), (True, False, False))
         self.assertEqual((node.master_capable, node.vm_capable), (True, True))
         self.assertEqual(node.group, next(iter(self.env.read_config().nodegroups)))
-        self.assertEqual(self.rpc.procedures(), ["version", "node_verify"])
+        # a new candidate starts RAPI once the configuration holds it
+        self.assertEqual(self.rpc.procedures(), ["version", "node_verify", "node_promote_to_mc"])
+        self.assertEqual(self.rpc.calls[2][1], {"node5.example.test": "192.0.2.5"})
         self.assertEqual(self.rpc.calls[0][1], {"node5.example.test": "192.0.2.5"})
         self.assertEqual(self.rpc.calls[1][1], {MASTER: "192.0.2.1"}, "the master checks it can reach the node")
         self.assertEqual(self.rpc.calls[1][2][0], {"nodelist": [["node5.example.test", "192.0.2.5"]]})
         # the pool is now full (master, node2, node5): the next one is a plain node
         self.ok(add("node6.example.test", "192.0.2.6"))
         self.assertFalse(self.node("node6.example.test").master_candidate)
+        self.assertEqual(self.rpc.procedures()[-1], "node_verify", "a plain node starts no RAPI")
         self.assertEqual(self.node("node6.example.test").secondary_ip, "192.0.2.6")
 
     def test_not_master_capable_is_never_promoted(self) -> None:
@@ -195,6 +198,58 @@ class NodeAddTests(NodeLUTestCase):
         self.ok(add(N3, self.node(N3).primary_ip, readd=True))
         self.assertEqual(self.roles()[N3], (True, False, False), "readded into a short pool: candidate")
         self.assertIn("not in the configuration", self.error(add("node9.example.test", "192.0.2.9", readd=True)))
+
+
+class NodeRoleDaemonTests(NodeLUTestCase):
+    """RAPI follows the candidate role: the LU tells the node after the config changed."""
+
+    config = cluster(pool=2, candidates=(N2,))
+
+    def role_calls(self) -> list[tuple[str, list[str]]]:
+        return [(procedure, sorted(nodes)) for procedure, nodes, _args in self.rpc.calls
+                if procedure in ("node_promote_to_mc", "node_demote_from_mc")]
+
+    def test_promote_and_demote_tell_the_node(self) -> None:
+        self.ok(modify(N3, master_candidate=True))
+        self.assertEqual(self.role_calls(), [("node_promote_to_mc", [N3])])
+        self.ok(modify(N3, master_candidate=False))
+        self.assertEqual(self.role_calls()[-1], ("node_demote_from_mc", [N3]))
+        self.ok(modify(N3, master_candidate=True))
+        self.ok(modify(N3, drained=True))
+        self.assertEqual(self.role_calls()[-1], ("node_demote_from_mc", [N3]), "draining demotes")
+        self.ok(modify(N4, master_candidate=True))
+        self.ok(modify(N4, offline=True))
+        self.assertEqual(self.role_calls()[-1], ("node_demote_from_mc", [N4]), "offlining demotes")
+        self.assertEqual(len(self.role_calls()), 6)
+
+    def test_changes_that_keep_the_role_tell_nothing(self) -> None:
+        self.ok(modify(N4, drained=True))
+        self.ok(modify(N4, offline=True))
+        self.ok(modify(N2, vm_capable=False))
+        self.assertEqual(self.role_calls(), [])
+
+    def test_auto_promoted_nodes_start_rapi(self) -> None:
+        self.ok(modify(N2, offline=True, auto_promote=True))
+        self.assertEqual(self.role_calls(), [("node_promote_to_mc", [N3]), ("node_demote_from_mc", [N2])])
+
+    def test_an_unreachable_node_is_a_warning_and_the_role_changes(self) -> None:
+        self.rpc.down.add(N3)
+        self.ok(modify(N3, master_candidate=True))
+        self.assertEqual(self.roles()[N3], (True, False, False))
+        self.assertTrue(any("WARNING: Node %s failed to start its master candidate daemons" % N3 in line
+                            for line in self.log), self.log)
+        self.ok(modify(N3, master_candidate=False))
+        self.assertEqual(self.roles()[N3], (False, False, False))
+        self.assertTrue(any("WARNING: Node %s failed to demote itself" % N3 in line for line in self.log), self.log)
+
+    def test_readd_as_non_candidate_demotes(self) -> None:
+        self.env = Env(cluster(pool=2, candidates=(N2,)))
+        self.ok(add(N2, self.node(N2).primary_ip, readd=True))
+        self.assertEqual(self.role_calls()[-1], ("node_promote_to_mc", [N2]), "still a candidate")
+        self.ok(modify(N3, master_candidate=True))
+        self.ok(add(N2, self.node(N2).primary_ip, readd=True))
+        self.assertFalse(self.node(N2).master_candidate)
+        self.assertEqual(self.role_calls()[-1], ("node_demote_from_mc", [N2]))
 
 
 class NodeRemoveTests(NodeLUTestCase):
@@ -409,8 +464,10 @@ class TestDelayOnNodesTests(NodeLUTestCase):
 def _gnt(module: Any, tool: str, fake: Any, *argv: str) -> tuple[int, str, str]:
     import io
 
+    from ganeti.client import runner
+
     out, err = io.StringIO(), io.StringIO()
-    code = module.cli.run(tool, module.COMMANDS, list(argv), client_factory=lambda ctx: fake, stdout=out, stderr=err)
+    code = runner.run(tool, module.COMMANDS, list(argv), client_factory=lambda ctx: fake, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 

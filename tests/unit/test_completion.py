@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from ganeti import cli, completion, daemons, localcluster
+from ganeti import completion, daemons, localcluster
+from ganeti.client.options import PRIORITIES, build_parser
+from ganeti.client.runner import format_usage
 from ganeti.confd import cli as confd_cli
 from ganeti.wconfd import cli as wconfd_cli
 
@@ -40,7 +42,7 @@ def test_gnt_tool_spec_has_aliases_options_and_choices() -> None:
     assert "diskless" in add.valued["-t"] and add.valued["--disk-template"] == add.valued["-t"]
     assert spec.subcommands["start"] == spec.subcommands["startup"]
     delay = completion.gnt_tool_spec("gnt-debug", "ganeti.client.gnt_debug").subcommands["delay"]
-    assert delay.valued["--priority"] == tuple(cli.PRIORITIES)
+    assert delay.valued["--priority"] == tuple(PRIORITIES)
 
 
 def test_render_rejects_a_word_that_would_break_the_quoting() -> None:
@@ -53,9 +55,9 @@ def _all_help_texts() -> list[tuple[str, str]]:
     texts = []
     for name, module_name in completion.GNT_TOOLS:
         module = importlib.import_module(module_name)
-        texts.append((name, "\n".join(cli.format_usage(name, module.COMMANDS))))
+        texts.append((name, "\n".join(format_usage(name, module.COMMANDS))))
         for command_name, command in module.COMMANDS.items():
-            parser = cli.build_parser(name, command_name, command, io.StringIO(), io.StringIO())
+            parser = build_parser(name, command_name, command, io.StringIO(), io.StringIO())
             texts.append(("%s %s" % (name, command_name), parser.format_help()))
     for parser in (daemons.build_parser(), localcluster.build_parser(), confd_cli.build_parser(), wconfd_cli._parser()):
         texts.append((parser.prog, parser.format_help()))

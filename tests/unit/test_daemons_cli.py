@@ -71,3 +71,25 @@ class ReasonTests(SynchronousTestCase):
     def test_no_log(self) -> None:
         self.assertEqual(daemons.log_size(self.log), 0)
         self.assertIsNone(daemons.logged_reason(self.log, 0))
+
+
+def test_rapi_port_follows_the_environment(monkeypatch):
+    """ganeti-rapi started by NodeD or ganeti-daemons listens on $GANETI_RAPI_PORT
+    when set, and status looks for it there."""
+    from ganeti.rapi.tap import Options
+
+    rapi = daemons.BY_NAME["ganeti-rapi"]
+    monkeypatch.delenv(daemons.RAPI_PORT_ENV, raising=False)
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1"])
+    assert (options["port"], daemons.port_of(rapi)) == (5080, 5080)
+    monkeypatch.setenv(daemons.RAPI_PORT_ENV, "15080")
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1"])
+    assert (options["port"], daemons.port_of(rapi)) == (15080, 15080)
+    assert daemons.port_of(daemons.BY_NAME["ganeti-noded"]) == 1811, "only RAPI moves"
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1", "--port", "6000"])
+    assert options["port"] == 6000, "the option wins"
+    monkeypatch.setenv(daemons.RAPI_PORT_ENV, "junk")
+    assert daemons.port_of(rapi) == 5080

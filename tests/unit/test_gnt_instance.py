@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from ganeti import cli, errors
-from ganeti.client import gnt_instance, gnt_node, instance_info
+from ganeti import errors
+from ganeti.client import gnt_instance, gnt_node, instance_info, prompt
+from ganeti.client.formatting import format_generic_info
+from ganeti.client.runner import run
 from tests.unit.test_cli import FakeClient, log, utc  # noqa: F401  (utc is a fixture)
 
 GENERIC = ("debug_level", "dry_run", "priority", "reason")
@@ -30,7 +32,7 @@ def gnt(tool: str, *argv: str, fake: FakeClient | None = None) -> tuple[int, str
     module = {"gnt-instance": gnt_instance, "gnt-node": gnt_node}[tool]
     out, err = io.StringIO(), io.StringIO()
     client = fake if fake is not None else NoClient()
-    code = cli.run(tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
+    code = run(tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
                    env_override={"list"}, client_factory=lambda ctx: client, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
@@ -72,7 +74,7 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> Questions:
         asked.append(text)
         return asked.reply
 
-    monkeypatch.setattr(cli, "ask_user", ask)
+    monkeypatch.setattr(prompt, "ask_user", ask)
     return asked
 
 
@@ -443,7 +445,7 @@ def test_info_of_disk_states_and_children() -> None:
            "pstatus": ["/dev/drbd0", 147, 0, 55.5, 30, True, "ok"], "sstatus": ["/dev/drbd0", 147, 0, None, None,
                                                                                 False, "ok"],
            "children": [{"dev_type": "plain", "size": 2048, "logical_id": ["xenvg", "lv0"]}]}
-    lines = cli.format_generic_info(instance_info.disk_info(0, dev))
+    lines = format_generic_info(instance_info.disk_info(0, dev))
     assert "disk/0: drbd, size 2.0G" in lines
     assert "on primary: /dev/drbd0 (147:0) *RECOVERING* 55.50%, ETA 30s" in lines
     assert "on secondary: /dev/drbd0 (147:0) in sync" in lines

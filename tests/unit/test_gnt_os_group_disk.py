@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from ganeti import cli, opcodes
+from ganeti import opcodes
 from ganeti.client import gnt_group, gnt_instance, gnt_os
+from ganeti.client.runner import run
 from tests.unit.test_cli import FakeClient
 
 GENERIC = ("debug_level", "dry_run", "priority", "reason")
@@ -27,7 +28,7 @@ def gnt(tool: str, *argv: str, fake: FakeClient | None = None) -> tuple[int, str
     out, err = io.StringIO(), io.StringIO()
     module = TOOLS[tool]
     client = fake if fake is not None else NoClient()
-    code = cli.run(tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
+    code = run(tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
                    client_factory=lambda ctx: client, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 

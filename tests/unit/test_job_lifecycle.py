@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ganeti.client.jobs import JOBS_FINALIZED, JOBS_PENDING
 from ganeti.jobs import lifecycle
 from ganeti.jobs.lifecycle import (
     CANCELED,
@@ -217,14 +218,13 @@ def test_result_with_jobs_is_a_plain_value() -> None:
 
 
 def test_the_other_modules_share_the_one_definition() -> None:
-    from ganeti import cli
-    from ganeti.client import ELOG_MESSAGE
+    from ganeti.client.formatting import ELOG_MESSAGE
     from ganeti.cmdlib import rie
     from ganeti.jobs import model
 
     assert (model.SUCCESS, model.FINALIZED, model.PRIO_HIGHEST) == (SUCCESS, FINALIZED, lifecycle.PRIO_HIGHEST)
-    assert cli.JOBS_FINALIZED == (CANCELED, SUCCESS, ERROR)
-    assert cli.JOBS_PENDING == (QUEUED, WAITING, CANCELING)
+    assert JOBS_FINALIZED == (CANCELED, SUCCESS, ERROR)
+    assert JOBS_PENDING == (QUEUED, WAITING, CANCELING)
     assert ELOG_MESSAGE == model.ELOG_MESSAGE == lifecycle.ELOG_MESSAGE
     assert rie.ELOG_REMOTE_IMPORT == lifecycle.ELOG_REMOTE_IMPORT
 

@@ -13,8 +13,9 @@ from twisted.internet import protocol
 from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, Logger, LogLevel, LogPublisher, globalLogPublisher
 
-from ganeti import cli, logfile
-from ganeti.cli import Command
+from ganeti import logfile
+from ganeti.client.command import Command
+from ganeti.client.runner import run
 from ganeti.paths import Paths
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: (?P<program>.+?) pid=(?P<pid>\d+) (?P<level>[A-Z]+) (?P<message>.*)$")
@@ -60,7 +61,7 @@ def test_run_logs_the_command_line_under_its_root(tmp_path: Any) -> None:
     os.makedirs(paths.log_dir)
     ran: list[str] = []
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run("gnt-test", _runner(ran), ["--root", str(tmp_path), "list"], stdout=out, stderr=err, log_command=True)
+    code = run("gnt-test", _runner(ran), ["--root", str(tmp_path), "list"], stdout=out, stderr=err, log_command=True)
     assert (code, ran) == (0, [str(tmp_path)])
     (line,) = _lines(os.path.join(paths.log_dir, "commands.log"))
     assert "gnt-test list pid=" in line
@@ -71,7 +72,7 @@ def test_run_logs_once_the_command_made_the_log_directory(tmp_path: Any) -> None
     """gnt-cluster init: the directory exists only after the command ran."""
     paths = Paths(str(tmp_path))
     tool = {"init": Command(lambda ctx, opts: os.makedirs(paths.log_dir), None, "Init")}
-    assert cli.run("gnt-test", tool, ["--root", str(tmp_path), "init"], stdout=io.StringIO(), log_command=True) == 0
+    assert run("gnt-test", tool, ["--root", str(tmp_path), "init"], stdout=io.StringIO(), log_command=True) == 0
     (line,) = _lines(os.path.join(paths.log_dir, "commands.log"))
     assert "Command line: gnt-test --root %s init" % tmp_path in line
 
@@ -80,7 +81,7 @@ def test_run_does_not_log_an_explicit_argv_by_default(tmp_path: Any) -> None:
     """Only the process's own command line is logged (tests and callers pass argv)."""
     paths = Paths(str(tmp_path))
     os.makedirs(paths.log_dir)
-    assert cli.run("gnt-test", _runner([]), ["--root", str(tmp_path), "list"], stdout=io.StringIO()) == 0
+    assert run("gnt-test", _runner([]), ["--root", str(tmp_path), "list"], stdout=io.StringIO()) == 0
     assert not os.path.exists(os.path.join(paths.log_dir, "commands.log"))
 
 
@@ -88,7 +89,7 @@ def test_run_logging_never_fails_the_command(tmp_path: Any) -> None:
     paths = Paths(str(tmp_path))
     os.makedirs(os.path.join(paths.log_dir, "commands.log"))  # a directory: the append fails
     ran: list[str] = []
-    code = cli.run("gnt-test", _runner(ran), ["--root", str(tmp_path), "list"], stdout=io.StringIO(), log_command=True)
+    code = run("gnt-test", _runner(ran), ["--root", str(tmp_path), "list"], stdout=io.StringIO(), log_command=True)
     assert (code, ran) == (0, [str(tmp_path)])
 
 

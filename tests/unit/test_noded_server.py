@@ -305,3 +305,27 @@ def test_blockdev_getdimensions(node):
 def test_node_verify_instance_list(node):
     code, (ok, result) = node.call("node_verify", {"instancelist": ["fake"]}, "c.test", {})
     assert (code, ok, result["instancelist"]) == (200, True, [])
+
+
+def test_demote_is_refused_on_the_master_and_while_master_daemons_run(node):
+    import fcntl
+
+    from ganeti import daemons
+
+    daemons.write_node_identity(node.paths, "n1", "192.0.2.1")
+    ssconf.write_files(node.paths, {"master_node": ["n1"]})
+    code, (ok, msg) = node.call("node_demote_from_mc")
+    assert not ok and "ssconf status shows I'm the master node, will not demote" in msg
+    ssconf.write_files(node.paths, {"master_node": ["n2"]})
+    with open(node.paths.pid_file("ganeti-wconfd"), "w") as held:  # a running WConfD holds its pid file
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242")
+        held.flush()
+        code, (ok, msg) = node.call("node_demote_from_mc")
+    assert not ok and msg.endswith("ganeti-wconfd running here, will not demote"), msg
+
+
+def test_promote_needs_the_rapi_certificate(node):
+    code, (ok, msg) = node.call("node_promote_to_mc")
+    assert not ok and msg == "no RAPI certificate at %s; cannot start ganeti-rapi" % node.paths.rapi_pem
+    assert not os.path.exists(node.paths.pid_file("ganeti-rapi"))

@@ -13,7 +13,7 @@ from ganeti.config.bootstrap import grow, initial_config
 from ganeti.daemon import FrozenHeapService
 from ganeti.objects import ConfigData, _nice_sort_key_slow, nice_sort_key
 from ganeti.query import RS_NORMAL, QueryContext, legacy_query, query
-from ganeti.query.fields import evaluate_row, get_resource
+from ganeti.query.engine import evaluate_row, get_resource
 from ganeti.query.instance import instances
 
 

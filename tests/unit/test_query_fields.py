@@ -25,7 +25,8 @@ from ganeti.query import (
     query,
     query_fields,
 )
-from ganeti.query.fields import QFT_ALL, evaluate_row
+from ganeti.query.engine import evaluate_row
+from ganeti.query.fields import QFT_ALL
 from ganeti.query.resources import RESOURCES, haskell_show_double, op_summary
 from tests.testdata import TESTDATA as _TESTDATA_DIR
 

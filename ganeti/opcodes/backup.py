@@ -5,7 +5,7 @@ imported by L{ganeti.opcodes}."""
 
 from __future__ import annotations
 
-from ganeti.opcodes import (
+from ganeti.opcodes.base import (
     ABSENT,
     P_INSTANCE_NAME,
     P_INSTANCE_UUID,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganeti.opcodes import (
+from ganeti.opcodes.base import (
     ABSENT,
     ADMIN_STATE_SOURCES,
     DEFAULT_SHUTDOWN_TIMEOUT,

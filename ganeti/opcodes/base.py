@@ -1,4 +1,8 @@
-"""Opcodes: what a job asks for, declared as data (spec/opcodes.md).
+"""The machinery of opcodes: what a job asks for, declared as data (spec/opcodes.md).
+
+The declarations live in the family modules of L{ganeti.opcodes}
+(L{ganeti.opcodes.cluster}, L{ganeti.opcodes.instance}, ...), which import
+only this module.
 
 An opcode travels as a flat JSON object: C{OP_ID}, its own parameters and
 the common ones (L{COMMON_PARAMS}).  Each opcode is declared once with
@@ -53,7 +57,7 @@ class Type:
             return False
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -65,14 +69,21 @@ def _is_number(value: Any) -> bool:
 
 T_ANY = Type("anything", lambda v: True)
 T_BOOL = Type("a boolean", lambda v: isinstance(v, bool))
-T_INT = Type("an integer", _is_int)
-T_NONNEG_INT = Type("a non-negative integer", lambda v: _is_int(v) and v >= 0)
-T_POS_INT = Type("a positive integer", lambda v: _is_int(v) and v > 0)
+T_INT = Type("an integer", is_int)
+T_NONNEG_INT = Type("a non-negative integer", lambda v: is_int(v) and v >= 0)
+T_POS_INT = Type("a positive integer", lambda v: is_int(v) and v > 0)
 T_FLOAT = Type("a number", _is_number)
 T_NONNEG_FLOAT = Type("a non-negative number", lambda v: _is_number(v) and v >= 0)
 T_STR = Type("a string", lambda v: isinstance(v, str))
 T_NONEMPTY_STR = Type("a non-empty string", lambda v: isinstance(v, str) and v != "")
 T_DICT = Type("a dict", lambda v: isinstance(v, dict))
+
+
+def t_seconds(low: float, high: float) -> Type:
+    """A number of seconds within C{[low, high]}."""
+    return Type("a number of seconds from %g to %g" % (low, high), lambda v: _is_number(v) and low <= v <= high)
+
+
 #: Longest OP_TEST_DELAY, in seconds, all repetitions together (Ganeti has
 #: no bound; one day is far more than any test needs).
 MAX_TEST_DELAY = 86400.0
@@ -81,7 +92,7 @@ MAX_TEST_REPEAT = 10000
 #: Longest timeout an opcode may ask for, in seconds (one day).
 MAX_TIMEOUT = 86400
 T_TIMEOUT = Type(
-    "a whole number of seconds from 0 to %d" % MAX_TIMEOUT, lambda v: _is_int(v) and 0 <= v <= MAX_TIMEOUT
+    "a whole number of seconds from 0 to %d" % MAX_TIMEOUT, lambda v: is_int(v) and 0 <= v <= MAX_TIMEOUT
 )
 T_DELAY = Type(
     "a number of seconds from 0 to %g" % MAX_TEST_DELAY, lambda v: _is_number(v) and 0 <= v <= MAX_TEST_DELAY
@@ -387,323 +398,3 @@ def _summary_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def _tags_summary(op: dict[str, Any]) -> str:
-    # Ganeti shows the object name, or "None" for the cluster
-    name = op.get("name")
-    return name if isinstance(name, str) and name else "None"
-
-
-# --- declarations -------------------------------------------------------------
-
-
-def _test_delay_total(op: dict[str, Any]) -> str | None:
-    total = op["duration"] * max(1, op["repeat"])
-    if total > MAX_TEST_DELAY:
-        return "'duration' times 'repeat' must be at most %g seconds, not %g" % (MAX_TEST_DELAY, total)
-    return None
-
-
-define(
-    "OP_TEST_DELAY",
-    [
-        Param("duration", T_DELAY, REQUIRED, "seconds to sleep (at most %g)" % MAX_TEST_DELAY),
-        Param("on_master", T_BOOL, True, "also sleep on the master"),
-        Param("on_nodes", t_list(T_STR), [], "node names to sleep on"),
-        Param("on_node_uuids", t_maybe(t_list(T_STR)), ABSENT, "internal: resolved UUIDs"),
-        Param(
-            "repeat",
-            Type("a whole number from 0 to %d" % MAX_TEST_REPEAT, lambda v: _is_int(v) and 0 <= v <= MAX_TEST_REPEAT),
-            0,
-            "repeat count (0 = once; at most %d)" % MAX_TEST_REPEAT,
-        ),
-        Param("interruptible", T_BOOL, False, "can be interrupted through a socket"),
-        Param("no_locks", T_BOOL, True, "skip lock acquisition"),
-    ],
-    doc="Sleep for a while (testing).",
-    summary="duration",
-    check=_test_delay_total,
-)
-
-#: Most test messages of one OP_TEST_JQUEUE (each is a socket handshake).
-MAX_JQUEUE_MESSAGES = 1000
-
-define(
-    "OP_TEST_JQUEUE",
-    [
-        Param("notify_waitlock", T_BOOL, False, "tell the client when names are expanded (job waiting)"),
-        Param("notify_exec", T_BOOL, False, "tell the client when the opcode executes"),
-        Param(
-            "log_messages",
-            Type(
-                "a list of at most %d strings" % MAX_JQUEUE_MESSAGES,
-                lambda v: isinstance(v, list) and len(v) <= MAX_JQUEUE_MESSAGES and all(isinstance(x, str) for x in v),
-            ),
-            [],
-            "test messages to log, each announced to the client",
-        ),
-        Param("fail", T_BOOL, False, "fail the opcode at the end"),
-    ],
-    doc="Test the job queue with the client following the job (testing).",
-    result="True",
-)
-
-#: OP_TEST_ALLOCATOR's modes (Ganeti's C{IALLOCATOR_MODE_*}) and directions
-IALLOCATOR_MODES = ("allocate", "multi-allocate", "relocate", "allocate-secondary", "node-evacuate", "change-group")
-IALLOCATOR_DIRECTIONS = ("in", "out")
-
-define(
-    "OP_TEST_ALLOCATOR",
-    [
-        Param("direction", t_one_of(*IALLOCATOR_DIRECTIONS), REQUIRED,
-              "in: answer the allocator's input; out: run it and answer its output"),
-        Param("mode", t_one_of(*IALLOCATOR_MODES), REQUIRED, "request type"),
-        Param("name", T_NONEMPTY_STR, REQUIRED, "the instance (new one for allocate)"),
-        Param("nics", t_maybe(t_list(T_DICT)), ABSENT, "NICs of the new instance"),
-        Param("disks", t_maybe(t_list(T_ANY)), ABSENT, "disks of the new instance ({size, mode})"),
-        Param("hypervisor", t_maybe(T_HYPERVISOR), ABSENT, "hypervisor (default: the cluster's)"),
-        Param("iallocator", t_maybe(T_STR), ABSENT, "allocator to run (direction out)"),
-        Param("tags", t_list(T_NONEMPTY_STR), [], "tags of the new instance"),
-        Param("memory", t_maybe(T_NONNEG_INT), ABSENT, "memory of the new instance (MiB)"),
-        Param("vcpus", t_maybe(T_NONNEG_INT), ABSENT, "VCPUs of the new instance"),
-        Param("os", t_maybe(T_STR), ABSENT, "OS of the new instance"),
-        Param("disk_template", t_maybe(T_DISK_TEMPLATE), ABSENT, "disk template of the new instance"),
-        Param("instances", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "instances (node-evacuate, change-group)"),
-        Param("evac_mode", t_maybe(t_one_of(*EVAC_MODES)), ABSENT, "evacuation mode (node-evacuate)"),
-        Param("target_groups", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "destination groups (change-group)"),
-        Param("spindle_use", T_NONNEG_INT, 1, "spindles of the new instance"),
-        Param(
-            "count",
-            Type("a whole number from 0 to 1000", lambda v: _is_int(v) and 0 <= v <= 1000),
-            1,
-            "how many instances (multi-allocate)",
-        ),
-        Param("group_name", t_maybe(T_STR), ABSENT, "node group of the new instance"),
-    ],
-    doc="Show an allocator's input or output for a request (testing).",
-    result="string",
-    summary="iallocator",
-)
-
-#: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
-_CLUSTER_UNSUPPORTED = (
-    "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
-    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
-    "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
-    "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
-    "use_external_mip_script", "vg_name", "zeroing_image",
-)
-
-define("OP_CLUSTER_QUERY", [], doc="Cluster information.", result="dict (as LUXI QueryClusterInfo)")
-
-define(
-    "OP_CLUSTER_SET_PARAMS",
-    [
-        P_FORCE,
-        Param("candidate_pool_size", t_maybe(T_POS_INT), ABSENT, "master candidates to keep"),
-        Param("max_running_jobs", t_maybe(T_POS_INT), ABSENT, "jobs run at once"),
-        Param("max_tracked_jobs", t_maybe(T_POS_INT), ABSENT, "jobs tracked at once"),
-        Param("enabled_hypervisors", t_maybe(t_list(T_HYPERVISOR)), ABSENT, "hypervisors instances may use"),
-        Param("enabled_disk_templates", t_maybe(t_list(T_DISK_TEMPLATE)), ABSENT, "disk templates instances may use"),
-        Param("hvparams", t_maybe(t_dict_of(T_DICT)), ABSENT, "per-hypervisor parameters to change"),
-        Param("beparams", t_maybe(T_DICT), ABSENT, "default backend parameters to change"),
-        Param("nicparams", t_maybe(T_DICT), ABSENT, "default NIC parameters to change"),
-        P_NDPARAMS,
-        Param("file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of file disks"),
-        Param("shared_file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of sharedfile disks"),
-        Param("master_netdev", t_maybe(T_NONEMPTY_STR), ABSENT, "interface of the master IP"),
-        Param("mac_prefix", t_maybe(T_NONEMPTY_STR), ABSENT, "prefix of generated MAC addresses"),
-        Param("maintain_node_health", t_maybe(T_BOOL), ABSENT, "shut down unknown instances"),
-        Param("modify_etc_hosts", t_maybe(T_BOOL), ABSENT, "keep /etc/hosts up to date"),
-        Param("prealloc_wipe_disks", t_maybe(T_BOOL), ABSENT, "wipe new disks"),
-        Param("default_iallocator", t_maybe(T_STR), ABSENT, "default allocator"),
-        Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
-        Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
-              "data collector intervals (microseconds)"),
-        *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
-    ],
-    doc="Change cluster parameters.",
-)
-
-define(
-    "OP_CLUSTER_VERIFY_CONFIG",
-    [
-        Param("debug_simulate_errors", T_BOOL, False, "inject fake errors (testing)"),
-        Param("error_codes", T_BOOL, False, "machine-parsable error output"),
-        Param("ignore_errors", t_list(T_STR), [], "verify error codes downgraded to warnings"),
-        Param("verbose", T_BOOL, False, "more output"),
-    ],
-    doc="Verify the consistency of the cluster configuration.",
-    result="bool",
-)
-
-define(
-    "OP_TAGS_GET",
-    [P_TAG_KIND, Param("use_locking", T_BOOL, False, "take locks (false = read the config directly)"), P_TAG_NAME],
-    doc="The tags of an object.",
-    result="list of tags",
-    summary=_tags_summary,
-)
-
-define(
-    "OP_TAGS_SET",
-    [P_TAG_KIND, attrs.evolve(P_TAGS, doc="tags to add"), P_TAG_NAME],
-    doc="Add tags to an object.",
-)
-
-define(
-    "OP_TAGS_DEL",
-    [P_TAG_KIND, attrs.evolve(P_TAGS, doc="tags to remove"), P_TAG_NAME],
-    doc="Remove tags from an object.",
-)
-
-define(
-    "OP_GROUP_ADD",
-    [
-        attrs.evolve(P_GROUP_NAME, doc="new group name"),
-        Param("alloc_policy", t_maybe(T_ALLOC_POLICY), ABSENT, "preferred, last_resort or unallocable"),
-        P_NDPARAMS,
-        P_DISKPARAMS,
-        P_IPOLICY,
-        P_HV_STATE,
-        P_DISK_STATE,
-    ],
-    doc="Add a node group.",
-    summary="group_name",
-)
-
-define("OP_GROUP_REMOVE", [P_GROUP_NAME], doc="Remove an empty node group.", summary="group_name")
-
-define(
-    "OP_GROUP_RENAME",
-    [P_GROUP_NAME, Param("new_name", T_NONEMPTY_STR, REQUIRED, "new group name")],
-    doc="Rename a node group.",
-    result="the new name",
-)
-
-define(
-    "OP_CLUSTER_VERIFY",
-    [
-        Param("debug_simulate_errors", T_BOOL, False, "inject fake errors (testing)"),
-        Param("error_codes", T_BOOL, False, "machine-parsable error output"),
-        Param("skip_checks", t_list(T_STR), [], "optional checks to skip"),
-        Param("ignore_errors", t_list(T_STR), [], "verify error codes downgraded to warnings"),
-        Param("verbose", T_BOOL, False, "more output"),
-        Param("group_name", t_maybe(T_NONEMPTY_STR), ABSENT, "node group name"),
-        Param("verify_clutter", T_BOOL, False, "also check authorized_keys for stray entries"),
-    ],
-    doc="Verify the cluster: submit OP_CLUSTER_VERIFY_CONFIG and one OP_CLUSTER_VERIFY_GROUP job per group.",
-    result='{"jobs": [[true, job_id] | [false, error], ...]} (follow-up jobs)',
-)
-
-define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
-
-define(
-    "OP_GROUP_ASSIGN_NODES",
-    [
-        attrs.evolve(P_GROUP_NAME, doc="target group"),
-        P_FORCE,
-        Param("nodes", t_list(T_NONEMPTY_STR), REQUIRED, "node names"),
-        Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
-    ],
-    doc="Move nodes into a node group.",
-    summary="group_name",
-)
-
-define(
-    "OP_GROUP_SET_PARAMS",
-    [
-        P_GROUP_NAME,
-        Param("alloc_policy", t_maybe(T_ALLOC_POLICY), ABSENT, "preferred, last_resort or unallocable"),
-        P_NDPARAMS,
-        P_DISKPARAMS,
-        P_HV_STATE,
-        P_DISK_STATE,
-        P_IPOLICY,
-    ],
-    doc="Change a node group's parameters.",
-    result="list of [param_name, new_value] changes applied",
-    summary="group_name",
-)
-
-#: the fields OP_OS_DIAGNOSE can return (Ganeti's OS query fields)
-OS_FIELDS = (
-    "name", "valid", "hidden", "blacklisted", "variants", "api_versions", "parameters", "node_status",
-    "os_hvp", "osparams", "trusted",
-)
-
-
-def os_names(name: str, variants: Iterable[str] | None) -> list[str]:
-    """The names instances use for an OS: C{name+variant} for each variant, else C{name}."""
-    variants = list(variants or [])
-    return ["%s+%s" % (name, v) for v in variants] if variants else [name]
-
-
-define(
-    "OP_OS_DIAGNOSE",
-    [
-        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "fields: %s" % ", ".join(OS_FIELDS)),
-        Param("names", t_list(T_NONEMPTY_STR), [], "OS names (empty: all)"),
-    ],
-    doc="The operating systems of the online vm-capable nodes, merged.",
-    result="list of rows, each the values of output_fields in order",
-)
-
-P_MASTER_CAPABLE = Param("master_capable", t_maybe(T_BOOL), ABSENT, "may become master/candidate")
-P_VM_CAPABLE = Param("vm_capable", t_maybe(T_BOOL), ABSENT, "may host instances")
-P_SECONDARY_IP = Param("secondary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "replication IP")
-
-define(
-    "OP_NODE_ADD",
-    [
-        P_NODE_NAME,
-        P_HV_STATE,
-        P_DISK_STATE,
-        Param("primary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "primary IP (resolved from the name if omitted)"),
-        P_SECONDARY_IP,
-        Param("readd", T_BOOL, False, "re-add a node that was already in the cluster"),
-        Param("group", t_maybe(T_NONEMPTY_STR), ABSENT, "initial node group (default group if omitted)"),
-        P_MASTER_CAPABLE,
-        P_VM_CAPABLE,
-        P_NDPARAMS,
-        Param("node_setup", T_BOOL, False, "run SSH/daemon setup on the new node"),
-        Param("join_token", t_maybe(T_NONEMPTY_STR), ABSENT, "(ours) one-time token an unjoined noded waits for"),
-    ],
-    doc="Add a node to the cluster.",
-    summary="node_name",
-)
-
-define("OP_NODE_REMOVE", [P_NODE_NAME, P_NODE_UUID], doc="Remove a node from the cluster.", summary="node_name")
-
-define(
-    "OP_NODE_SET_PARAMS",
-    [
-        P_NODE_NAME,
-        P_NODE_UUID,
-        P_FORCE,
-        P_HV_STATE,
-        P_DISK_STATE,
-        Param("master_candidate", t_maybe(T_BOOL), ABSENT, "set/unset the master candidate flag"),
-        Param("offline", t_maybe(T_BOOL), ABSENT, "set/unset the offline flag"),
-        Param("drained", t_maybe(T_BOOL), ABSENT, "set/unset the drained flag"),
-        Param("auto_promote", T_BOOL, False, "promote other nodes if the candidate pool shrinks"),
-        P_MASTER_CAPABLE,
-        P_VM_CAPABLE,
-        P_SECONDARY_IP,
-        P_NDPARAMS,
-        Param("powered", t_maybe(T_BOOL), ABSENT, "record the power state (OOB)"),
-    ],
-    doc="Change a node's roles and parameters.",
-    result="list of [param_name, new_value] changes applied",
-    summary="node_name",
-)
-
-# isort: off
-# the instance opcodes (and the node opcodes that move instances) register here
-from ganeti import opcodes_instance  # noqa: E402,F401
-# the group verify, verify-disks and repair-disk-sizes opcodes register here
-from ganeti import opcodes_verify  # noqa: E402,F401
-# the backup and move opcodes register here
-from ganeti import opcodes_backup  # noqa: E402,F401
-# isort: on

@@ -8,7 +8,7 @@ where callers look opcodes up.
 
 from __future__ import annotations
 
-from ganeti.opcodes import (
+from ganeti.opcodes.base import (
     ABSENT,
     REQUIRED,
     T_BOOL,

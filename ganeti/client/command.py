@@ -1,0 +1,121 @@
+"""What a gnt-* subcommand is, and the context it runs with.
+
+Each tool is a dict of subcommands, name -> L{Command}, run by
+L{ganeti.client.runner.run}::
+
+    COMMANDS = {"delay": Command(delay, _setup_delay, "Executes a TestDelay OpCode")}
+
+A command function takes a L{Context} and the parsed options and returns
+the exit status (L{EXIT_SUCCESS} ...; C{None} means 0).  The LUXI client
+(with the path layout) is imported on the first call that needs the master
+daemon, so C{--help} and bad usage never pay for it.
+
+Exit statuses: 0 success, 1 failure, 2 bad usage (nothing was sent),
+13 confirmation refused (Ganeti's values; 14, an unknown query field, is
+L{ganeti.client.formatting.EXIT_UNKNOWN_FIELD}).  Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable, NamedTuple, TextIO
+
+EXIT_SUCCESS = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_CONFIRMATION = 13
+
+#: a command function: (context, options) -> exit status (None means 0)
+CommandFunc = Callable[["Context", argparse.Namespace], "int | None"]
+
+
+class ParserExit(Exception):
+    """The command line was refused, or C{--help} shown: exit with C{status}."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class Command(NamedTuple):
+    """One subcommand of a tool.
+
+    @ivar func: the function, or C{"module:function"} imported when run.
+    @ivar setup: adds the subcommand's options and arguments to its parser.
+    @ivar help: one line for the command list, and the start of C{--help}.
+    @ivar description: more text for C{--help}.
+    """
+
+    func: CommandFunc | str
+    setup: Callable[[argparse.ArgumentParser], None] | None
+    help: str
+    description: str = ""
+
+    def resolve(self) -> CommandFunc:
+        if isinstance(self.func, str):
+            import importlib
+
+            module, _, name = self.func.partition(":")
+            return getattr(importlib.import_module(module), name)
+        return self.func
+
+
+class Context:
+    """What a command runs with: its options, output streams and client."""
+
+    def __init__(
+        self,
+        prog: str,
+        command: str,
+        opts: argparse.Namespace,
+        stdout: TextIO,
+        stderr: TextIO,
+        client_factory: Callable[[Context], Any] | None = None,
+        parser: argparse.ArgumentParser | None = None,
+    ) -> None:
+        self.prog = prog
+        self.parser = parser
+        self.command = command
+        self.opts = opts
+        self.stdout = stdout
+        self.stderr = stderr
+        self._client_factory = client_factory
+        self._client: Any = None
+
+    def usage_error(self, message: str) -> None:
+        """Reject the command line: usage and C{message} on stderr, exit status 2."""
+        if self.parser is None:
+            self.err("%s %s: error: %s" % (self.prog, self.command, message))
+            raise ParserExit(EXIT_USAGE)
+        self.parser.error(message)
+
+    @property
+    def root(self) -> str | None:
+        return getattr(self.opts, "root", None)
+
+    def client(self) -> Any:
+        """The LUXI client (a L{ganeti.luxi.client.LuxiClient}), made on first use."""
+        if self._client is None:
+            if self._client_factory is not None:
+                self._client = self._client_factory(self)
+            else:
+                from ganeti.luxi.client import LuxiClient
+                from ganeti.paths import Paths
+
+                self._client = LuxiClient(Paths.from_option(self.root).luxi_socket)
+        return self._client
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and hasattr(client, "close"):
+            client.close()
+
+    def out(self, text: str = "") -> None:
+        """Print a line on stdout, at once (Ganeti's C{ToStdout})."""
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def err(self, text: str) -> None:
+        """Print a line on stderr (Ganeti's C{ToStderr})."""
+        self.stderr.write(text + "\n")
+        self.stderr.flush()

@@ -1,0 +1,269 @@
+"""The cluster-wide opcodes: the cluster, tags, node groups, OSes and nodes.
+
+Declared with L{ganeti.opcodes.base.define}; imported by L{ganeti.opcodes}.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import attrs
+
+from ganeti.ha_params import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
+from ganeti.opcodes.base import (
+    ABSENT,
+    P_DISK_STATE,
+    P_DISKPARAMS,
+    P_FORCE,
+    P_GROUP_NAME,
+    P_HV_STATE,
+    P_IPOLICY,
+    P_NDPARAMS,
+    P_NODE_NAME,
+    P_NODE_UUID,
+    P_TAG_KIND,
+    P_TAG_NAME,
+    P_TAGS,
+    REQUIRED,
+    T_ALLOC_POLICY,
+    T_BOOL,
+    T_DICT,
+    T_DISK_TEMPLATE,
+    T_HYPERVISOR,
+    T_NONEMPTY_STR,
+    T_POS_INT,
+    T_STR,
+    Param,
+    define,
+    t_dict_of,
+    t_list,
+    t_maybe,
+    t_seconds,
+    unsupported,
+)
+
+
+def _tags_summary(op: dict[str, Any]) -> str:
+    # Ganeti shows the object name, or "None" for the cluster
+    name = op.get("name")
+    return name if isinstance(name, str) and name else "None"
+
+
+#: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
+_CLUSTER_UNSUPPORTED = (
+    "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
+    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
+    "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
+    "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
+    "use_external_mip_script", "vg_name", "zeroing_image",
+)
+
+define("OP_CLUSTER_QUERY", [], doc="Cluster information.", result="dict (as LUXI QueryClusterInfo)")
+
+define(
+    "OP_CLUSTER_SET_PARAMS",
+    [
+        P_FORCE,
+        Param("candidate_pool_size", t_maybe(T_POS_INT), ABSENT, "master candidates to keep"),
+        Param("max_running_jobs", t_maybe(T_POS_INT), ABSENT, "jobs run at once"),
+        Param("max_tracked_jobs", t_maybe(T_POS_INT), ABSENT, "jobs tracked at once"),
+        Param("enabled_hypervisors", t_maybe(t_list(T_HYPERVISOR)), ABSENT, "hypervisors instances may use"),
+        Param("enabled_disk_templates", t_maybe(t_list(T_DISK_TEMPLATE)), ABSENT, "disk templates instances may use"),
+        Param("hvparams", t_maybe(t_dict_of(T_DICT)), ABSENT, "per-hypervisor parameters to change"),
+        Param("beparams", t_maybe(T_DICT), ABSENT, "default backend parameters to change"),
+        Param("nicparams", t_maybe(T_DICT), ABSENT, "default NIC parameters to change"),
+        P_NDPARAMS,
+        Param("file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of file disks"),
+        Param("shared_file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of sharedfile disks"),
+        Param("master_netdev", t_maybe(T_NONEMPTY_STR), ABSENT, "interface of the master IP"),
+        Param("mac_prefix", t_maybe(T_NONEMPTY_STR), ABSENT, "prefix of generated MAC addresses"),
+        Param("maintain_node_health", t_maybe(T_BOOL), ABSENT, "shut down unknown instances"),
+        Param("modify_etc_hosts", t_maybe(T_BOOL), ABSENT, "keep /etc/hosts up to date"),
+        Param("prealloc_wipe_disks", t_maybe(T_BOOL), ABSENT, "wipe new disks"),
+        Param("default_iallocator", t_maybe(T_STR), ABSENT, "default allocator"),
+        Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
+        Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
+              "data collector intervals (microseconds)"),
+        # ours, not Ganeti's (kept in ha.data, see ganeti.ha_params): Ganeti's gnt-cluster never sends them
+        Param("liveness_timeout", t_maybe(t_seconds(*LIVENESS_TIMEOUT_RANGE)), ABSENT,
+              "seconds without a heartbeat before a node is unreachable"),
+        Param("auto_failover", t_maybe(T_BOOL), ABSENT, "elect a new master when the master is unreachable"),
+        Param("failover_timeout", t_maybe(t_seconds(*FAILOVER_TIMEOUT_RANGE)), ABSENT,
+              "seconds the master must be unreachable before an automatic failover"),
+        *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
+    ],
+    doc="Change cluster parameters.",
+)
+
+define(
+    "OP_CLUSTER_VERIFY_CONFIG",
+    [
+        Param("debug_simulate_errors", T_BOOL, False, "inject fake errors (testing)"),
+        Param("error_codes", T_BOOL, False, "machine-parsable error output"),
+        Param("ignore_errors", t_list(T_STR), [], "verify error codes downgraded to warnings"),
+        Param("verbose", T_BOOL, False, "more output"),
+    ],
+    doc="Verify the consistency of the cluster configuration.",
+    result="bool",
+)
+
+define(
+    "OP_TAGS_GET",
+    [P_TAG_KIND, Param("use_locking", T_BOOL, False, "take locks (false = read the config directly)"), P_TAG_NAME],
+    doc="The tags of an object.",
+    result="list of tags",
+    summary=_tags_summary,
+)
+
+define(
+    "OP_TAGS_SET",
+    [P_TAG_KIND, attrs.evolve(P_TAGS, doc="tags to add"), P_TAG_NAME],
+    doc="Add tags to an object.",
+)
+
+define(
+    "OP_TAGS_DEL",
+    [P_TAG_KIND, attrs.evolve(P_TAGS, doc="tags to remove"), P_TAG_NAME],
+    doc="Remove tags from an object.",
+)
+
+define(
+    "OP_GROUP_ADD",
+    [
+        attrs.evolve(P_GROUP_NAME, doc="new group name"),
+        Param("alloc_policy", t_maybe(T_ALLOC_POLICY), ABSENT, "preferred, last_resort or unallocable"),
+        P_NDPARAMS,
+        P_DISKPARAMS,
+        P_IPOLICY,
+        P_HV_STATE,
+        P_DISK_STATE,
+    ],
+    doc="Add a node group.",
+    summary="group_name",
+)
+
+define("OP_GROUP_REMOVE", [P_GROUP_NAME], doc="Remove an empty node group.", summary="group_name")
+
+define(
+    "OP_GROUP_RENAME",
+    [P_GROUP_NAME, Param("new_name", T_NONEMPTY_STR, REQUIRED, "new group name")],
+    doc="Rename a node group.",
+    result="the new name",
+)
+
+define(
+    "OP_CLUSTER_VERIFY",
+    [
+        Param("debug_simulate_errors", T_BOOL, False, "inject fake errors (testing)"),
+        Param("error_codes", T_BOOL, False, "machine-parsable error output"),
+        Param("skip_checks", t_list(T_STR), [], "optional checks to skip"),
+        Param("ignore_errors", t_list(T_STR), [], "verify error codes downgraded to warnings"),
+        Param("verbose", T_BOOL, False, "more output"),
+        Param("group_name", t_maybe(T_NONEMPTY_STR), ABSENT, "node group name"),
+        Param("verify_clutter", T_BOOL, False, "also check authorized_keys for stray entries"),
+    ],
+    doc="Verify the cluster: submit OP_CLUSTER_VERIFY_CONFIG and one OP_CLUSTER_VERIFY_GROUP job per group.",
+    result='{"jobs": [[true, job_id] | [false, error], ...]} (follow-up jobs)',
+)
+
+define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
+
+define(
+    "OP_GROUP_ASSIGN_NODES",
+    [
+        attrs.evolve(P_GROUP_NAME, doc="target group"),
+        P_FORCE,
+        Param("nodes", t_list(T_NONEMPTY_STR), REQUIRED, "node names"),
+        Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
+    ],
+    doc="Move nodes into a node group.",
+    summary="group_name",
+)
+
+define(
+    "OP_GROUP_SET_PARAMS",
+    [
+        P_GROUP_NAME,
+        Param("alloc_policy", t_maybe(T_ALLOC_POLICY), ABSENT, "preferred, last_resort or unallocable"),
+        P_NDPARAMS,
+        P_DISKPARAMS,
+        P_HV_STATE,
+        P_DISK_STATE,
+        P_IPOLICY,
+    ],
+    doc="Change a node group's parameters.",
+    result="list of [param_name, new_value] changes applied",
+    summary="group_name",
+)
+
+#: the fields OP_OS_DIAGNOSE can return (Ganeti's OS query fields)
+OS_FIELDS = (
+    "name", "valid", "hidden", "blacklisted", "variants", "api_versions", "parameters", "node_status",
+    "os_hvp", "osparams", "trusted",
+)
+
+
+def os_names(name: str, variants: Iterable[str] | None) -> list[str]:
+    """The names instances use for an OS: C{name+variant} for each variant, else C{name}."""
+    variants = list(variants or [])
+    return ["%s+%s" % (name, v) for v in variants] if variants else [name]
+
+
+define(
+    "OP_OS_DIAGNOSE",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "fields: %s" % ", ".join(OS_FIELDS)),
+        Param("names", t_list(T_NONEMPTY_STR), [], "OS names (empty: all)"),
+    ],
+    doc="The operating systems of the online vm-capable nodes, merged.",
+    result="list of rows, each the values of output_fields in order",
+)
+
+P_MASTER_CAPABLE = Param("master_capable", t_maybe(T_BOOL), ABSENT, "may become master/candidate")
+P_VM_CAPABLE = Param("vm_capable", t_maybe(T_BOOL), ABSENT, "may host instances")
+P_SECONDARY_IP = Param("secondary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "replication IP")
+
+define(
+    "OP_NODE_ADD",
+    [
+        P_NODE_NAME,
+        P_HV_STATE,
+        P_DISK_STATE,
+        Param("primary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "primary IP (resolved from the name if omitted)"),
+        P_SECONDARY_IP,
+        Param("readd", T_BOOL, False, "re-add a node that was already in the cluster"),
+        Param("group", t_maybe(T_NONEMPTY_STR), ABSENT, "initial node group (default group if omitted)"),
+        P_MASTER_CAPABLE,
+        P_VM_CAPABLE,
+        P_NDPARAMS,
+        Param("node_setup", T_BOOL, False, "run SSH/daemon setup on the new node"),
+        Param("join_token", t_maybe(T_NONEMPTY_STR), ABSENT, "(ours) one-time token an unjoined noded waits for"),
+    ],
+    doc="Add a node to the cluster.",
+    summary="node_name",
+)
+
+define("OP_NODE_REMOVE", [P_NODE_NAME, P_NODE_UUID], doc="Remove a node from the cluster.", summary="node_name")
+
+define(
+    "OP_NODE_SET_PARAMS",
+    [
+        P_NODE_NAME,
+        P_NODE_UUID,
+        P_FORCE,
+        P_HV_STATE,
+        P_DISK_STATE,
+        Param("master_candidate", t_maybe(T_BOOL), ABSENT, "set/unset the master candidate flag"),
+        Param("offline", t_maybe(T_BOOL), ABSENT, "set/unset the offline flag"),
+        Param("drained", t_maybe(T_BOOL), ABSENT, "set/unset the drained flag"),
+        Param("auto_promote", T_BOOL, False, "promote other nodes if the candidate pool shrinks"),
+        P_MASTER_CAPABLE,
+        P_VM_CAPABLE,
+        P_SECONDARY_IP,
+        P_NDPARAMS,
+        Param("powered", t_maybe(T_BOOL), ABSENT, "record the power state (OOB)"),
+    ],
+    doc="Change a node's roles and parameters.",
+    result="list of [param_name, new_value] changes applied",
+    summary="node_name",
+)

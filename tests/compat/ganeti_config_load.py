@@ -1,0 +1,33 @@
+"""Run under Ganeti 3.0.2's own Python package (PYTHONPATH): load one of
+our config.data files with Ganeti's own code, C{objects.ConfigData.FromDict}
+then C{UpgradeConfig} (what Ganeti's config writer does on start-up), and
+print a summary as JSON; exit non-zero with the error when it cannot.
+
+usage: ganeti_config_load.py CONFIG_DATA
+"""
+
+import json
+import sys
+
+from ganeti import objects, serializer  # noqa: E402
+
+
+def main():
+    with open(sys.argv[1]) as handle:
+        data = serializer.LoadJson(handle.read())
+    config = objects.ConfigData.FromDict(data)
+    config.UpgradeConfig()
+    config.ToDict()  # and back, as Ganeti writes it
+    print(json.dumps({
+        "cluster_name": config.cluster.cluster_name,
+        "serial_no": config.serial_no,
+        "nodes": sorted(n.name for n in config.nodes.values()),
+        "instances": sorted(i.name for i in config.instances.values()),
+        "tags": sorted(config.cluster.GetTags()),
+        "max_running_jobs": config.cluster.max_running_jobs,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
