@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import fcntl
 import gc
-import os
 import sys
 from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.task import LoopingCall
 
+from ganeti import lockfile
 from ganeti.paths import Paths
+from ganeti.ports import port_number  # noqa: F401  (re-exported for the daemons' options)
 
 
 class AlreadyRunning(SystemExit):
@@ -23,26 +23,16 @@ def lock_pid_file(paths: Paths, daemon: str) -> int:
 
     The lock is taken before anything else starts, so a second instance on
     the same root stops with a clear message and touches nothing.  The fd
-    survives twistd's fork; the pid is rewritten by L{write_pid}.
+    survives twistd's fork; the pid is rewritten by L{PidFileService}.
     """
     path = paths.pid_file(daemon)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            other = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        finally:
-            os.close(fd)
+        fd = lockfile.hold(path, mode=0o644)
+    except lockfile.LockHeld:
+        other = lockfile.read_pid(path)
         raise AlreadyRunning("%s is already running on root %s (pid %s, pid file %s)" % (daemon, paths.root, other, path)) from None
-    write_pid(fd)
+    lockfile.write_pid(fd)
     return fd
-
-
-def write_pid(fd: int) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, b"%d\n" % os.getpid(), 0)
 
 
 class PidFileService(Service):
@@ -53,7 +43,7 @@ class PidFileService(Service):
 
     def startService(self) -> None:
         super().startService()
-        write_pid(self.fd)
+        lockfile.write_pid(self.fd)
 
 
 class FrozenHeapService(Service):
@@ -109,14 +99,6 @@ class FrozenHeapService(Service):
 
 
 # --- option coercers shared by the daemons' usage.Options -------------------------
-
-
-def port_number(value: str) -> int:
-    """A TCP/UDP port (0 lets the kernel choose)."""
-    number = int(value)
-    if not 0 <= number <= 65535:
-        raise ValueError("not a port number (0-65535)")
-    return number
 
 
 def positive_int(value: str) -> int:

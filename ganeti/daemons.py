@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import importlib.util
 import json
 import os
@@ -36,6 +35,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
+from ganeti import lockfile, ports
 from ganeti.listening import CANNOT_LISTEN
 from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
@@ -58,12 +58,12 @@ class Spec(NamedTuple):
 
 #: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid, mond
 DAEMONS = (
-    Spec("ganeti-noded", "noded", False, True, 1811, "", "node-daemon"),
-    Spec("ganeti-confd", "confd", False, True, 1814, "", "conf-daemon", udp=True),
+    Spec("ganeti-noded", "noded", False, True, ports.NODED, "", "node-daemon"),
+    Spec("ganeti-confd", "confd", False, True, ports.CONFD, "", "conf-daemon", udp=True),
     Spec("ganeti-wconfd", "wconfd", True, False, 0, "wconfd_socket", "wconf-daemon"),
-    Spec("ganeti-rapi", "rapi", True, True, 5080, "", "rapi-daemon"),
+    Spec("ganeti-rapi", "rapi", True, True, ports.RAPI, "", "rapi-daemon"),
     Spec("ganeti-luxid", "luxid", True, False, 0, "luxi_socket", "luxi-daemon"),
-    Spec("ganeti-mond", "mond", False, True, 1815, "", "monitoring-daemon"),
+    Spec("ganeti-mond", "mond", False, True, ports.MOND, "", "monitoring-daemon"),
 )
 MOND = DAEMONS[-1]
 BY_NAME = {spec.name: spec for spec in DAEMONS}
@@ -137,20 +137,7 @@ def available(spec: Spec) -> bool:
 
 def running_pid(paths: Paths, spec: Spec) -> int | None:
     """The pid of the running daemon, or None (its pid file is not locked)."""
-    path = paths.pid_file(spec.name)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            data = os.read(fd, 32).decode(errors="replace").strip()
-            return int(data) if data.isdigit() else -1
-        return None
-    finally:
-        os.close(fd)
+    return lockfile.holder_pid(paths.pid_file(spec.name))
 
 
 def accepts_unix(path: str, timeout: float = 0.5) -> bool:

@@ -39,6 +39,17 @@ class ConfigurationError(GenericError):
     """The configuration is missing, corrupt or cannot be changed as asked."""
 
 
+class UnknownEntity(ConfigurationError):
+    """No such entity in the configuration (WConfD's AMP layer maps this to its own code)."""
+
+
+class MacInUse(ConfigurationError):
+    """A NIC's MAC address is already used by another instance (or twice).
+
+    Its own error so that a creator can generate another address and retry.
+    """
+
+
 class ConfigVerifyError(ConfigurationError):
     """A change would leave the configuration inconsistent.
 

@@ -23,7 +23,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
-from ganeti import serializer
+from ganeti import ports, serializer
 from ganeti.failover import FAIL, START, startup_vote
 from ganeti.paths import Paths
 
@@ -67,7 +67,7 @@ class VotingGate(MultiService):
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, daemon: str, stop: Callable[[], None], *, port: int = 1811,
+    def __init__(self, paths: Paths, reactor: Any, daemon: str, stop: Callable[[], None], *, port: int = ports.NODED,
                  no_voting: bool = False, retries: int = RETRIES, interval: float = RETRY_INTERVAL,
                  rpc_factory: Callable[[], Any] | None = None) -> None:
         super().__init__()

@@ -34,7 +34,7 @@ from typing import Any, Callable, Coroutine
 
 import attrs
 
-from ganeti import ha_params, serializer
+from ganeti import ha_params, ports, serializer
 from ganeti.client import prompt
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.epoch import read_epoch
@@ -85,9 +85,11 @@ class Cluster:
     master: str
     candidates: list[str]
     addresses: dict[str, str]
+    #: the node daemons' port (C{--rpc-port})
+    rpc_port: int = ports.NODED
 
 
-def _view(ctx: Context) -> Cluster:
+def _view(ctx: Context, rpc_port: int = ports.NODED) -> Cluster:
     from ganeti import daemons, ssconf
 
     paths = Paths.from_option(ctx.root)
@@ -95,17 +97,17 @@ def _view(ctx: Context) -> Cluster:
     ips = store.get_node_primary_ips()
     addresses = {name: ips[name] for name in store.get_node_list() if name in ips}
     return Cluster(paths, daemons.read_node_identity(paths)["name"], store.get_master_node(),
-                   store.get_master_candidates(), addresses)
+                   store.get_master_candidates(), addresses, rpc_port)
 
 
-def _rpc(reactor: Any, paths: Paths, epoch: int | None) -> Any:
-    from ganeti.rpc import RpcClient, wire
+def _rpc(reactor: Any, view: Cluster, epoch: int | None) -> Any:
+    from ganeti.rpc import RpcClient
 
-    return RpcClient.from_paths(reactor, paths, port=wire.rpc_port(), epoch=epoch)
+    return RpcClient.from_paths(reactor, view.paths, port=view.rpc_port, epoch=epoch)
 
 
 def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
-    view = _view(ctx)
+    view = _view(ctx, opts.rpc_port)
     try:
         check_candidate(view.me, view.master, view.candidates)
     except FailoverRefused as e:
@@ -121,7 +123,7 @@ def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) -> int:
-    plain = _rpc(reactor, view.paths, None)
+    plain = _rpc(reactor, view, None)
     try:
         try:
             states = await _vote(ctx, plain, view, no_voting)
@@ -134,7 +136,7 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
-    fenced = _rpc(reactor, view.paths, epoch)
+    fenced = _rpc(reactor, view, epoch)
     try:
         # fencing: from here on the old master can make no change a majority holds,
         # so the newest state gathered next cannot be overtaken
@@ -339,15 +341,15 @@ def master_ping(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
-def _master_ip(ctx: Context, procedure: str) -> int:
+def _master_ip(ctx: Context, procedure: str, rpc_port: int) -> int:
     from ganeti.objects import ConfigData
 
-    view = _view(ctx)
+    view = _view(ctx, rpc_port)
     config = ConfigData.from_json(serializer.read_file(view.paths.config_data))
     params = _master_params(config)
 
     async def call(reactor: Any) -> int:
-        rpc = _rpc(reactor, view.paths, None)
+        rpc = _rpc(reactor, view, None)
         try:
             result = await rpc.call_one(view.master, view.addresses[view.master], procedure, [params, False])
         finally:
@@ -361,7 +363,7 @@ def _master_ip(ctx: Context, procedure: str) -> int:
 
 
 def activate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
-    return _master_ip(ctx, "node_activate_master_ip")
+    return _master_ip(ctx, "node_activate_master_ip", opts.rpc_port)
 
 
 def deactivate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
@@ -369,4 +371,4 @@ def deactivate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
                                              " be running, but RAPI and commands not on the master will fail."
                                              " Continue?"):
         return EXIT_FAILURE
-    return _master_ip(ctx, "node_deactivate_master_ip")
+    return _master_ip(ctx, "node_deactivate_master_ip", opts.rpc_port)

@@ -22,15 +22,25 @@ import time
 from typing import Any, Callable, Sequence
 
 from ganeti.jobs.lifecycle import ELOG_MESSAGE
+from ganeti.querydefs import (  # noqa: F401  (RS_NORMAL re-exported for the tools)
+    QFT_BOOL,
+    QFT_FLOAT,
+    QFT_NUMBER,
+    QFT_OTHER,
+    QFT_TEXT,
+    QFT_TIMESTAMP,
+    QFT_UNIT,
+    QFT_UNKNOWN,
+    RS_NODATA,
+    RS_NORMAL,
+    RS_OFFLINE,
+    RS_UNAVAIL,
+    RS_UNKNOWN,
+)
+from ganeti.units import format_unit  # noqa: F401  (re-exported for the tools)
 
 #: exit status of a query naming unknown fields (Ganeti's EXIT_UNKNOWN_FIELD)
 EXIT_UNKNOWN_FIELD = 14
-
-RS_NORMAL = 0
-RS_UNKNOWN = 1
-RS_NODATA = 2
-RS_UNAVAIL = 3
-RS_OFFLINE = 4
 
 #: cell status -> (verbose text, terse text)
 RSS_DESCRIPTION = {
@@ -44,15 +54,6 @@ RSS_DESCRIPTION = {
 QR_NORMAL = 0
 QR_UNKNOWN = 1
 QR_INCOMPLETE = 2
-
-QFT_UNKNOWN = "unknown"
-QFT_TEXT = "text"
-QFT_BOOL = "bool"
-QFT_NUMBER = "number"
-QFT_FLOAT = "float"
-QFT_UNIT = "unit"
-QFT_TIMESTAMP = "timestamp"
-QFT_OTHER = "other"
 
 _QFT_NAMES = {
     QFT_UNKNOWN: "Unknown",
@@ -78,20 +79,6 @@ def qft_name(kind: str) -> str:
 # --- scalar values ----------------------------------------------------------------
 def format_bool(value: Any) -> str:
     return "Y" if value else "N"
-
-
-def format_unit(value: Any, unit: str) -> str:
-    """A size in MiB: C{h} human-readable (C{512M}, C{1.5G}, C{2.0T}),
-    C{m}/C{g}/C{t} a number in that unit without suffix."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if unit not in ("h", "m", "g", "t"):
-        raise ValueError("invalid unit %r" % unit)
-    if unit == "m" or (unit == "h" and value < 1024):
-        return "%d%s" % (round(value), "M" if unit == "h" else "")
-    if unit == "g" or (unit == "h" and value < 1024 * 1024):
-        return "%0.1f%s" % (round(value / 1024.0, 1), "G" if unit == "h" else "")
-    return "%0.1f%s" % (round(value / 1024.0 / 1024.0, 1), "T" if unit == "h" else "")
 
 
 def format_time(value: Any, usecs: Any = None) -> str:

@@ -25,7 +25,7 @@ import argparse
 import time
 from typing import Any
 
-from ganeti import errors
+from ganeti import errors, ports
 from ganeti.client import tags
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.errorfmt import format_error
@@ -238,7 +238,13 @@ def _lazy_setup(name: str):  # type: ignore[no-untyped-def]
     return setup
 
 
+def _add_rpc_port(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rpc-port", type=ports.port_number, default=ports.NODED, metavar="PORT",
+                        help="Port of the cluster's node daemons (default %d)" % ports.NODED)
+
+
 def _setup_master_failover(parser: argparse.ArgumentParser) -> None:
+    _add_rpc_port(parser)
     parser.add_argument("--no-voting", action="store_true",
                         help="Skip the node voting (two-node clusters; dangerous: may end with two masters)")
     parser.add_argument("--yes-do-it", action="store_true", help="Do not ask for confirmation of --no-voting")
@@ -246,6 +252,7 @@ def _setup_master_failover(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_deactivate_master_ip(parser: argparse.ArgumentParser) -> None:
+    _add_rpc_port(parser)
     parser.add_argument("--yes", dest="confirm", action="store_true", help="Do not ask for confirmation")
 
 
@@ -277,7 +284,7 @@ COMMANDS: dict[str, Command] = {
     "master-failover": Command("ganeti.client.failover:master_failover", _setup_master_failover,
                                "Make this master candidate the master (run on the new master)"),
     "master-ping": Command("ganeti.client.failover:master_ping", None, "Check that the master answers"),
-    "activate-master-ip": Command("ganeti.client.failover:activate_master_ip", None, "Activate the master IP"),
+    "activate-master-ip": Command("ganeti.client.failover:activate_master_ip", _add_rpc_port, "Activate the master IP"),
     "deactivate-master-ip": Command("ganeti.client.failover:deactivate_master_ip", _setup_deactivate_master_ip,
                                     "Deactivate the master IP"),
     "watcher": Command(

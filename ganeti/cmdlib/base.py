@@ -41,7 +41,7 @@ import attrs
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.task import deferLater
 
-from ganeti import errors
+from ganeti import errors, ports
 from ganeti.asyncutil import Network
 from ganeti.jobs import lifecycle
 from ganeti.locking.names import (
@@ -115,6 +115,8 @@ class OpContext:
     @ivar net: a L{ganeti.asyncutil.Network}: name resolution, port probes
         and external programs that never block the reactor (default: one
         on C{clock}).
+    @param rpc_port: the node daemons' port (LuxiD's C{--rpc-port}, handed
+        to the job process); default: Ganeti's.
     """
 
     def __init__(
@@ -127,8 +129,10 @@ class OpContext:
         paths: Any = None,
         rpc_factory: Callable[[], Any] | None = None,
         net: Any = None,
+        rpc_port: int | None = None,
     ) -> None:
         self.wconfd = wconfd
+        self._rpc_port = rpc_port
         self.net = net if net is not None else Network(clock)
         self.owner = owner
         self.clock = clock
@@ -138,10 +142,15 @@ class OpContext:
         self._rpc_factory = rpc_factory
         self._rpc: Any = None
 
+    @property
+    def rpc_port(self) -> int:
+        """The port of every node daemon of the cluster."""
+        return ports.NODED if self._rpc_port is None else self._rpc_port
+
     def rpc(self) -> Any:
         """The node RPC client (L{ganeti.rpc.RpcClient}), created on first use.
 
-        It talks to the node daemons on L{ganeti.rpc.wire.rpc_port}; without C{paths} (and
+        It talks to the node daemons on L{rpc_port}; without C{paths} (and
         no C{rpc_factory}) there is none: L{errors.OpExecError}.
         """
         if self._rpc is None:
@@ -149,10 +158,10 @@ class OpContext:
                 self._rpc = self._rpc_factory()
             elif self.paths is not None:
                 from ganeti.cmdlib.liveness_verify import NotingRpc, query_roster
-                from ganeti.rpc import RpcClient, wire
+                from ganeti.rpc import RpcClient
 
                 paths = self.paths
-                self._rpc = NotingRpc(RpcClient.from_paths(self.clock, paths, port=wire.rpc_port()),
+                self._rpc = NotingRpc(RpcClient.from_paths(self.clock, paths, port=self.rpc_port),
                                       lambda names: query_roster(self.clock, paths.luxi_socket, names),
                                       self.feedback, self.clock)
             else:

@@ -21,8 +21,8 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.instance_utils import instance_nodes
+from ganeti.errors import UnknownEntity
 from ganeti.objects import ConfigData, NodeGroup, new_uuid, nice_sort
-from ganeti.wconfd.store import UnknownEntity
 
 DEFAULT_ALLOC_POLICY = "preferred"
 

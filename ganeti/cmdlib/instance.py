@@ -44,7 +44,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, names, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, hostcheck, names, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -62,17 +62,14 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.tags import TagError, validate_tag
+from ganeti.errors import MacInUse
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.rpc import instances as rpc_inst
-from ganeti.wconfd.store import MacInUse
 
 #: how often a creation draws new MACs when a parallel one took them first
 MAC_ATTEMPTS = 5
 #: Ganeti's default file driver
 DEFAULT_FILE_DRIVER = "loop"
-#: seconds to wait for the instance's IP to answer when C{ip_check} is set
-IP_CHECK_TIMEOUT = 1.0
-IP_CHECK_PORT = 1811
 
 
 def candidate_nodes(cfg: ConfigData, group: str | None = None) -> list[str]:
@@ -173,8 +170,7 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         if op.get("pnode") and op.get("iallocator"):
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
-        if op["ip_check"] and not op["name_check"]:
-            raise errors.OpPrereqError("Cannot do IP address check without a name check", errors.ECODE_INVAL)
+        hostcheck.check_ip_needs_name(op, "Cannot do IP address check without a name check")
         op["instance_name"] = names.normalize_hostname(op["instance_name"], "instance name")
         template = op.get("disk_template") or next(iter(cfg.cluster.enabled_disk_templates or []), None)
         if template not in iu.SUPPORTED_TEMPLATES:
@@ -221,22 +217,9 @@ class LUInstanceCreate(LogicalUnit):
         """With C{name_check}, the name must resolve (it becomes the
         canonical name) and, with C{ip_check}, its address must not answer."""
         op = self.op
-        if not op["name_check"]:
-            return
-        name = op["instance_name"]
-        try:
-            canonical, _aliases, addresses = await self.ctx.net.resolve(name)
-        except OSError as e:
-            raise errors.OpPrereqError("Cannot resolve instance name '%s': %s" % (name, e),
-                                       errors.ECODE_RESOLVER) from None
-        if not (canonical == name or canonical.startswith(name + ".")):
-            raise errors.OpPrereqError("Resolved hostname '%s' does not look like '%s'" % (canonical, name),
-                                       errors.ECODE_INVAL)
-        op["instance_name"] = canonical
-        if op["ip_check"] and addresses:
-            if await self.ctx.net.port_open(addresses[0], IP_CHECK_PORT, IP_CHECK_TIMEOUT):
-                raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
-                                           errors.ECODE_NOTUNIQUE)
+        if op["name_check"]:
+            op["instance_name"] = await hostcheck.checked_hostname(self.ctx.net, op["instance_name"], "instance name",
+                                                                   op["ip_check"])
 
     # --- locks -----------------------------------------------------------------------
     def expand_names(self) -> None:

@@ -35,13 +35,13 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.client.formatting import format_unit
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODE_RES, Feedback, register
 from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.objects import Disk
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import wire
+from ganeti.units import format_unit
 
 #: bytes in a MiB (sizes the nodes report are bytes)
 MIB = 1024 * 1024

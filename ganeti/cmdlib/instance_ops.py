@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.backend.hypervisor import STATE_SHUTDOWN
+from ganeti.cmdlib import hostcheck, names
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib import names
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE_RES, Feedback, LogicalUnit, register
-from ganeti.cmdlib.instance import IP_CHECK_PORT, IP_CHECK_TIMEOUT, check_os
+from ganeti.cmdlib.instance import check_os
+from ganeti.hvconstants import STATE_SHUTDOWN
 from ganeti.objects import Instance
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import wire
@@ -221,26 +221,15 @@ class LUInstanceRename(InstanceLU):
 
     def check_arguments(self) -> None:
         op = self.op
-        if op["ip_check"] and not op["name_check"]:
-            raise errors.OpPrereqError("IP address check requires a name check", errors.ECODE_INVAL)
+        hostcheck.check_ip_needs_name(op, "IP address check requires a name check")
         op["new_name"] = names.normalize_hostname(op["new_name"], "instance name")
 
     async def resolve(self) -> None:
         """With C{name_check}, the new name must resolve (it becomes the
         canonical name) and, with C{ip_check}, its address must not answer."""
         op = self.op
-        if not op["name_check"]:
-            return
-        try:
-            canonical, _aliases, addresses = await self.ctx.net.resolve(op["new_name"])
-        except OSError as e:
-            raise errors.OpPrereqError("Cannot resolve new name '%s': %s" % (op["new_name"], e),
-                                       errors.ECODE_RESOLVER) from None
-        op["new_name"] = canonical
-        if op["ip_check"] and addresses:
-            if await self.ctx.net.port_open(addresses[0], IP_CHECK_PORT, IP_CHECK_TIMEOUT):
-                raise errors.OpPrereqError("IP %s of instance %s already in use" % (addresses[0], canonical),
-                                           errors.ECODE_NOTUNIQUE)
+        if op["name_check"]:
+            op["new_name"] = await hostcheck.checked_hostname(self.ctx.net, op["new_name"], "new name", op["ip_check"])
 
     def expand_names(self) -> None:
         super().expand_names()

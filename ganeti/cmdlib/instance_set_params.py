@@ -48,9 +48,9 @@ from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
+from ganeti.errors import MacInUse
 from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.rpc import instances as rpc_inst
-from ganeti.wconfd.store import MacInUse
 
 _REFUSED = {
     "disk_template": "Changing the disk template is not supported",

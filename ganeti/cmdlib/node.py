@@ -9,7 +9,7 @@ capable) is replaced by promoting another, when the LU holds every node
 lock.
 
 Nodes are reached by node RPC at their primary IP on the cluster-wide
-port (L{ganeti.rpc.wire.rpc_port}).
+port (LuxiD's C{--rpc-port}, L{ganeti.cmdlib.base.OpContext.rpc_port}).
 
 RAPI runs on every master candidate: once the configuration holds a node's
 new role, the LU tells the node (C{node_promote_to_mc} starts RAPI there,
@@ -238,7 +238,7 @@ class LUNodeAdd(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         op = self.op
         name, ip = op["node_name"], op["primary_ip"]
-        port = wire.rpc_port()
+        port = self.ctx.rpc_port
         if op.get("join_token"):
             from ganeti.rpc.join import join_node_async
 

@@ -20,6 +20,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from ganeti.confd.answers import Index
+from ganeti.dirwatch import CREATED, WRITTEN, DirectoryWatcher
 from ganeti.paths import Paths
 
 CHECK_INTERVAL = 5.0
@@ -56,7 +57,7 @@ class ConfdService(Service):
     ) -> None:
         """
         @param watch: C{watch(directory, callback)} starts watching a
-            directory and returns an object with C{loseConnection()}; the
+            directory and returns an object with C{stop()}; the
             callback gets the changed file's name.  C{None}: no inotify.
         @param freeze_gc: after each reload, collect the old index and move
             the new one out of the garbage collector's sight (C{gc.freeze}),
@@ -157,26 +158,17 @@ class ConfdService(Service):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         if self._watcher is not None:
-            self._watcher.loseConnection()
+            self._watcher.stop()
             self._watcher = None
         super().stopService()
 
 
 def inotify_watch(reactor: Any) -> Callable[[str, Callable[[str], None]], Any]:
-    """A C{watch} for L{ConfdService} built on C{twisted.internet.inotify}."""
+    """A C{watch} for L{ConfdService}: files written or created in the directory."""
 
     def watch(directory: str, callback: Callable[[str], None]) -> Any:
-        from twisted.internet import inotify
-        from twisted.python.filepath import FilePath
-
-        notifier = inotify.INotify(reactor)
-        notifier.startReading()
-        mask = inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE | inotify.IN_CREATE
-
-        def notify(_ignored: Any, filepath: FilePath, _mask: int) -> None:
-            callback(filepath.basename().decode() if isinstance(filepath.basename(), bytes) else filepath.basename())
-
-        notifier.watch(FilePath(directory), mask=mask, callbacks=[notify])
-        return notifier
+        watcher = DirectoryWatcher(reactor, callback, events=(WRITTEN, CREATED))
+        watcher.watch(directory)
+        return watcher
 
     return watch

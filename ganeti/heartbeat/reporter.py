@@ -25,6 +25,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from ganeti.dirwatch import REMOVED, WRITTEN, DirectoryWatcher, WatchUnavailable
 from ganeti.heartbeat import wire
 
 #: seconds between two polls of the hypervisors and the node's resources
@@ -97,7 +98,7 @@ class StateReporter:
         self._busy = False
         self._again = False
         self._poll: LoopingCall | None = None
-        self._notifier: Any = None
+        self._dir_watch: DirectoryWatcher | None = None
         self.reports = 0
         #: the kvm event watcher (L{ganeti.heartbeat.kvmd.KvmEvents}), synced on every look
         self.kvm_events: Any = None
@@ -123,28 +124,25 @@ class StateReporter:
         if self._poll is not None and self._poll.running:
             self._poll.stop()
         self._poll = None
-        if self._notifier is not None:
-            self._notifier.loseConnection()
-            self._notifier = None
+        if self._dir_watch is not None:
+            self._dir_watch.stop()
+            self._dir_watch = None
         if self.kvm_events is not None:
             self.kvm_events.stop()
 
     def _watch(self) -> None:
-        if not self.watch_dirs or self._notifier is not None:
+        if not self.watch_dirs or self._dir_watch is not None:
             return
+        watch = DirectoryWatcher(self.reactor, lambda _name: self.check(), events=(WRITTEN, REMOVED))
         try:
-            from twisted.internet import inotify
-            from twisted.python import filepath
-
-            notifier = inotify.INotify(self.reactor)
-            notifier.startReading()
-            mask = inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE | inotify.IN_DELETE | inotify.IN_MOVED_FROM
             for directory in self.watch_dirs:
                 os.makedirs(directory, exist_ok=True)
-                notifier.watch(filepath.FilePath(directory), mask=mask, callbacks=[lambda *_: self.check()])
-            self._notifier = notifier
-        except Exception:
+                watch.watch(directory)
+        except (OSError, WatchUnavailable):
+            watch.stop()
             self.log.failure("state reports: cannot watch {dirs}; polling only", dirs=self.watch_dirs)
+            return
+        self._dir_watch = watch
 
     # --- reporting -------------------------------------------------------------------------
     def check(self) -> None:

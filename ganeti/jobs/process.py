@@ -18,7 +18,6 @@ unanswered (see L{ganeti.wconfd.client}).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import signal
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 
 from twisted.internet.protocol import Protocol
 
-from ganeti import serializer
+from ganeti import lockfile, ports, serializer
 from ganeti.jobs import channel
 from ganeti.paths import Paths
 
@@ -46,11 +45,8 @@ FREE_LOCKS_TIMEOUT = 10.0
 
 def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
     """Create and hold this job process's lock file."""
-    os.makedirs(paths.lock_dir, exist_ok=True)
     path = os.path.join(paths.lock_dir, "job_%06d_%d" % (job_id, time.time_ns()))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return fd, path
+    return lockfile.hold(path, create_new=True), path
 
 
 def handshake(paths: Paths, job_id: int, to_parent: int, from_parent: int, timeout: float = CONFIRM_TIMEOUT) -> tuple[int, str]:
@@ -83,7 +79,9 @@ def save_job(paths: Paths, job: Any) -> None:
     serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
 
 
-async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int) -> int:
+async def execute(
+    reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
+) -> int:
     """Run the job (after the handshake); returns the exit code."""
     from twisted.internet.stdio import StandardIO
 
@@ -103,7 +101,7 @@ async def execute(reactor: Any, paths: Paths, job_id: int, lock_path: str, to_pa
 
     processor = Processor(
         job, client, owner, save=save, clock=reactor, paths=paths,
-        submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket),
+        submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket), rpc_port=rpc_port,
     )
     control = _Control(processor)
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
@@ -181,6 +179,7 @@ def run(
     to_parent: int = channel.TO_PARENT_FD,
     from_parent: int = channel.FROM_PARENT_FD,
     confirm_timeout: float = CONFIRM_TIMEOUT,
+    rpc_port: int = ports.NODED,
 ) -> int:
     """Handshake, then run the job under a fresh reactor; returns the exit code."""
     try:
@@ -194,7 +193,7 @@ def run(
 
     async def main(reactor: Any) -> None:
         try:
-            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent))
+            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent, rpc_port))
         except Exception:
             import traceback
 
@@ -225,5 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--confirm-timeout", type=float, default=CONFIRM_TIMEOUT, help="seconds to wait for LuxiD's confirmation"
     )
+    parser.add_argument(
+        "--rpc-port", type=int, default=ports.NODED, help="port of the node daemons (LuxiD's --rpc-port)"
+    )
     args = parser.parse_args(argv)
-    return run(args.job_id, Paths.from_option(args.root), confirm_timeout=args.confirm_timeout)
+    return run(args.job_id, Paths.from_option(args.root), confirm_timeout=args.confirm_timeout, rpc_port=args.rpc_port)

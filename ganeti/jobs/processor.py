@@ -154,6 +154,7 @@ class Processor:
         blocking one.
     @param registry: C{OP_ID -> LU class} (default: L{ganeti.cmdlib}'s).
     @param paths: the node root (LUs' node RPC client uses its certificate).
+    @param rpc_port: the node daemons' port (default: Ganeti's).
     @param rpc_factory: makes the LUs' node RPC client (tests); default:
         one from C{paths}.
     @param submit_jobs: submits the follow-up jobs of an LU that returns a
@@ -178,9 +179,11 @@ class Processor:
         rpc_factory: Callable[[], Any] | None = None,
         submit_jobs: Callable[[list[list[dict[str, Any]]]], Awaitable[list[Any]]] | None = None,
         net: Any = None,
+        rpc_port: int | None = None,
     ) -> None:
         self.job = job
         self.net = net
+        self.rpc_port = rpc_port
         self.submit_jobs = submit_jobs
         self.paths = paths
         self.rpc_factory = rpc_factory
@@ -335,6 +338,7 @@ class Processor:
         ctx = OpContext(
             self.wconfd, self.owner, self.clock, feedback=feedback, job_id=self.job.id,
             paths=self.paths, rpc_factory=self.rpc_factory, net=self.net,
+            rpc_port=self.rpc_port,
         )
         try:
             lu = await self._lock(qop, op, lu_class, ctx)

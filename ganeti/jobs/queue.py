@@ -17,8 +17,6 @@ candidates.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import re
 import threading
@@ -26,7 +24,7 @@ from typing import Callable, Iterable
 
 from twisted.logger import Logger
 
-from ganeti import errors, serializer
+from ganeti import errors, lockfile, serializer
 from ganeti.jobs.model import QueuedJob, ts_seconds
 from ganeti.paths import Paths
 
@@ -155,17 +153,13 @@ class JobQueueDir:
         if self._lock_fd is not None:
             return
         os.makedirs(self.queue_dir, mode=DIR_MODE, exist_ok=True)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise QueueLocked(
-                    "Job queue lock %s is held by another process: another ganeti-luxid"
-                    " is running on this root (%s)" % (self.lock_file, self.paths.root)
-                ) from e
-            raise
+            fd = lockfile.hold(self.lock_file)
+        except lockfile.LockHeld as e:
+            raise QueueLocked(
+                "Job queue lock %s is held by another process: another ganeti-luxid"
+                " is running on this root (%s)" % (self.lock_file, self.paths.root)
+            ) from e
         self._lock_fd = fd
         try:
             os.makedirs(self.archive_dir, mode=DIR_MODE, exist_ok=True)
@@ -180,10 +174,7 @@ class JobQueueDir:
         fd, self._lock_fd = self._lock_fd, None
         self._serial = None
         if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+            lockfile.release(fd)
 
     def __enter__(self) -> JobQueueDir:
         self.open()

@@ -359,6 +359,11 @@ class AsyncLuxiClient:
         """Close the connection; the Deferred fires once it is closed."""
         return self.protocol.close()
 
+    @property
+    def connected(self) -> bool:
+        """Whether calls can still be sent (the connection is neither lost nor closed)."""
+        return self.protocol.lost is None
+
 
 _PROTOCOL_CLASS: Any = None
 
@@ -401,6 +406,11 @@ def _define_protocol_class() -> Any:
             self._pending: deque[tuple[str, Deferred[Any]]] = deque()
             self._lost: str | None = None  # why the connection is gone
             self._closed: list[Deferred[None]] = []
+
+        @property
+        def lost(self) -> str | None:
+            """Why the connection is gone (lost, closed or dropped after a protocol error), or C{None}."""
+            return self._lost
 
         def call(self, method: str, args: tuple[Any, ...] | list[Any]) -> Deferred[Any]:
             if self._lost is not None:

@@ -4,7 +4,7 @@
     serverFromString(reactor, "unix:/var/run/ganeti/socket/ganeti-query:mode=660").listen(factory)
 
 The handler is any object with C{handle(method, args)} returning a value, a
-L{Deferred} or a coroutine (see L{LuxiHandler}); L{MethodHandler} dispatches
+L{Deferred} or a coroutine (see L{RequestHandler}); L{MethodHandler} dispatches
 to C{luxi_<Method>} methods.  No policy lives here: the protocol frames,
 decodes, calls, encodes and keeps the order.
 
@@ -34,7 +34,7 @@ from ganeti import errors
 from ganeti.luxi import wire
 
 
-class LuxiHandler(TypingProtocol):
+class RequestHandler(TypingProtocol):
     """What the server calls for each request."""
 
     def handle(self, method: str, args: list[Any]) -> Any:
@@ -51,7 +51,7 @@ class LuxiHandler(TypingProtocol):
 
 
 class MethodHandler:
-    """A L{LuxiHandler} that calls the method named C{luxi_<Method>}.
+    """A L{RequestHandler} that calls the method named C{luxi_<Method>}.
 
         class Queries(MethodHandler):
             def luxi_QueryTags(self, kind, name):
@@ -126,9 +126,9 @@ class LuxiServerProtocol(Protocol):
     #: stop reading from a client that has this many requests waiting
     max_queued = 64
 
-    def __init__(self, handler: LuxiHandler, max_message_size: int = wire.DEFAULT_MAX_MESSAGE_SIZE) -> None:
+    def __init__(self, handler: RequestHandler, max_message_size: int = wire.DEFAULT_MAX_MESSAGE_SIZE) -> None:
         """
-        @param handler: answers the requests (see L{LuxiHandler}).
+        @param handler: answers the requests (see L{RequestHandler}).
         @param max_message_size: the largest request accepted, in bytes;
             a larger one is refused and the connection closed.
         """
@@ -277,7 +277,7 @@ class LuxiServerFactory(Factory):
 
     noisy = False  # no "Starting factory" lines in the daemon log
 
-    def __init__(self, handler: LuxiHandler, max_message_size: int = wire.DEFAULT_MAX_MESSAGE_SIZE) -> None:
+    def __init__(self, handler: RequestHandler, max_message_size: int = wire.DEFAULT_MAX_MESSAGE_SIZE) -> None:
         """
         @param handler: answers the requests of every connection.
         @param max_message_size: the largest request accepted, in bytes.

@@ -27,6 +27,7 @@ from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
@@ -99,11 +100,13 @@ class ForkServer:
     log = Logger()
 
     def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any],
-                 on_orphaned: Callable[[list[JobChannel]], Any] | None = None) -> None:
+                 on_orphaned: Callable[[list[JobChannel]], Any] | None = None, rpc_port: int = ports.NODED) -> None:
         """@param on_orphaned: called with the channels of the jobs still
-            running when the server dies (their exits will not be reported)"""
+            running when the server dies (their exits will not be reported)
+        @param rpc_port: the node daemons' port, handed to every job process"""
         self.reactor = reactor
         self.paths = paths
+        self.rpc_port = rpc_port
         self.on_exit = on_exit
         self.on_orphaned = on_orphaned
         self.running = False
@@ -117,7 +120,8 @@ class ForkServer:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         os.makedirs(self.paths.log_dir, exist_ok=True)
         log_fd = os.open(self.paths.log_file("jobs"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
-        argv = [sys.executable, "-m", "ganeti.luxid.forkserver", "--root", self.paths.root]
+        argv = [sys.executable, "-m", "ganeti.luxid.forkserver", "--root", self.paths.root,
+                "--rpc-port", str(self.rpc_port)]
         try:
             self._process = self.reactor.spawnProcess(
                 _ServerProtocol(self),

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.paths import Paths
 
@@ -62,7 +63,7 @@ def _report(message: dict[str, Any]) -> None:
             continue
 
 
-def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int]) -> None:
+def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rpc_port: int) -> None:
     """In the forked child: become the job process.  Never returns."""
     code = 1
     try:
@@ -87,7 +88,7 @@ def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int]) ->
         os.close(devnull)
         from ganeti.jobs.process import run
 
-        code = run(job_id, paths)
+        code = run(job_id, paths, rpc_port=rpc_port)
     except BaseException:
         import traceback
 
@@ -100,7 +101,7 @@ def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int]) ->
             os._exit(code)
 
 
-def serve(paths: Paths, control_fd: int = CONTROL_FD) -> int:
+def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODED) -> int:
     _warm_imports()
     control = socket.socket(fileno=control_fd)
     wake_r, wake_w = os.pipe()
@@ -135,7 +136,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD) -> int:
             continue
         pid = os.fork()
         if pid == 0:
-            _child(job_id, paths, fds, [control.fileno(), wake_r, wake_w])
+            _child(job_id, paths, fds, [control.fileno(), wake_r, wake_w], rpc_port)
         for fd in fds:
             os.close(fd)
         children[pid] = job_id
@@ -165,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m ganeti.luxid.forkserver")
     parser.add_argument("--root")
+    parser.add_argument("--rpc-port", type=int, default=ports.NODED, help="port of the node daemons, for the jobs")
     args = parser.parse_args(argv)
-    return serve(Paths.from_option(args.root))
+    return serve(Paths.from_option(args.root), rpc_port=args.rpc_port)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -10,15 +10,16 @@ from ganeti import errors, ha_params, serializer
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
 from ganeti.luxid import live
-from ganeti.luxid.service import LuxidService
 from ganeti.objects import ConfigData
+from ganeti.paths import Paths
 from ganeti.query import engine, qlang
 from ganeti.query import fields as q
+from ganeti.querydefs import QR_CLUSTER, QR_GROUP, QR_INSTANCE, QR_NODE, RS_NORMAL
 
 TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
 #: resources whose query answers come from the config alone, unless the
 #: query needs live node data (L{live.needed}): those are never cached
-CONFIG_ONLY_RESOURCES = frozenset({"instance", "node", "group", "cluster"})
+CONFIG_ONLY_RESOURCES = frozenset({QR_INSTANCE, QR_NODE, QR_GROUP, QR_CLUSTER})
 QUERY_CACHE_SIZE = 64
 
 
@@ -44,21 +45,70 @@ def _fields(value: Any) -> list[str]:
     return value
 
 
-class LuxiHandler(MethodHandler):
-    """Every LUXI method LuxiD answers (spec/luxi.md section 3)."""
+class JobService(Protocol):
+    """What the LUXI methods need of LuxiD's job service (L{LuxidService} is one).
 
-    def __init__(self, service: LuxidService) -> None:
+    @ivar liveness: the node liveness roster, or C{None}.
+    @ivar watcher: the watcher on events, or C{None}.
+    """
+
+    liveness: Any
+    watcher: Any
+
+    def wconfd_client(self) -> Any:
+        """The connected WConfD client, or C{None}."""
+
+    def live_jobs(self) -> dict[int, QueuedJob]:
+        """The live jobs as clients see them (a final state only once a majority holds it)."""
+
+    def job(self, job_id: Any) -> QueuedJob: ...
+
+    def view(self, job_id: Any) -> QueuedJob:
+        """Job C{job_id} as clients see it."""
+
+    def is_drained(self) -> bool: ...
+
+    def archived_job_ids(self) -> list[int]: ...
+
+    def read_archived_job(self, job_id: int) -> QueuedJob | None: ...
+
+    async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]: ...
+
+    async def wait_for_change(self, job_id: Any, current: Any, previous: Any, timeout: float) -> Any: ...
+
+    def cancel(self, job_id: Any, kill: bool = False) -> Any: ...
+
+    async def archive(self, job_id: Any) -> bool: ...
+
+    def auto_archive(self, age: float, timeout: float) -> list[int]: ...
+
+    def change_priority(self, job_id: Any, priority: Any) -> list[Any]: ...
+
+    def set_drained(self, flag: bool) -> bool: ...
+
+
+class LuxiHandler(MethodHandler):
+    """Every LUXI method LuxiD answers (spec/luxi.md section 3).
+
+    @param service: the jobs, the queue and the WConfD connection.
+    @param paths: the node's root (the watcher's pause file).
+    @param live_data: asks the node daemons for live data.
+    """
+
+    def __init__(self, service: JobService, paths: Paths, live_data: live.LiveData) -> None:
         self.service = service
+        self.paths = paths
         self._config: ConfigData | None = None
         self._config_serial = -1
         self._query_cache: dict[Any, tuple[int, Any]] = {}
-        self.live = live.LiveData.for_node(service.reactor, service.paths)
+        self.live = live_data
 
     # --- helpers ---------------------------------------------------------------
     async def _wconfd(self) -> Any:
-        if self.service.wconfd is None:
+        client = self.service.wconfd_client()
+        if client is None:
             raise errors.LuxiError("WConfD is not reachable; is ganeti-wconfd running on this node?")
-        return self.service.wconfd
+        return client
 
     async def config(self) -> ConfigData:
         wconfd = await self._wconfd()
@@ -78,7 +128,7 @@ class LuxiHandler(MethodHandler):
             locks = await (await self._wconfd()).list_locks_waiting_status()
         data: Any = {}
         needs = live.needed(what, fields, qfilter) - q.LOCAL_NEEDS
-        liveness = getattr(self.service, "liveness", None)
+        liveness = self.service.liveness
         if needs:
             if names is None and isinstance(qfilter, list):
                 names = qlang.names_from_filter(qfilter, "name")
@@ -95,14 +145,13 @@ class LuxiHandler(MethodHandler):
 
         from ganeti.heartbeat.watcher import pause_file, read_pause
 
-        return read_pause(pause_file(self.service.paths.data_dir), time.time())
+        return read_pause(pause_file(self.paths.data_dir), time.time())
 
     def jobs_for_query(self, fields: Any, qfilter: Any) -> tuple[dict[int, QueuedJob], frozenset[int]]:
         """The jobs a job query looks at, and which of them are archived: as
         Ganeti's, the live jobs, plus the archived ones the filter names by
         id, or every archived one when the C{archived} field is asked for."""
         live = self.service.live_jobs()
-        queue = self.service.queue
         wanted = qlang.names_from_filter(qfilter, "id")
         if wanted is not None:
             candidates = []
@@ -112,10 +161,10 @@ class LuxiHandler(MethodHandler):
                 except (TypeError, ValueError):
                     continue
         elif "archived" in (fields or ()):
-            candidates = queue.archived_job_ids()
+            candidates = self.service.archived_job_ids()
         else:
             return live, frozenset()
-        found = {i: job for i in candidates if i not in live for job in [queue.read_archived_job(i)] if job is not None}
+        found = {i: job for i in candidates if i not in live for job in [self.service.read_archived_job(i)] if job is not None}
         if not found:
             return live, frozenset()
         return {**live, **found}, frozenset(found)
@@ -125,7 +174,7 @@ class LuxiHandler(MethodHandler):
         ctx = q.QueryContext(config=self._config or ConfigData(), jobs={job.id: job}, locks=[[], []], live={},
                              archived_jobs=archived)
         row = engine.query("job", fields, None, ctx)["data"][0]
-        return [value if status == q.RS_NORMAL else None for status, value in row]
+        return [value if status == RS_NORMAL else None for status, value in row]
 
     # --- jobs --------------------------------------------------------------------
     async def luxi_SubmitJob(self, ops: Any) -> int:
@@ -251,7 +300,7 @@ class LuxiHandler(MethodHandler):
 
     async def luxi_QueryClusterInfo(self) -> Any:
         info = q.cluster_info(await self.config())
-        info.update(ha_params.cluster_fields(self.service.paths))  # small local files: read at once
+        info.update(ha_params.cluster_fields(self.paths))  # small local files: read at once
         return info
 
     async def luxi_QueryConfigValues(self, names: Any) -> Any:
@@ -259,7 +308,7 @@ class LuxiHandler(MethodHandler):
         latency = None
         if "config_write_latency" in names:
             latency = await (await self._wconfd()).read_write_latency()
-        return q.config_values(await self.config(), names, self.service.queue.is_drained(), self.watcher_pause(),
+        return q.config_values(await self.config(), names, self.service.is_drained(), self.watcher_pause(),
                                latency)
 
     def luxi_SetWatcherPause(self, until: Any = None) -> float | None:
@@ -269,8 +318,8 @@ class LuxiHandler(MethodHandler):
         if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))):
             raise errors.OpPrereqError("the pause end must be a number (an epoch) or null, not %r" % (until,),
                                        errors.ECODE_INVAL)
-        write_pause(pause_file(self.service.paths.data_dir), until)
-        watcher = getattr(self.service, "watcher", None)
+        write_pause(pause_file(self.paths.data_dir), until)
+        watcher = self.service.watcher
         if until is None and watcher is not None:
             watcher.resume()  # catch up with what happened during the pause
         return until

@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
 from twisted.logger import Logger
 
-from ganeti import errors
+from ganeti import errors, ports
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.query import engine
 from ganeti.query import fields as q
@@ -215,13 +215,13 @@ class LiveData:
         self._inflight: dict[Any, list[Deferred[Any]]] = {}
 
     @classmethod
-    def for_node(cls, reactor: Any, paths: Any, timeout: float = LIVE_TIMEOUT) -> LiveData:
-        """Talk to the nodes with this node's cluster certificate."""
+    def for_node(cls, reactor: Any, paths: Any, port: int = ports.NODED, timeout: float = LIVE_TIMEOUT) -> LiveData:
+        """Talk to the nodes (on C{port}) with this node's cluster certificate."""
 
         def factory() -> Any:
-            from ganeti.rpc import RpcClient, wire
+            from ganeti.rpc import RpcClient
 
-            return RpcClient.from_paths(reactor, paths, port=wire.rpc_port())
+            return RpcClient.from_paths(reactor, paths, port=port)
 
         return cls(factory, timeout)
 

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
+from ganeti import ports
 from ganeti.jobs import replicas
 from ganeti.paths import Paths
 
@@ -77,7 +78,7 @@ class JobReplicator:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, *, port: int = 1811, rpc: Any = None,
+    def __init__(self, paths: Paths, reactor: Any, *, port: int = ports.NODED, rpc: Any = None,
                  candidates: Candidates | None = None) -> None:
         self.paths = paths
         self.reactor = reactor

@@ -29,17 +29,18 @@ from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
-from twisted.python import filepath
 
-from ganeti import errors, opcodes
+from ganeti import errors, opcodes, ports
+from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
+from ganeti.lockfile import hold as hold_lockfile
+from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
 from ganeti.query.resources import op_summary
-from ganeti.wconfd.death import hold_lockfile, owner_is_dead
 
 #: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
 WFJC_TIMEOUT = 89
@@ -97,8 +98,11 @@ class LuxidService(Service):
         replicator: Any = None,
         follow_interval: float = 0.5,
         kill_grace: float = KILL_GRACE,
+        rpc_port: int = ports.NODED,
     ) -> None:
         self.paths = paths
+        #: the node daemons' port (C{--rpc-port}), handed to the job processes
+        self.rpc_port = rpc_port
         self.reactor = reactor
         self.queue = queue
         self.max_running_override = max_running
@@ -129,7 +133,7 @@ class LuxidService(Service):
         #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
         self.watcher: Any = None
         self.forkserver: Any = None
-        self._notifier: Any = None
+        self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
         self._spawn_retry: Any = None
         self._livelock_fd: int | None = None
@@ -148,7 +152,8 @@ class LuxidService(Service):
         if self.use_forkserver:
             from ganeti.luxid.forkclient import ForkServer
 
-            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned)
+            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned,
+                                         rpc_port=self.rpc_port)
             try:
                 self.forkserver.start()
             except OSError:
@@ -166,8 +171,8 @@ class LuxidService(Service):
             self._follow.stop()
         if self._spawn_retry is not None and self._spawn_retry.active():
             self._spawn_retry.cancel()
-        if self._notifier is not None:
-            self._notifier.loseConnection()
+        if self._queue_watch is not None:
+            self._queue_watch.stop()
         if self.replicator is not None:
             self.replicator.stop()
         if self.forkserver is not None:
@@ -197,7 +202,7 @@ class LuxidService(Service):
                 # spawned but never confirmed: the job never ran; run it again
                 job.livelock = job.process_id = None
                 self._write(job)
-            elif not owner_is_dead(job.livelock):
+            elif not is_free(job.livelock):
                 self.log.info("job {job} still runs (pid {pid}); following it", job=job.id, pid=job.process_id)
                 self.adopted[job.id] = job.livelock
             else:
@@ -304,19 +309,15 @@ class LuxidService(Service):
         return self.shown.get(job.id, job)
 
     def _watch_queue(self) -> None:
+        watch = DirectoryWatcher(self.reactor, self._queue_file_written)
         try:
-            from twisted.internet import inotify
-        except ImportError:  # not Linux: fall back to the follow timer
+            watch.watch(self.paths.queue_dir)
+        except WatchUnavailable as e:  # the follow timer reloads running jobs instead
+            self.log.warn("job files are not watched ({why}); following by timer", why=str(e))
             return
-        self._notifier = inotify.INotify(self.reactor)
-        self._notifier.startReading()
-        mask = inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE
-        self._notifier.watch(filepath.FilePath(self.paths.queue_dir), mask=mask, callbacks=[self._inotify_event])
+        self._queue_watch = watch
 
-    def _inotify_event(self, _watch: Any, path: filepath.FilePath, _mask: int) -> None:
-        name = path.basename()
-        if isinstance(name, bytes):
-            name = name.decode()
+    def _queue_file_written(self, name: str) -> None:
         if not name.startswith("job-"):
             return
         try:
@@ -402,7 +403,7 @@ class LuxidService(Service):
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
         try:
-            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited)
+            spawn_direct(self.reactor, self.paths, job_channel, self._job_exited, rpc_port=self.rpc_port)
         except OSError as e:
             self._spawn_failed(job, job_channel, e)
 
@@ -483,7 +484,7 @@ class LuxidService(Service):
         for job_id, lockfile in list(self.adopted.items()):
             # the lock first: a process writes its last job file before its
             # lock goes, so a job read after a dead lock is its final state
-            dead = owner_is_dead(lockfile)
+            dead = is_free(lockfile)
             job = self._reload(job_id)
             if job is None or job.finalized:
                 if dead or job_id not in self.killing:  # a killed one: until its process is gone
@@ -498,7 +499,7 @@ class LuxidService(Service):
                     self._fail(job, "the job process died")
                     self._cleanup_locks()
                 self._exit_waiters_fire(job_id)
-        if not self._notifier:
+        if self._queue_watch is None:
             for job_id in list(self.processes):
                 self._reload(job_id)
 
@@ -661,7 +662,7 @@ class LuxidService(Service):
         if channel is not None:
             return channel.signal(signum)
         lockfile = self.adopted.get(job.id)
-        if lockfile is None or job.process_id is None or owner_is_dead(lockfile):
+        if lockfile is None or job.process_id is None or is_free(lockfile):
             return False
         try:
             self.os_kill(job.process_id, signum)
@@ -752,6 +753,20 @@ class LuxidService(Service):
     def live_jobs(self) -> dict[int, QueuedJob]:
         """The live jobs as clients see them (L{view})."""
         return {**self.jobs, **self.shown} if self.shown else self.jobs
+
+    def is_drained(self) -> bool:
+        """Whether the queue takes no new jobs."""
+        return self.queue.is_drained()
+
+    def archived_job_ids(self) -> list[int]:
+        return self.queue.archived_job_ids()
+
+    def read_archived_job(self, job_id: int) -> QueuedJob | None:
+        return self.queue.read_archived_job(job_id)
+
+    def wconfd_client(self) -> Any:
+        """The connected WConfD client, or C{None} while there is none."""
+        return self.wconfd
 
 
 def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:

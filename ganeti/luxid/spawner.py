@@ -24,6 +24,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.paths import Paths
 
@@ -215,17 +216,20 @@ class JobProcessProtocol(ProcessProtocol):
         self.on_exit(JobExit(self.channel.job_id, code, sig, self.channel.confirmed))
 
 
-def job_argv(paths: Paths, job_id: int) -> list[str]:
-    return [sys.executable, "-m", "ganeti.jobs", str(job_id), "--root", paths.root]
+def job_argv(paths: Paths, job_id: int, rpc_port: int = ports.NODED) -> list[str]:
+    """The command line of a job process: its job, its root and the node daemons' port."""
+    return [sys.executable, "-m", "ganeti.jobs", str(job_id), "--root", paths.root, "--rpc-port", str(rpc_port)]
 
 
-def spawn_direct(reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any]) -> JobProcessProtocol:
+def spawn_direct(
+    reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any], rpc_port: int = ports.NODED
+) -> JobProcessProtocol:
     """Start C{python -m ganeti.jobs} with the handshake pipes on fds 3 and 4."""
     os.makedirs(paths.log_dir, exist_ok=True)
     log_fd = os.open(paths.log_file("jobs"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
     try:
         protocol = JobProcessProtocol(job_channel, on_exit)
-        argv = job_argv(paths, job_channel.job_id)
+        argv = job_argv(paths, job_channel.job_id, rpc_port)
         reactor.spawnProcess(
             protocol,
             argv[0],

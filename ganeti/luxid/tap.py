@@ -13,6 +13,7 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti import ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
 from ganeti.epoch import EpochWatch
@@ -24,6 +25,7 @@ from ganeti.listening import endpoint_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.live import LiveData
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.paths import Paths
@@ -37,7 +39,9 @@ class Options(usage.Options):
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["socket-mode", None, 0o660, "Permissions of the LUXI sockets, octal (default 660).", lambda v: int(v, 8)],
         ["max-running-jobs", None, None, "Jobs run at once (default: the cluster's max_running_jobs, 20).", positive_int],
-        ["rpc-port", None, 1811, "Port of the candidates' ganeti-noded (job file replication).", int],
+        ["rpc-port", None, ports.NODED,
+         "Port of the cluster's ganeti-noded (job file replication, live queries; handed to the job processes).",
+         port_number],
         ["heartbeat-port", None, None, "TCP port of node heartbeats (default: $GANETI_HEARTBEAT_PORT or 1817).",
          port_number],
         ["heartbeat-bind", None, None, "Address of the heartbeat listener (default: this node's primary IP)."],
@@ -99,6 +103,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         use_forkserver=not options["no-forkserver"],
         distributor=distributor,
         replicator=replicator,
+        rpc_port=options["rpc-port"],
     )
     root.addService(PidFileService(pid_fd))
     # start-up voting: jobs, heartbeats and the LUXI sockets only once a majority names this node master
@@ -107,7 +112,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     gate.setServiceParent(root)
     service.setServiceParent(gate)
     gate.addService(FrozenHeapService(reactor))
-    handler = LuxiHandler(service)
+    handler = LuxiHandler(service, paths, LiveData.for_node(reactor, paths, port=options["rpc-port"]))
     if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
         liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
                                    port=options["heartbeat-port"])

@@ -14,13 +14,14 @@ from typing import Any
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti import ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, without_tls
 from ganeti.listening import Listener
 from ganeti.mond import settings
 from ganeti.mond.collectors.plugins import DEFAULT_TIMEOUT
 from ganeti.paths import Paths
 
-DEFAULT_PORT = 1815
+DEFAULT_PORT = ports.MOND
 #: where plugin collectors live, under the node's root
 PLUGIN_DIR = "etc/ganeti/mond/plugins"
 

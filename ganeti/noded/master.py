@@ -147,11 +147,10 @@ class MasterProcedures:
                  or (os.path.exists(self.paths.rapi_pem) and daemons.running_pid(self.paths, rapi) is None)]
         rpc = ["--rpc-port", str(self._port)] + (["--no-voting", "--yes-do-it"] if no_voting else [])
         options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc}
-        env = {"GANETI_RPC_PORT": str(self._port)}
         lines: list[str] = []
 
         def start() -> list[str]:
-            code = daemons.start(self.paths, names, timeout=DAEMON_TIMEOUT, out=lines.append, options=options, env=env)
+            code = daemons.start(self.paths, names, timeout=DAEMON_TIMEOUT, out=lines.append, options=options)
             if code != daemons.EXIT_OK:
                 raise RpcFailure("starting the master daemons failed: %s" % "; ".join(lines))
             return lines

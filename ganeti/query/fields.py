@@ -23,35 +23,27 @@ import attrs
 from ganeti import errors
 from ganeti.objects import ConfigData
 from ganeti.query.cluster import cluster_info, config_values  # noqa: F401  (re-exported)
-
-# --- result statuses ---------------------------------------------------------
-RS_NORMAL = 0
-RS_UNKNOWN = 1
-RS_NODATA = 2
-RS_UNAVAIL = 3
-RS_OFFLINE = 4
-RS_ALL = (RS_NORMAL, RS_UNKNOWN, RS_NODATA, RS_UNAVAIL, RS_OFFLINE)
-
-# --- field kinds ---------------------------------------------------------------
-QFT_UNKNOWN = "unknown"
-QFT_TEXT = "text"
-QFT_BOOL = "bool"
-QFT_NUMBER = "number"
-QFT_FLOAT = "float"
-QFT_UNIT = "unit"
-QFT_TIMESTAMP = "timestamp"
-QFT_OTHER = "other"
-QFT_ALL = frozenset({QFT_UNKNOWN, QFT_TEXT, QFT_BOOL, QFT_NUMBER, QFT_FLOAT, QFT_UNIT, QFT_TIMESTAMP, QFT_OTHER})
-
-# --- how filters treat a field (Ganeti's QFF_* flags) -------------------------
-#: plain comparisons
-QFF_NORMAL = "normal"
-#: C{==} also matches the short name: "node1" matches "node1.example.com"
-QFF_HOSTNAME = "hostname"
-#: the value is C{[seconds, microseconds]}; filters compare the seconds
-QFF_TIMESTAMP = "timestamp"
-#: a job id: filter values may be decimal strings
-QFF_JOB_ID = "job_id"
+from ganeti.querydefs import (  # noqa: F401  (re-exported: the query layer's names)
+    QFF_HOSTNAME,
+    QFF_JOB_ID,
+    QFF_NORMAL,
+    QFF_TIMESTAMP,
+    QFT_ALL,
+    QFT_BOOL,
+    QFT_FLOAT,
+    QFT_NUMBER,
+    QFT_OTHER,
+    QFT_TEXT,
+    QFT_TIMESTAMP,
+    QFT_UNIT,
+    QFT_UNKNOWN,
+    RS_ALL,
+    RS_NODATA,
+    RS_NORMAL,
+    RS_OFFLINE,
+    RS_UNAVAIL,
+    RS_UNKNOWN,
+)
 
 # --- data beyond the config a field needs (L{FieldDef.needs}) ------------------
 #: the node daemons' C{all_instances_info} (instance state, memory, vcpus)

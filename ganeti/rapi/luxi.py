@@ -50,7 +50,7 @@ class LuxiPool:
 
     @staticmethod
     def _alive(client: Any) -> bool:
-        return getattr(client.protocol, "_lost", None) is None
+        return bool(client.connected)
 
     async def _client(self) -> Any:
         self._clients = [c for c in self._clients if self._alive(c)]

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from ganeti import errors, opcodes
+from ganeti.querydefs import QR_VIA_RAPI, RS_NORMAL
 from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, Encoded, route
 from ganeti.rapi.http import HttpError, bad_request, not_found, not_implemented
 
@@ -48,9 +49,7 @@ J_FIELDS = J_FIELDS_BULK + ["oplog", "opresult"]
 OS_FIELDS_BULK = ["name", "valid", "variants", "parameters", "api_versions", "blacklisted", "hidden", "trusted"]
 
 NODE_ROLES = {"M": "master", "C": "master-candidate", "R": "regular", "D": "drained", "O": "offline"}
-QUERY_RESOURCES = ("node", "instance", "group", "network", "export", "job", "lock", "filter")
 WFJC_TIMEOUT = 10
-RS_NORMAL = 0
 #: the opcodes of the tag resources' writes
 TAG_OPS = {"PUT": ("OP_TAGS_SET",), "DELETE": ("OP_TAGS_DEL",)}
 
@@ -476,7 +475,7 @@ async def network_tags(ctx: Context, name: str) -> Any:
 
 # --- generic queries -------------------------------------------------------------------------
 def _query_resource(resource: str) -> str:
-    if resource not in QUERY_RESOURCES:
+    if resource not in QR_VIA_RAPI:
         raise bad_request("Requested resource '%s' is not available through the query interface" % resource)
     check_implemented(resource)
     return resource

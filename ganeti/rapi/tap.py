@@ -19,7 +19,7 @@ from twisted.internet.ssl import PrivateCertificate
 from twisted.logger import Logger
 from twisted.python import usage
 
-from ganeti import crypto, daemons, http_limits
+from ganeti import crypto, daemons, http_limits, ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_int
 from ganeti.daemons import node_address
 from ganeti.listening import stream_listener
@@ -30,7 +30,7 @@ from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
 from ganeti.rapi.users import UsersFile
 
-DEFAULT_PORT = 5080
+DEFAULT_PORT = ports.RAPI
 
 
 class Options(usage.Options):

@@ -18,14 +18,14 @@ import re
 import zlib
 from typing import Any
 
-from ganeti import CONFIG_VERSION, serializer
+from ganeti import CONFIG_VERSION, ports, serializer
 
 #: The node RPC protocol version (Ganeti's C{PROTOCOL_VERSION}).
 PROTOCOL_VERSION = CONFIG_VERSION
 #: our own C{node_verify} check (missing and orphan disk files), unknown to Ganeti's nodes
 NV_DISK_FILES = "disk-files"
 #: The noded TCP port.
-DEFAULT_PORT = 1811
+DEFAULT_PORT = ports.NODED
 
 #: Read timeout classes, seconds (Ganeti's C{RPC_TMO_*}).
 TMO_URGENT = 60
@@ -49,15 +49,6 @@ _PROCEDURE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 class RpcWireError(ValueError):
     """A request or an answer does not follow the node RPC format."""
-
-
-def rpc_port() -> int:
-    """The cluster-wide node daemon port: C{$GANETI_RPC_PORT}, else L{DEFAULT_PORT}."""
-    value = os.environ.get("GANETI_RPC_PORT", "")
-    try:
-        return int(value) if value else DEFAULT_PORT
-    except ValueError:
-        return DEFAULT_PORT
 
 
 def valid_procedure(name: str) -> bool:

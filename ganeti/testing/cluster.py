@@ -3,8 +3,8 @@
 Node C{n} is C{node<n>.test} on 127.0.1.C{n}, with its own root; the roots
 share the cluster certificate (copied, as an installer would) and, with
 C{shared_file_storage}, one sharedfile directory (as nodes on a SAN
-would).  Every node runs ganeti-noded on one free port, which WConfD,
-LuxiD and LuxiD's job processes (C{$GANETI_RPC_PORT}) use; the master also
+would).  Every node runs ganeti-noded on one free port, which WConfD and
+LuxiD are given (C{--rpc-port}; LuxiD hands it to its job processes); the master also
 runs WConfD, LuxiD and, given C{rapi_users}, ganeti-rapi.  A RAPI that a
 NodeD starts (a node promoted to master candidate) listens on the cluster's
 own free port (C{$GANETI_RAPI_PORT}, the caller's if set) and L{stop}
@@ -109,7 +109,7 @@ class LoopbackCluster:
         self.rapi_port = int(os.environ.get(RAPI_PORT_ENV) or free_port())
         self.roots = [root]
         # inherited by LuxiD's job processes
-        env = {"GANETI_RPC_PORT": str(self.rpc_port), "GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
+        env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
         self.wconfd = Daemon(root, "ganeti-wconfd", "--rpc-port", str(self.rpc_port), *wconfd_args)
         self.luxid = Daemon(root, "ganeti-luxid", "--rpc-port", str(self.rpc_port), env=env)
         self.nodeds: list[Daemon] = []

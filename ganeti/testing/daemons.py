@@ -209,8 +209,8 @@ class MasterNoded:
 
     @property
     def env(self) -> dict[str, str]:
-        """What LuxiD (and its job processes) need to find the node daemon and be found by it."""
-        return {"GANETI_RPC_PORT": str(self.port), "GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
+        """What LuxiD (and its job processes) need to be found by the node daemon (its port: L{luxid_args})."""
+        return {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
 
     async def start(self, reactor: Any) -> None:
         """Create the cluster's secrets if missing; start noded and wait for it."""

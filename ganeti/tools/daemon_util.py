@@ -14,7 +14,10 @@ C{$GANETI_ROOT}, else C{/})::
 
 C{--force-node} is accepted and needs nothing here: a daemon named is
 started whatever this node's role.  WConfD and LuxiD get the cluster's node
-RPC port (C{$GANETI_RPC_PORT}, else 1811) and the voting flags.
+RPC port and the voting flags.  Ganeti's tools run this command with their
+environment and no daemon options, so the port comes from
+C{$GANETI_RPC_PORT} (else 1811): the one place that reads it, our own
+daemons and tools take C{--rpc-port}.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ import os
 import sys
 from typing import Callable
 
-from ganeti import daemons
+from ganeti import daemons, ports
 from ganeti.paths import Paths
-from ganeti.rpc import wire
 
 #: Ganeti's exit status of "check" for a daemon that does not run
 EXIT_NOT_RUNNING = 1
@@ -43,9 +45,25 @@ def root_paths(environ: dict[str, str] | None = None) -> Paths:
     return Paths(environ.get("GANETI_ROOTDIR") or environ.get("GANETI_ROOT") or "/")
 
 
-def master_options(flags: list[str]) -> list[str]:
-    """The options of WConfD and LuxiD for C{flags} (pure)."""
-    return ["--rpc-port", str(wire.rpc_port())] + [f for f in flags if f in ("--no-voting", "--yes-do-it")]
+#: how Ganeti's tools, which cannot pass options, name the node daemons' port
+RPC_PORT_ENV = "GANETI_RPC_PORT"
+
+
+def rpc_port(environ: dict[str, str] | None = None) -> int:
+    """The node daemons' port from C{environ} (default: this process's), else Ganeti's default.
+
+    A value that is not a port is ignored (the default is used).
+    """
+    environ = dict(os.environ) if environ is None else environ
+    try:
+        return ports.port_number(environ.get(RPC_PORT_ENV, "") or str(ports.NODED))
+    except ValueError:
+        return ports.NODED
+
+
+def master_options(flags: list[str], environ: dict[str, str] | None = None) -> list[str]:
+    """The options of WConfD and LuxiD for C{flags}."""
+    return ["--rpc-port", str(rpc_port(environ))] + [f for f in flags if f in ("--no-voting", "--yes-do-it")]
 
 
 def run(argv: list[str], paths: Paths, out: Callable[[str], object] = print) -> int:

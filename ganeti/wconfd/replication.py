@@ -37,7 +37,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from ganeti import errors, ssconf
+from ganeti import errors, ports, ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 
@@ -66,7 +66,7 @@ class ConfigPusher:
         snapshot: Callable[[], tuple[bytes, int]],
         *,
         rpc: Any = None,
-        port: int = 1811,
+        port: int = ports.NODED,
         retry_interval: float = RETRY_INTERVAL,
         majority_timeout: float = MAJORITY_TIMEOUT,
         values: Callable[[ConfigData], dict[str, list[str]]] = ssconf.compute,

@@ -33,11 +33,11 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from ganeti import errors
+from ganeti.lockfile import is_free
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
-from ganeti.wconfd.death import owner_is_dead
 from ganeti.wconfd.requests import RequestLog
-from ganeti.wconfd.storage import IStorage
+from ganeti.wconfd.storage import IConfigStorage
 from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 
 #: priority of WConfD's own config-lock requests (more urgent than any job)
@@ -106,7 +106,7 @@ class WConfdService(Service):
 
     def __init__(
         self,
-        storage: IStorage,
+        storage: IConfigStorage,
         clock: Any,
         *,
         owner_dirs: Iterable[str] = (),
@@ -114,7 +114,7 @@ class WConfdService(Service):
         death_interval: float = 0.25,
         checkpoint_delay: float = 0.2,
         lock_snapshot_interval: float = 5.0,
-        probe: Callable[[str], bool] = owner_is_dead,
+        probe: Callable[[str], bool] = is_free,
         holder: Callable[[str, int], bool] | None = None,
         quorum: Callable[[int], Deferred] | None = None,
     ) -> None:

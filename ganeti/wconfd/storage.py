@@ -47,7 +47,7 @@ LOCKS_MODE = 0o600
 
 @attrs.define
 class Recovered:
-    """What L{IStorage.load} found on disk."""
+    """What L{IConfigStorage.load} found on disk."""
 
     config: bytes | None
     records: list[dict[str, Any]]
@@ -56,7 +56,7 @@ class Recovered:
     requests: Any = None
 
 
-class IStorage(Interface):
+class IConfigStorage(Interface):
     def load() -> Recovered:
         """Read everything back (at start-up, before serving)."""
 
@@ -221,7 +221,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-@implementer(IStorage)
+@implementer(IConfigStorage)
 class FileStorage:
     """State in files under a node's data directory."""
 
@@ -328,7 +328,7 @@ class FileStorage:
             self._locks_fd = None
 
 
-@implementer(IStorage)
+@implementer(IConfigStorage)
 class MemoryStorage:
     """The same contract in memory; every write completes at once."""
 

@@ -18,6 +18,7 @@ import attrs
 
 from ganeti import errors, serializer
 from ganeti.config import verify as config_verify
+from ganeti.errors import MacInUse, UnknownEntity
 from ganeti.objects import KINDS, Cluster, ConfigData, ConfigObject, Disk, Instance, Node, new_uuid, now
 
 #: kinds whose names must be unique, and that can be looked up by name
@@ -25,17 +26,6 @@ NAMED = ("node", "nodegroup", "instance", "network")
 #: top-level keys of config.data in the order they are written
 _MAP_ORDER = ("nodes", "nodegroups", "instances", "networks", "disks")
 _KIND_OF_MAP = {key: kind for kind, (_cls, key) in KINDS.items()}
-
-
-class UnknownEntity(errors.ConfigurationError):
-    """No such entity (the AMP layer maps this to its own code)."""
-
-
-class MacInUse(errors.ConfigurationError):
-    """A NIC's MAC address is already used by another instance (or twice).
-
-    Its own error so that a creator can generate another address and retry.
-    """
 
 
 def normalize_mac(mac: str) -> str:

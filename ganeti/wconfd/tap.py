@@ -14,13 +14,14 @@ from typing import Any, Callable
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
+from ganeti import ports
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.epoch import EpochWatch
 from ganeti.listening import endpoint_listener
+from ganeti.lockfile import holds_lock
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
 from ganeti.voting import VotingGate, add_options, check_options
-from ganeti.wconfd.death import holds_lock
 from ganeti.wconfd.ha import HaKeeper, HaStage
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.replication import MAJORITY_TIMEOUT, ConfigPusher
@@ -41,7 +42,7 @@ class Options(usage.Options):
         ["socket-mode", None, 0o600, "Permissions of the Unix socket, octal (default 600).", lambda v: int(v, 8)],
         ["death-interval", None, 0.25, "Seconds between checks for dead lock owners.", positive_float],
         ["checkpoint-delay", None, 0.2, "Seconds to coalesce changes before rewriting config.data.", positive_float],
-        ["rpc-port", None, 1811, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
+        ["rpc-port", None, ports.NODED, "Port of the other nodes' ganeti-noded (config and ssconf pushes).", int],
         ["majority-timeout", None, MAJORITY_TIMEOUT,
          "Seconds a config change waits for a majority of the master candidates to hold it before it is "
          "refused with an error (default %g)." % MAJORITY_TIMEOUT, positive_float],

@@ -62,10 +62,9 @@ class Stream:
 
 
 def failover(cluster: LoopbackCluster, paths: Paths) -> tuple[float, subprocess.CompletedProcess[str]]:
-    env = dict(os.environ, GANETI_RPC_PORT=str(cluster.rpc_port))
     start = time.monotonic()
-    done = subprocess.run([os.path.join(BIN, "gnt-cluster"), "--root", paths.root, "master-failover"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run([os.path.join(BIN, "gnt-cluster"), "--root", paths.root, "master-failover",
+                           "--rpc-port", str(cluster.rpc_port)], capture_output=True, text=True, timeout=300)
     return time.monotonic() - start, done
 
 

@@ -53,9 +53,11 @@ def with_identities(cluster: LoopbackCluster) -> None:
 
 
 def gnt_cluster(cluster: LoopbackCluster, paths: Paths, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, GANETI_RPC_PORT=str(cluster.rpc_port))
+    """Run gnt-cluster on C{paths}; the commands that talk to node daemons get the cluster's port."""
+    if args and args[0] in ("master-failover", "activate-master-ip", "deactivate-master-ip"):
+        args = (args[0], "--rpc-port", str(cluster.rpc_port), *args[1:])
     return subprocess.run([os.path.join(BIN, "gnt-cluster"), "--root", paths.root, *args], capture_output=True,
-                          text=True, timeout=180, env=env)
+                          text=True, timeout=180)
 
 
 def master_of(paths: Paths) -> str | None:

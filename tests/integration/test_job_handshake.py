@@ -41,7 +41,7 @@ def test_child_sends_its_held_lock_file_then_exits_when_luxid_goes_away(root):
     message = first_message(from_child)
     path = message["lockfile"]
     assert message["pid"] == proc.pid and path.startswith(root.lock_dir + "/job_000007_")
-    from ganeti.wconfd.death import owner_is_dead
+    from ganeti.lockfile import is_free as owner_is_dead
 
     assert not owner_is_dead(path), "the child must hold its lock file"
     os.close(to_child)  # LuxiD died before confirming

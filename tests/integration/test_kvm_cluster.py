@@ -105,7 +105,6 @@ async def test_kvm_instances_migrate(root, monkeypatch):
     shared = share_file_storage(roots)
     seed_config(roots[0], two_nodes())
     port = free_port()
-    monkeypatch.setenv("GANETI_RPC_PORT", str(port))  # inherited by LuxiD's job processes
     nodeds = [
         Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port))
         for paths, address in zip(roots, NODES.values())

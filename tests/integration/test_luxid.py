@@ -17,9 +17,9 @@ from ganeti import errors
 from ganeti.client import gnt_job as gnt_job_module
 from ganeti.client import runner
 from ganeti.config.bootstrap import initial_config
+from ganeti.lockfile import is_free as owner_is_dead
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.daemons import Daemon, MasterNoded, seed_config
-from ganeti.wconfd.death import owner_is_dead
 
 FINAL = ("success", "error", "canceled")
 

@@ -3,7 +3,7 @@ on nodes, redist-conf, verify, remove, through the gnt-* commands.
 
 A L{LoopbackCluster}: three roots share the cluster certificate (copied,
 as an installer would); node daemons listen on 127.0.1.1-3 on a free port
-that WConfD, LuxiD and the job processes (C{GANETI_RPC_PORT}) use.  Only
+that WConfD and LuxiD are given (C{--rpc-port}; LuxiD hands it to the job processes).  Only
 node1 is in the config: nodes 2 and 3 are added with OP_NODE_ADD without
 a join token.
 """

@@ -130,6 +130,35 @@ class ResolvePhaseTests(SynchronousTestCase):
         self.successResultOf(d)
         self.assertEqual(lu.op["new_name"], "web2.example.test")
 
+    def test_instance_rename_refuses_a_name_resolving_to_another_one(self) -> None:
+        """Rename checks the resolved name as create does (Ganeti's CheckHostnameSane in both)."""
+        op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
+                               "new_name": "web2", "name_check": True, "ip_check": False})
+        lu = lookup("OP_INSTANCE_RENAME")(op, OpContext(None, None, Clock(), net=self.net), make_config())
+        lu.check_arguments()
+        d = ensureDeferred(lu.resolve())
+        self.net.lookups[0][1].callback(("db.example.test", [], ["192.0.2.8"]))
+        failure = self.failureResultOf(d, errors.OpPrereqError)
+        self.assertIn("Resolved hostname 'db.example.test' does not look like 'web2'", str(failure.value))
+        self.assertEqual(failure.value.args[1], errors.ECODE_INVAL)
+        self.assertEqual(lu.op["new_name"], "web2")
+
+    def test_instance_rename_ip_check_refuses_an_address_in_use(self) -> None:
+        class Net(FakeNet):
+            def port_open(self, address: str, port: int, timeout: float) -> Deferred[bool]:
+                return succeed(address == "192.0.2.8")
+
+        net = Net()
+        op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
+                               "new_name": "web2", "name_check": True, "ip_check": True})
+        lu = lookup("OP_INSTANCE_RENAME")(op, OpContext(None, None, Clock(), net=net), make_config())
+        lu.check_arguments()
+        d = ensureDeferred(lu.resolve())
+        net.lookups[0][1].callback(("web2.example.test", [], ["192.0.2.8"]))
+        failure = self.failureResultOf(d, errors.OpPrereqError)
+        self.assertIn("IP 192.0.2.8 of instance web2.example.test already in use", str(failure.value))
+        self.assertEqual(failure.value.args[1], errors.ECODE_NOTUNIQUE)
+
 
 class ThreadPool:
     def __init__(self) -> None:

@@ -40,7 +40,7 @@ def test_for_template(paths):
 
 @pytest.mark.parametrize("template", storage.TEMPLATES)
 def test_provides_interface(paths, template):
-    assert verifyObject(storage.IStorage, storage.for_template(template, paths))
+    assert verifyObject(storage.IDiskStorage, storage.for_template(template, paths))
 
 
 def test_create_is_sparse(files):

@@ -168,8 +168,11 @@ class NodeAddTests(NodeLUTestCase):
         self.assertIsNone(self.node("node5.example.test"))
 
     def test_join_token_joins_first(self) -> None:
+        """The join goes to the node daemon port the job process got from LuxiD."""
         import sys
         import types
+
+        self.execute_options = lambda: {"rpc_port": 4711}
 
         joined: list[tuple[Any, ...]] = []
 
@@ -187,7 +190,7 @@ class NodeAddTests(NodeLUTestCase):
                 del sys.modules["ganeti.rpc.join"]
             else:
                 sys.modules["ganeti.rpc.join"] = saved
-        self.assertEqual(joined, [("192.0.2.5", "s3cret", "node5.example.test", wire.rpc_port())])
+        self.assertEqual(joined, [("192.0.2.5", "s3cret", "node5.example.test", 4711)])
         self.assertIsNotNone(self.node("node5.example.test"))
 
     def test_readd_resets_flags(self) -> None:

@@ -137,7 +137,7 @@ class ServiceTests(SynchronousTestCase):
         test = self
 
         class Watcher:
-            def loseConnection(self) -> None:
+            def stop(self) -> None:
                 test.events.append("closed")
 
         return Watcher()

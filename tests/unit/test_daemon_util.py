@@ -46,3 +46,10 @@ def test_check_follows_the_pid_file_lock(root: Paths):
 def test_stop_of_a_daemon_not_running_is_fine(root: Paths):
     root.ensure_dirs()
     assert daemon_util.run(["stop", "ganeti-wconfd"], root, out=lambda _line: None) == daemons.EXIT_OK
+
+
+def test_rpc_port_from_ganetis_environment_only_here():
+    assert daemon_util.rpc_port({"GANETI_RPC_PORT": "4711"}) == 4711
+    assert daemon_util.rpc_port({"GANETI_RPC_PORT": "not a port"}) == 1811
+    assert daemon_util.rpc_port({"GANETI_RPC_PORT": "70000"}) == 1811
+    assert daemon_util.rpc_port({}) == 1811

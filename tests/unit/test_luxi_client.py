@@ -370,7 +370,8 @@ class AsyncClientTests(SynchronousTestCase):
         client, server, pump = self.connect(Handler())
         server.transport.write(wire.encode_response(True, 1))
         pump.flush()
-        self.assertIn("answer without a request", client.protocol._lost)
+        self.assertIn("answer without a request", client.protocol.lost)
+        self.assertFalse(client.connected)
         self.failureResultOf(client.call("Echo"), errors.LuxiError)
 
     def test_malformed_answer_fails_the_call_and_drops_the_connection(self):

@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.live import LiveData
 from ganeti.luxid.service import LuxidService
 from ganeti.objects import ConfigData
 from tests.unit.queue_helpers import open_queue, temp_root
@@ -31,7 +32,7 @@ class ArchivedJobQueryTests(SynchronousTestCase):
         self.assertEqual(self.queue.archive_jobs([1, 10001]), [1, 10001])
         self.service = LuxidService(paths, Clock(), self.queue)
         self.service.jobs = {2: finished(2), 3: finished(3)}  # what LuxiD holds: the live jobs
-        self.handler = LuxiHandler(self.service)
+        self.handler = LuxiHandler(self.service, paths, LiveData.for_node(Clock(), paths))
         self.handler._config = ConfigData()
 
     def query(self, fields: list[str], qfilter: Any) -> list[list[Any]]:

@@ -134,7 +134,7 @@ class SpawnFailureTests(SynchronousTestCase):
         self.spawned: list[int] = []
         self.failing = True
 
-        def spawn_direct(reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Any) -> None:
+        def spawn_direct(reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Any, rpc_port: int = 0) -> None:
             if self.failing:
                 raise OSError(errno.EMFILE, "Too many open files")
             self.spawned.append(job_channel.job_id)

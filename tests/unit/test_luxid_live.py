@@ -260,19 +260,21 @@ class FakeWConfd:
 
 
 class FakeService:
-    reactor = None
-    paths = None
+    liveness = None
+    watcher = None
 
     def __init__(self, config: ConfigData) -> None:
         self.wconfd = FakeWConfd(config)
+
+    def wconfd_client(self) -> FakeWConfd:
+        return self.wconfd
 
     def live_jobs(self) -> dict[int, Any]:
         return {}
 
 
 def handler(rpc: FakeRpc) -> LuxiHandler:
-    h = LuxiHandler(FakeService(make_config()))
-    h.live = live.LiveData(lambda: rpc)
+    h = LuxiHandler(FakeService(make_config()), None, live.LiveData(lambda: rpc))
     return h
 
 

@@ -67,13 +67,13 @@ class EndedMeanwhileTests(SynchronousTestCase):
         save_job(self.paths, _job("running", self.lockfile))
         self.service.jobs = {7: _job("running", self.lockfile)}
         self.service.adopted = {7: self.lockfile}
-        real = service_module.owner_is_dead
+        real = service_module.is_free
 
         def ends_now(path: str) -> Any:
             save_job(self.paths, _job("success", self.lockfile))  # the process's last write, then exit
             return real(path)
 
-        self.patch(service_module, "owner_is_dead", ends_now)
+        self.patch(service_module, "is_free", ends_now)
         self.patch(self.service, "_cleanup_locks", lambda: None)
         self.service._follow_adopted()
         self.assertEqual(self.status_on_disk(), ["success"])

@@ -17,6 +17,7 @@ from ganeti.jobs.channel import encode
 from ganeti.jobs.process import save_job
 from ganeti.jobs.processor import KILLED_RESULT
 from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.live import LiveData
 from ganeti.luxid.service import LuxidService
 from ganeti.luxid.spawner import JobChannel, JobExit
 from tests.unit.queue_helpers import open_queue, temp_root
@@ -70,7 +71,7 @@ class _LuxidCase(SynchronousTestCase):
         self.queue = open_queue(self, self.paths)
         self.service = LuxidService(self.paths, Clock(), self.queue)
         self.service.running = True  # accept submissions without starting processes
-        self.handler = LuxiHandler(self.service)
+        self.handler = LuxiHandler(self.service, self.paths, LiveData.for_node(Clock(), self.paths))
 
     def call(self, method: str, *args: Any) -> Deferred:
         return Deferred.fromCoroutine(getattr(self.handler, "luxi_" + method)(*args))

@@ -95,12 +95,3 @@ def test_procedure_names():
     assert wire.valid_procedure("node_info")
     for bad in ("", "../x", "Version", "a/b", "x" * 65, "1abc"):
         assert not wire.valid_procedure(bad)
-
-
-def test_rpc_port_from_environment(monkeypatch):
-    monkeypatch.setenv("GANETI_RPC_PORT", "4711")
-    assert wire.rpc_port() == 4711
-    monkeypatch.setenv("GANETI_RPC_PORT", "not a port")
-    assert wire.rpc_port() == 1811
-    monkeypatch.delenv("GANETI_RPC_PORT")
-    assert wire.rpc_port() == 1811

@@ -20,9 +20,9 @@ from twisted.test.iosim import IOPump, connectedServerAndClient
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import errors
+from ganeti.lockfile import lock_holders
 from ganeti.wconfd import commands as c
 from ganeti.wconfd.client import WConfdClient, _ClientProtocol, backoff
-from ganeti.wconfd.death import lock_holders
 from ganeti.wconfd.protocol import WConfdProtocol, peer_pid
 from ganeti.wconfd.requests import RequestLog
 from ganeti.wconfd.service import WConfdService

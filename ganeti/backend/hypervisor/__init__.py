@@ -39,19 +39,17 @@ from typing import Any
 from zope.interface import Interface
 
 from ganeti import errors
+from ganeti.hvconstants import (  # noqa: F401  (re-exported: the hypervisors' names)
+    CONS_MESSAGE,
+    CONS_SPICE,
+    CONS_SSH,
+    CONS_VNC,
+    HT_FAKE,
+    HT_KVM,
+    STATE_RUNNING,
+    STATE_SHUTDOWN,
+)
 from ganeti.objects import beparams_memory, beparams_vcpus
-
-HT_FAKE = "fake"
-HT_KVM = "kvm"
-
-#: Ganeti's HvInstanceState values
-STATE_RUNNING = 0
-STATE_SHUTDOWN = 1
-
-CONS_MESSAGE = "msg"
-CONS_SSH = "ssh"
-CONS_VNC = "vnc"
-CONS_SPICE = "spice"
 
 
 class HypervisorError(errors.OpExecError):

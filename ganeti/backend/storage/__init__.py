@@ -1,7 +1,7 @@
 """Disk storage on a node: the interface, the templates and path checks.
 
 Each disk template that keeps data on the node has a driver providing
-L{IStorage}.  Paths are absolute, or relative to the driver's storage
+L{IDiskStorage}.  Paths are absolute, or relative to the driver's storage
 directory; every driver refuses (with L{errors.OpExecError}) a path that
 does not lie strictly inside its storage directory once symlinks are
 resolved, and any path with a C{..} component.  Sizes are MiB.
@@ -32,7 +32,7 @@ FD_LOOP = "loop"
 MIB = 1024 * 1024
 
 
-class IStorage(Interface):
+class IDiskStorage(Interface):
     """The disks of one disk template on one node."""
 
     template = Attribute("The disk template name.")
@@ -98,7 +98,7 @@ def for_template(
     paths: Paths,
     file_storage_dir: str | None = None,
     shared_file_storage_dir: str | None = None,
-) -> IStorage:
+) -> IDiskStorage:
     """The storage driver of C{template} on the node at C{paths}.
 
     The directories default to the node's Ganeti layout; the cluster's

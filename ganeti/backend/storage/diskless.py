@@ -5,10 +5,10 @@ from __future__ import annotations
 from zope.interface import implementer
 
 from ganeti import errors
-from ganeti.backend.storage import DT_DISKLESS, IStorage
+from ganeti.backend.storage import DT_DISKLESS, IDiskStorage
 
 
-@implementer(IStorage)
+@implementer(IDiskStorage)
 class DisklessStorage:
     """Has no disks: creating or using one is an error, removing is a no-op."""
 

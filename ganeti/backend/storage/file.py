@@ -13,7 +13,7 @@ import stat
 from zope.interface import implementer
 
 from ganeti import errors
-from ganeti.backend.storage import DT_FILE, MIB, IStorage, check_inside
+from ganeti.backend.storage import DT_FILE, MIB, IDiskStorage, check_inside
 
 
 def _mib(value: object, what: str) -> int:
@@ -22,7 +22,7 @@ def _mib(value: object, what: str) -> int:
     return value
 
 
-@implementer(IStorage)
+@implementer(IDiskStorage)
 class FileStorage:
     """Sparse-file disks under C{base_dir}."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from zope.interface import implementer
 
-from ganeti.backend.storage import DT_SHARED_FILE, IStorage
+from ganeti.backend.storage import DT_SHARED_FILE, IDiskStorage
 from ganeti.backend.storage.file import FileStorage
 
 
-@implementer(IStorage)
+@implementer(IDiskStorage)
 class SharedFileStorage(FileStorage):
     """Sparse-file disks under the shared file storage directory."""
 
