@@ -76,30 +76,40 @@ def _react(main: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
 
 @attrs.frozen
 class Cluster:
-    """This node's view of the cluster (ssconf and node identity)."""
+    """This node's view of the cluster (ssconf and node identity).
+
+    @ivar port: the noded port of the cluster (C{None}: C{$GANETI_RPC_PORT} or the default)
+    @ivar quick_timeout: seconds a node gets to answer the quick calls
+    """
 
     paths: Paths
     me: str
     master: str
     candidates: list[str]
     addresses: dict[str, str]
+    port: int | None = None
+    quick_timeout: float = QUICK_TIMEOUT
 
 
-def _view(ctx: Context) -> Cluster:
+def view_of(paths: Paths, port: int | None = None, quick_timeout: float = QUICK_TIMEOUT) -> Cluster:
+    """This node's view of the cluster, from its ssconf and identity."""
     from ganeti import daemons, ssconf
 
-    paths = Paths.from_option(ctx.root)
     store = ssconf.SimpleStore(paths)
     ips = store.get_node_primary_ips()
     addresses = {name: ips[name] for name in store.get_node_list() if name in ips}
     return Cluster(paths, daemons.read_node_identity(paths)["name"], store.get_master_node(),
-                   store.get_master_candidates(), addresses)
+                   store.get_master_candidates(), addresses, port, quick_timeout)
 
 
-def _rpc(reactor: Any, paths: Paths, epoch: int | None) -> Any:
+def _view(ctx: Context) -> Cluster:
+    return view_of(Paths.from_option(ctx.root))
+
+
+def _rpc(reactor: Any, paths: Paths, epoch: int | None, port: int | None = None) -> Any:
     from ganeti.rpc import RpcClient, wire
 
-    return RpcClient.from_paths(reactor, paths, port=wire.rpc_port(), epoch=epoch)
+    return RpcClient.from_paths(reactor, paths, port=wire.rpc_port() if port is None else port, epoch=epoch)
 
 
 def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
@@ -118,8 +128,21 @@ def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
     return code
 
 
-async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) -> int:
-    plain = _rpc(reactor, view.paths, None)
+async def elected_failover(reactor: Any, ctx: Context, view: Cluster, epoch: int) -> int:
+    """The failover of a candidate that won the automatic failover's election
+    for C{epoch} (L{ganeti.noded.election}): the steps of C{master-failover},
+    with voting, under the epoch won (the voters recorded it for this node)."""
+    try:
+        check_candidate(view.me, view.master, view.candidates)
+    except FailoverRefused as e:
+        ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
+        return cli.EXIT_FAILURE
+    return await _failover(reactor, ctx, view, False, won_epoch=epoch)
+
+
+async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool, *,
+                    won_epoch: int | None = None) -> int:
+    plain = _rpc(reactor, view.paths, None, view.port)
     try:
         try:
             states = await _vote(ctx, plain, view, no_voting)
@@ -132,7 +155,13 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
-    fenced = _rpc(reactor, view.paths, epoch)
+    if won_epoch is not None:
+        if epoch - 1 > won_epoch:
+            ctx.err("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
+                    % (epoch - 1, won_epoch))
+            return cli.EXIT_FAILURE
+        epoch = won_epoch
+    fenced = _rpc(reactor, view.paths, epoch, view.port)
     try:
         # fencing: from here on the old master can make no change a majority holds,
         # so the newest state gathered next cannot be overtaken
@@ -149,8 +178,8 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
         await fenced.close()
 
 
-async def _states(ctx: Context, rpc: Any, nodes: dict[str, str]) -> dict[str, NodeState]:
-    answers = await rpc.call(nodes, "failover_status", timeout=QUICK_TIMEOUT)
+async def _states(ctx: Context, rpc: Any, nodes: dict[str, str], timeout: float) -> dict[str, NodeState]:
+    answers = await rpc.call(nodes, "failover_status", timeout=timeout)
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -164,10 +193,10 @@ async def _states(ctx: Context, rpc: Any, nodes: dict[str, str]) -> dict[str, No
 async def _vote(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
     """Ganeti's voting; the state of every node that answers."""
     if not no_voting:
-        answers = await rpc.call(view.addresses, "master_node_name", timeout=QUICK_TIMEOUT)
+        answers = await rpc.call(view.addresses, "master_node_name", timeout=view.quick_timeout)
         master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}, view.master)
-    states = await _states(ctx, rpc, view.addresses)
+    states = await _states(ctx, rpc, view.addresses, view.quick_timeout)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     return states
@@ -178,7 +207,7 @@ async def _raise_epoch(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, e
     epoch once: of two concurrent failovers at most one gets a majority);
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
-    raised = await rpc.call(view.addresses, "epoch_claim", [epoch, view.me], timeout=QUICK_TIMEOUT)
+    raised = await rpc.call(view.addresses, "epoch_claim", [epoch, view.me], timeout=view.quick_timeout)
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -194,7 +223,7 @@ async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: 
     majority, counting the old master if it answered before the fencing)."""
     candidates = {name: view.addresses[name] for name in view.candidates
                   if name in view.addresses and name != view.master}
-    states = await _states(ctx, rpc, candidates)
+    states = await _states(ctx, rpc, candidates, view.quick_timeout)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     total = len(candidates) + (1 if view.master in view.candidates else 0)
@@ -250,7 +279,7 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
                         " themselves when they learn of the new master epoch" % view.master)
     else:
         done = await rpc.call_one(view.master, view.addresses[view.master], "node_deactivate_master_ip",
-                                  [params, False], timeout=QUICK_TIMEOUT)
+                                  [params, False], timeout=view.quick_timeout)
         if done.failed:
             warnings.append("Could not disable the master IP: %s" % done.fail_msg)
         done = await rpc.call_one(view.master, view.addresses[view.master], "node_stop_master",

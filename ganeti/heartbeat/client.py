@@ -256,9 +256,14 @@ class HeartbeatClient(Service):
         self._retry: Any = None
         self._attempt: Deferred[Any] | None = None
         self.connects = 0
+        #: since when (reactor seconds) no master has accepted this node's
+        #: connection: its start, or the loss of the last accepted one
+        #: (C{None}: connected to the master now); automatic failover reads it
+        self.lost_since: float | None = None
 
     def startService(self) -> None:
         super().startService()
+        self.lost_since = self.reactor.seconds()
         self._start_attempt()
 
     def stopService(self) -> Any:
@@ -314,6 +319,7 @@ class HeartbeatClient(Service):
     # --- from the protocol ---------------------------------------------------------------
     def connected(self, protocol: HeartbeatClientProtocol, master: str, args: dict[str, Any] | None = None) -> None:
         self.protocol, self.master = protocol, master
+        self.lost_since = None
         self._failed = False
         self.connects += 1
         self.backoff.reset()
@@ -328,6 +334,7 @@ class HeartbeatClient(Service):
     def lost(self, protocol: HeartbeatClientProtocol) -> None:
         if self.protocol is protocol:
             self.protocol = None
+            self.lost_since = self.reactor.seconds()
         elif not protocol.accepted and self._redirect is None:
             self._failed = True  # closed before being accepted: look further next time
         self._schedule()

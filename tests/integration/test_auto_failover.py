@@ -1,0 +1,95 @@
+"""Automatic failover on a real 3-node loopback cluster (auto_failover on, short timeout).
+
+node1 is the master, node2 and node3 master candidates.  The master dies
+(C{kill -9} of every process of its root) during a stream of tag jobs: a
+candidate is elected and accepts jobs; a master left alone (the other
+NodeDs frozen) steps down, and once they are back one master is elected.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest_twisted
+from twisted.internet import reactor, threads
+
+from ganeti import epoch
+from ganeti.luxi.client import LuxiClient
+from ganeti.paths import Paths
+from ganeti.testing.cluster import LoopbackCluster, serial_of
+from ganeti.testing.failover import TagStream, enable_auto_failover, kill_root, try_submit
+from ganeti.testing.fdcount import wait_final
+from tests.integration.test_failover import (
+    cluster_config,
+    cluster_tags,
+    master_of,
+    ready_cluster,
+    stop_master_daemons,
+)
+
+#: the failover timeout of these tests (seconds)
+TIMEOUT = 3.0
+#: what a loaded CI machine may add to timeout + election + failover
+SLACK = 30.0
+
+
+async def new_master(cluster: LoopbackCluster, candidates: list[Paths], timeout: float) -> tuple[Paths, int]:
+    """Wait until one of C{candidates} accepts a job: that node and the job id."""
+    found: list[tuple[Paths, int]] = []
+
+    def accepted() -> bool:
+        for paths in candidates:
+            job_id = try_submit(paths)
+            if job_id is not None:
+                found.append((paths, job_id))
+                return True
+        return False
+
+    await cluster.until(accepted, timeout=timeout)
+    return found[0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_master_dies_a_candidate_is_elected(root):
+    async with LoopbackCluster(reactor, root, cluster_config(), prefix="gnta") as cluster:
+        roots = cluster.roots
+        stream = TagStream(roots[0])
+        try:
+            await ready_cluster(cluster)
+            enable_auto_failover(roots, TIMEOUT)
+            stream.start()
+            await cluster.until(lambda: len(stream.acknowledged) >= 5, timeout=60)
+            kill_root(roots[0])
+            died = time.monotonic()
+            stream.master = None
+            master, probe = await new_master(cluster, roots[1:], TIMEOUT + SLACK)
+            elapsed = time.monotonic() - died
+            assert elapsed >= TIMEOUT  # nobody moved before the timeout
+            name = "node2.test" if master is roots[1] else "node3.test"
+            survivors = roots[1:]
+            assert all(master_of(p) == name for p in survivors)
+            assert all(epoch.read_epoch(p) == 1 for p in survivors)
+            stream.master = master
+            await cluster.until(lambda: len(stream.acknowledged) >= 10, timeout=60)
+            await threads.deferToThread(stream.stop)
+
+            client = LuxiClient(master.luxi_socket, timeout=60)
+            acknowledged = sorted(stream.acknowledged)
+            statuses = await threads.deferToThread(wait_final, client, acknowledged + [probe], 120)
+            # every acknowledged job is there and final; no id given twice
+            assert set(statuses) == set(acknowledged + [probe])
+            assert len(stream.ids) == len(set(stream.ids))
+            # a reported success has its effect; a failed one ran on the old master
+            tags = set(cluster_tags(master))
+            for job_id, tag in stream.acknowledged.items():
+                if statuses[job_id] == "success":
+                    assert tag in tags, (job_id, tag)
+                else:
+                    assert statuses[job_id] == "error", (job_id, statuses[job_id])
+            assert statuses[probe] == "success"
+            # one config serial on the survivors
+            await cluster.until(lambda: len({serial_of(p) for p in survivors}) == 1, timeout=30)
+        finally:
+            stream.stopped.set()
+            for paths in roots[1:]:
+                stop_master_daemons(paths)
