@@ -8,6 +8,7 @@ NodeDs frozen) steps down, and once they are back one master is elected.
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest_twisted
@@ -91,5 +92,38 @@ async def test_the_master_dies_a_candidate_is_elected(root):
             await cluster.until(lambda: len({serial_of(p) for p in survivors}) == 1, timeout=30)
         finally:
             stream.stopped.set()
+            for paths in roots[1:]:
+                stop_master_daemons(paths)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_master_left_alone_steps_down_then_one_master_is_elected(root):
+    """The other nodes' NodeDs frozen (SIGSTOP): the master reaches no majority."""
+    async with LoopbackCluster(reactor, root, cluster_config(), prefix="gnta") as cluster:
+        roots, others = cluster.roots, cluster.nodeds[1:]
+        try:
+            await ready_cluster(cluster)
+            enable_auto_failover(roots, TIMEOUT)
+            assert try_submit(roots[0]) is not None
+            for daemon in others:
+                daemon.process.send_signal(signal.SIGSTOP)
+            # the master steps down: LuxiD and WConfD stop, and say why
+            await threads.deferToThread(cluster.luxid.process.wait, TIMEOUT + SLACK)
+            await threads.deferToThread(cluster.wconfd.process.wait, SLACK)
+            assert "it steps down" in cluster.luxid.output()
+            assert try_submit(roots[0]) is None
+            for daemon in others:
+                daemon.process.send_signal(signal.SIGCONT)
+            # healed: the majority elects one master, known everywhere, one config everywhere
+            master, _probe = await new_master(cluster, roots[1:], TIMEOUT + SLACK)
+            name = "node2.test" if master is roots[1] else "node3.test"
+            await cluster.until(lambda: all(master_of(p) == name for p in roots), timeout=SLACK)
+            await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=SLACK)
+            assert {epoch.read_epoch(p) for p in roots} == {1}
+            assert try_submit(roots[0]) is None
+        finally:
+            for daemon in others:
+                if daemon.process is not None and daemon.process.poll() is None:
+                    daemon.process.send_signal(signal.SIGCONT)
             for paths in roots[1:]:
                 stop_master_daemons(paths)

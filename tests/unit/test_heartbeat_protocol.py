@@ -195,6 +195,24 @@ class ClientTests(SynchronousTestCase):
         self.assertEqual(len(frames(transport.value())), 3)  # no beat after the loss
         self.assertTrue(self.lookups)  # and it looked the master up again
 
+    def test_lost_since_tells_how_long_the_master_is_lost(self) -> None:
+        """Automatic failover reads it: since the start, None while accepted, the time of the loss after."""
+        self.clock.advance(5)
+        self.client.running = False
+        self.client.startService()
+        self.assertEqual(self.client.lost_since, 5)
+        self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
+        proto = HeartbeatClientProtocol(self.client)
+        proto.makeConnection(StringTransport())
+        self.clock.advance(2)
+        self.assertEqual(self.client.lost_since, 5)  # connected but not accepted yet: not the master
+        proto.dataReceived(frame(wire.accepted("node1.test")))
+        self.assertIsNone(self.client.lost_since)
+        self.clock.advance(3)
+        proto.connectionLost(None)
+        self.assertEqual(self.client.lost_since, 10)
+        self.client.stopService()
+
     def test_redirect_goes_to_the_named_master(self) -> None:
         """'The master is X': the next attempt goes to X without a lookup."""
         self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
