@@ -21,9 +21,10 @@ and job queue are at least as new as its own; it gives each epoch once
 strict majority of all nodes elects: the winner runs the failover of
 C{gnt-cluster master-failover} under the epoch it won.
 
-A vote counts as hearing from a master: a node that voted waits a full
-timeout again before it takes part in another election (L{lost_for}), so
-the winner has the time to start before anyone tries again.
+A vote stands for a master to come: until a node hears a master again, it
+counts the master as lost only from L{TAKEOVER_ALLOWANCE} seconds after its
+vote (L{lost_for}), so the winner has the time to take over before anyone
+tries again (the winner too: it voted for itself).
 
 A master whose LuxiD cannot reach a majority of nodes for the timeout
 steps down (L{StepDownClock}), so a partitioned minority stops writing
@@ -39,6 +40,9 @@ import attrs
 from ganeti.failover import majority
 
 PROCEED, WAIT = "proceed", "wait"
+
+#: seconds an elected candidate has to take over before its voters count the master as lost again
+TAKEOVER_ALLOWANCE = 30.0
 
 
 @attrs.frozen
@@ -95,19 +99,30 @@ class Decision:
 
     @ivar action: L{PROCEED} (ask for votes for C{epoch}) or L{WAIT}
     @ivar reason: why, for the log
+    @ivar soon: (L{WAIT}) look again at the next tick: the other nodes may
+        lose the master any moment; else after a while (another candidate
+        should proceed)
     """
 
     action: str
     reason: str
     epoch: int = 0
+    soon: bool = False
 
 
-def lost_for(now: float, lost_since: float | None, voted_at: float | None) -> float | None:
-    """Seconds this node counts the master as lost: since the connection was
-    lost, or since this node last voted if later (C{None}: connected)."""
+def lost_for(now: float, lost_since: float | None, voted_at: float | None,
+             allowance: float = TAKEOVER_ALLOWANCE) -> float | None:
+    """Seconds this node counts the master as lost (C{None}: connected).
+
+    @param lost_since: when the heartbeat connection was lost (or the node started)
+    @param voted_at: when this node last voted: if no master was heard
+        since, the master counts as lost only from C{allowance} seconds after
+    """
     if lost_since is None:
         return None
-    return max(0.0, now - max(lost_since, voted_at if voted_at is not None else lost_since))
+    if voted_at is None or lost_since > voted_at:
+        return max(0.0, now - lost_since)
+    return max(0.0, now - (voted_at + allowance))
 
 
 def rank(view: NodeView) -> tuple[int, int, str]:
@@ -131,7 +146,7 @@ def decide(me: str, views: Mapping[str, NodeView], total: int, timeout: float) -
     lost = sorted(name for name, view in views.items() if view.lost(timeout))
     if not majority(len(lost), total):
         return Decision(WAIT, "only %d of %d nodes lost the master for %g s (%s)"
-                        % (len(lost), total, timeout, ", ".join(lost)))
+                        % (len(lost), total, timeout, ", ".join(lost)), soon=True)
     contenders = sorted((view for view in views.values()
                          if view.lost(timeout) and view.candidate and view.name != view.master), key=rank)
     best = contenders[0]
@@ -182,5 +197,5 @@ class StepDownClock:
         return 0.0 if self.since is None else now - self.since
 
 
-__all__ = ["Decision", "NodeView", "PROCEED", "StepDownClock", "WAIT", "decide", "elected", "lost_for", "rank",
+__all__ = ["Decision", "NodeView", "PROCEED", "StepDownClock", "TAKEOVER_ALLOWANCE", "WAIT", "decide", "elected", "lost_for", "rank",
            "refusal"]

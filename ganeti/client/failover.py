@@ -23,6 +23,11 @@ and follows Ganeti's steps (spec/ha.md section 1) with what Ganeti lacks:
     was running end in error ("master failover"), queued jobs stay queued;
     config.data and ssconf go to the other nodes.
  6. C{node_start_master_daemons} here, then C{node_activate_master_ip}.
+
+L{elected_failover} runs the same steps inside NodeD for a candidate
+elected by the automatic failover (L{ganeti.noded.election}), under the
+epoch it won, without the vote on the master's name (its voters are a
+majority that lost the master).
 """
 
 from __future__ import annotations
@@ -145,7 +150,8 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool, 
     plain = _rpc(reactor, view.paths, None, view.port)
     try:
         try:
-            states = await _vote(ctx, plain, view, no_voting)
+            # an elected candidate's voters are a majority that lost the master: no vote on its name
+            states = await _vote(ctx, plain, view, no_voting or won_epoch is not None)
             # what only the old master may hold yet, fetched while it is still the master: once fenced,
             # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
             await _catch_up(ctx, plain, view, {n: s for n, s in states.items() if n in view.candidates})

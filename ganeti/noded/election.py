@@ -46,7 +46,7 @@ PROCEDURES = ("election_status", "election_vote")
 #: (a frozen or cut off node counts as no answer)
 CALL_TIMEOUT = 2.0
 #: seconds between two checks of the master's heartbeat connection
-CHECK_INTERVAL = 1.0
+CHECK_INTERVAL = 0.25
 
 log = Logger()
 
@@ -271,7 +271,8 @@ class ElectionService(Service):
             if decision.action != PROCEED:
                 self._note("waiting: %s" % decision.reason)
                 self.rounds.append((decision.action, False, None))
-                self._wait(timeout)
+                if not decision.soon:
+                    self._wait(timeout)
                 return
             mine = views[me]
             log.info("election: {reason}; asking for votes for master epoch {epoch}", reason=decision.reason,

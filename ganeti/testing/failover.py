@@ -70,11 +70,13 @@ class TagStream:
         C{None}: pause)
     @ivar acknowledged: C{{job id: tag}} of every job a master acknowledged
     @ivar ids: every id answered, in order (a repeated one was given twice)
+    @param interval: seconds between two submissions
     """
 
-    def __init__(self, master: Paths | None, prefix: str = "stream") -> None:
+    def __init__(self, master: Paths | None, prefix: str = "stream", interval: float = 0.02) -> None:
         self.master = master
         self.prefix = prefix
+        self.interval = interval
         self.acknowledged: dict[int, str] = {}
         self.ids: list[int] = []
         self.refused = 0
@@ -113,15 +115,15 @@ class TagStream:
                     self.ids.append(int(job_id))
                 else:
                     self.refused += 1
-            time.sleep(0.02)
+            time.sleep(self.interval)
 
 
-def try_submit(paths: Paths) -> int | None:
-    """Submit a tag job to C{paths}' LuxiD; its id, or C{None} (refused, or no LuxiD)."""
+def try_submit(paths: Paths, tag: str = "probe") -> int | None:
+    """Submit a job adding C{tag} to C{paths}' LuxiD; its id, or C{None} (refused, or no LuxiD)."""
     try:
         client = LuxiClient(paths.luxi_socket, timeout=5)
         try:
-            answers = client.submit_many_jobs([tag_job("probe%d" % time.time_ns())])
+            answers = client.submit_many_jobs([tag_job(tag)])
         finally:
             client.close()
     except Exception:  # no master there (yet)

@@ -5,11 +5,21 @@ from __future__ import annotations
 import os
 
 import pytest
-from twisted.internet.task import Clock
 from treq.testing import StubTreq
+from twisted.internet.task import Clock
 
 from ganeti import epoch, ha_params, serializer
-from ganeti.election import PROCEED, WAIT, NodeView, StepDownClock, decide, elected, lost_for, refusal
+from ganeti.election import (
+    PROCEED,
+    TAKEOVER_ALLOWANCE,
+    WAIT,
+    NodeView,
+    StepDownClock,
+    decide,
+    elected,
+    lost_for,
+    refusal,
+)
 from ganeti.heartbeat import roster as rost
 from ganeti.luxid.stepdown import StepDown, reachable_count
 from ganeti.noded.election import ElectionService
@@ -79,11 +89,14 @@ def test_a_strict_majority_of_all_nodes_elects():
     assert not elected(1, 3) and not elected(2, 4) and not elected(0, 1 - 1)
 
 
-def test_a_vote_counts_as_hearing_from_a_master():
+def test_a_vote_gives_the_winner_time_to_take_over():
     assert lost_for(100.0, None, None) is None
     assert lost_for(100.0, 80.0, None) == 20.0
-    assert lost_for(100.0, 80.0, 95.0) == 5.0
-    assert lost_for(100.0, 80.0, 70.0) == 20.0
+    # voted at 85, no master heard since: lost only from 85 + 10
+    assert lost_for(100.0, 80.0, 85.0, 10.0) == 5.0
+    assert lost_for(100.0, 80.0, 95.0, 10.0) == 0.0
+    # a master heard after the vote (connection lost again at 90): the vote no longer matters
+    assert lost_for(100.0, 90.0, 85.0, 10.0) == 10.0
 
 
 def test_node_view_payload_round_trip_and_validation():
@@ -181,15 +194,15 @@ def test_votes_refused(root, inline_threads):
     assert epoch.read_record(root) == (0, None)  # nothing recorded by any refusal
 
 
-def test_after_a_vote_the_node_waits_a_full_timeout_again(root, inline_threads):
+def test_after_a_vote_the_winner_has_time_to_take_over(root, inline_threads):
     procedures, clock = voter(root)
     assert call(procedures, "election_vote", 1, "n2", 10, 5)[0]
-    clock.advance(9)
+    clock.advance(TAKEOVER_ALLOWANCE + 9)
     ok, message = call(procedures, "election_vote", 2, "n4", 10, 5)
     assert not ok and "only 9.0 s ago" in message
     clock.advance(1)
     assert call(procedures, "election_vote", 2, "n4", 10, 5) == [True, 2]
-    clock.advance(10)
+    clock.advance(TAKEOVER_ALLOWANCE + 10)
     ok, message = call(procedures, "election_vote", 1, "n4", 10, 5)  # an older epoch
     assert not ok and "stale master epoch 1" in message
 
@@ -284,3 +297,9 @@ def test_no_step_down_with_a_majority_or_with_auto_failover_off(root, inline_thr
                                         auto=False)
     clock.pump([0.5] * 40)
     assert events == []
+
+
+def test_waiting_for_the_others_to_lose_the_master_looks_again_soon():
+    """The other nodes may have lost the master a moment later: no long wait then (the failover's latency)."""
+    assert decide("n2", {"n2": view("n2"), "n3": view("n3", 9.9)}, 3, 10).soon
+    assert not decide("n3", {"n2": view("n2"), "n3": view("n3")}, 3, 10).soon
