@@ -165,6 +165,13 @@ class MasterLookup:
         return local
 
 
+def _has_setsockopt(handle: Any) -> bool:
+    try:
+        return callable(getattr(handle, "setsockopt", None))
+    except Exception:  # pyOpenSSL's Connection raises for socket methods it has no socket for
+        return False
+
+
 def dead_peer_timeout(transport: Any, seconds: float) -> bool:
     """Make the kernel drop the connection when what we send stays
     unacknowledged for C{seconds} (C{TCP_USER_TIMEOUT}; keepalives on):
@@ -173,12 +180,18 @@ def dead_peer_timeout(transport: Any, seconds: float) -> bool:
     the options could be set (the TCP transport is found under TLS)."""
     import socket
 
-    while transport is not None and not hasattr(transport, "getHandle"):
+    # the TLS layer has a getHandle too (its OpenSSL connection, no socket): look below it
+    handle = None
+    while transport is not None:
+        getter = getattr(transport, "getHandle", None)
+        candidate = getter() if getter is not None else None
+        if isinstance(candidate, socket.socket) or (candidate is not None and _has_setsockopt(candidate)):
+            handle = candidate
+            break
         transport = getattr(transport, "transport", None)
-    if transport is None:
+    if handle is None:
         return False
     try:
-        handle = transport.getHandle()
         handle.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         handle.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), int(seconds * 1000))
     except (OSError, AttributeError):

@@ -294,3 +294,34 @@ class DeadPeerTests(SynchronousTestCase):
         self.assertIn((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1), options)
         self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
         self.assertFalse(dead_peer_timeout(StringTransport(), 5.0))
+
+    def test_user_timeout_set_under_a_real_tls_layer(self) -> None:
+        """Twisted's TLS layer has a getHandle of its own (its OpenSSL connection, no socket):
+        the options must still reach the TCP socket below (else a partitioned master is never left)."""
+        import socket
+
+        from OpenSSL import SSL
+        from twisted.internet.protocol import Factory, Protocol
+        from twisted.internet.ssl import CertificateOptions
+        from twisted.protocols.tls import TLSMemoryBIOFactory
+
+        from ganeti.heartbeat.client import dead_peer_timeout
+
+        options: list[tuple[int, int, int]] = []
+
+        class Sock(socket.socket):
+            def setsockopt(self, level: int, name: int, value: int) -> None:  # type: ignore[override]
+                options.append((level, name, value))
+
+        class Tcp(StringTransport):
+            def getHandle(self) -> Sock:
+                return sock
+
+        sock = Sock()
+        self.addCleanup(sock.close)
+        tls = TLSMemoryBIOFactory(CertificateOptions(), True,
+                                  Factory.forProtocol(Protocol)).buildProtocol(None)
+        tls.makeConnection(Tcp())
+        self.assertIsInstance(tls.getHandle(), SSL.Connection)
+        self.assertTrue(dead_peer_timeout(tls, 5.0))
+        self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
