@@ -8,10 +8,11 @@ L{decide}s:
 
  - a strict majority of all nodes must have lost the master for the
    timeout, else it waits (the master may be fine and this node cut off);
- - among the reachable candidates that lost the master (the master itself
-   excluded), the most up-to-date one (config serial, then job queue
-   serial; ties go to the smallest name) proceeds; the others wait and
-   check again later (the winner may have died too).
+ - among the reachable candidates losing the master (for the timeout or
+   not yet; the master itself excluded), the most up-to-date one (config
+   serial, then job queue serial; ties go to the smallest name) proceeds
+   once it lost the master for the timeout; the others wait and check
+   again later (the winner may have died too).
 
 The one that proceeds asks every node for its vote for one epoch above
 every epoch it heard of (NodeD's C{election_vote}).  A node L{refusal}s
@@ -24,7 +25,8 @@ C{gnt-cluster master-failover} under the epoch it won.
 A vote stands for a master to come: until a node hears a master again, it
 counts the master as lost only from L{TAKEOVER_ALLOWANCE} seconds after its
 vote (L{lost_for}), so the winner has the time to take over before anyone
-tries again (the winner too: it voted for itself).
+tries again (the winner too: it voted for itself); the candidate it voted
+for may ask again, for a later epoch.
 
 A master whose LuxiD cannot reach a majority of nodes for the timeout
 steps down (L{StepDownClock}), so a partitioned minority stops writing
@@ -147,12 +149,14 @@ def decide(me: str, views: Mapping[str, NodeView], total: int, timeout: float) -
     if not majority(len(lost), total):
         return Decision(WAIT, "only %d of %d nodes lost the master for %g s (%s)"
                         % (len(lost), total, timeout, ", ".join(lost)), soon=True)
+    # every candidate losing the master contends, also one that lost it a moment later than this one
+    # (else two candidates could each find the other short of the timeout, and split the votes)
     contenders = sorted((view for view in views.values()
-                         if view.lost(timeout) and view.candidate and view.name != view.master), key=rank)
+                         if view.lost_for is not None and view.candidate and view.name != view.master), key=rank)
     best = contenders[0]
     if best.name != me:
         return Decision(WAIT, "%s is more up to date (config serial %d, queue serial %d) or first by name"
-                        % (best.name, best.config_serial, best.queue_serial))
+                        % (best.name, best.config_serial, best.queue_serial), soon=not best.lost(timeout))
     epoch = max(view.epoch for view in views.values()) + 1
     return Decision(PROCEED, "%d of %d nodes lost the master %s for %g s" % (len(lost), total, mine.master, timeout),
                     epoch)

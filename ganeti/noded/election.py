@@ -2,8 +2,9 @@
 
 Two procedures every node answers:
 
- - C{election_status}: this node's name, whether and for how long it has
-   lost the master (its heartbeat connection, L{ganeti.heartbeat.client}),
+ - C{election_status(candidate)}: this node's name, whether and for how
+   long it has lost the master (its heartbeat connection,
+   L{ganeti.heartbeat.client}; as it counts for a vote for C{candidate}),
    the master it knows, whether it is a master candidate, its master epoch,
    config serial and job queue serial;
  - C{election_vote(epoch, candidate, config_serial, queue_serial)}: this
@@ -98,33 +99,46 @@ class ElectionProcedures:
         self._reactor = reactor
         self._epoch = epoch
         self._lost_since = lost_since
-        #: when this node last gave a vote (reactor seconds)
+        #: when this node last gave a vote (reactor seconds), and to whom
         self.voted_at: float | None = None
+        self.voted_for: str | None = None
+        self._name = ""
 
-    def lost_for(self) -> float | None:
-        """Seconds this node counts the master as lost (L{ganeti.election.lost_for})."""
+    def lost_for(self, candidate: str | None = None) -> float | None:
+        """Seconds this node counts the master as lost (L{ganeti.election.lost_for});
+        for the C{candidate} this node last voted for, its vote does not count."""
         if self._lost_since is None:
             return None
-        return lost_for(self._reactor.seconds(), self._lost_since(), self.voted_at)
+        voted_at = None if candidate is not None and candidate == self.voted_for else self.voted_at
+        return lost_for(self._reactor.seconds(), self._lost_since(), voted_at)
 
-    def view(self) -> NodeView:
-        """This node's L{NodeView} (reads ssconf and files: call it in a thread)."""
+    def name(self) -> str:
+        """This node's name (its identity file; read until there is one)."""
+        if not self._name:
+            self._name = _own_name(self.paths)
+        return self._name
+
+    def view(self, candidate: str | None = None) -> NodeView:
+        """This node's L{NodeView} (reads ssconf and files: call it in a thread);
+        C{candidate}: as seen when it asks for a vote (L{lost_for})."""
         store = ssconf.SimpleStore(self.paths)
-        name = _own_name(self.paths)
+        name = self.name()
         try:
             master: str | None = store.get_master_node() or None
-            candidate = name in store.get_master_candidates()
+            is_candidate = name in store.get_master_candidates()
         except errors.ConfigurationError:
-            master, candidate = None, False
-        return NodeView(name, self.lost_for(), master, candidate, self._epoch.highest,
+            master, is_candidate = None, False
+        return NodeView(name, self.lost_for(candidate), master, is_candidate, self._epoch.highest,
                         _config_serial(self.paths), _queue_serial(self.paths))
 
     def _in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
 
-    def election_status(self) -> Any:
-        """This node's L{NodeView} as a dict."""
-        return self._in_thread(lambda: self.view().to_payload())
+    def election_status(self, candidate: Any) -> Any:
+        """This node's L{NodeView} as a dict, as seen by C{candidate} (the asker)."""
+        if not _is_name(candidate):
+            raise RpcFailure("candidate must be a node name")
+        return self._in_thread(lambda: self.view(candidate).to_payload())
 
     def election_vote(self, epoch: Any, candidate: Any, config_serial: Any, queue_serial: Any) -> Any:
         """Vote for C{candidate} as master for C{epoch}, or refuse (the reason)."""
@@ -139,7 +153,7 @@ class ElectionProcedures:
             params = ha_params.read(self.paths)
             if not params.auto_failover:
                 raise RpcFailure("automatic failover is off on this node")
-            mine = self.view()
+            mine = self.view(candidate)
             if candidate == mine.master:
                 raise RpcFailure("%s is the master this node lost" % candidate)
             why = refusal(mine, candidate, config_serial, queue_serial, params.failover_timeout)
@@ -154,7 +168,7 @@ class ElectionProcedures:
             return epoch
 
         def voted(result: int) -> int:
-            self.voted_at = self._reactor.seconds()
+            self.voted_at, self.voted_for = self._reactor.seconds(), candidate
             log.info("election: voted for {candidate} as master for epoch {epoch}", candidate=candidate,
                      epoch=epoch)
             return result
@@ -216,7 +230,7 @@ class ElectionService(Service):
         procedures = self.procedures
         if self._busy or procedures is None or self.reactor.seconds() < self._not_before:
             return
-        lost = procedures.lost_for()
+        lost = procedures.lost_for(procedures.name())  # its vote for itself does not hold it back
         if lost is None:
             return
         params = ha_params.read(self.paths)
@@ -259,7 +273,7 @@ class ElectionService(Service):
             return
         rpc = RpcClient.from_paths(self.reactor, self.paths, port=self.port, epoch=None)
         try:
-            answers = await rpc.call(addresses, "election_status", timeout=CALL_TIMEOUT)
+            answers = await rpc.call(addresses, "election_status", [me], timeout=CALL_TIMEOUT)
             views: dict[str, NodeView] = {}
             for name, result in answers.items():
                 if result.success:

@@ -71,9 +71,10 @@ async def test_the_master_dies_a_candidate_is_elected(root):
             enable_auto_failover(roots, TIMEOUT)
             stream.start()
             await cluster.until(lambda: len(stream.acknowledged) >= 5, timeout=60)
-            kill_root(roots[0])
+            kill_root(roots[0])  # while the stream submits
             died = time.monotonic()
             stream.master = None
+            before = list(stream.ids)
             master, probe = await new_master(cluster, roots[1:], TIMEOUT + SLACK)
             elapsed = time.monotonic() - died
             assert elapsed >= TIMEOUT  # nobody moved before the timeout
@@ -91,8 +92,14 @@ async def test_the_master_dies_a_candidate_is_elected(root):
             # every acknowledged job is there and final; no id given twice
             assert set(statuses) == set(acknowledged + [probe])
             assert len(stream.ids) == len(set(stream.ids))
-            # queued ones ran on the new master; only those running on the old one ended in error
+            # queued ones ran on the new master; only those running on the old one ended in error, saying so
             assert set(statuses.values()) <= {"success", "error"}
+            failed = [job_id for job_id, status in statuses.items() if status == "error"]
+            if failed:
+                results = await threads.deferToThread(client.query_jobs, failed, ["opresult"])
+                assert all("master failover" in str(row) for row in results), results
+            # job ids are never reused
+            assert probe > max(before)
             assert statuses[probe] == "success" and "probe" in cluster_tags(master)
             # one config serial on the survivors
             await cluster.until(lambda: len({serial_of(p) for p in survivors}) == 1, timeout=30)

@@ -45,6 +45,14 @@ def test_the_most_up_to_date_candidate_proceeds_with_the_next_epoch():
     assert decide("n4", views, 5, 10).action == WAIT  # not a candidate
 
 
+def test_a_candidate_losing_the_master_a_moment_later_still_goes_first():
+    """No split vote: n3 waits for n2 (first by name) although n2 is short of the timeout yet."""
+    views = {"n2": view("n2", 9.8), "n3": view("n3", 10.1), "n4": view("n4", candidate=False),
+             "n5": view("n5", candidate=False)}
+    decision = decide("n3", views, 5, 10)
+    assert decision.action == WAIT and decision.soon and "n2" in decision.reason
+
+
 def test_queue_serial_then_name_break_ties():
     assert decide("n3", {"n2": view("n2"), "n3": view("n3", queue=6)}, 3, 10).action == PROCEED
     views = {"n2": view("n2"), "n3": view("n3")}
@@ -152,8 +160,10 @@ def call(procedures, procedure, *args):
 
 def test_election_status(root, inline_threads):
     procedures, _clock = voter(root, lost_since=88.0)
-    ok, payload = call(procedures, "election_status")
+    ok, payload = call(procedures, "election_status", "n2")
     assert ok and NodeView.from_payload(payload) == NodeView("n3", 12.0, "n1", True, 0, 10, 5)
+    ok, message = call(procedures, "election_status", 3)
+    assert not ok and "node name" in message
 
 
 def test_one_vote_per_epoch_recorded_durably_before_the_answer(root, inline_threads):
@@ -205,6 +215,19 @@ def test_after_a_vote_the_winner_has_time_to_take_over(root, inline_threads):
     clock.advance(TAKEOVER_ALLOWANCE + 10)
     ok, message = call(procedures, "election_vote", 1, "n4", 10, 5)  # an older epoch
     assert not ok and "stale master epoch 1" in message
+
+
+def test_the_candidate_voted_for_may_ask_again_at_once(root, inline_threads):
+    """Its first election failed (split votes): the allowance holds back only the others."""
+    procedures, clock = voter(root)
+    assert call(procedures, "election_vote", 1, "n2", 10, 5)[0]
+    clock.advance(1)
+    assert not call(procedures, "election_vote", 2, "n4", 10, 5)[0]
+    assert call(procedures, "election_vote", 2, "n2", 10, 5) == [True, 2]
+    ok, payload = call(procedures, "election_status", "n2")
+    assert NodeView.from_payload(payload).lost(10)
+    ok, payload = call(procedures, "election_status", "n4")
+    assert not NodeView.from_payload(payload).lost(10)
 
 
 def test_a_node_without_heartbeat_never_votes(root, inline_threads):
