@@ -2,8 +2,12 @@
 
 node1 is the master, node2 and node3 master candidates.  The master dies
 (C{kill -9} of every process of its root) during a stream of tag jobs: a
-candidate is elected and accepts jobs; a master left alone (the other
-NodeDs frozen) steps down, and once they are back one master is elected.
+candidate is elected and accepts jobs.  A partition (every node in a
+network namespace the test creates, the master's link cut): the minority
+master steps down, the majority elects, and after healing there is one
+master and one config everywhere.  Where namespaces cannot be made, a
+master left alone (the other NodeDs frozen) steps down instead, and once
+they are back one master is elected.
 """
 
 from __future__ import annotations
