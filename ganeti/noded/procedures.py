@@ -25,7 +25,7 @@ from twisted.logger import Logger
 from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, ssconf
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, files, impexp, instances, master
+from ganeti.noded import diskfiles, election, files, impexp, instances, master
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -48,7 +48,7 @@ PROCEDURES = (
     "jobqueue_remove",
     "node_leave_cluster",
     "test_delay",
-) + instances.PROCEDURES + impexp.PROCEDURES + master.PROCEDURES
+) + instances.PROCEDURES + impexp.PROCEDURES + master.PROCEDURES + election.PROCEDURES
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -86,12 +86,14 @@ class NodeProcedures:
     @param reactor: for timers and the reachability test
     @param shutdown: called (after the answer is sent) when the node leaves the cluster
     @param port: the noded port of other nodes (reachability test)
+    @param lost_since: when this node's heartbeat lost the master
+        (automatic failover; C{None}: no heartbeat runs here)
     """
 
     log = Logger()
 
     def __init__(self, paths: Paths, reactor: Any, *, shutdown: Callable[[], None] | None = None,
-                 port: int = wire.DEFAULT_PORT) -> None:
+                 port: int = wire.DEFAULT_PORT, lost_since: Callable[[], float | None] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
         self._shutdown = shutdown
@@ -101,6 +103,7 @@ class NodeProcedures:
         #: the highest master epoch this node has seen (fencing of replaced masters)
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
+        self.election = election.ElectionProcedures(paths, reactor, self.epoch, lost_since)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
@@ -114,6 +117,8 @@ class NodeProcedures:
             return getattr(self.impexp, name)
         if name in master.PROCEDURES:
             return getattr(self.master, name)
+        if name in election.PROCEDURES:
+            return getattr(self.election, name)
         return getattr(self, name)
 
     # --- informational ---------------------------------------------------------------
