@@ -45,6 +45,10 @@ Address = str | tuple[str, int]
 _HEADERS = Headers({b"Content-Type": [b"application/json"]})
 
 
+#: idle connections kept open to each node (a daemon's fds grow by at most this per node)
+MAX_PERSISTENT_PER_HOST = 4
+
+
 @implementer(IBodyProducer)
 class _Body:
     """A request body that is one byte string (written at once)."""
@@ -152,7 +156,7 @@ class RpcClient:
             self._headers.setRawHeaders(master_epoch.HEADER, [b"%d" % epoch])
         self._port = port
         self._pool = HTTPConnectionPool(reactor, persistent=persistent)
-        self._pool.maxPersistentPerHost = 4
+        self._pool.maxPersistentPerHost = MAX_PERSISTENT_PER_HOST
         self._pool.retryAutomatically = False
         # Agent directly, not treq: treq costs every daemon that calls nodes ~2 MiB of imports
         self._agent = Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=self._pool)

@@ -83,6 +83,32 @@ def fd_count(pid: int) -> int:
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def tcp_peers(pid: int) -> dict[int, tuple[str, int]]:
+    """Socket inode -> (remote IPv4 address, port) of process C{pid}'s TCP sockets."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    peers = {}
+    try:
+        with open("/proc/%d/net/tcp" % pid) as handle:
+            rows = handle.read().splitlines()[1:]
+    except OSError:
+        return {}
+    for row in rows:
+        fields = row.split()
+        inode = int(fields[9])
+        if inode in inodes:
+            address, port = fields[2].split(":")
+            quad = ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0))
+            peers[inode] = (quad, int(port, 16))
+    return peers
+
+
 def queue_files_count(paths: Paths) -> int:
     """How many job files a node holds (queue and archive)."""
     return sum(1 for _base, _dirs, files in os.walk(paths.queue_dir) for name in files if name.startswith("job-"))
@@ -645,4 +671,5 @@ def totals(results: list[TrialResult]) -> dict[str, Any]:
 
 
 __all__ = ["FAULTS", "ChaosCluster", "JobStream", "Ledger", "TrialResult", "fd_count", "rss_kib", "run_trial",
+           "tcp_peers",
            "summarize", "totals"]

@@ -23,6 +23,7 @@ import ssl
 import struct
 import time
 import uuid
+from collections import Counter
 from typing import Any, Iterator
 
 import attrs
@@ -31,7 +32,8 @@ from twisted.internet.threads import deferToThread
 
 from ganeti.confd import wire as confd_wire
 from ganeti.luxi.client import LuxiClient
-from ganeti.testing.chaos import ChaosCluster, fd_count, queue_files_count, rss_kib
+from ganeti.rpc.client import MAX_PERSISTENT_PER_HOST
+from ganeti.testing.chaos import ChaosCluster, fd_count, queue_files_count, rss_kib, tcp_peers
 from ganeti.testing.cluster import serial_of
 from ganeti.wconfd.client import WConfdClient
 
@@ -104,6 +106,14 @@ async def restore(cluster: ChaosCluster, state: State) -> None:
     await deferToThread(luxi)
 
 
+def own_fds(cluster: ChaosCluster, pid: int) -> int:
+    """C{pid}'s open fds but its idle node RPC connections, which its
+    connection pool keeps (up to L{MAX_PERSISTENT_PER_HOST} per node, checked
+    apart): how many a burst of concurrent calls leaves open is no leak."""
+    pooled = sum(1 for _address, port in tcp_peers(pid).values() if port == cluster.cluster.rpc_port)
+    return fd_count(pid) - pooled
+
+
 @attrs.define
 class Guard:
     """The state and one daemon's resources before a fuzz batch."""
@@ -119,7 +129,7 @@ class Guard:
         pid = cluster.pid(daemon)
         # one good request first: connections a daemon keeps (RAPI's to LuxiD) are in the baseline
         assert await cluster.answers(daemon), "%s does not answer before the fuzzing" % daemon
-        return cls(daemon, pid, await State.of(cluster), fd_count(pid), rss_kib(pid))
+        return cls(daemon, pid, await State.of(cluster), own_fds(cluster, pid), rss_kib(pid))
 
     async def problems(self, cluster: ChaosCluster, fd_timeout: float = 10.0) -> list[str]:
         """What went wrong since L{take}: the daemon gone or silent, the
@@ -143,11 +153,17 @@ class Guard:
                 found.append("%s holds config serial %s and %d job files, the master %d and %d"
                              % (name, replica[0], replica[1], state.serial, state.jobs))
         deadline = time.monotonic() + fd_timeout
-        while fd_count(self.pid) > self.fds and time.monotonic() < deadline:
+        while own_fds(cluster, self.pid) > self.fds and time.monotonic() < deadline:
             await deferLater(cluster.reactor, 0.1, lambda: None)
-        fds = fd_count(self.pid)
+        fds = own_fds(cluster, self.pid)
         if fds > self.fds:
-            found.append("%s holds %d file descriptors, %d before" % (self.daemon, fds, self.fds))
+            found.append("%s holds %d file descriptors, %d before (not counting its pool of node RPC connections)"
+                         % (self.daemon, fds, self.fds))
+        pooled = Counter(address for address, port in tcp_peers(self.pid).values() if port == cluster.cluster.rpc_port)
+        for address, count in sorted(pooled.items()):
+            if count > MAX_PERSISTENT_PER_HOST:
+                found.append("%s holds %d connections to the NodeD of %s, more than its pool keeps (%d)"
+                             % (self.daemon, count, address, MAX_PERSISTENT_PER_HOST))
         rss = rss_kib(self.pid)
         if rss - self.rss > RSS_BOUND_KIB:
             found.append("%s grew from %d KiB to %d KiB" % (self.daemon, self.rss, rss))
