@@ -154,7 +154,10 @@ class VotingGate(MultiService):
             self._stop()
         finally:
             if hasattr(rpc, "close"):
-                await rpc.close()
+                try:
+                    await rpc.close()
+                except Exception as e:  # the daemon may be stopping: its idle connections go with it
+                    self.log.debug("{daemon}: closing the vote's connections: {e}", daemon=self.daemon, e=e)
 
     def _make_rpc(self) -> Any:
         if self._rpc_factory is not None:

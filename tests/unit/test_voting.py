@@ -83,3 +83,32 @@ def test_no_voting_needs_yes_do_it():
 
     with pytest.raises(usage.UsageError, match="--yes-do-it"):
         tap.Options().parseOptions(["--root", "/nonexistent", "--no-voting"])
+
+
+class ClosingFailsRpc(FakeRpc):
+    """Closing the idle connections fails the way it does while the daemon stops."""
+
+    async def close(self):
+        raise defer.FirstError(__import__("twisted.python.failure", fromlist=["Failure"]).Failure(
+            defer.CancelledError()), 0)
+
+
+def test_a_lost_vote_reports_the_vote_not_a_traceback(monkeypatch):
+    """The admin reads why (the vote), not a failure of closing connections on the way out."""
+    from twisted.logger import globalLogPublisher
+
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        monkeypatch.setattr(voting, "voters", lambda paths: ("a", NODES))
+        stopped, rpc = [], ClosingFailsRpc([{"a": "a", "b": "b", "c": "b"}])
+        gate = voting.VotingGate(None, Clock(), "ganeti-luxid", lambda: stopped.append(True),
+                                 rpc_factory=lambda: rpc)
+        gate.privilegedStartService()
+        gate.startService()
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    texts = [e.get("log_format", "") for e in events]
+    assert stopped == [True]
+    assert any("Voting cannot be won" in t for t in texts), texts
+    assert not any("start-up vote failed" in t for t in texts), texts
