@@ -20,7 +20,8 @@ from ganeti.backend import osapi
 from ganeti.config.bootstrap import initial_config
 from ganeti.noded.failure import RpcFailure
 from ganeti.noded.instances import InstanceProcedures
-from ganeti.noded.procedures import PROCEDURES, NodeProcedures
+from ganeti.noded.procedures import NodeProcedures
+from ganeti.rpc.procedures import TABLE as PROCEDURES
 from ganeti.noded.server import NodeRpcResource
 from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.rpc import wire
