@@ -69,7 +69,6 @@ from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.rpc.tls import Credentials
 
-
 #: seconds without a status request after which a transfer is aborted
 LEASE = 120.0
 #: default seconds a listener waits for its connection

@@ -30,7 +30,6 @@ from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
 from ganeti.rpc.instances import decode_instance, node_path
 
-
 #: the most memory an instance may be ballooned to (MiB: 16 TiB)
 MAX_MEMORY_MIB = 16 * 1024 * 1024
 REBOOT_SOFT = "soft"

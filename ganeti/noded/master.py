@@ -40,7 +40,6 @@ from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 
-
 #: The master daemons, in Ganeti's start order.
 MASTER_DAEMONS = ("ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
 #: Seconds a master daemon may take to start or stop.

@@ -37,6 +37,7 @@ from zope.interface import implementer
 from ganeti import epoch as master_epoch
 from ganeti.paths import Paths
 from ganeti.rpc import wire
+from ganeti.rpc.contract import Call
 from ganeti.rpc.tls import Credentials, PinnedPolicy
 
 #: How a node is reached: an IP address (default port) or C{(address, port)}.
@@ -186,7 +187,8 @@ class RpcClient:
         node_args: Mapping[str, list[Any]] | None = None,
         offline: Iterable[str] = (),
     ) -> dict[str, RpcResult]:
-        """Call C{procedure} on every node at once.
+        """Call C{procedure} on every node at once, by name with a positional
+        list (unchecked: new code uses L{run} with a declared call).
 
         @param nodes: C{{name: address}} (or pairs), in the order wanted
         @param args: positional arguments, the same for every node
@@ -210,6 +212,32 @@ class RpcClient:
             calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout)))
         results = await defer.gatherResults(calls)
         return {result.node: result for result in results}
+
+    async def run(
+        self,
+        nodes: Mapping[str, Address] | Iterable[tuple[str, Address]],
+        call: Call[Any],
+        *,
+        per_node: Mapping[str, Call[Any]] | None = None,
+        offline: Iterable[str] = (),
+    ) -> dict[str, RpcResult]:
+        """Make C{call} (built from its declaration in
+        L{ganeti.rpc.procedures}) on every node at once, within its timeout.
+
+        @param per_node: per-node calls of the same procedure replacing C{call}
+        @return: as L{call}
+        """
+        node_args = None
+        if per_node:
+            if any(c.procedure != call.procedure for c in per_node.values()):
+                raise ValueError("per-node calls must be of procedure %s" % call.procedure)
+            node_args = {name: list(c.args) for name, c in per_node.items()}
+        return await self.call(nodes, call.procedure, call.args, timeout=call.timeout, node_args=node_args,
+                               offline=offline)
+
+    async def run_one(self, name: str, address: Address, call: Call[Any]) -> RpcResult:
+        """Make C{call} on a single node."""
+        return (await self.run([(name, address)], call))[name]
 
     async def call_one(
         self, name: str, address: Address, procedure: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float = wire.TMO_URGENT
