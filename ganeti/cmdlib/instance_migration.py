@@ -109,7 +109,7 @@ from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import procedures, wire
+from ganeti.rpc import procedures
 
 #: templates whose instances can change node
 MOVABLE_TEMPLATES = tuple(SHARED_TEMPLATES) + (DT_DISKLESS,)
@@ -577,11 +577,10 @@ class LUInstanceMigrate(_LUInstanceMove):
             others = possible_targets(cfg, inst.primary_node)
         nodes = [get_node(cfg, inst.primary_node)] + others
         hv = inst.hypervisor or ""
-        args = [[hv], {hv: (cfg.cluster.hvparams or {}).get(hv) or {}}]
         await self.feedback("* checking where instance %s runs (on %s)"
                             % (inst.name, ", ".join(n.name or "?" for n in nodes)))
-        answers = await self.ctx.rpc().call({n.name: node_address(n) for n in nodes}, "instance_list", args,
-                                            timeout=wire.TMO_URGENT)
+        answers = await self.ctx.rpc().run({n.name: node_address(n) for n in nodes}, procedures.instance_list.call(
+            [hv], {hv: (cfg.cluster.hvparams or {}).get(hv) or {}}))
         running = []
         for node in nodes:
             result = answers[node.name]

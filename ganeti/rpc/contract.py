@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from typing import Any, Callable, Generic, ParamSpec, TypeVar
+from typing import Any, Callable, Generic, Iterable, Mapping, ParamSpec, TypeVar
 
 import attrs
 
@@ -218,3 +218,33 @@ class Table:
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+
+class Runner:
+    """Makes declared calls with the by-name C{call} method of its class
+    (C{call(nodes, procedure, args, *, timeout, node_args, offline)} of
+    L{ganeti.rpc.RpcClient}, or a test's fake of it)."""
+
+    call: Callable[..., Any]
+
+    async def run(self, nodes: Any, call: Call[Any], *, per_node: Mapping[str, Call[Any]] | None = None,
+                  offline: Iterable[str] = ()) -> Any:
+        """Make C{call} on every node of C{nodes} (C{{name: address}} or
+        pairs) at once, within its timeout: C{{name: RpcResult}}.
+
+        @param per_node: calls of the same procedure replacing C{call} on some nodes
+        @param offline: names not to contact (their result says "node offline")
+        """
+        options: dict[str, Any] = {}
+        if per_node:
+            if any(c.procedure != call.procedure for c in per_node.values()):
+                raise ContractError("per-node calls must be of procedure %s" % call.procedure)
+            options["node_args"] = {name: list(c.args) for name, c in per_node.items()}
+        offline = list(offline)
+        if offline:
+            options["offline"] = offline
+        return await self.call(nodes, call.procedure, list(call.args), timeout=call.timeout, **options)
+
+    async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:
+        """Make C{call} on one node: its C{RpcResult}."""
+        return (await self.run([(name, address)], call))[name]

@@ -18,6 +18,7 @@ from ganeti.luxid.replication import BACKOFF_FIRST, CHECK_INTERVAL, RESYNC_INTER
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.client import RpcResult
+from ganeti.rpc.contract import Runner
 from tests.unit.queue_helpers import open_queue, temp_root
 
 QUEUE = "/var/lib/ganeti/queue/"
@@ -67,7 +68,7 @@ class PlanTests(SynchronousTestCase):
         self.assertEqual(differences(master, dict(master)), {})
 
 
-class FakeCandidates:
+class FakeCandidates(Runner):
     """Node RPC to in-memory candidate queues; nodes can be down."""
 
     def __init__(self, names: list[str]) -> None:
@@ -292,7 +293,7 @@ class FakeLU:
         return succeed(None)
 
 
-class VerifyTests(SynchronousTestCase):
+class VerifyTests(SynchronousTestCase, Runner):
     def setUp(self) -> None:
         from ganeti.testing.cluster import loopback_config
 
