@@ -121,7 +121,7 @@ class NotingRpc:
         return await self._noting(nodes, call.procedure, call.timeout, lambda: self._rpc.run(nodes, call, **kwargs))
 
     async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:
-        return (await self.run([(name, address)], call))[name]
+        return (await self.run({name: address}, call))[name]
 
     async def _noting(self, nodes: Any, procedure: str, timeout: Any, send: Callable[[], Awaitable[Any]]) -> Any:
         from twisted.internet.defer import ensureDeferred

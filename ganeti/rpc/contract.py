@@ -247,4 +247,4 @@ class Runner:
 
     async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:
         """Make C{call} on one node: its C{RpcResult}."""
-        return (await self.run([(name, address)], call))[name]
+        return (await self.run({name: address}, call))[name]

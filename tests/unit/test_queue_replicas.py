@@ -68,6 +68,13 @@ class PlanTests(SynchronousTestCase):
         self.assertEqual(differences(master, dict(master)), {})
 
 
+class ByName(Runner):
+    """Declared calls through the C{call} of C{target}."""
+
+    def __init__(self, target: Any) -> None:
+        self.call = target.call
+
+
 class FakeCandidates(Runner):
     """Node RPC to in-memory candidate queues; nodes can be down."""
 
@@ -274,7 +281,7 @@ class FakeLU:
                 self.paths = paths
 
             def rpc(self) -> Any:
-                return rpc
+                return ByName(rpc)
 
             def sleep(self, seconds: float) -> Deferred:
                 from twisted.internet.task import deferLater
@@ -293,7 +300,7 @@ class FakeLU:
         return succeed(None)
 
 
-class VerifyTests(SynchronousTestCase, Runner):
+class VerifyTests(SynchronousTestCase):
     def setUp(self) -> None:
         from ganeti.testing.cluster import loopback_config
 
