@@ -1,7 +1,8 @@
 """noded's instance procedures: hypervisor, node storage and OS scripts.
 
-The contract (procedures, arguments, payloads, the C{INST_DICT} encoding
-and where disks live) is the docstring of L{ganeti.rpc.instances}.  Every
+The procedures and their arguments are declared in
+L{ganeti.rpc.procedures}; the C{INST_DICT} encoding and where disks live
+are in the docstring of L{ganeti.rpc.instances}.  Every
 procedure checks all of its input before it changes anything and refuses
 bad input with L{RpcFailure}.  Hypervisor methods may answer with a
 Deferred; they are called through C{maybeDeferred}.
