@@ -23,6 +23,11 @@ and follows Ganeti's steps (spec/ha.md section 1) with what Ganeti lacks:
     was running end in error ("master failover"), queued jobs stay queued;
     config.data and ssconf go to the other nodes.
  6. C{node_start_master_daemons} here, then C{node_activate_master_ip}.
+
+L{elected_failover} runs the same steps inside NodeD for a candidate
+elected by the automatic failover (L{ganeti.noded.election}), under the
+epoch it won, without the vote on the master's name (its voters are a
+majority that lost the master).
 """
 
 from __future__ import annotations
@@ -79,26 +84,34 @@ def _react(main: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
 
 @attrs.frozen
 class Cluster:
-    """This node's view of the cluster (ssconf and node identity)."""
+    """This node's view of the cluster (ssconf and node identity).
+
+    @ivar rpc_port: the node daemons' port (C{--rpc-port})
+    @ivar quick_timeout: seconds a node gets to answer the quick calls
+    """
 
     paths: Paths
     me: str
     master: str
     candidates: list[str]
     addresses: dict[str, str]
-    #: the node daemons' port (C{--rpc-port})
     rpc_port: int = ports.NODED
+    quick_timeout: float = QUICK_TIMEOUT
 
 
-def _view(ctx: Context, rpc_port: int = ports.NODED) -> Cluster:
+def view_of(paths: Paths, rpc_port: int = ports.NODED, quick_timeout: float = QUICK_TIMEOUT) -> Cluster:
+    """This node's view of the cluster, from its ssconf and identity."""
     from ganeti import daemons, ssconf
 
-    paths = Paths.from_option(ctx.root)
     store = ssconf.SimpleStore(paths)
     ips = store.get_node_primary_ips()
     addresses = {name: ips[name] for name in store.get_node_list() if name in ips}
     return Cluster(paths, daemons.read_node_identity(paths)["name"], store.get_master_node(),
-                   store.get_master_candidates(), addresses, rpc_port)
+                   store.get_master_candidates(), addresses, rpc_port, quick_timeout)
+
+
+def _view(ctx: Context, rpc_port: int = ports.NODED) -> Cluster:
+    return view_of(Paths.from_option(ctx.root), rpc_port)
 
 
 def _rpc(reactor: Any, view: Cluster, epoch: int | None) -> Any:
@@ -123,11 +136,25 @@ def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
     return code
 
 
-async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) -> int:
+async def elected_failover(reactor: Any, ctx: Context, view: Cluster, epoch: int) -> int:
+    """The failover of a candidate that won the automatic failover's election
+    for C{epoch} (L{ganeti.noded.election}): the steps of C{master-failover},
+    with voting, under the epoch won (the voters recorded it for this node)."""
+    try:
+        check_candidate(view.me, view.master, view.candidates)
+    except FailoverRefused as e:
+        ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
+        return EXIT_FAILURE
+    return await _failover(reactor, ctx, view, False, won_epoch=epoch)
+
+
+async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool, *,
+                    won_epoch: int | None = None) -> int:
     plain = _rpc(reactor, view, None)
     try:
         try:
-            states = await _vote(ctx, plain, view, no_voting)
+            # an elected candidate's voters are a majority that lost the master: no vote on its name
+            states = await _vote(ctx, plain, view, no_voting or won_epoch is not None)
             # what only the old master may hold yet, fetched while it is still the master: once fenced,
             # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
             await _catch_up(ctx, plain, view, {n: s for n, s in states.items() if n in view.candidates})
@@ -137,6 +164,12 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
+    if won_epoch is not None:
+        if epoch - 1 > won_epoch:
+            ctx.err("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
+                    % (epoch - 1, won_epoch))
+            return EXIT_FAILURE
+        epoch = won_epoch
     fenced = _rpc(reactor, view, epoch)
     try:
         # fencing: from here on the old master can make no change a majority holds,
@@ -154,8 +187,8 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool) 
         await fenced.close()
 
 
-async def _states(ctx: Context, rpc: Any, nodes: dict[str, str]) -> dict[str, NodeState]:
-    answers = await rpc.run(nodes, procedures.failover_status.call().within(QUICK_TIMEOUT))
+async def _states(ctx: Context, rpc: Any, nodes: dict[str, str], timeout: float) -> dict[str, NodeState]:
+    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout))
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -169,10 +202,10 @@ async def _states(ctx: Context, rpc: Any, nodes: dict[str, str]) -> dict[str, No
 async def _vote(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
     """Ganeti's voting; the state of every node that answers."""
     if not no_voting:
-        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(QUICK_TIMEOUT))
+        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout))
         master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}, view.master)
-    states = await _states(ctx, rpc, view.addresses)
+    states = await _states(ctx, rpc, view.addresses, view.quick_timeout)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     return states
@@ -183,7 +216,7 @@ async def _raise_epoch(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, e
     epoch once: of two concurrent failovers at most one gets a majority);
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
-    raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(QUICK_TIMEOUT))
+    raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout))
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -199,7 +232,7 @@ async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: 
     majority, counting the old master if it answered before the fencing)."""
     candidates = {name: view.addresses[name] for name in view.candidates
                   if name in view.addresses and name != view.master}
-    states = await _states(ctx, rpc, candidates)
+    states = await _states(ctx, rpc, candidates, view.quick_timeout)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     total = len(candidates) + (1 if view.master in view.candidates else 0)
@@ -255,7 +288,7 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
                         " themselves when they learn of the new master epoch" % view.master)
     else:
         done = await rpc.run_one(view.master, view.addresses[view.master],
-                                 procedures.node_deactivate_master_ip.call(params, False).within(QUICK_TIMEOUT))
+                                 procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout))
         if done.failed:
             warnings.append("Could not disable the master IP: %s" % done.fail_msg)
         done = await rpc.run_one(view.master, view.addresses[view.master],

@@ -166,6 +166,13 @@ class MasterLookup:
         return local
 
 
+def _has_setsockopt(handle: Any) -> bool:
+    try:
+        return callable(getattr(handle, "setsockopt", None))
+    except Exception:  # pyOpenSSL's Connection raises for socket methods it has no socket for
+        return False
+
+
 def dead_peer_timeout(transport: Any, seconds: float) -> bool:
     """Make the kernel drop the connection when what we send stays
     unacknowledged for C{seconds} (C{TCP_USER_TIMEOUT}; keepalives on):
@@ -174,12 +181,18 @@ def dead_peer_timeout(transport: Any, seconds: float) -> bool:
     the options could be set (the TCP transport is found under TLS)."""
     import socket
 
-    while transport is not None and not hasattr(transport, "getHandle"):
+    # the TLS layer has a getHandle too (its OpenSSL connection, no socket): look below it
+    handle = None
+    while transport is not None:
+        getter = getattr(transport, "getHandle", None)
+        candidate = getter() if getter is not None else None
+        if isinstance(candidate, socket.socket) or (candidate is not None and _has_setsockopt(candidate)):
+            handle = candidate
+            break
         transport = getattr(transport, "transport", None)
-    if transport is None:
+    if handle is None:
         return False
     try:
-        handle = transport.getHandle()
         handle.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         handle.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), int(seconds * 1000))
     except (OSError, AttributeError):
@@ -263,6 +276,10 @@ class HeartbeatClient(Service):
         self._retry: Any = None
         self._attempt: Deferred[Any] | None = None
         self.connects = 0
+        #: since when (reactor seconds) no master has accepted this node's
+        #: connection: its start, or the loss of the last accepted one
+        #: (C{None}: connected to the master now); automatic failover reads it
+        self.lost_since: float | None = None
 
     def beat_interval(self) -> float:
         """Seconds between beats now (C{interval}, or what it returns)."""
@@ -270,6 +287,7 @@ class HeartbeatClient(Service):
 
     def startService(self) -> None:
         super().startService()
+        self.lost_since = self.reactor.seconds()
         self._start_attempt()
 
     def stopService(self) -> Any:
@@ -325,6 +343,7 @@ class HeartbeatClient(Service):
     # --- from the protocol ---------------------------------------------------------------
     def connected(self, protocol: HeartbeatClientProtocol, master: str, args: dict[str, Any] | None = None) -> None:
         self.protocol, self.master = protocol, master
+        self.lost_since = None
         self._failed = False
         self.connects += 1
         self.backoff.reset()
@@ -339,6 +358,7 @@ class HeartbeatClient(Service):
     def lost(self, protocol: HeartbeatClientProtocol) -> None:
         if self.protocol is protocol:
             self.protocol = None
+            self.lost_since = self.reactor.seconds()
         elif not protocol.accepted and self._redirect is None:
             self._failed = True  # closed before being accepted: look further next time
         self._schedule()

@@ -118,7 +118,7 @@ class LivenessService(Service):
             master = store.get_master_node()
         except errors.ConfigurationError:
             return None
-        me = _own_name(self.paths)
+        me = own_name(self.paths)
         if not master or not me or master == me:
             return None
         try:
@@ -159,7 +159,7 @@ class LivenessService(Service):
             if self.members and message["node"] not in self.members:
                 return None
         self._apply(self.roster.hello(message["node"], conn, message["boot_id"], self.reactor.seconds()))
-        return wire.accepted(_own_name(self.paths) or "master", self.report_args)
+        return wire.accepted(own_name(self.paths) or "master", self.report_args)
 
     def set_report_args(self, args: dict[str, Any]) -> None:
         """New report arguments (the cluster changed): tell every connected node."""
@@ -216,7 +216,7 @@ def report_args(cluster: Any) -> dict[str, Any]:
     return {"instances": hypervisor_args(config), "node_info": node_info_args(config)}
 
 
-def _own_name(paths: Paths) -> str:
+def own_name(paths: Paths) -> str:
     """This node's name from its identity file, or C{""}."""
     from ganeti.daemons import node_file
 

@@ -132,6 +132,8 @@ class LuxidService(Service):
         self.liveness: Any = None
         #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
         self.watcher: Any = None
+        #: why this master stepped down (L{ganeti.luxid.stepdown}): it accepts no job any more
+        self.stepped_down: str | None = None
         self.forkserver: Any = None
         self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
@@ -369,7 +371,7 @@ class LuxidService(Service):
             self._scheduling = False
 
     def _schedule_once(self) -> None:
-        if not self.running:
+        if not self.running or self.stepped_down is not None:
             return
         busy = set(self.processes) | set(self.adopted)
         decision = scheduler.schedule(self.jobs, busy, self.max_running, lookup=self.queue.read_job)
@@ -524,6 +526,8 @@ class LuxidService(Service):
         @raise errors.OpPrereqError: (C{ECODE_INVAL}) an invalid job; the
             message names the job, the opcode and the parameter.
         """
+        if self.stepped_down is not None:
+            raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)
         if not drained_ok and self.queue.is_drained():
             raise errors.JobQueueDrainError("Queue drained")
         if not isinstance(jobs_ops, list) or not jobs_ops:
@@ -552,6 +556,10 @@ class LuxidService(Service):
             self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
         self.reactor.callLater(0, self.schedule)
         return results
+
+    def step_down(self, reason: str) -> None:
+        """Accept no job from now on (this master steps down for C{reason})."""
+        self.stepped_down = reason
 
     def job(self, job_id: Any) -> QueuedJob:
         if not isinstance(job_id, int) or isinstance(job_id, bool):

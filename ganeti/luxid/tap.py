@@ -18,7 +18,7 @@ from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port
 from ganeti.daemons import node_address
 from ganeti.epoch import EpochWatch
 from ganeti.heartbeat import wire as heartbeat_wire
-from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, store_for
+from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, own_name, store_for
 from ganeti.heartbeat.watcher import Watcher
 from ganeti.jobs.queue import JobQueueDir, QueueLocked
 from ganeti.listening import endpoint_listener
@@ -28,6 +28,7 @@ from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.live import LiveData
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
+from ganeti.luxid.stepdown import StepDown
 from ganeti.paths import Paths
 from ganeti.voting import VotingGate, add_options, check_options
 
@@ -125,6 +126,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         if not options["no-watcher"]:
             service.watcher = Watcher(service, liveness, handler.config, reactor)
             service.watcher.setServiceParent(gate)
+        # automatic failover: a master that reaches no majority steps down
+        StepDown(paths, reactor, liveness, own_name(paths), service.step_down, reactor.stop).setServiceParent(gate)
     factory = LuxiServerFactory(handler)
     for description in options["listen"]:
         endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(gate)

@@ -29,7 +29,7 @@ import re
 import subprocess
 from typing import Any
 
-from twisted.internet import threads
+from twisted.internet import defer, threads
 from twisted.logger import Logger
 
 from ganeti import daemons, serializer
@@ -129,7 +129,7 @@ class MasterProcedures:
 
     @handler
     def node_start_master_daemons(self, no_voting: Any) -> Any:
-        """Start WConfD, RAPI (if this node has its certificate) and LuxiD here."""
+        """Start WConfD, RAPI (if this node has its certificate) and LuxiD here, at once."""
         if not isinstance(no_voting, bool):
             raise RpcFailure("no_voting must be a boolean")
         rapi = daemons.BY_NAME["ganeti-rapi"]
@@ -140,13 +140,19 @@ class MasterProcedures:
         options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc}
         lines: list[str] = []
 
-        def start() -> list[str]:
-            code = daemons.start(self.paths, names, timeout=DAEMON_TIMEOUT, out=lines.append, options=options)
-            if code != daemons.EXIT_OK:
+        def start(name: str) -> int:
+            return daemons.start(self.paths, [name], timeout=DAEMON_TIMEOUT, out=lines.append, options=options)
+
+        def started(codes: list[int]) -> list[str]:
+            if any(code != daemons.EXIT_OK for code in codes):
                 raise RpcFailure("starting the master daemons failed: %s" % "; ".join(lines))
             return lines
 
-        return self._in_thread(start)
+        # at once, not one after the other: LuxiD accepts jobs before WConfD is up (it connects when it is),
+        # which shortens a failover by the start of a daemon
+        d = defer.gatherResults([self._in_thread(start, name) for name in names], consumeErrors=True)
+        d.addCallback(started)
+        return d
 
     # --- node roles: RAPI runs on every master candidate -----------------------------------
 

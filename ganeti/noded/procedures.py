@@ -27,7 +27,7 @@ from twisted.logger import Logger
 from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, ssconf
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, impexp, instances, master
+from ganeti.noded import diskfiles, dispatch, election, files, impexp, instances, master
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -69,12 +69,14 @@ class NodeProcedures:
     @param reactor: for timers and the reachability test
     @param shutdown: called (after the answer is sent) when the node leaves the cluster
     @param port: the noded port of other nodes (reachability test)
+    @param lost_since: when this node's heartbeat lost the master
+        (automatic failover; C{None}: no heartbeat runs here)
     """
 
     log = Logger()
 
     def __init__(self, paths: Paths, reactor: Any, *, shutdown: Callable[[], None] | None = None,
-                 port: int = wire.DEFAULT_PORT) -> None:
+                 port: int = wire.DEFAULT_PORT, lost_since: Callable[[], float | None] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
         self._shutdown = shutdown
@@ -84,11 +86,12 @@ class NodeProcedures:
         #: the highest master epoch this node has seen (fencing of replaced masters)
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
+        self.election = election.ElectionProcedures(paths, reactor, self.epoch, lost_since)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
-        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.master])
+        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.master, self.election])
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         """The handler of procedure C{name}; C{None} if none is declared."""

@@ -29,6 +29,7 @@ from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.client import heartbeat_client
 from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
+from ganeti.noded.election import ElectionService
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
@@ -133,9 +134,16 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     def guard(site: Any, tls: Any) -> Any:
         return http_limits.guard(site, limits, report, tls)
 
+    heartbeats = (heartbeat_client(paths, reactor, options["heartbeat-port"], confd_port=options["confd-port"])
+                  if options["heartbeat-port"] else None)
+    # automatic failover: the candidate's side (acts only with the cluster's auto_failover on)
+    elections = ElectionService(paths, reactor, options["port"])
+
     def joined_factory() -> Any:
         creds = Credentials.cluster(paths)
-        procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"])
+        procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"],
+                                    lost_since=(lambda: heartbeats.lost_since) if heartbeats is not None else None)
+        elections.procedures = procedures.election
         tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
         return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
 
@@ -151,9 +159,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     pid_fd = lock_pid_file(paths, "ganeti-noded")
     root = MultiService()
     root.addService(PidFileService(pid_fd))
-    if options["heartbeat-port"]:
-        heartbeat_client(paths, reactor, options["heartbeat-port"],
-                         confd_port=options["confd-port"]).setServiceParent(root)
+    if heartbeats is not None:
+        heartbeats.setServiceParent(root)
+        elections.setServiceParent(root)
     report.setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),

@@ -373,6 +373,20 @@ def failover_read(names: list[str]) -> dict[str, Any]:
     """C{{name: COMPRESS content or null}} of config.data and job queue files."""
 
 
+# --- automatic failover (see L{ganeti.election}) ----------------------------------------
+
+
+@declare(TMO_URGENT)
+def election_status(candidate: Any) -> dict[str, Any]:
+    """The node's view (L{ganeti.election.NodeView} as a dict) as seen by
+    C{candidate}, a node name the handler checks."""
+
+
+@declare(TMO_URGENT)
+def election_vote(epoch: int, candidate: str, config_serial: int, queue_serial: int) -> int:
+    """Vote for C{candidate} as master for C{epoch} (once per epoch, durably), or refuse saying why."""
+
+
 def procedure(name: str) -> Procedure[Any, Any]:
     """The declaration of procedure C{name}.
 

@@ -95,6 +95,21 @@ def seed_config(paths: Paths, config: ConfigData) -> None:
     serializer.write_file(paths.config_data, config.to_json(), mode=0o640)
 
 
+def listens_in_netns(pid: int, port: int) -> bool:
+    """Whether a TCP socket listens on C{port} in the network namespace of process C{pid}."""
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 3 and fields[3] == "0A" and fields[1].rsplit(":", 1)[-1] == "%04X" % port:
+                return True
+    return False
+
+
 class Daemon:
     """One daemon of one node root, run by twistd in the foreground."""
 
@@ -112,6 +127,8 @@ class Daemon:
         self.log_path = os.path.join(paths.root, "%s.out" % name)
         #: the heartbeat port this daemon uses unless C{env} or the caller's environment names one
         self.heartbeat_port = free_port()
+        #: the network namespace it runs in (C{ip netns exec}; L{ganeti.testing.netns}), or None
+        self.netns: str | None = None
 
     @property
     def socket_path(self) -> str:
@@ -121,6 +138,8 @@ class Daemon:
         assert self.process is None or self.process.poll() is not None, "already running"
         log = open(self.log_path, "ab")
         argv = [TWISTD, "-n", "--pidfile=", "--logfile=-", self.name, "--root", self.paths.root, *self.args]
+        if self.netns is not None:
+            argv = ["ip", "netns", "exec", self.netns, *argv]
         env = dict(os.environ, **self.env) if self.env else None
         if self.name in ("ganeti-luxid", "ganeti-noded") and "GANETI_HEARTBEAT_PORT" not in (env or os.environ):
             # never the fixed heartbeat port in tests: other clusters run at the same time
@@ -134,7 +153,10 @@ class Daemon:
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError("%s exited with %s:\n%s" % (self.name, self.process.returncode, self.output()))
-            if accepts_tcp(*self.tcp, timeout=1) if self.tcp else accepts_unix(self.socket_path):
+            if self.tcp and self.netns is not None and self.process is not None:
+                if listens_in_netns(self.process.pid, self.tcp[1]):  # unreachable from here: ask its namespace
+                    return
+            elif accepts_tcp(*self.tcp, timeout=1) if self.tcp else accepts_unix(self.socket_path):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError("%s did not start within %ss:\n%s" % (self.name, timeout, self.output()))

@@ -195,6 +195,24 @@ class ClientTests(SynchronousTestCase):
         self.assertEqual(len(frames(transport.value())), 3)  # no beat after the loss
         self.assertTrue(self.lookups)  # and it looked the master up again
 
+    def test_lost_since_tells_how_long_the_master_is_lost(self) -> None:
+        """Automatic failover reads it: since the start, None while accepted, the time of the loss after."""
+        self.clock.advance(5)
+        self.client.running = False
+        self.client.startService()
+        self.assertEqual(self.client.lost_since, 5)
+        self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
+        proto = HeartbeatClientProtocol(self.client)
+        proto.makeConnection(StringTransport())
+        self.clock.advance(2)
+        self.assertEqual(self.client.lost_since, 5)  # connected but not accepted yet: not the master
+        proto.dataReceived(frame(wire.accepted("node1.test")))
+        self.assertIsNone(self.client.lost_since)
+        self.clock.advance(3)
+        proto.connectionLost(None)
+        self.assertEqual(self.client.lost_since, 10)
+        self.client.stopService()
+
     def test_redirect_goes_to_the_named_master(self) -> None:
         """'The master is X': the next attempt goes to X without a lookup."""
         self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")
@@ -276,3 +294,34 @@ class DeadPeerTests(SynchronousTestCase):
         self.assertIn((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1), options)
         self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
         self.assertFalse(dead_peer_timeout(StringTransport(), 5.0))
+
+    def test_user_timeout_set_under_a_real_tls_layer(self) -> None:
+        """Twisted's TLS layer has a getHandle of its own (its OpenSSL connection, no socket):
+        the options must still reach the TCP socket below (else a partitioned master is never left)."""
+        import socket
+
+        from OpenSSL import SSL
+        from twisted.internet.protocol import Factory, Protocol
+        from twisted.internet.ssl import CertificateOptions
+        from twisted.protocols.tls import TLSMemoryBIOFactory
+
+        from ganeti.heartbeat.client import dead_peer_timeout
+
+        options: list[tuple[int, int, int]] = []
+
+        class Sock(socket.socket):
+            def setsockopt(self, level: int, name: int, value: int) -> None:  # type: ignore[override]
+                options.append((level, name, value))
+
+        class Tcp(StringTransport):
+            def getHandle(self) -> Sock:
+                return sock
+
+        sock = Sock()
+        self.addCleanup(sock.close)
+        tls = TLSMemoryBIOFactory(CertificateOptions(), True,
+                                  Factory.forProtocol(Protocol)).buildProtocol(None)
+        tls.makeConnection(Tcp())
+        self.assertIsInstance(tls.getHandle(), SSL.Connection)
+        self.assertTrue(dead_peer_timeout(tls, 5.0))
+        self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
