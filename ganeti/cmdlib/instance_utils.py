@@ -19,7 +19,7 @@ from ganeti import errors
 from ganeti.cmdlib.base import LogicalUnit, expand_instance_name
 from ganeti.objects import ConfigData, Disk, Instance, Node, beparams_memory, beparams_vcpus
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import procedures, wire
+from ganeti.rpc import procedures
 from ganeti.rpc.client import RpcResult
 
 ADMIN_UP = "up"
@@ -36,10 +36,9 @@ SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
 #: templates whose disks every node of the cluster sees
 SHARED_TEMPLATES = (DT_SHARED_FILE,)
 
-#: RPC timeouts of the instance procedures (seconds)
-TMO_START = wire.TMO_NORMAL
-TMO_OS_ADD = 86400
-TMO_RENAME = wire.TMO_SLOW
+#: seconds to start an instance (a shutdown gets its own timeout on top); the
+#: other procedures' time limits are their classes in L{ganeti.rpc.procedures}
+TMO_START = procedures.TMO_NORMAL
 
 
 # --- lookups ---------------------------------------------------------------------
