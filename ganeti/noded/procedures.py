@@ -1,12 +1,14 @@
 """The node-side procedures of node RPC (Ganeti's C{backend}).
 
-Each method marked C{@handler} (here and in L{instances}, L{impexp} and
-L{master}) serves the procedure of its name declared in
+Each method marked C{@handler} (here and in L{instances}, L{impexp},
+L{master} and L{election}) serves the procedure of its name declared in
 L{ganeti.rpc.procedures}: it takes the positional arguments of the request
-(checked against the declaration already) and returns the payload (or a
-Deferred of it).  L{RpcFailure} becomes the answer
-C{[false, message]}.  Every procedure checks all of its input before it
-changes anything.
+(their count and JSON types checked against the declaration already) and
+returns the payload (or a Deferred of it).  L{RpcFailure} becomes the
+answer C{[false, message]}.  Every procedure checks the meaning of all of
+its input before it changes anything.  A new procedure is a declaration
+there and a handler here (or on one of the objects passed to
+L{dispatch.Dispatch} below).
 """
 
 from __future__ import annotations
