@@ -26,6 +26,7 @@ from twisted.logger import Logger
 from ganeti import ports, serializer
 from ganeti.failover import FAIL, START, startup_vote
 from ganeti.paths import Paths
+from ganeti.rpc import procedures
 
 RETRIES = 6
 RETRY_INTERVAL = 10.0
@@ -131,7 +132,7 @@ class VotingGate(MultiService):
         rpc = self._make_rpc()
         try:
             for attempt in range(self.retries + 1):
-                answers = await rpc.call(nodes, "master_node_name", timeout=VOTE_TIMEOUT)
+                answers = await rpc.run(nodes, procedures.master_node_name.call().within(VOTE_TIMEOUT))
                 votes = {name: r.payload if r.success and isinstance(r.payload, str) else None
                          for name, r in answers.items()}
                 outcome = startup_vote(votes, me)

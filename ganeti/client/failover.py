@@ -53,6 +53,7 @@ from ganeti.failover import (
     newest_state,
 )
 from ganeti.paths import Paths
+from ganeti.rpc import procedures
 
 NO_VOTING_TEXT = ("This will perform the failover even if most other nodes are down, or if this node is outdated."
                   " This is dangerous as it can lead to a non-consistent cluster. Check the gnt-cluster(8) man page"
@@ -187,7 +188,7 @@ async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool, 
 
 
 async def _states(ctx: Context, rpc: Any, nodes: dict[str, str], timeout: float) -> dict[str, NodeState]:
-    answers = await rpc.call(nodes, "failover_status", timeout=timeout)
+    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout))
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -201,7 +202,7 @@ async def _states(ctx: Context, rpc: Any, nodes: dict[str, str], timeout: float)
 async def _vote(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
     """Ganeti's voting; the state of every node that answers."""
     if not no_voting:
-        answers = await rpc.call(view.addresses, "master_node_name", timeout=view.quick_timeout)
+        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout))
         master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}, view.master)
     states = await _states(ctx, rpc, view.addresses, view.quick_timeout)
@@ -215,7 +216,7 @@ async def _raise_epoch(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, e
     epoch once: of two concurrent failovers at most one gets a majority);
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
-    raised = await rpc.call(view.addresses, "epoch_claim", [epoch, view.me], timeout=view.quick_timeout)
+    raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout))
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -259,7 +260,7 @@ async def _catch_up(ctx: Context, rpc: Any, view: Cluster, states: dict[str, Nod
 async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
     from ganeti.rpc import wire
 
-    result = await rpc.call_one(node, view.addresses[node], "failover_read", [names], timeout=wire.TMO_NORMAL)
+    result = await rpc.run_one(node, view.addresses[node], procedures.failover_read.call(names))
     if result.failed:
         raise FailoverRefused("cannot fetch the newer state from %s: %s" % (node, result.fail_msg))
     for name, value in result.payload.items():
@@ -286,12 +287,12 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
         warnings.append("The old master %s did not answer: its daemons could not be stopped; they stop"
                         " themselves when they learn of the new master epoch" % view.master)
     else:
-        done = await rpc.call_one(view.master, view.addresses[view.master], "node_deactivate_master_ip",
-                                  [params, False], timeout=view.quick_timeout)
+        done = await rpc.run_one(view.master, view.addresses[view.master],
+                                 procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout))
         if done.failed:
             warnings.append("Could not disable the master IP: %s" % done.fail_msg)
-        done = await rpc.call_one(view.master, view.addresses[view.master], "node_stop_master",
-                                  timeout=DAEMONS_TIMEOUT)
+        done = await rpc.run_one(view.master, view.addresses[view.master],
+                                 procedures.node_stop_master.call().within(DAEMONS_TIMEOUT))
         if done.failed:
             warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
                             % (view.master, done.fail_msg))
@@ -307,19 +308,19 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
     others = {name: address for name, address in view.addresses.items() if name != view.me and name in accepted}
     candidates = {name: others[name] for name in view.candidates if name in others}
     details = wire.file_details(wire.virtual_path(view.paths.root, view.paths.config_data), data, mode=0o640)
-    pushed = await rpc.call(candidates, "upload_file", [details])
-    written = await rpc.call(others, "write_ssconf_files", [values])
+    pushed = await rpc.run(candidates, procedures.upload_file.call(details))
+    written = await rpc.run(others, procedures.write_ssconf_files.call(values))
     for name, result in [*pushed.items(), *written.items()]:
         if result.failed:
             warnings.append("%s did not take the new configuration yet: %s" % (name, result.fail_msg))
-    started = await rpc.call_one(view.me, view.addresses[view.me], "node_start_master_daemons", [no_voting],
-                                 timeout=DAEMONS_TIMEOUT)
+    started = await rpc.run_one(view.me, view.addresses[view.me],
+                                procedures.node_start_master_daemons.call(no_voting).within(DAEMONS_TIMEOUT))
     for warning in warnings:
         ctx.err(warning)
     if started.failed:
         ctx.err("Could not start the master daemons on %s: %s" % (view.me, started.fail_msg))
         return EXIT_FAILURE
-    done = await rpc.call_one(view.me, view.addresses[view.me], "node_activate_master_ip", [params, False])
+    done = await rpc.run_one(view.me, view.addresses[view.me], procedures.node_activate_master_ip.call(params, False))
     if done.failed:
         ctx.err("The master IP did not come up: %s" % done.fail_msg)
         return EXIT_FAILURE
@@ -374,7 +375,7 @@ def master_ping(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
-def _master_ip(ctx: Context, procedure: str, rpc_port: int) -> int:
+def _master_ip(ctx: Context, procedure: procedures.Procedure[[Any, bool | None], None], rpc_port: int) -> int:
     from ganeti.objects import ConfigData
 
     view = _view(ctx, rpc_port)
@@ -384,11 +385,11 @@ def _master_ip(ctx: Context, procedure: str, rpc_port: int) -> int:
     async def call(reactor: Any) -> int:
         rpc = _rpc(reactor, view, None)
         try:
-            result = await rpc.call_one(view.master, view.addresses[view.master], procedure, [params, False])
+            result = await rpc.run_one(view.master, view.addresses[view.master], procedure.call(params, False))
         finally:
             await rpc.close()
         if result.failed:
-            ctx.err("Failure: %s: %s" % (procedure, result.fail_msg))
+            ctx.err("Failure: %s: %s" % (procedure.name, result.fail_msg))
             return EXIT_FAILURE
         return EXIT_SUCCESS
 
@@ -396,7 +397,7 @@ def _master_ip(ctx: Context, procedure: str, rpc_port: int) -> int:
 
 
 def activate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
-    return _master_ip(ctx, "node_activate_master_ip", opts.rpc_port)
+    return _master_ip(ctx, procedures.node_activate_master_ip, opts.rpc_port)
 
 
 def deactivate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
@@ -404,4 +405,4 @@ def deactivate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
                                              " be running, but RAPI and commands not on the master will fail."
                                              " Continue?"):
         return EXIT_FAILURE
-    return _master_ip(ctx, "node_deactivate_master_ip", opts.rpc_port)
+    return _master_ip(ctx, procedures.node_deactivate_master_ip, opts.rpc_port)

@@ -46,6 +46,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.objects import ConfigData, Disk, Instance
 from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import procedures
 
 EXPORT_VERSION = 0
 EXPORT_CONF_FILE = "config.ini"
@@ -209,10 +210,10 @@ async def read_export(lu: LogicalUnit, src_node: str | None, src_path: str) -> E
     else:
         uuids = sorted(u for u, n in cfg.nodes.items() if not n.offline)
     for uuid in uuids:
-        listing = await iu.call_node_result(lu, uuid, "export_list", [])
+        listing = await iu.call_node_result(lu, uuid, procedures.export_list.call())
         if listing.failed or name not in (listing.payload or []):
             continue
-        text = await iu.call_node(lu, uuid, "export_info", [name], what="read export %s" % name)
+        text = await iu.call_node(lu, uuid, procedures.export_info.call(name), what="read export %s" % name)
         return parse_export(text, name, uuid)
     where = ("node %s" % iu.node_name(cfg, uuids[0])) if src_node else "any node"
     raise errors.OpPrereqError("No export '%s' found on %s" % (name, where), errors.ECODE_NOENT)
@@ -295,7 +296,7 @@ async def _exports_by_node(lu: LogicalUnit, uuids: list[str]) -> dict[str, Any]:
     """C{{node name: [export, ...] or False}} from C{export_list}."""
     out: dict[str, Any] = {}
     for uuid in uuids:
-        result = await iu.call_node_result(lu, uuid, "export_list", [])
+        result = await iu.call_node_result(lu, uuid, procedures.export_list.call())
         out[iu.node_name(lu.cfg, uuid)] = False if result.failed else list(result.payload or [])
     return out
 
@@ -426,7 +427,7 @@ class LUBackupExport(LogicalUnit):
                                                             op["compress"])
                 finalized = True
             finally:
-                await iu.call_node_result(self, src, "x509_cert_remove", [self.key])
+                await iu.call_node_result(self, src, procedures.x509_cert_remove.call(self.key))
                 if running and was_up and not op["remove_instance"]:
                     await self.feedback("Starting instance %s" % inst.name)
                     await iu.start_instance_on(self, inst, src)
@@ -434,7 +435,7 @@ class LUBackupExport(LogicalUnit):
                 await self._remove_instance(feedback)
             return [finalized, results]
         try:
-            await iu.call_node(self, dst, "export_start", [inst.name], timeout=TMO_EXPORT,
+            await iu.call_node(self, dst, procedures.export_start.call(inst.name or "").within(TMO_EXPORT),
                                what="prepare export %s" % inst.name)
             try:
                 data = rpc_inst.encode_instance(self.cfg, inst)
@@ -447,11 +448,11 @@ class LUBackupExport(LogicalUnit):
                         op["compress"], (disk.size or 0) * 1024 * 1024)
                     results.append(True)
                 await self.feedback("Finalizing export on %s" % op["target_node"])
-                await iu.call_node(self, dst, "export_finalize", [inst.name, export_config(self.cfg, inst, self.disks)],
-                                   timeout=TMO_EXPORT, what="finalize export %s" % inst.name)
+                await iu.call_node(self, dst, procedures.export_finalize.call(
+                    inst.name or "", export_config(self.cfg, inst, self.disks)).within(TMO_EXPORT), what="finalize export %s" % inst.name)
                 finalized = True
             except Exception:
-                result = await iu.call_node_result(self, dst, "export_discard", [inst.name], TMO_EXPORT)
+                result = await iu.call_node_result(self, dst, procedures.export_discard.call(inst.name or "").within(TMO_EXPORT))
                 if result.failed:
                     await self.log_warning("Could not remove the partial export on node %s: %s",
                                            op["target_node"], result.fail_msg)
@@ -495,14 +496,14 @@ class LUBackupRemove(LogicalUnit):
         found = False
         failed = []
         for uuid in sorted(u for u, n in self.cfg.nodes.items() if not n.offline):
-            listing = await iu.call_node_result(self, uuid, "export_list", [])
+            listing = await iu.call_node_result(self, uuid, procedures.export_list.call())
             if listing.failed:
                 failed.append(iu.node_name(self.cfg, uuid))
                 continue
             if name not in (listing.payload or []):
                 continue
             found = True
-            result = await iu.call_node_result(self, uuid, "export_remove", [name], TMO_EXPORT)
+            result = await iu.call_node_result(self, uuid, procedures.export_remove.call(name).within(TMO_EXPORT))
             if result.failed:
                 await self.log_warning("Could not remove export for instance %s on node %s: %s", name,
                                        iu.node_name(self.cfg, uuid), result.fail_msg)

@@ -25,6 +25,7 @@ from ganeti.cmdlib import rie, transfer
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.objects import Instance
 from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import procedures
 
 #: seconds a destination waits for the source's connections
 RIE_CONNECT_TIMEOUT = 180.0
@@ -48,7 +49,7 @@ async def prepare(lu: LogicalUnit, inst: Instance) -> dict[str, Any]:
     cds = domain_secret(lu)
     pnode = inst.primary_node or ""
     await lu.feedback("Generating X509 certificate on %s" % iu.node_name(lu.cfg, pnode))
-    name, cert_pem = await iu.call_node(lu, pnode, "x509_cert_create", [rie.RIE_CERT_VALIDITY],
+    name, cert_pem = await iu.call_node(lu, pnode, procedures.x509_cert_create.call(rie.RIE_CERT_VALIDITY),
                                         what="create an X509 key and certificate")
     return {"handshake": rie.handshake(cds), "x509_key_name": rie.key_name(cds, name),
             "x509_ca": rie.sign_cert(cds, cert_pem)}
@@ -69,7 +70,7 @@ async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert
     cds = domain_secret(lu)
     node = iu.get_node(lu.cfg, pnode)
     host = iu.node_address(node)
-    name, cert_pem = await iu.call_node(lu, pnode, "x509_cert_create", [rie.RIE_CERT_VALIDITY],
+    name, cert_pem = await iu.call_node(lu, pnode, procedures.x509_cert_create.call(rie.RIE_CERT_VALIDITY),
                                         what="create an X509 key and certificate")
     listening: list[str] = []
     try:
@@ -78,10 +79,10 @@ async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert
         salt = rie.new_salt()
         infos = []
         for index in range(len(disks)):
-            answer = await iu.call_node(lu, pnode, "impexp_listen", [{
+            answer = await iu.call_node(lu, pnode, procedures.impexp_listen.call({
                 "bind": host, "dest": {"type": "os", "instance": data, "index": index}, "compress": compress,
                 "connect_timeout": RIE_CONNECT_TIMEOUT, "x509": {"key_name": name, "peer_cert": source_cert},
-            }], what="listen for disk %d" % index)
+            }), what="listen for disk %d" % index)
             listening.append(answer["id"])
             infos.append(rie.disk_info(cds, salt, index, host, answer["port"], answer["token"]))
         await lu.ctx.feedback({"disks": infos, "x509_ca": rie.sign_cert(cds, cert_pem)}, rie.ELOG_REMOTE_IMPORT)
@@ -90,10 +91,10 @@ async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert
             await transfer.follow_one(lu, "disk/%d" % index, pnode, tid, (disks[index].size or 0) * 1024 * 1024)
     except Exception:
         for tid in listening:
-            await iu.call_node_result(lu, pnode, "impexp_abort", [[tid]])
+            await iu.call_node_result(lu, pnode, procedures.impexp_abort.call([tid]))
         raise
     finally:
-        await iu.call_node_result(lu, pnode, "x509_cert_remove", [name])
+        await iu.call_node_result(lu, pnode, procedures.x509_cert_remove.call(name))
 
 
 def check_export(lu: LogicalUnit, op: dict[str, Any], disk_count: int) -> tuple[str, str, list[tuple[str, int, str]]]:
@@ -123,11 +124,11 @@ async def remote_export(lu: LogicalUnit, inst: Instance, key: str, dest_cert: st
     results = []
     for index, (host, port, magic) in enumerate(targets):
         await lu.feedback("Sending disk/%d to %s port %d" % (index, host, port))
-        answer = await iu.call_node(lu, src, "impexp_send", [{
+        answer = await iu.call_node(lu, src, procedures.impexp_send.call({
             "host": host, "port": port, "token": magic, "compress": compress,
             "source": {"type": "os", "instance": data, "index": index},
             "x509": {"key_name": key, "peer_cert": dest_cert},
-        }], what="send disk %d" % index)
+        }), what="send disk %d" % index)
         await transfer.follow_one(lu, "disk/%d" % index, src, answer["id"], (disks[index].size or 0) * 1024 * 1024)
         results.append(True)
     return results

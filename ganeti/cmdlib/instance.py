@@ -65,6 +65,7 @@ from ganeti.cmdlib.tags import TagError, validate_tag
 from ganeti.errors import MacInUse
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import procedures
 
 #: how often a creation draws new MACs when a parallel one took them first
 MAC_ATTEMPTS = 5
@@ -112,7 +113,8 @@ async def check_os(lu: LogicalUnit, node_uuid: str, os_type: str, osparams: dict
     """Refuse an OS the node does not have (or a bad variant, or unknown
     parameters), from the node's C{os_diagnose}."""
     name, _, variant = os_type.partition("+")
-    listing = await iu.call_node(lu, node_uuid, "os_diagnose", [], what="list the operating systems")
+    listing = await iu.call_node(lu, node_uuid, procedures.os_diagnose.call().within(procedures.TMO_NORMAL),
+                                 what="list the operating systems")
     entry = None
     for item in listing or []:
         if isinstance(item, list) and item and item[0] == name:
@@ -473,8 +475,8 @@ class LUInstanceCreate(LogicalUnit):
         started = False
         try:
             for disk in disks:
-                await iu.call_node(self, pnode, "blockdev_create",
-                                   [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
+                await iu.call_node(self, pnode, procedures.blockdev_create.call(
+                    disk.to_dict(), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
             if self.remote_source is not None:
@@ -493,8 +495,8 @@ class LUInstanceCreate(LogicalUnit):
                 await self.feedback("* running the instance OS create scripts...")
                 osp = dict(self.osparams_secret) if self.osparams_secret else None
                 data = rpc_inst.encode_instance(self.cfg, inst, osp=osp)
-                await iu.call_node(self, pnode, "instance_os_add", [data, False, op.get("debug_level") or 0],
-                                   timeout=iu.TMO_OS_ADD, what="add os for instance %s" % inst.name)
+                await iu.call_node(self, pnode, procedures.instance_os_add.call(data, False, op.get("debug_level") or 0),
+                                   what="add os for instance %s" % inst.name)
             if op["start"]:
                 await self.feedback("* starting instance...")
                 current = self.cfg.instances.get(inst.uuid or "", inst)
@@ -515,8 +517,8 @@ class LUInstanceCreate(LogicalUnit):
         remove} to finish."""
         await self.log_warning("Creation of instance %s failed (%s): removing what was made", inst.name, error)
         if started:
-            result = await iu.call_node_result(self, pnode, "instance_shutdown",
-                                               [rpc_inst.encode_instance(self.cfg, inst), 0, iu.reason_trail(self)])
+            result = await iu.call_node_result(self, pnode, procedures.instance_shutdown.call(
+                rpc_inst.encode_instance(self.cfg, inst), 0, iu.reason_trail(self)))
             if result.failed:
                 await self.log_warning("Could not stop instance %s: %s", inst.name, result.fail_msg)
             try:
@@ -586,9 +588,9 @@ class LUInstanceRemove(LogicalUnit):
             inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
         await self.log_info("Shutting down instance %s on node %s", inst.name, iu.node_name(self.cfg, pnode))
         result = await iu.call_node_result(
-            self, pnode, "instance_shutdown",
-            [rpc_inst.encode_instance(self.cfg, inst), op["shutdown_timeout"], iu.reason_trail(self)],
-            timeout=iu.TMO_START + op["shutdown_timeout"])
+            self, pnode, procedures.instance_shutdown.call(
+                rpc_inst.encode_instance(self.cfg, inst), op["shutdown_timeout"], iu.reason_trail(self),
+            ).within(iu.TMO_START + op["shutdown_timeout"]))
         if result.failed:
             message = "Could not shutdown instance %s on node %s: %s" % (inst.name, iu.node_name(self.cfg, pnode),
                                                                          result.fail_msg)

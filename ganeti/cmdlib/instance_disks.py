@@ -40,7 +40,7 @@ from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODE_RES, Feedback, register
 from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.objects import Disk
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 from ganeti.units import format_unit
 
 #: bytes in a MiB (sizes the nodes report are bytes)
@@ -118,12 +118,12 @@ class LUInstanceGrowDisk(InstanceLU):
     async def _grow(self, uuid: str, dryrun: bool, backingstore: bool) -> None:
         what = "grow disk %d of instance %s%s" % (self.op["disk"], self.instance.name,
                                                   " (dry run)" if dryrun else "")
-        await iu.call_node(self, uuid, "blockdev_grow", [self.disk.to_dict(), self.delta, dryrun, backingstore, False],
-                           timeout=TMO_GROW, what=what)
+        await iu.call_node(self, uuid, procedures.blockdev_grow.call(
+            self.disk.to_dict(), self.delta, dryrun, backingstore, False).within(TMO_GROW), what=what)
 
     async def _file_delta(self) -> int:
         """MiB the file on the primary must grow to reach the target."""
-        answer = await iu.call_node(self, self.pnode, "blockdev_getdimensions", [[self.disk.to_dict()]],
+        answer = await iu.call_node(self, self.pnode, procedures.blockdev_getdimensions.call([self.disk.to_dict()]),
                                     what="get the size of disk %d of instance %s" % (self.op["disk"],
                                                                                        self.instance.name))
         dims = answer[0] if isinstance(answer, list) and answer else None

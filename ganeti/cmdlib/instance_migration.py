@@ -109,7 +109,7 @@ from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import wire
+from ganeti.rpc import procedures
 
 #: templates whose instances can change node
 MOVABLE_TEMPLATES = tuple(SHARED_TEMPLATES) + (DT_DISKLESS,)
@@ -317,8 +317,8 @@ async def failover(
         )
     else:
         result = await call_node_result(
-            lu, uuid_of(source), "instance_shutdown",
-            [encode(lu, inst), int(shutdown_timeout), reason_trail(lu)], timeout=TMO_START + int(shutdown_timeout),
+            lu, uuid_of(source), procedures.instance_shutdown.call(
+                encode(lu, inst), int(shutdown_timeout), reason_trail(lu)).within(TMO_START + int(shutdown_timeout)),
         )
         if result.failed:
             if not ignore_consistency:
@@ -498,22 +498,22 @@ class LUInstanceMigrate(_LUInstanceMove):
         address = migration_address(target)
         await self.feedback("* checking disk consistency between source and target")
         # sharedfile and diskless: both nodes see the same disks, nothing differs
-        info = await call_node(self, uuid_of(source), "migration_info", [data],
+        info = await call_node(self, uuid_of(source), procedures.migration_info.call(data),
                                what="get the migration data of instance %s" % inst.name)
         await self.feedback("* preparing %s to accept the instance" % target.name)
         try:
-            await call_node(self, uuid_of(target), "accept_instance", [data, info, address],
+            await call_node(self, uuid_of(target), procedures.accept_instance.call(data, info, address),
                             what="prepare the migration of instance %s" % inst.name)
         except errors.OpExecError:
             await self.abort(source, target, data, info, source_too=False)
             raise
         await self.feedback("* migrating instance to %s" % target.name)
         try:
-            await call_node(self, uuid_of(source), "instance_migrate",
-                            [self.cfg.cluster.cluster_name, data, address, self.live],
-                            timeout=wire.TMO_SLOW, what="migrate instance %s" % inst.name)
+            await call_node(self, uuid_of(source),
+                            procedures.instance_migrate.call(self.cfg.cluster.cluster_name or "", data, address, self.live),
+                            what="migrate instance %s" % inst.name)
             await self.wait_for_migration(inst, source, data)
-            await call_node(self, uuid_of(target), "instance_finalize_migration_dst", [data, info, True],
+            await call_node(self, uuid_of(target), procedures.instance_finalize_migration_dst.call(data, info, True),
                             what="take over instance %s" % inst.name)
         except errors.OpExecError as e:
             await self.feedback("* migration failed, rolling back: %s" % e)
@@ -523,8 +523,8 @@ class LUInstanceMigrate(_LUInstanceMove):
             ) from e
         await self.feedback("* instance %s runs on %s now, updating the configuration" % (inst.name, target.name))
         await set_primary_node(self, inst, target_uuid)
-        result = await call_node_result(self, uuid_of(source), "instance_finalize_migration_src",
-                                        [data, True, self.live])
+        result = await call_node_result(self, uuid_of(source),
+                                        procedures.instance_finalize_migration_src.call(data, True, self.live))
         if result.failed:
             await self.log_warning("Node %s could not clean up after the migration of instance %s: %s",
                                    source.name, inst.name, result.fail_msg)
@@ -535,8 +535,7 @@ class LUInstanceMigrate(_LUInstanceMove):
         clock = self.ctx.clock
         last = clock.seconds()
         while True:
-            status = await call_node(self, uuid_of(source), "instance_get_migration_status", [data],
-                                     timeout=wire.TMO_URGENT,
+            status = await call_node(self, uuid_of(source), procedures.instance_get_migration_status.call(data),
                                      what="get the migration status of instance %s" % inst.name)
             state = status.get("status") if isinstance(status, dict) else None
             if state == MIGRATION_COMPLETED:
@@ -556,14 +555,14 @@ class LUInstanceMigrate(_LUInstanceMove):
 
     async def abort(self, source: Node, target: Node, data: dict[str, Any], info: Any, source_too: bool) -> None:
         """Roll back: finalize the target (and the source) with success=false."""
-        result = await call_node_result(self, uuid_of(target), "instance_finalize_migration_dst",
-                                        [data, info, False])
+        result = await call_node_result(self, uuid_of(target),
+                                        procedures.instance_finalize_migration_dst.call(data, info, False))
         if result.failed:
             await self.log_warning("Could not clean up the aborted migration on target node %s: %s",
                                    target.name, result.fail_msg)
         if source_too:
-            result = await call_node_result(self, uuid_of(source), "instance_finalize_migration_src",
-                                            [data, False, self.live])
+            result = await call_node_result(self, uuid_of(source),
+                                            procedures.instance_finalize_migration_src.call(data, False, self.live))
             if result.failed:
                 await self.log_warning("Could not recover instance %s on source node %s: %s",
                                        data.get("name"), source.name, result.fail_msg)
@@ -578,11 +577,10 @@ class LUInstanceMigrate(_LUInstanceMove):
             others = possible_targets(cfg, inst.primary_node)
         nodes = [get_node(cfg, inst.primary_node)] + others
         hv = inst.hypervisor or ""
-        args = [[hv], {hv: (cfg.cluster.hvparams or {}).get(hv) or {}}]
         await self.feedback("* checking where instance %s runs (on %s)"
                             % (inst.name, ", ".join(n.name or "?" for n in nodes)))
-        answers = await self.ctx.rpc().call({n.name: node_address(n) for n in nodes}, "instance_list", args,
-                                            timeout=wire.TMO_URGENT)
+        answers = await self.ctx.rpc().run({n.name: node_address(n) for n in nodes}, procedures.instance_list.call(
+            [hv], {hv: (cfg.cluster.hvparams or {}).get(hv) or {}}))
         running = []
         for node in nodes:
             result = answers[node.name]

@@ -30,6 +30,7 @@ from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE, LEVEL_NODE_RES, Feedb
 from ganeti.cmdlib.instance_migration import set_primary_node
 from ganeti.objects import Disk
 from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import procedures
 
 MOVABLE_TEMPLATES = (iu.DT_FILE, iu.DT_DISKLESS)
 
@@ -80,8 +81,8 @@ class LUInstanceMove(LogicalUnit):
         running = False
         try:
             for disk in self.disks:
-                await iu.call_node(self, target, "blockdev_create",
-                                   [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
+                await iu.call_node(self, target, procedures.blockdev_create.call(
+                    disk.to_dict(), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
             running = await iu.instance_info(self, inst) is not None
@@ -114,8 +115,8 @@ class LUInstanceMove(LogicalUnit):
             await self.log_warning("%s", problem)
         if running:
             result = await iu.call_node_result(
-                self, inst.primary_node or "", "instance_start",
-                [rpc_inst.encode_instance(self.cfg, inst), False, iu.reason_trail(self)], iu.TMO_START)
+                self, inst.primary_node or "", procedures.instance_start.call(
+                    rpc_inst.encode_instance(self.cfg, inst), False, iu.reason_trail(self)).within(iu.TMO_START))
             if result.failed:
                 await self.log_warning("Could not start instance %s again on node %s: %s", inst.name,
                                        iu.node_name(self.cfg, inst.primary_node), result.fail_msg)

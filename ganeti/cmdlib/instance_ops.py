@@ -22,7 +22,7 @@ from ganeti.cmdlib.instance import check_os
 from ganeti.hvconstants import STATE_SHUTDOWN
 from ganeti.objects import Instance
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import wire
+from ganeti.rpc import procedures
 
 
 class InstanceLU(LogicalUnit):
@@ -159,9 +159,9 @@ class LUInstanceReboot(InstanceLU):
         kind = op["reboot_type"]
         if kind in ("soft", "hard"):
             await iu.call_node(
-                self, self.pnode, "instance_reboot",
-                [rpc_inst.encode_instance(self.cfg, inst), kind, op["shutdown_timeout"], iu.reason_trail(self)],
-                timeout=iu.TMO_START + op["shutdown_timeout"], what="reboot instance %s" % inst.name)
+                self, self.pnode, procedures.instance_reboot.call(
+                    rpc_inst.encode_instance(self.cfg, inst), kind, op["shutdown_timeout"], iu.reason_trail(self),
+                ).within(iu.TMO_START + op["shutdown_timeout"]), what="reboot instance %s" % inst.name)
         else:
             await iu.shutdown_instance_on(self, inst, self.pnode, op["shutdown_timeout"])
             await iu.start_instance_on(self, inst, self.pnode)
@@ -202,8 +202,8 @@ class LUInstanceReinstall(InstanceLU):
         if self.private:
             data["osparams_private"] = dict(data.get("osparams_private") or {}, **self.private)
         await self.feedback("Running the instance OS create scripts...")
-        await iu.call_node(self, self.pnode, "instance_os_add", [data, True, op.get("debug_level") or 0],
-                           timeout=iu.TMO_OS_ADD, what="install OS for instance %s" % inst.name)
+        await iu.call_node(self, self.pnode, procedures.instance_os_add.call(data, True, op.get("debug_level") or 0),
+                           what="install OS for instance %s" % inst.name)
         return None
 
 
@@ -258,9 +258,8 @@ class LUInstanceRename(InstanceLU):
             await self.log_warning("Primary node %s is offline: the OS rename script did not run", node.name)
         elif inst.os:
             result = await iu.call_node_result(
-                self, self.pnode, "instance_run_rename",
-                [rpc_inst.encode_instance(self.cfg, inst), old, self.op.get("debug_level") or 0],
-                timeout=iu.TMO_RENAME)
+                self, self.pnode, procedures.instance_run_rename.call(
+                    rpc_inst.encode_instance(self.cfg, inst), old, self.op.get("debug_level") or 0))
             if result.failed:
                 await self.log_warning("Could not run OS rename script for instance %s on node %s (but the instance"
                                        " has been renamed in Ganeti): %s", new, node.name, result.fail_msg)
@@ -285,8 +284,7 @@ class LUInstanceConsole(InstanceLU):
             if inst.admin_state == iu.ADMIN_UP:
                 raise errors.OpExecError("Instance %s is marked to be up, but not running" % inst.name)
             raise errors.OpExecError("Instance %s is not running" % inst.name)
-        console = await iu.call_node(self, self.pnode, "instance_console_info",
-                                     [rpc_inst.encode_instance(self.cfg, inst)], timeout=wire.TMO_URGENT,
+        console = await iu.call_node(self, self.pnode, procedures.instance_console_info.call(rpc_inst.encode_instance(self.cfg, inst)),
                                      what="get the console of instance %s" % inst.name)
         if not isinstance(console, dict):
             raise errors.OpExecError("Node %s gave no console description for instance %s"

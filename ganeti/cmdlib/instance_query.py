@@ -29,7 +29,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.objects import ConfigData, Disk, Instance
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import wire
+from ganeti.rpc import procedures
 
 
 def nic_tuple(cfg: ConfigData, nic: Any) -> list[Any]:
@@ -149,8 +149,8 @@ class LUInstanceQueryData(LogicalUnit):
             return out
         hvs = list(cfg.cluster.enabled_hypervisors or [])
         hvparams = {hv: (cfg.cluster.hvparams or {}).get(hv) or {} for hv in hvs}
-        answers = await self.ctx.rpc().call({n.name: iu.node_address(n) for n in online}, "all_instances_info",
-                                            [hvs, hvparams], timeout=wire.TMO_URGENT)
+        answers = await self.ctx.rpc().run({n.name: iu.node_address(n) for n in online},
+                                           procedures.all_instances_info.call(hvs, hvparams))
         for node in online:
             result = answers[node.name]
             if not result.failed and isinstance(result.payload, dict):

@@ -51,6 +51,7 @@ from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.errors import MacInUse
 from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc import procedures
 
 _REFUSED = {
     "disk_template": "Changing the disk template is not supported",
@@ -356,7 +357,7 @@ class LUInstanceSetParams(InstanceLU):
         if op.get("os_name") and op["os_name"] != inst.os:
             await check_os(self, self.pnode, op["os_name"], dict(new.osparams), op["force_variant"])
         if runtime_mem is not None:
-            await iu.call_node(self, self.pnode, "instance_balloon_memory", [iu.encode(self, inst), runtime_mem],
+            await iu.call_node(self, self.pnode, procedures.instance_balloon_memory.call(iu.encode(self, inst), runtime_mem),
                                what="modify the runtime memory of instance %s" % inst.name)
             result.append(["runtime_memory", runtime_mem])
         by_uuid = {d.uuid: d for d in self.disks}
@@ -369,8 +370,8 @@ class LUInstanceSetParams(InstanceLU):
         created: list[Disk] = []
         try:
             for disk in new_disks:
-                await iu.call_node(self, self.pnode, "blockdev_create",
-                                   [disk.to_dict(), disk.size, inst.name, True, "originstname+%s" % inst.name, False],
+                await iu.call_node(self, self.pnode, procedures.blockdev_create.call(
+                    disk.to_dict(), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
         except Exception:  # not GeneratorExit & co: nothing may be awaited then

@@ -19,7 +19,8 @@ from ganeti import errors
 from ganeti.cmdlib.base import LogicalUnit, expand_instance_name
 from ganeti.objects import ConfigData, Disk, Instance, Node, beparams_memory, beparams_vcpus
 from ganeti.rpc import instances as rpc_inst
-from ganeti.rpc import wire
+from ganeti.rpc import procedures
+from ganeti.rpc.client import RpcResult
 
 ADMIN_UP = "up"
 ADMIN_DOWN = "down"
@@ -35,10 +36,9 @@ SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
 #: templates whose disks every node of the cluster sees
 SHARED_TEMPLATES = (DT_SHARED_FILE,)
 
-#: RPC timeouts of the instance procedures (seconds)
-TMO_START = wire.TMO_NORMAL
-TMO_OS_ADD = 86400
-TMO_RENAME = wire.TMO_SLOW
+#: seconds to start an instance (a shutdown gets its own timeout on top); the
+#: other procedures' time limits are their classes in L{ganeti.rpc.procedures}
+TMO_START = procedures.TMO_NORMAL
 
 
 # --- lookups ---------------------------------------------------------------------
@@ -239,9 +239,9 @@ async def node_resources(
     if not nodes:
         return out
     hvparams = (cfg.cluster.hvparams or {}).get(hypervisor) or {}
-    args = [storage_units(cfg, templates), [[hypervisor, hvparams]]]
-    answers = await lu.ctx.rpc().call(
-        {n.name: node_address(n) for n in nodes}, "node_info", args, timeout=wire.TMO_URGENT
+    answers = await lu.ctx.rpc().run(
+        {n.name: node_address(n) for n in nodes},
+        procedures.node_info.call(storage_units(cfg, templates), [[hypervisor, hvparams]]),
     )
     for node in nodes:
         result = answers[node.name]
@@ -286,38 +286,26 @@ async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, r
 # --- node RPC -----------------------------------------------------------------------------
 
 
-async def call_node_result(
-    lu: LogicalUnit, node_uuid: str, procedure: str, args: list[Any], timeout: float = wire.TMO_NORMAL
-) -> Any:
-    """Call C{procedure} on one node; returns its L{ganeti.rpc.RpcResult}.
+async def call_node_result(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any]) -> RpcResult:
+    """Make C{call} (see L{ganeti.rpc.procedures}) on one node; its L{RpcResult}.
 
     An offline node is not contacted: its result is a failure saying so.
     """
     node = get_node(lu.cfg, node_uuid)
     if node.offline:
-        from ganeti.rpc import RpcResult
-
         return RpcResult.failure(node.name or node_uuid, "node is marked offline", offline=True)
-    answers = await lu.ctx.rpc().call({node.name: node_address(node)}, procedure, args, timeout=timeout)
-    return answers[node.name]
+    return await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
 
 
-async def call_node(
-    lu: LogicalUnit,
-    node_uuid: str,
-    procedure: str,
-    args: list[Any],
-    timeout: float = wire.TMO_NORMAL,
-    what: str | None = None,
-) -> Any:
-    """Call C{procedure} on one node; its payload, or L{errors.OpExecError}.
+async def call_node(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any], what: str | None = None) -> Any:
+    """Make C{call} on one node; its payload, or L{errors.OpExecError}.
 
     The error reads C{"Could not <what> on node <name>: <node's message>"}.
     """
-    result = await call_node_result(lu, node_uuid, procedure, args, timeout)
+    result = await call_node_result(lu, node_uuid, call)
     if result.failed:
         raise errors.OpExecError(
-            "Could not %s on node %s: %s" % (what or procedure, node_name(lu.cfg, node_uuid), result.fail_msg)
+            "Could not %s on node %s: %s" % (what or call.procedure, node_name(lu.cfg, node_uuid), result.fail_msg)
         )
     return result.payload
 
@@ -342,7 +330,7 @@ async def instance_info(lu: LogicalUnit, inst: Instance, node_uuid: str | None =
     node_uuid = node_uuid or inst.primary_node or ""
     hvparams = rpc_inst.filled_hvparams(lu.cfg, inst)
     payload = await call_node(
-        lu, node_uuid, "instance_info", [inst.name, inst.hypervisor, hvparams], timeout=wire.TMO_URGENT,
+        lu, node_uuid, procedures.instance_info.call(inst.name or "", inst.hypervisor or "", hvparams),
         what="get the state of instance %s" % inst.name,
     )
     return payload if isinstance(payload, dict) and payload else None
@@ -366,7 +354,7 @@ async def start_instance_on(
 ) -> None:
     """Start C{inst} on C{node_uuid} (C{instance_start}); OpExecError on failure."""
     data = rpc_inst.encode_instance(lu.cfg, inst, hvp=hvp, bep=bep, disks=disks)
-    await call_node(lu, node_uuid, "instance_start", [data, bool(paused), reason_trail(lu)], timeout=TMO_START,
+    await call_node(lu, node_uuid, procedures.instance_start.call(data, bool(paused), reason_trail(lu)).within(TMO_START),
                     what="start instance %s" % inst.name)
 
 
@@ -376,8 +364,9 @@ async def shutdown_instance_on(lu: LogicalUnit, inst: Instance, node_uuid: str, 
     Stopping an instance that does not run succeeds (noded's contract).
     """
     data = rpc_inst.encode_instance(lu.cfg, inst)
-    await call_node(lu, node_uuid, "instance_shutdown", [data, int(timeout), reason_trail(lu)],
-                    timeout=TMO_START + int(timeout), what="shutdown instance %s" % inst.name)
+    await call_node(lu, node_uuid,
+                    procedures.instance_shutdown.call(data, int(timeout), reason_trail(lu)).within(TMO_START + int(timeout)),
+                    what="shutdown instance %s" % inst.name)
 
 
 async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -> list[str]:
@@ -389,7 +378,7 @@ async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -
     for disk in disks:
         if disk.dev_type == DT_DISKLESS:
             continue
-        result = await call_node_result(lu, node_uuid, "blockdev_remove", [disk.to_dict()])
+        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(disk.to_dict()))
         if result.failed:
             problems.append("could not remove disk %s on node %s: %s"
                             % (disk.iv_name or disk.uuid, node_name(lu.cfg, node_uuid), result.fail_msg))

@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Awaitable, Callable
 
+from ganeti.rpc.contract import Call
+
 CV_ENODEHEARTBEAT = "ENODEHEARTBEAT"
 #: seconds a finished call waits for its note (a LUXI query of LuxiD)
 NOTE_WAIT = 2.0
@@ -108,21 +110,32 @@ class NotingRpc:
         return getattr(self._rpc, name)
 
     async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> Any:
+        return await self._noting(nodes, procedure, kwargs.get("timeout"),
+                                  lambda: self._rpc.call(nodes, procedure, args, **kwargs))
+
+    async def call_one(self, name: str, address: Any, procedure: str, args: Any = (), **kwargs: Any) -> Any:
+        return (await self.call([(name, address)], procedure, args, **kwargs))[name]
+
+    async def run(self, nodes: Any, call: Call[Any], **kwargs: Any) -> Any:
+        """L{ganeti.rpc.RpcClient.run}, noting unreachable nodes."""
+        return await self._noting(nodes, call.procedure, call.timeout, lambda: self._rpc.run(nodes, call, **kwargs))
+
+    async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:
+        return (await self.run({name: address}, call))[name]
+
+    async def _noting(self, nodes: Any, procedure: str, timeout: Any, send: Callable[[], Awaitable[Any]]) -> Any:
         from twisted.internet.defer import ensureDeferred
 
         names = list(nodes) if isinstance(nodes, dict) else [name for name, _address in nodes]
-        note = ensureDeferred(self._note(names, procedure, kwargs.get("timeout")))
+        note = ensureDeferred(self._note(names, procedure, timeout))
         note.addErrback(lambda _f: None)  # no roster (LuxiD busy or gone): no note
         try:
-            return await self._rpc.call(nodes, procedure, args, **kwargs)
+            return await send()
         finally:
             if not note.called:  # a quick failure: the note still goes before what follows
                 if self._clock is not None:
                     note.addTimeout(NOTE_WAIT, self._clock).addErrback(lambda _f: None)
                 await note
-
-    async def call_one(self, name: str, address: Any, procedure: str, args: Any = (), **kwargs: Any) -> Any:
-        return (await self.call([(name, address)], procedure, args, **kwargs))[name]
 
     async def _note(self, names: list[str], procedure: str, timeout: Any) -> None:
         wanted = [n for n in names if n not in self._noted]

@@ -37,7 +37,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.objects import ConfigData, Node, new_uuid
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 
 # --- the candidate pool (pure functions of a config) ---------------------------------
 
@@ -120,8 +120,8 @@ async def tell_roles(lu: LogicalUnit, nodes: Iterable[Node], promoted: bool, tim
     targets = {node.name: _address(node) for node in nodes if node.name}
     if not targets:
         return
-    procedure = "node_promote_to_mc" if promoted else "node_demote_from_mc"
-    answers = await lu.ctx.rpc().call(targets, procedure, [], timeout=timeout)
+    procedure = procedures.node_promote_to_mc if promoted else procedures.node_demote_from_mc
+    answers = await lu.ctx.rpc().run(targets, procedure.call().within(timeout))
     for name in sorted(answers):
         if answers[name].failed:
             await lu.log_warning("Node %s failed to %s: %s", name,
@@ -247,7 +247,7 @@ class LUNodeAdd(LogicalUnit):
             except Exception as e:
                 raise errors.OpExecError("Could not join node %s at %s:%d: %s" % (name, ip, port, e)) from e
         rpc = self.ctx.rpc()
-        result = (await rpc.call({name: ip}, "version", []))[name]
+        result = await rpc.run_one(name, ip, procedures.version.call())
         if result.failed:
             raise errors.OpPrereqError(
                 "Can't get version information from node %s: %s" % (name, result.fail_msg), errors.ECODE_ENVIRON
@@ -258,8 +258,8 @@ class LUNodeAdd(LogicalUnit):
             )
         master = self.cfg.nodes.get(self.cfg.cluster.master_node or "")
         if master is not None:
-            answer = (await rpc.call({master.name: _address(master)}, "node_verify",
-                                     [{"nodelist": [[name, ip]]}, self.cfg.cluster.cluster_name]))[master.name]
+            answer = await rpc.run_one(master.name or "", _address(master), procedures.node_verify.call(
+                {"nodelist": [[name, ip]]}, self.cfg.cluster.cluster_name or ""))
             if answer.failed:
                 raise errors.OpExecError("Cannot communicate with node %s: %s" % (master.name, answer.fail_msg))
             failures = (answer.payload or {}).get("nodelist") or {}
@@ -309,7 +309,7 @@ class LUNodeAdd(LogicalUnit):
 
         rpc = self.ctx.rpc()
         for details in ancillary_files(paths):
-            answer = (await rpc.call({name: ip}, "upload_file", [details]))[name]
+            answer = await rpc.run_one(name, ip, procedures.upload_file.call(details))
             if answer.failed:
                 await self.log_warning("Copy of %s to node %s failed: %s", details[0], name, answer.fail_msg)
 
@@ -367,7 +367,7 @@ class LUNodeRemove(LogicalUnit):
     async def exec_(self, feedback: Feedback) -> Any:
         node = self.node
         await adjust_candidate_pool(self, [node.uuid])
-        result = (await self.ctx.rpc().call({node.name: _address(node)}, "node_leave_cluster", [False]))[node.name]
+        result = await self.ctx.rpc().run_one(node.name or "", _address(node), procedures.node_leave_cluster.call(False))
         if result.failed:
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
@@ -494,7 +494,7 @@ class LUNodeSetParams(LogicalUnit):
         for info in self.infos:
             await self.log_info(info)
         if self.old_role == ROLE_OFFLINE and self.new_role != self.old_role:
-            answer = (await self.ctx.rpc().call({node.name: _address(node)}, "version", []))[node.name]
+            answer = await self.ctx.rpc().run_one(node.name or "", _address(node), procedures.version.call())
             if answer.failed:
                 raise errors.OpPrereqError(
                     "Node %s is being de-offlined but fails to report its version: %s" % (node.name, answer.fail_msg),
@@ -582,9 +582,10 @@ class LUClusterRedistConf(LogicalUnit):
         values = ssconf.compute(cfg)
         candidates = {n.name: _address(n) for n in nodes if n.master_candidate}
         rpc = self.ctx.rpc()
-        uploads = await rpc.call(candidates, "upload_file", [details], timeout=PUSH_TIMEOUT) if candidates else {}
-        writes = await rpc.call({n.name: _address(n) for n in nodes}, "write_ssconf_files", [values],
-                                timeout=PUSH_TIMEOUT)
+        uploads = (await rpc.run(candidates, procedures.upload_file.call(details).within(PUSH_TIMEOUT))
+                   if candidates else {})
+        writes = await rpc.run({n.name: _address(n) for n in nodes},
+                               procedures.write_ssconf_files.call(values).within(PUSH_TIMEOUT))
         for name, result in list(uploads.items()) + list(writes.items()):
             if result.failed:
                 what = "config.data" if name in uploads and result is uploads[name] else "ssconf"

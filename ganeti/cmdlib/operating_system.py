@@ -35,7 +35,7 @@ from ganeti import errors, opcodes
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance_utils import node_address
 from ganeti.objects import ConfigData, nice_sort, nice_sort_key
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 
 #: seconds a node may take to list its OSes
 DIAGNOSE_TIMEOUT = wire.TMO_URGENT
@@ -162,8 +162,8 @@ class LUOsDiagnose(LogicalUnit):
                        key=lambda n: nice_sort_key(n.name or ""))
         answers: dict[str, Any] = {}
         if nodes:
-            results = await self.ctx.rpc().call({n.name: node_address(n) for n in nodes}, "os_diagnose", [],
-                                                timeout=DIAGNOSE_TIMEOUT)
+            results = await self.ctx.rpc().run({n.name: node_address(n) for n in nodes},
+                                               procedures.os_diagnose.call().within(DIAGNOSE_TIMEOUT))
             for node in nodes:
                 result = results[node.name]
                 if result.failed:

@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from ganeti.jobs import replicas
 from ganeti.objects import ConfigData
+from ganeti.rpc import procedures
 
 #: Error code of a replica that differs (Ganeti has none for this).
 CV_EQUEUEREPLICA = "EQUEUEREPLICA"
@@ -49,7 +50,7 @@ def _entries(payload: Any) -> dict[str, replicas.Entry] | None:
 async def _compare(ctx: Any, nodes: dict[str, str]) -> tuple[dict[str, dict[int, str]], dict[str, str]]:
     """(differences per node, RPC failures per node)."""
     master = replicas.ListingCache(ctx.paths.queue_dir).entries()
-    results = await ctx.rpc().call(nodes, "jobqueue_list", [], timeout=LIST_TIMEOUT)
+    results = await ctx.rpc().run(nodes, procedures.jobqueue_list.call().within(LIST_TIMEOUT))
     found: dict[str, dict[int, str]] = {}
     failed: dict[str, str] = {}
     for name in nodes:

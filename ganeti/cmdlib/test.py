@@ -13,6 +13,7 @@ from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
 from ganeti.jobs import lifecycle
+from ganeti.rpc import procedures
 
 #: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
 JQT_EXPANDNAMES = "expandnames"
@@ -65,7 +66,7 @@ class LUTestDelay(LogicalUnit):
             await self.ctx.sleep(duration)
             return
         nodes = {self.cfg.nodes[u].name: self.cfg.nodes[u].primary_ip for u in self.node_uuids}
-        results = await self.ctx.rpc().call(nodes, "test_delay", [duration], timeout=duration + 30)
+        results = await self.ctx.rpc().run(nodes, procedures.test_delay.call(duration).within(duration + 30))
         for name in nodes:
             result = results[name]
             if result.failed:

@@ -19,6 +19,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.rpc import procedures
 
 #: seconds between status requests: the first after L{FIRST_POLL}, doubling up to L{POLL_INTERVAL}
 FIRST_POLL = 0.05
@@ -76,17 +77,17 @@ def format_progress(label: str, nbytes: int, rate: float, total: int | None) -> 
 
 async def _status(lu: LogicalUnit, node_uuid: str, tid: str, wait: float = 0.0) -> dict[str, Any]:
     """Transfer C{tid}'s status; with C{wait}, once it ends or after C{wait} seconds."""
-    payload = await iu.call_node(lu, node_uuid, "impexp_status", [[tid], wait] if wait else [[tid]],
+    payload = await iu.call_node(lu, node_uuid, procedures.impexp_status.call([tid], wait) if wait else procedures.impexp_status.call([tid]),
                                  what="ask for a transfer's status")
     if not isinstance(payload, list) or len(payload) != 1 or not isinstance(payload[0], dict):
         raise errors.OpExecError("Node %s lost transfer %s" % (iu.node_name(lu.cfg, node_uuid), tid))
     return payload[0]
 
 
-async def _stop(lu: LogicalUnit, node_uuid: str, procedure: str, tid: str) -> None:
-    result = await iu.call_node_result(lu, node_uuid, procedure, [[tid]])
+async def _stop(lu: LogicalUnit, node_uuid: str, procedure: procedures.Procedure[[list[str]], None], tid: str) -> None:
+    result = await iu.call_node_result(lu, node_uuid, procedure.call([tid]))
     if result.failed:
-        await lu.log_warning("Could not %s transfer %s on node %s: %s", procedure.split("_")[1], tid,
+        await lu.log_warning("Could not %s transfer %s on node %s: %s", procedure.name.split("_")[1], tid,
                              iu.node_name(lu.cfg, node_uuid), result.fail_msg)
 
 
@@ -98,26 +99,26 @@ async def transfer(lu: LogicalUnit, label: str, source: Endpoint, dest: Endpoint
     """
     cfg = lu.cfg
     dest_node = iu.get_node(cfg, dest.node_uuid)
-    listen = await iu.call_node(lu, dest.node_uuid, "impexp_listen", [{
+    listen = await iu.call_node(lu, dest.node_uuid, procedures.impexp_listen.call({
         "bind": dest_node.secondary_ip or iu.node_address(dest_node), "dest": dest.io, "compress": compress,
         "connect_timeout": CONNECT_TIMEOUT,
-    }], what="open the transfer of %s" % label)
+    }), what="open the transfer of %s" % label)
     receiver = listen["id"]
     sender: str | None = None
     try:
-        sent = await iu.call_node(lu, source.node_uuid, "impexp_send", [{
+        sent = await iu.call_node(lu, source.node_uuid, procedures.impexp_send.call({
             "host": dest_node.secondary_ip or iu.node_address(dest_node), "port": listen["port"],
             "token": listen["token"], "source": source.io, "compress": compress,
-        }], what="start sending %s" % label)
+        }), what="start sending %s" % label)
         sender = sent["id"]
         moved = await _follow(lu, label, source.node_uuid, sender, dest.node_uuid, receiver, total_bytes)
     except Exception:  # not GeneratorExit & co (nothing may be awaited then: noded's lease cleans up)
         if sender is not None:
-            await _stop(lu, source.node_uuid, "impexp_abort", sender)
-        await _stop(lu, dest.node_uuid, "impexp_abort", receiver)
+            await _stop(lu, source.node_uuid, procedures.impexp_abort, sender)
+        await _stop(lu, dest.node_uuid, procedures.impexp_abort, receiver)
         raise
-    await _stop(lu, dest.node_uuid, "impexp_cleanup", receiver)
-    await _stop(lu, source.node_uuid, "impexp_cleanup", sender)
+    await _stop(lu, dest.node_uuid, procedures.impexp_cleanup, receiver)
+    await _stop(lu, source.node_uuid, procedures.impexp_cleanup, sender)
     return moved
 
 
@@ -180,7 +181,7 @@ async def follow_one(lu: LogicalUnit, label: str, node_uuid: str, tid: str, tota
                 await lu.feedback(format_progress(label, int(status.get("bytes", 0)),
                                                   float(status.get("rate") or 0.0), total_bytes))
     except Exception:
-        await _stop(lu, node_uuid, "impexp_abort", tid)
+        await _stop(lu, node_uuid, procedures.impexp_abort, tid)
         raise
-    await _stop(lu, node_uuid, "impexp_cleanup", tid)
+    await _stop(lu, node_uuid, procedures.impexp_cleanup, tid)
     return int(status.get("bytes", 0))

@@ -43,7 +43,7 @@ from ganeti.cmdlib.cluster import CV_ECLUSTERCFG, SIMULATED, VerifyErrors
 from ganeti.cmdlib.instance_params import HV_TYPES
 from ganeti.cmdlib.liveness_verify import verify_liveness
 from ganeti.objects import ConfigData, Instance, Node
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 
 #: Per-node timeout of C{node_verify}, seconds.
 VERIFY_TIMEOUT = 60.0
@@ -178,11 +178,12 @@ class LUClusterVerifyGroup(VerifyErrors, GroupLocks):
         results = {}
         disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
         if online:
-            results = await self.ctx.rpc().call(
-                {n.name: address(n) for n in online}, "node_verify", [checks, cfg.cluster.cluster_name],
-                timeout=VERIFY_TIMEOUT,
-                node_args={name: [dict(checks, **{wire.NV_DISK_FILES: check}), cfg.cluster.cluster_name]
-                           for name, check in disk_checks.items()},
+            cluster_name = cfg.cluster.cluster_name or ""
+            results = await self.ctx.rpc().run(
+                {n.name: address(n) for n in online},
+                procedures.node_verify.call(checks, cluster_name).within(VERIFY_TIMEOUT),
+                per_node={name: procedures.node_verify.call(dict(checks, **{wire.NV_DISK_FILES: check}), cluster_name)
+                          for name, check in disk_checks.items()},
             )
         await self.feedback("* Verifying node status")
         for node in online:

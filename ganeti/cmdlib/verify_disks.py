@@ -48,7 +48,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.cmdlib.verify import GroupLocks, address, group_instances
 from ganeti.objects import ConfigData, Disk, Instance
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 
 #: the disk types whose size a node reports here
 FILE_TYPES = ("file", "sharedfile")
@@ -137,10 +137,11 @@ class LUGroupVerifyDisks(GroupLocks):
         missing: dict[str, list[list[str]]] = {}
         if wanted:
             nodes = {uuid: cfg.nodes[uuid] for uuid in sorted(wanted)}
-            results = await self.ctx.rpc().call(
-                {n.name: address(n) for n in nodes.values()}, "blockdev_getdimensions", [[]],
-                timeout=DIMENSIONS_TIMEOUT,
-                node_args={n.name: [[d.to_dict() for _, d in wanted[u]]] for u, n in nodes.items()},
+            results = await self.ctx.rpc().run(
+                {n.name: address(n) for n in nodes.values()},
+                procedures.blockdev_getdimensions.call([]).within(DIMENSIONS_TIMEOUT),
+                per_node={n.name: procedures.blockdev_getdimensions.call([d.to_dict() for _, d in wanted[u]])
+                          for u, n in nodes.items()},
             )
             for uuid, node in nodes.items():
                 name = node.name or uuid
@@ -198,9 +199,9 @@ class LUClusterRepairDiskSizes(LogicalUnit):
                 await self.log_warning("Node %s is offline, not checking the disks of its instances",
                                        node.name if node is not None else uuid)
                 continue
-            result = (await self.ctx.rpc().call({node.name: address(node)}, "blockdev_getdimensions",
-                                                [[d.to_dict() for _, _, d in entries]],
-                                                timeout=DIMENSIONS_TIMEOUT))[node.name]
+            result = await self.ctx.rpc().run_one(
+                node.name, address(node),
+                procedures.blockdev_getdimensions.call([d.to_dict() for _, _, d in entries]).within(DIMENSIONS_TIMEOUT))
             if result.failed:
                 await self.log_warning("Failure in blockdev_getdimensions call to node %s, ignoring: %s",
                                        node.name, result.fail_msg)

@@ -15,6 +15,7 @@ from ganeti.paths import Paths
 from ganeti.query import engine, qlang
 from ganeti.query import fields as q
 from ganeti.querydefs import QR_CLUSTER, QR_GROUP, QR_INSTANCE, QR_NODE, RS_NORMAL
+from ganeti.rpc import procedures
 
 TAG_KINDS = ("cluster", "instance", "node", "nodegroup", "network")
 #: resources whose query answers come from the config alone, unless the
@@ -262,7 +263,7 @@ class LuxiHandler(MethodHandler):
                 wanted.add(node.name)
         asked = {n.name: n.primary_ip or n.name for n in config.nodes.values()
                  if not n.offline and (wanted is None or n.name in wanted)}
-        answers = await self.live._call(asked, "export_list", [])
+        answers = await self.live._call(asked, procedures.export_list.call())
         return [[node, name] for node, names in sorted(answers.items()) if isinstance(names, list)
                 for name in names if isinstance(name, str)]
 

@@ -37,6 +37,7 @@ from ganeti import errors, ports
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.query import engine
 from ganeti.query import fields as q
+from ganeti.rpc import procedures
 
 #: seconds a node has to answer a live-data call
 LIVE_TIMEOUT = 5.0
@@ -300,10 +301,11 @@ class LiveData:
             w.callback(result)
         return result
 
-    async def _call(self, nodes: Mapping[str, str], procedure: str, args: list[Any]) -> dict[str, Any]:
+    async def _call(self, nodes: Mapping[str, str], call: procedures.Call[Any]) -> dict[str, Any]:
         """C{{node: payload}} of the nodes whose call succeeded."""
+        procedure = call.procedure
         try:
-            results = await self.rpc().call(nodes, procedure, args, timeout=self.timeout)
+            results = await self.rpc().run(nodes, call.within(self.timeout))
         except Exception:
             self.log.failure("live data: {procedure} failed", procedure=procedure)
             return {}
@@ -318,7 +320,8 @@ class LiveData:
         return out
 
     async def _node_info(self, config: ConfigData, nodes: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        answers = await self._call(nodes, "node_info", node_info_args(config))
+        storage, hv_specs = node_info_args(config)
+        answers = await self._call(nodes, procedures.node_info.call(storage, hv_specs))
         out = {}
         for name, payload in answers.items():
             report = node_report(payload)
@@ -327,7 +330,8 @@ class LiveData:
         return out
 
     async def _instances(self, config: ConfigData, nodes: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        answers = await self._call(nodes, "all_instances_info", hypervisor_args(config))
+        names, hvparams = hypervisor_args(config)
+        answers = await self._call(nodes, procedures.all_instances_info.call(names, hvparams))
         out = {}
         for name, payload in answers.items():
             report = instances_report(payload)
@@ -362,8 +366,8 @@ class LiveData:
         from ganeti.rpc.instances import encode_instance
 
         try:
-            result = await self.rpc().call_one(
-                node, address, "instance_console_info", [encode_instance(config, inst)], timeout=self.timeout
+            result = await self.rpc().run_one(
+                node, address, procedures.instance_console_info.call(encode_instance(config, inst)).within(self.timeout)
             )
         except Exception:
             self.log.failure("live data: instance_console_info of {instance} failed", instance=inst.name)

@@ -36,6 +36,7 @@ from twisted.logger import Logger
 from ganeti import ports
 from ganeti.jobs import replicas
 from ganeti.paths import Paths
+from ganeti.rpc import procedures
 
 #: read timeout of one replication RPC, seconds
 TIMEOUT = 30.0
@@ -230,7 +231,7 @@ class JobReplicator:
             while self.running and self.replicas.get(replica.name) is replica:
                 if replica.held is None:
                     replica.dirty = set()
-                    listing = await self._call(replica, "jobqueue_list", [])
+                    listing = await self._call(replica, procedures.jobqueue_list.call())
                     if listing is None or not isinstance(listing, dict):
                         self._failed(replica)
                         return
@@ -290,12 +291,11 @@ class JobReplicator:
             replica.retry = None
             self._kick(replica)
 
-    async def _call(self, replica: Replica, procedure: str, args: list[Any]) -> Any:
-        """The payload of C{procedure} on C{replica}; C{None} on failure."""
-        results = await self.rpc().call({replica.name: replica.address}, procedure, args, timeout=TIMEOUT)
-        result = results[replica.name]
+    async def _call(self, replica: Replica, call: procedures.Call[Any]) -> Any:
+        """The payload of C{call} on C{replica}; C{None} on failure."""
+        result = await self.rpc().run_one(replica.name, replica.address, call.within(TIMEOUT))
         if result.failed:
-            replica.last_error = "%s: %s" % (procedure, result.fail_msg)
+            replica.last_error = "%s: %s" % (call.procedure, result.fail_msg)
             return None
         return result.payload if result.payload is not None else True
 
@@ -322,12 +322,12 @@ class JobReplicator:
             content = self._read(op.name)
             if content is None:
                 return True
-            if await self._call(replica, "jobqueue_update", [self._vpath(op.name), wire.compress(content)]) is None:
+            if await self._call(replica, procedures.jobqueue_update.call(self._vpath(op.name), wire.compress(content))) is None:
                 return False
             held[op.name] = replicas.digest(content)
             self._check_confirms([op.name])
         elif isinstance(op, replicas.Rename):
-            answer = await self._call(replica, "jobqueue_rename", [[[self._vpath(op.old), self._vpath(op.new)]]])
+            answer = await self._call(replica, procedures.jobqueue_rename.call([[self._vpath(op.old), self._vpath(op.new)]]))
             if answer is None:
                 return False
             value = held.pop(op.old, None)
@@ -336,14 +336,14 @@ class JobReplicator:
             else:
                 replica.dirty.update([op.old, op.new])  # not moved there: look again
         elif isinstance(op, replicas.SetDrain):
-            if await self._call(replica, "jobqueue_set_drain_flag", [op.flag]) is None:
+            if await self._call(replica, procedures.jobqueue_set_drain_flag.call(op.flag)) is None:
                 return False
             if op.flag:
                 held[replicas.DRAIN] = replicas.digest(b"")
             else:
                 held.pop(replicas.DRAIN, None)
         else:
-            if await self._call(replica, "jobqueue_remove", [[self._vpath(n) for n in op.names]]) is None:
+            if await self._call(replica, procedures.jobqueue_remove.call([self._vpath(n) for n in op.names])) is None:
                 return False
             for name in op.names:
                 held.pop(name, None)
@@ -379,7 +379,7 @@ class JobReplicator:
             replica.inflight[name] = replicas.digest(content)
         try:
             for name, content in files:
-                if await self._call(replica, "jobqueue_update", [self._vpath(name), wire.compress(content)]) is None:
+                if await self._call(replica, procedures.jobqueue_update.call(self._vpath(name), wire.compress(content))) is None:
                     self.log.warn("job file {name} not replicated to {node}: {why}", name=name, node=replica.name,
                                   why=replica.last_error)
                     if replica.retry is None and not replica.working:

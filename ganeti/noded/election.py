@@ -38,10 +38,10 @@ from twisted.logger import Logger
 from ganeti import errors, ha_params, serializer, ssconf
 from ganeti.election import PROCEED, NodeView, decide, elected, lost_for, refusal
 from ganeti.epoch import EpochGuard, StaleEpoch
+from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
-
-PROCEDURES = ("election_status", "election_vote")
+from ganeti.rpc import procedures as declared
 
 #: seconds a node gets to answer C{election_status} and C{election_vote}
 #: (a frozen or cut off node counts as no answer)
@@ -134,12 +134,14 @@ class ElectionProcedures:
     def _in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
 
+    @handler
     def election_status(self, candidate: Any) -> Any:
         """This node's L{NodeView} as a dict, as seen by C{candidate} (the asker)."""
         if not _is_name(candidate):
             raise RpcFailure("candidate must be a node name")
         return self._in_thread(lambda: self.view(candidate).to_payload())
 
+    @handler
     def election_vote(self, epoch: Any, candidate: Any, config_serial: Any, queue_serial: Any) -> Any:
         """Vote for C{candidate} as master for C{epoch}, or refuse (the reason)."""
         if not _is_count(epoch) or epoch == 0:
@@ -273,7 +275,7 @@ class ElectionService(Service):
             return
         rpc = RpcClient.from_paths(self.reactor, self.paths, port=self.port, epoch=None)
         try:
-            answers = await rpc.call(addresses, "election_status", [me], timeout=CALL_TIMEOUT)
+            answers = await rpc.run(addresses, declared.election_status.call(me).within(CALL_TIMEOUT))
             views: dict[str, NodeView] = {}
             for name, result in answers.items():
                 if result.success:
@@ -291,8 +293,8 @@ class ElectionService(Service):
             mine = views[me]
             log.info("election: {reason}; asking for votes for master epoch {epoch}", reason=decision.reason,
                      epoch=decision.epoch)
-            votes = await rpc.call(addresses, "election_vote",
-                                   [decision.epoch, me, mine.config_serial, mine.queue_serial], timeout=CALL_TIMEOUT)
+            votes = await rpc.run(addresses, declared.election_vote.call(
+                decision.epoch, me, mine.config_serial, mine.queue_serial).within(CALL_TIMEOUT))
         finally:
             await rpc.close()
         granted = sorted(name for name, result in votes.items() if result.success)
@@ -334,4 +336,4 @@ def _namespace(paths: Paths) -> Any:
     return argparse.Namespace(root=paths.root)
 
 
-__all__ = ["CALL_TIMEOUT", "ElectionProcedures", "ElectionService", "PROCEDURES"]
+__all__ = ["CALL_TIMEOUT", "ElectionProcedures", "ElectionService"]

@@ -65,24 +65,9 @@ from twisted.logger import Logger
 from ganeti import crypto as crypto_mod
 from ganeti.backend import osapi
 from ganeti.noded import bulk, stream
+from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.rpc.tls import Credentials
-
-PROCEDURES = (
-    "impexp_listen",
-    "impexp_send",
-    "impexp_status",
-    "impexp_abort",
-    "impexp_cleanup",
-    "export_start",
-    "export_finalize",
-    "export_discard",
-    "export_list",
-    "export_info",
-    "export_remove",
-    "x509_cert_create",
-    "x509_cert_remove",
-)
 
 #: seconds without a status request after which a transfer is aborted
 LEASE = 120.0
@@ -278,6 +263,7 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot use X509 key %s: %s" % (name, exc)) from None
         return Credentials(key_pem, cert_pem, peer_pem), frozenset([digest])
 
+    @handler
     def x509_cert_create(self, validity: Any) -> list[str]:
         _check(isinstance(validity, int) and not isinstance(validity, bool) and 0 < validity <= 366 * 86400,
                "Invalid validity %r" % (validity,))
@@ -291,6 +277,7 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot store the X509 key in %s: %s" % (directory, exc.strerror)) from None
         return [name, cert_pem.decode("ascii")]
 
+    @handler
     def x509_cert_remove(self, name: Any) -> None:
         name = check_export_name(name, "X509 key name")
         shutil.rmtree(self._crypto_dir(name), ignore_errors=True)
@@ -404,6 +391,7 @@ class ImpExpProcedures:
         transfer.succeed()
         return True
 
+    @handler
     def impexp_listen(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_listen takes a spec dict")
         bind = _address(spec.get("bind"), "bind")
@@ -442,6 +430,7 @@ class ImpExpProcedures:
         _run_thread(reactor, transfer, "receive", lambda: bulk.serve(listener, cancel, tls, peers, accepted, run))
         return {"id": transfer.id, "port": port, "token": token}
 
+    @handler
     def impexp_send(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_send takes a spec dict")
         host = _address(spec.get("host"), "host")
@@ -475,6 +464,7 @@ class ImpExpProcedures:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
         return ids
 
+    @handler
     def impexp_status(self, ids: Any, wait: Any = 0) -> Any:
         """The transfers' status; with C{wait} (seconds), once one of them
         ends, or after C{wait} seconds if none does (the master learns of the
@@ -535,6 +525,7 @@ class ImpExpProcedures:
                 transfer.fail("the export was abandoned")
         shutil.rmtree(directory, ignore_errors=True)
 
+    @handler
     def impexp_abort(self, ids: Any) -> None:
         for tid in self._ids(ids):
             transfer = self._transfers.get(tid)
@@ -543,6 +534,7 @@ class ImpExpProcedures:
                 self._forget(tid)
         return None
 
+    @handler
     def impexp_cleanup(self, ids: Any) -> None:
         for tid in self._ids(ids):
             transfer = self._transfers.get(tid)
@@ -553,6 +545,7 @@ class ImpExpProcedures:
 
     # --- exports ------------------------------------------------------------------------
 
+    @handler
     def export_start(self, name: Any) -> None:
         name = check_export_name(name)
         directory = self._export_path(name + NEW_SUFFIX)
@@ -565,6 +558,7 @@ class ImpExpProcedures:
         self._renew_export(name)
         return None
 
+    @handler
     def export_finalize(self, name: Any, config_text: Any) -> None:
         name = check_export_name(name)
         _check(isinstance(config_text, str), "config_text must be a string")
@@ -597,12 +591,14 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot finalize export %s: %s" % (name, exc)) from None
         return None
 
+    @handler
     def export_discard(self, name: Any) -> None:
         name = check_export_name(name)
         self._end_export_lease(name)
         shutil.rmtree(self._export_path(name + NEW_SUFFIX), ignore_errors=True)
         return None
 
+    @handler
     def export_list(self) -> list[str]:
         try:
             names = os.listdir(self.paths.export_dir)
@@ -613,6 +609,7 @@ class ImpExpProcedures:
         return sorted(n for n in names if not n.startswith(".") and not n.endswith(NEW_SUFFIX)
                       and os.path.isdir(self._export_path(n)))
 
+    @handler
     def export_info(self, name: Any) -> str:
         name = check_export_name(name)
         path = self._export_path(name, EXPORT_CONF_FILE)
@@ -624,6 +621,7 @@ class ImpExpProcedures:
         parse_export_config(text)
         return text
 
+    @handler
     def export_remove(self, name: Any) -> None:
         name = check_export_name(name)
         target = self._export_path(name)

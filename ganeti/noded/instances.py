@@ -1,7 +1,8 @@
 """noded's instance procedures: hypervisor, node storage and OS scripts.
 
-The contract (procedures, arguments, payloads, the C{INST_DICT} encoding
-and where disks live) is the docstring of L{ganeti.rpc.instances}.  Every
+The procedures and their arguments are declared in
+L{ganeti.rpc.procedures}; the C{INST_DICT} encoding and where disks live
+are in the docstring of L{ganeti.rpc.instances}.  Every
 procedure checks all of its input before it changes anything and refuses
 bad input with L{RpcFailure}.  Hypervisor methods may answer with a
 Deferred; they are called through C{maybeDeferred}.
@@ -25,34 +26,10 @@ from twisted.logger import Logger
 from ganeti import errors, ssconf
 from ganeti.backend import hypervisor as hv
 from ganeti.backend import osapi, storage
+from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
 from ganeti.rpc.instances import decode_instance, node_path
-
-#: The instance procedures noded answers (see L{ganeti.rpc.instances}).
-PROCEDURES = (
-    "instance_start",
-    "instance_shutdown",
-    "instance_reboot",
-    "instance_balloon_memory",
-    "instance_list",
-    "instance_info",
-    "all_instances_info",
-    "instance_console_info",
-    "migration_info",
-    "accept_instance",
-    "instance_migrate",
-    "instance_get_migration_status",
-    "instance_finalize_migration_dst",
-    "instance_finalize_migration_src",
-    "blockdev_create",
-    "blockdev_remove",
-    "blockdev_grow",
-    "blockdev_getdimensions",
-    "instance_os_add",
-    "instance_run_rename",
-    "os_diagnose",
-)
 
 #: the most memory an instance may be ballooned to (MiB: 16 TiB)
 MAX_MEMORY_MIB = 16 * 1024 * 1024
@@ -274,6 +251,7 @@ class InstanceProcedures:
 
     # --- lifecycle -------------------------------------------------------------------
 
+    @handler
     async def instance_start(self, inst: Any, startup_paused: Any = False, reason: Any = None) -> None:
         """Start the instance; one already running is left alone, one whose
         guest powered itself off (state L{hv.STATE_SHUTDOWN}) is handed to
@@ -291,6 +269,7 @@ class InstanceProcedures:
         self.log.info("instance {name} started", name=instance.name)
         return None
 
+    @handler
     async def instance_shutdown(self, inst: Any, timeout: Any = DEFAULT_SHUTDOWN_TIMEOUT, reason: Any = None) -> None:
         instance, _disks = decode(inst)
         seconds = DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else _integer(timeout, "timeout", 0, MAX_SHUTDOWN_TIMEOUT)
@@ -299,6 +278,7 @@ class InstanceProcedures:
         await self._stop(hyper, instance, seconds)
         return None
 
+    @handler
     async def instance_reboot(self, inst: Any, reboot_type: Any, shutdown_timeout: Any = DEFAULT_SHUTDOWN_TIMEOUT,
                               reason: Any = None) -> None:
         instance, disks = decode(inst)
@@ -318,6 +298,7 @@ class InstanceProcedures:
             await self._hv_call("Could not reboot instance %s" % instance.name, hyper.reboot_instance, instance)
         return None
 
+    @handler
     async def instance_balloon_memory(self, inst: Any, memory: Any) -> None:
         instance, _disks = decode(inst)
         mib = _integer(memory, "memory", 1, MAX_MEMORY_MIB)
@@ -332,6 +313,7 @@ class InstanceProcedures:
 
     # --- queries ---------------------------------------------------------------------
 
+    @handler
     async def instance_list(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> list[str]:
         names = _names(hypervisor_names, "hypervisor_list")
         _mapping(hvparams_by_hv, "hvparams")
@@ -342,12 +324,14 @@ class InstanceProcedures:
             found.update(listed or ())
         return sorted(found)
 
+    @handler
     async def instance_info(self, name: Any, hypervisor: Any, hvparams: Any = None) -> dict[str, Any]:
         _name(name)
         _mapping(hvparams, "hvparams")
         hyper = self.hypervisor(hypervisor)
         return await self._running_info(hyper, name) or {}
 
+    @handler
     async def all_instances_info(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> dict[str, Any]:
         names = _names(hypervisor_names, "hypervisor_list")
         _mapping(hvparams_by_hv, "hvparams")
@@ -360,6 +344,7 @@ class InstanceProcedures:
                 result.setdefault(instance_name, info)
         return result
 
+    @handler
     async def instance_console_info(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
@@ -368,12 +353,14 @@ class InstanceProcedures:
 
     # --- migration -------------------------------------------------------------------
 
+    @handler
     async def migration_info(self, inst: Any) -> Any:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
         return await self._hv_call("Cannot prepare the migration of instance %s" % instance.name,
                                    hyper.migration_info, instance)
 
+    @handler
     async def accept_instance(self, inst: Any, info: Any, target_ip: Any) -> None:
         instance, disks = decode(inst)
         _check(isinstance(target_ip, str) and bool(target_ip), "target_ip must be an address")
@@ -383,6 +370,7 @@ class InstanceProcedures:
                             hyper.accept_instance, instance, info, target=target_ip)
         return None
 
+    @handler
     async def instance_migrate(self, cluster_name: Any, inst: Any, target_ip: Any, live: Any = True) -> None:
         _check(isinstance(cluster_name, str), "cluster_name must be a string")
         instance, _disks = decode(inst)
@@ -394,6 +382,7 @@ class InstanceProcedures:
                             hyper.migrate_instance, instance, target_ip, **extra)
         return None
 
+    @handler
     async def instance_get_migration_status(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
@@ -403,6 +392,7 @@ class InstanceProcedures:
                "The hypervisor gave no migration status for instance %s" % instance.name)
         return status
 
+    @handler
     async def instance_finalize_migration_dst(self, inst: Any, info: Any, success: Any) -> None:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
@@ -411,6 +401,7 @@ class InstanceProcedures:
                             hyper.finalize_migration, instance, info, ok)
         return None
 
+    @handler
     async def instance_finalize_migration_src(self, inst: Any, success: Any, live: Any = True) -> None:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
@@ -422,6 +413,7 @@ class InstanceProcedures:
 
     # --- block devices ---------------------------------------------------------------
 
+    @handler
     def blockdev_create(self, disk: Any, size: Any, owner: Any = None, on_primary: Any = True, info: Any = "",
                         exclusive_storage: Any = False) -> str:
         """Create a file disk; the path it has on this node."""
@@ -441,6 +433,7 @@ class InstanceProcedures:
         self.log.info("created disk {path} ({size} MiB) for {owner}", path=path, size=mib, owner=owner)
         return path
 
+    @handler
     def blockdev_remove(self, disk: Any) -> None:
         """Remove a file disk; one already gone (or diskless) succeeds."""
         record = decode_disk(disk)
@@ -453,6 +446,7 @@ class InstanceProcedures:
             raise RpcFailure("Cannot remove disk: %s" % exc) from None
         return None
 
+    @handler
     def blockdev_grow(self, disk: Any, amount: Any, dryrun: Any = False, backingstore: Any = True,
                       exclusive_storage: Any = False) -> None:
         """Grow a file disk by C{amount} MiB.
@@ -476,6 +470,7 @@ class InstanceProcedures:
             raise RpcFailure("Cannot grow disk: %s" % exc) from None
         return None
 
+    @handler
     def blockdev_getdimensions(self, disks: Any) -> list[list[Any] | None]:
         """C{[size in bytes, spindles (None)]} of each file disk, C{None} for
         one that does not exist here (Ganeti's answer)."""
@@ -517,6 +512,7 @@ class InstanceProcedures:
         except errors.OpExecError as exc:
             raise RpcFailure(str(exc)) from None
 
+    @handler
     async def instance_os_add(self, inst: Any, reinstall: Any = False, debug: Any = 0) -> None:
         """Run the OS's create script for the instance."""
         instance, disks = decode(inst)
@@ -524,6 +520,7 @@ class InstanceProcedures:
         await self._run_os_script(instance, disks, osapi.SCRIPT_CREATE, debug, extra)
         return None
 
+    @handler
     async def instance_run_rename(self, inst: Any, old_name: Any, debug: Any = 0) -> None:
         """Run the OS's rename script (the instance already has its new name)."""
         instance, disks = decode(inst)
@@ -531,6 +528,7 @@ class InstanceProcedures:
         await self._run_os_script(instance, disks, osapi.SCRIPT_RENAME, debug, {"OLD_INSTANCE_NAME": old})
         return None
 
+    @handler
     def os_diagnose(self) -> list[list[Any]]:
         return osapi.diagnose(self.paths)
 

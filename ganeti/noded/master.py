@@ -35,21 +35,10 @@ from twisted.logger import Logger
 from ganeti import daemons, serializer
 from ganeti.epoch import EpochGuard, StaleEpoch
 from ganeti.jobs import replicas
+from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
-
-PROCEDURES = (
-    "node_stop_master",
-    "node_start_master_daemons",
-    "node_activate_master_ip",
-    "node_deactivate_master_ip",
-    "failover_status",
-    "failover_read",
-    "epoch_claim",
-    "node_demote_from_mc",
-    "node_promote_to_mc",
-)
 
 #: The master daemons, in Ganeti's start order.
 MASTER_DAEMONS = ("ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
@@ -121,6 +110,7 @@ class MasterProcedures:
 
     # --- the master daemons ------------------------------------------------------------
 
+    @handler
     def node_stop_master(self) -> Any:
         """Stop LuxiD and WConfD here (those not running are fine); RAPI
         keeps running, or starts again if it is not (this node has its
@@ -137,6 +127,7 @@ class MasterProcedures:
 
         return self._in_thread(stop)
 
+    @handler
     def node_start_master_daemons(self, no_voting: Any) -> Any:
         """Start WConfD, RAPI (if this node has its certificate) and LuxiD here, at once."""
         if not isinstance(no_voting, bool):
@@ -165,6 +156,7 @@ class MasterProcedures:
 
     # --- node roles: RAPI runs on every master candidate -----------------------------------
 
+    @handler
     def node_demote_from_mc(self) -> Any:
         """Stop RAPI here: this node is no longer a master candidate.
 
@@ -188,6 +180,7 @@ class MasterProcedures:
 
         return self._in_thread(stop)
 
+    @handler
     def node_promote_to_mc(self) -> Any:
         """Start RAPI here (it forwards to the master's): this node is now a
         master candidate.  Running already is fine.
@@ -223,12 +216,15 @@ class MasterProcedures:
 
         return self._in_thread(run)
 
+    @handler
     def node_activate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
         return self._master_ip("add", master_params, use_external_mip_script)
 
+    @handler
     def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
         return self._master_ip("del", master_params, use_external_mip_script)
 
+    @handler
     def epoch_claim(self, epoch: Any, holder: Any) -> int:
         """Record C{epoch} for the new master C{holder} (once per epoch)."""
         if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
@@ -244,6 +240,7 @@ class MasterProcedures:
 
     # --- state for the newest-state-first check -----------------------------------------
 
+    @handler
     def failover_status(self) -> Any:
         """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of this node:
         C{jobs} maps live job file names to their status."""
@@ -267,6 +264,7 @@ class MasterProcedures:
 
         return self._in_thread(status)
 
+    @handler
     def failover_read(self, names: Any) -> Any:
         """C{{name: compressed content or null}} of C{"config.data"} and job queue
         files (names relative to the queue directory)."""

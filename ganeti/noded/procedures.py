@@ -1,10 +1,14 @@
 """The node-side procedures of node RPC (Ganeti's C{backend}).
 
-Each public method of L{NodeProcedures} listed in L{PROCEDURES} is one
-procedure: it takes the positional arguments of the request and returns
-the payload (or a Deferred of it).  L{RpcFailure} becomes the answer
-C{[false, message]}.  Every procedure checks all of its input before it
-changes anything.
+Each method marked C{@handler} (here and in L{instances}, L{impexp},
+L{master} and L{election}) serves the procedure of its name declared in
+L{ganeti.rpc.procedures}: it takes the positional arguments of the request
+(their count and JSON types checked against the declaration already) and
+returns the payload (or a Deferred of it).  L{RpcFailure} becomes the
+answer C{[false, message]}.  Every procedure checks the meaning of all of
+its input before it changes anything.  A new procedure is a declaration
+there and a handler here (or on one of the objects passed to
+L{dispatch.Dispatch} below).
 """
 
 from __future__ import annotations
@@ -25,30 +29,11 @@ from twisted.logger import Logger
 from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, ssconf
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, election, files, impexp, instances, master
+from ganeti.noded import diskfiles, dispatch, election, files, impexp, instances, master
+from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
-
-#: The procedures noded answers.
-PROCEDURES = (
-    "version",
-    "master_node_name",
-    "node_info",
-    "node_verify",
-    "upload_file",
-    "upload_file_single",
-    "write_ssconf_files",
-    "ha_params_store",
-    "jobqueue_update",
-    "jobqueue_rename",
-    "jobqueue_purge",
-    "jobqueue_set_drain_flag",
-    "jobqueue_list",
-    "jobqueue_remove",
-    "node_leave_cluster",
-    "test_delay",
-) + instances.PROCEDURES + impexp.PROCEDURES + master.PROCEDURES + election.PROCEDURES
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -107,31 +92,28 @@ class NodeProcedures:
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
+        #: every declared procedure and its handler
+        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.master, self.election])
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
-        if name not in PROCEDURES:
-            return None
-        if name in instances.PROCEDURES:
-            return getattr(self.instances, name)
-        if name in impexp.PROCEDURES:
-            return getattr(self.impexp, name)
-        if name in master.PROCEDURES:
-            return getattr(self.master, name)
-        if name in election.PROCEDURES:
-            return getattr(self.election, name)
-        return getattr(self, name)
+        """The handler of procedure C{name}; C{None} if none is declared."""
+        entry = self.dispatch.get(name)
+        return None if entry is None else entry.function
 
     # --- informational ---------------------------------------------------------------
 
+    @handler
     def version(self) -> int:
         return wire.PROTOCOL_VERSION
 
+    @handler
     def master_node_name(self) -> str:
         try:
             return ssconf.SimpleStore(self.paths).get_master_node()
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
 
+    @handler
     async def node_info(self, storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
         """C{[boot_id, [storage info...], [hypervisor info...]]} of this node;
         the hypervisor part comes from each hypervisor's C{get_node_info}."""
@@ -167,6 +149,7 @@ class NodeProcedures:
             }
         raise RpcFailure("Storage type %r is not supported on this node" % (kind,))
 
+    @handler
     async def node_verify(self, checkdict: dict[str, Any], cluster_name: str, all_hvparams: Any = None) -> dict[str, Any]:
         """Checks named in C{checkdict}; unknown checks are ignored.
 
@@ -276,6 +259,7 @@ class NodeProcedures:
             raise RpcFailure("Unknown user or group: %s" % e) from None
         return uid, gid
 
+    @handler
     def upload_file(self, details: list[Any]) -> None:
         """Replace an allowed file atomically (C{FILE_DETAILS})."""
         _check(isinstance(details, list) and len(details) == 7,
@@ -283,6 +267,7 @@ class NodeProcedures:
         vpath, data, mode, owner, group, atime, mtime = details
         self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
 
+    @handler
     def upload_file_single(self, vpath: Any, data: Any, mode: Any, owner: Any, group: Any,
                            atime: Any, mtime: Any) -> None:
         try:
@@ -305,6 +290,7 @@ class NodeProcedures:
         if atime is not None and mtime is not None:
             os.utime(real, (atime, mtime))
 
+    @handler
     def write_ssconf_files(self, values: Any) -> None:
         _check(isinstance(values, dict), "write_ssconf_files takes {key: lines}")
         for key, value in values.items():
@@ -315,6 +301,7 @@ class NodeProcedures:
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
 
+    @handler
     def ha_params_store(self, record: Any) -> defer.Deferred[Any]:
         """Keep the master's HA parameters unless this node holds a newer
         version; C{[stored, the record this node holds now]} (a master
@@ -355,6 +342,7 @@ class NodeProcedures:
 
         return defer.ensureDeferred(run())
 
+    @handler
     def jobqueue_update(self, file_name: Any, content: Any) -> defer.Deferred[None]:
         try:
             real = files.queue_file(self.paths, file_name)
@@ -368,6 +356,7 @@ class NodeProcedures:
 
         return self._queue_io([real], write)
 
+    @handler
     def jobqueue_rename(self, pairs: Any) -> defer.Deferred[list[Any]]:
         _check(isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs),
                "jobqueue_rename takes [[old, new], ...]")
@@ -390,6 +379,7 @@ class NodeProcedures:
 
         return self._queue_io([path for move in moves for path in move], rename)
 
+    @handler
     def jobqueue_purge(self) -> None:
         """Remove everything in the queue directory but its lock file."""
         queue = self.paths.queue_dir
@@ -405,6 +395,7 @@ class NodeProcedures:
                 os.unlink(path)
         serializer.fsync_dir(queue)
 
+    @handler
     def jobqueue_set_drain_flag(self, flag: Any) -> defer.Deferred[None]:
         """Create (C{True}) or remove (C{False}) C{queue/drain}, durably."""
         _check(isinstance(flag, bool), "jobqueue_set_drain_flag takes true or false")
@@ -423,6 +414,7 @@ class NodeProcedures:
 
         return self._queue_io([real], write)
 
+    @handler
     def jobqueue_list(self) -> defer.Deferred[dict[str, list[Any]]]:
         """What this node's queue holds (an extension of Ganeti's RPCs):
         C{{name relative to the queue dir: [sha1, job status or null]}}
@@ -436,6 +428,7 @@ class NodeProcedures:
 
         return self._queue_io([self.paths.queue_dir], listing)
 
+    @handler
     def jobqueue_remove(self, names: Any) -> defer.Deferred[None]:
         """Remove queue files the master no longer has (an extension of
         Ganeti's RPCs): C{[virtual path, ...]}; missing files are fine."""
@@ -461,6 +454,7 @@ class NodeProcedures:
 
         return self._queue_io(doomed, remove)
 
+    @handler
     def node_leave_cluster(self, modify_ssh_setup: Any = False) -> Any:
         """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then stop noded."""
         data = self.paths.data_dir
@@ -482,6 +476,7 @@ class NodeProcedures:
             return None
         return self.master.stop_rapi().addCallback(lambda _lines: None)
 
+    @handler
     def test_delay(self, duration: Any) -> defer.Deferred[None]:
         _check(isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration <= MAX_DELAY,
                "test_delay takes a duration between 0 and %d seconds" % MAX_DELAY)

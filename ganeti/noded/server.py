@@ -1,9 +1,11 @@
 """noded's HTTP side: C{POST /<procedure>} with a JSON array of arguments.
 
 Answers: 200 C{[true, payload]} or C{[false, message]} (the procedure
-failed or refused); 404 for an unknown procedure, 400 for another method
-than POST, a malformed body or wrong arguments, 413 for a body over the
-limit; 409 for a call carrying a master epoch lower than the highest this
+failed or refused); 404 for a procedure not declared in
+L{ganeti.rpc.procedures}, 400 for another method than POST, a malformed
+body or another number of arguments than declared, 413 for a body over the
+limit; an argument of another type than declared is refused as the
+procedure refuses bad input (200 C{[false, message]}), before it runs; 409 for a call carrying a master epoch lower than the highest this
 node has seen (L{ganeti.epoch}; the answer carries the node's epoch in the
 same header).  Every error answer is C{[false, message]} and changes nothing.
 """
@@ -22,6 +24,7 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from ganeti import epoch as master_epoch
 from ganeti.noded.procedures import NodeProcedures, RpcFailure
 from ganeti.rpc import wire
+from ganeti.rpc.contract import ContractError
 
 
 class NodeRpcResource(Resource):
@@ -46,8 +49,8 @@ class NodeRpcResource(Resource):
     def render_POST(self, request: Request) -> Any:
         segments = [s for s in request.postpath if s]
         name = segments[0].decode("ascii", "replace") if len(segments) == 1 else ""
-        function = self._procedures.lookup(name) if wire.valid_procedure(name) else None
-        if function is None:
+        entry = self._procedures.dispatch.get(name) if wire.valid_procedure(name) else None
+        if entry is None:
             return self._error(request, 404, "Unknown procedure %r" % "/".join(s.decode("ascii", "replace") for s in segments))
         content = request.content
         content.seek(0, 2)
@@ -56,18 +59,20 @@ class NodeRpcResource(Resource):
         content.seek(0)
         try:
             args = wire.decode_request(content.read())
-            inspect.signature(function).bind(*args)
-        except wire.RpcWireError as e:
+            entry.procedure.check_count(args)
+        except (wire.RpcWireError, ContractError) as e:
             return self._error(request, 400, str(e))
-        except TypeError as e:
-            return self._error(request, 400, "Bad arguments for %s: %s" % (name, e))
         try:
             self._procedures.epoch.check(master_epoch.parse(request.getHeader(master_epoch.HEADER)))
         except master_epoch.StaleEpoch as e:
             request.setHeader(master_epoch.HEADER, b"%d" % e.highest)
             self.log.warn("refused {name}: {why}", name=name, why=str(e))
             return self._error(request, master_epoch.STALE_CODE, str(e))
-        d = defer.maybeDeferred(lambda: _run(function, args))
+        try:
+            entry.procedure.check_types(args)
+        except ContractError as e:  # refused as the procedure itself would: [false, why]
+            return wire.encode_response(False, str(e))
+        d = defer.maybeDeferred(lambda: _run(entry.function, args))
         finished = request.notifyFinish()
         finished.addErrback(lambda _: d.cancel())
         d.addCallbacks(lambda payload: wire.encode_response(True, payload), lambda f: self._failure(f, name))

@@ -1,7 +1,7 @@
 """The node RPC client: one procedure on many nodes, in parallel.
 
     client = RpcClient.from_paths(reactor, paths)
-    results = await client.call({"node1": "127.0.1.1", "node2": "127.0.1.2"}, "version", [])
+    results = await client.run({"node1": "127.0.1.1", "node2": "127.0.1.2"}, procedures.version.call())
     for name, result in results.items():
         if result.failed:
             print(name, result.fail_msg)      # e.g. "node unreachable: connection refused"
@@ -11,6 +11,10 @@
 
 Every node gets its own request and its own timeout; a node that is down,
 slow, or answers garbage gives a failed L{RpcResult} for that node only.
+A call is built from its declaration in L{ganeti.rpc.procedures}
+(arguments checked by mypy and at run time, timeout from its class);
+L{RpcClient.call} by name with a positional list remains for callers not
+converted yet.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from zope.interface import implementer
 from ganeti import epoch as master_epoch
 from ganeti.paths import Paths
 from ganeti.rpc import wire
+from ganeti.rpc.contract import Call, Runner
 from ganeti.rpc.tls import Credentials, PinnedPolicy
 
 #: How a node is reached: an IP address (default port) or C{(address, port)}.
@@ -127,8 +132,9 @@ def _transport_message(reason: BaseException) -> str:
     return "%s: %s" % (reason.__class__.__name__, reason)
 
 
-class RpcClient:
-    """Calls node daemons over mutual TLS (see L{ganeti.rpc.tls}).
+class RpcClient(Runner):
+    """Calls node daemons over mutual TLS (see L{ganeti.rpc.tls}): a
+    declared call with L{run} and L{run_one} (L{Runner}).
 
     @param reactor: provides C{IReactorTCP} and C{IReactorTime}
     @param policy: the TLS policy (L{PinnedPolicy})
@@ -190,7 +196,8 @@ class RpcClient:
         node_args: Mapping[str, list[Any]] | None = None,
         offline: Iterable[str] = (),
     ) -> dict[str, RpcResult]:
-        """Call C{procedure} on every node at once.
+        """Call C{procedure} on every node at once, by name with a positional
+        list (unchecked: new code uses L{run} with a declared call).
 
         @param nodes: C{{name: address}} (or pairs), in the order wanted
         @param args: positional arguments, the same for every node
@@ -214,6 +221,24 @@ class RpcClient:
             calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout)))
         results = await defer.gatherResults(calls)
         return {result.node: result for result in results}
+
+    async def run(
+        self,
+        nodes: Mapping[str, Address] | Iterable[tuple[str, Address]],
+        call: Call[Any],
+        *,
+        per_node: Mapping[str, Call[Any]] | None = None,
+        offline: Iterable[str] = (),
+    ) -> dict[str, RpcResult]:
+        """Make a declared C{call} (L{ganeti.rpc.procedures}) on every node at
+        once, within its timeout; as L{call} otherwise."""
+        results: dict[str, RpcResult] = await super().run(nodes, call, per_node=per_node, offline=offline)
+        return results
+
+    async def run_one(self, name: str, address: Address, call: Call[Any]) -> RpcResult:
+        """Make a declared C{call} on a single node."""
+        result: RpcResult = await super().run_one(name, address, call)
+        return result
 
     async def call_one(
         self, name: str, address: Address, procedure: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float = wire.TMO_URGENT

@@ -1,7 +1,8 @@
 """The instance procedures of node RPC: what the master sends, what noded answers.
 
-This module is the contract between the logical units (master side, which
-use the encoders below) and noded (node side, L{ganeti.noded.instances}).
+This module holds the shapes the instance procedures exchange between the
+logical units (master side, which use the encoders below) and noded (node
+side, L{ganeti.noded.instances}).
 
 Instance encoding (spec/noderpc.md, C{INST_DICT})
 =================================================
@@ -28,48 +29,14 @@ when R is C{/}); noded refuses a path outside its storage directory.  On
 one machine the nodes' C{shared-file-storage} directories are one directory
 (symlinks), so a sharedfile disk is visible on every node, as on a SAN.
 
-Procedures (positional arguments -> payload)
-============================================
-  - C{instance_start}: C{[inst, startup_paused, reason]} -> C{None};
-    starting an instance that already runs succeeds and changes nothing
-  - C{instance_shutdown}: C{[inst, timeout, reason]} -> C{None}; stopping an
-    instance that is not running succeeds
-  - C{instance_reboot}: C{[inst, reboot_type, shutdown_timeout, reason]} ->
-    C{None}; C{reboot_type} C{soft}/C{hard} reboot in place, C{full} stops
-    and starts; an instance that is not running is refused
-  - C{instance_balloon_memory}: C{[inst, memory]} -> C{None}; the running
-    instance gets C{memory} MiB (fake: its state file; kvm: QMP C{balloon}),
-    which C{instance_info} then reports
-  - C{instance_list}: C{[hypervisor_names, hvparams_by_hv]} -> C{[name, ...]}
-  - C{instance_info}: C{[name, hypervisor, hvparams]} -> C{{}} or
-    C{{"memory", "vcpus", "state", "time"}}
-  - C{all_instances_info}: C{[hypervisor_names, hvparams_by_hv]} ->
-    C{{name: {"memory", "vcpus", "state", "time"}}}
-  - C{instance_console_info}: C{[inst]} -> console dict (see
-    L{ganeti.backend.hypervisor})
-  - C{migration_info}: C{[inst]} (on the source) -> opaque C{info}
-  - C{accept_instance}: C{[inst, info, target_ip]} (on the target) -> C{None};
-    refused unless the instance's disks exist on the target
-  - C{instance_migrate}: C{[cluster_name, inst, target_ip, live]} (source)
-  - C{instance_get_migration_status}: C{[inst]} (source) ->
-    C{{"status": "completed"|"active"|"failed"|"none", ...}}
-  - C{instance_finalize_migration_dst}: C{[inst, info, success]} (target)
-  - C{instance_finalize_migration_src}: C{[inst, success, live]} (source)
-  - C{blockdev_create}: C{[disk, size, owner, on_primary, info,
-    exclusive_storage]} -> the disk's path on that node
-  - C{blockdev_remove}: C{[disk]} -> C{None}; a disk already gone succeeds
-  - C{blockdev_grow}: C{[disk, amount, dryrun, backingstore,
-    exclusive_storage]} -> C{None}; as in Ganeti, a file disk grows only
-    in the call with C{backingstore} true (the logical step is a no-op)
-  - C{blockdev_getdimensions}: C{[[disk, ...]]} -> C{[[size in bytes,
-    spindles], ...]}, C{None} for a disk that does not exist on the node
-  - C{instance_os_add}: C{[inst, reinstall, debug]} -> C{None}; runs the
-    OS's C{create} script (output in the node's log and in the error)
-  - C{instance_run_rename}: C{[inst, old_name, debug]} -> C{None}
-  - C{os_diagnose}: C{[]} -> C{[[name, path, status, diagnose, variants,
-    parameters, api_versions, trusted], ...]} (Ganeti's shape)
-  - C{node_info}: as before; its hypervisor part (C{hv_specs}) now comes
-    from the hypervisor objects (C{memory_total}, C{memory_free}, ...).
+Procedures
+==========
+The instance procedures (arguments in wire order, types, payloads, time
+limits) are declared with every other one in L{ganeti.rpc.procedures}.
+Starting an instance that runs already, stopping one that does not run
+and removing a disk that is gone succeed; C{instance_reboot} of C{full}
+type stops and starts, C{soft}/C{hard} reboot in place; C{accept_instance}
+is refused unless the instance's disks exist on the target.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import zlib
 from typing import Any
 
 from ganeti import CONFIG_VERSION, ports, serializer
+from ganeti.rpc import procedures as _contract
 
 #: The node RPC protocol version (Ganeti's C{PROTOCOL_VERSION}).
 PROTOCOL_VERSION = CONFIG_VERSION
@@ -27,11 +28,12 @@ NV_DISK_FILES = "disk-files"
 #: The noded TCP port.
 DEFAULT_PORT = ports.NODED
 
-#: Read timeout classes, seconds (Ganeti's C{RPC_TMO_*}).
-TMO_URGENT = 60
-TMO_FAST = 300
-TMO_NORMAL = 900
-TMO_SLOW = 3600
+#: Read timeout classes, seconds (Ganeti's C{RPC_TMO_*}): those of the contract
+TMO_URGENT = _contract.TMO_URGENT
+TMO_FAST = _contract.TMO_FAST
+TMO_NORMAL = _contract.TMO_NORMAL
+TMO_SLOW = _contract.TMO_SLOW
+TMO_1DAY = _contract.TMO_1DAY
 #: Connect timeout (Ganeti's C{RPC_CONNECT_TIMEOUT}).
 CONNECT_TIMEOUT = 5
 

@@ -40,6 +40,7 @@ from ganeti.daemons import free_port
 from ganeti.jobs import lifecycle
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
+from ganeti.rpc import procedures
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, serial_of
 from ganeti.testing.daemons import Daemon
 from ganeti.wconfd.client import WConfdClient
@@ -238,7 +239,7 @@ class ChaosCluster:
                     await client.close()
             if name.startswith("noded"):
                 node = "node%s.test" % name[5:]
-                answers = await self.cluster.rpc.call({node: self.cluster.nodes[node]}, "version", [], timeout=3)
+                answers = await self.cluster.rpc.run({node: self.cluster.nodes[node]}, procedures.version.call().within(3))
                 return bool(answers[node].success)
             if name.startswith("confd"):
                 address = self.addresses[int(name[5:]) - 1]

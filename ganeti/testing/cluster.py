@@ -34,7 +34,7 @@ from ganeti.daemons import RAPI_PORT_ENV, free_port, write_node_identity
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
-from ganeti.rpc import RpcClient
+from ganeti.rpc import RpcClient, procedures
 from ganeti.testing.daemons import (
     Daemon,
     kill_job_processes,
@@ -206,7 +206,7 @@ class LoopbackCluster:
 
     async def running(self, hypervisor: str = "fake") -> dict[str, list[str]]:
         """What C{hypervisor} runs on each node: C{{node name: [instance, ...]}}."""
-        answers = await self.rpc.call(self.nodes, "instance_list", [[hypervisor], {}], timeout=30)
+        answers = await self.rpc.run(self.nodes, procedures.instance_list.call([hypervisor], {}).within(30))
         assert all(r.success for r in answers.values()), answers
         return {name: sorted(answers[name].payload) for name in self.nodes}
 

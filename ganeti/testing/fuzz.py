@@ -432,9 +432,9 @@ _NODED_WRONG: list[Any] = [None, {"a": []}, [[]], {}, [None, None]]
 
 def noded_procedures() -> list[str]:
     """Every procedure the node daemon serves."""
-    from ganeti.noded.procedures import PROCEDURES
+    from ganeti.rpc.procedures import TABLE
 
-    return sorted(PROCEDURES)
+    return sorted(TABLE.names())
 
 
 def noded_cases(rng: random.Random, count: int) -> Iterator[Case]:

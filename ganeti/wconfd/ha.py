@@ -28,13 +28,12 @@ from ganeti import errors, ha_params
 from ganeti.ha_params import HaParams
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.rpc import procedures
 
 #: seconds between attempts to reach nodes that missed a version
 RETRY_INTERVAL = 5.0
 #: seconds a node has to store a version
 STORE_TIMEOUT = 10.0
-#: the node RPC that stores a replica
-PROCEDURE = "ha_params_store"
 
 
 def targets(config: ConfigData) -> dict[str, str]:
@@ -110,7 +109,7 @@ class HaKeeper:
             return
         if self._rpc is None:
             self._rpc = self._make_rpc()
-        results = await self._rpc.call(nodes, PROCEDURE, [params.to_dict()], timeout=STORE_TIMEOUT)
+        results = await self._rpc.run(nodes, procedures.ha_params_store.call(params.to_dict()).within(STORE_TIMEOUT))
         missed = []
         newer = params
         for name, result in results.items():

@@ -40,6 +40,7 @@ from twisted.logger import Logger
 from ganeti import errors, ports, ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.rpc import procedures
 
 #: seconds between attempts to reach nodes that missed a config
 RETRY_INTERVAL = 5.0
@@ -273,7 +274,7 @@ class ConfigPusher:
                 self._sending = max(self._sending, serial)
                 self.uploads += 1
                 self._want_snapshot()  # prepare the next one meanwhile
-                result = (await self.rpc().call({name: address}, "upload_file", [details], timeout=PUSH_TIMEOUT))[name]
+                result = await self.rpc().run_one(name, address, procedures.upload_file.call(details).within(PUSH_TIMEOUT))
                 if result.failed:
                     if name not in self.lagging:
                         self.log.warn("node {node} missed config serial {serial}: {why}", node=name, serial=serial,
@@ -310,10 +311,10 @@ class ConfigPusher:
         newcomers = {name: ip for name, ip in everyone.items() if name not in self.confirmed}
         if newcomers:  # the secrets every node needs (confd's key, RAPI's certificate, ...)
             for ancillary in await deferToThreadPool(self.reactor, pool, self._ancillary):
-                await rpc.call(newcomers, "upload_file", [ancillary], timeout=PUSH_TIMEOUT)
+                await rpc.run(newcomers, procedures.upload_file.call(ancillary).within(PUSH_TIMEOUT))
         self.offer(data, serial)
         values = await deferToThreadPool(self.reactor, pool, self.values, config)
-        writes = await rpc.call(everyone, "write_ssconf_files", [values], timeout=PUSH_TIMEOUT)
+        writes = await rpc.run(everyone, procedures.write_ssconf_files.call(values).within(PUSH_TIMEOUT))
         for name in everyone:
             if writes[name].failed:
                 if name not in self.lagging:

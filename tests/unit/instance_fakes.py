@@ -18,6 +18,7 @@ from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import ConfigData
 from ganeti.rpc import RpcResult
 from ganeti.rpc import instances as rpc_inst
+from ganeti.rpc.contract import Runner
 
 MASTER = "node1.example.test"
 N2, N3, N4 = "node2.example.test", "node3.example.test", "node4.example.test"
@@ -43,7 +44,7 @@ def change_node(cfg: ConfigData, name: str, **changes: Any) -> ConfigData:
     return attrs.evolve(cfg, nodes=nodes)
 
 
-class FakeNodes:
+class FakeNodes(Runner):
     """Node RPC against a model of the nodes (see the module docstring)."""
 
     def __init__(self, memory: dict[str, int] | None = None, default_memory: int = 4096) -> None:

@@ -13,6 +13,7 @@ from twisted.internet.defer import Deferred
 
 from ganeti.jobs import model
 from ganeti.rpc import wire
+from ganeti.rpc.contract import Runner
 from tests.unit.instance_fakes import N2, N3, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_cmdlib_grow_disk import SizedNodes
@@ -22,7 +23,7 @@ from tests.unit.test_processor import Env
 FILE_DIR = "/srv/ganeti/file-storage/%s" % WEB
 
 
-class KillableNodes(FakeNodes):
+class KillableNodes(FakeNodes, Runner):
     """L{FakeNodes} that freeze the job at the C{n}-th call of C{procedure},
     before its effect (C{after} false) or after it."""
 

@@ -29,6 +29,7 @@ from ganeti.jobs import followup
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.paths import Paths
 from ganeti.rpc import RpcResult
+from ganeti.rpc.contract import Runner
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 from tests.unit.wconfd_helpers import job
@@ -84,7 +85,7 @@ def change_node(cfg: ConfigData, name: str, **changes: Any) -> ConfigData:
     return attrs.evolve(cfg, nodes=nodes)
 
 
-class FakeNodes:
+class FakeNodes(Runner):
     """Node RPC against a model of the nodes' hypervisors.
 
     @ivar running: node name -> names of the instances running there

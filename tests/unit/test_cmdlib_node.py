@@ -21,6 +21,7 @@ from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import model
 from ganeti.objects import ConfigData
 from ganeti.rpc import RpcResult, wire
+from ganeti.rpc.contract import Runner
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
@@ -39,7 +40,7 @@ def cluster(nodes: int = 3, pool: int = 3, candidates: tuple[str, ...] = (N2,), 
     return attrs.evolve(config, nodes=changed, cluster=attrs.evolve(config.cluster, candidate_pool_size=pool))
 
 
-class FakeRpc:
+class FakeRpc(Runner):
     """Records calls; answers from C{answers[procedure]} (a payload, or a callable)."""
 
     def __init__(self) -> None:

@@ -20,6 +20,7 @@ from ganeti.noded.failure import RpcFailure
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.paths import Paths
 from ganeti.rpc.client import RpcResult
+from ganeti.rpc.contract import Runner
 from ganeti.wconfd.ha import HaKeeper, HaStage, lagging
 from tests.unit.test_processor import ProcessorTestCase
 from tests.unit.wconfd_helpers import make_config
@@ -31,7 +32,7 @@ def _root(case: SynchronousTestCase) -> Paths:
     return Paths(root)
 
 
-class FakeRpc:
+class FakeRpc(Runner):
     """Node RPC recording C{ha_params_store} calls; nodes in C{down} fail."""
 
     def __init__(self, order: list[str] | None = None) -> None:

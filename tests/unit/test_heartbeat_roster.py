@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from ganeti.heartbeat import roster as r
 from ganeti.heartbeat.client import Backoff
 from ganeti.heartbeat.store import LivenessStore
+from ganeti.rpc.contract import Runner
 
 
 class RosterTests(SynchronousTestCase):
@@ -209,7 +210,7 @@ class NotingRpcTests(SynchronousTestCase):
         answers: Deferred = Deferred()
         lines: list[str] = []
 
-        class Rpc:
+        class Rpc(Runner):
             async def call(self, nodes: object, procedure: str, args: object = (), **kw: object) -> object:
                 if not answers.called:
                     await answers

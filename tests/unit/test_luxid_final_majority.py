@@ -14,13 +14,14 @@ from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.process import save_job
 from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
+from ganeti.rpc.contract import Runner
 from tests.unit.queue_helpers import open_queue, temp_root
 from tests.unit.test_queue_replicas import FakeCandidates
 
 DELAY = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
 
 
-class FreezableCandidates(FakeCandidates):
+class FreezableCandidates(FakeCandidates, Runner):
     """Calls to a frozen candidate answer only when it is thawed (SIGSTOP/SIGCONT)."""
 
     def __init__(self, names: list[str]) -> None:

@@ -15,6 +15,7 @@ from ganeti.objects import Cluster, ConfigData, Instance, Node, NodeGroup
 from ganeti.query import RS_NODATA, RS_NORMAL, RS_OFFLINE, RS_UNAVAIL
 from ganeti.query import fields as q
 from ganeti.rpc import RpcResult
+from ganeti.rpc.contract import Runner
 
 GROUP = "g-1"
 
@@ -57,7 +58,7 @@ NODE_INFO = [
 ]
 
 
-class FakeRpc:
+class FakeRpc(Runner):
     """Answers node RPC from C{answers[(procedure, node)]}: a payload, an
     L{Exception} (a failed result) or a L{Deferred} (still under way)."""
 

@@ -20,11 +20,12 @@ from ganeti.backend import osapi
 from ganeti.config.bootstrap import initial_config
 from ganeti.noded.failure import RpcFailure
 from ganeti.noded.instances import InstanceProcedures
-from ganeti.noded.procedures import PROCEDURES, NodeProcedures
+from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import NodeRpcResource
 from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.rpc import wire
 from ganeti.rpc.instances import disk_path, encode_instance
+from ganeti.rpc.procedures import TABLE as PROCEDURES
 from ganeti.testing.daemons import make_root, remove_root, share_file_storage
 
 MIB = 1024 * 1024

@@ -25,6 +25,7 @@ from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.processor import CANCELED_RESULT, KILLED_RESULT, PRECEDING_FAILED, Processor
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
+from ganeti.rpc.contract import Runner
 from tests.unit.wconfd_helpers import BGL, Wire, job, make_config, make_service
 
 #: 2023-11-14, so that timestamps look like real ones
@@ -142,7 +143,7 @@ class Env:
         return self.service.locks.pending()
 
 
-class DelayNodes:
+class DelayNodes(Runner):
     """Node RPC that knows only C{test_delay}: every node sleeps on C{clock}.
 
     @ivar calls: C{(procedure, node names, args)} of every call

@@ -18,6 +18,7 @@ from ganeti.luxid.replication import BACKOFF_FIRST, CHECK_INTERVAL, RESYNC_INTER
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.client import RpcResult
+from ganeti.rpc.contract import Runner
 from tests.unit.queue_helpers import open_queue, temp_root
 
 QUEUE = "/var/lib/ganeti/queue/"
@@ -67,7 +68,14 @@ class PlanTests(SynchronousTestCase):
         self.assertEqual(differences(master, dict(master)), {})
 
 
-class FakeCandidates:
+class ByName(Runner):
+    """Declared calls through the C{call} of C{target}."""
+
+    def __init__(self, target: Any) -> None:
+        self.call = target.call
+
+
+class FakeCandidates(Runner):
     """Node RPC to in-memory candidate queues; nodes can be down."""
 
     def __init__(self, names: list[str]) -> None:
@@ -273,7 +281,7 @@ class FakeLU:
                 self.paths = paths
 
             def rpc(self) -> Any:
-                return rpc
+                return ByName(rpc)
 
             def sleep(self, seconds: float) -> Deferred:
                 from twisted.internet.task import deferLater

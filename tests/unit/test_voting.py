@@ -9,13 +9,14 @@ from twisted.internet.task import Clock
 
 from ganeti import voting
 from ganeti.rpc.client import RpcResult
+from ganeti.rpc.contract import Runner
 
 
 class Child(Service):
     pass
 
 
-class FakeRpc:
+class FakeRpc(Runner):
     def __init__(self, rounds):
         self.rounds = list(rounds)
         self.calls = 0

@@ -19,6 +19,7 @@ from ganeti import errors
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.client import RpcResult
+from ganeti.rpc.contract import Runner
 from ganeti.wconfd.replication import ConfigPusher, needed
 from tests.unit.test_wconfd_service import LOCK1, ServiceTestCase
 
@@ -44,7 +45,7 @@ class Reactor(Clock):
         f(*args, **kwargs)
 
 
-class FakeRpc:
+class FakeRpc(Runner):
     """Uploads wait for the test (L{answer}); ssconf writes succeed at once."""
 
     def __init__(self) -> None:

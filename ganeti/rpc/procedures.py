@@ -1,0 +1,409 @@
+"""Every procedure noded serves: the node RPC contract (stdlib and attrs only).
+
+Each stub below declares one procedure (see L{ganeti.rpc.contract}): its
+name, its time limit class, its positional arguments in wire order with
+their types (a default makes an argument optional on the wire), its payload
+type and, in its docstring, what it does.  A call is C{rpc.run(nodes,
+procedures.NAME.call(...))}; noded refuses a request that does not fit the
+declaration before the handler runs, and L{ganeti.noded.dispatch} finds the
+handler (a method of the same name marked C{@handler}).  Adding a procedure
+is one stub here and one handler in noded.
+
+Where the wire shapes are described: C{INST_DICT} and disk paths in
+L{ganeti.rpc.instances}, C{COMPRESS} and C{FILE_DETAILS} in
+L{ganeti.rpc.wire}, the transfer specs in L{ganeti.noded.impexp}.  An
+instance argument (C{inst}) is an C{INST_DICT}, a disk argument a
+C{Disk.to_dict()}.
+"""
+
+# mypy: disable-error-code="empty-body"
+# (the stubs are declarations: their bodies are never run)
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti.rpc.contract import Call, ContractError, Procedure, Table
+
+__all__ = ["Call", "ContractError", "Procedure", "TABLE", "TMO_URGENT", "TMO_FAST", "TMO_NORMAL", "TMO_SLOW", "TMO_1DAY"]
+
+#: Time limit classes, seconds (Ganeti's C{RPC_TMO_*}).
+TMO_URGENT = 60
+TMO_FAST = 300
+TMO_NORMAL = 900
+TMO_SLOW = 3600
+TMO_1DAY = 86400
+
+#: Every procedure noded serves, by name.
+TABLE = Table()
+declare = TABLE.declare
+
+#: the shapes of the common arguments
+Inst = dict[str, Any]
+DiskDict = dict[str, Any]
+#: a boolean flag; C{None} reads as false
+Flag = bool | None
+#: Ganeti's reason trail: C{[[source, reason, timestamp], ...]}
+Reason = list[Any] | None
+
+
+# --- node and cluster -------------------------------------------------------------------
+
+
+@declare(TMO_URGENT)
+def version() -> int:
+    """The node RPC protocol version of the node."""
+
+
+@declare(TMO_URGENT)
+def master_node_name() -> str:
+    """The master's name in this node's ssconf."""
+
+
+@declare(TMO_URGENT)
+def node_info(storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
+    """C{[boot_id, [storage info...], [hypervisor info...]]} of the node;
+    C{storage_units} are C{[type, key, params]}, C{hv_specs} C{[name, hvparams]}."""
+
+
+@declare(TMO_URGENT)
+def node_verify(checkdict: dict[str, Any], cluster_name: str, all_hvparams: Any = None) -> dict[str, Any]:
+    """The checks named in C{checkdict} (see the handler for each)."""
+
+
+@declare(TMO_URGENT)
+def node_leave_cluster(modify_ssh_setup: Flag = False) -> None:
+    """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then noded."""
+
+
+@declare(TMO_URGENT)
+def test_delay(duration: float) -> None:
+    """Answer after C{duration} seconds."""
+
+
+# --- files ------------------------------------------------------------------------------
+
+
+@declare(TMO_URGENT)
+def upload_file(details: list[Any]) -> None:
+    """Replace an allowed file atomically: C{FILE_DETAILS}
+    (C{[path, COMPRESS data, mode, owner, group, atime, mtime]})."""
+
+
+@declare(TMO_URGENT)
+def upload_file_single(vpath: str, data: list[Any], mode: int, owner: str | int | None, group: str | int | None,
+                       atime: float | None, mtime: float | None) -> None:
+    """L{upload_file} with the details as separate arguments (Ganeti 2.16+)."""
+
+
+@declare(TMO_URGENT)
+def write_ssconf_files(values: dict[str, Any]) -> None:
+    """Write ssconf files: C{{key: text or [lines]}}."""
+
+
+@declare(TMO_URGENT)
+def ha_params_store(record: Any) -> list[Any]:
+    """Keep the master's HA parameters unless the node holds newer ones:
+    C{[stored, the record the node holds now]}."""
+
+
+# --- job queue replication --------------------------------------------------------------
+
+
+@declare(TMO_URGENT)
+def jobqueue_update(file_name: str, content: list[Any]) -> None:
+    """Write a job queue file (virtual path, C{COMPRESS} content)."""
+
+
+@declare(TMO_URGENT)
+def jobqueue_rename(pairs: list[list[str]]) -> list[str | None]:
+    """Rename queue files C{[[old, new], ...]}: per pair C{None} or an error."""
+
+
+@declare(TMO_URGENT)
+def jobqueue_purge() -> None:
+    """Remove everything in the queue directory but its lock file."""
+
+
+@declare(TMO_URGENT)
+def jobqueue_set_drain_flag(flag: bool) -> None:
+    """Create (true) or remove (false) the queue's drain file."""
+
+
+@declare(TMO_URGENT)
+def jobqueue_list() -> dict[str, list[Any]]:
+    """C{{name in the queue dir: [sha1, job status or null]}} (ours)."""
+
+
+@declare(TMO_URGENT)
+def jobqueue_remove(names: list[str]) -> None:
+    """Remove queue files (virtual paths); missing ones are fine (ours)."""
+
+
+# --- instances --------------------------------------------------------------------------
+
+
+@declare(TMO_NORMAL)
+def instance_start(inst: Inst, startup_paused: Flag = False, reason: Reason = None) -> None:
+    """Start the instance; one already running is left alone."""
+
+
+@declare(TMO_NORMAL)
+def instance_shutdown(inst: Inst, timeout: int | None = 120, reason: Reason = None) -> None:
+    """Stop the instance within C{timeout} seconds; one not running is fine."""
+
+
+@declare(TMO_NORMAL)
+def instance_reboot(inst: Inst, reboot_type: str, shutdown_timeout: int | None = 120, reason: Reason = None) -> None:
+    """Reboot a running instance: C{soft}/C{hard} in place, C{full} stops and starts."""
+
+
+@declare(TMO_NORMAL)
+def instance_balloon_memory(inst: Inst, memory: int) -> None:
+    """Give the running instance C{memory} MiB."""
+
+
+@declare(TMO_URGENT)
+def instance_list(hypervisor_names: list[str], hvparams_by_hv: dict[str, Any] | None = None) -> list[str]:
+    """The names of the instances running on the node."""
+
+
+@declare(TMO_URGENT)
+def instance_info(name: str, hypervisor: str, hvparams: dict[str, Any] | None = None) -> dict[str, Any]:
+    """C{{"memory", "vcpus", "state", "time"}} of a running instance, C{{}} if it does not run."""
+
+
+@declare(TMO_URGENT)
+def all_instances_info(hypervisor_names: list[str], hvparams_by_hv: dict[str, Any] | None = None,
+                       ) -> dict[str, dict[str, Any]]:
+    """C{{name: {"memory", "vcpus", "state", "time"}}} of the running instances."""
+
+
+@declare(TMO_URGENT)
+def instance_console_info(inst: Inst) -> dict[str, Any]:
+    """How to reach the instance's console."""
+
+
+@declare(TMO_1DAY)
+def instance_os_add(inst: Inst, reinstall: Flag = False, debug: int | bool = 0) -> None:
+    """Run the OS's create script for the instance."""
+
+
+@declare(TMO_SLOW)
+def instance_run_rename(inst: Inst, old_name: str, debug: int | bool = 0) -> None:
+    """Run the OS's rename script (the instance has its new name already)."""
+
+
+@declare(TMO_URGENT)
+def os_diagnose() -> list[list[Any]]:
+    """C{[[name, path, status, diagnose, variants, parameters, api_versions, trusted], ...]}."""
+
+
+# --- migration --------------------------------------------------------------------------
+
+
+@declare(TMO_NORMAL)
+def migration_info(inst: Inst) -> Any:
+    """On the source: what the target needs to accept the instance (opaque)."""
+
+
+@declare(TMO_NORMAL)
+def accept_instance(inst: Inst, info: Any, target_ip: str) -> None:
+    """On the target: get ready to receive the instance; its disks must be here."""
+
+
+@declare(TMO_SLOW)
+def instance_migrate(cluster_name: str, inst: Inst, target_ip: str, live: Flag = True) -> None:
+    """On the source: send the running instance to C{target_ip}."""
+
+
+@declare(TMO_URGENT)
+def instance_get_migration_status(inst: Inst) -> dict[str, Any]:
+    """On the source: C{{"status": "completed"|"active"|"failed"|"none", ...}}."""
+
+
+@declare(TMO_NORMAL)
+def instance_finalize_migration_dst(inst: Inst, info: Any, success: Flag) -> None:
+    """On the target: take the instance over, or clean up after a failure."""
+
+
+@declare(TMO_NORMAL)
+def instance_finalize_migration_src(inst: Inst, success: Flag, live: Flag = True) -> None:
+    """On the source: clean up, or recover the instance after a failure."""
+
+
+# --- block devices ----------------------------------------------------------------------
+
+
+@declare(TMO_NORMAL)
+def blockdev_create(disk: DiskDict, size: int, owner: str | None = None, on_primary: Flag = True,
+                    info: str | None = "", exclusive_storage: Flag = False) -> str:
+    """Create a disk of C{size} MiB; its path on the node."""
+
+
+@declare(TMO_NORMAL)
+def blockdev_remove(disk: DiskDict) -> None:
+    """Remove a disk; one already gone succeeds."""
+
+
+@declare(TMO_NORMAL)
+def blockdev_grow(disk: DiskDict, amount: int, dryrun: Flag = False, backingstore: Flag = True,
+                  exclusive_storage: Flag = False) -> None:
+    """Grow a disk by C{amount} MiB (a file disk in the C{backingstore} step only)."""
+
+
+@declare(TMO_NORMAL)
+def blockdev_getdimensions(disks: list[DiskDict]) -> list[list[Any] | None]:
+    """C{[size in bytes, spindles]} of each disk, C{None} for one not on the node."""
+
+
+# --- transfers and exports --------------------------------------------------------------
+
+
+@declare(TMO_NORMAL)
+def impexp_listen(spec: dict[str, Any]) -> dict[str, Any]:
+    """Listen for one transfer into C{spec["dest"]}: C{{"id", "port", "token"}}."""
+
+
+@declare(TMO_NORMAL)
+def impexp_send(spec: dict[str, Any]) -> dict[str, Any]:
+    """Send C{spec["source"]} to a listener: C{{"id"}}."""
+
+
+@declare(TMO_NORMAL)
+def impexp_status(ids: list[str], wait: float = 0) -> list[dict[str, Any] | None]:
+    """The transfers' status; with C{wait}, once one ends or after C{wait} seconds."""
+
+
+@declare(TMO_NORMAL)
+def impexp_abort(ids: list[str]) -> None:
+    """Abort transfers."""
+
+
+@declare(TMO_NORMAL)
+def impexp_cleanup(ids: list[str]) -> None:
+    """Forget finished transfers."""
+
+
+@declare(TMO_FAST)
+def export_start(name: str) -> None:
+    """Start a new export of instance C{name} (its disks follow as transfers)."""
+
+
+@declare(TMO_FAST)
+def export_finalize(name: str, config_text: str) -> None:
+    """Complete an export with its C{config.ini}: it replaces the previous one."""
+
+
+@declare(TMO_FAST)
+def export_discard(name: str) -> None:
+    """Drop an unfinished export."""
+
+
+@declare(TMO_NORMAL)
+def export_list() -> list[str]:
+    """The names of the exports on the node."""
+
+
+@declare(TMO_NORMAL)
+def export_info(name: str) -> str:
+    """The C{config.ini} of an export."""
+
+
+@declare(TMO_FAST)
+def export_remove(name: str) -> None:
+    """Remove an export."""
+
+
+@declare(TMO_NORMAL)
+def x509_cert_create(validity: int) -> list[str]:
+    """A new key and certificate valid C{validity} seconds: C{[name, PEM]}."""
+
+
+@declare(TMO_NORMAL)
+def x509_cert_remove(name: str) -> None:
+    """Remove a key made by L{x509_cert_create}."""
+
+
+# --- master role and failover -----------------------------------------------------------
+
+
+@declare(TMO_URGENT)
+def node_stop_master() -> list[str]:
+    """Stop LuxiD and WConfD on the node; RAPI keeps running."""
+
+
+@declare(TMO_URGENT)
+def node_start_master_daemons(no_voting: bool) -> list[str]:
+    """Start WConfD, RAPI and LuxiD on the node."""
+
+
+@declare(TMO_URGENT)
+def node_activate_master_ip(master_params: Any, use_external_mip_script: Flag) -> None:
+    """Add the master IP to the master network device."""
+
+
+@declare(TMO_URGENT)
+def node_deactivate_master_ip(master_params: Any, use_external_mip_script: Flag) -> None:
+    """Remove the master IP from the master network device."""
+
+
+@declare(TMO_URGENT)
+def node_promote_to_mc() -> list[str]:
+    """Start RAPI: the node is a master candidate now."""
+
+
+@declare(TMO_URGENT)
+def node_demote_from_mc() -> list[str]:
+    """Stop RAPI: the node is no longer a master candidate."""
+
+
+@declare(TMO_URGENT)
+def epoch_claim(epoch: int, holder: str) -> int:
+    """Record master epoch C{epoch} for the new master C{holder} (once per epoch)."""
+
+
+@declare(TMO_URGENT)
+def failover_status() -> dict[str, Any]:
+    """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of the node."""
+
+
+@declare(TMO_NORMAL)
+def failover_read(names: list[str]) -> dict[str, Any]:
+    """C{{name: COMPRESS content or null}} of config.data and job queue files."""
+
+
+# --- automatic failover (see L{ganeti.election}) ----------------------------------------
+
+
+@declare(TMO_URGENT)
+def election_status(candidate: Any) -> dict[str, Any]:
+    """The node's view (L{ganeti.election.NodeView} as a dict) as seen by
+    C{candidate}, a node name the handler checks."""
+
+
+@declare(TMO_URGENT)
+def election_vote(epoch: int, candidate: str, config_serial: int, queue_serial: int) -> int:
+    """Vote for C{candidate} as master for C{epoch} (once per epoch, durably), or refuse saying why."""
+
+
+def procedure(name: str) -> Procedure[Any, Any]:
+    """The declaration of procedure C{name}.
+
+    @raise ContractError: no procedure has that name
+    """
+    found = TABLE.get(name)
+    if found is None:
+        raise ContractError("Unknown procedure %r" % (name,))
+    return found
+
+
+def untyped(name: str, args: list[Any] | tuple[Any, ...]) -> Call[Any]:
+    """A call of procedure C{name} with a positional list, checked against
+    its declaration (for callers that choose the procedure at run time).
+
+    @raise ContractError: unknown procedure or arguments that do not fit
+    """
+    declared = procedure(name)
+    declared.check(args)
+    return Call(name, tuple(args), declared.timeout)
