@@ -45,15 +45,25 @@ def voters(paths: Paths) -> tuple[str, dict[str, str]] | None:
         ssconf.SimpleStore(paths).get_master_node()
     except Exception:  # no ssconf yet: a cluster being set up
         return None
-    config = ConfigData.from_json(serializer.read_file(paths.config_data))
-    master = config.nodes.get(config.cluster.master_node or "")
     me: str
     try:
-        me = daemons.read_node_identity(paths)["name"]
-    except SystemExit:
-        me = (master.name or "") if master is not None else ""
-    nodes = {node.name: node.primary_ip or node.name for node in config.nodes.values()
-             if node.name and not node.offline}
+        config = ConfigData.from_json(serializer.read_file(paths.config_data))
+    except FileNotFoundError:  # no config here (yet): the nodes ssconf names, as Ganeti's voting asks
+        store = ssconf.SimpleStore(paths)
+        ips = store.get_node_primary_ips()
+        try:
+            me = daemons.read_node_identity(paths)["name"]
+        except SystemExit:
+            me = store.get_master_node()
+        nodes = {name: ips.get(name, name) for name in store.get_online_nodes()}
+    else:
+        master = config.nodes.get(config.cluster.master_node or "")
+        try:
+            me = daemons.read_node_identity(paths)["name"]
+        except SystemExit:
+            me = (master.name or "") if master is not None else ""
+        nodes = {node.name: node.primary_ip or node.name for node in config.nodes.values()
+                 if node.name and not node.offline}
     if set(nodes) <= {me}:
         return None
     return me, nodes

@@ -123,7 +123,7 @@ async def part_liveness(reactor: Any) -> dict[str, Any]:
     }, max_size=None)
     port = free_port(ADDRESS)
     luxid = Daemon(root, "ganeti-luxid", "--heartbeat-bind", ADDRESS, "--heartbeat-port", str(port),
-                   "--no-forkserver", "--no-watcher")
+                   "--no-forkserver", "--no-watcher", "--no-voting", "--yes-do-it")  # simulated nodes run no NodeD
     log_path = os.path.join(root.data_dir, "liveness.log")
     workers: list[subprocess.Popen[bytes]] = []
     try:

@@ -113,3 +113,17 @@ def test_a_lost_vote_reports_the_vote_not_a_traceback(monkeypatch):
     assert stopped == [True]
     assert any("Voting cannot be won" in t for t in texts), texts
     assert not any("start-up vote failed" in t for t in texts), texts
+
+
+def test_voters_without_config_data_come_from_ssconf(tmp_path):
+    """A master daemon on a node without config.data asks the nodes ssconf names (no crash)."""
+    from ganeti import crypto, ssconf
+    from ganeti.daemons import write_node_identity
+    from ganeti.paths import Paths
+
+    paths = Paths(str(tmp_path))
+    crypto.bootstrap_secrets(paths, "cluster.test", node_name="a")
+    write_node_identity(paths, "a", "127.0.1.1")
+    ssconf.write_files(paths, {"master_node": "a", "node_list": ["a", "b"], "online_nodes": ["a", "b"],
+                               "node_primary_ips": ["a 127.0.1.1", "b 127.0.1.2"]}, max_size=None)
+    assert voting.voters(paths) == ("a", {"a": "127.0.1.1", "b": "127.0.1.2"})
