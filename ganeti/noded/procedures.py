@@ -26,6 +26,7 @@ from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, sscon
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
 from ganeti.noded import diskfiles, election, files, impexp, instances, master
+from ganeti.noded.configdelta import ConfigFollower, DeltaRefused
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -38,6 +39,7 @@ PROCEDURES = (
     "node_verify",
     "upload_file",
     "upload_file_single",
+    "config_delta",
     "write_ssconf_files",
     "ha_params_store",
     "jobqueue_update",
@@ -107,6 +109,8 @@ class NodeProcedures:
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
+        #: config.data in memory, brought forward by C{config_delta}
+        self.config_follower = ConfigFollower(paths)
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         if name not in PROCEDURES:
@@ -276,15 +280,16 @@ class NodeProcedures:
             raise RpcFailure("Unknown user or group: %s" % e) from None
         return uid, gid
 
-    def upload_file(self, details: list[Any]) -> None:
+    def upload_file(self, details: list[Any]) -> Any:
         """Replace an allowed file atomically (C{FILE_DETAILS})."""
         _check(isinstance(details, list) and len(details) == 7,
                "upload_file takes [path, data, mode, owner, group, atime, mtime]")
         vpath, data, mode, owner, group, atime, mtime = details
-        self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
+        return self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
 
     def upload_file_single(self, vpath: Any, data: Any, mode: Any, owner: Any, group: Any,
-                           atime: Any, mtime: Any) -> None:
+                           atime: Any, mtime: Any) -> Any:
+        """config.data is written in a thread, in turn with C{config_delta}."""
         try:
             real = files.upload_file(self.paths, vpath)
         except files.PathRefused as e:
@@ -300,10 +305,31 @@ class NodeProcedures:
         except wire.RpcWireError as e:
             raise RpcFailure(str(e)) from None
         uid, gid = self._ownership(owner if isinstance(owner, str) else "", group if isinstance(group, str) else "")
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        serializer.write_file(real, content, mode=mode, uid=uid, gid=gid)
-        if atime is not None and mtime is not None:
-            os.utime(real, (atime, mtime))
+
+        def write() -> None:
+            os.makedirs(os.path.dirname(real), exist_ok=True)
+            serializer.write_file(real, content, mode=mode, uid=uid, gid=gid)
+            if atime is not None and mtime is not None:
+                os.utime(real, (atime, mtime))
+
+        if real == self.paths.config_data:
+            return self._blocking(lambda: self.config_follower.locked(write, content))
+        write()
+        return None
+
+    def config_delta(self, base: Any, records: Any) -> defer.Deferred[Any]:
+        """Bring config.data from serial C{base} forward by the master's change
+        records (serials C{base+1..}); the serial this node holds then.
+        Refused, changing nothing, when this node does not hold C{base}
+        (the master then sends the whole file): L{configdelta}."""
+
+        def apply() -> int:
+            try:
+                return self.config_follower.apply(base, records)
+            except DeltaRefused as e:
+                raise RpcFailure("config_delta refused: %s" % e) from None
+
+        return self._blocking(apply)
 
     def write_ssconf_files(self, values: Any) -> None:
         _check(isinstance(values, dict), "write_ssconf_files takes {key: lines}")
