@@ -26,7 +26,7 @@ from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, sscon
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
 from ganeti.noded import diskfiles, election, files, impexp, instances, master
-from ganeti.noded.configdelta import ConfigFollower, DeltaRefused
+from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import wire
@@ -111,6 +111,8 @@ class NodeProcedures:
         self._queue_listing: replicas.ListingCache | None = None
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
+        self.master.flush_config = self.election.flush_config = self.config_follower.flush
+        self._rewrite_call: Any = None
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         if name not in PROCEDURES:
@@ -329,7 +331,18 @@ class NodeProcedures:
             except DeltaRefused as e:
                 raise RpcFailure("config_delta refused: %s" % e) from None
 
-        return self._blocking(apply)
+        def journalled(serial: int) -> int:
+            if self._rewrite_call is None:
+                self._rewrite_call = self._reactor.callLater(REWRITE_DELAY, self._rewrite_config)
+            return serial
+
+        return self._blocking(apply).addCallback(journalled)
+
+    def _rewrite_config(self) -> None:
+        """config.data from the records journalled since it was last written."""
+        self._rewrite_call = None
+        d = self._blocking(self.config_follower.rewrite)
+        d.addErrback(lambda f: self.log.failure("cannot rewrite config.data from its delta journal", f))
 
     def write_ssconf_files(self, values: Any) -> None:
         _check(isinstance(values, dict), "write_ssconf_files takes {key: lines}")
@@ -490,7 +503,7 @@ class NodeProcedures:
     def node_leave_cluster(self, modify_ssh_setup: Any = False) -> Any:
         """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then stop noded."""
         data = self.paths.data_dir
-        doomed = [self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
+        doomed = [self.config_follower.journal, self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
                   self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
         doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts")]
         doomed += [self.paths.ssconf(key) for key in ssconf.KEYS]
