@@ -187,6 +187,9 @@ class ConfigPusher:
         serial = record.get("s")
         if not isinstance(serial, int):
             return
+        if "full" in record:  # a whole config written (as big as the file): the candidates get the file
+            self.records.clear()
+            return
         self.records[serial] = {key: value for key, value in record.items() if key != "r"}
         self._last_record = max(self._last_record, serial)
         while len(self.records) > RECORD_LIMIT:

@@ -78,6 +78,9 @@ async def with_cluster(reactor: Any, config: ConfigData, candidates: int, body: 
     cluster = LoopbackCluster(reactor, root, config, nodes=1 + candidates, luxid=luxid, prefix="gntq")
     try:
         await cluster.start()
+        # steady state: WConfD's first push (the whole config.data, which each candidate parses once) is
+        # its start-up, not part of the figures (the single-node mode leaves out the daemon's start too)
+        await cluster.until(lambda: all(serial_of(r) is not None for r in cluster.roots[1:]), timeout=120)
         result = await body(cluster.master)
         await cluster.until(lambda: all(reached(r) for r in cluster.roots[1:]), timeout=60)
         return result

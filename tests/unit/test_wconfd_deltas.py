@@ -143,3 +143,14 @@ class DeltaTests(SynchronousTestCase):
         self.assertEqual(self.rpc.pending(), [("node1", 8)])
         self.rpc.answer("node1")
         self.assertEqual(self.pusher.held["node1"], 8)
+
+    def test_a_whole_config_written_goes_as_the_whole_file(self) -> None:
+        self.start()
+        self.serial += 1
+        self.pusher.note({"s": self.serial, "t": 1.0, "full": {"serial_no": self.serial}})
+        d = self.pusher.majority(self.serial)
+        self.assertEqual(self.rpc.pending_deltas(), [])
+        self.assertEqual(sorted(self.rpc.pending()), [("node1", 2), ("node2", 2)])
+        self.rpc.answer("node1")
+        self.assertEqual(self.successResultOf(d), 2)
+        self.assertEqual(self.pusher.records, {})
