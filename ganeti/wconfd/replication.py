@@ -25,8 +25,9 @@ candidates answer, but nobody was told it succeeded).
 Deltas: WConfD hands every durable journal record to L{ConfigPusher.note}.
 A candidate known to hold serial C{n} (it acknowledged it to this WConfD)
 gets the records C{n+1 ..} with the node RPC C{config_delta}
-(L{ganeti.noded.configdelta}: it replays them and replaces its config.data
-atomically before it answers) instead of the whole config.data: a few
+(L{ganeti.noded.configdelta}: it replays them onto the config it keeps in
+memory and journals them durably before it answers, config.data is
+rewritten from them shortly after) instead of the whole config.data: a few
 hundred bytes per change instead of the whole file per group commit.  A
 candidate whose serial is unknown (at this WConfD's start, after a
 failure), that refused a delta (it holds another serial), or whose next
