@@ -103,6 +103,13 @@ class ElectionProcedures:
         self.voted_at: float | None = None
         self.voted_for: str | None = None
         self._name = ""
+        #: writes config deltas this node journalled into config.data (set by NodeProcedures)
+        self.flush_config: Callable[[], None] = lambda: None
+
+    def _config_serial(self) -> int:
+        """This node's config serial, deltas it acknowledged included."""
+        self.flush_config()
+        return _config_serial(self.paths)
 
     def lost_for(self, candidate: str | None = None) -> float | None:
         """Seconds this node counts the master as lost (L{ganeti.election.lost_for});
@@ -129,7 +136,7 @@ class ElectionProcedures:
         except errors.ConfigurationError:
             master, is_candidate = None, False
         return NodeView(name, self.lost_for(candidate), master, is_candidate, self._epoch.highest,
-                        _config_serial(self.paths), _queue_serial(self.paths))
+                        self._config_serial(), _queue_serial(self.paths))
 
     def _in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)

@@ -27,7 +27,7 @@ import ipaddress
 import os
 import re
 import subprocess
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet import defer, threads
 from twisted.logger import Logger
@@ -104,6 +104,8 @@ class MasterProcedures:
         self._reactor = reactor
         self._epoch = epoch
         self._port = port
+        #: writes config deltas this node journalled into config.data (set by NodeProcedures)
+        self.flush_config: Callable[[], None] = lambda: None
 
     def _in_thread(self, function: Any, *args: Any) -> Any:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
@@ -141,6 +143,7 @@ class MasterProcedures:
         lines: list[str] = []
 
         def start(name: str) -> int:
+            self.flush_config()  # WConfD starts from every change this node acknowledged
             return daemons.start(self.paths, [name], timeout=DAEMON_TIMEOUT, out=lines.append, options=options)
 
         def started(codes: list[int]) -> list[str]:
@@ -246,6 +249,7 @@ class MasterProcedures:
         C{jobs} maps live job file names to their status."""
 
         def status() -> dict[str, Any]:
+            self.flush_config()
             try:
                 config_serial = serializer.loads(serializer.read_file(self.paths.config_data)).get("serial_no")
             except (OSError, ValueError, AttributeError):
@@ -280,6 +284,7 @@ class MasterProcedures:
                 raise RpcFailure("failover_read refused: %r is neither config.data nor a job queue file" % (name,))
 
         def read() -> dict[str, Any]:
+            self.flush_config()
             found: dict[str, Any] = {}
             for name, path in real.items():
                 try:

@@ -30,6 +30,7 @@ from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, sscon
 from ganeti.epoch import EpochGuard
 from ganeti.jobs import replicas
 from ganeti.noded import diskfiles, dispatch, election, files, impexp, instances, master
+from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -94,6 +95,10 @@ class NodeProcedures:
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.master, self.election])
+        #: config.data in memory, brought forward by C{config_delta}
+        self.config_follower = ConfigFollower(paths)
+        self.master.flush_config = self.election.flush_config = self.config_follower.flush
+        self._rewrite_call: Any = None
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         """The handler of procedure C{name}; C{None} if none is declared."""
@@ -260,16 +265,17 @@ class NodeProcedures:
         return uid, gid
 
     @handler
-    def upload_file(self, details: list[Any]) -> None:
+    def upload_file(self, details: list[Any]) -> Any:
         """Replace an allowed file atomically (C{FILE_DETAILS})."""
         _check(isinstance(details, list) and len(details) == 7,
                "upload_file takes [path, data, mode, owner, group, atime, mtime]")
         vpath, data, mode, owner, group, atime, mtime = details
-        self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
+        return self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
 
     @handler
     def upload_file_single(self, vpath: Any, data: Any, mode: Any, owner: Any, group: Any,
-                           atime: Any, mtime: Any) -> None:
+                           atime: Any, mtime: Any) -> Any:
+        """config.data is written in a thread, in turn with C{config_delta}."""
         try:
             real = files.upload_file(self.paths, vpath)
         except files.PathRefused as e:
@@ -285,10 +291,43 @@ class NodeProcedures:
         except wire.RpcWireError as e:
             raise RpcFailure(str(e)) from None
         uid, gid = self._ownership(owner if isinstance(owner, str) else "", group if isinstance(group, str) else "")
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        serializer.write_file(real, content, mode=mode, uid=uid, gid=gid)
-        if atime is not None and mtime is not None:
-            os.utime(real, (atime, mtime))
+
+        def write() -> None:
+            os.makedirs(os.path.dirname(real), exist_ok=True)
+            serializer.write_file(real, content, mode=mode, uid=uid, gid=gid)
+            if atime is not None and mtime is not None:
+                os.utime(real, (atime, mtime))
+
+        if real == self.paths.config_data:
+            return self._blocking(lambda: self.config_follower.locked(write, content))
+        write()
+        return None
+
+    @handler
+    def config_delta(self, base: Any, records: Any) -> defer.Deferred[Any]:
+        """Bring config.data from serial C{base} forward by the master's change
+        records (serials C{base+1..}); the serial this node holds then.
+        Refused, changing nothing, when this node does not hold C{base}
+        (the master then sends the whole file): L{configdelta}."""
+
+        def apply() -> int:
+            try:
+                return self.config_follower.apply(base, records)
+            except DeltaRefused as e:
+                raise RpcFailure("config_delta refused: %s" % e) from None
+
+        def journalled(serial: int) -> int:
+            if self._rewrite_call is None:
+                self._rewrite_call = self._reactor.callLater(REWRITE_DELAY, self._rewrite_config)
+            return serial
+
+        return self._blocking(apply).addCallback(journalled)
+
+    def _rewrite_config(self) -> None:
+        """config.data from the records journalled since it was last written."""
+        self._rewrite_call = None
+        d = self._blocking(self.config_follower.rewrite)
+        d.addErrback(lambda f: self.log.failure("cannot rewrite config.data from its delta journal", f))
 
     @handler
     def write_ssconf_files(self, values: Any) -> None:
@@ -458,7 +497,7 @@ class NodeProcedures:
     def node_leave_cluster(self, modify_ssh_setup: Any = False) -> Any:
         """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then stop noded."""
         data = self.paths.data_dir
-        doomed = [self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
+        doomed = [self.config_follower.journal, self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
                   self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
         doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts")]
         doomed += [self.paths.ssconf(key) for key in ssconf.KEYS]

@@ -97,6 +97,14 @@ def upload_file_single(vpath: str, data: list[Any], mode: int, owner: str | int 
 
 
 @declare(TMO_URGENT)
+def config_delta(base: int, records: list[dict[str, Any]]) -> int:
+    """Bring config.data from serial C{base} forward by the master's change
+    records (serials C{base+1..}); the serial held afterwards.  Refused
+    ("config_delta refused: ...", nothing changed) when the node does not
+    hold C{base}: the master then sends the whole file (ours, not Ganeti's)."""
+
+
+@declare(TMO_URGENT)
 def write_ssconf_files(values: dict[str, Any]) -> None:
     """Write ssconf files: C{{key: text or [lines]}}."""
 

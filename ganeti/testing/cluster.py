@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable
 import attrs
 from twisted.internet.task import deferLater
 
-from ganeti import crypto, daemons, serializer
+from ganeti import crypto, daemons
 from ganeti.config.bootstrap import initial_config
 from ganeti.daemons import RAPI_PORT_ENV, free_port, write_node_identity
+from ganeti.noded.configdelta import held_serial
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
@@ -239,11 +240,10 @@ def ok(root: Paths, tool: str, *args: str) -> str:
 
 
 def serial_of(paths: Paths) -> int | None:
-    """The serial number of the node's config.data (C{None}: it has none)."""
-    try:
-        return ConfigData.from_json(serializer.read_file(paths.config_data)).serial_no
-    except (OSError, ValueError):
-        return None
+    """The config serial the node holds: its config.data's, or newer with the
+    config deltas it journalled (L{ganeti.noded.configdelta}; C{None}: it has
+    no config.data)."""
+    return held_serial(paths)
 
 
 def ssconf_of(paths: Paths, key: str) -> str | None:

@@ -22,6 +22,18 @@ is not acknowledged: the caller gets L{errors.ConfigurationError} (the
 change stays in the master's configuration and is pushed on as soon as
 candidates answer, but nobody was told it succeeded).
 
+Deltas: WConfD hands every durable journal record to L{ConfigPusher.note}.
+A candidate known to hold serial C{n} (it acknowledged it to this WConfD)
+gets the records C{n+1 ..} with the node RPC C{config_delta}
+(L{ganeti.noded.configdelta}: it replays them onto the config it keeps in
+memory and journals them durably before it answers, config.data is
+rewritten from them shortly after) instead of the whole config.data: a few
+hundred bytes per change instead of the whole file per group commit.  A
+candidate whose serial is unknown (at this WConfD's start, after a
+failure), that refused a delta (it holds another serial), or whose next
+record is no longer kept (L{RECORD_LIMIT}) gets the whole file as before;
+the whole file is prepared only when some candidate needs it.
+
 A node this WConfD has not reached yet (at its start, a new node) first
 gets the cluster-wide files the master has (L{ancillary_files}): confd's
 HMAC key, RAPI's certificate and users file (RAPI runs on every
@@ -49,6 +61,10 @@ PUSH_TIMEOUT = 60.0
 MAJORITY_TIMEOUT = 30.0
 #: seconds a change waits for a majority before a warning names the silent candidates
 SLOW_AFTER = 5.0
+#: journal records kept for deltas (a candidate further behind gets the whole file)
+RECORD_LIMIT = 4096
+#: most records sent in one C{config_delta}
+DELTA_MAX = 512
 
 
 def needed(total: int) -> int:
@@ -90,6 +106,13 @@ class ConfigPusher:
         self.ready: tuple[int, list[Any]] | None = None
         #: number of config.data uploads sent (tests, benchmarks)
         self.uploads = 0
+        #: number of C{config_delta} calls sent (tests, benchmarks)
+        self.deltas = 0
+        #: serial -> the durable journal record of that change (without the request's answer)
+        self.records: dict[int, dict[str, Any]] = {}
+        self._last_record = 0
+        #: candidate -> the serial it held before it refused a delta: no whole file older than that
+        self._floor: dict[str, int] = {}
         self._offered = 0
         #: the newest serial an upload was started with
         self._sending = 0
@@ -156,8 +179,51 @@ class ConfigPusher:
         self._watch_slow()
         if serial > self._wanted:
             self._wanted = serial
+            self._kick_all()  # deltas
             self._want_snapshot()
         return waiter
+
+    # --- deltas -----------------------------------------------------------------------------
+    def note(self, record: dict[str, Any]) -> None:
+        """Keep the durable journal record C{record} for deltas."""
+        serial = record.get("s")
+        if not isinstance(serial, int):
+            return
+        if "full" in record:  # a whole config written (as big as the file): the candidates get the file
+            self.records.clear()
+            return
+        self.records[serial] = {key: value for key, value in record.items() if key != "r"}
+        self._last_record = max(self._last_record, serial)
+        while len(self.records) > RECORD_LIMIT:
+            del self.records[min(self.records)]
+
+    def _delta(self, name: str) -> tuple[int, int, list[dict[str, Any]]] | None:
+        """(base, target, records) that bring candidate C{name} forward, if any."""
+        base = self.held.get(name)
+        if base is None:
+            return None
+        records: list[dict[str, Any]] = []
+        serial = base + 1
+        while serial in self.records and len(records) < DELTA_MAX:
+            records.append(self.records[serial])
+            serial += 1
+        return (base, serial - 1, records) if records else None
+
+    def _needs_whole(self, name: str) -> bool:
+        """Whether candidate C{name} can be brought forward only by the whole file."""
+        base = self.held.get(name)
+        if base is None:
+            return True
+        newest = max(self._wanted, self._last_record)
+        return newest > base and base + 1 not in self.records
+
+    def _whole_allowed(self, name: str) -> bool:
+        """Whether the prepared whole file brings C{name} forward (and is not
+        older than what it held before it refused a delta)."""
+        if self.ready is None:
+            return False
+        serial = self.ready[0]
+        return self.held.get(name, 0) < serial and serial >= self._floor.get(name, 0)
 
     def _expire(self, serial: int, waiter: Deferred) -> None:
         self._waiters = [(s, w) for s, w in self._waiters if w is not waiter]
@@ -214,6 +280,8 @@ class ConfigPusher:
         ahead (changes meanwhile join the next one)."""
         if self._preparing or self._wanted <= self._offered:
             return
+        if not any(self._needs_whole(name) for name in self.candidates()):
+            return  # deltas bring everyone forward
         unsent = self.ready is not None and self.ready[0] > self._sending
         if unsent and all(name in self._busy for name in self.candidates()):
             return
@@ -225,6 +293,8 @@ class ConfigPusher:
         """Make C{data} (config serial C{serial}) the config the candidates get next."""
         if serial <= self._offered:
             return
+        if not any(self._needs_whole(name) for name in self.candidates()):
+            return  # deltas bring everyone forward: no whole file to prepare
         if self._preparing:
             self._next = (data, serial)
             return
@@ -260,7 +330,7 @@ class ConfigPusher:
             self._kick(name, address)
 
     def _kick(self, name: str, address: str) -> None:
-        if name in self._busy or self.ready is None or self.held.get(name, 0) >= self.ready[0]:
+        if name in self._busy or (self._delta(name) is None and not self._whole_allowed(name)):
             return
         self._busy.add(name)
         d = Deferred.fromCoroutine(self._upload(name, address))
@@ -269,7 +339,15 @@ class ConfigPusher:
     async def _upload(self, name: str, address: str) -> None:
         """Send the newest prepared config to candidate C{name} until it holds it."""
         try:
-            while self.ready is not None and self.held.get(name, 0) < self.ready[0]:
+            while True:
+                delta = self._delta(name)
+                if delta is not None:
+                    if not await self._send_delta(name, address, *delta):
+                        return
+                    continue
+                if not self._whole_allowed(name):
+                    break
+                assert self.ready is not None
                 serial, details = self.ready
                 self._sending = max(self._sending, serial)
                 self.uploads += 1
@@ -282,15 +360,45 @@ class ConfigPusher:
                     self._config_lagging.add(name)
                     self._schedule_retry()
                     return
-                self.held[name] = max(self.held.get(name, 0), serial)
-                if name in self._config_lagging:
-                    self._config_lagging.discard(name)
-                    if name not in self.lagging:
-                        self.log.info("node {node} caught up with config serial {serial}", node=name, serial=serial)
-                self._release()
+                self._floor.pop(name, None)
+                self._holds(name, serial)
         finally:
             self._busy.discard(name)
         self._want_snapshot()
+
+    def _holds(self, name: str, serial: int) -> None:
+        self.held[name] = max(self.held.get(name, 0), serial)
+        if name in self._config_lagging:
+            self._config_lagging.discard(name)
+            if name not in self.lagging:
+                self.log.info("node {node} caught up with config serial {serial}", node=name, serial=serial)
+        self._release()
+
+    async def _send_delta(self, name: str, address: str, base: int, target: int,
+                          records: list[dict[str, Any]]) -> bool:
+        """Send candidate C{name} the records after C{base}; whether it took them."""
+        self.deltas += 1
+        result = await self.rpc().run_one(name, address,
+                                          procedures.config_delta.call(base, records).within(PUSH_TIMEOUT))
+        if not result.failed:
+            self._holds(name, target)
+            return True
+        if result.fail_msg and "config_delta refused" in result.fail_msg:
+            # it holds another config (or cannot take deltas): the whole file, never older than what it had
+            self.log.info("node {node} refused config serials {base}+: {why}; sending the whole config.data",
+                          node=name, base=base + 1, why=result.fail_msg)
+            self.held.pop(name, None)
+            self._floor[name] = base
+            data, serial = self.snapshot()
+            if self.ready is None or self.ready[0] < serial:
+                self.offer(data, serial)
+            return self._whole_allowed(name)
+        if name not in self.lagging:
+            self.log.warn("node {node} missed config serial {serial}: {why}", node=name, serial=target,
+                          why=result.fail_msg)
+        self._config_lagging.add(name)
+        self._schedule_retry()
+        return False
 
     # --- the distributor stage: after each durable config.data ---------------------------------
     def __call__(self, data: bytes, serial: int) -> Deferred:

@@ -128,6 +128,9 @@ class WConfdService(Service):
             candidates hold config serial C{serial} (or newer), or fails; a
             change is acknowledged only then (L{ganeti.wconfd.replication}).
             C{None}: once it is durable here.
+        @ivar durable: called with each journal record once it is durable
+            here, before the change waits for its quorum (the replication
+            stage sends candidates these records as deltas)
         """
         self.storage = storage
         self.clock = clock
@@ -139,6 +142,7 @@ class WConfdService(Service):
         self.probe = probe
         self.holder = holder
         self.quorum = quorum
+        self.durable: Callable[[dict[str, Any]], None] | None = None
         self.requests = RequestLog()
         #: requests being applied: (owner, request id) -> retries waiting for the answer
         self._inflight: dict[tuple[Owner, int], list[Deferred]] = {}
@@ -726,6 +730,8 @@ class WConfdService(Service):
             raise errors.ConfigurationError("change not saved: %s" % e) from e
         if rid is not None and owner is not None:
             self.requests.record(owner, rid, answer)
+        if self.durable is not None:
+            self.durable(record)
         self._schedule_checkpoint()
         if self.quorum is not None:
             await self.quorum(serial)

@@ -98,6 +98,7 @@ def makeService(options: Options, reactor: Any = None) -> IService:
             majority_timeout=options["majority-timeout"],
         )
         service.quorum = next_stage.majority  # a change is acknowledged once a majority of candidates hold it
+        service.durable = next_stage.note  # its journal records go to the candidates as deltas
     rpc_factory: Callable[[], Any] | None = None
     if os.path.exists(paths.server_pem):
         from ganeti.rpc import RpcClient

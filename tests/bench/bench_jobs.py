@@ -24,6 +24,7 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.luxid.forkclient import ForkServer
 from ganeti.luxid.spawner import JobChannel
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
+from tests.bench.quorum import candidate_config, job_reached, parse_candidates, with_cluster
 
 FINAL = ("success", "error", "canceled")
 
@@ -117,7 +118,29 @@ async def spawn_cost(reactor: Any, paths: Any, rounds: int = 40) -> list[float]:
     return samples[3:]
 
 
-async def main(reactor: Any) -> None:
+async def with_candidates(reactor: Any, candidates: int) -> dict[str, float]:
+    """Job latency, burst and CLI wall time on the master of a cluster with
+    C{candidates} master candidates (L{tests.bench.quorum})."""
+
+    async def body(paths: Any) -> dict[str, float]:
+        client = LuxiClient(paths.luxi_socket)
+        await task.deferLater(reactor, 0.5, lambda: None)
+        lat = await threads.deferToThread(latency, client)
+        rate = await threads.deferToThread(burst, client)
+        cli = await threads.deferToThread(cli_delay, paths)
+        client.close()
+        return {
+            "job_latency_p50_ms": percentile(lat, 50),
+            "job_latency_p99_ms": percentile(lat, 99),
+            "burst200_jobs_per_s": rate,
+            "cli_delay_ms": percentile(cli, 50) if cli else -1.0,
+        }
+
+    return await with_cluster(reactor, candidate_config(candidates), candidates, body,  # type: ignore[no-any-return]
+                              job_reached(1), luxid=True)
+
+
+async def main(reactor: Any, candidates: int = 0) -> None:
     paths = make_root("gntj")
     seed_config(paths, initial_config("bench.test", "node1.test", "127.0.1.1"))
     wconfd = Daemon(paths, "ganeti-wconfd")
@@ -155,11 +178,28 @@ async def main(reactor: Any) -> None:
         ("spawn -> handshake confirmed p99", "%.1f ms" % results["spawn_p99_ms"], "", ""),
         ("gnt-debug delay 0.001 wall time p50", "%.0f ms" % results["cli_delay_ms"] if cli else "n/a (no gnt-debug)", "<= 150 ms", "382 ms"),
     ]
-    print("%-44s %-20s %-14s %s" % ("Jobs benchmark", "measured", "target", "Ganeti 3.0"))
+    summary: dict[str, float] = {k: round(v, 3) for k, v in results.items()}
+    if candidates:
+        quorum = await with_candidates(reactor, candidates)
+        mode = " [%d cand.]" % candidates
+        rows += [
+            ("OP_TEST_DELAY(0.001) submit->success p50" + mode, "%.1f ms" % quorum["job_latency_p50_ms"], "<= 25 ms",
+             ""),
+            ("OP_TEST_DELAY(0.001) submit->success p99" + mode, "%.1f ms" % quorum["job_latency_p99_ms"], "", ""),
+            ("200 jobs at once (SubmitManyJobs)" + mode, "%.1f jobs/s" % quorum["burst200_jobs_per_s"],
+             ">= 50 jobs/s", ""),
+            ("gnt-debug delay 0.001 wall time p50" + mode,
+             "%.0f ms" % quorum["cli_delay_ms"] if quorum["cli_delay_ms"] >= 0 else "n/a (no gnt-debug)", "<= 150 ms",
+             ""),
+        ]
+        summary["candidates"] = candidates
+        summary.update({"%s_%dc" % (k, candidates): round(v, 3) for k, v in quorum.items()})
+    print("%-52s %-20s %-14s %s" % ("Jobs benchmark", "measured", "target", "Ganeti 3.0"))
     for row in rows:
-        print("%-44s %-20s %-14s %s" % row)
-    print(orjson.dumps({k: round(v, 3) for k, v in results.items()}).decode())
+        print("%-52s %-20s %-14s %s" % row)
+    print(orjson.dumps(summary).decode())
 
 
 if __name__ == "__main__":
-    task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+    count = parse_candidates(sys.argv[1:], "scripts/bench jobs")
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, count)))

@@ -21,6 +21,7 @@ from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import ConfigData
 from ganeti.testing.daemons import Daemon, LiveOwner, make_root, remove_root, seed_config
 from ganeti.wconfd.client import WConfdClient
+from tests.bench.quorum import candidate_config, config_reached, parse_candidates, with_cluster
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -88,8 +89,14 @@ async def bench_locks(reactor: Any, rounds: int = 4000, seconds: float = 3.0) ->
     return await with_daemon(reactor, config, body)  # type: ignore[no-any-return]
 
 
-async def bench_updates(reactor: Any, instances: int, seconds: float = 4.0, writers: int = 8) -> dict[str, float]:
-    config = grow(initial_config("bench.test", "node1.test", "127.0.1.1"), nodes=999, instances=instances)
+async def bench_updates(reactor: Any, instances: int, seconds: float = 4.0, writers: int = 8,
+                        candidates: int = 0) -> dict[str, float]:
+    """Durable updates by C{writers} clients; with C{candidates}, on a
+    cluster of the master and that many candidates (L{tests.bench.quorum})."""
+    if candidates:
+        config = candidate_config(candidates, lambda c: grow(c, nodes=999 - candidates, instances=instances))
+    else:
+        config = grow(initial_config("bench.test", "node1.test", "127.0.1.1"), nodes=999, instances=instances)
     by_writer: list[list[str]] = [[] for _ in range(writers)]
     for index, inst in enumerate(sorted(config.instances.values(), key=lambda i: i.name)[: writers * 16]):
         by_writer[index % writers].append(inst.name)
@@ -148,6 +155,8 @@ async def bench_updates(reactor: Any, instances: int, seconds: float = 4.0, writ
             "full_read_objects_ms": percentile(object_ms, 50),
         }
 
+    if candidates:
+        return await with_cluster(reactor, config, candidates, body, config_reached(config))  # type: ignore[no-any-return]
     return await with_daemon(reactor, config, body)  # type: ignore[no-any-return]
 
 
@@ -197,7 +206,7 @@ async def bench_death(reactor: Any, rounds: int = 5) -> dict[str, float]:
     return await with_daemon(reactor, config, body)  # type: ignore[no-any-return]
 
 
-async def main(reactor: Any) -> None:
+async def main(reactor: Any, candidates: int = 0) -> None:
     results: dict[str, float] = {}
     results.update(await bench_locks(reactor))
     small = await bench_updates(reactor, 1000)
@@ -207,6 +216,14 @@ async def main(reactor: Any) -> None:
     results["update_cost_ratio_10k_to_1k"] = small["updates_per_s"] / large["updates_per_s"]
     results["full_read_ms_10k"] = large["full_read_bytes_ms"]  # the read WConfD serves (cached bytes)
     results.update(await bench_death(reactor))
+    quorum: list[tuple[str, dict[str, float]]] = []
+    if candidates:
+        suffix = "_%dc" % candidates
+        for label, count in (("1k", 1000), ("10k", 10000)):
+            figures = await bench_updates(reactor, count, candidates=candidates)
+            quorum.append((label, figures))
+            for key in ("updates_per_s", "update_p50_ms", "update_p99_ms"):
+                results["%s_%s%s" % (key, label, suffix)] = figures[key]
 
     rows = [
         ("lock round trip p50 (1 client)", "%.3f ms" % results["lock_p50_ms"], "<= 0.3 ms", "1.7-2.2 ms"),
@@ -224,6 +241,11 @@ async def main(reactor: Any) -> None:
         ("SIGKILL -> locks granted, worst of 5", "%.3f s" % results["dead_owner_release_s"], "<= 1 s", "up to 311 s"),
         ("SIGKILL -> locks granted, median", "%.3f s" % results["dead_owner_release_median_s"], "", ""),
     ]
+    for label, figures in quorum:
+        rows.append(("durable updates/s, %s inst., %d cand." % (label, candidates), "%.0f /s" % figures["updates_per_s"],
+                     ">= 200 /s" if label == "10k" else "", ""))
+        rows.append(("  update latency p50 / p99", "%.2f / %.2f ms" % (figures["update_p50_ms"], figures["update_p99_ms"]),
+                     "", ""))
     print("%-42s %-18s %-12s %s" % ("WConfD benchmark", "measured", "target", "Ganeti 3.0"))
     for row in rows:
         print("%-42s %-18s %-12s %s" % row)
@@ -237,8 +259,13 @@ async def main(reactor: Any) -> None:
         "full_read_ms_10k",
         "dead_owner_release_s",
     )
-    print(orjson.dumps({k: round(results[k], 4) for k in keys}).decode())
+    summary = {k: round(results[k], 4) for k in keys}
+    if candidates:
+        summary["candidates"] = candidates
+        summary.update({k: round(v, 4) for k, v in results.items() if k.endswith("_%dc" % candidates)})
+    print(orjson.dumps(summary).decode())
 
 
 if __name__ == "__main__":
-    task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+    count = parse_candidates(sys.argv[1:], "scripts/bench wconfd")
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, count)))

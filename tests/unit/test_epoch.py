@@ -166,3 +166,19 @@ def test_epoch_claim_procedure(node):
     for bad in ((-1, "n"), (True, "n"), (5, ""), (5, "a b"), ("5", "n")):
         assert node.call(None, "epoch_claim", *bad).failed
     assert epoch.read_record(node.paths) == (4, "node2.test")
+
+
+def test_noded_refuses_a_config_delta_with_a_lower_epoch(node):
+    from ganeti import serializer
+    from tests.unit.wconfd_helpers import make_config
+
+    config = make_config(nodes=1, instances=1)
+    serializer.write_file(node.paths.config_data, config.to_json(), mode=0o640)
+    before = serializer.read_file(node.paths.config_data)
+    assert node.call(5, "version").success
+    record = {"s": config.serial_no + 1, "t": 2.0, "c": []}
+    result = node.call(4, "config_delta", config.serial_no, [record])
+    assert result.failed and "stale master epoch 4" in result.fail_msg
+    assert serializer.read_file(node.paths.config_data) == before
+    assert not os.path.exists(node.paths.config_data + ".delta")
+    assert node.call(5, "config_delta", config.serial_no, [record]).payload == config.serial_no + 1
