@@ -25,10 +25,12 @@ import socket
 import subprocess
 from typing import Any, Sequence
 
+from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.error import ProcessDone
 from twisted.internet.interfaces import IReactorProcess, IReactorTCP, IReactorThreads
 from twisted.internet.protocol import ClientFactory, ProcessProtocol, Protocol
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -168,3 +170,26 @@ def _failed(error: BaseException | None = None) -> Deferred[Any]:
     d: Deferred[Any] = Deferred()
     d.errback(Failure(error) if error is not None else Failure())
     return d
+
+
+class Ticker(Service):
+    """A service calling its L{check} every C{interval} seconds on C{reactor}'s
+    clock while it runs (the first call one interval after it starts)."""
+
+    def __init__(self, reactor: Any, interval: float) -> None:
+        self.reactor = reactor
+        self.interval = interval
+        self._loop = LoopingCall(self.check)
+        self._loop.clock = reactor
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def startService(self) -> None:
+        super().startService()
+        self._loop.start(self.interval, now=False)
+
+    def stopService(self) -> Any:
+        if self._loop.running:
+            self._loop.stop()
+        return super().stopService()

@@ -410,7 +410,7 @@ class LUBackupExport(LogicalUnit):
 
     async def exec_(self, feedback: Feedback) -> Any:
         op, inst = self.op, self.instance
-        src, dst = inst.primary_node or "", op.get("target_node_uuid") or ""
+        src = inst.primary_node or ""
         was_up = inst.admin_state == iu.ADMIN_UP
         running = await iu.instance_info(self, inst) is not None
         if running and not op["shutdown"]:
@@ -419,44 +419,8 @@ class LUBackupExport(LogicalUnit):
         if running:
             await self.feedback("Shutting down instance %s" % inst.name)
             await iu.shutdown_instance_on(self, inst, src, op["shutdown_timeout"])
-        results: list[bool] = []
-        finalized = False
-        if self.remote:
-            try:
-                results = await backup_remote.remote_export(self, inst, self.key, self.dest_cert, self.targets,
-                                                            op["compress"])
-                finalized = True
-            finally:
-                await iu.call_node_result(self, src, procedures.x509_cert_remove.call(self.key))
-                if running and was_up and not op["remove_instance"]:
-                    await self.feedback("Starting instance %s" % inst.name)
-                    await iu.start_instance_on(self, inst, src)
-            if op["remove_instance"]:
-                await self._remove_instance(feedback)
-            return [finalized, results]
         try:
-            await iu.call_node(self, dst, procedures.export_start.call(inst.name or "").within(TMO_EXPORT),
-                               what="prepare export %s" % inst.name)
-            try:
-                data = rpc_inst.encode_instance(self.cfg, inst)
-                for index, disk in enumerate(self.disks):
-                    await self.feedback("Exporting disk/%d to node %s" % (index, op["target_node"]))
-                    await transfer.transfer(
-                        self, "disk/%d" % index,
-                        transfer.Endpoint(src, {"type": "os", "instance": data, "index": index}),
-                        transfer.Endpoint(dst, {"type": "file", "export": inst.name, "file": disk.uuid}),
-                        op["compress"], (disk.size or 0) * 1024 * 1024)
-                    results.append(True)
-                await self.feedback("Finalizing export on %s" % op["target_node"])
-                await iu.call_node(self, dst, procedures.export_finalize.call(
-                    inst.name or "", export_config(self.cfg, inst, self.disks)).within(TMO_EXPORT), what="finalize export %s" % inst.name)
-                finalized = True
-            except Exception:
-                result = await iu.call_node_result(self, dst, procedures.export_discard.call(inst.name or "").within(TMO_EXPORT))
-                if result.failed:
-                    await self.log_warning("Could not remove the partial export on node %s: %s",
-                                           op["target_node"], result.fail_msg)
-                raise
+            finalized, results = await (self._export_remote() if self.remote else self._export_local())
         finally:
             if running and was_up and not op["remove_instance"]:
                 await self.feedback("Starting instance %s" % inst.name)
@@ -464,6 +428,47 @@ class LUBackupExport(LogicalUnit):
         if op["remove_instance"]:
             await self._remove_instance(feedback)
         return [finalized, results]
+
+    async def _export_remote(self) -> tuple[bool, Any]:
+        """The disks to the other cluster's nodes (L{backup_remote}); the source's key goes afterwards."""
+        inst, src = self.instance, self.instance.primary_node or ""
+        try:
+            results = await backup_remote.remote_export(self, inst, self.key, self.dest_cert, self.targets,
+                                                        self.op["compress"])
+        finally:
+            await iu.call_node_result(self, src, procedures.x509_cert_remove.call(self.key))
+        return True, results
+
+    async def _export_local(self) -> tuple[bool, list[bool]]:
+        """The disks to the target node's export directory, finalized there; a
+        failure discards the partial export."""
+        op, inst, src = self.op, self.instance, self.instance.primary_node or ""
+        dst = op.get("target_node_uuid") or ""
+        results: list[bool] = []
+        await iu.call_node(self, dst, procedures.export_start.call(inst.name or "").within(TMO_EXPORT),
+                           what="prepare export %s" % inst.name)
+        try:
+            data = rpc_inst.encode_instance(self.cfg, inst)
+            for index, disk in enumerate(self.disks):
+                await self.feedback("Exporting disk/%d to node %s" % (index, op["target_node"]))
+                await transfer.transfer(
+                    self, "disk/%d" % index,
+                    transfer.Endpoint(src, {"type": "os", "instance": data, "index": index}),
+                    transfer.Endpoint(dst, {"type": "file", "export": inst.name, "file": disk.uuid}),
+                    op["compress"], (disk.size or 0) * 1024 * 1024)
+                results.append(True)
+            await self.feedback("Finalizing export on %s" % op["target_node"])
+            await iu.call_node(self, dst, procedures.export_finalize.call(
+                inst.name or "", export_config(self.cfg, inst, self.disks)).within(TMO_EXPORT),
+                what="finalize export %s" % inst.name)
+        except Exception:
+            result = await iu.call_node_result(self, dst,
+                                               procedures.export_discard.call(inst.name or "").within(TMO_EXPORT))
+            if result.failed:
+                await self.log_warning("Could not remove the partial export on node %s: %s",
+                                       op["target_node"], result.fail_msg)
+            raise
+        return True, results
 
     async def _remove_instance(self, feedback: Feedback) -> None:
         from ganeti.cmdlib.instance import LUInstanceRemove

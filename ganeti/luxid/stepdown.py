@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from twisted.application.service import Service
 from twisted.internet import threads
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from ganeti import ha_params
+from ganeti.asyncutil import Ticker
 from ganeti.election import StepDownClock
 from ganeti.heartbeat import roster as rost
 from ganeti.paths import Paths
@@ -47,7 +46,7 @@ def _stop_wconfd(paths: Paths) -> None:
     daemons.stop(paths, ["ganeti-wconfd"], timeout=WCONFD_STOP_TIMEOUT, out=lambda _line: None)
 
 
-class StepDown(Service):
+class StepDown(Ticker):
     """The step-down watch of one LuxiD (see the module docstring).
 
     @param liveness: the heartbeat roster service (L{ganeti.heartbeat.server.LivenessService})
@@ -63,7 +62,8 @@ class StepDown(Service):
                  stop: Callable[[], None], *, stop_wconfd: Callable[[Paths], None] = _stop_wconfd,
                  interval: float = CHECK_INTERVAL) -> None:
         self.paths = paths
-        self.reactor = reactor
+        super().__init__(reactor, interval)
+        self._params = ha_params.Watch(paths)  # one stat per check, the file read when replaced
         self.liveness = liveness
         self.me = me
         self._refuse = refuse
@@ -72,23 +72,11 @@ class StepDown(Service):
         self.clock = StepDownClock()
         #: why this master stepped down (C{None}: it has not)
         self.reason: str | None = None
-        self._loop = LoopingCall(self.check)
-        self._loop.clock = reactor
-        self.interval = interval
-
-    def startService(self) -> None:
-        super().startService()
-        self._loop.start(self.interval, now=False)
-
-    def stopService(self) -> Any:
-        if self._loop.running:
-            self._loop.stop()
-        return super().stopService()
 
     def check(self) -> None:
         if self.reason is not None:
             return
-        params = ha_params.read(self.paths)
+        params = self._params.current()
         total = len(self.liveness.members)
         if not params.auto_failover or total == 0:
             self.clock.since = None

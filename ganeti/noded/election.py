@@ -29,13 +29,12 @@ import os
 import random
 from typing import Any, Callable
 
-from twisted.application.service import Service
 from twisted.internet import threads
 from twisted.internet.defer import Deferred
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from ganeti import errors, ha_params, serializer, ssconf
+from ganeti.asyncutil import Ticker
 from ganeti.election import PROCEED, NodeView, decide, elected, lost_for, refusal
 from ganeti.epoch import EpochGuard, StaleEpoch
 from ganeti.noded.dispatch import handler
@@ -201,7 +200,7 @@ class _LogLines(io.StringIO):
         return len(text)
 
 
-class ElectionService(Service):
+class ElectionService(Ticker):
     """The candidate's side (see the module docstring).
 
     @param port: the noded port of the cluster
@@ -212,27 +211,16 @@ class ElectionService(Service):
     def __init__(self, paths: Paths, reactor: Any, port: int, *, interval: float = CHECK_INTERVAL,
                  rand: Callable[[], float] = random.random) -> None:
         self.paths = paths
-        self.reactor = reactor
+        super().__init__(reactor, interval)
+        self._params = ha_params.Watch(paths)  # one stat per check, the file read when replaced
         self.port = port
         self.procedures: ElectionProcedures | None = None
         self._rand = rand
-        self._loop = LoopingCall(self.check)
-        self._loop.clock = reactor
-        self.interval = interval
         self._busy = False
         self._not_before = 0.0
         self._last_reason = ""
         #: the outcome of each round (tests): C{(decision action, elected, failover exit code or None)}
         self.rounds: list[tuple[str, bool, int | None]] = []
-
-    def startService(self) -> None:
-        super().startService()
-        self._loop.start(self.interval, now=False)
-
-    def stopService(self) -> Any:
-        if self._loop.running:
-            self._loop.stop()
-        return super().stopService()
 
     def check(self) -> None:
         """One tick: start a round when this node lost the master for the timeout."""
@@ -242,7 +230,7 @@ class ElectionService(Service):
         lost = procedures.lost_for(procedures.name())  # its vote for itself does not hold it back
         if lost is None:
             return
-        params = ha_params.read(self.paths)
+        params = self._params.current()
         if not params.auto_failover or lost < params.failover_timeout:
             return
         self._busy = True
