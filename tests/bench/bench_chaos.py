@@ -24,13 +24,14 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.testing.chaos import FAULTS, ChaosCluster, fd_count, totals
 from ganeti.testing.chaos_run import print_table, run_trials
 from ganeti.testing.daemons import make_root, remove_root
+from ganeti.testing.fdcount import quick_job
 
 BATCH = 100
 FINAL = ("success", "error", "canceled")
 
 
 def run_jobs(client: LuxiClient, count: int) -> int:
-    """Submit C{count} OP_TEST_DELAY(0) jobs in batches (SubmitManyJobs),
+    """Submit C{count} quick OP_TEST_DELAY jobs in batches (SubmitManyJobs),
     wait for each batch, archive what ended (the queue holds 5,000 at most);
     how many succeeded (fewer if LuxiD stopped taking jobs)."""
     succeeded = 0
@@ -38,7 +39,7 @@ def run_jobs(client: LuxiClient, count: int) -> int:
     while left > 0:
         size = min(BATCH, left)
         try:
-            answers = client.submit_many_jobs([[{"OP_ID": "OP_TEST_DELAY", "duration": 0}] for _ in range(size)])
+            answers = client.submit_many_jobs([quick_job() for _ in range(size)])
         except (errors.GenericError, OSError) as e:
             print("LuxiD refused jobs after %d: %s" % (count - left, e), file=sys.stderr, flush=True)
             break
