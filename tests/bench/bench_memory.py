@@ -4,10 +4,22 @@ Starts a one-node loopback master (ganeti-noded, ganeti-wconfd,
 ganeti-luxid with its fork server, ganeti-rapi, ganeti-confd and
 ganeti-mond, each under twistd), runs a few jobs so the fork server and
 the daemons have done real work, lets them settle, then reads every
-process's RSS and PSS from C{/proc/PID/smaps_rollup}.  Prints a table,
-then one JSON line: C{rss_<daemon>_mib} and C{pss_<daemon>_mib} per
-daemon, C{rss_total_mib} and C{pss_total_mib} over all of them, and the
-same totals without MonD (C{*_total_no_mond_mib}).
+process's RSS, PSS and anonymous memory from C{/proc/PID/smaps_rollup}.
+
+Each daemon's floor is measured in the same run (L{tests.bench.memfloor}):
+a fresh interpreter that imports the same libraries as the daemon (Twisted,
+pyOpenSSL, the standard library...) but none of Ganeti's modules.  The
+daemon cannot go under it without dropping a library it uses; what it
+takes above it ("ours") is Ganeti's code and data.
+
+Prints a table, then one JSON line: C{rss_<daemon>_mib},
+C{pss_<daemon>_mib}, C{anon_<daemon>_mib} and the floor's
+C{floor_rss_<daemon>_mib}, C{floor_pss_<daemon>_mib},
+C{floor_anon_<daemon>_mib} per daemon; C{rss_total_mib},
+C{pss_total_mib}, C{anon_total_mib}, C{floor_rss_total_mib},
+C{floor_pss_total_mib}, C{floor_anon_total_mib} over all of them; the
+totals without MonD (C{*_total_no_mond_mib}); C{python_rss_mib}, a bare
+interpreter's RSS.
 
 Reference: Ganeti 3.0.2 measured on this machine idles at 156 MiB RSS in
 total (issue 13: confd 15, wconfd 23, MonD 17 MiB, ...).
@@ -30,21 +42,26 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.testing.cluster import LoopbackCluster, loopback_config
 from ganeti.testing.daemons import make_root, remove_root
 from ganeti.testing.mond import ConfdDaemon, MondDaemon
+from tests.bench import memfloor
 
 #: Ganeti 3.0.2's idle total RSS on this machine (issue 13)
 GANETI_RSS_TOTAL_MIB = 156
 USERS = "bench secret write\n"
 
 
-def smaps_rollup(pid: int) -> tuple[float, float]:
-    """C{(rss, pss)} of one process, in MiB."""
-    values = {"Rss:": 0, "Pss:": 0}
+#: one process's figures: rss, pss, anon, floor rss, floor pss, floor anon (MiB)
+Figures = tuple[float, float, float, float, float, float]
+
+
+def smaps_rollup(pid: int) -> tuple[float, float, float]:
+    """C{(rss, pss, anon)} of one process, in MiB."""
+    values = {"Rss:": 0, "Pss:": 0, "Anonymous:": 0}
     with open("/proc/%d/smaps_rollup" % pid) as handle:
         for line in handle:
             fields = line.split()
             if fields and fields[0] in values:
                 values[fields[0]] = int(fields[1])
-    return values["Rss:"] / 1024.0, values["Pss:"] / 1024.0
+    return values["Rss:"] / 1024.0, values["Pss:"] / 1024.0, values["Anonymous:"] / 1024.0
 
 
 def children(pid: int) -> list[int]:
@@ -81,8 +98,13 @@ def run_jobs(paths: Any, count: int) -> None:
         client.close()
 
 
-async def measure(reactor: Any, jobs: int, settle: float) -> dict[str, tuple[float, float]]:
+async def measure(reactor: Any, jobs: int, settle: float) -> tuple[dict[str, Figures], float]:
+    """Each daemon's figures and its floor's, and a bare interpreter's RSS."""
     root = make_root("gntbm")
+    probe_dir = os.path.join(root.root, "bench-probe")
+    os.mkdir(probe_dir)
+    plain_env = dict(os.environ)
+    os.environ.update(memfloor.install_probe(probe_dir))  # the daemons started below inherit it
     cluster = LoopbackCluster(reactor, root, loopback_config(1), rapi_users=USERS, prefix="gntbm")
     confd: ConfdDaemon | None = None
     mond: MondDaemon | None = None
@@ -99,20 +121,59 @@ async def measure(reactor: Any, jobs: int, settle: float) -> dict[str, tuple[flo
         assert cluster.rapi is not None and cluster.luxid.process is not None
         pids = {"noded": cluster.nodeds[0], "wconfd": cluster.wconfd, "luxid": cluster.luxid,
                 "rapi": cluster.rapi, "confd": confd, "mond": mond}
-        figures = {}
+        processes = {}
         for name, daemon in pids.items():
             assert daemon.process is not None
-            figures[name] = smaps_rollup(daemon.process.pid)
+            processes[name] = daemon.process.pid
         forks = children(cluster.luxid.process.pid)
         assert len(forks) == 1, "expected one fork server under LuxiD, found %r" % forks
-        figures["forkserver"] = smaps_rollup(forks[0])
-        return figures
+        processes["forkserver"] = forks[0]
+        figures = {}
+        for name, pid in processes.items():
+            own = smaps_rollup(pid)
+            listing = await threads.deferToThread(memfloor.loaded_modules, pid, probe_dir)
+            figures[name] = own + await threads.deferToThread(memfloor.floor, listing, plain_env)
+        python_rss = (await threads.deferToThread(memfloor.bare_interpreter, plain_env))[0]
+        return figures, python_rss
     finally:
+        os.environ.clear()
+        os.environ.update(plain_env)
         for daemon in (mond, confd):
             if daemon is not None:
                 daemon.stop()
         await cluster.stop()
         remove_root(root)
+
+
+def totals(figures: dict[str, Figures], skip: str | None = None) -> list[float]:
+    """The six figures summed over the daemons (all, or all but C{skip})."""
+    return [sum(values[i] for name, values in figures.items() if name != skip) for i in range(6)]
+
+
+def report(figures: dict[str, Figures], python_rss: float) -> str:
+    """The table and, last, the JSON line."""
+    lines = ["%-12s %8s %8s %8s | %10s %10s %10s | %8s" % (
+        "MiB", "RSS", "PSS", "anon", "floor RSS", "floor PSS", "floor anon", "ours RSS")]
+    row = "%-12s %8.1f %8.1f %8.1f | %10.1f %10.1f %10.1f | %8.1f"
+    result: dict[str, float] = {}
+    for name, values in figures.items():
+        lines.append(row % (name, *values, values[0] - values[3]))
+        for key, value in zip(("rss", "pss", "anon", "floor_rss", "floor_pss", "floor_anon"), values):
+            result["%s_%s_mib" % (key, name)] = round(value, 1)
+    every = totals(figures)
+    no_mond = totals(figures, "mond")
+    lines.append(row % ("total", *every, every[0] - every[3]))
+    lines.append(row % ("w/o mond", *no_mond, no_mond[0] - no_mond[3]))
+    lines.append("floor: a fresh interpreter importing the daemon's libraries, none of Ganeti's modules;")
+    lines.append("a bare interpreter (python -c '') takes %.1f MiB RSS." % python_rss)
+    lines.append("Ganeti 3.0.2 (issue 13): %d MiB RSS in total" % GANETI_RSS_TOTAL_MIB)
+    for key, value in zip(("rss", "pss", "anon", "floor_rss", "floor_pss", "floor_anon"), every):
+        result["%s_total_mib" % key] = round(value, 1)
+    for key, value in zip(("rss", "pss", "anon", "floor_rss", "floor_pss", "floor_anon"), no_mond):
+        result["%s_total_no_mond_mib" % key] = round(value, 1)
+    result.update(python_rss_mib=round(python_rss, 1), ganeti_rss_total_mib=GANETI_RSS_TOTAL_MIB)
+    lines.append(orjson.dumps(result).decode())
+    return "\n".join(lines)
 
 
 def main(reactor: Any) -> defer.Deferred[None]:
@@ -122,24 +183,8 @@ def main(reactor: Any) -> defer.Deferred[None]:
     options = parser.parse_args()
 
     async def run() -> None:
-        figures = await measure(reactor, options.jobs, options.settle)
-        result: dict[str, float] = {}
-        print("%-12s %9s %9s" % ("daemon", "RSS MiB", "PSS MiB"))
-        for name, (rss, pss) in figures.items():
-            print("%-12s %9.1f %9.1f" % (name, rss, pss))
-            result["rss_%s_mib" % name] = round(rss, 1)
-            result["pss_%s_mib" % name] = round(pss, 1)
-        rss_total = sum(rss for rss, _ in figures.values())
-        pss_total = sum(pss for _, pss in figures.values())
-        mond_rss, mond_pss = figures["mond"]
-        print("%-12s %9.1f %9.1f" % ("total", rss_total, pss_total))
-        print("%-12s %9.1f %9.1f" % ("w/o mond", rss_total - mond_rss, pss_total - mond_pss))
-        print("Ganeti 3.0.2 (issue 13): %d MiB RSS in total" % GANETI_RSS_TOTAL_MIB)
-        result.update(rss_total_mib=round(rss_total, 1), pss_total_mib=round(pss_total, 1),
-                      rss_total_no_mond_mib=round(rss_total - mond_rss, 1),
-                      pss_total_no_mond_mib=round(pss_total - mond_pss, 1),
-                      ganeti_rss_total_mib=GANETI_RSS_TOTAL_MIB)
-        print(orjson.dumps(result).decode())
+        figures, python_rss = await measure(reactor, options.jobs, options.settle)
+        print(report(figures, python_rss))
     return defer.ensureDeferred(run())
 
 
