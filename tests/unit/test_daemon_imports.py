@@ -103,3 +103,26 @@ def test_a_lazy_import_counts() -> None:
     graph = {name: _imported(ast.parse(text), name, False, modules) for name, text in source.items()}
     assert "ganeti.cmdlib.base" in reachable(graph, "ganeti.d.tap")
     assert "ganeti.cmdlib" in reachable(graph, "ganeti.d.tap")
+
+
+#: daemon -> modules (ours or libraries) that importing its composition root must not load
+NOT_LOADED = {
+    "confd": ("twisted.web", "ganeti.rpc", "ganeti.query", "ganeti.opcodes"),
+    "mond": ("twisted.web.server", "twisted.spread", "ganeti.rpc", "ganeti.query"),
+    "rapi": ("http.server", "socketserver", "mimetypes", "ganeti.query", "ganeti.cmdlib", "ganeti.locking"),
+    "noded": ("ganeti.luxid", "ganeti.query", "ganeti.opcodes", "ganeti.cmdlib", "twisted.web.client"),
+}
+
+
+@pytest.mark.parametrize("daemon", sorted(NOT_LOADED))
+def test_importing_a_daemon_loads_no_unused_library(daemon: str) -> None:
+    """The same, measured: a fresh interpreter imports the daemon's root
+    and lists what got loaded (libraries are not in the graph above)."""
+    import subprocess
+    import sys
+
+    script = ("import sys, importlib; importlib.import_module(%r); "
+              "print('\\n'.join(name for name, module in sys.modules.items() if module is not None))" % ROOTS[daemon])
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert ROOTS[daemon] in loaded
+    assert sorted(name for name in loaded if any(inside(name, unused) for unused in NOT_LOADED[daemon])) == []
