@@ -2,7 +2,7 @@
 
 Starts a one-node loopback master (ganeti-noded, ganeti-wconfd,
 ganeti-luxid with its fork server, ganeti-rapi, ganeti-confd and
-ganeti-mond, each under twistd), runs a few jobs so the fork server and
+ganeti-mond, each under ganeti-twistd), runs a few jobs so the fork server and
 the daemons have done real work, lets them settle, then reads every
 process's RSS, PSS and anonymous memory from C{/proc/PID/smaps_rollup}.
 
