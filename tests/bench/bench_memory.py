@@ -24,7 +24,10 @@ interpreter's RSS.
 Reference: Ganeti 3.0.2 measured on this machine idles at 156 MiB RSS in
 total (issue 13: confd 15, wconfd 23, MonD 17 MiB, ...).
 
-    scripts/bench memory [--jobs N] [--settle SECONDS]
+With C{--instances N} the cluster's configuration holds N instances
+(diskless, down), to see what a large configuration costs each daemon.
+
+    scripts/bench memory [--jobs N] [--settle SECONDS] [--instances N]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 import orjson
 from twisted.internet import defer, task, threads
 
+from ganeti.config.bootstrap import grow
 from ganeti.daemons import free_port
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.cluster import LoopbackCluster, loopback_config
@@ -98,14 +102,17 @@ def run_jobs(paths: Any, count: int) -> None:
         client.close()
 
 
-async def measure(reactor: Any, jobs: int, settle: float) -> tuple[dict[str, Figures], float]:
+async def measure(reactor: Any, jobs: int, settle: float, instances: int = 0) -> tuple[dict[str, Figures], float]:
     """Each daemon's figures and its floor's, and a bare interpreter's RSS."""
     root = make_root("gntbm")
     probe_dir = os.path.join(root.root, "bench-probe")
     os.mkdir(probe_dir)
     plain_env = dict(os.environ)
     os.environ.update(memfloor.install_probe(probe_dir))  # the daemons started below inherit it
-    cluster = LoopbackCluster(reactor, root, loopback_config(1), rapi_users=USERS, prefix="gntbm")
+    config = loopback_config(1)
+    if instances:
+        config = grow(config, instances=instances, disks_per_instance=0)
+    cluster = LoopbackCluster(reactor, root, config, rapi_users=USERS, prefix="gntbm")
     confd: ConfdDaemon | None = None
     mond: MondDaemon | None = None
     try:
@@ -180,10 +187,11 @@ def main(reactor: Any) -> defer.Deferred[None]:
     parser = argparse.ArgumentParser(prog="scripts/bench memory")
     parser.add_argument("--jobs", type=int, default=20, help="jobs run before measuring (default 20)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds idle before measuring (default 3)")
+    parser.add_argument("--instances", type=int, default=0, help="instances in the configuration (default 0)")
     options = parser.parse_args()
 
     async def run() -> None:
-        figures, python_rss = await measure(reactor, options.jobs, options.settle)
+        figures, python_rss = await measure(reactor, options.jobs, options.settle, options.instances)
         print(report(figures, python_rss))
     return defer.ensureDeferred(run())
 
