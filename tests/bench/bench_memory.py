@@ -18,8 +18,9 @@ C{floor_rss_<daemon>_mib}, C{floor_pss_<daemon>_mib},
 C{floor_anon_<daemon>_mib} per daemon; C{rss_total_mib},
 C{pss_total_mib}, C{anon_total_mib}, C{floor_rss_total_mib},
 C{floor_pss_total_mib}, C{floor_anon_total_mib} over all of them; the
-totals without MonD (C{*_total_no_mond_mib}); C{python_rss_mib}, a bare
-interpreter's RSS.
+totals without MonD (C{*_total_no_mond_mib}); the runtime's layers
+(L{memfloor.LAYERS}): C{python_rss_mib}, a bare interpreter's RSS, and
+C{layer_twistd_rss_mib}, C{layer_tls_rss_mib}, C{layer_web_rss_mib}.
 
 Reference: Ganeti 3.0.2 measured on this machine idles at 156 MiB RSS in
 total (issue 13: confd 15, wconfd 23, MonD 17 MiB, ...).
@@ -102,8 +103,9 @@ def run_jobs(paths: Any, count: int) -> None:
         client.close()
 
 
-async def measure(reactor: Any, jobs: int, settle: float, instances: int = 0) -> tuple[dict[str, Figures], float]:
-    """Each daemon's figures and its floor's, and a bare interpreter's RSS."""
+async def measure(reactor: Any, jobs: int, settle: float,
+                  instances: int = 0) -> tuple[dict[str, Figures], dict[str, float]]:
+    """Each daemon's figures and its floor's, and the runtime's layers' RSS."""
     root = make_root("gntbm")
     probe_dir = os.path.join(root.root, "bench-probe")
     os.mkdir(probe_dir)
@@ -140,8 +142,8 @@ async def measure(reactor: Any, jobs: int, settle: float, instances: int = 0) ->
             own = smaps_rollup(pid)
             listing = await threads.deferToThread(memfloor.loaded_modules, pid, probe_dir)
             figures[name] = own + await threads.deferToThread(memfloor.floor, listing, plain_env)
-        python_rss = (await threads.deferToThread(memfloor.bare_interpreter, plain_env))[0]
-        return figures, python_rss
+        runtime = await threads.deferToThread(memfloor.layers, plain_env)
+        return figures, runtime
     finally:
         os.environ.clear()
         os.environ.update(plain_env)
@@ -157,7 +159,7 @@ def totals(figures: dict[str, Figures], skip: str | None = None) -> list[float]:
     return [sum(values[i] for name, values in figures.items() if name != skip) for i in range(6)]
 
 
-def report(figures: dict[str, Figures], python_rss: float) -> str:
+def report(figures: dict[str, Figures], runtime: dict[str, float]) -> str:
     """The table and, last, the JSON line."""
     lines = ["%-12s %8s %8s %8s | %10s %10s %10s | %8s" % (
         "MiB", "RSS", "PSS", "anon", "floor RSS", "floor PSS", "floor anon", "ours RSS")]
@@ -172,13 +174,18 @@ def report(figures: dict[str, Figures], python_rss: float) -> str:
     lines.append(row % ("total", *every, every[0] - every[3]))
     lines.append(row % ("w/o mond", *no_mond, no_mond[0] - no_mond[3]))
     lines.append("floor: a fresh interpreter importing the daemon's libraries, none of Ganeti's modules;")
-    lines.append("a bare interpreter (python -c '') takes %.1f MiB RSS." % python_rss)
+    lines.append("the runtime alone (RSS): an interpreter %.1f MiB; with twistd's runner and the reactor %.1f;"
+                 % (runtime["python"], runtime["twistd"]))
+    lines.append("  with pyOpenSSL and cryptography (all but confd and mond) %.1f; with twisted.web's server"
+                 " (noded, rapi) %.1f" % (runtime["tls"], runtime["web"]))
     lines.append("Ganeti 3.0.2 (issue 13): %d MiB RSS in total" % GANETI_RSS_TOTAL_MIB)
     for key, value in zip(("rss", "pss", "anon", "floor_rss", "floor_pss", "floor_anon"), every):
         result["%s_total_mib" % key] = round(value, 1)
     for key, value in zip(("rss", "pss", "anon", "floor_rss", "floor_pss", "floor_anon"), no_mond):
         result["%s_total_no_mond_mib" % key] = round(value, 1)
-    result.update(python_rss_mib=round(python_rss, 1), ganeti_rss_total_mib=GANETI_RSS_TOTAL_MIB)
+    result.update(python_rss_mib=round(runtime["python"], 1), ganeti_rss_total_mib=GANETI_RSS_TOTAL_MIB)
+    for name in ("twistd", "tls", "web"):
+        result["layer_%s_rss_mib" % name] = round(runtime[name], 1)
     lines.append(orjson.dumps(result).decode())
     return "\n".join(lines)
 
@@ -191,8 +198,8 @@ def main(reactor: Any) -> defer.Deferred[None]:
     options = parser.parse_args()
 
     async def run() -> None:
-        figures, python_rss = await measure(reactor, options.jobs, options.settle, options.instances)
-        print(report(figures, python_rss))
+        figures, runtime = await measure(reactor, options.jobs, options.settle, options.instances)
+        print(report(figures, runtime))
     return defer.ensureDeferred(run())
 
 

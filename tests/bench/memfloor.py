@@ -134,6 +134,20 @@ def floor(listing: str, env: dict[str, str] | None = None) -> tuple[float, float
     return rss, pss, anon
 
 
-def bare_interpreter(env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """The same for an interpreter that imports nothing."""
-    return floor("", env)
+_TWISTD = "loaded twisted.scripts.twistd\nloaded twisted.internet.reactor\n"
+
+#: the runtime in layers, each a listing for L{floor} that includes the one
+#: before: an interpreter; twistd's runner and the reactor without TLS (confd,
+#: MonD); with pyOpenSSL and cryptography (every other daemon); with
+#: twisted.web's server (NodeD, RAPI)
+LAYERS = (
+    ("python", ""),
+    ("twistd", _TWISTD + "blocked OpenSSL\n"),
+    ("tls", _TWISTD),
+    ("web", _TWISTD + "loaded twisted.web.server\n"),
+)
+
+
+def layers(env: dict[str, str] | None = None) -> dict[str, float]:
+    """The RSS in MiB of each of L{LAYERS}."""
+    return {name: floor(listing, env)[0] for name, listing in LAYERS}
