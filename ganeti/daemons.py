@@ -265,18 +265,33 @@ def selected(paths: Paths, names: list[str]) -> list[Spec]:
             and (master or not spec.master_only or (candidate and spec.name in ON_CANDIDATES))]
 
 
+def launcher_path() -> str:
+    """The daemons' runner: C{ganeti-twistd}, else C{twistd}, beside this
+    Python (the same installation) first, else on C{PATH}."""
+    runners = ("ganeti-twistd", "twistd")
+    for name in runners:
+        beside = os.path.join(os.path.dirname(sys.executable), name)
+        if os.access(beside, os.X_OK):
+            return beside
+    for name in runners:
+        found = shutil.which(name)
+        if found:
+            return found
+    return os.path.join(os.path.dirname(sys.executable), "twistd")
+
+
 def twistd_command(paths: Paths, spec: Spec, options: list[str],
                    env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """How to run C{spec}'s daemon daemonized: its argv and environment.
 
     It logs through L{ganeti.logfile.observer} to C{ROOT/var/log/ganeti/<logbase>.log}
     (appending, info level; C{GANETI_DEBUG=1} in the environment adds debug
-    lines).  twistd is the one installed beside this Python, else the one
-    on C{PATH} (a C{pip install --user} puts it in C{~/.local/bin}).
+    lines).  The runner is L{ganeti.launcher}'s C{ganeti-twistd} (twistd
+    without Twisted's own plugins loaded, ~1.7 MiB less per daemon), else
+    C{twistd}: the one installed beside this Python, else the one on C{PATH}
+    (a C{pip install --user} puts them in C{~/.local/bin}).
     """
-    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
-    if not os.access(twistd, os.X_OK):
-        twistd = shutil.which("twistd") or twistd
+    twistd = launcher_path()
     env = {**os.environ, **(env or {})}
     env[LOG_FILE_ENV] = paths.log_file(spec.logbase)
     argv = [twistd, "--pidfile=", "--umask=022", "--logger=ganeti.logfile.observer", spec.name, *options]

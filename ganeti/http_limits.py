@@ -33,6 +33,7 @@ one summary line per interval, never one line per connection.
 
 from __future__ import annotations
 
+import inspect
 import resource
 from collections import Counter
 from typing import Any
@@ -488,6 +489,23 @@ class GuardedChannel(HTTPChannel):
 
 
 # --- composition --------------------------------------------------------------------
+
+
+def json_site_options() -> dict[str, Any]:
+    """C{Site} keyword arguments for a site whose bodies are JSON, never HTML forms.
+
+    By default C{twisted.web} parses every POST body sent as
+    C{application/x-www-form-urlencoded} or C{multipart/form-data} into
+    C{request.args}, and parses each POST's C{Content-Type} with the
+    standard library's C{email} package (which loads C{email.policy} and
+    its header registry, ~0.6 MiB, on the first POST).  NodeD's RPC and
+    RAPI take JSON bodies: a form-typed body must not become query
+    arguments, and nothing needs parsing.  A Twisted whose C{Site} takes
+    C{parsePOSTFormSubmission} gets C{False}; an older one no argument.
+    """
+    if "parsePOSTFormSubmission" in inspect.signature(Site.__init__).parameters:
+        return {"parsePOSTFormSubmission": False}
+    return {}
 
 
 def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None) -> WrappingFactory:

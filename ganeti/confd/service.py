@@ -20,6 +20,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from ganeti.confd.answers import Index
+from ganeti.daemon import release_freed_memory
 from ganeti.dirwatch import CREATED, WRITTEN, DirectoryWatcher
 from ganeti.paths import Paths
 
@@ -61,8 +62,9 @@ class ConfdService(Service):
             callback gets the changed file's name.  C{None}: no inotify.
         @param freeze_gc: after each reload, collect the old index and move
             the new one out of the garbage collector's sight (C{gc.freeze}),
-            so that full collections during queries stay short (the daemon
-            sets this; it is process-wide, so tests leave it off).
+            so that full collections during queries stay short, and give
+            the memory freed back to the system (the daemon sets this; it is
+            process-wide, so tests leave it off).
         """
         self.paths = paths
         self.clock = clock
@@ -123,6 +125,7 @@ class ConfdService(Service):
             gc.unfreeze()
             gc.collect()
             gc.freeze()
+            release_freed_memory()  # the old index and the file's bytes
         self.log.info(
             "loaded configuration serial {serial} (cluster serial {cluster_serial})",
             serial=index.serial,

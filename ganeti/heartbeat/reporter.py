@@ -189,8 +189,8 @@ class StateReporter:
 
 def node_reporter(paths: Any, reactor: Any, send: Callable[[dict[str, Any]], bool]) -> StateReporter:
     """NodeD's reporter: its own instance procedures, the fake hypervisor's directory watched."""
-    from ganeti.luxid.live import instances_report, node_report
     from ganeti.noded.procedures import NodeProcedures
+    from ganeti.rpc.live import instances_report, node_report
 
     procedures = NodeProcedures(paths, reactor)
 

@@ -210,7 +210,7 @@ def report_args(cluster: Any) -> dict[str, Any]:
     """The report arguments of a cluster: those LuxiD's live queries give the RPCs."""
     from types import SimpleNamespace
 
-    from ganeti.luxid.live import hypervisor_args, node_info_args
+    from ganeti.rpc.live import hypervisor_args, node_info_args
 
     config: Any = SimpleNamespace(cluster=cluster)
     return {"instances": hypervisor_args(config), "node_info": node_info_args(config)}

@@ -28,6 +28,7 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from ganeti import crypto, daemons, errors, ssconf
+from ganeti.http_limits import json_site_options
 from ganeti.listening import Listener, fail_daemon, failure_message
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
@@ -209,7 +210,7 @@ class JoinService(Service):
         self._port: Any = None
         self.failures = 0
         self.waiting = True
-        site = Site(JoinResource(self), reactor=reactor)
+        site = Site(JoinResource(self), reactor=reactor, **json_site_options())
         site.displayTracebacks = False
         site.noisy = False
         if guard is None:

@@ -22,6 +22,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
 from ganeti import epoch as master_epoch
+from ganeti.http_limits import json_site_options
 from ganeti.noded.procedures import NodeProcedures, RpcFailure
 from ganeti.rpc import wire
 from ganeti.rpc.contract import ContractError
@@ -110,7 +111,7 @@ class _QuietSite(Site):
 
 
 def node_site(procedures: NodeProcedures, access_log: bool = False, reactor: Any = None) -> Site:
-    site = (Site if access_log else _QuietSite)(NodeRpcResource(procedures), reactor=reactor)
+    site = (Site if access_log else _QuietSite)(NodeRpcResource(procedures), reactor=reactor, **json_site_options())
     site.displayTracebacks = False
     site.noisy = False
     return site

@@ -8,13 +8,15 @@ phrase, C{explain} the standard long description of the status.
 from __future__ import annotations
 
 import html
-from http.server import BaseHTTPRequestHandler
+from http import HTTPStatus
 from typing import Any
 
 #: the realm of HTTP Basic authentication
 REALM = "Ganeti Remote API"
 
-_RESPONSES: dict[int, tuple[str, str]] = {int(k): v for k, v in BaseHTTPRequestHandler.responses.items()}
+#: status -> (reason phrase, long description): the standard library's table
+#: (http.server's, without loading http.server, socketserver and mimetypes)
+_RESPONSES: dict[int, tuple[str, str]] = {int(status): (status.phrase, status.description) for status in HTTPStatus}
 
 
 def reason_phrase(code: int) -> str:

@@ -105,7 +105,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     )
     # on a master candidate that is not the master: every request goes to the master's RAPI
     forwarding = ForwardingResource.for_node(resource, paths, options["port"], reactor, cert_pem)
-    site = RapiSite(forwarding, requestFactory=request_factory(options["max-body"]), reactor=reactor)
+    site = RapiSite(forwarding, requestFactory=request_factory(options["max-body"]), reactor=reactor,
+                    **http_limits.json_site_options())
     site.displayTracebacks = False
     report = http_limits.ClosureReport(reactor, "ganeti-rapi")
     factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls)

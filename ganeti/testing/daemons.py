@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
@@ -23,12 +22,13 @@ from typing import Any
 from twisted.internet.task import deferLater
 
 from ganeti import serializer
-from ganeti.daemons import accepts_tcp, accepts_unix, free_port
+from ganeti.daemons import accepts_tcp, accepts_unix, free_port, launcher_path
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 
-TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+#: ganeti-twistd (twistd without Twisted's own plugins), as the daemons run in production
+TWISTD = launcher_path()
 
 _SOCKETS = {"ganeti-wconfd": "wconfd_socket", "ganeti-luxid": "luxi_socket"}
 

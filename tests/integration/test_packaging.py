@@ -122,8 +122,11 @@ def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: A
     helped = _run([os.path.join(vbin, "twistd"), "--help"], cwd=tmp, env=env)
     for spec in daemons.DAEMONS:
         assert spec.name in helped.stdout, helped.stdout
+    helped = _run([os.path.join(vbin, "ganeti-twistd"), "--help"], cwd=tmp, env=env)
+    for spec in daemons.DAEMONS:
+        assert spec.name in helped.stdout, helped.stdout
     for script in ("gnt-cluster", "gnt-node", "gnt-instance", "gnt-job", "gnt-debug", "gnt-group", "gnt-os",
-                   "gnt-confd-query", "ganeti-daemons", "ganeti-local-cluster", "ganeti-wconfd-client"):
+                   "gnt-confd-query", "ganeti-daemons", "ganeti-twistd", "ganeti-local-cluster", "ganeti-wconfd-client"):
         assert os.access(os.path.join(vbin, script), os.X_OK), script
     for page in os.listdir(os.path.join(CHECKOUT, "man")):
         assert os.path.isfile(os.path.join(venv, "share", "man", "man8", page)), page
@@ -190,7 +193,7 @@ def _installed_units(tmp: str) -> str:
         with open(os.path.join(PACKAGING, "systemd", name)) as handle:
             text = handle.read()
         with open(os.path.join(units, name), "w") as handle:
-            handle.write(text.replace("/usr/local/bin/twistd", os.path.join(BIN, "twistd")))
+            handle.write(text.replace("/usr/local/bin/ganeti-twistd", os.path.join(BIN, "ganeti-twistd")))
     return units
 
 

@@ -10,6 +10,8 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
+from twisted.web.http import HTTPChannel
+from twisted.web.resource import Resource
 
 from ganeti import crypto, http_limits
 from ganeti.daemon import PidFileService
@@ -60,6 +62,31 @@ def check_guarded(factory: Any, **expected: Any) -> None:
     assert channel.timeOut == factory.limits.idle_timeout
 
 
+class Capture(Resource):
+    isLeaf = True
+    args: dict[bytes, list[bytes]] = {}
+    body = b""
+
+    def render_POST(self, request: Any) -> bytes:
+        self.args = dict(request.args)
+        self.body = request.content.read()
+        return b"{}"
+
+
+def posted_form(factory: Any) -> tuple[dict[bytes, list[bytes]], bytes]:
+    """What a resource of the daemon's site sees of a form-typed POST:
+    C{(request.args, body)}.  The site's own channel, without TLS."""
+    site = factory.wrappedFactory.wrappedFactory
+    capture = Capture()
+    site.resource = capture
+    site.protocol = HTTPChannel
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+    channel.makeConnection(TcpTransport())
+    channel.dataReceived(b"POST /x?q=1 HTTP/1.1\r\nHost: n\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                         b"Content-Length: 7\r\n\r\nfoo=bar")
+    return capture.args, capture.body
+
+
 def test_rapi_listens_with_the_limits(root):
     rapi_pem(root)
     options = rapi_tap.Options()
@@ -68,6 +95,8 @@ def test_rapi_listens_with_the_limits(root):
     assert (port, backlog, interface) == (5080, http_limits.BACKLOG, "127.0.0.1")
     check_guarded(factory, max_connections=40, max_connections_per_ip=7, header_timeout=3, handshake_timeout=4,
                   idle_timeout=30, max_header_size=4096, body_timeout=60)
+    # bodies are JSON: a form-typed body is not parsed into arguments (nor its type with the email package)
+    assert posted_form(factory) == ({b"q": [b"1"]}, b"foo=bar")
 
 
 def test_rapi_caps(root):
@@ -92,11 +121,13 @@ def test_noded_joined_and_unjoined_listen_with_the_limits(root):
     factory, (_, backlog, _) = listening(noded_tap.makeService, options)
     assert backlog == http_limits.BACKLOG
     check_guarded(factory, max_connections=40, max_connections_per_ip=7, header_timeout=3, body_timeout=600)
+    assert posted_form(factory) == ({b"q": [b"1"]}, b"foo=bar")
     crypto.bootstrap_secrets(root, "cluster.test", node_name="node1.test")
     options = noded_tap.Options()
     options.parseOptions(["--root", root.root, "--bind", "127.0.1.1"])
     factory, _ = listening(noded_tap.makeService, options)
     check_guarded(factory, max_connections_per_ip=400, header_timeout=10, body_timeout=600)
+    assert posted_form(factory) == ({b"q": [b"1"]}, b"foo=bar")
 
 
 @pytest.mark.parametrize("tap", [rapi_tap, noded_tap])

@@ -15,6 +15,7 @@ from ganeti.objects import Cluster, ConfigData, Instance, Node, NodeGroup
 from ganeti.query import RS_NODATA, RS_NORMAL, RS_OFFLINE, RS_UNAVAIL
 from ganeti.query import fields as q
 from ganeti.rpc import RpcResult
+from ganeti.rpc import live as rpc_live
 from ganeti.rpc.contract import Runner
 
 GROUP = "g-1"
@@ -182,10 +183,10 @@ def test_storage_unit_only_for_storage_noded_reports() -> None:
     import attrs
 
     diskless = attrs.evolve(config, cluster=attrs.evolve(config.cluster, enabled_disk_templates=["diskless", "plain"]))
-    assert live.storage_units(diskless) == []
+    assert rpc_live.storage_units(diskless) == []
     shared = attrs.evolve(config, cluster=attrs.evolve(
         config.cluster, enabled_disk_templates=["sharedfile"], shared_file_storage_dir="/srv/shared"))
-    assert live.storage_units(shared) == [["sharedfile", "/srv/shared", []]]
+    assert rpc_live.storage_units(shared) == [["sharedfile", "/srv/shared", []]]
 
 
 def test_malformed_answers_are_no_data() -> None:

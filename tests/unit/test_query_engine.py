@@ -106,16 +106,17 @@ class FakeCollector:
 
 def test_frozen_heap_service() -> None:
     clock, collector = Clock(), FakeCollector()
-    service = FrozenHeapService(clock, interval=60, threshold=1000, collector=collector)
+    service = FrozenHeapService(clock, interval=60, threshold=1000, collector=collector,
+                                trim=lambda: collector.calls.append("trim"))
     service.startService()
     clock.advance(0)
-    assert collector.calls == ["unfreeze", "collect", "freeze"]
+    assert collector.calls == ["unfreeze", "collect", "freeze", "trim"]
     collector.old = 10
     clock.advance(60)
-    assert len(collector.calls) == 3  # the long-lived generation is small: nothing to do
+    assert len(collector.calls) == 4  # the long-lived generation is small: nothing to do
     collector.old = 1001
     clock.advance(60)
-    assert collector.calls[3:] == ["unfreeze", "collect", "freeze"]
+    assert collector.calls[4:] == ["unfreeze", "collect", "freeze", "trim"]
     service.stopService()
     assert collector.calls[-1] == "unfreeze"
     assert not clock.getDelayedCalls()
@@ -123,7 +124,7 @@ def test_frozen_heap_service() -> None:
 
 def test_frozen_heap_service_stopped_before_running() -> None:
     clock, collector = Clock(), FakeCollector()
-    service = FrozenHeapService(clock, collector=collector)
+    service = FrozenHeapService(clock, collector=collector, trim=lambda: collector.calls.append("trim"))
     service.startService()
     service.stopService()
     assert collector.calls == ["unfreeze"]
