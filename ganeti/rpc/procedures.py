@@ -124,6 +124,13 @@ def jobqueue_update(file_name: str, content: list[Any]) -> None:
 
 
 @declare(TMO_URGENT)
+def jobqueue_update_many(files: list[list[Any]]) -> None:
+    """Write several job queue files C{[[virtual path, COMPRESS content], ...]}
+    in one call, each atomically, durable before the answer (ours, not
+    Ganeti's: the master batches what changed since its last push)."""
+
+
+@declare(TMO_URGENT)
 def jobqueue_rename(pairs: list[list[str]]) -> list[str | None]:
     """Rename queue files C{[[old, new], ...]}: per pair C{None} or an error."""
 
