@@ -35,7 +35,8 @@ majority).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
@@ -55,6 +56,8 @@ BACKOFF_MAX = 30.0
 CHECK_INTERVAL = 2.0
 #: seconds between two full resyncs of every candidate (catches any drift)
 RESYNC_INTERVAL = 300.0
+#: seconds a write marked L{JobReplicator.later} waits for a newer one before it is pushed anyway
+LATER = 1.0
 #: most files sent in one C{jobqueue_update_many}
 BATCH_FILES = 256
 #: most bytes (compressed content) sent in one C{jobqueue_update_many}
@@ -109,6 +112,10 @@ class JobReplicator:
         self._last_resync = 0.0
         #: name -> (digest, waiter) of L{confirm} calls a majority does not hold yet
         self._confirms: dict[str, list[tuple[str, Deferred]]] = {}
+        #: names whose next write waits (L{later}); names written so, not pushed yet
+        self._later_next: set[str] = set()
+        self._later: set[str] = set()
+        self._later_call: Any = None
 
     # --- set-up -------------------------------------------------------------------------------
     def rpc(self) -> Any:
@@ -145,6 +152,9 @@ class JobReplicator:
         if self._check is not None and self._check.active():
             self._check.cancel()
         self._check = None
+        if self._later_call is not None and self._later_call.active():
+            self._later_call.cancel()
+        self._later_call = None
         for replica in self.replicas.values():
             if replica.retry is not None and replica.retry.active():
                 replica.retry.cancel()
@@ -183,13 +193,42 @@ class JobReplicator:
         name = os.path.relpath(path, self.paths.queue_dir)
         return name if replicas.is_replicated(name) else None
 
+    @contextmanager
+    def later(self, path: str) -> Iterator[None]:
+        """Writes of C{path} reported inside this context need not reach the
+        candidates at once: each waits up to L{LATER} seconds for a newer
+        version, which replaces it (a job that has not started yet: LuxiD's
+        writes as it spawns the job, the job's waiting status; a candidate
+        gains nothing from them, a failover runs such a job again from its
+        start either way)."""
+        name = self._name(path)
+        if name is not None:
+            self._later_next.add(name)
+        try:
+            yield
+        finally:
+            if name is not None:
+                self._later_next.discard(name)
+
     def written(self, path: str, content: bytes) -> None:
         """A queue file was written on the master (LuxiD or a job process)."""
         name = self._name(path)
         if name is None:
             return
-        self.desired[name] = replicas.digest(content)
+        digest = replicas.digest(content)
+        if name in self._later_next or (name in self._later and self.desired.get(name) == digest):
+            # (the second case: the same write seen again, through inotify)
+            self.desired[name] = digest
+            self._later.add(name)
+            if self._later_call is None and self.running:
+                self._later_call = self.reactor.callLater(LATER, self._push_later)
+            return
+        self.desired[name] = digest
         self._dirty([name])
+
+    def _push_later(self) -> None:
+        self._later_call = None
+        self._dirty(sorted(self._later))
 
     background = written  # the name the distributor knows
 
@@ -219,6 +258,7 @@ class JobReplicator:
         self._dirty([replicas.DRAIN])
 
     def _dirty(self, names: list[str]) -> None:
+        self._later.difference_update(names)  # pushed now, at their newest
         if not names:
             return
         for replica in self.replicas.values():
@@ -336,8 +376,8 @@ class JobReplicator:
         files: list[tuple[str, bytes]] = []
         size = 0
         for name in names:
-            if name in replica.inflight or replica.held is None:
-                continue  # L{replicate} pushes it; it marks it dirty when done
+            if name in replica.inflight or name in self._later or replica.held is None:
+                continue  # L{replicate} pushes it and marks it dirty when done; or it waits (L{later})
             content = self._read(name)
             if content is None or replica.held.get(name) == replicas.digest(content):
                 continue
@@ -459,7 +499,8 @@ class JobReplicator:
         finally:
             for name, _content in files:
                 replica.inflight.pop(name, None)
-            replica.dirty.update(name for name, _content in files)
+            # written again meanwhile: the newest goes now, unless it may wait (L{later})
+            replica.dirty.update(name for name, _content in files if name not in self._later)
             self._kick(replica)
 
     def _serial_for(self, replica: Replica) -> list[tuple[str, bytes]]:

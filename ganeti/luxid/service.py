@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Callable
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 import orjson
 from twisted.application.service import Service
@@ -33,7 +34,7 @@ from twisted.logger import Logger
 from ganeti import errors, opcodes, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
-from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
+from ganeti.jobs.model import PRIO_SUBMIT_VALID, QUEUED, WAITING, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
@@ -340,7 +341,8 @@ class LuxidService(Service):
         self.jobs[job_id] = job
         if job.finalized and (before is None or not before.finalized):
             self._hold_final(job_id, before, content)
-        self.distributor(self.queue.job_path(job_id), content)
+        with self._replicating_later(job_id) if not_started(job) else nullcontext():
+            self.distributor(self.queue.job_path(job_id), content)
         self._changed(job_id)
         if job_id in self.adopted and job.finalized and job_id not in self.killing:
             del self.adopted[job_id]
@@ -392,7 +394,8 @@ class LuxidService(Service):
         # step 1: our own lock file in the job file.  Not fsynced: if it is
         # lost with a power cut, the job simply looks queued, which is what
         # recovery would make of it anyway.
-        self._write(job, durable=False)
+        with self._replicating_later(job.id):
+            self._write(job, durable=False)
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
         self.processes[job.id] = job_channel
         started = time.perf_counter()
@@ -433,7 +436,20 @@ class LuxidService(Service):
         """Step 3: the child's lock file goes into the job file, durably."""
         job = self.jobs[job_id]
         job.livelock, job.process_id = lockfile, pid
-        self._write(job)
+        with self._replicating_later(job_id):
+            self._write(job)
+
+    def _replicating_later(self, job_id: int) -> ContextManager[Any]:
+        """Versions of job C{job_id}'s file written inside this context, of a
+        job no opcode of which has started yet (L{not_started}), reach the
+        candidates with the job's next version that may not wait, or after
+        L{ganeti.luxid.replication.LATER} s.  A candidate holding the
+        queued version instead loses nothing: a failover runs such a job
+        from its start either way (and one that only waited for locks is
+        not made to fail for having run on the old master)."""
+        if self.replicator is None:
+            return nullcontext()
+        return self.replicator.later(self.queue.job_path(job_id))
 
     def _job_exited(self, exit: JobExit) -> None:
         self.processes.pop(exit.job_id, None)
@@ -777,6 +793,12 @@ class LuxidService(Service):
         return self.wconfd
 
 
+def not_started(job: QueuedJob) -> bool:
+    """Whether no opcode of C{job} has started to run (each is queued or
+    waiting for its locks)."""
+    return all(op.status in (QUEUED, WAITING) for op in job.ops)
+
+
 def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
     """Check one submitted job: its opcodes (L{opcodes.validate}) and its
     dependencies resolved as job C{job_id}; the opcodes as submitted.
@@ -799,4 +821,4 @@ def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, 
     return [dict(op) for op in ops]
 
 
-__all__ = ["LuxidService", "JobDistributor"]
+__all__ = ["LuxidService", "JobDistributor", "not_started"]
