@@ -96,6 +96,24 @@ def _order(name: str) -> tuple[int, int, str]:
     return (1 if job_id is not None else 0, job_id or 0, name)
 
 
+def needs_durable(name: str, content: bytes) -> bool:
+    """Whether a candidate must fsync queue file C{name} with C{content}:
+    every file but a version of a live job that has started and not ended,
+    which the master itself does not fsync either (its job process writes
+    it; a power loss may take it there as here, never a process crash)."""
+    if not _LIVE_RE.match(name):
+        return True
+    try:
+        data = orjson.loads(content)
+        statuses = [op["status"] for op in data["ops"]]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return True
+    from ganeti.jobs import lifecycle
+
+    started = any(status not in (lifecycle.QUEUED, lifecycle.WAITING) for status in statuses)
+    return not started or lifecycle.job_status(statuses) in lifecycle.FINALIZED
+
+
 def job_status(content: bytes) -> str | None:
     """The status of a job file's content (C{None} if it is no job file)."""
     try:

@@ -394,13 +394,16 @@ class JobReplicator:
         finally:
             replica.sending.difference_update(name for name, _content in files)
 
-    async def _send(self, replica: Replica, files: list[tuple[str, bytes]]) -> bool:
+    async def _send(self, replica: Replica, files: list[tuple[str, bytes]], durable: bool = False) -> bool:
         """Write C{files} on C{replica} (one C{jobqueue_update_many}, or one
-        C{jobqueue_update} each on an older NodeD); record what it holds."""
+        C{jobqueue_update} each on an older NodeD); record what it holds.
+        The candidate fsyncs them if C{durable} or if one of them needs it
+        (L{replicas.needs_durable}: not the versions of running jobs)."""
         from ganeti.rpc import wire
 
         if replica.batches:
-            call = procedures.jobqueue_update_many.call([[self._vpath(n), wire.compress(c)] for n, c in files])
+            durable = durable or any(replicas.needs_durable(n, c) for n, c in files)
+            call = procedures.jobqueue_update_many.call([[self._vpath(n), wire.compress(c)] for n, c in files], durable)
             result = await self.rpc().run_one(replica.name, replica.address, call.within(TIMEOUT))
             if result.failed and "Unknown procedure" in (result.fail_msg or ""):
                 self.log.info("job queue: candidate {node} takes one file per call (an older NodeD)",
@@ -488,7 +491,7 @@ class JobReplicator:
         for name, content in files:
             replica.inflight[name] = replicas.digest(content)
         try:
-            if not await self._send(replica, files):
+            if not await self._send(replica, files, durable=True):
                 self.log.warn("job file(s) {names} not replicated to {node}: {why}",
                               names=" ".join(n for n, _c in files), node=replica.name, why=replica.last_error)
                 if replica.retry is None and not replica.working:

@@ -396,13 +396,15 @@ class NodeProcedures:
         return self._queue_io([real], write)
 
     @handler
-    def jobqueue_update_many(self, entries: Any) -> defer.Deferred[None]:
+    def jobqueue_update_many(self, entries: Any, durable: Any = True) -> defer.Deferred[None]:
         """Write several queue files C{[[virtual path, COMPRESS content], ...]}
-        (ours): each replaced atomically (fsynced, renamed), then each
-        directory fsynced once, before the answer.  Nothing is written
-        when one entry is refused."""
+        (ours): each replaced atomically (written, renamed: a crash of any
+        process leaves the old or the new file); with C{durable} each is
+        fsynced, then each directory once, before the answer.  Nothing is
+        written when one entry is refused."""
         _check(isinstance(entries, list) and all(isinstance(e, list) and len(e) == 2 for e in entries),
                "jobqueue_update_many takes [[path, content], ...]")
+        _check(isinstance(durable, bool), "jobqueue_update_many: durable must be true or false")
         writes: dict[str, bytes] = {}
         try:
             for file_name, content in entries:
@@ -415,9 +417,9 @@ class NodeProcedures:
             for real, data in writes.items():
                 directory = os.path.dirname(real)
                 os.makedirs(directory, mode=0o700, exist_ok=True)
-                serializer.write_file(real, data, mode=QUEUE_FILE_MODE, durable=True, sync_dir=False)
+                serializer.write_file(real, data, mode=QUEUE_FILE_MODE, durable=durable, sync_dir=False)
                 directories.add(directory)
-            for directory in sorted(directories):
+            for directory in sorted(directories) if durable else ():
                 serializer.fsync_dir(directory)
 
         return self._queue_io(list(writes), write)

@@ -34,6 +34,22 @@ class BatchedTests(SynchronousTestCase):
         steps = batched(ops)
         self.assertEqual([len(step) for step in steps], [replication.BATCH_FILES, 1])
 
+    def test_only_versions_of_running_jobs_need_no_fsync(self) -> None:
+        job = QueuedJob.new(7, DELAY + DELAY)
+        self.assertTrue(replicas.needs_durable("job-7", job.to_json()))  # a submission
+        job.ops[0].status = "waiting"
+        self.assertTrue(replicas.needs_durable("job-7", job.to_json()))
+        job.ops[0].status = "running"
+        self.assertFalse(replicas.needs_durable("job-7", job.to_json()))
+        job.ops[0].status = "success"  # between its opcodes: still running
+        self.assertFalse(replicas.needs_durable("job-7", job.to_json()))
+        job.ops[1].status = "success"
+        self.assertTrue(replicas.needs_durable("job-7", job.to_json()))  # final
+        job.ops[1].status = "running"
+        self.assertTrue(replicas.needs_durable("archive/0/job-7", job.to_json()))
+        self.assertTrue(replicas.needs_durable("serial", b"7\n"))
+        self.assertTrue(replicas.needs_durable("job-7", b"garbage"))
+
     def test_not_started(self) -> None:
         job = QueuedJob.new(1, DELAY + DELAY)
         self.assertTrue(not_started(job))
@@ -107,6 +123,18 @@ class ReplicationTimingTests(SynchronousTestCase):
             self.assertEqual(self.pushed(node, name), [name], "the running version goes at once, alone")
             self.assertEqual(self.held_status(node, job_id), "running")
         self.assertEqual(self.replicator.status()["node2.test"]["in_sync"], True)
+        self.assertEqual(sorted(self.fake.volatile), [(node, name) for node in sorted(self.nodes)], "not fsynced")
+        self.write(job_id, "success")
+        self.settle()
+        self.assertEqual(len(self.fake.volatile), 2, "the final version is fsynced")
+        self.assertEqual(self.service.view(job_id).status, "success")
+
+    def test_a_submission_is_fsynced_on_the_candidates(self) -> None:
+        self.fake.pushed.clear()
+        self.submit()
+        self.submit()
+        self.assertEqual(len(self.fake.pushed), 8)  # per candidate: each job with the serial file
+        self.assertEqual(self.fake.volatile, [])
 
     def test_a_version_that_may_wait_is_pushed_after_later_seconds(self) -> None:
         job_id = self.submit()

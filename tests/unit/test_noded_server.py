@@ -183,7 +183,13 @@ def test_jobqueue_update_many_writes_every_file_or_none(node):
     assert ok is False and "jobqueue_update_many refused" in message
     assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/job-5"]])[1][0] is False
     assert node.call("jobqueue_update_many", "job-5")[1][0] is False
+    assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/job-5", wire.compress(b"new")]], "no")[1][0] \
+        is False
     assert node.snapshot() == before
+    # a running job's version: written (atomically), not fsynced
+    assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/job-5", wire.compress(b"run")]], False)[1] \
+        == [True, None]
+    assert open(os.path.join(queue, "job-5"), "rb").read() == b"run"
 
 
 @pytest.mark.parametrize("name", ["/var/lib/ganeti/config.data", "/var/lib/ganeti/queue/../config.data", "/var/lib/ganeti/queue/lock", "/etc/x"])

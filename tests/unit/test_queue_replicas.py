@@ -85,6 +85,8 @@ class FakeCandidates(Runner):
         self.hold: Deferred | None = None  # set: the next call waits for it
         #: (node, file name) of every file written by an update, in order
         self.pushed: list[tuple[str, str]] = []
+        #: (node, file name) of the files written without fsync
+        self.volatile: list[tuple[str, str]] = []
 
     def call(self, nodes: dict[str, str], procedure: str, args: list[Any], timeout: float) -> Any:
         results = {}
@@ -98,6 +100,8 @@ class FakeCandidates(Runner):
                 self.pushed.append((name, args[0][len(QUEUE):]))
             elif procedure == "jobqueue_update_many":
                 self.pushed.extend((name, vpath[len(QUEUE):]) for vpath, _content in args[0])
+                if len(args) > 1 and args[1] is False:
+                    self.volatile.extend((name, vpath[len(QUEUE):]) for vpath, _content in args[0])
         if self.hold is not None:
             d, self.hold = self.hold, None
             return d.addCallback(lambda _: results)
