@@ -27,8 +27,9 @@ from typing import Any, Callable, ContextManager
 
 import orjson
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succeed
+from twisted.internet.defer import CancelledError, Deferred, TimeoutError, maybeDeferred, succeed
 from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes, ports
@@ -557,13 +558,21 @@ class LuxidService(Service):
         now = time.time()
         for job_id, ops in zip(ids, checked):
             job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
-            content = self.queue.write_job(job)  # durable before we answer
+            # written, then fsynced while the candidates write it too: durable here before we answer
+            content = self.queue.write_job(job, durable=self.replicator is None)
             written.append((job, content))
             results.append([True, job_id])
         if written and self.replicator is not None:
+            local = self._blocking(self.queue.sync_jobs, ids)
             holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])
-            if holders < total // 2 + 1:
+            why = None
+            try:
+                await local
+            except OSError as e:
+                why = "not written durably on the master (%s)" % (e,)
+            if why is None and holders < total // 2 + 1:
                 why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
+            if why is not None:
                 for job, _content in written:
                     self._fail(job, why)
                 raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
@@ -572,6 +581,13 @@ class LuxidService(Service):
             self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
         self.reactor.callLater(0, self.schedule)
         return results
+
+    def _blocking(self, function: Callable[..., Any], *args: Any) -> Deferred:
+        """C{function(*args)} (an fsync) in the reactor's thread pool, if it has one."""
+        get_pool = getattr(self.reactor, "getThreadPool", None)
+        if get_pool is None:
+            return maybeDeferred(function, *args)
+        return deferToThreadPool(self.reactor, get_pool(), function, *args)
 
     def step_down(self, reason: str) -> None:
         """Accept no job from now on (this master steps down for C{reason})."""

@@ -167,6 +167,23 @@ class ReplicationTimingTests(SynchronousTestCase):
         with open(self.queue.job_path(job_id), "rb") as handle:
             self.assertEqual(self.fake.queues["node2.test"][name], handle.read())
 
+    def test_a_submission_not_made_durable_here_is_refused(self) -> None:
+        """The master writes the job files, then fsyncs them while the
+        candidates write them: the answer waits for both."""
+        synced: list[list[int]] = []
+
+        def sync_jobs(job_ids: list[int]) -> None:
+            synced.append(list(job_ids))
+            raise OSError(5, "Input/output error")
+
+        self.patch(self.queue, "sync_jobs", sync_jobs)
+        d = ensureDeferred(self.service.submit([DELAY, DELAY]))
+        why = str(self.failureResultOf(d).value)
+        self.assertIn("Job(s) 1, 2 not written durably on the master", why)
+        self.assertEqual(synced, [[1, 2]])
+        self.assertEqual(self.service.live_jobs(), {})
+        self.assertEqual(self.queue.read_job(1).status, "error")
+
     def test_one_file_is_never_in_two_calls_to_one_candidate_at_once(self) -> None:
         """Two calls in flight could land in either order: a candidate would
         go back to an older version of the file (here, the serial)."""
