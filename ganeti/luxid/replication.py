@@ -11,9 +11,12 @@ each acknowledged push: the files that changed since its last call go
 together in one C{jobqueue_update_many} (L{batched}), each read when the
 call is made, so versions written while a call was in flight are
 superseded by the newest instead of being sent one after the other (a
-job's running and final versions, a burst of submissions); a failed push puts the candidate in backoff
-(L{BACKOFF_FIRST} seconds, doubling up to L{BACKOFF_MAX}) and forgets what
-it holds, so the next attempt starts with a full resync: the candidate's
+job's running and final versions, a burst of submissions).  Versions of
+a job none of whose opcodes has started wait up to L{LATER} seconds for
+the next one (L{JobReplicator.later}); versions of running jobs are sent
+without fsync (L{ganeti.jobs.replicas.needs_durable}).  A failed push puts
+the candidate in backoff (L{BACKOFF_FIRST} seconds, doubling up to
+L{BACKOFF_MAX}) and forgets what it holds, so the next attempt starts with a full resync: the candidate's
 listing (C{jobqueue_list}, digests) compared with the master's, pushing only
 what differs.  A full resync also happens when LuxiD starts, when a node
 becomes a candidate (or changes address), and every L{RESYNC_INTERVAL}

@@ -35,8 +35,9 @@ from twisted.logger import Logger
 from ganeti import errors, opcodes, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
-from ganeti.jobs.model import PRIO_SUBMIT_VALID, QUEUED, WAITING, QueuedJob
+from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
+from ganeti.jobs.replicas import not_started
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
@@ -441,13 +442,8 @@ class LuxidService(Service):
             self._write(job)
 
     def _replicating_later(self, job_id: int) -> ContextManager[Any]:
-        """Versions of job C{job_id}'s file written inside this context, of a
-        job no opcode of which has started yet (L{not_started}), reach the
-        candidates with the job's next version that may not wait, or after
-        L{ganeti.luxid.replication.LATER} s.  A candidate holding the
-        queued version instead loses nothing: a failover runs such a job
-        from its start either way (and one that only waited for locks is
-        not made to fail for having run on the old master)."""
+        """Versions of job C{job_id}'s file, one not started yet, written in
+        this context may wait for the next (L{JobReplicator.later})."""
         if self.replicator is None:
             return nullcontext()
         return self.replicator.later(self.queue.job_path(job_id))
@@ -583,7 +579,7 @@ class LuxidService(Service):
         return results
 
     def _blocking(self, function: Callable[..., Any], *args: Any) -> Deferred:
-        """C{function(*args)} (an fsync) in the reactor's thread pool, if it has one."""
+        """C{function(*args)} (fsyncs) in the reactor's thread pool, if it has one."""
         get_pool = getattr(self.reactor, "getThreadPool", None)
         if get_pool is None:
             return maybeDeferred(function, *args)
@@ -809,12 +805,6 @@ class LuxidService(Service):
         return self.wconfd
 
 
-def not_started(job: QueuedJob) -> bool:
-    """Whether no opcode of C{job} has started to run (each is queued or
-    waiting for its locks)."""
-    return all(op.status in (QUEUED, WAITING) for op in job.ops)
-
-
 def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
     """Check one submitted job: its opcodes (L{opcodes.validate}) and its
     dependencies resolved as job C{job_id}; the opcodes as submitted.
@@ -837,4 +827,4 @@ def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, 
     return [dict(op) for op in ops]
 
 
-__all__ = ["LuxidService", "JobDistributor", "not_started"]
+__all__ = ["LuxidService", "JobDistributor"]

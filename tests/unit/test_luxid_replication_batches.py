@@ -14,9 +14,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from ganeti.jobs import replicas
 from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.process import save_job
+from ganeti.jobs.replicas import not_started
 from ganeti.luxid import replication
 from ganeti.luxid.replication import LATER, JobReplicator, batched
-from ganeti.luxid.service import JobDistributor, LuxidService, not_started
+from ganeti.luxid.service import JobDistributor, LuxidService
 from tests.unit.queue_helpers import open_queue, temp_root
 from tests.unit.test_queue_replicas import FakeCandidates
 
