@@ -48,12 +48,15 @@ def write_file(
     durable: bool = True,
     uid: int = -1,
     gid: int = -1,
+    sync_dir: bool = True,
 ) -> None:
     """Replace C{path} with C{data} atomically.
 
     With C{durable} (the default) the data and the rename are fsynced
     before this returns; without, the write survives a crash of this
-    process but not necessarily of the machine.
+    process but not necessarily of the machine.  C{sync_dir=False} leaves
+    the directory's fsync (the rename's durability) to the caller, who
+    writes several files and fsyncs their directory once.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -80,7 +83,7 @@ def write_file(
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    if durable:
+    if durable and sync_dir:
         fsync_dir(directory)
 
 

@@ -274,6 +274,17 @@ class JobQueueDir:
         self._write(self.job_path(job.id), data, durable=durable)
         return data
 
+    def sync_jobs(self, job_ids: Iterable[int]) -> None:
+        """Make job files written with C{durable=False} durable: each file,
+        then the queue directory (their renames), fsynced."""
+        for job_id in job_ids:
+            fd = os.open(self.job_path(job_id), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        serializer.fsync_dir(self.queue_dir)
+
     def read_job(self, job_id: int) -> QueuedJob | None:
         """The live job C{job_id}, else the archived one, else C{None}.
 

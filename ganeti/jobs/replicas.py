@@ -22,10 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import attrs
 import orjson
+
+if TYPE_CHECKING:
+    from ganeti.jobs.model import QueuedJob
 
 #: The name of the drain flag file; replicated with C{jobqueue_set_drain_flag}.
 DRAIN = "drain"
@@ -94,6 +97,32 @@ def queue_names(queue_dir: str) -> list[str]:
 def _order(name: str) -> tuple[int, int, str]:
     job_id = job_id_of(name)
     return (1 if job_id is not None else 0, job_id or 0, name)
+
+
+def not_started(job: QueuedJob) -> bool:
+    """Whether no opcode of C{job} has started to run (each is queued or
+    waiting for its locks): a failover would run it from its start."""
+    from ganeti.jobs import lifecycle
+
+    return all(op.status in (lifecycle.QUEUED, lifecycle.WAITING) for op in job.ops)
+
+
+def needs_durable(name: str, content: bytes) -> bool:
+    """Whether a candidate must fsync queue file C{name} with C{content}:
+    every file but a version of a live job that has started and not ended,
+    which the master itself does not fsync either (its job process writes
+    it; a power loss may take it there as here, never a process crash)."""
+    if not _LIVE_RE.match(name):
+        return True
+    try:
+        data = orjson.loads(content)
+        statuses = [op["status"] for op in data["ops"]]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return True
+    from ganeti.jobs import lifecycle
+
+    started = any(status not in (lifecycle.QUEUED, lifecycle.WAITING) for status in statuses)
+    return not started or lifecycle.job_status(statuses) in lifecycle.FINALIZED
 
 
 def job_status(content: bytes) -> str | None:

@@ -6,10 +6,17 @@ what the candidate is known to hold (C{held}: name -> digest, or C{None}
 when unknown) next to what the master holds (C{desired}, the listing of
 the master's queue, updated by every write, archive rename and drain flag
 change).  One worker per candidate pushes the difference
-(L{ganeti.jobs.replicas.plan}) with Ganeti's RPCs, in order, and records
-each acknowledged push; a failed push puts the candidate in backoff
-(L{BACKOFF_FIRST} seconds, doubling up to L{BACKOFF_MAX}) and forgets what
-it holds, so the next attempt starts with a full resync: the candidate's
+(L{ganeti.jobs.replicas.plan}) in order, one call at a time, and records
+each acknowledged push: the files that changed since its last call go
+together in one C{jobqueue_update_many} (L{batched}), each read when the
+call is made, so versions written while a call was in flight are
+superseded by the newest instead of being sent one after the other (a
+job's running and final versions, a burst of submissions).  Versions of
+a job none of whose opcodes has started wait up to L{LATER} seconds for
+the next one (L{JobReplicator.later}); versions of running jobs are sent
+without fsync (L{ganeti.jobs.replicas.needs_durable}).  A failed push puts
+the candidate in backoff (L{BACKOFF_FIRST} seconds, doubling up to
+L{BACKOFF_MAX}) and forgets what it holds, so the next attempt starts with a full resync: the candidate's
 listing (C{jobqueue_list}, digests) compared with the master's, pushing only
 what differs.  A full resync also happens when LuxiD starts, when a node
 becomes a candidate (or changes address), and every L{RESYNC_INTERVAL}
@@ -17,8 +24,11 @@ seconds.
 
 A new job is acknowledged only once a majority of the candidates hold its
 file (this node's own durable write counts as one): L{replicate} pushes it
-to every candidate at once, including those in backoff (a success there
-means the candidate is back: it is resynced at once).  A job's final file
+to every candidate at once, in one call with the queue's serial file,
+including those in backoff (a success there means the candidate is back:
+it is resynced at once).  Two calls carrying the same file are never in
+flight to one candidate at once (C{inflight}, C{sending}), so a candidate
+never goes back to an older version of a file.  A job's final file
 is shown to clients only once a majority holds it: L{confirm} fires when
 enough candidates acknowledged that very content (pushed by their workers
 as any other write; a slow candidate delays nobody while the others make a
@@ -28,7 +38,8 @@ majority).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
@@ -48,6 +59,12 @@ BACKOFF_MAX = 30.0
 CHECK_INTERVAL = 2.0
 #: seconds between two full resyncs of every candidate (catches any drift)
 RESYNC_INTERVAL = 300.0
+#: seconds a write marked L{JobReplicator.later} waits for a newer one before it is pushed anyway
+LATER = 1.0
+#: most files sent in one C{jobqueue_update_many}
+BATCH_FILES = 256
+#: most bytes (compressed content) sent in one C{jobqueue_update_many}
+BATCH_BYTES = 8 * 1024 * 1024
 
 Candidates = Callable[[], dict[str, str]]
 
@@ -68,6 +85,10 @@ class Replica:
         self.retry: Any = None
         #: name -> digest being pushed by L{JobReplicator.replicate}
         self.inflight: dict[str, str] = {}
+        #: names in the batch the worker has in flight
+        self.sending: set[str] = set()
+        #: whether the candidate knows C{jobqueue_update_many} (an older NodeD does not)
+        self.batches = True
 
     @property
     def in_sync(self) -> bool:
@@ -94,6 +115,10 @@ class JobReplicator:
         self._last_resync = 0.0
         #: name -> (digest, waiter) of L{confirm} calls a majority does not hold yet
         self._confirms: dict[str, list[tuple[str, Deferred]]] = {}
+        #: names whose next write waits (L{later}); names written so, not pushed yet
+        self._later_next: set[str] = set()
+        self._later: set[str] = set()
+        self._later_call: Any = None
 
     # --- set-up -------------------------------------------------------------------------------
     def rpc(self) -> Any:
@@ -130,6 +155,9 @@ class JobReplicator:
         if self._check is not None and self._check.active():
             self._check.cancel()
         self._check = None
+        if self._later_call is not None and self._later_call.active():
+            self._later_call.cancel()
+        self._later_call = None
         for replica in self.replicas.values():
             if replica.retry is not None and replica.retry.active():
                 replica.retry.cancel()
@@ -168,13 +196,42 @@ class JobReplicator:
         name = os.path.relpath(path, self.paths.queue_dir)
         return name if replicas.is_replicated(name) else None
 
+    @contextmanager
+    def later(self, path: str) -> Iterator[None]:
+        """Writes of C{path} reported inside this context need not reach the
+        candidates at once: each waits up to L{LATER} seconds for a newer
+        version, which replaces it (a job that has not started yet: LuxiD's
+        writes as it spawns the job, the job's waiting status; a candidate
+        gains nothing from them, a failover runs such a job again from its
+        start either way)."""
+        name = self._name(path)
+        if name is not None:
+            self._later_next.add(name)
+        try:
+            yield
+        finally:
+            if name is not None:
+                self._later_next.discard(name)
+
     def written(self, path: str, content: bytes) -> None:
         """A queue file was written on the master (LuxiD or a job process)."""
         name = self._name(path)
         if name is None:
             return
-        self.desired[name] = replicas.digest(content)
+        digest = replicas.digest(content)
+        if name in self._later_next or (name in self._later and self.desired.get(name) == digest):
+            # (the second case: the same write seen again, through inotify)
+            self.desired[name] = digest
+            self._later.add(name)
+            if self._later_call is None and self.running:
+                self._later_call = self.reactor.callLater(LATER, self._push_later)
+            return
+        self.desired[name] = digest
         self._dirty([name])
+
+    def _push_later(self) -> None:
+        self._later_call = None
+        self._dirty(sorted(self._later))
 
     background = written  # the name the distributor knows
 
@@ -204,6 +261,7 @@ class JobReplicator:
         self._dirty([replicas.DRAIN])
 
     def _dirty(self, names: list[str]) -> None:
+        self._later.difference_update(names)  # pushed now, at their newest
         if not names:
             return
         for replica in self.replicas.values():
@@ -243,12 +301,14 @@ class JobReplicator:
                     names, replica.dirty = set(replica.dirty), set()
                 else:
                     break
-                for op in replicas.plan(self.desired, replica.held, names):
+                for step in batched(replicas.plan(self.desired, replica.held, names)):
                     if replica.held is None:
                         break  # a resync was asked for meanwhile: list again
-                    if isinstance(op, replicas.Update) and op.name in replica.inflight:
-                        continue  # L{replicate} pushes it; it marks it dirty when done
-                    if not await self._apply(replica, op):
+                    if isinstance(step, list):
+                        done = await self._update(replica, [u.name for u in step])
+                    else:
+                        done = await self._apply(replica, step)
+                    if not done:
                         self._failed(replica)
                         return
             if replica.failures:
@@ -311,22 +371,75 @@ class JobReplicator:
         except OSError:
             return None  # renamed or removed meanwhile: its own event follows
 
-    async def _apply(self, replica: Replica, op: replicas.Operation) -> bool:
-        """Run one operation on C{replica}; record what it then holds."""
+    async def _update(self, replica: Replica, names: list[str]) -> bool:
+        """Push the master's current content of C{names} to C{replica} in one
+        batch: read now, so a newer version written since the plan supersedes
+        the one that was planned.  Files L{replicate} is pushing, already
+        held, or gone meanwhile are left out."""
+        files: list[tuple[str, bytes]] = []
+        size = 0
+        for name in names:
+            if name in replica.inflight or name in self._later or replica.held is None:
+                continue  # L{replicate} pushes it and marks it dirty when done; or it waits (L{later})
+            content = self._read(name)
+            if content is None or replica.held.get(name) == replicas.digest(content):
+                continue
+            if files and size + len(content) > BATCH_BYTES:
+                replica.dirty.add(name)  # the next batch takes it
+                continue
+            files.append((name, content))
+            size += len(content)
+        if not files:
+            return True
+        replica.sending.update(name for name, _content in files)
+        try:
+            return await self._send(replica, files)
+        finally:
+            replica.sending.difference_update(name for name, _content in files)
+
+    async def _send(self, replica: Replica, files: list[tuple[str, bytes]], durable: bool = False) -> bool:
+        """Write C{files} on C{replica} (one C{jobqueue_update_many}, or one
+        C{jobqueue_update} each on an older NodeD); record what it holds.
+        The candidate fsyncs them if C{durable} or if one of them needs it
+        (L{replicas.needs_durable}: not the versions of running jobs)."""
         from ganeti.rpc import wire
 
+        if replica.batches:
+            durable = durable or any(replicas.needs_durable(n, c) for n, c in files)
+            call = procedures.jobqueue_update_many.call([[self._vpath(n), wire.compress(c)] for n, c in files], durable)
+            result = await self.rpc().run_one(replica.name, replica.address, call.within(TIMEOUT))
+            if result.failed and "Unknown procedure" in (result.fail_msg or ""):
+                self.log.info("job queue: candidate {node} takes one file per call (an older NodeD)",
+                              node=replica.name)
+                replica.batches = False
+            elif result.failed:
+                replica.last_error = "jobqueue_update_many: %s" % result.fail_msg
+                return False
+            else:
+                self._held(replica, files)
+                return True
+        for name, content in files:
+            if await self._call(replica, procedures.jobqueue_update.call(self._vpath(name), wire.compress(content))) is None:
+                return False
+            self._held(replica, [(name, content)])
+        return True
+
+    def _held(self, replica: Replica, files: list[tuple[str, bytes]]) -> None:
+        """C{replica} acknowledged C{files}: record them, wake L{confirm}s."""
+        if replica.held is None:
+            return  # a resync was asked for meanwhile: what it holds is listed again
+        for name, content in files:
+            replica.held[name] = replicas.digest(content)
+        self._check_confirms([name for name, _content in files])
+
+    async def _apply(self, replica: Replica, op: replicas.Operation) -> bool:
+        """Run one operation (not an update) on C{replica}; record what it then holds."""
         held = replica.held
         if held is None:
             return True
         if isinstance(op, replicas.Update):
-            content = self._read(op.name)
-            if content is None:
-                return True
-            if await self._call(replica, procedures.jobqueue_update.call(self._vpath(op.name), wire.compress(content))) is None:
-                return False
-            held[op.name] = replicas.digest(content)
-            self._check_confirms([op.name])
-        elif isinstance(op, replicas.Rename):
+            return await self._update(replica, [op.name])
+        if isinstance(op, replicas.Rename):
             answer = await self._call(replica, procedures.jobqueue_rename.call([[self._vpath(op.old), self._vpath(op.new)]]))
             if answer is None:
                 return False
@@ -373,28 +486,39 @@ class JobReplicator:
         return counts["holders"], total
 
     async def _push_now(self, replica: Replica, files: list[tuple[str, bytes]]) -> bool:
-        from ganeti.rpc import wire
-
+        """Push a submission's new job files to C{replica} in one call, with
+        the queue's serial file unless another push of it is under way (two
+        pushes of one file are never in flight at once: they could land in
+        the wrong order)."""
+        files = [*files, *self._serial_for(replica)]
         for name, content in files:
             replica.inflight[name] = replicas.digest(content)
         try:
-            for name, content in files:
-                if await self._call(replica, procedures.jobqueue_update.call(self._vpath(name), wire.compress(content))) is None:
-                    self.log.warn("job file {name} not replicated to {node}: {why}", name=name, node=replica.name,
-                                  why=replica.last_error)
-                    if replica.retry is None and not replica.working:
-                        self._failed(replica)
-                    return False
-                if replica.held is not None:
-                    replica.held[name] = replicas.digest(content)
-                    self._check_confirms([name])
+            if not await self._send(replica, files, durable=True):
+                self.log.warn("job file(s) {names} not replicated to {node}: {why}",
+                              names=" ".join(n for n, _c in files), node=replica.name, why=replica.last_error)
+                if replica.retry is None and not replica.working:
+                    self._failed(replica)
+                return False
             self._came_back(replica)
             return True
         finally:
             for name, _content in files:
                 replica.inflight.pop(name, None)
-            replica.dirty.update(name for name, _content in files)
+            # written again meanwhile: the newest goes now, unless it may wait (L{later})
+            replica.dirty.update(name for name, _content in files if name not in self._later)
             self._kick(replica)
+
+    def _serial_for(self, replica: Replica) -> list[tuple[str, bytes]]:
+        """The serial file, to go with a submission's push to C{replica}, if
+        no other push of it is in flight and the candidate lacks it."""
+        name = "serial"
+        if name in replica.inflight or name in replica.sending or name not in self.desired:
+            return []
+        content = self._read(name)
+        if content is None or (replica.held is not None and replica.held.get(name) == replicas.digest(content)):
+            return []
+        return [(name, content)]
 
     # --- final job files: shown once a majority holds them ---------------------------------------
     def confirm(self, path: str, content: bytes) -> Deferred:
@@ -446,4 +570,20 @@ class JobReplicator:
                 for name, r in self.replicas.items()}
 
 
-__all__ = ["JobReplicator", "Replica"]
+def batched(operations: list[replicas.Operation]) -> list[replicas.Operation | list[replicas.Update]]:
+    """C{operations} in order, runs of updates gathered into batches of at
+    most L{BATCH_FILES} (each sent as one C{jobqueue_update_many})."""
+    steps: list[replicas.Operation | list[replicas.Update]] = []
+    for op in operations:
+        if isinstance(op, replicas.Update):
+            last = steps[-1] if steps else None
+            if isinstance(last, list) and len(last) < BATCH_FILES:
+                last.append(op)
+            else:
+                steps.append([op])
+        else:
+            steps.append(op)
+    return steps
+
+
+__all__ = ["JobReplicator", "Replica", "batched"]

@@ -22,12 +22,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Callable
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 import orjson
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succeed
+from twisted.internet.defer import CancelledError, Deferred, TimeoutError, maybeDeferred, succeed
 from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes, ports
@@ -35,6 +37,7 @@ from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
+from ganeti.jobs.replicas import not_started
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
@@ -340,7 +343,8 @@ class LuxidService(Service):
         self.jobs[job_id] = job
         if job.finalized and (before is None or not before.finalized):
             self._hold_final(job_id, before, content)
-        self.distributor(self.queue.job_path(job_id), content)
+        with self._replicating_later(job_id) if not_started(job) else nullcontext():
+            self.distributor(self.queue.job_path(job_id), content)
         self._changed(job_id)
         if job_id in self.adopted and job.finalized and job_id not in self.killing:
             del self.adopted[job_id]
@@ -392,7 +396,8 @@ class LuxidService(Service):
         # step 1: our own lock file in the job file.  Not fsynced: if it is
         # lost with a power cut, the job simply looks queued, which is what
         # recovery would make of it anyway.
-        self._write(job, durable=False)
+        with self._replicating_later(job.id):
+            self._write(job, durable=False)
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
         self.processes[job.id] = job_channel
         started = time.perf_counter()
@@ -433,7 +438,15 @@ class LuxidService(Service):
         """Step 3: the child's lock file goes into the job file, durably."""
         job = self.jobs[job_id]
         job.livelock, job.process_id = lockfile, pid
-        self._write(job)
+        with self._replicating_later(job_id):
+            self._write(job)
+
+    def _replicating_later(self, job_id: int) -> ContextManager[Any]:
+        """Versions of job C{job_id}'s file, one not started yet, written in
+        this context may wait for the next (L{JobReplicator.later})."""
+        if self.replicator is None:
+            return nullcontext()
+        return self.replicator.later(self.queue.job_path(job_id))
 
     def _job_exited(self, exit: JobExit) -> None:
         self.processes.pop(exit.job_id, None)
@@ -541,13 +554,21 @@ class LuxidService(Service):
         now = time.time()
         for job_id, ops in zip(ids, checked):
             job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
-            content = self.queue.write_job(job)  # durable before we answer
+            # written, then fsynced while the candidates write it too: durable here before we answer
+            content = self.queue.write_job(job, durable=self.replicator is None)
             written.append((job, content))
             results.append([True, job_id])
         if written and self.replicator is not None:
+            local = self._blocking(self.queue.sync_jobs, ids)
             holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])
-            if holders < total // 2 + 1:
+            why = None
+            try:
+                await local
+            except OSError as e:
+                why = "not written durably on the master (%s)" % (e,)
+            if why is None and holders < total // 2 + 1:
                 why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
+            if why is not None:
                 for job, _content in written:
                     self._fail(job, why)
                 raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
@@ -556,6 +577,13 @@ class LuxidService(Service):
             self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
         self.reactor.callLater(0, self.schedule)
         return results
+
+    def _blocking(self, function: Callable[..., Any], *args: Any) -> Deferred:
+        """C{function(*args)} (fsyncs) in the reactor's thread pool, if it has one."""
+        get_pool = getattr(self.reactor, "getThreadPool", None)
+        if get_pool is None:
+            return maybeDeferred(function, *args)
+        return deferToThreadPool(self.reactor, get_pool(), function, *args)
 
     def step_down(self, reason: str) -> None:
         """Accept no job from now on (this master steps down for C{reason})."""

@@ -396,6 +396,35 @@ class NodeProcedures:
         return self._queue_io([real], write)
 
     @handler
+    def jobqueue_update_many(self, entries: Any, durable: Any = True) -> defer.Deferred[None]:
+        """Write several queue files C{[[virtual path, COMPRESS content], ...]}
+        (ours): each replaced atomically (written, renamed: a crash of any
+        process leaves the old or the new file); with C{durable} each is
+        fsynced, then each directory once, before the answer.  Nothing is
+        written when one entry is refused."""
+        _check(isinstance(entries, list) and all(isinstance(e, list) and len(e) == 2 for e in entries),
+               "jobqueue_update_many takes [[path, content], ...]")
+        _check(isinstance(durable, bool), "jobqueue_update_many: durable must be true or false")
+        writes: dict[str, bytes] = {}
+        try:
+            for file_name, content in entries:
+                writes[files.queue_file(self.paths, file_name)] = wire.decompress(content)
+        except (files.PathRefused, wire.RpcWireError) as e:
+            raise RpcFailure("jobqueue_update_many refused: %s" % e) from None
+
+        def write() -> None:
+            directories: set[str] = set()
+            for real, data in writes.items():
+                directory = os.path.dirname(real)
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                serializer.write_file(real, data, mode=QUEUE_FILE_MODE, durable=durable, sync_dir=False)
+                directories.add(directory)
+            for directory in sorted(directories) if durable else ():
+                serializer.fsync_dir(directory)
+
+        return self._queue_io(list(writes), write)
+
+    @handler
     def jobqueue_rename(self, pairs: Any) -> defer.Deferred[list[Any]]:
         _check(isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs),
                "jobqueue_rename takes [[old, new], ...]")

@@ -124,6 +124,14 @@ def jobqueue_update(file_name: str, content: list[Any]) -> None:
 
 
 @declare(TMO_URGENT)
+def jobqueue_update_many(entries: list[list[Any]], durable: bool = True) -> None:
+    """Write several job queue files C{[[virtual path, COMPRESS content], ...]}
+    in one call, each atomically and, with C{durable}, fsynced before the
+    answer (ours, not Ganeti's: the master batches what changed since its
+    last push; versions of running jobs need no fsync)."""
+
+
+@declare(TMO_URGENT)
 def jobqueue_rename(pairs: list[list[str]]) -> list[str | None]:
     """Rename queue files C{[[old, new], ...]}: per pair C{None} or an error."""
 

@@ -89,9 +89,42 @@ class LockFileTests(SynchronousTestCase):
         with open(table, "wb") as handle:
             handle.write(b"1: FLOCK  ADVISORY  WRITE 4242 fe:00:%d 0 EOF\n" % inode)
             handle.write(b"1: -> FLOCK  ADVISORY  WRITE 5151 fe:00:%d 0 EOF\n" % inode)
-        self.assertTrue(lockfile.holds_lock(self.path, 4242, table))
-        self.assertFalse(lockfile.holds_lock(self.path, 5151, table))  # a waiter holds nothing
-        self.assertFalse(lockfile.holds_lock(os.path.join(self.dir, "gone"), 4242, table))
+        proc = os.path.join(self.dir, "proc")  # no fdinfo there: the lock table is read
+        self.assertTrue(lockfile.holds_lock(self.path, 4242, table, proc))
+        self.assertFalse(lockfile.holds_lock(self.path, 5151, table, proc))  # a waiter holds nothing
+        self.assertFalse(lockfile.holds_lock(os.path.join(self.dir, "gone"), 4242, table, proc))
+
+    def fdinfo(self, pid: int, fd: int, inode: int, *locks: int) -> None:
+        directory = os.path.join(self.dir, "proc", str(pid), "fdinfo")
+        os.makedirs(directory, exist_ok=True)
+        lines = [b"pos:\t0", b"flags:\t02100002", b"mnt_id:\t27", b"ino:\t%d" % inode]
+        lines += [b"lock:\t1: FLOCK  ADVISORY  WRITE %d fe:00:%d 0 EOF" % (p, inode) for p in locks]
+        with open(os.path.join(directory, str(fd)), "wb") as handle:
+            handle.write(b"\n".join(lines) + b"\n")
+
+    def test_holds_lock_reads_the_process_own_fdinfo_not_the_lock_table(self) -> None:
+        """/proc/locks costs milliseconds per read on a busy machine (WConfD
+        checks every new job process): a readable fdinfo answers alone."""
+        fd = lockfile.hold(self.path)
+        self.addCleanup(lockfile.release, fd)
+        inode = os.stat(self.path).st_ino
+        proc = os.path.join(self.dir, "proc")
+        table = os.path.join(self.dir, "no-such-table")  # reading it would raise
+        self.fdinfo(4242, 0, inode + 1)
+        self.fdinfo(4242, 5, inode, 4242)
+        self.fdinfo(5151, 3, inode, 4242)  # inherited from 4242: it is not the holder
+        self.fdinfo(6262, 3, inode + 1, 6262)  # holds another file
+        self.assertTrue(lockfile.holds_lock(self.path, 4242, table, proc))
+        self.assertFalse(lockfile.holds_lock(self.path, 5151, table, proc))
+        self.assertFalse(lockfile.holds_lock(self.path, 6262, table, proc))
+
+    def test_fdinfo_lock_holders(self) -> None:
+        text = b"pos:\t0\nino:\t77\nlock:\t1: FLOCK  ADVISORY  WRITE 10 fe:00:77 0 EOF\n" \
+               b"lock:\t2: -> FLOCK  ADVISORY  WRITE 11 fe:00:77 0 EOF\n"
+        self.assertEqual(lockfile.fdinfo_lock_holders(text, 77), {10})
+        self.assertIsNone(lockfile.fdinfo_lock_holders(text, 78))
+        self.assertEqual(lockfile.fdinfo_lock_holders(b"pos:\t0\nino:\t77\n", 77), set())
+        self.assertIsNone(lockfile.fdinfo_lock_holders(b"garbage", 77))
 
 
 class PidFileTests(SynchronousTestCase):

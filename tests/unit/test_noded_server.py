@@ -166,6 +166,32 @@ def test_jobqueue_drain_flag_list_and_remove(node):
     assert node.call("jobqueue_set_drain_flag", "yes")[1][0] is False
 
 
+def test_jobqueue_update_many_writes_every_file_or_none(node):
+    """Several queue files in one call (the master's batches): each written;
+    one refused path refuses the whole call and writes nothing."""
+    queue = node.paths.queue_dir
+    files = [["/var/lib/ganeti/queue/job-4", wire.compress(b"x" * 5000)],
+             ["/var/lib/ganeti/queue/serial", wire.compress(b"4\n")],
+             ["/var/lib/ganeti/queue/archive/0/job-1", wire.compress(b"old")]]
+    assert node.call("jobqueue_update_many", files)[1] == [True, None]
+    assert open(os.path.join(queue, "job-4"), "rb").read() == b"x" * 5000
+    assert open(os.path.join(queue, "serial"), "rb").read() == b"4\n"
+    assert open(os.path.join(queue, "archive", "0", "job-1"), "rb").read() == b"old"
+    before = node.snapshot()
+    bad = [["/var/lib/ganeti/queue/job-5", wire.compress(b"new")], ["/var/lib/ganeti/config.data", wire.compress(b"x")]]
+    ok, message = node.call("jobqueue_update_many", bad)[1]
+    assert ok is False and "jobqueue_update_many refused" in message
+    assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/job-5"]])[1][0] is False
+    assert node.call("jobqueue_update_many", "job-5")[1][0] is False
+    assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/job-5", wire.compress(b"new")]], "no")[1][0] \
+        is False
+    assert node.snapshot() == before
+    # a running job's version: written (atomically), not fsynced
+    assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/job-5", wire.compress(b"run")]], False)[1] \
+        == [True, None]
+    assert open(os.path.join(queue, "job-5"), "rb").read() == b"run"
+
+
 @pytest.mark.parametrize("name", ["/var/lib/ganeti/config.data", "/var/lib/ganeti/queue/../config.data", "/var/lib/ganeti/queue/lock", "/etc/x"])
 def test_jobqueue_refuses_paths_outside_the_queue(node, name):
     before = node.snapshot()
@@ -265,6 +291,18 @@ def test_queue_writes_of_one_file_stay_in_order(tmp_path, monkeypatch):
     assert second.called
     with open(os.path.join(paths.queue_dir, "job-1"), "rb") as handle:
         assert handle.read() == b"second"
+    assert procs._queue_locks == {}
+    # a batch waits for the earlier writes of any of its files
+    single = procs.jobqueue_update("/var/lib/ganeti/queue/job-2", wire.compress(b"single"))
+    batch = procs.jobqueue_update_many([["/var/lib/ganeti/queue/job-3", wire.compress(b"three")],
+                                        ["/var/lib/ganeti/queue/job-2", wire.compress(b"batch")]])
+    assert len(pool.pending) == 1
+    pool.run(0)
+    assert single.called and not batch.called
+    pool.run(0)
+    assert batch.called
+    with open(os.path.join(paths.queue_dir, "job-2"), "rb") as handle:
+        assert handle.read() == b"batch"
     assert procs._queue_locks == {}
 
 

@@ -83,6 +83,10 @@ class FakeCandidates(Runner):
         self.down: set[str] = set()
         self.calls: list[tuple[str, str]] = []
         self.hold: Deferred | None = None  # set: the next call waits for it
+        #: (node, file name) of every file written by an update, in order
+        self.pushed: list[tuple[str, str]] = []
+        #: (node, file name) of the files written without fsync
+        self.volatile: list[tuple[str, str]] = []
 
     def call(self, nodes: dict[str, str], procedure: str, args: list[Any], timeout: float) -> Any:
         results = {}
@@ -92,6 +96,12 @@ class FakeCandidates(Runner):
                 results[name] = RpcResult.failure(name, "node unreachable: connection refused")
                 continue
             results[name] = RpcResult(name, True, self._run(self.queues[name], procedure, args))
+            if procedure == "jobqueue_update":
+                self.pushed.append((name, args[0][len(QUEUE):]))
+            elif procedure == "jobqueue_update_many":
+                self.pushed.extend((name, vpath[len(QUEUE):]) for vpath, _content in args[0])
+                if len(args) > 1 and args[1] is False:
+                    self.volatile.extend((name, vpath[len(QUEUE):]) for vpath, _content in args[0])
         if self.hold is not None:
             d, self.hold = self.hold, None
             return d.addCallback(lambda _: results)
@@ -107,6 +117,10 @@ class FakeCandidates(Runner):
             return {n: [sha(c), None] for n, c in queue.items()}
         if procedure == "jobqueue_update":
             queue[name(args[0])] = wire.decompress(args[1])
+            return None
+        if procedure == "jobqueue_update_many":
+            for vpath, content in args[0]:
+                queue[name(vpath)] = wire.decompress(content)
             return None
         if procedure == "jobqueue_rename":
             answers = []
@@ -173,7 +187,8 @@ class ReplicatorTests(SynchronousTestCase):
         self.assertEqual(self.fake.queues["node2.test"], self.master())
         self.assertEqual(self.fake.queues["node3.test"], self.master())
         node2 = [p for n, p in self.fake.calls if n == "node2.test"]
-        self.assertEqual(node2, ["jobqueue_list", "jobqueue_update", "jobqueue_remove"])
+        self.assertEqual(node2, ["jobqueue_list", "jobqueue_update_many", "jobqueue_remove"])
+        self.assertEqual(sorted(f for n, f in self.fake.pushed if n == "node2.test"), ["job-%d" % done.id])
         self.assertTrue(all(v["in_sync"] for v in self.replicator.status().values()))
         self.assertTrue(other.id)
 
@@ -238,13 +253,15 @@ class ReplicatorTests(SynchronousTestCase):
         self.settle()
         self.fake.down.add("node3.test")
         self.fake.calls.clear()
+        self.fake.pushed.clear()
         job = self.new_job()
         content = self.master()["job-%d" % job.id]
         d = Deferred.fromCoroutine(self.replicator.replicate([(self.queue.job_path(job.id), content)]))
         self.assertEqual(self.successResultOf(d), (2, 3))
         self.settle()
-        updates = [(n, p) for n, p in self.fake.calls if p == "jobqueue_update"]
-        self.assertEqual(updates.count(("node2.test", "jobqueue_update")), 2, "serial, then the job, once each")
+        self.assertEqual([p for n, p in self.fake.calls if n == "node2.test"], ["jobqueue_update_many"],
+                         "the job and the serial file in one call")
+        self.assertEqual(sorted(f for n, f in self.fake.pushed if n == "node2.test"), ["job-%d" % job.id, "serial"])
         # node3 comes back: the next new job succeeds there, which resyncs it at once
         self.fake.down.clear()
         job2 = self.new_job()
