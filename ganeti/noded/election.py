@@ -228,7 +228,7 @@ class ElectionService(Ticker):
         self.rounds: list[tuple[str, bool, int | None]] = []
 
     def check(self) -> None:
-        """One tick: start a round when this node lost the master for the timeout."""
+        """One tick: start a round when this node lost the master for the timeout, or will within L{lead}."""
         procedures = self.procedures
         if self._busy or procedures is None or self.reactor.seconds() < self._not_before:
             return
