@@ -193,3 +193,22 @@ class Ticker(Service):
         if self._loop.running:
             self._loop.stop()
         return super().stopService()
+
+
+def tcp_client_endpoint(reactor: Any, host: str, port: int, timeout: float) -> Any:
+    """A client endpoint to C{host}:C{port}: an IPv4 or IPv6 address
+    literal is connected to directly, so a refused connection (a dead
+    node) is known at once; a name goes through C{HostnameEndpoint}, which
+    reports a failure only after its 0.3 s "happy eyeballs" delay, even
+    when it has a single address to try."""
+    import ipaddress
+
+    from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint
+
+    try:
+        version = ipaddress.ip_address(host).version
+    except ValueError:
+        return HostnameEndpoint(reactor, host.encode("idna"), port, timeout=timeout)
+    if version == 4:
+        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
+    return TCP6ClientEndpoint(reactor, host, port, timeout=timeout)

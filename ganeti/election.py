@@ -14,6 +14,13 @@ L{decide}s:
    once it lost the master for the timeout; the others wait and check
    again later (the winner may have died too).
 
+A candidate does not wait for the timeout to elapse before it looks: it
+asks for the nodes' status up to L{lead} seconds before, and when a strict
+majority (itself included) will have lost the master for the timeout by
+then (L{majority_lost_in}), it asks for the votes at that very moment, with
+the views as they will be then (L{aged}); a voter still checks its own
+clock, so asking early is never a vote given early.
+
 The one that proceeds asks every node for its vote for one epoch above
 every epoch it heard of (NodeD's C{election_vote}).  A node L{refusal}s
 unless it too lost the master for the timeout and the candidate's config
@@ -45,6 +52,8 @@ PROCEED, WAIT = "proceed", "wait"
 
 #: seconds an elected candidate has to take over before its voters count the master as lost again
 TAKEOVER_ALLOWANCE = 30.0
+#: seconds before the failover timeout a candidate asks for the nodes' status (at most half the timeout)
+LEAD = 1.0
 
 
 @attrs.frozen
@@ -127,6 +136,34 @@ def lost_for(now: float, lost_since: float | None, voted_at: float | None,
     return max(0.0, now - (voted_at + allowance))
 
 
+def lead(timeout: float) -> float:
+    """Seconds before C{timeout} a candidate looks at the other nodes (L{LEAD}, at most half the timeout)."""
+    return min(LEAD, timeout / 2.0)
+
+
+def majority_lost_in(me: str, views: Mapping[str, NodeView], total: int, timeout: float) -> float | None:
+    """Seconds until C{me} and a strict majority of all C{total} nodes will
+    have lost the master for C{timeout}, if every node of C{views} that lost
+    it stays without it (0: now); C{None}: C{me} hears the master, or fewer
+    than a majority of nodes lost it."""
+    mine = views.get(me)
+    if mine is None or mine.lost_for is None:
+        return None
+    remaining = sorted(max(0.0, timeout - view.lost_for) for view in views.values() if view.lost_for is not None)
+    needed = total // 2 + 1  # the smallest strict majority
+    if len(remaining) < needed:
+        return None
+    return max(remaining[needed - 1], timeout - mine.lost_for, 0.0)
+
+
+def aged(views: Mapping[str, NodeView], seconds: float) -> dict[str, NodeView]:
+    """The views C{seconds} later, every node that lost the master still without it."""
+    if seconds < 0:
+        raise ValueError("cannot age views by %r seconds" % (seconds,))
+    return {name: view if view.lost_for is None else attrs.evolve(view, lost_for=view.lost_for + seconds)
+            for name, view in views.items()}
+
+
 def rank(view: NodeView) -> tuple[int, int, str]:
     """Sort key: the most up-to-date first, ties to the smallest name."""
     return (-view.config_serial, -view.queue_serial, view.name)
@@ -201,5 +238,5 @@ class StepDownClock:
         return 0.0 if self.since is None else now - self.since
 
 
-__all__ = ["Decision", "NodeView", "PROCEED", "StepDownClock", "TAKEOVER_ALLOWANCE", "WAIT", "decide", "elected", "lost_for", "rank",
-           "refusal"]
+__all__ = ["Decision", "LEAD", "NodeView", "PROCEED", "StepDownClock", "TAKEOVER_ALLOWANCE", "WAIT", "aged", "decide",
+           "elected", "lead", "lost_for", "majority_lost_in", "rank", "refusal"]

@@ -10,6 +10,13 @@ that is shorter, followed as it changes).  A LuxiD that answers "the master is
 X" is left for X.  A lost or failed connection is retried after a jittered
 backoff (L{Backoff}: 0.1 s growing to 2 s), the master looked up again each
 time.  Many clients can share one process (the benchmark runs hundreds).
+
+When this node's ssconf is rewritten (a failover names a new master:
+L{HeartbeatClient.master_moved}), a client without a master tries again at
+once with a fresh backoff, trusting ssconf over the candidates' confd for
+L{SSCONF_FRESH} seconds: the new master's LuxiD starts a moment after, and
+a node that voted for it must hear it soon (until it does, a vote holds
+back its clock of the master's loss, L{ganeti.election.lost_for}).
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ from typing import Any, Awaitable, Callable
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
 from ganeti import errors, ha_params
+from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.heartbeat import wire
 from ganeti.paths import Paths
 from ganeti.ssconf import SimpleStore
@@ -40,6 +48,8 @@ CONNECT_TIMEOUT = 2.0
 USER_TIMEOUT = 5.0
 #: seconds the candidates' confd have to name the master
 CONFD_TIMEOUT = 1.0
+#: seconds a rewritten ssconf is trusted over the candidates' confd after a failed attempt
+SSCONF_FRESH = 5.0
 #: the file under a node's root that overrides the kernel's boot id (tests)
 BOOT_ID_FILE = "boot_id"
 KERNEL_BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -275,6 +285,7 @@ class HeartbeatClient(Service):
         self._failed = False
         self._retry: Any = None
         self._attempt: Deferred[Any] | None = None
+        self._ssconf_fresh_until = float("-inf")
         self.connects = 0
         #: since when (reactor seconds) no master has accepted this node's
         #: connection: its start, or the loss of the last accepted one
@@ -327,18 +338,30 @@ class HeartbeatClient(Service):
         hello = self.identity()
         target, self._redirect = self._redirect, None
         if target is None and hello is not None:
-            target = await self.lookup(self._failed)
+            target = await self.lookup(self._failed and self.reactor.seconds() >= self._ssconf_fresh_until)
         if hello is None or target is None:
             self._attempt = None
             self._schedule()
             return
         self.hello = hello
         _name, address, port = target
-        endpoint: Any = HostnameEndpoint(self.reactor, address.encode("ascii"), port, timeout=CONNECT_TIMEOUT)
+        endpoint: Any = tcp_client_endpoint(self.reactor, address, port, CONNECT_TIMEOUT)
         if self.creator is not None:
             endpoint = wrapClientTLS(self.creator(), endpoint)
         await endpoint.connect(Factory.forProtocol(lambda: HeartbeatClientProtocol(self)))
         self._attempt = None
+
+    def master_moved(self) -> None:
+        """This node's ssconf was rewritten (it may name a new master): without
+        a master now, try again at once (no attempt under way) with a fresh
+        backoff, ssconf trusted for L{SSCONF_FRESH} seconds."""
+        if not self.running or self.protocol is not None:
+            return
+        self._ssconf_fresh_until = self.reactor.seconds() + SSCONF_FRESH
+        self.backoff.reset()
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+            self._start_attempt()
 
     # --- from the protocol ---------------------------------------------------------------
     def connected(self, protocol: HeartbeatClientProtocol, master: str, args: dict[str, Any] | None = None) -> None:

@@ -14,8 +14,10 @@ Two procedures every node answers:
    and the candidate at least as up to date as this node.
 
 L{ElectionService} runs on every node: on a master candidate that has lost
-the master for the timeout, with C{auto_failover} on, it asks every node
-for its status, and, when L{ganeti.election.decide} says so, for its vote;
+the master for the timeout (or is about to: L{ganeti.election.lead}), with
+C{auto_failover} on, it asks every node for its status, and, when
+L{ganeti.election.decide} says so, for its vote (the moment a majority has
+lost the master for the timeout: L{ganeti.election.majority_lost_in});
 a candidate elected by a strict majority of all nodes runs the failover of
 C{gnt-cluster master-failover} in this process
 (L{ganeti.client.failover.elected_failover}) under the epoch it won.
@@ -29,13 +31,13 @@ import os
 import random
 from typing import Any, Callable
 
-from twisted.internet import threads
+from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from ganeti import errors, ha_params, serializer, ssconf
 from ganeti.asyncutil import Ticker
-from ganeti.election import PROCEED, NodeView, decide, elected, lost_for, refusal
+from ganeti.election import PROCEED, NodeView, aged, decide, elected, lead, lost_for, majority_lost_in, refusal
 from ganeti.epoch import EpochGuard, StaleEpoch
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -47,6 +49,9 @@ from ganeti.rpc import procedures as declared
 CALL_TIMEOUT = 2.0
 #: seconds between two checks of the master's heartbeat connection
 CHECK_INTERVAL = 0.25
+#: seconds a candidate waits beyond the moment a majority has lost the master for the timeout
+#: (by the clocks of the status answers: a voter's own clock is a little ahead of them)
+VOTE_MARGIN = 0.01
 
 log = Logger()
 
@@ -223,7 +228,7 @@ class ElectionService(Ticker):
         self.rounds: list[tuple[str, bool, int | None]] = []
 
     def check(self) -> None:
-        """One tick: start a round when this node lost the master for the timeout."""
+        """One tick: start a round when this node lost the master for the timeout, or will within L{lead}."""
         procedures = self.procedures
         if self._busy or procedures is None or self.reactor.seconds() < self._not_before:
             return
@@ -231,7 +236,7 @@ class ElectionService(Ticker):
         if lost is None:
             return
         params = self._params.current()
-        if not params.auto_failover or lost < params.failover_timeout:
+        if not params.auto_failover or lost < params.failover_timeout - lead(params.failover_timeout):
             return
         self._busy = True
         d = Deferred.fromCoroutine(self.round(procedures, params.failover_timeout))
@@ -278,6 +283,10 @@ class ElectionService(Ticker):
                         views[name] = NodeView.from_payload(result.payload)
                     except ValueError as e:
                         log.warn("election: {node} answered wrongly: {why}", node=name, why=str(e))
+            due = await self._until_majority_lost(me, views, len(addresses), timeout)
+            if due is None:
+                return
+            views = due
             decision = decide(me, views, len(addresses), timeout)
             if decision.action != PROCEED:
                 self._note("waiting: %s" % decision.reason)
@@ -310,6 +319,23 @@ class ElectionService(Ticker):
             log.error("election: the failover for epoch {epoch} failed (exit code {code})", epoch=decision.epoch,
                       code=code)
             self._wait(timeout)
+
+    async def _until_majority_lost(self, me: str, views: dict[str, NodeView], total: int,
+                                   timeout: float) -> dict[str, NodeView] | None:
+        """The views to decide on: when this node and a majority of nodes
+        will have lost the master for the timeout within L{lead} seconds and
+        a tick, the views at that moment (after waiting for it); else the
+        views now, or C{None} (look again at the next tick) while this node
+        has not lost the master for the timeout itself."""
+        received = self.reactor.seconds()
+        wait = majority_lost_in(me, views, total, timeout)
+        if wait is not None and 0 < wait <= lead(timeout) + self.interval:
+            await task.deferLater(self.reactor, wait + VOTE_MARGIN, lambda: None)
+            return aged(views, self.reactor.seconds() - received)
+        mine = views.get(me)
+        if mine is not None and not mine.lost(timeout):
+            return None
+        return views
 
     async def _take_over(self, epoch: int, timeout: float) -> int:
         from ganeti.client import failover

@@ -99,6 +99,8 @@ class NodeProcedures:
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush
         self._rewrite_call: Any = None
+        #: called once C{write_ssconf_files} wrote (it may name a new master: the heartbeat looks for it)
+        self.ssconf_written: Callable[[], None] = lambda: None
 
     def lookup(self, name: str) -> Callable[..., Any] | None:
         """The handler of procedure C{name}; C{None} if none is declared."""
@@ -339,6 +341,7 @@ class NodeProcedures:
             ssconf.write_files(self.paths, values)
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
+        self.ssconf_written()
 
     @handler
     def ha_params_store(self, record: Any) -> defer.Deferred[Any]:

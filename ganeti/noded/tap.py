@@ -144,6 +144,8 @@ def makeService(options: Options, reactor: Any = None) -> IService:
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"],
                                     lost_since=(lambda: heartbeats.lost_since) if heartbeats is not None else None)
         elections.procedures = procedures.election
+        if heartbeats is not None:
+            procedures.ssconf_written = heartbeats.master_moved
         procedures.config_follower.flush()  # config deltas journalled before a stop: into config.data now
         tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
         return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)

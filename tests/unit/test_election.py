@@ -15,9 +15,12 @@ from ganeti.election import (
     WAIT,
     NodeView,
     StepDownClock,
+    aged,
     decide,
     elected,
+    lead,
     lost_for,
+    majority_lost_in,
     refusal,
 )
 from ganeti.heartbeat import roster as rost
@@ -240,7 +243,9 @@ def test_a_node_without_heartbeat_never_votes(root, inline_threads):
 # --- the candidate's tick -------------------------------------------------------------------------
 
 
-def test_the_candidate_starts_a_round_only_after_the_timeout_with_auto_failover_on(root, inline_threads):
+def test_the_candidate_starts_a_round_only_near_the_timeout_with_auto_failover_on(root, inline_threads):
+    """It looks at the others from lead() seconds before the timeout (its votes wait for the timeout:
+    test_votes_are_asked_the_moment_a_majority_lost_the_master_for_the_timeout)."""
     procedures, clock = voter(root, lost_since=95.0)
     service = ElectionService(root, clock, 1811)
     service.procedures = procedures.election
@@ -251,13 +256,98 @@ def test_the_candidate_starts_a_round_only_after_the_timeout_with_auto_failover_
 
     service.round = round_
     service.startService()
-    clock.advance(4)
-    assert rounds == []  # lost for 9 s at most
+    clock.advance(3)
+    assert rounds == []  # lost for 8 s at most
     clock.advance(1)
     assert rounds == [10.0]
     ha_params.write(root, ha_params.HaParams().changed(auto_failover=False))
     clock.advance(5)
     assert rounds == [10.0]
+    service.stopService()
+
+
+class FakeElectionRpc:
+    """The nodes n1 (the master, dead), n2 and n3 (the most up to date) as the candidate's RPC sees them."""
+
+    def __init__(self, clock, lost_since, calls):
+        self.clock, self.lost_since, self.calls = clock, lost_since, calls
+
+    def _lost(self, name):
+        since = self.lost_since[name]
+        return None if since is None else self.clock.seconds() - since
+
+    async def run(self, addresses, call):
+        from ganeti.rpc.client import RpcResult
+
+        self.calls.append((call.procedure, self.clock.seconds()))
+        answers = {"n1": RpcResult.failure("n1", "node unreachable: connection refused")}
+        for name in ("n2", "n3"):
+            lost = self._lost(name)
+            if call.procedure == "election_status":
+                answers[name] = RpcResult(name, True, NodeView(name, lost, "n1", True, 0, 11 if name == "n3" else 10,
+                                                               5).to_payload())
+            elif lost is not None and lost >= 10.0:
+                answers[name] = RpcResult(name, True, call.args[0])
+            else:
+                answers[name] = RpcResult.failure(name, "vote refused: lost only %s s ago" % lost)
+        return answers
+
+    async def close(self):
+        pass
+
+
+def test_votes_are_asked_the_moment_a_majority_lost_the_master_for_the_timeout(root, inline_threads, monkeypatch):
+    """n3 (this node) lost the master at 95, n2 at 95.6: the status is asked a second early, the
+    votes at 105.6 (n2's timeout, not the next tick, nor before n2 may give its vote), and n3 takes over."""
+    import ganeti.rpc
+
+    procedures, clock = voter(root, lost_since=95.0)
+    with open(root.ssconf("node_primary_ips"), "w") as handle:
+        handle.write("n1 127.0.1.1\nn2 127.0.1.2\nn3 127.0.1.3\n")
+    calls = []
+    rpc = FakeElectionRpc(clock, {"n1": None, "n2": 95.6, "n3": 95.0}, calls)
+    monkeypatch.setattr(ganeti.rpc, "RpcClient", type("R", (), {"from_paths": staticmethod(lambda *a, **k: rpc)}))
+    service = ElectionService(root, clock, 1811, interval=0.25)
+    service.procedures = procedures.election
+    took_over = []
+
+    async def take_over(epoch_, timeout):
+        took_over.append((epoch_, clock.seconds()))
+        return 0
+
+    service._take_over = take_over
+    service.startService()
+    clock.pump([0.25] * 16)  # up to 104
+    assert calls == [("election_status", 104.0)]
+    clock.pump([0.25] * 6)  # up to 105.5
+    assert [c for c in calls if c[0] == "election_vote"] == []
+    clock.pump([0.01] * 12)
+    votes = [when for procedure, when in calls if procedure == "election_vote"]
+    assert len(votes) == 1 and 105.6 <= votes[0] < 105.65
+    assert took_over == [(1, votes[0])]
+    assert service.rounds == [(PROCEED, True, 0)]
+    service.stopService()
+
+
+def test_a_candidate_still_short_of_the_timeout_looks_again_at_the_next_tick(root, inline_threads, monkeypatch):
+    """Looking early never makes it wait long: the other node lost the master only now."""
+    import ganeti.rpc
+
+    procedures, clock = voter(root, lost_since=95.0)
+    with open(root.ssconf("node_primary_ips"), "w") as handle:
+        handle.write("n1 127.0.1.1\nn2 127.0.1.2\nn3 127.0.1.3\n")
+    calls = []
+    rpc = FakeElectionRpc(clock, {"n1": None, "n2": None, "n3": 95.0}, calls)
+    monkeypatch.setattr(ganeti.rpc, "RpcClient", type("R", (), {"from_paths": staticmethod(lambda *a, **k: rpc)}))
+    service = ElectionService(root, clock, 1811, interval=0.25)
+    service.procedures = procedures.election
+    service.startService()
+    clock.pump([0.25] * 16)  # 104: n2 still hears the master
+    rpc.lost_since["n2"] = 104.0
+    clock.pump([0.25] * 4)  # 105: the round at 104.25 sees n2 due at 114.25: too far to wait for
+    statuses = [when for procedure, when in calls if procedure == "election_status"]
+    assert statuses == [104.0, 104.25, 104.5, 104.75, 105.0]
+    assert [c for c in calls if c[0] == "election_vote"] == []
     service.stopService()
 
 
@@ -320,6 +410,29 @@ def test_no_step_down_with_a_majority_or_with_auto_failover_off(root, inline_thr
                                         auto=False)
     clock.pump([0.5] * 40)
     assert events == []
+
+
+def test_when_a_majority_will_have_lost_the_master():
+    views = {"n2": view("n2", 9.2), "n3": view("n3", 9.5), "n4": view("n4", None)}
+    assert majority_lost_in("n2", views, 3, 10) == pytest.approx(0.8)
+    assert majority_lost_in("n3", views, 3, 10) == pytest.approx(0.8)  # n3 itself is early, n2 is needed
+    assert majority_lost_in("n4", views, 3, 10) is None  # hears the master
+    assert majority_lost_in("n2", views, 5, 10) is None  # 2 of 5 lost it
+    assert majority_lost_in("n2", {"n2": view("n2", 12), "n3": view("n3", 30)}, 3, 10) == 0.0
+    five = {"n2": view("n2", 9.0), "n3": view("n3", 9.9), "n4": view("n4", 9.9), "n5": view("n5", 9.95)}
+    assert majority_lost_in("n2", five, 5, 10) == pytest.approx(1.0)  # a majority, but n2 needs a second yet
+    assert majority_lost_in("n2", {}, 3, 10) is None
+    assert lead(10) == 1.0 and lead(1) == 0.5
+
+
+def test_aged_views_decide_as_the_nodes_will_vote():
+    views = {"n2": view("n2", 9.2), "n3": view("n3", 9.5), "n4": view("n4", None)}
+    assert decide("n2", views, 3, 10).action == WAIT
+    later = aged(views, 0.8)
+    assert later["n2"].lost_for == pytest.approx(10.0) and later["n4"].lost_for is None
+    assert decide("n2", later, 3, 10).action == PROCEED
+    with pytest.raises(ValueError):
+        aged(views, -1)
 
 
 def test_waiting_for_the_others_to_lose_the_master_looks_again_soon():

@@ -224,6 +224,66 @@ class ClientTests(SynchronousTestCase):
         self.assertEqual(self.client._redirect, ("node3.test", "127.0.1.3", 4242))
 
 
+class NewMasterTests(SynchronousTestCase):
+    """A failover rewrote this node's ssconf: the heartbeat looks for the new master at once."""
+
+    def setUp(self) -> None:
+        from twisted.internet.testing import MemoryReactorClock
+
+        self.reactor = MemoryReactorClock()
+        self.lookups: list[bool] = []
+        self.target = ("node1.test", "127.0.1.1", 4242)
+
+        async def lookup(failed: bool) -> Any:
+            self.lookups.append(failed)
+            return self.target
+
+        self.client = HeartbeatClient(self.reactor, lambda: wire.hello("node2.test", "", "b1", None, "0.1"), lookup,
+                                      None, backoff=Backoff(rand=lambda: 0.0))
+        self.client.startService()
+        self.addCleanup(self.client.stopService)
+
+    def refuse_last(self) -> None:
+        from twisted.internet.error import ConnectionRefusedError
+        from twisted.python.failure import Failure
+
+        _host, _port, factory, _timeout, _bind = self.reactor.tcpClients[-1]
+        factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+
+    def test_a_refused_address_is_tried_directly(self) -> None:
+        """An address literal: the connection is attempted at once, its refusal known at once."""
+        self.assertEqual([c[:2] for c in self.reactor.tcpClients], [("127.0.1.1", 4242)])
+        self.refuse_last()
+        self.assertIsNone(self.client._attempt)
+        self.assertTrue(self.client._retry.active())
+
+    def test_master_moved_tries_again_at_once_trusting_ssconf(self) -> None:
+        for _ in range(6):  # the old master is dead: the backoff grew to its maximum
+            self.refuse_last()
+            self.reactor.advance(wire.MAX_RECONNECT_DELAY)
+        self.assertEqual(self.lookups, [False] + [True] * 6)  # after a failure: the candidates' confd first
+        self.refuse_last()
+        self.target = ("node3.test", "127.0.1.3", 4242)
+        attempts = len(self.reactor.tcpClients)
+        self.client.master_moved()
+        self.assertEqual(len(self.reactor.tcpClients), attempts + 1)  # at once, not after the backoff
+        self.assertEqual(self.reactor.tcpClients[-1][:2], ("127.0.1.3", 4242))
+        self.assertEqual(self.lookups[-1], False)  # ssconf is fresh: no wait for confd
+        self.refuse_last()  # its LuxiD is not listening yet
+        self.reactor.advance(0.1)
+        self.assertEqual(len(self.reactor.tcpClients), attempts + 2)  # the backoff started again
+        self.assertEqual(self.lookups[-1], False)
+
+    def test_master_moved_changes_nothing_while_connected(self) -> None:
+        proto = HeartbeatClientProtocol(self.client)
+        proto.makeConnection(StringTransport())
+        proto.dataReceived(frame(wire.accepted("node1.test")))
+        attempts = len(self.reactor.tcpClients)
+        self.client.master_moved()
+        self.assertEqual(len(self.reactor.tcpClients), attempts)
+        self.assertIs(self.client.protocol, proto)
+
+
 class LookupTests(SynchronousTestCase):
     def test_ssconf_first_confd_after_a_failure(self) -> None:
         """The ssconf master normally; after a failed attempt, the candidates'

@@ -124,6 +124,16 @@ def test_write_ssconf_files(node):
     assert node.snapshot() == before
 
 
+def test_written_ssconf_tells_the_heartbeat(node):
+    """A failover names the new master in ssconf: the heartbeat looks for it at once (not if refused)."""
+    told = []
+    node.procs.ssconf_written = lambda: told.append(open(node.paths.ssconf("master_node")).read())
+    node.call("write_ssconf_files", {"x": ["y"]})
+    assert told == []
+    assert node.call("write_ssconf_files", {"master_node": ["node3.test"]})[1][0] is True
+    assert told == ["node3.test\n"]
+
+
 def test_master_node_name_without_ssconf(node):
     assert node.call("master_node_name")[1][0] is False
 
