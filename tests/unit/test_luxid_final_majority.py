@@ -7,18 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti.jobs.model import QueuedJob
-from ganeti.jobs.process import save_job
-from ganeti.luxid.replication import JobReplicator
-from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.rpc.contract import Runner
-from tests.unit.queue_helpers import open_queue, temp_root
+from tests.unit.queue_helpers import DELAY, ReplicatedLuxidCase
 from tests.unit.test_queue_replicas import FakeCandidates
-
-DELAY = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
 
 
 class FreezableCandidates(FakeCandidates, Runner):
@@ -46,41 +38,13 @@ class FreezableCandidates(FakeCandidates, Runner):
                 self.stalled.append((nodes, procedure, args, d))
 
 
-class FinalStatusTests(SynchronousTestCase):
-    def setUp(self) -> None:
-        self.paths = temp_root(self, "gntf")
-        self.clock = Clock()
-        self.nodes = {"node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
-        self.fake = FreezableCandidates(list(self.nodes))
-        self.replicator = JobReplicator(self.paths, self.clock, rpc=self.fake, candidates=lambda: dict(self.nodes))
-        distributor = JobDistributor(self.replicator.written)
-        self.queue = open_queue(self, self.paths, on_write=distributor, on_rename=self.replicator.renamed)
-        self.service = LuxidService(self.paths, self.clock, self.queue, distributor=distributor,
-                                    replicator=self.replicator)
-        self.service.running = True  # accept submissions without starting processes
-        self.replicator.start()
-        self.addCleanup(self.replicator.stop)
-        self.settle()
+class FinalStatusTests(ReplicatedLuxidCase):
+    prefix = "gntf"
 
-    def settle(self) -> None:
-        for _ in range(3):
-            self.clock.advance(0)
+    def make_fake(self, names: list[str]) -> FreezableCandidates:
+        return FreezableCandidates(names)
 
-    def submit(self) -> int:
-        ((ok, job_id),) = self.successResultOf(ensureDeferred(self.service.submit([DELAY])))
-        self.assertTrue(ok)
-        self.settle()
-        return job_id
-
-    def run_job(self, job_id: int, status: str) -> None:
-        """The job's process writes its file with C{status}; LuxiD sees it (inotify)."""
-        self.service.processes[job_id] = object()
-        job = QueuedJob.from_dict(self.queue.read_job(job_id).to_dict())
-        job.ops[0].status = status
-        if status == "success":
-            job.ops[0].result = "done"
-        save_job(self.paths, job)
-        self.service._reload(job_id)
+    run_job = ReplicatedLuxidCase.write
 
     def shown(self, job_id: int) -> str:
         return self.service.view(job_id).status

@@ -8,20 +8,15 @@ from __future__ import annotations
 import os
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs import replicas
 from ganeti.jobs.model import QueuedJob
-from ganeti.jobs.process import save_job
 from ganeti.jobs.replicas import not_started
 from ganeti.luxid import replication
-from ganeti.luxid.replication import LATER, JobReplicator, batched
-from ganeti.luxid.service import JobDistributor, LuxidService
-from tests.unit.queue_helpers import open_queue, temp_root
+from ganeti.luxid.replication import LATER, batched
+from tests.unit.queue_helpers import DELAY, ReplicatedLuxidCase
 from tests.unit.test_queue_replicas import FakeCandidates
-
-DELAY = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
 
 
 class BatchedTests(SynchronousTestCase):
@@ -63,45 +58,11 @@ class BatchedTests(SynchronousTestCase):
         self.assertFalse(not_started(job))
 
 
-class ReplicationTimingTests(SynchronousTestCase):
-    def setUp(self) -> None:
-        self.paths = temp_root(self, "gntb")
-        self.clock = Clock()
-        self.nodes = {"node2.test": "127.0.1.2", "node3.test": "127.0.1.3"}
-        self.fake = FakeCandidates(list(self.nodes))
-        self.replicator = JobReplicator(self.paths, self.clock, rpc=self.fake, candidates=lambda: dict(self.nodes))
-        distributor = JobDistributor(self.replicator.written)
-        self.queue = open_queue(self, self.paths, on_write=distributor, on_rename=self.replicator.renamed)
-        self.service = LuxidService(self.paths, self.clock, self.queue, distributor=distributor,
-                                    replicator=self.replicator)
-        self.service.running = True  # accept submissions without starting processes
-        self.replicator.start()
-        self.addCleanup(self.replicator.stop)
-        self.settle()
+class ReplicationTimingTests(ReplicatedLuxidCase):
+    prefix = "gntb"
 
-    def settle(self, seconds: float = 0.0) -> None:
-        for _ in range(3):
-            self.clock.advance(0)
-        if seconds:
-            self.clock.advance(seconds)
-            for _ in range(3):
-                self.clock.advance(0)
-
-    def submit(self) -> int:
-        ((ok, job_id),) = self.successResultOf(ensureDeferred(self.service.submit([DELAY])))
-        self.assertTrue(ok)
-        self.settle()
-        return job_id
-
-    def write(self, job_id: int, status: str, message: str | None = None) -> None:
-        """The job's process writes its file; LuxiD sees it (inotify)."""
-        self.service.processes[job_id] = object()
-        job = QueuedJob.from_dict(self.queue.read_job(job_id).to_dict())
-        job.ops[0].status = status
-        if message is not None:
-            job.add_log(0, message, "message", when=1.0)
-        save_job(self.paths, job)
-        self.service._reload(job_id)
+    def make_fake(self, names: list[str]) -> FakeCandidates:
+        return FakeCandidates(names)
 
     def pushed(self, node: str, name: str) -> list[str]:
         """The names C{node} was sent, of C{name} only."""
