@@ -135,7 +135,7 @@ class LuxidService(Service):
         self.liveness: Any = None
         #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
         self.watcher: Any = None
-        #: why this master stepped down (L{ganeti.luxid.stepdown}): it accepts no job any more
+        #: why this master stepped down (L{ganeti.ha.stepdown}): it accepts no job any more
         self.stepped_down: str | None = None
         self.forkserver: Any = None
         self._queue_watch: DirectoryWatcher | None = None

@@ -168,7 +168,7 @@ class WConfdService(Service):
         self._next_distribution: tuple[bytes, int] | None = None
         self._broken: str | None = None
         self._death_loop: LoopingCall | None = None
-        #: the HA parameters' keeper (L{ganeti.wconfd.ha.HaKeeper}), when the daemon has one
+        #: the HA parameters' keeper (L{ganeti.ha.keeper.HaKeeper}), when the daemon has one
         self.ha: Any = None
 
     # --- life cycle -------------------------------------------------------
