@@ -28,8 +28,8 @@ from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.live import LiveData
-from ganeti.luxid.replication import JobReplicator
-from ganeti.luxid.service import JobDistributor, LuxidService
+from ganeti.luxid.replication import JobDistributor, JobReplicator
+from ganeti.luxid.service import LuxidService
 from ganeti.paths import Paths
 
 
