@@ -139,3 +139,12 @@ def test_the_facade_re_exports_the_client_modules_names() -> None:
     assert all(hasattr(cli, name) for name in cli.__all__)
     assert (cli.run, cli.Context, cli.Command) == (runner.run, command.Context, command.Command)
     assert (cli.opcode, cli.ask_user, cli.job_id) == (jobs.opcode, prompt.ask_user, options.job_id)
+
+
+def test_no_import_circle_through_high_availability() -> None:
+    """C{ganeti.ha} and the daemons using it (NodeD's procedures load its
+    elector, which answers through NodeD's dispatch) form no circle."""
+    graph = import_graph(ROOT)
+    assert "ganeti.ha.elector" in graph["ganeti.noded.procedures"]
+    involved = [c for c in cycles(graph) if any(m == "ganeti.ha" or m.startswith("ganeti.ha.") for m in c)]
+    assert involved == []
