@@ -38,6 +38,7 @@ from twisted.logger import Logger
 from ganeti import errors, serializer, ssconf
 from ganeti.asyncutil import Ticker
 from ganeti.ha import params as ha_params
+from ganeti.ha import takeover
 from ganeti.ha.election import PROCEED, NodeView, aged, decide, elected, lead, lost_for, majority_lost_in, refusal
 from ganeti.ha.epoch import EpochGuard, StaleEpoch
 from ganeti.noded.dispatch import handler
@@ -346,8 +347,6 @@ class ElectionService(Ticker):
 
     async def _take_over(self, epoch: int, timeout: float) -> int:
         """The failover under the epoch won; its exit code (0: this node is the master)."""
-        from ganeti.ha import takeover
-
         try:
             view = takeover.view_of(self.paths, self.port, quick_timeout=CALL_TIMEOUT)
         except (errors.ConfigurationError, SystemExit) as e:
