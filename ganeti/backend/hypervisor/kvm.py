@@ -59,6 +59,7 @@ from zope.interface import implementer
 
 from ganeti import serializer
 from ganeti.backend import hypervisor as hv
+from ganeti.backend.hypervisor import kvm_accel
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
 from ganeti.backend.hypervisor.kvm_process import HostFacts, IQemuProcesses, QemuProcesses, log_tail
 from ganeti.backend.hypervisor.qmp import QMPDisconnected, QMPProtocol
@@ -119,8 +120,11 @@ class KVMHypervisor:
     @param connect: C{connect(socket_path)} -> Deferred of a negotiated
         L{QMPProtocol} (default: over the Unix socket).
     @param host: the node's L{HostFacts}.
-    @param kvm_usable: overrides the check of C{/dev/kvm}; C{False} makes
-        new instances run under TCG (software emulation).
+    @param kvm_usable: overrides the node's acceleration probe
+        (L{kvm_accel}): C{True} gives new instances KVM, C{False} TCG
+        (software emulation); the hvparam C{kvm_flag} still forces either.
+    @param accel_probe: the node's L{kvm_accel.AccelProbe} (default: a
+        real probe, cached under C{state_dir}).
     """
 
     name = hv.HT_KVM
@@ -128,7 +132,7 @@ class KVMHypervisor:
 
     def __init__(self, paths: Paths, reactor: Any, *, processes: IQemuProcesses | None = None,
                  connect: Any = None, host: HostFacts | None = None,
-                 kvm_usable: bool | None = None) -> None:
+                 kvm_usable: bool | None = None, accel_probe: kvm_accel.AccelProbe | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
         self._processes = processes if processes is not None else QemuProcesses(reactor)
@@ -137,6 +141,7 @@ class KVMHypervisor:
         self._kvm_usable = kvm_usable
         self.state_dir = os.path.join(paths.run_dir, "kvm-hypervisor")
         self._monitors: dict[str, SharedMonitor] = {}
+        self.accel_probe = accel_probe if accel_probe is not None else kvm_accel.AccelProbe(self.state_dir, reactor)
 
     # --- files ---------------------------------------------------------------
     def files(self, name: str) -> InstanceFiles:
@@ -290,11 +295,21 @@ class KVMHypervisor:
             "%s is not installed; install QEMU (Debian/Ubuntu: apt-get install qemu-system-x86) "
             "or set hvparam kvm_path" % cmdline.DEFAULT_BINARY)
 
-    def kvm_usable(self) -> bool:
-        """Whether new instances get KVM acceleration (else TCG)."""
-        if self._kvm_usable is None:
-            self._kvm_usable = self._host.kvm_usable()
-        return self._kvm_usable
+    async def node_accel(self, binary: str) -> str:
+        """C{"kvm"} if KVM acceleration works on this node with C{binary}
+        (the constructor's C{kvm_usable}, else a usable C{/dev/kvm} and the
+        probe's answer), else C{"tcg"}."""
+        if self._kvm_usable is not None:
+            return kvm_accel.ACCEL_KVM if self._kvm_usable else kvm_accel.ACCEL_TCG
+        if not self._host.kvm_usable():
+            return kvm_accel.ACCEL_TCG
+        return await self.accel_probe.accel(binary)
+
+    async def _choose_accel(self, hvparams: dict[str, Any]) -> str:
+        """The accelerator of a new qemu: hvparam C{kvm_flag}, else the node's."""
+        flag = hvparams.get(kvm_accel.KVM_FLAG)
+        probed = await self.node_accel(self._binary(hvparams)) if kvm_accel.needs_probe(flag) else None
+        return kvm_accel.decide(flag, probed)
 
     def _tap(self, uuid: str, index: int) -> str:
         digest = hashlib.sha1(("%s\0%s" % (self.paths.root, uuid)).encode()).hexdigest()
@@ -314,7 +329,7 @@ class KVMHypervisor:
                            "tap": self._tap(uuid, index)})
         return result
 
-    def _new_record(self, instance: Any, disks: list[list[str]], paused: bool) -> dict[str, Any]:
+    def _new_record(self, instance: Any, disks: list[list[str]], paused: bool, accel: str) -> dict[str, Any]:
         hvparams = dict(getattr(instance, "hvparams", None) or {})
         uuid = instance.uuid or str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, instance.name))
         vnc_port = None
@@ -326,7 +341,7 @@ class KVMHypervisor:
             "name": instance.name, "uuid": uuid, "memory": hv.instance_memory(instance),
             "vcpus": hv.instance_vcpus(instance), "hvparams": hvparams, "disks": disks,
             "nics": self._nics(instance, uuid), "vnc_port": vnc_port,
-            "accel": cmdline.detect_accel(self.kvm_usable()), "state": PAUSED if paused else RUNNING,
+            "accel": accel, "state": PAUSED if paused else RUNNING,
         }
 
     def _argv(self, name: str, record: dict[str, Any], incoming: str | None) -> list[str]:
@@ -491,7 +506,9 @@ class KVMHypervisor:
             self.log.info("the guest of instance {name} powered itself off; ending its qemu (pid {pid}) "
                           "to start it afresh", name=name, pid=current.get("pid"))
             await self._destroy(name, current)
-        record = self._new_record(instance, disks_of(block_devices), bool(startup_paused))
+        disks = disks_of(block_devices)
+        accel = await self._choose_accel(dict(getattr(instance, "hvparams", None) or {}))
+        record = self._new_record(instance, disks, bool(startup_paused), accel)
         await self._launch(name, record, incoming=None)
 
     def stop_instance(self, instance: Any, force: bool = False, timeout: int | None = None) -> Deferred[None]:
@@ -559,6 +576,7 @@ class KVMHypervisor:
             "vcpus": int(record.get("vcpus") or 0),
             "state": state,
             "time": max(0, int(self._reactor.seconds() - started)),
+            "accel": str(record.get("accel") or ""),
         }
 
     def get_instance_info(self, name: str) -> Deferred[dict[str, Any] | None]:
@@ -626,9 +644,9 @@ class KVMHypervisor:
         if not isinstance(info, dict) or not isinstance(info.get("hvparams"), dict):
             raise hv.HypervisorError("Bad migration info for instance %s: %.200r" % (name, info))
         accel = info.get("accel") or "kvm"
-        if accel == "kvm" and not self.kvm_usable():
+        if accel == "kvm" and await self.node_accel(self._binary(info["hvparams"])) != "kvm":
             raise hv.HypervisorError("Instance %s runs with KVM acceleration on its source, but this node "
-                                     "has no usable /dev/kvm" % name)
+                                     "has no working KVM acceleration (no usable /dev/kvm, or its probe failed)" % name)
         uuid = info.get("uuid") or instance.uuid or str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, name))
         port = self._migration_port(instance, info)
         address = target or "0.0.0.0"
