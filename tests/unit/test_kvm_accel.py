@@ -285,3 +285,24 @@ class MondTests(SynchronousTestCase):
         self.assertEqual((report["accel"], report["binary"]), ("tcg", "/usr/bin/qemu"))
         self.assertIn("did not finish", report["reason"])
         self.assertIsNone(KvmAccel(paths, lambda: "other boot").collect(None)["accel"])
+
+
+class SerialConsoleTests(SynchronousTestCase):
+    def test_socket_path_from_the_console_command(self) -> None:
+        from ganeti.client.serial_console import is_local_socket, socket_path
+
+        console = {"kind": "msg", "command": ["socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:/run/x.serial"]}
+        self.assertEqual(socket_path(console), "/run/x.serial")
+        self.assertIsNone(socket_path({"kind": "msg", "message": "no console"}))
+        self.assertIsNone(socket_path({"kind": "msg", "command": "UNIX-CONNECT:/x"}))
+        self.assertIsNone(socket_path({"kind": "msg", "command": ["UNIX-CONNECT:"]}))
+        self.assertFalse(is_local_socket(__file__))
+        self.assertFalse(is_local_socket("/nonexistent/x.serial"))
+
+    def test_kvm_console_carries_the_command(self) -> None:
+        root = tempfile.mkdtemp(prefix="gnt-accel")
+        self.addCleanup(shutil.rmtree, root, True)
+        hypervisor = kvm.KVMHypervisor(Paths(root), Clock(), host=FakeHost(), kvm_usable=False)
+        console = hypervisor.get_console_info(instance())
+        self.assertEqual(console["command"][-1], "UNIX-CONNECT:" + hypervisor.files(NAME).serial_socket)
+        self.assertIn(hypervisor.files(NAME).serial_socket, console["message"])

@@ -608,11 +608,15 @@ class KVMHypervisor:
             return {"instance": name, "kind": hv.CONS_VNC, "host": host, "port": port,
                     "display": port - cmdline.VNC_BASE_PORT}
         if hvparams.get("serial_console", True):
+            # Ganeti runs this command on the node over ssh; gnt-instance console
+            # attaches by itself where the socket is (ganeti.client.serial_console)
             path = self.files(name).serial_socket
-            return {"instance": name, "kind": hv.CONS_MESSAGE,
+            host = socket.gethostname()
+            return {"instance": name, "kind": hv.CONS_MESSAGE, "host": host,
+                    "command": ["socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:%s" % path],
                     "message": "The serial console of instance %s is the Unix socket %s on node %s; attach "
                                "with: socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:%s (Ctrl-] leaves)"
-                               % (name, path, socket.gethostname(), path)}
+                               % (name, path, host, path)}
         return {"instance": name, "kind": hv.CONS_MESSAGE,
                 "message": "Instance %s has no console (no vnc_bind_address, serial_console off)" % name}
 
