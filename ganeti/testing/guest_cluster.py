@@ -105,8 +105,12 @@ class ConsoleReader:
             data = os.read(fd, 65536)
             now = time.monotonic() - self.t0
             if not data:
-                raise GuestError("gnt-instance console ended (%s) before %r; it said:\n%s\nstderr: %s"
-                                 % (self.process.poll(), pattern, self.text(), self._stderr()))
+                try:
+                    code = self.process.wait(5)
+                except subprocess.TimeoutExpired:
+                    code = None
+                raise GuestError("gnt-instance console ended (exit code %s) before %r; it said:\n%s\nstderr: %s"
+                                 % (code, pattern, self.text(), self._stderr()))
             if self.first_byte is None:
                 self.first_byte = now
             self._partial += data
@@ -143,21 +147,23 @@ class ConsoleReader:
         return self.process.stderr.read().decode("utf-8", "replace")
 
 
-async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: float = 120.0) -> dict[str, Any]:
-    """Run the scenario of the module docstring; the measurements.
+async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: float = 120.0,
+                     boots: int = 1) -> dict[str, Any]:
+    """Run the scenario of the module docstring (C{boots} times startup to
+    shutdown); the measurements of the first boot, and of each in C{boots}.
 
     @raise guest.GuestFilesMissing: no kernel or busybox (scripts/install-guest).
     @raise GuestError: the guest or its console failed.
     """
     kernel = guest.kernel_image()
     scratch = tempfile.mkdtemp(prefix="gntguest-")
-    root = Paths(tempfile.mkdtemp(prefix="gntg"))
+    root = Paths(tempfile.mkdtemp(prefix="gntguest-r"))
     cluster = None
     roots = [root]
     result: dict[str, Any] = {}
     try:
         initrd = guest.build_initramfs(os.path.join(scratch, "initrd.cpio"))
-        cluster = await LoopbackCluster(reactor, root, loopback_config(1), prefix="gntgn").start()
+        cluster = await LoopbackCluster(reactor, root, loopback_config(1), prefix="gntguest-n").start()
         roots = [root] + list(cluster.roots)
         ok(root, "gnt-cluster", "modify", "--enabled-hypervisors", "kvm,fake", "-H", "kvm:kvm_path=%s" % qemu)
         ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-n", N1, "-o", "noop", "--no-nics",
@@ -167,37 +173,48 @@ async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: fl
         disk = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/%s/disk0" % NAME)
         with open(disk, "r+b") as handle:
             handle.write(DISK_MARKER.encode() + b"\n")
-        t0 = time.monotonic()
-        ok(root, "gnt-instance", "startup", NAME)
-        result["startup_command_s"] = round(time.monotonic() - t0, 3)
-        console = ConsoleReader(root, NAME, t0)
-        try:
-            result["console_attached_s"] = round(time.monotonic() - t0, 3)
-            ready_at, ready = console.wait_for("^" + re.escape(guest.READY_LINE), timeout)
-            result["first_console_byte_s"] = round(console.first_byte or ready_at, 3)
-            result["boot_to_console_s"] = round(ready_at, 3)
-            result["ready_line"] = ready
-            found = re.search(r"after ([0-9.]+) s", ready)
-            result["guest_uptime_at_init_s"] = float(found.group(1)) if found else None
-            _, disk_line = console.wait_for(re.escape(guest.DISK_PREFIX), 30)
-            result["disk_line"] = disk_line
-            console.send(COMMAND)
-            answered_at, _ = console.wait_for("^" + re.escape(ANSWER), 30)
-            result["shell_answer_s"] = round(answered_at, 3)
-        finally:
-            result["console_exit"] = console.close()
-            result["console_text"] = console.text()
-        info = ok(root, "gnt-instance", "info", NAME)
-        found = re.search(r"Acceleration: (\S+)", info)
-        result["accel"] = found.group(1) if found else None
-        result["info"] = info
-        ok(root, "gnt-instance", "shutdown", "--timeout", "1", NAME)
+        runs = [_boot_once(root, timeout) for _ in range(boots)]
+        result.update(runs[0])
+        result["boots"] = runs
         ok(root, "gnt-instance", "remove", "-f", NAME)
         result["qemu_left"] = qemu_pids(roots)
     finally:
         result["killed"] = kill_qemus(roots)
         if cluster is not None:
             await cluster.stop()
-        shutil.rmtree(root.root, ignore_errors=True)
+        kill_qemus(roots)           # one a daemon started while it stopped (an instance restart)
+        if not os.environ.get("GUEST_KEEP"):
+            shutil.rmtree(root.root, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _boot_once(root: Paths, timeout: float) -> dict[str, Any]:
+    """Start the instance, follow its console, ask its info, shut it down."""
+    result: dict[str, Any] = {}
+    t0 = time.monotonic()
+    ok(root, "gnt-instance", "startup", NAME)
+    result["startup_command_s"] = round(time.monotonic() - t0, 3)
+    console = ConsoleReader(root, NAME, t0)
+    try:
+        result["console_attached_s"] = round(time.monotonic() - t0, 3)
+        ready_at, ready = console.wait_for("^" + re.escape(guest.READY_LINE), timeout)
+        result["first_console_byte_s"] = round(console.first_byte or ready_at, 3)
+        result["boot_to_console_s"] = round(ready_at, 3)
+        result["ready_line"] = ready
+        found = re.search(r"after ([0-9.]+) s", ready)
+        result["guest_uptime_at_init_s"] = float(found.group(1)) if found else None
+        _, disk_line = console.wait_for(re.escape(guest.DISK_PREFIX), 30)
+        result["disk_line"] = disk_line
+        console.send(COMMAND)
+        answered_at, _ = console.wait_for("^" + re.escape(ANSWER), 30)
+        result["shell_answer_s"] = round(answered_at, 3)
+    finally:
+        result["console_exit"] = console.close()
+        result["console_text"] = console.text()
+    info = ok(root, "gnt-instance", "info", NAME)
+    found = re.search(r"Acceleration: (\S+)", info)
+    result["accel"] = found.group(1) if found else None
+    result["info"] = info
+    ok(root, "gnt-instance", "shutdown", "--timeout", "1", NAME)
     return result
