@@ -32,11 +32,14 @@ from collections.abc import Iterable
 READY_LINE = "ganeti-guest: up"
 DISK_PREFIX = "vda says "
 #: the modules /init loads, in dependency order
-MODULES = ("virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk")
+MODULES = ("virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk",
+           "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4")
+#: what the init of a root file system image (L{build_root_image}) prints first
+ROOT_LINE = "ganeti-guest: root from disk says "
 
 _CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv", "guest")
 
-INIT = """#!/bin/busybox sh
+INIT = r"""#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -48,6 +51,16 @@ for m in %(modules)s; do
 done
 n=0
 while [ ! -b /dev/vda ] && [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
+ROOT=$(sed -n 's/.*root=\(\/dev\/vd[a-z0-9]*\).*/\1/p' /proc/cmdline)
+if [ -n "$ROOT" ] && [ -b "$ROOT" ] && mkdir -p /newroot && mount -t ext4 "$ROOT" /newroot 2>/dev/null; then
+  if [ -x /newroot/sbin/init ]; then
+    echo "%(ready)s, switching to the root file system on $ROOT"
+    umount /proc /sys
+    mount --move /dev /newroot/dev
+    exec switch_root /newroot /sbin/init
+  fi
+  umount /newroot
+fi
 VDA=none
 [ -b /dev/vda ] && VDA=$(head -c 64 /dev/vda | tr -cd 'A-Za-z0-9_.:-')
 echo "%(ready)s, %(disk)s$VDA"
@@ -152,4 +165,49 @@ def kernel_image(directory: str | None = None) -> str:
     with open(tmp, "wb") as handle:
         handle.write(image)
     os.replace(tmp, target)
+    return target
+
+
+ROOT_INIT = """#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+echo "%(root)s$(cat /etc/ganeti-guest-os) after $(cut -d' ' -f1 /proc/uptime) s"
+(i=0; while true; do sleep 1; echo "%(root)s$(cat /etc/ganeti-guest-os), tick $i"; i=$((i+1)); done) &
+while true; do setsid cttyhack sh; done
+"""
+
+
+def build_root_image(target: str, name: str, size_mib: int = 16, directory: str | None = None) -> str:
+    """An ext2 file system image (no partition table) that boots as the
+    guest's root: busybox, an C{/sbin/init} printing L{ROOT_LINE} and
+    C{name}, then ticks and a shell on the console.  Made with C{mke2fs -d}
+    (e2fsprogs), without mounting anything; its path.
+
+    @raise GuestFilesMissing: no busybox, or no mke2fs.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    _, busybox, _ = guest_files(directory)
+    mke2fs = shutil.which("mke2fs") or ("/usr/sbin/mke2fs" if os.path.exists("/usr/sbin/mke2fs") else None)
+    if mke2fs is None:
+        raise GuestFilesMissing("mke2fs is missing: install e2fsprogs")
+    staging = tempfile.mkdtemp(prefix="gntguest-root")
+    try:
+        for sub in ("bin", "sbin", "dev", "proc", "sys", "tmp", "etc"):
+            os.makedirs(os.path.join(staging, sub))
+        shutil.copy(busybox, os.path.join(staging, "bin", "busybox"))
+        with open(os.path.join(staging, "sbin", "init"), "w") as handle:
+            handle.write(ROOT_INIT % {"root": ROOT_LINE})
+        os.chmod(os.path.join(staging, "sbin", "init"), 0o755)
+        with open(os.path.join(staging, "etc", "ganeti-guest-os"), "w") as handle:
+            handle.write(name + "\n")
+        done = subprocess.run([mke2fs, "-q", "-F", "-t", "ext2", "-L", "ganeti-guest", "-d", staging, target,
+                               "%dM" % size_mib], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise GuestFilesMissing("mke2fs failed: %s" % (done.stderr or done.stdout).strip())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target

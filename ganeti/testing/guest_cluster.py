@@ -35,6 +35,8 @@ from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, ok
 NAME = "guest1.test"
 N1 = "node1.test"
 DISK_MARKER = "GANETI-DISK-MARKER-0451"
+#: the name the root file system image of the image OS test carries
+IMAGE_NAME = "busybox-root-image-1"
 #: what the test types on the console, and the answer it waits for
 COMMAND, ANSWER = b"echo $((6*7))-answered\n", "42-answered"
 
@@ -148,9 +150,16 @@ class ConsoleReader:
 
 
 async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: float = 120.0,
-                     boots: int = 1) -> dict[str, Any]:
+                     boots: int = 1, from_image: bool = False) -> dict[str, Any]:
     """Run the scenario of the module docstring (C{boots} times startup to
     shutdown); the measurements of the first boot, and of each in C{boots}.
+
+    With C{from_image}, the instance is made with OS C{image} instead of
+    C{noop}: its create script writes a root file system image
+    (L{guest.build_root_image}, named L{IMAGE_NAME}) onto disk 0 offline,
+    the hvparam C{root_path=/dev/vda} points the kernel at it, and the
+    initramfs switches to that root, whose init then prints
+    L{guest.ROOT_LINE} with the image's name: the guest runs from its disk.
 
     @raise guest.GuestFilesMissing: no kernel or busybox (scripts/install-guest).
     @raise GuestError: the guest or its console failed.
@@ -166,14 +175,21 @@ async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: fl
         cluster = await LoopbackCluster(reactor, root, loopback_config(1), prefix="gntguest-n").start()
         roots = [root] + list(cluster.roots)
         ok(root, "gnt-cluster", "modify", "--enabled-hypervisors", "kvm,fake", "-H", "kvm:kvm_path=%s" % qemu)
-        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-n", N1, "-o", "noop", "--no-nics",
+        os_args = ["-o", "noop"]
+        root_path = ""
+        if from_image:
+            image = guest.build_root_image(os.path.join(scratch, "root.img"), IMAGE_NAME)
+            os_args = ["-o", "image", "-O", "image=%s" % image]
+            root_path = "/dev/vda"
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=32M", "-n", N1, *os_args, "--no-nics",
            "-B", "memory=%dM" % memory_mib, "--no-name-check", "--no-ip-check", "--no-start", "-H",
-           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=quiet,root_path=" % (kernel, initrd),
-           NAME)
-        disk = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/%s/disk0" % NAME)
-        with open(disk, "r+b") as handle:
-            handle.write(DISK_MARKER.encode() + b"\n")
-        runs = [_boot_once(root, timeout) for _ in range(boots)]
+           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=quiet,root_path=%s"
+           % (kernel, initrd, root_path), NAME)
+        if not from_image:
+            disk = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/%s/disk0" % NAME)
+            with open(disk, "r+b") as handle:
+                handle.write(DISK_MARKER.encode() + b"\n")
+        runs = [_boot_once(root, timeout, from_image) for _ in range(boots)]
         result.update(runs[0])
         result["boots"] = runs
         ok(root, "gnt-instance", "remove", "-f", NAME)
@@ -189,7 +205,7 @@ async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: fl
     return result
 
 
-def _boot_once(root: Paths, timeout: float) -> dict[str, Any]:
+def _boot_once(root: Paths, timeout: float, from_image: bool) -> dict[str, Any]:
     """Start the instance, follow its console, ask its info, shut it down."""
     result: dict[str, Any] = {}
     t0 = time.monotonic()
@@ -204,8 +220,13 @@ def _boot_once(root: Paths, timeout: float) -> dict[str, Any]:
         result["ready_line"] = ready
         found = re.search(r"after ([0-9.]+) s", ready)
         result["guest_uptime_at_init_s"] = float(found.group(1)) if found else None
-        _, disk_line = console.wait_for(re.escape(guest.DISK_PREFIX), 30)
-        result["disk_line"] = disk_line
+        if from_image:
+            root_at, root_line = console.wait_for("^" + re.escape(guest.ROOT_LINE + IMAGE_NAME), timeout)
+            result["root_line"] = root_line
+            result["root_from_disk_s"] = round(root_at, 3)
+        else:
+            _, disk_line = console.wait_for(re.escape(guest.DISK_PREFIX), 30)
+            result["disk_line"] = disk_line
         console.send(COMMAND)
         answered_at, _ = console.wait_for("^" + re.escape(ANSWER), 30)
         result["shell_answer_s"] = round(answered_at, 3)

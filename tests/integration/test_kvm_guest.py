@@ -86,3 +86,25 @@ async def test_real_guest_boots_through_the_cluster():
     assert result["accel"] == expected and result["accel"] in ("kvm", "tcg"), result["info"]
     assert result["console_exit"] == 0, result
     assert result["qemu_left"] == [] and result["killed"] == [], result
+
+
+@pytest_twisted.ensureDeferred
+async def test_guest_boots_from_the_image_the_os_wrote():
+    """OS C{image} writes a root file system image onto disk 0 offline
+    (at C{gnt-instance add}); the guest's kernel mounts it as its root
+    (hvparam root_path=/dev/vda) and runs its init, which tells the image's
+    name on the serial console."""
+    qemu = need_qemu()
+    try:
+        guest.guest_files()
+    except guest.GuestFilesMissing as e:
+        pytest.fail(str(e))
+    result = await guest_cluster.boot_guest(reactor, qemu, from_image=True)
+    text = result.get("console_text", "")
+    print({k: v for k, v in result.items() if k not in ("console_text", "info", "boots")})
+    assert "switching to the root file system on /dev/vda" in text, text
+    assert result["root_line"].startswith(guest.ROOT_LINE + guest_cluster.IMAGE_NAME), text
+    assert result["shell_answer_s"] > result["root_from_disk_s"], text  # its shell answers on the console
+    assert result["root_from_disk_s"] < BOOT_LIMIT, result
+    assert result["console_exit"] == 0, result
+    assert result["qemu_left"] == [] and result["killed"] == [], result
