@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import uuid as uuid_module
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -96,7 +95,6 @@ _GUEST_DOWN = ("shutdown", "guest-panicked")
 #: run states of a source whose migration stopped it
 _MIGRATION_STOPPED = ("postmigrate", "finish-migrate", "paused")
 _SUN_PATH_MAX = 107
-_WILDCARD = ("0.0.0.0", "::", "[::]")
 
 
 from ganeti.backend.hypervisor.kvm_runtime import (
@@ -104,6 +102,7 @@ from ganeti.backend.hypervisor.kvm_runtime import (
     MonitorUnreachable,
     SharedMonitor,
     check_name,
+    console_info,
     disks_of,
     tcp_port,
 )
@@ -600,25 +599,9 @@ class KVMHypervisor:
     def get_console_info(self, instance: Any) -> dict[str, Any]:
         name = check_name(instance.name)
         hvparams = getattr(instance, "hvparams", None) or {}
-        bind = hvparams.get("vnc_bind_address") or ""
         record = self._read(name) or {}
         port = record.get("vnc_port") or getattr(instance, "network_port", None)
-        if bind and port:
-            host = socket.gethostname() if bind in _WILDCARD else bind
-            return {"instance": name, "kind": hv.CONS_VNC, "host": host, "port": port,
-                    "display": port - cmdline.VNC_BASE_PORT}
-        if hvparams.get("serial_console", True):
-            # Ganeti runs this command on the node over ssh; gnt-instance console
-            # attaches by itself where the socket is (ganeti.client.serial_console)
-            path = self.files(name).serial_socket
-            host = socket.gethostname()
-            return {"instance": name, "kind": hv.CONS_MESSAGE, "host": host,
-                    "command": ["socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:%s" % path],
-                    "message": "The serial console of instance %s is the Unix socket %s on node %s; attach "
-                               "with: socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:%s (Ctrl-] leaves)"
-                               % (name, path, host, path)}
-        return {"instance": name, "kind": hv.CONS_MESSAGE,
-                "message": "Instance %s has no console (no vnc_bind_address, serial_console off)" % name}
+        return console_info(name, hvparams, port, self.files(name).serial_socket)
 
     # --- the interface: migration --------------------------------------------
     def _migration_port(self, instance: Any, record: dict[str, Any] | None = None) -> int:

@@ -6,6 +6,7 @@ Split from L{ganeti.backend.hypervisor.kvm}, which uses all of it.
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import attrs
@@ -119,3 +120,27 @@ def tcp_port(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
         raise hv.HypervisorError("%s must be a TCP port, not %r" % (what, value))
     return value
+
+
+_WILDCARD = ("0.0.0.0", "::", "[::]")
+
+
+def console_info(name: str, hvparams: dict[str, Any], vnc_port: int | None, serial_socket: str) -> dict[str, Any]:
+    """How to reach the console of instance C{name}: its VNC display when it
+    has one, else its serial console, described as a message plus the
+    command Ganeti runs on the node over ssh (C{gnt-instance console}
+    attaches by itself where the socket is: L{ganeti.client.serial_console})."""
+    bind = hvparams.get("vnc_bind_address") or ""
+    if bind and vnc_port:
+        host = socket.gethostname() if bind in _WILDCARD else bind
+        return {"instance": name, "kind": hv.CONS_VNC, "host": host, "port": vnc_port,
+                "display": vnc_port - cmdline.VNC_BASE_PORT}
+    if hvparams.get("serial_console", True):
+        host = socket.gethostname()
+        return {"instance": name, "kind": hv.CONS_MESSAGE, "host": host,
+                "command": ["socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:%s" % serial_socket],
+                "message": "The serial console of instance %s is the Unix socket %s on node %s; attach "
+                           "with: socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:%s (Ctrl-] leaves)"
+                           % (name, serial_socket, host, serial_socket)}
+    return {"instance": name, "kind": hv.CONS_MESSAGE,
+            "message": "Instance %s has no console (no vnc_bind_address, serial_console off)" % name}
