@@ -15,13 +15,21 @@ from __future__ import annotations
 import re
 import time
 import uuid as uuidlib
-from typing import Any, ClassVar, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping, Protocol, TypeVar
 
 import attrs
 
 from ganeti import CONFIG_VERSION, serializer
 
 T = TypeVar("T", bound="ConfigObject")
+
+
+class _HasName(Protocol):
+    @property
+    def name(self) -> str | None: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
 
 
 def new_uuid() -> str:
@@ -357,7 +365,7 @@ ConfigData._nested = {
 }
 
 
-def find_by_key(items: Mapping[str, Any], name_or_uuid: str) -> Any:
+def find_by_key(items: Mapping[str, _Named], name_or_uuid: str) -> _Named | None:
     """The record with uuid (key) or name C{name_or_uuid}, or None."""
     found = items.get(name_or_uuid)
     if found is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
@@ -286,7 +286,7 @@ class Watcher(Service):
         archived = self.luxid.auto_archive(self.archive_age, ARCHIVE_TIMEOUT)
         if archived and archived[0]:
             self.log.info("watcher: archived {n} old job(s)", n=archived[0])
-        return archived
+        return cast("list[int]", archived)
 
 
 __all__ = ["REASON_SOURCE", "RESTART_LIMIT", "RESTART_WINDOW", "RestartBudget", "Watcher", "busy_instances",

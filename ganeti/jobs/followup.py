@@ -19,7 +19,7 @@ logical units return it without importing this module.
 from __future__ import annotations
 
 import copy
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from ganeti import errors
 from ganeti.jobs.lifecycle import ResultWithJobs
@@ -85,7 +85,7 @@ def luxi_submitter(reactor: Any, socket_path: str) -> Submitter:
 
         client = await AsyncLuxiClient.connect(reactor, socket_path)
         try:
-            return await client.call("SubmitManyJobs", jobs)
+            return cast("list[Any]", await client.call("SubmitManyJobs", jobs))
         finally:
             await client.close()
 

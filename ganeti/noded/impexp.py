@@ -56,7 +56,7 @@ import secrets
 import shutil
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
 from twisted.internet.threads import blockingCallFromThread
@@ -93,7 +93,7 @@ def _check(condition: bool, message: str) -> None:
 def check_export_name(value: Any, what: str = "export name") -> str:
     _check(isinstance(value, str) and bool(_NAME_RE.match(value)) and not value.endswith(NEW_SUFFIX),
            "Invalid %s %.100r" % (what, value))
-    return value
+    return cast("str", value)
 
 
 def _address(value: Any, what: str) -> str:
@@ -101,7 +101,7 @@ def _address(value: Any, what: str) -> str:
         ipaddress.ip_address(value)
     except (TypeError, ValueError):
         raise RpcFailure("%s must be an IP address, not %.100r" % (what, value)) from None
-    return value
+    return cast("str", value)
 
 
 def parse_export_config(text: str) -> configparser.ConfigParser:
@@ -317,7 +317,7 @@ class ImpExpProcedures:
         record = decode_disk(io.get("disk"))
         _driver, path = self._instances.locate(record)
         _check(os.path.isfile(path), "Disk %s does not exist on this node" % path)
-        return path
+        return cast("str", path)
 
     def _sink(self, io: Any) -> tuple[Callable[[], Any], str]:
         _check(isinstance(io, dict), "dest must be a dict")
@@ -462,7 +462,7 @@ class ImpExpProcedures:
 
     def _ids(self, ids: Any) -> list[str]:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
-        return ids
+        return cast("list[str]", ids)
 
     @handler
     def impexp_status(self, ids: Any, wait: Any = 0) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -56,7 +56,7 @@ def _check(condition: bool, message: str) -> None:
 
 def _name(value: Any, what: str = "instance name") -> str:
     _check(isinstance(value, str) and bool(_NAME_RE.match(value)), "Invalid %s %.100r" % (what, value))
-    return value
+    return cast("str", value)
 
 
 def _flag(value: Any, what: str) -> bool:
@@ -71,20 +71,20 @@ def _flag(value: Any, what: str) -> bool:
 def _integer(value: Any, what: str, low: int, high: int) -> int:
     _check(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
            "%s must be an integer between %d and %d, not %.100r" % (what, low, high, value))
-    return value
+    return cast("int", value)
 
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:
     if value is None:
         return {}
     _check(isinstance(value, dict), "%s must be a dict, not %.100r" % (what, value))
-    return value
+    return cast("dict[str, Any]", value)
 
 
 def _names(value: Any, what: str) -> list[str]:
     _check(isinstance(value, list) and all(isinstance(v, str) for v in value),
            "%s must be a list of names, not %.100r" % (what, value))
-    return value
+    return cast("list[str]", value)
 
 
 def _reason(value: Any) -> None:
@@ -348,8 +348,9 @@ class InstanceProcedures:
     async def instance_console_info(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
-        return await self._hv_call("Cannot get the console of instance %s" % instance.name,
-                                   hyper.get_console_info, instance)
+        info: dict[str, Any] = await self._hv_call("Cannot get the console of instance %s" % instance.name,
+                                                   hyper.get_console_info, instance)
+        return info
 
     # --- migration -------------------------------------------------------------------
 
@@ -390,7 +391,7 @@ class InstanceProcedures:
                                      hyper.get_migration_status, instance)
         _check(isinstance(status, dict) and isinstance(status.get("status"), str),
                "The hypervisor gave no migration status for instance %s" % instance.name)
-        return status
+        return cast("dict[str, Any]", status)
 
     @handler
     async def instance_finalize_migration_dst(self, inst: Any, info: Any, success: Any) -> None:

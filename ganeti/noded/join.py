@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from cryptography import x509
 from OpenSSL import SSL
@@ -59,7 +59,7 @@ class UnjoinedContextFactory:
 
 def _tls_connection(request: Request) -> SSL.Connection:
     transport = request.transport if request.transport is not None else request.channel.transport
-    return transport.getHandle()
+    return cast(SSL.Connection, transport.getHandle())
 
 
 def _parse_pem(text: str, what: str) -> tuple[bytes, bytes]:

@@ -8,7 +8,7 @@ split a value over several box keys, transparently to both sides.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from twisted.protocols import amp
 
@@ -147,7 +147,7 @@ class Command(amp.Command):
     @classmethod
     def parseArguments(cls, box: Any, protocol: Any) -> dict[str, Any]:
         try:
-            return super().parseArguments(box, protocol)
+            return cast("dict[str, Any]", super().parseArguments(box, protocol))
         except BadArguments as e:
             raise BadArguments("%s: %s" % (cls.commandName.decode(), e)) from e
         except KeyError as e:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Awaitable
+from typing import Any, Awaitable, cast
 
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.protocol import Factory
@@ -87,7 +87,7 @@ class WConfdProtocol(amp.AMP):
     def dispatchCommand(self, box: Any) -> Deferred:
         # AMP drops the connection on a failure that is not a RemoteAmpError
         # (bad arguments, bugs): turn those into error answers instead.
-        return super().dispatchCommand(box).addErrback(self._unexpected, box.get(b"_command", b"?"))
+        return cast("Deferred[Any]", super().dispatchCommand(box).addErrback(self._unexpected, box.get(b"_command", b"?")))
 
     def _unexpected(self, failure: Failure, name: bytes) -> Failure:
         if failure.check(amp.RemoteAmpError):
