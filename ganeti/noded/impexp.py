@@ -67,6 +67,7 @@ from ganeti.backend import osapi
 from ganeti.noded import bulk, stream
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
+from ganeti.rpc import procedures
 from ganeti.rpc.tls import Credentials
 
 #: seconds without a status request after which a transfer is aborted
@@ -83,6 +84,9 @@ NEW_SUFFIX = ".new"
 TOKEN_BYTES = 32
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+
+#: what C{impexp_status} answers: per id, its status (C{None}: unknown id)
+Statuses = list[dict[str, Any] | None]
 
 
 def _check(condition: bool, message: str) -> None:
@@ -263,7 +267,7 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot use X509 key %s: %s" % (name, exc)) from None
         return Credentials(key_pem, cert_pem, peer_pem), frozenset([digest])
 
-    @handler
+    @handler(procedures.x509_cert_create)
     def x509_cert_create(self, validity: Any) -> list[str]:
         _check(isinstance(validity, int) and not isinstance(validity, bool) and 0 < validity <= 366 * 86400,
                "Invalid validity %r" % (validity,))
@@ -277,7 +281,7 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot store the X509 key in %s: %s" % (directory, exc.strerror)) from None
         return [name, cert_pem.decode("ascii")]
 
-    @handler
+    @handler(procedures.x509_cert_remove)
     def x509_cert_remove(self, name: Any) -> None:
         name = check_export_name(name, "X509 key name")
         shutil.rmtree(self._crypto_dir(name), ignore_errors=True)
@@ -391,7 +395,7 @@ class ImpExpProcedures:
         transfer.succeed()
         return True
 
-    @handler
+    @handler(procedures.impexp_listen)
     def impexp_listen(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_listen takes a spec dict")
         bind = _address(spec.get("bind"), "bind")
@@ -430,7 +434,7 @@ class ImpExpProcedures:
         _run_thread(reactor, transfer, "receive", lambda: bulk.serve(listener, cancel, tls, peers, accepted, run))
         return {"id": transfer.id, "port": port, "token": token}
 
-    @handler
+    @handler(procedures.impexp_send)
     def impexp_send(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_send takes a spec dict")
         host = _address(spec.get("host"), "host")
@@ -464,8 +468,8 @@ class ImpExpProcedures:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
         return cast("list[str]", ids)
 
-    @handler
-    def impexp_status(self, ids: Any, wait: Any = 0) -> Any:
+    @handler(procedures.impexp_status)
+    def impexp_status(self, ids: Any, wait: Any = 0) -> defer.Deferred[Statuses] | Statuses:
         """The transfers' status; with C{wait} (seconds), once one of them
         ends, or after C{wait} seconds if none does (the master learns of the
         end at once without asking often)."""
@@ -525,7 +529,7 @@ class ImpExpProcedures:
                 transfer.fail("the export was abandoned")
         shutil.rmtree(directory, ignore_errors=True)
 
-    @handler
+    @handler(procedures.impexp_abort)
     def impexp_abort(self, ids: Any) -> None:
         for tid in self._ids(ids):
             transfer = self._transfers.get(tid)
@@ -534,7 +538,7 @@ class ImpExpProcedures:
                 self._forget(tid)
         return None
 
-    @handler
+    @handler(procedures.impexp_cleanup)
     def impexp_cleanup(self, ids: Any) -> None:
         for tid in self._ids(ids):
             transfer = self._transfers.get(tid)
@@ -545,7 +549,7 @@ class ImpExpProcedures:
 
     # --- exports ------------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.export_start)
     def export_start(self, name: Any) -> None:
         name = check_export_name(name)
         directory = self._export_path(name + NEW_SUFFIX)
@@ -558,7 +562,7 @@ class ImpExpProcedures:
         self._renew_export(name)
         return None
 
-    @handler
+    @handler(procedures.export_finalize)
     def export_finalize(self, name: Any, config_text: Any) -> None:
         name = check_export_name(name)
         _check(isinstance(config_text, str), "config_text must be a string")
@@ -591,14 +595,14 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot finalize export %s: %s" % (name, exc)) from None
         return None
 
-    @handler
+    @handler(procedures.export_discard)
     def export_discard(self, name: Any) -> None:
         name = check_export_name(name)
         self._end_export_lease(name)
         shutil.rmtree(self._export_path(name + NEW_SUFFIX), ignore_errors=True)
         return None
 
-    @handler
+    @handler(procedures.export_list)
     def export_list(self) -> list[str]:
         try:
             names = os.listdir(self.paths.export_dir)
@@ -609,7 +613,7 @@ class ImpExpProcedures:
         return sorted(n for n in names if not n.startswith(".") and not n.endswith(NEW_SUFFIX)
                       and os.path.isdir(self._export_path(n)))
 
-    @handler
+    @handler(procedures.export_info)
     def export_info(self, name: Any) -> str:
         name = check_export_name(name)
         path = self._export_path(name, EXPORT_CONF_FILE)
@@ -621,7 +625,7 @@ class ImpExpProcedures:
         parse_export_config(text)
         return text
 
-    @handler
+    @handler(procedures.export_remove)
     def export_remove(self, name: Any) -> None:
         name = check_export_name(name)
         target = self._export_path(name)

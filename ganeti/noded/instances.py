@@ -29,6 +29,7 @@ from ganeti.backend import osapi, storage
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
+from ganeti.rpc import procedures
 from ganeti.rpc.instances import decode_instance, node_path
 
 #: the most memory an instance may be ballooned to (MiB: 16 TiB)
@@ -251,7 +252,7 @@ class InstanceProcedures:
 
     # --- lifecycle -------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.instance_start)
     async def instance_start(self, inst: Any, startup_paused: Any = False, reason: Any = None) -> None:
         """Start the instance; one already running is left alone, one whose
         guest powered itself off (state L{hv.STATE_SHUTDOWN}) is handed to
@@ -269,7 +270,7 @@ class InstanceProcedures:
         self.log.info("instance {name} started", name=instance.name)
         return None
 
-    @handler
+    @handler(procedures.instance_shutdown)
     async def instance_shutdown(self, inst: Any, timeout: Any = DEFAULT_SHUTDOWN_TIMEOUT, reason: Any = None) -> None:
         instance, _disks = decode(inst)
         seconds = DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else _integer(timeout, "timeout", 0, MAX_SHUTDOWN_TIMEOUT)
@@ -278,7 +279,7 @@ class InstanceProcedures:
         await self._stop(hyper, instance, seconds)
         return None
 
-    @handler
+    @handler(procedures.instance_reboot)
     async def instance_reboot(self, inst: Any, reboot_type: Any, shutdown_timeout: Any = DEFAULT_SHUTDOWN_TIMEOUT,
                               reason: Any = None) -> None:
         instance, disks = decode(inst)
@@ -298,7 +299,7 @@ class InstanceProcedures:
             await self._hv_call("Could not reboot instance %s" % instance.name, hyper.reboot_instance, instance)
         return None
 
-    @handler
+    @handler(procedures.instance_balloon_memory)
     async def instance_balloon_memory(self, inst: Any, memory: Any) -> None:
         instance, _disks = decode(inst)
         mib = _integer(memory, "memory", 1, MAX_MEMORY_MIB)
@@ -313,7 +314,7 @@ class InstanceProcedures:
 
     # --- queries ---------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.instance_list)
     async def instance_list(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> list[str]:
         names = _names(hypervisor_names, "hypervisor_list")
         _mapping(hvparams_by_hv, "hvparams")
@@ -324,15 +325,15 @@ class InstanceProcedures:
             found.update(listed or ())
         return sorted(found)
 
-    @handler
+    @handler(procedures.instance_info)
     async def instance_info(self, name: Any, hypervisor: Any, hvparams: Any = None) -> dict[str, Any]:
         _name(name)
         _mapping(hvparams, "hvparams")
         hyper = self.hypervisor(hypervisor)
         return await self._running_info(hyper, name) or {}
 
-    @handler
-    async def all_instances_info(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> dict[str, Any]:
+    @handler(procedures.all_instances_info)
+    async def all_instances_info(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> dict[str, dict[str, Any]]:
         names = _names(hypervisor_names, "hypervisor_list")
         _mapping(hvparams_by_hv, "hvparams")
         hypers = [(name, self.hypervisor(name)) for name in names]
@@ -344,7 +345,7 @@ class InstanceProcedures:
                 result.setdefault(instance_name, info)
         return result
 
-    @handler
+    @handler(procedures.instance_console_info)
     async def instance_console_info(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
@@ -354,14 +355,14 @@ class InstanceProcedures:
 
     # --- migration -------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.migration_info)
     async def migration_info(self, inst: Any) -> Any:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
         return await self._hv_call("Cannot prepare the migration of instance %s" % instance.name,
                                    hyper.migration_info, instance)
 
-    @handler
+    @handler(procedures.accept_instance)
     async def accept_instance(self, inst: Any, info: Any, target_ip: Any) -> None:
         instance, disks = decode(inst)
         _check(isinstance(target_ip, str) and bool(target_ip), "target_ip must be an address")
@@ -371,7 +372,7 @@ class InstanceProcedures:
                             hyper.accept_instance, instance, info, target=target_ip)
         return None
 
-    @handler
+    @handler(procedures.instance_migrate)
     async def instance_migrate(self, cluster_name: Any, inst: Any, target_ip: Any, live: Any = True) -> None:
         _check(isinstance(cluster_name, str), "cluster_name must be a string")
         instance, _disks = decode(inst)
@@ -383,7 +384,7 @@ class InstanceProcedures:
                             hyper.migrate_instance, instance, target_ip, **extra)
         return None
 
-    @handler
+    @handler(procedures.instance_get_migration_status)
     async def instance_get_migration_status(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
@@ -393,7 +394,7 @@ class InstanceProcedures:
                "The hypervisor gave no migration status for instance %s" % instance.name)
         return cast("dict[str, Any]", status)
 
-    @handler
+    @handler(procedures.instance_finalize_migration_dst)
     async def instance_finalize_migration_dst(self, inst: Any, info: Any, success: Any) -> None:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
@@ -402,7 +403,7 @@ class InstanceProcedures:
                             hyper.finalize_migration, instance, info, ok)
         return None
 
-    @handler
+    @handler(procedures.instance_finalize_migration_src)
     async def instance_finalize_migration_src(self, inst: Any, success: Any, live: Any = True) -> None:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
@@ -414,7 +415,7 @@ class InstanceProcedures:
 
     # --- block devices ---------------------------------------------------------------
 
-    @handler
+    @handler(procedures.blockdev_create)
     def blockdev_create(self, disk: Any, size: Any, owner: Any = None, on_primary: Any = True, info: Any = "",
                         exclusive_storage: Any = False) -> str:
         """Create a file disk; the path it has on this node."""
@@ -434,7 +435,7 @@ class InstanceProcedures:
         self.log.info("created disk {path} ({size} MiB) for {owner}", path=path, size=mib, owner=owner)
         return path
 
-    @handler
+    @handler(procedures.blockdev_remove)
     def blockdev_remove(self, disk: Any) -> None:
         """Remove a file disk; one already gone (or diskless) succeeds."""
         record = decode_disk(disk)
@@ -447,7 +448,7 @@ class InstanceProcedures:
             raise RpcFailure("Cannot remove disk: %s" % exc) from None
         return None
 
-    @handler
+    @handler(procedures.blockdev_grow)
     def blockdev_grow(self, disk: Any, amount: Any, dryrun: Any = False, backingstore: Any = True,
                       exclusive_storage: Any = False) -> None:
         """Grow a file disk by C{amount} MiB.
@@ -471,7 +472,7 @@ class InstanceProcedures:
             raise RpcFailure("Cannot grow disk: %s" % exc) from None
         return None
 
-    @handler
+    @handler(procedures.blockdev_getdimensions)
     def blockdev_getdimensions(self, disks: Any) -> list[list[Any] | None]:
         """C{[size in bytes, spindles (None)]} of each file disk, C{None} for
         one that does not exist here (Ganeti's answer)."""
@@ -513,7 +514,7 @@ class InstanceProcedures:
         except errors.OpExecError as exc:
             raise RpcFailure(str(exc)) from None
 
-    @handler
+    @handler(procedures.instance_os_add)
     async def instance_os_add(self, inst: Any, reinstall: Any = False, debug: Any = 0) -> None:
         """Run the OS's create script for the instance."""
         instance, disks = decode(inst)
@@ -521,7 +522,7 @@ class InstanceProcedures:
         await self._run_os_script(instance, disks, osapi.SCRIPT_CREATE, debug, extra)
         return None
 
-    @handler
+    @handler(procedures.instance_run_rename)
     async def instance_run_rename(self, inst: Any, old_name: Any, debug: Any = 0) -> None:
         """Run the OS's rename script (the instance already has its new name)."""
         instance, disks = decode(inst)
@@ -529,7 +530,7 @@ class InstanceProcedures:
         await self._run_os_script(instance, disks, osapi.SCRIPT_RENAME, debug, {"OLD_INSTANCE_NAME": old})
         return None
 
-    @handler
+    @handler(procedures.os_diagnose)
     def os_diagnose(self) -> list[list[Any]]:
         return osapi.diagnose(self.paths)
 
