@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 import uuid as uuidlib
-from typing import Any, ClassVar, Mapping, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
 
 import attrs
 
@@ -53,6 +53,8 @@ class ConfigObject:
 
     #: field name -> (decode, encode) for fields holding records
     _nested: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    #: the field names, set on each class by L{_fields} (read from its own C{__dict__})
+    _known_cache: ClassVar[tuple[str, ...]]
 
     extra: dict[str, Any]
 
@@ -77,7 +79,8 @@ class ConfigObject:
                 kwargs[key] = decode[0](value) if decode else value
             else:
                 extra[key] = value
-        return cls(extra=extra, **kwargs)
+        make: Callable[..., T] = cls  # the attrs subclasses take their fields by name
+        return make(extra=extra, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -102,8 +105,8 @@ class ConfigObject:
         return attrs.evolve(self, serial_no=serial + 1, mtime=now() if when is None else when)  # type: ignore[misc]
 
 
-_dict = attrs.Factory(dict)
-_list = attrs.Factory(list)
+_dict: dict[Any, Any] = attrs.Factory(dict)
+_list: list[Any] = attrs.Factory(list)
 
 
 @attrs.frozen(kw_only=True)

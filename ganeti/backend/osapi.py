@@ -27,11 +27,12 @@ import re
 import signal
 import sys
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, cast
 
 import attrs
 from twisted.internet import defer
 from twisted.internet.error import ProcessDone, ProcessTerminated
+from twisted.internet.interfaces import IProcessTransport
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -382,6 +383,11 @@ class ScriptProtocol(ProcessProtocol):
         L{OSScriptError} (the reason, without the log) otherwise
     """
 
+    @property
+    def _connected(self) -> IProcessTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(IProcessTransport, self.transport)
+
     def __init__(self, clock: Any, timeout: float, kill_group: Any = os.killpg) -> None:
         self._clock = clock
         self._timeout = timeout
@@ -403,7 +409,7 @@ class ScriptProtocol(ProcessProtocol):
             except OSError:
                 pass
         try:
-            self.transport.signalProcess("KILL")
+            self._connected.signalProcess("KILL")
         except Exception:
             pass
 
@@ -477,7 +483,7 @@ class OSRunner:
     def __init__(self, paths: Any, reactor: Any, timeouts: Mapping[str, float] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
-        self._timeouts = dict(TIMEOUTS)
+        self._timeouts: dict[str, float] = dict(TIMEOUTS)
         self._timeouts.update(timeouts or {})
 
     async def run(

@@ -24,11 +24,12 @@ from __future__ import annotations
 import json
 import os
 import random
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import wrapClientTLS
+from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -116,7 +117,11 @@ def node_hello(paths: Paths) -> dict[str, Any] | None:
             import orjson
 
             data = orjson.loads(handle.read())
-        serial = int(data.get("serial_no")) if isinstance(data, dict) else None
+        if isinstance(data, dict):
+            given: Any = data.get("serial_no")
+            serial = int(given)
+        else:
+            serial = None
     except (OSError, ValueError, TypeError):
         serial = None
     return wire.hello(name, "", read_boot_id(paths), serial, __version__)
@@ -213,6 +218,11 @@ def dead_peer_timeout(transport: Any, seconds: float) -> bool:
 class HeartbeatClientProtocol(Int32StringReceiver):
     MAX_LENGTH = wire.MAX_FRAME
 
+    @property
+    def _connected(self) -> ITCPTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(ITCPTransport, self.transport)
+
     def __init__(self, client: HeartbeatClient) -> None:
         self.client = client
         self.accepted = False
@@ -236,7 +246,7 @@ class HeartbeatClientProtocol(Int32StringReceiver):
             message = wire.decode(body)
         except wire.BadMessage as e:
             self.client.log.warn("heartbeat: bad answer from LuxiD: {why}", why=str(e))
-            self.transport.loseConnection()
+            self._connected.loseConnection()
             return
         if message["t"] == wire.ACCEPTED:
             self.accepted = True
@@ -246,7 +256,7 @@ class HeartbeatClientProtocol(Int32StringReceiver):
                 self.client.reporter.params(message["args"])
         elif message["t"] == wire.REDIRECT:
             self.client.redirected((message["master"], message["address"], message["port"]))
-            self.transport.loseConnection()
+            self._connected.loseConnection()
 
     def connectionLost(self, reason: Any = None) -> None:
         if self._beats is not None and self._beats.running:
@@ -308,7 +318,7 @@ class HeartbeatClient(Service):
         if self._attempt is not None:
             self._attempt.cancel()
         if self.protocol is not None:
-            self.protocol.transport.loseConnection()
+            cast(ITCPTransport, self.protocol.transport).loseConnection()
         if self.reporter is not None:
             self.reporter.stop()
         return None

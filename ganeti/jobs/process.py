@@ -22,8 +22,9 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
+from twisted.internet.interfaces import ITransport
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
@@ -104,7 +105,8 @@ async def execute(
         submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket), rpc_port=rpc_port,
     )
     control = _Control(processor)
-    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
+    # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
+    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]
     install_kill_handler(reactor, processor)
     if job.start_timestamp is None:
         job.start_timestamp = timestamp()
@@ -156,6 +158,11 @@ def install_kill_handler(reactor: Any, processor: Any, exit: Any = os._exit) -> 
 class _Control(Protocol):
     """Messages from LuxiD while the job runs: cancel, priority."""
 
+    @property
+    def _connected(self) -> ITransport:
+        """The transport, in methods that run only while connected."""
+        return cast(ITransport, self.transport)
+
     def __init__(self, processor: Any) -> None:
         self.processor = processor
         self.decoder = channel.LineDecoder()
@@ -168,7 +175,7 @@ class _Control(Protocol):
         for message in messages:
             if message.get(channel.CANCEL):
                 cancelled = bool(self.processor.request_cancel())
-                self.transport.write(channel.encode({channel.CANCELLED: cancelled}))
+                self._connected.write(channel.encode({channel.CANCELLED: cancelled}))
             elif isinstance(message.get(channel.PRIORITY), int):
                 self.processor.change_priority(message[channel.PRIORITY])
 

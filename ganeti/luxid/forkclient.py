@@ -18,10 +18,11 @@ import os
 import signal
 import socket
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import orjson
 from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import ITransport
 from twisted.internet.protocol import ProcessProtocol, Protocol, connectionDone
 from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
@@ -68,7 +69,7 @@ class _PipeProtocol(Protocol):
         """Stop watching both pipes and close them, whatever the job does."""
         if self.closed:
             return
-        transport = self.transport
+        transport: Any = self.transport  # a StandardIO (mypy reads the Windows one's stub)
         if transport is not None and not getattr(transport, "disconnected", True):
             transport.connectionLost(Failure(ConnectionDone("job pipes closed by LuxiD")))
         self.connectionLost()
@@ -170,11 +171,12 @@ class ForkServer:
         self._forget_pipes(job_id)
         self._pipes[job_id] = pipes
         try:
-            StandardIO(pipes, stdin=from_child_r, stdout=to_child_w, reactor=self.reactor)
+            # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
+            StandardIO(pipes, stdin=from_child_r, stdout=to_child_w, reactor=self.reactor)  # type: ignore[call-arg]
         except BaseException:
             pipes.close()
             raise
-        job_channel.attach(pipes.transport.write, lambda: self.kill(job_id))
+        job_channel.attach(cast(ITransport, pipes.transport).write, lambda: self.kill(job_id))  # connected by StandardIO
 
     def kill(self, job_id: int) -> None:
         job_channel = self._channels.get(job_id)

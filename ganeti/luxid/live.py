@@ -28,7 +28,7 @@ calls share one round of them.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, cast
 
 from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
 from twisted.logger import Logger
@@ -253,9 +253,10 @@ class LiveData:
         calls = []
         for inst in candidates:
             pnode: Node | None = config.nodes.get(inst.primary_node or "")
-            if pnode is None or pnode.name not in nodes or inst.name not in out.get(pnode.name, {}):
+            node = pnode.name if pnode is not None else None
+            if node is None or node not in nodes or inst.name is None or inst.name not in out.get(node, {}):
                 continue
-            calls.append(ensureDeferred(self._console(config, inst, pnode.name, nodes[pnode.name], out)))
+            calls.append(ensureDeferred(self._console(config, inst, node, nodes[node], out)))
         if calls:
             await gatherResults(calls)
         return out
@@ -274,4 +275,5 @@ class LiveData:
             return
         if result.failed or not isinstance(result.payload, Mapping):
             return
-        out[node][inst.name] = dict(out[node][inst.name], console=dict(result.payload))
+        name = cast(str, inst.name)  # the caller skips an instance without one
+        out[node][name] = dict(out[node][name], console=dict(result.payload))

@@ -21,7 +21,7 @@ templates, to keep MonD small.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from twisted.web import http
 
@@ -90,7 +90,8 @@ class MondRequest(http.Request):
     api: Api
 
     def process(self) -> None:
-        code, ctype, body, headers = self.api.answer(self.method, self.path, self.args)
+        # the request is parsed (args set) before process() is called
+        code, ctype, body, headers = self.api.answer(self.method, self.path, cast("dict[bytes, list[bytes]]", self.args))
         self.setResponseCode(code)
         self.setHeader(b"content-type", ctype)
         self.setHeader(b"content-length", b"%d" % len(body))
@@ -113,6 +114,6 @@ class MondFactory(http.HTTPFactory):
         self._request = type("MondRequest", (MondRequest,), {"api": api})
 
     def buildProtocol(self, addr: Any) -> Any:
-        channel = super().buildProtocol(addr)
+        channel: Any = super().buildProtocol(addr)
         channel.requestFactory = self._request
         return channel

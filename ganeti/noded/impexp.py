@@ -298,7 +298,7 @@ class ImpExpProcedures:
         from ganeti.noded.instances import decode
 
         instance, disks = decode(io.get("instance"))
-        index = io.get("index")
+        index: Any = io.get("index")  # from the wire: checked below
         _check(isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(disks),
                "Instance %s has no disk %r" % (instance.name, index))
         definition, variant = self._instances._os(instance)

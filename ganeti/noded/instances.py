@@ -185,7 +185,7 @@ class InstanceProcedures:
         except errors.GenericError as exc:
             raise RpcFailure("%s: %s" % (what, exc)) from None
 
-    async def _running_info(self, hyper: Any, name: str) -> dict[str, Any] | None:
+    async def _running_info(self, hyper: Any, name: str | None) -> dict[str, Any] | None:
         info = await self._hv_call("Cannot get the state of instance %s" % name, hyper.get_instance_info, name)
         return info if isinstance(info, dict) and info else None
 

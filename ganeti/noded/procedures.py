@@ -19,10 +19,11 @@ import os
 import pwd
 import shutil
 import socket
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer, task, threads
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
+from twisted.internet.interfaces import ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
@@ -247,10 +248,10 @@ class NodeProcedures:
         cls = TCP6ClientEndpoint if family == socket.AF_INET6 else TCP4ClientEndpoint
         endpoint = cls(self._reactor, ip, self._port, timeout=NET_TEST_TIMEOUT)
         try:
-            proto = await endpoint.connect(Factory.forProtocol(Protocol))
+            proto = cast(Protocol, await endpoint.connect(Factory.forProtocol(Protocol)))
         except Exception as e:
             return "TCP connection to %s:%d failed: %s" % (ip, self._port, e.__class__.__name__)
-        proto.transport.loseConnection()
+        cast(ITransport, proto.transport).loseConnection()  # connected
         return None
 
     # --- files -----------------------------------------------------------------------

@@ -167,9 +167,9 @@ class LoopbackCluster:
                 daemon.start()
             for daemon in self.nodeds:
                 await daemon.ready(self.reactor)
-            for daemon in (self.wconfd, self.luxid if self.start_luxid else None, self.rapi):
-                if daemon is not None:
-                    await self.start_daemon(daemon)
+            for optional in (self.wconfd, self.luxid if self.start_luxid else None, self.rapi):
+                if optional is not None:
+                    await self.start_daemon(optional)
         except BaseException:
             await self.stop()
             raise

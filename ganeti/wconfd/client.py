@@ -32,9 +32,11 @@ from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
 from twisted.internet.error import ConnectionClosed
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.protocol import connectionDone
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.protocols import amp
+from twisted.python.failure import Failure
 
 from ganeti import errors
 from ganeti.locking import Owner
@@ -84,7 +86,7 @@ class _ClientProtocol(amp.AMP):
             waiter.callback(None)
         return {}
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self.on_lost is not None:
             self.on_lost(self)  # before the calls fail: they find the client reconnecting
         super().connectionLost(reason)
@@ -183,7 +185,9 @@ class WConfdClient:
         if protocol is None or protocol.lost.called:
             self._fail_waits(errors.LockError("connection to WConfD closed while waiting for locks"))
             return succeed(None)
-        protocol.transport.loseConnection()
+        transport = protocol.transport
+        assert transport is not None  # connected: the connection is not lost yet
+        transport.loseConnection()
         return protocol.lost
 
     async def call(self, command: type[amp.Command], **kwargs: Any) -> dict[str, Any]:

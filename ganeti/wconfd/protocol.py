@@ -12,7 +12,7 @@ import struct
 from typing import Any, Awaitable, cast
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.protocol import Factory
+from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
 from twisted.protocols import amp
 from twisted.python.failure import Failure
@@ -101,7 +101,7 @@ class WConfdProtocol(amp.AMP):
             amp.RemoteAmpError(b"INTERNAL_ERROR", "%s failed: %s: %s" % (command, failure.type.__name__, failure.value))
         )
 
-    def connectionLost(self, reason: Failure) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.service.detach(self)
         super().connectionLost(reason)
 

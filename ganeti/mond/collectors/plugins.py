@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone
+from twisted.internet.interfaces import IProcessTransport
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
@@ -72,6 +73,11 @@ def parse_output(output: bytes) -> tuple[str | None, int, str, int, Any]:
 
 
 class _PluginProcess(ProcessProtocol):
+    @property
+    def _connected(self) -> IProcessTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(IProcessTransport, self.transport)
+
     def __init__(self, name: str, clock: Any, timeout: float) -> None:
         self.name = name
         self.done: Deferred[bytes] = Deferred()
@@ -84,7 +90,7 @@ class _PluginProcess(ProcessProtocol):
         self.why = ""
 
     def connectionMade(self) -> None:
-        self.transport.closeStdin()
+        self._connected.closeStdin()
         self._timer = self._clock.callLater(self._timeout, self.kill, "it ran longer than %gs and was killed"
                                             % self._timeout)
 
@@ -96,7 +102,7 @@ class _PluginProcess(ProcessProtocol):
         if not self.why:
             self.why = why
         try:
-            self.transport.signalProcess("KILL")
+            self._connected.signalProcess("KILL")
         except Exception:
             pass
 
