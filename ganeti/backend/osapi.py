@@ -32,12 +32,13 @@ from typing import Any, Iterable, Mapping, cast
 import attrs
 from twisted.internet import defer
 from twisted.internet.error import ProcessDone, ProcessTerminated
-from twisted.internet.interfaces import IProcessTransport
+from twisted.internet.interfaces import IProcessTransport, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from ganeti import errors
+from ganeti.reactors import ITimeProcessReactor
 
 #: OS API versions we speak, highest first
 API_VERSIONS = (20, 15)
@@ -388,7 +389,7 @@ class ScriptProtocol(ProcessProtocol):
         """The transport, in methods that run only while connected."""
         return cast(IProcessTransport, self.transport)
 
-    def __init__(self, clock: Any, timeout: float, kill_group: Any = os.killpg) -> None:
+    def __init__(self, clock: IReactorTime, timeout: float, kill_group: Any = os.killpg) -> None:
         self._clock = clock
         self._timeout = timeout
         self._kill_group = kill_group
@@ -480,7 +481,7 @@ class OSRunner:
 
     log = Logger()
 
-    def __init__(self, paths: Any, reactor: Any, timeouts: Mapping[str, float] | None = None) -> None:
+    def __init__(self, paths: Any, reactor: ITimeProcessReactor, timeouts: Mapping[str, float] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
         self._timeouts: dict[str, float] = dict(TIMEOUTS)

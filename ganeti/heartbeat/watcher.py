@@ -33,6 +33,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -167,7 +168,7 @@ class Watcher(Service):
 
     log = Logger()
 
-    def __init__(self, luxid: Any, liveness: Any, config: Callable[[], Awaitable[ConfigData]], reactor: Any, *,
+    def __init__(self, luxid: Any, liveness: Any, config: Callable[[], Awaitable[ConfigData]], reactor: IReactorTime, *,
                  confirm_delay: float = CONFIRM_DELAY, budget: RestartBudget | None = None,
                  archive_every: float = ARCHIVE_EVERY, archive_age: float = ARCHIVE_AGE) -> None:
         self.luxid = luxid

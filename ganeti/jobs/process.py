@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, cast
 
-from twisted.internet.interfaces import ITransport
+from twisted.internet.interfaces import IReactorTime, ITransport
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
@@ -125,7 +125,7 @@ async def execute(
     return EXIT_DONE
 
 
-async def release_locks(clock: Any, client: Any, owner: Any, timeout: float = FREE_LOCKS_TIMEOUT) -> None:
+async def release_locks(clock: IReactorTime, client: Any, owner: Any, timeout: float = FREE_LOCKS_TIMEOUT) -> None:
     """Give the job's locks back, waiting at most C{timeout} seconds.
 
     @raise defer.TimeoutError: WConfD did not answer in time (it frees the

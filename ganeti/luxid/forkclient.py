@@ -32,6 +32,7 @@ from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeProcessReactor
 
 #: seconds LuxiD keeps a job's pipes open after the server reported its exit
 #: (so that the job's last messages are still read)
@@ -100,7 +101,7 @@ class ForkServer:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any],
+    def __init__(self, reactor: ITimeProcessReactor, paths: Paths, on_exit: Callable[[JobExit], Any],
                  on_orphaned: Callable[[list[JobChannel]], Any] | None = None, rpc_port: int = ports.NODED) -> None:
         """@param on_orphaned: called with the channels of the jobs still
             running when the server dies (their exits will not be reported)

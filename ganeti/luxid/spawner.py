@@ -20,7 +20,7 @@ from typing import Any, Callable, cast
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.error import ProcessDone, ProcessTerminated
-from twisted.internet.interfaces import IProcessTransport
+from twisted.internet.interfaces import IProcessTransport, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeProcessReactor
 
 #: seconds a new job process has to send its lock file path
 HANDSHAKE_TIMEOUT = 30.0
@@ -55,7 +56,7 @@ class JobChannel:
 
     log = Logger()
 
-    def __init__(self, job_id: int, paths: Paths, clock: Any, record: Record, timeout: float = HANDSHAKE_TIMEOUT) -> None:
+    def __init__(self, job_id: int, paths: Paths, clock: IReactorTime, record: Record, timeout: float = HANDSHAKE_TIMEOUT) -> None:
         self.job_id = job_id
         self.paths = paths
         self.clock = clock
@@ -229,7 +230,7 @@ def job_argv(paths: Paths, job_id: int, rpc_port: int = ports.NODED) -> list[str
 
 
 def spawn_direct(
-    reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any], rpc_port: int = ports.NODED
+    reactor: ITimeProcessReactor, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any], rpc_port: int = ports.NODED
 ) -> JobProcessProtocol:
     """Start C{python -m ganeti.jobs} with the handshake pipes on fds 3 and 4."""
     os.makedirs(paths.log_dir, exist_ok=True)

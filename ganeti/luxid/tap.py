@@ -8,7 +8,6 @@ clients, C{ganeti-master} (mode 0660).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
@@ -30,6 +29,7 @@ from ganeti.luxid.replication import JobReplicator
 from ganeti.luxid.service import JobDistributor, LuxidService
 from ganeti.luxid.stepdown import StepDown
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 from ganeti.voting import VotingGate, add_options, check_options
 
 
@@ -75,9 +75,9 @@ class Options(usage.Options):
             ]
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

@@ -59,6 +59,7 @@ import threading
 from typing import Any, Callable, cast
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
 
@@ -127,7 +128,7 @@ class Transfer:
 
     log = Logger()
 
-    def __init__(self, tid: str, kind: str, clock: Any, what: str) -> None:
+    def __init__(self, tid: str, kind: str, clock: IReactorTime, what: str) -> None:
         self.id, self.kind, self.what = tid, kind, what
         self._clock = clock
         self.started = clock.seconds()

@@ -34,6 +34,7 @@ from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
 
@@ -111,9 +112,9 @@ def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
     reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=env, path=paths.root)
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from twisted.internet import protocol
 from twisted.internet.defer import CancelledError
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -124,7 +125,7 @@ class ForwardingResource(Resource):
     log = Logger()
 
     def __init__(self, local: Resource, master: Callable[[], str | None], port: int, agent: Any,
-                 clock: Any) -> None:
+                 clock: IReactorTime) -> None:
         super().__init__()
         self.local = local
         self._master = master

@@ -41,6 +41,7 @@ from twisted.python.failure import Failure
 from ganeti import errors
 from ganeti.locking import Owner
 from ganeti.objects import Cluster, ConfigData, ConfigObject, Instance, Network, Node, NodeGroup
+from ganeti.reactors import ITimeUNIXReactor
 from ganeti.wconfd import commands as c
 
 Request = Sequence[tuple[str, str]] | Sequence[list[str]]
@@ -145,7 +146,7 @@ class WConfdClient:
 
     @classmethod
     async def connect(
-        cls, reactor: Any, path: str, timeout: float = 10, reconnect_for: float = 0.0
+        cls, reactor: ITimeUNIXReactor, path: str, timeout: float = 10, reconnect_for: float = 0.0
     ) -> WConfdClient:
         """Connect to WConfD at C{path}.
 

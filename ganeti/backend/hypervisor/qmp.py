@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
-from twisted.internet.interfaces import ITransport
+from twisted.internet.interfaces import IReactorUNIX, ITransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineOnlyReceiver
 from twisted.python.failure import Failure
@@ -293,7 +293,7 @@ def _failed(error: Exception) -> Deferred[Any]:
     return d
 
 
-async def connect_qmp(reactor: Any, socket_path: str, on_event: EventCallback | None = None,
+async def connect_qmp(reactor: IReactorUNIX, socket_path: str, on_event: EventCallback | None = None,
                       timeout: float = 10) -> QMPProtocol:
     """Connect to the QMP socket at C{socket_path} and negotiate capabilities."""
     protocol = QMPProtocol(on_event)

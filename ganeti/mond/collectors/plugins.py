@@ -18,12 +18,13 @@ from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone
-from twisted.internet.interfaces import IProcessTransport
+from twisted.internet.interfaces import IProcessTransport, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
 from ganeti.mond.report import CATEGORIES, KIND_PERF, KIND_STATUS
+from ganeti.reactors import ITimeProcessReactor
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: plugins print at most this much
@@ -78,7 +79,7 @@ class _PluginProcess(ProcessProtocol):
         """The transport, in methods that run only while connected."""
         return cast(IProcessTransport, self.transport)
 
-    def __init__(self, name: str, clock: Any, timeout: float) -> None:
+    def __init__(self, name: str, clock: IReactorTime, timeout: float) -> None:
         self.name = name
         self.done: Deferred[bytes] = Deferred()
         self._out: list[bytes] = []
@@ -135,7 +136,7 @@ class _PluginProcess(ProcessProtocol):
 class Plugin(Collector):
     """One plugin executable."""
 
-    def __init__(self, name: str, directory: str, reactor: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, name: str, directory: str, reactor: ITimeProcessReactor, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.name = name
         self.path = os.path.join(directory, name)
         self.version = "1"
