@@ -27,7 +27,7 @@ import re
 import signal
 import sys
 import time
-from typing import Any, Iterable, Mapping, cast
+from typing import Any, Callable, Iterable, Mapping, cast
 
 import attrs
 from twisted.internet import defer
@@ -456,7 +456,7 @@ def _safe_component(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", text)[:100] or "_"
 
 
-def open_log(log_dir: str, operation: str, os_name: str, instance_name: str, clock: Any = time.time) -> tuple[str, int]:
+def open_log(log_dir: str, operation: str, os_name: str, instance_name: str, clock: Callable[[], float] = time.time) -> tuple[str, int]:
     """Create C{<log_dir>/<op>-<os>-<instance>-<time>.log}; its path and a
     write descriptor."""
     os.makedirs(log_dir, mode=0o750, exist_ok=True)

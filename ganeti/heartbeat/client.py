@@ -39,6 +39,7 @@ from ganeti import errors, ha_params
 from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.heartbeat import wire
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, ITimeTCPReactor
 from ganeti.ssconf import SimpleStore
 
 #: seconds between two beats
@@ -133,7 +134,7 @@ class MasterLookup:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, port: int, confd_port: int | None = None) -> None:
+    def __init__(self, paths: Paths, reactor: IReactor, port: int, confd_port: int | None = None) -> None:
         self.paths, self.reactor, self.port = paths, reactor, port
         self.confd_port = confd_port
 
@@ -278,7 +279,7 @@ class HeartbeatClient(Service):
 
     log = Logger()
 
-    def __init__(self, reactor: Any, identity: Callable[[], dict[str, Any] | None],
+    def __init__(self, reactor: ITimeTCPReactor, identity: Callable[[], dict[str, Any] | None],
                  lookup: Callable[[bool], Awaitable[Target | None]], creator: Callable[[], Any] | None, *,
                  interval: float | Callable[[], float] = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
         self.reactor = reactor
@@ -418,7 +419,7 @@ def tls_creator(paths: Paths) -> Callable[[], Any]:
     return creator
 
 
-def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True, *,
+def heartbeat_client(paths: Paths, reactor: IReactor, port: int, reports: bool = True, *,
                      confd_port: int | None = None) -> HeartbeatClient:
     """NodeD's heartbeat client for the node of C{paths} (waits for an
     identity and a certificate), pushing the node's state unless C{reports} is false.

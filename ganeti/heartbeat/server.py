@@ -18,7 +18,7 @@ import os
 from typing import Any, Callable, cast
 
 from twisted.application.service import Service
-from twisted.internet.interfaces import ITCPTransport
+from twisted.internet.interfaces import IReactorTime, ITCPTransport
 from twisted.internet.protocol import ServerFactory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -29,6 +29,7 @@ from ganeti.heartbeat import roster as rost
 from ganeti.heartbeat import wire
 from ganeti.heartbeat.store import LivenessStore
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 from ganeti.ssconf import SimpleStore
 
 #: seconds a new connection has to finish TLS and say hello
@@ -52,7 +53,7 @@ class LivenessService(Service):
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, store: LivenessStore, *, timeout: float | None = None,
+    def __init__(self, paths: Paths, reactor: IReactorTime, store: LivenessStore, *, timeout: float | None = None,
                  grace: float = rost.DEFAULT_GRACE, port: int = wire.DEFAULT_PORT) -> None:
         """
         @param timeout: the liveness timeout, fixed; C{None}: the cluster's
@@ -331,7 +332,7 @@ def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
                                factory)
 
 
-def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: Any,
+def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: IReactor,
                        daemon: str = "ganeti-luxid") -> Any:
     """A L{ganeti.listening.Listener} for the heartbeat port (TLS inside)."""
     from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint

@@ -24,12 +24,13 @@ import sys
 import time
 from typing import Any, cast
 
-from twisted.internet.interfaces import IReactorTime, ITransport
+from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITransport
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
 from ganeti.jobs import channel
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 
 EXIT_DONE = 0
 EXIT_FAILED = 1
@@ -81,7 +82,7 @@ def save_job(paths: Paths, job: Any) -> None:
 
 
 async def execute(
-    reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
+    reactor: IReactor, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
 ) -> int:
     """Run the job (after the handshake); returns the exit code."""
     from twisted.internet.stdio import StandardIO
@@ -136,7 +137,7 @@ async def release_locks(clock: IReactorTime, client: Any, owner: Any, timeout: f
     await defer.Deferred.fromCoroutine(client.free_locks(owner)).addTimeout(timeout, clock)
 
 
-def install_kill_handler(reactor: Any, processor: Any, exit: Any = os._exit) -> None:
+def install_kill_handler(reactor: IReactorFromThreads, processor: Any, exit: Any = os._exit) -> None:
     """SIGTERM (LuxiD's C{CancelJob} with C{kill}) kills the job: the
     processor stops what runs, records the job canceled, frees its locks,
     and the process exits (instead of Twisted's default: stop the reactor

@@ -37,6 +37,7 @@ from ganeti import errors, ports
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.query import engine
 from ganeti.query import fields as q
+from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures
 from ganeti.rpc.live import asked_nodes, hypervisor_args, instances_report, node_info_args, node_report
 
@@ -116,7 +117,7 @@ class LiveData:
         self._inflight: dict[Any, list[Deferred[Any]]] = {}
 
     @classmethod
-    def for_node(cls, reactor: Any, paths: Any, port: int = ports.NODED, timeout: float = LIVE_TIMEOUT) -> LiveData:
+    def for_node(cls, reactor: ITimeTCPReactor, paths: Any, port: int = ports.NODED, timeout: float = LIVE_TIMEOUT) -> LiveData:
         """Talk to the nodes (on C{port}) with this node's cluster certificate."""
 
         def factory() -> Any:

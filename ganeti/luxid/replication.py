@@ -47,6 +47,7 @@ from twisted.logger import Logger
 from ganeti import ports
 from ganeti.jobs import replicas
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures
 
 #: read timeout of one replication RPC, seconds
@@ -105,7 +106,7 @@ class JobReplicator:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, *, port: int = ports.NODED, rpc: Any = None,
+    def __init__(self, paths: Paths, reactor: ITimeTCPReactor, *, port: int = ports.NODED, rpc: Any = None,
                  candidates: Candidates | None = None) -> None:
         self.paths = paths
         self.reactor = reactor

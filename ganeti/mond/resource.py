@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.web import http
 
 from ganeti.mond import metrics
@@ -108,7 +109,7 @@ class MondFactory(http.HTTPFactory):
     @param log_path: the access log (C{None}: none)
     """
 
-    def __init__(self, api: Api, log_path: str | None = None, reactor: Any = None) -> None:
+    def __init__(self, api: Api, log_path: str | None = None, reactor: IReactorTime | None = None) -> None:
         super().__init__(logPath=log_path, reactor=reactor)
         self.api = api
         self._request = type("MondRequest", (MondRequest,), {"api": api})

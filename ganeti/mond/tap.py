@@ -60,7 +60,7 @@ class Options(usage.Options):
             self["plugin-dir"] = os.path.join(self["paths"].root, PLUGIN_DIR)
 
 
-def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> list[Any]:
+def build_collectors(paths: Paths, reactor: IReactor, proc_dir: str = "/proc") -> list[Any]:
     """The built-in collectors of a node, in report order."""
     from ganeti import daemons
     from ganeti.mond.collectors.daemons import DaemonStatus

@@ -59,7 +59,7 @@ import threading
 from typing import Any, Callable, cast
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
 from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
 
@@ -68,6 +68,7 @@ from ganeti.backend import osapi
 from ganeti.noded import bulk, stream
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
+from ganeti.reactors import IReactor
 from ganeti.rpc import procedures
 from ganeti.rpc.tls import Credentials
 
@@ -183,7 +184,7 @@ class Transfer:
                 "error": self.error, "bytes": self.bytes, "elapsed": elapsed, "rate": self.bytes / elapsed}
 
 
-def _run_thread(reactor: Any, transfer: Transfer, name: str, work: Callable[[], Any]) -> None:
+def _run_thread(reactor: IReactorFromThreads, transfer: Transfer, name: str, work: Callable[[], Any]) -> None:
     """Run C{work} (a transfer's bytes) in a thread of its own; its end
     (success, or the L{stream.StreamError}'s message) goes to C{transfer}
     in the reactor thread."""
@@ -210,7 +211,7 @@ class ImpExpProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Any, reactor: Any, instances: Any,
+    def __init__(self, paths: Any, reactor: IReactor, instances: Any,
                  credentials: Callable[[], Credentials] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor

@@ -29,6 +29,7 @@ from ganeti.backend import osapi, storage
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
+from ganeti.reactors import IReactor
 from ganeti.rpc import procedures
 from ganeti.rpc.instances import decode_instance, node_path
 
@@ -164,7 +165,7 @@ class InstanceProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Any, reactor: Any, *, get_hypervisor: Callable[..., Any] | None = None,
+    def __init__(self, paths: Any, reactor: IReactor, *, get_hypervisor: Callable[..., Any] | None = None,
                  os_timeouts: dict[str, float] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor

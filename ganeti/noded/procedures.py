@@ -35,6 +35,7 @@ from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 from ganeti.rpc import procedures, wire
 
 #: Mode of job queue files (Ganeti: 0640).
@@ -79,7 +80,7 @@ class NodeProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, *, shutdown: Callable[[], None] | None = None,
+    def __init__(self, paths: Paths, reactor: IReactor, *, shutdown: Callable[[], None] | None = None,
                  port: int = wire.DEFAULT_PORT, lost_since: Callable[[], float | None] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor

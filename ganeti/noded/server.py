@@ -17,6 +17,7 @@ from typing import IO, Any, cast
 
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web import http
 from twisted.web.resource import Resource
@@ -112,7 +113,7 @@ class _QuietSite(Site):
         pass
 
 
-def node_site(procedures: NodeProcedures, access_log: bool = False, reactor: Any = None) -> Site:
+def node_site(procedures: NodeProcedures, access_log: bool = False, reactor: IReactorTime | None = None) -> Site:
     site = (Site if access_log else _QuietSite)(NodeRpcResource(procedures), reactor=reactor, **json_site_options())
     site.displayTracebacks = False
     site.noisy = False

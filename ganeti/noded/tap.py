@@ -19,6 +19,7 @@ from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
 from twisted.python import usage
 
@@ -98,7 +99,7 @@ class Options(usage.Options):
         self["token"] = token
 
 
-def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
+def start_mond(paths: Paths, address: str, port: int, reactor: IReactorProcess) -> None:
     """Start the node's ganeti-mond (as Ganeti's node setup does when a node is added); C{port} 0: do not."""
     from twisted.internet.protocol import ProcessProtocol
 
