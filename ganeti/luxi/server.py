@@ -4,9 +4,14 @@
     serverFromString(reactor, "unix:/var/run/ganeti/socket/ganeti-query:mode=660").listen(factory)
 
 The handler is any object with C{handle(method, args)} returning a value, a
-L{Deferred} or a coroutine (see L{RequestHandler}); L{MethodHandler} dispatches
-to C{luxi_<Method>} methods.  No policy lives here: the protocol frames,
-decodes, calls, encodes and keeps the order.
+L{Deferred} or a coroutine (see L{RequestHandler}).  L{DeclaredHandler}
+dispatches from a contract table (LuxiD's: L{ganeti.luxi.methods.TABLE}) to
+C{luxi_<Method>} methods: it refuses to exist unless every declared method
+has a handler and every handler is declared, and refuses a request whose
+arguments do not fit the declaration before the handler runs.
+L{MethodHandler} dispatches to C{luxi_<Method>} methods by their Python
+signatures alone (test servers).  No policy lives here: the protocol
+frames, decodes, calls, encodes and keeps the order.
 
 Requests on one connection are answered strictly in order, one at a time:
 while a handler runs (a C{WaitForJobChange} may wait for 89 seconds) later
@@ -30,8 +35,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from ganeti import errors
-from ganeti.luxi import wire
+from ganeti import contract, errors
+from ganeti.luxi import methods, wire
 
 
 class RequestHandler(TypingProtocol):
@@ -91,6 +96,44 @@ class MethodHandler:
         if signature is None:
             signature = self._signatures[key] = inspect.signature(function)
         return signature
+
+
+class DeclaredHandler:
+    """A L{RequestHandler} serving the methods of a contract table with its
+    C{luxi_<Method>} methods.
+
+        class Cluster(DeclaredHandler):
+            def luxi_QueryTags(self, kind: str, name: str) -> list[str]: ...
+            ...  # one for every method of the table, and no other
+
+    An unknown method answers C{LuxiError("Unknown method 'X'")}; arguments
+    that do not fit the declaration answer what L{methods.Method.check}
+    raises (C{LuxiError} for their number, C{OpPrereqError} with
+    C{wrong_input} for a type), and the handler does not run.
+
+    @raise contract.ContractError: at construction, when a declared method
+        has no handler, a handler is not declared, or a handler does not
+        take the declared arguments in wire order
+    """
+
+    #: the prefix of the methods that answer LUXI requests
+    prefix = "luxi_"
+
+    def __init__(self, table: contract.Table[methods.Method[Any, Any]] = methods.TABLE) -> None:
+        found = {name[len(self.prefix):]: getattr(self, name) for name in dir(type(self))
+                 if name.startswith(self.prefix) and callable(getattr(type(self), name, None))}
+        self._entries = contract.pair(table, found, type(self).__name__)
+        for declared, function in self._entries.values():
+            contract.check_signature(declared, function)
+
+    def handle(self, method: str, args: list[Any]) -> Any:
+        """Check C{args} against the declaration of C{method}, then call its handler."""
+        entry = self._entries.get(method)
+        if entry is None:
+            raise errors.LuxiError("Unknown method '%s'" % method)
+        declared, function = entry
+        declared.check(args)
+        return function(*args)
 
 
 def _arity(signature: inspect.Signature) -> str:
