@@ -17,8 +17,8 @@ sides:
     declaration with exactly one handler (L{pair}).
 
 Argument types are JSON types: C{Any}, C{None}, C{bool}, C{int} (not a
-boolean), C{float} (an C{int} too), C{str}, C{list[X]}, C{dict[K, V]} and
-unions (C{X | None}).  How strict the check is belongs to the protocol
+boolean), C{float} (an C{int} too), C{str}, C{list[X]} (or C{Sequence[X]},
+read the same), C{dict[K, V]} and unions (C{X | None}).  How strict the check is belongs to the protocol
 (L{Declaration.strict}): node RPC accepts C{0} and C{1} as booleans, as
 Ganeti's tools sometimes send them, and checks only the container of a
 list or dict; LUXI takes JSON booleans only and checks the elements too.
@@ -30,6 +30,7 @@ signature and types) only when its declaration is first used.
 
 from __future__ import annotations
 
+import collections.abc
 import types
 import typing
 from typing import Any, Callable, Generic, Iterator, Mapping, NamedTuple, ParamSpec, TypeVar
@@ -107,6 +108,8 @@ class Argument(NamedTuple):
         return type_name(self.kind)
 
 
+#: annotations read as a JSON array: C{Sequence[X]} (which lets a caller pass a list of a narrower type)
+_ARRAYS: dict[Any, Any] = {collections.abc.Sequence: list}
 _NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a dict"}
 _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings", list: "lists", dict: "dicts"}
 
@@ -121,7 +124,7 @@ def type_name(kind: Any, plural: bool = False) -> str:
     if origin in (types.UnionType, typing.Union):
         return " or ".join(type_name(k, plural) for k in typing.get_args(kind))
     parameters = typing.get_args(kind)
-    base = origin if origin is not None else kind
+    base = _ARRAYS.get(origin, origin) if origin is not None else kind
     name = (_PLURALS if plural else _NAMES).get(base, getattr(base, "__name__", str(base)))
     if base is list and parameters and parameters[0] is not Any:
         return "%s of %s" % (name, type_name(parameters[0], plural=True))
@@ -142,7 +145,7 @@ def fits(kind: Any, value: Any, strictness: Strictness = LENIENT) -> bool:
         return any(fits(k, value, strictness) for k in typing.get_args(kind))
     parameters = typing.get_args(kind) if origin is not None else ()
     if origin is not None:
-        kind = origin
+        kind = _ARRAYS.get(origin, origin)
     if kind is bool:
         return isinstance(value, bool) or (strictness.numeric_bools and isinstance(value, int) and value in (0, 1))
     if kind is int:

@@ -81,11 +81,12 @@ def luxi_submitter(reactor: Any, socket_path: str) -> Submitter:
     """A submitter that sends the jobs to the LuxiD at C{socket_path}."""
 
     async def submit_jobs(jobs: list[list[dict[str, Any]]]) -> list[Any]:
+        from ganeti.luxi import methods
         from ganeti.luxi.client import AsyncLuxiClient
 
         client = await AsyncLuxiClient.connect(reactor, socket_path)
         try:
-            return await client.call("SubmitManyJobs", jobs)
+            return await client.run(methods.SubmitManyJobs.call(jobs))
         finally:
             await client.close()
 

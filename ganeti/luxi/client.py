@@ -352,6 +352,7 @@ def _define_protocol_class() -> Any:
     from collections import deque
 
     from twisted.internet.defer import Deferred, fail, succeed
+    from twisted.internet.interfaces import ITransport
     from twisted.internet.protocol import Protocol
     from twisted.logger import Logger
     from twisted.python.failure import Failure
@@ -372,6 +373,12 @@ def _define_protocol_class() -> Any:
             self._lost: str | None = None  # why the connection is gone
             self._closed: list[Deferred[None]] = []
 
+        def _connected(self) -> ITransport:
+            """The transport (set by Twisted before any callback runs)."""
+            transport = self.transport
+            assert transport is not None, "LUXI client protocol used before its connection was made"
+            return transport
+
         @property
         def lost(self) -> str | None:
             """Why the connection is gone (lost, closed or dropped after a protocol error), or C{None}."""
@@ -386,7 +393,7 @@ def _define_protocol_class() -> Any:
                 return fail()
             d: Deferred[Any] = Deferred()
             self._pending.append((method, d))
-            self.transport.write(data)
+            self._connected().write(data)
             return d
 
         def close(self) -> Deferred[None]:
@@ -394,7 +401,7 @@ def _define_protocol_class() -> Any:
                 return succeed(None)
             d: Deferred[None] = Deferred()
             self._closed.append(d)
-            self.transport.loseConnection()
+            self._connected().loseConnection()
             return d
 
         def dataReceived(self, data: bytes) -> None:
@@ -426,7 +433,7 @@ def _define_protocol_class() -> Any:
             self.log.warn("LUXI server at {address} misbehaves: {error}", address=self.address, error=error)
             if self._lost is None:
                 self._lost = "protocol error: %s" % error
-            self.transport.loseConnection()
+            self._connected().loseConnection()
 
         def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
             if self._lost is None:

@@ -37,7 +37,7 @@ job id is a number or a string of digits, as Ganeti's tools send either.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
+from typing import Any, Callable, Generic, NamedTuple, ParamSpec, Sequence, TypeVar, cast, overload
 
 from ganeti import contract, errors
 from ganeti.contract import ContractError, filled
@@ -190,7 +190,7 @@ def ChangeJobPriority(job_id: JobId, priority: int) -> list[Any]:
 
 
 @declare
-def QueryJobs(job_ids: list[JobId] | None, fields: list[str]) -> list[Row | None]:
+def QueryJobs(job_ids: Sequence[JobId] | None, fields: list[str]) -> list[Row | None]:
     """A row of C{fields} per job (C{None} or C{[]}: every job; a C{None} row
     for an unknown one)."""
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Coroutine
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from typing import Protocol as TypingProtocol
 
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, succeed
-from twisted.internet.interfaces import IAddress
+from twisted.internet.interfaces import IAddress, IPushProducer, ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -187,9 +187,15 @@ class LuxiServerProtocol(Protocol):
         self._lost = False
         self._paused = False
 
+    def _connected(self) -> ITransport:
+        """The transport (set by Twisted before any callback runs)."""
+        transport = self.transport
+        assert transport is not None, "LUXI protocol used before its connection was made"
+        return transport
+
     # --- Twisted callbacks --------------------------------------------------
     def connectionMade(self) -> None:
-        self.log.debug("LUXI connection from {peer}", peer=_describe(self.transport.getPeer()))
+        self.log.debug("LUXI connection from {peer}", peer=_describe(self._connected().getPeer()))
 
     def dataReceived(self, data: bytes) -> None:
         if not self._reading:
@@ -206,7 +212,7 @@ class LuxiServerProtocol(Protocol):
         self._lost = True
         self._reading = False
         self._queue.clear()
-        self.log.debug("LUXI connection from {peer} closed", peer=_describe(self.transport.getPeer()))
+        self.log.debug("LUXI connection from {peer} closed", peer=_describe(self._connected().getPeer()))
         if self._current is not None:
             self._current.cancel()  # e.g. drops a WaitForJobChange waiter
 
@@ -267,7 +273,7 @@ class LuxiServerProtocol(Protocol):
                 data = wire.encode_error(
                     errors.GenericError("Cannot encode the result of %s: %s" % (method, e))
                 )
-        self.transport.write(data)
+        self._connected().write(data)
         self._next()
         return None
 
@@ -282,14 +288,14 @@ class LuxiServerProtocol(Protocol):
         """Answer a request that cannot be parsed, then close (as luxid)."""
         self.log.warn(
             "Closing LUXI connection from {peer}: bad request: {reason}",
-            peer=_describe(self.transport.getPeer()),
+            peer=_describe(self._connected().getPeer()),
             reason=reason,
         )
         self._closing = True
         self._reading = False
         self._queue.clear()
-        self.transport.write(wire.encode_parse_failure(reason))
-        self.transport.loseConnection()
+        self._connected().write(wire.encode_parse_failure(reason))
+        self._connected().loseConnection()
 
     def _flow_control(self) -> None:
         """Stop reading while too many requests wait; resume when drained."""
@@ -298,10 +304,10 @@ class LuxiServerProtocol(Protocol):
         waiting = len(self._queue)
         if not self._paused and waiting >= self.max_queued:
             self._paused = True
-            self.transport.pauseProducing()
+            cast(IPushProducer, self._connected()).pauseProducing()
         elif self._paused and waiting <= self.max_queued // 2:
             self._paused = False
-            self.transport.resumeProducing()
+            cast(IPushProducer, self._connected()).resumeProducing()
 
 
 def _describe(address: IAddress) -> str:
@@ -328,7 +334,7 @@ class LuxiServerFactory(Factory):
         self.handler = handler
         self.max_message_size = max_message_size
 
-    def buildProtocol(self, addr: IAddress) -> LuxiServerProtocol:
+    def buildProtocol(self, addr: IAddress | None) -> LuxiServerProtocol:
         protocol = LuxiServerProtocol(self.handler, self.max_message_size)
         protocol.factory = self
         return protocol

@@ -217,7 +217,7 @@ class LuxiHandler(DeclaredHandler):
     def luxi_ChangeJobPriority(self, job_id: JobId, priority: int) -> list[Any]:
         return self.service.change_priority(job_id, priority)
 
-    def luxi_QueryJobs(self, job_ids: list[JobId] | None, fields: list[str]) -> list[Row | None]:
+    def luxi_QueryJobs(self, job_ids: Sequence[JobId] | None, fields: list[str]) -> list[Row | None]:
         if not job_ids:
             jobs, _ = self.jobs_for_query(fields, None)  # with "archived" asked: the archived jobs too
             ids = sorted(jobs)
@@ -249,9 +249,9 @@ class LuxiHandler(DeclaredHandler):
                 node = config.find_node(name)
                 if node is None:
                     raise errors.OpPrereqError("Node '%s' not known" % name, errors.ECODE_NOENT)
-                wanted.add(node.name)
+                wanted.add(node.name or name)
         asked = {n.name: n.primary_ip or n.name for n in config.nodes.values()
-                 if not n.offline and (wanted is None or n.name in wanted)}
+                 if n.name is not None and not n.offline and (wanted is None or n.name in wanted)}
         answers = await self.live._call(asked, procedures.export_list.call())
         return [[node, name] for node, names in sorted(answers.items()) if isinstance(names, list)
                 for name in names if isinstance(name, str)]
