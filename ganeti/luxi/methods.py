@@ -99,8 +99,7 @@ class Blocking(Generic[P, R]):
     is C{client.run(method.call(*args))}, typed as the stub."""
 
     def __init__(self, method: Method[P, R]) -> None:
-        self.method = method
-        self.__doc__ = method.doc
+        self.method = method  # its doc is read on first use: importing the client stays cheap
 
     @overload
     def __get__(self, client: None, owner: type) -> Blocking[P, R]: ...
