@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import typing
 from typing import Any, Sequence
 
 import pytest
@@ -58,6 +59,8 @@ def test_luxid_has_exactly_one_handler_per_declaration_taking_the_declared_argum
     for declared in methods.TABLE:
         function = getattr(handler, "luxi_" + declared.name)
         contract.check_signature(declared, function)
+        hints = typing.get_type_hints(function)
+        assert [hints.get(a.name) for a in declared.arguments] == [a.kind for a in declared.arguments], declared.name
     undeclared = [n for n in dir(handler) if n.startswith("luxi_") and n[5:] not in methods.TABLE]
     assert undeclared == []
 
