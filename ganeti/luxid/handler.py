@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol, Sequence
 
 import attrs
+from twisted.internet.defer import Deferred
 
 from ganeti import errors, ha_params, serializer
 from ganeti.jobs.model import QueuedJob
@@ -73,7 +74,7 @@ class JobService(Protocol):
     async def wait_for_change(self, job_id: JobId, current: Callable[[QueuedJob], Any], previous: list[Any],
                               timeout: float) -> Any: ...
 
-    def cancel(self, job_id: JobId, kill: bool = False) -> Any: ...
+    def cancel(self, job_id: JobId, kill: bool = False) -> Deferred[list[Any]]: ...
 
     async def archive(self, job_id: JobId) -> bool: ...
 
@@ -205,7 +206,7 @@ class LuxiHandler(DeclaredHandler):
         answer = await self.service.wait_for_change(job_id, current, [prev_job_info, []], float(timeout))
         return "nochange" if answer is None else answer
 
-    def luxi_CancelJob(self, job_id: JobId, kill: bool = False) -> Any:
+    def luxi_CancelJob(self, job_id: JobId, kill: bool = False) -> Deferred[list[Any]]:
         return self.service.cancel(job_id, kill=kill)
 
     async def luxi_ArchiveJob(self, job_id: JobId) -> bool:
