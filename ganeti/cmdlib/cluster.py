@@ -12,12 +12,13 @@ from typing import Any, Callable
 
 import attrs
 
-from ganeti import errors, ha_params
+from ganeti import errors
 from ganeti.cmdlib import allocator, group_params, instance_params
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
+from ganeti.ha import params as ha_params
 from ganeti.query import cluster_info
 
 
@@ -241,7 +242,7 @@ class LUClusterSetParams(LogicalUnit):
         return attrs.evolve(cluster, **changes) if changes else cluster
 
     def _ha_changes(self) -> dict[str, Any]:
-        """The HA parameters (L{ganeti.ha_params}) this opcode changes."""
+        """The HA parameters (L{ganeti.ha.params}) this opcode changes."""
         return {name: self.op[name] for name in ha_params.PARAMETERS if self.op.get(name) is not None}
 
     async def exec_(self, feedback: Feedback) -> Any:

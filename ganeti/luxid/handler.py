@@ -14,7 +14,8 @@ from typing import Any, Callable, Protocol, Sequence
 import attrs
 from twisted.internet.defer import Deferred
 
-from ganeti import errors, ha_params, serializer
+from ganeti import errors, serializer
+from ganeti.ha import params as ha_params
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.methods import Filter, JobId, Opcode, Row
 from ganeti.luxi.server import DeclaredHandler
