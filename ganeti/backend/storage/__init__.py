@@ -23,8 +23,10 @@ from ganeti.paths import Paths
 DT_DISKLESS = "diskless"
 DT_FILE = "file"
 DT_SHARED_FILE = "sharedfile"
+#: images in a Ceph pool (L{ganeti.backend.storage.rbd}); not an L{IDiskStorage}
+DT_RBD = "rbd"
 
-TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
+TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD)
 
 #: Ganeti's default file driver, first element of a file disk's logical_id
 FD_LOOP = "loop"
