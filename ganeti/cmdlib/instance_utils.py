@@ -32,9 +32,11 @@ DT_DISKLESS = "diskless"
 DT_FILE = "file"
 DT_SHARED_FILE = "sharedfile"
 #: the disk templates this implementation can create
-SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
+DT_RBD = "rbd"
+
+SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD)
 #: templates whose disks every node of the cluster sees
-SHARED_TEMPLATES = (DT_SHARED_FILE,)
+SHARED_TEMPLATES = (DT_SHARED_FILE, DT_RBD)
 
 #: seconds to start an instance (a shutdown gets its own timeout on top); the
 #: other procedures' time limits are their classes in L{ganeti.rpc.procedures}

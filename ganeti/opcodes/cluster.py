@@ -52,7 +52,7 @@ def _tags_summary(op: dict[str, Any]) -> str:
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
     "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
-    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
+    "disk_state", "drbd_helper", "enabled_user_shutdown",
     "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
     "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
     "use_external_mip_script", "vg_name", "zeroing_image",
@@ -73,6 +73,7 @@ define(
         Param("beparams", t_maybe(T_DICT), ABSENT, "default backend parameters to change"),
         Param("nicparams", t_maybe(T_DICT), ABSENT, "default NIC parameters to change"),
         P_NDPARAMS,
+        P_DISKPARAMS,
         Param("file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of file disks"),
         Param("shared_file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of sharedfile disks"),
         Param("master_netdev", t_maybe(T_NONEMPTY_STR), ABSENT, "interface of the master IP"),

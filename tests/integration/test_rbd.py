@@ -1,0 +1,123 @@
+"""The rbd disk template on a real 3-node loopback cluster and a real Ceph
+(L{ganeti.testing.ceph}: 1 mon, 1 mgr, 1 BlueStore OSD, cephx on), with
+the fake hypervisor and C{access=userspace}: create (the image has the
+disk's size), grow, migrate and failover (no copy), rename (the image
+stays), remove (the image is gone); bad input (a missing pool,
+C{access=kernelspace} without the kernel module, a wrong parameter) gets a
+clear error and creates nothing.
+
+Without Ceph installed this test fails (it does not skip): run
+C{scripts/install-ceph}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor
+
+from ganeti.backend.storage import rbd
+from ganeti.testing.ceph import CephCluster, require_ceph
+from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
+from tests.integration.test_luxid import in_thread
+
+N1, N2, N3 = "node1.test", "node2.test", "node3.test"
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def ceph():
+    require_ceph()  # fails with the install hint when Ceph is missing
+    cluster = CephCluster.start_in(tempfile.mkdtemp(prefix="cephit", dir="/tmp"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def disks_of(root: Any, name: str) -> list[dict[str, Any]] | None:
+    """The disks of instance C{name} in the master's config.data (None: not there yet)."""
+    with open(root.config_data) as handle:
+        config = json.load(handle)
+    found = [i for i in config["instances"].values() if i["name"] == name]
+    return [config["disks"][uuid] for uuid in found[0]["disks"]] if found else None
+
+
+def refused(root: Any, text: str, *args: str) -> str:
+    done = gnt(root, *args)
+    assert done.returncode != 0, (args, done.stdout, done.stderr)
+    assert text in done.stdout + done.stderr, (text, done.stdout, done.stderr)
+    return done.stdout + done.stderr
+
+
+ADD = ("gnt-instance", "add", "-t", "rbd", "-o", "noop", "--no-install", "--no-nics", "--no-name-check",
+       "--no-ip-check", "-B", "memory=64M", "-H", "fake")
+
+
+@pytest_twisted.ensureDeferred
+async def test_rbd_instances(root, ceph):
+    async with LoopbackCluster(reactor, root, loopback_config(3), prefix="gntr") as cluster:
+        for paths in cluster.roots:
+            ceph.install_client(paths.root)
+        master = cluster.master
+        ok(master, "gnt-cluster", "modify", "--enabled-disk-templates", "diskless,file,sharedfile,rbd",
+           "-D", "rbd:pool=%s,access=userspace" % ceph.pool)
+        assert ceph.images() == []
+
+        # --- create: 1 GiB image named <uuid>.rbd.disk0, params filled, started with the librbd URI
+        ok(master, *ADD, "--disk", "0:size=1G", "-n", N1, "rbd1")
+        await cluster.until(lambda: disks_of(master, "rbd1") is not None)
+        (disk,) = disks_of(master, "rbd1") or []
+        assert disk["dev_type"] == "rbd" and disk["logical_id"][0] == "rbd", disk
+        image = disk["logical_id"][1]
+        assert image.endswith(".rbd.disk0") and len(image) == 36 + len(".rbd.disk0"), image
+        assert disk["params"] == {"pool": ceph.pool, "access": "userspace"} and disk["nodes"] == []
+        assert ceph.images() == [image]
+        assert ceph.image_size(image) == 1024 * MIB
+        assert await cluster.running() == {N1: ["rbd1"], N2: [], N3: []}
+        uri = "rbd:%s/%s:id=%s:conf=%s" % (ceph.pool, image, ceph.user,
+                                           os.path.join(cluster.roots[0].root, rbd.CONF_FILE))
+        with open(os.path.join(cluster.roots[0].run_dir, "fake-hypervisor", "rbd1")) as handle:
+            assert json.load(handle)["disks"] == [uri]  # what the fake hypervisor was started with
+
+        # --- grow: rbd resize to old + amount
+        ok(master, "gnt-instance", "grow-disk", "rbd1", "0", "512M")
+        assert ceph.image_size(image) == 1536 * MIB
+        await cluster.until(lambda: (disks_of(master, "rbd1") or [{}])[0].get("size") == 1536)
+
+        # --- migrate and failover: shared storage, no copy
+        ok(master, "gnt-instance", "migrate", "-f", "-n", N2, "rbd1")
+        assert await cluster.running() == {N1: [], N2: ["rbd1"], N3: []}
+        ok(master, "gnt-instance", "failover", "-f", "-n", N3, "rbd1")
+        assert await cluster.running() == {N1: [], N2: [], N3: ["rbd1"]}
+        assert ceph.images() == [image]
+
+        # --- rename: the image keeps its name
+        ok(master, "gnt-instance", "shutdown", "rbd1")
+        ok(master, "gnt-instance", "rename", "-f", "--no-name-check", "--no-ip-check", "rbd1", "rbd2")
+        await cluster.until(lambda: disks_of(master, "rbd2") is not None)  # config.data is written shortly after
+        assert [d["logical_id"][1] for d in disks_of(master, "rbd2") or []] == [image]
+        assert ceph.images() == [image]
+
+        # --- remove: the image is gone
+        ok(master, "gnt-instance", "remove", "-f", "rbd2")
+        assert ceph.images() == []
+
+        # --- bad input: a clear error, nothing created
+        out = refused(master, "kernel rbd module", *ADD, "--disk", "0:size=1G,access=kernelspace", "-n", N1, "bad1")
+        assert "access=userspace" in out
+        refused(master, "invalid access mode", *ADD, "--disk", "0:size=1G,access=sideways", "-n", N1, "bad2")
+        refused(master, "Unknown disk parameter 'flavour'", "gnt-cluster", "modify", "-D", "rbd:flavour=x")
+        refused(master, "Invalid rbd access mode", "gnt-cluster", "modify", "-D", "rbd:access=sideways")
+        refused(master, "Invalid rbd pool", "gnt-cluster", "modify", "-D", "rbd:pool=a/b")
+        ok(master, "gnt-cluster", "modify", "-D", "rbd:pool=nopool")
+        refused(master, "error opening pool 'nopool'", *ADD, "--disk", "0:size=1G", "-n", N1, "bad3")
+        ok(master, "gnt-cluster", "modify", "-D", "rbd:pool=%s" % ceph.pool)
+        assert ceph.images() == []
+        listed = await in_thread(lambda: ok(master, "gnt-instance", "list", "--no-headers", "-o", "name"))
+        assert listed.split() == []
