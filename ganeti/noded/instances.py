@@ -94,7 +94,7 @@ def _reason(value: Any) -> None:
 
 def _check_disk(disk: Disk, what: str) -> Disk:
     _check(isinstance(disk.dev_type, str), "%s has no dev_type" % what)
-    _check(disk.dev_type in storage.TEMPLATES,
+    _check(disk.dev_type in storage.TEMPLATES or rbd_disks.is_rbd(disk),
            "%s: disk template %r is not supported on this node" % (what, disk.dev_type))
     _check(disk.mode in _DISK_MODES, "%s: invalid access mode %.100r" % (what, disk.mode))
     _check(disk.size is None or (isinstance(disk.size, int) and not isinstance(disk.size, bool)),

@@ -26,7 +26,8 @@ DT_SHARED_FILE = "sharedfile"
 #: images in a Ceph pool (L{ganeti.backend.storage.rbd}); not an L{IDiskStorage}
 DT_RBD = "rbd"
 
-TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD)
+#: the templates with an L{IDiskStorage} driver (L{for_template})
+TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
 
 #: Ganeti's default file driver, first element of a file disk's logical_id
 FD_LOOP = "loop"
