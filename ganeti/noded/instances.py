@@ -27,6 +27,7 @@ from ganeti import errors, ssconf
 from ganeti.backend import hypervisor as hv
 from ganeti.backend import osapi, storage
 from ganeti.noded import rbd as rbd_disks
+from ganeti.noded import storage_units
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
@@ -521,6 +522,14 @@ class InstanceProcedures:
             except RpcFailure:
                 out[index] = None
         return out
+
+    @handler
+    def storage_list(self, su_name: Any, su_args: Any, name: Any, fields: Any) -> list[list[Any]]:
+        """The storage units of a type (L{ganeti.noded.storage_units})."""
+        kind, key, unit, wanted = storage_units.check(su_name, su_args, name, fields)
+        if kind == storage_units.RADOS:
+            return storage_units.rados_units(self.rbd.client, key, unit, wanted)  # type: ignore[return-value]
+        return storage_units.file_units(self.paths.root, key, unit, wanted)
 
     # --- OS scripts ------------------------------------------------------------------
 

@@ -247,6 +247,18 @@ define(
 define("OP_NODE_REMOVE", [P_NODE_NAME, P_NODE_UUID], doc="Remove a node from the cluster.", summary="node_name")
 
 define(
+    "OP_NODE_QUERY_STORAGE",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "selected output fields"),
+        Param("storage_type", t_maybe(T_NONEMPTY_STR), ABSENT, "storage type (default: the first enabled template's)"),
+        Param("nodes", t_list(T_NONEMPTY_STR), [], "nodes to query (empty: all)"),
+        Param("name", t_maybe(T_STR), ABSENT, "one storage unit"),
+    ],
+    doc="Get information on the storage units of nodes.",
+    result="list of rows, one value per output field",
+)
+
+define(
     "OP_NODE_SET_PARAMS",
     [
         P_NODE_NAME,

@@ -85,6 +85,14 @@ async def test_rbd_instances(root, ceph):
         with open(os.path.join(cluster.roots[0].run_dir, "fake-hypervisor", "rbd1")) as handle:
             assert json.load(handle)["disks"] == [uri]  # what the fake hypervisor was started with
 
+        # --- the pool as every node's storage unit of type rados
+        listed = ok(master, "gnt-node", "list-storage", "-t", "rados", "--no-headers", "--separator", "|",
+                    "-o", "node,type,name,size,free,allocatable")
+        rows = [line.split("|") for line in listed.split()]
+        assert [(r[0], r[1], r[2], r[5]) for r in rows] == [(n, "rados", ceph.pool, "Y") for n in (N1, N2, N3)], rows
+        assert all(int(r[3]) >= int(r[4]) > 0 for r in rows), rows
+        refused(master, "No disk template of storage type 'lvm-vg'", "gnt-node", "list-storage", "-t", "lvm-vg")
+
         # --- grow: rbd resize to old + amount
         ok(master, "gnt-instance", "grow-disk", "rbd1", "0", "512M")
         assert ceph.image_size(image) == 1536 * MIB

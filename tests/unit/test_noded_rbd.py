@@ -31,7 +31,7 @@ class FakeNet:
 
     def run(self, executable, args, timeout, env=None):
         self.calls.append([executable, *args])
-        sub = next(a for a in args if not a.startswith("-") and a not in (self.conf, "ganeti"))
+        sub = next(a for a in args if not a.startswith("-") and a not in (self.conf, "ganeti"))  # rbd or ceph
         return defer.succeed(self.answers.get(sub, (b"", b"", 0)))
 
     conf = ""
@@ -151,3 +151,31 @@ def procs_decode(data):
     from ganeti.noded.instances import decode
 
     return decode(data)
+
+
+def test_storage_list_rados_and_refusals(node):
+    procs, net = node
+    df = {"pools": [{"name": "rbd", "stats": {"stored": 3 * MIB, "max_avail": 100 * MIB}}]}
+    net.answers["df"] = (json.dumps(df).encode(), b"", 0)
+    rows = run(procs.storage_list("rados", [["rbd"]], None, ["name", "size", "used", "free", "allocatable"]))
+    assert rows == [["rbd", 103, 3, 100, True]]
+    assert net.calls[-1] == ["ceph", "-c", net.conf, "--id", "ganeti", "df", "--format", "json"]
+    assert run(procs.storage_list("rados", [["rbd"]], "other", ["name"])) == []
+    with pytest.raises(RpcFailure, match="does not exist"):
+        run(procs.storage_list("rados", [["nopool"]], None, ["name"]))
+    calls = len(net.calls)
+    for args, text in [(("lvm-vg", [["xenvg"]], None, ["name"]), "Unknown storage type"),
+                       (("rados", [["a/b"]], None, ["name"]), "Invalid rbd pool"),
+                       (("rados", [], None, ["name"]), "su_args"),
+                       (("file", [["../x"]], None, ["name"]), "absolute path"),
+                       (("rados", [["rbd"]], None, ["name", "colour"]), "fields")]:
+        with pytest.raises(RpcFailure, match=text):
+            run(procs.storage_list(*args))
+    assert len(net.calls) == calls
+
+
+def test_storage_list_file(node, root):
+    procs, _net = node
+    ((name, size, free),) = run(procs.storage_list("file", [["/srv/ganeti/file-storage"]], None,
+                                                   ["name", "size", "free"]))
+    assert name == "/srv/ganeti/file-storage" and size >= free > 0
