@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti import errors
-from ganeti.backend.storage import rbd
+from ganeti import rbd_params as rbd
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.rpc import procedures

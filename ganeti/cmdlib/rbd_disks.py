@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti import errors
-from ganeti.backend.storage import rbd
+from ganeti import rbd_params as rbd
 from ganeti.objects import ConfigData, Disk, new_uuid
 
 DT_RBD = rbd.DT_RBD

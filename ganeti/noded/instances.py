@@ -269,8 +269,9 @@ class InstanceProcedures:
         paused = _flag(startup_paused, "startup_paused")
         _reason(reason)
         hyper = self.hypervisor(instance.hypervisor)
-        devices = self.block_devices(instance, disks)
+        self.block_devices(instance, disks)  # every disk usable here, before anything is mapped
         await self.rbd.prepare(disks, "Cannot start instance %s" % instance.name)
+        devices = self.block_devices(instance, disks)
         info = await self._running_info(hyper, instance.name)
         if info is not None and info.get("state") != hv.STATE_SHUTDOWN:
             self.log.info("instance {name} already runs; not started again", name=instance.name)
@@ -301,6 +302,7 @@ class InstanceProcedures:
         devices = self.block_devices(instance, disks) if reboot_type == REBOOT_FULL else []
         if devices:
             await self.rbd.prepare(disks, "Cannot reboot instance %s" % instance.name)
+            devices = self.block_devices(instance, disks)
         if await self._running_info(hyper, instance.name) is None:
             raise RpcFailure("Cannot reboot instance %s: it is not running" % instance.name)
         if reboot_type == REBOOT_FULL:

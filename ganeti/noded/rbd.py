@@ -42,6 +42,8 @@ class RbdDisks:
     def __init__(self, root: str, reactor: Any, sys_bus: str = rbd.SYS_BUS_RBD) -> None:
         self.sys_bus = sys_bus
         self.client = rbd.RbdClient(root, Network(reactor), sys_bus)
+        #: the kernel devices L{prepare} mapped, by C{(pool, image)}
+        self.mapped: dict[tuple[str, str], str] = {}
 
     def _usable(self, disk: Disk, what: str) -> tuple[str, str, str]:
         pool, image, access = check(disk, what)
@@ -93,7 +95,7 @@ class RbdDisks:
                 return self.client.uri(pool, image)
             except rbd.RbdError as exc:
                 raise RpcFailure("%s: %s" % (what, exc)) from None
-        return "/dev/rbd/%s/%s" % (pool, image)
+        return self.mapped.get((pool, image)) or "/dev/rbd/%s/%s" % (pool, image)  # udev's name otherwise
 
     async def prepare(self, disks: list[Disk], what: str) -> None:
         """Map the kernelspace disks among C{disks} (userspace ones need nothing)."""
@@ -102,4 +104,5 @@ class RbdDisks:
                 continue
             pool, image, access = self._usable(disk, what)
             if access == rbd.ACCESS_KERNEL:
-                await self._do("%s: cannot map rbd disk %s/%s" % (what, pool, image), self.client.map, pool, image)
+                self.mapped[(pool, image)] = await self._do("%s: cannot map rbd disk %s/%s" % (what, pool, image),
+                                                            self.client.map, pool, image)

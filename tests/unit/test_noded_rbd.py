@@ -179,3 +179,28 @@ def test_storage_list_file(node, root):
     ((name, size, free),) = run(procs.storage_list("file", [["/srv/ganeti/file-storage"]], None,
                                                    ["name", "size", "free"]))
     assert name == "/srv/ganeti/file-storage" and size >= free > 0
+
+
+def test_kernelspace_maps_where_the_module_is(node, root):
+    procs, net = node
+    os.makedirs(procs.rbd.sys_bus)  # the kernel offers rbd here
+    net.answers["showmapped"] = (b"[]", b"", 0)
+    net.answers["map"] = (b"/dev/rbd0\n", b"", 0)
+    cfg = initial_config("cluster.test", "node1.test", "127.0.0.1")
+    record = Disk.from_dict(disk(access="kernelspace"))
+    inst = Instance(name="inst1", uuid=new_uuid(), hypervisor="fake", disks=[record.uuid], disk_template="rbd",
+                    beparams={"maxmem": 128})
+    procs.hypervisor = lambda name: FakeHv()
+    run(procs.instance_start(encode_instance(cfg, inst, disks=[record])))
+    assert net.subcommands() == ["showmapped", "map"]
+    assert FakeHv.started == [[("/dev/rbd0", None)]]
+
+
+class FakeHv:
+    started: list = []
+
+    def get_instance_info(self, name):
+        return None
+
+    def start_instance(self, instance, devices, paused):
+        FakeHv.started.append([(path, uri) for _disk, path, uri in devices])
