@@ -481,7 +481,7 @@ class LUInstanceCreate(LogicalUnit):
         try:
             for disk in disks:
                 await iu.call_node(self, pnode, procedures.blockdev_create.call(
-                    disk.to_dict(), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
+                    rpc_inst.disk_dict(self.cfg, disk, inst), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
             if self.remote_source is not None:

@@ -380,7 +380,7 @@ async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -
     for disk in disks:
         if disk.dev_type == DT_DISKLESS:
             continue
-        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(disk.to_dict()))
+        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(rpc_inst.disk_dict(lu.cfg, disk)))
         if result.failed:
             problems.append("could not remove disk %s on node %s: %s"
                             % (disk.iv_name or disk.uuid, node_name(lu.cfg, node_uuid), result.fail_msg))

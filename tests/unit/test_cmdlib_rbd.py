@@ -59,3 +59,20 @@ def test_cluster_set_params_takes_diskparams():
     op = opcodes.validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "diskparams": {"rbd": {"pool": "p"}}})
     assert op["diskparams"] == {"rbd": {"pool": "p"}}
     assert "diskparams" not in opcodes.validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "diskparams": {}})
+
+
+def test_rpc_fills_rbd_disk_params_as_ganeti():
+    """A disk Ganeti made (only its access stored) travels with the cluster's and group's params."""
+    from ganeti.objects import Disk, Instance
+    from ganeti.rpc.instances import disk_dict, encode_instance
+
+    cfg, group = config({"pool": "cpool", "access": "kernelspace"}, {"pool": "gpool"})
+    node = next(iter(cfg.nodes))
+    disk = Disk(uuid="d1", dev_type="rbd", logical_id=["rbd", "x.rbd.disk0"], size=8, params={"access": "userspace"})
+    inst = Instance(name="i1", uuid="i1", primary_node=node, hypervisor="kvm", disks=["d1"], disk_template="rbd")
+    assert disk_dict(cfg, disk, inst)["params"] == {"pool": "gpool", "access": "userspace"}
+    assert disk_dict(cfg, disk)["params"] == {"pool": "cpool", "access": "userspace"}
+    assert encode_instance(cfg, inst, disks=[disk])["disks_info"][0]["params"] == {"pool": "gpool",
+                                                                                   "access": "userspace"}
+    plain = Disk(uuid="d2", dev_type="file", logical_id=["loop", "/x"], size=8, params={})
+    assert disk_dict(cfg, plain, inst) == plain.to_dict()
