@@ -64,6 +64,27 @@ def require_ceph() -> None:
         raise CephError("Ceph is not installed (missing %s): %s" % (", ".join(missing), INSTALL_HINT))
 
 
+def qemu_image_size(drive: str, timeout: float = 60.0) -> int:
+    """The size in bytes qemu sees for the drive C{drive} (e.g. the librbd
+    URI a node hands kvm), opened the way kvm does (C{-drive file=...}).
+    @raise CephError: qemu is missing or cannot open the drive
+    """
+    import re
+
+    qemu = shutil.which("qemu-system-x86_64")
+    if qemu is None:
+        raise CephError("qemu-system-x86_64 is not installed (scripts/install-qemu installs it; qemu-block-extra"
+                        " from scripts/install-ceph gives it librbd)")
+    done = subprocess.run([qemu, "-machine", "none", "-nodefaults", "-display", "none", "-monitor", "stdio",
+                           "-drive", "file=%s,format=raw,if=none,id=d0" % drive.replace(",", ",,")],
+                          input="info block -v d0\nquit\n", capture_output=True, text=True, timeout=timeout,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    found = re.search(r"virtual size: .*\((\d+) bytes\)", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise CephError("qemu cannot open %s (%s): %s" % (drive, done.returncode, (done.stderr or done.stdout)[-1000:]))
+    return int(found.group(1))
+
+
 def free_loopback_address() -> str:
     """A 127.x.y.z address on which Ceph's ports (3300, 6789) are free."""
     base = os.getpid()

@@ -4,7 +4,8 @@ the fake hypervisor and C{access=userspace}: create (the image has the
 disk's size), grow, migrate and failover (no copy), rename (the image
 stays), remove (the image is gone); bad input (a missing pool,
 C{access=kernelspace} without the kernel module, a wrong parameter) gets a
-clear error and creates nothing.
+clear error and creates nothing.  qemu (C{-drive file=<the URI the node
+gives>}) opens the image through librbd with cephx.
 
 Without Ceph installed this test fails (it does not skip): run
 C{scripts/install-ceph}.
@@ -22,7 +23,7 @@ import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti.backend.storage import rbd
-from ganeti.testing.ceph import CephCluster, require_ceph
+from ganeti.testing.ceph import CephCluster, qemu_image_size, require_ceph
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from tests.integration.test_luxid import in_thread
 
@@ -84,6 +85,7 @@ async def test_rbd_instances(root, ceph):
                                            os.path.join(cluster.roots[0].root, rbd.CONF_FILE))
         with open(os.path.join(cluster.roots[0].run_dir, "fake-hypervisor", "rbd1")) as handle:
             assert json.load(handle)["disks"] == [uri]  # what the fake hypervisor was started with
+        assert qemu_image_size(uri) == 1024 * MIB  # qemu opens that URI through librbd, with cephx
 
         # --- the pool as every node's storage unit of type rados
         listed = ok(master, "gnt-node", "list-storage", "-t", "rados", "--no-headers", "--separator", "|",
