@@ -87,6 +87,10 @@ async def test_rbd_instances(root, ceph):
             assert json.load(handle)["disks"] == [uri]  # what the fake hypervisor was started with
         assert qemu_image_size(uri) == 1024 * MIB  # qemu opens that URI through librbd, with cephx
 
+        # --- verify knows rbd disks have no node-local files
+        await cluster.until(lambda: gnt(master, "gnt-cluster", "verify").returncode == 0, timeout=60)
+        ok(master, "gnt-cluster", "verify-disks")
+
         # --- the pool as every node's storage unit of type rados
         listed = ok(master, "gnt-node", "list-storage", "-t", "rados", "--no-headers", "--separator", "|",
                     "-o", "node,type,name,size,free,allocatable")
