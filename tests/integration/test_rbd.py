@@ -118,6 +118,15 @@ async def test_rbd_instances(root, ceph):
         assert [d["logical_id"][1] for d in disks_of(master, "rbd2") or []] == [image]
         assert ceph.images() == [image]
 
+        # --- a second disk, added and removed by gnt-instance modify
+        ok(master, "gnt-instance", "modify", "--disk", "add:size=256M", "rbd2")
+        await cluster.until(lambda: len(disks_of(master, "rbd2") or []) == 2)
+        second = (disks_of(master, "rbd2") or [])[1]["logical_id"][1]
+        assert second.endswith(".rbd.disk1") and sorted(ceph.images()) == sorted([image, second])
+        assert ceph.image_size(second) == 256 * MIB
+        ok(master, "gnt-instance", "modify", "--disk", "1:remove", "rbd2")
+        assert ceph.images() == [image]
+
         # --- remove: the image is gone
         ok(master, "gnt-instance", "remove", "-f", "rbd2")
         assert ceph.images() == []
