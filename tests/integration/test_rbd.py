@@ -5,7 +5,9 @@ disk's size), grow, migrate and failover (no copy), rename (the image
 stays), remove (the image is gone); bad input (a missing pool,
 C{access=kernelspace} without the kernel module, a wrong parameter) gets a
 clear error and creates nothing.  qemu (C{-drive file=<the URI the node
-gives>}) opens the image through librbd with cephx.
+gives>}) opens the image through librbd with cephx; and a real qemu guest
+(kvm hypervisor) whose disk is an rbd image migrates live between two
+nodes, the target's qemu opening the same image.
 
 Without Ceph installed this test fails (it does not skip): run
 C{scripts/install-ceph}.
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import tempfile
 from typing import Any
 
@@ -144,3 +148,69 @@ async def test_rbd_instances(root, ceph):
         assert ceph.images() == []
         listed = await in_thread(lambda: ok(master, "gnt-instance", "list", "--no-headers", "-o", "name"))
         assert listed.split() == []
+
+
+def qemu_pids(roots: list[Any]) -> list[int]:
+    """The qemu processes of the nodes at C{roots}, by their pid file (a target's
+    argv names the source's ceph.conf: its runtime came with the migration)."""
+    import subprocess
+
+    pids = []
+    for paths in roots:
+        found = subprocess.run(["pgrep", "-f", "^%s .*-pidfile %s/" % (re.escape(shutil.which("qemu-system-x86_64")
+                                                                               or "qemu"), re.escape(paths.root))],
+                               capture_output=True, text=True)
+        pids += [int(pid) for pid in found.stdout.split()]
+    return sorted(pids)
+
+
+@pytest_twisted.ensureDeferred
+async def test_kvm_guest_on_rbd_migrates(root, ceph):
+    """A real qemu (kvm hypervisor, TCG where /dev/kvm is unusable) whose disk is the rbd image, opened
+    through librbd with cephx, migrates live to the other node, whose qemu opens the same image."""
+    from tests.integration.test_kvm_cluster import QEMU, cmdline, qmp_status
+
+    assert QEMU is not None, "qemu-system-x86_64 is not installed (scripts/install-qemu installs it)"
+    from ganeti.daemons import free_port
+
+    async with LoopbackCluster(reactor, root, loopback_config(2, candidate_pool_size=2), prefix="gntrk") as cluster:
+        roots = cluster.roots
+        try:
+            for paths in roots:
+                ceph.install_client(paths.root)
+            master = cluster.master
+            port = free_port("127.0.1.2")
+            ok(master, "gnt-cluster", "modify", "--enabled-disk-templates", "rbd,diskless",
+               "-D", "rbd:pool=%s,access=userspace" % ceph.pool, "--enabled-hypervisors", "kvm,fake",
+               "-H", "kvm:kvm_path=%s,vnc_bind_address=,migration_port=%d,migration_bandwidth=1000,"
+                     "migration_downtime=300" % (QEMU, port))
+            ok(master, "gnt-instance", "add", "-t", "rbd", "--disk", "0:size=64M", "-H", "kvm", "-o", "noop",
+               "--no-install", "--no-nics", "-B", "memory=64M", "-n", N1, "--no-name-check", "--no-ip-check",
+               "kvmrbd")
+            await cluster.until(lambda: disks_of(master, "kvmrbd") is not None)
+            (disk,) = disks_of(master, "kvmrbd") or []
+            image = disk["logical_id"][1]
+            assert ceph.images() == [image] and ceph.image_size(image) == 64 * MIB
+            (pid,) = qemu_pids(roots[:1])
+            drive = "file=rbd:%s/%s:id=%s:conf=%s" % (ceph.pool, image, ceph.user,
+                                                      os.path.join(roots[0].root, rbd.CONF_FILE))
+            assert any(arg.startswith(drive + ",") for arg in cmdline(pid)), cmdline(pid)
+            assert await qmp_status(roots[0], "kvmrbd") == "running"
+
+            out = ok(master, "gnt-instance", "migrate", "-f", "-n", N2, "kvmrbd")
+            assert "* done" in out, out
+            await cluster.until(lambda: qemu_pids(roots[:1]) == [], timeout=30)  # the source's qemu quits
+            (pid,) = qemu_pids(roots[1:])
+            assert any(arg.startswith("file=rbd:%s/%s:" % (ceph.pool, image)) for arg in cmdline(pid))
+            assert await qmp_status(roots[1], "kvmrbd") == "running"
+
+            ok(master, "gnt-instance", "shutdown", "--timeout", "1", "kvmrbd")
+            await cluster.until(lambda: qemu_pids(roots) == [], timeout=30)
+            ok(master, "gnt-instance", "remove", "-f", "kvmrbd")
+            assert ceph.images() == []
+        finally:
+            for pid in qemu_pids(roots):
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
