@@ -187,7 +187,7 @@ async def test_kvm_guest_on_rbd_migrates(root, ceph):
             ok(master, "gnt-instance", "add", "-t", "rbd", "--disk", "0:size=64M", "-H", "kvm", "-o", "noop",
                "--no-install", "--no-nics", "-B", "memory=64M", "-n", N1, "--no-name-check", "--no-ip-check",
                "kvmrbd")
-            await cluster.until(lambda: disks_of(master, "kvmrbd") is not None)
+            await cluster.until(lambda: disks_of(master, "kvmrbd") is not None, timeout=60)
             (disk,) = disks_of(master, "kvmrbd") or []
             image = disk["logical_id"][1]
             assert ceph.images() == [image] and ceph.image_size(image) == 64 * MIB
@@ -199,13 +199,13 @@ async def test_kvm_guest_on_rbd_migrates(root, ceph):
 
             out = ok(master, "gnt-instance", "migrate", "-f", "-n", N2, "kvmrbd")
             assert "* done" in out, out
-            await cluster.until(lambda: qemu_pids(roots[:1]) == [], timeout=30)  # the source's qemu quits
+            await cluster.until(lambda: qemu_pids(roots[:1]) == [], timeout=60)  # the source's qemu quits
             (pid,) = qemu_pids(roots[1:])
             assert any(arg.startswith("file=rbd:%s/%s:" % (ceph.pool, image)) for arg in cmdline(pid))
             assert await qmp_status(roots[1], "kvmrbd") == "running"
 
             ok(master, "gnt-instance", "shutdown", "--timeout", "1", "kvmrbd")
-            await cluster.until(lambda: qemu_pids(roots) == [], timeout=30)
+            await cluster.until(lambda: qemu_pids(roots) == [], timeout=60)
             ok(master, "gnt-instance", "remove", "-f", "kvmrbd")
             assert ceph.images() == []
         finally:
