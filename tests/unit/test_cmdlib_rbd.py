@@ -76,3 +76,16 @@ def test_rpc_fills_rbd_disk_params_as_ganeti():
                                                                                    "access": "userspace"}
     plain = Disk(uuid="d2", dev_type="file", logical_id=["loop", "/x"], size=8, params={})
     assert disk_dict(cfg, plain, inst) == plain.to_dict()
+
+
+def test_cluster_init_disk_parameters():
+    """gnt-cluster init -D: merged per template, checked before anything is written."""
+    from ganeti.client.cluster_init import _diskparams, parse_hvparams
+
+    given = [parse_hvparams("rbd:pool=p1"), parse_hvparams("rbd:access=userspace")]
+    assert _diskparams(given) == {"rbd": {"pool": "p1", "access": "userspace"}}
+    assert _diskparams(None) == {}
+    for bad, text in (("rbd:access=sideways", "Invalid rbd access mode"), ("rbd:colour=red", "colour"),
+                      ("nosuch:x=1", "Invalid disk template")):
+        with pytest.raises(errors.OpPrereqError, match=text):
+            _diskparams([parse_hvparams(bad)])
