@@ -13,7 +13,7 @@ from typing import Any, Callable
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, group_params, instance_params
+from ganeti.cmdlib import allocator, group_params, instance_params, rbd_disks
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
@@ -174,6 +174,9 @@ class LUClusterSetParams(LogicalUnit):
             op["nicparams"] = instance_params.check_nicparams(op["nicparams"], allow_default=False)
         if op.get("ndparams") is not None:
             op["ndparams"] = _without_defaults(group_params.check_ndparams(op["ndparams"]))
+        if op.get("diskparams") is not None:
+            op["diskparams"] = group_params.check_diskparams(op["diskparams"])
+            rbd_disks.check_cluster_params(op["diskparams"].get(rbd_disks.DT_RBD))
 
     def check_prereq(self) -> None:
         op = self.op
@@ -236,6 +239,8 @@ class LUClusterSetParams(LogicalUnit):
                 changes[name] = merged
         if op.get("ndparams"):
             changes["ndparams"] = dict(cluster.ndparams, **op["ndparams"])
+        if op.get("diskparams"):
+            changes["diskparams"] = group_params.merged_nested(cluster.diskparams or {}, op["diskparams"])
         if op.get("enabled_data_collectors") or op.get("data_collector_interval"):
             changes["data_collectors"] = data_collectors_changed(
                 cluster.data_collectors, op.get("enabled_data_collectors"), op.get("data_collector_interval"))

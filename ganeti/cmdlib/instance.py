@@ -19,7 +19,8 @@ do not) cleans it.  A failure at any step undoes the earlier ones in a
 removal's order: stop, remove the disks made, then the configuration entry
 (which stays, down, if a disk could not be removed).
 
-Disk templates: C{diskless}, C{file} and C{sharedfile}.  A file disk lives
+Disk templates: C{diskless}, C{file}, C{sharedfile} and C{rbd} (Ceph images,
+see L{ganeti.cmdlib.rbd_disks}).  A file disk lives
 at C{<storage dir>[/<file_storage_dir>]/<instance name>/disk<N>} (see
 L{ganeti.rpc.instances.disk_path}); when a disk of the configuration (an
 instance renamed since) already uses that directory, the instance's uuid
@@ -44,7 +45,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, hostcheck, names, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, hostcheck, names, rbd_disks, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -295,7 +296,7 @@ class LUInstanceCreate(LogicalUnit):
                 % (self.template, ", ".join(cluster.enabled_disk_templates or []) or "none"),
                 errors.ECODE_STATE,
             )
-        if self.template != iu.DT_DISKLESS and not storage_dir(cfg, self.template):
+        if self.template in (iu.DT_FILE, iu.DT_SHARED_FILE) and not storage_dir(cfg, self.template):
             raise errors.OpPrereqError("The cluster has no storage directory for template %s" % self.template,
                                        errors.ECODE_STATE)
         iu.check_hypervisor_enabled(cfg, self.hypervisor)
@@ -310,6 +311,8 @@ class LUInstanceCreate(LogicalUnit):
             raise errors.OpPrereqError("The same MAC address is given to two NICs", errors.ECODE_INVAL)
         if not self.allocating:
             pnode = op["pnode_uuid"]
+            if self.template == iu.DT_RBD:  # refuse bad rbd parameters before anything happens
+                rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
             iu.check_node_online(cfg, pnode)
             iu.check_node_not_drained(cfg, pnode)
             iu.check_node_vm_capable(cfg, pnode)
@@ -391,7 +394,9 @@ class LUInstanceCreate(LogicalUnit):
         uuid = new_uuid()
         disks: list[Disk] = []
         base = storage_dir(cfg, self.template)
-        if base is not None:
+        if self.template == iu.DT_RBD:
+            disks = rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
+        elif base is not None:
             if op.get("file_storage_dir"):
                 base = os.path.join(base, op["file_storage_dir"])
             dirname = instance_dir_name(cfg, base, name, uuid)
@@ -476,7 +481,7 @@ class LUInstanceCreate(LogicalUnit):
         try:
             for disk in disks:
                 await iu.call_node(self, pnode, procedures.blockdev_create.call(
-                    disk.to_dict(), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
+                    rpc_inst.disk_dict(self.cfg, disk, inst), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
             if self.remote_source is not None:

@@ -32,9 +32,11 @@ DT_DISKLESS = "diskless"
 DT_FILE = "file"
 DT_SHARED_FILE = "sharedfile"
 #: the disk templates this implementation can create
-SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
+DT_RBD = "rbd"
+
+SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD)
 #: templates whose disks every node of the cluster sees
-SHARED_TEMPLATES = (DT_SHARED_FILE,)
+SHARED_TEMPLATES = (DT_SHARED_FILE, DT_RBD)
 
 #: seconds to start an instance (a shutdown gets its own timeout on top); the
 #: other procedures' time limits are their classes in L{ganeti.rpc.procedures}
@@ -378,7 +380,7 @@ async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -
     for disk in disks:
         if disk.dev_type == DT_DISKLESS:
             continue
-        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(disk.to_dict()))
+        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(rpc_inst.disk_dict(lu.cfg, disk)))
         if result.failed:
             problems.append("could not remove disk %s on node %s: %s"
                             % (disk.iv_name or disk.uuid, node_name(lu.cfg, node_uuid), result.fail_msg))

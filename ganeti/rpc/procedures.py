@@ -274,6 +274,13 @@ def blockdev_getdimensions(disks: list[DiskDict]) -> list[list[Any] | None]:
     """C{[size in bytes, spindles]} of each disk, C{None} for one not on the node."""
 
 
+@declare(TMO_NORMAL)
+def storage_list(su_name: str, su_args: list[Any], name: str | None, fields: list[str]) -> list[list[Any]]:
+    """The storage units of type C{su_name} (C{file}, C{sharedfile}: C{su_args = [[directory]]};
+    C{rados}: C{[[pool]]}), only the one called C{name} if given: one row of C{fields} (among
+    C{name size used free allocatable}, MiB) each (L{ganeti.noded.storage_units})."""
+
+
 # --- transfers and exports --------------------------------------------------------------
 
 
