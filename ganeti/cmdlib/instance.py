@@ -44,7 +44,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, hostcheck, names, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, ext_disks, hostcheck, names, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -181,7 +181,7 @@ class LUInstanceCreate(LogicalUnit):
                 errors.ECODE_INVAL,
             )
         self.template = template
-        self.disks = [params.check_disk(d, i) for i, d in enumerate(op["disks"])]
+        self.disks = [ext_disks.check_disk(template, d, i) for i, d in enumerate(op["disks"])]
         if template == iu.DT_DISKLESS and self.disks:
             raise errors.OpPrereqError("Disk template diskless takes no disks", errors.ECODE_INVAL)
         if template != iu.DT_DISKLESS and not self.disks:
@@ -295,7 +295,7 @@ class LUInstanceCreate(LogicalUnit):
                 % (self.template, ", ".join(cluster.enabled_disk_templates or []) or "none"),
                 errors.ECODE_STATE,
             )
-        if self.template != iu.DT_DISKLESS and not storage_dir(cfg, self.template):
+        if self.template in (iu.DT_FILE, iu.DT_SHARED_FILE) and not storage_dir(cfg, self.template):
             raise errors.OpPrereqError("The cluster has no storage directory for template %s" % self.template,
                                        errors.ECODE_STATE)
         iu.check_hypervisor_enabled(cfg, self.hypervisor)
@@ -308,6 +308,8 @@ class LUInstanceCreate(LogicalUnit):
         explicit = [n["mac"] for n in self.nics if n["mac"] not in (params.MAC_AUTO, params.MAC_GENERATE)]
         if len(set(explicit)) != len(explicit):
             raise errors.OpPrereqError("The same MAC address is given to two NICs", errors.ECODE_INVAL)
+        if self.template == ext_disks.DT_BLOCK and self.allocating:
+            raise errors.OpPrereqError("Disk adoption is not possible with an allocator", errors.ECODE_INVAL)
         if not self.allocating:
             pnode = op["pnode_uuid"]
             iu.check_node_online(cfg, pnode)
@@ -391,7 +393,9 @@ class LUInstanceCreate(LogicalUnit):
         uuid = new_uuid()
         disks: list[Disk] = []
         base = storage_dir(cfg, self.template)
-        if base is not None:
+        if self.template in ext_disks.TEMPLATES:
+            disks = ext_disks.new_disks(cfg, self.template, self.disks)
+        elif base is not None:
             if op.get("file_storage_dir"):
                 base = os.path.join(base, op["file_storage_dir"])
             dirname = instance_dir_name(cfg, base, name, uuid)
@@ -465,6 +469,7 @@ class LUInstanceCreate(LogicalUnit):
             pnode = op["pnode_uuid"]
         if op.get("os_type"):
             await check_os(self, pnode, op["os_type"], self.osparams, op["force_variant"])
+        await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
         if op["start"] and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,

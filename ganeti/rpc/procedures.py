@@ -273,6 +273,16 @@ def blockdev_getdimensions(disks: list[DiskDict]) -> list[list[Any] | None]:
     """C{[size in bytes, spindles]} of each disk, C{None} for one not on the node."""
 
 
+@declare(TMO_URGENT)
+def bdev_sizes(devices: list[str]) -> dict[str, int]:
+    """C{{path: size in MiB}} of the C{devices} that are block devices under C{/dev/} (others left out)."""
+
+
+@declare(TMO_FAST)
+def extstorage_diagnose() -> list[list[Any]]:
+    """The node's ExtStorage providers: C{[[name, path, ok, diagnose, [[param, help], ...]], ...]}."""
+
+
 # --- transfers and exports --------------------------------------------------------------
 
 
