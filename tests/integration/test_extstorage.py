@@ -8,6 +8,7 @@ hypervisor, the shipped noop OS), driven with gnt-instance:
     records every action's arguments, directory and environment;
   - blockdev adopting a loop device this test makes: its size is the
     device's, remove leaves it alone;
+  - gnt-storage diagnose and info with those providers and a broken one;
   - refusals that change nothing: unknown provider, provider without
     parameters.list, unknown parameter, adopted path that does not exist.
 
@@ -25,6 +26,7 @@ import tempfile
 import pytest_twisted
 from twisted.internet import reactor
 
+from ganeti.backend.storage import extstorage as es
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 
@@ -97,12 +99,28 @@ async def test_ext_and_blockdev_templates(root):
     os.makedirs(volumes)
     os.makedirs(adopted)
     cfg = loopback_config(2, enabled_disk_templates=TEMPLATES)
+    (group,) = cfg.nodegroups.values()
+    GROUP = group.name
     try:
         async with LoopbackCluster(reactor, root, cfg, prefix="gntext") as cluster:
             client = LuxiClient(cluster.master.luxi_socket, timeout=60)
             for node_root in cluster.roots:
                 write_provider(node_root.root, "recorder")
             write_provider(cluster.roots[0].root, "broken", with_params=False)
+
+            # --- gnt-storage: what the nodes have
+            diagnosed = ok(root, "gnt-storage", "diagnose")
+            shipped = os.path.join(es.SHIPPED_DIR, "loopback")
+            for node in (N1, N2):
+                assert "  Node: %s, status: valid (path: %s) [parameters: dir]\n" % (node, shipped) in diagnosed
+            broken = diagnosed[diagnosed.index("Provider: broken"):].split("\n\n")[0]
+            assert "Node: node1.test, status: invalid - " in broken and "parameters.list" in broken, broken
+            assert "Node: node2.test, status: ExtStorage provider not found" in broken, broken
+            assert "For nodegroup: %s --> invalid" % GROUP in broken, broken
+            assert "For nodegroup: %s --> valid" % GROUP in diagnosed
+            assert ok(root, "gnt-storage", "info", "recorder", "nope") == (
+                "recorder:\n  - Valid for nodegroups:\n      %s\n  - Supported parameters:\n"
+                "      record: File the actions are recorded in\n\nnope: Not Found\n\n" % GROUP)
 
             def names() -> set[str]:
                 return {row[0] for row in client.query_instances([], ["name"], False)}

@@ -345,3 +345,36 @@ def test_master_blockdev_disk_spec_and_records():
     (ext,) = master_ext.new_disks(None, "ext", [{"size": 64, "provider": "p", "ext_params": {"dir": "/d"}}], 2)
     assert ext.logical_id[0] == "p" and ext.logical_id[1].endswith(".ext.disk2")
     assert ext.params == {"dir": "/d", "provider": "p"} and ext.iv_name == "disk/2"
+
+
+# --- OP_EXT_STORAGE_DIAGNOSE and gnt-storage --------------------------------------------
+
+
+def test_diagnose_rows_merge_nodes_and_groups():
+    from ganeti.cmdlib import extstorage as lu
+    from ganeti.config.bootstrap import initial_config
+
+    cfg = initial_config("cluster.test", "node1.test", "127.0.1.1")
+    (group,) = cfg.nodegroups.values()
+    loop = ["loopback", "/p/loopback", True, "", [["dir", "Where"], ["x", "X"]]]
+    other = ["loopback", "/q/loopback", True, "", [["dir", "Where"]]]
+    broken = ["rec", "/p/rec", False, "File 'parameters.list' under path '/p/rec' is missing", []]
+    answers = {"node1.test": [loop, broken], "node2.test": [other]}
+    rows = lu.rows(cfg, answers, ["name", "node_status", "nodegroup_status", "parameters"], [])
+    assert [r[0] for r in rows] == ["loopback", "rec"]
+    assert rows[0][1] == {"node1.test": [loop[1:]], "node2.test": [other[1:]]}
+    assert rows[0][2] == {group.name: True} and rows[0][3] == [["dir", "Where"]]
+    assert rows[1][1] == {"node1.test": [broken[1:]], "node2.test": []}
+    assert rows[1][2] == {group.name: False} and rows[1][3] == []
+    assert lu.rows(cfg, answers, ["name"], ["rec"]) == [["rec"]]
+    assert lu.rows(cfg, {"node1.test": [["malformed"], 3]}, ["name"], []) == []
+
+
+def test_gnt_storage_node_lines():
+    from ganeti.client import gnt_storage
+
+    assert gnt_storage.node_line([["/p/l", True, "", [["dir", "Where"]]]]) == (
+        True, "valid (path: /p/l) [parameters: dir]")
+    assert gnt_storage.node_line([["/p/r", False, "missing", []]]) == (
+        False, "invalid - missing (path: /p/r) [no parameters]")
+    assert gnt_storage.node_line([]) == (False, "ExtStorage provider not found")
