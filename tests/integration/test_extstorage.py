@@ -3,7 +3,8 @@ hypervisor, the shipped noop OS), driven with gnt-instance:
 
   - ext with the shipped C{loopback} provider: add makes a sparse file and
     a real loop device, the instance starts on it, grow-disk grows both,
-    remove detaches and deletes them;
+    failover and migrate move it between the nodes, remove detaches and
+    deletes them;
   - ext with a provider this test writes under each node's root, which
     records every action's arguments, directory and environment;
   - blockdev adopting a loop device this test makes: its size is the
@@ -145,6 +146,13 @@ async def test_ext_and_blockdev_templates(root):
             assert int(subprocess.run(["blockdev", "--getsize64", dev], capture_output=True, text=True,
                                       check=True).stdout) == 128 * MIB
             assert client.query_instances(["ext1"], ["disk.sizes"], False)[0] == [[128]]
+
+            # shared storage: the instance changes node without copying (both nodes see the directory)
+            ok(root, "gnt-instance", "failover", "-f", "-n", N2, "ext1")
+            assert client.query_instances(["ext1"], ["pnode", "status"], False)[0] == [N2, "running"]
+            ok(root, "gnt-instance", "migrate", "-f", "-n", N1, "ext1")
+            assert client.query_instances(["ext1"], ["pnode", "status"], False)[0] == [N1, "running"]
+            assert loops_of(backing) == [dev]
 
             ok(root, "gnt-instance", "remove", "-f", "ext1")
             assert os.listdir(volumes) == [] and "ext1" not in names()
