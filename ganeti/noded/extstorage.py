@@ -240,14 +240,15 @@ class ExtDisks:
 
     # --- instances -------------------------------------------------------------------
 
-    async def prepare(self, disks: list[Disk], what: str) -> None:
-        """Attach and open the ext disks among C{disks}, check the adopted ones."""
+    async def prepare(self, disks: list[Disk], what: str, exclusive: bool = True) -> None:
+        """Attach and open the ext disks among C{disks} (C{exclusive} false
+        while migrating, as Ganeti), check the adopted ones."""
         for disk in disks:
             if is_ext(disk):
                 await self._attach(disk, what)
                 provider, volume, params = self._prepare(disk, what)
                 await self._run(provider, es.OPEN, volume, params, what, name=disk.name, uuid=disk.uuid,
-                                exclusive=True)
+                                exclusive=exclusive)
             elif is_blockdev(disk):
                 block_device(check_adopted(disk, what), what)
 

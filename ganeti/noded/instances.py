@@ -378,7 +378,7 @@ class InstanceProcedures:
         instance, disks = decode(inst)
         _check(isinstance(target_ip, str) and bool(target_ip), "target_ip must be an address")
         hyper = self.hypervisor(instance.hypervisor)
-        await self.ext.prepare(disks, "Cannot accept instance %s" % instance.name)
+        await self.ext.prepare(disks, "Cannot accept instance %s" % instance.name, exclusive=False)
         self._disk_paths(instance, disks)  # the disks must be reachable here
         await self._hv_call("Cannot accept instance %s" % instance.name,
                             hyper.accept_instance, instance, info, target=target_ip)

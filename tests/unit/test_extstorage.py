@@ -378,3 +378,18 @@ def test_gnt_storage_node_lines():
     assert gnt_storage.node_line([["/p/r", False, "missing", []]]) == (
         False, "invalid - missing (path: /p/r) [no parameters]")
     assert gnt_storage.node_line([]) == (False, "ExtStorage provider not found")
+
+
+def test_noded_prepare_opens_shared_while_migrating(root):
+    make_provider(root)
+    clock = ProcessClock()
+    disks = noded_ext.ExtDisks(Paths(root), clock)
+    disk = ext_disk(params={"provider": "prov", "access": "userspace"})
+    d = defer.ensureDeferred(disks.prepare([disk], "Cannot accept instance x", exclusive=False))
+    clock.spawned[-1]["protocol"].childDataReceived(1, b"\nkvm:u\n")
+    clock.spawned[-1]["protocol"].processEnded(Failure(ProcessDone(0)))
+    clock.spawned[-1]["protocol"].processEnded(Failure(ProcessDone(0)))
+    result(d)
+    assert [os.path.basename(s["args"][-1]) for s in clock.spawned] == ["attach", "open"]
+    assert clock.spawned[1]["env"]["VOL_OPEN_EXCLUSIVE"] == "False"
+    assert disks.device(disk, "disk 0") == "u"
