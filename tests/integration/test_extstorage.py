@@ -182,6 +182,11 @@ async def test_ext_and_blockdev_templates(root):
             os.unlink(record)
             ok(root, "gnt-instance", "remove", "-f", "rec1")
             assert [r["action"] for r in records(record)] == ["close", "detach", "remove"]
+            placed = gnt(root, "gnt-instance", "add", "-t", "ext", "--disk", "0:size=8M,provider=recorder,record=%s"
+                         % record, "-I", "builtin", "-o", "noop", "-H", "fake", "-B", "memory=64M", "--no-name-check",
+                         "--no-ip-check", "--no-start", "--no-install", "rec2")  # through the allocator
+            assert placed.returncode == 0, placed.stderr
+            ok(root, "gnt-instance", "remove", "-f", "rec2")
 
             # --- blockdev: a loop device the test made, adopted and left alone
             backing_file = os.path.join(adopted, "disk")
