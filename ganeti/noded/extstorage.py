@@ -73,7 +73,8 @@ def check_ext(disk: Disk, what: str) -> tuple[str, str, dict[str, Any]]:
     if params.get(es.PARAM_PROVIDER, provider) != provider:
         raise RpcFailure("%s: params name provider %.100r, the logical id %s"
                          % (what, params.get(es.PARAM_PROVIDER), provider))
-    return provider, lid[1], dict(params, provider=provider)
+    # Ganeti's RPC fills the template's disk parameters (access: kernelspace by default)
+    return provider, lid[1], {es.PARAM_ACCESS: es.ACCESS_KERNEL, **params, es.PARAM_PROVIDER: provider}
 
 
 def check_adopted(disk: Disk, what: str) -> str:

@@ -172,6 +172,7 @@ async def test_ext_and_blockdev_templates(root):
             for entry in made:
                 assert entry["argc"] == "0" and entry["pwd"] == provider_dir and entry["LC_ALL"] == "C"
                 assert entry["EXTP_PROVIDER"] == "recorder" and entry["EXTP_RECORD"] == record
+                assert entry["EXTP_ACCESS"] == "kernelspace"  # filled in as Ganeti's RPC does
                 assert entry["VOL_NAME"].endswith(".ext.disk0") and entry["VOL_CNAME"] == "data0"
             create, _attach, opened, setinfo = made
             assert create["VOL_SIZE"] == "32" and "VOL_NEW_SIZE" not in create

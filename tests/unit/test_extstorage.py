@@ -280,6 +280,7 @@ def test_noded_create_runs_create_attach_open_setinfo(root):
     create, _attach, opened, setinfo = (s["env"] for s in clock.spawned)
     assert create["VOL_SIZE"] == "64" and create["EXTP_DIR"] == "/x" and create["EXTP_PROVIDER"] == "prov"
     assert create["VOL_CNAME"] == "data" and create["VOL_UUID"] == "d-1" and create["LC_ALL"] == "C"
+    assert create["EXTP_ACCESS"] == "userspace"
     assert opened["VOL_OPEN_EXCLUSIVE"] == "True"
     assert setinfo["VOL_METADATA"] == "originstname+inst1"
     assert disks.device(disk, "disk 0") == "rbd:pool/u.ext.disk0"
