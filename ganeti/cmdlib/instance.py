@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, hostcheck, names, rbd_disks, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, ext_disks, hostcheck, names, rbd_disks, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -182,7 +182,7 @@ class LUInstanceCreate(LogicalUnit):
                 errors.ECODE_INVAL,
             )
         self.template = template
-        self.disks = [params.check_disk(d, i) for i, d in enumerate(op["disks"])]
+        self.disks = [ext_disks.check_disk(template, d, i) for i, d in enumerate(op["disks"])]
         if template == iu.DT_DISKLESS and self.disks:
             raise errors.OpPrereqError("Disk template diskless takes no disks", errors.ECODE_INVAL)
         if template != iu.DT_DISKLESS and not self.disks:
@@ -309,6 +309,8 @@ class LUInstanceCreate(LogicalUnit):
         explicit = [n["mac"] for n in self.nics if n["mac"] not in (params.MAC_AUTO, params.MAC_GENERATE)]
         if len(set(explicit)) != len(explicit):
             raise errors.OpPrereqError("The same MAC address is given to two NICs", errors.ECODE_INVAL)
+        if self.template == ext_disks.DT_BLOCK and self.allocating:
+            raise errors.OpPrereqError("Disk adoption is not possible with an allocator", errors.ECODE_INVAL)
         if not self.allocating:
             pnode = op["pnode_uuid"]
             if self.template == iu.DT_RBD:  # refuse bad rbd parameters before anything happens
@@ -396,6 +398,8 @@ class LUInstanceCreate(LogicalUnit):
         base = storage_dir(cfg, self.template)
         if self.template == iu.DT_RBD:
             disks = rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
+        elif self.template in ext_disks.TEMPLATES:
+            disks = ext_disks.new_disks(cfg, self.template, self.disks)
         elif base is not None:
             if op.get("file_storage_dir"):
                 base = os.path.join(base, op["file_storage_dir"])
@@ -470,6 +474,7 @@ class LUInstanceCreate(LogicalUnit):
             pnode = op["pnode_uuid"]
         if op.get("os_type"):
             await check_os(self, pnode, op["os_type"], self.osparams, op["force_variant"])
+        await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
         if op["start"] and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,

@@ -47,7 +47,7 @@ from ganeti.units import format_unit
 MIB = 1024 * 1024
 
 #: the disk templates whose disks can grow here
-GROWABLE = (iu.DT_FILE, iu.DT_SHARED_FILE, iu.DT_RBD)
+GROWABLE = (iu.DT_FILE, iu.DT_SHARED_FILE, iu.DT_RBD, iu.DT_EXT)
 #: seconds one growth may take on a node
 TMO_GROW = wire.TMO_NORMAL
 

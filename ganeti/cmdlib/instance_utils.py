@@ -31,12 +31,14 @@ ADMIN_SOURCE_USER = "user"
 DT_DISKLESS = "diskless"
 DT_FILE = "file"
 DT_SHARED_FILE = "sharedfile"
+DT_EXT = "ext"
+DT_BLOCK = "blockdev"
 #: the disk templates this implementation can create
 DT_RBD = "rbd"
 
-SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD)
+SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD, DT_EXT, DT_BLOCK)
 #: templates whose disks every node of the cluster sees
-SHARED_TEMPLATES = (DT_SHARED_FILE, DT_RBD)
+SHARED_TEMPLATES = (DT_SHARED_FILE, DT_RBD, DT_EXT, DT_BLOCK)
 
 #: seconds to start an instance (a shutdown gets its own timeout on top); the
 #: other procedures' time limits are their classes in L{ganeti.rpc.procedures}

@@ -26,6 +26,7 @@ from twisted.logger import Logger
 from ganeti import errors, ssconf
 from ganeti.backend import hypervisor as hv
 from ganeti.backend import osapi, storage
+from ganeti.noded import extstorage as ext_disks
 from ganeti.noded import rbd as rbd_disks
 from ganeti.noded import storage_units
 from ganeti.noded.dispatch import handler
@@ -97,7 +98,7 @@ def _reason(value: Any) -> None:
 
 def _check_disk(disk: Disk, what: str) -> Disk:
     _check(isinstance(disk.dev_type, str), "%s has no dev_type" % what)
-    _check(disk.dev_type in storage.TEMPLATES or rbd_disks.is_rbd(disk),
+    _check(disk.dev_type in storage.TEMPLATES or rbd_disks.is_rbd(disk) or ext_disks.handles(disk),
            "%s: disk template %r is not supported on this node" % (what, disk.dev_type))
     _check(disk.mode in _DISK_MODES, "%s: invalid access mode %.100r" % (what, disk.mode))
     _check(disk.size is None or (isinstance(disk.size, int) and not isinstance(disk.size, bool)),
@@ -107,6 +108,10 @@ def _check_disk(disk: Disk, what: str) -> Disk:
         _check(value is None or isinstance(value, str), "%s: invalid %s %.100r" % (what, field, value))
     if rbd_disks.is_rbd(disk):
         rbd_disks.check(disk, what)
+    elif ext_disks.is_ext(disk):
+        ext_disks.check_ext(disk, what)
+    elif ext_disks.is_blockdev(disk):
+        ext_disks.check_adopted(disk, what)
     elif disk.dev_type != storage.DT_DISKLESS:
         lid = disk.logical_id
         _check(isinstance(lid, list) and len(lid) == 2 and isinstance(lid[0], str) and isinstance(lid[1], str)
@@ -176,6 +181,7 @@ class InstanceProcedures:
         self._get_hypervisor = get_hypervisor or hv.get_hypervisor
         self.os_runner = osapi.OSRunner(paths, reactor, os_timeouts)
         self.rbd = rbd_disks.RbdDisks(paths.root, reactor)
+        self.ext = ext_disks.ExtDisks(paths, reactor)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -234,6 +240,9 @@ class InstanceProcedures:
             if rbd_disks.is_rbd(disk):
                 found.append((disk, self.rbd.device(_check_disk(disk, what), what)))
                 continue
+            if ext_disks.handles(disk):
+                found.append((disk, self.ext.device(_check_disk(disk, what), what)))
+                continue
             driver, path = self.locate(_check_disk(disk, what), what)
             try:
                 found.append((disk, driver.hypervisor_path(path)))
@@ -243,7 +252,7 @@ class InstanceProcedures:
 
     def block_devices(self, instance: Instance, disks: list[Disk]) -> list[tuple[Disk, str, str | None]]:
         """The C{(disk, path, uri)} triples the hypervisor starts C{instance} with."""
-        return [(disk, path, None if path.startswith("/") else path)  # a URI: rbd opened by the hypervisor
+        return [(disk, path, None if path.startswith("/") else path)  # a URI: opened by the hypervisor
                 for disk, path in self._disk_paths(instance, disks)]
 
     async def _start(self, hyper: Any, instance: Instance, devices: list[Any], paused: bool) -> None:
@@ -271,6 +280,7 @@ class InstanceProcedures:
         paused = _flag(startup_paused, "startup_paused")
         _reason(reason)
         hyper = self.hypervisor(instance.hypervisor)
+        await self.ext.prepare(disks, "Cannot start instance %s" % instance.name)
         self.block_devices(instance, disks)  # every disk usable here, before anything is mapped
         await self.rbd.prepare(disks, "Cannot start instance %s" % instance.name)
         devices = self.block_devices(instance, disks)
@@ -301,6 +311,8 @@ class InstanceProcedures:
                    else _integer(shutdown_timeout, "shutdown_timeout", 0, MAX_SHUTDOWN_TIMEOUT))
         _reason(reason)
         hyper = self.hypervisor(instance.hypervisor)
+        if reboot_type == REBOOT_FULL:
+            await self.ext.prepare(disks, "Cannot reboot instance %s" % instance.name)
         devices = self.block_devices(instance, disks) if reboot_type == REBOOT_FULL else []
         if devices:
             await self.rbd.prepare(disks, "Cannot reboot instance %s" % instance.name)
@@ -382,6 +394,7 @@ class InstanceProcedures:
         instance, disks = decode(inst)
         _check(isinstance(target_ip, str) and bool(target_ip), "target_ip must be an address")
         hyper = self.hypervisor(instance.hypervisor)
+        await self.ext.prepare(disks, "Cannot accept instance %s" % instance.name, exclusive=False)
         self._disk_paths(instance, disks)  # the disks must be reachable here
         await self.rbd.prepare(disks, "Cannot accept instance %s" % instance.name)
         await self._hv_call("Cannot accept instance %s" % instance.name,
@@ -445,6 +458,8 @@ class InstanceProcedures:
         _check(record.dev_type != storage.DT_DISKLESS, "a diskless disk cannot be created")
         if rbd_disks.is_rbd(record):
             return self.rbd.create(record, mib)  # type: ignore[return-value]  # a coroutine: noded awaits it
+        if ext_disks.handles(record):
+            return self.ext.create(record, mib, info)  # type: ignore[return-value]  # a coroutine: noded awaits it
         driver, path = self.locate(record)
         try:
             driver.create(path, mib)
@@ -461,6 +476,8 @@ class InstanceProcedures:
             return None
         if rbd_disks.is_rbd(record):
             return self.rbd.remove(record)  # type: ignore[return-value]  # a coroutine: noded awaits it
+        if ext_disks.handles(record):
+            return self.ext.remove(record)  # type: ignore[return-value]  # a coroutine: noded awaits it
         driver, path = self.locate(record)
         try:
             driver.remove(path)
@@ -485,6 +502,8 @@ class InstanceProcedures:
         _check(record.dev_type != storage.DT_DISKLESS, "a diskless disk cannot grow")
         if rbd_disks.is_rbd(record):
             return self.rbd.grow(record, mib, dry, backing)  # type: ignore[return-value]  # awaited by noded
+        if ext_disks.handles(record):
+            return self.ext.grow(record, mib, dry, backing)  # type: ignore[return-value]  # awaited by noded
         driver, path = self.locate(record)
         try:
             driver.size(path)  # it must exist, even for a dry run or the logical step
@@ -501,6 +520,7 @@ class InstanceProcedures:
         _check(isinstance(disks, list), "disks must be a list")
         out: list[list[Any] | None] = []
         remote: list[tuple[int, Disk]] = []
+        external: list[tuple[int, Disk]] = []
         for index, data in enumerate(disks):
             record = decode_disk(data, "disk %d" % index)
             if record.dev_type == storage.DT_DISKLESS:
@@ -511,21 +531,28 @@ class InstanceProcedures:
                 remote.append((index, record))
                 out.append(None)
                 continue
+            if ext_disks.handles(record):
+                external.append((index, record))
+                out.append(None)
+                continue
             driver, path = self.locate(record, "disk %d" % index)
             try:
                 out.append([os.stat(driver.hypervisor_path(path)).st_size, None])
             except (errors.OpExecError, OSError):
                 out.append(None)
-        if remote:
-            return self._rbd_dimensions(out, remote)  # type: ignore[return-value]  # a coroutine: noded awaits it
+        if remote or external:
+            return self._remote_dimensions(out, remote, external)  # type: ignore[return-value]  # awaited by noded
         return out
 
-    async def _rbd_dimensions(self, out: list[list[Any] | None], remote: list[tuple[int, Disk]]) -> Any:
+    async def _remote_dimensions(self, out: list[list[Any] | None], remote: list[tuple[int, Disk]],
+                                 external: list[tuple[int, Disk]]) -> Any:
         for index, record in remote:
             try:
                 out[index] = await self.rbd.dimensions(record)
             except RpcFailure:
                 out[index] = None
+        for index, record in external:
+            out[index] = await self.ext.dimensions(record)
         return out
 
     @handler
@@ -535,6 +562,18 @@ class InstanceProcedures:
         if kind == storage_units.RADOS:
             return storage_units.rados_units(self.rbd.client, key, unit, wanted)  # type: ignore[return-value]
         return storage_units.file_units(self.paths.root, key, unit, wanted)
+
+    @handler
+    def extstorage_diagnose(self) -> list[list[Any]]:
+        """The ExtStorage providers of this node (L{ganeti.backend.storage.extstorage.diagnose})."""
+        return self.ext.diagnose()
+
+    @handler
+    def bdev_sizes(self, devices: Any) -> dict[str, int]:
+        """C{{path: MiB}} of the C{devices} that are block devices under C{/dev/}."""
+        _check(isinstance(devices, list) and all(isinstance(d, str) for d in devices),
+               "devices must be a list of paths")
+        return ext_disks.bdev_sizes(devices)
 
     # --- OS scripts ------------------------------------------------------------------
 
@@ -553,6 +592,7 @@ class InstanceProcedures:
             definition.script(script)
         except osapi.InvalidOS as exc:
             raise RpcFailure(str(exc)) from None
+        await self.ext.prepare(disks, "Cannot run the OS scripts of instance %s" % instance.name)
         disk_paths = self._disk_paths(instance, disks)
         for _disk, path in disk_paths:
             _check(path.startswith("/"), "Cannot run the OS scripts of instance %s: disk %s is opened by the"

@@ -220,6 +220,19 @@ define(
     result="list of rows, each the values of output_fields in order",
 )
 
+#: the fields OP_EXT_STORAGE_DIAGNOSE can return (Ganeti's ExtStorage query fields)
+EXTSTORAGE_FIELDS = ("name", "node_status", "nodegroup_status", "parameters")
+
+define(
+    "OP_EXT_STORAGE_DIAGNOSE",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "fields: %s" % ", ".join(EXTSTORAGE_FIELDS)),
+        Param("names", t_list(T_NONEMPTY_STR), [], "provider names (empty: all)"),
+    ],
+    doc="The ExtStorage providers of the online vm-capable nodes, merged.",
+    result="list of rows, each the values of output_fields in order",
+)
+
 P_MASTER_CAPABLE = Param("master_capable", t_maybe(T_BOOL), ABSENT, "may become master/candidate")
 P_VM_CAPABLE = Param("vm_capable", t_maybe(T_BOOL), ABSENT, "may host instances")
 P_SECONDARY_IP = Param("secondary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "replication IP")

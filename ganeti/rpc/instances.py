@@ -110,11 +110,11 @@ def encode_instance(
 
 
 #: the templates whose disks travel with their disk parameters filled in
-FILLED_PARAM_TEMPLATES = ("rbd",)
+FILLED_PARAM_TEMPLATES = ("rbd", "ext")
 
 
 def disk_dict(cfg: ConfigData, disk: Disk, inst: Instance | None = None) -> dict[str, Any]:
-    """C{disk.to_dict()}, for an rbd disk with its C{params} filled as
+    """C{disk.to_dict()}, for an rbd or ext disk with its C{params} filled as
     Ganeti's RPC annotation does: the cluster's disk parameters of its
     template, then its node group's (the primary's), then its own."""
     data = disk.to_dict()

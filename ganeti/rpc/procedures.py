@@ -281,6 +281,16 @@ def storage_list(su_name: str, su_args: list[Any], name: str | None, fields: lis
     C{name size used free allocatable}, MiB) each (L{ganeti.noded.storage_units})."""
 
 
+@declare(TMO_URGENT)
+def bdev_sizes(devices: list[str]) -> dict[str, int]:
+    """C{{path: size in MiB}} of the C{devices} that are block devices under C{/dev/} (others left out)."""
+
+
+@declare(TMO_FAST)
+def extstorage_diagnose() -> list[list[Any]]:
+    """The node's ExtStorage providers: C{[[name, path, ok, diagnose, [[param, help], ...]], ...]}."""
+
+
 # --- transfers and exports --------------------------------------------------------------
 
 
