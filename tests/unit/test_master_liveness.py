@@ -212,3 +212,85 @@ class AnsweredBeatsTests(SynchronousTestCase):
         client.pending = proto
         client.master_moved()
         self.assertTrue(transport.aborted)
+
+
+class MasterGuardTests(SynchronousTestCase):
+    """The shell around L{StallGuard}: requests wait for a confirmation, or are refused."""
+
+    def setUp(self) -> None:
+        from ganeti.ha import params as ha_params
+        from ganeti.ha.guard import MasterGuard
+
+        self.clock = Clock()
+        self.paths = make_root()
+        ha_params.write(self.paths, ha_params.HaParams().changed(auto_failover=True, failover_timeout=10.0))
+        self.answers: list[Any] = []
+        self.asks: list[Any] = []
+
+        def ask() -> Any:
+            from twisted.internet.defer import Deferred
+
+            d: Deferred[Any] = Deferred()
+            self.asks.append(d)
+            return d
+
+        self.guard = MasterGuard(self.paths, self.clock, "ganeti-luxid", port=1811, clock=self.clock.seconds,
+                                 ask=ask)
+        self.guard.startService()
+        self.addCleanup(self.guard.stopService)
+
+    def test_a_running_master_serves_at_once_and_asks_nobody(self) -> None:
+        for _ in range(40):
+            self.clock.advance(0.25)
+            self.assertIsNone(self.guard.ready(ValueError))
+        self.assertEqual(self.asks, [])
+
+    def test_after_a_pause_requests_wait_for_the_majority(self) -> None:
+        from ganeti.ha.guard import GuardedHandler
+
+        class Inner:
+            def handle(self, method: str, args: list[Any]) -> Any:
+                return [method, args]
+
+        handler = GuardedHandler(Inner(), self.guard, ValueError)
+        self.clock.advance(30)  # SIGSTOP for 30 s, then SIGCONT: the request is the first thing it does
+        answer = handler.handle("SubmitManyJobs", [[]])
+        self.assertNoResult(answer)
+        self.assertEqual(len(self.asks), 1)
+        self.asks[0].callback((True, "3 of 3 nodes confirm"))
+        self.assertEqual(self.successResultOf(answer), ["SubmitManyJobs", [[]]])
+        self.assertIsNone(self.guard.stall.suspect)
+        self.assertIsNone(handler.handle("QueryJobs", []) and None)
+
+    def test_refused_when_replaced_and_asked_again_later(self) -> None:
+        from ganeti.ha.guard import RETRY_INTERVAL
+
+        confirmed: list[bool] = []
+        self.guard.on_confirmed.append(lambda: confirmed.append(True))
+        self.clock.advance(30)
+        waiting = self.guard.ready(ValueError)
+        self.asks[0].callback((False, "node2 has seen master epoch 1"))
+        failure = self.failureResultOf(waiting, ValueError)
+        self.assertIn("not confirmed as master", str(failure.value))
+        self.assertIsNotNone(self.guard.blocked())  # the scheduler starts nothing either
+        self.assertEqual(len(self.asks), 1)  # not before the retry interval
+        self.clock.advance(RETRY_INTERVAL)
+        self.assertIsNotNone(self.guard.blocked())
+        self.assertEqual(len(self.asks), 2)
+        self.asks[1].callback((True, "confirmed"))
+        self.assertEqual(confirmed, [True])
+        self.assertIsNone(self.guard.blocked())
+
+    def test_a_failing_ask_is_no_confirmation(self) -> None:
+        self.clock.advance(30)
+        waiting = self.guard.ready(ValueError)
+        self.asks[0].errback(RuntimeError("no route"))
+        self.failureResultOf(waiting, ValueError)
+
+    def test_nothing_to_confirm_with_automatic_failover_off(self) -> None:
+        from ganeti.ha import params as ha_params
+
+        ha_params.write(self.paths, ha_params.read(self.paths).changed(auto_failover=False))
+        self.clock.advance(30)
+        self.assertIsNone(self.guard.ready(ValueError))
+        self.assertEqual(self.asks, [])
