@@ -373,6 +373,7 @@ def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
         if pid > 0:
             try:
                 os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGCONT)  # a stopped daemon (SIGSTOP) must run to stop, as systemd does
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + timeout

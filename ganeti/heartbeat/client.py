@@ -9,7 +9,11 @@ beats every L{BEAT_INTERVAL} seconds (half the cluster's liveness timeout when
 that is shorter, followed as it changes).  A LuxiD that answers "the master is
 X" is left for X.  A lost or failed connection is retried after a jittered
 backoff (L{Backoff}: 0.1 s growing to 2 s), the master looked up again each
-time.  Many clients can share one process (the benchmark runs hundreds).
+time.  The hello asks LuxiD to answer beats; when it agrees, a connection
+from which nothing arrived for the liveness timeout is left as dead (a
+paused or stuck LuxiD: L{ganeti.ha.liveness.master_silent}), and the
+master counts as lost from the last time it was heard.  A connection not
+accepted within that timeout and a little more is left too.  Many clients can share one process (the benchmark runs hundreds).
 
 When this node's ssconf is rewritten (a failover names a new master:
 L{HeartbeatClient.master_moved}), a client without a master tries again at
@@ -38,6 +42,7 @@ from twisted.protocols.basic import Int32StringReceiver
 from ganeti import errors
 from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.ha import params as ha_params
+from ganeti.ha.liveness import master_silent
 from ganeti.heartbeat import wire
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor, ITimeTCPReactor
@@ -126,7 +131,7 @@ def node_hello(paths: Paths) -> dict[str, Any] | None:
             serial = None
     except (OSError, ValueError, TypeError):
         serial = None
-    return wire.hello(name, "", read_boot_id(paths), serial, __version__)
+    return wire.hello(name, "", read_boot_id(paths), serial, __version__, beats=True)
 
 
 class MasterLookup:
@@ -228,22 +233,46 @@ class HeartbeatClientProtocol(Int32StringReceiver):
     def __init__(self, client: HeartbeatClient) -> None:
         self.client = client
         self.accepted = False
+        #: whether LuxiD answers beats (it said so when it accepted)
+        self.answered = False
+        self.connected_at = client.reactor.seconds()
+        #: when the last byte from LuxiD arrived (reactor seconds; C{None}: none yet)
+        self.last_heard: float | None = None
+        #: whether this connection was left because LuxiD fell silent
+        self.silent = False
         self._beats: LoopingCall | None = None
 
     def connectionMade(self) -> None:
+        self.connected_at = self.client.reactor.seconds()
         dead_peer_timeout(self.transport, USER_TIMEOUT)
         self.sendString(wire.encode(self.client.hello))
         self._beats = LoopingCall(self._beat)
         self._beats.clock = self.client.reactor
         self._beats.start(self.client.beat_interval(), now=False)
 
+    def dataReceived(self, data: bytes) -> None:
+        self.last_heard = self.client.reactor.seconds()
+        super().dataReceived(data)
+
     def _beat(self) -> None:
+        timeout = self.client.silence_timeout()
+        if timeout is not None and master_silent(self.client.reactor.seconds(), self.connected_at, self.last_heard,
+                                                 self.accepted, self.answered, timeout):
+            self.silent = True
+            self.client.log.warn("heartbeat: nothing from {master} for {t} s: leaving it as dead",
+                                 master=self.client.master if self.accepted else "LuxiD", t=timeout)
+            transport = cast(ITCPTransport, self.transport)
+            abort = getattr(transport, "abortConnection", None)
+            (abort or transport.loseConnection)()
+            return
         self.sendString(wire.BEAT_FRAME_BODY)
         interval = self.client.beat_interval()
         if self._beats is not None and interval != self._beats.interval:
             self._beats.interval = interval  # the cluster's liveness timeout changed
 
     def stringReceived(self, body: bytes) -> None:
+        if body == wire.BEAT_FRAME_BODY:
+            return  # LuxiD's answer to a beat: hearing it was all (dataReceived)
         try:
             message = wire.decode(body)
         except wire.BadMessage as e:
@@ -252,6 +281,7 @@ class HeartbeatClientProtocol(Int32StringReceiver):
             return
         if message["t"] == wire.ACCEPTED:
             self.accepted = True
+            self.answered = wire.wants_beats(message)
             self.client.connected(self, message["master"], message.get("args"))
         elif message["t"] == wire.PARAMS:
             if self.client.reporter is not None:
@@ -273,6 +303,9 @@ class HeartbeatClient(Service):
         (None: the node has no identity yet; try again later)
     @param lookup: C{await lookup(previous_failed)} -> the master's L{Target} or None
     @param creator: the TLS client connection creator (None: plain TCP, tests only)
+    @param silence: the liveness timeout (or what returns it): seconds
+        without a byte from LuxiD after which a connection is left as dead
+        (L{ganeti.ha.liveness.master_silent}); C{None}: left to TCP
     @ivar reporter: the L{ganeti.heartbeat.reporter.StateReporter} told of
         every accepted connection (a full report then) and of new report
         arguments, or None (no reports)
@@ -282,16 +315,20 @@ class HeartbeatClient(Service):
 
     def __init__(self, reactor: ITimeTCPReactor, identity: Callable[[], dict[str, Any] | None],
                  lookup: Callable[[bool], Awaitable[Target | None]], creator: Callable[[], Any] | None, *,
-                 interval: float | Callable[[], float] = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
+                 interval: float | Callable[[], float] = BEAT_INTERVAL, backoff: Backoff | None = None,
+                 silence: float | Callable[[], float] | None = None) -> None:
         self.reactor = reactor
         self.identity = identity
         self.lookup = lookup
         self.creator = creator
         self.interval = interval
+        self.silence = silence
         self.backoff = backoff or Backoff()
         self.reporter: Any = None
         self.hello: dict[str, Any] = {}
         self.protocol: HeartbeatClientProtocol | None = None
+        #: the connection made but not accepted yet, if any
+        self.pending: HeartbeatClientProtocol | None = None
         self.master: str | None = None
         self._redirect: Target | None = None
         self._failed = False
@@ -308,6 +345,10 @@ class HeartbeatClient(Service):
         """Seconds between beats now (C{interval}, or what it returns)."""
         return self.interval() if callable(self.interval) else self.interval
 
+    def silence_timeout(self) -> float | None:
+        """Seconds of silence after which a connection is left (C{None}: never)."""
+        return self.silence() if callable(self.silence) else self.silence
+
     def startService(self) -> None:
         super().startService()
         self.lost_since = self.reactor.seconds()
@@ -319,8 +360,9 @@ class HeartbeatClient(Service):
             self._retry.cancel()
         if self._attempt is not None:
             self._attempt.cancel()
-        if self.protocol is not None:
-            cast(ITCPTransport, self.protocol.transport).loseConnection()
+        for protocol in (self.protocol, self.pending):
+            if protocol is not None:
+                cast(ITCPTransport, protocol.transport).loseConnection()
         if self.reporter is not None:
             self.reporter.stop()
         return None
@@ -360,17 +402,24 @@ class HeartbeatClient(Service):
         endpoint: Any = tcp_client_endpoint(self.reactor, address, port, CONNECT_TIMEOUT)
         if self.creator is not None:
             endpoint = wrapClientTLS(self.creator(), endpoint)
-        await endpoint.connect(Factory.forProtocol(lambda: HeartbeatClientProtocol(self)))
+        self.pending = await endpoint.connect(Factory.forProtocol(lambda: HeartbeatClientProtocol(self)))
         self._attempt = None
 
     def master_moved(self) -> None:
         """This node's ssconf was rewritten (it may name a new master): without
         a master now, try again at once (no attempt under way) with a fresh
-        backoff, ssconf trusted for L{SSCONF_FRESH} seconds."""
+        backoff, ssconf trusted for L{SSCONF_FRESH} seconds; a connection not
+        accepted yet (a stopped master's kernel completed it) is left for
+        the new master."""
         if not self.running or self.protocol is not None:
             return
         self._ssconf_fresh_until = self.reactor.seconds() + SSCONF_FRESH
         self.backoff.reset()
+        pending = self.pending
+        if pending is not None and not pending.accepted and pending.transport is not None:
+            abort = getattr(pending.transport, "abortConnection", None)
+            (abort or pending.transport.loseConnection)()
+            return
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
             self._start_attempt()
@@ -378,6 +427,8 @@ class HeartbeatClient(Service):
     # --- from the protocol ---------------------------------------------------------------
     def connected(self, protocol: HeartbeatClientProtocol, master: str, args: dict[str, Any] | None = None) -> None:
         self.protocol, self.master = protocol, master
+        if self.pending is protocol:
+            self.pending = None
         self.lost_since = None
         self._failed = False
         self.connects += 1
@@ -391,9 +442,15 @@ class HeartbeatClient(Service):
         self._redirect = target
 
     def lost(self, protocol: HeartbeatClientProtocol) -> None:
+        if self.pending is protocol:
+            self.pending = None
         if self.protocol is protocol:
             self.protocol = None
-            self.lost_since = self.reactor.seconds()
+            # a silent master is lost since it was last heard (it may have been paused for a while)
+            heard = protocol.last_heard if protocol.silent else None
+            self.lost_since = heard if heard is not None else self.reactor.seconds()
+            if protocol.silent:
+                self._failed = True  # its kernel still answers: ask the candidates' confd too
         elif not protocol.accepted and self._redirect is None:
             self._failed = True  # closed before being accepted: look further next time
         self._schedule()
@@ -429,7 +486,8 @@ def heartbeat_client(paths: Paths, reactor: IReactor, port: int, reports: bool =
     """
     ha = ha_params.Watch(paths)  # beats at least twice per liveness timeout
     client = HeartbeatClient(reactor, lambda: node_hello(paths), MasterLookup(paths, reactor, port, confd_port),
-                             tls_creator(paths), interval=lambda: ha_params.beat_interval(ha.current(), BEAT_INTERVAL))
+                             tls_creator(paths), interval=lambda: ha_params.beat_interval(ha.current(), BEAT_INTERVAL),
+                             silence=lambda: ha.current().liveness_timeout)
     if reports:
         from ganeti.heartbeat.reporter import node_reporter
 

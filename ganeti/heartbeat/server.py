@@ -9,6 +9,12 @@ ever read.  A connection must say hello within L{HELLO_TIMEOUT} seconds;
 at most C{max_connections} are open at once (a new one beyond that is
 closed at once).  On a node that is not the master, a hello is answered
 with "the master is X" and the connection closed.
+
+A node whose hello asks for beats (C{"beats": true}) gets each of its
+beats answered with the same pre-encoded beat frame, written at once and
+never decoded: the node hears this LuxiD's event loop, and counts the
+master lost when it stops (paused, stuck), whatever TCP says.  Nothing is
+recorded or logged per beat.
 """
 
 from __future__ import annotations
@@ -162,7 +168,7 @@ class LivenessService(Service):
             if self.members and message["node"] not in self.members:
                 return None
         self._apply(self.roster.hello(message["node"], conn, message["boot_id"], self.reactor.seconds()))
-        return wire.accepted(own_name(self.paths) or "master", self.report_args)
+        return wire.accepted(own_name(self.paths) or "master", self.report_args, beats=wire.wants_beats(message))
 
     def set_report_args(self, args: dict[str, Any]) -> None:
         """New report arguments (the cluster changed): tell every connected node."""
@@ -245,6 +251,8 @@ class HeartbeatProtocol(Int32StringReceiver):
         self.service = service
         self.node: str | None = None
         self._timer: Any = None
+        #: whether this node's beats are answered (it asked in its hello)
+        self.answer_beats = False
 
     def connectionMade(self) -> None:
         self._timer = self.service.reactor.callLater(HELLO_TIMEOUT, self._no_hello)
@@ -261,6 +269,8 @@ class HeartbeatProtocol(Int32StringReceiver):
 
     def stringReceived(self, body: bytes) -> None:
         if body == wire.BEAT_FRAME_BODY and self.node is not None:
+            if self.answer_beats:
+                self.sendString(wire.BEAT_FRAME_BODY)
             return
         try:
             message = wire.decode(body)
@@ -288,6 +298,7 @@ class HeartbeatProtocol(Int32StringReceiver):
                 self._connected.loseConnection()
             else:
                 self.node = message["node"]
+                self.answer_beats = wire.wants_beats(answer)
         elif kind == wire.REPORT:
             self.service.reported(self.node, self, message)
         elif kind != wire.BEAT:

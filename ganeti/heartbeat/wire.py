@@ -8,7 +8,9 @@ certificate.  The key C{"t"} names the message:
 From NodeD:
   - C{hello} (first, once per connection): C{node} (name), C{uuid} (may
     be empty), C{boot_id}, C{serial} (its config serial or C{null}),
-    C{version};
+    C{version}; optionally C{beats}: C{true} asks LuxiD to answer every
+    beat with a beat (a node that says nothing gets no answers: older
+    nodes take an unknown message for a broken connection);
   - C{beat}: nothing else, every second;
   - C{report}: C{full} (bool) and what the node reports (C{instances}:
     name -> state dict; C{node}: resources), see L{check_report}.
@@ -17,7 +19,10 @@ From LuxiD (answers to C{hello}):
   - C{accepted}: C{master} (its name) and, once LuxiD knows the cluster,
     C{args}: C{{"instances": [...], "node_info": [...]}}, the arguments of
     the C{all_instances_info} and C{node_info} calls whose answers the
-    node's reports carry;
+    node's reports carry; C{beats}: C{true} when LuxiD answers every beat
+    with a beat (the hello asked for it).  A node then counts the master
+    lost after a liveness timeout without a byte from it, whatever TCP
+    says; without it (an older LuxiD), only when the connection closes;
   - C{redirect}: "not the master, the master is X": C{master},
     C{address}, C{port}; LuxiD then closes the connection.
 """
@@ -88,8 +93,13 @@ def decode(body: bytes) -> dict[str, Any]:
     return message
 
 
-def hello(node: str, uuid: str, boot_id: str, serial: int | None, version: str) -> dict[str, Any]:
-    return {"t": HELLO, "node": node, "uuid": uuid, "boot_id": boot_id, "serial": serial, "version": version}
+def hello(node: str, uuid: str, boot_id: str, serial: int | None, version: str, *,
+          beats: bool = False) -> dict[str, Any]:
+    message: dict[str, Any] = {"t": HELLO, "node": node, "uuid": uuid, "boot_id": boot_id, "serial": serial,
+                               "version": version}
+    if beats:
+        message["beats"] = True
+    return message
 
 
 def report(full: bool, instances: dict[str, Any] | None = None, node: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -101,11 +111,18 @@ def report(full: bool, instances: dict[str, Any] | None = None, node: dict[str, 
     return message
 
 
-def accepted(master: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+def accepted(master: str, args: dict[str, Any] | None = None, *, beats: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"t": ACCEPTED, "master": master}
     if args is not None:
         message["args"] = args
+    if beats:
+        message["beats"] = True
     return message
+
+
+def wants_beats(message: dict[str, Any]) -> bool:
+    """Whether a checked C{hello} or C{accepted} negotiates beats from LuxiD."""
+    return message.get("beats") is True
 
 
 def params(args: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +141,12 @@ def _check_hello(message: dict[str, Any]) -> None:
     serial = message.get("serial")
     if serial is not None and (isinstance(serial, bool) or not isinstance(serial, int)):
         raise BadMessage("'serial' must be a number or null")
+    _check_beats(message)
+
+
+def _check_beats(message: dict[str, Any]) -> None:
+    if not isinstance(message.get("beats", False), bool):
+        raise BadMessage("'beats' must be true or false")
 
 
 def _check_beat(message: dict[str, Any]) -> None:
@@ -161,6 +184,7 @@ def _check_args(message: dict[str, Any], required: bool) -> None:
 def _check_accepted(message: dict[str, Any]) -> None:
     _text(message, "master")
     _check_args(message, required=False)
+    _check_beats(message)
 
 
 def _check_params(message: dict[str, Any]) -> None:
@@ -200,5 +224,5 @@ def heartbeat_port(value: str | None = None) -> int:
 __all__ = [
     "ACCEPTED", "BEAT", "BadMessage", "DEFAULT_PORT", "HELLO", "MAX_FRAME", "PARAMS", "PORT_ENV", "REDIRECT",
     "REPORT", "accepted", "check_report", "decode", "encode", "heartbeat_port", "hello", "params", "redirect",
-    "report",
+    "report", "wants_beats",
 ]

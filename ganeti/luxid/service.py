@@ -117,6 +117,8 @@ class LuxidService(Service):
         self.watcher: Any = None
         #: why this master stepped down (L{ganeti.ha.stepdown}): it accepts no job any more
         self.stepped_down: str | None = None
+        #: the stall guard (L{ganeti.ha.guard.MasterGuard}): no job starts while it is unconfirmed
+        self.guard: Any = None
         self.forkserver: Any = None
         self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
@@ -357,6 +359,8 @@ class LuxidService(Service):
     def _schedule_once(self) -> None:
         if not self.running or self.stepped_down is not None:
             return
+        if self.guard is not None and self.guard.blocked() is not None:
+            return  # scheduled again once confirmed
         busy = set(self.processes) | set(self.adopted)
         decision = scheduler.schedule(self.jobs, busy, self.max_running, lookup=self.queue.read_job)
         for job_id, reason in decision.fail:

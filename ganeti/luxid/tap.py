@@ -12,10 +12,11 @@ import os
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
-from ganeti import ports
+from ganeti import errors, ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
 from ganeti.ha.epoch import EpochWatch
+from ganeti.ha.guard import GuardedHandler, MasterGuard
 from ganeti.ha.stepdown import StepDown
 from ganeti.ha.voting import VotingGate, add_options, check_options
 from ganeti.heartbeat import wire as heartbeat_wire
@@ -113,6 +114,11 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     gate.setServiceParent(root)
     service.setServiceParent(gate)
     gate.addService(FrozenHeapService(reactor))
+    # a master that did not run for a while (SIGSTOP, a stuck loop) is confirmed by a majority before it acts
+    guard = MasterGuard(paths, reactor, "ganeti-luxid", port=options["rpc-port"])
+    guard.setServiceParent(gate)
+    service.guard = guard
+    guard.on_confirmed.append(service.schedule)
     handler = LuxiHandler(service, paths, LiveData.for_node(reactor, paths, port=options["rpc-port"]))
     if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
         liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
@@ -128,7 +134,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
             service.watcher.setServiceParent(gate)
         # automatic failover: a master that reaches no majority steps down
         StepDown(paths, reactor, liveness, own_name(paths), service.step_down, reactor.stop).setServiceParent(gate)
-    factory = LuxiServerFactory(handler)
+    factory = LuxiServerFactory(GuardedHandler(handler, guard, errors.JobQueueError))
     for description in options["listen"]:
         endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(gate)
     return root

@@ -81,7 +81,13 @@ class WConfdProtocol(amp.AMP):
     def dispatchCommand(self, box: Any) -> Deferred:
         # AMP drops the connection on a failure that is not a RemoteAmpError
         # (bad arguments, bugs): turn those into error answers instead.
-        return cast("Deferred[Any]", super().dispatchCommand(box).addErrback(self._unexpected, box.get(b"_command", b"?")))
+        name = box.get(b"_command", b"?")
+        guard = self.service.guard  # a master that did not run for a while is confirmed first
+        waiting = guard.ready(errors.ConfigurationError) if guard is not None else None
+        if waiting is not None:
+            return cast("Deferred[Any]", waiting.addCallback(
+                lambda _: super(WConfdProtocol, self).dispatchCommand(box)).addErrback(self._unexpected, name))
+        return cast("Deferred[Any]", super().dispatchCommand(box).addErrback(self._unexpected, name))
 
     def _unexpected(self, failure: Failure, name: bytes) -> Failure:
         if failure.check(amp.RemoteAmpError):

@@ -143,6 +143,8 @@ class WConfdService(Service):
         self._death_loop: LoopingCall | None = None
         #: the HA parameters' keeper (L{ganeti.ha.keeper.HaKeeper}), when the daemon has one
         self.ha: Any = None
+        #: the stall guard (L{ganeti.ha.guard.MasterGuard}): no command runs while it is unconfirmed
+        self.guard: Any = None
 
     # --- life cycle -------------------------------------------------------
     def startService(self) -> None:

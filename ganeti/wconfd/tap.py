@@ -17,6 +17,7 @@ from twisted.python import usage
 from ganeti import ports
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
 from ganeti.ha.epoch import EpochWatch
+from ganeti.ha.guard import MasterGuard
 from ganeti.ha.keeper import HaKeeper, HaStage
 from ganeti.ha.voting import VotingGate, add_options, check_options
 from ganeti.listening import endpoint_listener
@@ -114,6 +115,9 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
                       no_voting=bool(options["no-voting"]))
     gate.setServiceParent(root)
     service.setServiceParent(gate)
+    if os.path.exists(paths.server_pem):  # a master that did not run for a while is confirmed before it writes
+        service.guard = MasterGuard(paths, reactor, "ganeti-wconfd", port=options["rpc-port"])
+        service.guard.setServiceParent(gate)
     factory = wconfd_factory(service)
     for description in options["listen"]:
         endpoint_listener(description, factory, daemon="ganeti-wconfd", reactor=reactor).setServiceParent(gate)

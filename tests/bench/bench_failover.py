@@ -1,4 +1,4 @@
-"""scripts/bench failover [--rounds N] [--kills N] [--failover-timeout S]: master failovers under a job stream.
+"""scripts/bench failover [--rounds N] [--kills N] [--stops N] [--failover-timeout S]: master failovers under a job stream.
 
 Anchors: Ganeti 3.0 has manual failover only (an admin must notice; its
 watcher runs every 5 minutes); Proxmox VE HA relocates in about 2 minutes;
@@ -17,7 +17,11 @@ automatic failover on (C{--failover-timeout}, default 10 s), the master is
 killed C{--kills} times (C{kill -9} of every process of its root): the time
 from the kill until another node accepts a job is C{auto_failover_s}; the
 dead node's NodeD is started again (a plain node now) before the next
-kill.  Afterwards every acknowledged job must be known to the last master
+kill.  Then the master is stopped C{--stops} times (C{SIGSTOP} of every
+process of its root: its kernel keeps its connections open): the time until
+another node accepts a job is C{auto_failover_stop_s}; the old master is
+resumed (C{SIGCONT}) and must take the new master's config before the next
+stop.  Afterwards every acknowledged job must be known to the last master
 and final, no job id given twice, and every job reported successful must
 have its tag in the config.  Prints a table, then one JSON line.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,7 +44,7 @@ from ganeti import daemons
 from ganeti.ha import params as ha_params
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
-from ganeti.testing.auto_failover import TagStream, enable_auto_failover, kill_root, try_submit
+from ganeti.testing.auto_failover import TagStream, enable_auto_failover, kill_root, root_pids, try_submit
 from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, serial_of, ssconf_of
 from ganeti.testing.daemons import make_root, remove_root
 
@@ -82,12 +87,25 @@ def master_name(paths: Paths) -> str | None:
     return value.strip() if value else None
 
 
+def signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
 async def kill_and_wait(reactor: Any, cluster: LoopbackCluster, stream: TagStream, index: int,
-                        limit: float) -> tuple[float, int]:
-    """Kill the master (node C{index}); the seconds until another node
-    accepts a job, and that node's index."""
+                        limit: float, paused: list[int] | None = None) -> tuple[float, int]:
+    """Kill the master (node C{index}), or stop it (SIGSTOP of every
+    process of its root, their pids appended to C{paused}); the seconds
+    until another node accepts a job, and that node's index."""
     roots = cluster.roots
-    kill_root(roots[index])
+    if paused is None:
+        kill_root(roots[index])
+    else:
+        paused.extend(root_pids(roots[index]))
+        signal_all(paused, signal.SIGSTOP)
     died = time.monotonic()
     stream.master = None
     others = [i for i in range(len(roots)) if i != index]
@@ -110,10 +128,20 @@ async def revive(cluster: LoopbackCluster, index: int, master: int) -> None:
                         and serial_of(roots[index]) == serial_of(roots[master]), timeout=120)
 
 
+async def resume(cluster: LoopbackCluster, index: int, master: int, paused: list[int]) -> None:
+    """SIGCONT the stopped old master; wait until it holds the new master's config."""
+    roots = cluster.roots
+    signal_all(paused, signal.SIGCONT)
+    await cluster.until(lambda: master_name(roots[index]) == NODES[master]
+                        and serial_of(roots[index]) == serial_of(roots[master]), timeout=120)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench failover")
     parser.add_argument("--rounds", type=int, default=6, help="manual failovers (default 6)")
     parser.add_argument("--kills", type=int, default=20, help="master kills with automatic failover (default 20)")
+    parser.add_argument("--stops", type=int, default=0,
+                        help="master stops (SIGSTOP of its root) with automatic failover (default 0)")
     parser.add_argument("--failover-timeout", type=float, default=ha_params.DEFAULT_FAILOVER_TIMEOUT,
                         help="the automatic failover's timeout (default %(default)s s)")
     return parser.parse_args(argv)
@@ -127,6 +155,7 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
     stream = TagStream(None, prefix="bench", interval=STREAM_INTERVAL)
     manual: list[float] = []
     auto: list[float] = []
+    stops: list[float] = []
     try:
         for paths, (name, address) in zip(cluster.roots, cluster.nodes.items()):
             daemons.write_node_identity(paths, name, address)
@@ -152,6 +181,18 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
             print("kill %2d: %s died, %s accepts jobs after %.2f s" % (number + 1, NODES[dead], NODES[master],
                                                                        elapsed), flush=True)
             await revive(cluster, dead, master)
+        for number in range(options.stops):
+            await task.deferLater(reactor, 1.5, lambda: None)
+            dead, paused = master, []
+            try:
+                elapsed, master = await kill_and_wait(reactor, cluster, stream, dead, options.failover_timeout + 120,
+                                                      paused)
+            finally:
+                signal_all(paused, signal.SIGCONT)
+            stops.append(elapsed)
+            print("stop %2d: %s stopped, %s accepts jobs after %.2f s" % (number + 1, NODES[dead], NODES[master],
+                                                                         elapsed), flush=True)
+            await resume(cluster, dead, master, paused)
         await threads.deferToThread(stream.stop)
         final = LuxiClient(cluster.roots[master].luxi_socket, timeout=120)
         acknowledged = sorted(stream.acknowledged)
@@ -169,6 +210,9 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         if auto:
             print("%-40s %.2f s (max %.2f s)" % ("death to a new master accepting a job", statistics.median(auto),
                                                  max(auto)))
+        if stops:
+            print("%-40s %.2f s (max %.2f s)" % ("stop to a new master accepting a job", statistics.median(stops),
+                                                 max(stops)))
         print("%-40s %d (%d refused while no master)" % ("jobs acknowledged", len(acknowledged), stream.refused))
         print("%-40s %d" % ("acknowledged jobs lost", len(lost)))
         print("%-40s %d" % ("job ids given twice", duplicates))
@@ -182,6 +226,10 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
             "auto_failover_s": round(statistics.median(auto), 3) if auto else None,
             "auto_failover_max_s": round(max(auto), 3) if auto else None,
             "kills": options.kills,
+            "auto_failover_kill_s_max": round(max(auto), 3) if auto else None,
+            "stops": options.stops,
+            "auto_failover_stop_s": round(statistics.median(stops), 3) if stops else None,
+            "auto_failover_stop_s_max": round(max(stops), 3) if stops else None,
             "jobs": len(acknowledged),
             "lost_jobs": len(lost),
             "duplicate_jobs": duplicates,

@@ -36,6 +36,26 @@ class NameTests(SynchronousTestCase):
         self.assertEqual(daemons.stop(self.paths, ["luxid"], out=lines.append), daemons.EXIT_OK)
         self.assertEqual(lines, [])  # it was not running
 
+    def test_stop_continues_a_stopped_daemon(self) -> None:
+        """A daemon stopped by SIGSTOP gets SIGCONT after SIGTERM, so it stops at once (as systemd does)
+        instead of being killed after the timeout."""
+        import signal
+
+        sent: list[tuple[int, int]] = []
+        running = [4242]
+        self.patch(daemons, "running_pid", lambda paths, spec: running[0] if running else None)
+
+        def kill(pid: int, signum: int) -> None:
+            sent.append((pid, signum))
+            if signum == signal.SIGCONT:
+                running.clear()
+
+        self.patch(daemons.os, "kill", kill)
+        lines: list[str] = []
+        daemons.stop(self.paths, ["luxid"], timeout=5, out=lines.append)
+        self.assertEqual(sent, [(4242, signal.SIGTERM), (4242, signal.SIGCONT)])
+        self.assertEqual(lines, ["ganeti-luxid: stopped"])
+
     def test_status_of_a_daemon_not_running(self) -> None:
         daemons.write_node_identity(self.paths, "node1.test", "127.0.1.1")
         lines: list[str] = []
