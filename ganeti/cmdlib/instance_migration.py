@@ -60,7 +60,7 @@ Choices where Ganeti leaves room or has features we do not have:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, TypeVar
 
 import attrs
 
@@ -108,8 +108,12 @@ from ganeti.cmdlib.instance_utils import (
 from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
+from ganeti.opcodes.typed import OpInstanceFailover, OpInstanceMigrate, OpNodeEvacuate, OpNodeMigrate
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
+
+_LUInstanceMoveOpT = TypeVar("_LUInstanceMoveOpT", bound=OpInstanceFailover | OpInstanceMigrate, covariant=True)
+_LUNodeJobsOpT = TypeVar("_LUNodeJobsOpT", bound=OpNodeEvacuate | OpNodeMigrate, covariant=True)
 
 #: templates whose instances can change node
 MOVABLE_TEMPLATES = tuple(SHARED_TEMPLATES) + (DT_DISKLESS,)
@@ -237,7 +241,7 @@ async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
             % (inst.name, node_name(lu.cfg, inst.primary_node)),
             errors.ECODE_NORES,
         )
-    name, executable = allocator.resolve(lu.op.get("iallocator"), lu.cfg.cluster.default_iallocator,
+    name, executable = allocator.resolve(lu.op.iallocator, lu.cfg.cluster.default_iallocator,
                                          allocator.root_of(lu))
     states = await node_states(lu, candidates, [inst.hypervisor or ""])
     if executable is not None:
@@ -341,7 +345,7 @@ async def failover(
 # --- OP_INSTANCE_MIGRATE / OP_INSTANCE_FAILOVER -----------------------------------------------
 
 
-class _LUInstanceMove(LogicalUnit):
+class _LUInstanceMove(LogicalUnit[_LUInstanceMoveOpT]):
     """What migration and failover share: names, locks, checks.
 
     Locks: the instance exclusively; node and node-res locks of the
@@ -353,19 +357,19 @@ class _LUInstanceMove(LogicalUnit):
     WHAT: ClassVar[str] = ""
 
     def check_arguments(self) -> None:
-        if self.op.get("target_node") and self.op.get("iallocator"):
+        if self.op.target_node and self.op.iallocator:
             raise errors.OpPrereqError("Give either a target node or an iallocator, not both", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
-        inst = expand_instance(self.cfg, self.op["instance_name"])
+        inst = expand_instance(self.cfg, self.op.instance_name)
         self.inst_uuid = uuid_of(inst)
-        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.target_uuid: str | None = None
-        wanted = self.op.get("target_node_uuid") or self.op.get("target_node")
+        wanted = self.op.target_node_uuid or self.op.target_node
         if wanted:
             node = expand_node(self.cfg, wanted)
             self.target_uuid = node.uuid
-            self.op["target_node"], self.op["target_node_uuid"] = node.name, node.uuid
+            self.op = attrs.evolve(self.op, target_node=node.name, target_node_uuid=node.uuid)
         self.needed_locks = {LEVEL_INSTANCE: [inst.name], LEVEL_NODE: [], LEVEL_NODE_RES: []}
         if self.target_uuid is None:  # the allocator chooses: share the node-allocation lock
             self.needed_locks[LEVEL_NODE_ALLOC] = [allocator.NAL_MEMBER]
@@ -384,7 +388,7 @@ class _LUInstanceMove(LogicalUnit):
         self.needed_locks[level] = members
 
     def check_prereq(self) -> None:
-        inst = current_instance(self.cfg, self.inst_uuid, self.op["instance_name"])
+        inst = current_instance(self.cfg, self.inst_uuid, self.op.instance_name)
         self.instance = inst
         check_movable(self.cfg, inst, self.WHAT)
         get_node(self.cfg, inst.primary_node)
@@ -413,19 +417,19 @@ class _LUInstanceMove(LogicalUnit):
 
 
 @register
-class LUInstanceFailover(_LUInstanceMove):
+class LUInstanceFailover(_LUInstanceMove[OpInstanceFailover]):
     """Stop an instance, change its primary node, start it there (if marked up)."""
 
     OP_ID = "OP_INSTANCE_FAILOVER"
     WHAT = "failover"
 
     async def exec_(self, feedback: Feedback) -> Any:
-        await self.run_failover(self.instance, self.op["shutdown_timeout"], self.op["ignore_consistency"])
+        await self.run_failover(self.instance, self.op.shutdown_timeout, self.op.ignore_consistency)
         return None
 
 
 @register
-class LUInstanceMigrate(_LUInstanceMove):
+class LUInstanceMigrate(_LUInstanceMove[OpInstanceMigrate]):
     """Move a running instance to another node without stopping it."""
 
     OP_ID = "OP_INSTANCE_MIGRATE"
@@ -433,20 +437,20 @@ class LUInstanceMigrate(_LUInstanceMove):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if self.op.get("mode") is not None and self.op.get("live") is not None:
+        if self.op.mode is not None and self.op.live is not None:
             raise errors.OpPrereqError("Give either 'mode' or 'live', not both", errors.ECODE_INVAL)
 
     def check_prereq(self) -> None:
         super().check_prereq()
         inst = self.instance
-        mode = self.op.get("mode")
-        if mode is None and self.op.get("live") is not None:
-            mode = MODE_LIVE if self.op["live"] else MODE_NON_LIVE
+        mode = self.op.mode
+        if mode is None and self.op.live is not None:
+            mode = MODE_LIVE if self.op.live else MODE_NON_LIVE
         if mode is None:
             mode = rpc_inst.filled_hvparams(self.cfg, inst).get("migration_mode") or MODE_LIVE
         self.live = mode == MODE_LIVE
         self.fall_back = False
-        if self.op["cleanup"]:
+        if self.op.cleanup:
             return
         why = None
         if inst.admin_state != ADMIN_UP:
@@ -454,7 +458,7 @@ class LUInstanceMigrate(_LUInstanceMove):
         elif get_node(self.cfg, inst.primary_node).offline:
             why = "its primary node %s is offline" % node_name(self.cfg, inst.primary_node)
         if why is not None:
-            if not self.op["allow_failover"]:
+            if not self.op.allow_failover:
                 raise errors.OpPrereqError(
                     "Cannot migrate instance %s: %s; use failover (or allow_failover)" % (inst.name, why),
                     errors.ECODE_STATE,
@@ -464,7 +468,7 @@ class LUInstanceMigrate(_LUInstanceMove):
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst = self.instance
-        if self.op["cleanup"]:
+        if self.op.cleanup:
             await self.feedback("Migrating instance %s (cleanup)" % inst.name)
             await self.cleanup(inst)
             return None
@@ -473,7 +477,7 @@ class LUInstanceMigrate(_LUInstanceMove):
             running = await instance_info(self, inst)
             if running is None:
                 why = "it does not run on its primary node %s" % node_name(self.cfg, inst.primary_node)
-                if not self.op["allow_failover"]:
+                if not self.op.allow_failover:
                     raise errors.OpPrereqError(
                         "Cannot migrate instance %s: %s; use failover (or allow_failover)" % (inst.name, why),
                         errors.ECODE_STATE,
@@ -622,49 +626,48 @@ def secondary_instances(cfg: ConfigData, node_uuid: str) -> list[Instance]:
                   key=lambda i: i.name or "")
 
 
-class _LUNodeJobs(LogicalUnit):
+class _LUNodeJobs(LogicalUnit[_LUNodeJobsOpT]):
     """A node LU that hands one job per instance on to LuxiD."""
 
     REQ_BGL = False
 
     def expand_node_names(self) -> Node:
-        node = expand_node(self.cfg, self.op.get("node_uuid") or self.op["node_name"])
+        node = expand_node(self.cfg, self.op.node_uuid or self.op.node_name)
         self.node_uuid = uuid_of(node)
-        self.op["node_name"], self.op["node_uuid"] = node.name, node.uuid
+        self.op = attrs.evolve(self.op, node_name=node.name or "", node_uuid=node.uuid)
         return node
 
     def node(self) -> Node:
         node = self.cfg.nodes.get(self.node_uuid)
         if node is None:
-            raise errors.OpPrereqError("Node '%s' not known" % self.op["node_name"], errors.ECODE_NOENT)
+            raise errors.OpPrereqError("Node '%s' not known" % self.op.node_name, errors.ECODE_NOENT)
         return node
 
 
 @register
-class LUNodeMigrate(_LUNodeJobs):
+class LUNodeMigrate(_LUNodeJobs[OpNodeMigrate]):
     """Migrate every primary instance of a node: one OP_INSTANCE_MIGRATE job each.
 
     Locks: the node, shared.
     """
 
     OP_ID = "OP_NODE_MIGRATE"
-    PASSED_ON = ("mode", "live", "target_node", "iallocator", "allow_runtime_changes", "ignore_ipolicy")
 
     def check_arguments(self) -> None:
-        if self.op.get("mode") is not None and self.op.get("live") is not None:
+        if self.op.mode is not None and self.op.live is not None:
             raise errors.OpPrereqError("Give either 'mode' or 'live', not both", errors.ECODE_INVAL)
-        if self.op.get("target_node") and self.op.get("iallocator"):
+        if self.op.target_node and self.op.iallocator:
             raise errors.OpPrereqError("Give either a target node or an iallocator, not both", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         node = self.expand_node_names()
-        wanted = self.op.get("target_node_uuid") or self.op.get("target_node")
+        wanted = self.op.target_node_uuid or self.op.target_node
         if wanted:
             target = expand_node(self.cfg, wanted)
             if target.uuid == node.uuid:
                 raise errors.OpPrereqError("Cannot migrate the instances of node %s to that node itself" % node.name,
                                            errors.ECODE_INVAL)
-            self.op["target_node"], self.op["target_node_uuid"] = target.name, target.uuid
+            self.op = attrs.evolve(self.op, target_node=target.name, target_node_uuid=target.uuid)
         self.needed_locks = {LEVEL_NODE: [node.uuid]}
         self.share_all()
 
@@ -674,14 +677,17 @@ class LUNodeMigrate(_LUNodeJobs):
     async def exec_(self, feedback: Feedback) -> Any:
         instances = primary_instances(self.cfg, self.node_uuid)
         if not instances:
-            await self.log_info("Node %s has no primary instances", self.op["node_name"])
-        params = {key: self.op[key] for key in self.PASSED_ON if self.op.get(key) is not None}
+            await self.log_info("Node %s has no primary instances", self.op.node_name)
+        op = self.op
+        passed_on = {"mode": op.mode, "live": op.live, "target_node": op.target_node, "iallocator": op.iallocator,
+                     "allow_runtime_changes": op.allow_runtime_changes, "ignore_ipolicy": op.ignore_ipolicy}
+        params = {key: value for key, value in passed_on.items() if value is not None}
         jobs = [[dict({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": inst.name}, **params)] for inst in instances]
         return ResultWithJobs(jobs)
 
 
 @register
-class LUNodeEvacuate(_LUNodeJobs):
+class LUNodeEvacuate(_LUNodeJobs[OpNodeEvacuate]):
     """Move every instance away from a node: one job per instance.
 
     Locks (all shared): the instances to move, the groups of the node and
@@ -692,19 +698,19 @@ class LUNodeEvacuate(_LUNodeJobs):
     OP_ID = "OP_NODE_EVACUATE"
 
     def check_arguments(self) -> None:
-        if self.op.get("remote_node") and self.op.get("iallocator"):
+        if self.op.remote_node and self.op.iallocator:
             raise errors.OpPrereqError("Give either a remote node or an iallocator, not both", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         node = self.expand_node_names()
         self.remote_uuid: str | None = None
-        wanted = self.op.get("remote_node_uuid") or self.op.get("remote_node")
+        wanted = self.op.remote_node_uuid or self.op.remote_node
         if wanted:
             remote = expand_node(self.cfg, wanted)
             if remote.uuid == node.uuid:
                 raise errors.OpPrereqError("Cannot evacuate node %s to itself" % node.name, errors.ECODE_INVAL)
             self.remote_uuid = remote.uuid
-            self.op["remote_node"], self.op["remote_node_uuid"] = remote.name, remote.uuid
+            self.op = attrs.evolve(self.op, remote_node=remote.name, remote_node_uuid=remote.uuid)
         self.instance_names = self.affected(self.cfg)
         groups = {node.group}
         if self.remote_uuid is not None:
@@ -719,9 +725,9 @@ class LUNodeEvacuate(_LUNodeJobs):
     def affected(self, cfg: ConfigData) -> list[str]:
         """Names of the instances the evacuation concerns (primary and/or secondary)."""
         found: list[Instance] = []
-        if self.op["mode"] in (EVAC_PRIMARY, EVAC_ALL):
+        if self.op.mode in (EVAC_PRIMARY, EVAC_ALL):
             found += primary_instances(cfg, self.node_uuid)
-        if self.op["mode"] in (EVAC_SECONDARY, EVAC_ALL):
+        if self.op.mode in (EVAC_SECONDARY, EVAC_ALL):
             found += secondary_instances(cfg, self.node_uuid)
         return sorted({i.name for i in found if i.name})
 
@@ -739,13 +745,13 @@ class LUNodeEvacuate(_LUNodeJobs):
             check_node_not_drained(cfg, self.remote_uuid)
             check_node_vm_capable(cfg, self.remote_uuid)
         secondaries = [i.name or "?" for i in secondary_instances(cfg, self.node_uuid)]
-        if secondaries and self.op["mode"] != EVAC_PRIMARY:
+        if secondaries and self.op.mode != EVAC_PRIMARY:
             raise errors.OpPrereqError(
                 "Cannot move the disks of instances %s away from their secondary node %s: no supported disk"
                 " template has secondaries" % (", ".join(sorted(secondaries)), node.name),
                 errors.ECODE_STATE,
             )
-        self.to_move = primary_instances(cfg, self.node_uuid) if self.op["mode"] != EVAC_SECONDARY else []
+        self.to_move = primary_instances(cfg, self.node_uuid) if self.op.mode != EVAC_SECONDARY else []
         stuck = []
         for inst in self.to_move:
             problem = local_disk_problem(cfg, inst)
@@ -760,7 +766,7 @@ class LUNodeEvacuate(_LUNodeJobs):
 
     async def exec_(self, feedback: Feedback) -> Any:
         if not self.to_move:
-            await self.log_info("No instances to evacuate from node %s", self.op["node_name"])
+            await self.log_info("No instances to evacuate from node %s", self.op.node_name)
             return ResultWithJobs([])
         targets = await self.targets()
         jobs = []
@@ -783,9 +789,9 @@ class LUNodeEvacuate(_LUNodeJobs):
         if not candidates:
             raise errors.OpPrereqError(
                 "Cannot evacuate node %s: no other online, undrained, vm_capable node in its group"
-                % self.op["node_name"], errors.ECODE_NORES,
+                % self.op.node_name, errors.ECODE_NORES,
             )
-        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
+        name, executable = allocator.resolve(self.op.iallocator, cfg.cluster.default_iallocator,
                                              allocator.root_of(self))
         states = await node_states(self, candidates, [inst.hypervisor or "" for inst in self.to_move])
         if executable is not None:
@@ -796,7 +802,7 @@ class LUNodeEvacuate(_LUNodeJobs):
             problems = "; ".join(s.name + ": " + s.error for s in states if s.error is not None)
             raise errors.OpPrereqError(
                 "Cannot evacuate node %s: no node has enough free memory for %s%s" % (
-                    self.op["node_name"],
+                    self.op.node_name,
                     ", ".join("%s (%d MiB)" % (i.name, instance_memory(cfg, i)) for i in homeless),
                     " (%s)" % problems if problems else ""),
                 errors.ECODE_NORES,
@@ -808,8 +814,8 @@ class LUNodeEvacuate(_LUNodeJobs):
     async def external_targets(self, name: str, executable: str, candidates: list[Node],
                                states: list[allocator.NodeState]) -> dict[str, str]:
         """L{targets} as external allocator C{name} answers a C{node-evacuate} request."""
-        request = iallocator.NodeEvacRequest([i.name or "" for i in self.to_move], self.op["mode"],
-                                             bool(self.op.get("ignore_soft_errors")))
+        request = iallocator.NodeEvacRequest([i.name or "" for i in self.to_move], self.op.mode,
+                                             bool(self.op.ignore_soft_errors))
         answer = await allocator.run_request(self.cfg, name, executable, request, states, self.ctx.clock)
         placed = iallocator.evacuation_targets(name, iallocator.evacuation(name, answer),
                                                {i.name or "": uuid_of(i) for i in self.to_move},

@@ -53,10 +53,10 @@ def expand_instance(cfg: ConfigData, name: str) -> Instance:
     raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)  # pragma: no cover
 
 
-def current_instance(cfg: ConfigData, uuid: str, name: str) -> Instance:
+def current_instance(cfg: ConfigData, uuid: str | None, name: str) -> Instance:
     """The instance C{uuid} in C{cfg}; OpPrereqError if it is gone (e.g. removed
-    while the LU waited for its lock)."""
-    inst = cfg.instances.get(uuid)
+    while the LU waited for its lock) or C{uuid} is None (not resolved)."""
+    inst = cfg.instances.get(uuid or "")
     if inst is None:
         raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)
     return inst
@@ -312,7 +312,7 @@ async def call_node(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any],
 
 def reason_trail(lu: LogicalUnit) -> list[Any]:
     """The opcode's reason trail, for the RPCs that record it."""
-    reason = lu.op.get("reason")
+    reason = lu.op.reason
     return list(reason) if isinstance(reason, list) else []
 
 
