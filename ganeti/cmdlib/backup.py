@@ -45,7 +45,14 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.objects import ConfigData, Disk, Instance
-from ganeti.opcodes.typed import OpBackupExport, OpBackupPrepare, OpBackupQuery, OpBackupRemove, OpInstanceCreate
+from ganeti.opcodes.typed import (
+    OpBackupExport,
+    OpBackupPrepare,
+    OpBackupQuery,
+    OpBackupRemove,
+    OpInstanceCreate,
+    OpInstanceRemove,
+)
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -61,10 +68,16 @@ HV_GLOBALS = ("migration_port", "migration_bandwidth", "migration_mode")
 TMO_EXPORT = 300
 
 
+class _CaseParser(configparser.RawConfigParser):
+    """Option names kept as written (Ganeti's exports are case-sensitive)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def export_config(cfg: ConfigData, inst: Instance, disks: list[Disk], now: float | None = None) -> str:
     """C{config.ini} of an export of C{inst} with C{disks}, in Ganeti's format."""
-    parser = configparser.RawConfigParser()
-    parser.optionxform = str
+    parser = _CaseParser()
     bep = rpc_inst.filled_beparams(cfg, inst)
     hvp = rpc_inst.filled_hvparams(cfg, inst)
     parser.add_section(SEC_EXPORT)
@@ -143,8 +156,7 @@ def parse_export(text: str, export_name: str, node_uuid: str) -> ExportInfo:
     """Read C{config.ini} text (ours or Ganeti's).
     @raise errors.OpPrereqError: it lacks what an import needs
     """
-    parser = configparser.RawConfigParser()
-    parser.optionxform = str
+    parser = _CaseParser()
     try:
         parser.read_string(text)
         if not parser.has_section(SEC_EXPORT) or not parser.has_section(SEC_INSTANCE):
@@ -206,7 +218,7 @@ async def read_export(lu: LogicalUnit, src_node: str | None, src_path: str) -> E
     cfg = lu.cfg
     name = _export_name(src_path)
     if src_node:
-        uuids = [expand_node(cfg, src_node).uuid]
+        uuids = [expand_node(cfg, src_node).uuid or ""]
         iu.check_node_online(cfg, uuids[0], "Cannot import from node %s: it is offline" % src_node)
     else:
         uuids = sorted(u for u, n in cfg.nodes.items() if not n.offline)
@@ -312,7 +324,7 @@ class LUBackupQuery(LogicalUnit[OpBackupQuery]):
 
     def expand_names(self) -> None:
         self.share_all()
-        self.nodes = [expand_node(self.cfg, n).uuid for n in self.op.nodes] if self.op.nodes else \
+        self.nodes = [expand_node(self.cfg, n).uuid or "" for n in self.op.nodes] if self.op.nodes else \
             sorted(self.cfg.nodes)
 
     async def exec_(self, feedback: Feedback) -> Any:
@@ -330,7 +342,7 @@ class LUBackupPrepare(LogicalUnit[OpBackupPrepare]):
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
-        self.op = attrs.evolve(self.op, instance_name=inst.name, instance_uuid=inst.uuid)
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.share_all()
 
@@ -373,7 +385,7 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
     def expand_names(self) -> None:
         cfg, op = self.cfg, self.op
         inst = iu.expand_instance(cfg, op.instance_name)
-        self.op = op = attrs.evolve(op, instance_name=inst.name, instance_uuid=inst.uuid)
+        self.op = op = attrs.evolve(op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.remote:
             self.needed_locks[LEVEL_NODE] = [inst.primary_node or ""]
@@ -387,7 +399,7 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         self.instance = iu.current_instance(cfg, op.instance_uuid, op.instance_name)
         transfer.check_compression(self, op.compress)
         if not self.remote:
-            iu.check_node_online(cfg, op.target_node_uuid, "Cannot export to node %s: it is offline"
+            iu.check_node_online(cfg, op.target_node_uuid or "", "Cannot export to node %s: it is offline"
                                  % op.target_node)
         iu.check_node_online(cfg, self.instance.primary_node or "")
         self.disks = rpc_inst.instance_disks(cfg, self.instance)
@@ -476,9 +488,10 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         from ganeti.cmdlib.instance import LUInstanceRemove
 
         await self.feedback("Removing instance %s" % self.instance.name)
-        sub = LUInstanceRemove({"instance_name": self.instance.name, "instance_uuid": self.instance.uuid,
-                                "shutdown_timeout": self.op.shutdown_timeout,
-                                "ignore_failures": self.op.ignore_remove_failures}, self.ctx, self.cfg)
+        sub = LUInstanceRemove(OpInstanceRemove(instance_name=self.instance.name or "",
+                                                instance_uuid=self.instance.uuid,
+                                                shutdown_timeout=self.op.shutdown_timeout,
+                                                ignore_failures=self.op.ignore_remove_failures), self.ctx, self.cfg)
         sub.acquired = self.acquired
         sub.instance = self.instance
         await sub.exec_(feedback)
@@ -494,7 +507,7 @@ class LUBackupRemove(LogicalUnit[OpBackupRemove]):
     def expand_names(self) -> None:
         inst = self.cfg.find_instance(self.op.instance_name)
         if inst is not None:
-            self.op = attrs.evolve(self.op, instance_name=inst.name)
+            self.op = attrs.evolve(self.op, instance_name=inst.name or "")
         self.needed_locks[LEVEL_NODE] = ALL_SET
         self.share_all()
 

@@ -211,12 +211,16 @@ class OpContext:
         if isinstance(result, Deferred):
             return result
         if inspect.isawaitable(result):
-            return ensureDeferred(result)
+            return ensureDeferred(_awaited(result))
         return succeed(result)
 
     def sleep(self, seconds: float) -> Any:
         """A Deferred that fires after C{seconds} on the context's clock."""
         return deferLater(self.clock, max(0.0, float(seconds)), lambda: None)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 class LogicalUnit(Generic[OpT]):
@@ -408,7 +412,8 @@ class LogicalUnit(Generic[OpT]):
             _, attr = KINDS[kind]
             items = dict(getattr(self.cfg, attr))
             items.pop(current.uuid, None)
-            self.cfg = attrs.evolve(self.cfg, **{attr: items})
+            changes: dict[str, Any] = {attr: items}
+            self.cfg = attrs.evolve(self.cfg, **changes)
 
     async def modify(self, kind: str, key: str | None, change: Callable[[Any], Any]) -> Any:
         """Read the entity afresh, apply C{change}, store the result.
@@ -440,7 +445,8 @@ class LogicalUnit(Generic[OpT]):
         _, attr = KINDS[kind]
         items = dict(getattr(self.cfg, attr))
         items[stored.uuid] = stored
-        self.cfg = attrs.evolve(self.cfg, **{attr: items})
+        changes: dict[str, Any] = {attr: items}
+        self.cfg = attrs.evolve(self.cfg, **changes)
 
 
 # --- config lookups shared by LUs ------------------------------------------------

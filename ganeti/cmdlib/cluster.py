@@ -194,7 +194,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         if hypervisors is not None:
             if not hypervisors:
                 raise errors.OpPrereqError("At least one hypervisor must be enabled", errors.ECODE_INVAL)
-            used = sorted({i.hypervisor for i in instances if i.hypervisor not in hypervisors})
+            used = sorted({i.hypervisor or "" for i in instances if i.hypervisor not in hypervisors})
             if used:
                 raise errors.OpPrereqError(
                     "Hypervisor(s) %s still used by instances" % ", ".join(used), errors.ECODE_STATE

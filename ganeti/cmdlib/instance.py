@@ -199,9 +199,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 validate_tag(tag)
             except TagError as e:
                 raise errors.OpPrereqError("Invalid tag %r: %s" % (tag, e), errors.ECODE_INVAL) from None
-        self.hypervisor = op.hypervisor or next(iter(cfg.cluster.enabled_hypervisors or []), None)
-        if not self.hypervisor:
+        hypervisor = op.hypervisor or next(iter(cfg.cluster.enabled_hypervisors or []), None)
+        if not hypervisor:
             raise errors.OpPrereqError("No hypervisor given and none enabled in the cluster", errors.ECODE_STATE)
+        self.hypervisor: str = hypervisor
         self.beparams = {k: v for k, v in params.check_beparams(op.beparams).items() if v is not params.DEFAULT}
         self.hvparams = {k: v for k, v in params.check_hvparams(self.hypervisor, op.hvparams).items()
                          if v is not params.DEFAULT}
@@ -234,7 +235,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         self.share_locks[LEVEL_NODEGROUP] = True
         self.allocating = not op.pnode
         if not self.allocating:
-            node = expand_node(cfg, op.pnode)
+            node = expand_node(cfg, op.pnode or "")
             self.op = attrs.evolve(op, pnode=node.name, pnode_uuid=node.uuid or "")
             self.needed_locks[LEVEL_NODEGROUP] = [node.group]
             self.needed_locks[LEVEL_NODE] = [node.uuid]
@@ -263,7 +264,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         those instead of failing on a busy node that has none.  When no
         node has room, fail at once (waiting would not help)."""
         if self.importing and self.export is None:
-            self.export = await backup.read_export(self, self.op.src_node, self.op.src_path)
+            self.export = await backup.read_export(self, self.op.src_node, self.op.src_path or "")
             self.op = backup.fill_from_export(self.op, self.cfg, self.export)
             self._check_spec()
         if not (self.allocating and self.op.opportunistic_locking):
@@ -565,13 +566,13 @@ class LUInstanceRemove(LogicalUnit[OpInstanceRemove]):
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
-        self.op = attrs.evolve(self.op, instance_name=inst.name, instance_uuid=inst.uuid)
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.needed_locks[LEVEL_NODE] = []
         self.needed_locks[LEVEL_NODE_RES] = []
 
     def declare_locks(self, level: str) -> None:
-        inst = self.cfg.instances.get(self.op.instance_uuid)
+        inst = self.cfg.instances.get(self.op.instance_uuid or "")
         if inst is None:
             return
         if level == LEVEL_NODE:

@@ -52,7 +52,7 @@ class LUInstanceMove(LogicalUnit[OpInstanceMove]):
         node = expand_node(cfg, op.target_node)
         self.op = op = attrs.evolve(op, target_node=node.name or "", target_node_uuid=node.uuid)
         self.target_uuid = node.uuid or ""
-        nodes = sorted({node.uuid, inst.primary_node or ""} - {""})
+        nodes = sorted({node.uuid or "", inst.primary_node or ""} - {""})
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.needed_locks[LEVEL_NODE] = nodes
         self.needed_locks[LEVEL_NODE_RES] = nodes

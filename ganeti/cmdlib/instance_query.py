@@ -126,7 +126,7 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
             self.needed_locks[LEVEL_NODE] = sorted(nodes)
 
     def _instances(self, strict: bool = True) -> list[Instance]:
-        by_name = {i.name: i for i in self.cfg.instances.values()}
+        by_name = {i.name or "": i for i in self.cfg.instances.values()}
         if self.wanted is None:
             return [by_name[n] for n in sorted(by_name)]
         found = []

@@ -99,7 +99,7 @@ async def adjust_candidate_pool(lu: LogicalUnit, exceptions: Iterable[str]) -> l
     nodes = nodes_to_promote(lu.cfg, exceptions)
     for node in nodes:
         await lu.update("node", attrs.evolve(node, master_candidate=True))
-        promoted.append(node.name)
+        promoted.append(node.name or "")
     if promoted:
         await lu.log_info("Promoted nodes to master candidate role: %s", ", ".join(promoted))
         await tell_roles(lu, nodes, promoted=True)
@@ -232,12 +232,12 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         self.master_capable = default if op.master_capable is None else op.master_capable
         default = existing.vm_capable if existing is not None else True
         self.vm_capable = default if op.vm_capable is None else op.vm_capable
-        exceptions = [existing.uuid] if existing is not None else []
+        exceptions = [existing.uuid or ""] if existing is not None else []
         self.master_candidate = bool(self.master_capable) and decide_self_promotion(self.cfg, exceptions)
 
     async def exec_(self, feedback: Feedback) -> Any:
         op = self.op
-        name, ip = op.node_name, op.primary_ip
+        name, ip = op.node_name, op.primary_ip or ""
         port = self.ctx.rpc_port
         if op.join_token:
             from ganeti.rpc.join import join_node_async
@@ -346,7 +346,7 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
     REQ_BGL = True
 
     def expand_names(self) -> None:
-        self.node_uuid = expand_node(self.cfg, self.op.node_name).uuid
+        self.node_uuid = expand_node(self.cfg, self.op.node_name).uuid or ""
         self.op = attrs.evolve(self.op, node_uuid=self.node_uuid)
         self.needed_locks[LEVEL_NODE] = ALL_SET
 
@@ -357,7 +357,7 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
         if node.uuid == self.cfg.cluster.master_node:
             raise errors.OpPrereqError("Node is the master node, failover to another node is required",
                                        errors.ECODE_INVAL)
-        instances = node_instances(self.cfg, node.uuid)
+        instances = node_instances(self.cfg, node.uuid or "")
         if instances:
             raise errors.OpPrereqError(
                 "Instance %s is still running on the node, please remove first" % instances[0], errors.ECODE_INVAL
@@ -366,12 +366,12 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
 
     async def exec_(self, feedback: Feedback) -> Any:
         node = self.node
-        await adjust_candidate_pool(self, [node.uuid])
+        await adjust_candidate_pool(self, [node.uuid or ""])
         result = await self.ctx.rpc().run_one(node.name or "", _address(node), procedures.node_leave_cluster.call(False))
         if result.failed:
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
-        await self.remove("node", node.uuid)
+        await self.remove("node", node.uuid or "")
         return None
 
 
@@ -429,7 +429,7 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         return {"master_candidate": op.master_candidate, "drained": op.drained, "offline": op.offline}
 
     def expand_names(self) -> None:
-        self.node_uuid = expand_node(self.cfg, self.op.node_name).uuid
+        self.node_uuid = expand_node(self.cfg, self.op.node_name).uuid or ""
         self.op = attrs.evolve(self.op, node_uuid=self.node_uuid)
         locks = ALL_SET if self.lock_all else [self.node_uuid]
         self.needed_locks[LEVEL_NODE] = locks
@@ -449,12 +449,12 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             raise errors.OpPrereqError(
                 "Node %s is not master capable, cannot make it a master candidate" % node.name, errors.ECODE_STATE
             )
-        if op.vm_capable is False and node_instances(self.cfg, node.uuid):
+        if op.vm_capable is False and node_instances(self.cfg, node.uuid or ""):
             raise errors.OpPrereqError(
                 "Node %s hosts instances, cannot unset the vm_capable flag" % node.name, errors.ECODE_STATE
             )
         if node.master_candidate and self.might_demote and not self.lock_all:
-            mc_remaining, mc_should, _ = candidate_stats(self.cfg, [node.uuid])
+            mc_remaining, mc_should, _ = candidate_stats(self.cfg, [node.uuid or ""])
             if mc_remaining < mc_should:
                 raise errors.OpPrereqError(
                     "Not enough master candidates, please pass auto promote option to allow promotion"
@@ -465,14 +465,19 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             raise errors.OpPrereqError("Node %s has invalid flags %s" % (node.name, old_flags), errors.ECODE_STATE)
         self.old_role = old_role = _F2R[old_flags]
         # only real changes are kept: unsetting an unset flag is no change
+        unset = set()
         for flag, value in self._flags().items():
             if value is False and not getattr(node, flag):
                 self.infos.append("Ignoring request to unset flag %s, already unset" % flag)
-                self.op = op = attrs.evolve(op, **{flag: None})
+                unset.add(flag)
+        if unset:
+            self.op = op = attrs.evolve(
+                op, master_candidate=None if "master_candidate" in unset else op.master_candidate,
+                drained=None if "drained" in unset else op.drained, offline=None if "offline" in unset else op.offline)
         # a node coming back (undrained, onlined, master capable again) may promote itself
         if (op.drained is False or op.offline is False
                 or (op.master_capable and not node.master_capable)):
-            if decide_self_promotion(self.cfg, [node.uuid]) and op.offline is not True \
+            if decide_self_promotion(self.cfg, [node.uuid or ""]) and op.offline is not True \
                     and op.drained is not True and op.master_candidate is not False:
                 self.op = op = attrs.evolve(op, master_candidate=True)
                 self.infos.append("Auto-promoting node to master candidate")
@@ -537,8 +542,8 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         new_node = attrs.evolve(node, **changes)
         if self.lock_all and self.new_role != self.old_role:
             # every node is locked: fill the pool before this node leaves it
-            self.cfg = attrs.evolve(self.cfg, nodes=dict(self.cfg.nodes, **{node.uuid: new_node}))
-            await adjust_candidate_pool(self, [node.uuid])
+            self.cfg = attrs.evolve(self.cfg, nodes={**self.cfg.nodes, node.uuid or "": new_node})
+            await adjust_candidate_pool(self, [node.uuid or ""])
         if new_node != node:
             await self.update("node", new_node)
         if self.new_role != self.old_role and ROLE_CANDIDATE in (self.old_role, self.new_role):

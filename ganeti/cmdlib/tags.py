@@ -11,7 +11,7 @@ WConfD orders (a concurrent change makes us re-read and retry).
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any, Mapping, TypeVar
 
 import attrs
 
@@ -96,13 +96,13 @@ class _TagsLU(LogicalUnit[_TagsLUOpT]):
         if self.config_kind == "cluster":
             self.target = self.cfg.cluster
             return
-        items = {
+        tables: dict[str, Mapping[Any, Any]] = {
             "instance": {i.name: i for i in self.cfg.instances.values()},
             "node": self.cfg.nodes,
             "nodegroup": self.cfg.nodegroups,
             "network": self.cfg.networks,
-        }[self.config_kind]
-        target = items.get(self.key)
+        }
+        target = tables[self.config_kind].get(self.key)
         if target is None:
             raise errors.OpPrereqError(
                 "%s '%s' disappeared" % (self.op.kind.capitalize(), self.op.name), errors.ECODE_NOENT

@@ -203,7 +203,7 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         problems = []
         lists = {}
         for node in online:
-            result = results[node.name]
+            result = results[node.name or ""]
             payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
             if "instancelist" in payload:
                 lists[node.uuid or ""] = payload["instancelist"]

@@ -122,8 +122,8 @@ class LUGroupVerifyDisks(GroupLocks[OpGroupVerifyDisks]):
         wanted: dict[str, list[tuple[str, Disk]]] = {}
         for inst in group_instances(cfg, self.group_uuid):
             for _index, disk in _file_disks(cfg, inst):
-                nodes = [inst.primary_node] if disk.dev_type == "sharedfile" else list(disk.nodes or
-                                                                                       [inst.primary_node])
+                nodes = [inst.primary_node or ""] if disk.dev_type == "sharedfile" else list(disk.nodes or
+                                                                                             [inst.primary_node or ""])
                 for uuid in nodes:
                     node = cfg.nodes.get(uuid or "")
                     if node is None or node.group != self.group_uuid or node.offline or node.vm_capable is False:
