@@ -51,7 +51,6 @@ from ganeti.opcodes.typed import (
     OpBackupQuery,
     OpBackupRemove,
     OpInstanceCreate,
-    OpInstanceRemove,
 )
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
@@ -485,16 +484,9 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         return True, results
 
     async def _remove_instance(self, feedback: Feedback) -> None:
-        from ganeti.cmdlib.instance import LUInstanceRemove
-
         await self.feedback("Removing instance %s" % self.instance.name)
-        sub = LUInstanceRemove(OpInstanceRemove(instance_name=self.instance.name or "",
-                                                instance_uuid=self.instance.uuid,
-                                                shutdown_timeout=self.op.shutdown_timeout,
-                                                ignore_failures=self.op.ignore_remove_failures), self.ctx, self.cfg)
-        sub.acquired = self.acquired
-        sub.instance = self.instance
-        await sub.exec_(feedback)
+        # the removal's shutdown records no reason trail (as when it ran as a sub-LU of its own)
+        await iu.remove_instance(self, self.instance, self.op.shutdown_timeout, self.op.ignore_remove_failures, [])
 
 
 @register

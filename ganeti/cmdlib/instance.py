@@ -584,31 +584,6 @@ class LUInstanceRemove(LogicalUnit[OpInstanceRemove]):
         self.instance = iu.current_instance(self.cfg, self.op.instance_uuid, self.op.instance_name)
 
     async def exec_(self, feedback: Feedback) -> Any:
-        inst, op = self.instance, self.op
-        pnode = inst.primary_node or ""
-        if inst.admin_state == iu.ADMIN_UP:
-            inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
-        await self.log_info("Shutting down instance %s on node %s", inst.name, iu.node_name(self.cfg, pnode))
-        result = await iu.call_node_result(
-            self, pnode, procedures.instance_shutdown.call(
-                rpc_inst.encode_instance(self.cfg, inst), op.shutdown_timeout, iu.reason_trail(self),
-            ).within(iu.TMO_START + op.shutdown_timeout))
-        if result.failed:
-            message = "Could not shutdown instance %s on node %s: %s" % (inst.name, iu.node_name(self.cfg, pnode),
-                                                                         result.fail_msg)
-            if not op.ignore_failures:
-                raise errors.OpExecError(message)
-            await self.log_warning("%s", message)
-        await self.log_info("Removing block devices for instance %s", inst.name)
-        problems = []
-        for disk in rpc_inst.instance_disks(self.cfg, inst):
-            for node in disk.nodes or [pnode]:
-                problems += await iu.remove_disks(self, node, [disk])
-        if problems:
-            if not op.ignore_failures:
-                raise errors.OpExecError("Can't remove instance's disks: %s" % "; ".join(problems))
-            for problem in problems:
-                await self.log_warning("%s", problem)
-        await self.log_info("Removing instance %s out of cluster config", inst.name)
-        await self.remove("instance", inst.uuid or "")
+        op = self.op
+        await iu.remove_instance(self, self.instance, op.shutdown_timeout, op.ignore_failures, iu.reason_trail(self))
         return None

@@ -38,8 +38,9 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.instance_migration import node_states, plan_evacuation, uuid_of
+from ganeti.cmdlib.instance_migration import node_states, uuid_of
 from ganeti.cmdlib.instance_utils import ADMIN_UP, DT_FILE, expand_instance, instance_memory, node_name
+from ganeti.cmdlib.node_evacuation import plan_evacuation
 from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes.typed import OpGroupEvacuate, OpInstanceChangeGroup

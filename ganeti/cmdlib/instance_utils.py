@@ -391,3 +391,41 @@ async def set_admin_state(lu: LogicalUnit, inst: Instance, state: str, source: s
     if current.admin_state == state and current.admin_state_source == source:
         return current
     return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))
+
+
+async def remove_instance(lu: LogicalUnit, inst: Instance, shutdown_timeout: int, ignore_failures: bool,
+                          reason: list[Any]) -> None:
+    """Remove C{inst} (L{ganeti.cmdlib.instance.LUInstanceRemove}'s steps, also
+    run by an export with C{remove_instance}): mark it down, stop it on its
+    primary node, remove its disks, drop it (and them) from the config.
+
+    @param reason: the reason trail the shutdown RPC records
+    @raise errors.OpExecError: it could not be stopped or a disk removed
+        (unless C{ignore_failures}: then only warnings)
+    """
+    pnode = inst.primary_node or ""
+    if inst.admin_state == ADMIN_UP:
+        inst = await set_admin_state(lu, inst, ADMIN_DOWN)
+    await lu.log_info("Shutting down instance %s on node %s", inst.name, node_name(lu.cfg, pnode))
+    result = await call_node_result(
+        lu, pnode, procedures.instance_shutdown.call(
+            rpc_inst.encode_instance(lu.cfg, inst), shutdown_timeout, reason,
+        ).within(TMO_START + shutdown_timeout))
+    if result.failed:
+        message = "Could not shutdown instance %s on node %s: %s" % (inst.name, node_name(lu.cfg, pnode),
+                                                                     result.fail_msg)
+        if not ignore_failures:
+            raise errors.OpExecError(message)
+        await lu.log_warning("%s", message)
+    await lu.log_info("Removing block devices for instance %s", inst.name)
+    problems = []
+    for disk in rpc_inst.instance_disks(lu.cfg, inst):
+        for node in disk.nodes or [pnode]:
+            problems += await remove_disks(lu, node, [disk])
+    if problems:
+        if not ignore_failures:
+            raise errors.OpExecError("Can't remove instance's disks: %s" % "; ".join(problems))
+        for problem in problems:
+            await lu.log_warning("%s", problem)
+    await lu.log_info("Removing instance %s out of cluster config", inst.name)
+    await lu.remove("instance", inst.uuid or "")

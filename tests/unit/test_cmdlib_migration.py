@@ -24,6 +24,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from ganeti import errors, opcodes
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_migration as im
+from ganeti.cmdlib import node_evacuation as ne
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import followup
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
@@ -469,7 +470,7 @@ class NodeMigrateTests(MoveTestCase):
 
     def test_lock_is_the_node_shared(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUNodeMigrate(typed.from_dict(opcodes.validate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2})), None, cfg)
+        lu = ne.LUNodeMigrate(typed.from_dict(opcodes.validate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2})), None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {"node": [self.uuid(N2)]})
         self.assertTrue(lu.share_locks["node"])
@@ -527,13 +528,13 @@ class NodeEvacuateTests(MoveTestCase):
 
     def test_locks(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUNodeEvacuate(typed.from_dict(opcodes.validate(evacuate(N2, remote_node=N3))), None, cfg)
+        lu = ne.LUNodeEvacuate(typed.from_dict(opcodes.validate(evacuate(N2, remote_node=N3))), None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks["instance"], sorted([SHARED, NODISK, DOWN]))
         self.assertEqual(lu.needed_locks["node"], [self.uuid(N2), self.uuid(N3)])
         self.assertEqual(lu.needed_locks["nodegroup"], [cfg.nodes[self.uuid(N2)].group])
         self.assertTrue(all(lu.share_locks[level] for level in ("instance", "nodegroup", "node")))
-        lu = im.LUNodeEvacuate(typed.from_dict(opcodes.validate(evacuate(N2))), None, cfg)
+        lu = ne.LUNodeEvacuate(typed.from_dict(opcodes.validate(evacuate(N2))), None, cfg)
         lu.expand_names()
         self.assertIs(lu.needed_locks["node"], im.ALL_SET)
 
@@ -636,7 +637,7 @@ class FollowUpTests(SynchronousTestCase):
         states = [allocator.NodeState("x", "n1", free_memory=600), allocator.NodeState("y", "n2", free_memory=500)]
         wanted = [(by_name[DOWN], 256, False), (small, 100, True), (by_name[NODISK], 512, True),
                   (by_name[SHARED], 1024, True)]
-        placed, homeless = im.plan_evacuation(cfg, wanted, states)
+        placed, homeless = ne.plan_evacuation(cfg, wanted, states)
         self.assertEqual(homeless, [by_name[SHARED]])
         # NODISK (512) where most is left after it (n1: 88), small then n2 (400),
         # the stopped one where most is left (n2: 400)
