@@ -50,6 +50,7 @@ from ganeti.opcodes.typed import (
     OpBackupPrepare,
     OpBackupQuery,
     OpBackupRemove,
+    OpCode,
     OpInstanceCreate,
 )
 from ganeti.rpc import instances as rpc_inst
@@ -212,7 +213,7 @@ def _export_name(src_path: str, export_dir: str = "/var/lib/ganeti/export") -> s
     return name
 
 
-async def read_export(lu: LogicalUnit, src_node: str | None, src_path: str) -> ExportInfo:
+async def read_export(lu: LogicalUnit[OpCode], src_node: str | None, src_path: str) -> ExportInfo:
     """Find and read export C{src_path} on C{src_node} (every node when None)."""
     cfg = lu.cfg
     name = _export_name(src_path)
@@ -292,7 +293,7 @@ def fill_from_export(op: OpInstanceCreate, cfg: ConfigData, export: ExportInfo) 
     return op
 
 
-async def import_disks(lu: LogicalUnit, export: ExportInfo, inst: Instance, pnode: str, compress: str) -> None:
+async def import_disks(lu: LogicalUnit[OpCode], export: ExportInfo, inst: Instance, pnode: str, compress: str) -> None:
     """Stream each dump of C{export} into the OS import script for C{inst}'s disks on C{pnode}."""
     data = rpc_inst.encode_instance(lu.cfg, inst)
     disks = rpc_inst.instance_disks(lu.cfg, inst)
@@ -305,7 +306,7 @@ async def import_disks(lu: LogicalUnit, export: ExportInfo, inst: Instance, pnod
             compress, size)
 
 
-async def _exports_by_node(lu: LogicalUnit, uuids: list[str]) -> dict[str, Any]:
+async def _exports_by_node(lu: LogicalUnit[OpCode], uuids: list[str]) -> dict[str, Any]:
     """C{{node name: [export, ...] or False}} from C{export_list}."""
     out: dict[str, Any] = {}
     for uuid in uuids:

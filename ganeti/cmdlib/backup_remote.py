@@ -32,7 +32,7 @@ from ganeti.rpc import procedures
 RIE_CONNECT_TIMEOUT = 180.0
 
 
-def domain_secret(lu: LogicalUnit) -> str:
+def domain_secret(lu: LogicalUnit[OpCode]) -> str:
     """The cluster domain secret of this (the master's) node.
     @raise errors.OpPrereqError: it cannot be read
     """
@@ -45,7 +45,7 @@ def domain_secret(lu: LogicalUnit) -> str:
         raise errors.OpPrereqError("Cannot read the cluster domain secret: %s" % exc, errors.ECODE_ENVIRON) from None
 
 
-async def prepare(lu: LogicalUnit, inst: Instance) -> dict[str, Any]:
+async def prepare(lu: LogicalUnit[OpCode], inst: Instance) -> dict[str, Any]:
     """OP_BACKUP_PREPARE in mode remote: what the destination cluster needs."""
     cds = domain_secret(lu)
     pnode = inst.primary_node or ""
@@ -69,7 +69,7 @@ def check_import(lu: LogicalUnit[OpCode], op: OpInstanceCreate) -> str:
     return rie.load_signed_cert(cds, op.source_x509_ca)
 
 
-async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert: str, compress: str) -> None:
+async def remote_import(lu: LogicalUnit[OpCode], inst: Instance, pnode: str, source_cert: str, compress: str) -> None:
     """Listen for the source's disks, announce where (job log), wait for all of them."""
     cds = domain_secret(lu)
     node = iu.get_node(lu.cfg, pnode)
@@ -119,7 +119,7 @@ def check_export(lu: LogicalUnit[OpCode], op: OpBackupExport, disk_count: int) -
     return name, dest_cert, [rie.check_disk_info(cds, i, v) for i, v in enumerate(targets)]
 
 
-async def remote_export(lu: LogicalUnit, inst: Instance, key: str, dest_cert: str,
+async def remote_export(lu: LogicalUnit[OpCode], inst: Instance, key: str, dest_cert: str,
                         targets: list[tuple[str, int, str]], compress: str) -> list[bool]:
     """Stream each disk's OS export to the destination cluster's listeners."""
     src = inst.primary_node or ""

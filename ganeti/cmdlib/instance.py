@@ -64,7 +64,7 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.tags import TagError, validate_tag
 from ganeti.errors import MacInUse
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
-from ganeti.opcodes.typed import OpInstanceCreate, OpInstanceRemove
+from ganeti.opcodes.typed import OpCode, OpInstanceCreate, OpInstanceRemove
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -109,7 +109,7 @@ def instance_dir_name(cfg: ConfigData, base: str, name: str, uuid: str) -> str:
     return name
 
 
-async def check_os(lu: LogicalUnit, node_uuid: str, os_type: str, osparams: dict[str, Any],
+async def check_os(lu: LogicalUnit[OpCode], node_uuid: str, os_type: str, osparams: dict[str, Any],
                    force_variant: bool) -> None:
     """Refuse an OS the node does not have (or a bad variant, or unknown
     parameters), from the node's C{os_diagnose}."""

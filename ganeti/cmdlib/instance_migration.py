@@ -95,7 +95,7 @@ from ganeti.cmdlib.instance_utils import (
 )
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
-from ganeti.opcodes.typed import OpInstanceFailover, OpInstanceMigrate
+from ganeti.opcodes.typed import OpCode, OpInstanceFailover, OpInstanceMigrate
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -183,7 +183,7 @@ def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable
     )
 
 
-async def node_states(lu: LogicalUnit, nodes: list[Node], hypervisors: Iterable[str]) -> list[allocator.NodeState]:
+async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node], hypervisors: Iterable[str]) -> list[allocator.NodeState]:
     """The allocator's view of C{nodes} (C{node_info} once per hypervisor;
     the least free memory counts)."""
     counts = primary_counts(lu.cfg)
@@ -213,7 +213,7 @@ def move_request(cfg: ConfigData, inst: Instance, memory: int) -> allocator.Requ
                              os=inst.os or "", tags=list(inst.tags))
 
 
-async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
+async def choose_target(lu: LogicalUnit[OpInstanceFailover | OpInstanceMigrate], inst: Instance, need: int) -> str:
     """The allocator's node for C{inst} (C{need} MiB free) among the
     possible targets whose lock the LU holds."""
     owned = lu.owned_locks(LEVEL_NODE)
@@ -246,7 +246,7 @@ async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
 # --- moving the instance in the configuration -----------------------------------------------
 
 
-async def set_primary_node(lu: LogicalUnit, inst: Instance, target_uuid: str) -> Instance:
+async def set_primary_node(lu: LogicalUnit[OpCode], inst: Instance, target_uuid: str) -> Instance:
     """Record C{target_uuid} as the primary node of C{inst}, and its disks' node."""
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     old = current.primary_node
@@ -263,7 +263,7 @@ async def set_primary_node(lu: LogicalUnit, inst: Instance, target_uuid: str) ->
 
 
 async def failover(
-    lu: LogicalUnit, inst: Instance, target_uuid: str, shutdown_timeout: int, ignore_consistency: bool
+    lu: LogicalUnit[OpCode], inst: Instance, target_uuid: str, shutdown_timeout: int, ignore_consistency: bool
 ) -> None:
     """Stop C{inst} on its primary, make C{target_uuid} its primary, start it
     there if it is marked up."""

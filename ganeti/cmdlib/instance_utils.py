@@ -18,6 +18,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib.base import LogicalUnit, expand_instance_name
 from ganeti.objects import ConfigData, Disk, Instance, Node, beparams_memory, beparams_vcpus
+from ganeti.opcodes.typed import OpCode
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 from ganeti.rpc.client import RpcResult
@@ -224,7 +225,7 @@ def parse_node_info(payload: Any) -> NodeResources:
 
 
 async def node_resources(
-    lu: LogicalUnit, node_uuids: Iterable[str], hypervisor: str, templates: Iterable[str] = ()
+    lu: LogicalUnit[OpCode], node_uuids: Iterable[str], hypervisor: str, templates: Iterable[str] = ()
 ) -> dict[str, NodeResources | str]:
     """C{{node uuid: NodeResources, or the error text}} from C{node_info}."""
     cfg = lu.cfg
@@ -255,13 +256,13 @@ async def node_resources(
     return out
 
 
-async def node_free_memory(lu: LogicalUnit, node_uuids: Iterable[str], hypervisor: str) -> dict[str, int | None]:
+async def node_free_memory(lu: LogicalUnit[OpCode], node_uuids: Iterable[str], hypervisor: str) -> dict[str, int | None]:
     """C{{node uuid: free MiB}} as the hypervisor reports it; C{None} if unknown."""
     answers = await node_resources(lu, node_uuids, hypervisor)
     return {uuid: (res.memory_free if isinstance(res, NodeResources) else None) for uuid, res in answers.items()}
 
 
-async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, requested: int, hypervisor: str) -> int:
+async def check_node_free_memory(lu: LogicalUnit[OpCode], node_uuid: str, reason: str, requested: int, hypervisor: str) -> int:
     """Ganeti's C{CheckNodeFreeMemory}: the node has C{requested} MiB free.
 
     @return: the free memory
@@ -286,7 +287,7 @@ async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, r
 # --- node RPC -----------------------------------------------------------------------------
 
 
-async def call_node_result(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any]) -> RpcResult:
+async def call_node_result(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any]) -> RpcResult:
     """Make C{call} (see L{ganeti.rpc.procedures}) on one node; its L{RpcResult}.
 
     An offline node is not contacted: its result is a failure saying so.
@@ -297,7 +298,7 @@ async def call_node_result(lu: LogicalUnit, node_uuid: str, call: procedures.Cal
     return await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
 
 
-async def call_node(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any], what: str | None = None) -> Any:
+async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any], what: str | None = None) -> Any:
     """Make C{call} on one node; its payload, or L{errors.OpExecError}.
 
     The error reads C{"Could not <what> on node <name>: <node's message>"}.
@@ -310,18 +311,18 @@ async def call_node(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any],
     return result.payload
 
 
-def reason_trail(lu: LogicalUnit) -> list[Any]:
+def reason_trail(lu: LogicalUnit[OpCode]) -> list[Any]:
     """The opcode's reason trail, for the RPCs that record it."""
     reason = lu.op.reason
     return list(reason) if isinstance(reason, list) else []
 
 
-def encode(lu: LogicalUnit, inst: Instance, **kwargs: Any) -> dict[str, Any]:
+def encode(lu: LogicalUnit[OpCode], inst: Instance, **kwargs: Any) -> dict[str, Any]:
     """C{INST_DICT} of C{inst} on the LU's config (see L{rpc_inst.encode_instance})."""
     return rpc_inst.encode_instance(lu.cfg, inst, **kwargs)
 
 
-async def instance_info(lu: LogicalUnit, inst: Instance, node_uuid: str | None = None) -> dict[str, Any] | None:
+async def instance_info(lu: LogicalUnit[OpCode], inst: Instance, node_uuid: str | None = None) -> dict[str, Any] | None:
     """The hypervisor's info on C{inst} on C{node_uuid} (default: its primary).
 
     @return: C{None} if it does not run there, else C{{"memory", "vcpus", "state", "time"}}
@@ -336,14 +337,14 @@ async def instance_info(lu: LogicalUnit, inst: Instance, node_uuid: str | None =
     return payload if isinstance(payload, dict) and payload else None
 
 
-async def check_instance_not_running(lu: LogicalUnit, inst: Instance, what: str) -> None:
+async def check_instance_not_running(lu: LogicalUnit[OpCode], inst: Instance, what: str) -> None:
     """Refuse (OpPrereqError) if C{inst} runs on its primary node."""
     if await instance_info(lu, inst) is not None:
         raise errors.OpPrereqError("Instance %s is running, %s" % (inst.name, what), errors.ECODE_STATE)
 
 
 async def start_instance_on(
-    lu: LogicalUnit,
+    lu: LogicalUnit[OpCode],
     inst: Instance,
     node_uuid: str,
     *,
@@ -358,7 +359,7 @@ async def start_instance_on(
                     what="start instance %s" % inst.name)
 
 
-async def shutdown_instance_on(lu: LogicalUnit, inst: Instance, node_uuid: str, timeout: int) -> None:
+async def shutdown_instance_on(lu: LogicalUnit[OpCode], inst: Instance, node_uuid: str, timeout: int) -> None:
     """Stop C{inst} on C{node_uuid} (C{instance_shutdown}); OpExecError on failure.
 
     Stopping an instance that does not run succeeds (noded's contract).
@@ -369,7 +370,7 @@ async def shutdown_instance_on(lu: LogicalUnit, inst: Instance, node_uuid: str, 
                     what="shutdown instance %s" % inst.name)
 
 
-async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -> list[str]:
+async def remove_disks(lu: LogicalUnit[OpCode], node_uuid: str, disks: Iterable[Disk]) -> list[str]:
     """Remove C{disks} from C{node_uuid}, each even if another fails.
 
     @return: the error messages (empty when every disk is gone)
@@ -385,7 +386,7 @@ async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -
     return problems
 
 
-async def set_admin_state(lu: LogicalUnit, inst: Instance, state: str, source: str = ADMIN_SOURCE_ADMIN) -> Instance:
+async def set_admin_state(lu: LogicalUnit[OpCode], inst: Instance, state: str, source: str = ADMIN_SOURCE_ADMIN) -> Instance:
     """Record C{inst}'s admin state (and its source) in the config."""
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     if current.admin_state == state and current.admin_state_source == source:
@@ -393,7 +394,7 @@ async def set_admin_state(lu: LogicalUnit, inst: Instance, state: str, source: s
     return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))
 
 
-async def remove_instance(lu: LogicalUnit, inst: Instance, shutdown_timeout: int, ignore_failures: bool,
+async def remove_instance(lu: LogicalUnit[OpCode], inst: Instance, shutdown_timeout: int, ignore_failures: bool,
                           reason: list[Any]) -> None:
     """Remove C{inst} (L{ganeti.cmdlib.instance.LUInstanceRemove}'s steps, also
     run by an export with C{remove_instance}): mark it down, stop it on its

@@ -15,9 +15,13 @@ call itself goes on and waits for its timeout, as before).
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ganeti.rpc.contract import Call
+
+if TYPE_CHECKING:
+    from ganeti.cmdlib.base import LogicalUnit
+    from ganeti.opcodes.typed import OpCode
 
 CV_ENODEHEARTBEAT = "ENODEHEARTBEAT"
 #: seconds a finished call waits for its note (a LUXI query of LuxiD)
@@ -46,7 +50,7 @@ def liveness_problems(rows: list[list[Any]], now: float) -> list[tuple[str, str]
     return out
 
 
-async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | None = None) -> None:
+async def verify_liveness(lu: LogicalUnit[OpCode], node_error: NodeError, names: list[str] | None = None) -> None:
     """Report the nodes (of C{names}, default all) the master's heartbeat roster calls unreachable."""
     from ganeti.luxi.client import AsyncLuxiClient
 

@@ -37,7 +37,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.objects import ConfigData, Node, new_uuid
-from ganeti.opcodes.typed import OpClusterRedistConf, OpNodeAdd, OpNodeRemove, OpNodeSetParams
+from ganeti.opcodes.typed import OpClusterRedistConf, OpCode, OpNodeAdd, OpNodeRemove, OpNodeSetParams
 from ganeti.rpc import procedures, wire
 
 # --- the candidate pool (pure functions of a config) ---------------------------------
@@ -89,7 +89,7 @@ def nodes_to_promote(cfg: ConfigData, exceptions: Iterable[str] = ()) -> list[No
     return chosen
 
 
-async def adjust_candidate_pool(lu: LogicalUnit, exceptions: Iterable[str]) -> list[str]:
+async def adjust_candidate_pool(lu: LogicalUnit[OpCode], exceptions: Iterable[str]) -> list[str]:
     """Promote nodes until the pool is full again (the LU holds every node lock).
 
     Returns the names of the promoted nodes.
@@ -115,7 +115,7 @@ ROLE_TIMEOUT = 60.0
 OFFLINE_TIMEOUT = 10.0
 
 
-async def tell_roles(lu: LogicalUnit, nodes: Iterable[Node], promoted: bool, timeout: float = ROLE_TIMEOUT) -> None:
+async def tell_roles(lu: LogicalUnit[OpCode], nodes: Iterable[Node], promoted: bool, timeout: float = ROLE_TIMEOUT) -> None:
     """Tell C{nodes} they are (C{promoted}) or are no longer master
     candidates: RAPI starts or stops there.  Failures are warnings."""
     targets = {node.name: _address(node) for node in nodes if node.name}
