@@ -113,10 +113,13 @@ def op_class(cls: type[LogicalUnit[OpCode]]) -> type[OpCode] | None:
 
 def register(cls: _LU) -> _LU:
     """Class decorator: make C{cls} the LU for its C{OP_ID}, which must be
-    that of the opcode class it is generic over (C{LogicalUnit[OpX]})."""
+    that of the opcode class it is generic over (C{LogicalUnit[OpX]}); an LU
+    that does not set C{OP_ID} gets that one."""
+    declared = op_class(cls)
+    if not cls.OP_ID and declared is not None:
+        cls.OP_ID = declared.OP_ID
     if not cls.OP_ID:
         raise errors.ProgrammerError("%s has no OP_ID" % cls.__name__)
-    declared = op_class(cls)
     if declared is not None and declared.OP_ID != cls.OP_ID:
         raise errors.ProgrammerError("%s runs %s but reads %s" % (cls.__name__, cls.OP_ID, declared.__name__))
     if cls.OP_ID in REGISTRY and REGISTRY[cls.OP_ID] is not cls:

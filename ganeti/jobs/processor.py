@@ -353,7 +353,7 @@ class Processor:
             await self._save()
             lu.cfg = await self.wconfd.read_config()
             lu.check_prereq()
-            if op.get("dry_run"):
+            if lu.op.dry_run:
                 return lu.dry_run_result
             result = await lu.exec_(ctx.feedback)
             if isinstance(result, lifecycle.ResultWithJobs):

@@ -172,6 +172,20 @@ class RegisteredLUTests(SynchronousTestCase):
             register(Mismatch)
         self.assertIsNot(REGISTRY["OP_TEST_DELAY"], Mismatch)
 
+    def test_register_takes_the_op_id_of_the_opcode_class(self) -> None:
+        class Implicit(LogicalUnit[OpTestDelay]):
+            pass
+
+        saved = dict(REGISTRY)
+        try:
+            del REGISTRY["OP_TEST_DELAY"]
+            self.assertIs(register(Implicit), Implicit)
+            self.assertEqual(Implicit.OP_ID, "OP_TEST_DELAY")
+            self.assertIs(REGISTRY["OP_TEST_DELAY"], Implicit)
+        finally:
+            REGISTRY.clear()
+            REGISTRY.update(saved)
+
 
 class Spy(LogicalUnit[OpInstanceStartup]):
     """Records every LU built (there must be none)."""
