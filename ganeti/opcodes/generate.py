@@ -42,6 +42,10 @@ from __future__ import annotations
 '''
 
 
+#: Names of the typed classes' own attributes (L{ganeti.opcodes.record.Record}).
+_RESERVED = frozenset({"OP_ID", "from_dict", "to_dict"})
+
+
 def class_name(op_id: str) -> str:
     """C{OP_INSTANCE_STARTUP} -> C{OpInstanceStartup}."""
     return "Op" + "".join(word.capitalize() for word in op_id[3:].split("_"))
@@ -58,7 +62,8 @@ def _default(param: Param) -> str:
 
 def field_line(param: Param) -> str:
     """The field declaration of C{param}."""
-    if not param.name.isidentifier() or keyword.iskeyword(param.name) or param.name.startswith("_"):
+    if (not param.name.isidentifier() or keyword.iskeyword(param.name) or param.name.startswith("_")
+            or param.name in _RESERVED):
         raise ValueError("parameter %r cannot be a field name" % param.name)
     kind = param.type
     if kind is T_UNSUPPORTED:
@@ -75,7 +80,7 @@ def _fields(params: tuple[Param, ...], indent: str = "    ") -> list[str]:
     lines: list[str] = []
     for param in params:
         if param.doc:
-            lines.append("%s#: %s" % (indent, param.doc))
+            lines.append("%s#: %s" % (indent, " ".join(param.doc.split())))
         lines.append(indent + field_line(param))
     return lines
 
@@ -107,7 +112,8 @@ def _family_module(module: str, defs: list[OpDef]) -> str:
     body: list[str] = []
     for opdef in defs:
         body += ["", "", "@attrs.frozen(kw_only=True)", "class %s(OpCode):" % class_name(opdef.op_id)]
-        body.append('    """%s"""' % (opdef.doc or opdef.op_id).replace('"""', "'''"))
+        doc = " ".join((opdef.doc or opdef.op_id).split()).replace("\\", "\\\\").replace('"', "'")
+        body.append('    """%s"""' % doc)
         body += ["", '    OP_ID: ClassVar[str] = "%s"' % opdef.op_id]
         if opdef.params:
             body.append("")
