@@ -37,10 +37,11 @@ from typing import Callable, NamedTuple, Sequence
 
 from ganeti import lockfile, ports
 from ganeti.listening import CANNOT_LISTEN
-from ganeti.logfile import LOG_FILE_ENV
 from ganeti.paths import Paths
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: environment variable naming the log file of a daemon this starts (read by L{ganeti.logfile.observer})
+LOG_FILE_ENV = "GANETI_LOG_FILE"
 #: what a daemon says when another instance holds its pid file (L{ganeti.daemon.lock_pid_file})
 ALREADY_RUNNING = "is already running on root"
 

@@ -5,7 +5,8 @@ Every line has Ganeti's layout::
     2026-01-31 12:00:00,123: gnt-debug delay pid=4242 INFO Command line: ...
 
 Daemons started by C{ganeti-daemons} or the systemd units log through
-L{observer} (twistd's C{--logger}): the file is opened for appending (so C{logrotate}'s
+L{observer} (twistd's C{--logger}; C{ganeti-daemons} names the file in
+C{$GANETI_LOG_FILE}, L{ganeti.daemons.LOG_FILE_ENV}): the file is opened for appending (so C{logrotate}'s
 C{copytruncate} leaves no hole in it), nothing rotates it behind
 logrotate's back, and only C{info} and above are written unless
 C{GANETI_DEBUG} is set.  L{quiet_twisted} turns off Twisted's per
@@ -27,8 +28,6 @@ from ganeti.jobs import lifecycle
 # Twisted is imported only by the daemon-side functions: the gnt-* commands
 # write commands.log through this module and must start fast.
 
-#: environment variable naming the daemon's log file (set by ganeti-daemons)
-LOG_FILE_ENV = "GANETI_LOG_FILE"
 #: environment variable that lets debug messages through
 DEBUG_ENV = "GANETI_DEBUG"
 
@@ -204,6 +203,8 @@ def observer() -> Any:
     is unset or C{-} (under systemd: the journal)."""
     from twisted.logger import ILogObserver
     from zope.interface import directlyProvides
+
+    from ganeti.daemons import LOG_FILE_ENV
 
     path = os.environ.get(LOG_FILE_ENV) or "-"
     quiet_twisted()

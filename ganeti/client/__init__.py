@@ -15,5 +15,6 @@ each a dict of subcommands run by L{runner.run}.  What they share:
   - L{tags}: the tag commands;
   - L{prompt}: asking the user.
 
-L{ganeti.cli} re-exports their public names for code written against it.
+Code imports these modules directly; there is no facade re-exporting
+their names (Ganeti's C{ganeti.cli} has no counterpart here).
 """

@@ -15,13 +15,9 @@ call itself goes on and waits for its timeout, as before).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from ganeti.rpc.contract import Call
-
-if TYPE_CHECKING:
-    from ganeti.cmdlib.base import LogicalUnit
-    from ganeti.opcodes.typed import OpCode
 
 CV_ENODEHEARTBEAT = "ENODEHEARTBEAT"
 #: seconds a finished call waits for its note (a LUXI query of LuxiD)
@@ -50,7 +46,9 @@ def liveness_problems(rows: list[list[Any]], now: float) -> list[tuple[str, str]
     return out
 
 
-async def verify_liveness(lu: LogicalUnit[OpCode], node_error: NodeError, names: list[str] | None = None) -> None:
+# lu: a LogicalUnit; not annotated as one, since cmdlib.base imports this module
+# (lazily, for NotingRpc) and the import-circle test counts type-only imports too
+async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | None = None) -> None:
     """Report the nodes (of C{names}, default all) the master's heartbeat roster calls unreachable."""
     from ganeti.luxi.client import AsyncLuxiClient
 

@@ -4,13 +4,14 @@ A trial runs a stream of jobs over LUXI (L{JobStream}, L{Ledger}), kills
 one or more daemons with SIGKILL at a random moment (L{FAULTS}), restarts
 them the way an admin does, in Ganeti's order, measures how long until each
 answers again, then checks what an admin cares about
-(L{ganeti.testing.chaos_checks}): every acknowledged job ended, none ran
+(L{ganeti.testing.chaos_checks}, run by L{ganeti.testing.chaos_run.run_trial}):
+every acknowledged job ended, none ran
 twice, no lock is left held, every candidate holds the master's config
 serial and job files, C{gnt-cluster verify} passes, no instance is
 half-removed::
 
     async with ChaosCluster(reactor, root) as cluster:
-        result = await run_trial(cluster, "wconfd", random.Random(seed))
+        result = await chaos_run.run_trial(cluster, "wconfd", random.Random(seed))
         assert not result.violations, result.describe()
 
 The integration tests, C{scripts/chaos} and C{scripts/bench chaos} share it.
@@ -563,46 +564,6 @@ class TrialResult:
         return "\n".join(lines)
 
 
-async def run_trial(cluster: ChaosCluster, fault: str, rng: random.Random, *, seconds: float = 4.0,
-                    rate: float = 8.0, drain_timeout: float = 120.0) -> TrialResult:
-    """One trial: the stream for C{seconds}, C{fault} at a random moment
-    in it, then the checks of L{ganeti.testing.chaos_checks}."""
-    from ganeti.testing import chaos_checks
-
-    seed = rng.randrange(1 << 30)
-    trial_rng = random.Random(seed)
-    result = TrialResult(fault=fault, seed=seed)
-    ledger = Ledger()
-    stream = JobStream(trial_rng, "%x" % seed)
-    stop, watcher_stop = threading.Event(), threading.Event()
-    submitter = deferToThread(stream_jobs, cluster.master, stream, ledger, stop, rate)
-    watcher = deferToThread(watch_jobs, cluster.master, ledger, watcher_stop)
-    try:
-        try:
-            await deferLater(cluster.reactor, trial_rng.uniform(0.5, seconds * 0.6), lambda: None)
-            result.recovery, result.killed_job = await inject(cluster, fault, ledger, trial_rng)
-            if fault == "job" and result.killed_job is None:
-                result.violations.append("no job process ran to be killed (the harness injected nothing)")
-            await deferLater(cluster.reactor, 1.0, lambda: None)  # the stream goes on after the restart
-        finally:
-            stop.set()
-            await submitter
-        await chaos_checks.check_trial(cluster, ledger, result, drain_timeout)
-    except RestartFailed as e:
-        result.violations.append(str(e))
-        result.acknowledged, result.broken = len(ledger.acknowledged), True
-        return result
-    except Exception as e:  # a check could not talk to the cluster: that is a finding too
-        result.violations.append("the checks could not run: %s: %s" % (type(e).__name__, e))
-        result.acknowledged, result.broken = len(ledger.acknowledged), True
-        return result
-    finally:
-        watcher_stop.set()
-        await watcher
-    chaos_checks.check_ledger(ledger, result)
-    return result
-
-
 # --- accounting ------------------------------------------------------------------------------
 
 
@@ -671,6 +632,5 @@ def totals(results: list[TrialResult]) -> dict[str, Any]:
     }
 
 
-__all__ = ["FAULTS", "ChaosCluster", "JobStream", "Ledger", "TrialResult", "fd_count", "rss_kib", "run_trial",
-           "tcp_peers",
+__all__ = ["FAULTS", "ChaosCluster", "JobStream", "Ledger", "TrialResult", "fd_count", "rss_kib", "tcp_peers",
            "summarize", "totals"]

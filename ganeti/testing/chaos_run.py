@@ -1,5 +1,6 @@
-"""C{scripts/chaos}: the long version of the crash trials, and what
-C{scripts/bench chaos} shares with it.
+"""One crash trial (L{run_trial}: the harness of L{ganeti.testing.chaos}, then
+the checks of L{ganeti.testing.chaos_checks}), and C{scripts/chaos}: the long
+version of the crash trials, and what C{scripts/bench chaos} shares with it.
 
     scripts/chaos [--trials N] [--time-limit SECONDS] [--fault NAME] [--seed S]
 
@@ -15,13 +16,55 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import threading
 import time
 from typing import Any, Callable
 
 from twisted.internet import defer, task
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
 
-from ganeti.testing.chaos import FAULTS, TABLE_HEADER, ChaosCluster, TrialResult, run_trial, summarize, table_row
+from ganeti.testing import chaos, chaos_checks
+from ganeti.testing.chaos import FAULTS, TABLE_HEADER, ChaosCluster, TrialResult, summarize, table_row
 from ganeti.testing.daemons import make_root, remove_root
+
+
+async def run_trial(cluster: ChaosCluster, fault: str, rng: random.Random, *, seconds: float = 4.0,
+                    rate: float = 8.0, drain_timeout: float = 120.0) -> TrialResult:
+    """One trial: the stream for C{seconds}, C{fault} at a random moment
+    in it, then the checks of L{ganeti.testing.chaos_checks}."""
+    seed = rng.randrange(1 << 30)
+    trial_rng = random.Random(seed)
+    result = chaos.TrialResult(fault=fault, seed=seed)
+    ledger = chaos.Ledger()
+    stream = chaos.JobStream(trial_rng, "%x" % seed)
+    stop, watcher_stop = threading.Event(), threading.Event()
+    submitter = deferToThread(chaos.stream_jobs, cluster.master, stream, ledger, stop, rate)
+    watcher = deferToThread(chaos.watch_jobs, cluster.master, ledger, watcher_stop)
+    try:
+        try:
+            await deferLater(cluster.reactor, trial_rng.uniform(0.5, seconds * 0.6), lambda: None)
+            result.recovery, result.killed_job = await chaos.inject(cluster, fault, ledger, trial_rng)
+            if fault == "job" and result.killed_job is None:
+                result.violations.append("no job process ran to be killed (the harness injected nothing)")
+            await deferLater(cluster.reactor, 1.0, lambda: None)  # the stream goes on after the restart
+        finally:
+            stop.set()
+            await submitter
+        await chaos_checks.check_trial(cluster, ledger, result, drain_timeout)
+    except chaos.RestartFailed as e:
+        result.violations.append(str(e))
+        result.acknowledged, result.broken = len(ledger.acknowledged), True
+        return result
+    except Exception as e:  # a check could not talk to the cluster: that is a finding too
+        result.violations.append("the checks could not run: %s: %s" % (type(e).__name__, e))
+        result.acknowledged, result.broken = len(ledger.acknowledged), True
+        return result
+    finally:
+        watcher_stop.set()
+        await watcher
+    chaos_checks.check_ledger(ledger, result)
+    return result
 
 
 async def run_trials(reactor: Any, faults: list[str], trials: int, time_limit: float, seed: int,

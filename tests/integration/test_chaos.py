@@ -17,7 +17,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti.testing.chaos import FAULTS, ChaosCluster, run_trial
+from ganeti.testing.chaos import FAULTS, ChaosCluster
+from ganeti.testing.chaos_run import run_trial
 
 SEED = int(os.environ.get("GANETI_CHAOS_SEED", "20261124"))
 TRIALS = int(os.environ.get("GANETI_CHAOS_TRIALS", "1"))

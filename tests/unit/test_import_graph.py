@@ -120,22 +120,8 @@ def test_no_import_circle_among_the_tools_opcodes_and_queries() -> None:
     """The circles this used to have: gnt_instance <-> instance_setup;
     opcodes <-> opcodes_instance, opcodes_backup, opcodes_verify; query's
     fields -> resources -> common/instance -> fields and fields <-> qlang."""
-    watched = ("ganeti.cli", "ganeti.client", "ganeti.opcodes", "ganeti.query")
+    watched = ("ganeti.client", "ganeti.opcodes", "ganeti.query")
     graph = import_graph(ROOT)
     assert "ganeti.client.instance_setup" in graph and "ganeti.query.engine" in graph
     involved = [c for c in cycles(graph) if any(m == w or m.startswith(w + ".") for m in c for w in watched)]
     assert involved == []
-
-
-def test_nothing_in_the_tree_imports_the_cli_facade() -> None:
-    graph = import_graph(ROOT)
-    assert sorted(name for name, targets in graph.items() if "ganeti.cli" in targets) == []
-
-
-def test_the_facade_re_exports_the_client_modules_names() -> None:
-    from ganeti import cli
-    from ganeti.client import command, jobs, options, prompt, runner
-
-    assert all(hasattr(cli, name) for name in cli.__all__)
-    assert (cli.run, cli.Context, cli.Command) == (runner.run, command.Context, command.Command)
-    assert (cli.opcode, cli.ask_user, cli.job_id) == (jobs.opcode, prompt.ask_user, options.job_id)

@@ -13,7 +13,7 @@ from twisted.internet import protocol
 from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, Logger, LogLevel, LogPublisher, globalLogPublisher
 
-from ganeti import logfile
+from ganeti import daemons, logfile
 from ganeti.client.command import Command
 from ganeti.client.runner import run
 from ganeti.paths import Paths
@@ -149,7 +149,7 @@ def test_appending_observer_writes_ganeti_lines() -> None:
 def test_observer_appends_to_the_file_named_by_the_environment(tmp_path: Any, monkeypatch: Any) -> None:
     path = tmp_path / "luxi-daemon.log"
     path.write_text("an older line\n")
-    monkeypatch.setenv(logfile.LOG_FILE_ENV, str(path))
+    monkeypatch.setenv(daemons.LOG_FILE_ENV, str(path))
     monkeypatch.delenv(logfile.DEBUG_ENV, raising=False)
     monkeypatch.setattr("sys.argv", ["twistd", "--pidfile=", "ganeti-luxid", "--root", str(tmp_path)])
     monkeypatch.setattr(protocol.Factory, "noisy", True)
