@@ -101,7 +101,8 @@ async def remote_import(lu: LogicalUnit[OpCode], inst: Instance, pnode: str, sou
         await iu.call_node_result(lu, pnode, procedures.x509_cert_remove.call(name))
 
 
-def check_export(lu: LogicalUnit[OpCode], op: OpBackupExport, disk_count: int) -> tuple[str, str, list[tuple[str, int, str]]]:
+def check_export(lu: LogicalUnit[OpCode], op: OpBackupExport, disk_count: int) -> tuple[str, str, list[tuple[str,
+                 int, str]]]:
     """Check a remote export's key name, destination certificate and disks:
     C{(key name, destination PEM, [(host, port, magic), ...])}."""
     cds = domain_secret(lu)

@@ -25,7 +25,10 @@ from ganeti.errors import UnknownEntity
 from ganeti.objects import ConfigData, NodeGroup, new_uuid, nice_sort
 from ganeti.opcodes.typed import OpGroupAdd, OpGroupAssignNodes, OpGroupRemove, OpGroupRename, OpGroupSetParams
 
-_OneGroupLUOpT = TypeVar("_OneGroupLUOpT", bound=OpGroupAssignNodes | OpGroupRemove | OpGroupRename | OpGroupSetParams, covariant=True)
+#: The opcodes of the LUs on one existing node group.
+_OneGroupLUOpT = TypeVar(
+    "_OneGroupLUOpT", bound=OpGroupAssignNodes | OpGroupRemove | OpGroupRename | OpGroupSetParams, covariant=True
+)
 
 DEFAULT_ALLOC_POLICY = "preferred"
 

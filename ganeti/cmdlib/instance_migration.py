@@ -183,7 +183,8 @@ def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable
     )
 
 
-async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node], hypervisors: Iterable[str]) -> list[allocator.NodeState]:
+async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node],
+                      hypervisors: Iterable[str]) -> list[allocator.NodeState]:
     """The allocator's view of C{nodes} (C{node_info} once per hypervisor;
     the least free memory counts)."""
     counts = primary_counts(lu.cfg)

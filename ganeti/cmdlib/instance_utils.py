@@ -256,13 +256,15 @@ async def node_resources(
     return out
 
 
-async def node_free_memory(lu: LogicalUnit[OpCode], node_uuids: Iterable[str], hypervisor: str) -> dict[str, int | None]:
+async def node_free_memory(lu: LogicalUnit[OpCode], node_uuids: Iterable[str], hypervisor: str) -> dict[str,
+                           int | None]:
     """C{{node uuid: free MiB}} as the hypervisor reports it; C{None} if unknown."""
     answers = await node_resources(lu, node_uuids, hypervisor)
     return {uuid: (res.memory_free if isinstance(res, NodeResources) else None) for uuid, res in answers.items()}
 
 
-async def check_node_free_memory(lu: LogicalUnit[OpCode], node_uuid: str, reason: str, requested: int, hypervisor: str) -> int:
+async def check_node_free_memory(lu: LogicalUnit[OpCode], node_uuid: str, reason: str, requested: int,
+                                 hypervisor: str) -> int:
     """Ganeti's C{CheckNodeFreeMemory}: the node has C{requested} MiB free.
 
     @return: the free memory
@@ -298,7 +300,8 @@ async def call_node_result(lu: LogicalUnit[OpCode], node_uuid: str, call: proced
     return await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
 
 
-async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any], what: str | None = None) -> Any:
+async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any],
+                    what: str | None = None) -> Any:
     """Make C{call} on one node; its payload, or L{errors.OpExecError}.
 
     The error reads C{"Could not <what> on node <name>: <node's message>"}.
@@ -386,7 +389,8 @@ async def remove_disks(lu: LogicalUnit[OpCode], node_uuid: str, disks: Iterable[
     return problems
 
 
-async def set_admin_state(lu: LogicalUnit[OpCode], inst: Instance, state: str, source: str = ADMIN_SOURCE_ADMIN) -> Instance:
+async def set_admin_state(lu: LogicalUnit[OpCode], inst: Instance, state: str,
+                          source: str = ADMIN_SOURCE_ADMIN) -> Instance:
     """Record C{inst}'s admin state (and its source) in the config."""
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     if current.admin_state == state and current.admin_state_source == source:

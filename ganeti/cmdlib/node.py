@@ -115,7 +115,8 @@ ROLE_TIMEOUT = 60.0
 OFFLINE_TIMEOUT = 10.0
 
 
-async def tell_roles(lu: LogicalUnit[OpCode], nodes: Iterable[Node], promoted: bool, timeout: float = ROLE_TIMEOUT) -> None:
+async def tell_roles(lu: LogicalUnit[OpCode], nodes: Iterable[Node], promoted: bool,
+                     timeout: float = ROLE_TIMEOUT) -> None:
     """Tell C{nodes} they are (C{promoted}) or are no longer master
     candidates: RAPI starts or stops there.  Failures are warnings."""
     targets = {node.name: _address(node) for node in nodes if node.name}

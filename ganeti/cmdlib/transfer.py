@@ -85,7 +85,8 @@ async def _status(lu: LogicalUnit[OpCode], node_uuid: str, tid: str, wait: float
     return payload[0]
 
 
-async def _stop(lu: LogicalUnit[OpCode], node_uuid: str, procedure: procedures.Procedure[[list[str]], None], tid: str) -> None:
+async def _stop(lu: LogicalUnit[OpCode], node_uuid: str, procedure: procedures.Procedure[[list[str]], None],
+                tid: str) -> None:
     result = await iu.call_node_result(lu, node_uuid, procedure.call([tid]))
     if result.failed:
         await lu.log_warning("Could not %s transfer %s on node %s: %s", procedure.name.split("_")[1], tid,

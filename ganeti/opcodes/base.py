@@ -92,7 +92,8 @@ T_DICT = Type("a dict", lambda v: isinstance(v, dict), "dict[str, Any]")
 
 def t_seconds(low: float, high: float) -> Type:
     """A number of seconds within C{[low, high]}."""
-    return Type("a number of seconds from %g to %g" % (low, high), lambda v: _is_number(v) and low <= v <= high, "float")
+    return Type("a number of seconds from %g to %g" % (low, high), lambda v: _is_number(v) and low <= v <= high,
+                "float")
 
 
 #: Longest OP_TEST_DELAY, in seconds, all repetitions together (Ganeti has

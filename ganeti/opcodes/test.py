@@ -48,7 +48,8 @@ define(
         Param("on_node_uuids", t_maybe(t_list(T_STR)), ABSENT, "internal: resolved UUIDs"),
         Param(
             "repeat",
-            Type("a whole number from 0 to %d" % MAX_TEST_REPEAT, lambda v: is_int(v) and 0 <= v <= MAX_TEST_REPEAT, "int"),
+            Type("a whole number from 0 to %d" % MAX_TEST_REPEAT, lambda v: is_int(v) and 0 <= v <= MAX_TEST_REPEAT,
+                 "int"),
             0,
             "repeat count (0 = once; at most %d)" % MAX_TEST_REPEAT,
         ),

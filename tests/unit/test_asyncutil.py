@@ -110,7 +110,8 @@ class ResolvePhaseTests(SynchronousTestCase):
         failure = self.failureResultOf(d, errors.OpPrereqError)
         self.assertIn("IP 192.0.2.7 of instance web.example.test already in use", str(failure.value))
         answers.clear()
-        lu = lookup("OP_INSTANCE_CREATE")(typed.from_dict(opcodes.validate(dict(op))), OpContext(None, None, Clock(), net=net),
+        opcode = typed.from_dict(opcodes.validate(dict(op)))
+        lu = lookup("OP_INSTANCE_CREATE")(opcode, OpContext(None, None, Clock(), net=net),
                                           make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
@@ -122,7 +123,8 @@ class ResolvePhaseTests(SynchronousTestCase):
     def test_instance_rename_takes_the_canonical_new_name(self) -> None:
         op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
                                "new_name": "web2", "name_check": True, "ip_check": True})
-        lu = lookup("OP_INSTANCE_RENAME")(typed.from_dict(op), OpContext(None, None, Clock(), net=self.net), make_config())
+        opcode = typed.from_dict(op)
+        lu = lookup("OP_INSTANCE_RENAME")(opcode, OpContext(None, None, Clock(), net=self.net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         self.assertEqual([name for name, _ in self.net.lookups], ["web2"])
@@ -135,7 +137,8 @@ class ResolvePhaseTests(SynchronousTestCase):
         """Rename checks the resolved name as create does (Ganeti's CheckHostnameSane in both)."""
         op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
                                "new_name": "web2", "name_check": True, "ip_check": False})
-        lu = lookup("OP_INSTANCE_RENAME")(typed.from_dict(op), OpContext(None, None, Clock(), net=self.net), make_config())
+        opcode = typed.from_dict(op)
+        lu = lookup("OP_INSTANCE_RENAME")(opcode, OpContext(None, None, Clock(), net=self.net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         self.net.lookups[0][1].callback(("db.example.test", [], ["192.0.2.8"]))

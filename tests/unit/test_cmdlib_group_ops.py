@@ -184,7 +184,8 @@ class SetParamsTests(GroupTestCase):
 
     def test_locks_the_group_only(self) -> None:
         cfg = self.env.read_config()
-        lu = cmdgroup.LUGroupSetParams(typed.from_dict(opcodes.validate(modify("rack2", alloc_policy="preferred"))), None, cfg)
+        opcode = typed.from_dict(opcodes.validate(modify("rack2", alloc_policy="preferred")))
+        lu = cmdgroup.LUGroupSetParams(opcode, None, cfg)
         lu.check_arguments()
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {LEVEL_NODEGROUP: [cfg.find_group("rack2").uuid]})

@@ -470,7 +470,8 @@ class NodeMigrateTests(MoveTestCase):
 
     def test_lock_is_the_node_shared(self) -> None:
         cfg = self.env.read_config()
-        lu = ne.LUNodeMigrate(typed.from_dict(opcodes.validate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2})), None, cfg)
+        opcode = typed.from_dict(opcodes.validate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2}))
+        lu = ne.LUNodeMigrate(opcode, None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {"node": [self.uuid(N2)]})
         self.assertTrue(lu.share_locks["node"])
