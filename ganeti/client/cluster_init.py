@@ -149,7 +149,7 @@ def version(ctx: Context, opts: argparse.Namespace) -> int:
 
 def _epoch(ctx: Context) -> Any:
     """The highest master epoch this node has seen (raised at every master failover)."""
-    from ganeti import epoch
+    from ganeti.ha import epoch
 
     try:
         return epoch.read_epoch(_paths(ctx))

@@ -19,7 +19,9 @@ submit one job each through L{ganeti.client.jobs.JobExecutor}.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import sys
 from typing import Any, Callable
 
 from ganeti import errors
@@ -479,6 +481,34 @@ def console_command(console: dict[str, Any]) -> list[str]:
     return argv + [str(console.get("host")), remote]
 
 
+def _message_console(ctx: Context, opts: argparse.Namespace, who: str, console: dict[str, Any]) -> None:
+    """A message, or a kvm serial console we attach to when its socket is
+    here and we are asked to (C{--attach}) or run on a terminal
+    (L{ganeti.client.serial_console})."""
+    from ganeti.client import serial_console
+
+    path = serial_console.socket_path(console)
+    interactive = os.isatty(0) and os.isatty(1)
+    if path is None or not (opts.attach or opts.show_command or interactive):
+        ctx.out(str(console.get("message")))
+        return
+    if opts.show_command:
+        ctx.out(shlex.join(str(part) for part in console["command"]))
+        return
+    if not serial_console.is_local_socket(path):
+        if not opts.attach:
+            ctx.out(str(console.get("message")))
+            return
+        raise errors.OpExecError("The serial console of instance %s is the socket %s on node %s, not on this "
+                                 "machine; run gnt-instance console there" % (who, path, console.get("host")))
+    if interactive:
+        sys.stderr.write("Connected to the serial console of instance %s; Ctrl-] leaves\r\n" % who)
+    try:
+        serial_console.attach(path)
+    except serial_console.ConsoleError as e:
+        raise errors.OpExecError("Console of instance %s: %s" % (who, e)) from None
+
+
 def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
     name = opts.instance
     response = ctx.client().query("instance", ["name", "console", "oper_state"], make_simple_filter("name", [name]))
@@ -492,7 +522,7 @@ def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
     kind = console.get("kind")
     who = console.get("instance", name)
     if kind == "msg":
-        ctx.out(str(console.get("message")))
+        _message_console(ctx, opts, who, console)
     elif kind == "vnc":
         ctx.out("Instance %s has VNC listening on %s:%s (display %s)." % (
             who, console.get("host"), console.get("port"), console.get("display")))

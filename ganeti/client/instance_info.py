@@ -5,7 +5,7 @@ C{serial_no}, C{ctime}, C{mtime}, C{config_state}, C{run_state} (C{None}
 with C{--static}), C{pnode}, C{pnode_group_name}/C{_uuid}, C{snodes} (and
 their groups), C{os}, C{os_instance}/C{os_actual}, C{hypervisor},
 C{hv_instance}/C{hv_actual}, C{be_instance}/C{be_actual}, C{network_port},
-C{nics}, C{disk_template}, C{disks}, C{tags}.  A parameter the instance
+C{nics}, C{disk_template}, C{disks}, C{tags}; and ours, C{accel}.  A parameter the instance
 does not set itself shows as C{default (<value>)}.  NICs may come as
 Ganeti's tuples C{(name, uuid, ip, mac, mode, link, vlan, network,
 netinfo)} or as dicts; disks as Ganeti's disk status dicts.  Keys that are
@@ -23,6 +23,7 @@ from ganeti.client.formatting import format_time, format_unit
 #: the first port of VNC displays (display N listens on 5900 + N)
 VNC_BASE_PORT = 5900
 _ANY_ADDRESSES = ("0.0.0.0", "::")
+_ACCEL_TEXT = {"kvm": "kvm (hardware virtualization)", "tcg": "tcg (software emulation)"}
 _NIC_TUPLE = ("name", "uuid", "ip", "mac", "mode", "link", "vlan", "network", "netinfo")
 
 
@@ -177,6 +178,9 @@ def instance_info(data: Mapping[str, Any]) -> list[Any]:
     if data.get("network_port") is not None:
         info.append(("Allocated network port", str(data["network_port"])))
     info.append(("Hypervisor", data.get("hypervisor")))
+    if data.get("accel"):
+        accel = str(data["accel"])
+        info.append(("Acceleration", _ACCEL_TEXT.get(accel, accel)))
     vnc = _vnc_console(data)
     if vnc:
         info.append(("VNC console", vnc))

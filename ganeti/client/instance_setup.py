@@ -315,4 +315,8 @@ def setup_migrate(parser: argparse.ArgumentParser) -> None:
 def setup_console(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show-cmd", dest="show_command", action="store_true",
                         help="Print the command that connects to the console instead of running it")
+    parser.add_argument("--attach", action="store_true",
+                        help="Attach to a kvm serial console even when not on a terminal (input from stdin, "
+                             "then its output for half a second more); the console's socket must be on this "
+                             "machine (ours)")
     _instance(parser)

@@ -248,7 +248,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         return attrs.evolve(cluster, **changes) if changes else cluster
 
     def _ha_changes(self) -> dict[str, Any]:
-        """The HA parameters (L{ganeti.ha_params}) this opcode changes."""
+        """The HA parameters (L{ganeti.ha.params}) this opcode changes."""
         op = self.op
         given = {"liveness_timeout": op.liveness_timeout, "auto_failover": op.auto_failover,
                  "failover_timeout": op.failover_timeout}

@@ -10,6 +10,8 @@ C{be_instance}/C{be_actual}, C{network_port}, C{nics} (Ganeti's tuples
 C{(name, uuid, ip, mac, mode, link, vlan, network uuid, network info)}),
 C{disk_template}, C{disks} (dicts with C{iv_name}, C{size}, C{mode},
 C{dev_type}, C{logical_id}, C{pstatus}/C{sstatus} (C{None}), ...) and C{tags}.
+Ours: C{accel}, the accelerator a running kvm instance uses (C{kvm} or
+C{tcg}, from its node's instance info), only when the node tells.
 """
 
 from __future__ import annotations
@@ -61,14 +63,16 @@ def disk_data(disk: Disk) -> dict[str, Any]:
     }
 
 
-def instance_data(cfg: ConfigData, inst: Instance, run_state: str | None) -> dict[str, Any]:
-    """The dict of one instance (see the module docstring)."""
+def instance_data(cfg: ConfigData, inst: Instance, run_state: str | None,
+                  runtime: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dict of one instance (see the module docstring); C{runtime}: its
+    node's instance info when it runs."""
     pnode = cfg.nodes.get(inst.primary_node or "")
     pgroup = cfg.nodegroups.get(pnode.group or "") if pnode is not None else None
     snodes = [cfg.nodes[u] for u in iu.secondary_nodes(cfg, inst) if u in cfg.nodes]
     sgroups = [cfg.nodegroups.get(n.group or "") for n in snodes]
     hv_actual = rpc_inst.filled_hvparams(cfg, inst)
-    return {
+    data = {
         "name": inst.name,
         "config_state": inst.admin_state,
         "run_state": run_state,
@@ -96,6 +100,10 @@ def instance_data(cfg: ConfigData, inst: Instance, run_state: str | None) -> dic
         "uuid": inst.uuid,
         "tags": list(inst.tags),
     }
+    accel = (runtime or {}).get("accel")
+    if isinstance(accel, str) and accel:
+        data["accel"] = accel
+    return data
 
 
 @register
@@ -162,10 +170,12 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
         live = None if self.op.static else await self._live()
         result = {}
         for inst in self.instances:
-            run_state = None
+            run_state, runtime = None, None
             if live is not None:
                 info = live.get(inst.primary_node or "")
                 if info is not None:
                     run_state = "up" if inst.name in info else "down"
-            result[inst.name] = instance_data(self.cfg, inst, run_state)
+                    runtime = info.get(inst.name or "")
+            result[inst.name] = instance_data(self.cfg, inst, run_state,
+                                              runtime if isinstance(runtime, dict) else None)
         return result

@@ -16,7 +16,7 @@ L{HeartbeatClient.master_moved}), a client without a master tries again at
 once with a fresh backoff, trusting ssconf over the candidates' confd for
 L{SSCONF_FRESH} seconds: the new master's LuxiD starts a moment after, and
 a node that voted for it must hear it soon (until it does, a vote holds
-back its clock of the master's loss, L{ganeti.election.lost_for}).
+back its clock of the master's loss, L{ganeti.ha.election.lost_for}).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
-from ganeti import errors, ha_params
+from ganeti import errors
 from ganeti.asyncutil import tcp_client_endpoint
+from ganeti.ha import params as ha_params
 from ganeti.heartbeat import wire
 from ganeti.paths import Paths
 from ganeti.ssconf import SimpleStore

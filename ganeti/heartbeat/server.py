@@ -23,7 +23,8 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
-from ganeti import errors, ha_params
+from ganeti import errors
+from ganeti.ha import params as ha_params
 from ganeti.heartbeat import roster as rost
 from ganeti.heartbeat import wire
 from ganeti.heartbeat.store import LivenessStore
@@ -55,7 +56,7 @@ class LivenessService(Service):
                  grace: float = rost.DEFAULT_GRACE, port: int = wire.DEFAULT_PORT) -> None:
         """
         @param timeout: the liveness timeout, fixed; C{None}: the cluster's
-            (C{ha.data}, L{ganeti.ha_params}), followed as it changes
+            (C{ha.data}, L{ganeti.ha.params}), followed as it changes
         """
         self.paths = paths
         self.reactor = reactor

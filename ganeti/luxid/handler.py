@@ -6,7 +6,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from ganeti import errors, ha_params, serializer
+from ganeti import errors, serializer
+from ganeti.ha import params as ha_params
 from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.server import MethodHandler
 from ganeti.luxid import live

@@ -176,7 +176,12 @@ class LiveData:
                 running.update(await self._shared(("instances", id(config), tuple(ask)),
                                                   lambda: self._instances(config, ask)))
             if q.NEED_CONSOLE in needs:
-                running = await self._with_consoles(config, nodes, running, wanted_instances(config, names))
+                wanted = wanted_instances(config, names)
+                recheck = self._stale_for_console(config, nodes, pushed, running, wanted)
+                if recheck:
+                    running.update(await self._shared(("instances", id(config), tuple(recheck)),
+                                                      lambda: self._instances(config, recheck)))
+                running = await self._with_consoles(config, nodes, running, wanted)
             for name, report in running.items():
                 live.setdefault(name, {})["instances"] = report
         return live
@@ -238,6 +243,22 @@ class LiveData:
             if report is not None:
                 out[name] = report
         return out
+
+    @staticmethod
+    def _stale_for_console(config: ConfigData, nodes: Mapping[str, str], pushed: Mapping[str, Any],
+                           running: Mapping[str, Mapping[str, Any]], wanted: list[Instance] | None,
+                           ) -> dict[str, str]:
+        """The primary nodes whose pushed report does not list an instance
+        whose console is asked for by name: asked again by RPC, since a
+        report may lag a start that just happened (C{gnt-instance startup}
+        then C{gnt-instance console})."""
+        recheck: dict[str, str] = {}
+        for inst in wanted or []:
+            pnode = config.nodes.get(inst.primary_node or "")
+            if (pnode is not None and pnode.name in pushed and pnode.name in nodes
+                    and inst.name not in running.get(pnode.name, {})):
+                recheck[pnode.name] = nodes[pnode.name]
+        return recheck
 
     async def _with_consoles(
         self,

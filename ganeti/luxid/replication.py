@@ -67,6 +67,27 @@ BATCH_FILES = 256
 BATCH_BYTES = 8 * 1024 * 1024
 
 Candidates = Callable[[], dict[str, str]]
+#: what every job queue write goes through: C{(path, content)}
+JobWrite = Callable[[str, bytes], Any]
+
+
+class JobDistributor:
+    """The hook every job queue write goes through (LuxiD's and job processes').
+
+    It counts writes and hands each to C{forward} (the background push of
+    L{JobReplicator} on a cluster with candidates).
+    """
+
+    def __init__(self, forward: JobWrite | None = None) -> None:
+        self.writes = 0
+        self.last: str | None = None
+        self.forward = forward
+
+    def __call__(self, path: str, content: bytes) -> None:
+        self.writes += 1
+        self.last = path
+        if self.forward is not None:
+            self.forward(path, content)
 
 
 class Replica:
@@ -586,4 +607,4 @@ def batched(operations: list[replicas.Operation]) -> list[replicas.Operation | l
     return steps
 
 
-__all__ = ["JobReplicator", "Replica", "batched"]
+__all__ = ["JobDistributor", "JobReplicator", "JobWrite", "Replica", "batched"]

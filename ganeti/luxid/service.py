@@ -32,15 +32,17 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from ganeti import errors, opcodes, ports
+from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import not_started
+from ganeti.jobs.submission import check_job
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
+from ganeti.luxid.replication import JobDistributor, JobWrite
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
 from ganeti.query.resources import op_summary
@@ -63,28 +65,6 @@ KILLED_HARD = "Job canceled by request (killed: the job process %s)"
 #: seconds before the scheduler tries again after a job process could not be
 #: started at all (no fork, no pipe: e.g. too many open files)
 SPAWN_RETRY = 1.0
-
-JobWrite = Callable[[str, bytes], Any]
-
-
-class JobDistributor:
-    """The hook every job queue write goes through (LuxiD's and job processes').
-
-    It counts writes and hands each to C{forward} (the background push of
-    L{ganeti.luxid.replication.JobReplicator} on a cluster with candidates).
-    """
-
-    def __init__(self, forward: JobWrite | None = None) -> None:
-        self.writes = 0
-        self.last: str | None = None
-        self.forward = forward
-
-    def __call__(self, path: str, content: bytes) -> None:
-        self.writes += 1
-        self.last = path
-        if self.forward is not None:
-            self.forward(path, content)
-
 
 class LuxidService(Service):
     log = Logger()
@@ -135,7 +115,7 @@ class LuxidService(Service):
         self.liveness: Any = None
         #: the watcher on events (L{ganeti.heartbeat.watcher.Watcher}), if it runs
         self.watcher: Any = None
-        #: why this master stepped down (L{ganeti.luxid.stepdown}): it accepts no job any more
+        #: why this master stepped down (L{ganeti.ha.stepdown}): it accepts no job any more
         self.stepped_down: str | None = None
         self.forkserver: Any = None
         self._queue_watch: DirectoryWatcher | None = None
@@ -547,7 +527,7 @@ class LuxidService(Service):
             raise errors.OpPrereqError("A submission needs a non-empty list of jobs", errors.ECODE_INVAL)
         self.queue.check_capacity(len(self.jobs), len(jobs_ops))
         first = self.queue.serial() + 1
-        checked = [_check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
+        checked = [check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
         results: list[Any] = []
         written: list[tuple[QueuedJob, bytes]] = []
         ids = self.queue.allocate_ids(len(checked))
@@ -805,26 +785,4 @@ class LuxidService(Service):
         return self.wconfd
 
 
-def _check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
-    """Check one submitted job: its opcodes (L{opcodes.validate}) and its
-    dependencies resolved as job C{job_id}; the opcodes as submitted.
-
-    @raise errors.OpPrereqError: (C{ECODE_INVAL}) naming the job (when the
-        submission has several), the opcode and the problem.
-    """
-    where = "Job %d: " % index if count > 1 else ""
-    if not isinstance(ops, list) or not ops:
-        raise errors.OpPrereqError("%sa job needs a non-empty list of opcodes" % where, errors.ECODE_INVAL)
-    for number, op in enumerate(ops):
-        try:
-            opcodes.validate(op)
-        except errors.OpPrereqError as e:
-            raise errors.OpPrereqError("%sopcode %d: %s" % (where, number, e.args[0]), errors.ECODE_INVAL) from None
-    try:
-        scheduler.resolve_relative_depends(ops, job_id)
-    except errors.OpPrereqError as e:
-        raise errors.OpPrereqError("%s%s" % (where, e.args[0]), errors.ECODE_INVAL) from None
-    return [dict(op) for op in ops]
-
-
-__all__ = ["LuxidService", "JobDistributor"]
+__all__ = ["LuxidService"]

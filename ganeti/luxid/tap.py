@@ -16,7 +16,9 @@ from twisted.python import usage
 from ganeti import ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
-from ganeti.epoch import EpochWatch
+from ganeti.ha.epoch import EpochWatch
+from ganeti.ha.stepdown import StepDown
+from ganeti.ha.voting import VotingGate, add_options, check_options
 from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.server import DEFAULT_MAX_CONNECTIONS, LivenessService, heartbeat_listener, own_name, store_for
 from ganeti.heartbeat.watcher import Watcher
@@ -26,11 +28,9 @@ from ganeti.logfile import quiet_twisted
 from ganeti.luxi.server import LuxiServerFactory
 from ganeti.luxid.handler import LuxiHandler
 from ganeti.luxid.live import LiveData
-from ganeti.luxid.replication import JobReplicator
-from ganeti.luxid.service import JobDistributor, LuxidService
-from ganeti.luxid.stepdown import StepDown
+from ganeti.luxid.replication import JobDistributor, JobReplicator
+from ganeti.luxid.service import LuxidService
 from ganeti.paths import Paths
-from ganeti.voting import VotingGate, add_options, check_options
 
 
 class Options(usage.Options):

@@ -64,6 +64,10 @@ def _declare(out: Exposition) -> None:
         ("ganeti_instance_vcpus", "gauge", "Virtual CPUs of the instance."),
         ("ganeti_instance_uptime_seconds", "gauge", "Time since the instance started."),
         ("ganeti_instance_status_code", "gauge", "Ganeti status code of the instance (0 ok, 1, 2, 4 bad)."),
+        ("ganeti_instance_accel_info", "gauge",
+         "The accelerator a running kvm instance uses (accel=\"kvm\": hardware, \"tcg\": software emulation)."),
+        ("ganeti_node_kvm_accel_info", "gauge",
+         "The accelerator new kvm instances get on this node, as its probe found (accel=\"kvm\" or \"tcg\")."),
         ("ganeti_storage_size_bytes", "gauge", "Size of the file system of a storage directory."),
         ("ganeti_storage_used_bytes", "gauge", "Used space of the file system of a storage directory."),
         ("ganeti_storage_free_bytes", "gauge", "Free space of the file system of a storage directory."),
@@ -126,6 +130,8 @@ def _instances(out: Exposition, name: str, data: Any) -> None:
         out.sample("ganeti_instance_vcpus", int(inst.get("vcpus") or 0), **labels)
         out.sample("ganeti_instance_uptime_seconds", int(inst["uptime"]) if inst.get("uptime") else 0, **labels)
         out.sample("ganeti_instance_status_code", inst["status"]["code"], **labels)
+        if inst.get("accel"):
+            out.sample("ganeti_instance_accel_info", 1, accel=str(inst["accel"]), **labels)
 
 
 def _storage(out: Exposition, name: str, data: Any) -> None:
@@ -146,4 +152,9 @@ def _daemon(out: Exposition, name: str, data: Any) -> None:
     out.sample("ganeti_daemon_start_time_seconds", float(data["start_time"]), daemon=name)
 
 
-_HANDLERS = {"cpu-avg-load": _cpu, "diskstats": _diskstats, "node-resources": _node}
+def _kvm_accel(out: Exposition, name: str, data: Any) -> None:
+    if isinstance(data, dict) and data.get("accel"):
+        out.sample("ganeti_node_kvm_accel_info", 1, accel=str(data["accel"]))
+
+
+_HANDLERS = {"cpu-avg-load": _cpu, "diskstats": _diskstats, "node-resources": _node, "hv-kvm": _kvm_accel}

@@ -64,7 +64,7 @@ def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> lis
     from ganeti import daemons
     from ganeti.mond.collectors.daemons import DaemonStatus
     from ganeti.mond.collectors.host import CpuAvgLoad, DiskStats, Host, NodeResources
-    from ganeti.mond.collectors.instances import InstanceStatus, fake_running
+    from ganeti.mond.collectors.instances import InstanceStatus, KvmAccel, fake_running
     from ganeti.mond.collectors.storage import FileStorage
 
     host = Host(proc_dir, clock=reactor.seconds)
@@ -76,7 +76,7 @@ def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> lis
 
     collectors: list[Any] = [CpuAvgLoad(host), DiskStats(host), NodeResources(host)]
     collectors += [InstanceStatus("fake", lambda: fake_running(paths, reactor.seconds()), reactor.seconds),
-                   InstanceStatus("kvm", kvm_running, reactor.seconds)]
+                   InstanceStatus("kvm", kvm_running, reactor.seconds), KvmAccel(paths, _boot_id)]
     from twisted.internet.threads import deferToThreadPool
 
     def in_thread(function: Any, *args: Any) -> Any:
@@ -86,6 +86,14 @@ def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> lis
     specs = list(daemons.DAEMONS)
     collectors += [DaemonStatus(spec.name, spec.master_only, _pid_of(paths, spec), host) for spec in specs]
     return collectors
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
 
 
 def _pid_of(paths: Paths, spec: Any) -> Any:

@@ -33,7 +33,7 @@ from twisted.internet import defer, threads
 from twisted.logger import Logger
 
 from ganeti import daemons, serializer
-from ganeti.epoch import EpochGuard, StaleEpoch
+from ganeti.ha.epoch import EpochGuard, StaleEpoch
 from ganeti.jobs import replicas
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure

@@ -1,7 +1,7 @@
 """The node-side procedures of node RPC (Ganeti's C{backend}).
 
 Each method marked C{@handler} (here and in L{instances}, L{impexp},
-L{master} and L{election}) serves the procedure of its name declared in
+L{master} and L{ganeti.ha.elector}) serves the procedure of its name declared in
 L{ganeti.rpc.procedures}: it takes the positional arguments of the request
 (their count and JSON types checked against the declaration already) and
 returns the payload (or a Deferred of it).  L{RpcFailure} becomes the
@@ -26,10 +26,12 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
-from ganeti import GANETI_RELEASE, daemons, errors, ha_params, serializer, ssconf
-from ganeti.epoch import EpochGuard
+from ganeti import GANETI_RELEASE, daemons, errors, serializer, ssconf
+from ganeti.ha import elector
+from ganeti.ha import params as ha_params
+from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, election, files, impexp, instances, master
+from ganeti.noded import diskfiles, dispatch, files, impexp, instances, master
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -89,7 +91,7 @@ class NodeProcedures:
         #: the highest master epoch this node has seen (fencing of replaced masters)
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
-        self.election = election.ElectionProcedures(paths, reactor, self.epoch, lost_since)
+        self.election = elector.ElectionProcedures(paths, reactor, self.epoch, lost_since)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None

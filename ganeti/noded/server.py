@@ -6,7 +6,7 @@ L{ganeti.rpc.procedures}, 400 for another method than POST, a malformed
 body or another number of arguments than declared, 413 for a body over the
 limit; an argument of another type than declared is refused as the
 procedure refuses bad input (200 C{[false, message]}), before it runs; 409 for a call carrying a master epoch lower than the highest this
-node has seen (L{ganeti.epoch}; the answer carries the node's epoch in the
+node has seen (L{ganeti.ha.epoch}; the answer carries the node's epoch in the
 same header).  Every error answer is C{[false, message]} and changes nothing.
 """
 
@@ -21,7 +21,7 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
-from ganeti import epoch as master_epoch
+from ganeti.ha import epoch as master_epoch
 from ganeti.http_limits import json_site_options
 from ganeti.noded.procedures import NodeProcedures, RpcFailure
 from ganeti.rpc import wire

@@ -25,11 +25,11 @@ from twisted.python import usage
 from ganeti import errors, http_limits
 from ganeti.daemon import PidFileService, lock_pid_file, port_number
 from ganeti.daemons import node_address
+from ganeti.ha.elector import ElectionService
 from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.client import heartbeat_client
 from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
-from ganeti.noded.election import ElectionService
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 import attrs
 
-from ganeti.ha_params import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
+from ganeti.ha.params import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
 from ganeti.opcodes.base import (
     ABSENT,
     P_DISK_STATE,
@@ -84,7 +84,7 @@ define(
         Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
         Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
               "data collector intervals (microseconds)"),
-        # ours, not Ganeti's (kept in ha.data, see ganeti.ha_params): Ganeti's gnt-cluster never sends them
+        # ours, not Ganeti's (kept in ha.data, see ganeti.ha.params): Ganeti's gnt-cluster never sends them
         Param("liveness_timeout", t_maybe(t_seconds(*LIVENESS_TIMEOUT_RANGE)), ABSENT,
               "seconds without a heartbeat before a node is unreachable"),
         Param("auto_failover", t_maybe(T_BOOL), ABSENT, "elect a new master when the master is unreachable"),

@@ -39,8 +39,8 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IBodyProducer
 from zope.interface import implementer
 
-from ganeti import epoch as master_epoch
 from ganeti.asyncutil import tcp_client_endpoint
+from ganeti.ha import epoch as master_epoch
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 from ganeti.rpc.contract import Call, Runner
@@ -170,7 +170,7 @@ class RpcClient(Runner):
     @param port: default noded port
     @param persistent: keep connections open between calls
     @param connect_timeout: seconds to establish a TCP connection
-    @param epoch: the master epoch sent with every call (L{ganeti.epoch});
+    @param epoch: the master epoch sent with every call (L{ganeti.ha.epoch});
         C{None}: none is sent
     """
 
@@ -202,7 +202,7 @@ class RpcClient(Runner):
         """A client presenting this node's cluster certificate (C{server.pem}).
 
         Unless C{epoch} is given, it sends the epoch this process acts under
-        (L{ganeti.epoch.process_epoch}: set in the master daemons).
+        (L{ganeti.ha.epoch.process_epoch}: set in the master daemons).
         """
         kwargs.setdefault("epoch", master_epoch.process_epoch())
         return cls(reactor, PinnedPolicy(Credentials.cluster(paths)), **kwargs)

@@ -389,12 +389,12 @@ def failover_read(names: list[str]) -> dict[str, Any]:
     """C{{name: COMPRESS content or null}} of config.data and job queue files."""
 
 
-# --- automatic failover (see L{ganeti.election}) ----------------------------------------
+# --- automatic failover (see L{ganeti.ha.election}) ----------------------------------------
 
 
 @declare(TMO_URGENT)
 def election_status(candidate: Any) -> dict[str, Any]:
-    """The node's view (L{ganeti.election.NodeView} as a dict) as seen by
+    """The node's view (L{ganeti.ha.election.NodeView} as a dict) as seen by
     C{candidate}, a node name the handler checks."""
 
 

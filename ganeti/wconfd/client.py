@@ -384,7 +384,7 @@ class WConfdClient:
         return (await self.call(c.FlushConfig))["serial_no"]
 
     async def read_ha_params(self) -> dict[str, Any]:
-        """The cluster's HA parameters (L{ganeti.ha_params} record)."""
+        """The cluster's HA parameters (L{ganeti.ha.params} record)."""
         return (await self.call(c.ReadHaParams))["params"]
 
     async def set_ha_params(self, changes: dict[str, Any]) -> dict[str, Any]:

@@ -219,11 +219,11 @@ class FlushConfig(Command):
     response = [(b"serial_no", amp.Integer())]
 
 
-# --- HA parameters (ha.data, see L{ganeti.wconfd.ha}) ------------------------
+# --- HA parameters (ha.data, see L{ganeti.ha.keeper}) ------------------------
 
 
 class ReadHaParams(Command):
-    """The current HA parameters (the record of L{ganeti.ha_params})."""
+    """The current HA parameters (the record of L{ganeti.ha.params})."""
 
     arguments: list[tuple[bytes, amp.Argument]] = []
     response = [(b"params", JSON())]

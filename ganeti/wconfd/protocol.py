@@ -21,14 +21,8 @@ from ganeti import errors
 from ganeti.locking import CONFIG_LOCK, Owner
 from ganeti.wconfd import commands as c
 from ganeti.wconfd.ganeti_front import FIRST_BYTE, GanetiFront
-from ganeti.wconfd.service import (
-    WConfdService,
-    add_answer,
-    blockers_answer,
-    remove_answer,
-    update_answer,
-    write_answer,
-)
+from ganeti.wconfd.requests import add_answer, blockers_answer, remove_answer, update_answer, write_answer
+from ganeti.wconfd.service import WConfdService
 
 _PEERCRED = struct.Struct("3i")
 

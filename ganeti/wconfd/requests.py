@@ -8,7 +8,7 @@ the recorded answer, and nothing is applied a second time.
 
 The answers are kept durably with the change they answer (in the same
 journal record, see L{ganeti.wconfd.service}); this module is the pure
-table: no Twisted, no I/O.
+table, and the shape of each kind of answer: no Twisted, no I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +21,43 @@ from ganeti.locking import Owner
 
 #: answers kept per owner (a client has at most a few calls in flight)
 WINDOW = 64
+
+Answer = dict[str, Any]
+
+
+def write_answer(serial: int) -> Answer:
+    """The answer of L{ganeti.wconfd.service.WConfdService.write_config} on the wire."""
+    return {"serial_no": serial}
+
+
+def update_answer(stored: Any, serial: int) -> Answer:
+    """The answer of L{ganeti.wconfd.service.WConfdService.update_entity} on the wire."""
+    return {"serial_no": stored.serial_no, "mtime": stored.mtime, "config_serial": serial}
+
+
+def add_answer(stored: Any, serial: int) -> Answer:
+    """The answer of L{ganeti.wconfd.service.WConfdService.add_entity} on the wire."""
+    return {"uuid": stored.uuid, "config_serial": serial}
+
+
+def config_serial(answer: Any) -> int | None:
+    """The config serial a recorded answer of a config change names (C{None}: a lock answer)."""
+    if not isinstance(answer, dict):
+        return None
+    serial = answer.get("config_serial")
+    if serial is None and set(answer) == {"serial_no"}:
+        serial = answer["serial_no"]  # L{write_answer}
+    return serial if isinstance(serial, int) else None
+
+
+def blockers_answer(blockers: Iterable[Owner]) -> Answer:
+    """The answer of a lock call that names the owners in the way."""
+    return {"blockers": [b.to_wire() for b in blockers]}
+
+
+def remove_answer(serial: int) -> Answer:
+    """The answer of L{ganeti.wconfd.service.WConfdService.remove_entity} on the wire."""
+    return {"config_serial": serial}
 
 
 class RequestLog:

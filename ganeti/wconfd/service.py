@@ -36,7 +36,16 @@ from ganeti import errors
 from ganeti.lockfile import is_free
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
-from ganeti.wconfd.requests import RequestLog
+from ganeti.wconfd.requests import (
+    Answer,
+    RequestLog,
+    add_answer,
+    blockers_answer,
+    config_serial,
+    remove_answer,
+    update_answer,
+    write_answer,
+)
 from ganeti.wconfd.storage import IConfigStorage
 from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 
@@ -44,42 +53,6 @@ from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 CONFIG_LOCK_PRIORITY = -21
 
 Distributor = Callable[[bytes, int], Any]
-Answer = dict[str, Any]
-
-
-def write_answer(serial: int) -> Answer:
-    """The answer of L{WConfdService.write_config} on the wire."""
-    return {"serial_no": serial}
-
-
-def update_answer(stored: Any, serial: int) -> Answer:
-    """The answer of L{WConfdService.update_entity} on the wire."""
-    return {"serial_no": stored.serial_no, "mtime": stored.mtime, "config_serial": serial}
-
-
-def add_answer(stored: Any, serial: int) -> Answer:
-    """The answer of L{WConfdService.add_entity} on the wire."""
-    return {"uuid": stored.uuid, "config_serial": serial}
-
-
-def config_serial(answer: Any) -> int | None:
-    """The config serial a recorded answer of a config change names (C{None}: a lock answer)."""
-    if not isinstance(answer, dict):
-        return None
-    serial = answer.get("config_serial")
-    if serial is None and set(answer) == {"serial_no"}:
-        serial = answer["serial_no"]  # L{write_answer}
-    return serial if isinstance(serial, int) else None
-
-
-def blockers_answer(blockers: Iterable[Owner]) -> Answer:
-    """The answer of a lock call that names the owners in the way."""
-    return {"blockers": [b.to_wire() for b in blockers]}
-
-
-def remove_answer(serial: int) -> Answer:
-    """The answer of L{WConfdService.remove_entity} on the wire."""
-    return {"config_serial": serial}
 
 
 class RecordingDistributor:
@@ -168,7 +141,7 @@ class WConfdService(Service):
         self._next_distribution: tuple[bytes, int] | None = None
         self._broken: str | None = None
         self._death_loop: LoopingCall | None = None
-        #: the HA parameters' keeper (L{ganeti.wconfd.ha.HaKeeper}), when the daemon has one
+        #: the HA parameters' keeper (L{ganeti.ha.keeper.HaKeeper}), when the daemon has one
         self.ha: Any = None
 
     # --- life cycle -------------------------------------------------------

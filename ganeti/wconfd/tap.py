@@ -16,13 +16,13 @@ from twisted.python import usage
 
 from ganeti import ports
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
-from ganeti.epoch import EpochWatch
+from ganeti.ha.epoch import EpochWatch
+from ganeti.ha.keeper import HaKeeper, HaStage
+from ganeti.ha.voting import VotingGate, add_options, check_options
 from ganeti.listening import endpoint_listener
 from ganeti.lockfile import holds_lock
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
-from ganeti.voting import VotingGate, add_options, check_options
-from ganeti.wconfd.ha import HaKeeper, HaStage
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.replication import MAJORITY_TIMEOUT, ConfigPusher
 from ganeti.wconfd.service import WConfdService

@@ -35,12 +35,13 @@ from typing import Any
 import orjson
 from twisted.internet import defer, task, threads
 
-from ganeti import daemons, ha_params
+from ganeti import daemons
+from ganeti.ha import params as ha_params
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
+from ganeti.testing.auto_failover import TagStream, enable_auto_failover, kill_root, try_submit
 from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, serial_of, ssconf_of
 from ganeti.testing.daemons import make_root, remove_root
-from ganeti.testing.failover import TagStream, enable_auto_failover, kill_root, try_submit
 
 NODES = ["node1.test", "node2.test", "node3.test"]
 FINAL = ("success", "error", "canceled")

@@ -20,11 +20,11 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti import epoch
+from ganeti.ha import epoch
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
+from ganeti.testing.auto_failover import TagStream, enable_auto_failover, kill_root, try_submit
 from ganeti.testing.cluster import LoopbackCluster, serial_of
-from ganeti.testing.failover import TagStream, enable_auto_failover, kill_root, try_submit
 from ganeti.testing.fdcount import wait_final
 from ganeti.testing.netns import Namespaces, NetnsCluster
 from tests.integration.test_failover import (

@@ -17,7 +17,8 @@ import attrs
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti import daemons, epoch
+from ganeti import daemons
+from ganeti.ha import epoch
 from ganeti.jobs import replicas
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths

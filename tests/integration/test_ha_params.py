@@ -19,7 +19,7 @@ import urllib.request
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti import ha_params
+from ganeti.ha import params as ha_params
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from tests.integration.test_liveness import liveness, rapi_get
 

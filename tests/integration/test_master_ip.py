@@ -15,7 +15,7 @@ import pytest
 SCRIPT = r'''
 import json, subprocess, sys
 from twisted.internet import defer, task
-from ganeti.epoch import EpochGuard
+from ganeti.ha.epoch import EpochGuard
 from ganeti.noded.master import MasterProcedures
 from ganeti.paths import Paths
 

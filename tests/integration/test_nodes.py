@@ -16,7 +16,8 @@ import time
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti import daemons, ha_params
+from ganeti import daemons
+from ganeti.ha import params as ha_params
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok, serial_of, ssconf_of
 
 

@@ -14,8 +14,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.process import save_job
 from ganeti.jobs.queue import JobQueueDir
-from ganeti.luxid.replication import JobReplicator
-from ganeti.luxid.service import JobDistributor, LuxidService
+from ganeti.luxid.replication import JobDistributor, JobReplicator
+from ganeti.luxid.service import LuxidService
 from ganeti.paths import Paths
 
 

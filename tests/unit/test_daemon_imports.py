@@ -9,6 +9,10 @@ reachable: the logical units (C{cmdlib}) and the job processor run only in
 job processes; opcodes are for those who submit or run jobs (LuxiD, RAPI);
 the query engine is LuxiD's (and the jobs' that query); NodeD pushes live
 reports without loading LuxiD's query modules.
+
+No module outside the command line's side of the tree reaches
+C{ganeti.client} at all (issue 22), and the pure HA decisions import no
+Twisted and do no I/O.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ NOT_LOADED = {
     "confd": ("twisted.web", "ganeti.rpc", "ganeti.query", "ganeti.opcodes"),
     "mond": ("twisted.web.server", "twisted.spread", "ganeti.rpc", "ganeti.query"),
     "rapi": ("http.server", "socketserver", "mimetypes", "ganeti.query", "ganeti.cmdlib", "ganeti.locking"),
-    "noded": ("ganeti.luxid", "ganeti.query", "ganeti.opcodes", "ganeti.cmdlib", "twisted.web.client"),
+    "noded": ("ganeti.luxid", "ganeti.query", "ganeti.opcodes", "ganeti.cmdlib", "ganeti.client", "twisted.web.client"),
 }
 
 
@@ -126,3 +130,91 @@ def test_importing_a_daemon_loads_no_unused_library(daemon: str) -> None:
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert ROOTS[daemon] in loaded
     assert sorted(name for name in loaded if any(inside(name, unused) for unused in NOT_LOADED[daemon])) == []
+
+
+# --- the daemons and the command line (issue 22) -----------------------------------------
+
+#: the command line's side of the tree: the gnt-* commands, their facade, completion and tools, test harnesses
+COMMAND_LINE = ("ganeti.client", "ganeti.cli", "ganeti.completion", "ganeti.tools", "ganeti.testing")
+
+
+def path_to(graph: dict[str, set[str]], start: str, package: str) -> list[str] | None:
+    """The shortest chain of imports from C{start} to a module of C{package}
+    (the packages above a module count, as in L{reachable}), or C{None}."""
+    before: dict[str, str | None] = {start: None}
+    todo = [start]
+    while todo:
+        following = []
+        for name in todo:
+            if inside(name, package):
+                chain: list[str] = []
+                step: str | None = name
+                while step is not None:
+                    chain.append(step)
+                    step = before[step]
+                return chain[::-1]
+            parts = name.split(".")
+            for target in [*(".".join(parts[:i]) for i in range(1, len(parts))), *sorted(graph.get(name, ()))]:
+                if target not in before:
+                    before[target] = name
+                    following.append(target)
+        todo = following
+    return None
+
+
+def test_no_daemon_module_reaches_the_command_line(graph: dict[str, set[str]]) -> None:
+    """No module outside the command line's side (every daemon package,
+    C{ganeti.ha}, C{ganeti.heartbeat}, the wire protocols, the pure core)
+    imports C{ganeti.client}, directly or through others, at the top or
+    lazily: a daemon drives the steps it shares with a command (the master
+    failover's, L{ganeti.ha.takeover}) through an interface of their own."""
+    found = {}
+    for name in sorted(graph):
+        if any(inside(name, side) for side in COMMAND_LINE):
+            continue
+        chain = path_to(graph, name, "ganeti.client")
+        if chain is not None:
+            found[name] = " -> ".join(chain)
+    assert found == {}
+    assert {"ganeti.ha.elector", "ganeti.ha.takeover", "ganeti.noded.tap", "ganeti.luxid.tap"} <= set(graph)
+
+
+def test_a_lazy_import_of_the_command_line_is_found() -> None:
+    """The check above sees a daemon reaching C{ganeti.client} through a
+    lazy import two modules away (what NodeD's election once did)."""
+    import ast
+
+    source = {
+        "ganeti.d.election": "def take_over():\n    from ganeti.d import steps\n",
+        "ganeti.d.steps": "import ganeti.client.failover\n",
+        "ganeti.client.failover": "x = 1\n",
+    }
+    modules = set(source) | {"ganeti.d", "ganeti.client", "ganeti"}
+    graph = {name: _imported(ast.parse(text), name, False, modules) for name, text in source.items()}
+    assert path_to(graph, "ganeti.d.election", "ganeti.client") == ["ganeti.d.election", "ganeti.d.steps",
+                                                                    "ganeti.client.failover"]
+    assert path_to(graph, "ganeti.d.steps", "ganeti.d.election") is None
+
+
+#: the pure HA decisions -> the only modules of ours they may import
+PURE_HA = {
+    "ganeti.ha.election": {"ganeti.ha.failover"},
+    "ganeti.ha.failover": {"ganeti.jobs.lifecycle"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(PURE_HA))
+def test_the_pure_ha_decisions_stay_pure(graph: dict[str, set[str]], module: str) -> None:
+    """The failover's and the election's decisions import the standard
+    library, attrs and the allowed modules of ours only: no Twisted, no I/O."""
+    import ast
+    import sys
+
+    from tests.unit.test_import_graph import module_names
+
+    assert graph[module] <= PURE_HA[module]
+    tree = ast.parse(module_names(ROOT)[module].read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level}
+    outside = sorted(name for name in imported if name.split(".")[0] not in {*sys.stdlib_module_names, "attrs", "ganeti"})
+    assert outside == []

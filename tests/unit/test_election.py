@@ -8,8 +8,10 @@ import pytest
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
-from ganeti import epoch, ha_params, serializer
-from ganeti.election import (
+from ganeti import serializer
+from ganeti.ha import epoch
+from ganeti.ha import params as ha_params
+from ganeti.ha.election import (
     PROCEED,
     TAKEOVER_ALLOWANCE,
     WAIT,
@@ -23,9 +25,9 @@ from ganeti.election import (
     majority_lost_in,
     refusal,
 )
+from ganeti.ha.elector import ElectionService
+from ganeti.ha.stepdown import StepDown, reachable_count
 from ganeti.heartbeat import roster as rost
-from ganeti.luxid.stepdown import StepDown, reachable_count
-from ganeti.noded.election import ElectionService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import NodeRpcResource
 from ganeti.rpc import wire

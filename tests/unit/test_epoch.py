@@ -10,7 +10,7 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
 from twisted.web.client import BrowserLikePolicyForHTTPS
 
-from ganeti import epoch
+from ganeti.ha import epoch
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import NodeRpcResource
 from ganeti.rpc import wire

@@ -9,7 +9,7 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
 from ganeti import serializer
-from ganeti.failover import (
+from ganeti.ha.failover import (
     FAIL,
     RETRY,
     START,
@@ -126,7 +126,7 @@ def test_failover_status(root, inline_threads):
     serializer.write_file(root.config_data, b'{"serial_no": 3}')
     serializer.write_file(os.path.join(root.queue_dir, "serial"), b"12\n")
     serializer.write_file(os.path.join(root.queue_dir, "job-12"), b'{"ops": [{"status": "queued"}]}')
-    from ganeti import epoch
+    from ganeti.ha import epoch
 
     epoch.write_epoch(root, 4)
     ok, status = call(root, "failover_status")

@@ -13,15 +13,17 @@ from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti import epoch, errors, ha_params, opcodes
-from ganeti.ha_params import HaParams
+from ganeti import errors, opcodes
+from ganeti.ha import epoch
+from ganeti.ha import params as ha_params
+from ganeti.ha.keeper import HaKeeper, HaStage, lagging
+from ganeti.ha.params import HaParams
 from ganeti.jobs import model
 from ganeti.noded.failure import RpcFailure
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.paths import Paths
 from ganeti.rpc.client import RpcResult
 from ganeti.rpc.contract import Runner
-from ganeti.wconfd.ha import HaKeeper, HaStage, lagging
 from tests.unit.test_processor import ProcessorTestCase
 from tests.unit.wconfd_helpers import make_config
 
@@ -154,7 +156,7 @@ class KeeperTests(SynchronousTestCase):
 
 
 def ha_params_targets(config: Any) -> list[str]:
-    from ganeti.wconfd.ha import targets
+    from ganeti.ha.keeper import targets
 
     return list(targets(config))
 

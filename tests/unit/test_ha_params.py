@@ -7,7 +7,7 @@ import tempfile
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti import ha_params
+from ganeti.ha import params as ha_params
 from ganeti.paths import Paths
 
 

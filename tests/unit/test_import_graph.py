@@ -125,3 +125,12 @@ def test_no_import_circle_among_the_tools_opcodes_and_queries() -> None:
     assert "ganeti.client.instance_setup" in graph and "ganeti.query.engine" in graph
     involved = [c for c in cycles(graph) if any(m == w or m.startswith(w + ".") for m in c for w in watched)]
     assert involved == []
+
+
+def test_no_import_circle_through_high_availability() -> None:
+    """C{ganeti.ha} and the daemons using it (NodeD's procedures load its
+    elector, which answers through NodeD's dispatch) form no circle."""
+    graph = import_graph(ROOT)
+    assert "ganeti.ha.elector" in graph["ganeti.noded.procedures"]
+    involved = [c for c in cycles(graph) if any(m == "ganeti.ha" or m.startswith("ganeti.ha.") for m in c)]
+    assert involved == []

@@ -354,3 +354,27 @@ def test_console_query_names_come_from_the_filter() -> None:
     result = run(h.luxi_Query("instance", ["console"], ["|", ["==", "name", "web1"]]))
     assert result["data"] == [[[RS_NORMAL, console]]]
     assert run(h.luxi_QueryInstances(["web1"], ["console", "oper_state"], False)) == [[console, True]]
+
+
+def test_console_of_an_instance_a_lagging_report_misses_is_asked_by_rpc() -> None:
+    """A node's pushed report may not list an instance started a moment
+    ago: for a named console, its primary node is asked again."""
+    console = {"instance": "web1", "kind": "msg", "message": "serial"}
+    rpc = FakeRpc({
+        ("all_instances_info", "node1.example.test"): {"web1": {"state": 0}},
+        ("instance_console_info", "node1.example.test"): console,
+    })
+    reports = {"node1.example.test": {"instances": {}}, "node2.example.test": {"instances": {"web2": {}}}}
+    data = live.LiveData(lambda: rpc)
+    d = ensureDeferred(data.gather(make_config(), {q.NEED_LIVE_INSTANCES, q.NEED_CONSOLE}, ["web1"],
+                                   reports=reports.get))
+    got = d.result
+    assert rpc.procedures() == ["all_instances_info", "instance_console_info"]
+    assert got["node1.example.test"]["instances"]["web1"]["console"] == console
+    # a report that lists the instance is trusted: no RPC but the console's
+    rpc2 = FakeRpc({("instance_console_info", "node1.example.test"): console})
+    reports["node1.example.test"] = {"instances": {"web1": {"state": "running"}}}
+    d = ensureDeferred(live.LiveData(lambda: rpc2).gather(make_config(), {q.NEED_LIVE_INSTANCES, q.NEED_CONSOLE},
+                                                           ["web1"], reports=reports.get))
+    assert rpc2.procedures() == ["instance_console_info"]
+    assert d.result["node1.example.test"]["instances"]["web1"]["console"] == console

@@ -7,7 +7,7 @@ from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.task import Clock
 
-from ganeti import voting
+from ganeti.ha import voting
 from ganeti.rpc.client import RpcResult
 from ganeti.rpc.contract import Runner
 

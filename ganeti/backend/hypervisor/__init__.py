@@ -34,7 +34,7 @@ target of a finalize.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from zope.interface import Interface
 
@@ -51,6 +51,13 @@ from ganeti.hvconstants import (  # noqa: F401  (re-exported: the hypervisors' n
 )
 from ganeti.objects import beparams_memory, beparams_vcpus
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+_T = TypeVar("_T")
+#: what a hypervisor method returns: the result, or a Deferred of it
+MaybeDeferred = Union[_T, "Deferred[_T]"]
+
 
 class HypervisorError(errors.OpExecError):
     """A hypervisor operation failed (Ganeti's C{errors.HypervisorError})."""
@@ -59,26 +66,26 @@ class HypervisorError(errors.OpExecError):
 class IHypervisor(Interface):
     """One hypervisor on one node."""
 
-    def start_instance(instance: Any, block_devices: list[Any], startup_paused: bool) -> None:
+    def start_instance(instance: Any, block_devices: list[Any], startup_paused: bool) -> MaybeDeferred[None]:
         """Start C{instance} (an L{ganeti.objects.Instance} with filled
         C{hvparams} and C{beparams}) with C{block_devices}, a list of
         C{(disk, path, uri)} triples as C{blockdev_assemble} returns them.
         Raise L{HypervisorError} if it is already running."""
 
-    def stop_instance(instance: Any, force: bool, timeout: int | None) -> None:
+    def stop_instance(instance: Any, force: bool, timeout: int | None) -> MaybeDeferred[None]:
         """Stop C{instance}: cleanly within C{timeout} seconds, then hard.
         With C{force}, stopping an instance that is not running succeeds."""
 
-    def reboot_instance(instance: Any) -> None:
+    def reboot_instance(instance: Any) -> MaybeDeferred[None]:
         """Reboot a running C{instance} in place."""
 
     def list_instances() -> list[str]:
         """The names of the instances running (or paused) here, sorted."""
 
-    def get_instance_info(name: str) -> dict[str, Any] | None:
+    def get_instance_info(name: str) -> MaybeDeferred[dict[str, Any] | None]:
         """The info dict of instance C{name}, or C{None} if it is not here."""
 
-    def get_all_instances_info() -> dict[str, dict[str, Any]]:
+    def get_all_instances_info() -> MaybeDeferred[dict[str, dict[str, Any]]]:
         """C{{name: info dict}} for every instance running here."""
 
     def get_console_info(instance: Any) -> dict[str, Any]:
@@ -87,16 +94,16 @@ class IHypervisor(Interface):
     def migration_info(instance: Any) -> Any:
         """Source side: what the target needs to accept C{instance}."""
 
-    def accept_instance(instance: Any, info: Any, target: str = "") -> None:
+    def accept_instance(instance: Any, info: Any, target: str = "") -> MaybeDeferred[None]:
         """Target side: prepare to receive C{instance} on address C{target}."""
 
-    def migrate_instance(instance: Any, target: str) -> None:
+    def migrate_instance(instance: Any, target: str) -> MaybeDeferred[None]:
         """Source side: send C{instance} to node C{target}."""
 
-    def get_migration_status(instance: Any) -> dict[str, Any]:
+    def get_migration_status(instance: Any) -> MaybeDeferred[dict[str, Any]]:
         """Source side: C{{"status": "completed"|"active"|"failed"|"none", ...}}."""
 
-    def finalize_migration(instance: Any, info: Any, success: bool) -> None:
+    def finalize_migration(instance: Any, info: Any, success: bool) -> MaybeDeferred[None]:
         """Either side: commit (C{success}) or roll back the migration."""
 
     def get_node_info() -> dict[str, Any]:

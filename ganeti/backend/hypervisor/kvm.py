@@ -42,16 +42,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import uuid as uuid_module
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
-import attrs
 from twisted.internet import defer
 from twisted.internet.defer import Deferred, ensureDeferred, fail, succeed
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -59,6 +58,7 @@ from zope.interface import implementer
 
 from ganeti import serializer
 from ganeti.backend import hypervisor as hv
+from ganeti.backend.hypervisor import kvm_accel
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
 from ganeti.backend.hypervisor.kvm_process import HostFacts, IQemuProcesses, QemuProcesses, log_tail
 from ganeti.backend.hypervisor.qmp import QMPDisconnected, QMPProtocol
@@ -95,111 +95,17 @@ _GUEST_DOWN = ("shutdown", "guest-panicked")
 #: run states of a source whose migration stopped it
 _MIGRATION_STOPPED = ("postmigrate", "finish-migrate", "paused")
 _SUN_PATH_MAX = 107
-_WILDCARD = ("0.0.0.0", "::", "[::]")
 
 
-class MonitorUnreachable(hv.HypervisorError):
-    """The QMP monitor of an instance could not be connected to."""
-
-
-@attrs.frozen
-class InstanceFiles:
-    """Where the runtime files of one instance live on the node."""
-
-    conf: str
-    pidfile: str
-    qmp_socket: str
-    serial_socket: str
-    log: str
-    #: the second QMP monitor NodeD's event watcher listens on (L{ganeti.heartbeat.kvmd})
-    events_socket: str | None = None
-
-    @property
-    def runtime(self) -> cmdline.RuntimePaths:
-        return cmdline.RuntimePaths(qmp_socket=self.qmp_socket, serial_socket=self.serial_socket,
-                                    pidfile=self.pidfile, events_socket=self.events_socket)
-
-    @property
-    def marker(self) -> str:
-        """What qemu's command line contains, and no other process's."""
-        return cmdline.escape_opt(self.qmp_socket)
-
-
-class _Monitor:
-    """One QMP connection to one instance, shared by concurrent users."""
-
-    def __init__(self, connecting: Deferred[QMPProtocol]) -> None:
-        self.users = 0
-        self.protocol: QMPProtocol | None = None
-        self.failure: Failure | None = None
-        self._closing = False
-        self._waiting: list[Deferred[QMPProtocol]] = []
-        connecting.addCallbacks(self._connected, self._failed)
-
-    def _connected(self, protocol: QMPProtocol) -> None:
-        self.protocol = protocol
-        if self._closing:                   # every user gave up (timed out) while we connected
-            self.close()
-        self._wake()
-
-    def _failed(self, failure: Failure) -> None:
-        self.failure = failure
-        self._wake()
-
-    def _wake(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        for d in waiting:
-            self.wait().chainDeferred(d)
-
-    def wait(self) -> Deferred[QMPProtocol]:
-        if self.failure is not None:
-            return fail(self.failure)
-        if self.protocol is not None:
-            return succeed(self.protocol)
-        d: Deferred[QMPProtocol] = Deferred()
-        self._waiting.append(d)
-        return d
-
-    @property
-    def usable(self) -> bool:
-        if self.failure is not None:
-            return False
-        return self.protocol is None or not self.protocol.closed.called
-
-    def close(self) -> None:
-        self._closing = True
-        if self.protocol is not None and not self.protocol.closed.called:
-            self.protocol.transport.loseConnection()
-
-
-def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "\0" in name:
-        raise hv.HypervisorError("Invalid instance name %r" % (name,))
-    return name
-
-
-def _disk_mode(disk: Any) -> str:
-    mode = disk.get("mode") if isinstance(disk, dict) else getattr(disk, "mode", None)
-    return cmdline.DISK_RDONLY if mode == cmdline.DISK_RDONLY else cmdline.DISK_RDWR
-
-
-def _disks(block_devices: Any) -> list[list[str]]:
-    """C{[[path, mode], ...]} from C{(disk, path, uri)} triples (or paths)."""
-    result = []
-    for index, device in enumerate(block_devices or []):
-        if isinstance(device, str):
-            result.append([device, cmdline.DISK_RDWR])
-        elif isinstance(device, (list, tuple)) and len(device) >= 2 and isinstance(device[1], str):
-            result.append([device[1], _disk_mode(device[0])])
-        else:
-            raise hv.HypervisorError("Block device %d is not a (disk, path, uri) triple: %r" % (index, device))
-    return result
-
-
-def _port(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-        raise hv.HypervisorError("%s must be a TCP port, not %r" % (what, value))
-    return value
+from ganeti.backend.hypervisor.kvm_runtime import (
+    InstanceFiles,
+    MonitorUnreachable,
+    SharedMonitor,
+    check_name,
+    console_info,
+    disks_of,
+    tcp_port,
+)
 
 
 @implementer(hv.IHypervisor)
@@ -213,8 +119,11 @@ class KVMHypervisor:
     @param connect: C{connect(socket_path)} -> Deferred of a negotiated
         L{QMPProtocol} (default: over the Unix socket).
     @param host: the node's L{HostFacts}.
-    @param kvm_usable: overrides the check of C{/dev/kvm}; C{False} makes
-        new instances run under TCG (software emulation).
+    @param kvm_usable: overrides the node's acceleration probe
+        (L{kvm_accel}): C{True} gives new instances KVM, C{False} TCG
+        (software emulation); the hvparam C{kvm_flag} still forces either.
+    @param accel_probe: the node's L{kvm_accel.AccelProbe} (default: a
+        real probe, cached under C{state_dir}).
     """
 
     name = hv.HT_KVM
@@ -222,7 +131,7 @@ class KVMHypervisor:
 
     def __init__(self, paths: Paths, reactor: Any, *, processes: IQemuProcesses | None = None,
                  connect: Any = None, host: HostFacts | None = None,
-                 kvm_usable: bool | None = None) -> None:
+                 kvm_usable: bool | None = None, accel_probe: kvm_accel.AccelProbe | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
         self._processes = processes if processes is not None else QemuProcesses(reactor)
@@ -230,12 +139,13 @@ class KVMHypervisor:
         self._host = host if host is not None else HostFacts()
         self._kvm_usable = kvm_usable
         self.state_dir = os.path.join(paths.run_dir, "kvm-hypervisor")
-        self._monitors: dict[str, _Monitor] = {}
+        self._monitors: dict[str, SharedMonitor] = {}
+        self.accel_probe = accel_probe if accel_probe is not None else kvm_accel.AccelProbe(self.state_dir, reactor)
 
     # --- files ---------------------------------------------------------------
     def files(self, name: str) -> InstanceFiles:
         """The runtime files of instance C{name} on this node."""
-        _check_name(name)
+        check_name(name)
         ctrl = os.path.join(self.state_dir, "ctrl")
         return InstanceFiles(
             conf=os.path.join(self.state_dir, "conf", name),
@@ -264,6 +174,8 @@ class KVMHypervisor:
         """Forget instance C{name}: every runtime file but the log."""
         files = self.files(name)
         for path in (files.conf, files.pidfile, files.qmp_socket, files.serial_socket, files.events_socket):
+            if path is None:
+                continue
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -321,7 +233,7 @@ class KVMHypervisor:
 
         def failed(failure: Failure) -> Failure:
             if protocol.transport is not None:
-                protocol.transport.abortConnection()
+                cast(ITCPTransport, protocol.transport).abortConnection()
             return failure
         return d.addErrback(failed)
 
@@ -331,7 +243,7 @@ class KVMHypervisor:
         path = self.files(name).qmp_socket
         monitor = self._monitors.get(path)
         if monitor is None or not monitor.usable:
-            monitor = self._monitors[path] = _Monitor(self._connect(path))
+            monitor = self._monitors[path] = SharedMonitor(self._connect(path))
         monitor.users += 1
         try:
             try:
@@ -382,11 +294,21 @@ class KVMHypervisor:
             "%s is not installed; install QEMU (Debian/Ubuntu: apt-get install qemu-system-x86) "
             "or set hvparam kvm_path" % cmdline.DEFAULT_BINARY)
 
-    def kvm_usable(self) -> bool:
-        """Whether new instances get KVM acceleration (else TCG)."""
-        if self._kvm_usable is None:
-            self._kvm_usable = self._host.kvm_usable()
-        return self._kvm_usable
+    async def node_accel(self, binary: str) -> str:
+        """C{"kvm"} if KVM acceleration works on this node with C{binary}
+        (the constructor's C{kvm_usable}, else a usable C{/dev/kvm} and the
+        probe's answer), else C{"tcg"}."""
+        if self._kvm_usable is not None:
+            return kvm_accel.ACCEL_KVM if self._kvm_usable else kvm_accel.ACCEL_TCG
+        if not self._host.kvm_usable():
+            return kvm_accel.ACCEL_TCG
+        return await self.accel_probe.accel(binary)
+
+    async def _choose_accel(self, hvparams: dict[str, Any]) -> str:
+        """The accelerator of a new qemu: hvparam C{kvm_flag}, else the node's."""
+        flag = hvparams.get(kvm_accel.KVM_FLAG)
+        probed = await self.node_accel(self._binary(hvparams)) if kvm_accel.needs_probe(flag) else None
+        return kvm_accel.decide(flag, probed)
 
     def _tap(self, uuid: str, index: int) -> str:
         digest = hashlib.sha1(("%s\0%s" % (self.paths.root, uuid)).encode()).hexdigest()
@@ -406,7 +328,7 @@ class KVMHypervisor:
                            "tap": self._tap(uuid, index)})
         return result
 
-    def _new_record(self, instance: Any, disks: list[list[str]], paused: bool) -> dict[str, Any]:
+    def _new_record(self, instance: Any, disks: list[list[str]], paused: bool, accel: str) -> dict[str, Any]:
         hvparams = dict(getattr(instance, "hvparams", None) or {})
         uuid = instance.uuid or str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, instance.name))
         vnc_port = None
@@ -418,7 +340,7 @@ class KVMHypervisor:
             "name": instance.name, "uuid": uuid, "memory": hv.instance_memory(instance),
             "vcpus": hv.instance_vcpus(instance), "hvparams": hvparams, "disks": disks,
             "nics": self._nics(instance, uuid), "vnc_port": vnc_port,
-            "accel": cmdline.detect_accel(self.kvm_usable()), "state": PAUSED if paused else RUNNING,
+            "accel": accel, "state": PAUSED if paused else RUNNING,
         }
 
     def _argv(self, name: str, record: dict[str, Any], incoming: str | None) -> list[str]:
@@ -555,7 +477,7 @@ class KVMHypervisor:
             self.log.info("powerdown of instance {name} failed: {e}", name=name, e=e)
 
     async def _stop(self, instance: Any, force: bool, timeout: int | None) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._live(name)
         if record is None:
             if force:
@@ -572,7 +494,7 @@ class KVMHypervisor:
         return ensureDeferred(self._start(instance, block_devices, startup_paused))
 
     async def _start(self, instance: Any, block_devices: list[Any], startup_paused: bool) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         current = self._live(name)
         if current is not None and current.get("state") == INCOMING:
             raise hv.HypervisorError("Instance %s is being migrated here" % name)
@@ -583,7 +505,9 @@ class KVMHypervisor:
             self.log.info("the guest of instance {name} powered itself off; ending its qemu (pid {pid}) "
                           "to start it afresh", name=name, pid=current.get("pid"))
             await self._destroy(name, current)
-        record = self._new_record(instance, _disks(block_devices), bool(startup_paused))
+        disks = disks_of(block_devices)
+        accel = await self._choose_accel(dict(getattr(instance, "hvparams", None) or {}))
+        record = self._new_record(instance, disks, bool(startup_paused), accel)
         await self._launch(name, record, incoming=None)
 
     def stop_instance(self, instance: Any, force: bool = False, timeout: int | None = None) -> Deferred[None]:
@@ -593,7 +517,7 @@ class KVMHypervisor:
         return ensureDeferred(self._reboot(instance))
 
     async def _reboot(self, instance: Any) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._running(name, "reboot")
         async with self._qmp(name) as protocol:
             status = await self._status(protocol)
@@ -607,7 +531,7 @@ class KVMHypervisor:
         return ensureDeferred(self._balloon(instance, memory))
 
     async def _balloon(self, instance: Any, memory: int) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._running(name, "balloon the memory of")
         async with self._qmp(name) as protocol:
             await self._execute(protocol, "balloon", {"value": int(memory) * 1024 * 1024})
@@ -651,13 +575,14 @@ class KVMHypervisor:
             "vcpus": int(record.get("vcpus") or 0),
             "state": state,
             "time": max(0, int(self._reactor.seconds() - started)),
+            "accel": str(record.get("accel") or ""),
         }
 
     def get_instance_info(self, name: str) -> Deferred[dict[str, Any] | None]:
         """C{{"memory", "vcpus", "state", "time"}} of instance C{name},
         C{None} if it does not run here; C{state} comes from qemu."""
         try:
-            record = self._live(_check_name(name))
+            record = self._live(check_name(name))
         except hv.HypervisorError:
             return fail()
         if record is None or record.get("state") == INCOMING:
@@ -672,35 +597,23 @@ class KVMHypervisor:
         return d.addCallback(lambda infos: dict(zip(names, infos)))
 
     def get_console_info(self, instance: Any) -> dict[str, Any]:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         hvparams = getattr(instance, "hvparams", None) or {}
-        bind = hvparams.get("vnc_bind_address") or ""
         record = self._read(name) or {}
         port = record.get("vnc_port") or getattr(instance, "network_port", None)
-        if bind and port:
-            host = socket.gethostname() if bind in _WILDCARD else bind
-            return {"instance": name, "kind": hv.CONS_VNC, "host": host, "port": port,
-                    "display": port - cmdline.VNC_BASE_PORT}
-        if hvparams.get("serial_console", True):
-            path = self.files(name).serial_socket
-            return {"instance": name, "kind": hv.CONS_MESSAGE,
-                    "message": "The serial console of instance %s is the Unix socket %s on node %s; attach "
-                               "with: socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:%s (Ctrl-] leaves)"
-                               % (name, path, socket.gethostname(), path)}
-        return {"instance": name, "kind": hv.CONS_MESSAGE,
-                "message": "Instance %s has no console (no vnc_bind_address, serial_console off)" % name}
+        return console_info(name, hvparams, port, self.files(name).serial_socket)
 
     # --- the interface: migration --------------------------------------------
     def _migration_port(self, instance: Any, record: dict[str, Any] | None = None) -> int:
         hvparams = dict((record or {}).get("hvparams") or {})
         hvparams.update(getattr(instance, "hvparams", None) or {})
-        return _port(hvparams.get("migration_port") or DEFAULT_MIGRATION_PORT, "hvparam migration_port")
+        return tcp_port(hvparams.get("migration_port") or DEFAULT_MIGRATION_PORT, "hvparam migration_port")
 
     def migration_info(self, instance: Any) -> dict[str, Any]:
         """Source side: the pieces the target's command line is built from
         (memory, vcpus, hvparams, disks, NICs, VNC port, acceleration), the
         source's own command line (for the record) and whether it is paused."""
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._running(name, "migrate")
         info = {key: record.get(key) for key in ("uuid", "memory", "vcpus", "hvparams", "disks", "vnc_port", "accel")}
         info["nics"] = [{k: nic[k] for k in ("mac", "mode", "link")} for nic in record.get("nics") or []]
@@ -712,15 +625,15 @@ class KVMHypervisor:
         return ensureDeferred(self._accept(instance, info, target))
 
     async def _accept(self, instance: Any, info: Any, target: str) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         if self._live(name) is not None:
             raise hv.HypervisorError("Instance %s already exists on this node" % name)
         if not isinstance(info, dict) or not isinstance(info.get("hvparams"), dict):
             raise hv.HypervisorError("Bad migration info for instance %s: %.200r" % (name, info))
         accel = info.get("accel") or "kvm"
-        if accel == "kvm" and not self.kvm_usable():
+        if accel == "kvm" and await self.node_accel(self._binary(info["hvparams"])) != "kvm":
             raise hv.HypervisorError("Instance %s runs with KVM acceleration on its source, but this node "
-                                     "has no usable /dev/kvm" % name)
+                                     "has no working KVM acceleration (no usable /dev/kvm, or its probe failed)" % name)
         uuid = info.get("uuid") or instance.uuid or str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, name))
         port = self._migration_port(instance, info)
         address = target or "0.0.0.0"
@@ -744,7 +657,7 @@ class KVMHypervisor:
         return ensureDeferred(self._migrate(instance, target, live))
 
     async def _migrate(self, instance: Any, target: str, live: bool) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._running(name, "migrate")
         if not target or not isinstance(target, str):
             raise hv.HypervisorError("Migration of instance %s needs the target's address" % name)
@@ -777,7 +690,7 @@ class KVMHypervisor:
         return ensureDeferred(self._migration_status(instance))
 
     async def _migration_status(self, instance: Any) -> dict[str, Any]:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._live(name)
         if record is None or record.get("state") == INCOMING or "migration" not in record:
             return {"status": "none"}
@@ -797,7 +710,7 @@ class KVMHypervisor:
         return ensureDeferred(self._finalize(instance, info, success))
 
     async def _finalize(self, instance: Any, info: Any, success: bool) -> None:
-        name = _check_name(instance.name)
+        name = check_name(instance.name)
         record = self._read(name)
         if record is not None and record.get("state") == INCOMING:
             await self._finalize_target(name, record, success)

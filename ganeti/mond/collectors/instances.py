@@ -8,7 +8,13 @@ runs here unknown to the configuration gets::
     {"name", "uuid", "admin_state", "actual_state", "uptime", "mtime",
      "state_reason", "status": {"code", "message"}}
 
-C{verbose=1} adds C{memory} (MiB), C{vcpus} and C{hypervisor}.
+C{verbose=1} adds C{memory} (MiB), C{vcpus} and C{hypervisor}, and for a
+kvm instance C{accel} (C{kvm} or C{tcg}).
+
+C{hv-kvm} (ours, category C{hypervisor}) reports the node's KVM
+acceleration probe (L{ganeti.backend.hypervisor.kvm_accel}) as cached for
+this boot: C{{"accel": "kvm"|"tcg"|None, "reason", "binary", "probe_seconds"}}
+(C{None}: no kvm instance has started since the node booted).
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from twisted.internet.defer import maybeDeferred
 
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
 from ganeti.mond.report import (
+    CATEGORY_HYPERVISOR,
     CATEGORY_INSTANCE,
+    KIND_PERF,
     KIND_STATUS,
     STATUS_BAD,
     STATUS_OK,
@@ -78,7 +86,7 @@ def instance_statuses(hypervisor: str, configured: list[dict[str, Any]], running
 def _item(inst: dict[str, Any], name: str, admin: str, info: dict[str, Any] | None, mtime: float,
           hypervisor: str, code: int, message: str) -> dict[str, Any]:
     reason = inst.get("state_reason") or []
-    return {
+    item = {
         "name": name,
         "uuid": inst.get("uuid") or "",
         "admin_state": admin,
@@ -91,6 +99,10 @@ def _item(inst: dict[str, Any], name: str, admin: str, info: dict[str, Any] | No
         "vcpus": int((info or {}).get("vcpus") or inst.get("vcpus") or 0),
         "hypervisor": hypervisor,
     }
+    accel = (info or {}).get("accel")
+    if isinstance(accel, str) and accel:
+        item["accel"] = accel      # ours (kvm): the accelerator the running instance uses
+    return item
 
 
 def fake_running(paths: Any, now: float) -> dict[str, dict[str, Any]]:
@@ -157,3 +169,37 @@ class InstanceStatus(Collector):
         if verbose or not isinstance(data, dict) or "instances" not in data:
             return data
         return dict(data, instances=[{k: i[k] for k in FIELDS} for i in data["instances"]])
+
+
+def kvm_accel_state(paths: Any, boot_id: str) -> dict[str, Any]:
+    """The node's cached KVM acceleration probe (see the module docstring),
+    read from its file without importing the hypervisor layer."""
+    import os
+
+    from ganeti import serializer
+
+    try:
+        record = serializer.read_json(os.path.join(paths.run_dir, "kvm-hypervisor", "accel.json"))
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or record.get("boot_id") != boot_id:
+        return {"accel": None, "reason": "not probed since the node booted", "binary": None, "probe_seconds": None}
+    return {"accel": record.get("accel"), "reason": record.get("reason") or "", "binary": record.get("binary"),
+            "probe_seconds": record.get("probe_seconds")}
+
+
+class KvmAccel(Collector):
+    """C{hv-kvm}: whether kvm instances here get hardware acceleration."""
+
+    name = "hv-kvm"
+    category = CATEGORY_HYPERVISOR
+    kind = KIND_PERF
+
+    def __init__(self, paths: Any, boot_id: Callable[[], str]) -> None:
+        self._paths, self._boot_id = paths, boot_id
+
+    def available(self, view: ClusterView) -> bool:
+        return "kvm" in view.hypervisors
+
+    def collect(self, view: ClusterView) -> Any:
+        return kvm_accel_state(self._paths, self._boot_id())

@@ -24,7 +24,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import ports, serializer
-from ganeti.failover import FAIL, START, startup_vote
+from ganeti.ha.failover import FAIL, START, startup_vote
 from ganeti.paths import Paths
 from ganeti.rpc import procedures
 

@@ -3,7 +3,7 @@
 They are cluster parameters (C{gnt-cluster modify --liveness-timeout,
 --auto-failover, --failover-timeout}) but they live in a file of their own,
 C{var/lib/ganeti/ha.data}, beside C{config.data} and not inside it, for the
-reason L{ganeti.epoch} gives: Ganeti 3.0's loader refuses any key of the
+reason L{ganeti.ha.epoch} gives: Ganeti 3.0's loader refuses any key of the
 cluster object it does not know, so an extra key in C{config.data} would make
 the file unreadable by Ganeti's own tools.
 
@@ -228,7 +228,7 @@ def cluster_fields(paths: Paths) -> dict[str, Any]:
 
     Names start with C{ha_}, which none of Ganeti's cluster fields do.
     """
-    from ganeti import epoch as master_epoch
+    from ganeti.ha import epoch as master_epoch
 
     params = read(paths)
     try:

@@ -1,4 +1,4 @@
-"""NodeD's part of the automatic failover (the decisions are L{ganeti.election}'s).
+"""NodeD's part of the automatic failover (the decisions are L{ganeti.ha.election}'s).
 
 Two procedures every node answers:
 
@@ -9,24 +9,24 @@ Two procedures every node answers:
    config serial and job queue serial;
  - C{election_vote(epoch, candidate, config_serial, queue_serial)}: this
    node's vote; given once per epoch, recorded durably (the epoch record of
-   L{ganeti.epoch.EpochGuard}, fsynced) before the answer, and only with
+   L{ganeti.ha.epoch.EpochGuard}, fsynced) before the answer, and only with
    C{auto_failover} on, the master lost for the failover timeout here too,
    and the candidate at least as up to date as this node.
 
 L{ElectionService} runs on every node: on a master candidate that has lost
-the master for the timeout (or is about to: L{ganeti.election.lead}), with
+the master for the timeout (or is about to: L{ganeti.ha.election.lead}), with
 C{auto_failover} on, it asks every node for its status, and, when
-L{ganeti.election.decide} says so, for its vote (the moment a majority has
-lost the master for the timeout: L{ganeti.election.majority_lost_in});
+L{ganeti.ha.election.decide} says so, for its vote (the moment a majority has
+lost the master for the timeout: L{ganeti.ha.election.majority_lost_in});
 a candidate elected by a strict majority of all nodes runs the failover of
 C{gnt-cluster master-failover} in this process
-(L{ganeti.client.failover.elected_failover}) under the epoch it won.
+(L{ganeti.ha.takeover.elected_failover}, reporting to this node's log)
+under the epoch it won.
 Nothing of this acts with C{auto_failover} off (the default).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import random
 from typing import Any, Callable
@@ -35,10 +35,12 @@ from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from ganeti import errors, ha_params, serializer, ssconf
+from ganeti import errors, serializer, ssconf
 from ganeti.asyncutil import Ticker
-from ganeti.election import PROCEED, NodeView, aged, decide, elected, lead, lost_for, majority_lost_in, refusal
-from ganeti.epoch import EpochGuard, StaleEpoch
+from ganeti.ha import params as ha_params
+from ganeti.ha import takeover
+from ganeti.ha.election import PROCEED, NodeView, aged, decide, elected, lead, lost_for, majority_lost_in, refusal
+from ganeti.ha.epoch import EpochGuard, StaleEpoch
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -116,7 +118,7 @@ class ElectionProcedures:
         return _config_serial(self.paths)
 
     def lost_for(self, candidate: str | None = None) -> float | None:
-        """Seconds this node counts the master as lost (L{ganeti.election.lost_for});
+        """Seconds this node counts the master as lost (L{ganeti.ha.election.lost_for});
         for the C{candidate} this node last voted for, its vote does not count."""
         if self._lost_since is None:
             return None
@@ -191,18 +193,24 @@ class ElectionProcedures:
         return d
 
 
-class _LogLines(io.StringIO):
-    """A text stream that logs each line written (the failover's messages)."""
+class Logged:
+    """The take-over's L{ganeti.ha.takeover.Progress}, logged line by line:
+    steps at level info, warnings and failures at level warn."""
 
-    def __init__(self, level: str) -> None:
-        super().__init__()
-        self._level = level
+    def step(self, text: str) -> None:
+        self._log("info", text)
 
-    def write(self, text: str) -> int:
+    def warn(self, text: str) -> None:
+        self._log("warn", text)
+
+    def fail(self, text: str) -> None:
+        self._log("warn", text)
+
+    @staticmethod
+    def _log(level: str, text: str) -> None:
         for line in text.splitlines():
             if line.strip():
-                getattr(log, self._level)("election: {line}", line=line)
-        return len(text)
+                getattr(log, level)("election: {line}", line=line)
 
 
 class ElectionService(Ticker):
@@ -338,23 +346,14 @@ class ElectionService(Ticker):
         return views
 
     async def _take_over(self, epoch: int, timeout: float) -> int:
-        from ganeti.client import failover
-        from ganeti.client.command import EXIT_FAILURE, Context
-
-        ctx = Context("ganeti-noded", "master-failover", _namespace(self.paths), _LogLines("info"),
-                          _LogLines("warn"))
+        """The failover under the epoch won; its exit code (0: this node is the master)."""
         try:
-            view = failover.view_of(self.paths, self.port, quick_timeout=CALL_TIMEOUT)
+            view = takeover.view_of(self.paths, self.port, quick_timeout=CALL_TIMEOUT)
         except (errors.ConfigurationError, SystemExit) as e:
             log.error("election: cannot read this node's view of the cluster: {why}", why=str(e))
-            return EXIT_FAILURE
-        return await failover.elected_failover(self.reactor, ctx, view, epoch)
+            return 1
+        done = await takeover.elected_failover(self.reactor, Logged(), view, epoch)
+        return 0 if done else 1
 
 
-def _namespace(paths: Paths) -> Any:
-    import argparse
-
-    return argparse.Namespace(root=paths.root)
-
-
-__all__ = ["CALL_TIMEOUT", "ElectionProcedures", "ElectionService"]
+__all__ = ["CALL_TIMEOUT", "ElectionProcedures", "ElectionService", "Logged"]

@@ -1,11 +1,11 @@
 """A master that cannot reach a majority steps down (automatic failover).
 
-With the cluster parameter C{auto_failover} on (L{ganeti.ha_params}), LuxiD
+With the cluster parameter C{auto_failover} on (L{ganeti.ha.params}), LuxiD
 counts the nodes it reaches: those whose heartbeat connection is up in its
 roster, those not heard of yet since it started (they have the roster's
 grace to connect), and itself.  When that is no strict majority of the
 cluster's nodes for C{failover_timeout} seconds running
-(L{ganeti.election.StepDownClock}), this master is likely cut off in a
+(L{ganeti.ha.election.StepDownClock}), this master is likely cut off in a
 minority while the majority elects another: LuxiD refuses new jobs from
 then on, logs why, stops this node's WConfD (no config write any more) and
 stops itself.  RAPI keeps running: it serves nothing by itself.
@@ -20,9 +20,9 @@ from typing import Any, Callable
 from twisted.internet import threads
 from twisted.logger import Logger
 
-from ganeti import ha_params
 from ganeti.asyncutil import Ticker
-from ganeti.election import StepDownClock
+from ganeti.ha import params as ha_params
+from ganeti.ha.election import StepDownClock
 from ganeti.heartbeat import roster as rost
 from ganeti.paths import Paths
 

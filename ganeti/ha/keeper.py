@@ -1,4 +1,4 @@
-"""WConfD's side of the HA parameters (L{ganeti.ha_params}): change, store, replicate.
+"""WConfD's side of the HA parameters (L{ganeti.ha.params}): change, store, replicate.
 
     keeper = HaKeeper(paths, reactor, config, rpc=...)
     params = await keeper.change({"liveness_timeout": 5.0})   # durable here, then sent to every node
@@ -24,8 +24,9 @@ from twisted.internet.defer import Deferred, DeferredLock, maybeDeferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from ganeti import errors, ha_params
-from ganeti.ha_params import HaParams
+from ganeti import errors
+from ganeti.ha import params as ha_params
+from ganeti.ha.params import HaParams
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 from ganeti.rpc import procedures

@@ -25,7 +25,7 @@ The one that proceeds asks every node for its vote for one epoch above
 every epoch it heard of (NodeD's C{election_vote}).  A node L{refusal}s
 unless it too lost the master for the timeout and the candidate's config
 and job queue are at least as new as its own; it gives each epoch once
-(L{ganeti.epoch.EpochGuard.claim}, recorded durably before it answers).  A
+(L{ganeti.ha.epoch.EpochGuard.claim}, recorded durably before it answers).  A
 strict majority of all nodes elects: the winner runs the failover of
 C{gnt-cluster master-failover} under the epoch it won.
 
@@ -46,7 +46,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from ganeti.failover import majority
+from ganeti.ha.failover import majority
 
 PROCEED, WAIT = "proceed", "wait"
 

@@ -1,10 +1,12 @@
-"""gnt-cluster master-failover, master-ping, activate-master-ip, deactivate-master-ip.
+"""The take-over steps of a master failover (I/O; the decisions are L{ganeti.ha.failover}'s).
 
-C{master-failover} runs on the master candidate that is to become master
-and follows Ganeti's steps (spec/ha.md section 1) with what Ganeti lacks:
+Both C{gnt-cluster master-failover} (L{ganeti.client.cluster_master}) and
+NodeD's automatic failover (L{ganeti.ha.elector}, for a candidate elected
+under an epoch) run the same steps on the node that is to become master,
+following Ganeti's (spec/ha.md section 1) with what Ganeti lacks:
 
  1. Ganeti's checks: not the master already, a master candidate; unless
-    C{--no-voting}, a strict majority of nodes answers C{master_node_name}
+    C{no_voting}, a strict majority of nodes answers C{master_node_name}
     and the most voted master is the one this node believes in.
  2. Newest state first, from every candidate (the old master too, while
     it is still the master): a newer C{config.data}, a higher queue serial
@@ -15,7 +17,7 @@ and follows Ganeti's steps (spec/ha.md section 1) with what Ganeti lacks:
     node gives an epoch once): the old master's writes are refused from
     then on, and its daemons stop when they learn it.  Then the newest
     state again, from the other candidates (a majority must have answered,
-    unless C{--no-voting}): what the old master acknowledged meanwhile is
+    unless C{no_voting}): what the old master acknowledged meanwhile is
     on a majority.
  4. The old master: C{node_deactivate_master_ip}, C{node_stop_master}
     (failures are warnings: it may be dead).
@@ -24,26 +26,25 @@ and follows Ganeti's steps (spec/ha.md section 1) with what Ganeti lacks:
     config.data and ssconf go to the other nodes.
  6. C{node_start_master_daemons} here, then C{node_activate_master_ip}.
 
-L{elected_failover} runs the same steps inside NodeD for a candidate
-elected by the automatic failover (L{ganeti.noded.election}), under the
-epoch it won, without the vote on the master's name (its voters are a
-majority that lost the master).
+The steps report through a L{Progress}: what was done (C{step}), what went
+wrong without stopping them (C{warn}) and why they stopped (C{fail}); the
+command line prints them, NodeD logs them.  L{failover} runs them for
+C{master-failover}, L{elected_failover} for an elected candidate; both
+return whether this node is now the master.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
-from typing import Any, Callable, Coroutine
+from typing import Any, Protocol
 
 import attrs
 
-from ganeti import ha_params, ports, serializer
-from ganeti.client import prompt
-from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
-from ganeti.epoch import read_epoch
-from ganeti.failover import (
+from ganeti import ports, serializer
+from ganeti.ha import params as ha_params
+from ganeti.ha.epoch import read_epoch
+from ganeti.ha.failover import (
     FAILOVER_REASON,
     FailoverRefused,
     NodeState,
@@ -55,9 +56,6 @@ from ganeti.failover import (
 from ganeti.paths import Paths
 from ganeti.rpc import procedures
 
-NO_VOTING_TEXT = ("This will perform the failover even if most other nodes are down, or if this node is outdated."
-                  " This is dangerous as it can lead to a non-consistent cluster. Check the gnt-cluster(8) man page"
-                  " before proceeding. Continue?")
 #: Seconds the old master gets to stop, and this node to start, its daemons.
 DAEMONS_TIMEOUT = 90.0
 #: Seconds a node gets to answer the quick calls (votes, states, the epoch):
@@ -65,21 +63,17 @@ DAEMONS_TIMEOUT = 90.0
 QUICK_TIMEOUT = 5.0
 
 
-def _react(main: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
-    """Run C{main(reactor)} on the global reactor; its exit code."""
-    from twisted.internet import reactor
-    from twisted.internet.defer import Deferred
+class Progress(Protocol):
+    """Where the take-over steps report (one line of text each, or a few)."""
 
-    outcome: list[Any] = []
-    d = Deferred.fromCoroutine(main(reactor))
-    d.addBoth(outcome.append)
-    d.addBoth(lambda _: reactor.stop())
-    if not outcome:
-        reactor.run(installSignalHandlers=False)  # type: ignore[call-arg]
-    result = outcome[0]
-    if hasattr(result, "raiseException"):
-        result.raiseException()
-    return int(result)
+    def step(self, text: str) -> None:
+        """A step done (C{gnt-cluster master-failover} prints it on stdout)."""
+
+    def warn(self, text: str) -> None:
+        """Something went wrong; the steps go on (printed on stderr)."""
+
+    def fail(self, text: str) -> None:
+        """Why the steps stopped: this node is not the master (printed on stderr)."""
 
 
 @attrs.frozen
@@ -110,84 +104,69 @@ def view_of(paths: Paths, rpc_port: int = ports.NODED, quick_timeout: float = QU
                    store.get_master_candidates(), addresses, rpc_port, quick_timeout)
 
 
-def _view(ctx: Context, rpc_port: int = ports.NODED) -> Cluster:
-    return view_of(Paths.from_option(ctx.root), rpc_port)
-
-
 def _rpc(reactor: Any, view: Cluster, epoch: int | None) -> Any:
     from ganeti.rpc import RpcClient
 
     return RpcClient.from_paths(reactor, view.paths, port=view.rpc_port, epoch=epoch)
 
 
-def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
-    view = _view(ctx, opts.rpc_port)
-    try:
-        check_candidate(view.me, view.master, view.candidates)
-    except FailoverRefused as e:
-        ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
-        return EXIT_FAILURE
-    if opts.no_voting and not opts.yes_do_it and not prompt.ask_user(NO_VOTING_TEXT):
-        return EXIT_FAILURE
-    started = time.monotonic()
-    code = _react(lambda reactor: _failover(reactor, ctx, view, opts.no_voting))
-    if code == EXIT_SUCCESS:
-        ctx.out("Master failover to %s done in %.1fs" % (view.me, time.monotonic() - started))
-    return code
-
-
-async def elected_failover(reactor: Any, ctx: Context, view: Cluster, epoch: int) -> int:
+async def elected_failover(reactor: Any, progress: Progress, view: Cluster, epoch: int) -> bool:
     """The failover of a candidate that won the automatic failover's election
-    for C{epoch} (L{ganeti.noded.election}): the steps of C{master-failover},
+    for C{epoch} (L{ganeti.ha.elector}): the steps of C{master-failover},
     with voting, under the epoch won (the voters recorded it for this node)."""
     try:
         check_candidate(view.me, view.master, view.candidates)
     except FailoverRefused as e:
-        ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
-        return EXIT_FAILURE
-    return await _failover(reactor, ctx, view, False, won_epoch=epoch)
+        progress.fail("Failure: prerequisites not met for this operation:\n%s" % e)
+        return False
+    return await failover(reactor, progress, view, False, won_epoch=epoch)
 
 
-async def _failover(reactor: Any, ctx: Context, view: Cluster, no_voting: bool, *,
-                    won_epoch: int | None = None) -> int:
+async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: bool, *,
+                   won_epoch: int | None = None) -> bool:
+    """The steps of C{gnt-cluster master-failover [--no-voting]} (see the
+    module docstring); C{won_epoch}: those of a candidate elected for it.
+
+    @return: whether this node is now the master
+    """
     plain = _rpc(reactor, view, None)
     try:
         try:
             # an elected candidate's voters are a majority that lost the master: no vote on its name
-            states = await _vote(ctx, plain, view, no_voting or won_epoch is not None)
+            states = await _vote(progress, plain, view, no_voting or won_epoch is not None)
             # what only the old master may hold yet, fetched while it is still the master: once fenced,
             # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
-            await _catch_up(ctx, plain, view, {n: s for n, s in states.items() if n in view.candidates})
+            await _catch_up(progress, plain, view, {n: s for n, s in states.items() if n in view.candidates})
         except FailoverRefused as e:
-            ctx.err("Failure: prerequisites not met for this operation:\n%s" % e)
-            return EXIT_FAILURE
+            progress.fail("Failure: prerequisites not met for this operation:\n%s" % e)
+            return False
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
     if won_epoch is not None:
         if epoch - 1 > won_epoch:
-            ctx.err("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
-                    % (epoch - 1, won_epoch))
-            return EXIT_FAILURE
+            progress.fail("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
+                          % (epoch - 1, won_epoch))
+            return False
         epoch = won_epoch
     fenced = _rpc(reactor, view, epoch)
     try:
         # fencing: from here on the old master can make no change a majority holds,
         # so the newest state gathered next cannot be overtaken
-        accepted = await _raise_epoch(ctx, fenced, view, no_voting, epoch)
+        accepted = await _raise_epoch(progress, fenced, view, no_voting, epoch)
         if accepted is None:
-            return EXIT_FAILURE
+            return False
         try:
-            await _newest_state_first(ctx, fenced, view, no_voting, old_master_answered=view.master in states)
+            await _newest_state_first(progress, fenced, view, no_voting, old_master_answered=view.master in states)
         except FailoverRefused as e:
-            ctx.err("Failure: %s" % e)
-            return EXIT_FAILURE
-        return await _take_over(ctx, fenced, view, no_voting, accepted)
+            progress.fail("Failure: %s" % e)
+            return False
+        return await _take_over(progress, fenced, view, no_voting, accepted)
     finally:
         await fenced.close()
 
 
-async def _states(ctx: Context, rpc: Any, nodes: dict[str, str], timeout: float) -> dict[str, NodeState]:
+async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: float) -> dict[str, NodeState]:
     answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout))
     states = {}
     for name, result in answers.items():
@@ -195,23 +174,23 @@ async def _states(ctx: Context, rpc: Any, nodes: dict[str, str], timeout: float)
             try:
                 states[name] = NodeState.from_payload(result.payload)
             except (TypeError, ValueError) as e:
-                ctx.err("Warning: %s answered failover_status wrongly: %s" % (name, e))
+                progress.warn("Warning: %s answered failover_status wrongly: %s" % (name, e))
     return states
 
 
-async def _vote(ctx: Context, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
+async def _vote(progress: Progress, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
     """Ganeti's voting; the state of every node that answers."""
     if not no_voting:
         answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout))
         master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}, view.master)
-    states = await _states(ctx, rpc, view.addresses, view.quick_timeout)
+    states = await _states(progress, rpc, view.addresses, view.quick_timeout)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     return states
 
 
-async def _raise_epoch(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, epoch: int) -> list[str] | None:
+async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, epoch: int) -> list[str] | None:
     """Claim C{epoch} for this node on every node that answers (each gives an
     epoch once: of two concurrent failovers at most one gets a majority);
     the nodes that took it (C{None}: not this one, or no majority without
@@ -219,20 +198,20 @@ async def _raise_epoch(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, e
     raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout))
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
-        ctx.err("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
+        progress.fail("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
                 % (epoch, ", ".join(accepted) or "none"))
         return None
-    ctx.out("Master epoch %d recorded on %d of %d nodes" % (epoch, len(accepted), len(raised)))
+    progress.step("Master epoch %d recorded on %d of %d nodes" % (epoch, len(accepted), len(raised)))
     return accepted
 
 
-async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, *,
+async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, *,
                               old_master_answered: bool) -> None:
     """After the fencing: the newest state of the other candidates (a
     majority, counting the old master if it answered before the fencing)."""
     candidates = {name: view.addresses[name] for name in view.candidates
                   if name in view.addresses and name != view.master}
-    states = await _states(ctx, rpc, candidates, view.quick_timeout)
+    states = await _states(progress, rpc, candidates, view.quick_timeout)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     total = len(candidates) + (1 if view.master in view.candidates else 0)
@@ -240,21 +219,21 @@ async def _newest_state_first(ctx: Context, rpc: Any, view: Cluster, no_voting: 
     if not no_voting and not majority(answered, total):
         raise FailoverRefused("only %d of %d master candidates answered (%s); the newest config and job queue"
                               " cannot be known without a majority" % (answered, total, ", ".join(sorted(states))))
-    await _catch_up(ctx, rpc, view, states)
+    await _catch_up(progress, rpc, view, states)
 
 
-async def _catch_up(ctx: Context, rpc: Any, view: Cluster, states: dict[str, NodeState]) -> None:
+async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[str, NodeState]) -> None:
     """Fetch what a node of C{states} holds newer than this one."""
     plan = newest_state(view.me, states)
     if plan.config_from is not None:
         await _fetch(rpc, view, plan.config_from, ["config.data"])
-        ctx.out("Fetched the newer config.data (serial %d) from %s"
+        progress.step("Fetched the newer config.data (serial %d) from %s"
                 % (states[plan.config_from].config_serial, plan.config_from))
     if plan.serial_from is not None:
         await _fetch(rpc, view, plan.serial_from, ["serial"])
     for name, jobs in plan.jobs.items():
         await _fetch(rpc, view, name, jobs)
-        ctx.out("Fetched %d newer job file(s) from %s" % (len(jobs), name))
+        progress.step("Fetched %d newer job file(s) from %s" % (len(jobs), name))
 
 
 async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
@@ -274,14 +253,14 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
 
 
-async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str]) -> int:
+async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str]) -> bool:
     from ganeti import ssconf
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
 
     config = ConfigData.from_json(serializer.read_file(view.paths.config_data))
     by_name = {node.name: node for node in config.nodes.values()}
-    params = _master_params(config)
+    params = master_params(config)
     warnings = []
     if view.master not in accepted:
         warnings.append("The old master %s did not answer: its daemons could not be stopped; they stop"
@@ -316,18 +295,19 @@ async def _take_over(ctx: Context, rpc: Any, view: Cluster, no_voting: bool, acc
     started = await rpc.run_one(view.me, view.addresses[view.me],
                                 procedures.node_start_master_daemons.call(no_voting).within(DAEMONS_TIMEOUT))
     for warning in warnings:
-        ctx.err(warning)
+        progress.warn(warning)
     if started.failed:
-        ctx.err("Could not start the master daemons on %s: %s" % (view.me, started.fail_msg))
-        return EXIT_FAILURE
+        progress.fail("Could not start the master daemons on %s: %s" % (view.me, started.fail_msg))
+        return False
     done = await rpc.run_one(view.me, view.addresses[view.me], procedures.node_activate_master_ip.call(params, False))
     if done.failed:
-        ctx.err("The master IP did not come up: %s" % done.fail_msg)
-        return EXIT_FAILURE
-    return EXIT_SUCCESS
+        progress.fail("The master IP did not come up: %s" % done.fail_msg)
+        return False
+    return True
 
 
-def _master_params(config: Any) -> dict[str, Any]:
+def master_params(config: Any) -> dict[str, Any]:
+    """The C{master_params} of the master IP RPCs, from the config."""
     cluster = config.cluster
     return {"uuid": cluster.master_node, "ip": cluster.master_ip, "netmask": cluster.master_netmask,
             "netdev": cluster.master_netdev, "ip_family": getattr(cluster, "primary_ip_family", 2)}
@@ -362,47 +342,4 @@ def _settle_local_state(paths: Paths, data: bytes) -> None:
         serializer.write_file(path, job.to_json(), mode=0o640)
 
 
-# --- master-ping, activate-master-ip, deactivate-master-ip ------------------------------
-
-
-def master_ping(ctx: Context, opts: argparse.Namespace) -> int:
-    """Exit 0 if the master answers LUXI, else 1 (Ganeti's C{master-ping})."""
-    try:
-        ctx.client().query_config_values(["cluster_name"])
-    except Exception as e:  # any failure to reach the master is the answer
-        ctx.err("Master not reachable: %s" % e)
-        return EXIT_FAILURE
-    return EXIT_SUCCESS
-
-
-def _master_ip(ctx: Context, procedure: procedures.Procedure[[Any, bool | None], None], rpc_port: int) -> int:
-    from ganeti.objects import ConfigData
-
-    view = _view(ctx, rpc_port)
-    config = ConfigData.from_json(serializer.read_file(view.paths.config_data))
-    params = _master_params(config)
-
-    async def call(reactor: Any) -> int:
-        rpc = _rpc(reactor, view, None)
-        try:
-            result = await rpc.run_one(view.master, view.addresses[view.master], procedure.call(params, False))
-        finally:
-            await rpc.close()
-        if result.failed:
-            ctx.err("Failure: %s: %s" % (procedure.name, result.fail_msg))
-            return EXIT_FAILURE
-        return EXIT_SUCCESS
-
-    return _react(call)
-
-
-def activate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
-    return _master_ip(ctx, procedures.node_activate_master_ip, opts.rpc_port)
-
-
-def deactivate_master_ip(ctx: Context, opts: argparse.Namespace) -> int:
-    if not opts.confirm and not prompt.ask_user("This will disable the master IP. All the master daemons will still"
-                                             " be running, but RAPI and commands not on the master will fail."
-                                             " Continue?"):
-        return EXIT_FAILURE
-    return _master_ip(ctx, procedures.node_deactivate_master_ip, opts.rpc_port)
+__all__ = ["Cluster", "Progress", "elected_failover", "failover", "master_params", "view_of"]

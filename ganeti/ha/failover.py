@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from ganeti.jobs import model
+from ganeti.jobs import lifecycle
 
 #: The reason given to jobs that were running on the old master.
 FAILOVER_REASON = "master failover: the job was running on the old master"
@@ -104,7 +104,7 @@ class NodeState:
 
 
 def _progress(status: str | None) -> int:
-    return -1 if status is None else model.status_index(status)
+    return -1 if status is None else lifecycle.status_index(status)
 
 
 @attrs.frozen

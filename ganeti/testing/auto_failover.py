@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from ganeti import ha_params
+from ganeti.ha import params as ha_params
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 

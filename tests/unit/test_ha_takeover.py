@@ -1,0 +1,165 @@
+"""The take-over steps report through a Progress: printed by the command, logged by NodeD."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+from twisted.internet.defer import Deferred
+from twisted.logger import globalLogPublisher
+
+from ganeti.client.cluster_master import Printed
+from ganeti.client.command import Context
+from ganeti.ha import takeover
+from ganeti.ha.elector import Logged
+from ganeti.paths import Paths
+from ganeti.rpc.client import RpcResult
+
+
+class Recorded:
+    """A L{takeover.Progress} that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    def step(self, text: str) -> None:
+        self.said.append(("step", text))
+
+    def warn(self, text: str) -> None:
+        self.said.append(("warn", text))
+
+    def fail(self, text: str) -> None:
+        self.said.append(("fail", text))
+
+
+class FakeRpc:
+    """Answers by procedure: C{answers[procedure][node]} is a payload, or an
+    exception instance for a failed call; C{fenced}: the RPC carries an epoch."""
+
+    def __init__(self, answers: dict[str, dict[str, object]], log: list[tuple[str, int | None]],
+                 epoch: int | None) -> None:
+        self.answers, self.log, self.epoch = answers, log, epoch
+
+    def _result(self, procedure: str, name: str) -> RpcResult:
+        value = self.answers.get(procedure, {}).get(name, RuntimeError("no answer"))
+        if isinstance(value, Exception):
+            return RpcResult.failure(name, str(value))
+        return RpcResult(name, True, value)
+
+    async def run(self, addresses, call):
+        self.log.append((call.procedure, self.epoch))
+        return {name: self._result(call.procedure, name) for name in addresses}
+
+    async def run_one(self, name, address, call):
+        self.log.append((call.procedure, self.epoch))
+        return self._result(call.procedure, name)
+
+    async def close(self):
+        pass
+
+
+def status(epoch: int = 3, config: int = 10, queue: int = 5) -> dict[str, object]:
+    return {"epoch": epoch, "config_serial": config, "queue_serial": queue, "jobs": {}}
+
+
+@pytest.fixture
+def view(tmp_path) -> takeover.Cluster:
+    return takeover.Cluster(Paths(str(tmp_path)), "n2", "n1", ["n1", "n2", "n3"],
+                            {"n1": "127.0.1.1", "n2": "127.0.1.2", "n3": "127.0.1.3"})
+
+
+def run(monkeypatch, view, answers, *, fenced_answers=None, no_voting=False, won_epoch=None):
+    """The steps against fake nodes: (whether this node is master, what was reported, the calls)."""
+    calls: list[tuple[str, int | None]] = []
+
+    def rpc(reactor, view_, epoch):
+        return FakeRpc(answers if epoch is None else (fenced_answers or answers), calls, epoch)
+
+    monkeypatch.setattr(takeover, "_rpc", rpc)
+    progress = Recorded()
+    if won_epoch is None:
+        coroutine = takeover.failover(None, progress, view, no_voting)
+    else:
+        coroutine = takeover.elected_failover(None, progress, view, won_epoch)
+    outcome: list[object] = []
+    Deferred.fromCoroutine(coroutine).addBoth(outcome.append)
+    assert len(outcome) == 1
+    return outcome[0], progress.said, calls
+
+
+def test_an_elected_master_that_is_the_master_already_stops_before_any_call(monkeypatch, view):
+    done, said, calls = run(monkeypatch, takeover.Cluster(view.paths, "n1", "n1", view.candidates, view.addresses),
+                            {}, won_epoch=4)
+    assert done is False and calls == []
+    assert said == [("fail", "Failure: prerequisites not met for this operation:\nThis commands must be run on the"
+                             " node where you want the new master to be. n1 is already the master")]
+
+
+def test_no_majority_for_the_epoch_is_a_failure_reported_once(monkeypatch, view):
+    answers = {"master_node_name": {name: "n1" for name in view.addresses},
+               "failover_status": {name: status() for name in view.addresses},
+               "epoch_claim": {"n2": None}}
+    done, said, calls = run(monkeypatch, view, answers)
+    assert done is False
+    assert said == [("fail", "Failure: could not raise the master epoch to 4 on a majority of nodes"
+                             " (accepted: n2)")]
+    assert calls == [("master_node_name", None), ("failover_status", None), ("epoch_claim", 4)]
+
+
+def test_steps_done_then_why_it_stopped(monkeypatch, view):
+    """A malformed status is a warning; the epoch recorded a step; this node
+    not answering after the fencing the failure that stops the steps."""
+    answers = {"master_node_name": {name: "n1" for name in view.addresses},
+               "failover_status": {"n1": status(), "n2": status(), "n3": "garbage"},
+               "epoch_claim": {name: None for name in view.addresses}}
+    fenced = dict(answers, failover_status={"n3": status()})
+    done, said, calls = run(monkeypatch, view, answers, fenced_answers=fenced)
+    assert done is False
+    assert said == [("warn", "Warning: n3 answered failover_status wrongly: failover_status answered 'garbage'"),
+                    ("step", "Master epoch 4 recorded on 3 of 3 nodes"),
+                    ("fail", "Failure: this node's ganeti-noded does not answer")]
+    assert ("failover_status", 4) in calls
+
+
+def test_an_elected_candidate_does_not_vote_on_the_masters_name(monkeypatch, view):
+    answers = {"failover_status": {name: status(epoch=6) for name in view.addresses}}
+    done, said, calls = run(monkeypatch, view, answers, won_epoch=5)
+    assert done is False and calls == [("failover_status", None)]
+    assert said == [("fail", "Failure: a node has seen master epoch 6, above the epoch 5 this node was elected for")]
+
+
+def test_the_command_prints_steps_on_stdout_and_the_rest_on_stderr():
+    out, err = io.StringIO(), io.StringIO()
+    printed = Printed(Context("gnt-cluster", "master-failover", argparse.Namespace(), out, err))
+    printed.step("Master epoch 4 recorded on 3 of 3 nodes")
+    printed.warn("The old master n1 did not answer")
+    printed.fail("Failure: prerequisites not met for this operation:\nno")
+    assert out.getvalue() == "Master epoch 4 recorded on 3 of 3 nodes\n"
+    assert err.getvalue() == ("The old master n1 did not answer\n"
+                              "Failure: prerequisites not met for this operation:\nno\n")
+
+
+def test_noded_logs_each_line():
+    events: list[dict] = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        logged = Logged()
+        logged.step("Fetched 2 newer job file(s) from n3")
+        logged.warn("Warning: n3 answered failover_status wrongly: x")
+        logged.fail("Failure: prerequisites not met for this operation:\n\nthis node is the master")
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    lines = [(event["log_level"].name, event["line"]) for event in events if event.get("log_format") == "election: {line}"]
+    assert lines == [("info", "Fetched 2 newer job file(s) from n3"),
+                     ("warn", "Warning: n3 answered failover_status wrongly: x"),
+                     ("warn", "Failure: prerequisites not met for this operation:"),
+                     ("warn", "this node is the master")]
+
+
+def test_both_report_to_the_same_interface():
+    """The command's and NodeD's reports are both L{takeover.Progress}es (mypy checks the assignments)."""
+    out = io.StringIO()
+    reports: list[takeover.Progress] = [Printed(Context("p", "c", argparse.Namespace(), out, out)), Logged(),
+                                        Recorded()]
+    assert all(callable(getattr(report, name)) for report in reports for name in ("step", "warn", "fail"))
