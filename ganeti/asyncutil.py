@@ -34,6 +34,8 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from ganeti.reactors import ITimeTCPReactor
+
 log = Logger()
 
 #: C{(canonical name, aliases, addresses)}, as C{socket.gethostbyname_ex}
@@ -176,7 +178,7 @@ class Ticker(Service):
     """A service calling its L{check} every C{interval} seconds on C{reactor}'s
     clock while it runs (the first call one interval after it starts)."""
 
-    def __init__(self, reactor: Any, interval: float) -> None:
+    def __init__(self, reactor: Any, interval: float) -> None:  # subclasses use more of it
         self.reactor = reactor
         self.interval = interval
         self._loop = LoopingCall(self.check)
@@ -195,7 +197,7 @@ class Ticker(Service):
         return super().stopService()
 
 
-def tcp_client_endpoint(reactor: Any, host: str, port: int, timeout: float) -> Any:
+def tcp_client_endpoint(reactor: ITimeTCPReactor, host: str, port: int, timeout: float) -> Any:
     """A client endpoint to C{host}:C{port}: an IPv4 or IPv6 address
     literal is connected to directly, so a refused connection (a dead
     node) is known at once; a name goes through C{HostnameEndpoint}, which

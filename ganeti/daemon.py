@@ -8,6 +8,7 @@ import sys
 from typing import Any, Callable
 
 from twisted.application.service import Service
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 
 from ganeti import lockfile
@@ -90,7 +91,7 @@ class FrozenHeapService(Service):
     @param trim: called after each collection (tests pass a fake).
     """
 
-    def __init__(self, clock: Any, interval: float = 60.0, threshold: int = 50_000, collector: Any = gc,
+    def __init__(self, clock: IReactorTime, interval: float = 60.0, threshold: int = 50_000, collector: Any = gc,
                  trim: Callable[[], object] = release_freed_memory) -> None:
         self.clock = clock
         self.interval = interval

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from twisted.internet.interfaces import IReactorFDSet
 from twisted.logger import Logger
 from twisted.python.filepath import FilePath
 
@@ -57,7 +58,7 @@ def event_mask(events: Iterable[str]) -> int:
     return mask
 
 
-def _inotify_notifier(reactor: Any) -> Any:
+def _inotify_notifier(reactor: IReactorFDSet) -> Any:
     try:
         from twisted.internet import inotify
     except ImportError as e:  # not Linux
@@ -81,7 +82,7 @@ class DirectoryWatcher:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IReactorFDSet,
         callback: Callable[[str], None],
         events: Iterable[str] = (WRITTEN,),
         notifier_factory: Callable[[Any], Any] = _inotify_notifier,

@@ -36,15 +36,17 @@ from __future__ import annotations
 import inspect
 import resource
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import attrs
 from twisted.application.service import Service
-from twisted.internet.interfaces import IHandshakeListener, IReactorTime
+from twisted.internet.interfaces import IHandshakeListener, IReactorTime, ITCPTransport
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
+from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 from zope.interface import implementer
@@ -283,7 +285,7 @@ class ConnectionLimiter(WrappingFactory):
         if len(self.protocols) - self.room.pending >= self.limits.max_connections and not self.room.evict_oldest():
             self.report.note(OVER_TOTAL, host)
             return None
-        wrapper = super().buildProtocol(addr)
+        wrapper = cast("_Counted | None", super().buildProtocol(addr))  # protocol = _Counted
         if wrapper is not None:
             wrapper.peer_host = host
         return wrapper
@@ -326,7 +328,8 @@ class GuardedChannel(HTTPChannel):
     """
 
     delimiter = b"\n"
-    abortTimeout = None  # our own close_grace abort replaces Twisted's
+    # our own close_grace abort replaces Twisted's (which HTTPChannel skips when None; its annotation says int)
+    abortTimeout = None  # type: ignore[assignment]
 
     def __init__(self, limits: HttpLimits, report: ClosureReport, tls: bool,
                  room: WaitingRoom | None = None) -> None:
@@ -366,7 +369,7 @@ class GuardedChannel(HTTPChannel):
         self.report.note(HANDSHAKE_TIMEOUT, self._host())
         self.phase = _CLOSING
         self.room.leave(self)
-        self.transport.abortConnection()
+        self._abort()
 
     def _head_late(self) -> None:
         self._deadline = None
@@ -381,20 +384,27 @@ class GuardedChannel(HTTPChannel):
     def _close_late(self) -> None:
         self._deadline = None
         self.report.note(CLOSE_ABORTED, self._host())
-        self.transport.abortConnection()
+        self._abort()
 
     def evict(self) -> None:
         """Make room for a newer connection: this one waited longest for its client."""
         self.report.note(EVICTED, self._host())
         self._disarm()
         self.phase = _CLOSING
-        self.transport.abortConnection()
+        self._abort()
+
+    def _abort(self) -> None:
+        # connected (the deadlines are armed once it is), over TCP or TLS: both can abort
+        transport = cast(ITCPTransport, self.transport)
+        transport.abortConnection()
 
     def reject(self, code: int, reason: str, message: str) -> None:
         """Answer C{code} and close, whatever was received."""
         if self.phase == _CLOSING:
             return
-        self.transport.write(error_answer(code, reason, message))
+        transport = self.transport
+        assert transport is not None  # connected: the answer is to what it received
+        transport.write(error_answer(code, reason, message))
         self.loseConnection()
 
     # --- connection ------------------------------------------------------------------
@@ -481,7 +491,7 @@ class GuardedChannel(HTTPChannel):
         self._close(self.limits.close_grace)
         super().loseConnection()
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.phase = _CLOSING
         self._disarm()
         self.room.lost(self)
@@ -517,7 +527,8 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     """
     use_tls = tls is not None
     room = WaitingRoom()
-    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)
+    # a plain HTTP/1.1 channel instead of Twisted's HTTP/2-negotiating wrapper of one
+    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)  # type: ignore[method-assign, assignment, return-value]
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
     return ConnectionLimiter(inner, limits, report, room)

@@ -30,8 +30,11 @@ from typing import Any, Callable
 from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IReactorCore
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+from ganeti.reactors import IReactor
 
 log = Logger()
 
@@ -144,7 +147,7 @@ def _exit_now(status: int) -> None:
     os._exit(status)
 
 
-def fail_daemon(reactor: Any, message: str, exit: Callable[[int], Any] = _exit_now) -> None:
+def fail_daemon(reactor: IReactorCore, message: str, exit: Callable[[int], Any] = _exit_now) -> None:
     """Log C{message}, stop the reactor, and end the process with status 1.
 
     For failures once the reactor runs: the services stop as usual, then
@@ -176,7 +179,7 @@ class Listener(Service):
         where: str,
         *,
         daemon: str,
-        reactor: Any,
+        reactor: IReactorCore,
         stale_socket: str | None = None,
         exit: Callable[[int], Any] = _exit_now,
     ) -> None:
@@ -256,13 +259,13 @@ class Listener(Service):
         return None
 
 
-def stream_listener(endpoint: Any, factory: Any, where: str, *, daemon: str, reactor: Any,
+def stream_listener(endpoint: Any, factory: Any, where: str, *, daemon: str, reactor: IReactorCore,
                     stale_socket: str | None = None) -> Listener:
     """A L{Listener} for a stream server endpoint."""
     return Listener(lambda: endpoint.listen(factory), where, daemon=daemon, reactor=reactor, stale_socket=stale_socket)
 
 
-def endpoint_listener(description: str, factory: Any, *, daemon: str, reactor: Any) -> Listener:
+def endpoint_listener(description: str, factory: Any, *, daemon: str, reactor: IReactor) -> Listener:
     """A L{Listener} for an endpoint string (C{--listen}); Unix sockets are cleared first."""
     from twisted.internet.endpoints import serverFromString
 
@@ -272,7 +275,7 @@ def endpoint_listener(description: str, factory: Any, *, daemon: str, reactor: A
 
 
 def datagram_listener(port: int, protocol: Any, *, interface: str, max_packet: int, daemon: str,
-                      reactor: Any) -> Listener:
+                      reactor: IReactor) -> Listener:
     """A L{Listener} for a UDP port."""
     return Listener(
         lambda: reactor.listenUDP(port, protocol, interface=interface, maxPacketSize=max_packet),

@@ -119,8 +119,12 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
 def down(directory: str, purge: bool) -> int:
     roots = node_roots(directory)
     for paths in reversed(roots):
+
+        def out(line: str, root: str = paths.root) -> None:
+            print("%s: %s" % (os.path.basename(root), line))
+
         try:
-            daemons.stop(paths, out=lambda line, root=paths.root: print("%s: %s" % (os.path.basename(root), line)))
+            daemons.stop(paths, out=out)
         except SystemExit:
             pass
     if purge and os.path.isdir(directory):

@@ -15,13 +15,21 @@ from __future__ import annotations
 import re
 import time
 import uuid as uuidlib
-from typing import Any, ClassVar, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
 
 import attrs
 
 from ganeti import CONFIG_VERSION, serializer
 
 T = TypeVar("T", bound="ConfigObject")
+
+
+class _HasName(Protocol):
+    @property
+    def name(self) -> str | None: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
 
 
 def new_uuid() -> str:
@@ -45,6 +53,8 @@ class ConfigObject:
 
     #: field name -> (decode, encode) for fields holding records
     _nested: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    #: the field names, set on each class by L{_fields} (read from its own C{__dict__})
+    _known_cache: ClassVar[tuple[str, ...]]
 
     extra: dict[str, Any]
 
@@ -69,7 +79,8 @@ class ConfigObject:
                 kwargs[key] = decode[0](value) if decode else value
             else:
                 extra[key] = value
-        return cls(extra=extra, **kwargs)
+        make: Callable[..., T] = cls  # the attrs subclasses take their fields by name
+        return make(extra=extra, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -94,8 +105,8 @@ class ConfigObject:
         return attrs.evolve(self, serial_no=serial + 1, mtime=now() if when is None else when)  # type: ignore[misc]
 
 
-_dict = attrs.Factory(dict)
-_list = attrs.Factory(list)
+_dict: dict[Any, Any] = attrs.Factory(dict)
+_list: list[Any] = attrs.Factory(list)
 
 
 @attrs.frozen(kw_only=True)
@@ -357,7 +368,7 @@ ConfigData._nested = {
 }
 
 
-def find_by_key(items: Mapping[str, Any], name_or_uuid: str) -> Any:
+def find_by_key(items: Mapping[str, _Named], name_or_uuid: str) -> _Named | None:
     """The record with uuid (key) or name C{name_or_uuid}, or None."""
     found = items.get(name_or_uuid)
     if found is not None:

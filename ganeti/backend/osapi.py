@@ -27,16 +27,18 @@ import re
 import signal
 import sys
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, cast
 
 import attrs
 from twisted.internet import defer
 from twisted.internet.error import ProcessDone, ProcessTerminated
+from twisted.internet.interfaces import IProcessTransport, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from ganeti import errors
+from ganeti.reactors import ITimeProcessReactor
 
 #: OS API versions we speak, highest first
 API_VERSIONS = (20, 15)
@@ -382,7 +384,12 @@ class ScriptProtocol(ProcessProtocol):
         L{OSScriptError} (the reason, without the log) otherwise
     """
 
-    def __init__(self, clock: Any, timeout: float, kill_group: Any = os.killpg) -> None:
+    @property
+    def _connected(self) -> IProcessTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(IProcessTransport, self.transport)
+
+    def __init__(self, clock: IReactorTime, timeout: float, kill_group: Any = os.killpg) -> None:
         self._clock = clock
         self._timeout = timeout
         self._kill_group = kill_group
@@ -403,7 +410,7 @@ class ScriptProtocol(ProcessProtocol):
             except OSError:
                 pass
         try:
-            self.transport.signalProcess("KILL")
+            self._connected.signalProcess("KILL")
         except Exception:
             pass
 
@@ -449,7 +456,7 @@ def _safe_component(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", text)[:100] or "_"
 
 
-def open_log(log_dir: str, operation: str, os_name: str, instance_name: str, clock: Any = time.time) -> tuple[str, int]:
+def open_log(log_dir: str, operation: str, os_name: str, instance_name: str, clock: Callable[[], float] = time.time) -> tuple[str, int]:
     """Create C{<log_dir>/<op>-<os>-<instance>-<time>.log}; its path and a
     write descriptor."""
     os.makedirs(log_dir, mode=0o750, exist_ok=True)
@@ -474,10 +481,10 @@ class OSRunner:
 
     log = Logger()
 
-    def __init__(self, paths: Any, reactor: Any, timeouts: Mapping[str, float] | None = None) -> None:
+    def __init__(self, paths: Any, reactor: ITimeProcessReactor, timeouts: Mapping[str, float] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
-        self._timeouts = dict(TIMEOUTS)
+        self._timeouts: dict[str, float] = dict(TIMEOUTS)
         self._timeouts.update(timeouts or {})
 
     async def run(

@@ -18,7 +18,7 @@ L{ganeti.client.formatting.EXIT_UNKNOWN_FIELD}).  Standard library only.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, NamedTuple, TextIO
+from typing import Any, Callable, NamedTuple, TextIO, cast
 
 EXIT_SUCCESS = 0
 EXIT_FAILURE = 1
@@ -56,7 +56,7 @@ class Command(NamedTuple):
             import importlib
 
             module, _, name = self.func.partition(":")
-            return getattr(importlib.import_module(module), name)
+            return cast(CommandFunc, getattr(importlib.import_module(module), name))
         return self.func
 
 

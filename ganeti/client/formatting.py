@@ -19,7 +19,7 @@ Standard library only: every tool imports this.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ganeti.jobs.lifecycle import ELOG_MESSAGE
 from ganeti.querydefs import (  # noqa: F401  (RS_NORMAL re-exported for the tools)
@@ -181,7 +181,7 @@ def unknown_fields(fdefs: Sequence[dict[str, Any]]) -> list[str]:
 def format_query_result(
     response: dict[str, Any],
     unit: str | None = None,
-    overrides: dict[str, tuple[Callable[[Any], str], bool]] | None = None,
+    overrides: Mapping[str, tuple[Callable[[Any], str], bool]] | None = None,
     separator: str | None = None,
     header: bool = True,
     verbose: bool = False,

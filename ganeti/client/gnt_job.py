@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ganeti import errors
 from ganeti.client import options, prompt
@@ -95,7 +95,7 @@ def list_job_fields(ctx: Context, opts: argparse.Namespace) -> int:
 
 # --- info ----------------------------------------------------------------------------
 def _delta(start: Any, end: Any) -> float:
-    return end[0] - start[0] + (end[1] - start[1]) / 1000000.0
+    return cast("float", end[0] - start[0] + (end[1] - start[1]) / 1000000.0)
 
 
 def _job_timestamp(name: str, ts: Any, into: list[Any], prior: Any = None) -> None:

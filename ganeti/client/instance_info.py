@@ -83,7 +83,8 @@ def nic_info(index: int, nic: Any) -> list[Any]:
         return [("nic/%d" % index, str(nic))]
     netinfo = nic.get("netinfo")
     network = netinfo.get("name") if isinstance(netinfo, Mapping) else nic.get("network_name", nic.get("network"))
-    nicparams = nic.get("nicparams") if isinstance(nic.get("nicparams"), Mapping) else {}
+    given = nic.get("nicparams")
+    nicparams: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     return [
         ("nic/%d" % index, ""),
         ("MAC", str(nic.get("mac"))),

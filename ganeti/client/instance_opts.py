@@ -122,6 +122,7 @@ def key_values(text: str) -> dict[str, Any]:
     if text == "":
         return out
     for item in split_escaped(text):
+        value: str | bool | None
         if "=" in item:
             key, value = item.split("=", 1)
         elif item.startswith("no_") and len(item) > 3:

@@ -8,7 +8,7 @@ fields: a warning on stderr, and exit status 14
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ganeti.client.command import EXIT_SUCCESS, Context
 from ganeti.client.formatting import (
@@ -26,7 +26,7 @@ def generic_list(
     resource: str,
     fields: list[str],
     qfilter: Any = None,
-    overrides: dict[str, tuple[Callable[[Any], str], bool]] | None = None,
+    overrides: Mapping[str, tuple[Callable[[Any], str], bool]] | None = None,
 ) -> int:
     """Query C{resource} and print it as a table; Ganeti's C{GenericList}.
 

@@ -178,4 +178,5 @@ async def run_allocator(name: str, executable: str, text: str, args: list[str], 
     if code != 0:
         raise errors.OpExecError("Allocator '%s' failed (exit code %s): %s"
                                  % (name, code, (err or out).decode("utf-8", "replace").strip()[-500:]))
-    return out.decode("utf-8", "replace")
+    answer: str = out.decode("utf-8", "replace")
+    return answer

@@ -430,7 +430,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         """Add C{inst}; draw new automatic MACs when a parallel creation took them."""
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.add("instance", inst, disks=disks)
+                stored: Instance = await self.add("instance", inst, disks=disks)
+                return stored
             except MacInUse as e:
                 automatic = [n["mac"] in (params.MAC_AUTO, params.MAC_GENERATE) for n in self.nics]
                 if not any(automatic) or attempt == MAC_ATTEMPTS - 1:

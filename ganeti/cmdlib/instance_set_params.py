@@ -279,7 +279,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if mac in used:
             raise errors.OpPrereqError("MAC address %s already in use in the cluster" % mac, errors.ECODE_NOTUNIQUE)
         used.add(mac)
-        return mac
+        given: str = mac
+        return given
 
     # --- execution -------------------------------------------------------------------
     def _changed_instance(self) -> tuple[Instance, list[list[Any]]]:
@@ -412,7 +413,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         removed = [d.uuid for d in self.removed_disks if d.uuid]
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.update("instance", new, disks=created, remove_disks=removed)
+                stored: Instance = await self.update("instance", new, disks=created, remove_disks=removed)
+                return stored
             except MacInUse as e:
                 if not self.auto_macs or attempt == MAC_ATTEMPTS - 1:
                     raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None

@@ -297,7 +297,8 @@ async def call_node_result(lu: LogicalUnit[OpCode], node_uuid: str, call: proced
     node = get_node(lu.cfg, node_uuid)
     if node.offline:
         return RpcResult.failure(node.name or node_uuid, "node is marked offline", offline=True)
-    return await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
+    result: RpcResult = await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
+    return result
 
 
 async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any],
@@ -395,7 +396,8 @@ async def set_admin_state(lu: LogicalUnit[OpCode], inst: Instance, state: str,
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     if current.admin_state == state and current.admin_state_source == source:
         return current
-    return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))
+    stored: Instance = await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))
+    return stored
 
 
 async def remove_instance(lu: LogicalUnit[OpCode], inst: Instance, shutdown_timeout: int, ignore_failures: bool,

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from ganeti.confd import wire
+from ganeti.reactors import ITimeUDPReactor
 
 EXIT_OK, EXIT_ERROR, EXIT_NO_ANSWER = 0, 1, 2
 
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def run(reactor: Any, args: argparse.Namespace, out: Any = None) -> int:
+async def run(reactor: ITimeUDPReactor, args: argparse.Namespace, out: Any = None) -> int:
     from ganeti.confd.client import ConfdClient, ConfdTimeout
     from ganeti.confd.service import read_key
     from ganeti.paths import Paths

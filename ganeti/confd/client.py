@@ -26,6 +26,7 @@ from twisted.logger import Logger
 
 from ganeti.confd import wire
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeUDPReactor
 
 #: CONFD_CLIENT_EXPIRE_TIMEOUT
 DEFAULT_TIMEOUT = 10.0
@@ -133,7 +134,7 @@ class ConfdClient:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: ITimeUDPReactor,
         key: bytes,
         peers: list[str],
         *,
@@ -154,7 +155,7 @@ class ConfdClient:
         self.dropped = 0
 
     @classmethod
-    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> ConfdClient:
+    def from_paths(cls, reactor: ITimeUDPReactor, paths: Paths, **kwargs: Any) -> ConfdClient:
         """A client for the master candidates of ssconf, with the node's hmac.key."""
         from ganeti.confd.service import read_key  # here: MonD uses the client without them
         from ganeti.ssconf import SimpleStore

@@ -8,9 +8,9 @@ holds (read once per datagram, so a reload swaps it atomically).
 from __future__ import annotations
 
 import socket
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IReactorTime, IUDPTransport
 from twisted.internet.protocol import DatagramProtocol
 from twisted.logger import Logger
 
@@ -31,6 +31,11 @@ class ConfdState(Protocol):
 
 class ConfdServerProtocol(DatagramProtocol):
     log = Logger()
+
+    @property
+    def _connected(self) -> IUDPTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(IUDPTransport, self.transport)
 
     def __init__(self, state: ConfdState, clock: IReactorTime) -> None:
         self._state = state
@@ -63,7 +68,7 @@ class ConfdServerProtocol(DatagramProtocol):
                 msg = self._no_config
             else:
                 msg = index.encoded_answer(req["type"], req.get("query"))
-            self.transport.write(wire.pack_reply(key, msg, req["rsalt"]), addr)
+            self._connected.write(wire.pack_reply(key, msg, req["rsalt"]), addr)
         except Exception:
             self.log.failure("answering a confd request from {addr}", addr=addr)
             return

@@ -15,7 +15,7 @@ import os
 from typing import Any, Callable
 
 from twisted.application.service import Service
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IReactorFDSet, IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -166,7 +166,7 @@ class ConfdService(Service):
         super().stopService()
 
 
-def inotify_watch(reactor: Any) -> Callable[[str, Callable[[str], None]], Any]:
+def inotify_watch(reactor: IReactorFDSet) -> Callable[[str, Callable[[str], None]], Any]:
     """A C{watch} for L{ConfdService}: files written or created in the directory."""
 
     def watch(directory: str, callback: Callable[[str], None]) -> Any:

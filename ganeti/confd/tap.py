@@ -9,7 +9,6 @@ C{ROOT/var/lib/ganeti/hmac.key}.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
@@ -21,6 +20,7 @@ from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_f
 from ganeti.listening import datagram_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 
 
 class Options(usage.Options):
@@ -41,10 +41,10 @@ class Options(usage.Options):
         self["paths"] = Paths.from_option(self["root"])
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
         without_tls()  # confd signs with hmac, never TLS
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

@@ -82,21 +82,22 @@ def initial_config(
     """The config of a one-node cluster whose master is C{master_name}."""
     when = now()
     stamp = {"serial_no": 1, "ctime": when, "mtime": when}
+    group_uuid, node_uuid = new_uuid(), new_uuid()
     group = NodeGroup(
         name="default",
-        uuid=new_uuid(),
+        uuid=group_uuid,
         alloc_policy="preferred",
         **stamp,  # type: ignore[arg-type]
     )
     node = Node(
         name=master_name,
-        uuid=new_uuid(),
+        uuid=node_uuid,
         primary_ip=master_ip,
         secondary_ip=master_ip,
         master_candidate=True,
         offline=False,
         drained=False,
-        group=group.uuid,
+        group=group_uuid,
         master_capable=True,
         vm_capable=True,
         powered=True,
@@ -107,7 +108,7 @@ def initial_config(
     cluster = Cluster(
         cluster_name=cluster_name,
         uuid=new_uuid(),
-        master_node=node.uuid,
+        master_node=node_uuid,
         master_ip=cluster_ip or master_ip,
         master_netdev=master_netdev,
         master_netmask=master_netmask,
@@ -139,7 +140,7 @@ def initial_config(
         uid_pool=[],
         default_iallocator="",
         enabled_disk_templates=templates,
-        candidate_certs={node.uuid: candidate_cert} if candidate_cert else {},
+        candidate_certs={node_uuid: candidate_cert} if candidate_cert else {},
         max_running_jobs=20,
         max_tracked_jobs=25,
         install_image="",
@@ -158,8 +159,8 @@ def initial_config(
     return ConfigData(
         version=CONFIG_VERSION,
         cluster=cluster,
-        nodes={node.uuid: node},
-        nodegroups={group.uuid: group},
+        nodes={node_uuid: node},
+        nodegroups={group_uuid: group},
         serial_no=1,
         ctime=when,
         mtime=when,

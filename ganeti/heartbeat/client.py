@@ -24,11 +24,12 @@ from __future__ import annotations
 import json
 import os
 import random
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import wrapClientTLS
+from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -39,6 +40,7 @@ from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.ha import params as ha_params
 from ganeti.heartbeat import wire
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, ITimeTCPReactor
 from ganeti.ssconf import SimpleStore
 
 #: seconds between two beats
@@ -117,7 +119,11 @@ def node_hello(paths: Paths) -> dict[str, Any] | None:
             import orjson
 
             data = orjson.loads(handle.read())
-        serial = int(data.get("serial_no")) if isinstance(data, dict) else None
+        if isinstance(data, dict):
+            given: Any = data.get("serial_no")
+            serial = int(given)
+        else:
+            serial = None
     except (OSError, ValueError, TypeError):
         serial = None
     return wire.hello(name, "", read_boot_id(paths), serial, __version__)
@@ -129,7 +135,7 @@ class MasterLookup:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, port: int, confd_port: int | None = None) -> None:
+    def __init__(self, paths: Paths, reactor: IReactor, port: int, confd_port: int | None = None) -> None:
         self.paths, self.reactor, self.port = paths, reactor, port
         self.confd_port = confd_port
 
@@ -214,6 +220,11 @@ def dead_peer_timeout(transport: Any, seconds: float) -> bool:
 class HeartbeatClientProtocol(Int32StringReceiver):
     MAX_LENGTH = wire.MAX_FRAME
 
+    @property
+    def _connected(self) -> ITCPTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(ITCPTransport, self.transport)
+
     def __init__(self, client: HeartbeatClient) -> None:
         self.client = client
         self.accepted = False
@@ -237,7 +248,7 @@ class HeartbeatClientProtocol(Int32StringReceiver):
             message = wire.decode(body)
         except wire.BadMessage as e:
             self.client.log.warn("heartbeat: bad answer from LuxiD: {why}", why=str(e))
-            self.transport.loseConnection()
+            self._connected.loseConnection()
             return
         if message["t"] == wire.ACCEPTED:
             self.accepted = True
@@ -247,7 +258,7 @@ class HeartbeatClientProtocol(Int32StringReceiver):
                 self.client.reporter.params(message["args"])
         elif message["t"] == wire.REDIRECT:
             self.client.redirected((message["master"], message["address"], message["port"]))
-            self.transport.loseConnection()
+            self._connected.loseConnection()
 
     def connectionLost(self, reason: Any = None) -> None:
         if self._beats is not None and self._beats.running:
@@ -269,7 +280,7 @@ class HeartbeatClient(Service):
 
     log = Logger()
 
-    def __init__(self, reactor: Any, identity: Callable[[], dict[str, Any] | None],
+    def __init__(self, reactor: ITimeTCPReactor, identity: Callable[[], dict[str, Any] | None],
                  lookup: Callable[[bool], Awaitable[Target | None]], creator: Callable[[], Any] | None, *,
                  interval: float | Callable[[], float] = BEAT_INTERVAL, backoff: Backoff | None = None) -> None:
         self.reactor = reactor
@@ -309,7 +320,7 @@ class HeartbeatClient(Service):
         if self._attempt is not None:
             self._attempt.cancel()
         if self.protocol is not None:
-            self.protocol.transport.loseConnection()
+            cast(ITCPTransport, self.protocol.transport).loseConnection()
         if self.reporter is not None:
             self.reporter.stop()
         return None
@@ -409,7 +420,7 @@ def tls_creator(paths: Paths) -> Callable[[], Any]:
     return creator
 
 
-def heartbeat_client(paths: Paths, reactor: Any, port: int, reports: bool = True, *,
+def heartbeat_client(paths: Paths, reactor: IReactor, port: int, reports: bool = True, *,
                      confd_port: int | None = None) -> HeartbeatClient:
     """NodeD's heartbeat client for the node of C{paths} (waits for an
     identity and a certificate), pushing the node's state unless C{reports} is false.

@@ -27,6 +27,7 @@ from twisted.logger import Logger
 
 from ganeti.dirwatch import REMOVED, WRITTEN, DirectoryWatcher, WatchUnavailable
 from ganeti.heartbeat import wire
+from ganeti.reactors import IReactor
 
 #: seconds between two polls of the hypervisors and the node's resources
 POLL_INTERVAL = 2.0
@@ -80,7 +81,7 @@ class StateReporter:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, send: Callable[[dict[str, Any]], bool],
+    def __init__(self, reactor: IReactor, send: Callable[[dict[str, Any]], bool],
                  instances: Callable[[list[Any]], Awaitable[dict[str, Any]]],
                  node_info: Callable[[list[Any]], Awaitable[dict[str, Any]]], *, watch: Sequence[str] = (),
                  poll: float = POLL_INTERVAL, full_every: float = FULL_EVERY) -> None:
@@ -187,7 +188,7 @@ class StateReporter:
             self.reports += 1
 
 
-def node_reporter(paths: Any, reactor: Any, send: Callable[[dict[str, Any]], bool]) -> StateReporter:
+def node_reporter(paths: Any, reactor: IReactor, send: Callable[[dict[str, Any]], bool]) -> StateReporter:
     """NodeD's reporter: its own instance procedures, the fake hypervisor's directory watched."""
     from ganeti.noded.procedures import NodeProcedures
     from ganeti.rpc.live import instances_report, node_report

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.application.service import Service
+from twisted.internet.interfaces import IReactorTime, ITCPTransport
 from twisted.internet.protocol import ServerFactory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -29,6 +30,7 @@ from ganeti.heartbeat import roster as rost
 from ganeti.heartbeat import wire
 from ganeti.heartbeat.store import LivenessStore
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 from ganeti.ssconf import SimpleStore
 
 #: seconds a new connection has to finish TLS and say hello
@@ -52,7 +54,7 @@ class LivenessService(Service):
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, store: LivenessStore, *, timeout: float | None = None,
+    def __init__(self, paths: Paths, reactor: IReactorTime, store: LivenessStore, *, timeout: float | None = None,
                  grace: float = rost.DEFAULT_GRACE, port: int = wire.DEFAULT_PORT) -> None:
         """
         @param timeout: the liveness timeout, fixed; C{None}: the cluster's
@@ -234,6 +236,11 @@ class HeartbeatProtocol(Int32StringReceiver):
     MAX_LENGTH = wire.MAX_FRAME
     log = Logger()
 
+    @property
+    def _connected(self) -> ITCPTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(ITCPTransport, self.transport)
+
     def __init__(self, service: LivenessService) -> None:
         self.service = service
         self.node: str | None = None
@@ -244,8 +251,8 @@ class HeartbeatProtocol(Int32StringReceiver):
 
     def _no_hello(self) -> None:
         self._timer = None
-        self.log.warn("heartbeat: no hello from {peer} within {t} s", peer=self.transport.getPeer(), t=HELLO_TIMEOUT)
-        self.transport.abortConnection()
+        self.log.warn("heartbeat: no hello from {peer} within {t} s", peer=self._connected.getPeer(), t=HELLO_TIMEOUT)
+        self._connected.abortConnection()
 
     def dataReceived(self, data: bytes) -> None:
         if self.node is not None:
@@ -258,14 +265,14 @@ class HeartbeatProtocol(Int32StringReceiver):
         try:
             message = wire.decode(body)
         except wire.BadMessage as e:
-            self.log.warn("heartbeat: bad message from {peer}: {why}", peer=self.transport.getPeer(), why=str(e))
-            self.transport.loseConnection()
+            self.log.warn("heartbeat: bad message from {peer}: {why}", peer=self._connected.getPeer(), why=str(e))
+            self._connected.loseConnection()
             return
         kind = message["t"]
         if self.node is None:
             if kind != wire.HELLO:
-                self.log.warn("heartbeat: {peer} sent {kind} before hello", peer=self.transport.getPeer(), kind=kind)
-                self.transport.loseConnection()
+                self.log.warn("heartbeat: {peer} sent {kind} before hello", peer=self._connected.getPeer(), kind=kind)
+                self._connected.loseConnection()
                 return
             if self._timer is not None and self._timer.active():
                 self._timer.cancel()
@@ -273,12 +280,12 @@ class HeartbeatProtocol(Int32StringReceiver):
             answer = self.service.hello(self, message)
             if answer is None:
                 self.log.warn("heartbeat: {peer} says it is {node}, not a node of this cluster",
-                              peer=self.transport.getPeer(), node=message["node"])
-                self.transport.loseConnection()
+                              peer=self._connected.getPeer(), node=message["node"])
+                self._connected.loseConnection()
                 return
             self.sendString(wire.encode(answer))
             if answer["t"] == wire.REDIRECT:
-                self.transport.loseConnection()
+                self._connected.loseConnection()
             else:
                 self.node = message["node"]
         elif kind == wire.REPORT:
@@ -287,8 +294,8 @@ class HeartbeatProtocol(Int32StringReceiver):
             self.log.warn("heartbeat: unexpected {kind} from {node}", kind=kind, node=self.node)
 
     def lengthLimitExceeded(self, length: int) -> None:
-        self.log.warn("heartbeat: frame of {n} bytes from {peer} refused", n=length, peer=self.transport.getPeer())
-        self.transport.loseConnection()
+        self.log.warn("heartbeat: frame of {n} bytes from {peer} refused", n=length, peer=self._connected.getPeer())
+        self._connected.loseConnection()
 
     def connectionLost(self, reason: Any = None) -> None:
         if self._timer is not None and self._timer.active():
@@ -326,7 +333,7 @@ def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
                                factory)
 
 
-def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: Any,
+def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: IReactor,
                        daemon: str = "ganeti-luxid") -> Any:
     """A L{ganeti.listening.Listener} for the heartbeat port (TLS inside)."""
     from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -167,7 +168,7 @@ class Watcher(Service):
 
     log = Logger()
 
-    def __init__(self, luxid: Any, liveness: Any, config: Callable[[], Awaitable[ConfigData]], reactor: Any, *,
+    def __init__(self, luxid: Any, liveness: Any, config: Callable[[], Awaitable[ConfigData]], reactor: IReactorTime, *,
                  confirm_delay: float = CONFIRM_DELAY, budget: RestartBudget | None = None,
                  archive_every: float = ARCHIVE_EVERY, archive_age: float = ARCHIVE_AGE) -> None:
         self.luxid = luxid
@@ -286,7 +287,7 @@ class Watcher(Service):
         archived = self.luxid.auto_archive(self.archive_age, ARCHIVE_TIMEOUT)
         if archived and archived[0]:
             self.log.info("watcher: archived {n} old job(s)", n=archived[0])
-        return archived
+        return cast("list[int]", archived)
 
 
 __all__ = ["REASON_SOURCE", "RESTART_LIMIT", "RESTART_WINDOW", "RestartBudget", "Watcher", "busy_instances",

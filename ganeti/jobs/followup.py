@@ -19,10 +19,11 @@ logical units return it without importing this module.
 from __future__ import annotations
 
 import copy
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from ganeti import errors
 from ganeti.jobs.lifecycle import ResultWithJobs
+from ganeti.reactors import ITimeUNIXReactor
 
 #: the result key listing the submitted jobs
 JOB_IDS_KEY = "jobs"
@@ -77,7 +78,7 @@ async def submit(
     return out
 
 
-def luxi_submitter(reactor: Any, socket_path: str) -> Submitter:
+def luxi_submitter(reactor: ITimeUNIXReactor, socket_path: str) -> Submitter:
     """A submitter that sends the jobs to the LuxiD at C{socket_path}."""
 
     async def submit_jobs(jobs: list[list[dict[str, Any]]]) -> list[Any]:
@@ -85,7 +86,7 @@ def luxi_submitter(reactor: Any, socket_path: str) -> Submitter:
 
         client = await AsyncLuxiClient.connect(reactor, socket_path)
         try:
-            return await client.call("SubmitManyJobs", jobs)
+            return cast("list[Any]", await client.call("SubmitManyJobs", jobs))
         finally:
             await client.close()
 

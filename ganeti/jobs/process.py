@@ -22,13 +22,15 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
+from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITransport
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
 from ganeti.jobs import channel
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 
 EXIT_DONE = 0
 EXIT_FAILED = 1
@@ -80,7 +82,7 @@ def save_job(paths: Paths, job: Any) -> None:
 
 
 async def execute(
-    reactor: Any, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
+    reactor: IReactor, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
 ) -> int:
     """Run the job (after the handshake); returns the exit code."""
     from twisted.internet.stdio import StandardIO
@@ -104,7 +106,8 @@ async def execute(
         submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket), rpc_port=rpc_port,
     )
     control = _Control(processor)
-    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)
+    # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
+    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]
     install_kill_handler(reactor, processor)
     if job.start_timestamp is None:
         job.start_timestamp = timestamp()
@@ -123,7 +126,7 @@ async def execute(
     return EXIT_DONE
 
 
-async def release_locks(clock: Any, client: Any, owner: Any, timeout: float = FREE_LOCKS_TIMEOUT) -> None:
+async def release_locks(clock: IReactorTime, client: Any, owner: Any, timeout: float = FREE_LOCKS_TIMEOUT) -> None:
     """Give the job's locks back, waiting at most C{timeout} seconds.
 
     @raise defer.TimeoutError: WConfD did not answer in time (it frees the
@@ -134,7 +137,7 @@ async def release_locks(clock: Any, client: Any, owner: Any, timeout: float = FR
     await defer.Deferred.fromCoroutine(client.free_locks(owner)).addTimeout(timeout, clock)
 
 
-def install_kill_handler(reactor: Any, processor: Any, exit: Any = os._exit) -> None:
+def install_kill_handler(reactor: IReactorFromThreads, processor: Any, exit: Any = os._exit) -> None:
     """SIGTERM (LuxiD's C{CancelJob} with C{kill}) kills the job: the
     processor stops what runs, records the job canceled, frees its locks,
     and the process exits (instead of Twisted's default: stop the reactor
@@ -156,6 +159,11 @@ def install_kill_handler(reactor: Any, processor: Any, exit: Any = os._exit) -> 
 class _Control(Protocol):
     """Messages from LuxiD while the job runs: cancel, priority."""
 
+    @property
+    def _connected(self) -> ITransport:
+        """The transport, in methods that run only while connected."""
+        return cast(ITransport, self.transport)
+
     def __init__(self, processor: Any) -> None:
         self.processor = processor
         self.decoder = channel.LineDecoder()
@@ -168,7 +176,7 @@ class _Control(Protocol):
         for message in messages:
             if message.get(channel.CANCEL):
                 cancelled = bool(self.processor.request_cancel())
-                self.transport.write(channel.encode({channel.CANCELLED: cancelled}))
+                self._connected.write(channel.encode({channel.CANCELLED: cancelled}))
             elif isinstance(message.get(channel.PRIORITY), int):
                 self.processor.change_priority(message[channel.PRIORITY])
 

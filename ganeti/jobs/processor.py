@@ -56,6 +56,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
@@ -98,7 +99,7 @@ class _Saver:
 
     log = Logger()
 
-    def __init__(self, job: QueuedJob, save: SaveFunction, clock: Any = None) -> None:
+    def __init__(self, job: QueuedJob, save: SaveFunction, clock: IReactorTime | None = None) -> None:
         self._job = job
         self._save = save
         self._clock = clock
@@ -178,7 +179,7 @@ class Processor:
         owner: Any,
         *,
         save: SaveFunction,
-        clock: Any,
+        clock: IReactorTime,
         lock_timeouts: Iterable[float] = DEFAULT_LOCK_TIMEOUTS,
         registry: dict[str, LUClass] | None = None,
         paths: Any = None,

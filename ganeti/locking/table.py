@@ -96,6 +96,7 @@ class LockTable:
         """
         direct: Mapping[str, Collection[Owner]]
         members: Mapping[str, Collection[Owner]]
+        others: Collection[Owner] | None
         for name, mode, parsed in items:
             if mode == EXCLUSIVE:
                 direct, members = self.direct, self.members

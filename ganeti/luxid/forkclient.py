@@ -18,10 +18,11 @@ import os
 import signal
 import socket
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import orjson
 from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import ITransport
 from twisted.internet.protocol import ProcessProtocol, Protocol, connectionDone
 from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
@@ -31,6 +32,7 @@ from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeProcessReactor
 
 #: seconds LuxiD keeps a job's pipes open after the server reported its exit
 #: (so that the job's last messages are still read)
@@ -68,7 +70,7 @@ class _PipeProtocol(Protocol):
         """Stop watching both pipes and close them, whatever the job does."""
         if self.closed:
             return
-        transport = self.transport
+        transport: Any = self.transport  # a StandardIO (mypy reads the Windows one's stub)
         if transport is not None and not getattr(transport, "disconnected", True):
             transport.connectionLost(Failure(ConnectionDone("job pipes closed by LuxiD")))
         self.connectionLost()
@@ -99,7 +101,7 @@ class ForkServer:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, paths: Paths, on_exit: Callable[[JobExit], Any],
+    def __init__(self, reactor: ITimeProcessReactor, paths: Paths, on_exit: Callable[[JobExit], Any],
                  on_orphaned: Callable[[list[JobChannel]], Any] | None = None, rpc_port: int = ports.NODED) -> None:
         """@param on_orphaned: called with the channels of the jobs still
             running when the server dies (their exits will not be reported)
@@ -170,11 +172,12 @@ class ForkServer:
         self._forget_pipes(job_id)
         self._pipes[job_id] = pipes
         try:
-            StandardIO(pipes, stdin=from_child_r, stdout=to_child_w, reactor=self.reactor)
+            # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
+            StandardIO(pipes, stdin=from_child_r, stdout=to_child_w, reactor=self.reactor)  # type: ignore[call-arg]
         except BaseException:
             pipes.close()
             raise
-        job_channel.attach(pipes.transport.write, lambda: self.kill(job_id))
+        job_channel.attach(cast(ITransport, pipes.transport).write, lambda: self.kill(job_id))  # connected by StandardIO
 
     def kill(self, job_id: int) -> None:
         job_channel = self._channels.get(job_id)

@@ -109,9 +109,10 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, int] = {}
+    watched: list[socket.socket | int] = [control, wake_r]
     while True:
         try:
-            readable, _w, _x = select.select([control, wake_r], [], [])
+            readable, _w, _x = select.select(watched, [], [])
         except InterruptedError:
             continue
         if wake_r in readable:

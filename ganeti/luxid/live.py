@@ -28,7 +28,7 @@ calls share one round of them.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, cast
 
 from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
 from twisted.logger import Logger
@@ -37,6 +37,7 @@ from ganeti import errors, ports
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.query import engine
 from ganeti.query import fields as q
+from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures
 from ganeti.rpc.live import asked_nodes, hypervisor_args, instances_report, node_info_args, node_report
 
@@ -116,7 +117,7 @@ class LiveData:
         self._inflight: dict[Any, list[Deferred[Any]]] = {}
 
     @classmethod
-    def for_node(cls, reactor: Any, paths: Any, port: int = ports.NODED, timeout: float = LIVE_TIMEOUT) -> LiveData:
+    def for_node(cls, reactor: ITimeTCPReactor, paths: Any, port: int = ports.NODED, timeout: float = LIVE_TIMEOUT) -> LiveData:
         """Talk to the nodes (on C{port}) with this node's cluster certificate."""
 
         def factory() -> Any:
@@ -255,9 +256,10 @@ class LiveData:
         recheck: dict[str, str] = {}
         for inst in wanted or []:
             pnode = config.nodes.get(inst.primary_node or "")
-            if (pnode is not None and pnode.name in pushed and pnode.name in nodes
-                    and inst.name not in running.get(pnode.name, {})):
-                recheck[pnode.name] = nodes[pnode.name]
+            name = pnode.name if pnode is not None else None
+            if (name is not None and name in pushed and name in nodes
+                    and inst.name not in running.get(name, {})):
+                recheck[name] = nodes[name]
         return recheck
 
     async def _with_consoles(
@@ -274,9 +276,10 @@ class LiveData:
         calls = []
         for inst in candidates:
             pnode: Node | None = config.nodes.get(inst.primary_node or "")
-            if pnode is None or pnode.name not in nodes or inst.name not in out.get(pnode.name, {}):
+            node = pnode.name if pnode is not None else None
+            if node is None or node not in nodes or inst.name is None or inst.name not in out.get(node, {}):
                 continue
-            calls.append(ensureDeferred(self._console(config, inst, pnode.name, nodes[pnode.name], out)))
+            calls.append(ensureDeferred(self._console(config, inst, node, nodes[node], out)))
         if calls:
             await gatherResults(calls)
         return out
@@ -295,4 +298,5 @@ class LiveData:
             return
         if result.failed or not isinstance(result.payload, Mapping):
             return
-        out[node][inst.name] = dict(out[node][inst.name], console=dict(result.payload))
+        name = cast(str, inst.name)  # the caller skips an instance without one
+        out[node][name] = dict(out[node][name], console=dict(result.payload))

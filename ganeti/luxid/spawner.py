@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.error import ProcessDone, ProcessTerminated
+from twisted.internet.interfaces import IProcessTransport, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -27,6 +28,7 @@ from twisted.python.failure import Failure
 from ganeti import ports
 from ganeti.jobs import channel
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeProcessReactor
 
 #: seconds a new job process has to send its lock file path
 HANDSHAKE_TIMEOUT = 30.0
@@ -54,7 +56,7 @@ class JobChannel:
 
     log = Logger()
 
-    def __init__(self, job_id: int, paths: Paths, clock: Any, record: Record, timeout: float = HANDSHAKE_TIMEOUT) -> None:
+    def __init__(self, job_id: int, paths: Paths, clock: IReactorTime, record: Record, timeout: float = HANDSHAKE_TIMEOUT) -> None:
         self.job_id = job_id
         self.paths = paths
         self.clock = clock
@@ -100,7 +102,8 @@ class JobChannel:
             return
         path, pid = message.get(channel.LOCKFILE), message.get("pid")
         real = os.path.realpath(path) if isinstance(path, str) else ""
-        if not isinstance(pid, int) or not real.startswith(os.path.realpath(self.paths.lock_dir) + os.sep):
+        if not isinstance(path, str) or not isinstance(pid, int) \
+                or not real.startswith(os.path.realpath(self.paths.lock_dir) + os.sep):
             self.log.warn("job {job}: refused lock file {path!r}; killing the process", job=self.job_id, path=path)
             self.kill()
             return
@@ -188,16 +191,21 @@ class JobChannel:
 class JobProcessProtocol(ProcessProtocol):
     """A job process started by LuxiD itself (L{spawn_direct})."""
 
+    @property
+    def _connected(self) -> IProcessTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(IProcessTransport, self.transport)
+
     def __init__(self, job_channel: JobChannel, on_exit: Callable[[JobExit], Any]) -> None:
         self.channel = job_channel
         self.on_exit = on_exit
 
     def connectionMade(self) -> None:
-        self.channel.attach(lambda data: self.transport.writeToChild(channel.FROM_PARENT_FD, data), self._kill)
+        self.channel.attach(lambda data: self._connected.writeToChild(channel.FROM_PARENT_FD, data), self._kill)
 
     def _kill(self) -> None:
         try:
-            self.transport.signalProcess("KILL")
+            self._connected.signalProcess("KILL")
         except Exception:
             pass
 
@@ -222,7 +230,7 @@ def job_argv(paths: Paths, job_id: int, rpc_port: int = ports.NODED) -> list[str
 
 
 def spawn_direct(
-    reactor: Any, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any], rpc_port: int = ports.NODED
+    reactor: ITimeProcessReactor, paths: Paths, job_channel: JobChannel, on_exit: Callable[[JobExit], Any], rpc_port: int = ports.NODED
 ) -> JobProcessProtocol:
     """Start C{python -m ganeti.jobs} with the handshake pipes on fds 3 and 4."""
     os.makedirs(paths.log_dir, exist_ok=True)

@@ -8,7 +8,6 @@ clients, C{ganeti-master} (mode 0660).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
@@ -31,6 +30,7 @@ from ganeti.luxid.live import LiveData
 from ganeti.luxid.replication import JobDistributor, JobReplicator
 from ganeti.luxid.service import LuxidService
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 
 
 class Options(usage.Options):
@@ -75,9 +75,9 @@ class Options(usage.Options):
             ]
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

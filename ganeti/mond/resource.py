@@ -21,8 +21,9 @@ templates, to keep MonD small.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.web import http
 
 from ganeti.mond import metrics
@@ -90,7 +91,8 @@ class MondRequest(http.Request):
     api: Api
 
     def process(self) -> None:
-        code, ctype, body, headers = self.api.answer(self.method, self.path, self.args)
+        # the request is parsed (args set) before process() is called
+        code, ctype, body, headers = self.api.answer(self.method, self.path, cast("dict[bytes, list[bytes]]", self.args))
         self.setResponseCode(code)
         self.setHeader(b"content-type", ctype)
         self.setHeader(b"content-length", b"%d" % len(body))
@@ -107,12 +109,12 @@ class MondFactory(http.HTTPFactory):
     @param log_path: the access log (C{None}: none)
     """
 
-    def __init__(self, api: Api, log_path: str | None = None, reactor: Any = None) -> None:
+    def __init__(self, api: Api, log_path: str | None = None, reactor: IReactorTime | None = None) -> None:
         super().__init__(logPath=log_path, reactor=reactor)
         self.api = api
         self._request = type("MondRequest", (MondRequest,), {"api": api})
 
     def buildProtocol(self, addr: Any) -> Any:
-        channel = super().buildProtocol(addr)
+        channel: Any = super().buildProtocol(addr)
         channel.requestFactory = self._request
         return channel

@@ -26,6 +26,7 @@ from ganeti.mond import report as rp
 from ganeti.mond import settings as st
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeUDPReactor
 
 #: how long one confd query may take (seconds)
 CONFD_TIMEOUT = 2.0
@@ -67,7 +68,7 @@ class MondService(Service):
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, node: str, collectors: Iterable[Collector], *,
+    def __init__(self, paths: Paths, reactor: ITimeUDPReactor, node: str, collectors: Iterable[Collector], *,
                  plugins: Callable[[], dict[str, Collector]] = dict, confd_port: int = 1814,
                  config_interval: float = st.CONFIG_INTERVAL, confd: Callable[..., Any] | None = None) -> None:
         self.paths = paths

@@ -20,6 +20,7 @@ from ganeti.listening import Listener
 from ganeti.mond import settings
 from ganeti.mond.collectors.plugins import DEFAULT_TIMEOUT
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 
 DEFAULT_PORT = ports.MOND
 #: where plugin collectors live, under the node's root
@@ -59,7 +60,7 @@ class Options(usage.Options):
             self["plugin-dir"] = os.path.join(self["paths"].root, PLUGIN_DIR)
 
 
-def build_collectors(paths: Paths, reactor: Any, proc_dir: str = "/proc") -> list[Any]:
+def build_collectors(paths: Paths, reactor: IReactor, proc_dir: str = "/proc") -> list[Any]:
     """The built-in collectors of a node, in report order."""
     from ganeti import daemons
     from ganeti.mond.collectors.daemons import DaemonStatus
@@ -105,10 +106,10 @@ def _pid_of(paths: Paths, spec: Any) -> Any:
     return pid
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
         without_tls()
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         from ganeti.logfile import quiet_twisted
 
@@ -143,7 +144,9 @@ def makeService(options: Options, reactor: Any = None) -> IService:
     site = MondFactory(Api(service), paths.log_file("monitoring-daemon-access"), reactor)
     bind, port = options["bind"], options["port"]
     where = "%s port %d (TCP)" % (bind, port)
-    Listener(lambda: reactor.listenTCP(port, site, interface=bind), where, daemon=daemons.MOND.name,
+    # (Twisted types listenTCP's factory as a ServerFactory of its protocol type, invariantly: an HTTPFactory is not one)
+    Listener(lambda: reactor.listenTCP(port, site, interface=bind),  # type: ignore[arg-type]
+             where, daemon=daemons.MOND.name,
              reactor=reactor).setServiceParent(root)
     FrozenHeapService(reactor).setServiceParent(root)
     return root

@@ -64,7 +64,7 @@ def _files_under(directory: str) -> list[str]:
     return found
 
 
-def verify_disk_files(root: str, storage_dirs: Mapping[str, str], check: Any) -> dict[str, list[str]]:
+def verify_disk_files(root: str, storage_dirs: Mapping[str, str], check: Any) -> dict[str, list[str] | dict[str, int]]:
     """The answer to the C{disk-files} check (see the module docstring).
 
     @param root: the node's root

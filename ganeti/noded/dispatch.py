@@ -6,27 +6,86 @@ with L{handler}, on one of the objects noded's procedures are split into
 (node, instances, transfers, master role).  L{Dispatch} pairs them once,
 and refuses to exist when a declared procedure has no handler or a marked
 handler is not declared, so that noded serves exactly the contract.
+
+A handler marked C{@handler(procedures.NAME)} is checked by mypy against
+the procedure's stub: it takes the stub's parameters (same names, types
+the stub's or wider, the same defaults) after C{self}, and gives the
+stub's result, or a Deferred or coroutine of it.  The bare C{@handler}
+(not checked) remains for handlers not yet converted.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic, Iterable, ParamSpec, TypeVar, overload
 
 import attrs
 
 from ganeti.rpc import procedures
 from ganeti.rpc.contract import ContractError, Procedure, Table
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
 
 #: the attribute marking a handler method
 _MARK = "_noded_handler"
 
 
-def handler(method: F) -> F:
-    """Mark C{method} as the handler of the declared procedure of its name."""
-    setattr(method, _MARK, True)
-    return method
+class _Checked(Generic[P, R]):
+    """The decorator C{handler(procedure)} gives: marks a method whose
+    parameters (after C{self}) are the procedure's C{P} and whose result is
+    its C{R}, at once or later (a Deferred or a coroutine)."""
+
+    def __init__(self, procedure: Procedure[P, R]) -> None:
+        self._procedure = procedure
+
+    @overload
+    def __call__(
+        self, method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]]
+    ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __call__(self, method: Callable[Concatenate[S, P], Deferred[R]]) -> Callable[Concatenate[S, P], Deferred[R]]: ...
+
+    @overload
+    def __call__(self, method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]: ...
+
+    @overload
+    def __call__(
+        self, method: Callable[Concatenate[S, P], Deferred[R] | R]
+    ) -> Callable[Concatenate[S, P], Deferred[R] | R]: ...
+
+    def __call__(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        if method.__name__ != self._procedure.name:
+            raise ContractError("handler %s marked as the handler of procedure %s"
+                                % (method.__name__, self._procedure.name))
+        setattr(method, _MARK, True)
+        return method
+
+
+@overload
+def handler(target: Procedure[P, R]) -> _Checked[P, R]: ...
+
+
+@overload
+def handler(target: F) -> F: ...
+
+
+def handler(target: Procedure[Any, Any] | Callable[..., Any]) -> Any:
+    """Mark a method as the handler of the declared procedure of its name.
+
+    C{@handler(procedures.NAME)} has mypy check the method against the
+    procedure's declaration (see the module docstring); the bare
+    C{@handler} marks it unchecked.
+    """
+    if isinstance(target, Procedure):
+        return _Checked(target)
+    setattr(target, _MARK, True)
+    return target
 
 
 def handlers_of(target: object) -> dict[str, Callable[..., Any]]:

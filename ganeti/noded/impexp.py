@@ -56,9 +56,10 @@ import secrets
 import shutil
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
 from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
 
@@ -67,6 +68,8 @@ from ganeti.backend import osapi
 from ganeti.noded import bulk, stream
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
+from ganeti.reactors import IReactor
+from ganeti.rpc import procedures
 from ganeti.rpc.tls import Credentials
 
 #: seconds without a status request after which a transfer is aborted
@@ -84,6 +87,9 @@ TOKEN_BYTES = 32
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
+#: what C{impexp_status} answers: per id, its status (C{None}: unknown id)
+Statuses = list[dict[str, Any] | None]
+
 
 def _check(condition: bool, message: str) -> None:
     if not condition:
@@ -93,7 +99,7 @@ def _check(condition: bool, message: str) -> None:
 def check_export_name(value: Any, what: str = "export name") -> str:
     _check(isinstance(value, str) and bool(_NAME_RE.match(value)) and not value.endswith(NEW_SUFFIX),
            "Invalid %s %.100r" % (what, value))
-    return value
+    return cast("str", value)
 
 
 def _address(value: Any, what: str) -> str:
@@ -101,7 +107,7 @@ def _address(value: Any, what: str) -> str:
         ipaddress.ip_address(value)
     except (TypeError, ValueError):
         raise RpcFailure("%s must be an IP address, not %.100r" % (what, value)) from None
-    return value
+    return cast("str", value)
 
 
 def parse_export_config(text: str) -> configparser.ConfigParser:
@@ -123,7 +129,7 @@ class Transfer:
 
     log = Logger()
 
-    def __init__(self, tid: str, kind: str, clock: Any, what: str) -> None:
+    def __init__(self, tid: str, kind: str, clock: IReactorTime, what: str) -> None:
         self.id, self.kind, self.what = tid, kind, what
         self._clock = clock
         self.started = clock.seconds()
@@ -178,7 +184,7 @@ class Transfer:
                 "error": self.error, "bytes": self.bytes, "elapsed": elapsed, "rate": self.bytes / elapsed}
 
 
-def _run_thread(reactor: Any, transfer: Transfer, name: str, work: Callable[[], Any]) -> None:
+def _run_thread(reactor: IReactorFromThreads, transfer: Transfer, name: str, work: Callable[[], Any]) -> None:
     """Run C{work} (a transfer's bytes) in a thread of its own; its end
     (success, or the L{stream.StreamError}'s message) goes to C{transfer}
     in the reactor thread."""
@@ -205,7 +211,7 @@ class ImpExpProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Any, reactor: Any, instances: Any,
+    def __init__(self, paths: Any, reactor: IReactor, instances: Any,
                  credentials: Callable[[], Credentials] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
@@ -263,7 +269,7 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot use X509 key %s: %s" % (name, exc)) from None
         return Credentials(key_pem, cert_pem, peer_pem), frozenset([digest])
 
-    @handler
+    @handler(procedures.x509_cert_create)
     def x509_cert_create(self, validity: Any) -> list[str]:
         _check(isinstance(validity, int) and not isinstance(validity, bool) and 0 < validity <= 366 * 86400,
                "Invalid validity %r" % (validity,))
@@ -277,7 +283,7 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot store the X509 key in %s: %s" % (directory, exc.strerror)) from None
         return [name, cert_pem.decode("ascii")]
 
-    @handler
+    @handler(procedures.x509_cert_remove)
     def x509_cert_remove(self, name: Any) -> None:
         name = check_export_name(name, "X509 key name")
         shutil.rmtree(self._crypto_dir(name), ignore_errors=True)
@@ -294,7 +300,7 @@ class ImpExpProcedures:
         from ganeti.noded.instances import decode
 
         instance, disks = decode(io.get("instance"))
-        index = io.get("index")
+        index: Any = io.get("index")  # from the wire: checked below
         _check(isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(disks),
                "Instance %s has no disk %r" % (instance.name, index))
         definition, variant = self._instances._os(instance)
@@ -317,7 +323,7 @@ class ImpExpProcedures:
         record = decode_disk(io.get("disk"))
         _driver, path = self._instances.locate(record)
         _check(os.path.isfile(path), "Disk %s does not exist on this node" % path)
-        return path
+        return cast("str", path)
 
     def _sink(self, io: Any) -> tuple[Callable[[], Any], str]:
         _check(isinstance(io, dict), "dest must be a dict")
@@ -391,7 +397,7 @@ class ImpExpProcedures:
         transfer.succeed()
         return True
 
-    @handler
+    @handler(procedures.impexp_listen)
     def impexp_listen(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_listen takes a spec dict")
         bind = _address(spec.get("bind"), "bind")
@@ -430,7 +436,7 @@ class ImpExpProcedures:
         _run_thread(reactor, transfer, "receive", lambda: bulk.serve(listener, cancel, tls, peers, accepted, run))
         return {"id": transfer.id, "port": port, "token": token}
 
-    @handler
+    @handler(procedures.impexp_send)
     def impexp_send(self, spec: Any) -> dict[str, Any]:
         _check(isinstance(spec, dict), "impexp_send takes a spec dict")
         host = _address(spec.get("host"), "host")
@@ -462,10 +468,10 @@ class ImpExpProcedures:
 
     def _ids(self, ids: Any) -> list[str]:
         _check(isinstance(ids, list) and all(isinstance(i, str) for i in ids), "ids must be a list of strings")
-        return ids
+        return cast("list[str]", ids)
 
-    @handler
-    def impexp_status(self, ids: Any, wait: Any = 0) -> Any:
+    @handler(procedures.impexp_status)
+    def impexp_status(self, ids: Any, wait: Any = 0) -> defer.Deferred[Statuses] | Statuses:
         """The transfers' status; with C{wait} (seconds), once one of them
         ends, or after C{wait} seconds if none does (the master learns of the
         end at once without asking often)."""
@@ -525,7 +531,7 @@ class ImpExpProcedures:
                 transfer.fail("the export was abandoned")
         shutil.rmtree(directory, ignore_errors=True)
 
-    @handler
+    @handler(procedures.impexp_abort)
     def impexp_abort(self, ids: Any) -> None:
         for tid in self._ids(ids):
             transfer = self._transfers.get(tid)
@@ -534,7 +540,7 @@ class ImpExpProcedures:
                 self._forget(tid)
         return None
 
-    @handler
+    @handler(procedures.impexp_cleanup)
     def impexp_cleanup(self, ids: Any) -> None:
         for tid in self._ids(ids):
             transfer = self._transfers.get(tid)
@@ -545,7 +551,7 @@ class ImpExpProcedures:
 
     # --- exports ------------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.export_start)
     def export_start(self, name: Any) -> None:
         name = check_export_name(name)
         directory = self._export_path(name + NEW_SUFFIX)
@@ -558,7 +564,7 @@ class ImpExpProcedures:
         self._renew_export(name)
         return None
 
-    @handler
+    @handler(procedures.export_finalize)
     def export_finalize(self, name: Any, config_text: Any) -> None:
         name = check_export_name(name)
         _check(isinstance(config_text, str), "config_text must be a string")
@@ -591,14 +597,14 @@ class ImpExpProcedures:
             raise RpcFailure("Cannot finalize export %s: %s" % (name, exc)) from None
         return None
 
-    @handler
+    @handler(procedures.export_discard)
     def export_discard(self, name: Any) -> None:
         name = check_export_name(name)
         self._end_export_lease(name)
         shutil.rmtree(self._export_path(name + NEW_SUFFIX), ignore_errors=True)
         return None
 
-    @handler
+    @handler(procedures.export_list)
     def export_list(self) -> list[str]:
         try:
             names = os.listdir(self.paths.export_dir)
@@ -609,7 +615,7 @@ class ImpExpProcedures:
         return sorted(n for n in names if not n.startswith(".") and not n.endswith(NEW_SUFFIX)
                       and os.path.isdir(self._export_path(n)))
 
-    @handler
+    @handler(procedures.export_info)
     def export_info(self, name: Any) -> str:
         name = check_export_name(name)
         path = self._export_path(name, EXPORT_CONF_FILE)
@@ -621,7 +627,7 @@ class ImpExpProcedures:
         parse_export_config(text)
         return text
 
-    @handler
+    @handler(procedures.export_remove)
     def export_remove(self, name: Any) -> None:
         name = check_export_name(name)
         target = self._export_path(name)

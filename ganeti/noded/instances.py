@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -29,6 +29,8 @@ from ganeti.backend import osapi, storage
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
+from ganeti.reactors import IReactor
+from ganeti.rpc import procedures
 from ganeti.rpc.instances import decode_instance, node_path
 
 #: the most memory an instance may be ballooned to (MiB: 16 TiB)
@@ -56,7 +58,7 @@ def _check(condition: bool, message: str) -> None:
 
 def _name(value: Any, what: str = "instance name") -> str:
     _check(isinstance(value, str) and bool(_NAME_RE.match(value)), "Invalid %s %.100r" % (what, value))
-    return value
+    return cast("str", value)
 
 
 def _flag(value: Any, what: str) -> bool:
@@ -71,20 +73,20 @@ def _flag(value: Any, what: str) -> bool:
 def _integer(value: Any, what: str, low: int, high: int) -> int:
     _check(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
            "%s must be an integer between %d and %d, not %.100r" % (what, low, high, value))
-    return value
+    return cast("int", value)
 
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:
     if value is None:
         return {}
     _check(isinstance(value, dict), "%s must be a dict, not %.100r" % (what, value))
-    return value
+    return cast("dict[str, Any]", value)
 
 
 def _names(value: Any, what: str) -> list[str]:
     _check(isinstance(value, list) and all(isinstance(v, str) for v in value),
            "%s must be a list of names, not %.100r" % (what, value))
-    return value
+    return cast("list[str]", value)
 
 
 def _reason(value: Any) -> None:
@@ -163,7 +165,7 @@ class InstanceProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Any, reactor: Any, *, get_hypervisor: Callable[..., Any] | None = None,
+    def __init__(self, paths: Any, reactor: IReactor, *, get_hypervisor: Callable[..., Any] | None = None,
                  os_timeouts: dict[str, float] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
@@ -184,7 +186,7 @@ class InstanceProcedures:
         except errors.GenericError as exc:
             raise RpcFailure("%s: %s" % (what, exc)) from None
 
-    async def _running_info(self, hyper: Any, name: str) -> dict[str, Any] | None:
+    async def _running_info(self, hyper: Any, name: str | None) -> dict[str, Any] | None:
         info = await self._hv_call("Cannot get the state of instance %s" % name, hyper.get_instance_info, name)
         return info if isinstance(info, dict) and info else None
 
@@ -251,7 +253,7 @@ class InstanceProcedures:
 
     # --- lifecycle -------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.instance_start)
     async def instance_start(self, inst: Any, startup_paused: Any = False, reason: Any = None) -> None:
         """Start the instance; one already running is left alone, one whose
         guest powered itself off (state L{hv.STATE_SHUTDOWN}) is handed to
@@ -269,7 +271,7 @@ class InstanceProcedures:
         self.log.info("instance {name} started", name=instance.name)
         return None
 
-    @handler
+    @handler(procedures.instance_shutdown)
     async def instance_shutdown(self, inst: Any, timeout: Any = DEFAULT_SHUTDOWN_TIMEOUT, reason: Any = None) -> None:
         instance, _disks = decode(inst)
         seconds = DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else _integer(timeout, "timeout", 0, MAX_SHUTDOWN_TIMEOUT)
@@ -278,7 +280,7 @@ class InstanceProcedures:
         await self._stop(hyper, instance, seconds)
         return None
 
-    @handler
+    @handler(procedures.instance_reboot)
     async def instance_reboot(self, inst: Any, reboot_type: Any, shutdown_timeout: Any = DEFAULT_SHUTDOWN_TIMEOUT,
                               reason: Any = None) -> None:
         instance, disks = decode(inst)
@@ -298,7 +300,7 @@ class InstanceProcedures:
             await self._hv_call("Could not reboot instance %s" % instance.name, hyper.reboot_instance, instance)
         return None
 
-    @handler
+    @handler(procedures.instance_balloon_memory)
     async def instance_balloon_memory(self, inst: Any, memory: Any) -> None:
         instance, _disks = decode(inst)
         mib = _integer(memory, "memory", 1, MAX_MEMORY_MIB)
@@ -313,7 +315,7 @@ class InstanceProcedures:
 
     # --- queries ---------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.instance_list)
     async def instance_list(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> list[str]:
         names = _names(hypervisor_names, "hypervisor_list")
         _mapping(hvparams_by_hv, "hvparams")
@@ -324,15 +326,15 @@ class InstanceProcedures:
             found.update(listed or ())
         return sorted(found)
 
-    @handler
+    @handler(procedures.instance_info)
     async def instance_info(self, name: Any, hypervisor: Any, hvparams: Any = None) -> dict[str, Any]:
         _name(name)
         _mapping(hvparams, "hvparams")
         hyper = self.hypervisor(hypervisor)
         return await self._running_info(hyper, name) or {}
 
-    @handler
-    async def all_instances_info(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> dict[str, Any]:
+    @handler(procedures.all_instances_info)
+    async def all_instances_info(self, hypervisor_names: Any, hvparams_by_hv: Any = None) -> dict[str, dict[str, Any]]:
         names = _names(hypervisor_names, "hypervisor_list")
         _mapping(hvparams_by_hv, "hvparams")
         hypers = [(name, self.hypervisor(name)) for name in names]
@@ -344,23 +346,24 @@ class InstanceProcedures:
                 result.setdefault(instance_name, info)
         return result
 
-    @handler
+    @handler(procedures.instance_console_info)
     async def instance_console_info(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
-        return await self._hv_call("Cannot get the console of instance %s" % instance.name,
-                                   hyper.get_console_info, instance)
+        info: dict[str, Any] = await self._hv_call("Cannot get the console of instance %s" % instance.name,
+                                                   hyper.get_console_info, instance)
+        return info
 
     # --- migration -------------------------------------------------------------------
 
-    @handler
+    @handler(procedures.migration_info)
     async def migration_info(self, inst: Any) -> Any:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
         return await self._hv_call("Cannot prepare the migration of instance %s" % instance.name,
                                    hyper.migration_info, instance)
 
-    @handler
+    @handler(procedures.accept_instance)
     async def accept_instance(self, inst: Any, info: Any, target_ip: Any) -> None:
         instance, disks = decode(inst)
         _check(isinstance(target_ip, str) and bool(target_ip), "target_ip must be an address")
@@ -370,7 +373,7 @@ class InstanceProcedures:
                             hyper.accept_instance, instance, info, target=target_ip)
         return None
 
-    @handler
+    @handler(procedures.instance_migrate)
     async def instance_migrate(self, cluster_name: Any, inst: Any, target_ip: Any, live: Any = True) -> None:
         _check(isinstance(cluster_name, str), "cluster_name must be a string")
         instance, _disks = decode(inst)
@@ -382,7 +385,7 @@ class InstanceProcedures:
                             hyper.migrate_instance, instance, target_ip, **extra)
         return None
 
-    @handler
+    @handler(procedures.instance_get_migration_status)
     async def instance_get_migration_status(self, inst: Any) -> dict[str, Any]:
         instance, _disks = decode(inst)
         hyper = self.hypervisor(instance.hypervisor)
@@ -390,9 +393,9 @@ class InstanceProcedures:
                                      hyper.get_migration_status, instance)
         _check(isinstance(status, dict) and isinstance(status.get("status"), str),
                "The hypervisor gave no migration status for instance %s" % instance.name)
-        return status
+        return cast("dict[str, Any]", status)
 
-    @handler
+    @handler(procedures.instance_finalize_migration_dst)
     async def instance_finalize_migration_dst(self, inst: Any, info: Any, success: Any) -> None:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
@@ -401,7 +404,7 @@ class InstanceProcedures:
                             hyper.finalize_migration, instance, info, ok)
         return None
 
-    @handler
+    @handler(procedures.instance_finalize_migration_src)
     async def instance_finalize_migration_src(self, inst: Any, success: Any, live: Any = True) -> None:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
@@ -413,7 +416,7 @@ class InstanceProcedures:
 
     # --- block devices ---------------------------------------------------------------
 
-    @handler
+    @handler(procedures.blockdev_create)
     def blockdev_create(self, disk: Any, size: Any, owner: Any = None, on_primary: Any = True, info: Any = "",
                         exclusive_storage: Any = False) -> str:
         """Create a file disk; the path it has on this node."""
@@ -433,7 +436,7 @@ class InstanceProcedures:
         self.log.info("created disk {path} ({size} MiB) for {owner}", path=path, size=mib, owner=owner)
         return path
 
-    @handler
+    @handler(procedures.blockdev_remove)
     def blockdev_remove(self, disk: Any) -> None:
         """Remove a file disk; one already gone (or diskless) succeeds."""
         record = decode_disk(disk)
@@ -446,7 +449,7 @@ class InstanceProcedures:
             raise RpcFailure("Cannot remove disk: %s" % exc) from None
         return None
 
-    @handler
+    @handler(procedures.blockdev_grow)
     def blockdev_grow(self, disk: Any, amount: Any, dryrun: Any = False, backingstore: Any = True,
                       exclusive_storage: Any = False) -> None:
         """Grow a file disk by C{amount} MiB.
@@ -470,7 +473,7 @@ class InstanceProcedures:
             raise RpcFailure("Cannot grow disk: %s" % exc) from None
         return None
 
-    @handler
+    @handler(procedures.blockdev_getdimensions)
     def blockdev_getdimensions(self, disks: Any) -> list[list[Any] | None]:
         """C{[size in bytes, spindles (None)]} of each file disk, C{None} for
         one that does not exist here (Ganeti's answer)."""
@@ -512,7 +515,7 @@ class InstanceProcedures:
         except errors.OpExecError as exc:
             raise RpcFailure(str(exc)) from None
 
-    @handler
+    @handler(procedures.instance_os_add)
     async def instance_os_add(self, inst: Any, reinstall: Any = False, debug: Any = 0) -> None:
         """Run the OS's create script for the instance."""
         instance, disks = decode(inst)
@@ -520,7 +523,7 @@ class InstanceProcedures:
         await self._run_os_script(instance, disks, osapi.SCRIPT_CREATE, debug, extra)
         return None
 
-    @handler
+    @handler(procedures.instance_run_rename)
     async def instance_run_rename(self, inst: Any, old_name: Any, debug: Any = 0) -> None:
         """Run the OS's rename script (the instance already has its new name)."""
         instance, disks = decode(inst)
@@ -528,7 +531,7 @@ class InstanceProcedures:
         await self._run_os_script(instance, disks, osapi.SCRIPT_RENAME, debug, {"OLD_INSTANCE_NAME": old})
         return None
 
-    @handler
+    @handler(procedures.os_diagnose)
     def os_diagnose(self) -> list[list[Any]]:
         return osapi.diagnose(self.paths)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable
+from typing import IO, Any, Callable, cast
 
 from cryptography import x509
 from OpenSSL import SSL
@@ -58,8 +58,9 @@ class UnjoinedContextFactory:
 
 
 def _tls_connection(request: Request) -> SSL.Connection:
-    transport = request.transport if request.transport is not None else request.channel.transport
-    return transport.getHandle()
+    # a TLS transport (ISystemHandle), the request's or its channel's
+    transport: Any = request.transport if request.transport is not None else request.channel.transport
+    return cast(SSL.Connection, transport.getHandle())
 
 
 def _parse_pem(text: str, what: str) -> tuple[bytes, bytes]:
@@ -111,7 +112,8 @@ class JoinResource(Resource):
         return json.dumps(value).encode("utf-8")
 
     def render(self, request: Request) -> Any:
-        segments = [s for s in request.postpath if s]
+        # Site sets the path and the body before it renders
+        segments = [s for s in cast("list[bytes]", request.postpath) if s]
         if segments != [join.PROCEDURE.encode("ascii")]:
             return self._answer(request, 404, {"error": "this node is not in a cluster; it only accepts node_join"})
         if request.method != b"POST":
@@ -119,7 +121,7 @@ class JoinResource(Resource):
         service = self._service
         if not service.waiting:
             return self._answer(request, 403, {"error": "this node is joining or joined already"})
-        content = request.content
+        content = cast(IO[bytes], request.content)
         content.seek(0, 2)
         if content.tell() > wire.MAX_BODY:
             return self._answer(request, 413, {"error": "request body too large"})

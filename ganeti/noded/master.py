@@ -27,9 +27,10 @@ import ipaddress
 import os
 import re
 import subprocess
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from twisted.internet import defer, threads
+from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
 from ganeti import daemons, serializer
@@ -38,7 +39,7 @@ from ganeti.jobs import replicas
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 
 #: The master daemons, in Ganeti's start order.
 MASTER_DAEMONS = ("ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
@@ -52,6 +53,8 @@ _NETDEV_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 _ALREADY_UP = re.compile(r"File exists|already assigned")
 #: What C{ip address del} says when the address is not there (kernels differ).
 _ALREADY_DOWN = re.compile(r"Cannot assign|not found")
+
+_T = TypeVar("_T")
 
 
 def no_netdev(netdev: Any) -> bool:
@@ -99,7 +102,7 @@ class MasterProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, epoch: EpochGuard, port: int = wire.DEFAULT_PORT) -> None:
+    def __init__(self, paths: Paths, reactor: IReactorThreads, epoch: EpochGuard, port: int = wire.DEFAULT_PORT) -> None:
         self.paths = paths
         self._reactor = reactor
         self._epoch = epoch
@@ -107,13 +110,13 @@ class MasterProcedures:
         #: writes config deltas this node journalled into config.data (set by NodeProcedures)
         self.flush_config: Callable[[], None] = lambda: None
 
-    def _in_thread(self, function: Any, *args: Any) -> Any:
+    def _in_thread(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
 
     # --- the master daemons ------------------------------------------------------------
 
-    @handler
-    def node_stop_master(self) -> Any:
+    @handler(procedures.node_stop_master)
+    def node_stop_master(self) -> defer.Deferred[list[str]]:
         """Stop LuxiD and WConfD here (those not running are fine); RAPI
         keeps running, or starts again if it is not (this node has its
         certificate), and forwards to the new master.  A RAPI that does not
@@ -129,8 +132,8 @@ class MasterProcedures:
 
         return self._in_thread(stop)
 
-    @handler
-    def node_start_master_daemons(self, no_voting: Any) -> Any:
+    @handler(procedures.node_start_master_daemons)
+    def node_start_master_daemons(self, no_voting: Any) -> defer.Deferred[list[str]]:
         """Start WConfD, RAPI (if this node has its certificate) and LuxiD here, at once."""
         if not isinstance(no_voting, bool):
             raise RpcFailure("no_voting must be a boolean")
@@ -153,14 +156,13 @@ class MasterProcedures:
 
         # at once, not one after the other: LuxiD accepts jobs before WConfD is up (it connects when it is),
         # which shortens a failover by the start of a daemon
-        d = defer.gatherResults([self._in_thread(start, name) for name in names], consumeErrors=True)
-        d.addCallback(started)
-        return d
+        return defer.gatherResults([self._in_thread(start, name) for name in names],
+                                   consumeErrors=True).addCallback(started)
 
     # --- node roles: RAPI runs on every master candidate -----------------------------------
 
-    @handler
-    def node_demote_from_mc(self) -> Any:
+    @handler(procedures.node_demote_from_mc)
+    def node_demote_from_mc(self) -> defer.Deferred[list[str]]:
         """Stop RAPI here: this node is no longer a master candidate.
 
         @raise RpcFailure: ssconf names this node master, or WConfD or LuxiD run here
@@ -173,7 +175,7 @@ class MasterProcedures:
             raise RpcFailure("%s running here, will not demote" % " and ".join(running))
         return self.stop_rapi()
 
-    def stop_rapi(self) -> Any:
+    def stop_rapi(self) -> defer.Deferred[list[str]]:
         """Stop RAPI here, if it runs (in the thread pool): what it said."""
         lines: list[str] = []
 
@@ -183,8 +185,8 @@ class MasterProcedures:
 
         return self._in_thread(stop)
 
-    @handler
-    def node_promote_to_mc(self) -> Any:
+    @handler(procedures.node_promote_to_mc)
+    def node_promote_to_mc(self) -> defer.Deferred[list[str]]:
         """Start RAPI here (it forwards to the master's): this node is now a
         master candidate.  Running already is fine.
 
@@ -204,7 +206,7 @@ class MasterProcedures:
 
     # --- the master IP -----------------------------------------------------------------
 
-    def _master_ip(self, action: str, params: Any, use_external_mip_script: Any) -> Any:
+    def _master_ip(self, action: str, params: Any, use_external_mip_script: Any) -> defer.Deferred[None] | None:
         if use_external_mip_script:
             raise RpcFailure("an external master IP script is not supported")
         argv = master_ip_command(action, params)
@@ -219,15 +221,15 @@ class MasterProcedures:
 
         return self._in_thread(run)
 
-    @handler
-    def node_activate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
+    @handler(procedures.node_activate_master_ip)
+    def node_activate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> defer.Deferred[None] | None:
         return self._master_ip("add", master_params, use_external_mip_script)
 
-    @handler
-    def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> Any:
+    @handler(procedures.node_deactivate_master_ip)
+    def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> defer.Deferred[None] | None:
         return self._master_ip("del", master_params, use_external_mip_script)
 
-    @handler
+    @handler(procedures.epoch_claim)
     def epoch_claim(self, epoch: Any, holder: Any) -> int:
         """Record C{epoch} for the new master C{holder} (once per epoch)."""
         if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
@@ -243,7 +245,7 @@ class MasterProcedures:
 
     # --- state for the newest-state-first check -----------------------------------------
 
-    @handler
+    @handler(procedures.failover_status)
     def failover_status(self) -> Any:
         """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of this node:
         C{jobs} maps live job file names to their status."""
@@ -268,7 +270,7 @@ class MasterProcedures:
 
         return self._in_thread(status)
 
-    @handler
+    @handler(procedures.failover_read)
     def failover_read(self, names: Any) -> Any:
         """C{{name: compressed content or null}} of C{"config.data"} and job queue
         files (names relative to the queue directory)."""

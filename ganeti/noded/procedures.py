@@ -1,6 +1,6 @@
 """The node-side procedures of node RPC (Ganeti's C{backend}).
 
-Each method marked C{@handler} (here and in L{instances}, L{impexp},
+Each method marked C{@handler(procedures.NAME)} (here and in L{instances}, L{impexp},
 L{master} and L{ganeti.ha.elector}) serves the procedure of its name declared in
 L{ganeti.rpc.procedures}: it takes the positional arguments of the request
 (their count and JSON types checked against the declaration already) and
@@ -19,10 +19,11 @@ import os
 import pwd
 import shutil
 import socket
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer, task, threads
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
+from twisted.internet.interfaces import ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
@@ -36,7 +37,8 @@ from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
-from ganeti.rpc import wire
+from ganeti.reactors import IReactor
+from ganeti.rpc import procedures, wire
 
 #: Mode of job queue files (Ganeti: 0640).
 QUEUE_FILE_MODE = 0o640
@@ -80,7 +82,7 @@ class NodeProcedures:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any, *, shutdown: Callable[[], None] | None = None,
+    def __init__(self, paths: Paths, reactor: IReactor, *, shutdown: Callable[[], None] | None = None,
                  port: int = wire.DEFAULT_PORT, lost_since: Callable[[], float | None] | None = None) -> None:
         self.paths = paths
         self._reactor = reactor
@@ -111,18 +113,18 @@ class NodeProcedures:
 
     # --- informational ---------------------------------------------------------------
 
-    @handler
+    @handler(procedures.version)
     def version(self) -> int:
         return wire.PROTOCOL_VERSION
 
-    @handler
+    @handler(procedures.master_node_name)
     def master_node_name(self) -> str:
         try:
             return ssconf.SimpleStore(self.paths).get_master_node()
         except errors.ConfigurationError as e:
             raise RpcFailure(str(e)) from None
 
-    @handler
+    @handler(procedures.node_info)
     async def node_info(self, storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
         """C{[boot_id, [storage info...], [hypervisor info...]]} of this node;
         the hypervisor part comes from each hypervisor's C{get_node_info}."""
@@ -158,7 +160,7 @@ class NodeProcedures:
             }
         raise RpcFailure("Storage type %r is not supported on this node" % (kind,))
 
-    @handler
+    @handler(procedures.node_verify)
     async def node_verify(self, checkdict: dict[str, Any], cluster_name: str, all_hvparams: Any = None) -> dict[str, Any]:
         """Checks named in C{checkdict}; unknown checks are ignored.
 
@@ -249,10 +251,10 @@ class NodeProcedures:
         cls = TCP6ClientEndpoint if family == socket.AF_INET6 else TCP4ClientEndpoint
         endpoint = cls(self._reactor, ip, self._port, timeout=NET_TEST_TIMEOUT)
         try:
-            proto = await endpoint.connect(Factory.forProtocol(Protocol))
+            proto = cast(Protocol, await endpoint.connect(Factory.forProtocol(Protocol)))
         except Exception as e:
             return "TCP connection to %s:%d failed: %s" % (ip, self._port, e.__class__.__name__)
-        proto.transport.loseConnection()
+        cast(ITransport, proto.transport).loseConnection()  # connected
         return None
 
     # --- files -----------------------------------------------------------------------
@@ -268,17 +270,17 @@ class NodeProcedures:
             raise RpcFailure("Unknown user or group: %s" % e) from None
         return uid, gid
 
-    @handler
-    def upload_file(self, details: list[Any]) -> Any:
+    @handler(procedures.upload_file)
+    def upload_file(self, details: list[Any]) -> defer.Deferred[None] | None:
         """Replace an allowed file atomically (C{FILE_DETAILS})."""
         _check(isinstance(details, list) and len(details) == 7,
                "upload_file takes [path, data, mode, owner, group, atime, mtime]")
         vpath, data, mode, owner, group, atime, mtime = details
         return self.upload_file_single(vpath, data, mode, owner, group, atime, mtime)
 
-    @handler
+    @handler(procedures.upload_file_single)
     def upload_file_single(self, vpath: Any, data: Any, mode: Any, owner: Any, group: Any,
-                           atime: Any, mtime: Any) -> Any:
+                           atime: Any, mtime: Any) -> defer.Deferred[None] | None:
         """config.data is written in a thread, in turn with C{config_delta}."""
         try:
             real = files.upload_file(self.paths, vpath)
@@ -307,8 +309,8 @@ class NodeProcedures:
         write()
         return None
 
-    @handler
-    def config_delta(self, base: Any, records: Any) -> defer.Deferred[Any]:
+    @handler(procedures.config_delta)
+    def config_delta(self, base: Any, records: Any) -> defer.Deferred[int]:
         """Bring config.data from serial C{base} forward by the master's change
         records (serials C{base+1..}); the serial this node holds then.
         Refused, changing nothing, when this node does not hold C{base}
@@ -333,7 +335,7 @@ class NodeProcedures:
         d = self._blocking(self.config_follower.rewrite)
         d.addErrback(lambda f: self.log.failure("cannot rewrite config.data from its delta journal", f))
 
-    @handler
+    @handler(procedures.write_ssconf_files)
     def write_ssconf_files(self, values: Any) -> None:
         _check(isinstance(values, dict), "write_ssconf_files takes {key: lines}")
         for key, value in values.items():
@@ -345,8 +347,8 @@ class NodeProcedures:
             raise RpcFailure(str(e)) from None
         self.ssconf_written()
 
-    @handler
-    def ha_params_store(self, record: Any) -> defer.Deferred[Any]:
+    @handler(procedures.ha_params_store)
+    def ha_params_store(self, record: Any) -> defer.Deferred[list[Any]]:
         """Keep the master's HA parameters unless this node holds a newer
         version; C{[stored, the record this node holds now]} (a master
         that was behind learns the newer one)."""
@@ -386,7 +388,7 @@ class NodeProcedures:
 
         return defer.ensureDeferred(run())
 
-    @handler
+    @handler(procedures.jobqueue_update)
     def jobqueue_update(self, file_name: Any, content: Any) -> defer.Deferred[None]:
         try:
             real = files.queue_file(self.paths, file_name)
@@ -400,7 +402,7 @@ class NodeProcedures:
 
         return self._queue_io([real], write)
 
-    @handler
+    @handler(procedures.jobqueue_update_many)
     def jobqueue_update_many(self, entries: Any, durable: Any = True) -> defer.Deferred[None]:
         """Write several queue files C{[[virtual path, COMPRESS content], ...]}
         (ours): each replaced atomically (written, renamed: a crash of any
@@ -429,8 +431,8 @@ class NodeProcedures:
 
         return self._queue_io(list(writes), write)
 
-    @handler
-    def jobqueue_rename(self, pairs: Any) -> defer.Deferred[list[Any]]:
+    @handler(procedures.jobqueue_rename)
+    def jobqueue_rename(self, pairs: Any) -> defer.Deferred[list[str | None]]:
         _check(isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs),
                "jobqueue_rename takes [[old, new], ...]")
         try:
@@ -452,7 +454,7 @@ class NodeProcedures:
 
         return self._queue_io([path for move in moves for path in move], rename)
 
-    @handler
+    @handler(procedures.jobqueue_purge)
     def jobqueue_purge(self) -> None:
         """Remove everything in the queue directory but its lock file."""
         queue = self.paths.queue_dir
@@ -468,7 +470,7 @@ class NodeProcedures:
                 os.unlink(path)
         serializer.fsync_dir(queue)
 
-    @handler
+    @handler(procedures.jobqueue_set_drain_flag)
     def jobqueue_set_drain_flag(self, flag: Any) -> defer.Deferred[None]:
         """Create (C{True}) or remove (C{False}) C{queue/drain}, durably."""
         _check(isinstance(flag, bool), "jobqueue_set_drain_flag takes true or false")
@@ -487,7 +489,7 @@ class NodeProcedures:
 
         return self._queue_io([real], write)
 
-    @handler
+    @handler(procedures.jobqueue_list)
     def jobqueue_list(self) -> defer.Deferred[dict[str, list[Any]]]:
         """What this node's queue holds (an extension of Ganeti's RPCs):
         C{{name relative to the queue dir: [sha1, job status or null]}}
@@ -501,7 +503,7 @@ class NodeProcedures:
 
         return self._queue_io([self.paths.queue_dir], listing)
 
-    @handler
+    @handler(procedures.jobqueue_remove)
     def jobqueue_remove(self, names: Any) -> defer.Deferred[None]:
         """Remove queue files the master no longer has (an extension of
         Ganeti's RPCs): C{[virtual path, ...]}; missing files are fine."""
@@ -527,8 +529,8 @@ class NodeProcedures:
 
         return self._queue_io(doomed, remove)
 
-    @handler
-    def node_leave_cluster(self, modify_ssh_setup: Any = False) -> Any:
+    @handler(procedures.node_leave_cluster)
+    def node_leave_cluster(self, modify_ssh_setup: Any = False) -> defer.Deferred[None] | None:
         """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then stop noded."""
         data = self.paths.data_dir
         doomed = [self.config_follower.journal, self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
@@ -549,7 +551,7 @@ class NodeProcedures:
             return None
         return self.master.stop_rapi().addCallback(lambda _lines: None)
 
-    @handler
+    @handler(procedures.test_delay)
     def test_delay(self, duration: Any) -> defer.Deferred[None]:
         _check(isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration <= MAX_DELAY,
                "test_delay takes a duration between 0 and %d seconds" % MAX_DELAY)

@@ -13,11 +13,13 @@ same header).  Every error answer is C{[false, message]} and changes nothing.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import IO, Any, cast
 
 from twisted.internet import defer
 from twisted.internet.defer import CancelledError
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.web import http
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
@@ -48,12 +50,13 @@ class NodeRpcResource(Resource):
         return wire.encode_response(False, message)
 
     def render_POST(self, request: Request) -> Any:
-        segments = [s for s in request.postpath if s]
+        # Site sets the path and the body before it renders
+        segments = [s for s in cast("list[bytes]", request.postpath) if s]
         name = segments[0].decode("ascii", "replace") if len(segments) == 1 else ""
         entry = self._procedures.dispatch.get(name) if wire.valid_procedure(name) else None
         if entry is None:
             return self._error(request, 404, "Unknown procedure %r" % "/".join(s.decode("ascii", "replace") for s in segments))
-        content = request.content
+        content = cast(IO[bytes], request.content)
         content.seek(0, 2)
         if content.tell() > self._max_body:
             return self._error(request, 413, "Request body over %d bytes" % self._max_body)
@@ -106,11 +109,11 @@ class _QuietSite(Site):
     """No per-request access log line (each call is already cheap to trace
     from the caller; a log line per RPC costs more than the call)."""
 
-    def log(self, request: Request) -> None:
+    def log(self, request: http.Request) -> None:
         pass
 
 
-def node_site(procedures: NodeProcedures, access_log: bool = False, reactor: Any = None) -> Site:
+def node_site(procedures: NodeProcedures, access_log: bool = False, reactor: IReactorTime | None = None) -> Site:
     site = (Site if access_log else _QuietSite)(NodeRpcResource(procedures), reactor=reactor, **json_site_options())
     site.displayTracebacks = False
     site.noisy = False

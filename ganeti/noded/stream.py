@@ -42,7 +42,7 @@ import struct
 import subprocess
 import threading
 import zlib
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -88,7 +88,7 @@ def check_compression(name: Any) -> str:
     @raise StreamError: otherwise
     """
     if name == COMPRESS_NONE or name in COMPRESSION_LEVELS:
-        return name
+        return cast("str", name)
     raise StreamError("Unsupported compression %r (supported: none, %s)"
                       % (name, ", ".join(sorted(COMPRESSION_LEVELS))))
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from twisted.application.service import IService, MultiService
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
 from twisted.python import usage
 
@@ -34,6 +35,7 @@ from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 from ganeti.rpc import join, wire
 from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
 
@@ -97,7 +99,7 @@ class Options(usage.Options):
         self["token"] = token
 
 
-def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
+def start_mond(paths: Paths, address: str, port: int, reactor: IReactorProcess) -> None:
     """Start the node's ganeti-mond (as Ganeti's node setup does when a node is added); C{port} 0: do not."""
     from twisted.internet.protocol import ProcessProtocol
 
@@ -111,9 +113,9 @@ def start_mond(paths: Paths, address: str, port: int, reactor: Any) -> None:
     reactor.spawnProcess(ProcessProtocol(), argv[0], argv, env=env, path=paths.root)
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

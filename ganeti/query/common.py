@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from ganeti.objects import ConfigData, Disk, Instance, Node, NodeGroup, find_by_key, nice_sort_key
+from ganeti.objects import ConfigData, Disk, Instance, Node, NodeGroup, _Named, find_by_key, nice_sort_key
 from ganeti.query.fields import (
     QFT_NUMBER,
     QFT_OTHER,
@@ -94,7 +94,7 @@ def by_name(items: Iterable[Any]) -> list[Any]:
     return sorted(items, key=lambda item: nice_sort_key(item.name or ""))
 
 
-def find(items: Mapping[str, Any], name: Any) -> Any:
+def find(items: Mapping[str, _Named], name: Any) -> _Named | None:
     """The item called C{name}, with UUID C{name}, or whose short name is C{name}.
 
     A short name matches C{"<name>.<domain>"} and must be unique.

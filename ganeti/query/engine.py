@@ -103,7 +103,7 @@ def query_fields(resource: str, names: list[str] | None) -> dict[str, Any]:
     return {"fields": [f.to_dict() for f in selected]}
 
 
-def legacy_query(resource: str, names: list[Any], fields: list[str], ctx: QueryContext) -> list[Any]:
+def legacy_query(resource: str, names: list[Any] | None, fields: list[str], ctx: QueryContext) -> list[Any]:
     """Answer the old-style C{QueryNodes}/C{QueryInstances}/C{QueryGroups}/C{QueryJobs}.
 
     Rows hold plain values (a cell whose status is not normal becomes

@@ -16,7 +16,7 @@ L{RS_NORMAL} (spec/luxi.md section 5).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar, cast
 
 import attrs
 
@@ -58,6 +58,8 @@ NEED_LIVENESS = "liveness"
 NEED_WATCHER = "watcher"
 #: needs LuxiD answers itself, without asking any node
 LOCAL_NEEDS = frozenset([NEED_LIVENESS, NEED_WATCHER])
+
+_T = TypeVar("_T")
 
 
 class NoData(Exception):
@@ -188,10 +190,10 @@ class QueryContext:
     liveness: Mapping[str, Any] = attrs.field(factory=dict)
     _cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
-    def memo(self, key: str, compute: Callable[[QueryContext], Any]) -> Any:
+    def memo(self, key: str, compute: Callable[[QueryContext], _T]) -> _T:
         """C{compute(self)}, computed once per context (for indexes)."""
         try:
-            return self._cache[key]
+            return cast(_T, self._cache[key])
         except KeyError:
             value = self._cache[key] = compute(self)
             return value

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from ganeti import errors
 from ganeti.query.fields import QFF_HOSTNAME, QFF_JOB_ID, QFF_TIMESTAMP, RS_NORMAL, FieldDef
@@ -214,7 +214,7 @@ def _hostname_equal(value: str) -> Callable[[Any], bool]:
         if not isinstance(actual, str):
             return False
         actual = actual.lower()
-        return actual == wanted or actual.startswith(prefix)
+        return cast("bool", actual == wanted or actual.startswith(prefix))
 
     return equal
 

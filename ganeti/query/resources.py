@@ -270,6 +270,11 @@ GROUP_FIELDS = field_table(_group_fields())
 # --- the cluster ---------------------------------------------------------------------
 
 
+def _constant(value: Any) -> Callable[[Any, QueryContext], Any]:
+    """A field getter giving C{value} whatever the item."""
+    return lambda _item, _ctx: value
+
+
 def _cluster_fields() -> list[FieldDef]:
     static = [
         ("software_version", "SoftwareVersion", QFT_TEXT, GANETI_RELEASE, "Software version"),
@@ -279,7 +284,7 @@ def _cluster_fields() -> list[FieldDef]:
         ("export_version", "ExportVersion", QFT_NUMBER, cluster_info_mod.EXPORT_VERSION, "Import/export file format version"),
         ("vcs_version", "VCSVersion", QFT_TEXT, cluster_info_mod.VCS_VERSION, "VCS version"),
     ]
-    out = [FieldDef(n, t, k, d, lambda cl, c, v=v: v) for n, t, k, v, d in static]
+    out = [FieldDef(n, t, k, d, _constant(v)) for n, t, k, v, d in static]
     out += [
         FieldDef("tags", "Tags", QFT_OTHER, "Tags", lambda cl, c: list(cl.tags)),
         FieldDef(

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from twisted.internet import protocol
 from twisted.internet.defer import CancelledError
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -32,6 +33,7 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeTCPReactor
 
 #: Headers that concern one connection only (RFC 9110 section 7.6.1), not forwarded.
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
@@ -124,7 +126,7 @@ class ForwardingResource(Resource):
     log = Logger()
 
     def __init__(self, local: Resource, master: Callable[[], str | None], port: int, agent: Any,
-                 clock: Any) -> None:
+                 clock: IReactorTime) -> None:
         super().__init__()
         self.local = local
         self._master = master
@@ -134,7 +136,7 @@ class ForwardingResource(Resource):
         self._cached: tuple[float, str | None] | None = None
 
     @classmethod
-    def for_node(cls, local: Resource, paths: Paths, port: int, reactor: Any, cert_pem: bytes) -> ForwardingResource:
+    def for_node(cls, local: Resource, paths: Paths, port: int, reactor: ITimeTCPReactor, cert_pem: bytes) -> ForwardingResource:
         pool = HTTPConnectionPool(reactor, persistent=True)
         agent = Agent(reactor, contextFactory=RapiCertificatePolicy(cert_pem), connectTimeout=CONNECT_TIMEOUT,
                       pool=pool)

@@ -8,7 +8,7 @@ The instance resources live in L{ganeti.rapi.instances}.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -78,7 +78,7 @@ async def query(ctx: Context, resource: str, fields: list[str], names: list[str]
     check_implemented(resource)
     method = LEGACY_QUERIES.get(resource)
     if method is not None:
-        return await ctx.read(method, [] if names is None else names, fields, False)
+        return cast("list[list[Any]]", await ctx.read(method, [] if names is None else names, fields, False))
     qfilter = None if names is None else ["|"] + [["=", "name", n] for n in names]
     result = await ctx.read("Query", resource, fields, qfilter)
     return [[value if status == RS_NORMAL else None for status, value in row] for row in result["data"]]

@@ -11,7 +11,6 @@ not the master, to the master's RAPI (L{ganeti.rapi.forward}).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
@@ -29,6 +28,7 @@ from ganeti.rapi.forward import ForwardingResource
 from ganeti.rapi.luxi import LuxiPool
 from ganeti.rapi.server import DEFAULT_MAX_BODY, RapiResource, RapiSite, request_factory
 from ganeti.rapi.users import UsersFile
+from ganeti.reactors import IReactor, installed
 
 DEFAULT_PORT = ports.RAPI
 
@@ -83,9 +83,9 @@ def connection_limits(requested: http_limits.HttpLimits) -> http_limits.HttpLimi
     return limits
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

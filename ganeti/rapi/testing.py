@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from twisted.internet.interfaces import IReactorTime
 
 from ganeti import crypto, daemons
 from ganeti.objects import ConfigData
@@ -44,7 +44,7 @@ class RapiStack:
         with open(self.paths.rapi_users, "w") as handle:
             handle.write(text)
 
-    async def start(self, reactor: Any) -> RapiStack:
+    async def start(self, reactor: IReactorTime) -> RapiStack:
         for daemon in (self.wconfd, self.luxid, self.rapi):
             daemon.start()
             await daemon.ready(reactor, timeout=120)

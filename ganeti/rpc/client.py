@@ -42,6 +42,7 @@ from zope.interface import implementer
 from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.ha import epoch as master_epoch
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import wire
 from ganeti.rpc.contract import Call, Runner
 from ganeti.rpc.tls import Credentials, PinnedPolicy
@@ -71,7 +72,7 @@ class NodeEndpoints:
     @param connect_timeout: seconds to establish a TCP connection
     """
 
-    def __init__(self, reactor: Any, policy: Any, connect_timeout: float) -> None:
+    def __init__(self, reactor: ITimeTCPReactor, policy: Any, connect_timeout: float) -> None:
         self._reactor = reactor
         self._policy = policy
         self._timeout = connect_timeout
@@ -176,7 +177,7 @@ class RpcClient(Runner):
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: ITimeTCPReactor,
         policy: PinnedPolicy,
         *,
         port: int = wire.DEFAULT_PORT,
@@ -198,7 +199,7 @@ class RpcClient(Runner):
                                                  pool=self._pool)
 
     @classmethod
-    def from_paths(cls, reactor: Any, paths: Paths, **kwargs: Any) -> RpcClient:
+    def from_paths(cls, reactor: ITimeTCPReactor, paths: Paths, **kwargs: Any) -> RpcClient:
         """A client presenting this node's cluster certificate (C{server.pem}).
 
         Unless C{epoch} is given, it sends the epoch this process acts under

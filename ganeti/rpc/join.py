@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import NameOID
 from OpenSSL import SSL
+from twisted.internet.interfaces import IReactorThreads
 
 from ganeti import crypto, errors, ssconf
 from ganeti.paths import Paths
@@ -389,7 +390,7 @@ def join_node(
 
 
 async def join_node_async(
-    reactor: Any,
+    reactor: IReactorThreads,
     paths: Paths,
     address: str,
     token: str,

@@ -6,7 +6,8 @@ their types (a default makes an argument optional on the wire), its payload
 type and, in its docstring, what it does.  A call is C{rpc.run(nodes,
 procedures.NAME.call(...))}; noded refuses a request that does not fit the
 declaration before the handler runs, and L{ganeti.noded.dispatch} finds the
-handler (a method of the same name marked C{@handler}).  Adding a procedure
+handler (a method of the same name marked C{@handler(procedures.NAME)}, which mypy
+checks against the stub).  Adding a procedure
 is one stub here and one handler in noded.
 
 Where the wire shapes are described: C{INST_DICT} and disk paths in

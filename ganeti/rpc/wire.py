@@ -16,7 +16,7 @@ import hashlib
 import os
 import re
 import zlib
-from typing import Any
+from typing import Any, cast
 
 from ganeti import CONFIG_VERSION, ports, serializer
 from ganeti.rpc import procedures as _contract
@@ -120,7 +120,7 @@ def decompress(value: Any) -> bytes:
         raise RpcWireError("Compressed data must be [encoding, text]")
     encoding, text = value
     if encoding == ENCODING_NONE:
-        return text.encode("utf-8", errors="surrogateescape")
+        return cast("bytes", text.encode("utf-8", errors="surrogateescape"))
     if encoding == ENCODING_ZLIB_BASE64:
         try:
             return zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))

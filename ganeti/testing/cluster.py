@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Iterable
 
 import attrs
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
 from ganeti import crypto, daemons
@@ -35,6 +36,7 @@ from ganeti.noded.configdelta import held_serial
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
+from ganeti.reactors import IReactor
 from ganeti.rpc import RpcClient, procedures
 from ganeti.testing.daemons import (
     Daemon,
@@ -86,7 +88,7 @@ class LoopbackCluster:
         C{url} and C{cert_pem} say where it is and whom to trust
     """
 
-    def __init__(self, reactor: Any, root: Paths, config: ConfigData, nodes: int | None = None, *,
+    def __init__(self, reactor: IReactor, root: Paths, config: ConfigData, nodes: int | None = None, *,
                  shared_file_storage: bool = False, rapi_users: str | None = None, luxid: bool = True,
                  prefix: str = "gntc", wconfd_args: Iterable[str] = ()) -> None:
         """@param nodes: how many nodes run (default: those of C{config};
@@ -167,9 +169,9 @@ class LoopbackCluster:
                 daemon.start()
             for daemon in self.nodeds:
                 await daemon.ready(self.reactor)
-            for daemon in (self.wconfd, self.luxid if self.start_luxid else None, self.rapi):
-                if daemon is not None:
-                    await self.start_daemon(daemon)
+            for optional in (self.wconfd, self.luxid if self.start_luxid else None, self.rapi):
+                if optional is not None:
+                    await self.start_daemon(optional)
         except BaseException:
             await self.stop()
             raise
@@ -212,7 +214,7 @@ class LoopbackCluster:
         return {name: sorted(answers[name].payload) for name in self.nodes}
 
 
-async def until(reactor: Any, check: Callable[[], object], timeout: float = 20.0) -> None:
+async def until(reactor: IReactorTime, check: Callable[[], object], timeout: float = 20.0) -> None:
     """Poll C{check} every 50 ms until it is true; AssertionError after C{timeout} s."""
     deadline = time.monotonic() + timeout
     while not check():

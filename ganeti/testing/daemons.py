@@ -17,8 +17,8 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
 from ganeti import serializer
@@ -147,7 +147,7 @@ class Daemon:
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
         log.close()
 
-    async def ready(self, reactor: Any, timeout: float = 30.0) -> None:
+    async def ready(self, reactor: IReactorTime, timeout: float = 30.0) -> None:
         """Wait until the daemon accepts connections on its socket."""
         deadline = time.monotonic() + timeout
         while True:
@@ -234,7 +234,7 @@ class MasterNoded:
         """What LuxiD (and its job processes) need to be found by the node daemon (its port: L{luxid_args})."""
         return {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
 
-    async def start(self, reactor: Any) -> None:
+    async def start(self, reactor: IReactorTime) -> None:
         """Create the cluster's secrets if missing; start noded and wait for it."""
         from ganeti import crypto
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 from twisted.internet import threads
+from twisted.internet.interfaces import IReactorTime
 
 from ganeti.config.bootstrap import initial_config
 from ganeti.jobs import lifecycle
@@ -89,7 +90,7 @@ def run_jobs(client: LuxiClient, count: int, batch: int = BATCH) -> dict[str, in
     return tally
 
 
-async def measure_luxid_fds(reactor: Any, jobs: int = 5000, warmup: int = 10, *,
+async def measure_luxid_fds(reactor: IReactorTime, jobs: int = 5000, warmup: int = 10, *,
                             luxid_args: tuple[str, ...] = ()) -> FdFigures:
     """Run C{jobs} jobs through a fresh LuxiD; its fd count after C{warmup}
     jobs and after all of them.  C{luxid_args}: more LuxiD options (such as

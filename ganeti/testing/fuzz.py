@@ -356,7 +356,8 @@ def confd_cases(rng: random.Random, key: bytes, count: int) -> Iterator[Case]:
     yield "huge datagram", b"plj0" + b"x" * 65000
     yield "unknown type", signed(confd_wire.request(999, None, "salt"))
     for qtype in range(0, 12):
-        for query in (None, 17, [], {"a": [1]}, "x" * 3000):
+        queries: tuple[Any, ...] = (None, 17, [], {"a": [1]}, "x" * 3000)
+        for query in queries:
             yield "type %d query %r" % (qtype, str(query)[:10]), signed(confd_wire.request(qtype, query, "salt"))
     for n in range(count):
         yield "random %d" % n, (b"plj0" if rng.random() < 0.5 else b"") + garbage(rng, rng.randint(0, 8000))

@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
 from ganeti.daemons import udp_bound
@@ -31,7 +32,7 @@ class ConfdDaemon(Daemon):
         super().__init__(paths, "ganeti-confd", "--bind", address, "--port", str(port))
         self.address, self.port = address, port
 
-    async def ready(self, reactor: Any, timeout: float = 30.0) -> None:
+    async def ready(self, reactor: IReactorTime, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not udp_bound(self.address, self.port):
             if self.process is not None and self.process.poll() is not None:

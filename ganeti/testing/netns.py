@@ -23,6 +23,7 @@ import attrs
 
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 from ganeti.testing.cluster import LoopbackCluster
 
 SUBNET = "10.77.0"
@@ -102,7 +103,7 @@ class NetnsCluster(LoopbackCluster):
     C{spaces.addresses[N]}, its daemons (and the master daemons it starts)
     in its namespace; C{config} is rewritten to those addresses."""
 
-    def __init__(self, reactor: Any, root: Paths, config: ConfigData, spaces: Namespaces, **kwargs: Any) -> None:
+    def __init__(self, reactor: IReactor, root: Paths, config: ConfigData, spaces: Namespaces, **kwargs: Any) -> None:
         names = sorted(node.name for node in config.nodes.values() if node.name)
         address_of = dict(zip(names, spaces.addresses))
         nodes = {uuid: attrs.evolve(node, primary_ip=address_of[node.name or ""],

@@ -29,7 +29,7 @@ import json
 import ssl
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 from ganeti.jobs import lifecycle
 
@@ -85,7 +85,7 @@ class Rapi:
         return answer
 
     def job(self, job_id: int) -> dict[str, Any]:
-        return self.call("GET", "/2/jobs/%d" % job_id)
+        return cast("dict[str, Any]", self.call("GET", "/2/jobs/%d" % job_id))
 
     def wait(self, job_id: int, timeout: float = JOB_TIMEOUT) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -110,7 +110,7 @@ def _remote_import_info(info: dict[str, Any]) -> dict[str, Any] | None:
     for oplog in info.get("oplog") or []:
         for entry in oplog or []:
             if isinstance(entry, list) and len(entry) == 4 and entry[2] == "remote-import":
-                return entry[3]
+                return cast("dict[str, Any] | None", entry[3])
     return None
 
 

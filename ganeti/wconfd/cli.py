@@ -16,6 +16,7 @@ from typing import Any
 
 from ganeti import errors, serializer
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeUNIXReactor
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -56,7 +57,7 @@ def init_config(paths: Paths, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _run(reactor: Any, paths: Paths, args: argparse.Namespace) -> int:
+async def _run(reactor: ITimeUNIXReactor, paths: Paths, args: argparse.Namespace) -> int:
     from ganeti.wconfd.client import WConfdClient
 
     client = await WConfdClient.connect(reactor, args.socket or paths.wconfd_socket)

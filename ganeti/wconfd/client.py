@@ -25,19 +25,23 @@ import itertools
 import math
 import random
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
 from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
 from twisted.internet.error import ConnectionClosed
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.protocol import connectionDone
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.protocols import amp
+from twisted.python.failure import Failure
 
 from ganeti import errors
 from ganeti.locking import Owner
 from ganeti.objects import Cluster, ConfigData, ConfigObject, Instance, Network, Node, NodeGroup
+from ganeti.reactors import ITimeUNIXReactor
 from ganeti.wconfd import commands as c
 
 Request = Sequence[tuple[str, str]] | Sequence[list[str]]
@@ -63,7 +67,7 @@ def backoff(attempt: int, draw: float, first: float = FIRST_DELAY, most: float =
         all of C{first * 2**attempt} (capped at C{most}), so that clients
         cut off together do not all come back at the same instant.
     """
-    full = min(most, first * (2 ** min(attempt, 30)))
+    full: float = min(most, first * (2 ** min(attempt, 30)))
     return full * (0.5 + 0.5 * draw)
 
 
@@ -83,7 +87,7 @@ class _ClientProtocol(amp.AMP):
             waiter.callback(None)
         return {}
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self.on_lost is not None:
             self.on_lost(self)  # before the calls fail: they find the client reconnecting
         super().connectionLost(reason)
@@ -114,7 +118,7 @@ class WConfdClient:
     def __init__(
         self,
         protocol: _ClientProtocol | None,
-        clock: Any = None,
+        clock: IReactorTime | None = None,
         *,
         connector: Callable[[], Deferred] | None = None,
         reconnect_for: float = 0.0,
@@ -142,7 +146,7 @@ class WConfdClient:
 
     @classmethod
     async def connect(
-        cls, reactor: Any, path: str, timeout: float = 10, reconnect_for: float = 0.0
+        cls, reactor: ITimeUNIXReactor, path: str, timeout: float = 10, reconnect_for: float = 0.0
     ) -> WConfdClient:
         """Connect to WConfD at C{path}.
 
@@ -154,7 +158,7 @@ class WConfdClient:
         endpoint = UNIXClientEndpoint(reactor, path, timeout=timeout)
 
         def connector() -> Deferred:
-            return connectProtocol(endpoint, _ClientProtocol())
+            return cast("Deferred[Any]", connectProtocol(endpoint, _ClientProtocol()))
 
         if reconnect_for > 0:
             client = cls(None, reactor, connector=connector, reconnect_for=reconnect_for)
@@ -182,7 +186,9 @@ class WConfdClient:
         if protocol is None or protocol.lost.called:
             self._fail_waits(errors.LockError("connection to WConfD closed while waiting for locks"))
             return succeed(None)
-        protocol.transport.loseConnection()
+        transport = protocol.transport
+        assert transport is not None  # connected: the connection is not lost yet
+        transport.loseConnection()
         return protocol.lost
 
     async def call(self, command: type[amp.Command], **kwargs: Any) -> dict[str, Any]:
@@ -197,7 +203,7 @@ class WConfdClient:
             if owner is not None and owner not in self._owners:
                 self._owners.add(owner)
             try:
-                return await protocol.callRemote(command, **kwargs)
+                return cast("dict[str, Any]", await protocol.callRemote(command, **kwargs))
             except ConnectionClosed:
                 if self.reconnect_for <= 0 or self._closed:
                     raise
@@ -209,7 +215,7 @@ class WConfdClient:
     def _now(self) -> float:
         return self._clock().seconds()
 
-    def _clock(self) -> Any:
+    def _clock(self) -> IReactorTime:
         if self.clock is None:
             from twisted.internet import reactor
 
@@ -228,7 +234,7 @@ class WConfdClient:
         waiter: Deferred = Deferred()
         self._reconnect_waiters.append(waiter)
         self._start_reconnect()
-        return await waiter
+        return cast("_ClientProtocol", await waiter)
 
     def _lost(self, protocol: _ClientProtocol) -> None:
         if protocol is not self.protocol:
@@ -342,7 +348,7 @@ class WConfdClient:
 
     # --- general / reads -----------------------------------------------------
     async def echo(self, text: str) -> str:
-        return (await self.call(c.Echo, text=text))["text"]
+        return cast("str", (await self.call(c.Echo, text=text))["text"])
 
     async def read_config_bytes(self) -> tuple[bytes, int]:
         answer = await self.call(c.ReadConfig)
@@ -353,7 +359,7 @@ class WConfdClient:
         return ConfigData.from_json(data)
 
     async def read_serial(self) -> int:
-        return (await self.call(c.ReadSerial))["serial_no"]
+        return cast("int", (await self.call(c.ReadSerial))["serial_no"])
 
     async def read_write_latency(self) -> Any:
         """WConfD's config write latency histogram (see L{c.ReadWriteLatency})."""
@@ -363,7 +369,7 @@ class WConfdClient:
         return Cluster.from_dict((await self.call(c.ReadCluster))["cluster"])
 
     async def read_entity(self, kind: str, key: str) -> dict[str, Any]:
-        return (await self.call(c.ReadEntity, kind=kind, key=key))["entity"]
+        return cast("dict[str, Any]", (await self.call(c.ReadEntity, kind=kind, key=key))["entity"])
 
     async def read_node(self, key: str) -> Node:
         return Node.from_dict(await self.read_entity("node", key))
@@ -378,18 +384,18 @@ class WConfdClient:
         return Network.from_dict(await self.read_entity("network", key))
 
     async def verify_config(self) -> list[str]:
-        return (await self.call(c.VerifyConfig))["problems"]
+        return cast("list[str]", (await self.call(c.VerifyConfig))["problems"])
 
     async def flush_config(self) -> int:
-        return (await self.call(c.FlushConfig))["serial_no"]
+        return cast("int", (await self.call(c.FlushConfig))["serial_no"])
 
     async def read_ha_params(self) -> dict[str, Any]:
         """The cluster's HA parameters (L{ganeti.ha.params} record)."""
-        return (await self.call(c.ReadHaParams))["params"]
+        return cast("dict[str, Any]", (await self.call(c.ReadHaParams))["params"])
 
     async def set_ha_params(self, changes: dict[str, Any]) -> dict[str, Any]:
         """Change HA parameters; the new record (L{errors.OpPrereqError} for a bad value)."""
-        return (await self.call(c.SetHaParams, changes=changes))["params"]
+        return cast("dict[str, Any]", (await self.call(c.SetHaParams, changes=changes))["params"])
 
     # --- config writes -------------------------------------------------------
     async def lock_config(self, owner: Owner, shared: bool = False, timeout: float | None = None) -> ConfigData:
@@ -406,7 +412,7 @@ class WConfdClient:
         answer = await self.call(
             c.WriteConfig, owner=owner, config=config.to_json(), release=list(release) or None, rid=self._next_rid()
         )
-        return answer["serial_no"]
+        return cast("int", answer["serial_no"])
 
     async def write_config_and_unlock(self, owner: Owner, config: ConfigData, release: Iterable[str] = ()) -> int:
         answer = await self.call(
@@ -416,7 +422,7 @@ class WConfdClient:
             release=list(release) or None,
             rid=self._next_rid(),
         )
-        return answer["serial_no"]
+        return cast("int", answer["serial_no"])
 
     async def update(
         self,
@@ -454,16 +460,16 @@ class WConfdClient:
         return _stamped(obj, answer["serial_no"], answer["mtime"])
 
     async def update_instance(self, owner: Owner, inst: Instance, release: Iterable[str] = ()) -> Instance:
-        return await self.update(owner, "instance", inst, release)
+        return cast("Instance", await self.update(owner, "instance", inst, release))
 
     async def update_node(self, owner: Owner, node: Node, release: Iterable[str] = ()) -> Node:
-        return await self.update(owner, "node", node, release)
+        return cast("Node", await self.update(owner, "node", node, release))
 
     async def update_group(self, owner: Owner, group: NodeGroup, release: Iterable[str] = ()) -> NodeGroup:
-        return await self.update(owner, "nodegroup", group, release)
+        return cast("NodeGroup", await self.update(owner, "nodegroup", group, release))
 
     async def update_cluster(self, owner: Owner, cluster: Cluster, release: Iterable[str] = ()) -> Cluster:
-        return await self.update(owner, "cluster", cluster, release)
+        return cast("Cluster", await self.update(owner, "cluster", cluster, release))
 
     async def add(
         self, owner: Owner, kind: str, obj: ConfigObject, disks: Iterable[ConfigObject] = (), release: Iterable[str] = ()
@@ -479,13 +485,13 @@ class WConfdClient:
             release=list(release) or None,
             rid=self._next_rid(),
         )
-        return answer["uuid"]
+        return cast("str", answer["uuid"])
 
     async def remove(self, owner: Owner, kind: str, key: str, release: Iterable[str] = ()) -> int:
         answer = await self.call(
             c.RemoveEntity, owner=owner, kind=kind, key=key, release=list(release) or None, rid=self._next_rid()
         )
-        return answer["config_serial"]
+        return cast("int", answer["config_serial"])
 
     # --- locks ---------------------------------------------------------------
     async def try_update_locks(self, owner: Owner, request: Request) -> list[Owner]:
@@ -542,11 +548,11 @@ class WConfdClient:
             self._armed.pop(owner, None)
 
     async def has_pending_request(self, owner: Owner) -> bool:
-        return (await self.call(c.HasPendingRequest, owner=owner))["pending"]
+        return cast("bool", (await self.call(c.HasPendingRequest, owner=owner))["pending"])
 
     async def cancel_pending_request(self, owner: Owner) -> bool:
         answer = await self.call(c.CancelPendingRequest, owner=owner, rid=self._next_rid())
-        return answer["cancelled"]
+        return cast("bool", answer["cancelled"])
 
     async def register_owner(self, owner: Owner) -> None:
         """Bind C{owner} to this connection (it is registered again after a reconnect)."""
@@ -582,7 +588,7 @@ class WConfdClient:
             command,
             lambda: dict(owner=owner, request=wire, count=count, timeout=self._remaining(deadline), rid=rid),
         )
-        return answer["acquired"]
+        return cast("list[str]", answer["acquired"])
 
     def _deadline(self, timeout: float | None) -> float | None:
         return None if timeout is None else self._now() + float(timeout)
@@ -601,13 +607,13 @@ class WConfdClient:
         return [tuple(x) for x in (await self.call(c.ListLocks, owner=owner))["locks"]]
 
     async def list_all_locks(self) -> list[str]:
-        return (await self.call(c.ListAllLocks))["locks"]
+        return cast("list[str]", (await self.call(c.ListAllLocks))["locks"])
 
     async def list_all_locks_owners(self) -> list[Any]:
-        return (await self.call(c.ListAllLocksOwners))["locks"]
+        return cast("list[Any]", (await self.call(c.ListAllLocksOwners))["locks"])
 
     async def list_locks_waiting_status(self) -> list[Any]:
-        return (await self.call(c.ListLocksWaitingStatus))["status"]
+        return cast("list[Any]", (await self.call(c.ListLocksWaitingStatus))["status"])
 
     async def cleanup_locks(self) -> list[Owner]:
         return [Owner.from_wire(o) for o in (await self.call(c.CleanupLocks))["dead"]]

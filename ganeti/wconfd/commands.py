@@ -8,7 +8,7 @@ split a value over several box keys, transparently to both sides.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from twisted.protocols import amp
 
@@ -147,7 +147,7 @@ class Command(amp.Command):
     @classmethod
     def parseArguments(cls, box: Any, protocol: Any) -> dict[str, Any]:
         try:
-            return super().parseArguments(box, protocol)
+            return cast("dict[str, Any]", super().parseArguments(box, protocol))
         except BadArguments as e:
             raise BadArguments("%s: %s" % (cls.commandName.decode(), e)) from e
         except KeyError as e:
@@ -177,12 +177,12 @@ class Echo(Command):
 class ReadConfig(Command):
     """The whole config.data as JSON bytes, with its serial number."""
 
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"config", BigBytes()), (b"serial_no", amp.Integer())]
 
 
 class ReadSerial(Command):
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"serial_no", amp.Integer())]
 
 
@@ -191,12 +191,12 @@ class ReadWriteLatency(Command):
     C{{"buckets", "counts", "sum", "count"}} (seconds), or C{None} when
     the storage keeps none (in memory)."""
 
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"latency", JSON())]
 
 
 class ReadCluster(Command):
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"cluster", BigJSON())]
 
 
@@ -208,14 +208,14 @@ class ReadEntity(Command):
 
 
 class VerifyConfig(Command):
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"problems", JSON())]
 
 
 class FlushConfig(Command):
     """Return once config.data on disk holds every acknowledged change."""
 
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"serial_no", amp.Integer())]
 
 
@@ -225,7 +225,7 @@ class FlushConfig(Command):
 class ReadHaParams(Command):
     """The current HA parameters (the record of L{ganeti.ha.params})."""
 
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"params", JSON())]
 
 
@@ -251,7 +251,7 @@ class UnlockConfig(Command):
     """Release the config lock.  Naturally idempotent: no request id."""
 
     arguments = [OWNER]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
 
 
 class WriteConfig(Command):
@@ -312,17 +312,17 @@ class ListLocks(Command):
 
 
 class ListAllLocks(Command):
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"locks", JSON())]
 
 
 class ListAllLocksOwners(Command):
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"locks", BigJSON())]
 
 
 class ListLocksWaitingStatus(Command):
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"status", BigJSON())]
 
 
@@ -334,7 +334,7 @@ class RegisterOwner(Command):
     """
 
     arguments = [OWNER]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
 
 
 class TryUpdateLocks(Command):
@@ -373,28 +373,28 @@ class FreeLocks(Command):
     """Release all of the owner's locks.  Naturally idempotent: no request id."""
 
     arguments = [OWNER]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
 
 
 class FreeLocksLevel(Command):
     """Release the owner's locks of a level.  Naturally idempotent: no request id."""
 
     arguments = [OWNER, (b"level", amp.Unicode())]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
 
 
 class DowngradeLocksLevel(Command):
     """Make the owner's locks of a level shared.  Naturally idempotent: no request id."""
 
     arguments = [OWNER, (b"level", amp.Unicode())]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
 
 
 class IntersectLocks(Command):
     """Keep only the named locks.  Naturally idempotent: no request id."""
 
     arguments = [OWNER, (b"locks", JSON())]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
 
 
 class OpportunisticLockUnion(Command):
@@ -424,7 +424,7 @@ class AddLocks(Command):
 class CleanupLocks(Command):
     """Run dead-owner detection now; answers the owners found dead."""
 
-    arguments: list[tuple[bytes, amp.Argument]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     response = [(b"dead", JSON())]
 
 
@@ -435,5 +435,5 @@ class LocksGranted(Command):
     """A queued request of C{owner} has been granted."""
 
     arguments = [OWNER]
-    response: list[tuple[bytes, amp.Argument]] = []
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
     requiresAnswer = False

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Awaitable
+from typing import Any, Awaitable, cast
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.protocol import Factory
+from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
 from twisted.protocols import amp
 from twisted.python.failure import Failure
@@ -81,7 +81,7 @@ class WConfdProtocol(amp.AMP):
     def dispatchCommand(self, box: Any) -> Deferred:
         # AMP drops the connection on a failure that is not a RemoteAmpError
         # (bad arguments, bugs): turn those into error answers instead.
-        return super().dispatchCommand(box).addErrback(self._unexpected, box.get(b"_command", b"?"))
+        return cast("Deferred[Any]", super().dispatchCommand(box).addErrback(self._unexpected, box.get(b"_command", b"?")))
 
     def _unexpected(self, failure: Failure, name: bytes) -> Failure:
         if failure.check(amp.RemoteAmpError):
@@ -95,7 +95,7 @@ class WConfdProtocol(amp.AMP):
             amp.RemoteAmpError(b"INTERNAL_ERROR", "%s failed: %s: %s" % (command, failure.type.__name__, failure.value))
         )
 
-    def connectionLost(self, reason: Failure) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.service.detach(self)
         super().connectionLost(reason)
 

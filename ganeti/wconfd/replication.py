@@ -52,6 +52,7 @@ from twisted.logger import Logger
 from ganeti import errors, ports, ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor
 from ganeti.rpc import procedures
 
 #: seconds between attempts to reach nodes that missed a config
@@ -78,7 +79,7 @@ class ConfigPusher:
     def __init__(
         self,
         paths: Paths,
-        reactor: Any,
+        reactor: IReactor,
         config: Callable[[], ConfigData],
         snapshot: Callable[[], tuple[bytes, int]],
         *,
@@ -175,7 +176,13 @@ class ConfigPusher:
         self._waiters.append((serial, waiter))
         self._waiters.sort(key=lambda w: w[0])
         timer = self.reactor.callLater(self.majority_timeout, self._expire, serial, waiter)
-        waiter.addBoth(lambda result: (timer.cancel() if timer.active() else None, result)[1])
+
+        def stop_timer(result: Any) -> Any:
+            if timer.active():
+                timer.cancel()
+            return result
+
+        waiter.addBoth(stop_timer)
         self._watch_slow()
         if serial > self._wanted:
             self._wanted = serial

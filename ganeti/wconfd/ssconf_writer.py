@@ -18,6 +18,7 @@ from twisted.logger import Logger
 from ganeti import ssconf
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.reactors import ITimeThreadsReactor
 
 
 class SsconfValues:
@@ -45,7 +46,7 @@ class LocalSsconf:
     def __init__(
         self,
         paths: Paths,
-        reactor: Any,
+        reactor: ITimeThreadsReactor,
         config: Callable[[], ConfigData],
         next_stage: Callable[[bytes, int], Any] | None = None,
         values: Callable[[ConfigData], dict[str, list[str]]] = ssconf.compute,

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import attrs
 from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from zope.interface import Interface, implementer
@@ -115,7 +116,7 @@ class _JournalWriter:
 
     log = Logger()
 
-    def __init__(self, path: str, reactor: Any) -> None:
+    def __init__(self, path: str, reactor: IReactorThreads) -> None:
         self._path = path
         self._reactor = reactor
         self._queue: queue.SimpleQueue[tuple[str, Any, Deferred | None]] = queue.SimpleQueue()
@@ -227,7 +228,7 @@ class FileStorage:
 
     log = Logger()
 
-    def __init__(self, paths: Paths, reactor: Any) -> None:
+    def __init__(self, paths: Paths, reactor: IReactorThreads) -> None:
         from ganeti.promtext import Histogram
 
         self._paths = paths

@@ -12,7 +12,7 @@ per-entity fragments the next time somebody reads the whole config.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 import attrs
 
@@ -499,7 +499,7 @@ def _label(kind: str) -> str:
 
 
 def _describe(obj: Any) -> str:
-    return getattr(obj, "name", None) or getattr(obj, "cluster_name", None) or getattr(obj, "uuid", "?")
+    return cast(str, getattr(obj, "name", None) or getattr(obj, "cluster_name", None) or getattr(obj, "uuid", "?"))
 
 
 def _raise_if(problems: list[str]) -> None:

@@ -23,6 +23,7 @@ from ganeti.listening import endpoint_listener
 from ganeti.lockfile import holds_lock
 from ganeti.logfile import quiet_twisted
 from ganeti.paths import Paths
+from ganeti.reactors import IReactor, installed
 from ganeti.wconfd.protocol import wconfd_factory
 from ganeti.wconfd.replication import MAJORITY_TIMEOUT, ConfigPusher
 from ganeti.wconfd.service import WConfdService
@@ -61,9 +62,9 @@ class Options(usage.Options):
             self["listen"] = ["unix:%s:mode=%o:lockfile=1" % (path.replace(":", r"\:"), self["socket-mode"])]
 
 
-def makeService(options: Options, reactor: Any = None) -> IService:
+def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if reactor is None:
-        from twisted.internet import reactor
+        reactor = installed()  # the one global reactor
 
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]

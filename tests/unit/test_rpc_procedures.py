@@ -245,3 +245,28 @@ def test_naming_procedures_does_not_load_the_http_client():
             "assert 'ganeti.rpc.client' not in sys.modules and 'twisted.web.client' not in sys.modules; "
             "from ganeti.rpc import RpcClient; assert RpcClient.run")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_handler_marked_with_its_procedure_is_dispatched_and_must_bear_its_name():
+    table = Table()
+
+    @table.declare(procedures.TMO_FAST)
+    def vote_cast(term: int, candidate: str, reason: str | None = None) -> bool:
+        """Cast this node's vote for C{candidate} in C{term}."""
+        return True
+
+    declared = vote_cast  # a class body that defines vote_cast does not see this function's vote_cast
+
+    class Node:
+        @dispatch.handler(declared)
+        def vote_cast(self, term: int, candidate: str, reason: str | None = None) -> bool:
+            return term > 0 and bool(candidate)
+
+    entry = dispatch.Dispatch([Node()], table).get("vote_cast")
+    assert entry is not None and entry.function(3, "node2") is True
+    with pytest.raises(ContractError, match="handler cast_vote marked as the handler of procedure vote_cast"):
+
+        class Misnamed:
+            @dispatch.handler(declared)
+            def cast_vote(self, term: int, candidate: str, reason: str | None = None) -> bool:
+                return True

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 from zope.interface import implementer
 
@@ -58,7 +58,7 @@ class FakeHypervisor:
         paths: Paths,
         memory_total: int | None = None,
         cpu_total: int | None = None,
-        clock: Any = time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.paths = paths
         self.state_dir = os.path.join(paths.run_dir, "fake-hypervisor")

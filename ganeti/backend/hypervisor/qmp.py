@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
+from twisted.internet.interfaces import IReactorUNIX, ITransport
 from twisted.logger import Logger
 from twisted.protocols.basic import LineOnlyReceiver
 from twisted.python.failure import Failure
@@ -90,6 +91,11 @@ class QMPProtocol(LineOnlyReceiver):
     @ivar closed: fires with C{None} when the connection is gone.
     @ivar lost_reason: the L{Failure} the connection was lost with.
     """
+
+    @property
+    def _connected(self) -> ITransport:
+        """The transport, in methods that run only while connected."""
+        return cast(ITransport, self.transport)
 
     log = Logger()
     delimiter = b"\n"
@@ -218,7 +224,7 @@ class QMPProtocol(LineOnlyReceiver):
     def _reply(self, message: dict[str, Any]) -> None:
         command_id = message.get("id")
         if command_id in self._pending:
-            command, d = self._pending.pop(command_id)
+            command, d = self._pending.pop(cast(int, command_id))
         elif self._pending:                # replies come in order; an id-less one answers the oldest
             _, (command, d) = self._pending.popitem(last=False)
         else:
@@ -248,7 +254,7 @@ class QMPProtocol(LineOnlyReceiver):
     def _fail_ready(self, error: Exception) -> None:
         if not self.ready.called:
             self.ready.errback(error)
-        self.transport.loseConnection()
+        self._connected.loseConnection()
 
     def _event(self, message: dict[str, Any]) -> None:
         if self.on_event is None:
@@ -287,7 +293,7 @@ def _failed(error: Exception) -> Deferred[Any]:
     return d
 
 
-async def connect_qmp(reactor: Any, socket_path: str, on_event: EventCallback | None = None,
+async def connect_qmp(reactor: IReactorUNIX, socket_path: str, on_event: EventCallback | None = None,
                       timeout: float = 10) -> QMPProtocol:
     """Connect to the QMP socket at C{socket_path} and negotiate capabilities."""
     protocol = QMPProtocol(on_event)

@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone
+from twisted.internet.interfaces import IProcessTransport, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 from ganeti.mond.collectors import ClusterView, Collector, CollectorError
 from ganeti.mond.report import CATEGORIES, KIND_PERF, KIND_STATUS
+from ganeti.reactors import ITimeProcessReactor
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: plugins print at most this much
@@ -72,7 +74,12 @@ def parse_output(output: bytes) -> tuple[str | None, int, str, int, Any]:
 
 
 class _PluginProcess(ProcessProtocol):
-    def __init__(self, name: str, clock: Any, timeout: float) -> None:
+    @property
+    def _connected(self) -> IProcessTransport:
+        """The transport, in methods that run only while connected."""
+        return cast(IProcessTransport, self.transport)
+
+    def __init__(self, name: str, clock: IReactorTime, timeout: float) -> None:
         self.name = name
         self.done: Deferred[bytes] = Deferred()
         self._out: list[bytes] = []
@@ -84,7 +91,7 @@ class _PluginProcess(ProcessProtocol):
         self.why = ""
 
     def connectionMade(self) -> None:
-        self.transport.closeStdin()
+        self._connected.closeStdin()
         self._timer = self._clock.callLater(self._timeout, self.kill, "it ran longer than %gs and was killed"
                                             % self._timeout)
 
@@ -96,7 +103,7 @@ class _PluginProcess(ProcessProtocol):
         if not self.why:
             self.why = why
         try:
-            self.transport.signalProcess("KILL")
+            self._connected.signalProcess("KILL")
         except Exception:
             pass
 
@@ -129,7 +136,7 @@ class _PluginProcess(ProcessProtocol):
 class Plugin(Collector):
     """One plugin executable."""
 
-    def __init__(self, name: str, directory: str, reactor: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, name: str, directory: str, reactor: ITimeProcessReactor, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.name = name
         self.path = os.path.join(directory, name)
         self.version = "1"
