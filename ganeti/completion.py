@@ -31,6 +31,7 @@ GNT_TOOLS = (
     ("gnt-job", "ganeti.client.gnt_job"),
     ("gnt-node", "ganeti.client.gnt_node"),
     ("gnt-os", "ganeti.client.gnt_os"),
+    ("gnt-storage", "ganeti.client.gnt_storage"),
 )
 
 

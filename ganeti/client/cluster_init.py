@@ -16,6 +16,9 @@ import shutil
 import socket
 from typing import Any
 
+import attrs
+
+from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.formatting import format_time
 from ganeti.client.jobs import opcode, submit_or_send
@@ -43,6 +46,11 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     node_name = opts.node_name or socket.getfqdn()
     templates = [t for t in opts.enabled_disk_templates.split(",") if t]
     hypervisors = [h for h in opts.enabled_hypervisors.split(",") if h]
+    try:
+        diskparams = _diskparams(opts.diskparams)
+    except errors.OpPrereqError as exc:
+        ctx.err("Failure: %s" % exc)
+        return EXIT_FAILURE
     paths.ensure_dirs()
     crypto.bootstrap_secrets(paths, opts.cluster_name, node_name=node_name)
     config = initial_config(
@@ -60,6 +68,11 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
         mac_prefix=opts.mac_prefix,
         candidate_cert=crypto.cluster_cert_digest(paths),
     )
+    if diskparams:
+        from ganeti.cmdlib.group_params import merged_nested
+
+        config = attrs.evolve(config, cluster=attrs.evolve(
+            config.cluster, diskparams=merged_nested(config.cluster.diskparams or {}, diskparams)))
     serializer.write_file(paths.config_data, config.to_json(), mode=0o640)
     ssconf.write_files(paths, ssconf.compute(config), max_size=None)
     daemons.write_node_identity(paths, node_name, opts.primary_ip)
@@ -71,6 +84,21 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     if opts.no_start:
         return EXIT_SUCCESS
     return daemons.start(paths, out=ctx.out)
+
+
+def _diskparams(items: list[dict[str, dict[str, Any]]] | None) -> dict[str, dict[str, Any]]:
+    """The C{-D template:k=v,...} options, merged and checked.
+    @raise errors.OpPrereqError: an unknown template, key or bad value
+    """
+    from ganeti.cmdlib import group_params, rbd_disks
+
+    wanted: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        for template, values in item.items():
+            wanted.setdefault(template, {}).update(values)
+    checked = group_params.check_diskparams(wanted)
+    rbd_disks.check_cluster_params(checked.get(rbd_disks.DT_RBD))
+    return checked
 
 
 def destroy_refusal(config: Any) -> str | None:
@@ -227,6 +255,8 @@ def setup_init(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-C", "--candidate-pool-size", type=int, default=10, help="master candidates to keep (default 10)")
     parser.add_argument("--mac-prefix", default="aa:00:00", help="prefix of generated MAC addresses")
     parser.add_argument("--no-start", action="store_true", help="write the files but start no daemon")
+    parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=parse_hvparams,
+                        metavar="TEMPLATE:key=value,...", help="disk parameters, e.g. rbd:pool=rbd,access=userspace")
 
 
 def setup_destroy(parser: argparse.ArgumentParser) -> None:
@@ -318,6 +348,12 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
         params["enabled_hypervisors"] = [h for h in opts.enabled_hypervisors.split(",") if h]
     if opts.enabled_disk_templates is not None:
         params["enabled_disk_templates"] = [t for t in opts.enabled_disk_templates.split(",") if t]
+    if opts.diskparams:
+        disk: dict[str, dict[str, Any]] = {}
+        for item in opts.diskparams:
+            for template, values in item.items():
+                disk.setdefault(template, {}).update(values)
+        params["diskparams"] = disk
     if opts.hvparams:
         merged: dict[str, dict[str, Any]] = {}
         for item in opts.hvparams:
@@ -344,6 +380,8 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", action="append", type=parse_hvparams,
                         help="hypervisor:key=value,... (repeatable)")
     parser.add_argument("-B", "--backend-parameters", dest="beparams", type=parse_keyval, help="key=value,...")
+    parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=parse_hvparams,
+                        metavar="TEMPLATE:key=value,...", help="disk parameters, e.g. rbd:pool=rbd,access=userspace")
     parser.add_argument("-N", "--nic-parameters", dest="nicparams", type=parse_keyval, help="key=value,...")
     parser.add_argument("--node-parameters", dest="ndparams", type=parse_keyval, help="key=value,...")
     parser.add_argument("--file-storage-dir")

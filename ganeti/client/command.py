@@ -18,7 +18,10 @@ L{ganeti.client.formatting.EXIT_UNKNOWN_FIELD}).  Standard library only.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, NamedTuple, TextIO, cast
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TextIO, cast
+
+if TYPE_CHECKING:
+    from ganeti.luxi.client import LuxiClient
 
 EXIT_SUCCESS = 0
 EXIT_FAILURE = 1
@@ -80,7 +83,7 @@ class Context:
         self.stdout = stdout
         self.stderr = stderr
         self._client_factory = client_factory
-        self._client: Any = None
+        self._client: LuxiClient | None = None
 
     def usage_error(self, message: str) -> None:
         """Reject the command line: usage and C{message} on stderr, exit status 2."""
@@ -93,8 +96,9 @@ class Context:
     def root(self) -> str | None:
         return getattr(self.opts, "root", None)
 
-    def client(self) -> Any:
-        """The LUXI client (a L{ganeti.luxi.client.LuxiClient}), made on first use."""
+    def client(self) -> LuxiClient:
+        """The LUXI client, made on first use: its methods are the declared
+        LUXI calls (L{ganeti.luxi.methods}), which mypy checks."""
         if self._client is None:
             if self._client_factory is not None:
                 self._client = self._client_factory(self)
@@ -106,7 +110,8 @@ class Context:
         return self._client
 
     def close(self) -> None:
-        client, self._client = self._client, None
+        client: Any = self._client
+        self._client = None
         if client is not None and hasattr(client, "close"):
             client.close()
 

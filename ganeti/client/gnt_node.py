@@ -10,6 +10,7 @@
                     [--master-capable yes|no] [--vm-capable yes|no] [--auto-promote] [--force] NODE
     gnt-node evacuate [-f] [-p|-s] [-n NEW_NODE | -I ALLOCATOR] [--early-release] NODE
     gnt-node migrate [-f] [--non-live | --migration-mode MODE] [-n TARGET | -I ALLOCATOR] NODE
+    gnt-node list-storage [-t TYPE] [-o FIELDS] [--no-headers] [--separator S] [--units U] [NODE...]
 
 C{evacuate} and C{migrate} submit one job that submits one job per
 instance; the command then follows those (L{ganeti.client.jobs}).
@@ -62,6 +63,40 @@ LIST_FORMAT = {"pinst_list": (_join, False), "sinst_list": (_join, False), "tags
 def list_nodes(ctx: Context, opts: argparse.Namespace) -> int:
     fields = parse_fields(opts.output, LIST_DEF_FIELDS)
     return generic_list(ctx, "node", fields, make_simple_filter("name", opts.nodes), LIST_FORMAT)
+
+
+STORAGE_DEF_FIELDS = ["node", "type", "name", "size", "used", "free", "allocatable"]
+_STORAGE_TITLES = {"node": "Node", "type": "Type", "name": "Name", "size": "Size", "used": "Used", "free": "Free",
+                   "allocatable": "Allocatable"}
+_STORAGE_SIZES = ("size", "used", "free")
+
+
+def list_storage(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's C{gnt-node list-storage}: one OP_NODE_QUERY_STORAGE, a table."""
+    from ganeti.client.formatting import format_table
+    from ganeti.units import format_unit
+
+    fields = parse_fields(opts.output, STORAGE_DEF_FIELDS)
+    params: dict[str, Any] = {"nodes": list(opts.nodes), "output_fields": fields}
+    if opts.storage_type:
+        params["storage_type"] = opts.storage_type
+    (rows,) = submit_or_send(ctx, opcode(ctx, "OP_NODE_QUERY_STORAGE", **params))
+    unit = opts.units or ("m" if opts.separator is not None else "h")
+    shown = []
+    for row in rows or []:
+        cells = []
+        for field, value in zip(fields, row):
+            if field in _STORAGE_SIZES and isinstance(value, int):
+                cells.append(format_unit(value, unit))
+            elif field == "allocatable":
+                cells.append("Y" if value else "N")
+            else:
+                cells.append(str(value))
+        shown.append(cells)
+    titles = None if opts.no_headers else [_STORAGE_TITLES.get(f, f) for f in fields]
+    for line in format_table(shown, titles, [f in _STORAGE_SIZES for f in fields], opts.separator):
+        ctx.out(line)
+    return EXIT_SUCCESS
 
 
 def list_node_fields(ctx: Context, opts: argparse.Namespace) -> int:
@@ -296,6 +331,13 @@ def _setup_list(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
 
 
+def _setup_list_storage(parser: argparse.ArgumentParser) -> None:
+    add_list_options(parser, STORAGE_DEF_FIELDS, units=True)
+    parser.add_argument("-t", "--storage-type", dest="storage_type", metavar="TYPE",
+                        help="Storage type: file, sharedfile or rados (default: the first enabled template's)")
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
+
+
 def _setup_info(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to describe (default: all)")
 
@@ -308,6 +350,7 @@ COMMANDS: dict[str, Command] = {
         "Default options and arguments may also come from the GNT_NODE_LIST environment variable.",
     ),
     "list-fields": Command(list_node_fields, add_list_fields_options, "Lists all available fields for nodes"),
+    "list-storage": Command(list_storage, _setup_list_storage, "Lists the storage units of the nodes"),
     "info": Command(info, _setup_info, "Show information about the node(s)"),
     "add": Command(add_node, _setup_add, "Add a node to the cluster"),
     "remove": Command(remove_node, _setup_remove, "Removes a node from the cluster"),

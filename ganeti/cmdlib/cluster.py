@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, group_params, instance_params
+from ganeti.cmdlib import allocator, group_params, instance_params, rbd_disks
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
@@ -172,6 +172,10 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             self.op = op = attrs.evolve(op, nicparams=nicparams)
         if op.ndparams is not None:
             self.op = op = attrs.evolve(op, ndparams=_without_defaults(group_params.check_ndparams(op.ndparams)))
+        if op.diskparams is not None:
+            diskparams = group_params.check_diskparams(op.diskparams)
+            self.op = op = attrs.evolve(op, diskparams=diskparams)
+            rbd_disks.check_cluster_params(diskparams.get(rbd_disks.DT_RBD))
 
     def check_prereq(self) -> None:
         op = self.op
@@ -242,6 +246,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
                 changes[name] = merged
         if op.ndparams:
             changes["ndparams"] = dict(cluster.ndparams, **op.ndparams)
+        if op.diskparams:
+            changes["diskparams"] = group_params.merged_nested(cluster.diskparams or {}, op.diskparams)
         if op.enabled_data_collectors or op.data_collector_interval:
             changes["data_collectors"] = data_collectors_changed(
                 cluster.data_collectors, op.enabled_data_collectors, op.data_collector_interval)

@@ -19,7 +19,8 @@ do not) cleans it.  A failure at any step undoes the earlier ones in a
 removal's order: stop, remove the disks made, then the configuration entry
 (which stays, down, if a disk could not be removed).
 
-Disk templates: C{diskless}, C{file} and C{sharedfile}.  A file disk lives
+Disk templates: C{diskless}, C{file}, C{sharedfile} and C{rbd} (Ceph images,
+see L{ganeti.cmdlib.rbd_disks}).  A file disk lives
 at C{<storage dir>[/<file_storage_dir>]/<instance name>/disk<N>} (see
 L{ganeti.rpc.instances.disk_path}); when a disk of the configuration (an
 instance renamed since) already uses that directory, the instance's uuid
@@ -44,7 +45,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, hostcheck, names, transfer
+from ganeti.cmdlib import allocator, backup, backup_remote, ext_disks, hostcheck, names, rbd_disks, transfer
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -182,7 +183,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 errors.ECODE_INVAL,
             )
         self.template = template
-        self.disks = [params.check_disk(d, i) for i, d in enumerate(op.disks)]
+        self.disks = [ext_disks.check_disk(template, d, i) for i, d in enumerate(op.disks)]
         if template == iu.DT_DISKLESS and self.disks:
             raise errors.OpPrereqError("Disk template diskless takes no disks", errors.ECODE_INVAL)
         if template != iu.DT_DISKLESS and not self.disks:
@@ -297,7 +298,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 % (self.template, ", ".join(cluster.enabled_disk_templates or []) or "none"),
                 errors.ECODE_STATE,
             )
-        if self.template != iu.DT_DISKLESS and not storage_dir(cfg, self.template):
+        if self.template in (iu.DT_FILE, iu.DT_SHARED_FILE) and not storage_dir(cfg, self.template):
             raise errors.OpPrereqError("The cluster has no storage directory for template %s" % self.template,
                                        errors.ECODE_STATE)
         iu.check_hypervisor_enabled(cfg, self.hypervisor)
@@ -310,8 +311,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         explicit = [n["mac"] for n in self.nics if n["mac"] not in (params.MAC_AUTO, params.MAC_GENERATE)]
         if len(set(explicit)) != len(explicit):
             raise errors.OpPrereqError("The same MAC address is given to two NICs", errors.ECODE_INVAL)
+        if self.template == ext_disks.DT_BLOCK and self.allocating:
+            raise errors.OpPrereqError("Disk adoption is not possible with an allocator", errors.ECODE_INVAL)
         if not self.allocating:
             pnode = op.pnode_uuid or ""
+            if self.template == iu.DT_RBD:  # refuse bad rbd parameters before anything happens
+                rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
             iu.check_node_online(cfg, pnode)
             iu.check_node_not_drained(cfg, pnode)
             iu.check_node_vm_capable(cfg, pnode)
@@ -393,7 +398,11 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         uuid = new_uuid()
         disks: list[Disk] = []
         base = storage_dir(cfg, self.template)
-        if base is not None:
+        if self.template == iu.DT_RBD:
+            disks = rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
+        elif self.template in ext_disks.TEMPLATES:
+            disks = ext_disks.new_disks(cfg, self.template, self.disks)
+        elif base is not None:
             if op.file_storage_dir:
                 base = os.path.join(base, op.file_storage_dir)
             dirname = instance_dir_name(cfg, base, name, uuid)
@@ -468,6 +477,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             pnode = op.pnode_uuid or ""
         if op.os_type:
             await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
+        await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
         if op.start and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
@@ -479,7 +489,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         try:
             for disk in disks:
                 await iu.call_node(self, pnode, procedures.blockdev_create.call(
-                    disk.to_dict(), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
+                    rpc_inst.disk_dict(self.cfg, disk, inst), disk.size or 0, inst.name, True, "originstname+%s" % inst.name, False),
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
             if self.remote_source is not None:

@@ -48,7 +48,7 @@ from ganeti.units import format_unit
 MIB = 1024 * 1024
 
 #: the disk templates whose disks can grow here
-GROWABLE = (iu.DT_FILE, iu.DT_SHARED_FILE)
+GROWABLE = (iu.DT_FILE, iu.DT_SHARED_FILE, iu.DT_RBD, iu.DT_EXT)
 #: seconds one growth may take on a node
 TMO_GROW = wire.TMO_NORMAL
 
@@ -120,11 +120,13 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
         what = "grow disk %d of instance %s%s" % (self.op.disk, self.instance.name,
                                                   " (dry run)" if dryrun else "")
         await iu.call_node(self, uuid, procedures.blockdev_grow.call(
-            self.disk.to_dict(), self.delta, dryrun, backingstore, False).within(TMO_GROW), what=what)
+            rpc_inst.disk_dict(self.cfg, self.disk, self.instance), self.delta, dryrun, backingstore,
+            False).within(TMO_GROW), what=what)
 
     async def _file_delta(self) -> int:
         """MiB the file on the primary must grow to reach the target."""
-        answer = await iu.call_node(self, self.pnode, procedures.blockdev_getdimensions.call([self.disk.to_dict()]),
+        answer = await iu.call_node(self, self.pnode, procedures.blockdev_getdimensions.call(
+                                        [rpc_inst.disk_dict(self.cfg, self.disk, self.instance)]),
                                     what="get the size of disk %d of instance %s" % (self.op.disk,
                                                                                        self.instance.name))
         dims = answer[0] if isinstance(answer, list) and answer else None

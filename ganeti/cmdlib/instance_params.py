@@ -77,7 +77,7 @@ _UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 #: keys of a disk of the opcodes we take, and those of other templates we ignore
 DISK_KEYS = ("size", "mode", "name")
-_DISK_IGNORED = ("vg", "metavg", "spindles", "access")
+_DISK_IGNORED = ("vg", "metavg", "spindles")
 _DISK_REFUSED = {"adopt": "disk adoption", "provider": "ExtStorage providers", "dev_type": "per-disk templates"}
 NIC_KEYS = ("mac", "ip", "mode", "link", "vlan", "network", "name", "bridge")
 
@@ -277,6 +277,10 @@ def check_disk(params: Any, index: int, require_size: bool = True) -> dict[str, 
         if key in _DISK_REFUSED:
             raise _invalid("Disk %d: %s ('%s') is not supported" % (index, _DISK_REFUSED[key], key))
         if key in _DISK_IGNORED:
+            continue
+        if key == "access":  # used by the rbd template (ganeti.cmdlib.rbd_disks), ignored by the others
+            if value is not None:
+                out["access"] = value
             continue
         if key not in DISK_KEYS:
             raise _invalid("Disk %d: unknown parameter '%s'" % (index, key))

@@ -45,6 +45,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
+from ganeti.cmdlib import rbd_disks
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
@@ -207,6 +208,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     def _new_disk(self, spec: dict[str, Any], taken: set[str]) -> Disk:
         cfg, inst = self.cfg, self.instance
         template = inst.disk_template or iu.DT_DISKLESS
+        if template == iu.DT_RBD:  # a fresh image name; pool and access as for a new instance
+            node = cfg.nodes.get(self.pnode)
+            (disk,) = rbd_disks.new_disks(cfg, node.group if node is not None else None, inst.hypervisor or "",
+                                          [dict(spec, mode=spec.get("mode", "rw"))],
+                                          base_index=len(rpc_inst.instance_disks(cfg, inst)))
+            return disk
         existing = [d for d in rpc_inst.instance_disks(cfg, inst)
                     if isinstance(d.logical_id, list) and len(d.logical_id) == 2]
         if existing:

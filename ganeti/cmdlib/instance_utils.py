@@ -32,10 +32,14 @@ ADMIN_SOURCE_USER = "user"
 DT_DISKLESS = "diskless"
 DT_FILE = "file"
 DT_SHARED_FILE = "sharedfile"
+DT_EXT = "ext"
+DT_BLOCK = "blockdev"
 #: the disk templates this implementation can create
-SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
+DT_RBD = "rbd"
+
+SUPPORTED_TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE, DT_RBD, DT_EXT, DT_BLOCK)
 #: templates whose disks every node of the cluster sees
-SHARED_TEMPLATES = (DT_SHARED_FILE,)
+SHARED_TEMPLATES = (DT_SHARED_FILE, DT_RBD, DT_EXT, DT_BLOCK)
 
 #: seconds to start an instance (a shutdown gets its own timeout on top); the
 #: other procedures' time limits are their classes in L{ganeti.rpc.procedures}
@@ -383,7 +387,7 @@ async def remove_disks(lu: LogicalUnit[OpCode], node_uuid: str, disks: Iterable[
     for disk in disks:
         if disk.dev_type == DT_DISKLESS:
             continue
-        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(disk.to_dict()))
+        result = await call_node_result(lu, node_uuid, procedures.blockdev_remove.call(rpc_inst.disk_dict(lu.cfg, disk)))
         if result.failed:
             problems.append("could not remove disk %s on node %s: %s"
                             % (disk.iv_name or disk.uuid, node_name(lu.cfg, node_uuid), result.fail_msg))

@@ -50,6 +50,7 @@ def liveness_problems(rows: list[list[Any]], now: float) -> list[tuple[str, str]
 # (lazily, for NotingRpc) and the import-circle test counts type-only imports too
 async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | None = None) -> None:
     """Report the nodes (of C{names}, default all) the master's heartbeat roster calls unreachable."""
+    from ganeti.luxi import methods
     from ganeti.luxi.client import AsyncLuxiClient
 
     ctx = lu.ctx
@@ -61,7 +62,7 @@ async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | Non
         await lu.feedback("  - NOTICE: cannot ask LuxiD for node liveness: %s" % e)
         return
     try:
-        answer = await client.call("Query", "node", FIELDS, None)
+        answer = await client.run(methods.Query.call("node", FIELDS, None))
     finally:
         await client.close()
     await lu.feedback("* Verifying node liveness (heartbeats)")
@@ -72,12 +73,13 @@ async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | Non
 
 async def query_roster(reactor: Any, socket: str, names: list[str]) -> dict[str, dict[str, Any]]:
     """C{{name: {"liveness", "last_seen"}}} of C{names} from LuxiD over LUXI."""
+    from ganeti.luxi import methods
     from ganeti.luxi.client import AsyncLuxiClient
 
     client = await AsyncLuxiClient.connect(reactor, socket)
     try:
-        qfilter = ["|"] + [["==", "name", name] for name in names]
-        answer = await client.call("Query", "node", ["name", "liveness", "last_seen"], qfilter)
+        qfilter: list[Any] = ["|"] + [["==", "name", name] for name in names]
+        answer = await client.run(methods.Query.call("node", ["name", "liveness", "last_seen"], qfilter))
     finally:
         await client.close()
     return {row[0][1]: {"liveness": row[1][1], "last_seen": row[2][1]} for row in answer["data"]}

@@ -19,7 +19,7 @@ logical units return it without importing this module.
 from __future__ import annotations
 
 import copy
-from typing import Any, Awaitable, Callable, cast
+from typing import Any, Awaitable, Callable
 
 from ganeti import errors
 from ganeti.jobs.lifecycle import ResultWithJobs
@@ -82,11 +82,12 @@ def luxi_submitter(reactor: ITimeUNIXReactor, socket_path: str) -> Submitter:
     """A submitter that sends the jobs to the LuxiD at C{socket_path}."""
 
     async def submit_jobs(jobs: list[list[dict[str, Any]]]) -> list[Any]:
+        from ganeti.luxi import methods
         from ganeti.luxi.client import AsyncLuxiClient
 
         client = await AsyncLuxiClient.connect(reactor, socket_path)
         try:
-            return cast("list[Any]", await client.call("SubmitManyJobs", jobs))
+            return await client.run(methods.SubmitManyJobs.call(jobs))
         finally:
             await client.close()
 

@@ -4,15 +4,20 @@
         job_id = luxi.submit_job([{"OP_ID": "OP_TEST_DELAY", "duration": 1}])
 
     client = await AsyncLuxiClient.connect(reactor, paths.luxi_socket)
-    info = await client.call("QueryClusterInfo")
+    info = await client.run(methods.QueryClusterInfo.call())
+
+Calls are built from the declarations of L{ganeti.luxi.methods}, so mypy
+checks their arguments and knows their result types, and a value of the
+wrong type is refused before anything is sent (with the error LuxiD would
+answer).  C{call(method, *args)} sends anything, unchecked (tests, fuzzing).
 
 A failure answer raises the exception it names (C{["OpPrereqError", [msg,
 code]]} raises L{errors.OpPrereqError}C{(msg, code)}); trouble with the
 connection itself raises L{errors.LuxiError}.
 
 Every CLI command imports this module, so it imports only the standard
-library, orjson, L{ganeti.errors} and L{ganeti.luxi.wire}: no Twisted and
-no attrs.  L{AsyncLuxiClient} imports Twisted when first used.
+library, orjson, L{ganeti.errors}, L{ganeti.luxi.wire} and the declarations
+(L{ganeti.luxi.methods}, L{ganeti.contract}): no Twisted and no attrs.  L{AsyncLuxiClient} imports Twisted when first used.
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ import os
 import select
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ganeti import errors
-from ganeti.luxi import wire
+from ganeti.luxi import methods, wire
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
 DEFAULT_CONNECT_TIMEOUT = 30.0
 #: read/write timeout of Ganeti's client (LUXI_DEF_RWTO), seconds
 DEFAULT_TIMEOUT = 180.0
+
+R = TypeVar("R")
 
 _RECV_SIZE = 65536
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
@@ -222,88 +229,38 @@ class LuxiClient:
             raise TimeoutError("timed out")
         return remaining
 
-    # --- Ganeti's methods (argument shapes as luxi.Client sends them) -------
-    def submit_job(self, ops: list[dict[str, Any]]) -> int:
-        """Submit one job of opcodes; returns its id."""
-        return self.call("SubmitJob", ops)
+    def run(self, request: methods.Request[R]) -> R:
+        """Make a declared call: C{client.run(methods.Query.call("node", ["name"]))}.
 
-    def submit_job_to_drained_queue(self, ops: list[dict[str, Any]]) -> int:
-        """Submit one job even if the queue is drained; returns its id."""
-        return self.call("SubmitJobToDrainedQueue", ops)
-
-    def submit_many_jobs(self, jobs: list[list[dict[str, Any]]]) -> list[list[Any]]:
-        """Submit several jobs; returns C{[[True, id] | [False, msg], ...]}."""
-        return self.call("SubmitManyJobs", jobs)
-
-    def wait_for_job_change(
-        self,
-        job_id: int,
-        fields: list[str],
-        prev_job_info: list[Any] | None,
-        prev_log_serial: int | None,
-        timeout: float,
-    ) -> Any:
-        """Wait up to C{timeout} seconds for the job to change.
-
-        @return: C{[[field values...], [new log entries...]]}, or
-            C{"nochange"}.
+        @raise errors.GenericError: the server answered with this error.
+        @raise errors.LuxiError: as L{call}.
         """
-        return self.call("WaitForJobChange", job_id, fields, prev_job_info, prev_log_serial, timeout)
+        result: R = self.call(request.method, *request.args)
+        return result
 
-    def cancel_job(self, job_id: int, kill: bool = False) -> list[Any]:
-        """Cancel (or, with C{kill}, kill) a job; returns C{[ok, message]}."""
-        return self.call("CancelJob", job_id, kill)
-
-    def archive_job(self, job_id: int) -> bool:
-        return self.call("ArchiveJob", job_id)
-
-    def auto_archive_jobs(self, age: float, timeout: float) -> list[int]:
-        """Archive jobs finalized C{age} seconds ago (-1: all); returns
-        C{[archived, left_unchecked]}."""
-        return self.call("AutoArchiveJobs", age, timeout)
-
-    def change_job_priority(self, job_id: int, priority: int) -> list[Any]:
-        return self.call("ChangeJobPriority", job_id, priority)
-
-    def query(self, what: str, fields: list[str], qfilter: Any = None) -> dict[str, Any]:
-        """Query resource C{what}; returns C{{"fields": [...], "data": [...]}}."""
-        return self.call("Query", what, fields, qfilter)
-
-    def query_fields(self, what: str, fields: list[str] | None = None) -> dict[str, Any]:
-        return self.call("QueryFields", what, fields)
-
-    def query_jobs(self, job_ids: list[int] | None, fields: list[str]) -> list[Any]:
-        return self.call("QueryJobs", job_ids, fields)
-
-    def query_instances(self, names: list[str], fields: list[str], use_locking: bool = False) -> list[Any]:
-        return self.call("QueryInstances", names, fields, use_locking)
-
-    def query_nodes(self, names: list[str], fields: list[str], use_locking: bool = False) -> list[Any]:
-        return self.call("QueryNodes", names, fields, use_locking)
-
-    def query_groups(self, names: list[str], fields: list[str], use_locking: bool = False) -> list[Any]:
-        return self.call("QueryGroups", names, fields, use_locking)
-
-    def query_networks(self, names: list[str], fields: list[str], use_locking: bool = False) -> list[Any]:
-        return self.call("QueryNetworks", names, fields, use_locking)
-
-    def query_exports(self, nodes: list[str], use_locking: bool = False) -> list[Any]:
-        return self.call("QueryExports", nodes, use_locking)
-
-    def query_cluster_info(self) -> dict[str, Any]:
-        return self.call("QueryClusterInfo")
-
-    def query_config_values(self, names: list[str]) -> list[Any]:
-        return self.call("QueryConfigValues", names)
-
-    def query_tags(self, kind: str, name: str) -> list[str]:
-        return self.call("QueryTags", kind, name)
-
-    def set_drain_flag(self, flag: bool) -> bool:
-        return self.call("SetDrainFlag", flag)
-
-    def set_watcher_pause(self, until: float | None) -> float | None:
-        return self.call("SetWatcherPause", until)
+    # --- Ganeti's methods, as declared in ganeti.luxi.methods (run() of each) --
+    submit_job = methods.Blocking(methods.SubmitJob)
+    submit_job_to_drained_queue = methods.Blocking(methods.SubmitJobToDrainedQueue)
+    submit_many_jobs = methods.Blocking(methods.SubmitManyJobs)
+    wait_for_job_change = methods.Blocking(methods.WaitForJobChange)
+    cancel_job = methods.Blocking(methods.CancelJob)
+    archive_job = methods.Blocking(methods.ArchiveJob)
+    auto_archive_jobs = methods.Blocking(methods.AutoArchiveJobs)
+    change_job_priority = methods.Blocking(methods.ChangeJobPriority)
+    query_jobs = methods.Blocking(methods.QueryJobs)
+    set_drain_flag = methods.Blocking(methods.SetDrainFlag)
+    pickup_job = methods.Blocking(methods.PickupJob)
+    query = methods.Blocking(methods.Query)
+    query_fields = methods.Blocking(methods.QueryFields)
+    query_instances = methods.Blocking(methods.QueryInstances)
+    query_nodes = methods.Blocking(methods.QueryNodes)
+    query_groups = methods.Blocking(methods.QueryGroups)
+    query_networks = methods.Blocking(methods.QueryNetworks)
+    query_exports = methods.Blocking(methods.QueryExports)
+    query_cluster_info = methods.Blocking(methods.QueryClusterInfo)
+    query_config_values = methods.Blocking(methods.QueryConfigValues)
+    query_tags = methods.Blocking(methods.QueryTags)
+    set_watcher_pause = methods.Blocking(methods.SetWatcherPause)
 
 
 # --- asynchronous client (Twisted, imported on first use) --------------------
@@ -346,8 +303,16 @@ class AsyncLuxiClient:
             raise connect_error(path, reason, code) from None
         return cls(protocol)
 
+    def run(self, request: methods.Request[R]) -> Deferred[R]:
+        """Make a declared call: C{await client.run(methods.Query.call("node", ["name"]))}.
+
+        @return: a L{Deferred} as L{call}'s.
+        """
+        d: Deferred[R] = self.protocol.call(request.method, request.args)
+        return d
+
     def call(self, method: str, *args: Any) -> Deferred[Any]:
-        """Call C{method} with C{args}.
+        """Call C{method} with C{args} (not checked against the declarations; see L{run}).
 
         @return: a L{Deferred} (awaitable) with the result; it fails with
             the server's error, or L{errors.LuxiError} if the connection
@@ -387,6 +352,7 @@ def _define_protocol_class() -> Any:
     from collections import deque
 
     from twisted.internet.defer import Deferred, fail, succeed
+    from twisted.internet.interfaces import ITransport
     from twisted.internet.protocol import Protocol
     from twisted.logger import Logger
     from twisted.python.failure import Failure
@@ -407,6 +373,12 @@ def _define_protocol_class() -> Any:
             self._lost: str | None = None  # why the connection is gone
             self._closed: list[Deferred[None]] = []
 
+        def _connected(self) -> ITransport:
+            """The transport (set by Twisted before any callback runs)."""
+            transport = self.transport
+            assert transport is not None, "LUXI client protocol used before its connection was made"
+            return transport
+
         @property
         def lost(self) -> str | None:
             """Why the connection is gone (lost, closed or dropped after a protocol error), or C{None}."""
@@ -421,7 +393,7 @@ def _define_protocol_class() -> Any:
                 return fail()
             d: Deferred[Any] = Deferred()
             self._pending.append((method, d))
-            self.transport.write(data)
+            self._connected().write(data)
             return d
 
         def close(self) -> Deferred[None]:
@@ -429,7 +401,7 @@ def _define_protocol_class() -> Any:
                 return succeed(None)
             d: Deferred[None] = Deferred()
             self._closed.append(d)
-            self.transport.loseConnection()
+            self._connected().loseConnection()
             return d
 
         def dataReceived(self, data: bytes) -> None:
@@ -461,7 +433,7 @@ def _define_protocol_class() -> Any:
             self.log.warn("LUXI server at {address} misbehaves: {error}", address=self.address, error=error)
             if self._lost is None:
                 self._lost = "protocol error: %s" % error
-            self.transport.loseConnection()
+            self._connected().loseConnection()
 
         def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
             if self._lost is None:

@@ -23,24 +23,21 @@ from typing import Any, Awaitable, Callable, Generator, Protocol, TypeVar
 
 from ganeti import errors
 from ganeti.jobs.lifecycle import ERROR, FINALIZED, SUCCESS
+from ganeti.luxi import methods
 
 #: WaitForJobChange's answer when nothing changed before the timeout
 NOT_CHANGED = "nochange"
 #: the LUXI methods L{follow} calls
-WAIT_FOR_JOB_CHANGE = "WaitForJobChange"
-QUERY_JOBS = "QueryJobs"
+WAIT_FOR_JOB_CHANGE = methods.WaitForJobChange.name
+QUERY_JOBS = methods.QueryJobs.name
 #: the fields L{outcome} reads
 RESULT_FIELDS = ["status", "opstatus", "opresult"]
 
 T = TypeVar("T")
 
 
-@dataclasses.dataclass(frozen=True)
-class Call:
-    """One LUXI call: C{method} with positional C{args}."""
-
-    method: str
-    args: tuple[Any, ...]
+#: one LUXI call L{follow} makes: a request declared in L{ganeti.luxi.methods}
+Call = methods.Request[Any]
 
 
 class Reporter(Protocol):
@@ -86,7 +83,7 @@ def follow(
     prev_serial: int | None = None
     status: str | None = None
     while True:
-        answer = yield Call(WAIT_FOR_JOB_CHANGE, (job_id, ["status"], prev_info, prev_serial, timeout))
+        answer = yield methods.WaitForJobChange.call(job_id, ["status"], prev_info, prev_serial, timeout)
         if not answer:
             raise errors.JobLost(lost % job_id)
         if answer == NOT_CHANGED:
@@ -111,7 +108,7 @@ def follow(
         if reporter is not None and job_info == prev_info:  # LuxiD's answer on timeout: the same values
             reporter.not_changed(job_id, status)
         prev_info = job_info
-    return (yield Call(QUERY_JOBS, ([job_id], list(RESULT_FIELDS))))
+    return (yield methods.QueryJobs.call([job_id], list(RESULT_FIELDS)))
 
 
 def _is_entry(entry: Any) -> bool:

@@ -4,9 +4,14 @@
     serverFromString(reactor, "unix:/var/run/ganeti/socket/ganeti-query:mode=660").listen(factory)
 
 The handler is any object with C{handle(method, args)} returning a value, a
-L{Deferred} or a coroutine (see L{RequestHandler}); L{MethodHandler} dispatches
-to C{luxi_<Method>} methods.  No policy lives here: the protocol frames,
-decodes, calls, encodes and keeps the order.
+L{Deferred} or a coroutine (see L{RequestHandler}).  L{DeclaredHandler}
+dispatches from a contract table (LuxiD's: L{ganeti.luxi.methods.TABLE}) to
+C{luxi_<Method>} methods: it refuses to exist unless every declared method
+has a handler and every handler is declared, and refuses a request whose
+arguments do not fit the declaration before the handler runs.
+L{MethodHandler} dispatches to C{luxi_<Method>} methods by their Python
+signatures alone (test servers).  No policy lives here: the protocol
+frames, decodes, calls, encodes and keeps the order.
 
 Requests on one connection are answered strictly in order, one at a time:
 while a handler runs (a C{WaitForJobChange} may wait for 89 seconds) later
@@ -21,17 +26,17 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Coroutine
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from typing import Protocol as TypingProtocol
 
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail, succeed
-from twisted.internet.interfaces import IAddress
+from twisted.internet.interfaces import IAddress, IPushProducer, ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from ganeti import errors
-from ganeti.luxi import wire
+from ganeti import contract, errors
+from ganeti.luxi import methods, wire
 
 
 class RequestHandler(TypingProtocol):
@@ -93,6 +98,44 @@ class MethodHandler:
         return signature
 
 
+class DeclaredHandler:
+    """A L{RequestHandler} serving the methods of a contract table with its
+    C{luxi_<Method>} methods.
+
+        class Cluster(DeclaredHandler):
+            def luxi_QueryTags(self, kind: str, name: str) -> list[str]: ...
+            ...  # one for every method of the table, and no other
+
+    An unknown method answers C{LuxiError("Unknown method 'X'")}; arguments
+    that do not fit the declaration answer what L{methods.Method.check}
+    raises (C{LuxiError} for their number, C{OpPrereqError} with
+    C{wrong_input} for a type), and the handler does not run.
+
+    @raise contract.ContractError: at construction, when a declared method
+        has no handler, a handler is not declared, or a handler does not
+        take the declared arguments in wire order
+    """
+
+    #: the prefix of the methods that answer LUXI requests
+    prefix = "luxi_"
+
+    def __init__(self, table: contract.Table[methods.Method[Any, Any]] = methods.TABLE) -> None:
+        found = {name[len(self.prefix):]: getattr(self, name) for name in dir(type(self))
+                 if name.startswith(self.prefix) and callable(getattr(type(self), name, None))}
+        self._entries = contract.pair(table, found, type(self).__name__)
+        for declared, function in self._entries.values():
+            contract.check_signature(declared, function)
+
+    def handle(self, method: str, args: list[Any]) -> Any:
+        """Check C{args} against the declaration of C{method}, then call its handler."""
+        entry = self._entries.get(method)
+        if entry is None:
+            raise errors.LuxiError("Unknown method '%s'" % method)
+        declared, function = entry
+        declared.check(args)
+        return function(*args)
+
+
 def _arity(signature: inspect.Signature) -> str:
     """How many positional arguments C{signature} takes, in words."""
     required = maximum = 0
@@ -144,9 +187,15 @@ class LuxiServerProtocol(Protocol):
         self._lost = False
         self._paused = False
 
+    def _connected(self) -> ITransport:
+        """The transport (set by Twisted before any callback runs)."""
+        transport = self.transport
+        assert transport is not None, "LUXI protocol used before its connection was made"
+        return transport
+
     # --- Twisted callbacks --------------------------------------------------
     def connectionMade(self) -> None:
-        self.log.debug("LUXI connection from {peer}", peer=_describe(self.transport.getPeer()))
+        self.log.debug("LUXI connection from {peer}", peer=_describe(self._connected().getPeer()))
 
     def dataReceived(self, data: bytes) -> None:
         if not self._reading:
@@ -163,7 +212,7 @@ class LuxiServerProtocol(Protocol):
         self._lost = True
         self._reading = False
         self._queue.clear()
-        self.log.debug("LUXI connection from {peer} closed", peer=_describe(self.transport.getPeer()))
+        self.log.debug("LUXI connection from {peer} closed", peer=_describe(self._connected().getPeer()))
         if self._current is not None:
             self._current.cancel()  # e.g. drops a WaitForJobChange waiter
 
@@ -224,7 +273,7 @@ class LuxiServerProtocol(Protocol):
                 data = wire.encode_error(
                     errors.GenericError("Cannot encode the result of %s: %s" % (method, e))
                 )
-        self.transport.write(data)
+        self._connected().write(data)
         self._next()
         return None
 
@@ -239,14 +288,14 @@ class LuxiServerProtocol(Protocol):
         """Answer a request that cannot be parsed, then close (as luxid)."""
         self.log.warn(
             "Closing LUXI connection from {peer}: bad request: {reason}",
-            peer=_describe(self.transport.getPeer()),
+            peer=_describe(self._connected().getPeer()),
             reason=reason,
         )
         self._closing = True
         self._reading = False
         self._queue.clear()
-        self.transport.write(wire.encode_parse_failure(reason))
-        self.transport.loseConnection()
+        self._connected().write(wire.encode_parse_failure(reason))
+        self._connected().loseConnection()
 
     def _flow_control(self) -> None:
         """Stop reading while too many requests wait; resume when drained."""
@@ -255,10 +304,10 @@ class LuxiServerProtocol(Protocol):
         waiting = len(self._queue)
         if not self._paused and waiting >= self.max_queued:
             self._paused = True
-            self.transport.pauseProducing()
+            cast(IPushProducer, self._connected()).pauseProducing()
         elif self._paused and waiting <= self.max_queued // 2:
             self._paused = False
-            self.transport.resumeProducing()
+            cast(IPushProducer, self._connected()).resumeProducing()
 
 
 def _describe(address: IAddress) -> str:
@@ -285,7 +334,7 @@ class LuxiServerFactory(Factory):
         self.handler = handler
         self.max_message_size = max_message_size
 
-    def buildProtocol(self, addr: IAddress) -> LuxiServerProtocol:
+    def buildProtocol(self, addr: IAddress | None) -> LuxiServerProtocol:
         protocol = LuxiServerProtocol(self.handler, self.max_message_size)
         protocol.factory = self
         return protocol

@@ -1,15 +1,24 @@
-"""LUXI methods of LuxiD: argument checks, then the service or a query."""
+"""LUXI methods of LuxiD: the handlers of L{ganeti.luxi.methods}' declarations.
+
+The contract table declares every method's arguments and their JSON types;
+L{LuxiHandler} (a L{DeclaredHandler}) refuses to be built unless it has a
+C{luxi_<Method>} handler for each, taking the declared arguments, and
+answers a request only once its arguments fit.  The handlers check what
+the types cannot say (a known tag kind, a non-empty job list, no locking).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import attrs
+from twisted.internet.defer import Deferred
 
 from ganeti import errors, serializer
 from ganeti.ha import params as ha_params
 from ganeti.jobs.model import QueuedJob
-from ganeti.luxi.server import MethodHandler
+from ganeti.luxi.methods import Filter, JobId, Opcode, Row
+from ganeti.luxi.server import DeclaredHandler
 from ganeti.luxid import live
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
@@ -34,19 +43,6 @@ def _int(value: Any, what: str) -> int:
         raise errors.OpPrereqError("%s must be a number, not %r" % (what, value), errors.ECODE_INVAL) from None
 
 
-def _bool(value: Any, what: str) -> bool:
-    """A flag: a JSON boolean and nothing else (C{"false"} and C{1} are not)."""
-    if not isinstance(value, bool):
-        raise errors.OpPrereqError("%s must be a boolean (true or false), not %r" % (what, value), errors.ECODE_INVAL)
-    return value
-
-
-def _fields(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
-        raise errors.OpPrereqError("fields must be a list of names, not %r" % (value,), errors.ECODE_INVAL)
-    return value
-
-
 class JobService(Protocol):
     """What the LUXI methods need of LuxiD's job service (L{LuxidService} is one).
 
@@ -63,9 +59,9 @@ class JobService(Protocol):
     def live_jobs(self) -> dict[int, QueuedJob]:
         """The live jobs as clients see them (a final state only once a majority holds it)."""
 
-    def job(self, job_id: Any) -> QueuedJob: ...
+    def job(self, job_id: JobId) -> QueuedJob: ...
 
-    def view(self, job_id: Any) -> QueuedJob:
+    def view(self, job_id: JobId) -> QueuedJob:
         """Job C{job_id} as clients see it."""
 
     def is_drained(self) -> bool: ...
@@ -76,21 +72,23 @@ class JobService(Protocol):
 
     async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]: ...
 
-    async def wait_for_change(self, job_id: Any, current: Any, previous: Any, timeout: float) -> Any: ...
+    async def wait_for_change(self, job_id: JobId, current: Callable[[QueuedJob], Any], previous: list[Any],
+                              timeout: float) -> Any: ...
 
-    def cancel(self, job_id: Any, kill: bool = False) -> Any: ...
+    def cancel(self, job_id: JobId, kill: bool = False) -> Deferred[list[Any]]: ...
 
-    async def archive(self, job_id: Any) -> bool: ...
+    async def archive(self, job_id: JobId) -> bool: ...
 
     def auto_archive(self, age: float, timeout: float) -> list[int]: ...
 
-    def change_priority(self, job_id: Any, priority: Any) -> list[Any]: ...
+    def change_priority(self, job_id: JobId, priority: int) -> list[Any]: ...
 
     def set_drained(self, flag: bool) -> bool: ...
 
 
-class LuxiHandler(MethodHandler):
-    """Every LUXI method LuxiD answers (spec/luxi.md section 3).
+class LuxiHandler(DeclaredHandler):
+    """Every LUXI method LuxiD answers (spec/luxi.md section 3; declared in
+    L{ganeti.luxi.methods}).
 
     @param service: the jobs, the queue and the WConfD connection.
     @param paths: the node's root (the watcher's pause file).
@@ -98,6 +96,7 @@ class LuxiHandler(MethodHandler):
     """
 
     def __init__(self, service: JobService, paths: Paths, live_data: live.LiveData) -> None:
+        super().__init__()
         self.service = service
         self.paths = paths
         self._config: ConfigData | None = None
@@ -120,7 +119,8 @@ class LuxiHandler(MethodHandler):
             self._config_serial = serial
         return self._config
 
-    async def context(self, what: str, fields: Any = (), qfilter: Any = None, names: Any = None) -> Any:
+    async def context(self, what: str, fields: Sequence[str] = (), qfilter: Filter = None,
+                      names: list[Any] | None = None) -> q.QueryContext:
         """The query context of C{what}, with the live node data C{fields}
         and C{qfilter} need (C{names}: the items asked for, default: from
         the filter)."""
@@ -149,7 +149,7 @@ class LuxiHandler(MethodHandler):
 
         return read_pause(pause_file(self.paths.data_dir), time.time())
 
-    def jobs_for_query(self, fields: Any, qfilter: Any) -> tuple[dict[int, QueuedJob], frozenset[int]]:
+    def jobs_for_query(self, fields: Sequence[str] | None, qfilter: Filter) -> tuple[dict[int, QueuedJob], frozenset[int]]:
         """The jobs a job query looks at, and which of them are archived: as
         Ganeti's, the live jobs, plus the archived ones the filter names by
         id, or every archived one when the C{archived} field is asked for."""
@@ -179,61 +179,53 @@ class LuxiHandler(MethodHandler):
         return [value if status == RS_NORMAL else None for status, value in row]
 
     # --- jobs --------------------------------------------------------------------
-    async def luxi_SubmitJob(self, ops: Any) -> int:
+    async def luxi_SubmitJob(self, ops: list[Opcode]) -> int:
         return await self._submit_one(ops, drained_ok=False)
 
-    async def luxi_SubmitJobToDrainedQueue(self, ops: Any) -> int:
+    async def luxi_SubmitJobToDrainedQueue(self, ops: list[Opcode]) -> int:
         return await self._submit_one(ops, drained_ok=True)
 
-    async def _submit_one(self, ops: Any, drained_ok: bool) -> int:
+    async def _submit_one(self, ops: list[Opcode], drained_ok: bool) -> int:
         ((ok, value),) = await self.service.submit([ops], drained_ok=drained_ok)
         if not ok:
             raise errors.OpPrereqError(value, errors.ECODE_INVAL)
         return int(value)
 
-    async def luxi_SubmitManyJobs(self, jobs: Any) -> list[Any]:
+    async def luxi_SubmitManyJobs(self, jobs: list[list[Opcode]]) -> list[list[Any]]:
         """One invalid job refuses the whole request and creates nothing
         (Ganeti's LuxiD fails to decode it; Ganeti's C{gnt-debug
         test-jobqueue} expects an error, not a per-job C{[false, why]})."""
-        if not isinstance(jobs, list) or not jobs:
+        if not jobs:
             raise errors.OpPrereqError("SubmitManyJobs needs a non-empty list of jobs", errors.ECODE_INVAL)
-        return await self.service.submit(jobs)
+        return await self.service.submit(list(jobs))
 
-    async def luxi_WaitForJobChange(
-        self, job_id: Any, fields: Any, prev_job_info: Any, prev_log_serial: Any, timeout: Any
-    ) -> Any:
-        fields = _fields(fields)
-        serial = None if prev_log_serial is None else _int(prev_log_serial, "prev_log_serial")
-        wait = float(_int(timeout, "timeout")) if not isinstance(timeout, float) else timeout
-
+    async def luxi_WaitForJobChange(self, job_id: JobId, fields: list[str], prev_job_info: list[Any] | None,
+                                    prev_log_serial: int | None, timeout: float) -> Any:
         def current(job: QueuedJob) -> list[Any]:
-            return [self.job_values(job, fields), job.log_since(serial)]
+            return [self.job_values(job, fields), job.log_since(prev_log_serial)]
 
-        answer = await self.service.wait_for_change(job_id, current, [prev_job_info, []], wait)
+        answer = await self.service.wait_for_change(job_id, current, [prev_job_info, []], float(timeout))
         return "nochange" if answer is None else answer
 
-    def luxi_CancelJob(self, job_id: Any, kill: Any = False) -> Any:
-        return self.service.cancel(job_id, kill=_bool(kill, "kill"))
+    def luxi_CancelJob(self, job_id: JobId, kill: bool = False) -> Deferred[list[Any]]:
+        return self.service.cancel(job_id, kill=kill)
 
-    async def luxi_ArchiveJob(self, job_id: Any) -> bool:
+    async def luxi_ArchiveJob(self, job_id: JobId) -> bool:
         return await self.service.archive(job_id)
 
-    def luxi_AutoArchiveJobs(self, age: Any, timeout: Any) -> list[int]:
-        return self.service.auto_archive(float(_int(age, "age")), float(_int(timeout, "timeout")))
+    def luxi_AutoArchiveJobs(self, age: float, timeout: float) -> list[int]:
+        return self.service.auto_archive(float(age), float(timeout))
 
-    def luxi_ChangeJobPriority(self, job_id: Any, priority: Any) -> list[Any]:
+    def luxi_ChangeJobPriority(self, job_id: JobId, priority: int) -> list[Any]:
         return self.service.change_priority(job_id, priority)
 
-    def luxi_QueryJobs(self, job_ids: Any, fields: Any) -> list[Any]:
-        fields = _fields(fields)
-        if job_ids in (None, []):
+    def luxi_QueryJobs(self, job_ids: Sequence[JobId] | None, fields: list[str]) -> list[Row | None]:
+        if not job_ids:
             jobs, _ = self.jobs_for_query(fields, None)  # with "archived" asked: the archived jobs too
             ids = sorted(jobs)
-        elif isinstance(job_ids, list):
-            ids = [_int(i, "job id") for i in job_ids]
         else:
-            raise errors.OpPrereqError("job ids must be a list or null", errors.ECODE_INVAL)
-        rows: list[Any] = []
+            ids = [_int(i, "job id") for i in job_ids]
+        rows: list[Row | None] = []
         for job_id in ids:
             try:
                 rows.append(self.job_values(self.service.view(job_id), fields))
@@ -241,40 +233,37 @@ class LuxiHandler(MethodHandler):
                 rows.append(None)
         return rows
 
-    def luxi_SetDrainFlag(self, flag: Any) -> bool:
-        return self.service.set_drained(_bool(flag, "the drain flag"))
+    def luxi_SetDrainFlag(self, flag: bool) -> bool:
+        return self.service.set_drained(flag)
 
-    def luxi_PickupJob(self, job_id: Any) -> None:
+    def luxi_PickupJob(self, job_id: JobId) -> None:
         raise errors.GenericError("PickupJob is internal to Ganeti's own daemons")
 
     # --- queries -------------------------------------------------------------------
-    async def _exports(self, nodes: Any = None) -> list[list[str]]:
+    async def _exports(self, nodes: list[str] | None = None) -> list[list[str]]:
         """C{[[node, export], ...]} from C{export_list} on the online nodes
         (those named in C{nodes}, when given); a node that fails is left out."""
         config = await self.config()
-        wanted = None
+        wanted: set[str] | None = None
         if nodes:
-            if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-                raise errors.OpPrereqError("nodes must be a list of node names", errors.ECODE_INVAL)
             wanted = set()
             for name in nodes:
                 node = config.find_node(name)
                 if node is None:
                     raise errors.OpPrereqError("Node '%s' not known" % name, errors.ECODE_NOENT)
-                wanted.add(node.name)
+                wanted.add(node.name or name)
         asked = {n.name: n.primary_ip or n.name for n in config.nodes.values()
-                 if not n.offline and (wanted is None or n.name in wanted)}
+                 if n.name is not None and not n.offline and (wanted is None or n.name in wanted)}
         answers = await self.live._call(asked, procedures.export_list.call())
         return [[node, name] for node, names in sorted(answers.items()) if isinstance(names, list)
                 for name in names if isinstance(name, str)]
 
-    async def luxi_QueryExports(self, nodes: Any, use_locking: Any) -> Any:
-        if _bool(use_locking, "use_locking"):
+    async def luxi_QueryExports(self, nodes: list[str] | None, use_locking: bool) -> list[list[str]]:
+        if use_locking:
             raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
         return await self._exports(nodes)
 
-    async def luxi_Query(self, what: Any, fields: Any, qfilter: Any) -> Any:
-        what, fields = str(what), _fields(fields)
+    async def luxi_Query(self, what: str, fields: list[str], qfilter: Filter) -> dict[str, Any]:
         if what == "export":
             ctx = await self.context(what)
             ctx = attrs.evolve(ctx, live={"exports": await self._exports()})
@@ -297,36 +286,32 @@ class LuxiHandler(MethodHandler):
         self._query_cache[key] = (self._config_serial, result)
         return result
 
-    def luxi_QueryFields(self, what: Any, fields: Any) -> Any:
-        return engine.query_fields(str(what), None if fields is None else _fields(fields))
+    def luxi_QueryFields(self, what: str, fields: list[str] | None) -> dict[str, Any]:
+        return engine.query_fields(what, fields)
 
-    async def luxi_QueryClusterInfo(self) -> Any:
+    async def luxi_QueryClusterInfo(self) -> dict[str, Any]:
         info = q.cluster_info(await self.config())
         info.update(ha_params.cluster_fields(self.paths))  # small local files: read at once
         return info
 
-    async def luxi_QueryConfigValues(self, names: Any) -> Any:
-        names = _fields(names)
+    async def luxi_QueryConfigValues(self, names: list[str]) -> list[Any]:
         latency = None
         if "config_write_latency" in names:
             latency = await (await self._wconfd()).read_write_latency()
         return q.config_values(await self.config(), names, self.service.is_drained(), self.watcher_pause(),
                                latency)
 
-    def luxi_SetWatcherPause(self, until: Any = None) -> float | None:
+    def luxi_SetWatcherPause(self, until: float | None = None) -> float | None:
         """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set."""
         from ganeti.heartbeat.watcher import pause_file, write_pause
 
-        if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))):
-            raise errors.OpPrereqError("the pause end must be a number (an epoch) or null, not %r" % (until,),
-                                       errors.ECODE_INVAL)
         write_pause(pause_file(self.paths.data_dir), until)
         watcher = self.service.watcher
         if until is None and watcher is not None:
             watcher.resume()  # catch up with what happened during the pause
         return until
 
-    async def luxi_QueryTags(self, kind: Any, name: Any) -> list[str]:
+    async def luxi_QueryTags(self, kind: str, name: str) -> list[str]:
         if kind not in TAG_KINDS:
             raise errors.OpPrereqError("Invalid tag kind %r" % (kind,), errors.ECODE_INVAL)
         config = await self.config()
@@ -338,24 +323,25 @@ class LuxiHandler(MethodHandler):
             "nodegroup": config.find_group,
             "network": lambda key: next((n for n in config.networks.values() if key in (n.name, n.uuid)), None),
         }[kind]
-        found = finder(str(name))
+        found = finder(name)
         if found is None:
             raise errors.OpPrereqError("%s %r not known" % (kind, name), errors.ECODE_NOENT)
         return list(found.tags)
 
-    async def _legacy(self, what: str, names: Any, fields: Any, use_locking: Any) -> Any:
-        if _bool(use_locking, "use_locking"):
+    async def _legacy(self, what: str, names: list[str], fields: list[str], use_locking: bool) -> list[Row]:
+        if use_locking:
             raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
-        if not isinstance(names, list):
-            raise errors.OpPrereqError("names must be a list", errors.ECODE_INVAL)
-        fields = _fields(fields)
         return engine.legacy_query(what, names, fields, await self.context(what, fields, None, names))
 
-    async def luxi_QueryNodes(self, names: Any, fields: Any, use_locking: Any) -> Any:
+    async def luxi_QueryNodes(self, names: list[str], fields: list[str], use_locking: bool) -> list[Row]:
         return await self._legacy("node", names, fields, use_locking)
 
-    async def luxi_QueryInstances(self, names: Any, fields: Any, use_locking: Any) -> Any:
+    async def luxi_QueryInstances(self, names: list[str], fields: list[str], use_locking: bool) -> list[Row]:
         return await self._legacy("instance", names, fields, use_locking)
 
-    async def luxi_QueryGroups(self, names: Any, fields: Any, use_locking: Any) -> Any:
+    async def luxi_QueryGroups(self, names: list[str], fields: list[str], use_locking: bool) -> list[Row]:
         return await self._legacy("group", names, fields, use_locking)
+
+    async def luxi_QueryNetworks(self, names: list[str], fields: list[str], use_locking: bool) -> list[Row]:
+        """Refused by the query engine as an unknown resource until networks are queryable."""
+        return await self._legacy("network", names, fields, use_locking)

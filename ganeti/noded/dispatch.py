@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic
 
 import attrs
 
+from ganeti import contract
 from ganeti.rpc import procedures
 from ganeti.rpc.contract import ContractError, Procedure, Table
 
@@ -119,12 +120,8 @@ class Dispatch:
                 if name in found:
                     raise ContractError("procedure %s has two handlers" % name)
                 found[name] = function
-        undeclared = sorted(set(found) - set(table.names()))
-        unserved = sorted(set(table.names()) - set(found))
-        if undeclared or unserved:
-            raise ContractError("noded's handlers do not match the contract: undeclared %s, without handler %s"
-                                % (", ".join(undeclared) or "none", ", ".join(unserved) or "none"))
-        self._entries = {p.name: Entry(p, found[p.name]) for p in table}
+        paired = contract.pair(table, found, "noded")
+        self._entries = {name: Entry(procedure, function) for name, (procedure, function) in paired.items()}
 
     def get(self, name: str) -> Entry | None:
         return self._entries.get(name)

@@ -26,6 +26,9 @@ from twisted.logger import Logger
 from ganeti import errors, ssconf
 from ganeti.backend import hypervisor as hv
 from ganeti.backend import osapi, storage
+from ganeti.noded import extstorage as ext_disks
+from ganeti.noded import rbd as rbd_disks
+from ganeti.noded import storage_units
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.objects import NIC, Disk, Instance
@@ -95,7 +98,7 @@ def _reason(value: Any) -> None:
 
 def _check_disk(disk: Disk, what: str) -> Disk:
     _check(isinstance(disk.dev_type, str), "%s has no dev_type" % what)
-    _check(disk.dev_type in storage.TEMPLATES,
+    _check(disk.dev_type in storage.TEMPLATES or rbd_disks.is_rbd(disk) or ext_disks.handles(disk),
            "%s: disk template %r is not supported on this node" % (what, disk.dev_type))
     _check(disk.mode in _DISK_MODES, "%s: invalid access mode %.100r" % (what, disk.mode))
     _check(disk.size is None or (isinstance(disk.size, int) and not isinstance(disk.size, bool)),
@@ -103,7 +106,13 @@ def _check_disk(disk: Disk, what: str) -> Disk:
     for field in ("uuid", "name", "iv_name"):
         value = getattr(disk, field)
         _check(value is None or isinstance(value, str), "%s: invalid %s %.100r" % (what, field, value))
-    if disk.dev_type != storage.DT_DISKLESS:
+    if rbd_disks.is_rbd(disk):
+        rbd_disks.check(disk, what)
+    elif ext_disks.is_ext(disk):
+        ext_disks.check_ext(disk, what)
+    elif ext_disks.is_blockdev(disk):
+        ext_disks.check_adopted(disk, what)
+    elif disk.dev_type != storage.DT_DISKLESS:
         lid = disk.logical_id
         _check(isinstance(lid, list) and len(lid) == 2 and isinstance(lid[0], str) and isinstance(lid[1], str)
                and lid[1].startswith("/") and "\0" not in lid[1],
@@ -171,6 +180,8 @@ class InstanceProcedures:
         self._reactor = reactor
         self._get_hypervisor = get_hypervisor or hv.get_hypervisor
         self.os_runner = osapi.OSRunner(paths, reactor, os_timeouts)
+        self.rbd = rbd_disks.RbdDisks(paths.root, reactor)
+        self.ext = ext_disks.ExtDisks(paths, reactor)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -226,6 +237,12 @@ class InstanceProcedures:
             if disk.dev_type == storage.DT_DISKLESS:
                 continue
             what = "disk %d of instance %s" % (index, instance.name)
+            if rbd_disks.is_rbd(disk):
+                found.append((disk, self.rbd.device(_check_disk(disk, what), what)))
+                continue
+            if ext_disks.handles(disk):
+                found.append((disk, self.ext.device(_check_disk(disk, what), what)))
+                continue
             driver, path = self.locate(_check_disk(disk, what), what)
             try:
                 found.append((disk, driver.hypervisor_path(path)))
@@ -235,7 +252,8 @@ class InstanceProcedures:
 
     def block_devices(self, instance: Instance, disks: list[Disk]) -> list[tuple[Disk, str, str | None]]:
         """The C{(disk, path, uri)} triples the hypervisor starts C{instance} with."""
-        return [(disk, path, None) for disk, path in self._disk_paths(instance, disks)]
+        return [(disk, path, None if path.startswith("/") else path)  # a URI: opened by the hypervisor
+                for disk, path in self._disk_paths(instance, disks)]
 
     async def _start(self, hyper: Any, instance: Instance, devices: list[Any], paused: bool) -> None:
         await self._hv_call("Could not start instance %s" % instance.name,
@@ -262,6 +280,9 @@ class InstanceProcedures:
         paused = _flag(startup_paused, "startup_paused")
         _reason(reason)
         hyper = self.hypervisor(instance.hypervisor)
+        await self.ext.prepare(disks, "Cannot start instance %s" % instance.name)
+        self.block_devices(instance, disks)  # every disk usable here, before anything is mapped
+        await self.rbd.prepare(disks, "Cannot start instance %s" % instance.name)
         devices = self.block_devices(instance, disks)
         info = await self._running_info(hyper, instance.name)
         if info is not None and info.get("state") != hv.STATE_SHUTDOWN:
@@ -290,7 +311,12 @@ class InstanceProcedures:
                    else _integer(shutdown_timeout, "shutdown_timeout", 0, MAX_SHUTDOWN_TIMEOUT))
         _reason(reason)
         hyper = self.hypervisor(instance.hypervisor)
+        if reboot_type == REBOOT_FULL:
+            await self.ext.prepare(disks, "Cannot reboot instance %s" % instance.name)
         devices = self.block_devices(instance, disks) if reboot_type == REBOOT_FULL else []
+        if devices:
+            await self.rbd.prepare(disks, "Cannot reboot instance %s" % instance.name)
+            devices = self.block_devices(instance, disks)
         if await self._running_info(hyper, instance.name) is None:
             raise RpcFailure("Cannot reboot instance %s: it is not running" % instance.name)
         if reboot_type == REBOOT_FULL:
@@ -368,7 +394,9 @@ class InstanceProcedures:
         instance, disks = decode(inst)
         _check(isinstance(target_ip, str) and bool(target_ip), "target_ip must be an address")
         hyper = self.hypervisor(instance.hypervisor)
+        await self.ext.prepare(disks, "Cannot accept instance %s" % instance.name, exclusive=False)
         self._disk_paths(instance, disks)  # the disks must be reachable here
+        await self.rbd.prepare(disks, "Cannot accept instance %s" % instance.name)
         await self._hv_call("Cannot accept instance %s" % instance.name,
                             hyper.accept_instance, instance, info, target=target_ip)
         return None
@@ -428,6 +456,10 @@ class InstanceProcedures:
         _check(not _flag(exclusive_storage, "exclusive_storage"),
                "exclusive storage is not supported by disk template %s" % record.dev_type)
         _check(record.dev_type != storage.DT_DISKLESS, "a diskless disk cannot be created")
+        if rbd_disks.is_rbd(record):
+            return self.rbd.create(record, mib)  # type: ignore[return-value]  # a coroutine: noded awaits it
+        if ext_disks.handles(record):
+            return self.ext.create(record, mib, info)  # type: ignore[return-value]  # a coroutine: noded awaits it
         driver, path = self.locate(record)
         try:
             driver.create(path, mib)
@@ -442,6 +474,10 @@ class InstanceProcedures:
         record = decode_disk(disk)
         if record.dev_type == storage.DT_DISKLESS:
             return None
+        if rbd_disks.is_rbd(record):
+            return self.rbd.remove(record)  # type: ignore[return-value]  # a coroutine: noded awaits it
+        if ext_disks.handles(record):
+            return self.ext.remove(record)  # type: ignore[return-value]  # a coroutine: noded awaits it
         driver, path = self.locate(record)
         try:
             driver.remove(path)
@@ -464,6 +500,10 @@ class InstanceProcedures:
         _check(not _flag(exclusive_storage, "exclusive_storage"),
                "exclusive storage is not supported by disk template %s" % record.dev_type)
         _check(record.dev_type != storage.DT_DISKLESS, "a diskless disk cannot grow")
+        if rbd_disks.is_rbd(record):
+            return self.rbd.grow(record, mib, dry, backing)  # type: ignore[return-value]  # awaited by noded
+        if ext_disks.handles(record):
+            return self.ext.grow(record, mib, dry, backing)  # type: ignore[return-value]  # awaited by noded
         driver, path = self.locate(record)
         try:
             driver.size(path)  # it must exist, even for a dry run or the logical step
@@ -479,9 +519,20 @@ class InstanceProcedures:
         one that does not exist here (Ganeti's answer)."""
         _check(isinstance(disks, list), "disks must be a list")
         out: list[list[Any] | None] = []
+        remote: list[tuple[int, Disk]] = []
+        external: list[tuple[int, Disk]] = []
         for index, data in enumerate(disks):
             record = decode_disk(data, "disk %d" % index)
             if record.dev_type == storage.DT_DISKLESS:
+                out.append(None)
+                continue
+            if rbd_disks.is_rbd(record):
+                rbd_disks.check(record, "disk %d" % index)
+                remote.append((index, record))
+                out.append(None)
+                continue
+            if ext_disks.handles(record):
+                external.append((index, record))
                 out.append(None)
                 continue
             driver, path = self.locate(record, "disk %d" % index)
@@ -489,7 +540,40 @@ class InstanceProcedures:
                 out.append([os.stat(driver.hypervisor_path(path)).st_size, None])
             except (errors.OpExecError, OSError):
                 out.append(None)
+        if remote or external:
+            return self._remote_dimensions(out, remote, external)  # type: ignore[return-value]  # awaited by noded
         return out
+
+    async def _remote_dimensions(self, out: list[list[Any] | None], remote: list[tuple[int, Disk]],
+                                 external: list[tuple[int, Disk]]) -> Any:
+        for index, record in remote:
+            try:
+                out[index] = await self.rbd.dimensions(record)
+            except RpcFailure:
+                out[index] = None
+        for index, record in external:
+            out[index] = await self.ext.dimensions(record)
+        return out
+
+    @handler
+    def storage_list(self, su_name: Any, su_args: Any, name: Any, fields: Any) -> list[list[Any]]:
+        """The storage units of a type (L{ganeti.noded.storage_units})."""
+        kind, key, unit, wanted = storage_units.check(su_name, su_args, name, fields)
+        if kind == storage_units.RADOS:
+            return storage_units.rados_units(self.rbd.client, key, unit, wanted)  # type: ignore[return-value]
+        return storage_units.file_units(self.paths.root, key, unit, wanted)
+
+    @handler
+    def extstorage_diagnose(self) -> list[list[Any]]:
+        """The ExtStorage providers of this node (L{ganeti.backend.storage.extstorage.diagnose})."""
+        return self.ext.diagnose()
+
+    @handler
+    def bdev_sizes(self, devices: Any) -> dict[str, int]:
+        """C{{path: MiB}} of the C{devices} that are block devices under C{/dev/}."""
+        _check(isinstance(devices, list) and all(isinstance(d, str) for d in devices),
+               "devices must be a list of paths")
+        return ext_disks.bdev_sizes(devices)
 
     # --- OS scripts ------------------------------------------------------------------
 
@@ -508,7 +592,11 @@ class InstanceProcedures:
             definition.script(script)
         except osapi.InvalidOS as exc:
             raise RpcFailure(str(exc)) from None
+        await self.ext.prepare(disks, "Cannot run the OS scripts of instance %s" % instance.name)
         disk_paths = self._disk_paths(instance, disks)
+        for _disk, path in disk_paths:
+            _check(path.startswith("/"), "Cannot run the OS scripts of instance %s: disk %s is opened by the"
+                   " hypervisor itself (%s), not a device on this node" % (instance.name, _disk.iv_name, path))
         env = osapi.script_environment(definition, variant, instance, disk_paths, level, extra)
         try:
             await self.os_runner.run(definition, script, env, instance.name or "", instance.os or "")

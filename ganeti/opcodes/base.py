@@ -118,6 +118,11 @@ T_UNSUPPORTED = Type(
 )
 
 
+#: parameters for which an empty dict or list is "no change", as for
+#: L{T_UNSUPPORTED} ones (Ganeti's gnt-cluster modify sends C{diskparams={}})
+EMPTY_IS_ABSENT = frozenset({"diskparams"})
+
+
 def t_list(elem: Type) -> Type:
     """A list whose every element is C{elem}."""
     return Type("a list of items each %s" % elem.desc, lambda v: isinstance(v, list) and all(elem(x) for x in v),
@@ -377,7 +382,7 @@ def validate(op: Any) -> dict[str, Any]:
             if param.has_default:
                 out[param.name] = copy.deepcopy(param.default)
             continue
-        if param.type is T_UNSUPPORTED and param.type(value):
+        if (param.type is T_UNSUPPORTED or param.name in EMPTY_IS_ABSENT) and T_UNSUPPORTED(value):
             del out[param.name]  # an empty "no change": as if not given
             continue
         if not param.type(value):

@@ -52,7 +52,7 @@ def _tags_summary(op: dict[str, Any]) -> str:
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
     "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
-    "disk_state", "diskparams", "drbd_helper", "enabled_user_shutdown",
+    "disk_state", "drbd_helper", "enabled_user_shutdown",
     "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
     "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
     "use_external_mip_script", "vg_name", "zeroing_image",
@@ -73,6 +73,7 @@ define(
         Param("beparams", t_maybe(T_DICT), ABSENT, "default backend parameters to change"),
         Param("nicparams", t_maybe(T_DICT), ABSENT, "default NIC parameters to change"),
         P_NDPARAMS,
+        P_DISKPARAMS,
         Param("file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of file disks"),
         Param("shared_file_storage_dir", t_maybe(T_NONEMPTY_STR), ABSENT, "directory of sharedfile disks"),
         Param("master_netdev", t_maybe(T_NONEMPTY_STR), ABSENT, "interface of the master IP"),
@@ -219,6 +220,19 @@ define(
     result="list of rows, each the values of output_fields in order",
 )
 
+#: the fields OP_EXT_STORAGE_DIAGNOSE can return (Ganeti's ExtStorage query fields)
+EXTSTORAGE_FIELDS = ("name", "node_status", "nodegroup_status", "parameters")
+
+define(
+    "OP_EXT_STORAGE_DIAGNOSE",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "fields: %s" % ", ".join(EXTSTORAGE_FIELDS)),
+        Param("names", t_list(T_NONEMPTY_STR), [], "provider names (empty: all)"),
+    ],
+    doc="The ExtStorage providers of the online vm-capable nodes, merged.",
+    result="list of rows, each the values of output_fields in order",
+)
+
 P_MASTER_CAPABLE = Param("master_capable", t_maybe(T_BOOL), ABSENT, "may become master/candidate")
 P_VM_CAPABLE = Param("vm_capable", t_maybe(T_BOOL), ABSENT, "may host instances")
 P_SECONDARY_IP = Param("secondary_ip", t_maybe(T_NONEMPTY_STR), ABSENT, "replication IP")
@@ -244,6 +258,18 @@ define(
 )
 
 define("OP_NODE_REMOVE", [P_NODE_NAME, P_NODE_UUID], doc="Remove a node from the cluster.", summary="node_name")
+
+define(
+    "OP_NODE_QUERY_STORAGE",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "selected output fields"),
+        Param("storage_type", t_maybe(T_NONEMPTY_STR), ABSENT, "storage type (default: the first enabled template's)"),
+        Param("nodes", t_list(T_NONEMPTY_STR), [], "nodes to query (empty: all)"),
+        Param("name", t_maybe(T_STR), ABSENT, "one storage unit"),
+    ],
+    doc="Get information on the storage units of nodes.",
+    result="list of rows, one value per output field",
+)
 
 define(
     "OP_NODE_SET_PARAMS",

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import attrs
 
 from ganeti import errors, opcodes
 from ganeti.jobs import lifecycle
-from ganeti.luxi import jobwait
+from ganeti.luxi import jobwait, methods
 from ganeti.rapi.http import QueryArgs, bad_request, not_implemented
+
+R = TypeVar("R")
 
 #: who may call a method: anonymous readers (unless authentication is
 #: required), users with C{read} or C{write}, users with C{write}
@@ -128,16 +130,24 @@ class Context:
             raise bad_request("Body must be a JSON object (a dictionary), not %s" % type(self.body).__name__)
         return dict(self.body)
 
-    # --- LUXI ---------------------------------------------------------------
-    async def call(self, method: str, *args: Any) -> Any:
-        return await self.luxi.call(method, *args)
+    # --- LUXI (calls declared in ganeti.luxi.methods) ----------------------
+    async def run(self, request: methods.Request[R]) -> R:
+        """A declared LUXI call: C{await ctx.run(methods.QueryTags.call(kind, name))}."""
+        result: R = await self.luxi.call(request.method, *request.args)
+        return result
 
-    async def read(self, method: str, *args: Any) -> Any:
+    async def run_alone(self, request: methods.Request[R]) -> R:
+        """A declared LUXI call on a connection of its own (for calls that wait)."""
+        result: R = await self.luxi.call_alone(request.method, *request.args)
+        return result
+
+    async def read(self, request: methods.Request[R]) -> R:
         """A read-only call; identical concurrent reads may share one LUXI call (do not modify the result)."""
         read = getattr(self.luxi, "read", None)
         if read is None:
-            return await self.luxi.call(method, *args)
-        return await read(method, *args)
+            return await self.run(request)
+        result: R = await read(request.method, *request.args)
+        return result
 
     async def shared(self, key: Any, compute: Callable[[], Awaitable[Any]]) -> Any:
         """C{await compute()}, shared by identical concurrent requests when the LUXI pool can.
@@ -213,8 +223,8 @@ class Context:
         """Submit a one-opcode job; the answer is the job id."""
         return await self.submit_ops([self.opcode(op_id, body, **kwargs)])
 
-    async def submit_ops(self, ops: list[dict[str, Any]]) -> Any:
-        return await self.call("SubmitJob", ops)
+    async def submit_ops(self, ops: list[dict[str, Any]]) -> int:
+        return await self.run(methods.SubmitJob.call(ops))
 
     async def run_job(self, ops: list[dict[str, Any]]) -> list[Any]:
         """Submit a job and wait for it (Ganeti's C{PollJob}): its opcode results.
@@ -237,8 +247,8 @@ class Context:
             raise errors.decode(ended.error)
         raise errors.OpExecError("Job %s failed: %s" % (job_id, ended.results))
 
-    async def _perform(self, call: jobwait.Call) -> Any:
+    async def _perform(self, request: methods.Request[Any]) -> Any:
         """One call of L{jobwait.follow}: a wait on a connection of its own."""
-        if call.method == jobwait.WAIT_FOR_JOB_CHANGE:
-            return await self.luxi.call_alone(call.method, *call.args)
-        return await self.call(call.method, *call.args)
+        if request.method == methods.WaitForJobChange.name:
+            return await self.run_alone(request)
+        return await self.run(request)

@@ -4,11 +4,15 @@ A connection that breaks is dropped and the next call connects again, so
 RAPI recovers by itself when LuxiD comes back.  A connection that cannot
 be made or breaks in the middle of a call raises L{LuxidUnreachable}
 (answered with 502).
+
+The pool carries calls by wire name and positional arguments; RAPI's
+handlers build them from the LUXI declarations (L{ganeti.luxi.methods})
+through L{ganeti.rapi.baserlib.Context.run}, so mypy checks them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 import orjson
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -37,7 +41,7 @@ class LuxiPool:
         self.path = path
         self.size = size
         self.connect_timeout = connect_timeout
-        self._clients: list[Any] = []
+        self._clients: list[AsyncLuxiClient] = []
         self._busy: dict[int, int] = {}
         self._running: dict[Any, Deferred[Any]] = {}
         self._next: dict[Any, list[Deferred[Any]]] = {}
@@ -49,10 +53,10 @@ class LuxiPool:
             raise LuxidUnreachable(str(e)) from None
 
     @staticmethod
-    def _alive(client: Any) -> bool:
-        return bool(client.connected)
+    def _alive(client: AsyncLuxiClient) -> bool:
+        return client.connected
 
-    async def _client(self) -> Any:
+    async def _client(self) -> AsyncLuxiClient:
         self._clients = [c for c in self._clients if self._alive(c)]
         if len(self._clients) < self.size:
             if not self._clients or all(self._busy.get(id(c), 0) for c in self._clients):
@@ -84,7 +88,7 @@ class LuxiPool:
         """A read-only call shared by identical concurrent requests (see L{shared})."""
         return await self.shared(orjson.dumps([method, args]), lambda: self.call(method, *args))
 
-    async def shared(self, key: Any, compute: Callable[[], Awaitable[Any]]) -> Any:
+    async def shared(self, key: Any, compute: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         """C{await compute()}, shared by the concurrent requests with the same C{key}.
 
         A request never gets an answer computed before it arrived: while a
@@ -98,8 +102,8 @@ class LuxiPool:
         self._next.setdefault(key, []).append(waiter)
         return await waiter
 
-    async def _start_shared(self, key: Any, compute: Callable[[], Awaitable[Any]]) -> Any:
-        d = ensureDeferred(compute())
+    async def _start_shared(self, key: Any, compute: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        d: Deferred[Any] = ensureDeferred(compute())
         self._running[key] = d
         try:
             return await d

@@ -19,9 +19,12 @@ Every figure comes from a real source, at scrape time:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+from ganeti.luxi import methods
 from ganeti.promtext import Exposition, Histogram
+
+R = TypeVar("R")
 
 #: seconds; jobs wait and run from milliseconds to hours
 JOB_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
@@ -138,10 +141,16 @@ def render(jobs: list[list[Any]], serial: Any, nodes: list[list[Any]], write_lat
     return out.render()
 
 
+async def _read(luxi: Any, request: methods.Request[R]) -> R:
+    """A declared read-only LUXI call on C{luxi} (a L{ganeti.rapi.luxi.LuxiPool})."""
+    result: R = await luxi.read(request.method, *request.args)
+    return result
+
+
 async def collect(luxi: Any, requests: RequestMetrics) -> bytes:
     """Ask LuxiD and render."""
-    jobs = await luxi.read("QueryJobs", [], JOB_FIELDS)
-    serial, latency = await luxi.read("QueryConfigValues", ["config_serial", "config_write_latency"])
-    nodes = await luxi.read("QueryNodes", [], NODE_FIELDS, False)
-    liveness = await luxi.read("QueryNodes", [], ["liveness"], False)
-    return render(jobs or [], serial, nodes or [], latency, requests, liveness)
+    jobs = await _read(luxi, methods.QueryJobs.call([], JOB_FIELDS))
+    serial, latency = await _read(luxi, methods.QueryConfigValues.call(["config_serial", "config_write_latency"]))
+    nodes = await _read(luxi, methods.QueryNodes.call([], NODE_FIELDS, False))
+    liveness = await _read(luxi, methods.QueryNodes.call([], ["liveness"], False))
+    return render([row for row in jobs or [] if row is not None], serial, nodes or [], latency, requests, liveness)

@@ -8,11 +8,12 @@ The instance resources live in L{ganeti.rapi.instances}.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
 from ganeti import errors, opcodes
+from ganeti.luxi import methods
 from ganeti.querydefs import QR_VIA_RAPI, RS_NORMAL
 from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, Encoded, route
 from ganeti.rapi.http import HttpError, bad_request, not_found, not_implemented
@@ -56,7 +57,7 @@ TAG_OPS = {"PUT": ("OP_TAGS_SET",), "DELETE": ("OP_TAGS_DEL",)}
 
 # --- helpers ----------------------------------------------------------------
 #: the LUXI methods answering rows of plain values (as Ganeti's rlib2 reads these resources)
-LEGACY_QUERIES = {"instance": "QueryInstances", "node": "QueryNodes", "group": "QueryGroups"}
+LEGACY_QUERIES = {"instance": methods.QueryInstances, "node": methods.QueryNodes, "group": methods.QueryGroups}
 
 
 #: resources of Ganeti's query interface this cluster's does not have yet (501)
@@ -78,9 +79,9 @@ async def query(ctx: Context, resource: str, fields: list[str], names: list[str]
     check_implemented(resource)
     method = LEGACY_QUERIES.get(resource)
     if method is not None:
-        return cast("list[list[Any]]", await ctx.read(method, [] if names is None else names, fields, False))
-    qfilter = None if names is None else ["|"] + [["=", "name", n] for n in names]
-    result = await ctx.read("Query", resource, fields, qfilter)
+        return await ctx.read(method.call([] if names is None else names, fields, False))
+    qfilter: list[Any] | None = None if names is None else ["|"] + [["=", "name", n] for n in names]
+    result = await ctx.read(methods.Query.call(resource, fields, qfilter))
     return [[value if status == RS_NORMAL else None for status, value in row] for row in result["data"]]
 
 
@@ -116,7 +117,7 @@ def tags_from_args(ctx: Context) -> list[str]:
 
 async def tags_resource(ctx: Context, kind: str, name: str | None, resource: str) -> Any:
     if ctx.method == "GET":
-        return await ctx.call("QueryTags", kind, name or "")
+        return await ctx.run(methods.QueryTags.call(kind, name or ""))
     op_id = "OP_TAGS_SET" if ctx.method == "PUT" else "OP_TAGS_DEL"
     static: dict[str, Any] = {"kind": kind, "tags": tags_from_args(ctx)}
     if name is not None:
@@ -146,7 +147,7 @@ async def version(ctx: Context) -> Any:
 @route("/2/info", GET=ANON)
 async def info(ctx: Context) -> Any:
     """Cluster information (LUXI QueryClusterInfo)."""
-    result = await ctx.read("QueryClusterInfo")
+    result = await ctx.read(methods.QueryClusterInfo.call())
     if isinstance(result, dict):
         result = dict(result)
         result.setdefault("vg_name", result.get("volume_group_name"))
@@ -215,7 +216,7 @@ async def cluster_tags(ctx: Context) -> Any:
 async def jobs(ctx: Context) -> Any:
     """Jobs; bulk=1 gives their details."""
     fields = J_FIELDS_BULK if ctx.args.bool("bulk") else ["id"]
-    rows = [row for row in await ctx.call("QueryJobs", None, fields) if row is not None]
+    rows = [row for row in await ctx.run(methods.QueryJobs.call(None, fields)) if row is not None]
     if ctx.args.bool("bulk"):
         return [dict(zip(fields, row)) for row in rows]
     return [{"id": row[0], "uri": "/2/jobs/%s" % row[0]} for row in rows]
@@ -226,10 +227,10 @@ async def job(ctx: Context, job_id: str) -> Any:
     """A job; DELETE cancels it."""
     if ctx.method == "DELETE":
         try:
-            return await ctx.call("CancelJob", int(job_id))
+            return await ctx.run(methods.CancelJob.call(int(job_id)))
         except errors.JobLost:
             raise not_found("Job %s not found" % job_id) from None
-    rows = await ctx.call("QueryJobs", [int(job_id)], J_FIELDS)
+    rows = await ctx.run(methods.QueryJobs.call([int(job_id)], J_FIELDS))
     if not rows or rows[0] is None:
         raise not_found("Job %s not found" % job_id)
     return dict(zip(J_FIELDS, rows[0]))
@@ -249,8 +250,8 @@ async def job_wait(ctx: Context, job_id: str) -> Any:
     if prev_serial is not None and (isinstance(prev_serial, bool) or not isinstance(prev_serial, int)):
         raise bad_request("'previous_log_serial' must be an integer or null")
     try:
-        result = await ctx.luxi.call_alone("WaitForJobChange", int(job_id), fields, prev_info, prev_serial,
-                                           WFJC_TIMEOUT)
+        result = await ctx.run_alone(methods.WaitForJobChange.call(int(job_id), fields, prev_info, prev_serial,
+                                                                    WFJC_TIMEOUT))
     except errors.JobLost:
         raise not_found("Job %s not found" % job_id) from None
     if result is None:
@@ -508,7 +509,7 @@ async def query_resource(ctx: Context, name: str) -> Any:
         raise bad_request("Missing the required 'fields' parameter")
     fields = _field_list(raw)
     try:
-        return await ctx.call("Query", resource, fields, qfilter)
+        return await ctx.run(methods.Query.call(resource, fields, qfilter))
     except errors.QueryFilterParseError as e:
         raise bad_request(str(e.args[0] if e.args else e)) from None
 
@@ -518,7 +519,7 @@ async def query_fields(ctx: Context, name: str) -> Any:
     """LUXI QueryFields (?fields= optional)."""
     resource = _query_resource(name)
     raw = ctx.args.one("fields")
-    return await ctx.call("QueryFields", resource, None if raw is None else _field_list(raw))
+    return await ctx.run(methods.QueryFields.call(resource, None if raw is None else _field_list(raw)))
 
 
 # --- job filters ----------------------------------------------------------------------------

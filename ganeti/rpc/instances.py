@@ -105,7 +105,26 @@ def encode_instance(
     for nic in data.get("nics") or []:
         nic["nicparams"] = _merge(default_nic, nic.get("nicparams"))
     data["secondary_nodes"] = []
-    data["disks_info"] = [d.to_dict() for d in (disks if disks is not None else instance_disks(cfg, inst))]
+    data["disks_info"] = [disk_dict(cfg, d, inst) for d in (disks if disks is not None else instance_disks(cfg, inst))]
+    return data
+
+
+#: the templates whose disks travel with their disk parameters filled in
+FILLED_PARAM_TEMPLATES = ("rbd", "ext")
+
+
+def disk_dict(cfg: ConfigData, disk: Disk, inst: Instance | None = None) -> dict[str, Any]:
+    """C{disk.to_dict()}, for an rbd or ext disk with its C{params} filled as
+    Ganeti's RPC annotation does: the cluster's disk parameters of its
+    template, then its node group's (the primary's), then its own."""
+    data = disk.to_dict()
+    if disk.dev_type not in FILLED_PARAM_TEMPLATES:
+        return data
+    template = disk.dev_type or ""
+    node = cfg.nodes.get(inst.primary_node or "") if inst is not None else None
+    group = cfg.nodegroups.get(node.group or "") if node is not None else None
+    data["params"] = _merge((cfg.cluster.diskparams or {}).get(template),
+                            ((group.diskparams or {}).get(template) if group is not None else None), disk.params)
     return data
 
 

@@ -274,6 +274,23 @@ def blockdev_getdimensions(disks: list[DiskDict]) -> list[list[Any] | None]:
     """C{[size in bytes, spindles]} of each disk, C{None} for one not on the node."""
 
 
+@declare(TMO_NORMAL)
+def storage_list(su_name: str, su_args: list[Any], name: str | None, fields: list[str]) -> list[list[Any]]:
+    """The storage units of type C{su_name} (C{file}, C{sharedfile}: C{su_args = [[directory]]};
+    C{rados}: C{[[pool]]}), only the one called C{name} if given: one row of C{fields} (among
+    C{name size used free allocatable}, MiB) each (L{ganeti.noded.storage_units})."""
+
+
+@declare(TMO_URGENT)
+def bdev_sizes(devices: list[str]) -> dict[str, int]:
+    """C{{path: size in MiB}} of the C{devices} that are block devices under C{/dev/} (others left out)."""
+
+
+@declare(TMO_FAST)
+def extstorage_diagnose() -> list[list[Any]]:
+    """The node's ExtStorage providers: C{[[name, path, ok, diagnose, [[param, help], ...]], ...]}."""
+
+
 # --- transfers and exports --------------------------------------------------------------
 
 

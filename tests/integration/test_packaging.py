@@ -66,6 +66,8 @@ def _check_wheel_contents(wheel: str) -> None:
     assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
     mode = infos["ganeti/backend/os/noop/create"].external_attr >> 16
     assert mode & 0o111, oct(mode)
+    mode = infos["ganeti/backend/extstorage/loopback/attach"].external_attr >> 16  # the shipped ExtStorage provider
+    assert mode & 0o111, oct(mode)
 
 
 def _site_packages(venv: str) -> str:
@@ -125,7 +127,7 @@ def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: A
     helped = _run([os.path.join(vbin, "ganeti-twistd"), "--help"], cwd=tmp, env=env)
     for spec in daemons.DAEMONS:
         assert spec.name in helped.stdout, helped.stdout
-    for script in ("gnt-cluster", "gnt-node", "gnt-instance", "gnt-job", "gnt-debug", "gnt-group", "gnt-os",
+    for script in ("gnt-cluster", "gnt-node", "gnt-instance", "gnt-job", "gnt-debug", "gnt-group", "gnt-os", "gnt-storage",
                    "gnt-confd-query", "ganeti-daemons", "ganeti-twistd", "ganeti-local-cluster", "ganeti-wconfd-client"):
         assert os.access(os.path.join(vbin, script), os.X_OK), script
     for page in os.listdir(os.path.join(CHECKOUT, "man")):

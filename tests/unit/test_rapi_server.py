@@ -47,7 +47,7 @@ class FakeLuxi:
             "QueryFields": lambda what, fields: {"fields": [{"name": "name", "title": "Name", "kind": "text",
                                                              "doc": "Name"}]},
             "QueryJobs": self._jobs,
-            "CancelJob": lambda job_id: [True, "Job %s canceled" % job_id],
+            "CancelJob": lambda job_id, kill=False: [True, "Job %s canceled" % job_id],
             "WaitForJobChange": lambda *args: [["running"], [[1, [1, 2], "message", "hello"]]],
         }
         self.items = {"node": ["node1.test", "node2.test"], "instance": ["inst1.test"], "group": ["default"],

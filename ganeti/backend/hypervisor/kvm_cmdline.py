@@ -87,6 +87,8 @@ DISK_CACHES = {"default", "none", "writethrough", "writeback"}
 DISK_AIOS = {"threads", "native", "io_uring"}
 DISK_DISCARDS = {"default", "ignore", "unmap"}
 # Ganeti's boot_order -> qemu's -boot order= letter
+#: a userspace rbd disk: qemu opens the image through librbd
+RBD_URI_PREFIX = "rbd:"
 BOOT_DEVICES = {"floppy": "a", "cdrom": "d", "disk": "c", "network": "n"}
 REBOOT_BEHAVIORS = {"reboot", "exit"}
 SERIAL_SPEEDS = {9600, 19200, 38400, 57600, 115200}
@@ -262,7 +264,10 @@ def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> li
             path, mode = disk
         except (TypeError, ValueError):
             raise KVMParameterError(f"disk {index} must be a (path, mode) pair, not {disk!r}") from None
-        _check_path(f"disk {index} path", path)
+        if not (isinstance(path, str) and path.startswith(RBD_URI_PREFIX)):  # rbd:<pool>/<image>[:opts]
+            _check_path(f"disk {index} path", path)
+        elif "\n" in path or "\0" in path:
+            raise KVMParameterError(f"disk {index} URI contains a newline or NUL: {path!r}")
         if mode not in (DISK_RDWR, DISK_RDONLY):
             raise KVMParameterError(f"disk {index} mode must be {DISK_RDWR!r} or {DISK_RDONLY!r}, not {mode!r}")
         if mode == DISK_RDONLY and interface == "ide":

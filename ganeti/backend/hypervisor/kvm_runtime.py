@@ -109,6 +109,8 @@ def disks_of(block_devices: Any) -> list[list[str]]:
     for index, device in enumerate(block_devices or []):
         if isinstance(device, str):
             result.append([device, cmdline.DISK_RDWR])
+        elif isinstance(device, (list, tuple)) and len(device) >= 3 and isinstance(device[2], str) and device[2]:
+            result.append([device[2], disk_mode(device[0])])  # userspace access: qemu opens the URI
         elif isinstance(device, (list, tuple)) and len(device) >= 2 and isinstance(device[1], str):
             result.append([device[1], disk_mode(device[0])])
         else:

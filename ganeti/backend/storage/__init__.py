@@ -23,7 +23,10 @@ from ganeti.paths import Paths
 DT_DISKLESS = "diskless"
 DT_FILE = "file"
 DT_SHARED_FILE = "sharedfile"
+#: images in a Ceph pool (L{ganeti.backend.storage.rbd}); not an L{IDiskStorage}
+DT_RBD = "rbd"
 
+#: the templates with an L{IDiskStorage} driver (L{for_template})
 TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
 
 #: Ganeti's default file driver, first element of a file disk's logical_id

@@ -46,6 +46,8 @@ class OpClusterSetParams(OpCode):
     nicparams: dict[str, Any] | None = None
     #: node params (e.g. ssh_port, oob_program)
     ndparams: dict[str, Any] | None = None
+    #: per-disk-template params
+    diskparams: dict[str, dict[str, Any]] | None = None
     #: directory of file disks
     file_storage_dir: str | None = None
     #: directory of sharedfile disks
@@ -82,8 +84,6 @@ class OpClusterSetParams(OpCode):
     default_iallocator_params: None = None
     #: not implemented here: null or absent
     disk_state: None = None
-    #: not implemented here: null or absent
-    diskparams: None = None
     #: not implemented here: null or absent
     drbd_helper: None = None
     #: not implemented here: null or absent
@@ -304,6 +304,18 @@ class OpOsDiagnose(OpCode):
 
 
 @attrs.frozen(kw_only=True)
+class OpExtStorageDiagnose(OpCode):
+    """The ExtStorage providers of the online vm-capable nodes, merged."""
+
+    OP_ID: ClassVar[str] = "OP_EXT_STORAGE_DIAGNOSE"
+
+    #: fields: name, node_status, nodegroup_status, parameters
+    output_fields: list[str]
+    #: provider names (empty: all)
+    names: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen(kw_only=True)
 class OpNodeAdd(OpCode):
     """Add a node to the cluster."""
 
@@ -345,6 +357,22 @@ class OpNodeRemove(OpCode):
     node_name: str
     #: internal: resolved UUID
     node_uuid: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpNodeQueryStorage(OpCode):
+    """Get information on the storage units of nodes."""
+
+    OP_ID: ClassVar[str] = "OP_NODE_QUERY_STORAGE"
+
+    #: selected output fields
+    output_fields: list[str]
+    #: storage type (default: the first enabled template's)
+    storage_type: str | None = None
+    #: nodes to query (empty: all)
+    nodes: list[str] = attrs.Factory(list)
+    #: one storage unit
+    name: str | None = None
 
 
 @attrs.frozen(kw_only=True)

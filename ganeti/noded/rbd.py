@@ -1,0 +1,108 @@
+"""noded's side of the rbd disk template (see L{ganeti.backend.storage.rbd}).
+
+L{ganeti.noded.instances} hands every C{rbd} disk of the block device
+procedures here: C{blockdev_create}, C{blockdev_remove}, C{blockdev_grow},
+C{blockdev_getdimensions}, and the devices an instance starts with.  Each
+runs C{rbd} without blocking the reactor and checks all of its input (the
+image name in the logical id, the C{pool} and C{access} parameters, the
+kernel's rbd support for C{kernelspace}) before it runs anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti.asyncutil import Network
+from ganeti.backend.storage import rbd
+from ganeti.noded.failure import RpcFailure
+from ganeti.objects import Disk
+
+MIB = 1024 * 1024
+
+
+def is_rbd(disk: Disk) -> bool:
+    return disk.dev_type == rbd.DT_RBD
+
+
+def check(disk: Disk, what: str) -> tuple[str, str, str]:
+    """C{(pool, image, access)} of an rbd disk, checked.
+    @raise RpcFailure: a malformed logical id or bad parameters
+    """
+    try:
+        image = rbd.image_name(disk.logical_id)
+        pool, access = rbd.disk_params(disk.params)
+    except rbd.RbdError as exc:
+        raise RpcFailure("%s: %s" % (what, exc)) from None
+    return pool, image, access
+
+
+class RbdDisks:
+    """The rbd disks of the node rooted at C{root} (see the module docstring)."""
+
+    def __init__(self, root: str, reactor: Any, sys_bus: str = rbd.SYS_BUS_RBD) -> None:
+        self.sys_bus = sys_bus
+        self.client = rbd.RbdClient(root, Network(reactor), sys_bus)
+        #: the kernel devices L{prepare} mapped, by C{(pool, image)}
+        self.mapped: dict[tuple[str, str], str] = {}
+
+    def _usable(self, disk: Disk, what: str) -> tuple[str, str, str]:
+        pool, image, access = check(disk, what)
+        try:
+            rbd.check_access(access, self.sys_bus)
+        except rbd.RbdError as exc:
+            raise RpcFailure("%s: %s" % (what, exc)) from None
+        return pool, image, access
+
+    async def _do(self, what: str, call: Any, *args: Any) -> Any:
+        try:
+            return await call(*args)
+        except rbd.RbdError as exc:
+            raise RpcFailure("%s: %s" % (what, exc)) from None
+
+    async def create(self, disk: Disk, size_mib: int) -> str:
+        """Create the image; its name."""
+        pool, image, _access = self._usable(disk, "Cannot create rbd disk")
+        await self._do("Cannot create rbd disk %s/%s" % (pool, image), self.client.create, pool, image, size_mib)
+        return image
+
+    async def remove(self, disk: Disk) -> None:
+        """Remove the image (gone already: fine)."""
+        pool, image, _access = check(disk, "Cannot remove rbd disk")
+        await self._do("Cannot remove rbd disk %s/%s" % (pool, image), self.client.remove, pool, image)
+
+    async def grow(self, disk: Disk, amount_mib: int, dryrun: bool, backingstore: bool) -> None:
+        """Grow the image (only with C{backingstore}, as Ganeti); it must
+        exist in any case."""
+        pool, image, _access = check(disk, "Cannot grow rbd disk")
+        what = "Cannot grow rbd disk %s/%s" % (pool, image)
+        if backingstore:
+            await self._do(what, self.client.grow, pool, image, amount_mib, dryrun)
+        else:
+            await self._do(what, self.client.size_bytes, pool, image)
+
+    async def dimensions(self, disk: Disk) -> list[Any] | None:
+        """C{[size in bytes, None]}, or C{None} if the image does not exist."""
+        pool, image, _access = check(disk, "rbd disk")
+        found = await self._do("Cannot look at rbd disk %s/%s" % (pool, image), self.client.info, pool, image)
+        return None if found is None else [int(found["size"]), None]
+
+    def device(self, disk: Disk, what: str) -> str:
+        """What the hypervisor opens: the librbd drive (userspace) or the
+        kernel's device (kernelspace, mapped by L{prepare})."""
+        pool, image, access = self._usable(disk, what)
+        if access == rbd.ACCESS_USER:
+            try:
+                return self.client.uri(pool, image)
+            except rbd.RbdError as exc:
+                raise RpcFailure("%s: %s" % (what, exc)) from None
+        return self.mapped.get((pool, image)) or "/dev/rbd/%s/%s" % (pool, image)  # udev's name otherwise
+
+    async def prepare(self, disks: list[Disk], what: str) -> None:
+        """Map the kernelspace disks among C{disks} (userspace ones need nothing)."""
+        for disk in disks:
+            if not is_rbd(disk):
+                continue
+            pool, image, access = self._usable(disk, what)
+            if access == rbd.ACCESS_KERNEL:
+                self.mapped[(pool, image)] = await self._do("%s: cannot map rbd disk %s/%s" % (what, pool, image),
+                                                            self.client.map, pool, image)
