@@ -1,7 +1,8 @@
 """C{ganeti-local-cluster up|down|status}: a real multi-node cluster on one machine.
 
 Each node gets its own root (C{DIR/node1}, C{DIR/node2}, ...) and loopback
-address (127.0.1.1, 127.0.1.2, ...), with the standard ports.  C{up} runs
+address (127.0.1.1, 127.0.1.2, ...), with the standard ports; the cluster's master IP
+is 127.0.1.254, an address of its own.  C{up} runs
 C{gnt-cluster init} on node1, starts each other node's NodeD in unjoined
 mode with a fresh one-time token, and joins it with C{gnt-node add
 --join-token}: the certificates reach the node only through the
@@ -23,6 +24,10 @@ from ganeti import daemons
 from ganeti.paths import Paths
 
 DEFAULT_DIR = "/tmp/ganeti-local-cluster"
+#: The cluster's master IP: its own loopback address, beyond the nodes' 127.0.1.1 to 127.0.1.250 (Ganeti's
+#: config check reports an address both the cluster and a node own).  With master netdev C{none} it is
+#: only recorded, never configured.
+MASTER_IP = "127.0.1.254"
 BIN = os.path.dirname(sys.executable)
 
 
@@ -73,7 +78,8 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
     master = node_root(directory, 1)
     # cluster-wide storage paths, each node keeps them under its own root
     init = _tool(
-        "gnt-cluster", master, "init", "--primary-ip", "127.0.1.1", "--node-name", "node1.%s" % domain,
+        "gnt-cluster", master, "init", "--primary-ip", "127.0.1.1", "--master-ip", MASTER_IP,
+        "--node-name", "node1.%s" % domain,
         "--file-storage-dir", "/srv/ganeti/file-storage",
         "--shared-file-storage-dir", "/srv/ganeti/shared-file-storage", cluster_name
     )

@@ -1,7 +1,7 @@
 """gnt-backup: instance exports (Ganeti's commands, options and output).
 
     gnt-backup export -n NODE [--noshutdown] [--remove-instance] [--compress TOOL] INSTANCE
-    gnt-backup import -n NODE --src-node NODE --src-dir DIR|NAME [gnt-instance add options] INSTANCE
+    gnt-backup import -n NODE [--src-node NODE] [--src-dir DIR|NAME] [gnt-instance add options] INSTANCE
     gnt-backup list [--node NODE ...] [-o FIELDS] [--no-headers] [--separator SEP]
     gnt-backup list-fields [FIELD ...]
     gnt-backup remove INSTANCE
@@ -63,7 +63,8 @@ def import_instance(ctx: Context, opts: argparse.Namespace) -> int:
         op["disks"] = []
     if not opts.nics and not opts.no_nics:
         op["nics"] = []
-    op["src_path"] = opts.src_dir
+    # Ganeti's rule: without --src-dir the export is the one named after the instance
+    op["src_path"] = opts.src_dir or opts.instance
     if opts.src_node:
         op["src_node"] = opts.src_node
     op["compress"] = opts.compress
@@ -116,7 +117,8 @@ def _setup_import(parser: argparse.ArgumentParser) -> None:
 
     instance_setup.setup_add(parser)
     parser.add_argument("--src-node", metavar="NODE", help="Node holding the export (default: search all nodes)")
-    parser.add_argument("--src-dir", required=True, metavar="DIR", help="The export: its name or its directory")
+    parser.add_argument("--src-dir", metavar="DIR",
+                        help="The export: its name or its directory (default: the export named INSTANCE)")
     _compress(parser)
 
 

@@ -25,10 +25,12 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ganeti import errors
+from ganeti.backend import storage
 
 #: default fields of C{gnt-instance list}
 LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
-DISK_TEMPLATES = ("diskless", "file", "sharedfile", "plain", "drbd", "blockdev", "rbd", "ext", "gluster")
+#: the templates offered (choices, help, completion): those the storage backends register, no others
+DISK_TEMPLATES = storage.CREATABLE_TEMPLATES
 REBOOT_TYPES = ("soft", "hard", "full")
 MIGRATION_MODES = ("live", "non-live")
 DEFAULT_SHUTDOWN_TIMEOUT = 120

@@ -62,6 +62,11 @@ DEFAULT_HVPARAMS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: Ganeti's data collectors that MonD has here, active from the start.  Ganeti's C{drbd} and C{lv}
+#: (and the Xen ones) are left out: this project has no DRBD, LVM nor Xen, so they would be listed
+#: active with nothing behind them.
+DATA_COLLECTORS = ("cpu-avg-load", "diskstats")
+
 
 def initial_config(
     cluster_name: str,
@@ -148,9 +153,7 @@ def initial_config(
         zeroing_image="",
         compression_tools=["gzip", "gzip-fast", "gzip-slow"],
         enabled_user_shutdown=False,
-        data_collectors={
-            name: {"active": True, "interval": 5000000} for name in ("cpu-avg-load", "diskstats", "drbd", "lv")
-        },
+        data_collectors={name: {"active": True, "interval": 5000000} for name in DATA_COLLECTORS},
         ssh_key_type="rsa",
         ssh_key_bits=2048,
         prealloc_wipe_disks=False,

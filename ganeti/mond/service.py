@@ -133,6 +133,7 @@ class MondService(Service):
         return attrs.evolve(
             self.view,
             master=value("master_node") == self.node,
+            candidate=self.node in value("master_candidates").split(),
             hypervisors=tuple(h for h in value("hypervisor_list").splitlines() if h),
             file_storage_dir=value("file_storage_dir"),
             shared_file_storage_dir=value("shared_file_storage_dir"),

@@ -85,7 +85,8 @@ def build_collectors(paths: Paths, reactor: IReactor, proc_dir: str = "/proc") -
 
     collectors += [FileStorage(kind, paths.root, run=in_thread) for kind in ("file", "sharedfile")]
     specs = list(daemons.DAEMONS)
-    collectors += [DaemonStatus(spec.name, spec.master_only, _pid_of(paths, spec), host) for spec in specs]
+    collectors += [DaemonStatus(spec.name, spec.master_only, _pid_of(paths, spec), host,
+                                on_candidates=spec.name in daemons.ON_CANDIDATES) for spec in specs]
     return collectors
 
 

@@ -177,10 +177,14 @@ class MasterProcedures:
 
     def stop_rapi(self) -> defer.Deferred[list[str]]:
         """Stop RAPI here, if it runs (in the thread pool): what it said."""
+        return self.stop_daemons(["ganeti-rapi"])
+
+    def stop_daemons(self, names: list[str]) -> defer.Deferred[list[str]]:
+        """Stop the daemons C{names} here, those running, in that order (in the thread pool): what they said."""
         lines: list[str] = []
 
         def stop() -> list[str]:
-            daemons.stop(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            daemons.stop(self.paths, names, timeout=DAEMON_TIMEOUT, out=lines.append)
             return lines
 
         return self._in_thread(stop)

@@ -46,6 +46,8 @@ QUEUE_FILE_MODE = 0o640
 MAX_DELAY = 24 * 3600
 #: Seconds to wait for a TCP connection in C{node_verify}'s reachability test.
 NET_TEST_TIMEOUT = 5.0
+#: Daemons stopped, in this order, when the node leaves the cluster (Ganeti's LeaveCluster stops confd and MonD).
+LEFT_CLUSTER_STOPS = ("ganeti-rapi", "ganeti-confd", "ganeti-mond")
 
 
 def _check(condition: bool, message: str) -> None:
@@ -531,7 +533,7 @@ class NodeProcedures:
 
     @handler(procedures.node_leave_cluster)
     def node_leave_cluster(self, modify_ssh_setup: Any = False) -> defer.Deferred[None] | None:
-        """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then stop noded."""
+        """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, confd and MonD, then stop noded."""
         data = self.paths.data_dir
         doomed = [self.config_follower.journal, self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
                   self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
@@ -546,10 +548,14 @@ class NodeProcedures:
         self.log.info("node left the cluster; noded stops")
         if self._shutdown is not None:
             self._reactor.callLater(0.2, self._shutdown)
-        # RAPI runs only on master candidates of a cluster; the answer waits for it to stop
-        if daemons.running_pid(self.paths, daemons.BY_NAME["ganeti-rapi"]) is None:
+        # as Ganeti's LeaveCluster: the node's confd and MonD stop too (RAPI runs only on master
+        # candidates); the answer waits for them to stop
+        running = [name for name in LEFT_CLUSTER_STOPS
+                   if daemons.running_pid(self.paths, daemons.BY_NAME[name]) is not None]
+        if not running:
             return None
-        return self.master.stop_rapi().addCallback(lambda _lines: None)
+        stopped: defer.Deferred[None] = self.master.stop_daemons(running).addCallback(lambda _lines: None)
+        return stopped
 
     @handler(procedures.test_delay)
     def test_delay(self, duration: Any) -> defer.Deferred[None]:

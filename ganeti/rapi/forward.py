@@ -16,6 +16,7 @@ own name (no C{node.json}) or has no ssconf serves locally.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from twisted.internet import protocol
@@ -150,8 +151,8 @@ class ForwardingResource(Resource):
 
     def render(self, request: Any) -> Any:
         address = self.master()
-        if address is None:
-            return self.local.render(request)
+        if address is None or (request.method == b"GET" and request.path == b"/metrics"):
+            return self.local.render(request)  # a candidate's /metrics are its own (ganeti.rapi.metrics)
         return self._forward(request, address)
 
     def _forward(self, request: Any, address: str) -> Any:
@@ -162,6 +163,7 @@ class ForwardingResource(Resource):
         producer = FileBodyProducer(_bytes_io(body)) if body or request.method in (b"POST", b"PUT") else None
         d = self.agent.request(request.method, url, forwarded_headers(request.requestHeaders), producer)
         request.notifyFinish().addErrback(lambda _: d.cancel())
+        self._observe(request)
 
         def answer(response: Any) -> None:
             request.setResponseCode(response.code, response.phrase)
@@ -183,6 +185,24 @@ class ForwardingResource(Resource):
 
         d.addCallbacks(answer, failed)
         return NOT_DONE_YET
+
+
+    def _observe(self, request: Any) -> None:
+        """Time the forwarded C{request} into the local RAPI's C{forwarded} histograms, if it keeps them."""
+        forwarded = getattr(self.local, "forwarded", None)
+        if forwarded is None:
+            return
+        started = time.perf_counter()
+
+        def finished(_: Any) -> None:
+            from ganeti.rapi import baserlib
+
+            found = baserlib.match(request.path.decode("ascii", "replace"))
+            resource = found[0].template if found is not None else "unmatched"
+            forwarded.observe(resource, request.method.decode("ascii", "replace"), request.code,
+                              time.perf_counter() - started)
+
+        request.notifyFinish().addCallback(finished).addErrback(lambda _: None)
 
 
 def _bytes_io(data: bytes) -> Any:

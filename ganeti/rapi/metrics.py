@@ -15,6 +15,9 @@ Every figure comes from a real source, at scrape time:
     daemons know it;
   - RAPI's own request latency by resource (the route's pattern) and
     status code, kept by L{RequestMetrics}.
+
+A candidate's RAPI (which forwards to the master's) serves only its own
+figures: L{render_candidate}.
 """
 
 from __future__ import annotations
@@ -145,6 +148,31 @@ async def _read(luxi: Any, request: methods.Request[R]) -> R:
     """A declared read-only LUXI call on C{luxi} (a L{ganeti.rapi.luxi.LuxiPool})."""
     result: R = await luxi.read(request.method, *request.args)
     return result
+
+
+def render_candidate(requests: RequestMetrics, forwarded: RequestMetrics) -> bytes:
+    """The metrics of a candidate's RAPI, which forwards to the master's (pure).
+
+    Only this RAPI's own figures: the requests it answered itself (its
+    C{/metrics} scrapes) and the requests it forwarded, in a family of their
+    own, as the master's RAPI counts them again in its request histogram.
+    The cluster's figures (jobs, nodes, config) are the master's RAPI's
+    alone, so that a C{sum()} over every RAPI target counts each job once.
+    """
+    out = Exposition()
+    out.family("ganeti_rapi_forwarding", "gauge",
+               "1: this RAPI forwards to the master's (cluster metrics are at the master's RAPI).")
+    out.sample("ganeti_rapi_forwarding", 1)
+    for (resource, method, code), histogram in sorted(requests.histograms.items()):
+        out.histogram_counts("ganeti_rapi_request_duration_seconds", "Time RAPI took to answer requests.",
+                             histogram.buckets, histogram.counts, histogram.total, histogram.count,
+                             resource=resource, method=method, code=code)
+    for (resource, method, code), histogram in sorted(forwarded.histograms.items()):
+        out.histogram_counts("ganeti_rapi_forwarded_request_duration_seconds",
+                             "Time requests forwarded to the master's RAPI took, as this RAPI saw them.",
+                             histogram.buckets, histogram.counts, histogram.total, histogram.count,
+                             resource=resource, method=method, code=code)
+    return out.render()
 
 
 async def collect(luxi: Any, requests: RequestMetrics) -> bytes:

@@ -120,6 +120,10 @@ class RapiResource(Resource):
         #: C{/metrics} needs no authentication, even with C{require_authentication}
         self.public_metrics = public_metrics
         self.requests = RequestMetrics()
+        #: requests this RAPI forwarded to the master's (L{ganeti.rapi.forward} observes them)
+        self.forwarded = RequestMetrics()
+        #: whether this RAPI forwards to the master's now (a candidate's); set by the composition root
+        self.forwarding: Callable[[], bool] = lambda: False
 
     # twisted.web calls render_<METHOD>; all of them go to one place
     def render_GET(self, request: Any) -> Any:
@@ -158,6 +162,8 @@ class RapiResource(Resource):
             if not self.public_metrics:
                 self._authorize(request, (), state)
             state["headers"] = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+            if self.forwarding():  # a candidate's: its own figures, the cluster's are the master's
+                return metrics.render_candidate(self.requests, self.forwarded)
             return await metrics.collect(self.luxi, self.requests)
         found = baserlib.match(path)
         if found is None:

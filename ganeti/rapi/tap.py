@@ -105,6 +105,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     )
     # on a master candidate that is not the master: every request goes to the master's RAPI
     forwarding = ForwardingResource.for_node(resource, paths, options["port"], reactor, cert_pem)
+    resource.forwarding = lambda: forwarding.master() is not None
     site = RapiSite(forwarding, requestFactory=request_factory(options["max-body"]), reactor=reactor,
                     **http_limits.json_site_options())
     site.displayTracebacks = False

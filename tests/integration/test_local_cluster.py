@@ -35,6 +35,8 @@ def test_two_nodes_joined_by_token_share_the_config():
             with open(os.path.join(directory, node, "var", "lib", "ganeti", "config.data")) as handle:
                 serials.append(json.load(handle)["serial_no"])
         assert serials[0] == serials[1]
+        with open(os.path.join(directory, "node1", "var", "lib", "ganeti", "ssconf_master_ip")) as handle:
+            assert handle.read().strip() == "127.0.1.254", "the master IP is the cluster's own, no node's"
         delay = run(os.path.join(BIN, "gnt-debug"), "delay", "-n", "node2.local", "0.05", root=master)
         assert delay.returncode == 0, delay.stdout + delay.stderr
         status = run(tool, "status", "--dir", directory)

@@ -22,8 +22,9 @@ from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
 from ganeti.daemons import free_port
+from ganeti.rapi.testing import RapiDaemon
 from ganeti.rapi.users import ha1
-from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
+from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok, ssconf_of
 from ganeti.testing.mond import ConfdDaemon, MondDaemon
 
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
@@ -160,4 +161,63 @@ async def test_prometheus_scrapes_monds_and_rapi(root):
             for mond in monds:
                 mond.stop()
             confd.stop()
+            shutil.rmtree(storage, ignore_errors=True)
+
+
+@pytest_twisted.ensureDeferred
+async def test_prometheus_sums_jobs_over_every_rapi_once(root):
+    """Every candidate runs RAPI, and an admin scrapes them all: a candidate's
+    /metrics has its own figures, not the master's, so a sum() is right."""
+    config = loopback_config(3, candidate_pool_size=3, candidates=("node2.test", "node3.test"))
+    async with LoopbackCluster(reactor, root, config, rapi_users=USERS, prefix="gntpr") as cluster:
+        ok(cluster.master, "gnt-debug", "delay", "--no-locks", "0.05")
+        ok(cluster.master, "gnt-cluster", "redist-conf")  # ssconf on every node: it says who the master is
+        master_name = next(iter(cluster.nodes))
+        candidates = []
+        storage = tempfile.mkdtemp(prefix="gntpromr")
+        prometheus = None
+        try:
+            for paths, address in list(zip(cluster.roots, cluster.nodes.values()))[1:]:
+                await cluster.until(lambda p=paths: (ssconf_of(p, "master_node") or "").strip() == master_name)
+                shutil.copy(cluster.master.rapi_pem, paths.rapi_pem)
+                os.makedirs(os.path.dirname(paths.rapi_users), exist_ok=True)
+                shutil.copy(cluster.master.rapi_users, paths.rapi_users)
+                candidates.append(RapiDaemon(paths, address, free_port(address)))
+            for rapi in candidates:
+                await cluster.start_daemon(rapi)
+            targets = [cluster.url.split("//", 1)[1]] + ["%s:%d" % (r.host, r.port) for r in candidates]
+            config = os.path.join(storage, "prometheus.yml")
+            with open(config, "w") as handle:
+                handle.write(prometheus_config([], targets[0])
+                             .replace('["%s"]' % targets[0], "[%s]" % ", ".join('"%s"' % t for t in targets)))
+            port = free_port("127.0.0.1")
+            log = open(os.path.join(storage, "prometheus.log"), "wb")
+            prometheus = subprocess.Popen(
+                [PROMETHEUS, "--config.file=" + config, "--storage.tsdb.path=" + os.path.join(storage, "data"),
+                 "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=storage)
+            log.close()
+
+            def scraped() -> bool:
+                try:
+                    return float(query(port, 'sum(up{job="ganeti-rapi"})')[0]["value"][1]) == 3
+                except (OSError, IndexError, ValueError):
+                    return False
+            await cluster.until(scraped, timeout=60)
+            jobs = query(port, 'sum(ganeti_jobs{status="success",opcode="OP_TEST_DELAY"})')
+            assert jobs[0]["value"][1] == "1", jobs
+            forwarding = query(port, "ganeti_rapi_forwarding")
+            assert sorted(r["metric"]["instance"] for r in forwarding) == sorted(targets[1:]), forwarding
+            serials = query(port, "count(ganeti_config_serial)")
+            assert serials[0]["value"][1] == "1", serials
+        finally:
+            if prometheus is not None:
+                prometheus.terminate()
+                try:
+                    prometheus.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    prometheus.kill()
+                    prometheus.wait()
+            for rapi in candidates:
+                rapi.stop()
             shutil.rmtree(storage, ignore_errors=True)

@@ -11,12 +11,14 @@ a join token.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti import daemons
+from ganeti.daemons import free_port
 from ganeti.ha import params as ha_params
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok, serial_of, ssconf_of
 
@@ -94,8 +96,22 @@ async def test_add_modify_delay_verify_remove(root):
         assert "ERROR: node node1.test: tcp communication with node 'node2.test'" in failed.stdout
         await cluster.start_daemon(nodeds[1])
 
-        # remove node3: it leaves the cluster (its daemon stops, its files go)
-        ok(root, "gnt-node", "remove", "node3.test")
+        # node3 runs confd and MonD, as every node does (here on free ports): leaving the cluster stops them
+        left, node_daemons = roots[2], [daemons.BY_NAME[n] for n in ("ganeti-confd", "ganeti-mond")]
+        try:
+            for spec in node_daemons:
+                port = free_port("127.0.1.3", udp=spec.udp)
+                argv, env = daemons.twistd_command(left, spec, ["--root", left.root, "--bind", "127.0.1.3",
+                                                                "--port", str(port)])
+                started = subprocess.run(argv, cwd=left.root, env=env, capture_output=True, text=True)
+                assert started.returncode == 0, started.stdout + started.stderr
+            await cluster.until(lambda: all(daemons.running_pid(left, spec) is not None for spec in node_daemons))
+
+            # remove node3: it leaves the cluster (its daemons stop, its files go)
+            ok(root, "gnt-node", "remove", "node3.test")
+            await cluster.until(lambda: all(daemons.running_pid(left, spec) is None for spec in node_daemons))
+        finally:
+            daemons.stop(left, [spec.name for spec in node_daemons], out=lambda _line: None)
         assert roles(root) == {"node1.test": "M", "node2.test": "C"}
         assert nodeds[2].process is not None
         nodeds[2].process.wait(timeout=20)

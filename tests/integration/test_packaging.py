@@ -302,6 +302,36 @@ def test_logrotate_rotates_a_log_the_daemon_keeps_writing(tmp_path: Any) -> None
     assert (log_dir / "luxi-daemon.log.1").read_bytes().count(b"\n") == 50
 
 
+def test_logrotate_rotates_in_a_directory_a_group_may_write(tmp_path: Any) -> None:
+    """Debian's log directories are root:adm, mode 2775: without a C{su}
+    line logrotate skips them ("parent directory has insecure permissions")."""
+    import grp
+
+    logrotate = _logrotate()
+    if logrotate is None:
+        pytest.skip("logrotate is not installed (scripts/install-admin-tools installs it)")
+    if os.geteuid() != 0:
+        pytest.skip("changing the directory's group and su need root")
+    try:
+        adm = grp.getgrnam("adm").gr_gid
+    except KeyError:
+        pytest.skip("no adm group here")
+    log_dir = tmp_path / "var" / "log" / "ganeti"
+    (log_dir / "os").mkdir(parents=True)
+    for directory in (log_dir, log_dir / "os"):
+        os.chown(directory, 0, adm)
+        os.chmod(directory, 0o2775)
+    with open(os.path.join(PACKAGING, "logrotate", "ganeti")) as handle:
+        config = handle.read().replace("/var/log/ganeti", str(log_dir))
+    (tmp_path / "logrotate.conf").write_text(config)
+    (log_dir / "node-daemon.log").write_text("a line\n")
+    (log_dir / "os" / "add-noop-x-1.log").write_text("a line\n")
+    rotated = _run([logrotate, "-f", "-s", str(tmp_path / "state"), str(tmp_path / "logrotate.conf")])
+    assert rotated.returncode == 0 and "insecure permissions" not in rotated.stderr, rotated.stderr
+    assert (log_dir / "node-daemon.log.1").read_text() == "a line\n"
+    assert (log_dir / "os" / "add-noop-x-1.log.1").read_text() == "a line\n"
+
+
 def test_cron_example_runs_commands_that_exist() -> None:
     with open(os.path.join(PACKAGING, "cron", "ganeti")) as handle:
         lines = [line for line in handle.read().splitlines() if line.strip() and not line.startswith("#")]

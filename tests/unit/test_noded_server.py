@@ -377,3 +377,29 @@ def test_promote_needs_the_rapi_certificate(node):
     code, (ok, msg) = node.call("node_promote_to_mc")
     assert not ok and msg == "no RAPI certificate at %s; cannot start ganeti-rapi" % node.paths.rapi_pem
     assert not os.path.exists(node.paths.pid_file("ganeti-rapi"))
+
+
+def test_node_leave_cluster_stops_confd_mond_and_rapi(node, monkeypatch):
+    """As Ganeti's LeaveCluster, the node that left stops its confd and MonD
+    (and RAPI, on a candidate); the answer waits for them."""
+    from twisted.internet import defer, threads
+
+    from ganeti import daemons
+
+    running = {"ganeti-confd": 41, "ganeti-mond": 42, "ganeti-noded": 40}
+    stopped, pool = [], _ManualPool()
+    monkeypatch.setattr(daemons, "running_pid", lambda paths, spec: running.get(spec.name))
+    monkeypatch.setattr(daemons, "stop", lambda paths, names, timeout, out: stopped.extend(names))
+
+    def to_pool(reactor, threadpool, function):
+        d = defer.Deferred()
+        pool.pending.append((function, d))
+        return d
+
+    monkeypatch.setattr(threads, "deferToThreadPool", to_pool)
+    node.clock.getThreadPool = lambda: pool
+    d = defer.ensureDeferred(defer.maybeDeferred(node.procs.node_leave_cluster, False))
+    assert not d.called and not stopped
+    pool.run()
+    assert stopped == ["ganeti-confd", "ganeti-mond"]
+    assert d.called

@@ -26,8 +26,14 @@ DT_SHARED_FILE = "sharedfile"
 #: images in a Ceph pool (L{ganeti.backend.storage.rbd}); not an L{IDiskStorage}
 DT_RBD = "rbd"
 
+#: ExtStorage volumes (L{ganeti.backend.storage.extstorage}) and adopted block devices; not L{IDiskStorage}s
+DT_EXT = "ext"
+DT_BLOCK = "blockdev"
+
 #: the templates with an L{IDiskStorage} driver (L{for_template})
 TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
+#: every template this implementation creates disks of (what C{gnt-instance add -t} offers)
+CREATABLE_TEMPLATES = TEMPLATES + (DT_RBD, DT_EXT, DT_BLOCK)
 
 #: Ganeti's default file driver, first element of a file disk's logical_id
 FD_LOOP = "loop"

@@ -35,6 +35,7 @@ class ClusterView:
 
     @ivar node: this node's name
     @ivar master: whether this node is the master (it runs the master daemons)
+    @ivar candidate: whether this node is a master candidate (it runs RAPI too)
     @ivar hypervisors: the enabled hypervisors
     @ivar file_storage_dir: cluster-wide path of file disks ("" : none)
     @ivar shared_file_storage_dir: likewise for sharedfile disks
@@ -47,6 +48,7 @@ class ClusterView:
 
     node: str = ""
     master: bool = False
+    candidate: bool = False
     hypervisors: tuple[str, ...] = ()
     file_storage_dir: str = ""
     shared_file_storage_dir: str = ""

@@ -45,15 +45,18 @@ class DaemonStatus(Collector):
     category = CATEGORY_DAEMON
     kind = KIND_STATUS
 
-    def __init__(self, daemon: str, master_only: bool, pid_of: Callable[[], int | None], host: Host) -> None:
+    def __init__(self, daemon: str, master_only: bool, pid_of: Callable[[], int | None], host: Host,
+                 on_candidates: bool = False) -> None:
         self.name = daemon
         self.master_only = master_only
+        #: a master daemon that also runs on every master candidate (RAPI)
+        self.on_candidates = on_candidates
         self._pid_of = pid_of
         self._host = host
         self._previous: dict[int, tuple[float, float]] = {}
 
     def available(self, view: ClusterView) -> bool:
-        return view.master or not self.master_only
+        return view.master or not self.master_only or (self.on_candidates and view.candidate)
 
     def collect(self, view: ClusterView) -> Any:
         pid = self._pid_of()
