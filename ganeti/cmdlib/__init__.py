@@ -13,7 +13,8 @@ from ganeti import errors
 # isort: off
 from ganeti.cmdlib import cluster, group, node, tags, test  # noqa: F401  (registration)
 from ganeti.cmdlib import instance, instance_ops, instance_query, instance_set_params  # noqa: F401
-from ganeti.cmdlib import iallocator_debug, instance_disks, instance_migration, operating_system  # noqa: F401
+from ganeti.cmdlib import iallocator_debug, instance_disks, instance_migration, node_evacuation  # noqa: F401
+from ganeti.cmdlib import operating_system  # noqa: F401  (registration)
 from ganeti.cmdlib import verify, verify_disks  # noqa: F401  (registration)
 from ganeti.cmdlib import backup, instance_groups, instance_move, node_storage  # noqa: F401  (registration)
 from ganeti.cmdlib import extstorage  # noqa: F401  (registration)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import attrs
 
@@ -35,6 +35,10 @@ from ganeti import errors, serializer
 from ganeti.cmdlib import iallocator
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.objects import ConfigData, nice_sort_key
+
+if TYPE_CHECKING:
+    from ganeti.cmdlib.base import LogicalUnit
+    from ganeti.opcodes.typed import OpCode
 
 BUILTIN = "builtin"
 HAIL = "hail"
@@ -187,7 +191,7 @@ def _search_path(root: str | None) -> str:
 # --- running an external allocator (I/O) ---------------------------------------------------
 
 
-def root_of(lu: Any) -> str | None:
+def root_of(lu: LogicalUnit[OpCode]) -> str | None:
     """The node root an LU looks for allocators under (C{None}: no node root, in tests)."""
     return lu.ctx.paths.root if lu.ctx.paths is not None else None
 
@@ -259,7 +263,7 @@ async def _spawn(executable: str, args: list[str], reactor: Any) -> tuple[bytes,
                                    errors.ECODE_FAULT) from None
 
 
-async def node_states(lu: Any, uuids: Sequence[str], hypervisor: str, template: str) -> list[NodeState]:
+async def node_states(lu: LogicalUnit[OpCode], uuids: Sequence[str], hypervisor: str, template: str) -> list[NodeState]:
     """The allocator's view of nodes C{uuids} for a new instance of
     C{hypervisor} with disks of C{template}, from their C{node_info}
     (memory, CPUs, the template's storage); a node that did not answer

@@ -45,6 +45,14 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.objects import ConfigData, Disk, Instance
+from ganeti.opcodes.typed import (
+    OpBackupExport,
+    OpBackupPrepare,
+    OpBackupQuery,
+    OpBackupRemove,
+    OpCode,
+    OpInstanceCreate,
+)
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -60,10 +68,16 @@ HV_GLOBALS = ("migration_port", "migration_bandwidth", "migration_mode")
 TMO_EXPORT = 300
 
 
+class _CaseParser(configparser.RawConfigParser):
+    """Option names kept as written (Ganeti's exports are case-sensitive)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def export_config(cfg: ConfigData, inst: Instance, disks: list[Disk], now: float | None = None) -> str:
     """C{config.ini} of an export of C{inst} with C{disks}, in Ganeti's format."""
-    parser = configparser.RawConfigParser()
-    parser.optionxform = str
+    parser = _CaseParser()
     bep = rpc_inst.filled_beparams(cfg, inst)
     hvp = rpc_inst.filled_hvparams(cfg, inst)
     parser.add_section(SEC_EXPORT)
@@ -142,8 +156,7 @@ def parse_export(text: str, export_name: str, node_uuid: str) -> ExportInfo:
     """Read C{config.ini} text (ours or Ganeti's).
     @raise errors.OpPrereqError: it lacks what an import needs
     """
-    parser = configparser.RawConfigParser()
-    parser.optionxform = str
+    parser = _CaseParser()
     try:
         parser.read_string(text)
         if not parser.has_section(SEC_EXPORT) or not parser.has_section(SEC_INSTANCE):
@@ -200,12 +213,12 @@ def _export_name(src_path: str, export_dir: str = "/var/lib/ganeti/export") -> s
     return name
 
 
-async def read_export(lu: LogicalUnit, src_node: str | None, src_path: str) -> ExportInfo:
+async def read_export(lu: LogicalUnit[OpCode], src_node: str | None, src_path: str) -> ExportInfo:
     """Find and read export C{src_path} on C{src_node} (every node when None)."""
     cfg = lu.cfg
     name = _export_name(src_path)
     if src_node:
-        uuids = [expand_node(cfg, src_node).uuid]
+        uuids = [expand_node(cfg, src_node).uuid or ""]
         iu.check_node_online(cfg, uuids[0], "Cannot import from node %s: it is offline" % src_node)
     else:
         uuids = sorted(u for u, n in cfg.nodes.items() if not n.offline)
@@ -228,8 +241,8 @@ def _known(values: dict[str, str], types: dict[str, str], defaults: dict[str, An
     return out
 
 
-def fill_from_export(op: dict[str, Any], cfg: ConfigData, export: ExportInfo) -> None:
-    """Complete an import opcode from C{export}: what the opcode gives wins.
+def fill_from_export(op: OpInstanceCreate, cfg: ConfigData, export: ExportInfo) -> OpInstanceCreate:
+    """The import opcode C{op} completed from C{export}: what the opcode gives wins.
 
     Parameters equal to the cluster's defaults are not copied (the instance
     keeps following the cluster), NIC MACs already used in this cluster are
@@ -238,19 +251,19 @@ def fill_from_export(op: dict[str, Any], cfg: ConfigData, export: ExportInfo) ->
     """
     from ganeti.cmdlib import instance_params as params
 
-    if not op.get("os_type"):
-        op["os_type"] = export.os
-    if not op.get("disk_template"):
-        op["disk_template"] = export.disk_template
-    if not op.get("disks"):
-        op["disks"] = [dict(d) for d in export.disks]
-    elif len(op["disks"]) != len(export.disks):
+    if not op.os_type:
+        op = attrs.evolve(op, os_type=export.os)
+    if not op.disk_template:
+        op = attrs.evolve(op, disk_template=export.disk_template)
+    if not op.disks:
+        op = attrs.evolve(op, disks=[dict(d) for d in export.disks])
+    elif len(op.disks) != len(export.disks):
         raise errors.OpPrereqError("The export has %d disk(s), the import asks for %d"
-                                   % (len(export.disks), len(op["disks"])), errors.ECODE_INVAL)
+                                   % (len(export.disks), len(op.disks)), errors.ECODE_INVAL)
     else:
-        for disk, exported in zip(op["disks"], export.disks):
+        for disk, exported in zip(op.disks, export.disks):
             disk.setdefault("size", exported["size"])
-    if not op.get("nics"):
+    if not op.nics:
         used = params.used_macs(cfg)
         nics = []
         for nic in export.nics:
@@ -258,28 +271,29 @@ def fill_from_export(op: dict[str, Any], cfg: ConfigData, export: ExportInfo) ->
             if nic.get("mac") in used:
                 nic["mac"] = "generate"
             nics.append(nic)
-        op["nics"] = nics
-    hypervisor = op.get("hypervisor") or export.hypervisor
+        op = attrs.evolve(op, nics=nics)
+    hypervisor = op.hypervisor or export.hypervisor
     if hypervisor not in (cfg.cluster.enabled_hypervisors or []):
         hypervisor = None
-    if hypervisor and not op.get("hypervisor"):
-        op["hypervisor"] = hypervisor
+    if hypervisor and not op.hypervisor:
+        op = attrs.evolve(op, hypervisor=hypervisor)
     cluster = cfg.cluster
-    op["beparams"] = dict(_known(export.beparams, params.BE_TYPES, (cluster.beparams or {}).get("default") or {}),
-                          **(op.get("beparams") or {}))
+    op = attrs.evolve(op, beparams=dict(_known(export.beparams, params.BE_TYPES,
+                                               (cluster.beparams or {}).get("default") or {}), **op.beparams))
     if hypervisor and hypervisor == export.hypervisor:
-        op["hvparams"] = dict(_known(export.hvparams, params.HV_TYPES.get(hypervisor, {}),
-                                     (cluster.hvparams or {}).get(hypervisor) or {}), **(op.get("hvparams") or {}))
+        op = attrs.evolve(op, hvparams=dict(_known(export.hvparams, params.HV_TYPES.get(hypervisor, {}),
+                                                   (cluster.hvparams or {}).get(hypervisor) or {}), **op.hvparams))
     os_defaults = (cluster.osparams or {}).get(export.os.split("+", 1)[0]) or {}
-    op["osparams"] = dict({k: v for k, v in export.osparams.items() if str(os_defaults.get(k)) != v},
-                          **(op.get("osparams") or {}))
-    if export.osparams_private and not op.get("osparams_private"):
-        op["osparams_private"] = dict(export.osparams_private)
-    if not op.get("tags"):
-        op["tags"] = list(export.tags)
+    op = attrs.evolve(op, osparams=dict({k: v for k, v in export.osparams.items() if str(os_defaults.get(k)) != v},
+                                        **op.osparams))
+    if export.osparams_private and not op.osparams_private:
+        op = attrs.evolve(op, osparams_private=dict(export.osparams_private))
+    if not op.tags:
+        op = attrs.evolve(op, tags=list(export.tags))
+    return op
 
 
-async def import_disks(lu: LogicalUnit, export: ExportInfo, inst: Instance, pnode: str, compress: str) -> None:
+async def import_disks(lu: LogicalUnit[OpCode], export: ExportInfo, inst: Instance, pnode: str, compress: str) -> None:
     """Stream each dump of C{export} into the OS import script for C{inst}'s disks on C{pnode}."""
     data = rpc_inst.encode_instance(lu.cfg, inst)
     disks = rpc_inst.instance_disks(lu.cfg, inst)
@@ -292,7 +306,7 @@ async def import_disks(lu: LogicalUnit, export: ExportInfo, inst: Instance, pnod
             compress, size)
 
 
-async def _exports_by_node(lu: LogicalUnit, uuids: list[str]) -> dict[str, Any]:
+async def _exports_by_node(lu: LogicalUnit[OpCode], uuids: list[str]) -> dict[str, Any]:
     """C{{node name: [export, ...] or False}} from C{export_list}."""
     out: dict[str, Any] = {}
     for uuid in uuids:
@@ -302,7 +316,7 @@ async def _exports_by_node(lu: LogicalUnit, uuids: list[str]) -> dict[str, Any]:
 
 
 @register
-class LUBackupQuery(LogicalUnit):
+class LUBackupQuery(LogicalUnit[OpBackupQuery]):
     """The exports on the nodes: C{{node name: [export names] or False}}."""
 
     OP_ID = "OP_BACKUP_QUERY"
@@ -310,7 +324,7 @@ class LUBackupQuery(LogicalUnit):
 
     def expand_names(self) -> None:
         self.share_all()
-        self.nodes = [expand_node(self.cfg, n).uuid for n in self.op["nodes"]] if self.op["nodes"] else \
+        self.nodes = [expand_node(self.cfg, n).uuid or "" for n in self.op.nodes] if self.op.nodes else \
             sorted(self.cfg.nodes)
 
     async def exec_(self, feedback: Feedback) -> Any:
@@ -318,7 +332,7 @@ class LUBackupQuery(LogicalUnit):
 
 
 @register
-class LUBackupPrepare(LogicalUnit):
+class LUBackupPrepare(LogicalUnit[OpBackupPrepare]):
     """Prepare an export: nothing to do in mode local (the result is None);
     in mode remote, the handshake, key name and signed certificate the
     destination cluster needs (L{ganeti.cmdlib.backup_remote})."""
@@ -327,25 +341,25 @@ class LUBackupPrepare(LogicalUnit):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        inst = iu.expand_instance(self.cfg, self.op["instance_name"])
-        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.share_all()
 
     def check_prereq(self) -> None:
-        self.instance = iu.current_instance(self.cfg, self.op["instance_uuid"], self.op["instance_name"])
-        if self.op["mode"] == "remote":
+        self.instance = iu.current_instance(self.cfg, self.op.instance_uuid, self.op.instance_name)
+        if self.op.mode == "remote":
             backup_remote.domain_secret(self)
             iu.check_node_online(self.cfg, self.instance.primary_node or "")
 
     async def exec_(self, feedback: Feedback) -> Any:
-        if self.op["mode"] == "remote":
+        if self.op.mode == "remote":
             return await backup_remote.prepare(self, self.instance)
         return None
 
 
 @register
-class LUBackupExport(LogicalUnit):
+class LUBackupExport(LogicalUnit[OpBackupExport]):
     """Export an instance to a node (see the module docstring).
 
     Result (Ganeti's): C{[finalized, [disk exported, ...]]}.
@@ -356,37 +370,37 @@ class LUBackupExport(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
-        self.remote = op["mode"] == "remote"
-        if self.remote and not isinstance(op["target_node"], list):
+        self.remote = op.mode == "remote"
+        if self.remote and not isinstance(op.target_node, list):
             raise errors.OpPrereqError("In mode remote, target_node must be the list of destination disks",
                                        errors.ECODE_INVAL)
-        if not self.remote and (not isinstance(op["target_node"], str) or not op["target_node"]):
+        if not self.remote and (not isinstance(op.target_node, str) or not op.target_node):
             raise errors.OpPrereqError("In mode local, target_node must be a node name", errors.ECODE_INVAL)
-        if op["zero_free_space"]:
+        if op.zero_free_space:
             raise errors.OpPrereqError("Zeroing the free space of the disks (zero_free_space) is not supported",
                                        errors.ECODE_INVAL)
-        if op["remove_instance"] and not op["shutdown"]:
+        if op.remove_instance and not op.shutdown:
             raise errors.OpPrereqError("Can not remove instance without shutting it down before", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         cfg, op = self.cfg, self.op
-        inst = iu.expand_instance(cfg, op["instance_name"])
-        op["instance_name"], op["instance_uuid"] = inst.name, inst.uuid
+        inst = iu.expand_instance(cfg, op.instance_name)
+        self.op = op = attrs.evolve(op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.remote:
             self.needed_locks[LEVEL_NODE] = [inst.primary_node or ""]
             return
-        node = expand_node(cfg, op["target_node"])
-        op["target_node"], op["target_node_uuid"] = node.name, node.uuid
+        node = expand_node(cfg, op.target_node)
+        self.op = op = attrs.evolve(op, target_node=node.name, target_node_uuid=node.uuid)
         self.needed_locks[LEVEL_NODE] = sorted({node.uuid, inst.primary_node or ""} - {""})
 
     def check_prereq(self) -> None:
         cfg, op = self.cfg, self.op
-        self.instance = iu.current_instance(cfg, op["instance_uuid"], op["instance_name"])
-        transfer.check_compression(self, op["compress"])
+        self.instance = iu.current_instance(cfg, op.instance_uuid, op.instance_name)
+        transfer.check_compression(self, op.compress)
         if not self.remote:
-            iu.check_node_online(cfg, op["target_node_uuid"], "Cannot export to node %s: it is offline"
-                                 % op["target_node"])
+            iu.check_node_online(cfg, op.target_node_uuid or "", "Cannot export to node %s: it is offline"
+                                 % op.target_node)
         iu.check_node_online(cfg, self.instance.primary_node or "")
         self.disks = rpc_inst.instance_disks(cfg, self.instance)
         if self.remote:
@@ -399,11 +413,11 @@ class LUBackupExport(LogicalUnit):
         # Ganeti's rule: an instance marked up that stays (not removed) would be
         # exported from a snapshot; file disks have none, so it must be stopped
         # for the whole copy, which the caller allows with long_sleep
-        if self.instance.admin_state == iu.ADMIN_UP and not op["remove_instance"]:
-            if not op["shutdown"]:
+        if self.instance.admin_state == iu.ADMIN_UP and not op.remove_instance:
+            if not op.shutdown:
                 raise errors.OpPrereqError("Not all disks could be snapshotted, and you requested a live export;"
                                            " aborting", errors.ECODE_STATE)
-            if not op["long_sleep"]:
+            if not op.long_sleep:
                 raise errors.OpPrereqError(
                     "Not all disks could be snapshotted, and you did not allow the instance to remain offline for"
                     " a longer time through the --long-sleep option; aborting", errors.ECODE_STATE)
@@ -413,19 +427,19 @@ class LUBackupExport(LogicalUnit):
         src = inst.primary_node or ""
         was_up = inst.admin_state == iu.ADMIN_UP
         running = await iu.instance_info(self, inst) is not None
-        if running and not op["shutdown"]:
+        if running and not op.shutdown:
             raise errors.OpExecError("Instance %s is running and shutdown is false: file disks cannot be"
                                      " snapshotted, so a consistent export needs the instance stopped" % inst.name)
         if running:
             await self.feedback("Shutting down instance %s" % inst.name)
-            await iu.shutdown_instance_on(self, inst, src, op["shutdown_timeout"])
+            await iu.shutdown_instance_on(self, inst, src, op.shutdown_timeout)
         try:
             finalized, results = await (self._export_remote() if self.remote else self._export_local())
         finally:
-            if running and was_up and not op["remove_instance"]:
+            if running and was_up and not op.remove_instance:
                 await self.feedback("Starting instance %s" % inst.name)
                 await iu.start_instance_on(self, inst, src)
-        if op["remove_instance"]:
+        if op.remove_instance:
             await self._remove_instance(feedback)
         return [finalized, results]
 
@@ -434,7 +448,7 @@ class LUBackupExport(LogicalUnit):
         inst, src = self.instance, self.instance.primary_node or ""
         try:
             results = await backup_remote.remote_export(self, inst, self.key, self.dest_cert, self.targets,
-                                                        self.op["compress"])
+                                                        self.op.compress)
         finally:
             await iu.call_node_result(self, src, procedures.x509_cert_remove.call(self.key))
         return True, results
@@ -443,21 +457,21 @@ class LUBackupExport(LogicalUnit):
         """The disks to the target node's export directory, finalized there; a
         failure discards the partial export."""
         op, inst, src = self.op, self.instance, self.instance.primary_node or ""
-        dst = op.get("target_node_uuid") or ""
+        dst = op.target_node_uuid or ""
         results: list[bool] = []
         await iu.call_node(self, dst, procedures.export_start.call(inst.name or "").within(TMO_EXPORT),
                            what="prepare export %s" % inst.name)
         try:
             data = rpc_inst.encode_instance(self.cfg, inst)
             for index, disk in enumerate(self.disks):
-                await self.feedback("Exporting disk/%d to node %s" % (index, op["target_node"]))
+                await self.feedback("Exporting disk/%d to node %s" % (index, op.target_node))
                 await transfer.transfer(
                     self, "disk/%d" % index,
                     transfer.Endpoint(src, {"type": "os", "instance": data, "index": index}),
                     transfer.Endpoint(dst, {"type": "file", "export": inst.name, "file": disk.uuid}),
-                    op["compress"], (disk.size or 0) * 1024 * 1024)
+                    op.compress, (disk.size or 0) * 1024 * 1024)
                 results.append(True)
-            await self.feedback("Finalizing export on %s" % op["target_node"])
+            await self.feedback("Finalizing export on %s" % op.target_node)
             await iu.call_node(self, dst, procedures.export_finalize.call(
                 inst.name or "", export_config(self.cfg, inst, self.disks)).within(TMO_EXPORT),
                 what="finalize export %s" % inst.name)
@@ -466,38 +480,32 @@ class LUBackupExport(LogicalUnit):
                                                procedures.export_discard.call(inst.name or "").within(TMO_EXPORT))
             if result.failed:
                 await self.log_warning("Could not remove the partial export on node %s: %s",
-                                       op["target_node"], result.fail_msg)
+                                       op.target_node, result.fail_msg)
             raise
         return True, results
 
     async def _remove_instance(self, feedback: Feedback) -> None:
-        from ganeti.cmdlib.instance import LUInstanceRemove
-
         await self.feedback("Removing instance %s" % self.instance.name)
-        sub = LUInstanceRemove({"instance_name": self.instance.name, "instance_uuid": self.instance.uuid,
-                                "shutdown_timeout": self.op["shutdown_timeout"],
-                                "ignore_failures": self.op["ignore_remove_failures"]}, self.ctx, self.cfg)
-        sub.acquired = self.acquired
-        sub.instance = self.instance
-        await sub.exec_(feedback)
+        # the removal's shutdown records no reason trail (as when it ran as a sub-LU of its own)
+        await iu.remove_instance(self, self.instance, self.op.shutdown_timeout, self.op.ignore_remove_failures, [])
 
 
 @register
-class LUBackupRemove(LogicalUnit):
+class LUBackupRemove(LogicalUnit[OpBackupRemove]):
     """Remove the exports of an instance (by name; the instance may be gone) from every node."""
 
     OP_ID = "OP_BACKUP_REMOVE"
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        inst = self.cfg.find_instance(self.op["instance_name"])
+        inst = self.cfg.find_instance(self.op.instance_name)
         if inst is not None:
-            self.op["instance_name"] = inst.name
+            self.op = attrs.evolve(self.op, instance_name=inst.name or "")
         self.needed_locks[LEVEL_NODE] = ALL_SET
         self.share_all()
 
     async def exec_(self, feedback: Feedback) -> Any:
-        name = self.op["instance_name"]
+        name = self.op.instance_name
         found = False
         failed = []
         for uuid in sorted(u for u, n in self.cfg.nodes.items() if not n.offline):

@@ -24,6 +24,7 @@ from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib import rie, transfer
 from ganeti.cmdlib.base import LogicalUnit
 from ganeti.objects import Instance
+from ganeti.opcodes.typed import OpBackupExport, OpCode, OpInstanceCreate
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -31,7 +32,7 @@ from ganeti.rpc import procedures
 RIE_CONNECT_TIMEOUT = 180.0
 
 
-def domain_secret(lu: LogicalUnit) -> str:
+def domain_secret(lu: LogicalUnit[OpCode]) -> str:
     """The cluster domain secret of this (the master's) node.
     @raise errors.OpPrereqError: it cannot be read
     """
@@ -44,7 +45,7 @@ def domain_secret(lu: LogicalUnit) -> str:
         raise errors.OpPrereqError("Cannot read the cluster domain secret: %s" % exc, errors.ECODE_ENVIRON) from None
 
 
-async def prepare(lu: LogicalUnit, inst: Instance) -> dict[str, Any]:
+async def prepare(lu: LogicalUnit[OpCode], inst: Instance) -> dict[str, Any]:
     """OP_BACKUP_PREPARE in mode remote: what the destination cluster needs."""
     cds = domain_secret(lu)
     pnode = inst.primary_node or ""
@@ -55,17 +56,20 @@ async def prepare(lu: LogicalUnit, inst: Instance) -> dict[str, Any]:
             "x509_ca": rie.sign_cert(cds, cert_pem)}
 
 
-def check_import(lu: LogicalUnit, op: dict[str, Any]) -> str:
+def check_import(lu: LogicalUnit[OpCode], op: OpInstanceCreate) -> str:
     """Check a remote import's handshake and source certificate; the source's PEM."""
-    for key in ("source_handshake", "source_x509_ca", "source_instance_name"):
-        if not op.get(key):
+    given = (("source_handshake", op.source_handshake), ("source_x509_ca", op.source_x509_ca),
+             ("source_instance_name", op.source_instance_name))
+    for key, value in given:
+        if not value:
             raise errors.OpPrereqError("A remote import needs %s" % key, errors.ECODE_INVAL)
+    assert op.source_handshake is not None and op.source_x509_ca is not None
     cds = domain_secret(lu)
-    rie.check_handshake(cds, op["source_handshake"])
-    return rie.load_signed_cert(cds, op["source_x509_ca"])
+    rie.check_handshake(cds, op.source_handshake)
+    return rie.load_signed_cert(cds, op.source_x509_ca)
 
 
-async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert: str, compress: str) -> None:
+async def remote_import(lu: LogicalUnit[OpCode], inst: Instance, pnode: str, source_cert: str, compress: str) -> None:
     """Listen for the source's disks, announce where (job log), wait for all of them."""
     cds = domain_secret(lu)
     node = iu.get_node(lu.cfg, pnode)
@@ -97,17 +101,18 @@ async def remote_import(lu: LogicalUnit, inst: Instance, pnode: str, source_cert
         await iu.call_node_result(lu, pnode, procedures.x509_cert_remove.call(name))
 
 
-def check_export(lu: LogicalUnit, op: dict[str, Any], disk_count: int) -> tuple[str, str, list[tuple[str, int, str]]]:
+def check_export(lu: LogicalUnit[OpCode], op: OpBackupExport, disk_count: int) -> tuple[str, str, list[tuple[str,
+                 int, str]]]:
     """Check a remote export's key name, destination certificate and disks:
     C{(key name, destination PEM, [(host, port, magic), ...])}."""
     cds = domain_secret(lu)
-    if not op.get("x509_key_name"):
+    if not op.x509_key_name:
         raise errors.OpPrereqError("Missing X509 key name for encryption", errors.ECODE_INVAL)
-    if not op.get("destination_x509_ca"):
+    if not op.destination_x509_ca:
         raise errors.OpPrereqError("Missing destination X509 CA", errors.ECODE_INVAL)
-    name = rie.check_key_name(cds, op["x509_key_name"])
-    dest_cert = rie.load_signed_cert(cds, op["destination_x509_ca"])
-    targets = op["target_node"]
+    name = rie.check_key_name(cds, op.x509_key_name)
+    dest_cert = rie.load_signed_cert(cds, op.destination_x509_ca)
+    targets = op.target_node
     if not isinstance(targets, list) or len(targets) != disk_count:
         raise errors.OpPrereqError("Wrong number of destination disks (%s, instance has %d)"
                                    % (len(targets) if isinstance(targets, list) else "none", disk_count),
@@ -115,7 +120,7 @@ def check_export(lu: LogicalUnit, op: dict[str, Any], disk_count: int) -> tuple[
     return name, dest_cert, [rie.check_disk_info(cds, i, v) for i, v in enumerate(targets)]
 
 
-async def remote_export(lu: LogicalUnit, inst: Instance, key: str, dest_cert: str,
+async def remote_export(lu: LogicalUnit[OpCode], inst: Instance, key: str, dest_cert: str,
                         targets: list[tuple[str, int, str]], compress: str) -> list[bool]:
     """Stream each disk's OS export to the destination cluster's listeners."""
     src = inst.primary_node or ""

@@ -3,8 +3,9 @@
 The processor (L{ganeti.jobs.processor.Processor}) drives a logical unit
 (LU) through these steps, in this order:
 
-  1. C{lu = LUClass(op, ctx, cfg)} with C{op} the validated opcode dict and
-     C{cfg} a config snapshot read before any lock is taken;
+  1. C{lu = LUClass(op, ctx, cfg)} with C{op} the typed opcode (a frozen
+     class of L{ganeti.opcodes.typed}, built from the validated opcode dict)
+     and C{cfg} a config snapshot read before any lock is taken;
   2. L{LogicalUnit.check_arguments}: checks of the opcode alone, then
      C{await} L{LogicalUnit.resolve}: name lookups and address probes;
   3. L{LogicalUnit.expand_names}: resolve names to UUIDs and fill
@@ -35,7 +36,7 @@ cluster object).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, ClassVar, Iterable
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Iterable, TypeVar, get_args, get_origin
 
 import attrs
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
@@ -56,6 +57,7 @@ from ganeti.locking.names import (
     group_lock,
 )
 from ganeti.objects import KINDS, ConfigData, ConfigObject, Disk, Node
+from ganeti.opcodes.typed import OpCode
 
 __all__ = [
     "ALL_SET",
@@ -87,14 +89,39 @@ ALL_SET: Any = _AllSet()
 #: Attempts of L{LogicalUnit.modify} when the object keeps changing under it.
 MODIFY_ATTEMPTS = 5
 
+#: The opcode class of an LU (covariant: C{LogicalUnit[OpInstanceStartup]}
+#: is a C{LogicalUnit[OpCode]}, what the processor runs).
+OpT = TypeVar("OpT", bound=OpCode, covariant=True)
+
 #: OP_ID -> LU class, filled by L{register}.
-REGISTRY: dict[str, type[LogicalUnit]] = {}
+REGISTRY: dict[str, type[LogicalUnit[OpCode]]] = {}
+
+_LU = TypeVar("_LU", bound="type[LogicalUnit[OpCode]]")
 
 
-def register(cls: type[LogicalUnit]) -> type[LogicalUnit]:
-    """Class decorator: make C{cls} the LU for its C{OP_ID}."""
+def op_class(cls: type[LogicalUnit[OpCode]]) -> type[OpCode] | None:
+    """The opcode class C{cls} is generic over (C{LogicalUnit[OpX]}), if it says."""
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = get_origin(base)
+            args = get_args(base)
+            if isinstance(origin, type) and issubclass(origin, LogicalUnit) and args:
+                if isinstance(args[0], type) and issubclass(args[0], OpCode):
+                    return args[0]
+    return None
+
+
+def register(cls: _LU) -> _LU:
+    """Class decorator: make C{cls} the LU for its C{OP_ID}, which must be
+    that of the opcode class it is generic over (C{LogicalUnit[OpX]}); an LU
+    that does not set C{OP_ID} gets that one."""
+    declared = op_class(cls)
+    if not cls.OP_ID and declared is not None:
+        cls.OP_ID = declared.OP_ID
     if not cls.OP_ID:
         raise errors.ProgrammerError("%s has no OP_ID" % cls.__name__)
+    if declared is not None and declared.OP_ID != cls.OP_ID:
+        raise errors.ProgrammerError("%s runs %s but reads %s" % (cls.__name__, cls.OP_ID, declared.__name__))
     if cls.OP_ID in REGISTRY and REGISTRY[cls.OP_ID] is not cls:
         raise errors.ProgrammerError("%s already has the LU %s" % (cls.OP_ID, REGISTRY[cls.OP_ID].__name__))
     REGISTRY[cls.OP_ID] = cls
@@ -187,7 +214,7 @@ class OpContext:
         if isinstance(result, Deferred):
             return result
         if inspect.isawaitable(result):
-            return ensureDeferred(result)
+            return ensureDeferred(_awaited(result))
         return succeed(result)
 
     def sleep(self, seconds: float) -> Any:
@@ -195,12 +222,25 @@ class OpContext:
         return deferLater(self.clock, max(0.0, float(seconds)), lambda: None)
 
 
-class LogicalUnit:
-    """Base of every LU.  Subclass, set C{OP_ID}, decorate with L{register}.
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+class LogicalUnit(Generic[OpT]):
+    """Base of every LU.  Subclass for one opcode class, set C{OP_ID},
+    decorate with L{register}::
+
+        @register
+        class LUInstanceStartup(LogicalUnit[OpInstanceStartup]):
+            OP_ID = "OP_INSTANCE_STARTUP"
+            ...
+                self.op.instance_name        # mypy checks the field
+                self.op = attrs.evolve(self.op, instance_uuid=inst.uuid)
 
     @cvar OP_ID: the opcode this LU runs.
     @cvar REQ_BGL: take the BGL exclusively (default); False: shared.
-    @ivar op: the validated opcode (a dict with defaults filled in).
+    @ivar op: the typed opcode (defaults filled in); frozen: an LU keeps
+        names it resolves with C{attrs.evolve}.
     @ivar cfg: a L{ConfigData} snapshot (see the module docstring for when it
         is refreshed).
     @ivar ctx: the L{OpContext}.
@@ -218,8 +258,8 @@ class LogicalUnit:
     OP_ID: ClassVar[str | None] = None
     REQ_BGL: ClassVar[bool] = True
 
-    def __init__(self, op: dict[str, Any], ctx: OpContext, cfg: ConfigData | None = None) -> None:
-        self.op = op
+    def __init__(self, op: OpT, ctx: OpContext, cfg: ConfigData | None = None) -> None:
+        self.op: OpT = op
         self.ctx = ctx
         self.cfg: ConfigData = cfg if cfg is not None else ConfigData()
         self.needed_locks: dict[str, Any] = {}
@@ -375,7 +415,8 @@ class LogicalUnit:
             _, attr = KINDS[kind]
             items = dict(getattr(self.cfg, attr))
             items.pop(current.uuid, None)
-            self.cfg = attrs.evolve(self.cfg, **{attr: items})
+            changes: dict[str, Any] = {attr: items}
+            self.cfg = attrs.evolve(self.cfg, **changes)
 
     async def modify(self, kind: str, key: str | None, change: Callable[[Any], Any]) -> Any:
         """Read the entity afresh, apply C{change}, store the result.
@@ -407,7 +448,8 @@ class LogicalUnit:
         _, attr = KINDS[kind]
         items = dict(getattr(self.cfg, attr))
         items[stored.uuid] = stored
-        self.cfg = attrs.evolve(self.cfg, **{attr: items})
+        changes: dict[str, Any] = {attr: items}
+        self.cfg = attrs.evolve(self.cfg, **changes)
 
 
 # --- config lookups shared by LUs ------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -18,12 +18,12 @@ from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, Logical
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
-from ganeti.ha import params as ha_params
+from ganeti.opcodes.typed import OpClusterQuery, OpClusterSetParams, OpClusterVerifyConfig, OpClusterVerifyGroup
 from ganeti.query import cluster_info
 
 
 @register
-class LUClusterQuery(LogicalUnit):
+class LUClusterQuery(LogicalUnit[OpClusterQuery]):
     """The cluster's information (the dict of LUXI QueryClusterInfo)."""
 
     OP_ID = "OP_CLUSTER_QUERY"
@@ -40,7 +40,11 @@ _ITEM_CLUSTER = "cluster"
 SIMULATED = "simulated error (debug_simulate_errors)"
 
 
-class VerifyErrors:
+#: The opcodes of the LUs that report as Ganeti's verify does.
+_VerifyOpT = TypeVar("_VerifyOpT", bound=OpClusterVerifyConfig | OpClusterVerifyGroup, covariant=True)
+
+
+class VerifyErrors(LogicalUnit[_VerifyOpT]):
     """How the verify LUs report (Ganeti's C{_VerifyErrors}): one feedback
     line per problem, C{"  - ERROR: <kind> <item>: <text>"}, or with
     C{error_codes} C{"  - ERROR:<code>:<kind>:<item>:<text>"}; a code in
@@ -48,16 +52,13 @@ class VerifyErrors:
     C{self.bad} true: the opcode's result is C{not self.bad}.
     """
 
-    op: dict[str, Any]
     bad: bool = False
-    #: the LU's own (L{LogicalUnit.feedback}); declared only, never shadowed
-    feedback: Callable[[Any], Any]
 
     def _item_error(self, kind: str, code: str, item: str, message: str, warning: bool = False) -> Any:
-        ltype = "WARNING" if warning or code in (self.op.get("ignore_errors") or []) else "ERROR"
+        ltype = "WARNING" if warning or code in (self.op.ignore_errors or []) else "ERROR"
         if ltype == "ERROR":
             self.bad = True
-        if self.op["error_codes"]:
+        if self.op.error_codes:
             line = "%s:%s:%s:%s:%s" % (ltype, code, kind, item, message)
         elif item:
             line = "%s: %s %s: %s" % (ltype, kind, item, message)
@@ -70,7 +71,7 @@ class VerifyErrors:
 
 
 @register
-class LUClusterVerifyConfig(VerifyErrors, LogicalUnit):
+class LUClusterVerifyConfig(VerifyErrors[OpClusterVerifyConfig]):
     """Verify the configuration's consistency, and the job queue's replicas;
     result True when both are sound.
 
@@ -98,7 +99,7 @@ class LUClusterVerifyConfig(VerifyErrors, LogicalUnit):
         for problem in list(await self.ctx.wconfd.verify_config()) + config_verify.verify(self.cfg):
             if problem not in problems:
                 problems.append(problem)
-        if self.op["debug_simulate_errors"]:
+        if self.op.debug_simulate_errors:
             problems.append(SIMULATED)
         for problem in problems:
             await self._item_error(_ITEM_CLUSTER, CV_ECLUSTERCFG, "", problem)
@@ -106,11 +107,6 @@ class LUClusterVerifyConfig(VerifyErrors, LogicalUnit):
         return not self.bad
 
 
-_SIMPLE = (
-    "candidate_pool_size", "max_running_jobs", "max_tracked_jobs", "file_storage_dir", "shared_file_storage_dir",
-    "master_netdev", "mac_prefix", "maintain_node_health", "modify_etc_hosts", "prealloc_wipe_disks",
-    "default_iallocator",
-)
 _MAC_PREFIX = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 #: a data collector's name (built-in or a MonD plugin executable)
 _COLLECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -146,7 +142,7 @@ def _without_defaults(params: dict[str, Any]) -> dict[str, Any]:
 
 
 @register
-class LUClusterSetParams(LogicalUnit):
+class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
     """Change cluster parameters (those our model has).
 
     Locks: the BGL and every instance, node group and node, all shared (as
@@ -166,46 +162,49 @@ class LUClusterSetParams(LogicalUnit):
         unknown key or a value of the wrong type is refused before anything
         changes, whether it came from the CLI, RAPI or LUXI."""
         op = self.op
-        if op.get("hvparams") is not None:
-            op["hvparams"] = instance_params.check_hvparams_by_hypervisor(op["hvparams"], allow_default=False)
-        if op.get("beparams") is not None:
-            op["beparams"] = instance_params.check_beparams(op["beparams"], allow_default=False)
-        if op.get("nicparams") is not None:
-            op["nicparams"] = instance_params.check_nicparams(op["nicparams"], allow_default=False)
-        if op.get("ndparams") is not None:
-            op["ndparams"] = _without_defaults(group_params.check_ndparams(op["ndparams"]))
-        if op.get("diskparams") is not None:
-            op["diskparams"] = group_params.check_diskparams(op["diskparams"])
-            rbd_disks.check_cluster_params(op["diskparams"].get(rbd_disks.DT_RBD))
+        if op.hvparams is not None:
+            hvparams = instance_params.check_hvparams_by_hypervisor(op.hvparams, allow_default=False)
+            self.op = op = attrs.evolve(op, hvparams=hvparams)
+        if op.beparams is not None:
+            self.op = op = attrs.evolve(op, beparams=instance_params.check_beparams(op.beparams, allow_default=False))
+        if op.nicparams is not None:
+            nicparams = instance_params.check_nicparams(op.nicparams, allow_default=False)
+            self.op = op = attrs.evolve(op, nicparams=nicparams)
+        if op.ndparams is not None:
+            self.op = op = attrs.evolve(op, ndparams=_without_defaults(group_params.check_ndparams(op.ndparams)))
+        if op.diskparams is not None:
+            diskparams = group_params.check_diskparams(op.diskparams)
+            self.op = op = attrs.evolve(op, diskparams=diskparams)
+            rbd_disks.check_cluster_params(diskparams.get(rbd_disks.DT_RBD))
 
     def check_prereq(self) -> None:
         op = self.op
-        prefix = op.get("mac_prefix")
+        prefix = op.mac_prefix
         if prefix is not None and not _MAC_PREFIX.match(prefix.lower()):
             raise errors.OpPrereqError("Invalid MAC prefix %r (expected aa:bb:cc)" % prefix, errors.ECODE_INVAL)
-        running = op.get("max_running_jobs") or self.cfg.cluster.max_running_jobs
-        tracked = op.get("max_tracked_jobs") or self.cfg.cluster.max_tracked_jobs
+        running = op.max_running_jobs or self.cfg.cluster.max_running_jobs
+        tracked = op.max_tracked_jobs or self.cfg.cluster.max_tracked_jobs
         if running and tracked and tracked < running:
             raise errors.OpPrereqError(
                 "max_tracked_jobs (%s) must not be below max_running_jobs (%s)" % (tracked, running), errors.ECODE_INVAL
             )
-        wanted = op.get("default_iallocator")
+        wanted = op.default_iallocator
         if wanted and wanted != allocator.BUILTIN and allocator.find_allocator(wanted, allocator.root_of(self)) is None:
             # as Ganeti: a default allocator must be installed where it is looked for
             raise errors.OpPrereqError("Invalid default iallocator script '%s' specified" % wanted,
                                        errors.ECODE_INVAL)
         instances = list(self.cfg.instances.values())
-        hypervisors = op.get("enabled_hypervisors")
+        hypervisors = op.enabled_hypervisors
         if hypervisors is not None:
             if not hypervisors:
                 raise errors.OpPrereqError("At least one hypervisor must be enabled", errors.ECODE_INVAL)
-            used = sorted({i.hypervisor for i in instances if i.hypervisor not in hypervisors})
+            used = sorted({i.hypervisor or "" for i in instances if i.hypervisor not in hypervisors})
             if used:
                 raise errors.OpPrereqError(
                     "Hypervisor(s) %s still used by instances" % ", ".join(used), errors.ECODE_STATE
                 )
-        data_collectors_changed({}, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
-        templates = op.get("enabled_disk_templates")
+        data_collectors_changed({}, op.enabled_data_collectors, op.data_collector_interval)
+        templates = op.enabled_disk_templates
         if templates is not None:
             if not templates:
                 raise errors.OpPrereqError("At least one disk template must be enabled", errors.ECODE_INVAL)
@@ -217,38 +216,49 @@ class LUClusterSetParams(LogicalUnit):
 
     def _changed(self, cluster: Any) -> Any:
         op = self.op
-        changes: dict[str, Any] = {name: op[name] for name in _SIMPLE if op.get(name) is not None}
-        if op.get("enabled_hypervisors") is not None:
-            changes["enabled_hypervisors"] = list(op["enabled_hypervisors"])
+        simple: dict[str, Any] = {
+            "candidate_pool_size": op.candidate_pool_size, "max_running_jobs": op.max_running_jobs,
+            "max_tracked_jobs": op.max_tracked_jobs, "file_storage_dir": op.file_storage_dir,
+            "shared_file_storage_dir": op.shared_file_storage_dir, "master_netdev": op.master_netdev,
+            "mac_prefix": op.mac_prefix, "maintain_node_health": op.maintain_node_health,
+            "modify_etc_hosts": op.modify_etc_hosts, "prealloc_wipe_disks": op.prealloc_wipe_disks,
+            "default_iallocator": op.default_iallocator,
+        }
+        changes = {name: value for name, value in simple.items() if value is not None}
+        if op.enabled_hypervisors is not None:
+            changes["enabled_hypervisors"] = list(op.enabled_hypervisors)
             hvparams = dict(cluster.hvparams)
-            for hv in op["enabled_hypervisors"]:
+            for hv in op.enabled_hypervisors:
                 # a hypervisor enabled after init gets the defaults init gives
                 hvparams[hv] = dict(copy.deepcopy(DEFAULT_HVPARAMS.get(hv, {})), **(hvparams.get(hv) or {}))
             changes["hvparams"] = hvparams
-        if op.get("enabled_disk_templates") is not None:
-            changes["enabled_disk_templates"] = list(op["enabled_disk_templates"])
-        if op.get("hvparams"):
+        if op.enabled_disk_templates is not None:
+            changes["enabled_disk_templates"] = list(op.enabled_disk_templates)
+        if op.hvparams:
             hvparams = dict(changes.get("hvparams", cluster.hvparams))
-            for hv, params in op["hvparams"].items():
+            for hv, params in op.hvparams.items():
                 hvparams[hv] = dict(hvparams.get(hv, {}), **params)
             changes["hvparams"] = hvparams
-        for name in ("beparams", "nicparams"):
-            if op.get(name):
+        for name, given in (("beparams", op.beparams), ("nicparams", op.nicparams)):
+            if given:
                 merged = dict(getattr(cluster, name))
-                merged["default"] = dict(merged.get("default", {}), **op[name])
+                merged["default"] = dict(merged.get("default", {}), **given)
                 changes[name] = merged
-        if op.get("ndparams"):
-            changes["ndparams"] = dict(cluster.ndparams, **op["ndparams"])
-        if op.get("diskparams"):
-            changes["diskparams"] = group_params.merged_nested(cluster.diskparams or {}, op["diskparams"])
-        if op.get("enabled_data_collectors") or op.get("data_collector_interval"):
+        if op.ndparams:
+            changes["ndparams"] = dict(cluster.ndparams, **op.ndparams)
+        if op.diskparams:
+            changes["diskparams"] = group_params.merged_nested(cluster.diskparams or {}, op.diskparams)
+        if op.enabled_data_collectors or op.data_collector_interval:
             changes["data_collectors"] = data_collectors_changed(
-                cluster.data_collectors, op.get("enabled_data_collectors"), op.get("data_collector_interval"))
+                cluster.data_collectors, op.enabled_data_collectors, op.data_collector_interval)
         return attrs.evolve(cluster, **changes) if changes else cluster
 
     def _ha_changes(self) -> dict[str, Any]:
         """The HA parameters (L{ganeti.ha.params}) this opcode changes."""
-        return {name: self.op[name] for name in ha_params.PARAMETERS if self.op.get(name) is not None}
+        op = self.op
+        given = {"liveness_timeout": op.liveness_timeout, "auto_failover": op.auto_failover,
+                 "failover_timeout": op.failover_timeout}
+        return {name: value for name, value in given.items() if value is not None}
 
     async def exec_(self, feedback: Feedback) -> Any:
         ha_changes = self._ha_changes()

@@ -29,6 +29,7 @@ from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance_utils import node_address
 from ganeti.objects import ConfigData, nice_sort, nice_sort_key
 from ganeti.opcodes.cluster import EXTSTORAGE_FIELDS
+from ganeti.opcodes.typed import OpExtStorageDiagnose
 from ganeti.rpc import procedures, wire
 
 #: seconds a node may take to list its providers
@@ -86,14 +87,14 @@ def rows(cfg: ConfigData, answers: Mapping[str, Any], fields: list[str], names: 
 
 
 @register
-class LUExtStorageDiagnose(LogicalUnit):
+class LUExtStorageDiagnose(LogicalUnit[OpExtStorageDiagnose]):
     """List the cluster's ExtStorage providers (see the module docstring)."""
 
     OP_ID = "OP_EXT_STORAGE_DIAGNOSE"
     REQ_BGL = False
 
     def check_arguments(self) -> None:
-        unknown = [f for f in self.op["output_fields"] if f not in EXTSTORAGE_FIELDS]
+        unknown = [f for f in self.op.output_fields if f not in EXTSTORAGE_FIELDS]
         if unknown:
             raise errors.OpPrereqError("Unknown output fields selected: %s" % ", ".join(unknown),
                                        errors.ECODE_INVAL)
@@ -113,4 +114,4 @@ class LUExtStorageDiagnose(LogicalUnit):
                                            result.fail_msg)
                 else:
                     answers[node.name or ""] = result.payload
-        return rows(cfg, answers, list(self.op["output_fields"]), list(self.op["names"]))
+        return rows(cfg, answers, list(self.op.output_fields), list(self.op.names))

@@ -4,7 +4,7 @@ L{ganeti.cmdlib.group_params})."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -23,6 +23,12 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.instance_utils import instance_nodes
 from ganeti.errors import UnknownEntity
 from ganeti.objects import ConfigData, NodeGroup, new_uuid, nice_sort
+from ganeti.opcodes.typed import OpGroupAdd, OpGroupAssignNodes, OpGroupRemove, OpGroupRename, OpGroupSetParams
+
+#: The opcodes of the LUs on one existing node group.
+_OneGroupLUOpT = TypeVar(
+    "_OneGroupLUOpT", bound=OpGroupAssignNodes | OpGroupRemove | OpGroupRename | OpGroupSetParams, covariant=True
+)
 
 DEFAULT_ALLOC_POLICY = "preferred"
 
@@ -34,7 +40,7 @@ def _check_name_free(cfg: Any, name: str, message: str) -> None:
 
 
 @register
-class LUGroupAdd(LogicalUnit):
+class LUGroupAdd(LogicalUnit[OpGroupAdd]):
     """Create a node group under a fresh UUID (its lock created and held)."""
 
     OP_ID = "OP_GROUP_ADD"
@@ -44,13 +50,13 @@ class LUGroupAdd(LogicalUnit):
         """The name (L{names.check_group_name}) and every parameter dict,
         typed by the checks OP_GROUP_SET_PARAMS uses."""
         op = self.op
-        op["group_name"] = names.check_group_name(op["group_name"])
+        self.op = op = attrs.evolve(op, group_name=names.check_group_name(op.group_name))
         self.params = {
-            "ndparams": gparams.check_ndparams(op.get("ndparams") or {}),
-            "diskparams": gparams.check_diskparams(op.get("diskparams") or {}),
-            "ipolicy": gparams.check_ipolicy(op.get("ipolicy") or {}),
-            "hv_state_static": gparams.check_hv_state(op.get("hv_state") or {}),
-            "disk_state_static": gparams.check_disk_state(op.get("disk_state") or {}),
+            "ndparams": gparams.check_ndparams(op.ndparams or {}),
+            "diskparams": gparams.check_diskparams(op.diskparams or {}),
+            "ipolicy": gparams.check_ipolicy(op.ipolicy or {}),
+            "hv_state_static": gparams.check_hv_state(op.hv_state or {}),
+            "disk_state_static": gparams.check_disk_state(op.disk_state or {}),
         }
 
     def expand_names(self) -> None:
@@ -59,15 +65,15 @@ class LUGroupAdd(LogicalUnit):
 
     def check_prereq(self) -> None:
         _check_name_free(
-            self.cfg, self.op["group_name"], "Desired group name '%s' already exists as a node group (UUID: %s)"
+            self.cfg, self.op.group_name, "Desired group name '%s' already exists as a node group (UUID: %s)"
         )
 
     async def exec_(self, feedback: Feedback) -> Any:
         group = NodeGroup(
-            name=self.op["group_name"],
+            name=self.op.group_name,
             uuid=self.group_uuid,
             members=[],
-            alloc_policy=self.op.get("alloc_policy") or DEFAULT_ALLOC_POLICY,
+            alloc_policy=self.op.alloc_policy or DEFAULT_ALLOC_POLICY,
             ndparams=gparams.merged({}, self.params["ndparams"]),
             diskparams=gparams.merged_nested({}, self.params["diskparams"]),
             ipolicy=gparams.merged_ipolicy({}, self.params["ipolicy"]),
@@ -79,26 +85,26 @@ class LUGroupAdd(LogicalUnit):
         return None
 
 
-class _OneGroupLU(LogicalUnit):
+class _OneGroupLU(LogicalUnit[_OneGroupLUOpT]):
     """An LU on one existing group, locked exclusively (BGL shared)."""
 
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        self.group_uuid = lookup_group(self.cfg, self.op["group_name"])
+        self.group_uuid = lookup_group(self.cfg, self.op.group_name)
         self.needed_locks[LEVEL_NODEGROUP] = [self.group_uuid]
 
     def _group(self) -> NodeGroup:
         group = self.cfg.nodegroups.get(self.group_uuid)
         if group is None:
             raise errors.OpExecError(
-                "Could not retrieve group '%s' (UUID: %s)" % (self.op["group_name"], self.group_uuid)
+                "Could not retrieve group '%s' (UUID: %s)" % (self.op.group_name, self.group_uuid)
             )
         return group
 
 
 @register
-class LUGroupRemove(_OneGroupLU):
+class LUGroupRemove(_OneGroupLU[OpGroupRemove]):
     """Remove a node group: it must have no nodes and not be the last one."""
 
     OP_ID = "OP_GROUP_REMOVE"
@@ -108,12 +114,12 @@ class LUGroupRemove(_OneGroupLU):
         members = nice_sort(n.uuid for n in self.cfg.nodes.values() if n.group == self.group_uuid)
         if members:
             raise errors.OpPrereqError(
-                "Group '%s' not empty, has the following nodes: %s" % (self.op["group_name"], ", ".join(members)),
+                "Group '%s' not empty, has the following nodes: %s" % (self.op.group_name, ", ".join(members)),
                 errors.ECODE_STATE,
             )
         if len(self.cfg.nodegroups) == 1:
             raise errors.OpPrereqError(
-                "Group '%s' is the only group, cannot be removed" % self.op["group_name"], errors.ECODE_STATE
+                "Group '%s' is the only group, cannot be removed" % self.op.group_name, errors.ECODE_STATE
             )
 
     async def exec_(self, feedback: Feedback) -> Any:
@@ -121,30 +127,30 @@ class LUGroupRemove(_OneGroupLU):
             await self.remove("nodegroup", self.group_uuid)
         except UnknownEntity:
             raise errors.OpExecError(
-                "Group '%s' with UUID %s disappeared" % (self.op["group_name"], self.group_uuid)
+                "Group '%s' with UUID %s disappeared" % (self.op.group_name, self.group_uuid)
             ) from None
         return None
 
 
 @register
-class LUGroupRename(_OneGroupLU):
+class LUGroupRename(_OneGroupLU[OpGroupRename]):
     """Rename a node group; returns the new name."""
 
     OP_ID = "OP_GROUP_RENAME"
 
     def check_arguments(self) -> None:
-        self.op["new_name"] = names.check_group_name(self.op["new_name"])
+        self.op = attrs.evolve(self.op, new_name=names.check_group_name(self.op.new_name))
 
     def check_prereq(self) -> None:
         self._group()
         _check_name_free(
-            self.cfg, self.op["new_name"], "Desired new name '%s' clashes with existing node group (UUID: %s)"
+            self.cfg, self.op.new_name, "Desired new name '%s' clashes with existing node group (UUID: %s)"
         )
 
     async def exec_(self, feedback: Feedback) -> Any:
         group = self._group()
-        await self.update("nodegroup", attrs.evolve(group, name=self.op["new_name"]))
-        return self.op["new_name"]
+        await self.update("nodegroup", attrs.evolve(group, name=self.op.new_name))
+        return self.op.new_name
 
 
 # --- OP_GROUP_ASSIGN_NODES -----------------------------------------------------------------
@@ -178,7 +184,7 @@ def split_instances(cfg: ConfigData, moves: dict[str, str]) -> tuple[list[str], 
 
 
 @register
-class LUGroupAssignNodes(_OneGroupLU):
+class LUGroupAssignNodes(_OneGroupLU[OpGroupAssignNodes]):
     """Move nodes into a group.
 
     Locks: the target group and the current groups of the nodes
@@ -193,13 +199,13 @@ class LUGroupAssignNodes(_OneGroupLU):
         super().expand_names()
         uuids: list[str] = []
         names: list[str] = []
-        for name in self.op["nodes"]:
+        for name in self.op.nodes:
             node = expand_node(self.cfg, name)
             if node.uuid not in uuids:
                 uuids.append(node.uuid or "")
                 names.append(node.name or "")
         self.node_uuids = uuids
-        self.op["node_uuids"], self.op["nodes"] = uuids, names
+        self.op = attrs.evolve(self.op, node_uuids=uuids, nodes=names)
         self.needed_locks[LEVEL_NODE] = list(uuids)
 
     def _current_groups(self) -> set[str]:
@@ -212,7 +218,7 @@ class LUGroupAssignNodes(_OneGroupLU):
 
     def check_prereq(self) -> None:
         self._group()
-        for uuid, name in zip(self.node_uuids, self.op["nodes"]):
+        for uuid, name in zip(self.node_uuids, self.op.nodes):
             if uuid not in self.cfg.nodes:
                 raise errors.OpPrereqError("Node '%s' not known" % name, errors.ECODE_NOENT)
         expected = {self.group_uuid} | self._current_groups()
@@ -224,7 +230,7 @@ class LUGroupAssignNodes(_OneGroupLU):
             )
         self.moves = {u: self.group_uuid for u in self.node_uuids if self.cfg.nodes[u].group != self.group_uuid}
         self.new_splits, self.still_split = split_instances(self.cfg, self.moves)
-        if self.new_splits and not self.op["force"]:
+        if self.new_splits and not self.op.force:
             raise errors.OpPrereqError(
                 "The following instances get split by this change and --force was not given: %s"
                 % ", ".join(self.new_splits), errors.ECODE_STATE
@@ -249,7 +255,7 @@ class LUGroupAssignNodes(_OneGroupLU):
 
 
 @register
-class LUGroupSetParams(_OneGroupLU):
+class LUGroupSetParams(_OneGroupLU[OpGroupSetParams]):
     """Change a group's allocation policy, node, disk and instance policy
     parameters and static hypervisor/disk state.
 
@@ -260,17 +266,16 @@ class LUGroupSetParams(_OneGroupLU):
     """
 
     OP_ID = "OP_GROUP_SET_PARAMS"
-    _KEYS = ("alloc_policy", "ndparams", "diskparams", "hv_state", "disk_state", "ipolicy")
-
     def check_arguments(self) -> None:
         op = self.op
-        if all(op.get(key) is None for key in self._KEYS):
+        if all(value is None for value in (op.alloc_policy, op.ndparams, op.diskparams, op.hv_state,
+                                           op.disk_state, op.ipolicy)):
             raise errors.OpPrereqError("Please pass at least one modification", errors.ECODE_INVAL)
-        self.nd = gparams.check_ndparams(op.get("ndparams") or {})
-        self.disk = gparams.check_diskparams(op.get("diskparams") or {})
-        self.ipol = gparams.check_ipolicy(op.get("ipolicy") or {})
-        self.hv_state = gparams.check_hv_state(op.get("hv_state") or {})
-        self.disk_state = gparams.check_disk_state(op.get("disk_state") or {})
+        self.nd = gparams.check_ndparams(op.ndparams or {})
+        self.disk = gparams.check_diskparams(op.diskparams or {})
+        self.ipol = gparams.check_ipolicy(op.ipolicy or {})
+        self.hv_state = gparams.check_hv_state(op.hv_state or {})
+        self.disk_state = gparams.check_disk_state(op.disk_state or {})
 
     def check_prereq(self) -> None:
         group = self._group()
@@ -281,22 +286,22 @@ class LUGroupSetParams(_OneGroupLU):
         op = self.op
         changes: dict[str, Any] = {}
         result: list[list[Any]] = []
-        if op.get("alloc_policy") is not None:
-            changes["alloc_policy"] = op["alloc_policy"]
-            result.append(["alloc_policy", op["alloc_policy"]])
-        if op.get("ndparams"):  # as Ganeti: an empty dict changes nothing
+        if op.alloc_policy is not None:
+            changes["alloc_policy"] = op.alloc_policy
+            result.append(["alloc_policy", op.alloc_policy])
+        if op.ndparams:  # as Ganeti: an empty dict changes nothing
             changes["ndparams"] = gparams.merged(group.ndparams or {}, self.nd)
             result.append(["ndparams", str(changes["ndparams"])])
-        if op.get("diskparams"):
+        if op.diskparams:
             changes["diskparams"] = gparams.merged_nested(group.diskparams or {}, self.disk)
             result.append(["diskparams", str(changes["diskparams"])])
-        if op.get("ipolicy"):
+        if op.ipolicy:
             changes["ipolicy"] = gparams.merged_ipolicy(group.ipolicy or {}, self.ipol)
             result.append(["ipolicy", str(changes["ipolicy"])])
-        if op.get("hv_state"):
+        if op.hv_state:
             changes["hv_state_static"] = gparams.merged_nested(group.hv_state_static or {}, self.hv_state)
             result.append(["hv_state", str(changes["hv_state_static"])])
-        if op.get("disk_state"):
+        if op.disk_state:
             changes["disk_state_static"] = gparams.merged_disk_state(group.disk_state_static or {},
                                                                      self.disk_state)
             result.append(["disk_state", str(changes["disk_state_static"])])

@@ -68,7 +68,7 @@ def _invalid(message: str) -> errors.OpPrereqError:
 
 
 def _is_default(value: Any) -> bool:
-    return value == VALUE_DEFAULT or value == [VALUE_DEFAULT]
+    return bool(value == VALUE_DEFAULT or value == [VALUE_DEFAULT])
 
 
 def _dict(value: Any, what: str) -> dict[str, Any]:

@@ -21,12 +21,12 @@ IP_CHECK_TIMEOUT = 1.0
 IP_CHECK_PORT = ports.NODED
 
 
-def check_ip_needs_name(op: Any, message: str) -> None:
+def check_ip_needs_name(ip_check: bool, name_check: bool, message: str) -> None:
     """Refuse C{ip_check} without C{name_check} (with the LU's own message).
 
     @raise errors.OpPrereqError: (C{ECODE_INVAL}).
     """
-    if op["ip_check"] and not op["name_check"]:
+    if ip_check and not name_check:
         raise errors.OpPrereqError(message, errors.ECODE_INVAL)
 
 

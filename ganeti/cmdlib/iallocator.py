@@ -249,8 +249,10 @@ def _instance_data(cfg: ConfigData) -> dict[str, Any]:
                 entry["bridge"] = filled.get("link")
             nics.append(entry)
         template = inst.disk_template or "diskless"
-        disk_list = [{"dev_type": d.dev_type or template, "size": d.size or 0, "mode": d.mode or "rw",
-                      "spindles": d.spindles} for d in disks]
+        disk_list: list[dict[str, Any]] = [
+            {"dev_type": d.dev_type or template, "size": d.size or 0, "mode": d.mode or "rw", "spindles": d.spindles}
+            for d in disks
+        ]
         out[inst.name or inst.uuid or "?"] = {
             "tags": list(inst.tags),
             "admin_state": inst.admin_state,

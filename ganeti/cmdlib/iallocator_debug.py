@@ -26,6 +26,7 @@ from ganeti.cmdlib import allocator, iallocator
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.objects import ConfigData, Instance
+from ganeti.opcodes.typed import OpTestAllocator
 
 #: disk templates whose instances Ganeti can relocate (C{DTS_MIRRORED} here)
 RELOCATABLE = frozenset(["sharedfile", "diskless"])
@@ -41,20 +42,20 @@ def _check_disks(disks: Any) -> list[dict[str, Any]]:
     return [dict(row) for row in disks or []]
 
 
-def alloc_request(op: dict[str, Any], name: str, hypervisor: str) -> iallocator.AllocateRequest:
+def alloc_request(op: OpTestAllocator, name: str, hypervisor: str) -> iallocator.AllocateRequest:
     """The C{allocate} request of one new instance."""
     return iallocator.AllocateRequest(
         name=name,
-        memory=op.get("memory") or 0,
-        vcpus=op.get("vcpus") or 0,
-        disk_template=op.get("disk_template") or "diskless",
-        disks=_check_disks(op.get("disks")),
-        nics=[dict(n) for n in op.get("nics") or []],
+        memory=op.memory or 0,
+        vcpus=op.vcpus or 0,
+        disk_template=op.disk_template or "diskless",
+        disks=_check_disks(op.disks),
+        nics=[dict(n) for n in op.nics or []],
         hypervisor=hypervisor,
-        os=op.get("os") or "",
-        tags=list(op.get("tags") or []),
-        spindle_use=op.get("spindle_use", 1),
-        group_name=op.get("group_name"),
+        os=op.os or "",
+        tags=list(op.tags or []),
+        spindle_use=op.spindle_use,
+        group_name=op.group_name,
     )
 
 
@@ -79,34 +80,34 @@ class MultiAllocateRequest:
         return []
 
 
-def build_request(cfg: ConfigData, op: dict[str, Any]) -> Any:
+def build_request(cfg: ConfigData, op: OpTestAllocator) -> Any:
     """The iallocator request (L{ganeti.cmdlib.iallocator}) for C{op}'s mode (pure).
 
     @raise errors.OpPrereqError: the opcode does not make a valid request
     """
-    mode = op["mode"]
-    hypervisor = op.get("hypervisor") or (cfg.cluster.enabled_hypervisors or ["fake"])[0]
+    mode = op.mode
+    hypervisor = op.hypervisor or (cfg.cluster.enabled_hypervisors or ["fake"])[0]
     if mode in ("allocate", "multi-allocate"):
-        name = op["name"]
+        name = op.name
         if cfg.find_instance(name) is not None:
             raise errors.OpPrereqError("Instance '%s' already in the cluster" % name, errors.ECODE_EXISTS)
         if mode == "allocate":
             return alloc_request(op, name, hypervisor)
         return MultiAllocateRequest([alloc_request(op, "%s%d" % (name, index), hypervisor)
-                                     for index in range(op["count"])])
+                                     for index in range(op.count)])
     if mode == "relocate":
-        inst = _instance(cfg, op["name"])
+        inst = _instance(cfg, op.name)
         if inst.disk_template not in RELOCATABLE:
             raise errors.OpPrereqError("Can't relocate non-mirrored instances", errors.ECODE_INVAL)
         return iallocator.RelocateRequest(
             name=inst.name or "", relocate_from=[iu.node_name(cfg, u) for u in iu.secondary_nodes(cfg, inst)])
     if mode in ("node-evacuate", "change-group"):
-        if not op.get("instances"):
+        if not op.instances:
             raise errors.OpPrereqError("Missing instances", errors.ECODE_INVAL)
-        names = [_instance(cfg, name).name or "" for name in op["instances"]]
+        names = [_instance(cfg, name).name or "" for name in op.instances]
         if mode == "node-evacuate":
-            return iallocator.NodeEvacRequest(instances=names, evac_mode=op.get("evac_mode") or "all")
-        return iallocator.ChangeGroupRequest(instances=names, target_groups=list(op.get("target_groups") or []))
+            return iallocator.NodeEvacRequest(instances=names, evac_mode=op.evac_mode or "all")
+        return iallocator.ChangeGroupRequest(instances=names, target_groups=list(op.target_groups or []))
     raise errors.OpPrereqError("Invalid test allocator mode '%s'" % mode, errors.ECODE_INVAL)
 
 
@@ -130,7 +131,7 @@ def builtin_output(request: Any, states: list[allocator.NodeState]) -> str:
 
 
 @register
-class LUTestAllocator(LogicalUnit):
+class LUTestAllocator(LogicalUnit[OpTestAllocator]):
     """See the module docstring.  Reads only: the BGL shared, no other lock."""
 
     OP_ID = "OP_TEST_ALLOCATOR"
@@ -138,7 +139,7 @@ class LUTestAllocator(LogicalUnit):
 
     def check_prereq(self) -> None:
         self.request = build_request(self.cfg, self.op)
-        if self.op["direction"] == "out" and not self.op.get("iallocator"):
+        if self.op.direction == "out" and not self.op.iallocator:
             raise errors.OpPrereqError("Missing allocator name", errors.ECODE_INVAL)
 
     async def _states(self, hypervisor: str, template: str) -> list[allocator.NodeState]:
@@ -148,13 +149,13 @@ class LUTestAllocator(LogicalUnit):
 
     async def exec_(self, feedback: Feedback) -> Any:
         cfg = self.cfg
-        hypervisor = self.op.get("hypervisor") or (cfg.cluster.enabled_hypervisors or ["fake"])[0]
-        template = self.op.get("disk_template") or "diskless"
+        hypervisor = self.op.hypervisor or (cfg.cluster.enabled_hypervisors or ["fake"])[0]
+        template = self.op.disk_template or "diskless"
         states = await self._states(hypervisor, template)
         text = serializer.dumps(allocator.build_input(cfg, self.request, states)).decode("utf-8")
-        if self.op["direction"] == "in":
+        if self.op.direction == "in":
             return text
-        name, executable = allocator.resolve(self.op["iallocator"], None, allocator.root_of(self))
+        name, executable = allocator.resolve(self.op.iallocator, None, allocator.root_of(self))
         if executable is None:
             return builtin_output(self.request, states)
         args = allocator.option_args(cfg.cluster.default_iallocator_params, self.request.extra_args())
@@ -177,4 +178,5 @@ async def run_allocator(name: str, executable: str, text: str, args: list[str], 
     if code != 0:
         raise errors.OpExecError("Allocator '%s' failed (exit code %s): %s"
                                  % (name, code, (err or out).decode("utf-8", "replace").strip()[-500:]))
-    return out.decode("utf-8", "replace")
+    answer: str = out.decode("utf-8", "replace")
+    return answer

@@ -65,6 +65,7 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.tags import TagError, validate_tag
 from ganeti.errors import MacInUse
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
+from ganeti.opcodes.typed import OpCode, OpInstanceCreate, OpInstanceRemove
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -109,7 +110,7 @@ def instance_dir_name(cfg: ConfigData, base: str, name: str, uuid: str) -> str:
     return name
 
 
-async def check_os(lu: LogicalUnit, node_uuid: str, os_type: str, osparams: dict[str, Any],
+async def check_os(lu: LogicalUnit[OpCode], node_uuid: str, os_type: str, osparams: dict[str, Any],
                    force_variant: bool) -> None:
     """Refuse an OS the node does not have (or a bad variant, or unknown
     parameters), from the node's C{os_diagnose}."""
@@ -143,7 +144,7 @@ async def check_os(lu: LogicalUnit, node_uuid: str, os_type: str, osparams: dict
 
 
 @register
-class LUInstanceCreate(LogicalUnit):
+class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     """Create an instance (see the module docstring).  Result: the names of
     the instance's nodes (its primary)."""
 
@@ -153,100 +154,101 @@ class LUInstanceCreate(LogicalUnit):
     # --- arguments ---------------------------------------------------------------
     def check_arguments(self) -> None:
         op = self.op
-        self.importing = op["mode"] == "import"
+        self.importing = op.mode == "import"
         self.remote_source: str | None = None
-        if op["mode"] == "remote-import":
+        if op.mode == "remote-import":
             self.remote_source = backup_remote.check_import(self, op)
         self.export: Any = None
         if self.importing:
-            if not op.get("src_path"):
+            if not op.src_path:
                 raise errors.OpPrereqError("An import needs the export's name or path (src_path)", errors.ECODE_INVAL)
-            op["instance_name"] = names.normalize_hostname(op["instance_name"], "instance name")
+            self.op = attrs.evolve(op, instance_name=names.normalize_hostname(op.instance_name, "instance name"))
             return  # the rest is checked once the export is read (probe)
         self._check_spec()
 
     def _check_spec(self) -> None:
         op, cfg = self.op, self.cfg
-        if op["forthcoming"] or op["commit"]:
+        if op.forthcoming or op.commit:
             raise errors.OpPrereqError("Forthcoming instances are not supported", errors.ECODE_INVAL)
-        if op["instance_communication"]:
+        if op.instance_communication:
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
-        if op.get("pnode") and op.get("iallocator"):
+        if op.pnode and op.iallocator:
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
-        hostcheck.check_ip_needs_name(op, "Cannot do IP address check without a name check")
-        op["instance_name"] = names.normalize_hostname(op["instance_name"], "instance name")
-        template = op.get("disk_template") or next(iter(cfg.cluster.enabled_disk_templates or []), None)
+        hostcheck.check_ip_needs_name(op.ip_check, op.name_check, "Cannot do IP address check without a name check")
+        self.op = op = attrs.evolve(op, instance_name=names.normalize_hostname(op.instance_name, "instance name"))
+        template = op.disk_template or next(iter(cfg.cluster.enabled_disk_templates or []), None)
         if template not in iu.SUPPORTED_TEMPLATES:
             raise errors.OpPrereqError(
                 "Disk template '%s' is not supported (supported: %s)" % (template, ", ".join(iu.SUPPORTED_TEMPLATES)),
                 errors.ECODE_INVAL,
             )
         self.template = template
-        self.disks = [ext_disks.check_disk(template, d, i) for i, d in enumerate(op["disks"])]
+        self.disks = [ext_disks.check_disk(template, d, i) for i, d in enumerate(op.disks)]
         if template == iu.DT_DISKLESS and self.disks:
             raise errors.OpPrereqError("Disk template diskless takes no disks", errors.ECODE_INVAL)
         if template != iu.DT_DISKLESS and not self.disks:
             raise errors.OpPrereqError("Disk template %s needs at least one disk" % template, errors.ECODE_INVAL)
         for disk in self.disks:
             disk.setdefault("mode", "rw")
-        self.nics = [params.check_nic(cfg, n, i) for i, n in enumerate(op["nics"])]
-        subdir = op.get("file_storage_dir")
+        self.nics = [params.check_nic(cfg, n, i) for i, n in enumerate(op.nics)]
+        subdir = op.file_storage_dir
         if subdir is not None and (os.path.isabs(subdir) or ".." in subdir.split("/")):
             raise errors.OpPrereqError("file_storage_dir must be a relative path without '..': %r" % subdir,
                                        errors.ECODE_INVAL)
-        for tag in op["tags"]:
+        for tag in op.tags:
             try:
                 validate_tag(tag)
             except TagError as e:
                 raise errors.OpPrereqError("Invalid tag %r: %s" % (tag, e), errors.ECODE_INVAL) from None
-        self.hypervisor = op.get("hypervisor") or next(iter(cfg.cluster.enabled_hypervisors or []), None)
-        if not self.hypervisor:
+        hypervisor = op.hypervisor or next(iter(cfg.cluster.enabled_hypervisors or []), None)
+        if not hypervisor:
             raise errors.OpPrereqError("No hypervisor given and none enabled in the cluster", errors.ECODE_STATE)
-        self.beparams = {k: v for k, v in params.check_beparams(op["beparams"]).items() if v is not params.DEFAULT}
-        self.hvparams = {k: v for k, v in params.check_hvparams(self.hypervisor, op["hvparams"]).items()
+        self.hypervisor: str = hypervisor
+        self.beparams = {k: v for k, v in params.check_beparams(op.beparams).items() if v is not params.DEFAULT}
+        self.hvparams = {k: v for k, v in params.check_hvparams(self.hypervisor, op.hvparams).items()
                          if v is not params.DEFAULT}
-        self.osparams = {k: v for k, v in params.check_osparams(op["osparams"]).items() if v is not params.DEFAULT}
-        self.osparams_private = params.check_osparams(op.get("osparams_private") or {}, allow_default=False)
-        self.osparams_secret = params.check_osparams(op.get("osparams_secret") or {}, allow_default=False)
-        if op["identify_defaults"]:
+        self.osparams = {k: v for k, v in params.check_osparams(op.osparams).items() if v is not params.DEFAULT}
+        self.osparams_private = params.check_osparams(op.osparams_private or {}, allow_default=False)
+        self.osparams_secret = params.check_osparams(op.osparams_secret or {}, allow_default=False)
+        if op.identify_defaults:
             cluster = cfg.cluster
             self.beparams = params.without_defaults(self.beparams, (cluster.beparams or {}).get("default") or {})
             self.hvparams = params.without_defaults(self.hvparams, (cluster.hvparams or {}).get(self.hypervisor) or {})
-        self.no_install = bool(op.get("no_install"))
-        if not op.get("os_type") and not self.no_install:
+        self.no_install = bool(op.no_install)
+        if not op.os_type and not self.no_install:
             raise errors.OpPrereqError("No guest OS specified (os_type), and no_install is not set", errors.ECODE_INVAL)
 
     async def resolve(self) -> None:
         """With C{name_check}, the name must resolve (it becomes the
         canonical name) and, with C{ip_check}, its address must not answer."""
         op = self.op
-        if op["name_check"]:
-            op["instance_name"] = await hostcheck.checked_hostname(self.ctx.net, op["instance_name"], "instance name",
-                                                                   op["ip_check"])
+        if op.name_check:
+            name = await hostcheck.checked_hostname(self.ctx.net, op.instance_name, "instance name", op.ip_check)
+            self.op = attrs.evolve(op, instance_name=name)
 
     # --- locks -----------------------------------------------------------------------
     def expand_names(self) -> None:
         op, cfg = self.op, self.cfg
-        name = op["instance_name"]
+        name = op.instance_name
         if cfg.find_instance(name) is not None:
             raise errors.OpPrereqError("Instance '%s' is already in the cluster" % name, errors.ECODE_EXISTS)
         self.add_locks[LEVEL_INSTANCE] = [name]
         self.share_locks[LEVEL_NODEGROUP] = True
-        self.allocating = not op.get("pnode")
+        self.allocating = not op.pnode
         if not self.allocating:
-            node = expand_node(cfg, op["pnode"])
-            op["pnode"], op["pnode_uuid"] = node.name, node.uuid
+            node = expand_node(cfg, op.pnode or "")
+            self.op = attrs.evolve(op, pnode=node.name, pnode_uuid=node.uuid or "")
             self.needed_locks[LEVEL_NODEGROUP] = [node.group]
             self.needed_locks[LEVEL_NODE] = [node.uuid]
             self.needed_locks[LEVEL_NODE_RES] = [node.uuid]
             return
-        group = lookup_group(cfg, op["group_name"]) if op.get("group_name") else None
+        group = lookup_group(cfg, op.group_name) if op.group_name else None
         self.group = group
         # the node-allocation lock: allocations that lock every node hold it
         # exclusively, opportunistic ones share it; released once placed
         self.needed_locks[LEVEL_NODE_ALLOC] = [NAL_MEMBER]
-        self.share_locks[LEVEL_NODE_ALLOC] = bool(op["opportunistic_locking"])
-        if op["opportunistic_locking"]:
+        self.share_locks[LEVEL_NODE_ALLOC] = bool(op.opportunistic_locking)
+        if op.opportunistic_locking:
             self.needed_locks[LEVEL_NODE] = candidate_nodes(cfg, group)
             self.opportunistic_locks[LEVEL_NODE] = True
         elif group is not None:
@@ -263,10 +265,10 @@ class LUInstanceCreate(LogicalUnit):
         those instead of failing on a busy node that has none.  When no
         node has room, fail at once (waiting would not help)."""
         if self.importing and self.export is None:
-            self.export = await backup.read_export(self, self.op.get("src_node"), self.op["src_path"])
-            backup.fill_from_export(self.op, self.cfg, self.export)
+            self.export = await backup.read_export(self, self.op.src_node, self.op.src_path or "")
+            self.op = backup.fill_from_export(self.op, self.cfg, self.export)
             self._check_spec()
-        if not (self.allocating and self.op["opportunistic_locking"]):
+        if not (self.allocating and self.op.opportunistic_locking):
             return
         request = self._request()
         states = await self._node_states(self.needed_locks[LEVEL_NODE])
@@ -286,7 +288,7 @@ class LUInstanceCreate(LogicalUnit):
     # --- checks ------------------------------------------------------------------------
     def check_prereq(self) -> None:
         op, cfg = self.op, self.cfg
-        name = op["instance_name"]
+        name = op.instance_name
         if cfg.find_instance(name) is not None:
             raise errors.OpPrereqError("Instance '%s' is already in the cluster" % name, errors.ECODE_EXISTS)
         cluster = cfg.cluster
@@ -312,7 +314,7 @@ class LUInstanceCreate(LogicalUnit):
         if self.template == ext_disks.DT_BLOCK and self.allocating:
             raise errors.OpPrereqError("Disk adoption is not possible with an allocator", errors.ECODE_INVAL)
         if not self.allocating:
-            pnode = op["pnode_uuid"]
+            pnode = op.pnode_uuid or ""
             if self.template == iu.DT_RBD:  # refuse bad rbd parameters before anything happens
                 rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
             iu.check_node_online(cfg, pnode)
@@ -326,7 +328,7 @@ class LUInstanceCreate(LogicalUnit):
             wanted = set(candidate_nodes(cfg, self.group))
             self.candidates = sorted(wanted & self.owned_locks(LEVEL_NODE))
             if not self.candidates:
-                if self.op["opportunistic_locking"]:
+                if self.op.opportunistic_locking:
                     raise errors.OpPrereqError("No free node to place instance %s on (all are locked)" % name,
                                                errors.ECODE_TEMP_NORES)
                 raise errors.OpPrereqError("No node can host instance %s (online, vm capable and not drained)"
@@ -334,9 +336,9 @@ class LUInstanceCreate(LogicalUnit):
 
     # --- execution --------------------------------------------------------------------
     def _request(self) -> allocator.Request:
-        probe = Instance(name=self.op["instance_name"], hypervisor=self.hypervisor, beparams=self.beparams)
+        probe = Instance(name=self.op.instance_name, hypervisor=self.hypervisor, beparams=self.beparams)
         return allocator.Request(
-            name=self.op["instance_name"],
+            name=self.op.instance_name,
             memory=iu.instance_memory(self.cfg, probe),
             vcpus=iu.instance_vcpus(self.cfg, probe),
             disk_template=self.template,
@@ -345,8 +347,8 @@ class LUInstanceCreate(LogicalUnit):
             nics=[{"mac": n["mac"], "ip": n.get("ip"), "network": n.get("network"), "name": n.get("name"),
                    "nicparams": dict(n["nicparams"])} for n in self.nics],
             hypervisor=self.hypervisor,
-            os=self.op.get("os_type") or "",
-            tags=list(self.op["tags"]),
+            os=self.op.os_type or "",
+            tags=list(self.op.tags),
             spindle_use=int(rpc_inst.filled_beparams(self.cfg, probe).get("spindle_use") or 1),
             group_name=self.cfg.nodegroups[self.group].name if self.group in self.cfg.nodegroups else None,
         )
@@ -355,7 +357,7 @@ class LUInstanceCreate(LogicalUnit):
         """Choose the primary node among the candidates; returns its uuid."""
         cfg = self.cfg
         request = self._request()
-        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
+        name, executable = allocator.resolve(self.op.iallocator, cfg.cluster.default_iallocator,
                                              allocator.root_of(self))
         states = await self._node_states(self.candidates)
         if executable is None:
@@ -370,7 +372,7 @@ class LUInstanceCreate(LogicalUnit):
             chosen = placement.node.uuid
         else:
             by_name = {iu.node_name(cfg, u): u for u in self.candidates}
-            if self.op["opportunistic_locking"]:  # as Ganeti: the node white list
+            if self.op.opportunistic_locking:  # as Ganeti: the node white list
                 request = attrs.evolve(request, restrict_to=sorted(by_name))
             chosen = await allocator.choose_node(cfg, name, executable, request, states, by_name,
                                                  request.required_nodes, self.ctx.clock)
@@ -392,7 +394,7 @@ class LUInstanceCreate(LogicalUnit):
 
     def _build(self, pnode: str) -> tuple[Instance, list[Disk]]:
         cfg, op = self.cfg, self.op
-        name = op["instance_name"]
+        name = op.instance_name
         uuid = new_uuid()
         disks: list[Disk] = []
         base = storage_dir(cfg, self.template)
@@ -401,10 +403,10 @@ class LUInstanceCreate(LogicalUnit):
         elif self.template in ext_disks.TEMPLATES:
             disks = ext_disks.new_disks(cfg, self.template, self.disks)
         elif base is not None:
-            if op.get("file_storage_dir"):
-                base = os.path.join(base, op["file_storage_dir"])
+            if op.file_storage_dir:
+                base = os.path.join(base, op.file_storage_dir)
             dirname = instance_dir_name(cfg, base, name, uuid)
-            driver = op.get("file_driver") or DEFAULT_FILE_DRIVER
+            driver = op.file_driver or DEFAULT_FILE_DRIVER
             for index, spec in enumerate(self.disks):
                 disks.append(Disk(
                     uuid=new_uuid(), name=spec.get("name"), dev_type=self.template,
@@ -412,12 +414,12 @@ class LUInstanceCreate(LogicalUnit):
                     iv_name="disk/%d" % index, size=spec["size"], mode=spec["mode"], params={},
                 ))
         inst = Instance(
-            name=name, uuid=uuid, primary_node=pnode, os=op.get("os_type") or "", hypervisor=self.hypervisor,
+            name=name, uuid=uuid, primary_node=pnode, os=op.os_type or "", hypervisor=self.hypervisor,
             hvparams=self.hvparams, beparams=self.beparams, osparams=self.osparams,
             osparams_private=self.osparams_private,
             admin_state=iu.ADMIN_DOWN, admin_state_source=iu.ADMIN_SOURCE_ADMIN,
             nics=self._make_nics(), disks=[d.uuid for d in disks], disk_template=self.template,  # type: ignore[misc]
-            disks_active=False, tags=list(op["tags"]),
+            disks_active=False, tags=list(op.tags),
         )
         return inst, disks
 
@@ -437,7 +439,8 @@ class LUInstanceCreate(LogicalUnit):
         """Add C{inst}; draw new automatic MACs when a parallel creation took them."""
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.add("instance", inst, disks=disks)
+                stored: Instance = await self.add("instance", inst, disks=disks)
+                return stored
             except MacInUse as e:
                 automatic = [n["mac"] in (params.MAC_AUTO, params.MAC_GENERATE) for n in self.nics]
                 if not any(automatic) or attempt == MAC_ATTEMPTS - 1:
@@ -471,12 +474,12 @@ class LUInstanceCreate(LogicalUnit):
             pnode = await self._allocate()
             await self._narrow_locks(pnode)
         else:
-            pnode = op["pnode_uuid"]
-        if op.get("os_type"):
-            await check_os(self, pnode, op["os_type"], self.osparams, op["force_variant"])
+            pnode = op.pnode_uuid or ""
+        if op.os_type:
+            await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
         await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
-        if op["start"] and not self.allocating:
+        if op.start and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), self.hypervisor)
         inst = await self._allocate_port(inst)
@@ -490,24 +493,24 @@ class LUInstanceCreate(LogicalUnit):
                                    what="create disk %s of instance %s" % (disk.iv_name, inst.name))
                 created.append(disk)
             if self.remote_source is not None:
-                transfer.check_compression(self, op["compress"])
+                transfer.check_compression(self, op.compress)
                 await self.feedback("* importing instance disks from instance %s of another cluster..."
-                                    % op["source_instance_name"])
+                                    % op.source_instance_name)
                 await backup_remote.remote_import(self, self.cfg.instances.get(inst.uuid or "", inst), pnode,
-                                                  self.remote_source, op["compress"])
+                                                  self.remote_source, op.compress)
             elif self.importing:
-                transfer.check_compression(self, op["compress"])
+                transfer.check_compression(self, op.compress)
                 await self.feedback("* importing instance disks from export %s on node %s..."
                                     % (self.export.name, iu.node_name(self.cfg, self.export.node_uuid)))
                 await backup.import_disks(self, self.export, self.cfg.instances.get(inst.uuid or "", inst), pnode,
-                                          op["compress"])
+                                          op.compress)
             elif not self.no_install:
                 await self.feedback("* running the instance OS create scripts...")
                 osp = dict(self.osparams_secret) if self.osparams_secret else None
                 data = rpc_inst.encode_instance(self.cfg, inst, osp=osp)
-                await iu.call_node(self, pnode, procedures.instance_os_add.call(data, False, op.get("debug_level") or 0),
+                await iu.call_node(self, pnode, procedures.instance_os_add.call(data, False, op.debug_level or 0),
                                    what="add os for instance %s" % inst.name)
-            if op["start"]:
+            if op.start:
                 await self.feedback("* starting instance...")
                 current = self.cfg.instances.get(inst.uuid or "", inst)
                 inst = await self.update("instance", attrs.evolve(
@@ -549,7 +552,7 @@ class LUInstanceCreate(LogicalUnit):
 
 
 @register
-class LUInstanceRemove(LogicalUnit):
+class LUInstanceRemove(LogicalUnit[OpInstanceRemove]):
     """Remove an instance: stop it, remove its disks, drop it from the config.
 
     The steps, in this order, so that a job killed between any two of
@@ -573,14 +576,14 @@ class LUInstanceRemove(LogicalUnit):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        inst = iu.expand_instance(self.cfg, self.op["instance_name"])
-        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.needed_locks[LEVEL_NODE] = []
         self.needed_locks[LEVEL_NODE_RES] = []
 
     def declare_locks(self, level: str) -> None:
-        inst = self.cfg.instances.get(self.op["instance_uuid"])
+        inst = self.cfg.instances.get(self.op.instance_uuid or "")
         if inst is None:
             return
         if level == LEVEL_NODE:
@@ -589,34 +592,9 @@ class LUInstanceRemove(LogicalUnit):
             self.needed_locks[LEVEL_NODE_RES] = list(self.acquired.get(LEVEL_NODE) or [])
 
     def check_prereq(self) -> None:
-        self.instance = iu.current_instance(self.cfg, self.op["instance_uuid"], self.op["instance_name"])
+        self.instance = iu.current_instance(self.cfg, self.op.instance_uuid, self.op.instance_name)
 
     async def exec_(self, feedback: Feedback) -> Any:
-        inst, op = self.instance, self.op
-        pnode = inst.primary_node or ""
-        if inst.admin_state == iu.ADMIN_UP:
-            inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN)
-        await self.log_info("Shutting down instance %s on node %s", inst.name, iu.node_name(self.cfg, pnode))
-        result = await iu.call_node_result(
-            self, pnode, procedures.instance_shutdown.call(
-                rpc_inst.encode_instance(self.cfg, inst), op["shutdown_timeout"], iu.reason_trail(self),
-            ).within(iu.TMO_START + op["shutdown_timeout"]))
-        if result.failed:
-            message = "Could not shutdown instance %s on node %s: %s" % (inst.name, iu.node_name(self.cfg, pnode),
-                                                                         result.fail_msg)
-            if not op["ignore_failures"]:
-                raise errors.OpExecError(message)
-            await self.log_warning("%s", message)
-        await self.log_info("Removing block devices for instance %s", inst.name)
-        problems = []
-        for disk in rpc_inst.instance_disks(self.cfg, inst):
-            for node in disk.nodes or [pnode]:
-                problems += await iu.remove_disks(self, node, [disk])
-        if problems:
-            if not op["ignore_failures"]:
-                raise errors.OpExecError("Can't remove instance's disks: %s" % "; ".join(problems))
-            for problem in problems:
-                await self.log_warning("%s", problem)
-        await self.log_info("Removing instance %s out of cluster config", inst.name)
-        await self.remove("instance", inst.uuid or "")
+        op = self.op
+        await iu.remove_instance(self, self.instance, op.shutdown_timeout, op.ignore_failures, iu.reason_trail(self))
         return None

@@ -39,6 +39,7 @@ from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODE_RES, Feedback, register
 from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.objects import Disk
+from ganeti.opcodes.typed import OpInstanceGrowDisk
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures, wire
 from ganeti.units import format_unit
@@ -57,7 +58,7 @@ def _h(mib: int) -> str:
 
 
 @register
-class LUInstanceGrowDisk(InstanceLU):
+class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
     """Grow a disk of an instance (see the module docstring)."""
 
     OP_ID = "OP_INSTANCE_GROW_DISK"
@@ -68,7 +69,7 @@ class LUInstanceGrowDisk(InstanceLU):
         self.needed_locks[LEVEL_NODE_RES] = []
 
     def declare_locks(self, level: str) -> None:
-        inst = self.cfg.instances.get(self.op["instance_uuid"])
+        inst = self.cfg.instances.get(self.op.instance_uuid or "")
         if inst is not None and level in (LEVEL_NODE, LEVEL_NODE_RES):
             self.needed_locks[level] = iu.instance_nodes(self.cfg, inst)
 
@@ -76,7 +77,7 @@ class LUInstanceGrowDisk(InstanceLU):
         super().check_prereq()
         inst, op, cfg = self.instance, self.op, self.cfg
         disks = rpc_inst.instance_disks(cfg, inst)
-        index = op["disk"]
+        index = op.disk
         if index >= len(disks):
             have = "no disks" if not disks else "disks 0 to %d" % (len(disks) - 1)
             raise errors.OpPrereqError("Invalid disk index %d: instance %s has %s" % (index, inst.name, have),
@@ -93,14 +94,14 @@ class LUInstanceGrowDisk(InstanceLU):
         for uuid in self.nodes:
             iu.check_node_online(cfg, uuid)
         size = int(disk.size or 0)
-        if op["absolute"]:
-            self.target = op["amount"]
+        if op.absolute:
+            self.target = op.amount
             self.delta = self.target - size
             if self.delta < 0:
                 raise errors.OpPrereqError("Requested size (%s) is smaller than the current size of disk %d (%s)"
                                            % (_h(self.target), index, _h(size)), errors.ECODE_STATE)
         else:
-            self.delta = op["amount"]
+            self.delta = op.amount
             self.target = size + self.delta
         self.disk = disk
 
@@ -112,11 +113,11 @@ class LUInstanceGrowDisk(InstanceLU):
             if free is not None and self.delta > free:
                 raise errors.OpPrereqError(
                     "Not enough disk space on node %s to grow disk %d of instance %s: needed %s, available %s"
-                    % (iu.node_name(self.cfg, uuid), self.op["disk"], self.instance.name, _h(self.delta),
+                    % (iu.node_name(self.cfg, uuid), self.op.disk, self.instance.name, _h(self.delta),
                        _h(free)), errors.ECODE_NORES)
 
     async def _grow(self, uuid: str, dryrun: bool, backingstore: bool) -> None:
-        what = "grow disk %d of instance %s%s" % (self.op["disk"], self.instance.name,
+        what = "grow disk %d of instance %s%s" % (self.op.disk, self.instance.name,
                                                   " (dry run)" if dryrun else "")
         await iu.call_node(self, uuid, procedures.blockdev_grow.call(
             rpc_inst.disk_dict(self.cfg, self.disk, self.instance), self.delta, dryrun, backingstore,
@@ -126,17 +127,17 @@ class LUInstanceGrowDisk(InstanceLU):
         """MiB the file on the primary must grow to reach the target."""
         answer = await iu.call_node(self, self.pnode, procedures.blockdev_getdimensions.call(
                                         [rpc_inst.disk_dict(self.cfg, self.disk, self.instance)]),
-                                    what="get the size of disk %d of instance %s" % (self.op["disk"],
+                                    what="get the size of disk %d of instance %s" % (self.op.disk,
                                                                                        self.instance.name))
         dims = answer[0] if isinstance(answer, list) and answer else None
         if not isinstance(dims, list) or not dims or not isinstance(dims[0], int):
             raise errors.OpExecError("Disk %d of instance %s is missing on node %s"
-                                     % (self.op["disk"], self.instance.name, iu.node_name(self.cfg, self.pnode)))
+                                     % (self.op.disk, self.instance.name, iu.node_name(self.cfg, self.pnode)))
         actual = dims[0] // MIB
         if actual > self.target:
             raise errors.OpExecError(
                 "Disk %d of instance %s is already %s on node %s, more than %s: grow it to an absolute size"
-                " of at least %s to record it" % (self.op["disk"], self.instance.name, _h(actual),
+                " of at least %s to record it" % (self.op.disk, self.instance.name, _h(actual),
                                                   iu.node_name(self.cfg, self.pnode), _h(self.target), _h(actual)))
         return self.target - actual
 
@@ -146,7 +147,7 @@ class LUInstanceGrowDisk(InstanceLU):
             await self._check_free_space()
         self.delta = await self._file_delta()
         await self.feedback("Growing disk %d of instance '%s' by %s to %s"
-                            % (self.op["disk"], inst.name, _h(self.delta), _h(self.target)))
+                            % (self.op.disk, inst.name, _h(self.delta), _h(self.target)))
         for uuid in self.nodes:
             await self._grow(uuid, dryrun=True, backingstore=True)
         for uuid in self.nodes:
@@ -158,5 +159,5 @@ class LUInstanceGrowDisk(InstanceLU):
         await self.release_locks(LEVEL_NODE)
         if inst.admin_state == iu.ADMIN_UP:
             await self.log_info("Instance %s sees the new size of disk %d at its next start", inst.name,
-                                self.op["disk"])
+                                self.op.disk)
         return None

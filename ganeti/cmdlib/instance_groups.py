@@ -23,7 +23,9 @@ the nodes of those groups.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+import attrs
 
 from ganeti import errors
 from ganeti.cmdlib import allocator
@@ -36,10 +38,14 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.instance_migration import node_states, plan_evacuation, uuid_of
+from ganeti.cmdlib.instance_migration import node_states, uuid_of
 from ganeti.cmdlib.instance_utils import ADMIN_UP, DT_FILE, expand_instance, instance_memory, node_name
+from ganeti.cmdlib.node_evacuation import plan_evacuation
 from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
+from ganeti.opcodes.typed import OpGroupEvacuate, OpInstanceChangeGroup
+
+_LUGroupMovesOpT = TypeVar("_LUGroupMovesOpT", bound=OpGroupEvacuate | OpInstanceChangeGroup, covariant=True)
 
 
 def target_group_uuids(cfg: ConfigData, source_groups: set[str], wanted: list[str] | None) -> list[str]:
@@ -73,7 +79,7 @@ def move_opcode(inst: Instance, target: str, force_failover: bool = False) -> di
     return {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": inst.name, "target_node": target}
 
 
-class _LUGroupMoves(LogicalUnit):
+class _LUGroupMoves(LogicalUnit[_LUGroupMovesOpT]):
     """Common part: the instances to move, the target groups, the placement."""
 
     REQ_BGL = False
@@ -85,7 +91,7 @@ class _LUGroupMoves(LogicalUnit):
         self.source_groups = {g for g in sources if g}
         own = getattr(self, "group_uuid", None)
         self.targets = target_group_uuids(cfg, self.source_groups | ({own} if own else set()),
-                                          self.op.get("target_groups"))
+                                          self.op.target_groups)
         groups = sorted(self.source_groups | set(self.targets))
         self.needed_locks[LEVEL_INSTANCE] = self.instance_names
         self.needed_locks[LEVEL_NODEGROUP] = groups
@@ -102,10 +108,10 @@ class _LUGroupMoves(LogicalUnit):
             raise errors.OpPrereqError("No online, undrained, vm_capable node in the target group(s) %s" % names,
                                        errors.ECODE_NORES)
 
-    async def plan(self, instances: list[Instance]) -> list[list[dict[str, Any]]]:
+    async def plan(self, instances: list[Instance], force_failover: bool = False) -> list[list[dict[str, Any]]]:
         """One job per instance, moving it where the allocator says."""
         cfg = self.cfg
-        wanted = self.op.get("iallocator")
+        wanted = self.op.iallocator
         if wanted and wanted not in (allocator.BUILTIN, allocator.HAIL):
             await self.log_info("Allocator %s places new instances only; the built-in one chooses the nodes",
                                 wanted)
@@ -121,23 +127,23 @@ class _LUGroupMoves(LogicalUnit):
         for inst in instances:
             target = node_name(cfg, placed[uuid_of(inst)])
             await self.log_info("Instance %s goes to node %s", inst.name, target)
-            jobs.append([move_opcode(inst, target, bool(self.op.get("force_failover")))])
+            jobs.append([move_opcode(inst, target, force_failover)])
         return jobs
 
 
 @register
-class LUInstanceChangeGroup(_LUGroupMoves):
+class LUInstanceChangeGroup(_LUGroupMoves[OpInstanceChangeGroup]):
     """Move one instance to another node group (follow-up job)."""
 
     OP_ID = "OP_INSTANCE_CHANGE_GROUP"
 
     def expand_names(self) -> None:
-        inst = expand_instance(self.cfg, self.op["instance_name"])
-        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        inst = expand_instance(self.cfg, self.op.instance_name)
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.lock_for([inst])
 
     def check_prereq(self) -> None:
-        self.instance = expand_instance(self.cfg, self.op["instance_name"])
+        self.instance = expand_instance(self.cfg, self.op.instance_name)
         self.check_targets()
 
     async def exec_(self, feedback: Feedback) -> Any:
@@ -145,7 +151,7 @@ class LUInstanceChangeGroup(_LUGroupMoves):
 
 
 @register
-class LUGroupEvacuate(_LUGroupMoves):
+class LUGroupEvacuate(_LUGroupMoves[OpGroupEvacuate]):
     """Move every instance of a node group to other groups (one follow-up job each)."""
 
     OP_ID = "OP_GROUP_EVACUATE"
@@ -157,8 +163,8 @@ class LUGroupEvacuate(_LUGroupMoves):
                       key=lambda i: i.name or "")
 
     def expand_names(self) -> None:
-        self.group_uuid = lookup_group(self.cfg, self.op["group_name"])
-        self.op["group_name"] = self.cfg.nodegroups[self.group_uuid].name
+        self.group_uuid = lookup_group(self.cfg, self.op.group_name)
+        self.op = attrs.evolve(self.op, group_name=self.cfg.nodegroups[self.group_uuid].name or "")
         instances = self.group_instances()
         self.lock_for(instances)
         self.source_groups.add(self.group_uuid)
@@ -169,16 +175,16 @@ class LUGroupEvacuate(_LUGroupMoves):
         now = [i.name for i in self.group_instances()]
         if now != self.instance_names:
             raise errors.OpPrereqError("The instances of group %s changed while the locks were taken; try again"
-                                       % self.op["group_name"], errors.ECODE_STATE)
+                                       % self.op.group_name, errors.ECODE_STATE)
         self.instances = self.group_instances()
         if self.instances:
             self.check_targets()
 
     async def exec_(self, feedback: Feedback) -> Any:
         if not self.instances:
-            await self.log_info("Group %s has no instances to evacuate", self.op["group_name"])
+            await self.log_info("Group %s has no instances to evacuate", self.op.group_name)
             return ResultWithJobs([])
-        jobs = await self.plan(self.instances)
-        if self.op["sequential"]:
+        jobs = await self.plan(self.instances, self.op.force_failover)
+        if self.op.sequential:
             jobs = [[op for job in jobs for op in job]]
         return ResultWithJobs(jobs)

@@ -1,5 +1,6 @@
-"""Moving instances between nodes: OP_INSTANCE_MIGRATE, OP_INSTANCE_FAILOVER,
-OP_NODE_MIGRATE and OP_NODE_EVACUATE.
+"""Moving instances between nodes: OP_INSTANCE_MIGRATE and OP_INSTANCE_FAILOVER
+(the node LUs that submit them, OP_NODE_MIGRATE and OP_NODE_EVACUATE, are in
+L{ganeti.cmdlib.node_evacuation}).
 
 Only an instance whose disks every node sees can change node: templates
 C{sharedfile} and C{diskless}.  Any other (C{file}, C{plain}, ...) has its
@@ -45,22 +46,11 @@ Choices where Ganeti leaves room or has features we do not have:
     without one, on every possible target) and records where the instance
     runs; it fails if that is nowhere or on several nodes.  OP_INSTANCE_FAILOVER
     ignores C{cleanup}.
-  - OP_NODE_MIGRATE submits one OP_INSTANCE_MIGRATE per primary instance
-    (name order) without checking them: each job accepts or refuses its
-    instance, as in Ganeti.
-  - OP_NODE_EVACUATE chooses every target itself (C{remote_node}, else an
-    external allocator's answer to a C{node-evacuate} request, else the
-    built-in allocator, running instances biggest first) and submits one
-    job per instance: OP_INSTANCE_MIGRATE with C{allow_failover} for those
-    marked up, OP_INSTANCE_FAILOVER for the others.  It refuses the whole
-    evacuation, naming them, when some instances have node-local disks.
-    Secondary-only evacuation has nothing to do (no template here has
-    secondaries).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, TypeVar
 
 import attrs
 
@@ -72,7 +62,6 @@ from ganeti.cmdlib.base import (
     LEVEL_NODE,
     LEVEL_NODE_ALLOC,
     LEVEL_NODE_RES,
-    LEVEL_NODEGROUP,
     Feedback,
     LogicalUnit,
     expand_node,
@@ -102,14 +91,15 @@ from ganeti.cmdlib.instance_utils import (
     node_resources,
     primary_counts,
     reason_trail,
-    secondary_nodes,
     start_instance_on,
 )
-from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes import DEFAULT_SHUTDOWN_TIMEOUT
+from ganeti.opcodes.typed import OpCode, OpInstanceFailover, OpInstanceMigrate
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
+
+_LUInstanceMoveOpT = TypeVar("_LUInstanceMoveOpT", bound=OpInstanceFailover | OpInstanceMigrate, covariant=True)
 
 #: templates whose instances can change node
 MOVABLE_TEMPLATES = tuple(SHARED_TEMPLATES) + (DT_DISKLESS,)
@@ -128,9 +118,6 @@ MIGRATION_ACTIVE = frozenset(
 )
 MIGRATION_COMPLETED = "completed"
 
-EVAC_PRIMARY = "primary-only"
-EVAC_SECONDARY = "secondary-only"
-EVAC_ALL = "all"
 
 
 # --- checks --------------------------------------------------------------------------
@@ -196,7 +183,8 @@ def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable
     )
 
 
-async def node_states(lu: LogicalUnit, nodes: list[Node], hypervisors: Iterable[str]) -> list[allocator.NodeState]:
+async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node],
+                      hypervisors: Iterable[str]) -> list[allocator.NodeState]:
     """The allocator's view of C{nodes} (C{node_info} once per hypervisor;
     the least free memory counts)."""
     counts = primary_counts(lu.cfg)
@@ -226,7 +214,7 @@ def move_request(cfg: ConfigData, inst: Instance, memory: int) -> allocator.Requ
                              os=inst.os or "", tags=list(inst.tags))
 
 
-async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
+async def choose_target(lu: LogicalUnit[OpInstanceFailover | OpInstanceMigrate], inst: Instance, need: int) -> str:
     """The allocator's node for C{inst} (C{need} MiB free) among the
     possible targets whose lock the LU holds."""
     owned = lu.owned_locks(LEVEL_NODE)
@@ -237,7 +225,7 @@ async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
             % (inst.name, node_name(lu.cfg, inst.primary_node)),
             errors.ECODE_NORES,
         )
-    name, executable = allocator.resolve(lu.op.get("iallocator"), lu.cfg.cluster.default_iallocator,
+    name, executable = allocator.resolve(lu.op.iallocator, lu.cfg.cluster.default_iallocator,
                                          allocator.root_of(lu))
     states = await node_states(lu, candidates, [inst.hypervisor or ""])
     if executable is not None:
@@ -256,37 +244,10 @@ async def choose_target(lu: LogicalUnit, inst: Instance, need: int) -> str:
     return placement.node.uuid
 
 
-def plan_evacuation(
-    cfg: ConfigData, instances: list[tuple[Instance, int, bool]], states: list[allocator.NodeState]
-) -> tuple[dict[str, str], list[Instance]]:
-    """Place C{instances} (C{(instance, MiB, running)}) with the built-in allocator.
-
-    Running instances first, biggest first, each where the allocator puts
-    it; then the stopped ones, which need no memory now (the allocator
-    takes the node with the most left).  Each placed instance's memory is
-    taken from its node, so that the next ones spread.
-
-    @return: C{({instance uuid: node uuid}, [running instances no node can hold])}
-    """
-    current = {s.uuid: s for s in states}
-    placed: dict[str, str] = {}
-    homeless: list[Instance] = []
-    for inst, need, running in sorted(instances, key=lambda item: (not item[2], -item[1], item[0].name or "")):
-        placement = allocator.place(move_request(cfg, inst, need if running else 0), list(current.values()))
-        if placement.node is None:
-            homeless.append(inst)
-            continue
-        node = placement.node
-        placed[uuid_of(inst)] = node.uuid
-        current[node.uuid] = attrs.evolve(node, free_memory=(node.free_memory or 0) - need,
-                                          instances=node.instances + 1)
-    return placed, homeless
-
-
 # --- moving the instance in the configuration -----------------------------------------------
 
 
-async def set_primary_node(lu: LogicalUnit, inst: Instance, target_uuid: str) -> Instance:
+async def set_primary_node(lu: LogicalUnit[OpCode], inst: Instance, target_uuid: str) -> Instance:
     """Record C{target_uuid} as the primary node of C{inst}, and its disks' node."""
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     old = current.primary_node
@@ -303,7 +264,7 @@ async def set_primary_node(lu: LogicalUnit, inst: Instance, target_uuid: str) ->
 
 
 async def failover(
-    lu: LogicalUnit, inst: Instance, target_uuid: str, shutdown_timeout: int, ignore_consistency: bool
+    lu: LogicalUnit[OpCode], inst: Instance, target_uuid: str, shutdown_timeout: int, ignore_consistency: bool
 ) -> None:
     """Stop C{inst} on its primary, make C{target_uuid} its primary, start it
     there if it is marked up."""
@@ -341,7 +302,7 @@ async def failover(
 # --- OP_INSTANCE_MIGRATE / OP_INSTANCE_FAILOVER -----------------------------------------------
 
 
-class _LUInstanceMove(LogicalUnit):
+class _LUInstanceMove(LogicalUnit[_LUInstanceMoveOpT]):
     """What migration and failover share: names, locks, checks.
 
     Locks: the instance exclusively; node and node-res locks of the
@@ -353,19 +314,19 @@ class _LUInstanceMove(LogicalUnit):
     WHAT: ClassVar[str] = ""
 
     def check_arguments(self) -> None:
-        if self.op.get("target_node") and self.op.get("iallocator"):
+        if self.op.target_node and self.op.iallocator:
             raise errors.OpPrereqError("Give either a target node or an iallocator, not both", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
-        inst = expand_instance(self.cfg, self.op["instance_name"])
+        inst = expand_instance(self.cfg, self.op.instance_name)
         self.inst_uuid = uuid_of(inst)
-        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.target_uuid: str | None = None
-        wanted = self.op.get("target_node_uuid") or self.op.get("target_node")
+        wanted = self.op.target_node_uuid or self.op.target_node
         if wanted:
             node = expand_node(self.cfg, wanted)
             self.target_uuid = node.uuid
-            self.op["target_node"], self.op["target_node_uuid"] = node.name, node.uuid
+            self.op = attrs.evolve(self.op, target_node=node.name, target_node_uuid=node.uuid)
         self.needed_locks = {LEVEL_INSTANCE: [inst.name], LEVEL_NODE: [], LEVEL_NODE_RES: []}
         if self.target_uuid is None:  # the allocator chooses: share the node-allocation lock
             self.needed_locks[LEVEL_NODE_ALLOC] = [allocator.NAL_MEMBER]
@@ -384,7 +345,7 @@ class _LUInstanceMove(LogicalUnit):
         self.needed_locks[level] = members
 
     def check_prereq(self) -> None:
-        inst = current_instance(self.cfg, self.inst_uuid, self.op["instance_name"])
+        inst = current_instance(self.cfg, self.inst_uuid, self.op.instance_name)
         self.instance = inst
         check_movable(self.cfg, inst, self.WHAT)
         get_node(self.cfg, inst.primary_node)
@@ -413,19 +374,19 @@ class _LUInstanceMove(LogicalUnit):
 
 
 @register
-class LUInstanceFailover(_LUInstanceMove):
+class LUInstanceFailover(_LUInstanceMove[OpInstanceFailover]):
     """Stop an instance, change its primary node, start it there (if marked up)."""
 
     OP_ID = "OP_INSTANCE_FAILOVER"
     WHAT = "failover"
 
     async def exec_(self, feedback: Feedback) -> Any:
-        await self.run_failover(self.instance, self.op["shutdown_timeout"], self.op["ignore_consistency"])
+        await self.run_failover(self.instance, self.op.shutdown_timeout, self.op.ignore_consistency)
         return None
 
 
 @register
-class LUInstanceMigrate(_LUInstanceMove):
+class LUInstanceMigrate(_LUInstanceMove[OpInstanceMigrate]):
     """Move a running instance to another node without stopping it."""
 
     OP_ID = "OP_INSTANCE_MIGRATE"
@@ -433,20 +394,20 @@ class LUInstanceMigrate(_LUInstanceMove):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if self.op.get("mode") is not None and self.op.get("live") is not None:
+        if self.op.mode is not None and self.op.live is not None:
             raise errors.OpPrereqError("Give either 'mode' or 'live', not both", errors.ECODE_INVAL)
 
     def check_prereq(self) -> None:
         super().check_prereq()
         inst = self.instance
-        mode = self.op.get("mode")
-        if mode is None and self.op.get("live") is not None:
-            mode = MODE_LIVE if self.op["live"] else MODE_NON_LIVE
+        mode = self.op.mode
+        if mode is None and self.op.live is not None:
+            mode = MODE_LIVE if self.op.live else MODE_NON_LIVE
         if mode is None:
             mode = rpc_inst.filled_hvparams(self.cfg, inst).get("migration_mode") or MODE_LIVE
         self.live = mode == MODE_LIVE
         self.fall_back = False
-        if self.op["cleanup"]:
+        if self.op.cleanup:
             return
         why = None
         if inst.admin_state != ADMIN_UP:
@@ -454,7 +415,7 @@ class LUInstanceMigrate(_LUInstanceMove):
         elif get_node(self.cfg, inst.primary_node).offline:
             why = "its primary node %s is offline" % node_name(self.cfg, inst.primary_node)
         if why is not None:
-            if not self.op["allow_failover"]:
+            if not self.op.allow_failover:
                 raise errors.OpPrereqError(
                     "Cannot migrate instance %s: %s; use failover (or allow_failover)" % (inst.name, why),
                     errors.ECODE_STATE,
@@ -464,7 +425,7 @@ class LUInstanceMigrate(_LUInstanceMove):
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst = self.instance
-        if self.op["cleanup"]:
+        if self.op.cleanup:
             await self.feedback("Migrating instance %s (cleanup)" % inst.name)
             await self.cleanup(inst)
             return None
@@ -473,7 +434,7 @@ class LUInstanceMigrate(_LUInstanceMove):
             running = await instance_info(self, inst)
             if running is None:
                 why = "it does not run on its primary node %s" % node_name(self.cfg, inst.primary_node)
-                if not self.op["allow_failover"]:
+                if not self.op.allow_failover:
                     raise errors.OpPrereqError(
                         "Cannot migrate instance %s: %s; use failover (or allow_failover)" % (inst.name, why),
                         errors.ECODE_STATE,
@@ -606,215 +567,3 @@ class LUInstanceMigrate(_LUInstanceMove):
             await self.feedback("* instance %s runs on node %s, updating the configuration" % (inst.name, where.name))
             await set_primary_node(self, inst, uuid_of(where))
         await self.feedback("* done")
-
-
-# --- OP_NODE_MIGRATE / OP_NODE_EVACUATE --------------------------------------------------------
-
-
-def primary_instances(cfg: ConfigData, node_uuid: str) -> list[Instance]:
-    """The instances whose primary node is C{node_uuid}, by name."""
-    return sorted((i for i in cfg.instances.values() if i.primary_node == node_uuid), key=lambda i: i.name or "")
-
-
-def secondary_instances(cfg: ConfigData, node_uuid: str) -> list[Instance]:
-    """The instances with a disk on C{node_uuid} that is not their primary, by name."""
-    return sorted((i for i in cfg.instances.values() if node_uuid in secondary_nodes(cfg, i)),
-                  key=lambda i: i.name or "")
-
-
-class _LUNodeJobs(LogicalUnit):
-    """A node LU that hands one job per instance on to LuxiD."""
-
-    REQ_BGL = False
-
-    def expand_node_names(self) -> Node:
-        node = expand_node(self.cfg, self.op.get("node_uuid") or self.op["node_name"])
-        self.node_uuid = uuid_of(node)
-        self.op["node_name"], self.op["node_uuid"] = node.name, node.uuid
-        return node
-
-    def node(self) -> Node:
-        node = self.cfg.nodes.get(self.node_uuid)
-        if node is None:
-            raise errors.OpPrereqError("Node '%s' not known" % self.op["node_name"], errors.ECODE_NOENT)
-        return node
-
-
-@register
-class LUNodeMigrate(_LUNodeJobs):
-    """Migrate every primary instance of a node: one OP_INSTANCE_MIGRATE job each.
-
-    Locks: the node, shared.
-    """
-
-    OP_ID = "OP_NODE_MIGRATE"
-    PASSED_ON = ("mode", "live", "target_node", "iallocator", "allow_runtime_changes", "ignore_ipolicy")
-
-    def check_arguments(self) -> None:
-        if self.op.get("mode") is not None and self.op.get("live") is not None:
-            raise errors.OpPrereqError("Give either 'mode' or 'live', not both", errors.ECODE_INVAL)
-        if self.op.get("target_node") and self.op.get("iallocator"):
-            raise errors.OpPrereqError("Give either a target node or an iallocator, not both", errors.ECODE_INVAL)
-
-    def expand_names(self) -> None:
-        node = self.expand_node_names()
-        wanted = self.op.get("target_node_uuid") or self.op.get("target_node")
-        if wanted:
-            target = expand_node(self.cfg, wanted)
-            if target.uuid == node.uuid:
-                raise errors.OpPrereqError("Cannot migrate the instances of node %s to that node itself" % node.name,
-                                           errors.ECODE_INVAL)
-            self.op["target_node"], self.op["target_node_uuid"] = target.name, target.uuid
-        self.needed_locks = {LEVEL_NODE: [node.uuid]}
-        self.share_all()
-
-    def check_prereq(self) -> None:
-        self.node()
-
-    async def exec_(self, feedback: Feedback) -> Any:
-        instances = primary_instances(self.cfg, self.node_uuid)
-        if not instances:
-            await self.log_info("Node %s has no primary instances", self.op["node_name"])
-        params = {key: self.op[key] for key in self.PASSED_ON if self.op.get(key) is not None}
-        jobs = [[dict({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": inst.name}, **params)] for inst in instances]
-        return ResultWithJobs(jobs)
-
-
-@register
-class LUNodeEvacuate(_LUNodeJobs):
-    """Move every instance away from a node: one job per instance.
-
-    Locks (all shared): the instances to move, the groups of the node and
-    of C{remote_node}, the node and C{remote_node} (every node when the
-    allocator chooses).
-    """
-
-    OP_ID = "OP_NODE_EVACUATE"
-
-    def check_arguments(self) -> None:
-        if self.op.get("remote_node") and self.op.get("iallocator"):
-            raise errors.OpPrereqError("Give either a remote node or an iallocator, not both", errors.ECODE_INVAL)
-
-    def expand_names(self) -> None:
-        node = self.expand_node_names()
-        self.remote_uuid: str | None = None
-        wanted = self.op.get("remote_node_uuid") or self.op.get("remote_node")
-        if wanted:
-            remote = expand_node(self.cfg, wanted)
-            if remote.uuid == node.uuid:
-                raise errors.OpPrereqError("Cannot evacuate node %s to itself" % node.name, errors.ECODE_INVAL)
-            self.remote_uuid = remote.uuid
-            self.op["remote_node"], self.op["remote_node_uuid"] = remote.name, remote.uuid
-        self.instance_names = self.affected(self.cfg)
-        groups = {node.group}
-        if self.remote_uuid is not None:
-            groups.add(get_node(self.cfg, self.remote_uuid).group)
-        self.needed_locks = {
-            LEVEL_INSTANCE: self.instance_names,
-            LEVEL_NODEGROUP: sorted(g for g in groups if g),
-            LEVEL_NODE: [node.uuid, self.remote_uuid] if self.remote_uuid is not None else ALL_SET,
-        }
-        self.share_all()
-
-    def affected(self, cfg: ConfigData) -> list[str]:
-        """Names of the instances the evacuation concerns (primary and/or secondary)."""
-        found: list[Instance] = []
-        if self.op["mode"] in (EVAC_PRIMARY, EVAC_ALL):
-            found += primary_instances(cfg, self.node_uuid)
-        if self.op["mode"] in (EVAC_SECONDARY, EVAC_ALL):
-            found += secondary_instances(cfg, self.node_uuid)
-        return sorted({i.name for i in found if i.name})
-
-    def check_prereq(self) -> None:
-        cfg, node = self.cfg, self.node()
-        now = self.affected(cfg)
-        if now != self.instance_names:
-            raise errors.OpPrereqError(
-                "The instances of node %s changed while the locks were taken (were: %s; now: %s); try again"
-                % (node.name, ", ".join(self.instance_names) or "none", ", ".join(now) or "none"),
-                errors.ECODE_STATE,
-            )
-        if self.remote_uuid is not None:
-            check_node_online(cfg, self.remote_uuid, "Cannot evacuate to an offline node")
-            check_node_not_drained(cfg, self.remote_uuid)
-            check_node_vm_capable(cfg, self.remote_uuid)
-        secondaries = [i.name or "?" for i in secondary_instances(cfg, self.node_uuid)]
-        if secondaries and self.op["mode"] != EVAC_PRIMARY:
-            raise errors.OpPrereqError(
-                "Cannot move the disks of instances %s away from their secondary node %s: no supported disk"
-                " template has secondaries" % (", ".join(sorted(secondaries)), node.name),
-                errors.ECODE_STATE,
-            )
-        self.to_move = primary_instances(cfg, self.node_uuid) if self.op["mode"] != EVAC_SECONDARY else []
-        stuck = []
-        for inst in self.to_move:
-            problem = local_disk_problem(cfg, inst)
-            if problem is not None:
-                stuck.append("%s (%s)" % (inst.name, problem))
-        if stuck:
-            raise errors.OpPrereqError(
-                "Cannot evacuate node %s: the disks of instance(s) %s are local to it and cannot move;"
-                " remove or export these instances first" % (node.name, ", ".join(stuck)),
-                errors.ECODE_STATE,
-            )
-
-    async def exec_(self, feedback: Feedback) -> Any:
-        if not self.to_move:
-            await self.log_info("No instances to evacuate from node %s", self.op["node_name"])
-            return ResultWithJobs([])
-        targets = await self.targets()
-        jobs = []
-        for inst in self.to_move:
-            target = node_name(self.cfg, targets[uuid_of(inst)])
-            if inst.admin_state == ADMIN_UP:
-                op = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": inst.name, "target_node": target,
-                      "allow_failover": True}
-            else:
-                op = {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": inst.name, "target_node": target}
-            jobs.append([op])
-        return ResultWithJobs(jobs)
-
-    async def targets(self) -> dict[str, str]:
-        """C{{instance uuid: target node uuid}} for L{to_move}."""
-        if self.remote_uuid is not None:
-            return {uuid_of(inst): self.remote_uuid for inst in self.to_move}
-        cfg = self.cfg
-        candidates = possible_targets(cfg, self.node_uuid)
-        if not candidates:
-            raise errors.OpPrereqError(
-                "Cannot evacuate node %s: no other online, undrained, vm_capable node in its group"
-                % self.op["node_name"], errors.ECODE_NORES,
-            )
-        name, executable = allocator.resolve(self.op.get("iallocator"), cfg.cluster.default_iallocator,
-                                             allocator.root_of(self))
-        states = await node_states(self, candidates, [inst.hypervisor or "" for inst in self.to_move])
-        if executable is not None:
-            return await self.external_targets(name, executable, candidates, states)
-        wanted = [(inst, instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in self.to_move]
-        placed, homeless = plan_evacuation(cfg, wanted, states)
-        if homeless:
-            problems = "; ".join(s.name + ": " + s.error for s in states if s.error is not None)
-            raise errors.OpPrereqError(
-                "Cannot evacuate node %s: no node has enough free memory for %s%s" % (
-                    self.op["node_name"],
-                    ", ".join("%s (%d MiB)" % (i.name, instance_memory(cfg, i)) for i in homeless),
-                    " (%s)" % problems if problems else ""),
-                errors.ECODE_NORES,
-            )
-        for inst in self.to_move:
-            await self.log_info("Instance %s goes to node %s", inst.name, node_name(cfg, placed[uuid_of(inst)]))
-        return placed
-
-    async def external_targets(self, name: str, executable: str, candidates: list[Node],
-                               states: list[allocator.NodeState]) -> dict[str, str]:
-        """L{targets} as external allocator C{name} answers a C{node-evacuate} request."""
-        request = iallocator.NodeEvacRequest([i.name or "" for i in self.to_move], self.op["mode"],
-                                             bool(self.op.get("ignore_soft_errors")))
-        answer = await allocator.run_request(self.cfg, name, executable, request, states, self.ctx.clock)
-        placed = iallocator.evacuation_targets(name, iallocator.evacuation(name, answer),
-                                               {i.name or "": uuid_of(i) for i in self.to_move},
-                                               {n.name or "": uuid_of(n) for n in candidates})
-        for inst in self.to_move:
-            await self.log_info("Instance %s goes to node %s (allocator %s)", inst.name,
-                                node_name(self.cfg, placed[uuid_of(inst)]), name)
-        return placed

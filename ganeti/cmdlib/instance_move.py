@@ -23,12 +23,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib import transfer
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE, LEVEL_NODE_RES, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.instance_migration import set_primary_node
 from ganeti.objects import Disk
+from ganeti.opcodes.typed import OpInstanceMove
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -36,7 +39,7 @@ MOVABLE_TEMPLATES = (iu.DT_FILE, iu.DT_DISKLESS)
 
 
 @register
-class LUInstanceMove(LogicalUnit):
+class LUInstanceMove(LogicalUnit[OpInstanceMove]):
     """Move an instance by copying its disks (see the module docstring)."""
 
     OP_ID = "OP_INSTANCE_MOVE"
@@ -44,28 +47,29 @@ class LUInstanceMove(LogicalUnit):
 
     def expand_names(self) -> None:
         cfg, op = self.cfg, self.op
-        inst = iu.expand_instance(cfg, op["instance_name"])
-        op["instance_name"], op["instance_uuid"] = inst.name, inst.uuid
-        node = expand_node(cfg, op["target_node"])
-        op["target_node"], op["target_node_uuid"] = node.name, node.uuid
-        nodes = sorted({node.uuid, inst.primary_node or ""} - {""})
+        inst = iu.expand_instance(cfg, op.instance_name)
+        self.op = op = attrs.evolve(op, instance_name=inst.name or "", instance_uuid=inst.uuid)
+        node = expand_node(cfg, op.target_node)
+        self.op = op = attrs.evolve(op, target_node=node.name or "", target_node_uuid=node.uuid)
+        self.target_uuid = node.uuid or ""
+        nodes = sorted({node.uuid or "", inst.primary_node or ""} - {""})
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.needed_locks[LEVEL_NODE] = nodes
         self.needed_locks[LEVEL_NODE_RES] = nodes
 
     def check_prereq(self) -> None:
         cfg, op = self.cfg, self.op
-        inst = self.instance = iu.current_instance(cfg, op["instance_uuid"], op["instance_name"])
-        target = op["target_node_uuid"]
+        inst = self.instance = iu.current_instance(cfg, op.instance_uuid, op.instance_name)
+        target = self.target_uuid
         if target == inst.primary_node:
-            raise errors.OpPrereqError("Instance %s is already on the node %s" % (inst.name, op["target_node"]),
+            raise errors.OpPrereqError("Instance %s is already on the node %s" % (inst.name, op.target_node),
                                        errors.ECODE_STATE)
         if inst.disk_template not in MOVABLE_TEMPLATES:
             raise errors.OpPrereqError(
                 "Disk template %s not suitable for copying (movable: %s; sharedfile instances move with failover"
                 " or migrate)" % (inst.disk_template, ", ".join(MOVABLE_TEMPLATES)), errors.ECODE_STATE)
-        transfer.check_compression(self, op["compress"])
-        iu.check_node_online(cfg, target, "Cannot move to node %s: it is offline" % op["target_node"])
+        transfer.check_compression(self, op.compress)
+        iu.check_node_online(cfg, target, "Cannot move to node %s: it is offline" % op.target_node)
         iu.check_node_not_drained(cfg, target)
         iu.check_node_vm_capable(cfg, target)
         iu.check_node_online(cfg, inst.primary_node or "")
@@ -73,7 +77,7 @@ class LUInstanceMove(LogicalUnit):
 
     async def exec_(self, feedback: Feedback) -> Any:
         op, inst = self.op, self.instance
-        source, target = inst.primary_node or "", op["target_node_uuid"]
+        source, target = inst.primary_node or "", self.target_uuid
         if inst.admin_state == iu.ADMIN_UP:
             await iu.check_node_free_memory(self, target, "moving instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), inst.hypervisor or "")
@@ -89,13 +93,13 @@ class LUInstanceMove(LogicalUnit):
             if running:
                 await self.feedback("* shutting down instance %s on node %s" % (inst.name,
                                                                                 iu.node_name(self.cfg, source)))
-                await iu.shutdown_instance_on(self, inst, source, op["shutdown_timeout"])
+                await iu.shutdown_instance_on(self, inst, source, op.shutdown_timeout)
             for index, disk in enumerate(self.disks):
-                await self.feedback("* copying disk/%d to node %s" % (index, op["target_node"]))
+                await self.feedback("* copying disk/%d to node %s" % (index, op.target_node))
                 await transfer.transfer(self, "disk/%d" % index,
                                         transfer.Endpoint(source, {"type": "disk", "disk": disk.to_dict()}),
                                         transfer.Endpoint(target, {"type": "disk", "disk": disk.to_dict()}),
-                                        op["compress"], (disk.size or 0) * 1024 * 1024)
+                                        op.compress, (disk.size or 0) * 1024 * 1024)
         except Exception as e:
             await self._undo(target, created, running, e)
             raise
@@ -104,7 +108,7 @@ class LUInstanceMove(LogicalUnit):
         for problem in problems:
             await self.log_warning("%s (remove the file by hand; gnt-cluster verify reports it)", problem)
         if inst.admin_state == iu.ADMIN_UP:
-            await self.feedback("* starting instance %s on node %s" % (inst.name, op["target_node"]))
+            await self.feedback("* starting instance %s on node %s" % (inst.name, op.target_node))
             await iu.start_instance_on(self, inst, target)
         return None
 

@@ -9,7 +9,7 @@ C{down} after a shutdown) unless C{no_remember}.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -21,41 +21,59 @@ from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE_RES, Feedback, Logical
 from ganeti.cmdlib.instance import check_os
 from ganeti.hvconstants import STATE_SHUTDOWN
 from ganeti.objects import Instance
+from ganeti.opcodes.typed import (
+    OpInstanceConsole,
+    OpInstanceGrowDisk,
+    OpInstanceReboot,
+    OpInstanceReinstall,
+    OpInstanceRename,
+    OpInstanceSetParams,
+    OpInstanceShutdown,
+    OpInstanceStartup,
+)
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
+#: The opcodes of the LUs on one existing instance.
+_InstanceLUOpT = TypeVar(
+    "_InstanceLUOpT",
+    bound=OpInstanceConsole | OpInstanceGrowDisk | OpInstanceReboot | OpInstanceReinstall | OpInstanceRename
+    | OpInstanceSetParams | OpInstanceShutdown | OpInstanceStartup,
+    covariant=True,
+)
 
-class InstanceLU(LogicalUnit):
+
+class InstanceLU(LogicalUnit[_InstanceLUOpT]):
     """An LU on one existing instance, locked (exclusively unless C{SHARED})."""
 
     REQ_BGL = False
     SHARED = False
 
     def expand_names(self) -> None:
-        inst = iu.expand_instance(self.cfg, self.op["instance_name"])
-        self.op["instance_name"], self.op["instance_uuid"] = inst.name, inst.uuid
+        inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.SHARED:
             self.share_locks[LEVEL_INSTANCE] = True
 
     def check_prereq(self) -> None:
-        self.instance: Instance = iu.current_instance(self.cfg, self.op["instance_uuid"], self.op["instance_name"])
+        self.instance: Instance = iu.current_instance(self.cfg, self.op.instance_uuid, self.op.instance_name)
 
     @property
     def pnode(self) -> str:
         return self.instance.primary_node or ""
 
-    def check_primary_online(self) -> None:
+    def check_primary_online(self, ignore_offline_nodes: bool) -> None:
         """Note in C{primary_offline} whether the primary node is offline;
         refuse it then, unless C{ignore_offline_nodes}."""
         node = iu.get_node(self.cfg, self.pnode)
         self.primary_offline = bool(node.offline)
-        if self.primary_offline and not self.op["ignore_offline_nodes"]:
+        if self.primary_offline and not ignore_offline_nodes:
             iu.check_node_online(self.cfg, self.pnode)
 
 
 @register
-class LUInstanceStartup(InstanceLU):
+class LUInstanceStartup(InstanceLU[OpInstanceStartup]):
     """Start an instance on its primary node.
 
     The node must have the instance's memory free.  C{hvparams}/C{beparams}
@@ -74,16 +92,16 @@ class LUInstanceStartup(InstanceLU):
 
     def declare_locks(self, level: str) -> None:
         if level == LEVEL_NODE_RES:
-            inst = self.cfg.instances.get(self.op["instance_uuid"])
+            inst = self.cfg.instances.get(self.op.instance_uuid or "")
             self.needed_locks[LEVEL_NODE_RES] = [inst.primary_node] if inst is not None and inst.primary_node else []
 
     def check_prereq(self) -> None:
         super().check_prereq()
         inst, op = self.instance, self.op
         iu.check_instance_state(inst, msg="start it")
-        self.bep = params.check_beparams(op["beparams"], allow_default=False)
-        self.hvp = params.check_hvparams(inst.hypervisor or "", op["hvparams"], allow_default=False)
-        self.check_primary_online()
+        self.bep = params.check_beparams(op.beparams, allow_default=False)
+        self.hvp = params.check_hvparams(inst.hypervisor or "", op.hvparams, allow_default=False)
+        self.check_primary_online(op.ignore_offline_nodes)
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
@@ -104,14 +122,14 @@ class LUInstanceStartup(InstanceLU):
                     await iu.check_node_free_memory(self, self.pnode, "starting instance %s" % inst.name, memory,
                                                     inst.hypervisor or "")
                 await iu.start_instance_on(self, inst, self.pnode, hvp=self.hvp or None, bep=self.bep or None,
-                                           paused=op["startup_paused"])
-        if not op["no_remember"]:
+                                           paused=op.startup_paused)
+        if not op.no_remember:
             await iu.set_admin_state(self, inst, iu.ADMIN_UP)
         return None
 
 
 @register
-class LUInstanceShutdown(InstanceLU):
+class LUInstanceShutdown(InstanceLU[OpInstanceShutdown]):
     """Stop an instance (cleanly within C{timeout} seconds, then hard).
 
     The admin state becomes C{down} (from C{admin_state_source}) first,
@@ -124,24 +142,24 @@ class LUInstanceShutdown(InstanceLU):
     def check_prereq(self) -> None:
         super().check_prereq()
         inst, op = self.instance, self.op
-        if not op["force"]:
+        if not op.force:
             iu.check_instance_state(inst, msg="shut it down")
-        self.check_primary_online()
+        self.check_primary_online(op.ignore_offline_nodes)
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
-        if not op["no_remember"] and inst.admin_state != iu.ADMIN_OFFLINE:
+        if not op.no_remember and inst.admin_state != iu.ADMIN_OFFLINE:
             inst = await iu.set_admin_state(self, inst, iu.ADMIN_DOWN,
-                                            op.get("admin_state_source") or iu.ADMIN_SOURCE_ADMIN)
+                                            op.admin_state_source or iu.ADMIN_SOURCE_ADMIN)
         if self.primary_offline:
             await self.log_warning("Primary node offline, marked instance as stopped")
             return None
-        await iu.shutdown_instance_on(self, inst, self.pnode, op["timeout"])
+        await iu.shutdown_instance_on(self, inst, self.pnode, op.timeout)
         return None
 
 
 @register
-class LUInstanceReboot(InstanceLU):
+class LUInstanceReboot(InstanceLU[OpInstanceReboot]):
     """Reboot a running instance: C{soft}/C{hard} in place, C{full} as a
     shutdown and a start.  The admin state becomes C{up}."""
 
@@ -156,21 +174,21 @@ class LUInstanceReboot(InstanceLU):
         inst, op = self.instance, self.op
         if await iu.instance_info(self, inst) is None:
             raise errors.OpPrereqError("Instance %s is not running, cannot reboot it" % inst.name, errors.ECODE_STATE)
-        kind = op["reboot_type"]
+        kind = op.reboot_type
         if kind in ("soft", "hard"):
             await iu.call_node(
                 self, self.pnode, procedures.instance_reboot.call(
-                    rpc_inst.encode_instance(self.cfg, inst), kind, op["shutdown_timeout"], iu.reason_trail(self),
-                ).within(iu.TMO_START + op["shutdown_timeout"]), what="reboot instance %s" % inst.name)
+                    rpc_inst.encode_instance(self.cfg, inst), kind, op.shutdown_timeout, iu.reason_trail(self),
+                ).within(iu.TMO_START + op.shutdown_timeout), what="reboot instance %s" % inst.name)
         else:
-            await iu.shutdown_instance_on(self, inst, self.pnode, op["shutdown_timeout"])
+            await iu.shutdown_instance_on(self, inst, self.pnode, op.shutdown_timeout)
             await iu.start_instance_on(self, inst, self.pnode)
         await iu.set_admin_state(self, inst, iu.ADMIN_UP)
         return None
 
 
 @register
-class LUInstanceReinstall(InstanceLU):
+class LUInstanceReinstall(InstanceLU[OpInstanceReinstall]):
     """Reinstall the OS of a stopped instance (its OS create script, run
     again); C{os_type} changes its OS for good, C{osparams} apply to this
     installation only."""
@@ -184,31 +202,31 @@ class LUInstanceReinstall(InstanceLU):
             raise errors.OpPrereqError("Instance '%s' has no disks" % inst.name, errors.ECODE_INVAL)
         iu.check_instance_state(inst, want_down=True, msg="reinstall it")
         iu.check_node_online(self.cfg, self.pnode)
-        self.osp = params.check_osparams(op.get("osparams") or {}, allow_default=False)
-        self.secret = params.check_osparams(op.get("osparams_secret") or {}, allow_default=False)
-        self.private = params.check_osparams(op.get("osparams_private") or {}, allow_default=False)
-        if not op.get("os_type") and not inst.os:
+        self.osp = params.check_osparams(op.osparams or {}, allow_default=False)
+        self.secret = params.check_osparams(op.osparams_secret or {}, allow_default=False)
+        self.private = params.check_osparams(op.osparams_private or {}, allow_default=False)
+        if not op.os_type and not inst.os:
             raise errors.OpPrereqError("Instance %s has no OS; give os_type" % inst.name, errors.ECODE_INVAL)
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
         await iu.check_instance_not_running(self, inst, "cannot reinstall")
-        os_type = op.get("os_type") or inst.os or ""
-        await check_os(self, self.pnode, os_type, self.osp, op["force_variant"])
-        if op.get("os_type") and op["os_type"] != inst.os:
-            inst = await self.update("instance", attrs.evolve(inst, os=op["os_type"]))
+        os_type = op.os_type or inst.os or ""
+        await check_os(self, self.pnode, os_type, self.osp, op.force_variant)
+        if op.os_type and op.os_type != inst.os:
+            inst = await self.update("instance", attrs.evolve(inst, os=op.os_type))
         override = dict(self.osp, **self.secret) or None
         data = rpc_inst.encode_instance(self.cfg, inst, osp=override)
         if self.private:
             data["osparams_private"] = dict(data.get("osparams_private") or {}, **self.private)
         await self.feedback("Running the instance OS create scripts...")
-        await iu.call_node(self, self.pnode, procedures.instance_os_add.call(data, True, op.get("debug_level") or 0),
+        await iu.call_node(self, self.pnode, procedures.instance_os_add.call(data, True, op.debug_level or 0),
                            what="install OS for instance %s" % inst.name)
         return None
 
 
 @register
-class LUInstanceRename(InstanceLU):
+class LUInstanceRename(InstanceLU[OpInstanceRename]):
     """Rename a stopped instance; the result is the new name.
 
     Locks: the instance's current name and a new lock for the new name.
@@ -221,19 +239,20 @@ class LUInstanceRename(InstanceLU):
 
     def check_arguments(self) -> None:
         op = self.op
-        hostcheck.check_ip_needs_name(op, "IP address check requires a name check")
-        op["new_name"] = names.normalize_hostname(op["new_name"], "instance name")
+        hostcheck.check_ip_needs_name(op.ip_check, op.name_check, "IP address check requires a name check")
+        self.op = attrs.evolve(op, new_name=names.normalize_hostname(op.new_name, "instance name"))
 
     async def resolve(self) -> None:
         """With C{name_check}, the new name must resolve (it becomes the
         canonical name) and, with C{ip_check}, its address must not answer."""
         op = self.op
-        if op["name_check"]:
-            op["new_name"] = await hostcheck.checked_hostname(self.ctx.net, op["new_name"], "new name", op["ip_check"])
+        if op.name_check:
+            new_name = await hostcheck.checked_hostname(self.ctx.net, op.new_name, "new name", op.ip_check)
+            self.op = attrs.evolve(op, new_name=new_name)
 
     def expand_names(self) -> None:
         super().expand_names()
-        new, old = self.op["new_name"], self.op["instance_name"]
+        new, old = self.op.new_name, self.op.instance_name
         if new == old:
             raise errors.OpPrereqError("Instance '%s' already has that name" % old, errors.ECODE_INVAL)
         if self.cfg.find_instance(new) is not None:
@@ -242,13 +261,13 @@ class LUInstanceRename(InstanceLU):
 
     def check_prereq(self) -> None:
         super().check_prereq()
-        if self.cfg.find_instance(self.op["new_name"]) is not None:
-            raise errors.OpPrereqError("Instance '%s' is already in the cluster" % self.op["new_name"],
+        if self.cfg.find_instance(self.op.new_name) is not None:
+            raise errors.OpPrereqError("Instance '%s' is already in the cluster" % self.op.new_name,
                                        errors.ECODE_NOTUNIQUE)
         iu.check_instance_state(self.instance, want_down=True, allow_offline=True, msg="rename it")
 
     async def exec_(self, feedback: Feedback) -> Any:
-        inst, new = self.instance, self.op["new_name"]
+        inst, new = self.instance, self.op.new_name
         old = inst.name or ""
         node = iu.get_node(self.cfg, self.pnode)
         if not node.offline:
@@ -259,7 +278,7 @@ class LUInstanceRename(InstanceLU):
         elif inst.os:
             result = await iu.call_node_result(
                 self, self.pnode, procedures.instance_run_rename.call(
-                    rpc_inst.encode_instance(self.cfg, inst), old, self.op.get("debug_level") or 0))
+                    rpc_inst.encode_instance(self.cfg, inst), old, self.op.debug_level or 0))
             if result.failed:
                 await self.log_warning("Could not run OS rename script for instance %s on node %s (but the instance"
                                        " has been renamed in Ganeti): %s", new, node.name, result.fail_msg)
@@ -267,7 +286,7 @@ class LUInstanceRename(InstanceLU):
 
 
 @register
-class LUInstanceConsole(InstanceLU):
+class LUInstanceConsole(InstanceLU[OpInstanceConsole]):
     """How to reach a running instance's console (the node's
     C{instance_console_info} answer)."""
 

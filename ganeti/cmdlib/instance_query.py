@@ -30,6 +30,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.objects import ConfigData, Disk, Instance
+from ganeti.opcodes.typed import OpInstanceQueryData
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
@@ -106,7 +107,7 @@ def instance_data(cfg: ConfigData, inst: Instance, run_state: str | None,
 
 
 @register
-class LUInstanceQueryData(LogicalUnit):
+class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
     """Detailed data of instances (all of them when none is named).
 
     With C{use_locking} the instances and their nodes are locked shared;
@@ -118,9 +119,9 @@ class LUInstanceQueryData(LogicalUnit):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        names = self.op["instances"]
+        names = self.op.instances
         self.wanted = [expand_instance_name(self.cfg, name) for name in names] if names else None
-        if self.op["use_locking"]:
+        if self.op.use_locking:
             self.needed_locks[LEVEL_INSTANCE] = self.wanted if self.wanted is not None else ALL_SET
             self.needed_locks[LEVEL_NODE] = []
             self.share_all()
@@ -133,7 +134,7 @@ class LUInstanceQueryData(LogicalUnit):
             self.needed_locks[LEVEL_NODE] = sorted(nodes)
 
     def _instances(self, strict: bool = True) -> list[Instance]:
-        by_name = {i.name: i for i in self.cfg.instances.values()}
+        by_name = {i.name or "": i for i in self.cfg.instances.values()}
         if self.wanted is None:
             return [by_name[n] for n in sorted(by_name)]
         found = []
@@ -166,7 +167,7 @@ class LUInstanceQueryData(LogicalUnit):
         return out
 
     async def exec_(self, feedback: Feedback) -> Any:
-        live = None if self.op["static"] else await self._live()
+        live = None if self.op.static else await self._live()
         result = {}
         for inst in self.instances:
             run_state, runtime = None, None

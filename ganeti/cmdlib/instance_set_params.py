@@ -51,17 +51,10 @@ from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.errors import MacInUse
 from ganeti.objects import NIC, Disk, Instance, new_uuid
+from ganeti.opcodes.typed import OpInstanceSetParams
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
-_REFUSED = {
-    "disk_template": "Changing the disk template is not supported",
-    "pnode": "Changing the primary node is not supported (use failover or migrate)",
-    "remote_node": "Secondary nodes are not supported by the disk templates here",
-    "iallocator": "An allocator is only used to choose new nodes, which is not supported here",
-    "file_driver": "Changing the file driver is not supported",
-    "file_storage_dir": "Moving the file storage directory is not supported",
-}
 _AUTO_MACS = (params.MAC_AUTO, params.MAC_GENERATE)
 
 
@@ -70,7 +63,7 @@ def _shown(value: Any) -> Any:
 
 
 @register
-class LUInstanceSetParams(InstanceLU):
+class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     """Change an instance (see the module docstring).
 
     Locks: the instance exclusively, its node groups shared, its nodes
@@ -81,15 +74,23 @@ class LUInstanceSetParams(InstanceLU):
 
     def check_arguments(self) -> None:
         op = self.op
-        for key, message in _REFUSED.items():
-            if op.get(key) is not None:
+        refused = (
+            (op.disk_template, "Changing the disk template is not supported"),
+            (op.pnode, "Changing the primary node is not supported (use failover or migrate)"),
+            (op.remote_node, "Secondary nodes are not supported by the disk templates here"),
+            (op.iallocator, "An allocator is only used to choose new nodes, which is not supported here"),
+            (op.file_driver, "Changing the file driver is not supported"),
+            (op.file_storage_dir, "Moving the file storage directory is not supported"),
+        )
+        for value, message in refused:
+            if value is not None:
                 raise errors.OpPrereqError(message, errors.ECODE_INVAL)
-        if op["ext_params"]:
+        if op.ext_params:
             raise errors.OpPrereqError("ExtStorage parameters are not supported", errors.ECODE_INVAL)
-        if op.get("instance_communication"):
+        if op.instance_communication:
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
-        self.disk_mods = params.upgrade_mods(op["disks"], "disk")
-        self.nic_mods = params.upgrade_mods(op["nics"], "NIC")
+        self.disk_mods = params.upgrade_mods(op.disks, "disk")
+        self.nic_mods = params.upgrade_mods(op.nics, "NIC")
         for action, _ident, mod in self.disk_mods + self.nic_mods:
             if action in (params.MOD_ATTACH, params.MOD_DETACH):
                 raise errors.OpPrereqError("Attaching and detaching disks or NICs is not supported",
@@ -104,11 +105,11 @@ class LUInstanceSetParams(InstanceLU):
                     raise errors.OpPrereqError("Disk size cannot be changed here (grow the disk instead)",
                                                errors.ECODE_INVAL)
                 params.check_disk(mod, position, require_size=False)
-        self.bep = params.check_beparams(op["beparams"])
-        self.osp = params.check_osparams(op["osparams"])
-        self.osp_private = params.check_osparams(op.get("osparams_private") or {})
-        if not (self.disk_mods or self.nic_mods or self.bep or op["hvparams"] or self.osp or self.osp_private
-                or op.get("os_name") or op.get("offline") is not None or op.get("runtime_mem")):
+        self.bep = params.check_beparams(op.beparams)
+        self.osp = params.check_osparams(op.osparams)
+        self.osp_private = params.check_osparams(op.osparams_private or {})
+        if not (self.disk_mods or self.nic_mods or self.bep or op.hvparams or self.osp or self.osp_private
+                or op.os_name or op.offline is not None or op.runtime_mem):
             raise errors.OpPrereqError("No changes submitted", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
@@ -118,7 +119,7 @@ class LUInstanceSetParams(InstanceLU):
         self.share_locks[LEVEL_NODEGROUP] = True
 
     def declare_locks(self, level: str) -> None:
-        inst = self.cfg.instances.get(self.op["instance_uuid"])
+        inst = self.cfg.instances.get(self.op.instance_uuid or "")
         if inst is None:
             return
         nodes = iu.instance_nodes(self.cfg, inst)
@@ -132,14 +133,14 @@ class LUInstanceSetParams(InstanceLU):
     def check_prereq(self) -> None:
         super().check_prereq()
         inst, op, cfg = self.instance, self.op, self.cfg
-        self.hvp = params.check_hvparams(inst.hypervisor or "", op["hvparams"])
+        self.hvp = params.check_hvparams(inst.hypervisor or "", op.hvparams)
         new_be = params.merged(inst.beparams, self.bep)
         filled = rpc_inst.filled_beparams(cfg, attrs.evolve(inst, beparams=new_be))
         if isinstance(filled.get("minmem"), int) and isinstance(filled.get("maxmem"), int) \
                 and filled["minmem"] > filled["maxmem"]:
             raise errors.OpPrereqError("Minimum memory (%s) is greater than maximum memory (%s)"
                                        % (filled["minmem"], filled["maxmem"]), errors.ECODE_INVAL)
-        offline = op.get("offline")
+        offline = op.offline
         if offline is not None:
             if offline and inst.admin_state == iu.ADMIN_UP:
                 raise errors.OpPrereqError("Instance %s is marked to be up, cannot set it offline" % inst.name,
@@ -285,7 +286,8 @@ class LUInstanceSetParams(InstanceLU):
         if mac in used:
             raise errors.OpPrereqError("MAC address %s already in use in the cluster" % mac, errors.ECODE_NOTUNIQUE)
         used.add(mac)
-        return mac
+        given: str = mac
+        return given
 
     # --- execution -------------------------------------------------------------------
     def _changed_instance(self) -> tuple[Instance, list[list[Any]]]:
@@ -304,10 +306,10 @@ class LUInstanceSetParams(InstanceLU):
         if self.osp_private:
             changes["osparams_private"] = params.merged(inst.osparams_private, self.osp_private)
             result += [["os_private/%s" % k, "<private>"] for k in sorted(self.osp_private)]
-        if op.get("os_name") and op["os_name"] != inst.os:
-            changes["os"] = op["os_name"]
-            result.append(["os_name", op["os_name"]])
-        offline = op.get("offline")
+        if op.os_name and op.os_name != inst.os:
+            changes["os"] = op.os_name
+            result.append(["os_name", op.os_name])
+        offline = op.offline
         if offline is True and inst.admin_state != iu.ADMIN_OFFLINE:
             changes["admin_state"] = iu.ADMIN_OFFLINE
             result.append(["admin_state", iu.ADMIN_OFFLINE])
@@ -323,7 +325,7 @@ class LUInstanceSetParams(InstanceLU):
         return attrs.evolve(inst, **changes), result
 
     async def _check_memory(self, new: Instance) -> None:
-        if self.op["force"] or "maxmem" not in self.bep:
+        if self.op.force or "maxmem" not in self.bep:
             return
         old_mem = iu.instance_memory(self.cfg, self.instance)
         new_mem = iu.instance_memory(self.cfg, new)
@@ -338,7 +340,7 @@ class LUInstanceSetParams(InstanceLU):
 
     async def _check_runtime_mem(self, new: Instance) -> int | None:
         """The checks of C{runtime_mem} (see the module docstring): its value, or C{None}."""
-        memory = self.op.get("runtime_mem")
+        memory = self.op.runtime_mem
         if not memory:
             return None
         inst = self.instance
@@ -347,7 +349,7 @@ class LUInstanceSetParams(InstanceLU):
             raise errors.OpPrereqError("Instance %s is not running" % inst.name, errors.ECODE_STATE)
         filled = rpc_inst.filled_beparams(self.cfg, new)
         minmem, maxmem = int(filled.get("minmem") or 0), int(filled.get("maxmem") or 0)
-        if not self.op["force"] and not minmem <= memory <= maxmem:
+        if not self.op.force and not minmem <= memory <= maxmem:
             raise errors.OpPrereqError("Instance %s must have memory between %d and %d MB of memory unless --force"
                                        " is given" % (inst.name, minmem, maxmem), errors.ECODE_INVAL)
         delta = memory - int(info.get("memory") or 0)
@@ -361,8 +363,8 @@ class LUInstanceSetParams(InstanceLU):
         new, result = self._changed_instance()
         await self._check_memory(new)
         runtime_mem = await self._check_runtime_mem(new)
-        if op.get("os_name") and op["os_name"] != inst.os:
-            await check_os(self, self.pnode, op["os_name"], dict(new.osparams), op["force_variant"])
+        if op.os_name and op.os_name != inst.os:
+            await check_os(self, self.pnode, op.os_name, dict(new.osparams), op.force_variant)
         if runtime_mem is not None:
             await iu.call_node(self, self.pnode, procedures.instance_balloon_memory.call(iu.encode(self, inst), runtime_mem),
                                what="modify the runtime memory of instance %s" % inst.name)
@@ -418,7 +420,8 @@ class LUInstanceSetParams(InstanceLU):
         removed = [d.uuid for d in self.removed_disks if d.uuid]
         for attempt in range(MAC_ATTEMPTS):
             try:
-                return await self.update("instance", new, disks=created, remove_disks=removed)
+                stored: Instance = await self.update("instance", new, disks=created, remove_disks=removed)
+                return stored
             except MacInUse as e:
                 if not self.auto_macs or attempt == MAC_ATTEMPTS - 1:
                     raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None

@@ -18,6 +18,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib.base import LogicalUnit, expand_instance_name
 from ganeti.objects import ConfigData, Disk, Instance, Node, beparams_memory, beparams_vcpus
+from ganeti.opcodes.typed import OpCode
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 from ganeti.rpc.client import RpcResult
@@ -57,10 +58,10 @@ def expand_instance(cfg: ConfigData, name: str) -> Instance:
     raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)  # pragma: no cover
 
 
-def current_instance(cfg: ConfigData, uuid: str, name: str) -> Instance:
+def current_instance(cfg: ConfigData, uuid: str | None, name: str) -> Instance:
     """The instance C{uuid} in C{cfg}; OpPrereqError if it is gone (e.g. removed
-    while the LU waited for its lock)."""
-    inst = cfg.instances.get(uuid)
+    while the LU waited for its lock) or C{uuid} is None (not resolved)."""
+    inst = cfg.instances.get(uuid or "")
     if inst is None:
         raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)
     return inst
@@ -228,7 +229,7 @@ def parse_node_info(payload: Any) -> NodeResources:
 
 
 async def node_resources(
-    lu: LogicalUnit, node_uuids: Iterable[str], hypervisor: str, templates: Iterable[str] = ()
+    lu: LogicalUnit[OpCode], node_uuids: Iterable[str], hypervisor: str, templates: Iterable[str] = ()
 ) -> dict[str, NodeResources | str]:
     """C{{node uuid: NodeResources, or the error text}} from C{node_info}."""
     cfg = lu.cfg
@@ -259,13 +260,15 @@ async def node_resources(
     return out
 
 
-async def node_free_memory(lu: LogicalUnit, node_uuids: Iterable[str], hypervisor: str) -> dict[str, int | None]:
+async def node_free_memory(lu: LogicalUnit[OpCode], node_uuids: Iterable[str], hypervisor: str) -> dict[str,
+                           int | None]:
     """C{{node uuid: free MiB}} as the hypervisor reports it; C{None} if unknown."""
     answers = await node_resources(lu, node_uuids, hypervisor)
     return {uuid: (res.memory_free if isinstance(res, NodeResources) else None) for uuid, res in answers.items()}
 
 
-async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, requested: int, hypervisor: str) -> int:
+async def check_node_free_memory(lu: LogicalUnit[OpCode], node_uuid: str, reason: str, requested: int,
+                                 hypervisor: str) -> int:
     """Ganeti's C{CheckNodeFreeMemory}: the node has C{requested} MiB free.
 
     @return: the free memory
@@ -290,7 +293,7 @@ async def check_node_free_memory(lu: LogicalUnit, node_uuid: str, reason: str, r
 # --- node RPC -----------------------------------------------------------------------------
 
 
-async def call_node_result(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any]) -> RpcResult:
+async def call_node_result(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any]) -> RpcResult:
     """Make C{call} (see L{ganeti.rpc.procedures}) on one node; its L{RpcResult}.
 
     An offline node is not contacted: its result is a failure saying so.
@@ -298,10 +301,12 @@ async def call_node_result(lu: LogicalUnit, node_uuid: str, call: procedures.Cal
     node = get_node(lu.cfg, node_uuid)
     if node.offline:
         return RpcResult.failure(node.name or node_uuid, "node is marked offline", offline=True)
-    return await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
+    result: RpcResult = await lu.ctx.rpc().run_one(node.name or node_uuid, node_address(node), call)
+    return result
 
 
-async def call_node(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any], what: str | None = None) -> Any:
+async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Call[Any],
+                    what: str | None = None) -> Any:
     """Make C{call} on one node; its payload, or L{errors.OpExecError}.
 
     The error reads C{"Could not <what> on node <name>: <node's message>"}.
@@ -314,18 +319,18 @@ async def call_node(lu: LogicalUnit, node_uuid: str, call: procedures.Call[Any],
     return result.payload
 
 
-def reason_trail(lu: LogicalUnit) -> list[Any]:
+def reason_trail(lu: LogicalUnit[OpCode]) -> list[Any]:
     """The opcode's reason trail, for the RPCs that record it."""
-    reason = lu.op.get("reason")
+    reason = lu.op.reason
     return list(reason) if isinstance(reason, list) else []
 
 
-def encode(lu: LogicalUnit, inst: Instance, **kwargs: Any) -> dict[str, Any]:
+def encode(lu: LogicalUnit[OpCode], inst: Instance, **kwargs: Any) -> dict[str, Any]:
     """C{INST_DICT} of C{inst} on the LU's config (see L{rpc_inst.encode_instance})."""
     return rpc_inst.encode_instance(lu.cfg, inst, **kwargs)
 
 
-async def instance_info(lu: LogicalUnit, inst: Instance, node_uuid: str | None = None) -> dict[str, Any] | None:
+async def instance_info(lu: LogicalUnit[OpCode], inst: Instance, node_uuid: str | None = None) -> dict[str, Any] | None:
     """The hypervisor's info on C{inst} on C{node_uuid} (default: its primary).
 
     @return: C{None} if it does not run there, else C{{"memory", "vcpus", "state", "time"}}
@@ -340,14 +345,14 @@ async def instance_info(lu: LogicalUnit, inst: Instance, node_uuid: str | None =
     return payload if isinstance(payload, dict) and payload else None
 
 
-async def check_instance_not_running(lu: LogicalUnit, inst: Instance, what: str) -> None:
+async def check_instance_not_running(lu: LogicalUnit[OpCode], inst: Instance, what: str) -> None:
     """Refuse (OpPrereqError) if C{inst} runs on its primary node."""
     if await instance_info(lu, inst) is not None:
         raise errors.OpPrereqError("Instance %s is running, %s" % (inst.name, what), errors.ECODE_STATE)
 
 
 async def start_instance_on(
-    lu: LogicalUnit,
+    lu: LogicalUnit[OpCode],
     inst: Instance,
     node_uuid: str,
     *,
@@ -362,7 +367,7 @@ async def start_instance_on(
                     what="start instance %s" % inst.name)
 
 
-async def shutdown_instance_on(lu: LogicalUnit, inst: Instance, node_uuid: str, timeout: int) -> None:
+async def shutdown_instance_on(lu: LogicalUnit[OpCode], inst: Instance, node_uuid: str, timeout: int) -> None:
     """Stop C{inst} on C{node_uuid} (C{instance_shutdown}); OpExecError on failure.
 
     Stopping an instance that does not run succeeds (noded's contract).
@@ -373,7 +378,7 @@ async def shutdown_instance_on(lu: LogicalUnit, inst: Instance, node_uuid: str, 
                     what="shutdown instance %s" % inst.name)
 
 
-async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -> list[str]:
+async def remove_disks(lu: LogicalUnit[OpCode], node_uuid: str, disks: Iterable[Disk]) -> list[str]:
     """Remove C{disks} from C{node_uuid}, each even if another fails.
 
     @return: the error messages (empty when every disk is gone)
@@ -389,9 +394,49 @@ async def remove_disks(lu: LogicalUnit, node_uuid: str, disks: Iterable[Disk]) -
     return problems
 
 
-async def set_admin_state(lu: LogicalUnit, inst: Instance, state: str, source: str = ADMIN_SOURCE_ADMIN) -> Instance:
+async def set_admin_state(lu: LogicalUnit[OpCode], inst: Instance, state: str,
+                          source: str = ADMIN_SOURCE_ADMIN) -> Instance:
     """Record C{inst}'s admin state (and its source) in the config."""
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     if current.admin_state == state and current.admin_state_source == source:
         return current
-    return await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))
+    stored: Instance = await lu.update("instance", attrs.evolve(current, admin_state=state, admin_state_source=source))
+    return stored
+
+
+async def remove_instance(lu: LogicalUnit[OpCode], inst: Instance, shutdown_timeout: int, ignore_failures: bool,
+                          reason: list[Any]) -> None:
+    """Remove C{inst} (L{ganeti.cmdlib.instance.LUInstanceRemove}'s steps, also
+    run by an export with C{remove_instance}): mark it down, stop it on its
+    primary node, remove its disks, drop it (and them) from the config.
+
+    @param reason: the reason trail the shutdown RPC records
+    @raise errors.OpExecError: it could not be stopped or a disk removed
+        (unless C{ignore_failures}: then only warnings)
+    """
+    pnode = inst.primary_node or ""
+    if inst.admin_state == ADMIN_UP:
+        inst = await set_admin_state(lu, inst, ADMIN_DOWN)
+    await lu.log_info("Shutting down instance %s on node %s", inst.name, node_name(lu.cfg, pnode))
+    result = await call_node_result(
+        lu, pnode, procedures.instance_shutdown.call(
+            rpc_inst.encode_instance(lu.cfg, inst), shutdown_timeout, reason,
+        ).within(TMO_START + shutdown_timeout))
+    if result.failed:
+        message = "Could not shutdown instance %s on node %s: %s" % (inst.name, node_name(lu.cfg, pnode),
+                                                                     result.fail_msg)
+        if not ignore_failures:
+            raise errors.OpExecError(message)
+        await lu.log_warning("%s", message)
+    await lu.log_info("Removing block devices for instance %s", inst.name)
+    problems = []
+    for disk in rpc_inst.instance_disks(lu.cfg, inst):
+        for node in disk.nodes or [pnode]:
+            problems += await remove_disks(lu, node, [disk])
+    if problems:
+        if not ignore_failures:
+            raise errors.OpExecError("Can't remove instance's disks: %s" % "; ".join(problems))
+        for problem in problems:
+            await lu.log_warning("%s", problem)
+    await lu.log_info("Removing instance %s out of cluster config", inst.name)
+    await lu.remove("instance", inst.uuid or "")

@@ -46,6 +46,8 @@ def liveness_problems(rows: list[list[Any]], now: float) -> list[tuple[str, str]
     return out
 
 
+# lu: a LogicalUnit; not annotated as one, since cmdlib.base imports this module
+# (lazily, for NotingRpc) and the import-circle test counts type-only imports too
 async def verify_liveness(lu: Any, node_error: NodeError, names: list[str] | None = None) -> None:
     """Report the nodes (of C{names}, default all) the master's heartbeat roster calls unreachable."""
     from ganeti.luxi import methods

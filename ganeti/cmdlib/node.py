@@ -37,6 +37,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.objects import ConfigData, Node, new_uuid
+from ganeti.opcodes.typed import OpClusterRedistConf, OpCode, OpNodeAdd, OpNodeRemove, OpNodeSetParams
 from ganeti.rpc import procedures, wire
 
 # --- the candidate pool (pure functions of a config) ---------------------------------
@@ -88,7 +89,7 @@ def nodes_to_promote(cfg: ConfigData, exceptions: Iterable[str] = ()) -> list[No
     return chosen
 
 
-async def adjust_candidate_pool(lu: LogicalUnit, exceptions: Iterable[str]) -> list[str]:
+async def adjust_candidate_pool(lu: LogicalUnit[OpCode], exceptions: Iterable[str]) -> list[str]:
     """Promote nodes until the pool is full again (the LU holds every node lock).
 
     Returns the names of the promoted nodes.
@@ -98,7 +99,7 @@ async def adjust_candidate_pool(lu: LogicalUnit, exceptions: Iterable[str]) -> l
     nodes = nodes_to_promote(lu.cfg, exceptions)
     for node in nodes:
         await lu.update("node", attrs.evolve(node, master_candidate=True))
-        promoted.append(node.name)
+        promoted.append(node.name or "")
     if promoted:
         await lu.log_info("Promoted nodes to master candidate role: %s", ", ".join(promoted))
         await tell_roles(lu, nodes, promoted=True)
@@ -114,7 +115,8 @@ ROLE_TIMEOUT = 60.0
 OFFLINE_TIMEOUT = 10.0
 
 
-async def tell_roles(lu: LogicalUnit, nodes: Iterable[Node], promoted: bool, timeout: float = ROLE_TIMEOUT) -> None:
+async def tell_roles(lu: LogicalUnit[OpCode], nodes: Iterable[Node], promoted: bool,
+                     timeout: float = ROLE_TIMEOUT) -> None:
     """Tell C{nodes} they are (C{promoted}) or are no longer master
     candidates: RAPI starts or stops there.  Failures are warnings."""
     targets = {node.name: _address(node) for node in nodes if node.name}
@@ -150,18 +152,18 @@ def _address(node: Node) -> str:
 # --- OP_NODE_ADD ------------------------------------------------------------------------
 
 
-def _check_static(op: Any) -> dict[str, Any]:
+def _check_static(op: OpNodeAdd | OpNodeSetParams) -> dict[str, Any]:
     """A node opcode's C{ndparams}, C{hv_state} and C{disk_state}, typed
     by the checks the node group's use (empty when not given)."""
     return {
-        "ndparams": group_params.check_ndparams(op.get("ndparams") or {}),
-        "hv_state": group_params.check_hv_state(op.get("hv_state") or {}),
-        "disk_state": group_params.check_disk_state(op.get("disk_state") or {}),
+        "ndparams": group_params.check_ndparams(op.ndparams or {}),
+        "hv_state": group_params.check_hv_state(op.hv_state or {}),
+        "disk_state": group_params.check_disk_state(op.disk_state or {}),
     }
 
 
 @register
-class LUNodeAdd(LogicalUnit):
+class LUNodeAdd(LogicalUnit[OpNodeAdd]):
     """Add a node (or re-add one with C{readd}).
 
     Locks: the BGL exclusively (C{REQ_BGL}), and every node lock, so that
@@ -178,10 +180,9 @@ class LUNodeAdd(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
-        op["node_name"] = names.normalize_hostname(op["node_name"], "node name")
+        self.op = op = attrs.evolve(op, node_name=names.normalize_hostname(op.node_name, "node name"))
         self.static = _check_static(op)
-        for key in ("primary_ip", "secondary_ip"):
-            value = op.get(key)
+        for key, value in (("primary_ip", op.primary_ip), ("secondary_ip", op.secondary_ip)):
             if value is not None and not _valid_ip(value):
                 raise errors.OpPrereqError("Invalid %s address '%s'" % (key.replace("_", " "), value), errors.ECODE_INVAL)
 
@@ -189,31 +190,31 @@ class LUNodeAdd(LogicalUnit):
         """Without a primary IP, the node's name must resolve to one; the
         secondary IP defaults to the primary."""
         op = self.op
-        if op.get("primary_ip") is None:
+        if op.primary_ip is None:
             try:
-                _canonical, _aliases, addresses = await self.ctx.net.resolve(op["node_name"])
+                _canonical, _aliases, addresses = await self.ctx.net.resolve(op.node_name)
                 if not addresses:
                     raise OSError("no address")
             except OSError as e:
                 raise errors.OpPrereqError(
-                    "Cannot resolve node name '%s' (%s); give its primary IP" % (op["node_name"], e),
+                    "Cannot resolve node name '%s' (%s); give its primary IP" % (op.node_name, e),
                     errors.ECODE_RESOLVER,
                 ) from None
-            op["primary_ip"] = addresses[0]
-        if op.get("secondary_ip") is None:
-            op["secondary_ip"] = op["primary_ip"]
+            self.op = op = attrs.evolve(op, primary_ip=addresses[0])
+        if op.secondary_ip is None:
+            self.op = op = attrs.evolve(op, secondary_ip=op.primary_ip)
 
     def expand_names(self) -> None:
         self.needed_locks[LEVEL_NODE] = ALL_SET
 
     def check_prereq(self) -> None:
         op = self.op
-        name = op["node_name"]
-        ips = {op["primary_ip"], op["secondary_ip"]}
+        name = op.node_name
+        ips = {op.primary_ip, op.secondary_ip}
         existing = next((n for n in self.cfg.nodes.values() if n.name == name), None)
-        if existing is not None and not op["readd"]:
+        if existing is not None and not op.readd:
             raise errors.OpPrereqError("Node %s is already in the configuration" % name, errors.ECODE_EXISTS)
-        if existing is None and op["readd"]:
+        if existing is None and op.readd:
             raise errors.OpPrereqError("Node %s is not in the configuration" % name, errors.ECODE_NOENT)
         for node in self.cfg.nodes.values():
             if node.name == name:
@@ -225,25 +226,25 @@ class LUNodeAdd(LogicalUnit):
         if existing is not None and existing.uuid == self.cfg.cluster.master_node:
             raise errors.OpPrereqError("Cannot readd the master node", errors.ECODE_STATE)
         self.existing = existing
-        self.group_uuid = existing.group if existing is not None and op.get("group") is None else lookup_group(
-            self.cfg, op.get("group")
+        self.group_uuid = existing.group if existing is not None and op.group is None else lookup_group(
+            self.cfg, op.group
         )
         default = existing.master_capable if existing is not None else True
-        self.master_capable = default if op.get("master_capable") is None else op["master_capable"]
+        self.master_capable = default if op.master_capable is None else op.master_capable
         default = existing.vm_capable if existing is not None else True
-        self.vm_capable = default if op.get("vm_capable") is None else op["vm_capable"]
-        exceptions = [existing.uuid] if existing is not None else []
+        self.vm_capable = default if op.vm_capable is None else op.vm_capable
+        exceptions = [existing.uuid or ""] if existing is not None else []
         self.master_candidate = bool(self.master_capable) and decide_self_promotion(self.cfg, exceptions)
 
     async def exec_(self, feedback: Feedback) -> Any:
         op = self.op
-        name, ip = op["node_name"], op["primary_ip"]
+        name, ip = op.node_name, op.primary_ip or ""
         port = self.ctx.rpc_port
-        if op.get("join_token"):
+        if op.join_token:
             from ganeti.rpc.join import join_node_async
 
             try:
-                await join_node_async(self.ctx.clock, self.ctx.paths, ip, op["join_token"], name, port=port)
+                await join_node_async(self.ctx.clock, self.ctx.paths, ip, op.join_token, name, port=port)
             except Exception as e:
                 raise errors.OpExecError("Could not join node %s at %s:%d: %s" % (name, ip, port, e)) from e
         rpc = self.ctx.rpc()
@@ -267,9 +268,9 @@ class LUNodeAdd(LogicalUnit):
                 for why in failures.values():
                     await self.feedback("ssh/hostname verification failed (checking from %s): %s" % (master.name, why))
                 raise errors.OpExecError("ssh/hostname verification failed")
-        changes = dict(
+        changes: dict[str, Any] = dict(
             primary_ip=ip,
-            secondary_ip=op["secondary_ip"],
+            secondary_ip=op.secondary_ip,
             master_candidate=self.master_candidate,
             offline=False,
             drained=False,
@@ -277,11 +278,11 @@ class LUNodeAdd(LogicalUnit):
             master_capable=self.master_capable,
             vm_capable=self.vm_capable,
         )
-        if op.get("ndparams") is not None:
+        if op.ndparams is not None:
             changes["ndparams"] = group_params.merged({}, self.static["ndparams"])
-        if op.get("hv_state") is not None:
+        if op.hv_state is not None:
             changes["hv_state_static"] = group_params.merged_nested({}, self.static["hv_state"])
-        if op.get("disk_state") is not None:
+        if op.disk_state is not None:
             changes["disk_state_static"] = group_params.merged_disk_state({}, self.static["disk_state"])
         if self.existing is not None:
             await self.log_info("Readding a node, the offline/drained flags were reset")
@@ -328,7 +329,7 @@ def _valid_ip(text: str) -> bool:
 
 
 @register
-class LUNodeRemove(LogicalUnit):
+class LUNodeRemove(LogicalUnit[OpNodeRemove]):
     """Remove a node: not the master, not one with instances.
 
     Locks: the BGL exclusively and every node lock (another node may be
@@ -346,18 +347,18 @@ class LUNodeRemove(LogicalUnit):
     REQ_BGL = True
 
     def expand_names(self) -> None:
-        self.node_uuid = expand_node(self.cfg, self.op["node_name"]).uuid
-        self.op["node_uuid"] = self.node_uuid
+        self.node_uuid = expand_node(self.cfg, self.op.node_name).uuid or ""
+        self.op = attrs.evolve(self.op, node_uuid=self.node_uuid)
         self.needed_locks[LEVEL_NODE] = ALL_SET
 
     def check_prereq(self) -> None:
         node = self.cfg.nodes.get(self.node_uuid)
         if node is None:
-            raise errors.OpPrereqError("Node '%s' not known" % self.op["node_name"], errors.ECODE_NOENT)
+            raise errors.OpPrereqError("Node '%s' not known" % self.op.node_name, errors.ECODE_NOENT)
         if node.uuid == self.cfg.cluster.master_node:
             raise errors.OpPrereqError("Node is the master node, failover to another node is required",
                                        errors.ECODE_INVAL)
-        instances = node_instances(self.cfg, node.uuid)
+        instances = node_instances(self.cfg, node.uuid or "")
         if instances:
             raise errors.OpPrereqError(
                 "Instance %s is still running on the node, please remove first" % instances[0], errors.ECODE_INVAL
@@ -366,12 +367,12 @@ class LUNodeRemove(LogicalUnit):
 
     async def exec_(self, feedback: Feedback) -> Any:
         node = self.node
-        await adjust_candidate_pool(self, [node.uuid])
+        await adjust_candidate_pool(self, [node.uuid or ""])
         result = await self.ctx.rpc().run_one(node.name or "", _address(node), procedures.node_leave_cluster.call(False))
         if result.failed:
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
-        await self.remove("node", node.uuid)
+        await self.remove("node", node.uuid or "")
         return None
 
 
@@ -393,7 +394,7 @@ _FLAGS = ("master_candidate", "drained", "offline")
 
 
 @register
-class LUNodeSetParams(LogicalUnit):
+class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
     """Change a node's roles (candidate, drained, offline) and capabilities.
 
     At most one of the three role flags may be set at once; setting one
@@ -408,24 +409,29 @@ class LUNodeSetParams(LogicalUnit):
 
     def check_arguments(self) -> None:
         op = self.op
-        mods = ("offline", "master_candidate", "drained", "master_capable", "vm_capable", "secondary_ip",
-                "ndparams", "hv_state", "disk_state", "powered")
-        if all(op.get(name) is None for name in mods):
+        mods = (op.offline, op.master_candidate, op.drained, op.master_capable, op.vm_capable, op.secondary_ip,
+                op.ndparams, op.hv_state, op.disk_state, op.powered)
+        if all(value is None for value in mods):
             raise errors.OpPrereqError("Please pass at least one modification", errors.ECODE_INVAL)
-        if [op.get(flag) for flag in _FLAGS].count(True) > 1:
+        if list(self._flags().values()).count(True) > 1:
             raise errors.OpPrereqError("Can't set the node into more than one state at the same time",
                                        errors.ECODE_INVAL)
-        if op.get("secondary_ip") is not None and not _valid_ip(op["secondary_ip"]):
-            raise errors.OpPrereqError("Secondary IP (%s) needs to be a valid IP address" % op["secondary_ip"],
+        if op.secondary_ip is not None and not _valid_ip(op.secondary_ip):
+            raise errors.OpPrereqError("Secondary IP (%s) needs to be a valid IP address" % op.secondary_ip,
                                        errors.ECODE_INVAL)
         self.static = _check_static(op)
-        self.might_demote = (op.get("master_candidate") is False or op.get("offline") is True
-                             or op.get("drained") is True or op.get("master_capable") is False)
-        self.lock_all = bool(op["auto_promote"]) and self.might_demote
+        self.might_demote = (op.master_candidate is False or op.offline is True
+                             or op.drained is True or op.master_capable is False)
+        self.lock_all = bool(op.auto_promote) and self.might_demote
+
+    def _flags(self) -> dict[str, bool | None]:
+        """The state flags the opcode sets (C{None}: unchanged), in C{_FLAGS} order."""
+        op = self.op
+        return {"master_candidate": op.master_candidate, "drained": op.drained, "offline": op.offline}
 
     def expand_names(self) -> None:
-        self.node_uuid = expand_node(self.cfg, self.op["node_name"]).uuid
-        self.op["node_uuid"] = self.node_uuid
+        self.node_uuid = expand_node(self.cfg, self.op.node_name).uuid or ""
+        self.op = attrs.evolve(self.op, node_uuid=self.node_uuid)
         locks = ALL_SET if self.lock_all else [self.node_uuid]
         self.needed_locks[LEVEL_NODE] = locks
         self.needed_locks[LEVEL_NODE_RES] = locks
@@ -434,22 +440,22 @@ class LUNodeSetParams(LogicalUnit):
         op = self.op
         node = self.cfg.nodes.get(self.node_uuid)
         if node is None:
-            raise errors.OpPrereqError("Node '%s' not known" % op["node_name"], errors.ECODE_NOENT)
+            raise errors.OpPrereqError("Node '%s' not known" % op.node_name, errors.ECODE_NOENT)
         self.node = node
         self.infos: list[str] = []
         is_master = node.uuid == self.cfg.cluster.master_node
-        if any(op.get(flag) is not None for flag in _FLAGS) and is_master:
+        if any(value is not None for value in self._flags().values()) and is_master:
             raise errors.OpPrereqError("The master role can be changed only via master-failover", errors.ECODE_INVAL)
-        if op.get("master_candidate") and not node.master_capable and op.get("master_capable") is not True:
+        if op.master_candidate and not node.master_capable and op.master_capable is not True:
             raise errors.OpPrereqError(
                 "Node %s is not master capable, cannot make it a master candidate" % node.name, errors.ECODE_STATE
             )
-        if op.get("vm_capable") is False and node_instances(self.cfg, node.uuid):
+        if op.vm_capable is False and node_instances(self.cfg, node.uuid or ""):
             raise errors.OpPrereqError(
                 "Node %s hosts instances, cannot unset the vm_capable flag" % node.name, errors.ECODE_STATE
             )
         if node.master_candidate and self.might_demote and not self.lock_all:
-            mc_remaining, mc_should, _ = candidate_stats(self.cfg, [node.uuid])
+            mc_remaining, mc_should, _ = candidate_stats(self.cfg, [node.uuid or ""])
             if mc_remaining < mc_should:
                 raise errors.OpPrereqError(
                     "Not enough master candidates, please pass auto promote option to allow promotion"
@@ -460,29 +466,34 @@ class LUNodeSetParams(LogicalUnit):
             raise errors.OpPrereqError("Node %s has invalid flags %s" % (node.name, old_flags), errors.ECODE_STATE)
         self.old_role = old_role = _F2R[old_flags]
         # only real changes are kept: unsetting an unset flag is no change
-        for flag in _FLAGS:
-            if op.get(flag) is False and not getattr(node, flag):
+        unset = set()
+        for flag, value in self._flags().items():
+            if value is False and not getattr(node, flag):
                 self.infos.append("Ignoring request to unset flag %s, already unset" % flag)
-                op[flag] = None
+                unset.add(flag)
+        if unset:
+            self.op = op = attrs.evolve(
+                op, master_candidate=None if "master_candidate" in unset else op.master_candidate,
+                drained=None if "drained" in unset else op.drained, offline=None if "offline" in unset else op.offline)
         # a node coming back (undrained, onlined, master capable again) may promote itself
-        if (op.get("drained") is False or op.get("offline") is False
-                or (op.get("master_capable") and not node.master_capable)):
-            if decide_self_promotion(self.cfg, [node.uuid]) and op.get("offline") is not True \
-                    and op.get("drained") is not True and op.get("master_candidate") is not False:
-                op["master_candidate"] = True
+        if (op.drained is False or op.offline is False
+                or (op.master_capable and not node.master_capable)):
+            if decide_self_promotion(self.cfg, [node.uuid or ""]) and op.offline is not True \
+                    and op.drained is not True and op.master_candidate is not False:
+                self.op = op = attrs.evolve(op, master_candidate=True)
                 self.infos.append("Auto-promoting node to master candidate")
-        if op.get("master_capable") is False and node.master_candidate:
+        if op.master_capable is False and node.master_candidate:
             if is_master:
                 raise errors.OpPrereqError("Master must remain master capable", errors.ECODE_STATE)
             self.infos.append("Demoting from master candidate")
-            op["master_candidate"] = False
-        if op.get("master_candidate"):
+            self.op = op = attrs.evolve(op, master_candidate=False)
+        if op.master_candidate:
             new_role = ROLE_CANDIDATE
-        elif op.get("drained"):
+        elif op.drained:
             new_role = ROLE_DRAINED
-        elif op.get("offline"):
+        elif op.offline:
             new_role = ROLE_OFFLINE
-        elif False in [op.get(flag) for flag in _FLAGS]:
+        elif False in self._flags().values():
             new_role = ROLE_REGULAR
         else:
             new_role = old_role
@@ -504,36 +515,36 @@ class LUNodeSetParams(LogicalUnit):
                                    " Please make sure the node is healthy!")
         result: list[list[Any]] = []
         changes: dict[str, Any] = {}
-        if op.get("ndparams") is not None:
+        if op.ndparams is not None:
             changes["ndparams"] = group_params.merged(node.ndparams or {}, self.static["ndparams"])
             result.append(["ndparams", str(changes["ndparams"])])
-        if op.get("hv_state") is not None:
+        if op.hv_state is not None:
             changes["hv_state_static"] = group_params.merged_nested(node.hv_state_static or {},
                                                                     self.static["hv_state"])
-        if op.get("disk_state") is not None:
+        if op.disk_state is not None:
             changes["disk_state_static"] = group_params.merged_disk_state(node.disk_state_static or {},
                                                                           self.static["disk_state"])
-        if op.get("powered") is not None:
-            changes["powered"] = op["powered"]
-            result.append(["powered", str(op["powered"])])
-        for attr in ("master_capable", "vm_capable"):
-            if op.get(attr) is not None:
-                changes[attr] = op[attr]
-                result.append([attr, str(op[attr])])
+        if op.powered is not None:
+            changes["powered"] = op.powered
+            result.append(["powered", str(op.powered)])
+        for attr, value in (("master_capable", op.master_capable), ("vm_capable", op.vm_capable)):
+            if value is not None:
+                changes[attr] = value
+                result.append([attr, str(value)])
         if self.new_role != self.old_role:
             new_flags = _R2F[self.new_role]
             for old, new, desc in zip(self.old_flags, new_flags, _FLAGS):
                 if old != new:
                     result.append([desc, str(new)])
             changes.update(zip(_FLAGS, new_flags))
-        if op.get("secondary_ip") is not None:
-            changes["secondary_ip"] = op["secondary_ip"]
-            result.append(["secondary_ip", op["secondary_ip"]])
+        if op.secondary_ip is not None:
+            changes["secondary_ip"] = op.secondary_ip
+            result.append(["secondary_ip", op.secondary_ip])
         new_node = attrs.evolve(node, **changes)
         if self.lock_all and self.new_role != self.old_role:
             # every node is locked: fill the pool before this node leaves it
-            self.cfg = attrs.evolve(self.cfg, nodes=dict(self.cfg.nodes, **{node.uuid: new_node}))
-            await adjust_candidate_pool(self, [node.uuid])
+            self.cfg = attrs.evolve(self.cfg, nodes={**self.cfg.nodes, node.uuid or "": new_node})
+            await adjust_candidate_pool(self, [node.uuid or ""])
         if new_node != node:
             await self.update("node", new_node)
         if self.new_role != self.old_role and ROLE_CANDIDATE in (self.old_role, self.new_role):
@@ -550,7 +561,7 @@ PUSH_TIMEOUT = 60.0
 
 
 @register
-class LUClusterRedistConf(LogicalUnit):
+class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
     """Push config.data to the master candidates and ssconf to every online node, now.
 
     Locks: the BGL and every node, shared.  Nodes that do not take it are

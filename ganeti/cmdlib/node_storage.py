@@ -18,6 +18,7 @@ from ganeti import errors
 from ganeti import rbd_params as rbd
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
+from ganeti.opcodes.typed import OpNodeQueryStorage
 from ganeti.rpc import procedures
 
 #: the storage type of each disk template (Ganeti's MAP_DISK_TEMPLATE_STORAGE_TYPE)
@@ -35,25 +36,25 @@ def _invalid(message: str) -> errors.OpPrereqError:
 
 
 @register
-class LUNodeQueryStorage(LogicalUnit):
+class LUNodeQueryStorage(LogicalUnit[OpNodeQueryStorage]):
     """List storage units (see the module docstring)."""
 
     OP_ID = "OP_NODE_QUERY_STORAGE"
     REQ_BGL = False
 
     def check_arguments(self) -> None:
-        unknown = [f for f in self.op["output_fields"] if f not in FIELDS]
+        unknown = [f for f in self.op.output_fields if f not in FIELDS]
         if unknown:
             raise _invalid("Unknown output fields selected: %s (known: %s)" % (", ".join(unknown), ", ".join(FIELDS)))
 
     def expand_names(self) -> None:
-        wanted = self.op.get("nodes") or []
+        wanted = self.op.nodes or []
         self.needed_locks[LEVEL_NODE] = sorted(expand_node(self.cfg, n).uuid for n in wanted) if wanted else ALL_SET
         self.share_all()
 
     def check_prereq(self) -> None:
         enabled = list(self.cfg.cluster.enabled_disk_templates or [])
-        kind = self.op.get("storage_type")
+        kind = self.op.storage_type
         if kind:
             if kind not in STORAGE_TYPE.values():
                 raise _invalid("Unknown storage type '%s'" % kind)
@@ -81,9 +82,9 @@ class LUNodeQueryStorage(LogicalUnit):
         return directory
 
     async def exec_(self, feedback: Feedback) -> Any:
-        wanted = list(self.op["output_fields"])
+        wanted = list(self.op.output_fields)
         fields = [f for f in dict.fromkeys(["name", *wanted]) if f not in _LOCAL]
-        call = procedures.storage_list.call(self.storage_type, [[self._key()]], self.op.get("name"), fields)
+        call = procedures.storage_list.call(self.storage_type, [[self._key()]], self.op.name, fields)
         uuids = sorted(self.owned_locks(LEVEL_NODE), key=lambda u: iu.node_name(self.cfg, u))
         out = []
         for uuid in uuids:

@@ -35,6 +35,7 @@ from ganeti import errors, opcodes
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance_utils import node_address
 from ganeti.objects import ConfigData, nice_sort, nice_sort_key
+from ganeti.opcodes.typed import OpOsDiagnose
 from ganeti.rpc import procedures, wire
 
 #: seconds a node may take to list its OSes
@@ -144,14 +145,14 @@ def rows(cfg: ConfigData, summaries: Mapping[str, OsSummary], fields: list[str],
 
 
 @register
-class LUOsDiagnose(LogicalUnit):
+class LUOsDiagnose(LogicalUnit[OpOsDiagnose]):
     """List the cluster's operating systems (see the module docstring)."""
 
     OP_ID = "OP_OS_DIAGNOSE"
     REQ_BGL = False
 
     def check_arguments(self) -> None:
-        unknown = [f for f in self.op["output_fields"] if f not in opcodes.OS_FIELDS]
+        unknown = [f for f in self.op.output_fields if f not in opcodes.OS_FIELDS]
         if unknown:
             raise errors.OpPrereqError("Unknown output fields selected: %s" % ", ".join(unknown),
                                        errors.ECODE_INVAL)
@@ -171,4 +172,4 @@ class LUOsDiagnose(LogicalUnit):
                                            result.fail_msg)
                 else:
                     answers[node.name or ""] = result.payload
-        return rows(cfg, merge(answers), list(self.op["output_fields"]), self.op["names"])
+        return rows(cfg, merge(answers), list(self.op.output_fields), self.op.names)

@@ -12,11 +12,15 @@ again after L{RECHECK_DELAY} seconds and only those that stay are reported.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ganeti.jobs import replicas
 from ganeti.objects import ConfigData
 from ganeti.rpc import procedures
+
+if TYPE_CHECKING:
+    from ganeti.cmdlib.base import LogicalUnit
+    from ganeti.opcodes.typed import OpCode
 
 #: Error code of a replica that differs (Ganeti has none for this).
 CV_EQUEUEREPLICA = "EQUEUEREPLICA"
@@ -73,7 +77,7 @@ def describe(different: dict[int, str]) -> str:
     return "job queue replica differs from the master's for %d job(s): %s%s" % (len(ids), named, more)
 
 
-async def verify_queue_replicas(lu: Any, node_error: NodeError) -> None:
+async def verify_queue_replicas(lu: LogicalUnit[OpCode], node_error: NodeError) -> None:
     """Report (through C{node_error(code, node, message, warning=False)})
     every candidate whose queue replica differs from the master's, with the
     job ids, as an error; a candidate that cannot list its queue as a

@@ -11,7 +11,7 @@ WConfD orders (a concurrent change makes us re-read and retry).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping, TypeVar
 
 import attrs
 
@@ -29,6 +29,9 @@ from ganeti.cmdlib.base import (
     lookup_network,
     register,
 )
+from ganeti.opcodes.typed import OpTagsDel, OpTagsGet, OpTagsSet
+
+_TagsLUOpT = TypeVar("_TagsLUOpT", bound=OpTagsDel | OpTagsGet | OpTagsSet, covariant=True)
 
 MAX_TAG_LEN = 128
 MAX_TAGS_PER_OBJ = 4096
@@ -60,7 +63,7 @@ _KINDS = {
 }
 
 
-class _TagsLU(LogicalUnit):
+class _TagsLU(LogicalUnit[_TagsLUOpT]):
     REQ_BGL = False
 
     def _use_locking(self) -> bool:
@@ -68,12 +71,12 @@ class _TagsLU(LogicalUnit):
         return True
 
     def expand_names(self) -> None:
-        kind = self.op["kind"]
+        kind = self.op.kind
         self.config_kind = "cluster"
         self.key: str | None = None
         if kind == opcodes.TAG_CLUSTER:
             return
-        name = self.op.get("name")
+        name = self.op.name
         if not name:
             raise errors.OpPrereqError("A %s name is required for %s tags" % (kind, kind), errors.ECODE_INVAL)
         self.config_kind, level = _KINDS[kind]
@@ -93,16 +96,16 @@ class _TagsLU(LogicalUnit):
         if self.config_kind == "cluster":
             self.target = self.cfg.cluster
             return
-        items = {
+        tables: dict[str, Mapping[Any, Any]] = {
             "instance": {i.name: i for i in self.cfg.instances.values()},
             "node": self.cfg.nodes,
             "nodegroup": self.cfg.nodegroups,
             "network": self.cfg.networks,
-        }[self.config_kind]
-        target = items.get(self.key)
+        }
+        target = tables[self.config_kind].get(self.key)
         if target is None:
             raise errors.OpPrereqError(
-                "%s '%s' disappeared" % (self.op["kind"].capitalize(), self.op.get("name")), errors.ECODE_NOENT
+                "%s '%s' disappeared" % (self.op.kind.capitalize(), self.op.name), errors.ECODE_NOENT
             )
         self.target = target
 
@@ -112,13 +115,13 @@ class _TagsLU(LogicalUnit):
 
 
 @register
-class LUTagsGet(_TagsLU):
+class LUTagsGet(_TagsLU[OpTagsGet]):
     """The tags of an object."""
 
     OP_ID = "OP_TAGS_GET"
 
     def _use_locking(self) -> bool:
-        return bool(self.op["use_locking"])
+        return bool(self.op.use_locking)
 
     def expand_names(self) -> None:
         super().expand_names()
@@ -129,19 +132,19 @@ class LUTagsGet(_TagsLU):
 
 
 @register
-class LUTagsSet(_TagsLU):
+class LUTagsSet(_TagsLU[OpTagsSet]):
     """Add tags to an object (those it has already are kept once)."""
 
     OP_ID = "OP_TAGS_SET"
 
     def check_prereq(self) -> None:
         super().check_prereq()
-        for tag in self.op["tags"]:
+        for tag in self.op.tags:
             validate_tag(tag)
 
     async def exec_(self, feedback: Feedback) -> Any:
         def add(tags: list[str]) -> list[str]:
-            for tag in self.op["tags"]:
+            for tag in self.op.tags:
                 if tag in tags:
                     continue
                 if len(tags) >= MAX_TAGS_PER_OBJ:
@@ -154,22 +157,22 @@ class LUTagsSet(_TagsLU):
 
 
 @register
-class LUTagsDel(_TagsLU):
+class LUTagsDel(_TagsLU[OpTagsDel]):
     """Remove tags from an object; all of them must be there."""
 
     OP_ID = "OP_TAGS_DEL"
 
     def check_prereq(self) -> None:
         super().check_prereq()
-        for tag in self.op["tags"]:
+        for tag in self.op.tags:
             validate_tag(tag)
-        missing = sorted(set(self.op["tags"]) - set(self.target.tags))
+        missing = sorted(set(self.op.tags) - set(self.target.tags))
         if missing:
             raise errors.OpPrereqError(
                 "Tag(s) %s not found" % ", ".join("'%s'" % t for t in missing), errors.ECODE_NOENT
             )
 
     async def exec_(self, feedback: Feedback) -> Any:
-        remove = set(self.op["tags"])
+        remove = set(self.op.tags)
         await self._change_tags(lambda tags: [t for t in tags if t not in remove])
         return None

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
 from ganeti.jobs import lifecycle
+from ganeti.opcodes.typed import OpTestDelay, OpTestJqueue
 from ganeti.rpc import procedures
 
 #: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
@@ -25,7 +28,7 @@ JQT_MSGPREFIX = "TESTMSG="
 
 
 @register
-class LUTestDelay(LogicalUnit):
+class LUTestDelay(LogicalUnit[OpTestDelay]):
     """Sleep C{duration} seconds, C{repeat} times (once for 0), logging each round.
 
     As Ganeti: a duration that is not positive is refused; the nodes slept on
@@ -44,24 +47,24 @@ class LUTestDelay(LogicalUnit):
     REQ_BGL = False
 
     def uses_bgl(self) -> bool:
-        return not self.op["no_locks"]
+        return not self.op.no_locks
 
     def check_arguments(self) -> None:
-        if self.op["duration"] <= 0:
+        if self.op.duration <= 0:
             raise errors.OpPrereqError("Duration must be greater than zero", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
-        uuids = [expand_node(self.cfg, name).uuid for name in self.op["on_nodes"]]
+        uuids = [expand_node(self.cfg, name).uuid or "" for name in self.op.on_nodes]
         master = self.cfg.cluster.master_node
-        if self.op["on_master"] and master and master not in uuids:
+        if self.op.on_master and master and master not in uuids:
             uuids.append(master)
         self.node_uuids = uuids
-        self.op["on_node_uuids"] = list(uuids)
-        if not self.op["no_locks"] and uuids:
+        self.op = attrs.evolve(self.op, on_node_uuids=list(uuids))
+        if not self.op.no_locks and uuids:
             self.needed_locks[LEVEL_NODE] = list(uuids)
 
     async def _uninterruptible(self) -> None:
-        duration = self.op["duration"]
+        duration = self.op.duration
         if not self.node_uuids:
             await self.ctx.sleep(duration)
             return
@@ -74,7 +77,7 @@ class LUTestDelay(LogicalUnit):
 
     async def _interruptible(self) -> bool:
         """One interruptible delay; whether a client interrupted it."""
-        duration = self.op["duration"]
+        duration = self.op.duration
         clock = self.ctx.clock
         start = clock.seconds()
         sock = NotifySocket(clock)
@@ -98,13 +101,13 @@ class LUTestDelay(LogicalUnit):
         return True
 
     async def _delay(self) -> bool:
-        if self.op["interruptible"]:
+        if self.op.interruptible:
             return await self._interruptible()
         await self._uninterruptible()
         return False
 
     async def exec_(self, feedback: Feedback) -> Any:
-        repeat = self.op["repeat"]
+        repeat = self.op.repeat
         if repeat == 0:
             await self._delay()
             return None
@@ -117,7 +120,7 @@ class LUTestDelay(LogicalUnit):
 
 
 @register
-class LUTestJqueue(LogicalUnit):
+class LUTestJqueue(LogicalUnit[OpTestJqueue]):
     """Ganeti's job queue test: tell the client following the job, through
     the socket handshake, when names are expanded (job C{waiting}), when
     the opcode executes (C{running}), before and after each of
@@ -143,7 +146,7 @@ class LUTestJqueue(LogicalUnit):
 
     async def probe(self) -> None:
         # runs after expand_names, before the locks, while the job is waiting
-        if self.op["notify_waitlock"] and not self._expand_notified:
+        if self.op.notify_waitlock and not self._expand_notified:
             self._expand_notified = True
             await self._notify(JQT_EXPANDNAMES, None, errors.OpPrereqError)
         await self.log_info("Expanding names")
@@ -169,16 +172,16 @@ class LUTestJqueue(LogicalUnit):
             sock.disconnect()
 
     async def exec_(self, feedback: Feedback) -> Any:
-        if self.op["notify_exec"]:
+        if self.op.notify_exec:
             await self._notify(JQT_EXEC, None, errors.OpExecError)
         await self.log_info("Executing")
-        messages = self.op["log_messages"]
+        messages = self.op.log_messages
         if messages:
             await self._notify(JQT_STARTMSG, len(messages), errors.OpExecError)
             for index, message in enumerate(messages):
                 await self.log_info("Sending log message %s", index + 1)
                 await self.ctx.feedback(JQT_MSGPREFIX + message)
                 await self._notify(JQT_LOGMSG, index + 1, errors.OpExecError)
-        if self.op["fail"]:
+        if self.op.fail:
             raise errors.OpExecError("Opcode failure was requested")
         return True

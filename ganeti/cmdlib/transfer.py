@@ -19,6 +19,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LogicalUnit
+from ganeti.opcodes.typed import OpCode
 from ganeti.rpc import procedures
 
 #: seconds between status requests: the first after L{FIRST_POLL}, doubling up to L{POLL_INTERVAL}
@@ -40,7 +41,7 @@ class Endpoint:
     io: dict[str, Any]
 
 
-def check_compression(lu: LogicalUnit, compress: str) -> str:
+def check_compression(lu: LogicalUnit[OpCode], compress: str) -> str:
     """C{compress} if the transfers can use it: C{none} or a gzip tool the
     cluster lists in C{compression_tools}.
     @raise errors.OpPrereqError: otherwise
@@ -75,7 +76,7 @@ def format_progress(label: str, nbytes: int, rate: float, total: int | None) -> 
     return ", ".join(parts)
 
 
-async def _status(lu: LogicalUnit, node_uuid: str, tid: str, wait: float = 0.0) -> dict[str, Any]:
+async def _status(lu: LogicalUnit[OpCode], node_uuid: str, tid: str, wait: float = 0.0) -> dict[str, Any]:
     """Transfer C{tid}'s status; with C{wait}, once it ends or after C{wait} seconds."""
     payload = await iu.call_node(lu, node_uuid, procedures.impexp_status.call([tid], wait) if wait else procedures.impexp_status.call([tid]),
                                  what="ask for a transfer's status")
@@ -84,14 +85,15 @@ async def _status(lu: LogicalUnit, node_uuid: str, tid: str, wait: float = 0.0) 
     return payload[0]
 
 
-async def _stop(lu: LogicalUnit, node_uuid: str, procedure: procedures.Procedure[[list[str]], None], tid: str) -> None:
+async def _stop(lu: LogicalUnit[OpCode], node_uuid: str, procedure: procedures.Procedure[[list[str]], None],
+                tid: str) -> None:
     result = await iu.call_node_result(lu, node_uuid, procedure.call([tid]))
     if result.failed:
         await lu.log_warning("Could not %s transfer %s on node %s: %s", procedure.name.split("_")[1], tid,
                              iu.node_name(lu.cfg, node_uuid), result.fail_msg)
 
 
-async def transfer(lu: LogicalUnit, label: str, source: Endpoint, dest: Endpoint, compress: str,
+async def transfer(lu: LogicalUnit[OpCode], label: str, source: Endpoint, dest: Endpoint, compress: str,
                    total_bytes: int | None) -> int:
     """Stream C{source} to C{dest}; the bytes moved.
 
@@ -122,7 +124,7 @@ async def transfer(lu: LogicalUnit, label: str, source: Endpoint, dest: Endpoint
     return moved
 
 
-async def _follow(lu: LogicalUnit, label: str, source_uuid: str, sender: str, dest_uuid: str, receiver: str,
+async def _follow(lu: LogicalUnit[OpCode], label: str, source_uuid: str, sender: str, dest_uuid: str, receiver: str,
                   total_bytes: int | None) -> int:
     """Poll both ends until both are done; report progress; the bytes moved."""
     clock = lu.ctx.clock
@@ -157,7 +159,7 @@ async def _follow(lu: LogicalUnit, label: str, source_uuid: str, sender: str, de
                                               total_bytes))
 
 
-async def follow_one(lu: LogicalUnit, label: str, node_uuid: str, tid: str, total_bytes: int | None) -> int:
+async def follow_one(lu: LogicalUnit[OpCode], label: str, node_uuid: str, tid: str, total_bytes: int | None) -> int:
     """Poll one end of a transfer (the other is on another cluster) until it
     is done; report progress; the bytes moved.  Aborts it on failure.
     @raise errors.OpExecError: it failed

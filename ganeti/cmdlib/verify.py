@@ -26,7 +26,7 @@ skipped, as Ganeti does.  Locks, all shared: the group, its instances
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, TypeVar
 
 from ganeti import errors
 from ganeti.cmdlib import verify_instances
@@ -43,7 +43,10 @@ from ganeti.cmdlib.cluster import CV_ECLUSTERCFG, SIMULATED, VerifyErrors
 from ganeti.cmdlib.instance_params import HV_TYPES
 from ganeti.cmdlib.liveness_verify import verify_liveness
 from ganeti.objects import ConfigData, Instance, Node
+from ganeti.opcodes.typed import OpClusterVerify, OpClusterVerifyGroup, OpGroupVerifyDisks
 from ganeti.rpc import procedures, wire
+
+_GroupLocksOpT = TypeVar("_GroupLocksOpT", bound=OpClusterVerifyGroup | OpGroupVerifyDisks, covariant=True)
 
 #: Per-node timeout of C{node_verify}, seconds.
 VERIFY_TIMEOUT = 60.0
@@ -55,8 +58,6 @@ CV_ENODESSCONF = "ENODESSCONF"
 
 #: The parameters every job of OP_CLUSTER_VERIFY inherits, and those only
 #: the group jobs take.
-_COMMON = ("debug_simulate_errors", "verbose", "error_codes", "ignore_errors")
-_GROUP_ONLY = ("skip_checks", "verify_clutter")
 
 
 def expected_ssconf(cfg: ConfigData) -> dict[str, str]:
@@ -70,19 +71,20 @@ def address(node: Node) -> str:
     return node.primary_ip or node.name or ""
 
 
-def verify_jobs(cfg: ConfigData, op: dict[str, Any]) -> list[list[dict[str, Any]]]:
+def verify_jobs(cfg: ConfigData, op: OpClusterVerify) -> list[list[dict[str, Any]]]:
     """The jobs OP_CLUSTER_VERIFY C{op} submits (see the module docstring)."""
-    common = {name: op[name] for name in _COMMON if name in op}
-    group_params = dict(common, **{name: op[name] for name in _GROUP_ONLY if name in op})
+    common = {"debug_simulate_errors": op.debug_simulate_errors, "verbose": op.verbose,
+              "error_codes": op.error_codes, "ignore_errors": op.ignore_errors}
+    group_params = dict(common, skip_checks=op.skip_checks, verify_clutter=op.verify_clutter)
     jobs: list[list[dict[str, Any]]] = []
-    if op.get("group_name"):
-        groups = [op["group_name"]]
+    if op.group_name:
+        groups = [op.group_name]
     else:
         groups = sorted(g.name or g.uuid or "" for g in cfg.nodegroups.values())
         jobs.append([dict(common, OP_ID="OP_CLUSTER_VERIFY_CONFIG")])
     for name in groups:
         job = dict(group_params, OP_ID="OP_CLUSTER_VERIFY_GROUP", group_name=name)
-        if not op.get("group_name"):
+        if not op.group_name:
             job["depends"] = [[-len(jobs), []]]
         jobs.append([job])
     return jobs
@@ -101,15 +103,15 @@ def group_instances(cfg: ConfigData, group_uuid: str) -> list[Instance]:
 
 
 @register
-class LUClusterVerify(LogicalUnit):
+class LUClusterVerify(LogicalUnit[OpClusterVerify]):
     """Submit the jobs that verify the cluster (see the module docstring)."""
 
     OP_ID = "OP_CLUSTER_VERIFY"
     REQ_BGL = False
 
     def check_prereq(self) -> None:
-        if self.op.get("group_name"):
-            lookup_group(self.cfg, self.op["group_name"])
+        if self.op.group_name:
+            lookup_group(self.cfg, self.op.group_name)
 
     async def exec_(self, feedback: Feedback) -> Any:
         from ganeti.jobs.lifecycle import ResultWithJobs
@@ -117,15 +119,15 @@ class LUClusterVerify(LogicalUnit):
         return ResultWithJobs(verify_jobs(self.cfg, self.op))
 
 
-class GroupLocks(LogicalUnit):
-    """Shared locks on the group named by C{op["group_name"]}, its instances
+class GroupLocks(LogicalUnit[_GroupLocksOpT]):
+    """Shared locks on the group named by C{op.group_name}, its instances
     and its nodes (with C{PRIMARIES_TOO}, also the primary nodes of its
     instances, wherever they are)."""
 
     PRIMARIES_TOO = False
 
     def expand_names(self) -> None:
-        self.group_uuid = lookup_group(self.cfg, self.op["group_name"])
+        self.group_uuid = lookup_group(self.cfg, self.op.group_name)
         self.needed_locks = {LEVEL_INSTANCE: [], LEVEL_NODEGROUP: [self.group_uuid], LEVEL_NODE: []}
         self.share_all()
 
@@ -140,7 +142,7 @@ class GroupLocks(LogicalUnit):
 
 
 @register
-class LUClusterVerifyGroup(VerifyErrors, GroupLocks):
+class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClusterVerifyGroup]):
     """Verify one node group, live (see the module docstring)."""
 
     OP_ID = "OP_CLUSTER_VERIFY_GROUP"
@@ -149,7 +151,7 @@ class LUClusterVerifyGroup(VerifyErrors, GroupLocks):
 
     def check_prereq(self) -> None:
         if self.group_uuid not in self.cfg.nodegroups:
-            raise errors.OpPrereqError("Node group '%s' was removed" % self.op["group_name"], errors.ECODE_NOENT)
+            raise errors.OpPrereqError("Node group '%s' was removed" % self.op.group_name, errors.ECODE_NOENT)
 
     async def exec_(self, feedback: Feedback) -> Any:
         from ganeti import GANETI_RELEASE
@@ -162,7 +164,7 @@ class LUClusterVerifyGroup(VerifyErrors, GroupLocks):
         if not members:
             await self.feedback("* Empty node group, skipping verification")
             return True
-        if self.op["debug_simulate_errors"]:
+        if self.op.debug_simulate_errors:
             await self._item_error("group", CV_ECLUSTERCFG, group.name or "", SIMULATED)
         online = [n for n in members if not n.offline]
         everyone = sorted((n for n in cfg.nodes.values() if not n.offline), key=lambda n: n.name or "")
@@ -201,7 +203,7 @@ class LUClusterVerifyGroup(VerifyErrors, GroupLocks):
         problems = []
         lists = {}
         for node in online:
-            result = results[node.name]
+            result = results[node.name or ""]
             payload = result.payload if not result.failed and isinstance(result.payload, dict) else {}
             if "instancelist" in payload:
                 lists[node.uuid or ""] = payload["instancelist"]

@@ -48,6 +48,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.cmdlib.verify import GroupLocks, address, group_instances
 from ganeti.objects import ConfigData, Disk, Instance
+from ganeti.opcodes.typed import OpClusterRepairDiskSizes, OpClusterVerifyDisks, OpGroupVerifyDisks
 from ganeti.rpc import procedures, wire
 
 #: the disk types whose size a node reports here
@@ -82,15 +83,15 @@ def _size_of(dimensions: Any) -> int | None:
 
 
 @register
-class LUClusterVerifyDisks(LogicalUnit):
+class LUClusterVerifyDisks(LogicalUnit[OpClusterVerifyDisks]):
     """Submit one OP_GROUP_VERIFY_DISKS job per node group."""
 
     OP_ID = "OP_CLUSTER_VERIFY_DISKS"
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        if self.op.get("group_name"):
-            self.needed_locks[LEVEL_NODEGROUP] = [lookup_group(self.cfg, self.op["group_name"])]
+        if self.op.group_name:
+            self.needed_locks[LEVEL_NODEGROUP] = [lookup_group(self.cfg, self.op.group_name)]
         else:
             self.needed_locks[LEVEL_NODEGROUP] = ALL_SET
         self.share_all()
@@ -104,7 +105,7 @@ class LUClusterVerifyDisks(LogicalUnit):
 
 
 @register
-class LUGroupVerifyDisks(GroupLocks):
+class LUGroupVerifyDisks(GroupLocks[OpGroupVerifyDisks]):
     """Which disks of a group's instances are missing (see the module docstring)."""
 
     OP_ID = "OP_GROUP_VERIFY_DISKS"
@@ -112,7 +113,7 @@ class LUGroupVerifyDisks(GroupLocks):
 
     def check_prereq(self) -> None:
         if self.group_uuid not in self.cfg.nodegroups:
-            raise errors.OpPrereqError("Node group '%s' was removed" % self.op["group_name"], errors.ECODE_NOENT)
+            raise errors.OpPrereqError("Node group '%s' was removed" % self.op.group_name, errors.ECODE_NOENT)
 
     def _expected(self) -> dict[str, list[tuple[str, Disk]]]:
         """C{{node uuid: [(instance name, disk), ...]}}: what each online,
@@ -121,8 +122,8 @@ class LUGroupVerifyDisks(GroupLocks):
         wanted: dict[str, list[tuple[str, Disk]]] = {}
         for inst in group_instances(cfg, self.group_uuid):
             for _index, disk in _file_disks(cfg, inst):
-                nodes = [inst.primary_node] if disk.dev_type == "sharedfile" else list(disk.nodes or
-                                                                                       [inst.primary_node])
+                nodes = [inst.primary_node or ""] if disk.dev_type == "sharedfile" else list(disk.nodes or
+                                                                                             [inst.primary_node or ""])
                 for uuid in nodes:
                     node = cfg.nodes.get(uuid or "")
                     if node is None or node.group != self.group_uuid or node.offline or node.vm_capable is False:
@@ -157,14 +158,14 @@ class LUGroupVerifyDisks(GroupLocks):
 
 
 @register
-class LUClusterRepairDiskSizes(LogicalUnit):
+class LUClusterRepairDiskSizes(LogicalUnit[OpClusterRepairDiskSizes]):
     """Record the actual sizes of file disks (see the module docstring)."""
 
     OP_ID = "OP_CLUSTER_REPAIR_DISK_SIZES"
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        names = self.op["instances"]
+        names = self.op.instances
         self.wanted = sorted({expand_instance_name(self.cfg, n) for n in names}) if names else None
         self.needed_locks[LEVEL_INSTANCE] = self.wanted if self.wanted is not None else ALL_SET
         self.needed_locks[LEVEL_NODE_RES] = []

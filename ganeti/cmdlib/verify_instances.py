@@ -85,9 +85,9 @@ def _expected(cfg: ConfigData) -> tuple[dict[str, dict[str, _Owner]], set[str], 
                 continue
             if disk.dev_type == DT_SHARED_FILE:
                 shared.add(path)
-                nodes = [inst.primary_node]
+                nodes = [inst.primary_node or ""]
             else:
-                nodes = list(disk.nodes or [inst.primary_node])
+                nodes = list(disk.nodes or [inst.primary_node or ""])
             for node in nodes:
                 if node in cfg.nodes:
                     name = cfg.nodes[node].name or node
@@ -178,11 +178,11 @@ def running_problems(cfg: ConfigData, answers: dict[str, Any]) -> list[Problem]:
     for uuid in sorted(running, key=lambda u: cfg.nodes[u].name or u if u in cfg.nodes else u):
         node_name = cfg.nodes[uuid].name or uuid if uuid in cfg.nodes else uuid
         for name in sorted(running[uuid]):
-            inst = by_name.get(name)
-            if inst is None:
+            found = by_name.get(name)
+            if found is None:
                 problems.append(Problem("node", CV_ENODEORPHANINSTANCE, node_name,
                                         "instance %s on node %s should not exist" % (name, node_name)))
-            elif inst.primary_node != uuid:
+            elif found.primary_node != uuid:
                 problems.append(Problem("instance", CV_EINSTANCEWRONGNODE, name,
                                         "instance should not run on node %s" % node_name))
     return problems

@@ -53,7 +53,7 @@ from __future__ import annotations
 import copy
 import inspect
 from functools import partial
-from typing import Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
@@ -64,6 +64,12 @@ from ganeti import errors, opcodes
 from ganeti.jobs import followup, lifecycle, lockplan, model
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.locking.names import LEVEL_CLUSTER, LEVELS
+
+if TYPE_CHECKING:
+    from ganeti.cmdlib.base import LogicalUnit, OpContext
+    from ganeti.opcodes.typed import OpCode
+
+    LUClass = type[LogicalUnit[OpCode]]
 
 #: Timeouts (seconds) of the lock attempts before the blocking one.
 DEFAULT_LOCK_TIMEOUTS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
@@ -175,7 +181,7 @@ class Processor:
         save: SaveFunction,
         clock: IReactorTime,
         lock_timeouts: Iterable[float] = DEFAULT_LOCK_TIMEOUTS,
-        registry: dict[str, type] | None = None,
+        registry: dict[str, LUClass] | None = None,
         paths: Any = None,
         rpc_factory: Callable[[], Any] | None = None,
         submit_jobs: Callable[[list[list[dict[str, Any]]]], Awaitable[list[Any]]] | None = None,
@@ -332,7 +338,7 @@ class Processor:
         await self._release()
         return ok
 
-    async def _execute(self, index: int, qop: QueuedOpCode, op: dict[str, Any], lu_class: Any) -> Any:
+    async def _execute(self, index: int, qop: QueuedOpCode, op: dict[str, Any], lu_class: LUClass) -> Any:
         from ganeti.cmdlib.base import OpContext
 
         feedback = partial(self._feedback, index)
@@ -348,7 +354,7 @@ class Processor:
             await self._save()
             lu.cfg = await self.wconfd.read_config()
             lu.check_prereq()
-            if op.get("dry_run"):
+            if lu.op.dry_run:
                 return lu.dry_run_result
             result = await lu.exec_(ctx.feedback)
             if isinstance(result, lifecycle.ResultWithJobs):
@@ -357,7 +363,7 @@ class Processor:
         finally:
             await ctx.close()
 
-    def _lu_class(self, op_id: str) -> Any:
+    def _lu_class(self, op_id: str) -> LUClass:
         if self._registry is None:
             from ganeti import cmdlib
 
@@ -368,11 +374,16 @@ class Processor:
         return cls
 
     # --- locks ------------------------------------------------------------------
-    async def _lock(self, qop: QueuedOpCode, op: dict[str, Any], lu_class: Any, ctx: Any) -> Any:
-        """Build the LU and get its locks; a fresh LU for every attempt."""
+    async def _lock(
+        self, qop: QueuedOpCode, op: dict[str, Any], lu_class: LUClass, ctx: OpContext
+    ) -> LogicalUnit[OpCode]:
+        """Build the LU (from the typed opcode of C{op}, the validated dict)
+        and get its locks; a fresh LU for every attempt."""
+        from ganeti.opcodes import typed
+
         for timeout in self._attempts:
             self._check_cancel()
-            lu = lu_class(copy.deepcopy(op), ctx, await self.wconfd.read_config())
+            lu = lu_class(typed.from_dict(copy.deepcopy(op)), ctx, await self.wconfd.read_config())
             lu.check_arguments()
             await self._resolve(lu)
             lu.expand_names()
@@ -390,7 +401,7 @@ class Processor:
             await self._save()
         raise errors.ProgrammerError("unreachable")  # pragma: no cover
 
-    async def _lock_attempt(self, lu: Any, qop: QueuedOpCode, timeout: float | None) -> bool:
+    async def _lock_attempt(self, lu: LogicalUnit[OpCode], qop: QueuedOpCode, timeout: float | None) -> bool:
         """Take every lock of C{lu} before C{timeout}; False if it ran out."""
         from ganeti.cmdlib.base import ALL_SET, LogicalUnit
 
@@ -450,7 +461,7 @@ class Processor:
         waited[level] = round(waited.get(level, 0.0) + max(0.0, self.clock.seconds() - started), 6)
 
     async def _opportunistic(
-        self, lu: Any, level: str, members: Any, mode: str, deadline: float | None
+        self, lu: LogicalUnit[OpCode], level: str, members: Any, mode: str, deadline: float | None
     ) -> list[str] | None:
         """Take what is free of C{members} (all of the level for ALL_SET).
 
@@ -561,7 +572,7 @@ class Processor:
             self.log.failure("job {job}: cannot release locks", job=self.job.id)
 
     # --- state ---------------------------------------------------------------
-    async def _resolve(self, lu: Any) -> None:
+    async def _resolve(self, lu: LogicalUnit[OpCode]) -> None:
         """C{lu.resolve()} (name lookups, address probes); a cancel request
         stops the wait at once (the lookup's result is then ignored)."""
         d = ensureDeferred(lu.resolve())

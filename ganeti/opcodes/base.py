@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from typing import Any, Callable, Iterable
 
 import attrs
@@ -49,6 +50,16 @@ class Type:
 
     desc: str
     check: Callable[[Any], bool]
+    #: the Python annotation of a value of this type in the typed opcode
+    #: classes (L{ganeti.opcodes.typed}), as source text
+    py: str = "Any"
+    #: whether C{null} passes (C{py} is then the annotation without C{None})
+    nullable: bool = False
+
+    @property
+    def annotation(self) -> str:
+        """C{py}, with C{| None} when null passes."""
+        return "%s | None" % self.py if self.nullable and self.py not in ("Any", "None") else self.py
 
     def __call__(self, value: Any) -> bool:
         try:
@@ -68,20 +79,21 @@ def _is_number(value: Any) -> bool:
 
 
 T_ANY = Type("anything", lambda v: True)
-T_BOOL = Type("a boolean", lambda v: isinstance(v, bool))
-T_INT = Type("an integer", is_int)
-T_NONNEG_INT = Type("a non-negative integer", lambda v: is_int(v) and v >= 0)
-T_POS_INT = Type("a positive integer", lambda v: is_int(v) and v > 0)
-T_FLOAT = Type("a number", _is_number)
-T_NONNEG_FLOAT = Type("a non-negative number", lambda v: _is_number(v) and v >= 0)
-T_STR = Type("a string", lambda v: isinstance(v, str))
-T_NONEMPTY_STR = Type("a non-empty string", lambda v: isinstance(v, str) and v != "")
-T_DICT = Type("a dict", lambda v: isinstance(v, dict))
+T_BOOL = Type("a boolean", lambda v: isinstance(v, bool), "bool")
+T_INT = Type("an integer", is_int, "int")
+T_NONNEG_INT = Type("a non-negative integer", lambda v: is_int(v) and v >= 0, "int")
+T_POS_INT = Type("a positive integer", lambda v: is_int(v) and v > 0, "int")
+T_FLOAT = Type("a number", _is_number, "float")
+T_NONNEG_FLOAT = Type("a non-negative number", lambda v: _is_number(v) and v >= 0, "float")
+T_STR = Type("a string", lambda v: isinstance(v, str), "str")
+T_NONEMPTY_STR = Type("a non-empty string", lambda v: isinstance(v, str) and v != "", "str")
+T_DICT = Type("a dict", lambda v: isinstance(v, dict), "dict[str, Any]")
 
 
 def t_seconds(low: float, high: float) -> Type:
     """A number of seconds within C{[low, high]}."""
-    return Type("a number of seconds from %g to %g" % (low, high), lambda v: _is_number(v) and low <= v <= high)
+    return Type("a number of seconds from %g to %g" % (low, high), lambda v: _is_number(v) and low <= v <= high,
+                "float")
 
 
 #: Longest OP_TEST_DELAY, in seconds, all repetitions together (Ganeti has
@@ -92,17 +104,17 @@ MAX_TEST_REPEAT = 10000
 #: Longest timeout an opcode may ask for, in seconds (one day).
 MAX_TIMEOUT = 86400
 T_TIMEOUT = Type(
-    "a whole number of seconds from 0 to %d" % MAX_TIMEOUT, lambda v: is_int(v) and 0 <= v <= MAX_TIMEOUT
+    "a whole number of seconds from 0 to %d" % MAX_TIMEOUT, lambda v: is_int(v) and 0 <= v <= MAX_TIMEOUT, "int"
 )
 T_DELAY = Type(
-    "a number of seconds from 0 to %g" % MAX_TEST_DELAY, lambda v: _is_number(v) and 0 <= v <= MAX_TEST_DELAY
+    "a number of seconds from 0 to %g" % MAX_TEST_DELAY, lambda v: _is_number(v) and 0 <= v <= MAX_TEST_DELAY, "float"
 )
 #: The type of a parameter declared with L{unsupported}: only null passes
 #: (and null counts as not given), or an empty dict or list (Ganeti's
 #: C{gnt-cluster modify} sends C{{}} for "no change" of diskparams,
 #: hv_state, data collectors...; L{validate} drops it), so any value is refused.
 T_UNSUPPORTED = Type(
-    "null (this cluster does not implement it)", lambda v: v is None or (isinstance(v, (dict, list)) and not v)
+    "null (this cluster does not implement it)", lambda v: v is None or (isinstance(v, (dict, list)) and not v), "None"
 )
 
 
@@ -113,7 +125,8 @@ EMPTY_IS_ABSENT = frozenset({"diskparams"})
 
 def t_list(elem: Type) -> Type:
     """A list whose every element is C{elem}."""
-    return Type("a list of items each %s" % elem.desc, lambda v: isinstance(v, list) and all(elem(x) for x in v))
+    return Type("a list of items each %s" % elem.desc, lambda v: isinstance(v, list) and all(elem(x) for x in v),
+                "list[%s]" % elem.annotation)
 
 
 def t_dict_of(value: Type) -> Type:
@@ -121,6 +134,7 @@ def t_dict_of(value: Type) -> Type:
     return Type(
         "a dict with string keys and values each %s" % value.desc,
         lambda v: isinstance(v, dict) and all(isinstance(k, str) and value(x) for k, x in v.items()),
+        "dict[str, %s]" % value.annotation,
     )
 
 
@@ -131,12 +145,13 @@ def t_one_of(*values: Any) -> Type:
     def check(v: Any) -> bool:
         return any(v == a and type(v) is type(a) for a in allowed)
 
-    return Type("one of %s" % ", ".join(repr(a) for a in allowed), check)
+    kinds = sorted({type(a).__name__ for a in allowed})
+    return Type("one of %s" % ", ".join(repr(a) for a in allowed), check, " | ".join(kinds) or "Any")
 
 
 def t_maybe(inner: Type) -> Type:
     """C{inner} or C{null}."""
-    return Type("%s or null" % inner.desc, lambda v: v is None or inner(v))
+    return Type("%s or null" % inner.desc, lambda v: v is None or inner(v), inner.py, True)
 
 
 def t_tuple(*elems: Type) -> Type:
@@ -146,7 +161,7 @@ def t_tuple(*elems: Type) -> Type:
     def check(v: Any) -> bool:
         return isinstance(v, (list, tuple)) and len(v) == len(elems) and all(e(x) for e, x in zip(elems, v))
 
-    return Type(desc, check)
+    return Type(desc, check, "list[Any]")
 
 
 
@@ -276,6 +291,9 @@ class OpDef:
     result: str = "null"
     summary: str | Callable[[dict[str, Any]], str | None] | None = None
     check: Callable[[dict[str, Any]], str | None] | None = None
+    #: the module that declared it (L{ganeti.opcodes.generate} writes one
+    #: module of typed classes per declaring module)
+    module: str = ""
 
     @property
     def all_params(self) -> tuple[Param, ...]:
@@ -311,7 +329,8 @@ def define(
     clash = sorted({n for n in names if names.count(n) > 1} | (set(names) & COMMON_NAMES))
     if clash:
         raise errors.ProgrammerError("opcode %s declares %s twice" % (op_id, ", ".join(clash)))
-    opdef = OpDef(op_id, params, doc=doc, result=result, summary=summary, check=check)
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    opdef = OpDef(op_id, params, doc=doc, result=result, summary=summary, check=check, module=module)
     OPCODES[op_id] = opdef
     return opdef
 

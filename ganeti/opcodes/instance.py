@@ -70,9 +70,11 @@ def _is_mods(value: Any) -> bool:
     return True
 
 
-T_MODS = Type("a list of modifications [[op, index or name, params], ...]", _is_mods)
-T_DISKS = Type("a list of disk dicts", lambda v: isinstance(v, list) and all(isinstance(d, dict) for d in v))
-T_NICS = Type("a list of NIC dicts", lambda v: isinstance(v, list) and all(isinstance(n, dict) for n in v))
+T_MODS = Type("a list of modifications [[op, index or name, params], ...]", _is_mods, "list[list[Any]]")
+T_DISKS = Type("a list of disk dicts", lambda v: isinstance(v, list) and all(isinstance(d, dict) for d in v),
+               "list[dict[str, Any]]")
+T_NICS = Type("a list of NIC dicts", lambda v: isinstance(v, list) and all(isinstance(n, dict) for n in v),
+              "list[dict[str, Any]]")
 T_MIGRATION_MODE = t_one_of(*MIGRATION_MODES)
 
 P_TARGET_NODE = Param("target_node", t_maybe(T_NONEMPTY_STR), ABSENT, "target node (shared/external storage)")

@@ -48,7 +48,8 @@ define(
         Param("on_node_uuids", t_maybe(t_list(T_STR)), ABSENT, "internal: resolved UUIDs"),
         Param(
             "repeat",
-            Type("a whole number from 0 to %d" % MAX_TEST_REPEAT, lambda v: is_int(v) and 0 <= v <= MAX_TEST_REPEAT),
+            Type("a whole number from 0 to %d" % MAX_TEST_REPEAT, lambda v: is_int(v) and 0 <= v <= MAX_TEST_REPEAT,
+                 "int"),
             0,
             "repeat count (0 = once; at most %d)" % MAX_TEST_REPEAT,
         ),
@@ -73,6 +74,7 @@ define(
             Type(
                 "a list of at most %d strings" % MAX_JQUEUE_MESSAGES,
                 lambda v: isinstance(v, list) and len(v) <= MAX_JQUEUE_MESSAGES and all(isinstance(x, str) for x in v),
+                "list[str]",
             ),
             [],
             "test messages to log, each announced to the client",
@@ -109,7 +111,7 @@ define(
         Param("spindle_use", T_NONNEG_INT, 1, "spindles of the new instance"),
         Param(
             "count",
-            Type("a whole number from 0 to 1000", lambda v: is_int(v) and 0 <= v <= 1000),
+            Type("a whole number from 0 to 1000", lambda v: is_int(v) and 0 <= v <= 1000, "int"),
             1,
             "how many instances (multi-allocate)",
         ),

@@ -10,18 +10,23 @@ from ganeti import errors, serializer
 from ganeti.cmdlib import allocator, iallocator_debug
 from ganeti.cmdlib.allocator import NodeState
 from ganeti.objects import Instance
+from ganeti.opcodes.typed import OpTestAllocator
 from tests.unit.instance_fakes import MASTER, N2, FakeNodes, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
 
-def op(**params: object) -> dict:
+def op_dict(**params: object) -> dict:
     base = {"OP_ID": "OP_TEST_ALLOCATOR", "direction": "in", "mode": "allocate", "name": "new.example.test",
             "memory": 512, "vcpus": 2, "disks": [{"size": 1024, "mode": "rw"}], "disk_template": "file",
             "nics": [{"mac": "aa:00:00:00:00:01", "ip": None, "bridge": None}], "os": "noop", "tags": ["t"],
             "spindle_use": 1, "count": 1}
     base.update(params)
     return base
+
+
+def op(**params: object) -> OpTestAllocator:
+    return OpTestAllocator.from_dict(op_dict(**params))
 
 
 def with_instance(template: str = "sharedfile") -> object:
@@ -98,16 +103,16 @@ class LUTests(LUTestCase):
         self.next_id = 100
 
     def test_direction_in_is_the_input_with_live_figures(self) -> None:
-        data = serializer.loads(self.ok(op()))
+        data = serializer.loads(self.ok(op_dict()))
         self.assertEqual(data["request"]["type"], "allocate")
         self.assertEqual(data["nodes"][N2]["free_memory"], 8192)
         self.assertEqual(data["nodes"][MASTER]["free_memory"], 4096)
         self.assertEqual(data["cluster_name"], "cluster.example.test")
 
     def test_direction_out_with_the_builtin_allocator(self) -> None:
-        answer = serializer.loads(self.ok(op(direction="out", iallocator=allocator.BUILTIN)))
+        answer = serializer.loads(self.ok(op_dict(direction="out", iallocator=allocator.BUILTIN)))
         self.assertEqual(answer, {"success": True, "info": "allocation successful", "result": [N2]})
 
     def test_direction_out_needs_an_allocator(self) -> None:
-        self.assertEqual(self.error(op(direction="out")), "Missing allocator name")
-        self.assertIn("Can't find allocator 'hail'", self.error(op(direction="out", iallocator="hail")))
+        self.assertEqual(self.error(op_dict(direction="out")), "Missing allocator name")
+        self.assertIn("Can't find allocator 'hail'", self.error(op_dict(direction="out", iallocator="hail")))

@@ -22,6 +22,7 @@ from ganeti.cmdlib import allocator, lookup
 from ganeti.cmdlib.base import OpContext
 from ganeti.jobs import model
 from ganeti.jobs.processor import CANCELED_RESULT
+from ganeti.opcodes import typed
 from tests.unit.test_processor import Env, delay
 from tests.unit.wconfd_helpers import make_config
 
@@ -85,12 +86,12 @@ class ResolvePhaseTests(SynchronousTestCase):
 
     def test_node_add_takes_the_resolved_address(self) -> None:
         op = opcodes.validate(node_add())
-        lu = lookup("OP_NODE_ADD")(op, OpContext(None, None, Clock(), net=self.net), make_config())
+        lu = lookup("OP_NODE_ADD")(typed.from_dict(op), OpContext(None, None, Clock(), net=self.net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         self.net.lookups[0][1].callback(("node9.test", [], ["192.0.2.9", "192.0.2.10"]))
         self.successResultOf(d)
-        self.assertEqual((lu.op["primary_ip"], lu.op["secondary_ip"]), ("192.0.2.9", "192.0.2.9"))
+        self.assertEqual((lu.op.primary_ip, lu.op.secondary_ip), ("192.0.2.9", "192.0.2.9"))
 
     def test_instance_create_name_and_ip_checks(self) -> None:
         op = opcodes.validate({"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "web", "mode": "create",
@@ -102,46 +103,49 @@ class ResolvePhaseTests(SynchronousTestCase):
             def port_open(self, address: str, port: int, timeout: float) -> Deferred[bool]:
                 return succeed(answers.get(address, False))
         net = Net()
-        lu = lookup("OP_INSTANCE_CREATE")(op, OpContext(None, None, Clock(), net=net), make_config())
+        lu = lookup("OP_INSTANCE_CREATE")(typed.from_dict(op), OpContext(None, None, Clock(), net=net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         net.lookups[0][1].callback(("web.example.test", [], ["192.0.2.7"]))
         failure = self.failureResultOf(d, errors.OpPrereqError)
         self.assertIn("IP 192.0.2.7 of instance web.example.test already in use", str(failure.value))
         answers.clear()
-        lu = lookup("OP_INSTANCE_CREATE")(opcodes.validate(dict(op)), OpContext(None, None, Clock(), net=net),
+        opcode = typed.from_dict(opcodes.validate(dict(op)))
+        lu = lookup("OP_INSTANCE_CREATE")(opcode, OpContext(None, None, Clock(), net=net),
                                           make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         net.lookups[1][1].callback(("web.example.test", [], ["192.0.2.7"]))
         self.successResultOf(d)
-        self.assertEqual(lu.op["instance_name"], "web.example.test")
+        self.assertEqual(lu.op.instance_name, "web.example.test")
 
 
     def test_instance_rename_takes_the_canonical_new_name(self) -> None:
         op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
                                "new_name": "web2", "name_check": True, "ip_check": True})
-        lu = lookup("OP_INSTANCE_RENAME")(op, OpContext(None, None, Clock(), net=self.net), make_config())
+        opcode = typed.from_dict(op)
+        lu = lookup("OP_INSTANCE_RENAME")(opcode, OpContext(None, None, Clock(), net=self.net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         self.assertEqual([name for name, _ in self.net.lookups], ["web2"])
         self.assertNoResult(d)
         self.net.lookups[0][1].callback(("web2.example.test", [], ["192.0.2.8"]))
         self.successResultOf(d)
-        self.assertEqual(lu.op["new_name"], "web2.example.test")
+        self.assertEqual(lu.op.new_name, "web2.example.test")
 
     def test_instance_rename_refuses_a_name_resolving_to_another_one(self) -> None:
         """Rename checks the resolved name as create does (Ganeti's CheckHostnameSane in both)."""
         op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
                                "new_name": "web2", "name_check": True, "ip_check": False})
-        lu = lookup("OP_INSTANCE_RENAME")(op, OpContext(None, None, Clock(), net=self.net), make_config())
+        opcode = typed.from_dict(op)
+        lu = lookup("OP_INSTANCE_RENAME")(opcode, OpContext(None, None, Clock(), net=self.net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         self.net.lookups[0][1].callback(("db.example.test", [], ["192.0.2.8"]))
         failure = self.failureResultOf(d, errors.OpPrereqError)
         self.assertIn("Resolved hostname 'db.example.test' does not look like 'web2'", str(failure.value))
         self.assertEqual(failure.value.args[1], errors.ECODE_INVAL)
-        self.assertEqual(lu.op["new_name"], "web2")
+        self.assertEqual(lu.op.new_name, "web2")
 
     def test_instance_rename_ip_check_refuses_an_address_in_use(self) -> None:
         class Net(FakeNet):
@@ -151,7 +155,7 @@ class ResolvePhaseTests(SynchronousTestCase):
         net = Net()
         op = opcodes.validate({"OP_ID": "OP_INSTANCE_RENAME", "instance_name": "inst1.example.test",
                                "new_name": "web2", "name_check": True, "ip_check": True})
-        lu = lookup("OP_INSTANCE_RENAME")(op, OpContext(None, None, Clock(), net=net), make_config())
+        lu = lookup("OP_INSTANCE_RENAME")(typed.from_dict(op), OpContext(None, None, Clock(), net=net), make_config())
         lu.check_arguments()
         d = ensureDeferred(lu.resolve())
         net.lookups[0][1].callback(("web2.example.test", [], ["192.0.2.8"]))

@@ -31,6 +31,7 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.tags import MAX_TAG_LEN, TagError, validate_tag
 from ganeti.jobs import model
 from ganeti.objects import ConfigData, NodeGroup
+from ganeti.opcodes import typed
 from tests.unit.test_processor import Env, delay, group_add
 from tests.unit.wconfd_helpers import MASTER, make_config
 
@@ -40,7 +41,7 @@ INST1 = "inst1.example.test"
 def make_lu(op: dict[str, Any], cfg: ConfigData) -> LogicalUnit:
     """The LU for C{op}, with names expanded (no WConfD involved)."""
     valid = opcodes.validate(op)
-    lu = lookup(valid["OP_ID"])(valid, OpContext(None, None, None), cfg)
+    lu = lookup(valid["OP_ID"])(typed.from_dict(valid), OpContext(None, None, None), cfg)
     lu.check_arguments()
     lu.expand_names()
     return lu

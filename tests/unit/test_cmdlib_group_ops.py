@@ -10,12 +10,13 @@ from typing import Any
 import attrs
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti import errors
+from ganeti import errors, opcodes
 from ganeti.cmdlib import group as cmdgroup
 from ganeti.cmdlib import group_params as gparams
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.objects import ConfigData, NodeGroup, new_uuid
+from ganeti.opcodes import typed
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
 
@@ -68,15 +69,15 @@ class GroupTestCase(LUTestCase):
 class AssignNodesTests(GroupTestCase):
     def test_locks_target_and_current_groups_and_the_nodes(self) -> None:
         cfg = self.env.read_config()
-        lu = cmdgroup.LUGroupAssignNodes(assign("rack2", "node2", N4), None, cfg)
+        lu = cmdgroup.LUGroupAssignNodes(typed.from_dict(opcodes.validate(assign("rack2", "node2", N4))), None, cfg)
         lu.expand_names()
         rack2 = cfg.find_group("rack2").uuid
         default = cfg.find_group("default").uuid
         n2, n4 = cfg.find_node(N2).uuid, cfg.find_node(N4).uuid
         self.assertEqual(lu.needed_locks, {LEVEL_NODEGROUP: [rack2], LEVEL_NODE: [n2, n4]})
         self.assertEqual(lu.share_locks, {})
-        self.assertEqual(lu.op["nodes"], [N2, N4], "short names are expanded")
-        self.assertEqual(lu.op["node_uuids"], [n2, n4])
+        self.assertEqual(lu.op.nodes, [N2, N4], "short names are expanded")
+        self.assertEqual(lu.op.node_uuids, [n2, n4])
         lu.declare_locks(LEVEL_NODEGROUP)
         self.assertEqual(sorted(lu.needed_locks[LEVEL_NODEGROUP]), sorted([rack2, default]))
 
@@ -183,7 +184,8 @@ class SetParamsTests(GroupTestCase):
 
     def test_locks_the_group_only(self) -> None:
         cfg = self.env.read_config()
-        lu = cmdgroup.LUGroupSetParams(modify("rack2", alloc_policy="preferred"), None, cfg)
+        opcode = typed.from_dict(opcodes.validate(modify("rack2", alloc_policy="preferred")))
+        lu = cmdgroup.LUGroupSetParams(opcode, None, cfg)
         lu.check_arguments()
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {LEVEL_NODEGROUP: [cfg.find_group("rack2").uuid]})

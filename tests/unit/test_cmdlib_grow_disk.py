@@ -8,6 +8,7 @@ from typing import Any
 from ganeti import errors, opcodes
 from ganeti.cmdlib import instance_disks
 from ganeti.cmdlib.base import LEVEL_INSTANCE, LEVEL_NODE, LEVEL_NODE_RES
+from ganeti.opcodes import typed
 from tests.unit.instance_fakes import N2, N3, FakeNodes, _Refused, cluster
 from tests.unit.lu_testcase import LUTestCase
 from tests.unit.test_processor import Env
@@ -85,7 +86,7 @@ class GrowDiskTests(LUTestCase):
 
     def test_locks(self) -> None:
         cfg = self.env.read_config()
-        lu = instance_disks.LUInstanceGrowDisk(opcodes.validate(grow()), None, cfg)
+        lu = instance_disks.LUInstanceGrowDisk(typed.from_dict(opcodes.validate(grow())), None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {LEVEL_INSTANCE: [WEB], LEVEL_NODE: [], LEVEL_NODE_RES: []})
         lu.declare_locks(LEVEL_NODE)

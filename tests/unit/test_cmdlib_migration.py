@@ -21,12 +21,14 @@ import attrs
 from twisted.internet.defer import ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from ganeti import errors
+from ganeti import errors, opcodes
 from ganeti.cmdlib import allocator
 from ganeti.cmdlib import instance_migration as im
+from ganeti.cmdlib import node_evacuation as ne
 from ganeti.config.bootstrap import grow, initial_config
 from ganeti.jobs import followup
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
+from ganeti.opcodes import typed
 from ganeti.paths import Paths
 from ganeti.rpc import RpcResult
 from ganeti.rpc.contract import Runner
@@ -364,7 +366,7 @@ class MigrateTests(MoveTestCase):
 
     def test_locks_with_and_without_target(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUInstanceMigrate(migrate(SHARED, target_node=N3), None, cfg)
+        lu = im.LUInstanceMigrate(typed.from_dict(opcodes.validate(migrate(SHARED, target_node=N3))), None, cfg)
         lu.expand_names()
         lu.declare_locks("node")
         lu.declare_locks("node-res")
@@ -372,7 +374,7 @@ class MigrateTests(MoveTestCase):
         self.assertEqual(sorted(lu.needed_locks["node"]), sorted([self.uuid(N2), self.uuid(N3)]))
         self.assertEqual(lu.needed_locks["node-res"], lu.needed_locks["node"])
         self.assertEqual(lu.share_locks, {})
-        other = im.LUInstanceFailover(failover(SHARED), None, cfg)
+        other = im.LUInstanceFailover(typed.from_dict(opcodes.validate(failover(SHARED))), None, cfg)
         other.expand_names()
         other.declare_locks("node")
         self.assertIs(other.needed_locks["node"], im.ALL_SET)
@@ -468,7 +470,8 @@ class NodeMigrateTests(MoveTestCase):
 
     def test_lock_is_the_node_shared(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUNodeMigrate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2}, None, cfg)
+        opcode = typed.from_dict(opcodes.validate({"OP_ID": "OP_NODE_MIGRATE", "node_name": N2}))
+        lu = ne.LUNodeMigrate(opcode, None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks, {"node": [self.uuid(N2)]})
         self.assertTrue(lu.share_locks["node"])
@@ -526,13 +529,13 @@ class NodeEvacuateTests(MoveTestCase):
 
     def test_locks(self) -> None:
         cfg = self.env.read_config()
-        lu = im.LUNodeEvacuate(evacuate(N2, remote_node=N3), None, cfg)
+        lu = ne.LUNodeEvacuate(typed.from_dict(opcodes.validate(evacuate(N2, remote_node=N3))), None, cfg)
         lu.expand_names()
         self.assertEqual(lu.needed_locks["instance"], sorted([SHARED, NODISK, DOWN]))
         self.assertEqual(lu.needed_locks["node"], [self.uuid(N2), self.uuid(N3)])
         self.assertEqual(lu.needed_locks["nodegroup"], [cfg.nodes[self.uuid(N2)].group])
         self.assertTrue(all(lu.share_locks[level] for level in ("instance", "nodegroup", "node")))
-        lu = im.LUNodeEvacuate(evacuate(N2), None, cfg)
+        lu = ne.LUNodeEvacuate(typed.from_dict(opcodes.validate(evacuate(N2))), None, cfg)
         lu.expand_names()
         self.assertIs(lu.needed_locks["node"], im.ALL_SET)
 
@@ -635,7 +638,7 @@ class FollowUpTests(SynchronousTestCase):
         states = [allocator.NodeState("x", "n1", free_memory=600), allocator.NodeState("y", "n2", free_memory=500)]
         wanted = [(by_name[DOWN], 256, False), (small, 100, True), (by_name[NODISK], 512, True),
                   (by_name[SHARED], 1024, True)]
-        placed, homeless = im.plan_evacuation(cfg, wanted, states)
+        placed, homeless = ne.plan_evacuation(cfg, wanted, states)
         self.assertEqual(homeless, [by_name[SHARED]])
         # NODISK (512) where most is left after it (n1: 88), small then n2 (400),
         # the stopped one where most is left (n2: 400)

@@ -437,7 +437,7 @@ class TestDelayOnNodesTests(NodeLUTestCase):
         lu = make_lu(op, cfg)
         self.assertEqual(lu.needed_locks["node"], [uuids[N3], uuids[N2], cfg.cluster.master_node])
         # as Ganeti: on_master adds the master to the nodes slept on by RPC
-        self.assertEqual(lu.op["on_node_uuids"], [uuids[N3], uuids[N2], cfg.cluster.master_node])
+        self.assertEqual(lu.op.on_node_uuids, [uuids[N3], uuids[N2], cfg.cluster.master_node])
         end = self.env.clock.seconds() + 2.0  # every node sleeps until then
         self.rpc.answers["test_delay"] = lambda name, args: deferLater(
             self.env.clock, end - self.env.clock.seconds(), lambda: None)

@@ -21,11 +21,7 @@ from pathlib import Path
 from tests.unit.test_import_graph import ROOT, _imported, cycles, import_graph, module_names
 
 #: circles tolerated for now, each as the sorted module names of one strongly connected component
-ALLOWED = [
-    # cmdlib/backup <-> cmdlib/instance: broken on the branch that types the opcodes in cmdlib;
-    # this entry goes when that branch merges.
-    ["ganeti.cmdlib.backup", "ganeti.cmdlib.instance"],
-]
+ALLOWED: list[list[str]] = []
 
 
 def _lazy_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:

@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, LEVEL_NODE_RES, LogicalUnit
 from ganeti.jobs import model
+from ganeti.opcodes.typed import OpTestDelay
 from tests.unit.test_processor import Env, registry
 from tests.unit.wconfd_helpers import make_config
 
@@ -23,7 +24,7 @@ def nodes(env: Env) -> list[str]:
     return sorted(env.config.nodes)
 
 
-class Grab(LogicalUnit):
+class Grab(LogicalUnit[OpTestDelay]):
     """Locks nodes (op["nodes"], or all) opportunistically, records what it
     got, keeps op["keep"] of them, then sleeps op["duration"]."""
 
@@ -31,12 +32,12 @@ class Grab(LogicalUnit):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        wanted = self.op.get("on_node_uuids")
+        wanted = self.op.on_node_uuids
         self.needed_locks[LEVEL_NODE] = wanted if wanted else ALL_SET
         self.needed_locks[LEVEL_NODE_RES] = []
-        if not self.op.get("no_locks"):
+        if not self.op.no_locks:
             self.opportunistic_locks[LEVEL_NODE] = True
-            self.opportunistic_locks_count[LEVEL_NODE] = self.op.get("repeat") or 1
+            self.opportunistic_locks_count[LEVEL_NODE] = self.op.repeat or 1
 
     def declare_locks(self, level: str) -> None:
         if level == LEVEL_NODE_RES:
@@ -46,12 +47,12 @@ class Grab(LogicalUnit):
     async def exec_(self, feedback: Any) -> Any:
         job_id = self.ctx.job_id
         SEEN[job_id] = {"got": list(self.owned_locks(LEVEL_NODE))}
-        if self.op.get("interruptible"):  # keep only the first
+        if self.op.interruptible:  # keep only the first
             keep = sorted(self.owned_locks(LEVEL_NODE))[:1]
             await self.release_locks(LEVEL_NODE, keep=keep)
             await self.release_locks(LEVEL_NODE_RES, keep=keep)
             SEEN[job_id]["kept"] = [n for n, _m in await self.ctx.wconfd.list_locks(self.ctx.owner)]
-        await self.ctx.sleep(self.op["duration"])
+        await self.ctx.sleep(self.op.duration)
         return sorted(self.owned_locks(LEVEL_NODE))
 
 
