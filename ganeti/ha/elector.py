@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
@@ -56,6 +56,7 @@ CHECK_INTERVAL = 0.25
 VOTE_MARGIN = 0.01
 
 log = Logger()
+_T = TypeVar("_T")
 
 
 def _own_name(paths: Paths) -> str:
@@ -144,18 +145,18 @@ class ElectionProcedures:
         return NodeView(name, self.lost_for(candidate), master, is_candidate, self._epoch.highest,
                         self._config_serial(), _queue_serial(self.paths))
 
-    def _in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
+    def _in_thread(self, function: Callable[..., _T], *args: Any) -> Deferred[_T]:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
 
-    @handler
-    def election_status(self, candidate: Any) -> Any:
+    @handler(declared.election_status)
+    def election_status(self, candidate: Any) -> Deferred[dict[str, Any]]:
         """This node's L{NodeView} as a dict, as seen by C{candidate} (the asker)."""
         if not _is_name(candidate):
             raise RpcFailure("candidate must be a node name")
         return self._in_thread(lambda: self.view(candidate).to_payload())
 
-    @handler
-    def election_vote(self, epoch: Any, candidate: Any, config_serial: Any, queue_serial: Any) -> Any:
+    @handler(declared.election_vote)
+    def election_vote(self, epoch: Any, candidate: Any, config_serial: Any, queue_serial: Any) -> Deferred[int]:
         """Vote for C{candidate} as master for C{epoch}, or refuse (the reason)."""
         if not _is_count(epoch) or epoch == 0:
             raise RpcFailure("epoch must be a positive integer")
@@ -180,7 +181,7 @@ class ElectionProcedures:
                 holder = self._epoch.holder
                 raise RpcFailure("vote refused: %s%s" % (e, "" if holder is None else " (voted for %s)" % holder)
                                  ) from e
-            return epoch
+            return cast("int", epoch)
 
         def voted(result: int) -> int:
             self.voted_at, self.voted_for = self._reactor.seconds(), candidate

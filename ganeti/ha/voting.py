@@ -16,7 +16,7 @@ the vote is won.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred
@@ -98,7 +98,7 @@ class VotingGate(MultiService):
     def _voters(self) -> tuple[str, dict[str, str]] | None:
         if self._found is False:
             self._found = None if self.no_voting else voters(self.paths)
-        return self._found
+        return cast("tuple[str, dict[str, str]] | None", self._found)
 
     def privilegedStartService(self) -> None:
         """Without a vote to hold, the children listen now (a busy address

@@ -27,7 +27,7 @@ import os
 import select
 import socket
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ganeti import errors
 from ganeti.luxi import methods, wire
@@ -318,11 +318,11 @@ class AsyncLuxiClient:
             the server's error, or L{errors.LuxiError} if the connection
             breaks.  Cancelling it discards the answer when it comes.
         """
-        return self.protocol.call(method, args)
+        return cast("Deferred[Any]", self.protocol.call(method, args))
 
     def close(self) -> Deferred[None]:
         """Close the connection; the Deferred fires once it is closed."""
-        return self.protocol.close()
+        return cast("Deferred[None]", self.protocol.close())
 
     @property
     def connected(self) -> bool:

@@ -9,7 +9,7 @@ the types cannot say (a known tag kind, a non-empty job list, no locking).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, cast
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -279,7 +279,7 @@ class LuxiHandler(DeclaredHandler):
             return engine.query(what, fields, qfilter, ctx)
         hit = self._query_cache.get(key)
         if hit is not None and hit[0] == self._config_serial:
-            return hit[1]
+            return cast("dict[str, Any]", hit[1])
         result = engine.query(what, fields, qfilter, ctx)
         if len(self._query_cache) >= QUERY_CACHE_SIZE:
             self._query_cache.clear()

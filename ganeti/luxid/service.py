@@ -23,7 +23,7 @@ import os
 import signal
 import time
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, cast
 
 import orjson
 from twisted.application.service import Service
@@ -430,7 +430,7 @@ class LuxidService(Service):
         this context may wait for the next (L{JobReplicator.later})."""
         if self.replicator is None:
             return nullcontext()
-        return self.replicator.later(self.queue.job_path(job_id))
+        return cast("ContextManager[Any]", self.replicator.later(self.queue.job_path(job_id)))
 
     def _job_exited(self, exit: JobExit) -> None:
         self.processes.pop(exit.job_id, None)

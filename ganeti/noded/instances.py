@@ -555,7 +555,7 @@ class InstanceProcedures:
             out[index] = await self.ext.dimensions(record)
         return out
 
-    @handler
+    @handler(procedures.storage_list)
     def storage_list(self, su_name: Any, su_args: Any, name: Any, fields: Any) -> list[list[Any]]:
         """The storage units of a type (L{ganeti.noded.storage_units})."""
         kind, key, unit, wanted = storage_units.check(su_name, su_args, name, fields)
@@ -563,12 +563,12 @@ class InstanceProcedures:
             return storage_units.rados_units(self.rbd.client, key, unit, wanted)  # type: ignore[return-value]
         return storage_units.file_units(self.paths.root, key, unit, wanted)
 
-    @handler
+    @handler(procedures.extstorage_diagnose)
     def extstorage_diagnose(self) -> list[list[Any]]:
         """The ExtStorage providers of this node (L{ganeti.backend.storage.extstorage.diagnose})."""
         return self.ext.diagnose()
 
-    @handler
+    @handler(procedures.bdev_sizes)
     def bdev_sizes(self, devices: Any) -> dict[str, int]:
         """C{{path: MiB}} of the C{devices} that are block devices under C{/dev/}."""
         _check(isinstance(devices, list) and all(isinstance(d, str) for d in devices),

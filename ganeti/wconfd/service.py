@@ -25,7 +25,7 @@ methods of L{WConfdService}; everything with timing or ordering lives here:
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
@@ -371,7 +371,7 @@ class WConfdService(Service):
         """
         if rid is None:
             result = run()
-            return await result if hasattr(result, "__await__") else result
+            return cast("dict[str, Any]", await result if hasattr(result, "__await__") else result)
         replay = await self.replayed(owner, rid, release)
         if replay is not None:
             return replay
@@ -387,7 +387,7 @@ class WConfdService(Service):
         self.requests.record(owner, rid, answer)
         for waiter in self._inflight.pop(key, []):
             waiter.callback(answer)
-        return answer
+        return cast("dict[str, Any]", answer)
 
     async def replayed(self, owner: Owner, rid: int | None, release: Iterable[str] = ()) -> Answer | None:
         """The recorded answer of C{owner}'s request C{rid}, or C{None} if it never ran."""
@@ -411,19 +411,19 @@ class WConfdService(Service):
                 self._release(owner, names)
             except errors.GenericError as e:
                 self.log.warn("releasing {names} again for {owner}: {e}", names=names, owner=owner.to_wire(), e=e)
-        return answer
+        return cast("dict[str, Any] | None", answer)
 
     def try_update(self, owner: Owner, request: list[Any]) -> list[Owner]:
         blockers = self.lock_call("try_update", owner, request)
         if blockers and self.check_owners(blockers):
             blockers = self.lock_call("try_update", owner, request)
-        return blockers
+        return cast("list[Owner]", blockers)
 
     def update_waiting(self, owner: Owner, priority: int, request: list[Any]) -> list[Owner]:
         blockers = self.lock_call("update_waiting", owner, priority, request)
         if blockers and self.check_owners(blockers):
             blockers = self.locks.blockers_of(owner) if self.locks.has_pending(owner) else []
-        return blockers
+        return cast("list[Owner]", blockers)
 
     async def acquire(self, owner: Owner, priority: int, request: list[Any], timeout: float | None) -> None:
         """Wait (pushed, not polled) until C{request} is granted, or time out."""
@@ -676,7 +676,7 @@ class WConfdService(Service):
             stale = [n for n in names if self.locks.exists(n) and not self.locks.is_held(n) and not store.backs_lock(n)]
             if stale:
                 self.locks.remove_names(stale)
-        return self.lock_call_once(rid, blockers_answer, "add_locks", owner, names)
+        return cast("list[Owner]", self.lock_call_once(rid, blockers_answer, "add_locks", owner, names))
 
     def _release(self, owner: Owner, names: Iterable[str]) -> None:
         names = list(names)

@@ -48,7 +48,7 @@ class FakeQemu:
         self.connections = 0
         self.migrate_uri = ""
         self.paused_before = False
-        self.mute = False
+        self.mute: bool | str = False
 
     def commands(self) -> list[str]:
         return [m["execute"] for m in self.received if m["execute"] != "qmp_capabilities"]

@@ -235,7 +235,7 @@ class KVMHypervisor:
             if protocol.transport is not None:
                 cast(ITCPTransport, protocol.transport).abortConnection()
             return failure
-        return d.addErrback(failed)
+        return cast("Deferred[QMPProtocol]", d.addErrback(failed))
 
     @asynccontextmanager
     async def _qmp(self, name: str) -> AsyncIterator[QMPProtocol]:

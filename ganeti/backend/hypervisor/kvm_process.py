@@ -16,7 +16,7 @@ import os
 import shlex
 import signal
 import time
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
@@ -189,7 +189,7 @@ class QemuProcesses:
         def done(result: tuple[bytes, bytes, int]) -> tuple[int, str]:
             out, err, code = result
             return code, (out + err).decode("utf-8", "replace").strip()
-        return d.addCallback(done)
+        return cast("Deferred[tuple[int, str]]", d.addCallback(done))
 
 
 class HostFacts:

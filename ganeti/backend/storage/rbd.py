@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, cast
 
 from ganeti.rbd_params import (  # noqa: F401  (re-exported for the node's users)
     ACCESS_KERNEL,
@@ -147,7 +147,7 @@ class RbdClient:
         if code != 0:
             text = (err or out).decode("utf-8", "replace").strip()
             raise RbdError("rbd %s failed (%d): %s" % (" ".join(args), code, text[-1000:]))
-        return out.decode("utf-8", "replace")
+        return cast("str", out.decode("utf-8", "replace"))
 
     async def create(self, pool: str, image: str, size_mib: int) -> None:
         """Create image C{pool/image} of C{size_mib} MiB."""
