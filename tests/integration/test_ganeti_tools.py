@@ -276,12 +276,17 @@ async def test_ganeti_gnt_tools_against_our_daemons(root):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-#: what Ganeti 3.0's gnt-cluster master-failover says without a daemon-util: it runs
-#: /usr/lib/ganeti/daemon-util (GANETI_ROOTDIR does not move it), which a package of ours
-#: provides as ganeti-daemon-util
-DAEMON_UTIL_MISSING = ("Failure: command execution error:\nCan't execute '/usr/lib/ganeti/daemon-util stop"
-                       " ganeti-wconfd': not found ([Errno 2] No such file or directory:"
-                       " '/usr/lib/ganeti/daemon-util')\n")
+def daemon_util_missing(vroot: str) -> str:
+    """What Ganeti 3.0's gnt-cluster master-failover says without a daemon-util:
+    it runs /usr/lib/ganeti/daemon-util (GANETI_ROOTDIR does not move it; a
+    package of ours provides it as ganeti-daemon-util), which
+    tests/compat/ganeti_failover.py moves under the virtual root C{vroot} so
+    that a host's own Ganeti is never run."""
+    path = os.path.join(vroot, "usr", "lib", "ganeti", "daemon-util")
+    return ("Failure: command execution error:\nCan't execute '%s stop ganeti-wconfd': not found"
+            " ([Errno 2] No such file or directory: '%s')\n" % (path, path))
+
+
 #: Ganeti's check that the master IP went down (C{TcpPing} to port 1811, where "connection
 #: refused" counts as reachable): on loopback every address answers, so it waits 30 s and
 #: warns, and the command exits 1 after doing everything else
@@ -332,7 +337,7 @@ async def test_ganeti_master_failover_against_our_nodes(root):
 
             # without a daemon-util, after the voting: Ganeti's own error, nothing changed
             done = ganeti_gnt_cluster(tools[1], cluster.rpc_port, "master-failover")
-            assert (done.returncode, done.stderr) == (1, DAEMON_UTIL_MISSING), (done.stdout, done.stderr)
+            assert (done.returncode, done.stderr) == (1, daemon_util_missing(tools[1].vroot)), (done.stdout, done.stderr)
             assert [master_of(p) for p in roots] == [N1] * 3 and serial_of(roots[0]) == serial
 
             done = ganeti_gnt_cluster(tools[1], cluster.rpc_port, "master-failover",
