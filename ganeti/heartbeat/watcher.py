@@ -199,15 +199,15 @@ class Watcher(Service):
 
     def startService(self) -> None:
         super().startService()
-        self.liveness.report_hooks.append(self.node_reported)
+        self.liveness.report_hooks.append(self._report_arrived)
         self._archiver = LoopingCall(self.archive)
         self._archiver.clock = self.reactor
         self._archiver.start(self.archive_every, now=False)
 
     def stopService(self) -> Any:
         super().stopService()
-        if self.node_reported in self.liveness.report_hooks:
-            self.liveness.report_hooks.remove(self.node_reported)
+        if self._report_arrived in self.liveness.report_hooks:
+            self.liveness.report_hooks.remove(self._report_arrived)
         if self._archiver is not None and self._archiver.running:
             self._archiver.stop()
         for call in self._checks.values():
@@ -220,9 +220,12 @@ class Watcher(Service):
         return read_pause(self.pause_path, time.time()) is not None
 
     # --- events ------------------------------------------------------------------------
+    def _report_arrived(self, node: str, report: Mapping[str, Any]) -> None:
+        self._reported_at[node] = self.reactor.seconds()
+        self.node_reported(node, report)
+
     def node_reported(self, node: str, report: Mapping[str, Any]) -> None:
         """A node reported its state: look at its instances soon (once per burst)."""
-        self._reported_at[node] = self.reactor.seconds()
         if not self.running or node in self._checks or self.paused():
             return
         self._checks[node] = self.reactor.callLater(self.confirm_delay, self._check_soon, node)

@@ -201,7 +201,7 @@ class LoopbackCluster:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def until(self, check: Callable[[], object], timeout: float = 20.0) -> None:
+    async def until(self, check: Callable[[], object], timeout: float = 60.0) -> None:
         """Wait until C{check()} is true (e.g. a change has reached a node)."""
         await until(self.reactor, check, timeout)
 
@@ -212,7 +212,7 @@ class LoopbackCluster:
         return {name: sorted(answers[name].payload) for name in self.nodes}
 
 
-async def until(reactor: Any, check: Callable[[], object], timeout: float = 20.0) -> None:
+async def until(reactor: Any, check: Callable[[], object], timeout: float = 60.0) -> None:
     """Poll C{check} every 50 ms until it is true; AssertionError after C{timeout} s."""
     deadline = time.monotonic() + timeout
     while not check():
