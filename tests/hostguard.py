@@ -16,7 +16,7 @@ test phase (or of the module's collection), so even an access that some
 code caught and ignored fails the test, naming the path and the line that
 opened it.
 
-Paths are resolved (symlinks too) before the check; a relative name
+Paths are resolved (symlinks too, a directory's once) before the check; a relative name
 without a C{/} is let through, because C{os.open(name, dir_fd=...)}
 (C{shutil.rmtree}) reports it without its directory.  Only this process is
 watched: daemons and tools the integration tests start run in their own
@@ -80,6 +80,7 @@ class HostGuard:
         self.roots = tuple(root + "/" for root in roots)
         self.exact = frozenset(roots)
         self.active = False
+        self._dirs: dict[str, str] = {}
         self._found: list[str] = []
         self._lock = threading.Lock()
         self._inside = threading.local()
@@ -107,8 +108,23 @@ class HostGuard:
         path = os.path.normpath(path)
         if path.startswith(PLUMBING) or path + "/" in PLUMBING:
             return True
-        resolved = os.path.realpath(path)
+        return self._inside_roots(self._resolve(path))
+
+    def _inside_roots(self, resolved: str) -> bool:
         return resolved in self.exact or resolved.startswith(self.roots)
+
+    def _resolve(self, path: str) -> str:
+        """C{os.path.realpath(path)}, its directory's part cached (most opens
+        are of modules and fixtures in a few directories)."""
+        directory, name = os.path.split(path)
+        resolved = self._dirs.get(directory)
+        if resolved is None:
+            if len(self._dirs) > 4096:
+                self._dirs.clear()
+            resolved = self._dirs[directory] = os.path.realpath(directory)
+        if not name or os.path.islink(path):
+            return os.path.realpath(path)
+        return os.path.join(resolved, name)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.active or event not in EVENTS or not args:

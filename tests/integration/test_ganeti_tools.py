@@ -245,9 +245,10 @@ def check_debug(tools: GanetiTools, workdir: str) -> None:
     relocate = json.loads(tools.ok("gnt-debug", "iallocator", "--dir", "in", "--mode", "relocate", SHARED))
     assert relocate["request"]["type"] == "relocate" and relocate["request"]["name"] == SHARED
 
-    # a delay on node2 holds the BGL (shared) and node locks while it sleeps
-    job_id = submit(tools, "-n", N2, "2")
-    deadline = time.monotonic() + 20
+    # a delay on node2 holds the BGL (shared) and node locks while it sleeps: long enough
+    # for a listing (a Python start of Ganeti's, seconds on a loaded machine) to fall inside it
+    job_id = submit(tools, "-n", N2, "8")
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         held = {row[0]: row[1:] for row in rows(tools.ok("gnt-debug", "locks", "--no-headers", "--separator=|",
                                                        "-o", "name,mode,owner"))}
