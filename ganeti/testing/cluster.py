@@ -162,7 +162,10 @@ class LoopbackCluster:
         if one does not start, L{stop} what did and raise."""
         try:
             self._prepare()
-            self._rpc = RpcClient.from_paths(self.reactor, self.master, port=self.rpc_port)
+            # a connection per call: tests block the reactor (gnt-* commands run
+            # synchronously) past NodeD's idle timeout, and a kept-alive connection
+            # NodeD closed meanwhile would be handed out before its close is read
+            self._rpc = RpcClient.from_paths(self.reactor, self.master, port=self.rpc_port, persistent=False)
             for daemon in self.nodeds:
                 daemon.start()
             for daemon in self.nodeds:
