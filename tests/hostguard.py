@@ -142,7 +142,7 @@ class HostGuard:
                 return
             if self.allowed(text):
                 return
-            where = "".join(traceback.format_stack(limit=8)[:-2])
+            where = "".join(traceback.format_stack(limit=9)[:-1])
         finally:
             self._inside.busy = False
         message = "%s %r\n%s" % (event, text, where)
