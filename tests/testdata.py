@@ -1,18 +1,13 @@
-"""Where the real Ganeti 3.0.2 files live: shared/testdata beside the checkout.
+"""Where the real Ganeti 3.0.2 files live: C{tests/data/ganeti-3.0.2} in the checkout.
 
-Looked up in order: $GANETI_TESTDATA, <checkout>/../shared/testdata/ganeti-3.0.2,
-/work/shared/testdata/ganeti-3.0.2.
+Files written by Debian's ganeti 3.0.2 (see the README.md there); the suite reads
+nothing outside the checkout and its temporary directories (tests/conftest.py
+checks that).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parents[1]
-_CANDIDATES = [
-    os.environ.get("GANETI_TESTDATA", ""),
-    str(_CHECKOUT.parent / "shared" / "testdata" / "ganeti-3.0.2"),
-    "/work/shared/testdata/ganeti-3.0.2",
-]
-TESTDATA = Path(next((c for c in _CANDIDATES if c and os.path.isdir(c)), _CANDIDATES[1]))
+DATA = Path(__file__).resolve().parent / "data"
+TESTDATA = DATA / "ganeti-3.0.2"

@@ -46,8 +46,9 @@ class KvmEvents:
         self._connect = connect or self._connect_unix
         #: socket path -> protocol (connected) or None (connecting)
         self.monitors: dict[str, Any] = {}
-        #: socket path -> its inode when a connection failed (not retried until it changes)
-        self._failed: dict[str, int] = {}
+        #: socket path -> its (inode, mtime) when a connection failed (not retried until
+        #: it changes: a file system may give a new socket the inode of the old one)
+        self._failed: dict[str, tuple[int, int]] = {}
         self.events: list[tuple[str, str, dict[str, Any]]] = []
 
     async def _connect_unix(self, path: str, on_event: Callable[[str, dict[str, Any], Any], None]) -> Any:
@@ -66,9 +67,10 @@ class KvmEvents:
             if path in self.monitors:
                 continue
             try:
-                inode = os.stat(path).st_ino
+                found = os.stat(path)
             except FileNotFoundError:
                 continue
+            inode = (found.st_ino, found.st_mtime_ns)
             if self._failed.get(path) == inode:
                 continue
             self.monitors[path] = None
@@ -78,7 +80,7 @@ class KvmEvents:
     def _watch_failed(self, failure: Failure, path: str) -> None:
         self.log.failure("kvm events: watching {path} failed", failure, path=path)
 
-    async def _watch(self, path: str, name: str, inode: int) -> None:
+    async def _watch(self, path: str, name: str, inode: tuple[int, int]) -> None:
         def on_event(event: str, data: dict[str, Any], _when: Any) -> None:
             if event in EVENTS:
                 self.events.append((name, event, data))

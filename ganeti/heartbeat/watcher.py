@@ -10,6 +10,11 @@ decisions are taken when a node's state report arrives
     job whose reason trail names the watcher (L{REASON_SOURCE}); before
     that the watcher waits L{CONFIRM_DELAY} seconds and looks again, and
     leaves alone instances a live job works on (a migration, a creation);
+  - one look at a node at a time (a report during a slow look, e.g. while
+    a submission waits for the candidates, is looked at after it), and an
+    instance whose restart job ended is restarted again only on a report
+    the node sent after that end: an older one may predate the restart
+    (on a loaded node the poll that sees the new process comes late);
   - a restart budget: at most L{RESTART_LIMIT} restarts of one instance in
     L{RESTART_WINDOW} seconds; after that the instance is left down
     (C{ERROR_down} in C{gnt-instance list}) and a warning is logged;
@@ -181,6 +186,11 @@ class Watcher(Service):
         self.archive_age = archive_age
         self.pause_path = pause_file(luxid.paths.data_dir)
         self._checks: dict[str, Any] = {}
+        #: nodes being looked at, and those to look at again when that ends
+        self._looking: set[str] = set()
+        self._look_again: set[str] = set()
+        #: node -> when its latest report arrived (reactor time)
+        self._reported_at: dict[str, float] = {}
         #: instance name -> id of its watcher restart job
         self.restarting: dict[str, int] = {}
         #: instances left down because the budget is spent
@@ -190,15 +200,15 @@ class Watcher(Service):
 
     def startService(self) -> None:
         super().startService()
-        self.liveness.report_hooks.append(self.node_reported)
+        self.liveness.report_hooks.append(self._report_arrived)
         self._archiver = LoopingCall(self.archive)
         self._archiver.clock = self.reactor
         self._archiver.start(self.archive_every, now=False)
 
     def stopService(self) -> Any:
         super().stopService()
-        if self.node_reported in self.liveness.report_hooks:
-            self.liveness.report_hooks.remove(self.node_reported)
+        if self._report_arrived in self.liveness.report_hooks:
+            self.liveness.report_hooks.remove(self._report_arrived)
         if self._archiver is not None and self._archiver.running:
             self._archiver.stop()
         for call in self._checks.values():
@@ -211,6 +221,10 @@ class Watcher(Service):
         return read_pause(self.pause_path, time.time()) is not None
 
     # --- events ------------------------------------------------------------------------
+    def _report_arrived(self, node: str, report: Mapping[str, Any]) -> None:
+        self._reported_at[node] = self.reactor.seconds()
+        self.node_reported(node, report)
+
     def node_reported(self, node: str, report: Mapping[str, Any]) -> None:
         """A node reported its state: look at its instances soon (once per burst)."""
         if not self.running or node in self._checks or self.paused():
@@ -225,8 +239,28 @@ class Watcher(Service):
 
     def _check_soon(self, node: str) -> None:
         self._checks.pop(node, None)
+        if node in self._looking:  # after the look under way (it may be submitting a restart)
+            self._look_again.add(node)
+            return
+        self._looking.add(node)
         d = Deferred.fromCoroutine(self.check(node))
         d.addErrback(lambda f: self.log.failure("watcher: checking {node} failed", f, node=node))
+        d.addBoth(lambda _: self._looked(node))
+
+    def _looked(self, node: str) -> None:
+        self._looking.discard(node)
+        if node in self._look_again and self.running:
+            self._look_again.discard(node)
+            self._check_soon(node)
+
+    def _ended_after_report(self, job: Any, node: str) -> bool:
+        """Whether C{job} (a finished restart job) ended after C{node}'s latest
+        report, which then says nothing about what the job did."""
+        from ganeti.jobs.model import ts_seconds
+
+        ended = ts_seconds(getattr(job, "end_timestamp", None))
+        reported = self._reported_at.get(node)
+        return ended is not None and reported is not None and reported <= ended
 
     async def check(self, node: str) -> list[int]:
         """Restart the instances of C{node} that should run and do not; the job ids."""
@@ -247,7 +281,7 @@ class Watcher(Service):
             pending = self.restarting.get(name)
             if pending is not None:
                 job = self.luxid.jobs.get(pending)
-                if job is not None and not job.finalized:
+                if job is not None and (not job.finalized or self._ended_after_report(job, node)):
                     continue
             if name in busy or name in self.given_up:
                 continue

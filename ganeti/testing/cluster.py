@@ -164,7 +164,10 @@ class LoopbackCluster:
         if one does not start, L{stop} what did and raise."""
         try:
             self._prepare()
-            self._rpc = RpcClient.from_paths(self.reactor, self.master, port=self.rpc_port)
+            # a connection per call: tests block the reactor (gnt-* commands run
+            # synchronously) past NodeD's idle timeout, and a kept-alive connection
+            # NodeD closed meanwhile would be handed out before its close is read
+            self._rpc = RpcClient.from_paths(self.reactor, self.master, port=self.rpc_port, persistent=False)
             for daemon in self.nodeds:
                 daemon.start()
             for daemon in self.nodeds:
@@ -203,7 +206,7 @@ class LoopbackCluster:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def until(self, check: Callable[[], object], timeout: float = 20.0) -> None:
+    async def until(self, check: Callable[[], object], timeout: float = 60.0) -> None:
         """Wait until C{check()} is true (e.g. a change has reached a node)."""
         await until(self.reactor, check, timeout)
 
@@ -214,7 +217,7 @@ class LoopbackCluster:
         return {name: sorted(answers[name].payload) for name in self.nodes}
 
 
-async def until(reactor: IReactorTime, check: Callable[[], object], timeout: float = 20.0) -> None:
+async def until(reactor: IReactorTime, check: Callable[[], object], timeout: float = 60.0) -> None:
     """Poll C{check} every 50 ms until it is true; AssertionError after C{timeout} s."""
     deadline = time.monotonic() + timeout
     while not check():

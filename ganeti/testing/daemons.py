@@ -147,7 +147,7 @@ class Daemon:
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
         log.close()
 
-    async def ready(self, reactor: IReactorTime, timeout: float = 30.0) -> None:
+    async def ready(self, reactor: IReactorTime, timeout: float = 90.0) -> None:
         """Wait until the daemon accepts connections on its socket."""
         deadline = time.monotonic() + timeout
         while True:

@@ -245,9 +245,10 @@ def check_debug(tools: GanetiTools, workdir: str) -> None:
     relocate = json.loads(tools.ok("gnt-debug", "iallocator", "--dir", "in", "--mode", "relocate", SHARED))
     assert relocate["request"]["type"] == "relocate" and relocate["request"]["name"] == SHARED
 
-    # a delay on node2 holds the BGL (shared) and node locks while it sleeps
-    job_id = submit(tools, "-n", N2, "2")
-    deadline = time.monotonic() + 20
+    # a delay on node2 holds the BGL (shared) and node locks while it sleeps: long enough
+    # for a listing (a Python start of Ganeti's, seconds on a loaded machine) to fall inside it
+    job_id = submit(tools, "-n", N2, "8")
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         held = {row[0]: row[1:] for row in rows(tools.ok("gnt-debug", "locks", "--no-headers", "--separator=|",
                                                        "-o", "name,mode,owner"))}
@@ -276,12 +277,17 @@ async def test_ganeti_gnt_tools_against_our_daemons(root):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-#: what Ganeti 3.0's gnt-cluster master-failover says without a daemon-util: it runs
-#: /usr/lib/ganeti/daemon-util (GANETI_ROOTDIR does not move it), which a package of ours
-#: provides as ganeti-daemon-util
-DAEMON_UTIL_MISSING = ("Failure: command execution error:\nCan't execute '/usr/lib/ganeti/daemon-util stop"
-                       " ganeti-wconfd': not found ([Errno 2] No such file or directory:"
-                       " '/usr/lib/ganeti/daemon-util')\n")
+def daemon_util_missing(vroot: str) -> str:
+    """What Ganeti 3.0's gnt-cluster master-failover says without a daemon-util:
+    it runs /usr/lib/ganeti/daemon-util (GANETI_ROOTDIR does not move it; a
+    package of ours provides it as ganeti-daemon-util), which
+    tests/compat/ganeti_failover.py moves under the virtual root C{vroot} so
+    that a host's own Ganeti is never run."""
+    path = os.path.join(vroot, "usr", "lib", "ganeti", "daemon-util")
+    return ("Failure: command execution error:\nCan't execute '%s stop ganeti-wconfd': not found"
+            " ([Errno 2] No such file or directory: '%s')\n" % (path, path))
+
+
 #: Ganeti's check that the master IP went down (C{TcpPing} to port 1811, where "connection
 #: refused" counts as reachable): on loopback every address answers, so it waits 30 s and
 #: warns, and the command exits 1 after doing everything else
@@ -332,7 +338,7 @@ async def test_ganeti_master_failover_against_our_nodes(root):
 
             # without a daemon-util, after the voting: Ganeti's own error, nothing changed
             done = ganeti_gnt_cluster(tools[1], cluster.rpc_port, "master-failover")
-            assert (done.returncode, done.stderr) == (1, DAEMON_UTIL_MISSING), (done.stdout, done.stderr)
+            assert (done.returncode, done.stderr) == (1, daemon_util_missing(tools[1].vroot)), (done.stdout, done.stderr)
             assert [master_of(p) for p in roots] == [N1] * 3 and serial_of(roots[0]) == serial
 
             done = ganeti_gnt_cluster(tools[1], cluster.rpc_port, "master-failover",

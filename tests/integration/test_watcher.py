@@ -45,11 +45,11 @@ def watcher_jobs(cluster: LoopbackCluster) -> list[list]:
 
 async def crash_and_wait(cluster: LoopbackCluster, restarted: bool) -> None:
     os.unlink(state_file(cluster))
-    if restarted:
-        await cluster.until(lambda: os.path.exists(state_file(cluster)), timeout=20)
-        await cluster.until(lambda: status(cluster) == "running", timeout=10)
+    if restarted:  # generous bounds: a loaded machine is slow, and Ganeti's cron watcher takes 5 min
+        await cluster.until(lambda: os.path.exists(state_file(cluster)), timeout=60)
+        await cluster.until(lambda: status(cluster) == "running", timeout=60)
     else:
-        await cluster.until(lambda: status(cluster) == "ERROR_down", timeout=10)
+        await cluster.until(lambda: status(cluster) == "ERROR_down", timeout=60)
         await deferLater(reactor, 6, lambda: None)
         assert not os.path.exists(state_file(cluster))
 
@@ -68,12 +68,12 @@ async def test_watcher_restarts_pauses_and_budget(root):
     async with LoopbackCluster(reactor, root, loopback_config(3), prefix="gntw") as cluster:
         ok(cluster.master, "gnt-instance", "add", "-t", "diskless", "-o", "noop", "--no-nics", "--no-name-check",
            "--no-ip-check", "-n", "node2.test", VM)
-        await cluster.until(lambda: status(cluster) == "running", timeout=20)
+        await cluster.until(lambda: status(cluster) == "running", timeout=60)
 
         # crashed: restarted by a job whose reason trail names the watcher
         start = time.monotonic()
         await crash_and_wait(cluster, restarted=True)
-        assert time.monotonic() - start < 15
+        assert time.monotonic() - start < 120  # on the event, not on Ganeti's 5-minute cron
         jobs = await threads.deferToThread(watcher_jobs, cluster)
         assert len(jobs) == 1 and jobs[0][1] == "success", jobs
 
@@ -84,7 +84,7 @@ async def test_watcher_restarts_pauses_and_budget(root):
         await crash_and_wait(cluster, restarted=False)
         # continue: it catches up at once (restart 2 of 3)
         assert "no longer paused" in ok(cluster.master, "gnt-cluster", "watcher", "continue")
-        await cluster.until(lambda: os.path.exists(state_file(cluster)), timeout=20)
+        await cluster.until(lambda: os.path.exists(state_file(cluster)), timeout=60)
         assert "not paused" in ok(cluster.master, "gnt-cluster", "watcher", "info")
 
         # Ganeti's own gnt-cluster watcher against our LuxiD
@@ -98,7 +98,7 @@ async def test_watcher_restarts_pauses_and_budget(root):
             assert "not paused" in ok(cluster.master, "gnt-cluster", "watcher", "info")
 
         # restart 3 of 3, then the budget is spent: left down
-        await cluster.until(lambda: status(cluster) == "running", timeout=10)
+        await cluster.until(lambda: status(cluster) == "running", timeout=60)
         await crash_and_wait(cluster, restarted=True)
         await crash_and_wait(cluster, restarted=False)
         jobs = await threads.deferToThread(watcher_jobs, cluster)

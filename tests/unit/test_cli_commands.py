@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import tempfile
 from types import ModuleType
 from typing import Any
 
@@ -31,14 +32,19 @@ class NoClient(FakeClient):
 
 
 def gnt(tool: str, *argv: str, fake: FakeClient | None = None) -> tuple[int, str, str]:
+    """Run C{tool argv} against C{fake}; without a C{--root}, on an empty
+    temporary root (never the host's /: its epoch file, its commands.log)."""
     out, err = io.StringIO(), io.StringIO()
     module = TOOLS[tool]
     client = fake if fake is not None else NoClient()
     extra = {"env_override": {"list"}} if tool == "gnt-group" else {}
-    code = runner.run(
-        tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
-        client_factory=lambda ctx: client, stdout=out, stderr=err, **extra,
-    )
+    with tempfile.TemporaryDirectory(prefix="gntcli") as empty:
+        if not any(arg == "--root" or arg.startswith("--root=") for arg in argv):
+            argv = ("--root", empty) + argv
+        code = runner.run(
+            tool, module.COMMANDS, list(argv), aliases=getattr(module, "ALIASES", None),
+            client_factory=lambda ctx: client, stdout=out, stderr=err, **extra,
+        )
     return code, out.getvalue(), err.getvalue()
 
 

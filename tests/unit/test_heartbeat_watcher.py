@@ -198,3 +198,69 @@ class WatcherTests(SynchronousTestCase):
         self.watcher.resume()
         self.clock.advance(w.CONFIRM_DELAY)
         self.assertEqual(len(self.luxid.submitted), 1)
+
+
+class SlowSubmitLuxid(FakeLuxid):
+    """A submission that waits (for the candidates) until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list[Any] = []
+
+    async def submit(self, jobs: list[Any]) -> list[Any]:
+        from twisted.internet.defer import Deferred
+
+        gate: Deferred[None] = Deferred()
+        self.waiting.append(gate)
+        await gate
+        return await super().submit(jobs)
+
+
+class RaceTests(SynchronousTestCase):
+    """What a loaded master sees: slow submissions, reports that come late."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(time.time())
+        self.luxid, self.liveness = SlowSubmitLuxid(), FakeLiveness()
+        config = make_config()
+
+        async def get_config() -> Any:
+            return config
+
+        self.watcher = w.Watcher(self.luxid, self.liveness, get_config, self.clock)
+        self.watcher.startService()
+        self.addCleanup(self.watcher.stopService)
+
+    report = WatcherTests.report
+
+    def test_one_look_at_a_time(self) -> None:
+        """A report while a look still submits its restart: looked at after it, no second job."""
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 1)
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 1)  # the second look waits for the first
+        self.luxid.waiting[0].callback(None)
+        self.assertEqual(len(self.luxid.submitted), 1)
+        self.assertEqual(len(self.luxid.waiting), 1)  # ... then sees the job running: nothing more
+
+    def test_a_report_older_than_the_restart_is_not_trusted(self) -> None:
+        """The restart job ended after the node's latest report (which still says
+        the instance is down): no second restart until a newer report says so."""
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.luxid.waiting[0].callback(None)
+        (job,) = self.luxid.jobs.values()
+        self.report({})  # sent before the restart took effect
+        self.clock.advance(1)
+        for op in job.ops:
+            op.status = "success"
+        job.end_timestamp = [int(self.clock.seconds()) + 1, 0]  # the job ended after that report
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 1)
+        self.clock.advance(5)
+        self.report({})  # a report after the end: really down again
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 2)

@@ -277,8 +277,6 @@ def test_load_live_jobs_skips_bad_files_without_deleting_them(queue, paths):
 
 
 def test_real_ganeti_queue_loads(tmp_path):
-    if not os.path.isdir(REAL_QUEUE):
-        pytest.skip("shared testdata not present beside the checkout")
     paths = Paths(str(tmp_path))
     os.makedirs(os.path.dirname(paths.queue_dir))
     shutil.copytree(REAL_QUEUE, paths.queue_dir)

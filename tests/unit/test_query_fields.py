@@ -39,8 +39,6 @@ DEFAULT_GROUP = "7900f1c5-b1b6-421c-869e-574d23686a56"
 @pytest.fixture(scope="module")
 def config() -> ConfigData:
     path = os.path.join(TESTDATA, "config.data")
-    if not os.path.exists(path):
-        pytest.skip("shared testdata not present beside the checkout")
     with open(path, "rb") as handle:
         return ConfigData.from_json(handle.read())
 
@@ -52,8 +50,7 @@ def jobs() -> dict[int, QueuedJob]:
         with open(path, "rb") as handle:
             job = QueuedJob.from_dict(json.loads(handle.read()))
         found[job.id] = job
-    if not found:
-        pytest.skip("shared testdata not present beside the checkout")
+    assert found, TESTDATA
     return found
 
 

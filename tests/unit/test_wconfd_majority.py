@@ -7,6 +7,9 @@ a change only once its quorum hook says a majority holds it.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -107,8 +110,14 @@ class MajorityTests(SynchronousTestCase):
             self.snapshots += 1
             return b"config %d" % self.serial, self.serial
 
-        self.pusher = ConfigPusher(Paths("/nonexistent-root"), self.reactor, lambda: config, snapshot,
+        self.pusher = ConfigPusher(Paths(self.empty_root()), self.reactor, lambda: config, snapshot,
                                    rpc=self.rpc, majority_timeout=30.0, values=lambda _c: {})
+
+    def empty_root(self) -> str:
+        """A root with no files (a temporary directory's missing child, not the host's /)."""
+        parent = tempfile.mkdtemp(prefix="gntpush")
+        self.addCleanup(shutil.rmtree, parent, True)
+        return os.path.join(parent, "nonexistent-root")
 
     def commit(self) -> Deferred:
         """A change made durable here: serial + 1, waiting for a majority."""
