@@ -15,6 +15,11 @@ decisions are taken when a node's state report arrives
     instance whose restart job ended is restarted again only on a report
     the node sent after that end: an older one may predate the restart
     (on a loaded node the poll that sees the new process comes late);
+  - nor before a report has shown it running since that end, unless
+    L{STALE_GRACE} seconds have passed: a report sent after the end may
+    still carry instance states polled before it (a report of the node's
+    resources alone changes nothing of its instances), and the watcher
+    looks again when the grace ends;
   - a restart budget: at most L{RESTART_LIMIT} restarts of one instance in
     L{RESTART_WINDOW} seconds; after that the instance is left down
     (C{ERROR_down} in C{gnt-instance list}) and a warning is logged;
@@ -50,6 +55,9 @@ RESTART_LIMIT = 3
 RESTART_WINDOW = 30 * 60.0
 #: seconds between seeing an instance down and looking again before restarting it
 CONFIRM_DELAY = 2.0
+#: seconds after a restart job's end during which only a report that showed the
+#: instance running since then makes a new "down" count (see the module docstring)
+STALE_GRACE = 20.0
 ARCHIVE_AGE = 6 * 3600.0
 ARCHIVE_EVERY = 600.0
 #: seconds an archive run may take (Ganeti's watcher: 89)
@@ -193,6 +201,10 @@ class Watcher(Service):
         self._reported_at: dict[str, float] = {}
         #: instance name -> id of its watcher restart job
         self.restarting: dict[str, int] = {}
+        #: instances a report showed running since their restart job ended
+        self._seen_up: set[str] = set()
+        #: pending looks at the end of a restart's grace (L{STALE_GRACE})
+        self._regrace: dict[str, Any] = {}
         #: instances left down because the budget is spent
         self.given_up: set[str] = set()
         self.restarts = 0
@@ -211,10 +223,11 @@ class Watcher(Service):
             self.liveness.report_hooks.remove(self._report_arrived)
         if self._archiver is not None and self._archiver.running:
             self._archiver.stop()
-        for call in self._checks.values():
+        for call in list(self._checks.values()) + list(self._regrace.values()):
             if call.active():
                 call.cancel()
         self._checks.clear()
+        self._regrace.clear()
         return None
 
     def paused(self) -> bool:
@@ -223,7 +236,24 @@ class Watcher(Service):
     # --- events ------------------------------------------------------------------------
     def _report_arrived(self, node: str, report: Mapping[str, Any]) -> None:
         self._reported_at[node] = self.reactor.seconds()
+        self._note_running(node)
         self.node_reported(node, report)
+
+    def _note_running(self, node: str) -> None:
+        """Remember the restarted instances that C{node}'s report (merged) shows running."""
+        if not self.restarting:
+            return
+        full = self.liveness.fresh_report(node)
+        found = full.get("instances", {}) if isinstance(full, Mapping) else {}
+        if not isinstance(found, Mapping):
+            return
+        for name, job_id in self.restarting.items():
+            job = self.luxid.jobs.get(job_id)
+            if job is None or not job.finalized:
+                continue  # only what is seen after the restart's end counts
+            info = found.get(name)
+            if isinstance(info, Mapping) and info.get("state", "running") == "running":
+                self._seen_up.add(name)
 
     def node_reported(self, node: str, report: Mapping[str, Any]) -> None:
         """A node reported its state: look at its instances soon (once per burst)."""
@@ -262,6 +292,24 @@ class Watcher(Service):
         reported = self._reported_at.get(node)
         return ended is not None and reported is not None and reported <= ended
 
+    def _within_grace(self, name: str, job: Any, node: str, now: float) -> bool:
+        """Whether a finished restart job of C{name} is too recent for a
+        report that has not shown C{name} running since to count; if so, a
+        look at C{node} is planned for the end of the grace."""
+        from ganeti.jobs.model import ts_seconds
+
+        if name in self._seen_up:
+            return False
+        ended = ts_seconds(getattr(job, "end_timestamp", None))
+        if ended is None or now - ended >= STALE_GRACE:
+            return False
+        if node not in self._regrace:
+            def look() -> None:
+                self._regrace.pop(node, None)
+                self.node_reported(node, {})
+            self._regrace[node] = self.reactor.callLater(max(0.0, ended + STALE_GRACE - now) + 0.1, look)
+        return True
+
     async def check(self, node: str) -> list[int]:
         """Restart the instances of C{node} that should run and do not; the job ids."""
         if self.paused():
@@ -281,7 +329,8 @@ class Watcher(Service):
             pending = self.restarting.get(name)
             if pending is not None:
                 job = self.luxid.jobs.get(pending)
-                if job is not None and (not job.finalized or self._ended_after_report(job, node)):
+                if job is not None and (not job.finalized or self._ended_after_report(job, node)
+                                        or self._within_grace(name, job, node, now)):
                     continue
             if name in busy or name in self.given_up:
                 continue
@@ -294,6 +343,7 @@ class Watcher(Service):
             job_id = await self._restart(name, node)
             if job_id is not None:
                 self.restarting[name] = job_id
+                self._seen_up.discard(name)
                 jobs.append(job_id)
         return jobs
 
@@ -324,5 +374,5 @@ class Watcher(Service):
         return cast("list[int]", archived)
 
 
-__all__ = ["REASON_SOURCE", "RESTART_LIMIT", "RESTART_WINDOW", "RestartBudget", "Watcher", "busy_instances",
+__all__ = ["REASON_SOURCE", "RESTART_LIMIT", "RESTART_WINDOW", "STALE_GRACE", "RestartBudget", "Watcher", "busy_instances",
            "needs_restart", "pause_file", "read_pause", "write_pause"]

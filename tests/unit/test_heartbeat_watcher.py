@@ -261,6 +261,39 @@ class RaceTests(SynchronousTestCase):
         self.clock.advance(w.CONFIRM_DELAY)
         self.assertEqual(len(self.luxid.waiting), 1)
         self.clock.advance(5)
-        self.report({})  # a report after the end: really down again
+        self.report({})  # a report after the end, which has not shown it running since
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 1)  # its instance states may predate the end
+        self.clock.advance(w.STALE_GRACE)  # the look planned for the grace's end ...
+        self.clock.advance(w.CONFIRM_DELAY)  # ... confirms it down
+        self.assertEqual(len(self.luxid.waiting), 2)  # still down when the grace ends: really down again
+
+    def _restarted_and_ended(self) -> None:
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.luxid.waiting[0].callback(None)
+        (job,) = self.luxid.jobs.values()
+        for op in job.ops:
+            op.status = "success"
+        job.end_timestamp = [int(self.clock.seconds()), 0]
+        self.clock.advance(1)
+
+    def test_a_stale_report_after_the_end_does_not_restart_twice(self) -> None:
+        """A report sent after the restart's end whose instance part was polled
+        before it (only the node's resources changed): no second restart, and
+        none once a report shows the instance running."""
+        self._restarted_and_ended()
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.report({"web1": RUNNING})
+        self.clock.advance(w.STALE_GRACE)
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 1)
+
+    def test_down_after_running_again_is_restarted_at_once(self) -> None:
+        """A guest that runs after its restart, then stops again (it powers itself off)."""
+        self._restarted_and_ended()
+        self.report({"web1": RUNNING})
+        self.report({})
         self.clock.advance(w.CONFIRM_DELAY)
         self.assertEqual(len(self.luxid.waiting), 2)
