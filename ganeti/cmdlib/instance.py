@@ -160,8 +160,6 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             self.remote_source = backup_remote.check_import(self, op)
         self.export: Any = None
         if self.importing:
-            if not op.src_path:
-                raise errors.OpPrereqError("An import needs the export's name or path (src_path)", errors.ECODE_INVAL)
             self.op = attrs.evolve(op, instance_name=names.normalize_hostname(op.instance_name, "instance name"))
             return  # the rest is checked once the export is read (probe)
         self._check_spec()
@@ -260,11 +258,16 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
 
     async def probe(self) -> None:
         """For an import, read the export first (its values fill what the
-        opcode leaves out).  With opportunistic locking, ask for the locks of the nodes that
+        opcode leaves out); without C{src_path}, as Ganeti's, the export
+        is the one named after the instance, looked for on C{src_node} or
+        else on every online node.  With opportunistic locking, ask for the locks of the nodes that
         have room for the instance only: the creation then waits for one of
         those instead of failing on a busy node that has none.  When no
         node has room, fail at once (waiting would not help)."""
         if self.importing and self.export is None:
+            if not self.op.src_path:
+                # Ganeti's rule: the export named after the (resolved) instance name
+                self.op = attrs.evolve(self.op, src_path=self.op.instance_name)
             self.export = await backup.read_export(self, self.op.src_node, self.op.src_path or "")
             self.op = backup.fill_from_export(self.op, self.cfg, self.export)
             self._check_spec()

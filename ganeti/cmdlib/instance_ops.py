@@ -230,6 +230,9 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
     """Rename a stopped instance; the result is the new name.
 
     Locks: the instance's current name and a new lock for the new name.
+    A rename to the instance's own name is accepted, as by Ganeti: the
+    same checks (the instance down), no new lock, and the OS's rename
+    script runs with the old name equal to the new one.
     The disks keep their paths (a file disk stays under the directory named
     after the old name); the OS's rename script runs on the primary node,
     and its failure is only a warning, as the rename is done by then.
@@ -254,14 +257,14 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
         super().expand_names()
         new, old = self.op.new_name, self.op.instance_name
         if new == old:
-            raise errors.OpPrereqError("Instance '%s' already has that name" % old, errors.ECODE_INVAL)
+            return  # as Ganeti's: no new lock; the rename goes on (the OS rename script runs)
         if self.cfg.find_instance(new) is not None:
             raise errors.OpPrereqError("Instance '%s' is already in the cluster" % new, errors.ECODE_NOTUNIQUE)
         self.add_locks[LEVEL_INSTANCE] = [new]
 
     def check_prereq(self) -> None:
         super().check_prereq()
-        if self.cfg.find_instance(self.op.new_name) is not None:
+        if self.op.new_name != self.instance.name and self.cfg.find_instance(self.op.new_name) is not None:
             raise errors.OpPrereqError("Instance '%s' is already in the cluster" % self.op.new_name,
                                        errors.ECODE_NOTUNIQUE)
         iu.check_instance_state(self.instance, want_down=True, allow_offline=True, msg="rename it")

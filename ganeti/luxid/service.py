@@ -510,7 +510,8 @@ class LuxidService(Service):
 
     # --- what LUXI methods call -------------------------------------------------
     async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
-        """Submit several jobs; each entry of the answer is [True, id].
+        """Submit several jobs; each entry of the answer is [True, id] (none
+        for none: an empty list submits nothing and answers C{[]}).
 
         Every opcode of every job is checked against its declaration
         (L{ganeti.opcodes.validate}) and relative dependencies are resolved
@@ -527,8 +528,10 @@ class LuxidService(Service):
             raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)
         if not drained_ok and self.queue.is_drained():
             raise errors.JobQueueDrainError("Queue drained")
-        if not isinstance(jobs_ops, list) or not jobs_ops:
-            raise errors.OpPrereqError("A submission needs a non-empty list of jobs", errors.ECODE_INVAL)
+        if not isinstance(jobs_ops, list):
+            raise errors.OpPrereqError("A submission needs a list of jobs", errors.ECODE_INVAL)
+        if not jobs_ops:
+            return []  # as Ganeti's: nothing submitted (its gnt-group evacuate of an empty group)
         self.queue.check_capacity(len(self.jobs), len(jobs_ops))
         first = self.queue.serial() + 1
         checked = [check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]

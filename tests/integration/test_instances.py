@@ -98,7 +98,7 @@ async def test_instance_lifecycle(root):
         message = await refused(create("x.test", pnode=N3, beparams={"memory": 100_000_000}), "Not enough memory")
         assert message[1] == "insufficient_resources"
         await refused(create("x.test", pnode=N3, os_type="nosuchos"), "not in supported OS list")
-        await refused(create("x.test", mode="import"), "An import needs the export's name or path (src_path)")
+        await refused(create("x.test", mode="import"), "No export 'x.test' found on any node")
         assert "x.test" not in await in_thread(instances, client)
         assert not os.path.exists(disk_file(N3, "x.test"))
         # an offline node takes no new instance, and its instances do not start

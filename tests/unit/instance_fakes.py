@@ -61,6 +61,8 @@ class FakeNodes(Runner):
         self.free_disk = 100000
         #: the clock C{test_delay} sleeps on (none: it returns at once)
         self.clock: Any = None
+        #: the exports on each node: {node: {export name: config.ini text}}
+        self.exports: dict[str, dict[str, str]] = {}
 
     # --- inspection -------------------------------------------------------------
     def procedures(self, node: str | None = None) -> list[str]:
@@ -134,6 +136,14 @@ class FakeNodes(Runner):
     def _instance_os_add(self, node: str, inst: dict[str, Any], reinstall: bool, debug: int) -> Any:
         rpc_inst.decode_instance(inst)
         return None
+
+    def _export_list(self, node: str) -> Any:
+        return sorted(self.exports.get(node, {}))
+
+    def _export_info(self, node: str, name: str) -> Any:
+        if name not in self.exports.get(node, {}):
+            raise _Refused("Export %s not found" % name)
+        return self.exports[node][name]
 
     def _instance_run_rename(self, node: str, inst: dict[str, Any], old_name: str, debug: int) -> Any:
         return None

@@ -244,6 +244,22 @@ class RenameReinstallTests(InstanceTestCase):
         self.ok(create(pnode=N2, start=False))
         self.assertNotEqual(self.disks()[0].logical_id, disks[0].logical_id)
 
+    def test_rename_to_its_own_name(self) -> None:
+        """Issue 26: as Ganeti's, a rename to the instance's own name is
+        accepted (the instance must still be down) and runs the OS's rename
+        script with the old name equal to the new one."""
+        self.assertIn("is marked to be up", self.error(op("RENAME", new_name=WEB), code=errors.ECODE_STATE))
+        self.ok(op("SHUTDOWN"))
+        before = self.instance()
+        self.assertEqual(self.ok(op("RENAME", new_name=WEB)), WEB)
+        after = self.instance()
+        assert before is not None and after is not None
+        self.assertEqual((after.uuid, after.disks, self.cfg().find_instance("other.example.test") is not None),
+                         (before.uuid, before.disks, True))
+        (_node, args), = self.rpc.calls_of("instance_run_rename")
+        self.assertEqual((args[0]["name"], args[1]), (WEB, WEB))
+        self.assertIn("instance/%s" % WEB, self.lock_names())
+
     def test_rename_script_failure_is_a_warning(self) -> None:
         self.ok(op("SHUTDOWN"))
         self.rpc.fail[("instance_run_rename", None)] = "script broke"

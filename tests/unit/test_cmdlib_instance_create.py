@@ -113,7 +113,7 @@ class CreateTests(InstanceTestCase):
             (create(disk_template="plain"), "Disk template 'plain' is not supported", errors.ECODE_INVAL),
             (create(disk_template="drbd"), "not supported", errors.ECODE_INVAL),
             (create(mode="remote-import"), "A remote import needs source_handshake", errors.ECODE_INVAL),
-            (create(mode="import"), "An import needs the export's name or path (src_path)", errors.ECODE_INVAL),
+            (create(mode="import"), "No export '%s' found on any node" % WEB, errors.ECODE_NOENT),
             (create(pnode=N2, iallocator="hail"), "either a primary node or an allocator", errors.ECODE_INVAL),
             (create(disk_template="diskless"), "takes no disks", errors.ECODE_INVAL),
             (create(disks=[]), "needs at least one disk", errors.ECODE_INVAL),
@@ -145,6 +145,24 @@ class CreateTests(InstanceTestCase):
         self.assertIsNone(self.instance())
         self.assertNotIn("blockdev_create", self.rpc.procedures())
         self.ok(create(pnode=N2, os_type="debootstrap+minimal", osparams={"dhcp": "yes"}))
+
+    def test_import_defaults_to_the_export_named_after_the_instance(self) -> None:
+        """Issue 26: as Ganeti's, an import without C{src_path} (Ganeti's
+        C{gnt-backup import} without C{--src-dir}) reads the export named
+        after the instance, looked for on every online node, or on
+        C{src_node} only."""
+        self.assertIn("No export '%s' found on any node" % WEB, self.error(create(mode="import"),
+                                                                          code=errors.ECODE_NOENT))
+        self.assertEqual({n for n, _a in self.rpc.calls_of("export_list")},
+                         {n.name for n in self.cfg().nodes.values()})
+        self.rpc.exports = {N3: {WEB: "[export]\nversion = 0\n"}}  # no [instance]: refused once read
+        self.assertIn("Export %s is not usable" % WEB, self.error(create(mode="import"), code=errors.ECODE_INVAL))
+        self.assertEqual(self.rpc.calls_of("export_info"), [(N3, [WEB])])
+        self.rpc.calls.clear()
+        self.assertIn("No export '%s' found on node %s" % (WEB, N2),
+                      self.error(create(mode="import", src_node=N2), code=errors.ECODE_NOENT))
+        self.assertEqual([n for n, _a in self.rpc.calls_of("export_list")], [N2])
+        self.assertEqual((self.rpc.calls_of("export_info"), self.instance()), ([], None))
 
     def test_offline_and_drained_nodes_are_refused(self) -> None:
         self.env = Env(change_node(change_node(cluster(), N2, offline=True), N3, drained=True))

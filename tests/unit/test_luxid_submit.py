@@ -132,6 +132,16 @@ class SubmitTests(_LuxidCase):
                 self.assertIn("Job 1: opcode %d:" % before, self.refused("SubmitManyJobs", [good, ops]))
         self.assertEqual((self.queue.serial(), self.job_files()), (0, []))
 
+    def test_empty_submit_many_jobs_answers_empty(self) -> None:
+        """Issue 26: SubmitManyJobs of no job answers C{[]} and submits
+        nothing, as Ganeti's (its gnt-group evacuate of an empty group)."""
+        before = self.queue.serial()
+        self.assertEqual(self.successResultOf(self.call("SubmitManyJobs", [])), [])
+        self.assertEqual((self.queue.serial(), self.job_files(), self.service.jobs), (before, [], {}))
+        self.assertEqual(self.successResultOf(self.call("SubmitJob", [dict(DELAY)])), before + 1)
+        self.queue.set_drained(True)
+        self.failureResultOf(self.call("SubmitManyJobs", []), errors.JobQueueDrainError)
+
     def test_drained_queue_checked_first(self) -> None:
         self.queue.set_drained(True)
         self.failureResultOf(self.call("SubmitJob", [dict(DELAY)]), errors.JobQueueDrainError)
