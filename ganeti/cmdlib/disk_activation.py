@@ -2,9 +2,10 @@
 
 Activation makes every disk of an instance usable on its primary node, as
 Ganeti's C{AssembleInstanceDisks}: a first pass of C{blockdev_assemble}
-with C{on_primary} false on every node of each disk (a no-op for the
-templates here, which mirror nothing), then a second pass on the primary,
-whose answer C{[device path, link, uri]} gives the result
+with C{on_primary} false on every node of each disk (for every template
+here only the primary, where it is a no-op: nothing is mirrored), then a
+second pass on the primary, whose answer C{[device path, link, uri]} gives
+the result
 C{[[primary node name, iv_name, device path or None], ...]}.  The path is
 C{None} for a disk the hypervisor opens itself (userspace rbd, an ext
 volume with only a C{kvm:} URI).  The instance is marked C{disks_active}
@@ -16,7 +17,7 @@ to wait for (no template here is mirrored).
 Deactivation refuses, unless C{force}, an instance marked up or offline
 and one running on its primary node ("cannot shutdown disks", as Ganeti);
 then it marks the disks inactive and calls C{blockdev_shutdown} for each
-disk on each of its nodes.  As in Ganeti, a node that fails is only a
+disk on its primary node.  As in Ganeti, a node that fails is only a
 warning.
 
 Locks (both): the instance exclusively, its nodes exclusively.
@@ -39,9 +40,9 @@ from ganeti.rpc import procedures
 
 
 def disk_nodes(inst: Instance, disk: Disk) -> list[str]:
-    """The nodes holding C{disk}: the primary first (Ganeti's C{ComputeNodeTree})."""
-    pnode = inst.primary_node or ""
-    return [pnode] + [n for n in disk.nodes or [] if n != pnode]
+    """The nodes C{disk} is assembled on (Ganeti's C{ComputeNodeTree}): the
+    primary only, for every template here (only DRBD spans two nodes)."""
+    return [inst.primary_node or ""]
 
 
 _DiskOpT = TypeVar("_DiskOpT", bound=OpInstanceActivateDisks | OpInstanceDeactivateDisks, covariant=True)

@@ -268,17 +268,17 @@ class ExtDisks:
                              % (what, volume, name, params.get(es.PARAM_ACCESS) or es.ACCESS_KERNEL))
         return dev_path, uri
 
-    async def shutdown(self, disk: Disk, what: str) -> None:
+    async def shutdown(self, disk: Disk, what: str) -> str | None:
         """Detach an ext volume (Ganeti's C{Shutdown}: the C{detach} script;
-        an adopted device: nothing)."""
+        an adopted device: nothing); the device it had, if this node knows it."""
         if is_blockdev(disk):
             check_adopted(disk, what)
             return None
         provider, volume, params = self._prepare(disk, what)
         await self._run(provider, es.DETACH, volume, params, "%s: detach of volume %s" % (what, volume),
                         name=disk.name, uuid=disk.uuid)
-        self.attached.pop((provider.name, volume), None)
-        return None
+        dev_path, _uris = self.attached.pop((provider.name, volume), (None, []))
+        return dev_path
 
     def device(self, disk: Disk, what: str) -> str:
         """What the hypervisor opens for the disk: the adopted device, or

@@ -567,19 +567,39 @@ class InstanceProcedures:
     @handler(procedures.blockdev_shutdown)
     async def blockdev_shutdown(self, disk: Any) -> None:
         """Undo C{blockdev_assemble}: detach an ext volume, unmap a
-        kernelspace rbd disk; file, sharedfile, adopted and userspace rbd
-        disks need nothing (a file disk must still be a valid one)."""
+        kernelspace rbd disk, and remove the links to the device they had;
+        file, sharedfile, adopted and userspace rbd disks need nothing (a
+        file disk must still be a valid one; its links stay, as Ganeti's)."""
         record = decode_disk(disk)
         what = "Cannot shut down disk %s" % (record.iv_name or record.uuid)
         if record.dev_type == storage.DT_DISKLESS:
             return None
+        released = None
         if rbd_disks.is_rbd(record):
-            await self.rbd.shutdown(record, what)
+            released = await self.rbd.shutdown(record, what)
         elif ext_disks.handles(record):
-            await self.ext.shutdown(record, what)
+            released = await self.ext.shutdown(record, what)
         else:
             self.locate(record, what)
+        if released:
+            self._unlink(released)
         return None
+
+    def _unlink(self, dev_path: str) -> None:
+        """Remove the links C{blockdev_assemble} made to a device now
+        released (the kernel may give its name to another volume)."""
+        directory = os.path.join(self.paths.run_dir, DISK_LINKS_DIR)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+        for name in names:
+            link = os.path.join(directory, name)
+            try:
+                if os.path.islink(link) and os.readlink(link) == dev_path:
+                    os.remove(link)
+            except OSError as exc:
+                self.log.warn("could not remove the disk link {link}: {why}", link=link, why=exc)
 
     @handler(procedures.blockdev_getdimensions)
     def blockdev_getdimensions(self, disks: Any) -> list[list[Any] | None]:

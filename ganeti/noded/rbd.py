@@ -115,9 +115,11 @@ class RbdDisks:
         found = self.device(disk, what)
         return (None, found) if access == rbd.ACCESS_USER else (found, None)
 
-    async def shutdown(self, disk: Disk, what: str) -> None:
-        """Unmap a kernelspace disk where the kernel has it mapped (userspace: nothing)."""
+    async def shutdown(self, disk: Disk, what: str) -> str | None:
+        """Unmap a kernelspace disk where the kernel has it mapped (userspace:
+        nothing); the device it had, if this node mapped it."""
         pool, image, access = check(disk, what)
-        if access == rbd.ACCESS_KERNEL:
-            await self._do("%s: cannot unmap rbd disk %s/%s" % (what, pool, image), self.client.unmap, pool, image)
-            self.mapped.pop((pool, image), None)
+        if access != rbd.ACCESS_KERNEL:
+            return None
+        await self._do("%s: cannot unmap rbd disk %s/%s" % (what, pool, image), self.client.unmap, pool, image)
+        return self.mapped.pop((pool, image), None)

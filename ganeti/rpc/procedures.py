@@ -279,7 +279,8 @@ def blockdev_assemble(disk: DiskDict, inst: Inst, on_primary: Flag, idx: int) ->
 @declare(TMO_NORMAL)
 def blockdev_shutdown(disk: DiskDict) -> None:
     """Undo C{blockdev_assemble} on the node (an ext volume is detached, a kernel rbd mapping
-    removed); nothing to do for file, sharedfile, blockdev and userspace rbd disks."""
+    removed, and the links to their device); nothing to do for file, sharedfile, blockdev and
+    userspace rbd disks."""
 
 
 @declare(TMO_NORMAL)

@@ -6,8 +6,8 @@ instance and an ext instance of the shipped C{loopback} provider:
     or the volume's loop device (attached again if it was detached), and
     the node links C{var/run/ganeti/instance-disks/<instance>:<N>} to it;
   - deactivate-disks of a running instance is refused and changes nothing;
-    forced, or once the instance is stopped, it works and detaches the ext
-    volume's loop device;
+    forced, or once the instance is stopped, it works, detaches the ext
+    volume's loop device and removes the link to it;
   - an unknown instance is a clear error;
   - Ganeti 3.0.2's own gnt-instance (when its package is there) prints the
     same lines and gets the same refusal.
@@ -92,9 +92,11 @@ async def test_activate_and_deactivate_disks(root):
             ok(root, "gnt-instance", "shutdown", "ext1")
             ok(root, "gnt-instance", "deactivate-disks", "ext1")
             assert loops_of(backing) == [] and not active("ext1")
+            assert not os.path.lexists(os.path.join(links, "ext1:0"))  # the loop device may go to another volume
             out = ok(root, "gnt-instance", "activate-disks", "ext1")
             (again,) = loops_of(backing)
             assert out == "%s:disk/0:%s\n" % (N1, again)
+            assert os.readlink(os.path.join(links, "ext1:0")) == again
             assert active("ext1")
             # forced, while running
             ok(root, "gnt-instance", "startup", "ext1")

@@ -122,3 +122,28 @@ def test_ext_unknown_provider_runs_nothing(root, cfg):
     refused(node.blockdev_assemble(disk, data, True, 0), "not found")
     refused(node.blockdev_shutdown(disk), "not found")
     assert reactor.spawned == []
+
+
+def test_ext_device_linked_then_unlinked(root, cfg, monkeypatch):
+    from ganeti.backend.storage import extstorage as es
+
+    monkeypatch.setattr(es, "check_block_device", lambda path: None)  # no real device here
+    root.ensure_dirs()
+    make_provider(root.root)
+    reactor = ProcessClock()
+    node = InstanceProcedures(root, reactor)
+    inst, _records = make_instance(cfg, template="diskless")
+    disk = ext_disk("kernelspace")
+    data = encoded(cfg, inst, [disk])
+    link = os.path.join(root.run_dir, "instance-disks", "%s:3" % NAME)
+    d = defer.ensureDeferred(node.blockdev_assemble(disk.to_dict(), data, True, 3))
+    finish(reactor, {"attach": b"/dev/fake-loop7\n"})
+    assert run(d) == ["/dev/fake-loop7", link, None]
+    assert os.readlink(link) == "/dev/fake-loop7"
+    other = os.path.join(root.run_dir, "instance-disks", "other:0")
+    os.symlink("/dev/fake-loop8", other)
+    reactor.spawned.clear()
+    d = defer.ensureDeferred(node.blockdev_shutdown(disk.to_dict()))
+    assert finish(reactor, {}) == ["detach"]
+    assert run(d) is None
+    assert not os.path.lexists(link) and os.path.islink(other)  # only the released device's links go
