@@ -147,3 +147,20 @@ def test_ext_device_linked_then_unlinked(root, cfg, monkeypatch):
     assert finish(reactor, {}) == ["detach"]
     assert run(d) is None
     assert not os.path.lexists(link) and os.path.islink(other)  # only the released device's links go
+
+
+def test_rbd_userspace_gives_the_drive_and_runs_nothing(root, cfg):
+    root.ensure_dirs()
+    reactor = ProcessClock()
+    node = InstanceProcedures(root, reactor)
+    node.rbd.sys_bus = os.path.join(root.root, "no-sys-bus-rbd")  # no kernel rbd here
+    inst, _records = make_instance(cfg, template="diskless")
+    disk = Disk(uuid="d-2", dev_type="rbd", logical_id=["rbd", "u.rbd.disk0"], iv_name="disk/0", size=64, mode="rw",
+                params={"pool": "rbd", "access": "userspace"})
+    data = encoded(cfg, inst, [disk])
+    dev_path, link, uri = run(node.blockdev_assemble(disk.to_dict(), data, True, 0))
+    assert (dev_path, link) == (None, None) and uri.startswith("rbd:rbd/u.rbd.disk0")
+    assert run(node.blockdev_shutdown(disk.to_dict())) is None
+    kernel = dict(disk.to_dict(), params={"pool": "rbd", "access": "kernelspace"})
+    refused(node.blockdev_assemble(kernel, data, True, 0), "Cannot assemble disk 0 of instance %s" % NAME)
+    assert reactor.spawned == []
