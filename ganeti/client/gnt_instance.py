@@ -8,6 +8,8 @@
     gnt-instance startup|shutdown|reboot [--all|--node|--primary|--secondary|--tags] NAME...
     gnt-instance modify [-B ...] [-H ...] [-O ...] [--disk ...] [--net ...] [--offline|--online] NAME
     gnt-instance grow-disk [--absolute] NAME DISK AMOUNT
+    gnt-instance activate-disks [--ignore-size] [--wait-for-sync] NAME
+    gnt-instance deactivate-disks [-f] NAME
     gnt-instance rename|reinstall|failover|migrate|move|change-group|console ...
 
 Option values (key=value lists, sizes, disks, NICs) are parsed by
@@ -388,6 +390,20 @@ def grow_disk(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
+def activate_disks(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's C{ActivateDisks}: one C{node:iv_name:path} line per disk."""
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_INSTANCE_ACTIVATE_DISKS", instance_name=opts.instance,
+                                           ignore_size=opts.ignore_size, wait_for_sync=opts.wait_for_sync))
+    for host, iv_name, dev_path in result or []:
+        ctx.out("%s:%s:%s" % (host, iv_name, dev_path))
+    return EXIT_SUCCESS
+
+
+def deactivate_disks(ctx: Context, opts: argparse.Namespace) -> int:
+    submit_or_send(ctx, opcode(ctx, "OP_INSTANCE_DEACTIVATE_DISKS", instance_name=opts.instance, force=opts.force))
+    return EXIT_SUCCESS
+
+
 # --- failover, migrate, console --------------------------------------------------------------------
 def _target(opts: argparse.Namespace) -> dict[str, Any]:
     if opts.iallocator and opts.dst_node:
@@ -572,6 +588,8 @@ COMMANDS: dict[str, Command] = {
     "rename": Command(rename_instance, _setup("rename"), "Give an instance a new name"),
     "reinstall": Command(reinstall_instance, _setup("reinstall"), "Install the OS of stopped instances again"),
     "grow-disk": Command(grow_disk, _setup("grow_disk"), "Grow a disk of an instance"),
+    "activate-disks": Command(activate_disks, _setup("activate_disks"), "Activate an instance's disks"),
+    "deactivate-disks": Command(deactivate_disks, _setup("deactivate_disks"), "Deactivate an instance's disks"),
     "failover": Command(failover_instance, _setup("failover"),
                         "Move an instance to another node: stop it, then start it there if it was running"),
     "migrate": Command(migrate_instance, _setup("migrate"),

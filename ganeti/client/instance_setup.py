@@ -266,6 +266,22 @@ def setup_grow_disk(parser: argparse.ArgumentParser) -> None:
                         " (MiB, or with a unit: 512M, 10G, 1T)")
 
 
+def setup_activate_disks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ignore-size", action="store_true",
+                        help="Ignore the current recorded size of the disks (useful for forcing activation"
+                        " when the recorded size is wrong)")
+    parser.add_argument("--wait-for-sync", action="store_true",
+                        help="Wait for the disks to synchronize")
+    _job_options(parser, dry_run=False)
+    _instance(parser)
+
+
+def setup_deactivate_disks(parser: argparse.ArgumentParser) -> None:
+    add_force_option(parser, help="Shut the disks down even if the instance runs")
+    _job_options(parser)
+    _instance(parser)
+
+
 def setup_failover(parser: argparse.ArgumentParser) -> None:
     add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--ignore-consistency", action="store_true",

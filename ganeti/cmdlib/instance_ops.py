@@ -22,7 +22,9 @@ from ganeti.cmdlib.instance import check_os
 from ganeti.hvconstants import STATE_SHUTDOWN
 from ganeti.objects import Instance
 from ganeti.opcodes.typed import (
+    OpInstanceActivateDisks,
     OpInstanceConsole,
+    OpInstanceDeactivateDisks,
     OpInstanceGrowDisk,
     OpInstanceReboot,
     OpInstanceReinstall,
@@ -37,8 +39,9 @@ from ganeti.rpc import procedures
 #: The opcodes of the LUs on one existing instance.
 _InstanceLUOpT = TypeVar(
     "_InstanceLUOpT",
-    bound=OpInstanceConsole | OpInstanceGrowDisk | OpInstanceReboot | OpInstanceReinstall | OpInstanceRename
-    | OpInstanceSetParams | OpInstanceShutdown | OpInstanceStartup,
+    bound=OpInstanceActivateDisks | OpInstanceConsole | OpInstanceDeactivateDisks | OpInstanceGrowDisk
+    | OpInstanceReboot | OpInstanceReinstall | OpInstanceRename | OpInstanceSetParams | OpInstanceShutdown
+    | OpInstanceStartup,
     covariant=True,
 )
 

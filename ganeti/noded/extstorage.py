@@ -253,6 +253,33 @@ class ExtDisks:
             elif is_blockdev(disk):
                 block_device(check_adopted(disk, what), what)
 
+    async def assemble(self, disk: Disk, what: str) -> tuple[str | None, str | None]:
+        """Attach and open an ext volume (an adopted device: check it);
+        C{(device path, kvm URI)}: the URI only for C{access=userspace},
+        the path C{None} when the provider gave none (then a URI is needed)."""
+        if is_blockdev(disk):
+            return block_device(check_adopted(disk, what), what), None
+        await self.prepare([disk], what)
+        name, volume, params = check_ext(disk, what)
+        dev_path, uris = self.attached.get((name, volume), (None, []))
+        uri = es.kvm_uri(uris) if params.get(es.PARAM_ACCESS) == es.ACCESS_USER else None
+        if dev_path is None and uri is None:
+            raise RpcFailure("%s: volume %s of ExtStorage provider %s has no block device (access=%s)"
+                             % (what, volume, name, params.get(es.PARAM_ACCESS) or es.ACCESS_KERNEL))
+        return dev_path, uri
+
+    async def shutdown(self, disk: Disk, what: str) -> str | None:
+        """Detach an ext volume (Ganeti's C{Shutdown}: the C{detach} script;
+        an adopted device: nothing); the device it had, if this node knows it."""
+        if is_blockdev(disk):
+            check_adopted(disk, what)
+            return None
+        provider, volume, params = self._prepare(disk, what)
+        await self._run(provider, es.DETACH, volume, params, "%s: detach of volume %s" % (what, volume),
+                        name=disk.name, uuid=disk.uuid)
+        dev_path, _uris = self.attached.pop((provider.name, volume), (None, []))
+        return dev_path
+
     def device(self, disk: Disk, what: str) -> str:
         """What the hypervisor opens for the disk: the adopted device, or
         the device (kernelspace) or C{kvm:} URI (userspace) the last attach

@@ -49,6 +49,10 @@ DEFAULT_SHUTDOWN_TIMEOUT = 120
 MAX_SHUTDOWN_TIMEOUT = 24 * 3600
 #: largest disk or growth accepted, MiB (1 PiB)
 MAX_DISK_MIB = 1 << 30
+#: highest disk index accepted
+MAX_DISK_INDEX = 1023
+#: the directory, in the run directory, of the links C{blockdev_assemble} makes
+DISK_LINKS_DIR = "instance-disks"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 _DISK_MODES = (None, "rw", "ro")
@@ -512,6 +516,90 @@ class InstanceProcedures:
         except errors.OpExecError as exc:
             raise RpcFailure("Cannot grow disk: %s" % exc) from None
         return None
+
+    def _symlink(self, instance_name: str, index: int, dev_path: str) -> str:
+        """Ganeti's C{_SymlinkBlockDev}: C{<run dir>/instance-disks/<instance>:<index>} -> C{dev_path}."""
+        directory = os.path.join(self.paths.run_dir, DISK_LINKS_DIR)
+        link = os.path.join(directory, "%s:%d" % (instance_name, index))
+        try:
+            os.makedirs(directory, 0o755, exist_ok=True)
+            if os.path.islink(link) and os.readlink(link) == dev_path:
+                return link
+            if os.path.lexists(link):
+                os.remove(link)
+            os.symlink(dev_path, link)
+        except OSError as exc:
+            raise RpcFailure("Error while symlinking disk: %s" % exc) from None
+        return link
+
+    @handler(procedures.blockdev_assemble)
+    async def blockdev_assemble(self, disk: Any, inst: Any, on_primary: Any, idx: Any) -> list[Any]:
+        """Make a disk usable here (see L{procedures.blockdev_assemble}).
+
+        On the primary: a file disk must exist; an rbd disk is mapped
+        (kernelspace) or given as its librbd drive (userspace); an ext
+        volume is attached and opened; an adopted device must be there.
+        Elsewhere nothing happens (nothing here is mirrored): C{[True, True]}.
+        """
+        record = decode_disk(disk)
+        instance, _disks = decode(inst)
+        primary = _flag(on_primary, "on_primary")
+        index = _integer(idx, "idx", 0, MAX_DISK_INDEX)
+        _check(record.dev_type != storage.DT_DISKLESS, "a diskless disk cannot be assembled")
+        if not primary:
+            return [True, True]
+        what = "Cannot assemble disk %d of instance %s" % (index, instance.name)
+        if rbd_disks.is_rbd(record):
+            dev_path, uri = await self.rbd.assemble(record, what)
+        elif ext_disks.handles(record):
+            dev_path, uri = await self.ext.assemble(record, what)
+        else:
+            driver, path = self.locate(record, what)
+            try:
+                dev_path, uri = driver.hypervisor_path(path), None
+            except errors.OpExecError as exc:
+                raise RpcFailure("%s: %s" % (what, exc)) from None
+        link = self._symlink(instance.name or "", index, dev_path) if dev_path else None
+        self.log.info("assembled disk {index} of instance {name}: {path}", index=index, name=instance.name,
+                      path=dev_path or uri)
+        return [dev_path, link, uri]
+
+    @handler(procedures.blockdev_shutdown)
+    async def blockdev_shutdown(self, disk: Any) -> None:
+        """Undo C{blockdev_assemble}: detach an ext volume, unmap a
+        kernelspace rbd disk, and remove the links to the device they had;
+        file, sharedfile, adopted and userspace rbd disks need nothing (a
+        file disk must still be a valid one; its links stay, as Ganeti's)."""
+        record = decode_disk(disk)
+        what = "Cannot shut down disk %s" % (record.iv_name or record.uuid)
+        if record.dev_type == storage.DT_DISKLESS:
+            return None
+        released = None
+        if rbd_disks.is_rbd(record):
+            released = await self.rbd.shutdown(record, what)
+        elif ext_disks.handles(record):
+            released = await self.ext.shutdown(record, what)
+        else:
+            self.locate(record, what)
+        if released:
+            self._unlink(released)
+        return None
+
+    def _unlink(self, dev_path: str) -> None:
+        """Remove the links C{blockdev_assemble} made to a device now
+        released (the kernel may give its name to another volume)."""
+        directory = os.path.join(self.paths.run_dir, DISK_LINKS_DIR)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+        for name in names:
+            link = os.path.join(directory, name)
+            try:
+                if os.path.islink(link) and os.readlink(link) == dev_path:
+                    os.remove(link)
+            except OSError as exc:
+                self.log.warn("could not remove the disk link {link}: {why}", link=link, why=exc)
 
     @handler(procedures.blockdev_getdimensions)
     def blockdev_getdimensions(self, disks: Any) -> list[list[Any] | None]:

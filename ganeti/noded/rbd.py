@@ -106,3 +106,20 @@ class RbdDisks:
             if access == rbd.ACCESS_KERNEL:
                 self.mapped[(pool, image)] = await self._do("%s: cannot map rbd disk %s/%s" % (what, pool, image),
                                                             self.client.map, pool, image)
+
+    async def assemble(self, disk: Disk, what: str) -> tuple[str | None, str | None]:
+        """Map a kernelspace disk; C{(device path, None)}, or C{(None, librbd
+        drive)} for a userspace one."""
+        await self.prepare([disk], what)
+        _pool, _image, access = self._usable(disk, what)
+        found = self.device(disk, what)
+        return (None, found) if access == rbd.ACCESS_USER else (found, None)
+
+    async def shutdown(self, disk: Disk, what: str) -> str | None:
+        """Unmap a kernelspace disk where the kernel has it mapped (userspace:
+        nothing); the device it had, if this node mapped it."""
+        pool, image, access = check(disk, what)
+        if access != rbd.ACCESS_KERNEL:
+            return None
+        await self._do("%s: cannot unmap rbd disk %s/%s" % (what, pool, image), self.client.unmap, pool, image)
+        return self.mapped.pop((pool, image), None)

@@ -323,6 +323,30 @@ define(
 )
 
 define(
+    "OP_INSTANCE_ACTIVATE_DISKS",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        Param("ignore_size", T_BOOL, False, "do not pass the recorded sizes to the nodes"),
+        Param("wait_for_sync", T_BOOL, False, "wait for the disks to sync"),
+    ],
+    doc="Make an instance's disks usable on its primary node.",
+    result="[[node, iv_name, device path or null], ...]",
+    summary="instance_name",
+)
+
+define(
+    "OP_INSTANCE_DEACTIVATE_DISKS",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        P_FORCE,
+    ],
+    doc="Shut down an instance's disks (refused while it runs, unless forced).",
+    summary="instance_name",
+)
+
+define(
     "OP_INSTANCE_QUERY_DATA",
     [
         Param("instances", t_list(T_NONEMPTY_STR), [], "instance names (empty: all)"),

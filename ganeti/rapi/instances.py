@@ -238,10 +238,34 @@ def _disk_op(template: str, method: str, op_id: str, resource: str, doc: str) ->
     route(template, submits={method: (op_id,)}, **{method: WRITE})(handler)
 
 
-_disk_op("/2/instances/{name}/activate-disks", "PUT", "OP_INSTANCE_ACTIVATE_DISKS",
-         "r_2_instances_name_activate_disks", "Activate an instance's disks (OpInstanceActivateDisks).")
-_disk_op("/2/instances/{name}/deactivate-disks", "PUT", "OP_INSTANCE_DEACTIVATE_DISKS",
-         "r_2_instances_name_deactivate_disks", "Deactivate an instance's disks (OpInstanceDeactivateDisks).")
+def _flag_args(ctx: Context, name: str, *flags: str) -> dict[str, Any]:
+    """The instance name and the query's flags that are given (C{?force=1}, as Ganeti's RAPI client sends)."""
+    return dict({"instance_name": name}, **{flag: ctx.args.bool(flag) for flag in flags if flag in ctx.args})
+
+
+@route("/2/instances/{name}/activate-disks", PUT=WRITE, submits={"PUT": ("OP_INSTANCE_ACTIVATE_DISKS",)})
+async def instance_activate_disks(ctx: Context, name: str) -> Any:
+    """Activate an instance's disks (OpInstanceActivateDisks); the job's
+    result: C{[[node, iv_name, device path or null], ...]}.
+
+    Query: C{ignore_size}, C{dry-run}, C{reason}.  Body: other
+    OpInstanceActivateDisks parameters (C{wait_for_sync}).
+    """
+    return await ctx.submit("OP_INSTANCE_ACTIVATE_DISKS", ctx.body_dict(),
+                            static=_flag_args(ctx, name, "ignore_size"), resource="r_2_instances_name_activate_disks")
+
+
+@route("/2/instances/{name}/deactivate-disks", PUT=WRITE, submits={"PUT": ("OP_INSTANCE_DEACTIVATE_DISKS",)})
+async def instance_deactivate_disks(ctx: Context, name: str) -> Any:
+    """Deactivate an instance's disks (OpInstanceDeactivateDisks); refused
+    while the instance runs unless forced.
+
+    Query: C{force}, C{dry-run}, C{reason}.
+    """
+    return await ctx.submit("OP_INSTANCE_DEACTIVATE_DISKS", ctx.body_dict(), static=_flag_args(ctx, name, "force"),
+                            resource="r_2_instances_name_deactivate_disks")
+
+
 _disk_op("/2/instances/{name}/recreate-disks", "POST", "OP_INSTANCE_RECREATE_DISKS",
          "r_2_instances_name_recreate_disks", "Recreate an instance's disks (OpInstanceRecreateDisks).")
 _disk_op("/2/instances/{name}/replace-disks", "POST", "OP_INSTANCE_REPLACE_DISKS",

@@ -164,6 +164,8 @@ QUERY_PARAMS: dict[tuple[str, str], dict[str, str]] = {
     ("/2/instances/{name}/startup", "PUT"): {"force": "1 to force the start",
                                              "no_remember": "1 not to record the new admin state"},
     ("/2/instances/{name}/shutdown", "PUT"): {"no_remember": "1 not to record the new admin state"},
+    ("/2/instances/{name}/activate-disks", "PUT"): {"ignore_size": "1 not to pass the recorded disk sizes"},
+    ("/2/instances/{name}/deactivate-disks", "PUT"): {"force": "1 to shut the disks down even if the instance runs"},
     ("/2/instances/{name}/reboot", "POST"): {"type": "soft, hard (default) or full",
                                              "ignore_secondaries": "1 to ignore errors on secondary nodes"},
     ("/2/instances/{name}/reinstall", "POST"): {"os": "the OS to install (instead of a body)",

@@ -270,6 +270,20 @@ def blockdev_grow(disk: DiskDict, amount: int, dryrun: Flag = False, backingstor
 
 
 @declare(TMO_NORMAL)
+def blockdev_assemble(disk: DiskDict, inst: Inst, on_primary: Flag, idx: int) -> list[Any]:
+    """Make disk C{idx} of C{inst} usable on the node.  On the primary: C{[device path, link, uri]}
+    (the path C{None} for a volume the hypervisor opens itself, which has a C{uri}; the link is
+    C{<run dir>/instance-disks/<instance>:<idx>}, C{None} without a path); elsewhere C{[True, True]}."""
+
+
+@declare(TMO_NORMAL)
+def blockdev_shutdown(disk: DiskDict) -> None:
+    """Undo C{blockdev_assemble} on the node (an ext volume is detached, a kernel rbd mapping
+    removed, and the links to their device); nothing to do for file, sharedfile, blockdev and
+    userspace rbd disks."""
+
+
+@declare(TMO_NORMAL)
 def blockdev_getdimensions(disks: list[DiskDict]) -> list[list[Any] | None]:
     """C{[size in bytes, spindles]} of each disk, C{None} for one not on the node."""
 

@@ -376,6 +376,36 @@ class OpInstanceGrowDisk(OpCode):
 
 
 @attrs.frozen(kw_only=True)
+class OpInstanceActivateDisks(OpCode):
+    """Make an instance's disks usable on its primary node."""
+
+    OP_ID: ClassVar[str] = "OP_INSTANCE_ACTIVATE_DISKS"
+
+    #: instance (FQDN; short names expanded)
+    instance_name: str
+    #: internal: resolved UUID
+    instance_uuid: str | None = None
+    #: do not pass the recorded sizes to the nodes
+    ignore_size: bool = False
+    #: wait for the disks to sync
+    wait_for_sync: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class OpInstanceDeactivateDisks(OpCode):
+    """Shut down an instance's disks (refused while it runs, unless forced)."""
+
+    OP_ID: ClassVar[str] = "OP_INSTANCE_DEACTIVATE_DISKS"
+
+    #: instance (FQDN; short names expanded)
+    instance_name: str
+    #: internal: resolved UUID
+    instance_uuid: str | None = None
+    #: override safety checks
+    force: bool = False
+
+
+@attrs.frozen(kw_only=True)
 class OpInstanceQueryData(OpCode):
     """Detailed data of instances (gnt-instance info)."""
 
