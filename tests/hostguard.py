@@ -79,6 +79,10 @@ class HostGuard:
     def __init__(self, roots: list[str]) -> None:
         self.roots = tuple(root + "/" for root in roots)
         self.exact = frozenset(roots)
+        #: refused even inside an allowed root: the C{shared/} folder beside the
+        #: checkout (a clone under /tmp has it in the temporary directory)
+        shared = os.path.realpath(os.path.join(checkout_root(), "..", "shared"))
+        self.refused = (shared, shared + "/")
         self.active = False
         self._dirs: dict[str, str] = {}
         self._found: list[str] = []
@@ -111,6 +115,8 @@ class HostGuard:
         return self._inside_roots(self._resolve(path))
 
     def _inside_roots(self, resolved: str) -> bool:
+        if resolved == self.refused[0] or resolved.startswith(self.refused[1]):
+            return False
         return resolved in self.exact or resolved.startswith(self.roots)
 
     def _resolve(self, path: str) -> str:
