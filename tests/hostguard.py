@@ -41,6 +41,8 @@ EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 PLUMBING = (
     "/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/full", "/dev/tty", "/dev/ptmx",
     "/dev/pts/", "/dev/shm/", "/dev/fd/", "/dev/stdin", "/dev/stdout", "/dev/stderr",
+    # loop devices a test attaches to its own files (ExtStorage, blockdev adoption)
+    "/dev/loop",
     # procfs: the running kernel's view (this process and its children, the machine's
     # memory, /proc/locks), on every Linux host and written by no package
     "/proc/",
