@@ -43,6 +43,8 @@ PLUMBING = (
     "/dev/pts/", "/dev/shm/", "/dev/fd/", "/dev/stdin", "/dev/stdout", "/dev/stderr",
     # loop devices a test attaches to its own files (ExtStorage, blockdev adoption)
     "/dev/loop",
+    # the KVM device the acceleration probe opens (it reads no host file)
+    "/dev/kvm",
     # procfs: the running kernel's view (this process and its children, the machine's
     # memory, /proc/locks), on every Linux host and written by no package
     "/proc/",
