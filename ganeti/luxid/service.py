@@ -34,7 +34,7 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
-from ganeti.jobs import scheduler
+from ganeti.jobs import lifecycle, scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import not_started
@@ -196,8 +196,24 @@ class LuxidService(Service):
                 # The process writes its last job file before its lock goes:
                 # read it again, it may have ended after the queue was loaded.
                 job = self._reload(job.id) or job
+                if self._never_ran(job):
+                    continue
                 if not job.finalized:
                     self._fail(job, "the job process died while LuxiD was not running")
+
+    def _never_ran(self, job: QueuedJob) -> bool:
+        """Requeue C{job}, whose process is gone, if that process never
+        wrote its job file (every opcode still queued): it ran nothing.
+        This is the job whose lock file LuxiD recorded (step 3 of the
+        handshake) but which died before its confirmation reached it (the
+        child then exits without running anything); like a job spawned but
+        never recorded, it runs again."""
+        if not job.ops or any(op.status != lifecycle.QUEUED for op in job.ops):
+            return False
+        self.log.info("job {job}: its process ended before it ran anything; queued again", job=job.id)
+        job.livelock = job.process_id = None
+        self._write(job)
+        return True
 
     def _start_connect(self) -> None:
         d = Deferred.fromCoroutine(self._connect_wconfd())
@@ -494,6 +510,8 @@ class LuxidService(Service):
                 self.adopted.pop(job_id, None)
                 if job_id in self.killing:
                     self._killed(job, "was killed")
+                elif self._never_ran(job):
+                    self._cleanup_locks()  # (and schedules it again)
                 else:
                     self._fail(job, "the job process died")
                     self._cleanup_locks()

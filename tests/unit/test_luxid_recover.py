@@ -78,3 +78,62 @@ class EndedMeanwhileTests(SynchronousTestCase):
         self.service._follow_adopted()
         self.assertEqual(self.status_on_disk(), ["success"])
         self.assertEqual(self.service.adopted, {})
+
+
+def _recorded_unconfirmed(lockfile: str) -> QueuedJob:
+    """A job whose process's lock file LuxiD recorded (handshake step 3)
+    but which never got its confirmation: its file is as LuxiD wrote it."""
+    op = QueuedOpCode(input={"OP_ID": "OP_TEST_DELAY", "duration": 0})
+    return QueuedJob(id=7, ops=[op], received_timestamp=[1, 0], livelock=lockfile, process_id=4242)
+
+
+class RecordedNeverConfirmedTests(SynchronousTestCase):
+    """LuxiD killed between recording a job process's lock file and sending
+    the confirmation: the child sees the end of the pipe and exits without
+    running anything, so the job runs again rather than failing ("the job
+    process died while LuxiD was not running"; the chaos suite's
+    wconfd+luxid trial, issue 23)."""
+
+    def setUp(self) -> None:
+        self.paths = temp_root(self, "gntunc")
+        self.queue = open_queue(self, self.paths)
+        self.service = LuxidService(self.paths, Clock(), self.queue)
+        self.lockfile = os.path.join(self.paths.lock_dir, "job_000007_1")
+        os.makedirs(self.paths.lock_dir, exist_ok=True)
+        open(self.lockfile, "w").close()
+
+    def on_disk(self) -> QueuedJob:
+        job = self.queue.read_job(7)
+        assert job is not None
+        return job
+
+    def test_recovery_queues_again_a_job_that_never_ran(self) -> None:
+        job = _recorded_unconfirmed(self.lockfile)
+        save_job(self.paths, job)
+        self.service.jobs = {7: job}
+        self.service._recover()
+        self.assertEqual([op.status for op in self.on_disk().ops], ["queued"])
+        self.assertIsNone(self.on_disk().livelock)
+        self.assertIsNone(self.service.jobs[7].livelock)
+        self.assertEqual(self.service.adopted, {})
+
+    def test_following_queues_again_a_job_that_never_ran(self) -> None:
+        job = _recorded_unconfirmed(self.lockfile)
+        save_job(self.paths, job)
+        self.service.jobs = {7: job}
+        self.service.adopted = {7: self.lockfile}
+        self.patch(self.service, "_cleanup_locks", lambda: None)
+        self.service._follow_adopted()
+        self.assertEqual([op.status for op in self.on_disk().ops], ["queued"])
+        self.assertIsNone(self.on_disk().livelock)
+        self.assertEqual(self.service.adopted, {})
+
+    def test_a_job_that_waited_for_its_locks_still_fails(self) -> None:
+        """Once the process wrote its file (an opcode waiting), the job
+        is failed as before."""
+        job = _recorded_unconfirmed(self.lockfile)
+        job.ops[0].status = "waiting"
+        save_job(self.paths, job)
+        self.service.jobs = {7: job}
+        self.service._recover()
+        self.assertEqual([op.status for op in self.on_disk().ops], ["error"])
