@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Callable, Iterable
+import time
+from typing import Callable, Container, Iterable, Mapping
 
 from twisted.logger import Logger
 
@@ -355,6 +356,28 @@ class JobQueueDir:
     def archive_job(self, job_id: int) -> bool:
         """Move a finalized job to the archive; C{False} if unknown or unfinished."""
         return bool(self.archive_jobs([job_id]))
+
+    def archive_finished(self, jobs: Mapping[int, QueuedJob], busy: Container[int], age: float,
+                         timeout: float) -> tuple[list[int], int]:
+        """C{AutoArchiveJobs}: archive the finished C{jobs} (not C{busy}) that
+        ended more than C{age} seconds ago (any age if negative), one by one
+        until C{timeout} seconds have passed; the ids archived and how many
+        jobs were left unexamined."""
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        cutoff = time.time() - age if age >= 0 else None
+        archived: list[int] = []
+        ids = sorted(jobs)
+        for index, job_id in enumerate(ids):
+            if time.monotonic() > deadline:
+                return archived, len(ids) - index
+            job = jobs[job_id]
+            if not job.finalized or job_id in busy:
+                continue
+            if cutoff is not None and not archivable(job, cutoff):
+                continue
+            if self.archive_job(job_id):
+                archived.append(job_id)
+        return archived, 0
 
     def archive_jobs(self, job_ids: Iterable[int]) -> list[int]:
         """Archive the finalized ones of C{job_ids}; returns those archived.

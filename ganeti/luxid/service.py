@@ -202,12 +202,8 @@ class LuxidService(Service):
                     self._fail(job, "the job process died while LuxiD was not running")
 
     def _never_ran(self, job: QueuedJob) -> bool:
-        """Requeue C{job}, whose process is gone, if that process never
-        wrote its job file (every opcode still queued): it ran nothing.
-        This is the job whose lock file LuxiD recorded (step 3 of the
-        handshake) but which died before its confirmation reached it (the
-        child then exits without running anything); like a job spawned but
-        never recorded, it runs again."""
+        """Requeue C{job}, whose process is gone, if it never wrote its job file (every
+        opcode queued): LuxiD recorded its lock file, then died before confirming it."""
         if not job.ops or any(op.status != lifecycle.QUEUED for op in job.ops):
             return False
         self.log.info("job {job}: its process ended before it ran anything; queued again", job=job.id)
@@ -767,23 +763,12 @@ class LuxidService(Service):
         return False
 
     def auto_archive(self, age: float, timeout: float) -> list[int]:
-        deadline = time.monotonic() + max(0.0, float(timeout))
-        cutoff = time.time() - age if age >= 0 else None
-        archived = 0
-        ids = sorted(self.jobs)
-        for index, job_id in enumerate(ids):
-            if time.monotonic() > deadline:
-                return [archived, len(ids) - index]
-            job = self.jobs[job_id]
-            if not job.finalized or job_id in self.processes or job_id in self.shown:
-                continue
-            if cutoff is not None and not self.queue.archivable(job, cutoff):
-                continue
-            if self.queue.archive_job(job_id):
-                self.jobs.pop(job_id, None)
-                self.jobs_log.forget(job_id)
-                archived += 1
-        return [archived, 0]
+        busy = set(self.processes) | set(self.shown)
+        archived, left = self.queue.archive_finished(self.jobs, busy, age, timeout)
+        for job_id in archived:
+            self.jobs.pop(job_id, None)
+            self.jobs_log.forget(job_id)
+        return [len(archived), left]
 
     def set_drained(self, flag: bool) -> bool:
         if not isinstance(flag, bool):
