@@ -329,8 +329,11 @@ class Watcher(Service):
             pending = self.restarting.get(name)
             if pending is not None:
                 job = self.luxid.jobs.get(pending)
-                if job is not None and (not job.finalized or self._ended_after_report(job, node)
-                                        or self._within_grace(name, job, node, now)):
+                if job is not None and (not job.finalized or self._ended_after_report(job, node)):
+                    continue
+                # an instance whose budget is spent is left down at once, without the grace
+                if (job is not None and self.budget.used(name, now) < self.budget.limit
+                        and self._within_grace(name, job, node, now)):
                     continue
             if name in busy or name in self.given_up:
                 continue

@@ -290,6 +290,17 @@ class RaceTests(SynchronousTestCase):
         self.clock.advance(w.CONFIRM_DELAY)
         self.assertEqual(len(self.luxid.waiting), 1)
 
+    def test_a_spent_budget_leaves_it_down_without_the_grace(self) -> None:
+        """Down again right after its last allowed restart: given up at once."""
+        now = self.clock.seconds()
+        for _ in range(w.RESTART_LIMIT - 1):
+            self.watcher.budget.allow("web1", now)
+        self._restarted_and_ended()
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(self.watcher.given_up, {"web1"})
+        self.assertEqual(len(self.luxid.waiting), 1)
+
     def test_down_after_running_again_is_restarted_at_once(self) -> None:
         """A guest that runs after its restart, then stops again (it powers itself off)."""
         self._restarted_and_ended()
