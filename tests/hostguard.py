@@ -3,7 +3,7 @@
 A test must pass on a fresh clone, on any host: it may read the checkout
 (its fixtures are in C{tests/data/}), the virtualenv and Python's own
 library, and the temporary directories it makes; it must not read what the
-host happens to have (C{../shared/testdata}, C{/usr/lib/ganeti/...},
+host happens to have (the shared/ folder beside a checkout, C{/usr/lib/ganeti/...},
 C{/etc/ganeti/...}, a running cluster's C{/var/lib/ganeti}).
 
 L{HostGuard} is a C{sys.addaudithook} hook on the C{open}, C{os.listdir} and

@@ -26,14 +26,13 @@ from typing import Any, Mapping
 
 from ganeti import errors
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
-from ganeti.cmdlib.instance_utils import node_address
+from ganeti.cmdlib.operating_system import diagnose_nodes
 from ganeti.objects import ConfigData, nice_sort, nice_sort_key
 from ganeti.opcodes.cluster import EXTSTORAGE_FIELDS
 from ganeti.opcodes.typed import OpExtStorageDiagnose
-from ganeti.rpc import procedures, wire
+from ganeti.rpc import procedures
 
 #: seconds a node may take to list its providers
-DIAGNOSE_TIMEOUT = wire.TMO_URGENT
 
 
 def _entry(item: Any) -> list[Any] | None:
@@ -101,17 +100,5 @@ class LUExtStorageDiagnose(LogicalUnit[OpExtStorageDiagnose]):
 
     async def exec_(self, feedback: Feedback) -> Any:
         cfg = self.cfg
-        nodes = sorted((n for n in cfg.nodes.values() if not n.offline and n.vm_capable is not False),
-                       key=lambda n: nice_sort_key(n.name or ""))
-        answers: dict[str, Any] = {}
-        if nodes:
-            results = await self.ctx.rpc().run({n.name: node_address(n) for n in nodes},
-                                               procedures.extstorage_diagnose.call().within(DIAGNOSE_TIMEOUT))
-            for node in nodes:
-                result = results[node.name]
-                if result.failed:
-                    await self.log_warning("Cannot list the ExtStorage providers of node %s: %s", node.name,
-                                           result.fail_msg)
-                else:
-                    answers[node.name or ""] = result.payload
+        answers = await diagnose_nodes(self, procedures.extstorage_diagnose.call(), "the ExtStorage providers")
         return rows(cfg, answers, list(self.op.output_fields), list(self.op.names))

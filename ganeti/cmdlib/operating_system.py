@@ -144,6 +144,24 @@ def rows(cfg: ConfigData, summaries: Mapping[str, OsSummary], fields: list[str],
     return out
 
 
+async def diagnose_nodes(lu: LogicalUnit[Any], call: Any, what: str) -> dict[str, Any]:
+    """C{{node name: payload}} of a diagnose C{call} (C{os_diagnose},
+    C{extstorage_diagnose}) on every online, vm-capable node of C{lu}'s
+    config; a node that fails is a warning naming C{what} it was asked for."""
+    nodes = sorted((n for n in lu.cfg.nodes.values() if not n.offline and n.vm_capable is not False),
+                   key=lambda n: nice_sort_key(n.name or ""))
+    answers: dict[str, Any] = {}
+    if nodes:
+        results = await lu.ctx.rpc().run({n.name: node_address(n) for n in nodes}, call.within(DIAGNOSE_TIMEOUT))
+        for node in nodes:
+            result = results[node.name]
+            if result.failed:
+                await lu.log_warning("Cannot list %s of node %s: %s", what, node.name, result.fail_msg)
+            else:
+                answers[node.name or ""] = result.payload
+    return answers
+
+
 @register
 class LUOsDiagnose(LogicalUnit[OpOsDiagnose]):
     """List the cluster's operating systems (see the module docstring)."""
@@ -159,17 +177,5 @@ class LUOsDiagnose(LogicalUnit[OpOsDiagnose]):
 
     async def exec_(self, feedback: Feedback) -> Any:
         cfg = self.cfg
-        nodes = sorted((n for n in cfg.nodes.values() if not n.offline and n.vm_capable is not False),
-                       key=lambda n: nice_sort_key(n.name or ""))
-        answers: dict[str, Any] = {}
-        if nodes:
-            results = await self.ctx.rpc().run({n.name: node_address(n) for n in nodes},
-                                               procedures.os_diagnose.call().within(DIAGNOSE_TIMEOUT))
-            for node in nodes:
-                result = results[node.name]
-                if result.failed:
-                    await self.log_warning("Cannot list the operating systems of node %s: %s", node.name,
-                                           result.fail_msg)
-                else:
-                    answers[node.name or ""] = result.payload
+        answers = await diagnose_nodes(self, procedures.os_diagnose.call(), "the operating systems")
         return rows(cfg, merge(answers), list(self.op.output_fields), self.op.names)
