@@ -33,7 +33,7 @@ from __future__ import annotations
 import collections.abc
 import types
 import typing
-from typing import Any, Callable, Generic, Iterator, Mapping, NamedTuple, ParamSpec, TypeVar
+from typing import Any, Callable, Generic, Iterator, Mapping, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,16 +71,26 @@ class ContractError(TypeError):
     the call and the argument."""
 
 
-class Strictness(NamedTuple):
+class Strictness:
     """How strictly a protocol checks argument types.
 
     @ivar numeric_bools: C{0} and C{1} pass as booleans
     @ivar elements: the elements of C{list[X]} and the keys and values of
         C{dict[K, V]} are checked too, not only the container
+
+    This and L{Argument} are plain classes rather than C{NamedTuple}s: with
+    postponed annotations each C{NamedTuple} field compiles a C{ForwardRef}
+    at import, which the command-line tools would pay for at every start.
     """
 
-    numeric_bools: bool = True
-    elements: bool = False
+    __slots__ = ("numeric_bools", "elements")
+
+    def __init__(self, numeric_bools: bool = True, elements: bool = False) -> None:
+        self.numeric_bools = numeric_bools
+        self.elements = elements
+
+    def __repr__(self) -> str:
+        return "Strictness(numeric_bools=%r, elements=%r)" % (self.numeric_bools, self.elements)
 
 
 #: node RPC's: lenient booleans, containers only
@@ -89,7 +99,7 @@ LENIENT = Strictness()
 STRICT = Strictness(numeric_bools=False, elements=True)
 
 
-class Argument(NamedTuple):
+class Argument:
     """One positional argument of a declared call.
 
     @ivar name: its name (in messages and keyword calls)
@@ -97,9 +107,23 @@ class Argument(NamedTuple):
     @ivar optional: whether a call may leave it (and all after it) out
     """
 
-    name: str
-    kind: Any
-    optional: bool
+    __slots__ = ("name", "kind", "optional")
+
+    def __init__(self, name: str, kind: Any, optional: bool) -> None:
+        self.name = name
+        self.kind = kind
+        self.optional = optional
+
+    def __repr__(self) -> str:
+        return "Argument(%r, %r, optional=%r)" % (self.name, self.kind, self.optional)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Argument):
+            return NotImplemented
+        return (self.name, self.kind, self.optional) == (other.name, other.kind, other.optional)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.optional))
 
     def accepts(self, value: Any, strictness: Strictness = LENIENT) -> bool:
         return fits(self.kind, value, strictness)

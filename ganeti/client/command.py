@@ -18,7 +18,7 @@ L{ganeti.client.formatting.EXIT_UNKNOWN_FIELD}).  Standard library only.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TextIO, cast
+from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
 
 if TYPE_CHECKING:
     from ganeti.luxi.client import LuxiClient
@@ -28,8 +28,6 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_CONFIRMATION = 13
 
-#: a command function: (context, options) -> exit status (None means 0)
-CommandFunc = Callable[["Context", argparse.Namespace], "int | None"]
 
 
 class ParserExit(Exception):
@@ -40,19 +38,29 @@ class ParserExit(Exception):
         self.status = status
 
 
-class Command(NamedTuple):
+class Command:
     """One subcommand of a tool.
 
     @ivar func: the function, or C{"module:function"} imported when run.
     @ivar setup: adds the subcommand's options and arguments to its parser.
     @ivar help: one line for the command list, and the start of C{--help}.
     @ivar description: more text for C{--help}.
+
+    A plain class, not a C{NamedTuple}: every tool builds dozens at start,
+    and a C{NamedTuple} compiles its postponed annotations when defined.
     """
 
-    func: CommandFunc | str
-    setup: Callable[[argparse.ArgumentParser], None] | None
-    help: str
-    description: str = ""
+    __slots__ = ("func", "setup", "help", "description")
+
+    def __init__(self, func: CommandFunc | str, setup: Callable[[argparse.ArgumentParser], None] | None,
+                 help: str, description: str = "") -> None:  # noqa: A002  (Ganeti's word)
+        self.func = func
+        self.setup = setup
+        self.help = help
+        self.description = description
+
+    def __repr__(self) -> str:
+        return "Command(%r, %r, %r)" % (self.func, self.setup, self.help)
 
     def resolve(self) -> CommandFunc:
         if isinstance(self.func, str):
@@ -124,3 +132,7 @@ class Context:
         """Print a line on stderr (Ganeti's C{ToStderr})."""
         self.stderr.write(text + "\n")
         self.stderr.flush()
+
+
+#: a command function: (context, options) -> exit status (None means 0)
+CommandFunc = Callable[[Context, argparse.Namespace], int | None]

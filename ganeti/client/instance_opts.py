@@ -25,12 +25,12 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ganeti import errors
-from ganeti.backend import storage
+from ganeti.disktemplates import CREATABLE_TEMPLATES
 
 #: default fields of C{gnt-instance list}
 LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
 #: the templates offered (choices, help, completion): those the storage backends register, no others
-DISK_TEMPLATES = storage.CREATABLE_TEMPLATES
+DISK_TEMPLATES = CREATABLE_TEMPLATES
 REBOOT_TYPES = ("soft", "hard", "full")
 MIGRATION_MODES = ("live", "non-live")
 DEFAULT_SHUTDOWN_TIMEOUT = 120

@@ -24,27 +24,14 @@ from typing import Any, Callable, Iterable, Sequence, TextIO
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, EXIT_USAGE, Command, Context, ParserExit
 from ganeti.client.errorfmt import JobSubmitted, format_error
+from ganeti.client.launch import usage_lines
 from ganeti.client.options import build_parser
 
 
 def format_usage(prog: str, commands: dict[str, Command]) -> list[str]:
-    """Ganeti's list of commands, shown for C{--help} or a missing command."""
-    import textwrap
-
-    width = min(60, max(map(len, commands)))
-    lines = [
-        "Usage: %s {command} [options...] [argument...]" % prog,
-        "%s <command> --help to see details, or man %s" % (prog, prog),
-        "Global option (before or after the command): --root DIR",
-        "",
-        "Commands:",
-    ]
-    for name in sorted(commands):
-        wrapped = textwrap.wrap(commands[name].help, 79 - 3 - width) or [""]
-        lines.append(" %-*s - %s" % (width, name, wrapped[0]))
-        lines.extend(" %-*s   %s" % (width, "", more) for more in wrapped[1:])
-    lines.append("")
-    return lines
+    """Ganeti's list of commands, shown for C{--help} or a missing command
+    (the console scripts print the same from L{ganeti.client.launch})."""
+    return usage_lines(prog, {name: command.help for name, command in commands.items()})
 
 
 def _split_global(argv: list[str]) -> tuple[str | None, list[str]]:

@@ -26,7 +26,6 @@ feedback and L{ResultWithJobs}, the result that has more jobs submitted.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any, Iterable, Protocol, Sequence
 
 # --- statuses (jobs and opcodes share them; the order matters) -------------
@@ -101,17 +100,36 @@ class JobRecord(Protocol):
     def ops(self) -> Sequence[OpRecord]: ...
 
 
-@dataclasses.dataclass(frozen=True)
 class ResultWithJobs:
     """What a logical unit returns to have C{jobs} submitted after it
     (Ganeti's C{ResultWithJobs}; see L{ganeti.jobs.followup}).
 
     @ivar jobs: the jobs, each a list of opcode dicts (C{{"OP_ID": ...}}).
     @ivar other: more keys for the opcode's result dict.
+
+    A plain class, not a dataclass: this module is on the command line's
+    import path, and C{dataclasses} costs more to import than all of it.
     """
 
+    __slots__ = ("jobs", "other")
+
     jobs: list[list[dict[str, Any]]]
-    other: dict[str, Any] = dataclasses.field(default_factory=dict)
+    other: dict[str, Any]
+
+    def __init__(self, jobs: list[list[dict[str, Any]]], other: dict[str, Any] | None = None) -> None:
+        object.__setattr__(self, "jobs", jobs)
+        object.__setattr__(self, "other", {} if other is None else other)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ResultWithJobs is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ResultWithJobs):
+            return NotImplemented
+        return (self.jobs, self.other) == (other.jobs, other.other)
+
+    def __repr__(self) -> str:
+        return "ResultWithJobs(jobs=%r, other=%r)" % (self.jobs, self.other)
 
 
 # --- the state machine ----------------------------------------------------------

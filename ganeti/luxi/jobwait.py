@@ -18,7 +18,6 @@ reported once, in order, also those that arrive with the final status.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Awaitable, Callable, Generator, Protocol, TypeVar
 
 from ganeti import errors
@@ -48,21 +47,50 @@ class Reporter(Protocol):
     def not_changed(self, job_id: int, status: str | None) -> None: ...
 
 
-@dataclasses.dataclass(frozen=True)
 class Outcome:
     """How a job ended, from its C{QueryJobs} row (L{RESULT_FIELDS}).
 
     @ivar failed: the index of the first opcode in error, or C{None}.
     @ivar error: that opcode's result (an encoded error, normally).
     @ivar partial: an opcode before it succeeded.
+
+    A plain immutable class: a dataclass or C{NamedTuple} would cost the
+    command-line tools more at every start than this module does.
     """
+
+    __slots__ = ("status", "op_status", "results", "failed", "error", "partial")
 
     status: str
     op_status: list[Any]
     results: list[Any]
-    failed: int | None = None
-    error: Any = None
-    partial: bool = False
+    failed: int | None
+    error: Any
+    partial: bool
+
+    def __init__(self, status: str, op_status: list[Any], results: list[Any], failed: int | None = None,
+                 error: Any = None, partial: bool = False) -> None:
+        for name, value in zip(self.__slots__, (status, op_status, results, failed, error, partial)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Outcome is immutable")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        return "Outcome(%s)" % ", ".join("%s=%r" % (n, v) for n, v in zip(self.__slots__, self._values()))
+
+    def replace(self, **changes: Any) -> Outcome:
+        """A copy with C{changes}."""
+        values = dict(zip(self.__slots__, self._values()))
+        values.update(changes)
+        return Outcome(**values)
 
 
 def follow(
@@ -136,7 +164,7 @@ def outcome(job_id: int, rows: Any, lost: str = "Job %s not found") -> Outcome:
     for index, (one_status, result) in enumerate(zip(op_status, results)):
         if one_status == ERROR:
             partial = SUCCESS in op_status[:index]
-            return dataclasses.replace(done, failed=index, error=result, partial=partial)
+            return done.replace(failed=index, error=result, partial=partial)
     return done
 
 

@@ -11,14 +11,19 @@ as C{[ClassName, [args...]]} (see L{ganeti.errors.encode}), or as a plain
 string when the request itself could not be parsed.
 
 This module is imported by the blocking CLI client, so it must stay cheap
-to import: the standard library, orjson and L{ganeti.errors} only.
+to import: the standard library and L{ganeti.errors} only.  What a client
+sends and reads (requests out, responses in) goes through the standard
+library's C{json}, as in Ganeti's own client: importing orjson costs a
+command-line tool more than encoding its few small messages.  What a
+server reads and sends (requests in, responses out) goes through orjson,
+imported on first use (the daemons have it loaded anyway); so does a
+response too big for C{json} to decode quickly.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
-
-import orjson
 
 from ganeti import CONFIG_VERSION, errors
 
@@ -37,9 +42,9 @@ KEY_VERSION = "version"
 KEY_SUCCESS = "success"
 KEY_RESULT = "result"
 
-# Dict keys that are not strings (ints, enums) become strings, as Python's
-# json module does; Ganeti's own encoder behaves the same way.
-_DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
+#: a response payload above this size is decoded with orjson, whose import
+#: then costs less than C{json}'s slower decoding
+_LARGE_PAYLOAD = 256 * 1024
 
 
 class LuxiProtocolError(errors.LuxiError):
@@ -47,15 +52,42 @@ class LuxiProtocolError(errors.LuxiError):
 
 
 def _dumps(value: Any) -> bytes:
-    """Encode C{value} as JSON; raises C{TypeError} when it cannot be."""
-    return orjson.dumps(value, option=_DUMPS_OPTIONS)
+    """Encode C{value} as JSON (server side, orjson); raises C{TypeError} when it cannot be.
+
+    Dict keys that are not strings (ints, enums) become strings, as
+    Python's json module does; Ganeti's own encoder behaves the same way.
+    """
+    import orjson
+
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
-def _loads_object(payload: bytes, what: str) -> dict[str, Any]:
-    """Decode C{payload} as a JSON object, or raise L{LuxiProtocolError}."""
+def _client_dumps(value: Any) -> bytes:
+    """Encode C{value} as JSON (client side, the standard library); raises C{TypeError}.
+
+    C{allow_nan=False}: NaN and the infinities are not JSON, and a server
+    would refuse them.
+    """
     try:
-        value = orjson.loads(payload)
-    except orjson.JSONDecodeError as e:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError as e:  # NaN; orjson raises TypeError for what it cannot encode
+        raise TypeError(str(e)) from None
+
+
+def _loads_object(payload: bytes, what: str, fast: bool = True) -> dict[str, Any]:
+    """Decode C{payload} as a JSON object, or raise L{LuxiProtocolError}.
+
+    @param fast: decode with orjson (the servers); else with C{json} unless
+        the payload is large (the clients).
+    """
+    try:
+        if fast or len(payload) > _LARGE_PAYLOAD:
+            import orjson
+
+            value = orjson.loads(payload)
+        else:
+            value = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as e:  # orjson.JSONDecodeError is a json.JSONDecodeError
         raise LuxiProtocolError("%s is not valid JSON: %s" % (what, e)) from None
     if not isinstance(value, dict):
         raise LuxiProtocolError("%s is not a JSON object but %s" % (what, _json_type(value)))
@@ -88,7 +120,7 @@ def encode_request(method: str, args: list[Any] | tuple[Any, ...], version: int 
     request: dict[str, Any] = {KEY_METHOD: method, KEY_ARGS: list(args)}
     if version is not None:
         request[KEY_VERSION] = version
-    return _dumps(request) + ETX
+    return _client_dumps(request) + ETX
 
 
 def decode_request(payload: bytes) -> tuple[str, list[Any]]:
@@ -145,7 +177,7 @@ def decode_response(payload: bytes, version: int | None = None) -> tuple[bool, A
         names a different one is refused, as Ganeti's client does.
     @raise LuxiProtocolError: the payload is not a valid response.
     """
-    response = _loads_object(payload, "response")
+    response = _loads_object(payload, "response", fast=False)
     if KEY_SUCCESS not in response or KEY_RESULT not in response:
         raise LuxiProtocolError("response lacks 'success' or 'result': %.200r" % (response,))
     success = response[KEY_SUCCESS]

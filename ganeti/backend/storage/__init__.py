@@ -18,22 +18,17 @@ from typing import Any
 from zope.interface import Attribute, Interface
 
 from ganeti import errors
+from ganeti.disktemplates import (  # noqa: F401  (the templates' names, defined once)
+    CREATABLE_TEMPLATES,
+    DT_BLOCK,
+    DT_DISKLESS,
+    DT_EXT,
+    DT_FILE,
+    DT_RBD,
+    DT_SHARED_FILE,
+    TEMPLATES,
+)
 from ganeti.paths import Paths
-
-DT_DISKLESS = "diskless"
-DT_FILE = "file"
-DT_SHARED_FILE = "sharedfile"
-#: images in a Ceph pool (L{ganeti.backend.storage.rbd}); not an L{IDiskStorage}
-DT_RBD = "rbd"
-
-#: ExtStorage volumes (L{ganeti.backend.storage.extstorage}) and adopted block devices; not L{IDiskStorage}s
-DT_EXT = "ext"
-DT_BLOCK = "blockdev"
-
-#: the templates with an L{IDiskStorage} driver (L{for_template})
-TEMPLATES = (DT_DISKLESS, DT_FILE, DT_SHARED_FILE)
-#: every template this implementation creates disks of (what C{gnt-instance add -t} offers)
-CREATABLE_TEMPLATES = TEMPLATES + (DT_RBD, DT_EXT, DT_BLOCK)
 
 #: Ganeti's default file driver, first element of a file disk's logical_id
 FD_LOOP = "loop"

@@ -1,0 +1,75 @@
+"""The gnt-* console scripts answer --help from a generated table (ganeti.client.launch)."""
+
+from __future__ import annotations
+
+import configparser
+import importlib
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ganeti.client import helptable, launch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_the_help_table_is_fresh():
+    # stale after a command was added or its help changed: python -m ganeti.client.launch --write
+    with open(helptable.__file__, encoding="utf-8") as handle:
+        assert handle.read() == launch.generate(), "run: python -m ganeti.client.launch --write"
+
+
+def test_every_gnt_console_script_goes_through_the_launcher():
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(ROOT, "setup.cfg"))
+    scripts = dict(
+        line.split(" = ", 1) for line in parser["options.entry_points"]["console_scripts"].strip().splitlines()
+    )
+    tools = {name: target for name, target in scripts.items() if name.startswith("gnt-") and name in launch.TOOLS}
+    assert set(tools) == set(launch.TOOLS)
+    for name, target in tools.items():
+        module, _, func = target.partition(":")
+        assert module == "ganeti.client.launch" and func == name.replace("-", "_")
+        assert callable(getattr(launch, func))
+
+
+@pytest.mark.parametrize("prog", sorted(launch.TOOLS))
+def test_the_launchers_command_list_is_the_tools_own(prog, monkeypatch):
+    tool = importlib.import_module(launch.TOOLS[prog])
+    ours, theirs = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", ours)
+    assert launch.launch(prog, ["--help"]) == 0
+    from ganeti.client.runner import run
+
+    assert run(prog, tool.COMMANDS, ["--help"], stdout=theirs, log_command=False) == 0
+    assert ours.getvalue() == theirs.getvalue()
+    assert "Commands:" in ours.getvalue()
+
+
+def test_no_command_is_a_usage_error_on_stderr(monkeypatch):
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert launch.launch("gnt-job", ["--root", "/nonexistent"]) == 2
+    assert out.getvalue() == "" and err.getvalue().startswith("Usage: gnt-job {command}")
+
+
+def test_help_loads_neither_the_tool_nor_the_luxi_client():
+    code = (
+        "import sys; from ganeti.client import launch; launch.launch('gnt-instance', ['--help']);"
+        "loaded = [m for m in ('ganeti.client.gnt_instance', 'ganeti.luxi.client', 'argparse', 'typing')"
+        " if m in sys.modules]; sys.stderr.write(repr(loaded))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr == "[]"
+    assert "activate-disks" in done.stdout
+
+
+def test_a_command_runs_the_tool(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert launch.launch("gnt-debug", ["--version"]) == 0
+    assert out.getvalue().startswith("gnt-debug (ganeti-twisted ")
