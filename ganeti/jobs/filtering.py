@@ -369,7 +369,7 @@ def opcodes_of(job: QueuedJob) -> list[dict[str, Any]]:
 
 def reasons_of(job: QueuedJob) -> list[Sequence[Any]]:
     """Every reason trail entry of every opcode of the job."""
-    out = []
+    out: list[Sequence[Any]] = []
     for op in job.ops:
         trail = op.input.get("reason") if isinstance(op.input, dict) else None
         for entry in trail if isinstance(trail, list) else []:
@@ -405,6 +405,11 @@ def applying_rule(rules: Sequence[FilterRule], job: QueuedJob) -> FilterRule | N
 
 
 # --- scheduling --------------------------------------------------------------------
+
+
+def reject_message(rule: FilterRule) -> str:
+    """The result of a job canceled because C{REJECT} rule C{rule} applies to it."""
+    return "Job canceled: rejected by job filter rule %s" % rule.uuid
 
 
 def rejected(rules: Sequence[FilterRule], queued: Iterable[QueuedJob]) -> list[tuple[QueuedJob, FilterRule]]:

@@ -47,6 +47,13 @@ class Decision:
     cancel: list[int] = attrs.field(factory=list)
     reject: list[tuple[int, filtering.FilterRule]] = attrs.field(factory=list)
 
+    def cancellations(self) -> list[tuple[int, str | None]]:
+        """C{(job id, why)} for every job to cancel: C{why} is C{None} for a
+        canceled dependency (the job's results stay as they are), the rule's
+        message for a rejected job (its result and log name the rule)."""
+        return [(job_id, None) for job_id in self.cancel] + [
+            (job_id, filtering.reject_message(rule)) for job_id, rule in self.reject]
+
 
 def schedule(
     jobs: Mapping[int, QueuedJob],
