@@ -182,6 +182,14 @@ class FilterRule:
     predicates: list[Any]
     action: Any
     reason_trail: list[Any] = attrs.field(factory=list)
+    _tests: list[JobTest] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_tests", [compile_predicate(p, self.watermark) for p in self.predicates])
+
+    def matches(self, job: QueuedJob) -> bool:
+        """Whether every predicate holds for C{job} (no predicate: always)."""
+        return all(test(job) for test in self._tests)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FilterRule:
@@ -233,32 +241,55 @@ def rules_from_config(filters: Mapping[str, Any]) -> tuple[list[FilterRule], lis
 
 
 # --- predicates ----------------------------------------------------------------------
+#
+# A predicate is compiled once (per rule) into a function of the job.  Its
+# filter becomes a tree of closures; a leaf that cannot be evaluated (a
+# regular expression in a jobid predicate, a missing opcode field) raises
+# _Invalid when it is reached, which makes the predicate (for opcode: that
+# opcode) false, as Ganeti's evaluation in its Maybe/Result monad does.
 
 
 class _Invalid(Exception):
     """A leaf the predicate cannot evaluate: the predicate is false."""
 
 
-#: leaf(op, field, value) -> bool, or raises _Invalid
-Leaf = Callable[[str, str, Any], bool]
+#: a compiled filter over one item (a job id, a reason entry, an opcode)
+Test = Callable[[Any], bool]
+#: compiles one leaf: (operator, field, value) -> test
+LeafCompiler = Callable[[str, str, Any], Test]
+#: a compiled predicate: job -> bool
+JobTest = Callable[[QueuedJob], bool]
 
 
-def _evaluate(flt: Any, leaf: Leaf) -> bool:
-    """Evaluate C{flt} left to right, short-circuiting as Ganeti's C{allM}/C{anyM}."""
+def _compile(flt: Any, leaf: LeafCompiler) -> Test:
+    """The test of filter C{flt}: C{&} and C{|} short-circuit left to right, as Ganeti's C{allM}/C{anyM}."""
     if flt is None:
-        return True
+        return lambda item: True
     op, args = flt[0], flt[1:]
-    if op == "&":
-        return all(_evaluate(sub, leaf) for sub in args)
-    if op == "|":
-        return any(_evaluate(sub, leaf) for sub in args)
+    if op in ("&", "|"):
+        subs = [_compile(sub, leaf) for sub in args]
+        if op == "&":
+            return lambda item: all(sub(item) for sub in subs)
+        return lambda item: any(sub(item) for sub in subs)
     if op == "!":
-        return not _evaluate(args[0], leaf)
+        inner = _compile(args[0], leaf)
+        return lambda item: not inner(item)
     if op == "?":
         return leaf("?", args[0], None)
     if op == "!=":
-        return not leaf("==", args[0], args[1])
+        equal = leaf("==", args[0], args[1])
+        return lambda item: not equal(item)
     return leaf("==" if op == "=" else op, args[0], args[1])
+
+
+def _invalid(item: Any) -> bool:
+    raise _Invalid()
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: bool(a == b), "<": lambda a, b: bool(a < b), "<=": lambda a, b: bool(a <= b),
+    ">": lambda a, b: bool(a > b), ">=": lambda a, b: bool(a >= b),
+}
 
 
 def _filter_value_key(value: Any) -> tuple[int, Any]:
@@ -266,78 +297,79 @@ def _filter_value_key(value: Any) -> tuple[int, Any]:
     return (0, value) if isinstance(value, str) else (1, value)
 
 
-def _compare(op: str, left: Any, right: Any) -> bool:
-    if op == "==":
-        return bool(left == right)
-    if op == "<":
-        return bool(left < right)
-    if op == "<=":
-        return bool(left <= right)
-    if op == ">":
-        return bool(left > right)
-    if op == ">=":
-        return bool(left >= right)
-    raise _Invalid(op)  # =~, =[] and ? are no comparisons
+def _jobid_leaf(watermark: int) -> LeafCompiler:
+    """Leaves over a job id: comparisons of the field C{id} only."""
 
-
-def _jobid_leaf(job_id: int, watermark: int) -> Leaf:
-    def leaf(op: str, field: str, value: Any) -> bool:
-        if field != "id":
-            raise _Invalid(field)
-        if isinstance(value, str):
-            if value != "watermark":
-                raise _Invalid(value)
-            value = watermark
-        return _compare(op, job_id, value)
+    def leaf(op: str, field: str, value: Any) -> Test:
+        compare = _COMPARE.get(op)
+        if compare is None or field != "id" or (isinstance(value, str) and value != "watermark"):
+            return _invalid
+        wanted = watermark if isinstance(value, str) else value
+        return lambda job_id: compare(job_id, wanted)
 
     return leaf
 
 
-def _reason_leaf(entry: Sequence[Any]) -> Leaf:
-    source, text, timestamp = entry
-
-    def leaf(op: str, field: str, value: Any) -> bool:
-        if field == "source":
-            mine: Any = source
-        elif field == "reason":
-            mine = text
-        elif field == "timestamp":
-            mine = timestamp
-        else:
-            raise _Invalid(field)
-        return _compare(op, _filter_value_key(mine), _filter_value_key(value))
-
-    return leaf
+_REASON_FIELDS = {"source": 0, "reason": 1, "timestamp": 2}
 
 
-def _opcode_leaf(opcode: Mapping[str, Any]) -> Leaf:
-    def leaf(op: str, field: str, value: Any) -> bool:
-        actual: Any = opcode
-        for part in field.split("."):
-            if not isinstance(actual, Mapping) or part not in actual:
-                raise _Invalid(field)
-            actual = actual[part]
-        if op == "?":
+def _reason_leaf(op: str, field: str, value: Any) -> Test:
+    """Leaves over a reason entry C{(source, text, timestamp)}: comparisons only."""
+    compare, index = _COMPARE.get(op), _REASON_FIELDS.get(field)
+    if compare is None or index is None:
+        return _invalid
+    key = _filter_value_key(value)
+    return lambda entry: compare(_filter_value_key(entry[index]), key)
+
+
+def _opcode_leaf(op: str, field: str, value: Any) -> Test:
+    """Leaves over an opcode's JSON; C{a.b.c} reaches into nested objects."""
+    path = field.split(".")
+    if path[0] in META_PARAMS:
+        return _invalid  # the common parameters are not part of the opcode
+
+    def get(opcode: Any) -> Any:
+        for part in path:
+            if not isinstance(opcode, Mapping) or part not in opcode:
+                raise _Invalid()
+            opcode = opcode[part]
+        return opcode
+
+    if op == "?":
+        def truth(opcode: Any) -> bool:
+            actual = get(opcode)
             if not isinstance(actual, bool):
-                raise _Invalid(field)
+                raise _Invalid()
             return actual
-        if op == "=~":
+
+        return truth
+    if op == "=~":
+        regex = re.compile(value)
+
+        def search(opcode: Any) -> bool:
+            actual = get(opcode)
             if not isinstance(actual, str):
-                raise _Invalid(field)
-            return re.search(value, actual) is not None
-        if op == "=[]":
+                raise _Invalid()
+            return regex.search(actual) is not None
+
+        return search
+    if op == "=[]":
+        def contains(opcode: Any) -> bool:
+            actual = get(opcode)
             if not isinstance(actual, list):
-                raise _Invalid(field)
-            return any(_same_kind(item, value) and item == value for item in actual)
-        if not _same_kind(actual, value):  # values of different kinds order by kind
-            return _compare(op, _json_kind(actual), _json_kind(value))
-        return _compare(op, actual, value)
+                raise _Invalid()
+            return any(_json_kind(item) == _json_kind(value) and item == value for item in actual)
 
-    return leaf
+        return contains
+    compare, kind = _COMPARE[op], _json_kind(value)
 
+    def compared(opcode: Any) -> bool:
+        actual = get(opcode)
+        if _json_kind(actual) != kind:  # values of different kinds order by kind
+            return compare(_json_kind(actual), kind)
+        return compare(actual, value)
 
-def _same_kind(actual: Any, value: Any) -> bool:
-    return _json_kind(actual) == _json_kind(value)
+    return compared
 
 
 def _json_kind(value: Any) -> int:
@@ -355,51 +387,58 @@ def _json_kind(value: Any) -> int:
     return 5
 
 
-def _holds(flt: Any, leaf: Leaf) -> bool:
+def _holds(test: Test, item: Any) -> bool:
     try:
-        return _evaluate(flt, leaf)
+        return test(item)
     except _Invalid:
         return False
 
 
-def opcodes_of(job: QueuedJob) -> list[dict[str, Any]]:
-    """The job's opcodes as C{opcode} predicates see them (no common parameters)."""
-    return [{k: v for k, v in op.input.items() if k not in META_PARAMS} for op in job.ops if isinstance(op.input, dict)]
+def _inputs(job: QueuedJob) -> list[dict[str, Any]]:
+    return [op.input for op in job.ops if isinstance(op.input, dict)]
 
 
 def reasons_of(job: QueuedJob) -> list[Sequence[Any]]:
     """Every reason trail entry of every opcode of the job."""
     out: list[Sequence[Any]] = []
-    for op in job.ops:
-        trail = op.input.get("reason") if isinstance(op.input, dict) else None
+    for op in _inputs(job):
+        trail = op.get("reason")
         for entry in trail if isinstance(trail, list) else []:
             if isinstance(entry, (list, tuple)) and len(entry) == 3:
                 out.append(entry)
     return out
 
 
-def match_predicate(job: QueuedJob, watermark: int, predicate: Sequence[Any]) -> bool:
-    """Whether one predicate holds for C{job}."""
+def compile_predicate(predicate: Sequence[Any], watermark: int) -> JobTest:
+    """Predicate C{[name, filter]} (checked by L{check_predicates}) as a test of a job."""
     name, flt = predicate[0], predicate[1]
     if name == "jobid":
-        return _holds(flt, _jobid_leaf(job.id, watermark))
+        test = _compile(flt, _jobid_leaf(watermark))
+        return lambda job: _holds(test, job.id)
     if name == "opcode":
-        return any(_holds(flt, _opcode_leaf(opcode)) for opcode in opcodes_of(job))
+        test = _compile(flt, _opcode_leaf)
+        return lambda job: any(_holds(test, op) for op in _inputs(job))
     if name == "reason":
-        return any(_holds(flt, _reason_leaf(entry)) for entry in reasons_of(job))
-    return False
+        test = _compile(flt, _reason_leaf)
+        return lambda job: any(_holds(test, entry) for entry in reasons_of(job))
+    return lambda job: False
+
+
+def match_predicate(job: QueuedJob, watermark: int, predicate: Sequence[Any]) -> bool:
+    """Whether one predicate holds for C{job}."""
+    return compile_predicate(predicate, watermark)(job)
 
 
 def matches(job: QueuedJob, rule: FilterRule) -> bool:
     """Whether every predicate of C{rule} holds for C{job}."""
-    return all(match_predicate(job, rule.watermark, predicate) for predicate in rule.predicates)
+    return rule.matches(job)
 
 
 def applying_rule(rules: Sequence[FilterRule], job: QueuedJob) -> FilterRule | None:
     """The rule that applies to C{job}: the first one (C{rules} are in
     evaluation order) that matches it and is not C{CONTINUE}."""
     for rule in rules:
-        if rule.action != CONTINUE and matches(job, rule):
+        if rule.action != CONTINUE and rule.matches(job):
             return rule
     return None
 
@@ -424,24 +463,32 @@ def rejected(rules: Sequence[FilterRule], queued: Iterable[QueuedJob]) -> list[t
     return out
 
 
-def filter_jobs(rules: Sequence[FilterRule], running: Iterable[QueuedJob], candidates: Iterable[QueuedJob]
-                ) -> list[QueuedJob]:
+def filter_jobs(rules: Sequence[FilterRule], running: Iterable[QueuedJob], candidates: Iterable[QueuedJob],
+                known: Mapping[int, FilterRule | None] | None = None) -> list[QueuedJob]:
     """The candidates (in order) the rules let start now (Ganeti's C{jobFiltering}).
 
     A C{RATE_LIMIT n} rule admits a job while fewer than C{n} jobs it
     applies to run, counting the jobs admitted before it in this pass.
+
+    @param known: job id -> its applying rule, where already found.
     """
     candidates = list(candidates)
     if not rules:
         return candidates
+    known = known or {}
+
+    def applying(job: QueuedJob) -> FilterRule | None:
+        return known[job.id] if job.id in known else applying_rule(rules, job)
+
     used: dict[str, int] = {}
-    for job in running:
-        rule = applying_rule(rules, job)
-        if rule is not None and rule.rate_limit is not None:
-            used[rule.uuid] = used.get(rule.uuid, 0) + 1
+    if any(rule.rate_limit is not None for rule in rules):
+        for job in running:
+            rule = applying(job)
+            if rule is not None and rule.rate_limit is not None:
+                used[rule.uuid] = used.get(rule.uuid, 0) + 1
     out = []
     for job in candidates:
-        rule = applying_rule(rules, job)
+        rule = applying(job)
         if rule is None or rule.action in (ACCEPT, CONTINUE):
             out.append(job)
             continue
@@ -483,5 +530,6 @@ def reason_rate_limit(running: Iterable[QueuedJob], candidates: Iterable[QueuedJ
 __all__ = [
     "ACCEPT", "CONTINUE", "PAUSE", "PREDICATES", "RATE_LIMIT", "REJECT", "RULE_FIELDS", "SIMPLE_ACTIONS",
     "FilterRule", "applying_rule", "check_action", "check_predicates", "check_priority", "check_reason",
-    "filter_jobs", "is_uuid", "match_predicate", "matches", "reason_rate_limit", "rejected", "rules_from_config",
+    "compile_predicate", "filter_jobs", "is_uuid", "match_predicate", "matches", "reason_rate_limit", "rejected",
+    "rules_from_config",
 ]

@@ -88,10 +88,11 @@ def schedule(
     fail: list[tuple[int, str]] = []
     cancel: list[int] = []
     reject: list[tuple[int, filtering.FilterRule]] = []
+    applying: dict[int, filtering.FilterRule | None] = {}
     for _priority, job_id in candidates:
         job = jobs[job_id]
         if rules:
-            rule = filtering.applying_rule(rules, job)
+            rule = applying[job_id] = filtering.applying_rule(rules, job)
             if rule is not None and rule.action == filtering.REJECT:
                 reject.append((job_id, rule))
                 continue
@@ -106,7 +107,7 @@ def schedule(
     if eligible and free:
         running_jobs = [jobs[i] for i in sorted(running_ids) if i in jobs]
         eligible = filtering.reason_rate_limit(running_jobs, eligible)
-        eligible = filtering.filter_jobs(rules, running_jobs, eligible)
+        eligible = filtering.filter_jobs(rules, running_jobs, eligible, applying)
         start = [job.id for job in eligible[:free]]
     return Decision(start=start, fail=fail, cancel=cancel, reject=reject)
 
