@@ -16,16 +16,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import pytest_twisted
 from twisted.internet import reactor
+from twisted.internet.task import deferLater
 
 from ganeti import crypto, daemons
 from ganeti.luxi.client import LuxiClient
 from ganeti.rapi.testing import RapiDaemon
 from ganeti.testing.cluster import gnt, ok
 from ganeti.testing.ganeti_tools import GANETI_LIB, GanetiTools, unavailable_reason
+from tests.integration.test_config_ganeti_loads import ganeti_load
 from tests.integration.test_luxid import Cluster, delay, in_thread, job_row, wait_job
 
 HELD = [["gnt:user", "hold me", 0]]
@@ -42,6 +45,17 @@ def held_while_another_runs(client: LuxiClient, held: int) -> None:
     other = client.submit_job([delay(0.01)])
     assert wait_job(client, other) == "success"
     assert job_row(client, held, "status")[0] == "queued"
+
+
+async def config_data_holds(root, uuid: str, timeout: float = 60) -> None:
+    """Wait until WConfD's background rewrite of config.data holds filter rule C{uuid}."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(root.config_data, "rb") as handle:
+            if uuid in json.loads(handle.read()).get("filters", {}):
+                return
+        await deferLater(reactor, 0.2, lambda: None)
+    raise AssertionError("config.data never held filter rule %s" % uuid)
 
 
 def seconds(ts: list[int]) -> float:
@@ -78,7 +92,7 @@ async def test_pause_reject_rate_limit_with_our_cli(root):
         ok(root, "gnt-filter", "remove", reject)  # (Ganeti's "delete", by another name)
 
         # RATE_LIMIT 1: two matching jobs run one after the other; others are not held
-        ok(root, "gnt-filter", "add", "--predicates", by_reason("limited"), "--action", "RATE_LIMIT 1")
+        limit = ok(root, "gnt-filter", "add", "--predicates", by_reason("limited"), "--action", "RATE_LIMIT 1").strip()
         first = client.submit_job([delay(1.0, reason=LIMITED)])
         second = client.submit_job([delay(1.0, reason=LIMITED)])
         free = client.submit_job([delay(0.01)])
@@ -90,6 +104,11 @@ async def test_pause_reject_rate_limit_with_our_cli(root):
 
         # a rule survives a restart of LuxiD and WConfD (it is in the config) and still holds jobs
         keep = ok(root, "gnt-filter", "add", "--predicates", by_reason("hold me"), "--action", "PAUSE").strip()
+        await config_data_holds(root, keep)
+        # ... as Ganeti stores them: Ganeti 3.0.2's own objects.ConfigData loads it
+        loaded = ganeti_load(root.config_data)
+        assert loaded["filters"] == {keep: [0, json.loads(by_reason("hold me")), "PAUSE"],
+                                     limit: [0, json.loads(by_reason("limited")), ["RATE_LIMIT", 1]]}, loaded
         cluster.luxid.stop()
         cluster.wconfd.stop()
         for daemon in (cluster.wconfd, cluster.luxid):
