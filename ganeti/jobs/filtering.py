@@ -222,10 +222,6 @@ class FilterRule:
             return int(self.action[1])
         return None
 
-    def describe_action(self) -> str:
-        limit = self.rate_limit
-        return "RATE_LIMIT %d" % limit if limit is not None else str(self.action)
-
 
 def rules_from_config(filters: Mapping[str, Any]) -> tuple[list[FilterRule], list[str]]:
     """The rules of config.data's C{filters} in evaluation order, and a
@@ -390,7 +386,7 @@ def _json_kind(value: Any) -> int:
 def _holds(test: Test, item: Any) -> bool:
     try:
         return test(item)
-    except _Invalid:
+    except (_Invalid, TypeError):  # (TypeError: values a job carries that do not order, e.g. two objects)
         return False
 
 
@@ -449,18 +445,6 @@ def applying_rule(rules: Sequence[FilterRule], job: QueuedJob) -> FilterRule | N
 def reject_message(rule: FilterRule) -> str:
     """The result of a job canceled because C{REJECT} rule C{rule} applies to it."""
     return "Job canceled: rejected by job filter rule %s" % rule.uuid
-
-
-def rejected(rules: Sequence[FilterRule], queued: Iterable[QueuedJob]) -> list[tuple[QueuedJob, FilterRule]]:
-    """The queued jobs a C{REJECT} rule applies to, with that rule."""
-    if not rules:
-        return []
-    out = []
-    for job in queued:
-        rule = applying_rule(rules, job)
-        if rule is not None and rule.action == REJECT:
-            out.append((job, rule))
-    return out
 
 
 def filter_jobs(rules: Sequence[FilterRule], running: Iterable[QueuedJob], candidates: Iterable[QueuedJob],
@@ -530,6 +514,6 @@ def reason_rate_limit(running: Iterable[QueuedJob], candidates: Iterable[QueuedJ
 __all__ = [
     "ACCEPT", "CONTINUE", "PAUSE", "PREDICATES", "RATE_LIMIT", "REJECT", "RULE_FIELDS", "SIMPLE_ACTIONS",
     "FilterRule", "applying_rule", "check_action", "check_predicates", "check_priority", "check_reason",
-    "compile_predicate", "filter_jobs", "is_uuid", "match_predicate", "matches", "reason_rate_limit", "rejected",
+    "compile_predicate", "filter_jobs", "is_uuid", "match_predicate", "matches", "reason_rate_limit", "reject_message",
     "rules_from_config",
 ]

@@ -181,3 +181,13 @@ def test_ad_hoc_reason_rate_limit():
     queue = jobs_of(job(1, reason=bucket), job(2, reason=bucket), job(3))
     assert scheduler.schedule(queue, [], 10).start == [1, 3]
     assert scheduler.schedule({2: queue[2], 1: queue[1]}, [1], 10).start == []
+
+
+def test_odd_values_in_a_job_make_a_predicate_false_not_an_error():
+    odd = job(8, beparams={"memory": {"x": 1}})
+    odd.ops[0].input["reason"] = [[None, {"a": 1}, "soon"]]
+    assert not match_predicate(odd, 0, ["reason", ["<", "source", "x"]])
+    assert not match_predicate(odd, 0, ["reason", ["<", "source", 5]])  # None < 5: no order
+    assert not match_predicate(odd, 0, ["reason", [">", "timestamp", 5]])
+    assert not match_predicate(odd, 0, ["opcode", ["<", "beparams.memory", 5]])
+    assert not match_predicate(odd, 0, ["opcode", ["=~", "beparams", "x"]])
