@@ -55,3 +55,9 @@ class FilterTests(RapiTestCase):
             self.assertIn(words, answer["message"])
         self.assertNotIn("ReplaceFilter", self.luxi.methods())
         self.error(401, "POST", "/2/filters", {})
+
+    def test_the_filter_query_resource(self) -> None:
+        self.ok("GET", "/2/query/filter?fields=uuid,action", user=JACK)
+        self.assertEqual(self.luxi.calls[-1], ("Query", "filter", ["uuid", "action"], None))
+        self.ok("GET", "/2/query/filter/fields", user=JACK)
+        self.assertEqual(self.luxi.calls[-1][:2], ("QueryFields", "filter"))
