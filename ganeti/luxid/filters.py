@@ -1,12 +1,13 @@
 """Job filter rules in LuxiD: the rules the scheduler applies, and their LUXI methods.
 
 LuxiD reads the rules from config.data (through WConfD) when it connects
-to WConfD and after every change it makes; L{FilterTable} holds them in
-evaluation order for L{ganeti.jobs.scheduler.schedule}.  The LUXI methods
-C{ReplaceFilter}, C{DeleteFilter} and C{QueryFilters} (L{FilterMethods},
-a part of L{ganeti.luxid.handler.LuxiHandler}) work as Ganeti's LuxiD: a
-change goes straight to WConfD, not through the job queue, so a rule can
-always be lifted, and the scheduler runs again at once.
+to WConfD (again after WConfD restarts) and after every change it makes;
+L{FilterTable} holds them in evaluation order for
+L{ganeti.jobs.scheduler.schedule}.  The LUXI methods C{ReplaceFilter},
+C{DeleteFilter} and C{QueryFilters} (L{FilterMethods}, a part of
+L{ganeti.luxid.handler.LuxiHandler}) work as Ganeti's LuxiD: a change goes
+straight to WConfD, not through the job queue, so a rule can always be
+lifted, and the scheduler runs again at once.
 """
 
 from __future__ import annotations
