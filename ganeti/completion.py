@@ -26,6 +26,7 @@ GNT_TOOLS = (
     ("gnt-backup", "ganeti.client.gnt_backup"),
     ("gnt-cluster", "ganeti.client.gnt_cluster"),
     ("gnt-debug", "ganeti.client.gnt_debug"),
+    ("gnt-filter", "ganeti.client.gnt_filter"),
     ("gnt-group", "ganeti.client.gnt_group"),
     ("gnt-instance", "ganeti.client.gnt_instance"),
     ("gnt-job", "ganeti.client.gnt_job"),

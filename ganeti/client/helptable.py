@@ -26,6 +26,14 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                  'version': 'Print the software and protocol versions',
                  'watcher': 'Make the watcher pause or continue, or show its state'},
  'gnt-debug': {'delay': 'Executes a TestDelay OpCode', 'locks': 'Show a list of locks in the master daemon'},
+ 'gnt-filter': {'add': 'Adds a new filter rule',
+                'delete': 'Removes a filter (also: remove)',
+                'info': 'Shows information about the filter(s)',
+                'list': 'Lists the job filter rules. The available fields can be shown using the '
+                        '"list-fields" command (see the man page for details). The default list is (in '
+                        'order): uuid, watermark, priority, predicates, action, reason_trail.',
+                'list-fields': 'Lists all available fields for filters',
+                'replace': 'Replaces a filter, or creates it under that uuid (also: modify)'},
  'gnt-group': {'add': 'Add a new node group to the cluster',
                'add-tags': 'Add tags to the given node group',
                'assign-nodes': 'Assign nodes to a node group',

@@ -158,7 +158,8 @@ def _job_result(job_id: int, rows: Any) -> list[Any]:
     if ended.status == JOB_STATUS_SUCCESS:
         return ended.results
     if ended.status in (JOB_STATUS_CANCELING, JOB_STATUS_CANCELED):
-        raise JobCanceled("Job was canceled")
+        why = next((r for r in ended.results or [] if isinstance(r, str) and r), None)  # (a filter rule's REJECT)
+        raise JobCanceled("Job was canceled" + (" (%s)" % why if why else ""))
     if ended.failed is not None:
         decoded = decode_error(ended.error)
         if decoded is not None:

@@ -24,6 +24,7 @@ TOOLS = {
     "gnt-backup": "ganeti.client.gnt_backup",
     "gnt-cluster": "ganeti.client.gnt_cluster",
     "gnt-debug": "ganeti.client.gnt_debug",
+    "gnt-filter": "ganeti.client.gnt_filter",
     "gnt-group": "ganeti.client.gnt_group",
     "gnt-instance": "ganeti.client.gnt_instance",
     "gnt-job": "ganeti.client.gnt_job",
@@ -96,6 +97,10 @@ def gnt_cluster() -> int:
 
 def gnt_debug() -> int:
     return launch("gnt-debug")
+
+
+def gnt_filter() -> int:
+    return launch("gnt-filter")
 
 
 def gnt_group() -> int:

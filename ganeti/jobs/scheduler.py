@@ -2,17 +2,21 @@
 
 L{schedule} looks at the live jobs and the ones already running and
 returns a L{Decision}; LuxiD carries it out (spawns, writes job files).
-Dependencies follow spec/jobs.md section 3.  L{resolve_relative_depends}
+Dependencies follow spec/jobs.md section 3; job filter rules and ad-hoc
+reason rate limits (L{ganeti.jobs.filtering}) apply in Ganeti's order:
+jobs whose dependencies are met, by priority, then the reason rate limits,
+then the filter rules, then C{max_running}.  L{resolve_relative_depends}
 turns the relative job ids of a submission into absolute ones.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
 
 from ganeti import errors
+from ganeti.jobs import filtering
 from ganeti.jobs.model import CANCELED, FINALIZED, QUEUED, STATUS_ORDER, WAITING, QueuedJob
 
 Lookup = Callable[[int], "QueuedJob | None"]
@@ -34,11 +38,21 @@ class Decision:
     @ivar fail: C{(job id, message)} for jobs whose dependencies cannot be
         met; the job fails with C{OpExecError(message)}.
     @ivar cancel: job ids to cancel because a dependency was canceled.
+    @ivar reject: C{(job id, filter rule)} for queued jobs a C{REJECT} rule
+        applies to; they are canceled.
     """
 
     start: list[int] = attrs.field(factory=list)
     fail: list[tuple[int, str]] = attrs.field(factory=list)
     cancel: list[int] = attrs.field(factory=list)
+    reject: list[tuple[int, filtering.FilterRule]] = attrs.field(factory=list)
+
+    def cancellations(self) -> list[tuple[int, str | None]]:
+        """C{(job id, why)} for every job to cancel: C{why} is C{None} for a
+        canceled dependency (the job's results stay as they are), the rule's
+        message for a rejected job (its result and log name the rule)."""
+        return [(job_id, None) for job_id in self.cancel] + [
+            (job_id, filtering.reject_message(rule)) for job_id, rule in self.reject]
 
 
 def schedule(
@@ -46,18 +60,22 @@ def schedule(
     running: Collection[int],
     max_running: int,
     lookup: Lookup | None = None,
+    rules: Sequence[filtering.FilterRule] = (),
 ) -> Decision:
-    """Decide which queued or waiting jobs to start, fail or cancel.
+    """Decide which queued or waiting jobs to start, fail, cancel or reject.
 
     Candidates are the jobs of C{jobs} that are queued or waiting and not
-    in C{running}, taken by (priority, id).  A candidate whose
-    dependencies are all met is started while fewer than C{max_running}
-    jobs run; one with an unfinished dependency stays; failures and
-    cancellations take no slot.
+    in C{running}, taken by (priority, id).  A candidate a C{REJECT} rule
+    applies to is rejected; one whose dependencies are all met is started
+    while fewer than C{max_running} jobs run, unless an ad-hoc reason rate
+    limit or a filter rule holds it (C{PAUSE}, a full C{RATE_LIMIT}); one
+    with an unfinished dependency stays; failures, cancellations and
+    rejections take no slot.
 
-    @param jobs: the live jobs by id.
     @param running: ids of jobs that have a job process.
     @param lookup: finds jobs not in C{jobs} (the archive), or C{None}.
+    @param rules: the job filter rules in evaluation order
+        (L{filtering.rules_from_config}).
     """
     running_ids = set(running)
     candidates = sorted(
@@ -66,19 +84,32 @@ def schedule(
         if job_id not in running_ids and job.status in _SCHEDULABLE
     )
     free = max(0, max_running - len(running_ids))
-    start: list[int] = []
+    eligible: list[QueuedJob] = []
     fail: list[tuple[int, str]] = []
     cancel: list[int] = []
+    reject: list[tuple[int, filtering.FilterRule]] = []
+    applying: dict[int, filtering.FilterRule | None] = {}
     for _priority, job_id in candidates:
-        outcome, message = _check_dependencies(job_id, jobs[job_id], jobs, lookup)
+        job = jobs[job_id]
+        if rules:
+            rule = applying[job_id] = filtering.applying_rule(rules, job)
+            if rule is not None and rule.action == filtering.REJECT:
+                reject.append((job_id, rule))
+                continue
+        outcome, message = _check_dependencies(job_id, job, jobs, lookup)
         if outcome == _OK:
-            if len(start) < free:
-                start.append(job_id)
+            eligible.append(job)
         elif outcome == _FAIL:
             fail.append((job_id, message))
         elif outcome == _CANCEL:
             cancel.append(job_id)
-    return Decision(start=start, fail=fail, cancel=cancel)
+    start: list[int] = []
+    if eligible and free:
+        running_jobs = [jobs[i] for i in sorted(running_ids) if i in jobs]
+        eligible = filtering.reason_rate_limit(running_jobs, eligible)
+        eligible = filtering.filter_jobs(rules, running_jobs, eligible, applying)
+        start = [job.id for job in eligible[:free]]
+    return Decision(start=start, fail=fail, cancel=cancel, reject=reject)
 
 
 def dependency_status(dep_id: int, jobs: Mapping[int, QueuedJob], lookup: Lookup | None) -> str | None:

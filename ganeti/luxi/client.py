@@ -261,6 +261,9 @@ class LuxiClient:
     query_config_values = methods.Blocking(methods.QueryConfigValues)
     query_tags = methods.Blocking(methods.QueryTags)
     set_watcher_pause = methods.Blocking(methods.SetWatcherPause)
+    query_filters = methods.Blocking(methods.QueryFilters)
+    replace_filter = methods.Blocking(methods.ReplaceFilter)
+    delete_filter = methods.Blocking(methods.DeleteFilter)
 
 
 # --- asynchronous client (Twisted, imported on first use) --------------------

@@ -263,3 +263,26 @@ def QueryTags(kind: str, name: str) -> list[str]:
 @declare
 def SetWatcherPause(until: float | None = None) -> float | None:
     """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set."""
+
+
+# --- job filter rules (design-optables) -------------------------------------------------
+
+
+@declare
+def QueryFilters(uuids: list[str] | None, fields: list[str]) -> list[Row]:
+    """A row of C{fields} per job filter rule of C{uuids} (C{None} or C{[]}: every
+    one; an unknown uuid gives no row)."""
+
+
+@declare
+def ReplaceFilter(uuid: str | None, priority: int, predicates: list[Any], action: Any,
+                  reason: list[Any]) -> str:
+    """Replace job filter rule C{uuid}, or add it (C{None}: under a new uuid); its
+    watermark is the newest job id.  Answers the uuid.  A malformed predicate or
+    action, or a uuid that is no UUID, is refused with C{OpPrereqError} and nothing
+    is stored."""
+
+
+@declare
+def DeleteFilter(uuid: str) -> None:
+    """Remove job filter rule C{uuid} (C{OpPrereqError} C{ECODE_NOENT} if unknown)."""

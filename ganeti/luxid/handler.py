@@ -20,6 +20,7 @@ from ganeti.jobs.model import QueuedJob
 from ganeti.luxi.methods import Filter, JobId, Opcode, Row
 from ganeti.luxi.server import DeclaredHandler
 from ganeti.luxid import live
+from ganeti.luxid.filters import FilterMethods
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
 from ganeti.query import engine, qlang
@@ -48,10 +49,14 @@ class JobService(Protocol):
 
     @ivar liveness: the node liveness roster, or C{None}.
     @ivar watcher: the watcher on events, or C{None}.
+    @ivar filters: the job filter rules (L{ganeti.luxid.filters.FilterTable}).
+    @ivar queue: the job queue.
     """
 
     liveness: Any
     watcher: Any
+    filters: Any
+    queue: Any
 
     def wconfd_client(self) -> Any:
         """The connected WConfD client, or C{None}."""
@@ -86,7 +91,7 @@ class JobService(Protocol):
     def set_drained(self, flag: bool) -> bool: ...
 
 
-class LuxiHandler(DeclaredHandler):
+class LuxiHandler(FilterMethods, DeclaredHandler):
     """Every LUXI method LuxiD answers (spec/luxi.md section 3; declared in
     L{ganeti.luxi.methods}).
 
@@ -97,7 +102,7 @@ class LuxiHandler(DeclaredHandler):
 
     def __init__(self, service: JobService, paths: Paths, live_data: live.LiveData) -> None:
         super().__init__()
-        self.service = service
+        self.service: JobService = service
         self.paths = paths
         self._config: ConfigData | None = None
         self._config_serial = -1

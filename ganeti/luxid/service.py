@@ -42,6 +42,7 @@ from ganeti.jobs.submission import check_job
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
+from ganeti.luxid.filters import FilterTable
 from ganeti.luxid.replication import JobDistributor, JobWrite
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
@@ -110,6 +111,7 @@ class LuxidService(Service):
         self._scheduling = False
         self._schedule_again = False
         self._max_running_config = DEFAULT_MAX_RUNNING
+        self.filters = FilterTable(self.schedule)  # the job filter rules, read once WConfD is there
         self.wconfd: Any = None
         #: the node liveness roster (L{ganeti.heartbeat.server.LivenessService}), if LuxiD listens for heartbeats
         self.liveness: Any = None
@@ -234,6 +236,7 @@ class LuxidService(Service):
             self.wconfd = client
             client.reconnected.append(self._wconfd_back)
             await self._refresh_limits()
+            await self.filters.follow(client)
             self.log.info("connected to WConfD")
             self.schedule()
             return
@@ -374,13 +377,12 @@ class LuxidService(Service):
         if self.guard is not None and self.guard.blocked() is not None:
             return  # scheduled again once confirmed
         busy = set(self.processes) | set(self.adopted)
-        decision = scheduler.schedule(self.jobs, busy, self.max_running, lookup=self.queue.read_job)
+        decision = scheduler.schedule(self.jobs, busy, self.max_running, self.queue.read_job, self.filters.rules)
         for job_id, reason in decision.fail:
             self._fail(self.jobs[job_id], reason)
-        for job_id in decision.cancel:
-            job = self.jobs[job_id]
-            self._finalize(job, job.cancel)
-        if decision.fail or decision.cancel:
+        for job, why in ((self.jobs[job_id], why) for job_id, why in decision.cancellations()):
+            self._finalize(job, lambda job=job, why=why: job.cancel(reason=why))  # type: ignore[misc]
+        if decision.fail or decision.cancel or decision.reject:
             self._schedule_again = True
         if self.wconfd is None:
             return  # jobs need WConfD: start them once it is there

@@ -38,6 +38,7 @@ from ganeti.query.fields import (
     Unavail,
     field_table,
 )
+from ganeti.query.filters import FILTER_RESOURCE
 from ganeti.query.instance import INSTANCE_FIELDS, find_instance, instances
 
 # --- nodes ---------------------------------------------------------------------
@@ -576,4 +577,5 @@ RESOURCES: dict[str, Resource] = {
     ),
     "lock": Resource("lock", "Lock", LOCK_FIELDS, _locks, _never, namefield=None),
     "export": Resource("export", "Export", EXPORT_FIELDS, _exports, _never, namefield=None),
+    "filter": FILTER_RESOURCE,
 }

@@ -61,7 +61,7 @@ LEGACY_QUERIES = {"instance": methods.QueryInstances, "node": methods.QueryNodes
 
 
 #: resources of Ganeti's query interface this cluster's does not have yet (501)
-UNIMPLEMENTED_QUERIES = frozenset({"network", "filter"})
+UNIMPLEMENTED_QUERIES = frozenset({"network"})
 
 
 def check_implemented(resource: str) -> None:
@@ -520,23 +520,3 @@ async def query_fields(ctx: Context, name: str) -> Any:
     resource = _query_resource(name)
     raw = ctx.args.one("fields")
     return await ctx.run(methods.QueryFields.call(resource, None if raw is None else _field_list(raw)))
-
-
-# --- job filters ----------------------------------------------------------------------------
-@route("/2/filters", GET=ANON, POST=WRITE, submits={"POST": ("OP_FILTER_ADD",)})
-async def filters(ctx: Context) -> Any:
-    """Job filter rules."""
-    if ctx.method == "POST":
-        return await ctx.submit("OP_FILTER_ADD", ctx.body_dict(), resource="r_2_filters")
-    raise not_implemented("/2/filters: job filter rules are not implemented by this cluster yet")
-
-
-@route("/2/filters/{name}", GET=ANON, PUT=WRITE, DELETE=WRITE,
-       submits={"PUT": ("OP_FILTER_SET",), "DELETE": ("OP_FILTER_REMOVE",)})
-async def filter_rule(ctx: Context, name: str) -> Any:
-    """One job filter rule."""
-    if ctx.method == "DELETE":
-        return await ctx.submit("OP_FILTER_REMOVE", static={"uuid": name}, resource="r_2_filters_name")
-    if ctx.method == "PUT":
-        return await ctx.submit("OP_FILTER_SET", ctx.body_dict(), static={"uuid": name}, resource="r_2_filters_name")
-    raise not_implemented("/2/filters: job filter rules are not implemented by this cluster yet")

@@ -23,7 +23,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from ganeti import errors
-from ganeti.rapi import baserlib, instances, rlib2  # noqa: F401  (they register the routes)
+from ganeti.rapi import baserlib, filters, instances, rlib2  # noqa: F401  (they register the routes)
 from ganeti.rapi.http import REALM, HttpError, QueryArgs
 from ganeti.rapi.luxi import LuxidUnreachable
 from ganeti.rapi.metrics import RequestMetrics

@@ -209,9 +209,12 @@ LUXI_METHODS: dict[str, list[str]] = {
     "QueryGroups": ["list", "list", "bool"], "QueryNetworks": ["list", "list", "bool"],
     "QueryExports": ["list", "bool"], "QueryClusterInfo": [], "QueryConfigValues": ["list"],
     "QueryTags": ["str", "str"], "SetDrainFlag": ["bool"], "SetWatcherPause": ["num"], "PickupJob": ["int"],
+    "QueryFilters": ["list", "list"], "ReplaceFilter": ["str", "int", "list", "any", "list"], "DeleteFilter": ["str"],
 }
-#: methods whose arguments, if right by chance, change state: only wrong types for them
-LUXI_CHANGING = {"SetDrainFlag", "SetWatcherPause", "CancelJob", "ArchiveJob", "AutoArchiveJobs", "ChangeJobPriority"}
+#: methods whose arguments, if right by chance, change state: only wrong types for them (the right values of
+#: ReplaceFilter and DeleteFilter are refused too: "cluster" is no filter uuid, None no action)
+LUXI_CHANGING = {"SetDrainFlag", "SetWatcherPause", "CancelJob", "ArchiveJob", "AutoArchiveJobs", "ChangeJobPriority",
+                 "ReplaceFilter", "DeleteFilter"}
 _BAD_OPS: list[Any] = [
     1, "x", None, {}, [1], [None], ["OP_TEST_DELAY"], [{"OP_ID": "OP_NO_SUCH_OPCODE"}], [{"duration": 0}],
     [{"OP_ID": "OP_TEST_DELAY"}], [{"OP_ID": "OP_TEST_DELAY", "duration": -1}],

@@ -398,6 +398,10 @@ class WConfdClient:
         return cast("dict[str, Any]", (await self.call(c.SetHaParams, changes=changes))["params"])
 
     # --- config writes -------------------------------------------------------
+    async def change_filter(self, uuid: str, rule: dict[str, Any] | None) -> int:
+        """Store job filter rule C{uuid} (C{None}: remove it); the new config serial."""
+        return cast("int", (await self.call(c.ChangeFilter, uuid=uuid, rule=rule))["serial_no"])
+
     async def lock_config(self, owner: Owner, shared: bool = False, timeout: float | None = None) -> ConfigData:
         deadline = self._deadline(timeout)
         answer = await self._call(

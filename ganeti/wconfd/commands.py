@@ -240,6 +240,14 @@ class SetHaParams(Command):
 # --- config writes ---------------------------------------------------------
 
 
+class ChangeFilter(Command):
+    """Store job filter rule C{uuid} (a JSON object) or remove it (C{null});
+    answers the config serial once durable (LuxiD's ReplaceFilter, DeleteFilter)."""
+
+    arguments = [(b"uuid", amp.Unicode()), (b"rule", JSON())]
+    response = [(b"serial_no", amp.Integer())]
+
+
 class LockConfig(Command):
     """Take the config lock (waiting for it) and return the config."""
 

@@ -221,6 +221,16 @@ class WConfdProtocol(amp.AMP):
         again = names + ([CONFIG_LOCK] if unlock else [])
         return _run(self.service.once(self._owner(owner), rid, run, again))
 
+    @c.ChangeFilter.responder
+    def change_filter(self, uuid: str, rule: Any) -> Deferred:
+        if rule is not None and not isinstance(rule, dict):
+            raise c.BadArguments("rule must be an object or null, not %.200r" % (rule,))
+
+        async def run() -> dict[str, Any]:
+            return {"serial_no": await self.service.change_filter(uuid, rule)}
+
+        return _run(run())
+
     @c.UpdateEntity.responder
     def update_entity(
         self,

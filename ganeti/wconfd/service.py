@@ -639,6 +639,16 @@ class WConfdService(Service):
         await self._commit(record)
         return stored
 
+    async def change_filter(self, uuid: str, rule: dict[str, Any] | None) -> int:
+        """Store (or, with C{None}, remove) job filter rule C{uuid} for LuxiD, as
+        Ganeti's LuxiD writes the config; answers once durable (no lock: filter
+        changes bypass the job queue).  Idempotent, so a re-sent call is harmless."""
+        self._writable()
+        record = self.config_store.change_filter(uuid, rule)
+        if record is not None:
+            await self._commit(record)
+        return self.config_store.serial_no
+
     async def add_entity(
         self, owner: Owner, kind: str, data: Any, disks: list[Any], release: list[str], rid: int | None = None
     ) -> tuple[Any, int]:

@@ -341,6 +341,20 @@ class ConfigStore:
         self._bump(when)
         return obj, record
 
+    def change_filter(self, uuid: str, rule: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Store job filter rule C{uuid} (Ganeti's layout, checked by LuxiD) or,
+        with C{None}, remove it; the record, or C{None} if nothing changed."""
+        if not isinstance(uuid, str) or not uuid:
+            raise errors.ConfigurationError("a filter rule needs a uuid, not %r" % (uuid,))
+        if rule is not None and (not isinstance(rule, dict) or rule.get("uuid") != uuid):
+            raise errors.ConfigurationError("filter rule %s must be an object with that uuid" % uuid)
+        if self.filters.get(uuid) == rule:
+            return None
+        when = now()
+        self._apply("filter", uuid, rule)
+        self._bump(when)
+        return {"s": self.serial_no, "t": when, "c": [["filter", uuid, rule]]}
+
     def replace(self, config: ConfigData) -> dict[str, Any]:
         """Replace everything (a whole-config write); verified first.
 
@@ -360,7 +374,8 @@ class ConfigStore:
             self._load(ConfigData.from_dict(record["full"]))
             return
         for kind, uuid, data in record["c"]:
-            obj = None if data is None else _decode(kind, data)
+            obj = None if data is None or kind == "filter" else _decode(kind, data)
+            obj = data if kind == "filter" else obj
             self._apply(kind, uuid, obj)
         self.serial_no = record["s"]
         self.mtime = record["t"]
@@ -377,6 +392,14 @@ class ConfigStore:
         self._cache = None
 
     def _apply(self, kind: str, uuid: str | None, obj: Any) -> None:
+        if kind == "filter":  # job filter rules: plain JSON objects
+            assert uuid is not None
+            if obj is None:
+                self.filters.pop(uuid, None)
+            else:
+                self.filters[uuid] = obj
+            self._cache = None
+            return
         if kind == "cluster":
             self.cluster = obj
             self._cluster_bytes = obj.to_json()

@@ -25,6 +25,7 @@ def main():
         "instances": sorted(i.name for i in config.instances.values()),
         "tags": sorted(config.cluster.GetTags()),
         "max_running_jobs": config.cluster.max_running_jobs,
+        "filters": {uuid: [rule.priority, rule.predicates, rule.action] for uuid, rule in config.filters.items()},
     }))
     return 0
 

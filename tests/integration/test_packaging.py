@@ -128,6 +128,7 @@ def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: A
     for spec in daemons.DAEMONS:
         assert spec.name in helped.stdout, helped.stdout
     for script in ("gnt-cluster", "gnt-node", "gnt-instance", "gnt-job", "gnt-debug", "gnt-group", "gnt-os", "gnt-storage",
+                   "gnt-filter",
                    "gnt-confd-query", "ganeti-daemons", "ganeti-twistd", "ganeti-local-cluster", "ganeti-wconfd-client"):
         assert os.access(os.path.join(vbin, script), os.X_OK), script
     for page in os.listdir(os.path.join(CHECKOUT, "man")):

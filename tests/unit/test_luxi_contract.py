@@ -30,7 +30,7 @@ EXPECTED = {
     "SubmitJob", "SubmitJobToDrainedQueue", "SubmitManyJobs", "WaitForJobChange", "CancelJob", "ArchiveJob",
     "AutoArchiveJobs", "ChangeJobPriority", "Query", "QueryFields", "QueryJobs", "QueryInstances", "QueryNodes",
     "QueryGroups", "QueryNetworks", "QueryExports", "QueryClusterInfo", "QueryConfigValues", "QueryTags",
-    "SetDrainFlag", "SetWatcherPause", "PickupJob",
+    "SetDrainFlag", "SetWatcherPause", "PickupJob", "QueryFilters", "ReplaceFilter", "DeleteFilter",
 }
 
 

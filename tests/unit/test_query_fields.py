@@ -134,6 +134,8 @@ def test_every_field_evaluates(ctx):
     """No getter crashes on the real config: each cell has a valid status."""
     locks = [[["cluster/BGL", [[[1, "/l", 1], "shared"]]]], []]
     ctx = attrs.evolve(ctx, locks=locks, live=dict(ctx.live or {}, exports=[["node1.example.test", "web1"]]))
+    rule = {"uuid": "f1", "watermark": 3, "priority": 0, "predicates": [], "action": "PAUSE", "reason_trail": []}
+    ctx = attrs.evolve(ctx, config=attrs.evolve(ctx.config, filters={"f1": rule}))
     for name, resource in RESOURCES.items():
         fields = sorted(resource.fields)
         result = query(name, fields, None, ctx)
