@@ -321,7 +321,9 @@ def modify_instance(ctx: Context, opts: argparse.Namespace) -> int:
         ctx.err("Please give at least one of the parameters.")
         return EXIT_FAILURE
     (result,) = submit_or_send(ctx, op)
-    if report_changes(ctx, "instance %s" % opts.instance, result):
+    hotplugged = any(isinstance(c, list) and len(c) == 2 and c[1] == "hotplug:done" for c in result or [])
+    later = any(getattr(opts, key) for key in ("beparams", "hvparams", "osparams", "os", "disk_template"))
+    if report_changes(ctx, "instance %s" % opts.instance, result) and (later or not hotplugged):
         ctx.out("Most changes take effect when Ganeti next starts the instance (a reboot from inside the"
                 " instance is not enough).")
         if opts.hvparams:

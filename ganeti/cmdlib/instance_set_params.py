@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib import rbd_disks
@@ -152,8 +153,10 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             if inst.disk_template == iu.DT_DISKLESS and any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
                 raise errors.OpPrereqError("Disks cannot be added to a diskless instance (no disk template "
                                            "conversion)", errors.ECODE_INVAL)
-            if any(a == params.MOD_REMOVE for a, _i, _m in self.disk_mods) and inst.admin_state == iu.ADMIN_UP:
-                raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks"
+            if any(a == params.MOD_REMOVE for a, _i, _m in self.disk_mods) and inst.admin_state == iu.ADMIN_UP \
+                    and not (op.hotplug or op.hotplug_if_possible):
+                raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks, or"
+                                           " remove them with --hotplug"
                                            % inst.name, errors.ECODE_STATE)
             if any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
                 iu.check_node_online(cfg, self.pnode)
@@ -234,6 +237,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         cfg, inst = self.cfg, self.instance
         nics: list[NIC] = list(inst.nics)
         self.nic_changes: list[list[Any]] = []
+        #: for hotplug: the NICs removed, and the uuids of those added and modified
+        self.removed_nics: list[NIC] = []
+        self.hot_nics: list[tuple[str, str]] = []
         self.auto_macs: list[str] = []  # uuids of NICs with generated MACs
         used = params.used_macs(cfg, skip_instance=inst.uuid)
         for action, ident, mod in self.nic_mods:
@@ -251,11 +257,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 nic = NIC(uuid=uuid, ip=spec.get("ip"), network=spec.get("network"), name=spec.get("name"),
                           nicparams=dict(spec["nicparams"]), mac=self._mac(spec, used, uuid))
                 nics.insert(position, nic)
+                self.hot_nics.append((hotplug.ACTION_ADD, uuid))
                 self.nic_changes.append(["nic.%d" % position, "add:mac=%s,ip=%s,mode=%s,link=%s,network=%s" % (
                     nic.mac, nic.ip, nic.nicparams.get("mode"), nic.nicparams.get("link"), nic.network)])
             elif action == params.MOD_REMOVE:
                 position = params.find_item(nics, ident, "NIC", names)
-                nics.pop(position)
+                removed = nics.pop(position)
+                if all(uuid != removed.uuid for _a, uuid in self.hot_nics):
+                    self.removed_nics.append(removed)
+                self.hot_nics = [(a, u) for a, u in self.hot_nics if u != removed.uuid]
                 self.nic_changes.append(["nic.%d" % position, "remove"])
             else:
                 position = params.find_item(nics, ident, "NIC", names)
@@ -270,6 +280,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 params.check_nic_mode(cfg, {"ip": nic.ip, "network": nic.network, "nicparams": nic.nicparams},
                                       position)
                 nics[position] = nic
+                if all(uuid != nic.uuid for _a, uuid in self.hot_nics):
+                    self.hot_nics.append((hotplug.ACTION_MODIFY, nic.uuid or ""))
                 for key, value in sorted(changes.items()):
                     if key == "nicparams":
                         for pkey, pvalue in sorted(spec["nicparams"].items()):
@@ -361,6 +373,10 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
         new, result = self._changed_instance()
+        self.hotplug = await hotplug.decide(self, bool(self.disk_mods or self.nic_mods))
+        if self.removed_disks and not self.hotplug and inst.admin_state == iu.ADMIN_UP:
+            raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks, or remove"
+                                       " them with --hotplug" % inst.name, errors.ECODE_STATE)
         await self._check_memory(new)
         runtime_mem = await self._check_runtime_mem(new)
         if op.os_name and op.os_name != inst.os:
@@ -372,6 +388,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         by_uuid = {d.uuid: d for d in self.disks}
         new_disks = [by_uuid[disk.uuid] for disk in self.new_disks]
         for disk in self.removed_disks:
+            if self.hotplug:
+                result.append(["disk/%s" % disk.iv_name.split("/")[-1] if disk.iv_name else "disk",
+                               await hotplug.remove_disk(self, inst, disk)])
             for node in disk.nodes or [self.pnode]:
                 for problem in await iu.remove_disks(self, node, [disk]):
                     await self.log_warning("%s (the disk leaves the configuration anyway)", problem)
@@ -386,12 +405,16 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         except Exception:  # not GeneratorExit & co: nothing may be awaited then
             await self._undo_new_disks(inst, new_disks, created)
             raise
+        if self.hotplug:
+            result += await hotplug.after_store(self, stored, new_disks, self.removed_nics, self.hot_nics)
         for disk in self.disks:
             old = self.cfg.disks.get(disk.uuid or "")
             if old is not None and disk.uuid not in {d.uuid for d in new_disks} and \
                     (old.iv_name, old.mode, old.name) != (disk.iv_name, disk.mode, disk.name):
                 await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name))
-        if result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
+        if self.hotplug and not (self.hvp or self.bep):
+            pass
+        elif result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
             await self.log_info("The changes take effect at the next start of instance %s", stored.name)
         return result
 

@@ -269,7 +269,7 @@ define(
         P_WAIT_FOR_SYNC,
         Param("offline", t_maybe(T_BOOL), ABSENT, "set/unset the offline flag"),
         Param("conflicts_check", T_BOOL, True, "check IP conflicts in networks"),
-        Param("hotplug", T_BOOL, True, "hotplug NIC and disk changes if possible"),
+        Param("hotplug", T_BOOL, False, "hotplug NIC and disk changes into the running instance"),
         Param("hotplug_if_possible", T_BOOL, False, "hotplug if the hypervisor can"),
         Param("instance_communication", t_maybe(T_BOOL), ABSENT, "add/remove the instance communication NIC"),
     ],

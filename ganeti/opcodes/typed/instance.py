@@ -305,8 +305,8 @@ class OpInstanceSetParams(OpCode):
     offline: bool | None = None
     #: check IP conflicts in networks
     conflicts_check: bool = True
-    #: hotplug NIC and disk changes if possible
-    hotplug: bool = True
+    #: hotplug NIC and disk changes into the running instance
+    hotplug: bool = False
     #: hotplug if the hypervisor can
     hotplug_if_possible: bool = False
     #: add/remove the instance communication NIC
