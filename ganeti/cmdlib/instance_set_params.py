@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import disk_attach, ext_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
@@ -92,15 +93,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         self.disk_mods = params.upgrade_mods(op.disks, "disk")
         self.nic_mods = params.upgrade_mods(op.nics, "NIC")
-        for action, _ident, mod in self.disk_mods + self.nic_mods:
+        for action, _ident, mod in self.nic_mods:
             if action in (params.MOD_ATTACH, params.MOD_DETACH):
-                raise errors.OpPrereqError("Attaching and detaching disks or NICs is not supported",
-                                           errors.ECODE_INVAL)
-            if action == params.MOD_REMOVE and mod:
+                raise errors.OpPrereqError("NICs cannot be attached or detached (only disks)", errors.ECODE_INVAL)
+        for action, _ident, mod in self.disk_mods + self.nic_mods:
+            if action in (params.MOD_REMOVE, params.MOD_DETACH) and mod:
                 raise errors.OpPrereqError("Not accepting parameters on removal", errors.ECODE_INVAL)
         for position, (action, _ident, mod) in enumerate(self.disk_mods):
-            if action == params.MOD_ADD:
-                params.check_disk(mod, position)
+            if action == params.MOD_ATTACH:
+                disk_attach.check_attach(mod)
             elif action == params.MOD_MODIFY:
                 if "size" in mod:
                     raise errors.OpPrereqError("Disk size cannot be changed here (grow the disk instead)",
@@ -153,12 +154,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             if inst.disk_template == iu.DT_DISKLESS and any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
                 raise errors.OpPrereqError("Disks cannot be added to a diskless instance (no disk template "
                                            "conversion)", errors.ECODE_INVAL)
-            if any(a == params.MOD_REMOVE for a, _i, _m in self.disk_mods) and inst.admin_state == iu.ADMIN_UP \
+            if any(a in (params.MOD_REMOVE, params.MOD_DETACH) for a, _i, _m in self.disk_mods) \
+                    and inst.admin_state == iu.ADMIN_UP \
                     and not (op.hotplug or op.hotplug_if_possible):
                 raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks, or"
                                            " remove them with --hotplug"
                                            % inst.name, errors.ECODE_STATE)
-            if any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
+            if any(a in (params.MOD_ADD, params.MOD_ATTACH) for a, _i, _m in self.disk_mods):
                 iu.check_node_online(cfg, self.pnode)
         self._plan_disks()
         self._plan_nics()
@@ -170,13 +172,47 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self.new_disks: list[Disk] = []
         self.removed_disks: list[Disk] = []
         self.disk_changes: list[list[Any]] = []
+        #: disks that join (attach) or leave (detach) the instance, kept in the configuration
+        self.attached_disks: list[Disk] = []
+        self.detached_disks: list[Disk] = []
+        #: the ext/blockdev specs of new disks, checked on the primary before anything changes
+        self.node_specs: list[tuple[Disk, dict[str, Any]]] = []
         taken = {d.logical_id[1] for d in disks if isinstance(d.logical_id, list) and len(d.logical_id) == 2}
         for action, ident, mod in self.disk_mods:
             def names(disk: Disk) -> list[str]:
                 return [x for x in (disk.name, disk.uuid) if x]
 
+            if action == params.MOD_ATTACH:
+                disk = disk_attach.find_detached(cfg, inst, mod)
+                position = len(disks) if ident == -1 else ident
+                if not isinstance(position, int) or not 0 <= position <= len(disks):
+                    raise errors.OpPrereqError("Invalid disk index %s for attaching (there are %d)"
+                                               % (ident, len(disks)), errors.ECODE_INVAL)
+                if any(d.uuid == disk.uuid for d in disks):
+                    raise errors.OpPrereqError("Disk %s is attached twice" % (disk.name or disk.uuid),
+                                               errors.ECODE_INVAL)
+                disks.insert(position, disk)
+                if disk in self.detached_disks:
+                    self.detached_disks.remove(disk)
+                else:
+                    self.attached_disks.append(disk)
+                self.disk_changes.append(["disk/%d" % position, "attach:size=%s,mode=%s" % (disk.size, disk.mode)])
+                continue
+            if action == params.MOD_DETACH:
+                position = params.find_item(disks, ident, "disk", names)
+                disk = disks.pop(position)
+                disk_attach.check_detachable(inst, disk)
+                if disk in self.new_disks:
+                    raise errors.OpPrereqError("A disk added by this modification cannot be detached by it",
+                                               errors.ECODE_INVAL)
+                if disk in self.attached_disks:
+                    self.attached_disks.remove(disk)
+                else:
+                    self.detached_disks.append(disk)
+                self.disk_changes.append(["disk/%d" % position, "detach"])
+                continue
             if action == params.MOD_ADD:
-                spec = params.check_disk(mod, len(disks))
+                spec = disk_attach.check_new_disk(inst, disks, mod, len(disks))
                 if ident == -1:
                     position = len(disks)
                 elif isinstance(ident, int) and 0 <= ident <= len(disks):
@@ -184,7 +220,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 else:
                     raise errors.OpPrereqError("Invalid disk index %s for adding (there are %d)"
                                                % (ident, len(disks)), errors.ECODE_INVAL)
-                disk = self._new_disk(spec, taken)
+                disk = self._new_disk(spec, taken, position)
+                if inst.disk_template in (iu.DT_EXT, iu.DT_BLOCK):
+                    self.node_specs.append((disk, spec))
                 disks.insert(position, disk)
                 self.new_disks.append(disk)
                 self.disk_changes.append(["disk/%d" % position,
@@ -194,6 +232,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 disk = disks.pop(position)
                 if disk in self.new_disks:
                     self.new_disks.remove(disk)
+                elif disk in self.attached_disks:
+                    raise errors.OpPrereqError("A disk attached by this modification cannot be removed by it",
+                                               errors.ECODE_INVAL)
                 else:
                     self.removed_disks.append(disk)
                 self.disk_changes.append(["disk/%d" % position, "remove"])
@@ -208,9 +249,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise errors.OpPrereqError("Cannot remove the last disk of instance %s" % inst.name, errors.ECODE_INVAL)
         self.disks = [attrs.evolve(d, iv_name="disk/%d" % i) for i, d in enumerate(disks)]
 
-    def _new_disk(self, spec: dict[str, Any], taken: set[str]) -> Disk:
+    def _new_disk(self, spec: dict[str, Any], taken: set[str], position: int) -> Disk:
         cfg, inst = self.cfg, self.instance
         template = inst.disk_template or iu.DT_DISKLESS
+        if template in (iu.DT_EXT, iu.DT_BLOCK):
+            (disk,) = ext_disks.new_disks(cfg, template, [dict(spec, size=spec.get("size") or 0)],
+                                          base_index=position)
+            return disk
         if template == iu.DT_RBD:  # a fresh image name; pool and access as for a new instance
             node = cfg.nodes.get(self.pnode)
             (disk,) = rbd_disks.new_disks(cfg, node.group if node is not None else None, inst.hypervisor or "",
@@ -374,9 +419,11 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         inst, op = self.instance, self.op
         new, result = self._changed_instance()
         self.hotplug = await hotplug.decide(self, bool(self.disk_mods or self.nic_mods))
-        if self.removed_disks and not self.hotplug and inst.admin_state == iu.ADMIN_UP:
+        if (self.removed_disks or self.detached_disks) and not self.hotplug and inst.admin_state == iu.ADMIN_UP:
             raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks, or remove"
                                        " them with --hotplug" % inst.name, errors.ECODE_STATE)
+        if self.node_specs:  # a missing provider or adopted device: refused before anything changes
+            new = await self._check_node_specs(new)
         await self._check_memory(new)
         runtime_mem = await self._check_runtime_mem(new)
         if op.os_name and op.os_name != inst.os:
@@ -394,6 +441,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             for node in disk.nodes or [self.pnode]:
                 for problem in await iu.remove_disks(self, node, [disk]):
                     await self.log_warning("%s (the disk leaves the configuration anyway)", problem)
+        for disk in self.detached_disks:
+            result += await disk_attach.detach(self, inst, disk, self.hotplug)
         stored = await self._store(new, new_disks)
         created: list[Disk] = []
         try:
@@ -406,7 +455,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             await self._undo_new_disks(inst, new_disks, created)
             raise
         if self.hotplug:
-            result += await hotplug.after_store(self, stored, new_disks, self.removed_nics, self.hot_nics)
+            joined = [by_uuid[d.uuid] for d in self.attached_disks if d.uuid in by_uuid]
+            result += await hotplug.after_store(self, stored, new_disks + joined, self.removed_nics, self.hot_nics)
         for disk in self.disks:
             old = self.cfg.disks.get(disk.uuid or "")
             if old is not None and disk.uuid not in {d.uuid for d in new_disks} and \
@@ -417,6 +467,16 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         elif result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
             await self.log_info("The changes take effect at the next start of instance %s", stored.name)
         return result
+
+    async def _check_node_specs(self, new: Instance) -> Instance:
+        """Check the new ext/blockdev disks on the primary (provider, adopted
+        device); an adopted disk gets its device's size."""
+        specs = [spec for _disk, spec in self.node_specs]
+        await ext_disks.check_on_node(self, self.pnode, self.instance.disk_template or "", specs)
+        sized = {disk.uuid: spec.get("size") or disk.size for disk, spec in self.node_specs}
+        self.disks = [attrs.evolve(d, size=sized[d.uuid]) if d.uuid in sized else d for d in self.disks]
+        self.new_disks = [attrs.evolve(d, size=sized[d.uuid]) if d.uuid in sized else d for d in self.new_disks]
+        return new
 
     async def _undo_new_disks(self, original: Instance, new_disks: list[Disk], created: list[Disk]) -> None:
         """After a disk could not be made: remove those made, then put the
