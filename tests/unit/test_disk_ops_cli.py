@@ -1,5 +1,5 @@
-"""gnt-instance recreate-disks (fake LUXI client) and RAPI POST
-/2/instances/NAME/recreate-disks (fake LuxiD): the opcodes they submit."""
+"""gnt-instance recreate-disks and modify --disk/--net/--hotplug (fake LUXI client), RAPI
+POST recreate-disks and PUT modify (fake LuxiD): the opcodes they submit, what they print."""
 
 from __future__ import annotations
 
@@ -52,4 +52,47 @@ class RapiRecreateDisksTests(OperationsTestCase):
     def test_documented_as_implemented(self) -> None:
         op = self.ok("GET", "/openapi.json")["paths"]["/2/instances/{name}/recreate-disks"]["post"]
         self.assertEqual(op["x-ganeti-opcodes"], ["OP_INSTANCE_RECREATE_DISKS"])
+        self.assertNotIn("501", op["responses"])
+
+
+def test_modify_disk_and_hotplug_syntax() -> None:
+    cases = [
+        (["--disk", "add:size=1G,provider=loopback,dir=/x"], [["add", -1, {"size": 1024, "provider": "loopback",
+                                                                          "dir": "/x"}]]),
+        (["--disk", "add:adopt=/dev/loop3"], [["add", -1, {"adopt": "/dev/loop3"}]]),
+        (["--disk", "attach:name=data"], [["attach", -1, {"name": "data"}]]),
+        (["--disk", "1:detach"], [["detach", 1, {}]]),
+        (["--disk", "1:remove", "--hotplug"], [["remove", 1, {}]]),
+    ]
+    for argv, disks in cases:
+        fake = following([])
+        assert gnt("gnt-instance", "modify", *argv, "web1", fake=fake)[0] == 0, argv
+        assert submitted(fake)["disks"] == disks, argv
+    fake = following([])
+    gnt("gnt-instance", "modify", "--hotplug", "--net", "add:link=br0", "web1", fake=fake)
+    assert submitted(fake)["hotplug"] is True and submitted(fake)["nics"] == [["add", -1, {"link": "br0"}]]
+    fake = following([])
+    gnt("gnt-instance", "modify", "--hotplug-if-possible", "--disk", "add:size=1G", "web1", fake=fake)
+    assert submitted(fake)["hotplug_if_possible"] is True and "hotplug" not in submitted(fake)
+    code, _out, err = gnt("gnt-instance", "modify", "--disk", "add:mode=ro", "web1", fake=following([]))
+    assert code != 0 and "Missing size of the new disk" in err
+
+
+def test_modify_prints_no_next_start_after_a_hotplug() -> None:
+    fake = following([["disk/1", "add:size=1024,mode=rw"], ["disk/1", "hotplug:done"]])
+    code, out, _err = gnt("gnt-instance", "modify", "--hotplug", "--disk", "add:size=1G", "web1", fake=fake)
+    assert code == 0 and "disk/1 -> hotplug:done" in out and "next starts" not in out
+    fake = following([["disk/1", "add:size=1024,mode=rw"]])
+    code, out, _err = gnt("gnt-instance", "modify", "--disk", "add:size=1G", "web1", fake=fake)
+    assert "next starts" in out
+
+
+class RapiModifyTests(OperationsTestCase):
+    def test_modify_with_disk_operations_and_hotplug(self) -> None:
+        body = {"disks": [["add", -1, {"size": 1024}], ["detach", 0, {}]], "nics": [["remove", 0, {}]],
+                "hotplug": True}
+        op = self.op("PUT", "/2/instances/inst1.test/modify", body)
+        self.assertEqual((op["OP_ID"], op["disks"], op["nics"], op["hotplug"]),
+                         ("OP_INSTANCE_SET_PARAMS", body["disks"], body["nics"], True))
+        op = self.ok("GET", "/openapi.json")["paths"]["/2/instances/{name}/modify"]["put"]
         self.assertNotIn("501", op["responses"])
