@@ -15,7 +15,7 @@ configuration changes anyway, as in Ganeti.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
@@ -23,15 +23,11 @@ from ganeti.objects import NIC, Disk, Instance
 from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures
 
-if TYPE_CHECKING:
-    from ganeti.cmdlib.base import LogicalUnit
-    from ganeti.opcodes.typed import OpCode
-
 ACTION_ADD, ACTION_REMOVE, ACTION_MODIFY = "hotadd", "hotremove", "hotmod"
 DEV_DISK, DEV_NIC = "disk", "nic"
 
 
-async def decide(lu: LogicalUnit[Any], devices_change: bool) -> bool:
+async def decide(lu: Any, devices_change: bool) -> bool:
     """Whether the modification hotplugs (see the module docstring)."""
     op = lu.op
     if not (op.hotplug or op.hotplug_if_possible) or not devices_change:
@@ -48,7 +44,7 @@ async def decide(lu: LogicalUnit[Any], devices_change: bool) -> bool:
     return False
 
 
-async def _device(lu: LogicalUnit[Any], inst: Instance, action: str, dev_type: str, device: dict[str, Any],
+async def _device(lu: Any, inst: Instance, action: str, dev_type: str, device: dict[str, Any],
                   seq: int) -> str:
     """Ganeti's C{_HotplugDevice}: C{"hotplug:done"} or, after a warning, C{"hotplug:failed"}."""
     await lu.log_info("Trying to hotplug device...")
@@ -67,7 +63,7 @@ def _index(disk: Disk) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-async def remove_disk(lu: LogicalUnit[Any], inst: Instance, disk: Disk) -> str:
+async def remove_disk(lu: Any, inst: Instance, disk: Disk) -> str:
     """Take C{disk} out of the running guest and shut it down on the primary."""
     data = rpc_inst.disk_dict(lu.cfg, disk, inst)
     message = await _device(lu, inst, ACTION_REMOVE, DEV_DISK, data, _index(disk))
@@ -77,13 +73,13 @@ async def remove_disk(lu: LogicalUnit[Any], inst: Instance, disk: Disk) -> str:
     return message
 
 
-def _nic_dicts(lu: LogicalUnit[Any], inst: Instance) -> dict[str, dict[str, Any]]:
+def _nic_dicts(lu: Any, inst: Instance) -> dict[str, dict[str, Any]]:
     """The NICs of C{inst} as the node gets them (nicparams filled), by uuid."""
     data = iu.encode(lu, inst)
     return {str(n.get("uuid")): n for n in data.get("nics") or [] if isinstance(n, dict)}
 
 
-async def after_store(lu: LogicalUnit[Any], stored: Instance, new_disks: list[Disk], removed_nics: list[NIC],
+async def after_store(lu: Any, stored: Instance, new_disks: list[Disk], removed_nics: list[NIC],
                       hot_nics: list[tuple[str, str]]) -> list[list[Any]]:
     """Hotplug what the stored modification added, removed or changed; the result lines."""
     changes: list[list[Any]] = []

@@ -14,10 +14,12 @@ disks are listed but missing, which verify reports and C{--disk N:remove}
 Supported: C{beparams} (memory, vcpus, ...), C{hvparams}, C{osparams} and
 C{osparams_private}, C{os_name}, C{offline} (the admin state C{offline}
 and back to C{down}), disks (C{add} with size/mode/name, created on the
-primary node; C{remove} from a stopped instance, removed from the node;
-C{modify} of mode and name) and NICs (C{add}, C{remove}, C{modify}), in
-both formats of the modification lists (L{params.upgrade_mods}).  The value
-C{"default"} removes the instance's own parameter.
+primary node, checked by template: ext provider and parameters, blockdev
+C{adopt}; C{remove} from a stopped instance, or with hotplug, removed from
+the node; C{modify} of mode and name; C{attach}/C{detach} of rbd, ext and
+blockdev disks, L{disk_attach}) and NICs (C{add}, C{remove}, C{modify}),
+in both formats of the modification lists (L{params.upgrade_mods}).  The
+value C{"default"} removes the instance's own parameter.
 
 C{runtime_mem} (ballooning, as Ganeti): the running instance gets that much
 memory at once (RPC C{instance_balloon_memory}: the fake hypervisor's state
@@ -28,11 +30,13 @@ anything changes, done before the other changes.
 
 Refused with a clear error: disk template conversion, a new primary node or
 secondary (C{pnode}, C{remote_node}, C{iallocator}), file driver or
-directory changes, ExtStorage parameters, C{attach}/C{detach} of disks and
-the instance communication NIC.
+directory changes, ExtStorage parameters, attach/detach of NICs and of file
+disks, and the instance communication NIC.
 
-Changes take effect at the next start of the instance (no hotplug).  The
-result is Ganeti's list of C{[parameter, new value]}.
+Disk and NIC changes reach a running kvm guest with C{hotplug} or
+C{hotplug_if_possible} (L{instance_hotplug}); otherwise every change takes
+effect at the next start of the instance.  The result is Ganeti's list of
+C{[parameter, new value]}.
 """
 
 from __future__ import annotations
@@ -43,11 +47,10 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import disk_attach, ext_disks
+from ganeti.cmdlib import disk_attach, ext_disks, rbd_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib import rbd_disks
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
@@ -93,7 +96,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         self.disk_mods = params.upgrade_mods(op.disks, "disk")
         self.nic_mods = params.upgrade_mods(op.nics, "NIC")
-        for action, _ident, mod in self.nic_mods:
+        for action, _ident, _mod in self.nic_mods:
             if action in (params.MOD_ATTACH, params.MOD_DETACH):
                 raise errors.OpPrereqError("NICs cannot be attached or detached (only disks)", errors.ECODE_INVAL)
         for action, _ident, mod in self.disk_mods + self.nic_mods:

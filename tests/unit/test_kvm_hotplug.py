@@ -30,7 +30,7 @@ class HotplugQemu:
         self.releases = True
         self.hmp_errors: dict[str, str] = {}
         self._answer = qemu.answer
-        qemu.answer = self.answer  # type: ignore[method-assign]
+        qemu.answer = self.answer
 
     def answer(self, message: dict[str, Any], server: FakeMonitor) -> None:
         command, args = message["execute"], message.get("arguments") or {}

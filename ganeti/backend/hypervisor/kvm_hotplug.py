@@ -84,7 +84,7 @@ async def _wait_unplugged(hyper: KVMHypervisor, protocol: Any, gone: Any, what: 
 
 
 def _ids(qom: Any) -> set[str]:
-    return {entry.get("name") for entry in qom or [] if isinstance(entry, dict)}
+    return {str(entry.get("name")) for entry in qom or [] if isinstance(entry, dict)}
 
 
 async def add_disk(hyper: KVMHypervisor, name: str, disk: dict[str, Any], path: str) -> None:
@@ -127,7 +127,8 @@ def _block_entry(blocks: Any, path: str) -> dict[str, Any] | None:
     for entry in blocks or []:
         inserted = entry.get("inserted") if isinstance(entry, dict) else None
         if isinstance(inserted, dict) and path in (inserted.get("file"), inserted.get("image", {}).get("filename")):
-            return entry
+            found: dict[str, Any] = entry
+            return found
     return None
 
 
