@@ -178,3 +178,12 @@ class HotplugTests(KVMTestCase):
         self.assertEqual(str(failure.value), "Disks cannot be modified by hotplug")
         failure = self.failureResultOf(self.plug("hotplug", "disk", disk(), "/srv/disk0"), hv.HypervisorError)
         self.assertIn("Unknown hotplug request", str(failure.value))
+
+    def test_a_hot_added_drive_found_by_its_id(self) -> None:
+        """qemu may show a URI drive (userspace rbd) under another file name: the device id finds it."""
+        qemu = self.boot()
+        self.successResultOf(self.plug("hotadd", "disk", disk(), "rbd:pool/vol"))
+        qemu.blocks["disk-11111111-2222-3333"][0] = "json:{\"driver\": \"rbd\", \"pool\": \"pool\"}"
+        self.successResultOf(self.plug("hotremove", "disk", disk(), "rbd:pool/vol"))
+        self.assertEqual(qemu.qemu.arguments("device_del"), [{"id": "/machine/peripheral/disk-11111111-2222-3333"}])
+        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw"]])

@@ -133,10 +133,17 @@ def _block_entry(blocks: Any, path: str) -> dict[str, Any] | None:
 
 
 async def remove_disk(hyper: KVMHypervisor, name: str, disk: dict[str, Any], path: str) -> None:
-    """Hot-remove the disk whose device or URI is C{path}."""
+    """Hot-remove the disk whose device or URI is C{path} (or, hot-added, whose drive has its device id)."""
     record = check_supported(hyper, name, DEV_DISK)
+    wanted = path
     async with hyper._qmp(name) as protocol:
-        entry = _block_entry(await hyper._execute(protocol, "query-block"), path)
+        blocks = await hyper._execute(protocol, "query-block")
+        entry = _block_entry(blocks, path)
+        if entry is None and disk.get("uuid"):  # a hot-added drive qemu names by its URI's options (rbd)
+            devid = device_id(DEV_DISK, disk.get("uuid"))
+            entry = next((b for b in blocks or [] if isinstance(b, dict) and b.get("device") == devid), None)
+            if entry is not None:
+                path = str((entry.get("inserted") or {}).get("file") or path)
         if entry is None:
             raise hv.HypervisorError("Instance %s has no disk %s attached" % (name, path))
         drive, qdev = str(entry.get("device") or ""), str(entry.get("qdev") or "")
@@ -152,7 +159,7 @@ async def remove_disk(hyper: KVMHypervisor, name: str, disk: dict[str, Any], pat
         await _wait_unplugged(hyper, protocol, gone, "disk %s" % path)
         if drive and _block_entry(await hyper._execute(protocol, "query-block"), path) is not None:
             await _drop_drive(hyper, protocol, drive)
-    record["disks"] = [d for d in record.get("disks") or [] if d[0] != path]
+    record["disks"] = [d for d in record.get("disks") or [] if d[0] not in (path, wanted)]
     hyper._write(name, record)
 
 
