@@ -23,14 +23,14 @@ later hot-remove finds what was hot-added.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ganeti.backend import hypervisor as hv
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
 from ganeti.backend.hypervisor.kvm_runtime import check_name
 
-if TYPE_CHECKING:
-    from ganeti.backend.hypervisor.kvm import KVMHypervisor
+#: the kvm hypervisor object (L{ganeti.backend.hypervisor.kvm.KVMHypervisor}; not imported: it imports this)
+KVMHypervisor = Any
 
 ACTION_ADD, ACTION_REMOVE, ACTION_MODIFY = "hotadd", "hotremove", "hotmod"
 ACTIONS = (ACTION_ADD, ACTION_REMOVE, ACTION_MODIFY)
@@ -51,7 +51,7 @@ def device_id(kind: str, uuid: str | None) -> str:
 def check_supported(hyper: KVMHypervisor, name: str, dev_type: str | None = None,
                     hvparams: dict[str, Any] | None = None, nic_type: str | None = None) -> dict[str, Any]:
     """The runtime record of running instance C{name}, if what is asked can be hotplugged."""
-    record = hyper._live(check_name(name))
+    record: dict[str, Any] | None = hyper._live(check_name(name))
     if record is None or record.get("state") == "incoming":
         raise hv.HypervisorError("Instance %s is not running: nothing to hotplug into" % name)
     params = dict(cmdline.DEFAULTS, **(hvparams if hvparams is not None else record.get("hvparams") or {}))
