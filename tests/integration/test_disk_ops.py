@@ -10,7 +10,9 @@ devices for blockdev):
   - modify --disk add:adopt= adopts one more block device; a missing device
     is refused and nothing changes;
   - --hotplug under the fake hypervisor is refused and changes nothing;
-    --hotplug-if-possible warns and makes the change.
+    --hotplug-if-possible warns and makes the change;
+  - Ganeti 3.0.2's own gnt-instance (when its package is there) does the
+    same recreate-disks and modify against this cluster.
 
 Every loop device and file the test makes is detached and removed, also on
 failure.
@@ -29,7 +31,8 @@ from twisted.internet import reactor
 
 from ganeti.rpc.instances import node_path
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
-from tests.integration.test_extstorage import add, release
+from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
+from tests.integration.test_extstorage import N1, add, release
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("losetup") is None,
                                 reason="loop devices need root and losetup (Debian package mount)")
@@ -77,6 +80,17 @@ async def test_recreate_modify_attach_detach(root):
             assert "Could not create disk disk/0 of instance file1" in message, message
             assert os.path.getsize(path) == 16 << 20
 
+            # Ganeti 3.0.2's own gnt-instance (when its package is there): the same recreation and refusal
+            if unavailable_reason() is None:
+                tools = GanetiTools.for_root(root.root, N1, work)
+                os.remove(path)
+                tools.ok("gnt-instance", "recreate-disks", "--disk", "0:size=20M", "file1")
+                assert os.path.getsize(path) == 20 << 20 and disk_sizes(root, "file1") == "20"
+                done = tools.run("gnt-instance", "recreate-disks", "file1")
+                assert done.returncode != 0 and "Could not create disk disk/0" in done.stderr, done.stderr
+                os.remove(path)
+                ok(root, "gnt-instance", "recreate-disks", "--disk", "0:size=16M", "file1")
+
             # --- hotplug under the fake hypervisor
             ok(root, "gnt-instance", "startup", "file1")
             message = refused(root, "modify", "--hotplug", "--disk", "add:size=8M", "file1")
@@ -85,6 +99,14 @@ async def test_recreate_modify_attach_detach(root):
             out = ok(root, "gnt-instance", "modify", "--hotplug-if-possible", "--disk", "add:size=8M", "file1")
             assert "disk/1 -> add:size=8,mode=rw" in out and "next start" in out, out
             assert disk_sizes(root, "file1") == "16,8"
+            if unavailable_reason() is None:   # Ganeti's client: the same refusal and fallback
+                done = tools.run("gnt-instance", "modify", "--hotplug", "--disk", "add:size=8M", "file1")
+                assert done.returncode != 0 and "Hotplug is not possible" in done.stderr, done.stderr
+                out = tools.ok("gnt-instance", "modify", "--hotplug-if-possible", "--disk", "add:size=8M", "file1")
+                assert "disk/2 -> add:size=8,mode=rw" in out, out
+                done = tools.run("gnt-instance", "modify", "--disk", "2:remove", "file1")
+                assert done.returncode != 0 and "remove them with --hotplug" in done.stderr, done.stderr
+                assert disk_sizes(root, "file1") == "16,8,8"
 
             # --- ext: add (the first disk's provider), refusal, detach and attach elsewhere
             assert add(root, "ext1", "ext", "size=16M,provider=loopback,dir=%s" % volumes, "--no-start").returncode == 0
