@@ -135,3 +135,10 @@ class HotplugTests(LUTestCase):
         self.assertEqual(result[-1], ["disk/1", "hotplug:failed"])
         self.assertIn(" - WARNING: Could not hotplug device: qemu refused 'drive_add': boom", self.log)
         self.assertEqual(self.disk_count(), 2)
+
+    def test_legacy_format_takes_one_addition_or_removal(self) -> None:
+        message = self.error(modify(disks=[["add", {"size": 512}], ["add", {"size": 256}]]))
+        self.assertEqual(message, "Only one disk add/attach/remove/detach operation is supported at a time")
+        self.assertEqual(self.disk_count(), 1)
+        self.ok(modify(disks=[["add", {"size": 512}]]))
+        self.assertEqual(self.disk_count(), 2)
