@@ -10,6 +10,7 @@
     gnt-instance grow-disk [--absolute] NAME DISK AMOUNT
     gnt-instance activate-disks [--ignore-size] [--wait-for-sync] NAME
     gnt-instance deactivate-disks [-f] NAME
+    gnt-instance recreate-disks [--disk N[:size=S,mode=M]] [-n NODE | -I ALLOC] NAME
     gnt-instance rename|reinstall|failover|migrate|move|change-group|console ...
 
 Option values (key=value lists, sizes, disks, NICs) are parsed by
@@ -320,7 +321,9 @@ def modify_instance(ctx: Context, opts: argparse.Namespace) -> int:
         ctx.err("Please give at least one of the parameters.")
         return EXIT_FAILURE
     (result,) = submit_or_send(ctx, op)
-    if report_changes(ctx, "instance %s" % opts.instance, result):
+    hotplugged = any(isinstance(c, list) and len(c) == 2 and c[1] == "hotplug:done" for c in result or [])
+    later = any(getattr(opts, key) for key in ("beparams", "hvparams", "osparams", "os", "disk_template"))
+    if report_changes(ctx, "instance %s" % opts.instance, result) and (later or not hotplugged):
         ctx.out("Most changes take effect when Ganeti next starts the instance (a reboot from inside the"
                 " instance is not enough).")
         if opts.hvparams:
@@ -401,6 +404,39 @@ def activate_disks(ctx: Context, opts: argparse.Namespace) -> int:
 
 def deactivate_disks(ctx: Context, opts: argparse.Namespace) -> int:
     submit_or_send(ctx, opcode(ctx, "OP_INSTANCE_DEACTIVATE_DISKS", instance_name=opts.instance, force=opts.force))
+    return EXIT_SUCCESS
+
+
+def recreate_disks_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
+    """The OP_INSTANCE_RECREATE_DISKS of C{gnt-instance recreate-disks}."""
+    disks: list[list[Any]] = []
+    for ident, raw in opts.disks:
+        if not ident.isdigit():
+            raise _prereq("Invalid disk index: '%s'" % ident)
+        params = dict(raw) if isinstance(raw, dict) else {}
+        if "size" in params:
+            try:
+                params["size"] = iopts.parse_size(params["size"])
+            except ValueError as e:
+                raise _prereq("Invalid disk size for disk %s: %s" % (ident, e)) from None
+        if "spindles" in params:
+            try:
+                params["spindles"] = int(params["spindles"])
+            except ValueError as e:
+                raise _prereq("Invalid spindles for disk %s: %s" % (ident, e)) from None
+        disks.append([int(ident), params])
+    nodes: list[str] = []
+    if opts.node:
+        if opts.iallocator:
+            raise _prereq("At most one of either --nodes or --iallocator can be passed")
+        nodes = [n for n in opts.node.split(":", 1) if n]
+    optional = {"iallocator": opts.iallocator} if opts.iallocator else {}
+    return opcode(ctx, "OP_INSTANCE_RECREATE_DISKS", instance_name=opts.instance, disks=disks, nodes=nodes,
+                  **optional)
+
+
+def recreate_disks(ctx: Context, opts: argparse.Namespace) -> int:
+    submit_or_send(ctx, recreate_disks_opcode(ctx, opts))
     return EXIT_SUCCESS
 
 
@@ -590,6 +626,7 @@ COMMANDS: dict[str, Command] = {
     "grow-disk": Command(grow_disk, _setup("grow_disk"), "Grow a disk of an instance"),
     "activate-disks": Command(activate_disks, _setup("activate_disks"), "Activate an instance's disks"),
     "deactivate-disks": Command(deactivate_disks, _setup("deactivate_disks"), "Deactivate an instance's disks"),
+    "recreate-disks": Command(recreate_disks, _setup("recreate_disks"), "Recreate an instance's disks"),
     "failover": Command(failover_instance, _setup("failover"),
                         "Move an instance to another node: stop it, then start it there if it was running"),
     "migrate": Command(migrate_instance, _setup("migrate"),

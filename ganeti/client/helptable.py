@@ -65,6 +65,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                   'modify': "Change an instance's parameters, disks or NICs",
                   'move': 'Move an instance to another node by copying its disks (stopped during the copy)',
                   'reboot': 'Reboot instances',
+                  'recreate-disks': "Recreate an instance's disks",
                   'reinstall': 'Install the OS of stopped instances again',
                   'remove': 'Stop an instance and remove it with its disks',
                   'remove-tags': 'Remove tags from the given instance',

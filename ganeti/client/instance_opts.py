@@ -355,8 +355,8 @@ def modifications(items: list[tuple[str, Any]], what: str) -> list[list[Any]]:
         if action in ("remove", "detach") and params:
             raise _prereq("No parameters allowed when removing or detaching %s" % where)
         if what == "disk":
-            params = _disk_params(params, where, "ext" if action == "attach" else None)
-            if action == "add" and "size" not in params:
+            params = _disk_params(params, where, "ext" if action in ("attach", "add") else None)
+            if action == "add" and "size" not in params and "adopt" not in params:  # blockdev: the device's size
                 raise _prereq("Missing size of the new disk (%s)" % where)
         else:
             params = _nic_params(params, where)

@@ -282,6 +282,19 @@ def setup_deactivate_disks(parser: argparse.ArgumentParser) -> None:
     _instance(parser)
 
 
+def setup_recreate_disks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--disk", dest="disks", action="append", type=iopts.ident_key_values, default=[],
+                        metavar="N[:size=S,mode=M,spindles=P]",
+                        help="Recreate only disk N, optionally with a new size or mode (repeatable; default:"
+                        " every disk)")
+    parser.add_argument("-n", "--node", metavar="NODE[:SNODE]",
+                        help="Recreate the disks on this node, which becomes the primary (all disks)")
+    parser.add_argument("-I", "--iallocator", metavar="NAME",
+                        help="Let this allocator choose the new node (all disks)")
+    _job_options(parser)
+    _instance(parser)
+
+
 def setup_failover(parser: argparse.ArgumentParser) -> None:
     add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--ignore-consistency", action="store_true",

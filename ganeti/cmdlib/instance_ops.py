@@ -27,6 +27,7 @@ from ganeti.opcodes.typed import (
     OpInstanceDeactivateDisks,
     OpInstanceGrowDisk,
     OpInstanceReboot,
+    OpInstanceRecreateDisks,
     OpInstanceReinstall,
     OpInstanceRename,
     OpInstanceSetParams,
@@ -40,7 +41,7 @@ from ganeti.rpc import procedures
 _InstanceLUOpT = TypeVar(
     "_InstanceLUOpT",
     bound=OpInstanceActivateDisks | OpInstanceConsole | OpInstanceDeactivateDisks | OpInstanceGrowDisk
-    | OpInstanceReboot | OpInstanceReinstall | OpInstanceRename | OpInstanceSetParams | OpInstanceShutdown
+    | OpInstanceReboot | OpInstanceRecreateDisks | OpInstanceReinstall | OpInstanceRename | OpInstanceSetParams | OpInstanceShutdown
     | OpInstanceStartup,
     covariant=True,
 )

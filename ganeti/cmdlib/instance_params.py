@@ -444,10 +444,14 @@ def upgrade_mods(mods: Any, what: str) -> list[tuple[str, Any, dict[str, Any]]]:
     item (index -1), an index modifies that item.
     """
     out: list[tuple[str, Any, dict[str, Any]]] = []
+    legacy_changes = 0
     for item in mods or []:
         if len(item) == 2:
             head, params = item
             if head in (MOD_ADD, MOD_REMOVE, MOD_ATTACH, MOD_DETACH):
+                legacy_changes += 1
+                if legacy_changes > 1:  # as Ganeti: in this format only one at a time
+                    raise _invalid("Only one %s add/attach/remove/detach operation is supported at a time" % what)
                 out.append((head, -1, params))
             else:
                 try:

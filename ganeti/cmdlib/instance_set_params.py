@@ -14,10 +14,12 @@ disks are listed but missing, which verify reports and C{--disk N:remove}
 Supported: C{beparams} (memory, vcpus, ...), C{hvparams}, C{osparams} and
 C{osparams_private}, C{os_name}, C{offline} (the admin state C{offline}
 and back to C{down}), disks (C{add} with size/mode/name, created on the
-primary node; C{remove} from a stopped instance, removed from the node;
-C{modify} of mode and name) and NICs (C{add}, C{remove}, C{modify}), in
-both formats of the modification lists (L{params.upgrade_mods}).  The value
-C{"default"} removes the instance's own parameter.
+primary node, checked by template: ext provider and parameters, blockdev
+C{adopt}; C{remove} from a stopped instance, or with hotplug, removed from
+the node; C{modify} of mode and name; C{attach}/C{detach} of rbd, ext and
+blockdev disks, L{disk_attach}) and NICs (C{add}, C{remove}, C{modify}),
+in both formats of the modification lists (L{params.upgrade_mods}).  The
+value C{"default"} removes the instance's own parameter.
 
 C{runtime_mem} (ballooning, as Ganeti): the running instance gets that much
 memory at once (RPC C{instance_balloon_memory}: the fake hypervisor's state
@@ -28,11 +30,13 @@ anything changes, done before the other changes.
 
 Refused with a clear error: disk template conversion, a new primary node or
 secondary (C{pnode}, C{remote_node}, C{iallocator}), file driver or
-directory changes, ExtStorage parameters, C{attach}/C{detach} of disks and
-the instance communication NIC.
+directory changes, ExtStorage parameters, attach/detach of NICs and of file
+disks, and the instance communication NIC.
 
-Changes take effect at the next start of the instance (no hotplug).  The
-result is Ganeti's list of C{[parameter, new value]}.
+Disk and NIC changes reach a running kvm guest with C{hotplug} or
+C{hotplug_if_possible} (L{instance_hotplug}); otherwise every change takes
+effect at the next start of the instance.  The result is Ganeti's list of
+C{[parameter, new value]}.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ from typing import Any
 import attrs
 
 from ganeti import errors
+from ganeti.cmdlib import disk_attach, ext_disks, rbd_disks
+from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib import rbd_disks
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
@@ -91,15 +96,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         self.disk_mods = params.upgrade_mods(op.disks, "disk")
         self.nic_mods = params.upgrade_mods(op.nics, "NIC")
-        for action, _ident, mod in self.disk_mods + self.nic_mods:
+        for action, _ident, _mod in self.nic_mods:
             if action in (params.MOD_ATTACH, params.MOD_DETACH):
-                raise errors.OpPrereqError("Attaching and detaching disks or NICs is not supported",
-                                           errors.ECODE_INVAL)
-            if action == params.MOD_REMOVE and mod:
+                raise errors.OpPrereqError("NICs cannot be attached or detached (only disks)", errors.ECODE_INVAL)
+        for action, _ident, mod in self.disk_mods + self.nic_mods:
+            if action in (params.MOD_REMOVE, params.MOD_DETACH) and mod:
                 raise errors.OpPrereqError("Not accepting parameters on removal", errors.ECODE_INVAL)
         for position, (action, _ident, mod) in enumerate(self.disk_mods):
-            if action == params.MOD_ADD:
-                params.check_disk(mod, position)
+            if action == params.MOD_ATTACH:
+                disk_attach.check_attach(mod)
             elif action == params.MOD_MODIFY:
                 if "size" in mod:
                     raise errors.OpPrereqError("Disk size cannot be changed here (grow the disk instead)",
@@ -152,10 +157,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             if inst.disk_template == iu.DT_DISKLESS and any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
                 raise errors.OpPrereqError("Disks cannot be added to a diskless instance (no disk template "
                                            "conversion)", errors.ECODE_INVAL)
-            if any(a == params.MOD_REMOVE for a, _i, _m in self.disk_mods) and inst.admin_state == iu.ADMIN_UP:
-                raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks"
+            if any(a in (params.MOD_REMOVE, params.MOD_DETACH) for a, _i, _m in self.disk_mods) \
+                    and inst.admin_state == iu.ADMIN_UP \
+                    and not (op.hotplug or op.hotplug_if_possible):
+                raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks, or"
+                                           " remove them with --hotplug"
                                            % inst.name, errors.ECODE_STATE)
-            if any(a == params.MOD_ADD for a, _i, _m in self.disk_mods):
+            if any(a in (params.MOD_ADD, params.MOD_ATTACH) for a, _i, _m in self.disk_mods):
                 iu.check_node_online(cfg, self.pnode)
         self._plan_disks()
         self._plan_nics()
@@ -167,13 +175,47 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self.new_disks: list[Disk] = []
         self.removed_disks: list[Disk] = []
         self.disk_changes: list[list[Any]] = []
+        #: disks that join (attach) or leave (detach) the instance, kept in the configuration
+        self.attached_disks: list[Disk] = []
+        self.detached_disks: list[Disk] = []
+        #: the ext/blockdev specs of new disks, checked on the primary before anything changes
+        self.node_specs: list[tuple[Disk, dict[str, Any]]] = []
         taken = {d.logical_id[1] for d in disks if isinstance(d.logical_id, list) and len(d.logical_id) == 2}
         for action, ident, mod in self.disk_mods:
             def names(disk: Disk) -> list[str]:
                 return [x for x in (disk.name, disk.uuid) if x]
 
+            if action == params.MOD_ATTACH:
+                disk = disk_attach.find_detached(cfg, inst, mod)
+                position = len(disks) if ident == -1 else ident
+                if not isinstance(position, int) or not 0 <= position <= len(disks):
+                    raise errors.OpPrereqError("Invalid disk index %s for attaching (there are %d)"
+                                               % (ident, len(disks)), errors.ECODE_INVAL)
+                if any(d.uuid == disk.uuid for d in disks):
+                    raise errors.OpPrereqError("Disk %s is attached twice" % (disk.name or disk.uuid),
+                                               errors.ECODE_INVAL)
+                disks.insert(position, disk)
+                if disk in self.detached_disks:
+                    self.detached_disks.remove(disk)
+                else:
+                    self.attached_disks.append(disk)
+                self.disk_changes.append(["disk/%d" % position, "attach:size=%s,mode=%s" % (disk.size, disk.mode)])
+                continue
+            if action == params.MOD_DETACH:
+                position = params.find_item(disks, ident, "disk", names)
+                disk = disks.pop(position)
+                disk_attach.check_detachable(inst, disk)
+                if disk in self.new_disks:
+                    raise errors.OpPrereqError("A disk added by this modification cannot be detached by it",
+                                               errors.ECODE_INVAL)
+                if disk in self.attached_disks:
+                    self.attached_disks.remove(disk)
+                else:
+                    self.detached_disks.append(disk)
+                self.disk_changes.append(["disk/%d" % position, "detach"])
+                continue
             if action == params.MOD_ADD:
-                spec = params.check_disk(mod, len(disks))
+                spec = disk_attach.check_new_disk(inst, disks, mod, len(disks))
                 if ident == -1:
                     position = len(disks)
                 elif isinstance(ident, int) and 0 <= ident <= len(disks):
@@ -181,7 +223,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 else:
                     raise errors.OpPrereqError("Invalid disk index %s for adding (there are %d)"
                                                % (ident, len(disks)), errors.ECODE_INVAL)
-                disk = self._new_disk(spec, taken)
+                disk = self._new_disk(spec, taken, position)
+                if inst.disk_template in (iu.DT_EXT, iu.DT_BLOCK):
+                    self.node_specs.append((disk, spec))
                 disks.insert(position, disk)
                 self.new_disks.append(disk)
                 self.disk_changes.append(["disk/%d" % position,
@@ -191,6 +235,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 disk = disks.pop(position)
                 if disk in self.new_disks:
                     self.new_disks.remove(disk)
+                elif disk in self.attached_disks:
+                    raise errors.OpPrereqError("A disk attached by this modification cannot be removed by it",
+                                               errors.ECODE_INVAL)
                 else:
                     self.removed_disks.append(disk)
                 self.disk_changes.append(["disk/%d" % position, "remove"])
@@ -205,9 +252,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise errors.OpPrereqError("Cannot remove the last disk of instance %s" % inst.name, errors.ECODE_INVAL)
         self.disks = [attrs.evolve(d, iv_name="disk/%d" % i) for i, d in enumerate(disks)]
 
-    def _new_disk(self, spec: dict[str, Any], taken: set[str]) -> Disk:
+    def _new_disk(self, spec: dict[str, Any], taken: set[str], position: int) -> Disk:
         cfg, inst = self.cfg, self.instance
         template = inst.disk_template or iu.DT_DISKLESS
+        if template in (iu.DT_EXT, iu.DT_BLOCK):
+            (disk,) = ext_disks.new_disks(cfg, template, [dict(spec, size=spec.get("size") or 0)],
+                                          base_index=position)
+            return disk
         if template == iu.DT_RBD:  # a fresh image name; pool and access as for a new instance
             node = cfg.nodes.get(self.pnode)
             (disk,) = rbd_disks.new_disks(cfg, node.group if node is not None else None, inst.hypervisor or "",
@@ -234,6 +285,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         cfg, inst = self.cfg, self.instance
         nics: list[NIC] = list(inst.nics)
         self.nic_changes: list[list[Any]] = []
+        #: for hotplug: the NICs removed, and the uuids of those added and modified
+        self.removed_nics: list[NIC] = []
+        self.hot_nics: list[tuple[str, str]] = []
         self.auto_macs: list[str] = []  # uuids of NICs with generated MACs
         used = params.used_macs(cfg, skip_instance=inst.uuid)
         for action, ident, mod in self.nic_mods:
@@ -251,11 +305,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 nic = NIC(uuid=uuid, ip=spec.get("ip"), network=spec.get("network"), name=spec.get("name"),
                           nicparams=dict(spec["nicparams"]), mac=self._mac(spec, used, uuid))
                 nics.insert(position, nic)
+                self.hot_nics.append((hotplug.ACTION_ADD, uuid))
                 self.nic_changes.append(["nic.%d" % position, "add:mac=%s,ip=%s,mode=%s,link=%s,network=%s" % (
                     nic.mac, nic.ip, nic.nicparams.get("mode"), nic.nicparams.get("link"), nic.network)])
             elif action == params.MOD_REMOVE:
                 position = params.find_item(nics, ident, "NIC", names)
-                nics.pop(position)
+                removed = nics.pop(position)
+                if all(uuid != removed.uuid for _a, uuid in self.hot_nics):
+                    self.removed_nics.append(removed)
+                self.hot_nics = [(a, u) for a, u in self.hot_nics if u != removed.uuid]
                 self.nic_changes.append(["nic.%d" % position, "remove"])
             else:
                 position = params.find_item(nics, ident, "NIC", names)
@@ -270,6 +328,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 params.check_nic_mode(cfg, {"ip": nic.ip, "network": nic.network, "nicparams": nic.nicparams},
                                       position)
                 nics[position] = nic
+                if all(uuid != nic.uuid for _a, uuid in self.hot_nics):
+                    self.hot_nics.append((hotplug.ACTION_MODIFY, nic.uuid or ""))
                 for key, value in sorted(changes.items()):
                     if key == "nicparams":
                         for pkey, pvalue in sorted(spec["nicparams"].items()):
@@ -361,6 +421,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
         new, result = self._changed_instance()
+        self.hotplug = await hotplug.decide(self, bool(self.disk_mods or self.nic_mods))
+        if (self.removed_disks or self.detached_disks) and not self.hotplug and inst.admin_state == iu.ADMIN_UP:
+            raise errors.OpPrereqError("Instance %s is marked to be up: stop it before removing disks, or remove"
+                                       " them with --hotplug" % inst.name, errors.ECODE_STATE)
+        if self.node_specs:  # a missing provider or adopted device: refused before anything changes
+            new = await self._check_node_specs(new)
         await self._check_memory(new)
         runtime_mem = await self._check_runtime_mem(new)
         if op.os_name and op.os_name != inst.os:
@@ -372,9 +438,14 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         by_uuid = {d.uuid: d for d in self.disks}
         new_disks = [by_uuid[disk.uuid] for disk in self.new_disks]
         for disk in self.removed_disks:
+            if self.hotplug:
+                result.append(["disk/%s" % disk.iv_name.split("/")[-1] if disk.iv_name else "disk",
+                               await hotplug.remove_disk(self, inst, disk)])
             for node in disk.nodes or [self.pnode]:
                 for problem in await iu.remove_disks(self, node, [disk]):
                     await self.log_warning("%s (the disk leaves the configuration anyway)", problem)
+        for disk in self.detached_disks:
+            result += await disk_attach.detach(self, inst, disk, self.hotplug)
         stored = await self._store(new, new_disks)
         created: list[Disk] = []
         try:
@@ -386,14 +457,29 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         except Exception:  # not GeneratorExit & co: nothing may be awaited then
             await self._undo_new_disks(inst, new_disks, created)
             raise
+        if self.hotplug:
+            joined = [by_uuid[d.uuid] for d in self.attached_disks if d.uuid in by_uuid]
+            result += await hotplug.after_store(self, stored, new_disks + joined, self.removed_nics, self.hot_nics)
         for disk in self.disks:
             old = self.cfg.disks.get(disk.uuid or "")
             if old is not None and disk.uuid not in {d.uuid for d in new_disks} and \
                     (old.iv_name, old.mode, old.name) != (disk.iv_name, disk.mode, disk.name):
                 await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name))
-        if result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
+        if self.hotplug and not (self.hvp or self.bep):
+            pass
+        elif result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):
             await self.log_info("The changes take effect at the next start of instance %s", stored.name)
         return result
+
+    async def _check_node_specs(self, new: Instance) -> Instance:
+        """Check the new ext/blockdev disks on the primary (provider, adopted
+        device); an adopted disk gets its device's size."""
+        specs = [spec for _disk, spec in self.node_specs]
+        await ext_disks.check_on_node(self, self.pnode, self.instance.disk_template or "", specs)
+        sized = {disk.uuid: spec.get("size") or disk.size for disk, spec in self.node_specs}
+        self.disks = [attrs.evolve(d, size=sized[d.uuid]) if d.uuid in sized else d for d in self.disks]
+        self.new_disks = [attrs.evolve(d, size=sized[d.uuid]) if d.uuid in sized else d for d in self.new_disks]
+        return new
 
     async def _undo_new_disks(self, original: Instance, new_disks: list[Disk], created: list[Disk]) -> None:
         """After a disk could not be made: remove those made, then put the

@@ -32,7 +32,7 @@ from ganeti.ha import elector
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, impexp, instances, master
+from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -92,6 +92,7 @@ class NodeProcedures:
         self._port = port
         self.instances = instances.InstanceProcedures(paths, reactor)
         self.impexp = impexp.ImpExpProcedures(paths, reactor, self.instances)
+        self.hotplug = hotplug.HotplugProcedures(self.instances)
         #: the highest master epoch this node has seen (fencing of replaced masters)
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
@@ -100,7 +101,8 @@ class NodeProcedures:
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
-        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.master, self.election])
+        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
+                                           self.election])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush

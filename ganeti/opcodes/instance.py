@@ -269,7 +269,7 @@ define(
         P_WAIT_FOR_SYNC,
         Param("offline", t_maybe(T_BOOL), ABSENT, "set/unset the offline flag"),
         Param("conflicts_check", T_BOOL, True, "check IP conflicts in networks"),
-        Param("hotplug", T_BOOL, True, "hotplug NIC and disk changes if possible"),
+        Param("hotplug", T_BOOL, False, "hotplug NIC and disk changes into the running instance"),
         Param("hotplug_if_possible", T_BOOL, False, "hotplug if the hypervisor can"),
         Param("instance_communication", t_maybe(T_BOOL), ABSENT, "add/remove the instance communication NIC"),
     ],
@@ -343,6 +343,41 @@ define(
         P_FORCE,
     ],
     doc="Shut down an instance's disks (refused while it runs, unless forced).",
+    summary="instance_name",
+)
+
+def _is_recreate_disks(value: Any) -> bool:
+    """Ganeti's C{TRecreateDisksInfo}: C{[[index, {size, mode, spindles}], ...]}
+    or the deprecated list of disk indices."""
+    if not isinstance(value, list):
+        return False
+    for item in value:
+        if isinstance(item, bool):
+            return False
+        if isinstance(item, int):
+            if item < 0:
+                return False
+            continue
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], int)
+                and not isinstance(item[0], bool) and item[0] >= 0 and isinstance(item[1], dict)):
+            return False
+    return True
+
+
+T_RECREATE_DISKS = Type("a list of [disk index, {size, mode, spindles}] (or of disk indices)", _is_recreate_disks,
+                        "list[Any]")
+
+define(
+    "OP_INSTANCE_RECREATE_DISKS",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        Param("disks", T_RECREATE_DISKS, [], "disks to recreate: [[index, {size, mode, spindles}], ...] (empty: all)"),
+        Param("nodes", t_list(T_NONEMPTY_STR), [], "new nodes of the instance, if it is to be relocated"),
+        Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
+        P_IALLOCATOR,
+    ],
+    doc="Recreate an instance's disks (empty), optionally on other nodes.",
     summary="instance_name",
 )
 

@@ -277,6 +277,18 @@ def blockdev_assemble(disk: DiskDict, inst: Inst, on_primary: Flag, idx: int) ->
 
 
 @declare(TMO_NORMAL)
+def hotplug_device(inst: Inst, action: str, dev_type: str, device: dict[str, Any], extra: Any, seq: int) -> None:
+    """Hotplug into the running C{inst}: C{action} C{hotadd}/C{hotremove}/C{hotmod} of a C{disk}
+    (a C{Disk.to_dict()}, assembled first for an add) or a C{nic} (a NIC dict) C{device}; C{extra}
+    and C{seq} as in Ganeti (the disk's C{[link, uri]}, the device's index), not needed here."""
+
+
+@declare(TMO_URGENT)
+def hotplug_supported(inst: Inst) -> None:
+    """Succeed if devices can be hotplugged into C{inst} here (it runs, its hypervisor can)."""
+
+
+@declare(TMO_NORMAL)
 def blockdev_shutdown(disk: DiskDict) -> None:
     """Undo C{blockdev_assemble} on the node (an ext volume is detached, a kernel rbd mapping
     removed, and the links to their device); nothing to do for file, sharedfile, blockdev and

@@ -35,6 +35,13 @@ def need_qemu() -> str:
     return QEMU
 
 
+def need_guest_files() -> None:
+    try:
+        guest.guest_files()
+    except guest.GuestFilesMissing as e:
+        pytest.fail(str(e))
+
+
 def hardware_virtualization() -> bool:
     """Whether the CPU announces VMX or SVM (without them KVM cannot run a real guest)."""
     with open("/proc/cpuinfo") as handle:

@@ -315,7 +315,7 @@ class SetParamsTests(InstanceTestCase):
             (op("SET_PARAMS", pnode=N3), "Changing the primary node is not supported"),
             (op("SET_PARAMS", beparams={"minmem": 4096}), "greater than maximum"),
             (op("SET_PARAMS", hvparams={"acpi": True}), "Unknown hypervisor parameter 'acpi' for hypervisor 'fake'"),
-            (op("SET_PARAMS", disks=[["attach", -1, {}]]), "not supported"),
+            (op("SET_PARAMS", disks=[["attach", -1, {}]]), "Only one argument is permitted in attach op"),
             (op("SET_PARAMS", disks=[["modify", 0, {"size": 5}]]), "grow the disk"),
             (op("SET_PARAMS", disks=[["remove", 7, {}]]), "Invalid disk index 7"),
             (op("SET_PARAMS", disks=[["remove", 0, {}]]), "Cannot remove the last disk"),

@@ -58,7 +58,7 @@ from zope.interface import implementer
 
 from ganeti import serializer
 from ganeti.backend import hypervisor as hv
-from ganeti.backend.hypervisor import kvm_accel
+from ganeti.backend.hypervisor import kvm_accel, kvm_hotplug
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
 from ganeti.backend.hypervisor.kvm_process import HostFacts, IQemuProcesses, QemuProcesses, log_tail
 from ganeti.backend.hypervisor.qmp import QMPDisconnected, QMPProtocol
@@ -325,7 +325,7 @@ class KVMHypervisor:
             if mode != "routed" and not link:
                 raise hv.HypervisorError("NIC %d of %s: mode %s needs a link" % (index, instance.name, mode))
             result.append({"mac": getattr(nic, "mac", None), "mode": mode, "link": link,
-                           "tap": self._tap(uuid, index)})
+                           "tap": self._tap(uuid, index), "uuid": getattr(nic, "uuid", None)})
         return result
 
     def _new_record(self, instance: Any, disks: list[list[str]], paused: bool, accel: str) -> dict[str, Any]:
@@ -537,6 +537,16 @@ class KVMHypervisor:
             await self._execute(protocol, "balloon", {"value": int(memory) * 1024 * 1024})
         record["memory"] = int(memory)
         self._write(name, record)
+
+    def hotplug_supported(self, instance: Any) -> None:
+        """Refuse (L{hv.HypervisorError}) unless C{instance} runs here, so that
+        devices can be hotplugged (L{kvm_hotplug})."""
+        kvm_hotplug.check_supported(self, instance.name)
+
+    def hotplug_device(self, instance: Any, action: str, dev_type: str, device: dict[str, Any],
+                       path: str | None) -> Deferred[None]:
+        """Hot-add, -remove or -modify a disk or NIC (L{kvm_hotplug.hotplug})."""
+        return ensureDeferred(kvm_hotplug.hotplug(self, instance, action, dev_type, device, path))
 
     def list_instances(self) -> list[str]:
         """The instances whose qemu runs here, guest powered off or not

@@ -305,8 +305,8 @@ class OpInstanceSetParams(OpCode):
     offline: bool | None = None
     #: check IP conflicts in networks
     conflicts_check: bool = True
-    #: hotplug NIC and disk changes if possible
-    hotplug: bool = True
+    #: hotplug NIC and disk changes into the running instance
+    hotplug: bool = False
     #: hotplug if the hypervisor can
     hotplug_if_possible: bool = False
     #: add/remove the instance communication NIC
@@ -403,6 +403,26 @@ class OpInstanceDeactivateDisks(OpCode):
     instance_uuid: str | None = None
     #: override safety checks
     force: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class OpInstanceRecreateDisks(OpCode):
+    """Recreate an instance's disks (empty), optionally on other nodes."""
+
+    OP_ID: ClassVar[str] = "OP_INSTANCE_RECREATE_DISKS"
+
+    #: instance (FQDN; short names expanded)
+    instance_name: str
+    #: internal: resolved UUID
+    instance_uuid: str | None = None
+    #: disks to recreate: [[index, {size, mode, spindles}], ...] (empty: all)
+    disks: list[Any] = attrs.Factory(list)
+    #: new nodes of the instance, if it is to be relocated
+    nodes: list[str] = attrs.Factory(list)
+    #: internal: resolved UUIDs
+    node_uuids: list[str] | None = None
+    #: allocator script name (e.g. hail)
+    iallocator: str | None = None
 
 
 @attrs.frozen(kw_only=True)

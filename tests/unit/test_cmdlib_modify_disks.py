@@ -1,0 +1,109 @@
+"""gnt-instance modify --disk add/attach/detach for the templates ext and
+blockdev (L{ganeti.cmdlib.disk_attach}) through the processor against fake
+nodes: the records made or kept, what the primary is asked, and refusals
+that change nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti import errors
+from tests.unit.instance_fakes import N2, cluster
+from tests.unit.test_cmdlib_ext import ExtNodes
+from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
+
+OTHER = "web2.example.test"
+
+
+class Nodes(ExtNodes):
+    def _blockdev_shutdown(self, node: str, disk: dict[str, Any]) -> Any:
+        return None
+
+
+class ModifyDiskTests(InstanceTestCase):
+    config = cluster(enabled_disk_templates=["file", "ext", "blockdev"])
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.rpc = Nodes()
+        self.rpc.devices["/dev/loop8"] = 32
+
+    def ext(self, name: str = WEB) -> None:
+        self.ok(create(name, pnode="node2", disk_template="ext", no_install=True, start=False,
+                       disks=[{"size": 64, "provider": "loopback", "dir": "/vol"}]))
+
+    def unchanged(self, opcode: dict[str, Any], text: str, code: str | None = None) -> None:
+        before = self.cfg()
+        self.rpc.calls.clear()
+        self.assertIn(text, self.error(opcode, code=code))
+        after = self.cfg()
+        self.assertEqual((after.instances, after.disks), (before.instances, before.disks))
+        self.assertNotIn("blockdev_create", self.rpc.procedures())
+
+    def test_ext_add_takes_the_provider_of_the_first_disk(self) -> None:
+        self.ext()
+        self.rpc.calls.clear()
+        result = self.ok(op("SET_PARAMS", disks=[["add", -1, {"size": 32, "dir": "/other"}]]))
+        self.assertEqual(result, [["disk/1", "add:size=32,mode=rw"]])
+        self.assertEqual(self.rpc.procedures(), ["extstorage_diagnose", "blockdev_create"])
+        disk = self.disks()[1]
+        self.assertEqual((disk.dev_type, disk.logical_id[0], disk.params, disk.iv_name),
+                         ("ext", "loopback", {"provider": "loopback", "dir": "/other"}, "disk/1"))
+        self.assertTrue(disk.logical_id[1].endswith(".ext.disk1"))
+
+    def test_ext_add_refusals(self) -> None:
+        self.ext()
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"size": 32, "provider": "nope"}]]),
+                       "ExtStorage provider nope not found on node node2")
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"size": 32, "pool": "x"}]]),
+                       "does not take the parameter(s) pool")
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"size": 32, "adopt": "/dev/loop8"}]]),
+                       "only possible with template blockdev")
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"provider": "loopback"}]]), "missing size")
+
+    def test_blockdev_add_adopts_with_the_device_size(self) -> None:
+        self.ok(create(pnode="node2", disk_template="blockdev", no_install=True, start=False,
+                       disks=[{"adopt": "/dev/loop7"}]))
+        self.rpc.calls.clear()
+        self.ok(op("SET_PARAMS", disks=[["add", -1, {"adopt": "/dev/loop8"}]]))
+        disk = self.disks()[1]
+        self.assertEqual((disk.logical_id, disk.size), (["manual", "/dev/loop8"], 32))
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"adopt": "/dev/nope"}]]),
+                       "Missing block device(s) on node node2", code=errors.ECODE_NOENT)
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"adopt": "/dev/loop7"}]]), "already adopted")
+        self.unchanged(op("SET_PARAMS", disks=[["add", -1, {"size": 10}]]), "needs the block device to adopt")
+
+    def test_detach_then_attach_elsewhere(self) -> None:
+        self.ext()
+        self.ext(OTHER)
+        self.ok(op("SET_PARAMS", disks=[["add", -1, {"size": 32, "name": "data"}]]))
+        data = self.disks()[1]
+        self.rpc.calls.clear()
+        self.assertEqual(self.ok(op("SET_PARAMS", disks=[["detach", "data", {}]])), [["disk/1", "detach"]])
+        self.assertEqual(self.rpc.procedures(), ["blockdev_shutdown"])
+        self.assertEqual(len(self.disks()), 1)
+        self.assertIn(data.uuid, self.cfg().disks)               # kept, without an instance
+        self.unchanged(op("SET_PARAMS", disks=[["remove", 0, {}], ["detach", 0, {}]]), "Invalid disk index 0")
+        result = self.ok(op("SET_PARAMS", OTHER, disks=[["attach", 0, {"name": "data"}]]))
+        self.assertEqual(result, [["disk/0", "attach:size=32,mode=rw"]])
+        self.assertEqual([d.uuid for d in self.disks(OTHER)][0], data.uuid)
+        self.assertEqual(self.disks(OTHER)[0].iv_name, "disk/0")
+        self.unchanged(op("SET_PARAMS", disks=[["attach", -1, {"uuid": data.uuid}]]),
+                       "is attached to instance %s" % OTHER, code=errors.ECODE_STATE)
+
+    def test_attach_detach_refusals(self) -> None:
+        self.ext()
+        self.unchanged(op("SET_PARAMS", disks=[["attach", -1, {"name": "nope"}]]), "Disk with name 'nope' not found",
+                       code=errors.ECODE_NOENT)
+        self.unchanged(op("SET_PARAMS", disks=[["attach", -1, {"name": "a", "uuid": "b"}]]),
+                       "Only one argument is permitted in attach op")
+        self.unchanged(op("SET_PARAMS", disks=[["detach", 0, {}]]), "Cannot remove the last disk")
+        self.unchanged(op("SET_PARAMS", disks=[["detach", 5, {}]]), "Invalid disk index 5")
+        self.ok(create(OTHER, pnode="node2", no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", OTHER, disks=[["detach", 0, {}]]),
+                       "Disks of template file cannot be detached here")
+        self.ok({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": WEB})
+        self.ok(op("SET_PARAMS", disks=[["add", -1, {"size": 32}]]))
+        self.unchanged(op("SET_PARAMS", disks=[["detach", 1, {}]]),
+                       "stop it before removing disks, or remove them with --hotplug", code=errors.ECODE_STATE)
+        self.assertEqual(N2, self.node_of())
