@@ -39,6 +39,7 @@ from ganeti.query.fields import (
     field_table,
 )
 from ganeti.query.instance import INSTANCE_FIELDS, find_instance, instances
+from ganeti.query.network import NETWORK_RESOURCE
 
 # --- nodes ---------------------------------------------------------------------
 
@@ -576,4 +577,5 @@ RESOURCES: dict[str, Resource] = {
     ),
     "lock": Resource("lock", "Lock", LOCK_FIELDS, _locks, _never, namefield=None),
     "export": Resource("export", "Export", EXPORT_FIELDS, _exports, _never, namefield=None),
+    "network": NETWORK_RESOURCE,
 }

@@ -61,7 +61,7 @@ LEGACY_QUERIES = {"instance": methods.QueryInstances, "node": methods.QueryNodes
 
 
 #: resources of Ganeti's query interface this cluster's does not have yet (501)
-UNIMPLEMENTED_QUERIES = frozenset({"network", "filter"})
+UNIMPLEMENTED_QUERIES = frozenset({"filter"})
 
 
 def check_implemented(resource: str) -> None:
