@@ -1,0 +1,98 @@
+"""NICs on networks (L{ganeti.cmdlib.instance_networks}): creation, modification and
+removal of instances reserve and release pool addresses, NICs inherit the group
+connection's mode and link, and bad requests change nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti import errors
+from ganeti import network as netpool
+from ganeti.jobs import model
+from ganeti.objects import Network
+from tests.unit.instance_fakes import N2, FakeNodes, cluster
+from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
+from tests.unit.test_processor import Env
+
+
+class NicNetworkTests(InstanceTestCase):
+    def setUp(self) -> None:
+        self.env = Env(cluster())
+        self.rpc = FakeNodes()
+        self.next_id = 100
+        self.ok({"OP_ID": "OP_NETWORK_ADD", "network_name": "net1", "network": "10.9.0.0/29", "gateway": "10.9.0.1",
+                 "mac_prefix": "aa:11:22"})
+        self.ok({"OP_ID": "OP_NETWORK_CONNECT", "network_name": "net1", "group_name": "default",
+                 "network_mode": "routed", "network_link": "rt100", "network_vlan": ""})
+
+    def net(self) -> Network:
+        (net,) = self.cfg().networks.values()
+        return net
+
+    def error(self, opcode: dict[str, Any], code: str | None = None) -> str:
+        before = self.cfg().serial_no
+        qop = self.run_op(opcode)
+        self.assertEqual(qop.status, model.ERROR, qop.result)
+        self.assertEqual(self.cfg().serial_no, before, "nothing changed")
+        if code is not None:
+            self.assertEqual(qop.result[1][1], code, qop.result)
+        return str(qop.result)
+
+    def test_pool_addresses_inherited_params_and_release_on_remove(self) -> None:
+        self.ok(create(pnode=N2, nics=[{"network": "net1", "ip": "pool"}, {"network": "net1", "ip": "pool"}]))
+        first, second = self.instance().nics
+        self.assertEqual((first.ip, second.ip), ("10.9.0.2", "10.9.0.3"))
+        self.assertEqual(first.network, self.net().uuid)
+        self.assertEqual(first.nicparams, {"mode": "routed", "link": "rt100", "vlan": ""})
+        self.assertTrue(first.mac.startswith("aa:11:22:"), "the network's MAC prefix")
+        self.assertIn(" - INFO: Chose IP 10.9.0.2 from network net1", self.log)
+        self.assertEqual(self.net().reservations, "00110000")
+        self.ok(create("web2.example.test", pnode=N2, nics=[{"network": "net1", "ip": "10.9.0.5"}]))
+        self.assertEqual(self.net().reservations, "00110100")
+        message = self.error(create("web3.example.test", pnode=N2, nics=[{"network": "net1", "ip": "10.9.0.5"}]),
+                             errors.ECODE_NOTUNIQUE)
+        self.assertIn("IP address 10.9.0.5 already in use or does not belong to network net1", message)
+        self.ok(create("web3.example.test", pnode=N2, nics=[{"network": "net1", "ip": "pool"}]))
+        self.assertEqual(self.net().reservations, "00111100")
+        self.ok(create("web4.example.test", pnode=N2, nics=[{"network": "net1", "ip": "pool"}]))
+        message = self.error(create("web5.example.test", pnode=N2, nics=[{"network": "net1", "ip": "pool"}]),
+                             errors.ECODE_STATE)
+        self.assertIn("Unable to get a free IP for NIC 0 from the address pool", message)
+        self.ok(op("REMOVE"))
+        self.assertEqual(self.net().reservations, "00001110")
+        self.assertIn("web2.example.test: nic0/10.9.0.5", self.error(
+            {"OP_ID": "OP_NETWORK_DISCONNECT", "network_name": "net1", "group_name": "default"}, errors.ECODE_STATE))
+
+    def test_refusals(self) -> None:
+        cases = [
+            ({"network": "net1", "mode": "bridged"}, "no mode or link"),
+            ({"ip": "pool"}, "ip=pool, parameter network must be passed too"),
+            ({"network": "nope"}, "network 'nope' not found"),
+            ({"network": "net1", "ip": "10.8.0.1"}, "does not belong to network net1"),
+            ({"network": "net1", "ip": "10.9.0.1"}, "already in use"),  # the gateway (external)
+            ({"ip": "10.9.0.4"}, "belongs to network net1, but the target NIC does not"),
+        ]
+        for nic, pattern in cases:
+            self.assertIn(pattern, self.error(create(pnode=N2, nics=[nic])))
+        self.ok(create(pnode=N2, nics=[{"network": "net1", "ip": "10.9.0.1"}], conflicts_check=False))
+        self.assertEqual(self.instance().nics[0].ip, "10.9.0.1")
+
+    def test_not_connected_to_the_group(self) -> None:
+        self.ok({"OP_ID": "OP_NETWORK_ADD", "network_name": "net2", "network": "10.10.0.0/24"})
+        self.assertIn("No netparams found for network net2",
+                      self.error(create(pnode=N2, nics=[{"network": "net2", "ip": "pool"}])))
+
+    def test_modify_moves_addresses(self) -> None:
+        self.ok(create(pnode=N2, nics=[{}]))
+        self.ok(op("SET_PARAMS", nics=[["modify", 0, {"network": "net1", "ip": "pool"}]]))
+        (nic,) = self.instance().nics
+        self.assertEqual((nic.ip, nic.nicparams["mode"]), ("10.9.0.2", "routed"))
+        self.assertEqual(self.net().reservations, "00100000")
+        self.ok(op("SET_PARAMS", nics=[["modify", 0, {"ip": "10.9.0.6"}]]))
+        self.assertEqual(self.net().reservations, "00000010")
+        self.ok(op("SET_PARAMS", nics=[["add", -1, {"network": "net1", "ip": "pool"}]]))
+        self.assertEqual(self.net().reservations, "00100010")
+        self.ok(op("SET_PARAMS", nics=[["remove", 0, {}]]))
+        self.assertEqual(self.net().reservations, "00100000")
+        self.assertEqual(netpool.Pool.of(self.net()).free_count(), 4)
+        self.assertEqual(self.cfg().find_instance(WEB).nics[0].ip, "10.9.0.2")
