@@ -292,13 +292,14 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         nics: list[NIC] = []
         for index, nic in enumerate(self.nics):
             old = before.get(nic.uuid)
-            if nic.network:
-                if old is None or old.network != nic.network:
-                    nic = attrs.evolve(nic, nicparams=inetworks.group_netparams(cfg, nic.network, self.pnode))
+            network = nic.network
+            if network:
+                if old is None or old.network != network:
+                    nic = attrs.evolve(nic, nicparams=inetworks.group_netparams(cfg, network, self.pnode))
                 if nic.ip == inetworks.IP_POOL:
-                    self.pool_nics[index] = nic.network
-                elif nic.ip and (old is None or (old.network, old.ip) != (nic.network, nic.ip)):
-                    inetworks.check_explicit_ip(cfg, nic.network, nic.ip, op.conflicts_check, index, own)
+                    self.pool_nics[index] = network
+                elif nic.ip and (old is None or (old.network, old.ip) != (network, nic.ip)):
+                    inetworks.check_explicit_ip(cfg, network, nic.ip, op.conflicts_check, index, own)
             elif nic.ip == inetworks.IP_POOL:
                 raise errors.OpPrereqError("NIC %d: if ip=pool, parameter network must be passed too" % index,
                                            errors.ECODE_INVAL)

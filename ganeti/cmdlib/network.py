@@ -143,6 +143,7 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
 
 class _OneNetworkLU(LogicalUnit[Any]):
     REQ_BGL = False
+    network_uuid: str
 
     def _network(self) -> Network:
         net = self.cfg.networks.get(self.network_uuid)

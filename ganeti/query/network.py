@@ -24,7 +24,7 @@ def group_connections(net: Network, ctx: QueryContext) -> list[list[str]]:
     connected to, in the config's (UUID) order; a missing value is C{"-"}."""
     out = []
     for _uuid, group in sorted(ctx.config.nodegroups.items()):
-        params = (group.networks or {}).get(net.uuid)
+        params = (group.networks or {}).get(net.uuid or "")
         if params is None:
             continue
         params = params if isinstance(params, dict) else {}

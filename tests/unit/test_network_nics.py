@@ -8,7 +8,6 @@ from typing import Any
 
 from ganeti import errors
 from ganeti import network as netpool
-from ganeti.jobs import model
 from ganeti.objects import Network
 from tests.unit.instance_fakes import N2, FakeNodes, cluster
 from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
@@ -29,14 +28,12 @@ class NicNetworkTests(InstanceTestCase):
         (net,) = self.cfg().networks.values()
         return net
 
-    def error(self, opcode: dict[str, Any], code: str | None = None) -> str:
+    def error(self, op: dict[str, Any], kind: str = "OpPrereqError", code: str | None = None) -> str:
+        """L{LUTestCase.error}, and the config unchanged."""
         before = self.cfg().serial_no
-        qop = self.run_op(opcode)
-        self.assertEqual(qop.status, model.ERROR, qop.result)
+        message = super().error(op, kind, code)
         self.assertEqual(self.cfg().serial_no, before, "nothing changed")
-        if code is not None:
-            self.assertEqual(qop.result[1][1], code, qop.result)
-        return str(qop.result)
+        return message
 
     def test_pool_addresses_inherited_params_and_release_on_remove(self) -> None:
         self.ok(create(pnode=N2, nics=[{"network": "net1", "ip": "pool"}, {"network": "net1", "ip": "pool"}]))
@@ -50,18 +47,18 @@ class NicNetworkTests(InstanceTestCase):
         self.ok(create("web2.example.test", pnode=N2, nics=[{"network": "net1", "ip": "10.9.0.5"}]))
         self.assertEqual(self.net().reservations, "00110100")
         message = self.error(create("web3.example.test", pnode=N2, nics=[{"network": "net1", "ip": "10.9.0.5"}]),
-                             errors.ECODE_NOTUNIQUE)
+                             code=errors.ECODE_NOTUNIQUE)
         self.assertIn("IP address 10.9.0.5 already in use or does not belong to network net1", message)
         self.ok(create("web3.example.test", pnode=N2, nics=[{"network": "net1", "ip": "pool"}]))
         self.assertEqual(self.net().reservations, "00111100")
         self.ok(create("web4.example.test", pnode=N2, nics=[{"network": "net1", "ip": "pool"}]))
         message = self.error(create("web5.example.test", pnode=N2, nics=[{"network": "net1", "ip": "pool"}]),
-                             errors.ECODE_STATE)
+                             code=errors.ECODE_STATE)
         self.assertIn("Unable to get a free IP for NIC 0 from the address pool", message)
         self.ok(op("REMOVE"))
         self.assertEqual(self.net().reservations, "00001110")
         self.assertIn("web2.example.test: nic0/10.9.0.5", self.error(
-            {"OP_ID": "OP_NETWORK_DISCONNECT", "network_name": "net1", "group_name": "default"}, errors.ECODE_STATE))
+            {"OP_ID": "OP_NETWORK_DISCONNECT", "network_name": "net1", "group_name": "default"}, code=errors.ECODE_STATE))
 
     def test_refusals(self) -> None:
         cases = [
