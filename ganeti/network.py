@@ -173,9 +173,11 @@ class Pool:
         return self.is_reserved(address) or self.is_reserved(address, external=True)
 
     def combined(self) -> bytes:
-        """The OR of both strings, as C{b"0"}/C{b"1"} bytes."""
-        return bytes(ord("1") if a == ord("1") or b == ord("1") else ord("0")
-                     for a, b in zip(self.reservations, self.ext_reservations))
+        """The OR of both strings, as C{b"0"}/C{b"1"} bytes (C{"0"} is 0x30 and
+        C{"1"} 0x31, so a bytewise OR of the characters is the OR of the bits)."""
+        size = len(self.reservations)
+        return (int.from_bytes(self.reservations, "big") | int.from_bytes(self.ext_reservations, "big")).to_bytes(
+            size, "big")
 
     def free_count(self) -> int:
         return self.combined().count(b"0")

@@ -290,9 +290,17 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         own = netpool.nic_addresses(inst.nics)
         self.pool_nics: dict[int, str] = {}
         nics: list[NIC] = []
+        used = params.used_macs(cfg, skip_instance=inst.uuid)
+        used.update(params.normalize_mac(n.mac) for n in self.nics if n.mac)
         for index, nic in enumerate(self.nics):
             old = before.get(nic.uuid)
             network = nic.network
+            if old is not None and old.network != network and nic.mac == old.mac \
+                    and params.mac_prefix(cfg, old.network) != params.mac_prefix(cfg, network):
+                # as Ganeti: a NIC moving to a network with another MAC prefix gets a new MAC
+                nic = attrs.evolve(nic, mac=params.generate_mac(params.mac_prefix(cfg, network), used))
+                self.auto_macs.append(nic.uuid or "")
+                self.nic_changes.append(["nic.mac/%d" % index, nic.mac])
             if network:
                 if old is None or old.network != network:
                     nic = attrs.evolve(nic, nicparams=inetworks.group_netparams(cfg, network, self.pnode))

@@ -13,7 +13,7 @@ C{--no-conflicts-check} allows it (as Ganeti always does).
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -38,6 +38,7 @@ from ganeti.objects import ConfigData, Instance, Network, new_uuid, nice_sort
 from ganeti.opcodes.typed import (
     OpNetworkAdd,
     OpNetworkConnect,
+    OpNetworkDisconnect,
     OpNetworkRemove,
     OpNetworkSetParams,
 )
@@ -141,7 +142,14 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
         return None
 
 
-class _OneNetworkLU(LogicalUnit[Any]):
+#: the opcodes of the LUs on one existing network
+_NetOpT = TypeVar("_NetOpT", bound=OpNetworkRemove | OpNetworkSetParams | OpNetworkConnect | OpNetworkDisconnect,
+                  covariant=True)
+#: the opcodes of the LUs on a network and a node group
+_GroupOpT = TypeVar("_GroupOpT", bound=OpNetworkConnect | OpNetworkDisconnect, covariant=True)
+
+
+class _OneNetworkLU(LogicalUnit[_NetOpT]):
     REQ_BGL = False
     network_uuid: str
 
@@ -153,7 +161,7 @@ class _OneNetworkLU(LogicalUnit[Any]):
 
 
 @register
-class LUNetworkRemove(_OneNetworkLU):
+class LUNetworkRemove(_OneNetworkLU[OpNetworkRemove]):
     """Remove a network that no node group is connected to (and no NIC uses)."""
 
     OP_ID = "OP_NETWORK_REMOVE"
@@ -188,7 +196,7 @@ class LUNetworkRemove(_OneNetworkLU):
 
 
 @register
-class LUNetworkSetParams(_OneNetworkLU):
+class LUNetworkSetParams(_OneNetworkLU[OpNetworkSetParams]):
     """Change a network's gateway, IPv6 subnet and gateway, MAC prefix and
     external reservations (never its IPv4 subnet nor instance reservations)."""
 
@@ -272,7 +280,7 @@ def _format_conflicts(conflicts: list[tuple[str, list[tuple[int, str | None]]]])
                      for name, details in conflicts)
 
 
-class _GroupNetworkLU(_OneNetworkLU):
+class _GroupNetworkLU(_OneNetworkLU[_GroupOpT]):
     """Connect/disconnect: the group exclusively, its instances shared."""
 
     def expand_names(self) -> None:
@@ -317,7 +325,7 @@ class _GroupNetworkLU(_OneNetworkLU):
 
 
 @register
-class LUNetworkConnect(_GroupNetworkLU):
+class LUNetworkConnect(_GroupNetworkLU[OpNetworkConnect]):
     """Connect a network to a node group with the NIC mode, link and vlan
     its NICs in that group inherit."""
 
@@ -358,7 +366,7 @@ class LUNetworkConnect(_GroupNetworkLU):
 
 
 @register
-class LUNetworkDisconnect(_GroupNetworkLU):
+class LUNetworkDisconnect(_GroupNetworkLU[OpNetworkDisconnect]):
     """Disconnect a network from a node group; refused while an instance
     there has a NIC on it."""
 

@@ -148,6 +148,15 @@ def check_ganeti_gnt_network(tools: GanetiTools) -> None:
     tools.ok("gnt-network", "modify", "--mac-prefix=aa:40:00", "--add-reserved-ips=10.40.0.5", "gnet")
     out = tools.ok("gnt-network", "list", "--no-headers", "--separator=|", "-o", "mac_prefix,map", "gnet")
     assert out == "aa:40:00|XX...X.X\n", out
+    # Ganeti's gnt-instance: a NIC on the network, its address from the pool
+    tools.ok("gnt-instance", "add", "-t", "diskless", "-o", "noop", "-n", N2, "--no-name-check", "--no-ip-check",
+             "--no-start", "-B", "memory=64", "--net", "0:network=gnet,ip=pool", "gweb.test")
+    info = tools.ok("gnt-network", "info", "gnet")
+    assert "  used by 1 instances:\n    gweb.test: 0:10.40.0.2\n" in info, info
+    out = tools.ok("gnt-instance", "list", "--no-headers", "--separator=|", "-o", "nic.ip/0,nic.mode/0,nic.link/0",
+                   "gweb.test")
+    assert out == "10.40.0.2|bridged|br40\n", out
+    tools.ok("gnt-instance", "remove", "-f", "gweb.test")
     tools.ok("gnt-network", "add-tags", "gnet", "gtag")
     assert tools.ok("gnt-network", "list-tags", "gnet") == "gtag\n"
     tools.ok("gnt-network", "remove-tags", "gnet", "gtag")

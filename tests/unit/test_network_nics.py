@@ -84,6 +84,7 @@ class NicNetworkTests(InstanceTestCase):
         self.ok(op("SET_PARAMS", nics=[["modify", 0, {"network": "net1", "ip": "pool"}]]))
         (nic,) = self.instance().nics
         self.assertEqual((nic.ip, nic.nicparams["mode"]), ("10.9.0.2", "routed"))
+        self.assertTrue(nic.mac.startswith("aa:11:22:"), "a new MAC under the network's prefix: %s" % nic.mac)
         self.assertEqual(self.net().reservations, "00100000")
         self.ok(op("SET_PARAMS", nics=[["modify", 0, {"ip": "10.9.0.6"}]]))
         self.assertEqual(self.net().reservations, "00000010")
