@@ -8,6 +8,8 @@ from typing import Any
 
 from ganeti import errors
 from ganeti import network as netpool
+from ganeti.cmdlib import instance_networks as inetworks
+from ganeti.jobs import model
 from ganeti.objects import Network
 from tests.unit.instance_fakes import N2, FakeNodes, cluster
 from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
@@ -94,3 +96,34 @@ class NicNetworkTests(InstanceTestCase):
         self.assertEqual(self.net().reservations, "00100000")
         self.assertEqual(netpool.Pool.of(self.net()).free_count(), 4)
         self.assertEqual(self.cfg().find_instance(WEB).nics[0].ip, "10.9.0.2")
+
+    def test_parallel_creations_get_distinct_addresses(self) -> None:
+        """Creations on different nodes draw from one pool at once: each ends with its own
+        address (one that lost a race draws again), and the pool lists exactly theirs."""
+        self.ok({"OP_ID": "OP_NETWORK_ADD", "network_name": "big", "network": "10.11.0.0/24"})
+        self.ok({"OP_ID": "OP_NETWORK_CONNECT", "network_name": "big", "group_name": "default",
+                 "network_mode": "bridged", "network_link": "br1"})
+        nodes = sorted(n.name for n in self.cfg().nodes.values())
+        draws: list[dict[int, str]] = []
+        draw = inetworks.draw_pool_ips
+
+        def counting(*args: Any, **kwargs: Any) -> dict[int, str]:
+            draws.append(draw(*args, **kwargs))
+            return draws[-1]
+
+        self.patch(inetworks, "draw_pool_ips", counting)
+        runs = [self.env.start(700 + i, [create("p%02d.example.test" % i, pnode=nodes[i % len(nodes)],
+                                                nics=[{"network": "big", "ip": "pool"}])],
+                               settle=False, rpc_factory=lambda: self.rpc) for i in range(6)]
+        self.env.settle()
+        for _ in range(1000):
+            if all(r.done.called for r in runs):
+                break
+            self.env.advance(0.25)
+        self.assertEqual([r.ops[0].status for r in runs], [model.SUCCESS] * 6, [r.ops[0].result for r in runs])
+        cfg = self.cfg()
+        ips = sorted(i.nics[0].ip for i in cfg.instances.values())
+        self.assertEqual(ips, ["10.11.0.%d" % n for n in range(1, 7)])
+        (big,) = [n for n in cfg.networks.values() if n.name == "big"]
+        self.assertEqual(big.reservations, "0" + "1" * 6 + "0" * 249)
+        self.assertGreater(len(draws), 6, "some creation lost a race and drew again")
