@@ -59,38 +59,6 @@ def parse_network(cidr: Any) -> ipaddress.IPv4Network:
     return net
 
 
-def valid_ipv4(address: Any) -> bool:
-    try:
-        ipaddress.IPv4Address(address)
-    except (ipaddress.AddressValueError, ValueError, TypeError):
-        return False
-    return True
-
-
-def valid_ipv6(address: Any) -> bool:
-    try:
-        ipaddress.IPv6Address(address)
-    except (ipaddress.AddressValueError, ValueError, TypeError):
-        return False
-    return True
-
-
-def valid_ipv6_network(cidr: Any) -> bool:
-    try:
-        ipaddress.IPv6Network(cidr)
-    except (ipaddress.AddressValueError, ipaddress.NetmaskValueError, ValueError, TypeError):
-        return False
-    return True
-
-
-def valid_ipv4_network(cidr: Any) -> bool:
-    try:
-        ipaddress.IPv4Network(cidr)
-    except (ipaddress.AddressValueError, ipaddress.NetmaskValueError, ValueError, TypeError):
-        return False
-    return True
-
-
 def normalize_mac_prefix(prefix: str) -> str:
     """C{prefix} as three lower-case octets C{aa:bb:cc}.
 
