@@ -30,6 +30,7 @@ GNT_TOOLS = (
     ("gnt-group", "ganeti.client.gnt_group"),
     ("gnt-instance", "ganeti.client.gnt_instance"),
     ("gnt-job", "ganeti.client.gnt_job"),
+    ("gnt-network", "ganeti.client.gnt_network"),
     ("gnt-node", "ganeti.client.gnt_node"),
     ("gnt-os", "ganeti.client.gnt_os"),
     ("gnt-storage", "ganeti.client.gnt_storage"),

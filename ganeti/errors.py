@@ -50,6 +50,13 @@ class MacInUse(ConfigurationError):
     """
 
 
+class IpInUse(ConfigurationError):
+    """A NIC's IP address is already taken in its network's pool by another NIC.
+
+    Its own error so that a creator drawing from the pool can draw again.
+    """
+
+
 class ConfigVerifyError(ConfigurationError):
     """A change would leave the configuration inconsistent.
 

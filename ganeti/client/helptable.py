@@ -83,6 +83,20 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
              'list-fields': 'Lists all available fields for jobs',
              'wait': 'Wait for a job to finish',
              'watch': 'Follows a job and prints its output as it arrives'},
+ 'gnt-network': {'add': 'Add a new IP network to the cluster',
+                 'add-tags': 'Add tags to the given network',
+                 'connect': 'Map a given network to the specified node group with given mode and link '
+                            '(netparams)',
+                 'disconnect': 'Unmap a given network from a specified node group',
+                 'info': 'Show information about the network(s)',
+                 'list': 'Lists the IP networks in the cluster. The available fields can be shown using the '
+                         '"list-fields" command (see the man page for details). The default list is (in '
+                         'order): name, network, gateway, mac_prefix, group_list, tags.',
+                 'list-fields': 'Lists all available fields for networks',
+                 'list-tags': 'List the tags of the given network',
+                 'modify': 'Alters the parameters of a network',
+                 'remove': 'Remove an (empty) network from the cluster',
+                 'remove-tags': 'Remove tags from the given network'},
  'gnt-node': {'add': 'Add a node to the cluster',
               'add-tags': 'Add tags to the given node',
               'evacuate': 'Move the primary and/or secondary instances off a node',

@@ -28,6 +28,7 @@ TOOLS = {
     "gnt-group": "ganeti.client.gnt_group",
     "gnt-instance": "ganeti.client.gnt_instance",
     "gnt-job": "ganeti.client.gnt_job",
+    "gnt-network": "ganeti.client.gnt_network",
     "gnt-node": "ganeti.client.gnt_node",
     "gnt-os": "ganeti.client.gnt_os",
     "gnt-storage": "ganeti.client.gnt_storage",
@@ -113,6 +114,10 @@ def gnt_instance() -> int:
 
 def gnt_job() -> int:
     return launch("gnt-job")
+
+
+def gnt_network() -> int:
+    return launch("gnt-network")
 
 
 def gnt_node() -> int:

@@ -45,7 +45,17 @@ from typing import Any
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, backup, backup_remote, ext_disks, hostcheck, names, rbd_disks, transfer
+from ganeti.cmdlib import (
+    allocator,
+    backup,
+    backup_remote,
+    ext_disks,
+    hostcheck,
+    instance_networks,
+    names,
+    rbd_disks,
+    transfer,
+)
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -63,7 +73,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.tags import TagError, validate_tag
-from ganeti.errors import MacInUse
+from ganeti.errors import IpInUse, MacInUse
 from ganeti.objects import NIC, ConfigData, Disk, Instance, new_uuid
 from ganeti.opcodes.typed import OpCode, OpInstanceCreate, OpInstanceRemove
 from ganeti.rpc import instances as rpc_inst
@@ -318,6 +328,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             raise errors.OpPrereqError("Disk adoption is not possible with an allocator", errors.ECODE_INVAL)
         if not self.allocating:
             pnode = op.pnode_uuid or ""
+            self.nics = instance_networks.fill_nics(cfg, self.nics, pnode, op.conflicts_check)
             if self.template == iu.DT_RBD:  # refuse bad rbd parameters before anything happens
                 rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
             iu.check_node_online(cfg, pnode)
@@ -429,14 +440,19 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def _make_nics(self) -> list[NIC]:
         used = params.used_macs(self.cfg)
         used.update(n["mac"] for n in self.nics)
+        drawn = instance_networks.draw_pool_ips(self.cfg, self._pool_nics())
         nics = []
-        for nic in self.nics:
+        for index, nic in enumerate(self.nics):
             mac = nic["mac"]
             if mac in (params.MAC_AUTO, params.MAC_GENERATE):
                 mac = params.generate_mac(params.mac_prefix(self.cfg, nic.get("network")), used)
-            nics.append(NIC(mac=mac, ip=nic.get("ip"), network=nic.get("network"), name=nic.get("name"),
-                            nicparams=dict(nic["nicparams"]), uuid=new_uuid()))
+            nics.append(NIC(mac=mac, ip=drawn.get(index, nic.get("ip")), network=nic.get("network"),
+                            name=nic.get("name"), nicparams=dict(nic["nicparams"]), uuid=new_uuid()))
         return nics
+
+    def _pool_nics(self) -> dict[int, str]:
+        """NIC index -> network of the NICs with C{ip=pool}."""
+        return {i: n["network"] for i, n in enumerate(self.nics) if n.get("ip") == instance_networks.IP_POOL}
 
     async def _add_to_config(self, inst: Instance, disks: list[Disk]) -> Instance:
         """Add C{inst}; draw new automatic MACs when a parallel creation took them."""
@@ -450,8 +466,18 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                     raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None
                 self.cfg = await self.ctx.wconfd.read_config()
                 fresh = self._make_nics()
-                nics = [new if auto else old for old, new, auto in zip(inst.nics, fresh, automatic)]
+                nics = [attrs.evolve(old, mac=new.mac) if auto else old
+                        for old, new, auto in zip(inst.nics, fresh, automatic)]
                 inst = attrs.evolve(inst, nics=nics)
+            except IpInUse as e:
+                # a parallel creation took a pool address first: draw again
+                pooled = self._pool_nics()
+                if not pooled or attempt == MAC_ATTEMPTS - 1:
+                    raise errors.OpPrereqError("%s" % e, errors.ECODE_NOTUNIQUE) from None
+                self.cfg = await self.ctx.wconfd.read_config()
+                drawn = instance_networks.draw_pool_ips(self.cfg, pooled)
+                inst = attrs.evolve(inst, nics=[attrs.evolve(n, ip=drawn[i]) if i in drawn else n
+                                                for i, n in enumerate(inst.nics)])
         raise errors.ProgrammerError("unreachable")  # pragma: no cover
 
     async def _allocate_port(self, inst: Instance) -> Instance:
@@ -478,6 +504,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             await self._narrow_locks(pnode)
         else:
             pnode = op.pnode_uuid or ""
+        self.nics = instance_networks.fill_nics(self.cfg, self.nics, pnode, op.conflicts_check)
         if op.os_type:
             await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
         await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
@@ -487,6 +514,11 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                                             iu.instance_memory(self.cfg, inst), self.hypervisor)
         inst = await self._allocate_port(inst)
         inst = await self._add_to_config(inst, disks)
+        for index, nic in enumerate(inst.nics):
+            if self.nics[index].get("ip") == instance_networks.IP_POOL:
+                await self.log_info("Chose IP %s from network %s", nic.ip,
+                                    self.cfg.networks[nic.network or ""].name if nic.network in self.cfg.networks
+                                    else nic.network)
         created: list[Disk] = []
         started = False
         try:

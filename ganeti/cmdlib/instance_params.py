@@ -367,7 +367,7 @@ def check_nic(cfg: ConfigData, params: Any, index: int, modify: bool = False) ->
         if ip is None or (isinstance(ip, str) and ip.lower() in ("none", "")):
             out["ip"] = None
         elif isinstance(ip, str) and ip.lower() == "pool":
-            raise _invalid("NIC %d: IP pools need networks with address pools, which are not supported" % index)
+            out["ip"] = "pool"  # drawn from the network's pool once the node is known
         else:
             try:
                 out["ip"] = str(ipaddress.ip_address(ip))
@@ -410,6 +410,10 @@ def check_nic(cfg: ConfigData, params: Any, index: int, modify: bool = False) ->
         if vlan and not _VLAN_RE.match(vlan):
             raise _invalid("NIC %d: invalid vlan %r" % (index, vlan))
         nicparams["vlan"] = vlan
+    if out.get("network") and ("mode" in nicparams or "link" in nicparams):
+        raise _invalid("NIC %d: if network is given, no mode or link is allowed to be passed" % index)
+    if not modify and out.get("ip") == "pool" and not out.get("network"):
+        raise _invalid("NIC %d: if ip=pool, parameter network must be passed too" % index)
     if nicparams or not modify:
         out["nicparams"] = nicparams
     return out

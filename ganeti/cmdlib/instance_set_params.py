@@ -47,14 +47,16 @@ from typing import Any
 import attrs
 
 from ganeti import errors
+from ganeti import network as netpool
 from ganeti.cmdlib import disk_attach, ext_disks, rbd_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
+from ganeti.cmdlib import instance_networks as inetworks
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
-from ganeti.errors import MacInUse
+from ganeti.errors import IpInUse, MacInUse
 from ganeti.objects import NIC, Disk, Instance, new_uuid
 from ganeti.opcodes.typed import OpInstanceSetParams
 from ganeti.rpc import instances as rpc_inst
@@ -167,6 +169,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 iu.check_node_online(cfg, self.pnode)
         self._plan_disks()
         self._plan_nics()
+        self._plan_nic_networks()
 
     def _plan_disks(self) -> None:
         """The instance's disks after the modifications (pure)."""
@@ -337,6 +340,45 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                     else:
                         self.nic_changes.append(["nic.%s/%d" % (key, position), value])
         self.nics = nics
+
+    def _plan_nic_networks(self) -> None:
+        """The planned NICs on networks: the connection's parameters when the
+        network changes, addresses checked, C{ip=pool} drawn (see
+        L{ganeti.cmdlib.instance_networks})."""
+        cfg, inst, op = self.cfg, self.instance, self.op
+        before = {n.uuid: n for n in inst.nics}
+        own = netpool.nic_addresses(inst.nics)
+        self.pool_nics: dict[int, str] = {}
+        nics: list[NIC] = []
+        used = params.used_macs(cfg, skip_instance=inst.uuid)
+        used.update(params.normalize_mac(n.mac) for n in self.nics if n.mac)
+        for index, nic in enumerate(self.nics):
+            old = before.get(nic.uuid)
+            network = nic.network
+            if old is not None and old.network != network and nic.mac == old.mac \
+                    and params.mac_prefix(cfg, old.network) != params.mac_prefix(cfg, network):
+                # as Ganeti: a NIC moving to a network with another MAC prefix gets a new MAC
+                nic = attrs.evolve(nic, mac=params.generate_mac(params.mac_prefix(cfg, network), used))
+                self.auto_macs.append(nic.uuid or "")
+                self.nic_changes.append(["nic.mac/%d" % index, nic.mac])
+            if network:
+                if old is None or old.network != network:
+                    nic = attrs.evolve(nic, nicparams=inetworks.group_netparams(cfg, network, self.pnode))
+                if nic.ip == inetworks.IP_POOL:
+                    self.pool_nics[index] = network
+                elif nic.ip and (old is None or (old.network, old.ip) != (network, nic.ip)):
+                    inetworks.check_explicit_ip(cfg, network, nic.ip, op.conflicts_check, index, own)
+            elif nic.ip == inetworks.IP_POOL:
+                raise errors.OpPrereqError("NIC %d: if ip=pool, parameter network must be passed too" % index,
+                                           errors.ECODE_INVAL)
+            elif op.conflicts_check and (old is None or old.ip != nic.ip):
+                inetworks.check_conflicting_ip(cfg, nic.ip, self.pnode)
+            nics.append(nic)
+        self.nics = self._draw(nics)
+
+    def _draw(self, nics: list[NIC]) -> list[NIC]:
+        drawn = inetworks.draw_pool_ips(self.cfg, self.pool_nics)
+        return [attrs.evolve(n, ip=drawn[i]) if i in drawn else n for i, n in enumerate(nics)]
 
     def _mac(self, spec: dict[str, Any], used: set[str], nic_uuid: str | None) -> str:
         mac = spec["mac"]
@@ -518,4 +560,10 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 new = attrs.evolve(new, nics=[
                     attrs.evolve(n, mac=params.generate_mac(params.mac_prefix(self.cfg, n.network), used))
                     if n.uuid in auto else n for n in new.nics])
+            except IpInUse as e:
+                # a parallel job took a pool address first: draw again
+                if not self.pool_nics or attempt == MAC_ATTEMPTS - 1:
+                    raise errors.OpPrereqError("%s" % e, errors.ECODE_NOTUNIQUE) from None
+                self.cfg = await self.ctx.wconfd.read_config()
+                new = attrs.evolve(new, nics=self._draw(list(new.nics)))
         raise errors.ProgrammerError("unreachable")  # pragma: no cover

@@ -348,5 +348,5 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         return await self._legacy("group", names, fields, use_locking)
 
     async def luxi_QueryNetworks(self, names: list[str], fields: list[str], use_locking: bool) -> list[Row]:
-        """Refused by the query engine as an unknown resource until networks are queryable."""
+        """Rows of network fields (Ganeti's C{QueryNetworks})."""
         return await self._legacy("network", names, fields, use_locking)

@@ -9,7 +9,8 @@ imports only L{ganeti.opcodes.base}:
   - L{ganeti.opcodes.cluster}: the cluster, tags, node groups, OSes, nodes;
   - L{ganeti.opcodes.instance}: instances (and the node opcodes that move them);
   - L{ganeti.opcodes.verify}: group verify, verify-disks, repair-disk-sizes;
-  - L{ganeti.opcodes.backup}: exports, imports and instance moves.
+  - L{ganeti.opcodes.backup}: exports, imports and instance moves;
+  - L{ganeti.opcodes.network}: networks (add, remove, modify, connect, disconnect).
 
 Importing this package registers every family, in that order, and
 re-exports the names of L{ganeti.opcodes.base}, L{ganeti.opcodes.test} and
@@ -112,6 +113,7 @@ from ganeti.opcodes.cluster import (
     os_names,
 )
 from ganeti.opcodes import instance, verify, backup  # noqa: F401  (registration)
+from ganeti.opcodes import network  # noqa: F401  (registration)
 
 # isort: on
 

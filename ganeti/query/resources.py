@@ -40,6 +40,7 @@ from ganeti.query.fields import (
 )
 from ganeti.query.filters import FILTER_RESOURCE
 from ganeti.query.instance import INSTANCE_FIELDS, find_instance, instances
+from ganeti.query.network import NETWORK_RESOURCE
 
 # --- nodes ---------------------------------------------------------------------
 
@@ -578,4 +579,5 @@ RESOURCES: dict[str, Resource] = {
     "lock": Resource("lock", "Lock", LOCK_FIELDS, _locks, _never, namefield=None),
     "export": Resource("export", "Export", EXPORT_FIELDS, _exports, _never, namefield=None),
     "filter": FILTER_RESOURCE,
+    "network": NETWORK_RESOURCE,
 }

@@ -16,7 +16,7 @@ from ganeti import errors, opcodes
 from ganeti.luxi import methods
 from ganeti.querydefs import QR_VIA_RAPI, RS_NORMAL
 from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, Encoded, route
-from ganeti.rapi.http import HttpError, bad_request, not_found, not_implemented
+from ganeti.rapi.http import HttpError, bad_request, not_found
 
 RAPI_VERSION = 2
 
@@ -60,23 +60,11 @@ TAG_OPS = {"PUT": ("OP_TAGS_SET",), "DELETE": ("OP_TAGS_DEL",)}
 LEGACY_QUERIES = {"instance": methods.QueryInstances, "node": methods.QueryNodes, "group": methods.QueryGroups}
 
 
-#: resources of Ganeti's query interface this cluster's does not have yet (501)
-UNIMPLEMENTED_QUERIES = frozenset({"network"})
-
-
-def check_implemented(resource: str) -> None:
-    """Answer 501 for a resource of L{UNIMPLEMENTED_QUERIES}."""
-    if resource in UNIMPLEMENTED_QUERIES:
-        raise not_implemented("Resource type '%s' is not implemented by this cluster yet" % resource)
-
-
 async def query(ctx: Context, resource: str, fields: list[str], names: list[str] | None = None) -> list[list[Any]]:
     """Rows of plain values (C{None} where a value is unavailable or unknown).
 
-    An unknown name fails with C{OpPrereqError} (C{unknown_entity}): 404;
-    a resource this cluster cannot query yet answers 501.
+    An unknown name fails with C{OpPrereqError} (C{unknown_entity}): 404.
     """
-    check_implemented(resource)
     method = LEGACY_QUERIES.get(resource)
     if method is not None:
         return await ctx.read(method.call([] if names is None else names, fields, False))
@@ -478,7 +466,6 @@ async def network_tags(ctx: Context, name: str) -> Any:
 def _query_resource(resource: str) -> str:
     if resource not in QR_VIA_RAPI:
         raise bad_request("Requested resource '%s' is not available through the query interface" % resource)
-    check_implemented(resource)
     return resource
 
 

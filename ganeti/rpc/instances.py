@@ -104,6 +104,9 @@ def encode_instance(
     default_nic = (cfg.cluster.nicparams or {}).get("default") or {}
     for nic in data.get("nics") or []:
         nic["nicparams"] = _merge(default_nic, nic.get("nicparams"))
+        network = cfg.networks.get(nic.get("network") or "")
+        if network is not None:  # as Ganeti: the NIC's network travels with it
+            nic["netinfo"] = network.to_dict()
     data["secondary_nodes"] = []
     data["disks_info"] = [disk_dict(cfg, d, inst) for d in (disks if disks is not None else instance_disks(cfg, inst))]
     return data

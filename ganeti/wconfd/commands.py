@@ -14,7 +14,7 @@ from twisted.protocols import amp
 
 from ganeti import errors, serializer
 from ganeti.locking import Owner
-from ganeti.wconfd.store import MacInUse, UnknownEntity
+from ganeti.wconfd.store import IpInUse, MacInUse, UnknownEntity
 
 CHUNK = 0xFFFF  # the largest value AMP allows
 
@@ -130,6 +130,7 @@ ERRORS: dict[type[Exception], bytes] = {
     BadArguments: b"BAD_ARGUMENTS",
     UnknownEntity: b"UNKNOWN_ENTITY",
     MacInUse: b"MAC_IN_USE",
+    IpInUse: b"IP_IN_USE",
     errors.PendingRequestError: b"PENDING_REQUEST",
     errors.LockError: b"LOCK_ERROR",
     errors.ConfigVerifyError: b"CONFIG_VERIFY_ERROR",

@@ -17,9 +17,10 @@ from typing import Any, Iterable, cast
 import attrs
 
 from ganeti import errors, serializer
+from ganeti import network as netpool
 from ganeti.config import verify as config_verify
-from ganeti.errors import MacInUse, UnknownEntity
-from ganeti.objects import KINDS, Cluster, ConfigData, ConfigObject, Disk, Instance, Node, new_uuid, now
+from ganeti.errors import IpInUse, MacInUse, UnknownEntity
+from ganeti.objects import KINDS, Cluster, ConfigData, ConfigObject, Disk, Instance, Network, Node, new_uuid, now
 
 #: kinds whose names must be unique, and that can be looked up by name
 NAMED = ("node", "nodegroup", "instance", "network")
@@ -260,16 +261,20 @@ class ConfigStore:
             raise errors.ConfigurationError("only instances come with disks")
         else:
             self._check(kind, stored, current)
+        pools = self._pool_changes(current, stored, when) if kind == "instance" else []
         self._bump(when)
         changes = [["disk", d.uuid, d.to_dict()] for d in new_disks]
         changes.append([kind, stored.uuid, stored.to_dict()])
         changes += [["disk", uuid, None] for uuid in dropped]
+        changes += [["network", n.uuid, n.to_dict()] for n in pools]
         record = {"s": self.serial_no, "t": when, "c": changes}
         for disk in new_disks:
             self._apply("disk", disk.uuid, disk)
         self._apply(kind, stored.uuid if kind != "cluster" else None, stored)
         for uuid in dropped:
             self._apply("disk", uuid, None)
+        for net in pools:
+            self._apply("network", net.uuid, net)
         return stored, record
 
     def add(self, kind: str, data: dict[str, Any], disks: Iterable[dict[str, Any]] = ()) -> tuple[Any, dict[str, Any]]:
@@ -293,11 +298,14 @@ class ConfigStore:
             if disk.uuid in self.maps["disk"]:
                 raise errors.ConfigurationError("disk uuid %s is already in use" % disk.uuid)
             self._check("disk", disk, None)
+        pools: list[Network] = []
         if kind == "instance":
             self._check_instance(obj, None, extra_disks={d.uuid for d in new_disks})
+            pools = self._pool_changes(None, obj, when)
         else:
             self._check(kind, obj, None)
         changes: list[tuple[str, Any]] = [("disk", d) for d in new_disks] + [(kind, obj)]
+        changes += [("network", n) for n in pools]
         record = self._record(when, changes)
         for change_kind, item in changes:
             self._apply(change_kind, item.uuid, item)
@@ -335,9 +343,13 @@ class ConfigStore:
         if kind == "instance":
             changes += [("disk", None) for _ in obj.disks]
             uuids += list(obj.disks)
-        record = {"s": self.serial_no + 1, "t": when, "c": [[k, u, None] for (k, _o), u in zip(changes, uuids)]}
-        for (change_kind, _none), item_uuid in zip(changes, uuids):
-            self._apply(change_kind, item_uuid, None)
+            for net in self._pool_changes(obj, None, when):
+                changes.append(("network", net))
+                uuids.append(net.uuid)
+        record = {"s": self.serial_no + 1, "t": when,
+                  "c": [[k, u, None if o is None else o.to_dict()] for (k, o), u in zip(changes, uuids)]}
+        for (change_kind, item), item_uuid in zip(changes, uuids):
+            self._apply(change_kind, item_uuid, item)
         self._bump(when)
         return obj, record
 
@@ -475,6 +487,55 @@ class ConfigStore:
         _raise_if(problems)
         self._check_macs(obj)
 
+    def _pool_changes(self, old: Instance | None, new: Instance | None, when: float) -> list[Network]:
+        """The networks whose instance pool changes when C{old} becomes C{new}
+        (either C{None}): addresses of NICs gone are released, new ones
+        reserved, as Ganeti's WConfD commits them with the instance.
+
+        @raise IpInUse: a new address is already used by another NIC.
+        @raise errors.ConfigVerifyError: a new address is outside its network.
+        """
+        before = netpool.nic_addresses(old.nics if old is not None else [])
+        after = netpool.nic_addresses(new.nics if new is not None else [])
+        if before == after:
+            return []
+        label = new.name if new is not None else old.name if old is not None else "?"
+        pools: dict[str, netpool.Pool] = {}
+
+        def pool_of(uuid: str) -> netpool.Pool | None:
+            if uuid not in pools:
+                net = self.maps["network"].get(uuid)
+                if net is None:
+                    return None
+                try:
+                    pools[uuid] = netpool.Pool.of(net)
+                except netpool.AddressPoolError:
+                    return None
+            return pools[uuid]
+
+        for uuid, ip in sorted(before - after):
+            pool = pool_of(uuid)
+            if pool is not None and pool.contains(ip) and pool.is_reserved(ip):
+                pool.release(ip)
+        for uuid, ip in sorted(after - before):
+            pool = pool_of(uuid)
+            if pool is None:
+                continue
+            name = self.maps["network"][uuid].name
+            if not pool.contains(ip):
+                raise errors.ConfigVerifyError("Configuration verification failed", [
+                    "instance %s: IP address %s is not in network %s (%s)" % (label, ip, name, pool.net)])
+            if pool.is_reserved(ip):
+                raise IpInUse("instance %s: IP address %s is already in use in network %s" % (label, ip, name))
+            pool.reserve(ip)
+        out = []
+        for uuid, pool in pools.items():
+            current = self.maps["network"][uuid]
+            changed = pool.apply(current)
+            if changed != current:
+                out.append(changed.touched(when))
+        return out
+
     def _check_macs(self, obj: Instance) -> None:
         """Every NIC MAC of C{obj} is its own (O(1) per NIC): else L{MacInUse}."""
         mine: set[str] = set()
@@ -530,4 +591,4 @@ def _raise_if(problems: list[str]) -> None:
         raise errors.ConfigVerifyError("Configuration verification failed", problems)
 
 
-__all__ = ["ConfigStore", "MacInUse", "UnknownEntity", "normalize_mac", "lock_name", "entity_lock_names", "Node", "Disk"]
+__all__ = ["ConfigStore", "IpInUse", "MacInUse", "UnknownEntity", "normalize_mac", "lock_name", "entity_lock_names", "Node", "Disk"]

@@ -272,6 +272,22 @@ class StartTests(KVMTestCase):
         self.assertEqual(self.node.qemu_of(self.kvm).commands(), ["query-status"])
         self.assertEqual(self.kvm.list_instances(), [NAME])
 
+    def test_routed_nic_gets_its_route_in_the_link_table(self) -> None:
+        """A routed NIC (e.g. on a network connected with mode=routed,link=100): its
+        tap up and, as Ganeti's kvm-ifup, its address routed to the tap in table 100."""
+        inst = Instance(name=NAME, uuid=UUID, hypervisor="kvm", beparams={"maxmem": 256},
+                        hvparams={"kvm_path": "/bin/sh"},
+                        nics=[NIC(mac="aa:00:00:11:22:34", ip="10.9.0.2", nicparams={"mode": "routed", "link": "100"}),
+                              NIC(mac="aa:00:00:11:22:35", nicparams={"mode": "routed", "link": "100"})])
+        self.successResultOf(self.drive(self.kvm.start_instance(inst, [], False)))
+        [(argv, _log)] = self.node.spawned
+        taps = [arg.split("ifname=")[1].split(",")[0] for arg in argv if "ifname=" in arg]
+        self.assertEqual(self.node.ran, [
+            ["ip", "link", "set", "dev", taps[0], "up"],
+            ["ip", "route", "replace", "10.9.0.2/32", "table", "100", "proto", "static", "dev", taps[0]],
+            ["ip", "link", "set", "dev", taps[1], "up"],
+        ])
+
     def test_accel_kvm_when_usable(self) -> None:
         hypervisor = kvm.KVMHypervisor(Paths(self.short_root()), self.clock, processes=self.node,
                                        connect=self.node.connect, host=FakeHost(), kvm_usable=True)

@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _enumerations() -> list[Any]:
     """Every value of the enumerations the opcode modules declare."""
     values: list[Any] = []
-    for module in (base, opcodes.test, opcodes.cluster, opcodes.instance, opcodes.verify, opcodes.backup):
+    for module in (base, opcodes.test, opcodes.cluster, opcodes.instance, opcodes.verify, opcodes.backup,
+                   opcodes.network):
         for name, value in vars(module).items():
             if name.isupper() and isinstance(value, tuple) and all(isinstance(v, (str, int)) for v in value):
                 values.extend(value)
@@ -54,7 +55,8 @@ def _enumerations() -> list[Any]:
 #: Values tried, in order, for each parameter: the first its type accepts is used.
 CANDIDATES: list[Any] = [
     "node1.example.test", 1, 0, 1.5, True, {}, [], ["node1.example.test"], [{}], {"default": {}},
-    [["add", {}]], [[1, ["success"]]], [["user", "text", 1]],
+    [["add", {}]], [[1, ["success"]]], [["user", "text", 1]], "192.0.2.0/24", "192.0.2.1", ["192.0.2.1"],
+    "2001:db8::/64", "2001:db8::1",
 ] + _enumerations()
 
 

@@ -130,10 +130,30 @@ def test_every_field_definition_is_well_formed():
             assert fdef.title and fdef.doc
 
 
+def with_network(config: ConfigData) -> ConfigData:
+    """C{config} with a network connected to its first group and used by a NIC of its first instance."""
+    from ganeti.network import Pool
+    from ganeti.objects import Network
+
+    net = Network(name="net1", network="192.0.2.0/28", gateway="192.0.2.1", uuid="net-uuid-1", serial_no=1,
+                  ctime=1.0, mtime=1.0)
+    pool = Pool.initialize(net)
+    pool.reserve("192.0.2.2")
+    net = pool.apply(net)
+    group = sorted(config.nodegroups.values(), key=lambda g: g.name or "")[0]
+    group = attrs.evolve(group, networks={net.uuid: {"mode": "bridged", "link": "br0", "vlan": ""}})
+    inst = sorted(config.instances.values(), key=lambda i: i.name or "")[0]
+    nics = [attrs.evolve(inst.nics[0], ip="192.0.2.2", network=net.uuid)] + list(inst.nics[1:])
+    return attrs.evolve(config, networks={net.uuid: net},
+                        nodegroups=dict(config.nodegroups, **{group.uuid: group}),
+                        instances=dict(config.instances, **{inst.uuid: attrs.evolve(inst, nics=nics)}))
+
+
 def test_every_field_evaluates(ctx):
     """No getter crashes on the real config: each cell has a valid status."""
     locks = [[["cluster/BGL", [[[1, "/l", 1], "shared"]]]], []]
-    ctx = attrs.evolve(ctx, locks=locks, live=dict(ctx.live or {}, exports=[["node1.example.test", "web1"]]))
+    ctx = attrs.evolve(ctx, locks=locks, live=dict(ctx.live or {}, exports=[["node1.example.test", "web1"]]),
+                       config=with_network(ctx.config))
     rule = {"uuid": "f1", "watermark": 3, "priority": 0, "predicates": [], "action": "PAUSE", "reason_trail": []}
     ctx = attrs.evolve(ctx, config=attrs.evolve(ctx.config, filters={"f1": rule}))
     for name, resource in RESOURCES.items():

@@ -206,12 +206,6 @@ class ReadTests(RapiTestCase):
         self.ok("PUT", "/2/instances/inst1.test/shutdown?no-remember=1&dry-run=1", user=JACK)
         self.assertEqual(self.luxi.calls[-1][0], "SubmitJob")
 
-    def test_unimplemented_query_resources_answer_501(self) -> None:
-        for path in ("/2/networks", "/2/networks?bulk=1", "/2/networks/net1", "/2/query/network?fields=name"):
-            _, body = self.error(501, "GET", path, headers=auth(*JACK))
-            self.assertIn("is not implemented by this cluster yet", body["message"], path)
-        self.assertNotIn("Query", self.luxi.methods())
-
     def test_luxid_down_then_back(self) -> None:
         self.luxi.down = True
         _, body = self.error(502, "GET", "/2/info")

@@ -325,7 +325,8 @@ class KVMHypervisor:
             if mode != "routed" and not link:
                 raise hv.HypervisorError("NIC %d of %s: mode %s needs a link" % (index, instance.name, mode))
             result.append({"mac": getattr(nic, "mac", None), "mode": mode, "link": link,
-                           "tap": self._tap(uuid, index), "uuid": getattr(nic, "uuid", None)})
+                           "ip": getattr(nic, "ip", None), "tap": self._tap(uuid, index),
+                           "uuid": getattr(nic, "uuid", None)})
         return result
 
     def _new_record(self, instance: Any, disks: list[list[str]], paused: bool, accel: str) -> dict[str, Any]:
@@ -423,6 +424,10 @@ class KVMHypervisor:
                 commands.append(["ip", "link", "set", "dev", tap, "master", link, "up"])
             else:
                 commands.append(["ip", "link", "set", "dev", tap, "up"])
+                if nic.get("ip") and link:
+                    # as Ganeti's kvm-ifup: the NIC's address routed to its tap in the link's routing table
+                    commands.append(["ip", "route", "replace", "%s/32" % nic["ip"], "table", link, "proto", "static",
+                                     "dev", tap])
             for argv in commands:
                 code, output = await self._processes.run(argv)
                 if code != 0:
@@ -650,7 +655,7 @@ class KVMHypervisor:
         nics = []
         for index, nic in enumerate(info.get("nics") or []):
             nics.append({"mac": nic.get("mac"), "mode": nic.get("mode") or "bridged",
-                         "link": nic.get("link") or "", "tap": self._tap(uuid, index)})
+                         "link": nic.get("link") or "", "ip": nic.get("ip"), "tap": self._tap(uuid, index)})
         record = {
             "name": name, "uuid": uuid, "memory": info.get("memory") or hv.instance_memory(instance),
             "vcpus": info.get("vcpus") or hv.instance_vcpus(instance), "hvparams": dict(info["hvparams"]),

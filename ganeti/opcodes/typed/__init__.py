@@ -59,6 +59,13 @@ from ganeti.opcodes.typed.instance import (
     OpNodeEvacuate,
     OpNodeMigrate,
 )
+from ganeti.opcodes.typed.network import (
+    OpNetworkAdd,
+    OpNetworkConnect,
+    OpNetworkDisconnect,
+    OpNetworkRemove,
+    OpNetworkSetParams,
+)
 from ganeti.opcodes.typed.test import (
     OpTestAllocator,
     OpTestDelay,
@@ -111,6 +118,11 @@ CLASSES: dict[str, type[OpCode]] = {
     OpInstanceSetParams.OP_ID: OpInstanceSetParams,
     OpInstanceShutdown.OP_ID: OpInstanceShutdown,
     OpInstanceStartup.OP_ID: OpInstanceStartup,
+    OpNetworkAdd.OP_ID: OpNetworkAdd,
+    OpNetworkConnect.OP_ID: OpNetworkConnect,
+    OpNetworkDisconnect.OP_ID: OpNetworkDisconnect,
+    OpNetworkRemove.OP_ID: OpNetworkRemove,
+    OpNetworkSetParams.OP_ID: OpNetworkSetParams,
     OpNodeAdd.OP_ID: OpNodeAdd,
     OpNodeEvacuate.OP_ID: OpNodeEvacuate,
     OpNodeMigrate.OP_ID: OpNodeMigrate,
@@ -174,6 +186,11 @@ __all__ = [
     "OpInstanceSetParams",
     "OpInstanceShutdown",
     "OpInstanceStartup",
+    "OpNetworkAdd",
+    "OpNetworkConnect",
+    "OpNetworkDisconnect",
+    "OpNetworkRemove",
+    "OpNetworkSetParams",
     "OpNodeAdd",
     "OpNodeEvacuate",
     "OpNodeMigrate",
