@@ -280,7 +280,7 @@ async def node_states(lu: LogicalUnit[OpCode], uuids: Sequence[str], hypervisor:
             continue
         states.append(NodeState(
             uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-            free_disk=res.storage_free.get(template), total_disk=res.storage_size.get(template),
+            free_disk=res.storage_of(template)[0], total_disk=res.storage_of(template)[1],
             total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
             reserved_cpus=res.cpu_dom0 or 0))
     return states
