@@ -79,3 +79,15 @@ def test_a_moves_figures_are_of_its_instances_template() -> None:
     assert disk_template_of(cfg, [cfg.instances["a"]]) == "rbd"
     cfg = attrs.evolve(cfg, cluster=attrs.evolve(cfg.cluster, enabled_disk_templates=["ext", "rbd"]))
     assert disk_template_of(cfg, [cfg.instances["a"], cfg.instances["b"]]) == "ext"
+
+
+def test_a_template_the_policy_refuses_gets_a_hint() -> None:
+    from ganeti.cmdlib import allocator
+
+    cfg = config()
+    policy = dict(cfg.cluster.ipolicy or {}, **{"disk-templates": ["file", "diskless"]})
+    cfg = attrs.evolve(cfg, cluster=attrs.evolve(cfg.cluster, ipolicy=policy))
+    hint = allocator.policy_hint(cfg, "rbd")
+    assert hint is not None and "disk template rbd" in hint and "(file, diskless)" in hint
+    assert "gnt-group modify --ipolicy-disk-templates" in hint
+    assert allocator.policy_hint(cfg, "file") is None and allocator.policy_hint(cfg, None) is None
