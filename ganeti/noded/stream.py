@@ -604,7 +604,8 @@ class ScriptSource:
         self._log_fd, self.log_path = log_fd, log_path
         self._fd = -1
         self._child: Child | None = None
-        self._device, self._pipe = device, None
+        self._device = device
+        self._pipe: DevicePipe | None = None
         self._lock = threading.Lock()
         self._killed = False
 
@@ -617,7 +618,8 @@ class ScriptSource:
             widen_pipe(read_fd)
             null_fd = _devnull()
             try:
-                env, passed = self._env, ()
+                env = self._env
+                passed: tuple[int, ...] = ()
                 if self._device is not None:
                     self._pipe = self._device[1]()
                     env = dict(env, **{self._device[0]: self._pipe.device()})

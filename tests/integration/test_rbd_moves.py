@@ -194,3 +194,54 @@ async def test_rbd_and_ext_export_import(root, ceph):
             assert ceph.images() == []
         finally:
             release(volumes)
+
+
+@pytest_twisted.ensureDeferred
+async def test_verify_checks_rbd_ext_and_blockdev_disks(root, ceph):
+    """gnt-cluster verify asks the primary about each rbd image, ext volume
+    and adopted block device: all there, it passes; an image removed behind
+    the cluster's back, an ext volume gone and an adopted device of another
+    size are errors of their instances."""
+    import subprocess
+
+    from tests.bench.bench_extstorage import release
+
+    volumes, adopted = tempfile.mkdtemp(prefix="gntvfx"), tempfile.mkdtemp(prefix="gntvfb")
+    loop = None
+    async with LoopbackCluster(reactor, root, loopback_config(2), prefix="gntvf") as cluster:
+        try:
+            for paths in cluster.roots:
+                ceph.install_client(paths.root)
+            master = cluster.master
+            ok(master, "gnt-cluster", "modify", "--enabled-disk-templates", "rbd,ext,blockdev,diskless",
+               "-D", "rbd:pool=%s,access=userspace" % ceph.pool)
+            backing = os.path.join(adopted, "disk")
+            with open(backing, "wb") as handle:
+                handle.truncate(48 * 1024 * 1024)
+            loop = subprocess.run(["losetup", "--find", "--show", backing], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+            for name, disk in (("vrbd", ("-t", "rbd", "--disk", "0:size=64M")),
+                               ("vext", ("-t", "ext", "--disk", "0:size=32M,provider=loopback,dir=%s" % volumes)),
+                               ("vblk", ("-t", "blockdev", "--disk", "0:adopt=%s" % loop))):
+                await in_thread(ok, master, *ADD, *disk, "-n", N1, name)
+            await cluster.until(lambda: gnt(master, "gnt-cluster", "verify").returncode == 0, timeout=90)
+
+            (image,) = ceph.images()
+            ceph.rbd("rm", "--no-progress", "%s/%s" % (ceph.pool, image))
+            (volume,) = [n for n in os.listdir(volumes) if n.endswith(".ext.disk0")]
+            release(volumes)                                  # its loop device detached, its file gone
+            with open(backing, "r+b") as handle:
+                handle.truncate(40 * 1024 * 1024)
+            subprocess.run(["losetup", "-c", loop], check=True)  # the adopted device shrinks to 40 MiB
+            done = await in_thread(gnt, master, "gnt-cluster", "verify")
+            text = done.stdout + done.stderr
+            assert done.returncode != 0, text
+            assert "disk/0 (rbd image %s/%s) missing or unreachable on node %s" % (ceph.pool, image, N1) in text
+            assert "disk/0 (ext volume %s (provider loopback)) missing or unreachable" % volume in text, text
+            assert "disk/0 (block device %s) on node %s is 40 MiB, the configuration says 48 MiB" % (loop, N1) in text
+            assert "vrbd" in text and "vext" in text and "vblk" in text
+        finally:
+            if loop:
+                subprocess.run(["losetup", "-d", loop], check=False)
+            release(volumes)
+            release(adopted)
