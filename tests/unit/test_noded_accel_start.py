@@ -65,7 +65,7 @@ class ProbeAtStartTests(SynchronousTestCase):
         def broken(binary: str) -> Any:
             raise RuntimeError("qemu is missing")
 
-        self.instances.kvm.node_accel = broken  # type: ignore[method-assign]
+        self.instances.kvm.node_accel = broken
         d = accel_start.probe_at_start(self.paths, self.instances)
         assert d is not None
         self.assertIsNone(self.successResultOf(d))
