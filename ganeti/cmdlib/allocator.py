@@ -215,12 +215,37 @@ async def choose_node(cfg: ConfigData, name: str, executable: str, request: iall
     @raise errors.OpPrereqError: it failed (C{ECODE_NORES}), or answered
         something else or a node not among C{usable} (C{ECODE_FAULT})
     """
-    result = await run_request(cfg, name, executable, request, nodes, reactor)
+    try:
+        result = await run_request(cfg, name, executable, request, nodes, reactor)
+    except errors.OpPrereqError as exc:
+        hint = policy_hint(cfg, getattr(request, "disk_template", None))
+        if hint is None or "FailDisk" not in str(exc.args[0] if exc.args else exc):
+            raise
+        raise errors.OpPrereqError("%s; %s" % (exc.args[0], hint), errors.ECODE_NORES) from None
     chosen = iallocator.node_names(name, result, required)[0]
     if chosen not in usable:
         raise errors.OpPrereqError("Allocator '%s' chose node %s, which is not among the usable ones (%s)"
                                    % (name, chosen, ", ".join(sorted(usable))), errors.ECODE_FAULT)
     return usable[chosen]
+
+
+def policy_hint(cfg: ConfigData, template: str | None) -> str | None:
+    """Why an allocator like hail refuses every node with "FailDisk" when
+    C{template} is not among the disk templates the instance policy of the
+    node groups allows (Ganeti's init restricts it to the templates enabled
+    then), or C{None}."""
+    if not template:
+        return None
+    refusing = []
+    for group in sorted(cfg.nodegroups.values(), key=lambda g: g.name or ""):
+        policy = iallocator.filled_ipolicy(dict(cfg.cluster.ipolicy or {}), group.ipolicy)
+        allowed = policy.get("disk-templates")
+        if isinstance(allowed, list) and template not in allowed:
+            refusing.append("%s (%s)" % (group.name, ", ".join(allowed) or "none"))
+    if not refusing:
+        return None
+    return ("the instance policy does not allow disk template %s in node group(s) %s: allow it with"
+            " gnt-group modify --ipolicy-disk-templates" % (template, "; ".join(refusing)))
 
 
 async def run_external(name: str, executable: str, data: dict[str, Any], reactor: Any = None,
@@ -280,7 +305,7 @@ async def node_states(lu: LogicalUnit[OpCode], uuids: Sequence[str], hypervisor:
             continue
         states.append(NodeState(
             uuid, name, free_memory=res.memory_free, total_memory=res.memory_total,
-            free_disk=res.storage_free.get(template), total_disk=res.storage_size.get(template),
+            free_disk=res.storage_of(template)[0], total_disk=res.storage_of(template)[1],
             total_cpus=res.cpu_total, instances=counts.get(uuid, 0), reserved_memory=res.memory_dom0 or 0,
             reserved_cpus=res.cpu_dom0 or 0))
     return states

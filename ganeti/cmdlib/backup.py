@@ -10,8 +10,15 @@ C{export} script on I's primary node and streamed to N
 (C{compression = none}, as Ganeti 3.0 writes); C{compress} only applies on
 the wire.
 
-File disks have no snapshots: as in Ganeti, an instance marked up that is
-not removed afterwards is exported only with C{shutdown} and C{long_sleep}
+Templates: file, sharedfile, ext and rbd.  rbd disks are exported from
+snapshots (C{blockdev_snapshot}, C{rbd snap create}; Ganeti 3.0.2 has
+none for rbd): the instance may keep running (C{shutdown} false), or, as
+Ganeti does with snapshots, is stopped only while they are taken and
+started again before the copy; the OS's export script reads the snapshot
+through C{rbd export} (L{ganeti.noded.stream.DevicePipe}) and the
+snapshots are removed afterwards, also on failure.  File and ext disks
+have no snapshots here: as in Ganeti, an instance marked up that is not
+removed afterwards is exported only with C{shutdown} and C{long_sleep}
 (it stays stopped for the whole copy, then starts again).
 
 An export is written into C{I.new} and renamed into place only when every
@@ -66,6 +73,9 @@ NIC_PARAMS = ("mode", "link", "vlan")
 HV_GLOBALS = ("migration_port", "migration_bandwidth", "migration_mode")
 #: timeout of the export RPCs that only touch directories
 TMO_EXPORT = 300
+#: the templates whose disks are exported: through the OS's export script,
+#: rbd images from snapshots (ours: Ganeti 3.0.2 has no rbd snapshots)
+EXPORTABLE = (iu.DT_FILE, iu.DT_SHARED_FILE, iu.DT_RBD, iu.DT_EXT)
 
 
 class _CaseParser(configparser.RawConfigParser):
@@ -407,13 +417,15 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
             self.key, self.dest_cert, self.targets = backup_remote.check_export(self, op, len(self.disks))
         if not self.disks:
             raise errors.OpPrereqError("Instance %s has no disks to export" % self.instance.name, errors.ECODE_INVAL)
-        if self.instance.disk_template not in (iu.DT_FILE, iu.DT_SHARED_FILE):
+        if self.instance.disk_template not in EXPORTABLE:
             raise errors.OpPrereqError("Cannot export disk template %s" % self.instance.disk_template,
                                        errors.ECODE_INVAL)
-        # Ganeti's rule: an instance marked up that stays (not removed) would be
-        # exported from a snapshot; file disks have none, so it must be stopped
-        # for the whole copy, which the caller allows with long_sleep
-        if self.instance.admin_state == iu.ADMIN_UP and not op.remove_instance:
+        # rbd disks are exported from snapshots (Ganeti 3.0.2 has none for rbd)
+        self.snapshots = not self.remote and all(d.dev_type == iu.DT_RBD for d in self.disks)
+        # Ganeti's rule: an instance marked up that stays (not removed) is
+        # exported from a snapshot; without one it must be stopped for the
+        # whole copy, which the caller allows with long_sleep
+        if self.instance.admin_state == iu.ADMIN_UP and not op.remove_instance and not self.snapshots:
             if not op.shutdown:
                 raise errors.OpPrereqError("Not all disks could be snapshotted, and you requested a live export;"
                                            " aborting", errors.ECODE_STATE)
@@ -427,16 +439,26 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         src = inst.primary_node or ""
         was_up = inst.admin_state == iu.ADMIN_UP
         running = await iu.instance_info(self, inst) is not None
-        if running and not op.shutdown:
-            raise errors.OpExecError("Instance %s is running and shutdown is false: file disks cannot be"
+        if running and not op.shutdown and not self.snapshots:
+            raise errors.OpExecError("Instance %s is running and shutdown is false: its disks cannot be"
                                      " snapshotted, so a consistent export needs the instance stopped" % inst.name)
-        if running:
+        if running and op.shutdown:
             await self.feedback("Shutting down instance %s" % inst.name)
             await iu.shutdown_instance_on(self, inst, src, op.shutdown_timeout)
+        restart = running and op.shutdown and was_up and not op.remove_instance
+        snapshots: list[str | None] = [None] * len(self.disks)
         try:
-            finalized, results = await (self._export_remote() if self.remote else self._export_local())
+            if self.snapshots:
+                # as Ganeti: snapshot, start the instance again, copy from the snapshots
+                snapshots = await self._snapshot()
+                if restart:
+                    restart = False
+                    await self.feedback("Starting instance %s" % inst.name)
+                    await iu.start_instance_on(self, inst, src)
+            finalized, results = await (self._export_remote() if self.remote else self._export_local(snapshots))
         finally:
-            if running and was_up and not op.remove_instance:
+            await self._remove_snapshots(snapshots)
+            if restart:
                 await self.feedback("Starting instance %s" % inst.name)
                 await iu.start_instance_on(self, inst, src)
         if op.remove_instance:
@@ -453,9 +475,40 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
             await iu.call_node_result(self, src, procedures.x509_cert_remove.call(self.key))
         return True, results
 
-    async def _export_local(self) -> tuple[bool, list[bool]]:
-        """The disks to the target node's export directory, finalized there; a
-        failure discards the partial export."""
+    async def _snapshot(self) -> list[str | None]:
+        """A snapshot of every disk on the primary node (rbd: C{rbd snap
+        create}); their names.  One failing removes those already made."""
+        inst, src = self.instance, self.instance.primary_node or ""
+        name = "ganeti-export-%d" % int(self.ctx.clock.seconds())
+        made: list[str | None] = []
+        try:
+            for index, disk in enumerate(self.disks):
+                await self.feedback("Creating a snapshot of disk/%d on node %s" % (index, iu.node_name(self.cfg, src)))
+                answer = await iu.call_node(self, src, procedures.blockdev_snapshot.call(
+                    rpc_inst.disk_dict(self.cfg, disk, inst), name, None),
+                    what="snapshot disk/%d of instance %s" % (index, inst.name))
+                made.append(str(answer[1]) if isinstance(answer, list) and len(answer) == 2 else name)
+        except Exception:
+            await self._remove_snapshots(made)
+            raise
+        return made
+
+    async def _remove_snapshots(self, snapshots: list[str | None]) -> None:
+        """Remove the snapshots L{_snapshot} made (a failure is a warning)."""
+        inst, src = self.instance, self.instance.primary_node or ""
+        for index, (disk, snap) in enumerate(zip(self.disks, snapshots)):
+            if snap is None:
+                continue
+            await self.feedback("Removing the snapshot of disk/%d" % index)
+            result = await iu.call_node_result(self, src, procedures.blockdev_snapshot_remove.call(
+                rpc_inst.disk_dict(self.cfg, disk, inst), snap))
+            if result.failed:
+                await self.log_warning("Could not remove snapshot %s of disk/%d of instance %s: %s", snap, index,
+                                       inst.name, result.fail_msg)
+
+    async def _export_local(self, snapshots: list[str | None]) -> tuple[bool, list[bool]]:
+        """The disks (or their snapshots) to the target node's export
+        directory, finalized there; a failure discards the partial export."""
         op, inst, src = self.op, self.instance, self.instance.primary_node or ""
         dst = op.target_node_uuid or ""
         results: list[bool] = []
@@ -465,9 +518,11 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
             data = rpc_inst.encode_instance(self.cfg, inst)
             for index, disk in enumerate(self.disks):
                 await self.feedback("Exporting disk/%d to node %s" % (index, op.target_node))
+                source: dict[str, Any] = {"type": "os", "instance": data, "index": index}
+                if snapshots[index] is not None:
+                    source["snapshot"] = snapshots[index]
                 await transfer.transfer(
-                    self, "disk/%d" % index,
-                    transfer.Endpoint(src, {"type": "os", "instance": data, "index": index}),
+                    self, "disk/%d" % index, transfer.Endpoint(src, source),
                     transfer.Endpoint(dst, {"type": "file", "export": inst.name, "file": disk.uuid}),
                     op.compress, (disk.size or 0) * 1024 * 1024)
                 results.append(True)

@@ -38,7 +38,7 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
-from ganeti.cmdlib.instance_migration import node_states, uuid_of
+from ganeti.cmdlib.instance_migration import disk_template_of, node_states, uuid_of
 from ganeti.cmdlib.instance_utils import ADMIN_UP, DT_FILE, expand_instance, instance_memory, node_name
 from ganeti.cmdlib.node_evacuation import plan_evacuation
 from ganeti.jobs.lifecycle import ResultWithJobs
@@ -115,7 +115,8 @@ class _LUGroupMoves(LogicalUnit[_LUGroupMovesOpT]):
         if wanted and wanted not in (allocator.BUILTIN, allocator.HAIL):
             await self.log_info("Allocator %s places new instances only; the built-in one chooses the nodes",
                                 wanted)
-        states = await node_states(self, self.candidates, [i.hypervisor or "" for i in instances])
+        states = await node_states(self, self.candidates, [i.hypervisor or "" for i in instances],
+                                   disk_template_of(self.cfg, instances))
         items = [(inst, instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in instances]
         placed, homeless = plan_evacuation(cfg, items, states)
         if homeless:

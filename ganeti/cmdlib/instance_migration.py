@@ -183,15 +183,26 @@ def possible_targets(cfg: ConfigData, source_uuid: str | None, exclude: Iterable
     )
 
 
-async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node],
-                      hypervisors: Iterable[str]) -> list[allocator.NodeState]:
+def disk_template_of(cfg: ConfigData, instances: Iterable[Instance]) -> str:
+    """The disk template whose storage figures the allocator input of a move
+    carries: the instances' one, else (mixed) the cluster's first enabled one
+    among theirs, as Ganeti's input has figures of one template."""
+    templates = list(dict.fromkeys(i.disk_template or DT_DISKLESS for i in instances))
+    if len(templates) == 1:
+        return templates[0]
+    enabled = [t for t in cfg.cluster.enabled_disk_templates or [] if t in templates]
+    return (enabled or templates or [DT_DISKLESS])[0]
+
+
+async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node], hypervisors: Iterable[str],
+                      template: str = DT_DISKLESS) -> list[allocator.NodeState]:
     """The allocator's view of C{nodes} (C{node_info} once per hypervisor;
-    the least free memory counts)."""
+    the least free memory counts), with the storage figures of C{template}."""
     counts = primary_counts(lu.cfg)
     states = {uuid_of(n): allocator.NodeState(uuid_of(n), n.name or "", instances=counts.get(uuid_of(n), 0))
               for n in nodes}
-    for hv in sorted(set(hypervisors)):
-        answers = await node_resources(lu, list(states), hv)
+    for number, hv in enumerate(sorted(set(hypervisors))):
+        answers = await node_resources(lu, list(states), hv, [template] if number == 0 else [])
         for uuid, state in states.items():
             res = answers.get(uuid)
             if state.error is not None:
@@ -200,9 +211,13 @@ async def node_states(lu: LogicalUnit[OpCode], nodes: list[Node],
                 states[uuid] = attrs.evolve(state, error=str(res))
             elif res.memory_free is not None:
                 free = res.memory_free if state.free_memory is None else min(state.free_memory, res.memory_free)
+                free_disk, total_disk = res.storage_of(template)
+                if number > 0:
+                    free_disk, total_disk = state.free_disk, state.total_disk
                 states[uuid] = attrs.evolve(state, free_memory=free, total_memory=res.memory_total,
                                             total_cpus=res.cpu_total, reserved_memory=res.memory_dom0 or 0,
-                                            reserved_cpus=res.cpu_dom0 or 0)
+                                            reserved_cpus=res.cpu_dom0 or 0, free_disk=free_disk,
+                                            total_disk=total_disk)
     return list(states.values())
 
 
@@ -227,7 +242,7 @@ async def choose_target(lu: LogicalUnit[OpInstanceFailover | OpInstanceMigrate],
         )
     name, executable = allocator.resolve(lu.op.iallocator, lu.cfg.cluster.default_iallocator,
                                          allocator.root_of(lu))
-    states = await node_states(lu, candidates, [inst.hypervisor or ""])
+    states = await node_states(lu, candidates, [inst.hypervisor or ""], disk_template_of(lu.cfg, [inst]))
     if executable is not None:
         request = iallocator.RelocateRequest(inst.name or "", [node_name(lu.cfg, inst.primary_node)])
         chosen = await allocator.choose_node(lu.cfg, name, executable, request, states,
@@ -500,6 +515,7 @@ class LUInstanceMigrate(_LUInstanceMove[OpInstanceMigrate]):
                                      what="get the migration status of instance %s" % inst.name)
             state = status.get("status") if isinstance(status, dict) else None
             if state == MIGRATION_COMPLETED:
+                await self.feedback_completed(status)
                 return
             if state not in MIGRATION_ACTIVE:
                 detail = status.get("info") or status.get("error") if isinstance(status, dict) else None
@@ -513,6 +529,21 @@ class LUInstanceMigrate(_LUInstanceMove[OpInstanceMigrate]):
                 if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
                     await self.feedback("* memory transfer progress: %.2f %%" % (100.0 * done / total))
             await self.ctx.sleep(MIGRATION_POLL_INTERVAL)
+
+    async def feedback_completed(self, status: dict[str, Any]) -> None:
+        """Tell the hypervisor's own figures of a completed migration, when it gives them
+        (kvm: qemu's C{query-migrate}: the guest's downtime, the memory sent, the time)."""
+        downtime = status.get("downtime_ms")
+        if not isinstance(downtime, int) or isinstance(downtime, bool):
+            return
+        parts = ["downtime %d ms" % downtime]
+        sent = status.get("transferred_ram")
+        if isinstance(sent, int) and not isinstance(sent, bool):
+            parts.append("%.1f MiB of memory sent" % (sent / 1048576.0))
+        took = status.get("total_time_ms")
+        if isinstance(took, int) and not isinstance(took, bool):
+            parts.append("in %.2f s" % (took / 1000.0))
+        await self.feedback("* migration completed: %s" % ", ".join(parts))
 
     async def abort(self, source: Node, target: Node, data: dict[str, Any], info: Any, source_too: bool) -> None:
         """Roll back: finalize the target (and the source) with success=false."""

@@ -181,7 +181,8 @@ def instance_vcpus(cfg: ConfigData, inst: Instance) -> int:
 class NodeResources:
     """What C{node_info} says about one node (MiB; C{None}: not reported).
 
-    @ivar storage_free: C{{template: free MiB}} for the storage units asked
+    @ivar storage_free: C{{storage type: free MiB}} for the storage units asked
+        (L{STORAGE_TYPE} maps a template to its type; see L{storage_of})
     """
 
     memory_total: int | None = None
@@ -191,18 +192,41 @@ class NodeResources:
     #: the node's own memory and CPUs (the hypervisor's C{memory_dom0}, C{cpu_dom0})
     memory_dom0: int | None = None
     cpu_dom0: int | None = None
-    #: C{{template: total MiB}} for the storage units asked
+    #: C{{storage type: total MiB}} for the storage units asked
     storage_size: dict[str, int] = attrs.Factory(dict)
+
+    def storage_of(self, template: str) -> tuple[int | None, int | None]:
+        """C{(free, total)} MiB of the storage of C{template} (C{None}: not reported)."""
+        kind = STORAGE_TYPE.get(template, template)
+        return self.storage_free.get(kind), self.storage_size.get(kind)
+
+
+#: the storage type of each disk template (Ganeti's MAP_DISK_TEMPLATE_STORAGE_TYPE)
+STORAGE_TYPE = {"plain": "lvm-vg", "drbd": "lvm-vg", "file": "file", "sharedfile": "sharedfile",
+                "gluster": "gluster", "rbd": "rados", "ext": "ext", "blockdev": "blockdev", "diskless": "diskless"}
+
+
+def rbd_pool(cfg: ConfigData) -> str:
+    """The pool of the cluster's rbd disk parameters."""
+    from ganeti import rbd_params
+
+    pool = ((cfg.cluster.diskparams or {}).get(DT_RBD) or {}).get(rbd_params.PARAM_POOL)
+    return str(pool or rbd_params.DEFAULTS[rbd_params.PARAM_POOL])
 
 
 def storage_units(cfg: ConfigData, templates: Iterable[str]) -> list[list[Any]]:
-    """C{node_info}'s storage units for the file templates among C{templates}."""
+    """C{node_info}'s storage units for the templates among C{templates}
+    whose space the nodes report: the file storage directories and, unlike
+    Ganeti 3.0 (whose iallocator input says 0 for them), the rbd pool
+    (C{rados}, from C{ceph df})."""
     units = []
-    for template in templates:
+    for template in dict.fromkeys(templates):
         if template == DT_FILE and cfg.cluster.file_storage_dir:
             units.append([DT_FILE, cfg.cluster.file_storage_dir, []])
         elif template == DT_SHARED_FILE and cfg.cluster.shared_file_storage_dir:
             units.append([DT_SHARED_FILE, cfg.cluster.shared_file_storage_dir, []])
+        elif template == DT_RBD:
+            units.append([STORAGE_TYPE[DT_RBD], rbd_pool(cfg), []])
     return units
 
 

@@ -34,6 +34,7 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.instance_migration import (
+    disk_template_of,
     local_disk_problem,
     move_request,
     node_states,
@@ -269,7 +270,8 @@ class LUNodeEvacuate(_LUNodeJobs[OpNodeEvacuate]):
             )
         name, executable = allocator.resolve(self.op.iallocator, cfg.cluster.default_iallocator,
                                              allocator.root_of(self))
-        states = await node_states(self, candidates, [inst.hypervisor or "" for inst in self.to_move])
+        states = await node_states(self, candidates, [inst.hypervisor or "" for inst in self.to_move],
+                                   disk_template_of(self.cfg, self.to_move))
         if executable is not None:
             return await self.external_targets(name, executable, candidates, states)
         wanted = [(inst, instance_memory(cfg, inst), inst.admin_state == ADMIN_UP) for inst in self.to_move]

@@ -15,15 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti import errors
-from ganeti import rbd_params as rbd
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.opcodes.typed import OpNodeQueryStorage
 from ganeti.rpc import procedures
 
 #: the storage type of each disk template (Ganeti's MAP_DISK_TEMPLATE_STORAGE_TYPE)
-STORAGE_TYPE = {"plain": "lvm-vg", "drbd": "lvm-vg", "file": "file", "sharedfile": "sharedfile",
-                "gluster": "gluster", "rbd": "rados", "ext": "ext", "blockdev": "blockdev", "diskless": "diskless"}
+STORAGE_TYPE = iu.STORAGE_TYPE
 #: the types whose units the nodes list here
 REPORTED = ("file", "sharedfile", "rados")
 FIELDS = ("node", "type", "name", "size", "used", "free", "allocatable")
@@ -73,8 +71,7 @@ class LUNodeQueryStorage(LogicalUnit[OpNodeQueryStorage]):
     def _key(self) -> str:
         cluster = self.cfg.cluster
         if self.storage_type == "rados":
-            pool = ((cluster.diskparams or {}).get("rbd") or {}).get(rbd.PARAM_POOL) or rbd.DEFAULTS[rbd.PARAM_POOL]
-            return str(pool)
+            return iu.rbd_pool(self.cfg)
         directory = cluster.file_storage_dir if self.storage_type == "file" else cluster.shared_file_storage_dir
         if not directory:
             raise errors.OpPrereqError("The cluster has no %s storage directory" % self.storage_type,

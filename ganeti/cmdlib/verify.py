@@ -44,6 +44,7 @@ from ganeti.cmdlib.instance_params import HV_TYPES
 from ganeti.cmdlib.liveness_verify import verify_liveness
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes.typed import OpClusterVerify, OpClusterVerifyGroup, OpGroupVerifyDisks
+from ganeti.rpc import instances as rpc_inst
 from ganeti.rpc import procedures, wire
 
 _GroupLocksOpT = TypeVar("_GroupLocksOpT", bound=OpClusterVerifyGroup | OpGroupVerifyDisks, covariant=True)
@@ -191,6 +192,7 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         for node in online:
             await self._check_node(node, results[node.name], GANETI_RELEASE)
         await self._check_instances(online, results)
+        await self._check_remote_disks(online)
         await verify_liveness(self, self._node_error, [n.name or "" for n in online])
         offline = len(members) - len(online)
         if offline:
@@ -211,6 +213,34 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         problems = verify_instances.running_problems(self.cfg, lists) + problems
         for problem in problems:
             await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
+
+    async def _check_remote_disks(self, online: list[Node]) -> None:
+        """The rbd images, ext volumes and adopted block devices of the group's
+        instances, asked of their primary nodes (C{blockdev_getdimensions})."""
+        cfg = self.cfg
+        wanted = verify_instances.remote_disk_checks(cfg, group_instances(cfg, self.group_uuid), online)
+        if not wanted:
+            return
+        await self.feedback("* Verifying the rbd, ext and blockdev disks")
+        nodes = {uuid: cfg.nodes[uuid] for uuid in sorted(wanted)}
+        instances = {i.name: i for i in cfg.instances.values()}
+        results = await self.ctx.rpc().run(
+            {n.name: address(n) for n in nodes.values()},
+            procedures.blockdev_getdimensions.call([]).within(VERIFY_TIMEOUT),
+            per_node={n.name: procedures.blockdev_getdimensions.call(
+                [rpc_inst.disk_dict(cfg, e.disk, instances.get(e.instance)) for e in wanted[u]]).within(VERIFY_TIMEOUT)
+                for u, n in nodes.items()},
+        )
+        for uuid, node in nodes.items():
+            result = results[node.name]
+            problems = verify_instances.remote_disk_problems(
+                cfg, node, wanted[uuid], None if result.failed else result.payload,
+                (result.fail_msg or "failed") if result.failed else None)
+            for problem in problems:
+                if problem.kind == "node":
+                    await self._node_error(CV_ENODERPC, problem.item, problem.message)
+                else:
+                    await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
 
     async def _check_node(self, node: Node, result: Any, release: str) -> None:
         """The checks of one online node of the group, from its

@@ -186,3 +186,73 @@ def running_problems(cfg: ConfigData, answers: dict[str, Any]) -> list[Problem]:
                 problems.append(Problem("instance", CV_EINSTANCEWRONGNODE, name,
                                         "instance should not run on node %s" % node_name))
     return problems
+
+
+# --- disks of the shared templates that live outside the nodes (rbd, ext, blockdev) ---------
+
+#: the templates whose disks L{remote_disk_checks} asks the primary node about
+REMOTE_TEMPLATES = ("rbd", "ext", "blockdev")
+MIB = 1024 * 1024
+
+
+@attrs.frozen
+class RemoteDisk:
+    """One disk a primary node must reach: its instance, label and record."""
+
+    instance: str
+    label: str
+    disk: Disk
+
+    def describe(self) -> str:
+        """C{rbd image POOL/NAME}, C{ext volume NAME (provider P)}, C{block device PATH}."""
+        lid = list(self.disk.logical_id or [])
+        name = str(lid[1]) if len(lid) > 1 else "?"
+        params = self.disk.params or {}
+        if self.disk.dev_type == "rbd":
+            return "rbd image %s/%s" % (params.get("pool") or "rbd", name)
+        if self.disk.dev_type == "ext":
+            return "ext volume %s (provider %s)" % (name, params.get("provider") or (lid[0] if lid else "?"))
+        return "block device %s" % name
+
+
+def remote_disk_checks(cfg: ConfigData, instances: Iterable[Any],
+                       online: Iterable[Node]) -> dict[str, list[RemoteDisk]]:
+    """C{{primary node uuid: [RemoteDisk, ...]}}: the rbd, ext and blockdev
+    disks of C{instances} whose primary node is among C{online} (each is
+    asked C{blockdev_getdimensions} for its disks)."""
+    nodes = {n.uuid for n in online if n.vm_capable is not False}
+    wanted: dict[str, list[RemoteDisk]] = {}
+    for inst in sorted(instances, key=lambda i: i.name or ""):
+        if inst.primary_node not in nodes:
+            continue
+        for index, uuid in enumerate(inst.disks if isinstance(inst.disks, list) else []):
+            disk = cfg.disks.get(uuid)
+            if disk is None or disk.dev_type not in REMOTE_TEMPLATES:
+                continue
+            wanted.setdefault(inst.primary_node, []).append(RemoteDisk(inst.name or "", _disk_label(disk, index),
+                                                                       disk))
+    return wanted
+
+
+def remote_disk_problems(cfg: ConfigData, node: Node, entries: list[RemoteDisk], answer: Any,
+                         failure: str | None) -> list[Problem]:
+    """The problems in C{node}'s C{blockdev_getdimensions} answer for C{entries}:
+    a disk it cannot find is an error of its instance (missing), one whose size
+    differs from the configuration's too (faulty); no answer is a node error."""
+    name = node.name or node.uuid or "?"
+    if failure is not None or not isinstance(answer, list) or len(answer) != len(entries):
+        why = failure or "invalid answer %.100r" % (answer,)
+        return [Problem("node", "ENODERPC", name, "cannot check the rbd/ext/blockdev disks of its instances: %s"
+                        % why)]
+    problems = []
+    for entry, dimensions in zip(entries, answer):
+        size = dimensions[0] if isinstance(dimensions, list) and dimensions else None
+        if not isinstance(size, int) or isinstance(size, bool):
+            problems.append(Problem("instance", CV_EINSTANCEMISSINGDISK, entry.instance,
+                                    "disk %s (%s) missing or unreachable on node %s"
+                                    % (entry.label, entry.describe(), name)))
+        elif isinstance(entry.disk.size, int) and size // MIB != entry.disk.size:
+            problems.append(Problem("instance", CV_EINSTANCEFAULTYDISK, entry.instance,
+                                    "disk %s (%s) on node %s is %d MiB, the configuration says %d MiB"
+                                    % (entry.label, entry.describe(), name, size // MIB, entry.disk.size)))
+    return problems

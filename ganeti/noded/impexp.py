@@ -295,8 +295,13 @@ class ImpExpProcedures:
         except stream.StreamError as exc:
             raise RpcFailure(str(exc)) from None
 
-    def _os_io(self, io: dict[str, Any], script: str) -> tuple[str, dict[str, str], str, int, str]:
-        """The script, environment, directory and log (fd, path) of an OS import/export."""
+    def _os_io(self, io: dict[str, Any], script: str) -> tuple[str, dict[str, str], str, int, str,
+                                                               stream.DeviceSpec | None]:
+        """The script, environment, directory, log (fd, path) of an OS
+        import/export, and for an rbd disk the pipe the script sees as its
+        device (L{stream.DevicePipe}: the node has no device for a userspace
+        image); an export reads the snapshot C{io["snapshot"]} if given."""
+        from ganeti.noded import rbd as rbd_disks
         from ganeti.noded.instances import decode
 
         instance, disks = decode(io.get("instance"))
@@ -313,8 +318,23 @@ class ImpExpProcedures:
         prefix = "EXPORT" if script == osapi.SCRIPT_EXPORT else "IMPORT"
         extra = {prefix + "_DEVICE": disk_paths[index][1], prefix + "_INDEX": "%d" % index}
         env = osapi.script_environment(definition, variant, instance, disk_paths, 0, extra)
+        snapshot = io.get("snapshot")
+        _check(snapshot is None or isinstance(snapshot, str), "snapshot must be a name")
+        disk = disk_paths[index][0]
+        _check(snapshot is None or rbd_disks.is_rbd(disk), "Only rbd disks are exported from snapshots here")
         log_path, log_fd = osapi.open_log(self.paths.os_log_dir, script, instance.os or "", instance.name or "")
-        return executable, env, definition.path, log_fd, log_path
+        device: stream.DeviceSpec | None = None
+        if rbd_disks.is_rbd(disk):
+            try:
+                if script == osapi.SCRIPT_EXPORT:
+                    factory = self._instances.rbd.export_pipe(disk, snapshot, log_fd)
+                else:
+                    factory = self._instances.rbd.import_pipe(disk, log_fd)
+            except BaseException:
+                os.close(log_fd)
+                raise
+            device = (prefix + "_DEVICE", factory)
+        return executable, env, definition.path, log_fd, log_path, device
 
     def _disk_path(self, io: dict[str, Any]) -> str:
         """The path on this node of the existing file disk C{io["disk"]}."""
@@ -341,8 +361,8 @@ class ImpExpProcedures:
             return (lambda: stream.DiskSink(path)), "into disk %s" % path
         if io.get("type") == "os":
             def make() -> Any:
-                script, env, cwd, log_fd, log_path = self._os_io(io, osapi.SCRIPT_IMPORT)
-                return stream.ScriptSink(script, env, cwd, log_fd, log_path)
+                script, env, cwd, log_fd, log_path, device = self._os_io(io, osapi.SCRIPT_IMPORT)
+                return stream.ScriptSink(script, env, cwd, log_fd, log_path, device)
 
             return make, "into the import script (disk %s)" % io.get("index")
         raise RpcFailure("Unknown destination type %r" % (io.get("type"),))
@@ -364,8 +384,8 @@ class ImpExpProcedures:
             except OSError as exc:
                 raise RpcFailure("Cannot read %s: %s" % (path, exc.strerror)) from None
         if io.get("type") == "os":
-            script, env, cwd, log_fd, log_path = self._os_io(io, osapi.SCRIPT_EXPORT)
-            return stream.ScriptSource(script, env, cwd, log_fd, log_path), \
+            script, env, cwd, log_fd, log_path, device = self._os_io(io, osapi.SCRIPT_EXPORT)
+            return stream.ScriptSource(script, env, cwd, log_fd, log_path, device), \
                 "from the export script (disk %s)" % io.get("index")
         raise RpcFailure("Unknown source type %r" % (io.get("type"),))
 

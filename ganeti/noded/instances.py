@@ -489,6 +489,21 @@ class InstanceProcedures:
             raise RpcFailure("Cannot remove disk: %s" % exc) from None
         return None
 
+    @handler(procedures.blockdev_snapshot)
+    def blockdev_snapshot(self, disk: Any, snap_name: Any = None, snap_size: Any = None) -> list[str]:
+        """Snapshot an rbd disk (the only template with snapshots here)."""
+        record = decode_disk(disk)
+        _check(rbd_disks.is_rbd(record), "Disk template %s has no snapshots here" % record.dev_type)
+        _check(isinstance(snap_name, str) and bool(snap_name), "A snapshot needs a name")
+        return self.rbd.snapshot(record, snap_name)  # type: ignore[return-value]  # a coroutine: noded awaits it
+
+    @handler(procedures.blockdev_snapshot_remove)
+    def blockdev_snapshot_remove(self, disk: Any, snap_name: Any) -> None:
+        record = decode_disk(disk)
+        _check(rbd_disks.is_rbd(record), "Disk template %s has no snapshots here" % record.dev_type)
+        _check(isinstance(snap_name, str) and bool(snap_name), "A snapshot needs a name")
+        return self.rbd.snapshot_remove(record, snap_name)  # type: ignore[return-value]  # a coroutine
+
     @handler(procedures.blockdev_grow)
     def blockdev_grow(self, disk: Any, amount: Any, dryrun: Any = False, backingstore: Any = True,
                       exclusive_storage: Any = False) -> None:

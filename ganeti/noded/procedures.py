@@ -32,7 +32,7 @@ from ganeti.ha import elector
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master
+from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, storage_units
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -137,9 +137,25 @@ class NodeProcedures:
         for spec in hv_specs:
             _check(isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str),
                    "hypervisor spec must be [name, hvparams], not %.100r" % (spec,))
-        storage = [self._storage_info(unit) for unit in storage_units]
+        storage = [await self._rados_info(unit) if isinstance(unit, list) and unit[:1] == ["rados"]
+                   else self._storage_info(unit) for unit in storage_units]
         hv_info = [await self.instances.hypervisor_node_info(spec[0]) for spec in hv_specs]
         return [_boot_id(), storage, hv_info]
+
+    async def _rados_info(self, unit: list[Any]) -> dict[str, Any]:
+        """An rbd pool's space (C{ceph df}, as C{gnt-node list-storage -t rados});
+        without figures when Ceph does not answer, so the rest of C{node_info} stands."""
+        _check(len(unit) in (2, 3) and isinstance(unit[1], str), "storage unit must be [type, key, params], not %.100r"
+               % (unit,))
+        out: dict[str, Any] = {"type": "rados", "name": unit[1]}
+        try:
+            ((size, free),) = await storage_units.rados_units(self.instances.rbd.client, unit[1], None,
+                                                                ["size", "free"])
+        except RpcFailure as e:
+            self.log.warn("node_info: no figures for rados pool {pool}: {why}", pool=unit[1], why=e)
+            return out
+        out.update(storage_free=int(free), storage_size=int(size))
+        return out
 
     def _storage_info(self, unit: Any) -> dict[str, Any]:
         _check(isinstance(unit, list) and len(unit) in (2, 3) and isinstance(unit[0], str),

@@ -10,6 +10,8 @@ kernel's rbd support for C{kernelspace}) before it runs anything.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from ganeti.asyncutil import Network
@@ -18,6 +20,11 @@ from ganeti.noded.failure import RpcFailure
 from ganeti.objects import Disk
 
 MIB = 1024 * 1024
+
+
+def _helper_env() -> dict[str, str]:
+    """The environment of the rbd programs run outside the reactor."""
+    return {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LC_ALL": "C"}
 
 
 def is_rbd(disk: Disk) -> bool:
@@ -85,6 +92,67 @@ class RbdDisks:
         pool, image, _access = check(disk, "rbd disk")
         found = await self._do("Cannot look at rbd disk %s/%s" % (pool, image), self.client.info, pool, image)
         return None if found is None else [int(found["size"]), None]
+
+    # --- snapshots and the streams of exports and imports ------------------------------
+
+    async def snapshot(self, disk: Disk, name: str) -> list[str]:
+        """Snapshot the image as C{name}; Ganeti's C{[driver, name]} answer."""
+        pool, image, _access = check(disk, "Cannot snapshot rbd disk")
+        await self._do("Cannot snapshot rbd disk %s/%s" % (pool, image), self.client.snapshot, pool, image, name)
+        return [rbd.DRIVER, name]
+
+    async def snapshot_remove(self, disk: Disk, name: str) -> None:
+        pool, image, _access = check(disk, "Cannot remove a snapshot of rbd disk")
+        await self._do("Cannot remove snapshot %s of rbd disk %s/%s" % (name, pool, image),
+                       self.client.snapshot_remove, pool, image, name)
+
+    def export_pipe(self, disk: Disk, snapshot: str | None, stderr: int) -> Any:
+        """A factory of the L{stream.DevicePipe} an OS export script reads
+        the image (or its snapshot) from: C{rbd export ... -}."""
+        from ganeti.noded import stream
+
+        pool, image, _access = check(disk, "Cannot export rbd disk")
+        try:
+            argv = self.client.export_argv(pool, image, snapshot)
+        except rbd.RbdError as exc:
+            raise RpcFailure("Cannot export rbd disk %s/%s: %s" % (pool, image, exc)) from None
+        return lambda: stream.DevicePipe(argv, _helper_env(), stderr, script_reads=True)
+
+    def import_pipe(self, disk: Disk, stderr: int) -> Any:
+        """A factory of the L{stream.DevicePipe} an OS import script writes
+        the image through: C{rbd import -} into C{<image>.import}, which then
+        replaces the image (grown to the disk's size if the stream was
+        shorter), as Ganeti's rbd import recreates the image."""
+        import subprocess
+
+        from ganeti.noded import stream
+
+        pool, image, _access = check(disk, "Cannot import into rbd disk")
+        staging = image + ".import"
+        size = int(disk.size or 0)
+        client = self.client
+
+        def run(*args: str) -> str:
+            done = subprocess.run(client.argv(*args), capture_output=True, text=True, env=_helper_env(),
+                                  timeout=rbd.TIMEOUT)
+            if done.returncode != 0:
+                raise ValueError("rbd %s failed: %s" % (" ".join(args), (done.stderr or done.stdout).strip()[-500:]))
+            return done.stdout
+
+        def in_place() -> None:
+            run("rm", "--no-progress", "%s/%s" % (pool, image))
+            run("mv", "%s/%s" % (pool, staging), "%s/%s" % (pool, image))
+            info = json.loads(run("info", "--format", "json", "%s/%s" % (pool, image)))
+            if size and int(info["size"]) < size * MIB:
+                run("resize", "--no-progress", "--size", "%dM" % size, "%s/%s" % (pool, image))
+
+        def drop() -> None:
+            subprocess.run(client.argv("rm", "--no-progress", "%s/%s" % (pool, staging)), capture_output=True,
+                           env=_helper_env(), timeout=rbd.TIMEOUT)
+
+        argv = client.import_argv(pool, staging)
+        return lambda: stream.DevicePipe(argv, _helper_env(), stderr, script_reads=False, on_success=in_place,
+                                         on_failure=drop)
 
     def device(self, disk: Disk, what: str) -> str:
         """What the hypervisor opens: the librbd drive (userspace) or the

@@ -343,12 +343,14 @@ class Child:
     process group is always this script's.
     """
 
-    def __init__(self, script: str, env: dict[str, str], cwd: str, stdin: int, stdout: int, stderr: int) -> None:
+    def __init__(self, script: str, env: dict[str, str], cwd: str, stdin: int, stdout: int, stderr: int,
+                 argv: list[str] | None = None, pass_fds: tuple[int, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._reaped = False
         self._problem: str | None = None
-        self._proc = subprocess.Popen([script], executable=script, stdin=stdin, stdout=stdout, stderr=stderr,
-                                      env=env, cwd=cwd, start_new_session=True, close_fds=True)
+        self._proc = subprocess.Popen(argv or [script], executable=script, stdin=stdin, stdout=stdout,
+                                      stderr=stderr, env=env, cwd=cwd, start_new_session=True, close_fds=True,
+                                      pass_fds=pass_fds)
 
     def wait(self) -> str | None:
         """Wait for the end; see L{exit_problem}."""
@@ -367,6 +369,79 @@ class Child:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+class DevicePipe:
+    """A volume the OS script reads or writes as its device when the node has
+    no device for it (a userspace rbd image): a helper program at the other
+    end of a pipe, which the script sees as C{/dev/fd/N}.
+
+    Export (C{script_reads}): the helper (C{rbd export ... -}) writes the
+    volume's content into the pipe.  Import: the helper (C{rbd import - ...})
+    reads what the script writes; C{on_success} then runs (in the transfer's
+    thread) to put the imported volume in place, C{on_failure} to drop it.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], stderr: int, script_reads: bool,
+                 on_success: Callable[[], None] | None = None, on_failure: Callable[[], None] | None = None) -> None:
+        self.what = " ".join(argv[:1] + [a for a in argv[1:] if a in ("export", "import")])
+        self._on_success, self._on_failure = on_success, on_failure
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        null_fd = _devnull()
+        helper_fd, self.script_fd = (write_fd, read_fd) if script_reads else (read_fd, write_fd)
+        try:
+            if script_reads:
+                self._helper = Child(argv[0], env, "/", null_fd, helper_fd, stderr, argv=argv)
+            else:
+                self._helper = Child(argv[0], env, "/", helper_fd, stderr, stderr, argv=argv)
+        except BaseException:
+            os.close(self.script_fd)
+            raise
+        finally:
+            os.close(helper_fd)
+            os.close(null_fd)
+
+    def device(self) -> str:
+        """The path the script opens."""
+        return "/dev/fd/%d" % self.script_fd
+
+    def spawned(self) -> None:
+        """The script holds its end now: drop ours (so the helper sees the end)."""
+        if self.script_fd >= 0:
+            os.close(self.script_fd)
+            self.script_fd = -1
+
+    def finish(self) -> None:
+        """Wait for the helper; run the success step.
+        @raise StreamError: the helper or the step failed"""
+        self.spawned()
+        problem = self._helper.wait()
+        if problem is not None:
+            self.fail()
+            raise StreamError("%s failed (%s)" % (self.what, problem))
+        if self._on_success is not None:
+            try:
+                self._on_success()
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                self.fail()
+                raise StreamError("%s: %s" % (self.what, exc)) from None
+
+    def fail(self) -> None:
+        if self._on_failure is not None:
+            hook, self._on_failure = self._on_failure, None
+            try:
+                hook()
+            except (OSError, subprocess.SubprocessError, ValueError):
+                pass
+
+    def kill(self) -> None:
+        self.spawned()
+        self._helper.kill()
+        self._helper.wait()
+
+
+#: what makes a script's device pipe: C{(environment variable, factory)}
+DeviceSpec = tuple[str, Callable[[], DevicePipe]]
 
 
 def _devnull() -> int:
@@ -423,18 +498,30 @@ class DiskSink(FileSink):
 class ScriptSink:
     """Feeds the received data to an OS import script's stdin."""
 
-    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str) -> None:
+    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str,
+                 device: DeviceSpec | None = None) -> None:
         self.log_path = log_path
+        self._pipe: DevicePipe | None = None
         read_fd, self._fd = os.pipe2(os.O_CLOEXEC)
         widen_pipe(self._fd)
         try:
-            self._child = Child(script, env, cwd, read_fd, log_fd, log_fd)
+            passed: tuple[int, ...] = ()
+            if device is not None:
+                self._pipe = device[1]()
+                env = dict(env, **{device[0]: self._pipe.device()})
+                passed = (self._pipe.script_fd,)
+            self._child = Child(script, env, cwd, read_fd, log_fd, log_fd, pass_fds=passed)
         except BaseException:
             os.close(self._fd)
+            if self._pipe is not None:
+                self._pipe.kill()
+                self._pipe.fail()
             raise
         finally:
             os.close(read_fd)
             os.close(log_fd)
+            if self._pipe is not None:
+                self._pipe.spawned()
 
     def write(self, data: Any) -> None:
         try:
@@ -448,7 +535,13 @@ class ScriptSink:
         self._fd = -1
         problem = self._child.wait()
         if problem is not None:
+            if self._pipe is not None:
+                self._pipe.kill()
+                self._pipe.fail()
             raise StreamError("the import script failed (%s); see %s" % (problem, self.log_path))
+        if self._pipe is not None:
+            self._pipe.finish()
+            self._pipe = None
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -456,9 +549,15 @@ class ScriptSink:
             self._fd = -1
         self._child.kill()
         self._child.wait()
+        if self._pipe is not None:
+            self._pipe.kill()
+            self._pipe.fail()
+            self._pipe = None
 
     def discard(self) -> None:
         self._child.kill()
+        if self._pipe is not None:
+            self._pipe.kill()
 
 
 # --- sources: what is sent ----------------------------------------------------------------
@@ -499,11 +598,14 @@ class FileSource:
 class ScriptSource:
     """The stdout of an OS export script (a pipe)."""
 
-    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str) -> None:
+    def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str,
+                 device: DeviceSpec | None = None) -> None:
         self._script, self._env, self._cwd = script, env, cwd
         self._log_fd, self.log_path = log_fd, log_path
         self._fd = -1
         self._child: Child | None = None
+        self._device = device
+        self._pipe: DevicePipe | None = None
         self._lock = threading.Lock()
         self._killed = False
 
@@ -516,16 +618,26 @@ class ScriptSource:
             widen_pipe(read_fd)
             null_fd = _devnull()
             try:
-                self._child = Child(self._script, self._env, self._cwd, null_fd, write_fd, self._log_fd)
+                env = self._env
+                passed: tuple[int, ...] = ()
+                if self._device is not None:
+                    self._pipe = self._device[1]()
+                    env = dict(env, **{self._device[0]: self._pipe.device()})
+                    passed = (self._pipe.script_fd,)
+                self._child = Child(self._script, env, self._cwd, null_fd, write_fd, self._log_fd, pass_fds=passed)
                 self._fd = read_fd
             except BaseException:
                 os.close(read_fd)
+                if self._pipe is not None:
+                    self._pipe.kill()
                 raise
             finally:
                 os.close(null_fd)
                 os.close(write_fd)
                 os.close(self._log_fd)
                 self._log_fd = -1
+                if self._pipe is not None:
+                    self._pipe.spawned()
 
     def readinto(self, view: memoryview) -> int:
         return os.readv(self._fd, [view])
@@ -535,6 +647,8 @@ class ScriptSource:
         problem = self._child.wait()
         if problem is not None:
             raise StreamError("the export script failed (%s); see %s" % (problem, self.log_path))
+        if self._pipe is not None:
+            self._pipe.finish()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -546,9 +660,13 @@ class ScriptSource:
         if self._child is not None:
             self._child.kill()
             self._child.wait()
+        if self._pipe is not None:
+            self._pipe.kill()
 
     def kill(self) -> None:
         with self._lock:
             self._killed = True
             if self._child is not None:
                 self._child.kill()
+            if self._pipe is not None:
+                self._pipe.kill()

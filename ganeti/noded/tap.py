@@ -31,6 +31,7 @@ from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.client import heartbeat_client
 from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
+from ganeti.noded import accel_start
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
@@ -149,6 +150,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         if heartbeats is not None:
             procedures.ssconf_written = heartbeats.master_moved
         procedures.config_follower.flush()  # config deltas journalled before a stop: into config.data now
+        reactor.callWhenRunning(accel_start.probe_at_start, paths, procedures.instances)
         tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
         return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
 

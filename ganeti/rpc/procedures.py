@@ -264,6 +264,17 @@ def blockdev_remove(disk: DiskDict) -> None:
 
 
 @declare(TMO_NORMAL)
+def blockdev_snapshot(disk: DiskDict, snap_name: str | None = None, snap_size: int | None = None) -> list[Any]:
+    """Snapshot a disk (rbd: C{rbd snap create IMAGE@snap_name}); Ganeti's C{[driver, snapshot name]}."""
+
+
+@declare(TMO_NORMAL)
+def blockdev_snapshot_remove(disk: DiskDict, snap_name: str) -> None:
+    """Remove the snapshot C{snap_name} of a disk (rbd: C{rbd snap rm}); one already gone succeeds (ours:
+    Ganeti removes its LVM snapshots as disks)."""
+
+
+@declare(TMO_NORMAL)
 def blockdev_grow(disk: DiskDict, amount: int, dryrun: Flag = False, backingstore: Flag = True,
                   exclusive_storage: Flag = False) -> None:
     """Grow a disk by C{amount} MiB (a file disk in the C{backingstore} step only)."""

@@ -85,6 +85,42 @@ def qemu_image_size(drive: str, timeout: float = 60.0) -> int:
     return int(found.group(1))
 
 
+def qemu_io(drive: str, command: str, readonly: bool = False, timeout: float = 60.0) -> str:
+    """Run one C{qemu-io} command (C{write -s FILE OFFSET LENGTH},
+    C{read -v OFFSET LENGTH}, ...) on the drive C{drive}, opened as kvm
+    opens it, through qemu's monitor (Debian's qemu-system has no
+    C{qemu-io} program); what it printed.
+    @raise CephError: qemu is missing, cannot open the drive, or the command failed
+    """
+    qemu = shutil.which("qemu-system-x86_64")
+    if qemu is None:
+        raise CephError("qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
+    if '"' in command:
+        raise CephError("a qemu-io command cannot hold a double quote: %r" % command)
+    option = ",readonly=on" if readonly else ""
+    done = subprocess.run([qemu, "-machine", "none", "-nodefaults", "-display", "none", "-monitor", "stdio",
+                           "-drive", "file=%s,format=raw,if=none,id=d0%s" % (drive.replace(",", ",,"), option)],
+                          input='qemu-io d0 "%s"\nquit\n' % command, capture_output=True, text=True,
+                          timeout=timeout, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    output = done.stdout.split('"%s"' % command, 1)[-1]
+    if done.returncode != 0 or "bytes at offset" not in output:
+        raise CephError("qemu-io %r on %s failed (%s): %s" % (command, drive, done.returncode,
+                                                             (done.stderr or output)[-1000:]))
+    return output
+
+
+def read_drive(drive: str, offset: int, length: int) -> bytes:
+    """C{length} bytes at C{offset} of C{drive}, read through qemu (read-only)."""
+    import re
+
+    data = bytearray()
+    for line in qemu_io(drive, "read -v %d %d" % (offset, length), readonly=True).splitlines():
+        found = re.match(r"^[0-9a-f]{8}:((?:\s+[0-9a-f]{2})+)", line.strip())
+        if found:
+            data += bytes(int(byte, 16) for byte in found.group(1).split())
+    return bytes(data[:length])
+
+
 def free_loopback_address() -> str:
     """A 127.x.y.z address on which Ceph's ports (3300, 6789) are free."""
     base = os.getpid()

@@ -250,6 +250,13 @@ class MigrateTests(MoveTestCase):
         self.assertEqual(len(polls), 22)
         self.assertTrue(any(line.startswith("* memory transfer progress: ") for line in self.log), self.log)
         self.assertEqual(self.primary(SHARED), N3)
+        self.assertFalse(any(line.startswith("* migration completed") for line in self.log), self.log)
+
+    def test_tells_the_downtime_the_hypervisor_measured(self) -> None:
+        self.rpc.statuses = [{"status": "active"}, {"status": "completed", "transferred_ram": 3 * 1048576,
+                                                    "total_ram": 100, "downtime_ms": 57, "total_time_ms": 2500}]
+        self.ok(migrate(SHARED, target_node=N3))
+        self.assertIn("* migration completed: downtime 57 ms, 3.0 MiB of memory sent, in 2.50 s", self.log)
 
     def assert_rolled_back(self) -> None:
         finals = [(p, n, a[-1] if p.endswith("_dst") else a[1]) for p, n, a in self.rpc.calls

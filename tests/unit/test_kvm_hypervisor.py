@@ -619,7 +619,8 @@ class MigrationTests(KVMTestCase):
         self.assertEqual(self.target.list_instances(), [])          # incoming: not running yet
         self.assertEqual(self.target.get_node_info()["memory_free"], 6144)
         source.migrate_statuses = [{"status": "active"}, {"status": "active"},
-                                   {"status": "completed", "ram": {"transferred": 5, "total": 9}}]
+                                   {"status": "completed", "ram": {"transferred": 5, "total": 9},
+                                    "downtime": 42, "total-time": 1234, "setup-time": 3}]
         d = self.kvm.migrate_instance(self.inst, "192.0.2.2")
         self.drive(d, seconds=kvm.MIGRATION_POLL * 1.5)
         self.assertNoResult(d)
@@ -629,8 +630,11 @@ class MigrationTests(KVMTestCase):
         self.assertEqual(source.arguments("migrate-set-parameters"),
                          [{"max-bandwidth": 64 * 1024 * 1024, "downtime-limit": 100}])
         self.assertEqual(source.arguments("migrate"), [{"uri": "tcp:192.0.2.2:8200"}])
+        source.migrate_statuses = [{"status": "completed", "ram": {"transferred": 5, "total": 9},
+                                    "downtime": 42, "total-time": 1234, "setup-time": 3}]
         status = self.successResultOf(self.drive(self.kvm.get_migration_status(self.inst)))
-        self.assertEqual(status["status"], "completed")
+        self.assertEqual(status, {"status": "completed", "transferred_ram": 5, "total_ram": 9, "downtime_ms": 42,
+                                  "total_time_ms": 1234, "setup_time_ms": 3})   # qemu's own figures
         self.successResultOf(self.drive(self.target.finalize_migration(self.inst, info, True)))
         self.assertEqual(target.commands(), ["query-status", "query-status", "cont"])
         self.successResultOf(self.drive(self.kvm.finalize_migration(self.inst, None, True)))

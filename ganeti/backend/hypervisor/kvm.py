@@ -700,8 +700,9 @@ class KVMHypervisor:
 
     def get_migration_status(self, instance: Any) -> Deferred[dict[str, Any]]:
         """Source side: C{{"status", "transferred_ram", "total_ram"}} from
-        qemu's query-migrate (RAM in bytes), C{{"status": "none"}} if no
-        migration is known here."""
+        qemu's query-migrate (RAM in bytes), once completed also qemu's own
+        C{downtime_ms}, C{total_time_ms} and C{setup_time_ms};
+        C{{"status": "none"}} if no migration is known here."""
         return ensureDeferred(self._migration_status(instance))
 
     async def _migration_status(self, instance: Any) -> dict[str, Any]:
@@ -717,6 +718,10 @@ class KVMHypervisor:
         if isinstance(ram, dict):
             result["transferred_ram"] = ram.get("transferred")
             result["total_ram"] = ram.get("total")
+        for key, ours in (("downtime", "downtime_ms"), ("total-time", "total_time_ms"),
+                          ("setup-time", "setup_time_ms")):
+            if isinstance(answer.get(key), int):
+                result[ours] = answer[key]
         if answer.get("error-desc"):
             result["error"] = answer["error-desc"]
         return result

@@ -202,6 +202,34 @@ class RbdClient:
         await self._rbd("resize", "-p", pool, image, "--size", "%dM" % new, "--no-progress")
         return new
 
+    # --- snapshots and streams (exports, imports) ----------------------------------------
+
+    async def snapshot(self, pool: str, image: str, snap: str) -> None:
+        """C{rbd snap create POOL/IMAGE@SNAP}."""
+        await self._rbd("snap", "create", "--no-progress", "%s/%s@%s" % (pool, image, check_name(snap, "snapshot")))
+
+    async def snapshot_remove(self, pool: str, image: str, snap: str) -> None:
+        """C{rbd snap rm POOL/IMAGE@SNAP}; one already gone is no error."""
+        try:
+            await self._rbd("snap", "rm", "--no-progress", "%s/%s@%s" % (pool, image, check_name(snap, "snapshot")))
+        except RbdError as exc:
+            if not any(mark in str(exc) for mark in _ENOENT):
+                raise
+
+    def argv(self, *args: str) -> list[str]:
+        """The command line of C{rbd ARGS} with this node's conf and client id
+        (for programs run outside the reactor: the streams of exports and imports)."""
+        return [RBD, *self._global_args(), *args]
+
+    def export_argv(self, pool: str, image: str, snap: str | None = None) -> list[str]:
+        """C{rbd export} of the image (or of its snapshot C{snap}) to stdout."""
+        spec = "%s/%s" % (pool, image) + ("@%s" % check_name(snap, "snapshot") if snap else "")
+        return self.argv("export", "--no-progress", spec, "-")
+
+    def import_argv(self, pool: str, image: str) -> list[str]:
+        """C{rbd import} from stdin into a new image."""
+        return self.argv("import", "--no-progress", "-", "%s/%s" % (pool, image))
+
     # --- kernel mapping (kernelspace only) -------------------------------------------------
 
     async def mapped(self, pool: str, image: str) -> str | None:
