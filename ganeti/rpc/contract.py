@@ -61,14 +61,20 @@ class Procedure(contract.Declaration[P, R]):
     @ivar arguments: its positional arguments, in wire order
     @ivar result: the payload type
     @ivar doc: one line saying what it does
+    @ivar idempotent: running it twice has the effect of running it once
+        (a read, or a write of a state): a caller that retries on a
+        node's restart (L{ganeti.rpc.RpcClient} with a C{retry_window})
+        sends it again after any transport failure, also when the first
+        one may have reached the handler
     """
 
     strictness = contract.LENIENT
     kind_name = "procedure"
 
-    def __init__(self, stub: Callable[P, R], timeout: float) -> None:
+    def __init__(self, stub: Callable[P, R], timeout: float, idempotent: bool = False) -> None:
         super().__init__(stub)
         self.timeout = timeout
+        self.idempotent = idempotent
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
         """The call with these arguments (positional or by name).
@@ -87,12 +93,12 @@ class Table(contract.Table[Procedure[Any, Any]]):
 
     kind_name = "procedure"
 
-    def declare(self, timeout: float) -> Callable[[Callable[P, R]], Procedure[P, R]]:
+    def declare(self, timeout: float, *, idempotent: bool = False) -> Callable[[Callable[P, R]], Procedure[P, R]]:
         """Decorator: the stub below declares a procedure of time limit
-        class C{timeout}."""
+        class C{timeout}, C{idempotent} or not (L{Procedure.idempotent})."""
 
         def make(stub: Callable[P, R]) -> Procedure[P, R]:
-            procedure = Procedure(stub, timeout)
+            procedure = Procedure(stub, timeout, idempotent)
             self.add(procedure)
             return procedure
 

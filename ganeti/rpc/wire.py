@@ -36,6 +36,12 @@ TMO_SLOW = _contract.TMO_SLOW
 TMO_1DAY = _contract.TMO_1DAY
 #: Connect timeout (Ganeti's C{RPC_CONNECT_TIMEOUT}).
 CONNECT_TIMEOUT = 5
+#: Seconds a job's RPC client goes on sending a call to a node whose NodeD
+#: refuses connections (restarting: a few seconds), see L{ganeti.rpc.RpcClient}.
+RETRY_WINDOW = 15.0
+#: First and longest pause between two tries of a call, seconds.
+RETRY_FIRST_DELAY = 0.1
+RETRY_MAX_DELAY = 1.0
 
 #: C{COMPRESS} encodings.
 ENCODING_NONE = 0
