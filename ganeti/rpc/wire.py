@@ -25,6 +25,8 @@ from ganeti.rpc import procedures as _contract
 PROTOCOL_VERSION = CONFIG_VERSION
 #: our own C{node_verify} check (missing and orphan disk files), unknown to Ganeti's nodes
 NV_DISK_FILES = "disk-files"
+#: our own C{node_verify} check: free and total MiB of the node's data directory
+NV_DATA_SPACE = "data-space"
 #: The noded TCP port.
 DEFAULT_PORT = ports.NODED
 
