@@ -36,6 +36,7 @@ from ganeti import errors
 from ganeti.lockfile import is_free
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
+from ganeti.wconfd import diskspace
 from ganeti.wconfd.requests import (
     Answer,
     RequestLog,
@@ -686,6 +687,7 @@ class WConfdService(Service):
     def _writable(self) -> None:
         if self._broken is not None:
             raise errors.ConfigurationError("WConfD cannot write its state (%s); restart it" % self._broken)
+        diskspace.check_room(self)
 
     async def _commit(
         self, record: dict[str, Any], owner: Owner | None = None, rid: int | None = None, answer: Answer | None = None
@@ -701,6 +703,9 @@ class WConfdService(Service):
             await self.storage.append(record)
         except Exception as e:
             self._broken = str(e)
+            if diskspace.disk_full(e):  # back to the durable config, then changes again
+                diskspace.revert(self)
+                raise errors.ConfigurationError("change not saved: %s; nothing changed" % e) from e
             self.log.critical("journal write failed, refusing further changes: {e}", e=e)
             raise errors.ConfigurationError("change not saved: %s" % e) from e
         if rid is not None and owner is not None:
