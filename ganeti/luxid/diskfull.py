@@ -21,6 +21,7 @@ from ganeti.jobs.space import SpaceReserve, disk_full_message, is_disk_full
 
 if TYPE_CHECKING:
     from ganeti.jobs.model import QueuedJob
+    from ganeti.jobs.queue import JobQueueDir
     from ganeti.luxid.spawner import JobExit
 
 #: the service (not imported: it imports this module, and the import-circle
@@ -41,12 +42,13 @@ def reserve_of(service: Service) -> SpaceReserve:
 
 def write_job(service: Service, job: QueuedJob, durable: bool) -> bytes:
     """C{queue.write_job}, with the reserve's room when the disk is full."""
+    queue: JobQueueDir = service.queue
     try:
-        return service.queue.write_job(job, durable=durable)
+        return queue.write_job(job, durable=durable)
     except OSError as e:
         if not is_disk_full(e) or not reserve_of(service).release():
             raise
-    return service.queue.write_job(job, durable=durable)
+    return queue.write_job(job, durable=durable)
 
 
 def final_not_written(service: Service, job: QueuedJob, error: OSError) -> None:

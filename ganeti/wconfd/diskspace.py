@@ -45,7 +45,7 @@ def disk_full(error: BaseException) -> bool:
 def revert(service: Service) -> Deferred[None]:
     """Go back to the durable config once the pending appends have ended
     (the service refuses changes meanwhile: it is broken)."""
-    d = service.storage.drained()
+    d: Deferred[None] = service.storage.drained()
     d.addCallback(lambda _: _reload(service))
     d.addErrback(lambda f: log.failure("cannot go back to the durable configuration; restart WConfD", f))
     return d

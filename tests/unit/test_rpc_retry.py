@@ -24,7 +24,7 @@ class ScriptedClient(RpcClient):
     """Each try takes the next outcome of C{script}: an exception or an answer."""
 
     def __init__(self, reactor: Any, script: list[Any], **kwargs: Any) -> None:
-        super().__init__(reactor, None, **kwargs)  # type: ignore[arg-type]
+        super().__init__(reactor, None, **kwargs)
         self.script = script
         self.tries: list[float] = []
 
