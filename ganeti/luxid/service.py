@@ -438,8 +438,11 @@ class LuxidService(Service):
                 if attempts >= MAX_START_ATTEMPTS:
                     self._fail(job, "the job process could not be started (%s, %d attempts)" % (exit.describe(), attempts))
                 else:
-                    job.livelock = job.process_id = None
-                    self._write(job)
+                    try:  # queued again (the disk full: the queued jobs end, see diskfull)
+                        job.livelock = job.process_id = None
+                        self._write(job)
+                    except OSError as e:
+                        diskfull.spawn_failed(self, job, e)
         self._exit_waiters_fire(exit.job_id)
         self.schedule()
         if exit.confirmed:
