@@ -207,7 +207,8 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
             cluster_name = cfg.cluster.cluster_name or ""
             results = await self.ctx.rpc().run(
                 {n.name: address(n) for n in online},
-                procedures.node_verify.call(checks, cluster_name).within(VERIFY_TIMEOUT),
+                # once: a node that does not answer now is what verify reports (no retry window)
+                procedures.node_verify.call(checks, cluster_name).within(VERIFY_TIMEOUT).once(),
                 per_node={name: procedures.node_verify.call(dict(checks, **{wire.NV_DISK_FILES: check}), cluster_name)
                           for name, check in disk_checks.items()},
             )

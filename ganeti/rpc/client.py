@@ -273,6 +273,7 @@ class RpcClient(Runner):
         timeout: float = wire.TMO_URGENT,
         node_args: Mapping[str, list[Any]] | None = None,
         offline: Iterable[str] = (),
+        retry: bool = True,
     ) -> dict[str, RpcResult]:
         """Call C{procedure} on every node at once, by name with a positional
         list (unchecked: new code uses L{run} with a declared call).
@@ -282,6 +283,7 @@ class RpcClient(Runner):
         @param timeout: per-node limit in seconds for the whole call
         @param node_args: per-node arguments replacing C{args}
         @param offline: names not to contact (their result says "node offline")
+        @param retry: whether this client's retry window applies (see the module docstring)
         @return: C{{name: RpcResult}} for every node, in the given order;
             never raises for a node's failure
         """
@@ -296,7 +298,7 @@ class RpcClient(Runner):
                 calls.append(defer.succeed(RpcResult.failure(name, "node offline", offline=True)))
                 continue
             body = wire.encode_request(node_args[name]) if node_args and name in node_args else common
-            calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout)))
+            calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout, retry)))
         results = await defer.gatherResults(calls)
         return {result.node: result for result in results}
 
@@ -324,12 +326,13 @@ class RpcClient(Runner):
         """Call C{procedure} on a single node."""
         return (await self.call([(name, address)], procedure, args, timeout=timeout))[name]
 
-    async def _call_one(self, name: str, address: Address, procedure: str, body: bytes, timeout: float) -> RpcResult:
+    async def _call_one(self, name: str, address: Address, procedure: str, body: bytes, timeout: float,
+                        retry: bool = True) -> RpcResult:
         clock = self._reactor
         declared = procedures.TABLE.get(procedure)
         idempotent = declared is not None and declared.idempotent
         start = clock.seconds()
-        end, retry_end = start + timeout, start + self.retry_window
+        end, retry_end = start + timeout, start + (self.retry_window if retry else 0.0)
         delay, tries = wire.RETRY_FIRST_DELAY, 1
         while True:
             outcome = await self._try_one(name, address, procedure, body, timeout, end - clock.seconds())

@@ -46,10 +46,17 @@ class Call(Generic[R]):
     procedure: str
     args: tuple[Any, ...]
     timeout: float
+    #: whether a client with a retry window may send it again (L{once}: no)
+    retry: bool = True
 
     def within(self, timeout: float) -> Call[R]:
         """The same call with another time limit (seconds)."""
         return attrs.evolve(self, timeout=timeout)
+
+    def once(self) -> Call[R]:
+        """The same call, tried once even by a client that retries (a check of
+        whether the node answers now, as C{gnt-cluster verify}'s)."""
+        return attrs.evolve(self, retry=False)
 
 
 class Procedure(contract.Declaration[P, R]):
@@ -128,6 +135,8 @@ class Runner:
         offline = list(offline)
         if offline:
             options["offline"] = offline
+        if not call.retry:
+            options["retry"] = False
         return await self.call(nodes, call.procedure, list(call.args), timeout=call.timeout, **options)
 
     async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:

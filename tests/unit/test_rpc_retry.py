@@ -128,3 +128,14 @@ def test_what_is_declared_idempotent() -> None:
             "jobqueue_update", "upload_file", "write_ssconf_files"} <= idempotent
     assert not {"instance_reboot", "blockdev_create", "instance_os_add", "instance_migrate", "export_remove",
                 "node_leave_cluster", "epoch_claim", "election_vote"} & idempotent
+
+
+class OnceTests(SynchronousTestCase):
+    def test_a_call_made_once_is_not_retried_by_a_retrying_client(self) -> None:
+        """gnt-cluster verify asks whether a node answers now: no 15 s wait."""
+        reactor = MemoryReactorClock()
+        client = ScriptedClient(reactor, [ierror.ConnectionRefusedError(), OK], retry_window=wire.RETRY_WINDOW)
+        call = procedures.node_verify.call({}, "cluster").once()
+        d = defer.ensureDeferred(client.run({"n1": "127.0.1.1"}, call))
+        self.assertEqual(self.successResultOf(d)["n1"].fail_msg, "node unreachable: connection refused")
+        self.assertEqual(len(client.tries), 1)
