@@ -185,10 +185,12 @@ class OpContext:
                 self._rpc = self._rpc_factory()
             elif self.paths is not None:
                 from ganeti.cmdlib.liveness_verify import NotingRpc, query_roster
-                from ganeti.rpc import RpcClient
+                from ganeti.rpc import RpcClient, wire
 
                 paths = self.paths
-                self._rpc = NotingRpc(RpcClient.from_paths(self.clock, paths, port=self.rpc_port),
+                # a NodeD restarting (connection refused) costs the job a pause, not its end
+                client = RpcClient.from_paths(self.clock, paths, port=self.rpc_port, retry_window=wire.RETRY_WINDOW)
+                self._rpc = NotingRpc(client,
                                       lambda names: query_roster(self.clock, paths.luxi_socket, names),
                                       self.feedback, self.clock)
             else:

@@ -56,6 +56,12 @@ CV_ENODERPC = "ENODERPC"
 CV_ENODENET = "ENODENET"
 CV_ENODEVERSION = "ENODEVERSION"
 CV_ENODESSCONF = "ENODESSCONF"
+#: ours: little free space in a node's data directory (config, job queue)
+CV_ENODEDATASPACE = "ENODEDATASPACE"
+#: a data directory with less free space than this (MiB), or than this
+#: share of its filesystem, is reported (a warning)
+LOW_SPACE_MIB = 50
+LOW_SPACE_SHARE = 0.05
 
 #: The parameters every job of OP_CLUSTER_VERIFY inherits, and those only
 #: the group jobs take.
@@ -142,6 +148,23 @@ class GroupLocks(LogicalUnit[_GroupLocksOpT]):
             self.needed_locks[level] = sorted(nodes)
 
 
+def low_space(answer: Any) -> str | None:
+    """The warning for a node's C{data-space} answer, or C{None}: enough
+    space (or a node that does not know the check)."""
+    if not isinstance(answer, dict):
+        return None
+    path = answer.get("path", "the data directory")
+    if "error" in answer:
+        return "cannot read the free space of %s: %s" % (path, answer["error"])
+    free, total = answer.get("free"), answer.get("total")
+    if not isinstance(free, int) or not isinstance(total, int):
+        return None
+    if free >= LOW_SPACE_MIB and free >= total * LOW_SPACE_SHARE:
+        return None
+    return ("free space in %s is low: %d MiB of %d MiB; jobs fail when it is full (the job queue and the"
+            " configuration are written there)" % (path, free, total))
+
+
 @register
 class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClusterVerifyGroup]):
     """Verify one node group, live (see the module docstring)."""
@@ -176,6 +199,7 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
             "ssconf": expected_ssconf(cfg),
             "version": None,
             "cluster_name": None,
+            wire.NV_DATA_SPACE: None,
         }
         await self.feedback("* Gathering data (%d nodes)" % len(members))
         results = {}
@@ -184,7 +208,8 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
             cluster_name = cfg.cluster.cluster_name or ""
             results = await self.ctx.rpc().run(
                 {n.name: address(n) for n in online},
-                procedures.node_verify.call(checks, cluster_name).within(VERIFY_TIMEOUT),
+                # once: a node that does not answer now is what verify reports (no retry window)
+                procedures.node_verify.call(checks, cluster_name).within(VERIFY_TIMEOUT).once(),
                 per_node={name: procedures.node_verify.call(dict(checks, **{wire.NV_DISK_FILES: check}), cluster_name)
                           for name, check in disk_checks.items()},
             )
@@ -265,6 +290,9 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         if differing:
             await self._node_error(CV_ENODESSCONF, name, "ssconf files differ from the configuration: %s"
                                    % ", ".join(sorted(differing)))
+        space = low_space(payload.get(wire.NV_DATA_SPACE))
+        if space is not None:
+            await self._node_error(CV_ENODEDATASPACE, name, space, warning=True)
         cluster_name = payload.get("cluster_name", self.cfg.cluster.cluster_name)
         if cluster_name != self.cfg.cluster.cluster_name:
             await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"

@@ -3,7 +3,10 @@
 L{running_problems} compares the instances each node runs (its answer to
 C{instancelist}) with the configuration, as Ganeti does: an instance
 marked up that does not run on its primary node is an error
-(C{EINSTANCEDOWN}); one running on another node an error
+(C{EINSTANCEDOWN}); one marked down or offline that runs on its primary
+node an error too (C{EINSTANCEUNEXPECTEDLYRUNNING}, ours: Ganeti's
+C{gnt-instance list} shows it as C{ERROR_up} but its verify is silent);
+one running on another node an error
 (C{EINSTANCEWRONGNODE}); one the configuration does not know an error of
 the node (C{ENODEORPHANINSTANCE}).
 
@@ -32,6 +35,7 @@ CV_EINSTANCEMISSINGDISK = "EINSTANCEMISSINGDISK"
 CV_EINSTANCEFAULTYDISK = "EINSTANCEFAULTYDISK"
 CV_EINSTANCEDOWN = "EINSTANCEDOWN"
 CV_EINSTANCEWRONGNODE = "EINSTANCEWRONGNODE"
+CV_EINSTANCEUNEXPECTEDLYRUNNING = "EINSTANCEUNEXPECTEDLYRUNNING"
 CV_ENODEORPHANINSTANCE = "ENODEORPHANINSTANCE"
 CV_ENODEHV = "ENODEHV"
 ADMIN_UP = "up"
@@ -175,6 +179,11 @@ def running_problems(cfg: ConfigData, answers: dict[str, Any]) -> list[Problem]:
         if inst.admin_state == ADMIN_UP and pnode in running and inst.name not in running[pnode]:
             problems.append(Problem("instance", CV_EINSTANCEDOWN, inst.name or "",
                                     "instance not running on its primary node %s" % cfg.nodes[pnode].name))
+        elif inst.admin_state != ADMIN_UP and pnode in running and inst.name in running[pnode]:
+            problems.append(Problem("instance", CV_EINSTANCEUNEXPECTEDLYRUNNING, inst.name or "",
+                                    "instance is marked %s but runs on its primary node %s (stop it with"
+                                    " gnt-instance shutdown, or mark it up with gnt-instance startup)"
+                                    % (inst.admin_state or "down", cfg.nodes[pnode].name)))
     for uuid in sorted(running, key=lambda u: cfg.nodes[u].name or u if u in cfg.nodes else u):
         node_name = cfg.nodes[uuid].name or uuid if uuid in cfg.nodes else uuid
         for name in sorted(running[uuid]):

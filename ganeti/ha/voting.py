@@ -94,6 +94,7 @@ class VotingGate(MultiService):
         self.opened = False
         self._found: Any = False  # not looked at yet
         self.voting: Deferred[None] | None = None
+        self._closing = False
 
     def _voters(self) -> tuple[str, dict[str, str]] | None:
         if self._found is False:
@@ -118,7 +119,7 @@ class VotingGate(MultiService):
         self.voting.addErrback(self._crashed)
 
     def stopService(self) -> Any:
-        if self.voting is not None and not self.voting.called:
+        if self.voting is not None and not self.voting.called and not self._closing:
             self.voting.cancel()
         if self.opened:
             return super().stopService()
@@ -141,34 +142,46 @@ class VotingGate(MultiService):
     async def _vote(self, me: str, nodes: dict[str, str]) -> None:
         rpc = self._make_rpc()
         try:
-            for attempt in range(self.retries + 1):
-                answers = await rpc.run(nodes, procedures.master_node_name.call().within(VOTE_TIMEOUT))
-                votes = {name: r.payload if r.success and isinstance(r.payload, str) else None
-                         for name, r in answers.items()}
-                outcome = startup_vote(votes, me)
-                if outcome == START:
-                    self.log.info("{daemon}: {n} of {total} nodes name {me} master: starting", daemon=self.daemon,
-                                  n=sum(1 for v in votes.values() if v == me), total=len(votes), me=me)
-                    self._open()
-                    return
-                if outcome == FAIL:
-                    self.log.error("{daemon}: Voting cannot be won ({votes}): not starting; use --no-voting"
-                                   " --yes-do-it only if you are sure", daemon=self.daemon, votes=votes)
-                    self._stop()
-                    return
-                if attempt < self.retries:
-                    self.log.warn("{daemon}: not enough nodes answer to win the vote ({votes}); asking again in"
-                                  " {interval}s", daemon=self.daemon, votes=votes, interval=self.interval)
-                    await deferLater(self.reactor, self.interval, lambda: None)
-            self.log.error("{daemon}: the vote could not be won after {n} attempts: not starting",
-                           daemon=self.daemon, n=self.retries + 1)
-            self._stop()
+            won = await self._ask(rpc, me, nodes)
         finally:
+            # not cancelled from here on (stopService): a cancelled close leaves one
+            # "Unhandled error in Deferred" per node in the log, after the reason
+            self._closing = True
             if hasattr(rpc, "close"):
                 try:
                     await rpc.close()
                 except Exception as e:  # the daemon may be stopping: its idle connections go with it
                     self.log.debug("{daemon}: closing the vote's connections: {e}", daemon=self.daemon, e=e)
+        # the outcome only once the connections are closed: stopping the reactor
+        # meanwhile cancelled the close, and the log ended in tracebacks
+        if won:
+            self._open()
+        else:
+            self._stop()
+
+    async def _ask(self, rpc: Any, me: str, nodes: dict[str, str]) -> bool:
+        """Ask until the vote is won (C{True}) or lost (C{False}), saying why."""
+        for attempt in range(self.retries + 1):
+            answers = await rpc.run(nodes, procedures.master_node_name.call().within(VOTE_TIMEOUT))
+            votes = {name: r.payload if r.success and isinstance(r.payload, str) else None
+                     for name, r in answers.items()}
+            outcome = startup_vote(votes, me)
+            if outcome == START:
+                self.log.info("{daemon}: {n} of {total} nodes name {me} master: starting", daemon=self.daemon,
+                              n=sum(1 for v in votes.values() if v == me), total=len(votes), me=me)
+                return True
+            if outcome == FAIL:
+                # critical: the reason the daemon ends (what ganeti-daemon-util start prints)
+                self.log.critical("{daemon}: Voting cannot be won ({votes}): not starting; use --no-voting"
+                               " --yes-do-it only if you are sure", daemon=self.daemon, votes=votes)
+                return False
+            if attempt < self.retries:
+                self.log.warn("{daemon}: not enough nodes answer to win the vote ({votes}); asking again in"
+                              " {interval}s", daemon=self.daemon, votes=votes, interval=self.interval)
+                await deferLater(self.reactor, self.interval, lambda: None)
+        self.log.critical("{daemon}: the vote could not be won after {n} attempts: not starting",
+                       daemon=self.daemon, n=self.retries + 1)
+        return False
 
     def _make_rpc(self) -> Any:
         if self._rpc_factory is not None:

@@ -10,8 +10,8 @@ States of a node (the C{liveness} query field):
     cluster), for less than the timeout plus C{rejoin}, the longest a node
     waits between two connection attempts;
   - C{up}: a connection said hello and bytes keep arriving;
-  - C{unreachable}: no byte for C{timeout} seconds, or the connection
-    closed and no new one came within C{grace} seconds;
+  - C{unreachable}: no byte for C{timeout} seconds, or its last
+    connection closed and no new one came within C{grace} seconds;
   - C{offline}: the admin marked the node offline: silence is expected.
 
 Transitions (events, recorded durably): C{up}, C{unreachable}, and
@@ -19,6 +19,13 @@ C{rebooted} (a hello with a boot id other than the recorded one; the node
 is C{up} afterwards).  A transition is produced only when it changes what
 the store last recorded for the node, so a LuxiD restart followed by the
 same nodes reconnecting writes nothing, and a beat never writes.
+
+A node may have several connections that said hello (a NodeD reconnecting
+before LuxiD saw its old connection close, or any peer holding the cluster
+certificate saying hello as that node): it is alive while bytes arrive on
+any of them, and its last connection closing starts the C{grace}.  One
+connection that says hello and closes does not make a node that keeps
+beating on another unreachable.
 """
 
 from __future__ import annotations
@@ -73,12 +80,18 @@ class NodeEntry:
     connected_since: float | None = None
     last_seen: float | None = None
     boot_id: str | None = None
-    #: the current connection (any object identifying it), or None
-    conn: Any = None
+    #: the open connections that said hello as this node (objects identifying
+    #: them), the newest last
+    conns: list[Any] = attrs.Factory(list)
     closed_at: float | None = None
     #: the latest state report and when it arrived
     report: dict[str, Any] | None = None
     report_time: float | None = None
+
+    @property
+    def conn(self) -> Any:
+        """The newest open connection, or None."""
+        return self.conns[-1] if self.conns else None
 
 
 class Roster:
@@ -124,11 +137,12 @@ class Roster:
 
     # --- events of connections ------------------------------------------------------------
     def hello(self, name: str, conn: Any, boot_id: str, now: float) -> list[Transition]:
-        """A connection of C{name} said hello: it is the node's connection now."""
+        """A connection of C{name} said hello: the node's newest connection."""
         entry = self.nodes.get(name)
         if entry is None:
             entry = self.nodes[name] = NodeEntry(name, UNKNOWN, now)
-        entry.conn = conn
+        if conn not in entry.conns:
+            entry.conns.append(conn)
         entry.connected_since = entry.last_seen = now
         entry.closed_at = None
         known = self.recorded.get(name, {}).get("boot_id")
@@ -138,9 +152,10 @@ class Roster:
         return self._set(entry, UP, UP, now, "connected")
 
     def seen(self, name: str, conn: Any, now: float) -> list[Transition]:
-        """Bytes arrived on C{conn}; a node marked unreachable is up again."""
+        """Bytes arrived on C{conn}, one of the node's connections; a node
+        marked unreachable is up again."""
         entry = self.nodes.get(name)
-        if entry is None or entry.conn is not conn:
+        if entry is None or conn not in entry.conns:
             return []
         entry.last_seen = now
         if entry.state != UP:
@@ -148,16 +163,18 @@ class Roster:
         return []
 
     def closed(self, name: str, conn: Any, now: float) -> None:
-        """C{conn} closed; the node has L{grace} seconds to come back."""
+        """C{conn} closed; when it was the node's last connection, the node
+        has L{grace} seconds to come back."""
         entry = self.nodes.get(name)
-        if entry is not None and entry.conn is conn:
-            entry.conn = None
-            entry.closed_at = now
+        if entry is not None and conn in entry.conns:
+            entry.conns.remove(conn)
+            if not entry.conns:
+                entry.closed_at = now
 
     def reported(self, name: str, conn: Any, report: dict[str, Any], now: float) -> dict[str, Any] | None:
         """Merge a state report; returns the node's report afterwards (None: not its connection)."""
         entry = self.nodes.get(name)
-        if entry is None or entry.conn is not conn:
+        if entry is None or conn not in entry.conns:
             return None
         instances = report.get("instances", {})
         if report.get("full") or entry.report is None:

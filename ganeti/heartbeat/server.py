@@ -177,8 +177,8 @@ class LivenessService(Service):
         self.report_args = args
         body = wire.encode(wire.params(args))
         for entry in self.roster.nodes.values():
-            if entry.conn is not None:
-                entry.conn.sendString(body)
+            for conn in entry.conns:
+                conn.sendString(body)
 
     def seen(self, name: str, conn: Any) -> None:
         transitions = self.roster.seen(name, conn, self.reactor.seconds())

@@ -275,6 +275,14 @@ class JobQueueDir:
         self._write(self.job_path(job.id), data, durable=durable)
         return data
 
+    def remove_unacknowledged(self, job_id: int) -> None:
+        """Remove the file of a job whose submission failed (never acknowledged,
+        never run): a LuxiD started later must not run it."""
+        try:
+            os.unlink(self.job_path(job_id))
+        except OSError:
+            pass
+
     def sync_jobs(self, job_ids: Iterable[int]) -> None:
         """Make job files written with C{durable=False} durable: each file,
         then the queue directory (their renames), fsynced."""

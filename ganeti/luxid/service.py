@@ -34,7 +34,7 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
-from ganeti.jobs import lifecycle, scheduler
+from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import not_started
@@ -42,6 +42,7 @@ from ganeti.jobs.submission import check_job
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
+from ganeti.luxid import diskfull, recovery
 from ganeti.luxid.filters import FilterTable
 from ganeti.luxid.replication import JobDistributor, JobWrite
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
@@ -134,7 +135,7 @@ class LuxidService(Service):
         super().startService()
         self._livelock_fd = hold_lockfile(self.livelock)
         self.jobs = self.queue.load_live_jobs()
-        self._recover()
+        recovery.recover(self)
         if self.replicator is not None:
             self.replicator.start()  # a full resync of every candidate
         self._watch_queue()
@@ -180,38 +181,6 @@ class LuxidService(Service):
         if self.wconfd is not None:
             return self.wconfd.close()
         return None
-
-    def _recover(self) -> None:
-        """Jobs left by an earlier LuxiD: follow the live, settle the dead."""
-        for job in sorted(self.jobs.values(), key=lambda j: j.id):
-            if job.finalized or not job.livelock:
-                continue
-            name = os.path.basename(job.livelock)
-            if name.startswith("luxi-daemon_"):
-                # spawned but never confirmed: the job never ran; run it again
-                job.livelock = job.process_id = None
-                self._write(job)
-            elif not is_free(job.livelock):
-                self.log.info("job {job} still runs (pid {pid}); following it", job=job.id, pid=job.process_id)
-                self.adopted[job.id] = job.livelock
-            else:
-                # The process writes its last job file before its lock goes:
-                # read it again, it may have ended after the queue was loaded.
-                job = self._reload(job.id) or job
-                if self._never_ran(job):
-                    continue
-                if not job.finalized:
-                    self._fail(job, "the job process died while LuxiD was not running")
-
-    def _never_ran(self, job: QueuedJob) -> bool:
-        """Requeue C{job}, whose process is gone, if it never wrote its job file (every
-        opcode queued): LuxiD recorded its lock file, then died before confirming it."""
-        if not job.ops or any(op.status != lifecycle.QUEUED for op in job.ops):
-            return False
-        self.log.info("job {job}: its process ended before it ran anything; queued again", job=job.id)
-        job.livelock = job.process_id = None
-        self._write(job)
-        return True
 
     def _start_connect(self) -> None:
         d = Deferred.fromCoroutine(self._connect_wconfd())
@@ -272,7 +241,12 @@ class LuxidService(Service):
     def _write(self, job: QueuedJob, durable: bool = True, before: QueuedJob | None = None) -> None:
         """Write C{job}'s file; C{before}: a copy of the job before it was
         finalized (shown until a majority holds the final file)."""
-        content = self.queue.write_job(job, durable=durable)
+        try:  # the disk full: the space reserve's room (L{diskfull})
+            content = diskfull.write_job(self, job, durable)
+        except OSError as e:
+            if not job.finalized:
+                raise
+            return diskfull.final_not_written(self, job, e)
         if job.finalized:
             self._hold_final(job.id, before, content)
         self._changed(job.id)
@@ -376,6 +350,8 @@ class LuxidService(Service):
             return
         if self.guard is not None and self.guard.blocked() is not None:
             return  # scheduled again once confirmed
+        if diskfull.blocked(self):
+            return  # the disk is full: the queued jobs ended in error
         busy = set(self.processes) | set(self.adopted)
         decision = scheduler.schedule(self.jobs, busy, self.max_running, self.queue.read_job, self.filters.rules)
         for job_id, reason in decision.fail:
@@ -394,8 +370,11 @@ class LuxidService(Service):
         # step 1: our own lock file in the job file.  Not fsynced: if it is
         # lost with a power cut, the job simply looks queued, which is what
         # recovery would make of it anyway.
-        with self._replicating_later(job.id):
-            self._write(job, durable=False)
+        try:
+            with self._replicating_later(job.id):
+                self._write(job, durable=False)
+        except OSError as e:
+            return diskfull.spawn_failed(self, job, e)
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
         self.processes[job.id] = job_channel
         started = time.perf_counter()
@@ -453,7 +432,7 @@ class LuxidService(Service):
             if exit.job_id in self.killing:
                 self._killed(job, exit.describe())
             elif exit.confirmed:
-                self._fail(job, "the job process %s before the job finished" % exit.describe())
+                self._fail(job, diskfull.exit_message(self, exit))
                 self._cleanup_locks()
             else:
                 attempts = self.start_attempts.get(job.id, 0) + 1
@@ -461,8 +440,11 @@ class LuxidService(Service):
                 if attempts >= MAX_START_ATTEMPTS:
                     self._fail(job, "the job process could not be started (%s, %d attempts)" % (exit.describe(), attempts))
                 else:
-                    job.livelock = job.process_id = None
-                    self._write(job)
+                    try:  # queued again (the disk full: the queued jobs end, see diskfull)
+                        job.livelock = job.process_id = None
+                        self._write(job)
+                    except OSError as e:
+                        diskfull.spawn_failed(self, job, e)
         self._exit_waiters_fire(exit.job_id)
         self.schedule()
         if exit.confirmed:
@@ -508,7 +490,7 @@ class LuxidService(Service):
                 self.adopted.pop(job_id, None)
                 if job_id in self.killing:
                     self._killed(job, "was killed")
-                elif self._never_ran(job):
+                elif recovery.never_ran(self, job):
                     self._cleanup_locks()  # (and schedules it again)
                 else:
                     self._fail(job, "the job process died")
@@ -549,18 +531,26 @@ class LuxidService(Service):
         if not jobs_ops:
             return []  # as Ganeti's: nothing submitted (its gnt-group evacuate of an empty group)
         self.queue.check_capacity(len(self.jobs), len(jobs_ops))
+        diskfull.refuse_submission(self)
         first = self.queue.serial() + 1
         checked = [check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
         results: list[Any] = []
         written: list[tuple[QueuedJob, bytes]] = []
-        ids = self.queue.allocate_ids(len(checked))
-        now = time.time()
-        for job_id, ops in zip(ids, checked):
-            job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
-            # written, then fsynced while the candidates write it too: durable here before we answer
-            content = self.queue.write_job(job, durable=self.replicator is None)
-            written.append((job, content))
-            results.append([True, job_id])
+        try:
+            ids = self.queue.allocate_ids(len(checked))
+            now = time.time()
+            for job_id, ops in zip(ids, checked):
+                job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
+                # written, then fsynced while the candidates write it too: durable here before we answer
+                content = self.queue.write_job(job, durable=self.replicator is None)
+                written.append((job, content))
+                results.append([True, job_id])
+        except OSError as e:  # never acknowledged: its files are dropped at the next start, or here
+            for job, _content in written:
+                self.queue.remove_unacknowledged(job.id)
+            if diskfull.is_disk_full(e):
+                raise diskfull.submission_failed(self, e) from e
+            raise
         if written and self.replicator is not None:
             local = self._blocking(self.queue.sync_jobs, ids)
             holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])

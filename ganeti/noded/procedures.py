@@ -195,6 +195,8 @@ class NodeProcedures:
             running here], or the error message when they cannot be listed
           - C{disk-files} (ours, not Ganeti's): -> missing and orphan disk
             files (L{diskfiles.verify_disk_files})
+          - C{data-space} (ours): -> C{{"path", "free", "total"}} of the
+            data directory (MiB available to the daemons, filesystem size)
         """
         _check(isinstance(checkdict, dict), "node_verify takes a dict of checks")
         result: dict[str, Any] = {}
@@ -236,6 +238,14 @@ class NodeProcedures:
             file_dir, shared_dir = self.instances.storage_dirs()
             result[diskfiles.CHECK] = diskfiles.verify_disk_files(
                 self.paths.root, {"file": file_dir, "sharedfile": shared_dir}, checkdict[diskfiles.CHECK])
+        if wire.NV_DATA_SPACE in checkdict:
+            try:
+                st = os.statvfs(self.paths.data_dir)
+                result[wire.NV_DATA_SPACE] = {"path": self.paths.data_dir,
+                                              "free": st.f_bavail * st.f_frsize // (1024 * 1024),
+                                              "total": st.f_blocks * st.f_frsize // (1024 * 1024)}
+            except OSError as e:
+                result[wire.NV_DATA_SPACE] = {"path": self.paths.data_dir, "error": str(e)}
         if "cluster_name" in checkdict:
             try:
                 result["cluster_name"] = ssconf.SimpleStore(self.paths).get_cluster_name()

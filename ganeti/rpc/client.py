@@ -15,6 +15,17 @@ A call is built from its declaration in L{ganeti.rpc.procedures}
 (arguments checked by mypy and at run time, timeout from its class);
 L{RpcClient.call} by name with a positional list remains for callers not
 converted yet.
+
+With a C{retry_window} (jobs use L{wire.RETRY_WINDOW}, 15 s), a call that
+cannot have reached the node's handler (connection refused: its NodeD is
+restarting; the request not sent in full) is sent again, after 0.1 s, then
+twice as long each time up to 1 s, for up to the window and within the
+call's timeout; a procedure declared idempotent is sent again after any
+transport failure (a connection lost before the answer).  A connect
+timeout, a TLS or certificate failure, an answer of the node (its error
+included) and the timeout are never retried.  Without a window (the
+default: the election, the failover and the replication have their own
+rules) every call is tried once.
 """
 
 from __future__ import annotations
@@ -27,6 +38,8 @@ from twisted.internet import defer
 from twisted.internet import error as ierror
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.endpoints import wrapClientTLS
+from twisted.internet.task import deferLater
+from twisted.logger import Logger
 from twisted.web.client import (
     Agent,
     HTTPConnectionPool,
@@ -43,7 +56,7 @@ from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.ha import epoch as master_epoch
 from ganeti.paths import Paths
 from ganeti.reactors import ITimeTCPReactor
-from ganeti.rpc import wire
+from ganeti.rpc import procedures, wire
 from ganeti.rpc.contract import Call, Runner
 from ganeti.rpc.tls import Credentials, PinnedPolicy
 
@@ -162,6 +175,34 @@ def _transport_message(reason: BaseException) -> str:
     return "%s: %s" % (reason.__class__.__name__, reason)
 
 
+def _never_reached(reason: BaseException) -> bool:
+    """Whether a call that failed with C{reason} cannot have reached the
+    node's handler (connection refused or not made, request not sent in full)."""
+    if isinstance(reason, (ierror.TimeoutError, ierror.TCPTimedOutError)):
+        return False  # a connect timeout: the node is down, not restarting (5 s spent already)
+    if isinstance(reason, ierror.ConnectError):
+        return True
+    return isinstance(reason, RequestTransmissionFailed) and not _tls_failure(reason)
+
+
+def _tls_failure(reason: BaseException) -> bool:
+    if isinstance(reason, SSL.Error):
+        return True
+    inner = getattr(reason, "reasons", None) or []
+    return any(isinstance(f.value, SSL.Error) for f in inner)
+
+
+def _retriable(reason: BaseException, idempotent: bool) -> bool:
+    """Whether a call that failed with C{reason} may be sent again."""
+    if _never_reached(reason):
+        return True
+    if not idempotent or _tls_failure(reason):
+        return False
+    if isinstance(reason, (ierror.TimeoutError, ierror.TCPTimedOutError)):
+        return False
+    return isinstance(reason, (ResponseNeverReceived, ResponseFailed, ierror.ConnectionLost, ierror.ConnectionDone))
+
+
 class RpcClient(Runner):
     """Calls node daemons over mutual TLS (see L{ganeti.rpc.tls}): a
     declared call with L{run} and L{run_one} (L{Runner}).
@@ -173,7 +214,11 @@ class RpcClient(Runner):
     @param connect_timeout: seconds to establish a TCP connection
     @param epoch: the master epoch sent with every call (L{ganeti.ha.epoch});
         C{None}: none is sent
+    @param retry_window: seconds a call is sent again while the node's
+        NodeD is restarting (see the module docstring); 0: never
     """
+
+    log = Logger()
 
     def __init__(
         self,
@@ -184,9 +229,11 @@ class RpcClient(Runner):
         persistent: bool = True,
         connect_timeout: float = wire.CONNECT_TIMEOUT,
         epoch: int | None = None,
+        retry_window: float = 0.0,
     ) -> None:
         self._reactor = reactor
         self.epoch = epoch
+        self.retry_window = retry_window
         self._headers = _HEADERS.copy()
         if epoch is not None:
             self._headers.setRawHeaders(master_epoch.HEADER, [b"%d" % epoch])
@@ -226,6 +273,7 @@ class RpcClient(Runner):
         timeout: float = wire.TMO_URGENT,
         node_args: Mapping[str, list[Any]] | None = None,
         offline: Iterable[str] = (),
+        retry: bool = True,
     ) -> dict[str, RpcResult]:
         """Call C{procedure} on every node at once, by name with a positional
         list (unchecked: new code uses L{run} with a declared call).
@@ -235,6 +283,7 @@ class RpcClient(Runner):
         @param timeout: per-node limit in seconds for the whole call
         @param node_args: per-node arguments replacing C{args}
         @param offline: names not to contact (their result says "node offline")
+        @param retry: whether this client's retry window applies (see the module docstring)
         @return: C{{name: RpcResult}} for every node, in the given order;
             never raises for a node's failure
         """
@@ -249,7 +298,7 @@ class RpcClient(Runner):
                 calls.append(defer.succeed(RpcResult.failure(name, "node offline", offline=True)))
                 continue
             body = wire.encode_request(node_args[name]) if node_args and name in node_args else common
-            calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout)))
+            calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout, retry)))
         results = await defer.gatherResults(calls)
         return {result.node: result for result in results}
 
@@ -277,7 +326,37 @@ class RpcClient(Runner):
         """Call C{procedure} on a single node."""
         return (await self.call([(name, address)], procedure, args, timeout=timeout))[name]
 
-    async def _call_one(self, name: str, address: Address, procedure: str, body: bytes, timeout: float) -> RpcResult:
+    async def _call_one(self, name: str, address: Address, procedure: str, body: bytes, timeout: float,
+                        retry: bool = True) -> RpcResult:
+        clock = self._reactor
+        declared = procedures.TABLE.get(procedure)
+        idempotent = declared is not None and declared.idempotent
+        start = clock.seconds()
+        end, retry_end = start + timeout, start + (self.retry_window if retry else 0.0)
+        delay, tries = wire.RETRY_FIRST_DELAY, 1
+        while True:
+            outcome = await self._try_one(name, address, procedure, body, timeout, end - clock.seconds())
+            if isinstance(outcome, RpcResult):
+                break
+            reason = outcome
+            now = clock.seconds()
+            if not _retriable(reason, idempotent) or now + delay > min(retry_end, end):
+                if tries > 1:
+                    return RpcResult.failure(name, "%s (%d tries in %.1fs)" % (_transport_message(reason), tries,
+                                                                                now - start))
+                return RpcResult.failure(name, _transport_message(reason))
+            if tries == 1:
+                self.log.info("{node}: {procedure}: {why}; trying again for up to {window}s", node=name,
+                              procedure=procedure, why=_transport_message(reason), window=self.retry_window)
+            await deferLater(clock, delay, lambda: None)
+            delay, tries = min(delay * 2, wire.RETRY_MAX_DELAY), tries + 1
+        if tries > 1 and outcome.success:
+            self.log.info("{node}: {procedure} answered at try {tries}", node=name, procedure=procedure, tries=tries)
+        return outcome
+
+    async def _try_one(self, name: str, address: Address, procedure: str, body: bytes, timeout: float,
+                       left: float) -> RpcResult | BaseException:
+        """One try: the node's result, or the transport failure (to retry or report)."""
         timed_out = []
         d: Deferred[Any] = defer.ensureDeferred(self._exchange(address, procedure, body))
 
@@ -285,7 +364,7 @@ class RpcClient(Runner):
             timed_out.append(True)
             d.cancel()
 
-        timer = self._reactor.callLater(timeout, expire)
+        timer = self._reactor.callLater(max(left, 0.0), expire)
         try:
             code, answer, epoch_header = await d
         except Exception as e:  # any transport failure is this node's result
@@ -293,7 +372,7 @@ class RpcClient(Runner):
                 return RpcResult.failure(name, "timeout after %gs calling %s" % (timeout, procedure))
             if isinstance(e, CancelledError):
                 raise
-            return RpcResult.failure(name, _transport_message(e))
+            return e
         finally:
             if timer.active():
                 timer.cancel()

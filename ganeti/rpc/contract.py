@@ -46,10 +46,17 @@ class Call(Generic[R]):
     procedure: str
     args: tuple[Any, ...]
     timeout: float
+    #: whether a client with a retry window may send it again (L{once}: no)
+    retry: bool = True
 
     def within(self, timeout: float) -> Call[R]:
         """The same call with another time limit (seconds)."""
         return attrs.evolve(self, timeout=timeout)
+
+    def once(self) -> Call[R]:
+        """The same call, tried once even by a client that retries (a check of
+        whether the node answers now, as C{gnt-cluster verify}'s)."""
+        return attrs.evolve(self, retry=False)
 
 
 class Procedure(contract.Declaration[P, R]):
@@ -61,14 +68,20 @@ class Procedure(contract.Declaration[P, R]):
     @ivar arguments: its positional arguments, in wire order
     @ivar result: the payload type
     @ivar doc: one line saying what it does
+    @ivar idempotent: running it twice has the effect of running it once
+        (a read, or a write of a state): a caller that retries on a
+        node's restart (L{ganeti.rpc.RpcClient} with a C{retry_window})
+        sends it again after any transport failure, also when the first
+        one may have reached the handler
     """
 
     strictness = contract.LENIENT
     kind_name = "procedure"
 
-    def __init__(self, stub: Callable[P, R], timeout: float) -> None:
+    def __init__(self, stub: Callable[P, R], timeout: float, idempotent: bool = False) -> None:
         super().__init__(stub)
         self.timeout = timeout
+        self.idempotent = idempotent
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
         """The call with these arguments (positional or by name).
@@ -87,12 +100,12 @@ class Table(contract.Table[Procedure[Any, Any]]):
 
     kind_name = "procedure"
 
-    def declare(self, timeout: float) -> Callable[[Callable[P, R]], Procedure[P, R]]:
+    def declare(self, timeout: float, *, idempotent: bool = False) -> Callable[[Callable[P, R]], Procedure[P, R]]:
         """Decorator: the stub below declares a procedure of time limit
-        class C{timeout}."""
+        class C{timeout}, C{idempotent} or not (L{Procedure.idempotent})."""
 
         def make(stub: Callable[P, R]) -> Procedure[P, R]:
-            procedure = Procedure(stub, timeout)
+            procedure = Procedure(stub, timeout, idempotent)
             self.add(procedure)
             return procedure
 
@@ -122,6 +135,8 @@ class Runner:
         offline = list(offline)
         if offline:
             options["offline"] = offline
+        if not call.retry:
+            options["retry"] = False
         return await self.call(nodes, call.procedure, list(call.args), timeout=call.timeout, **options)
 
     async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:

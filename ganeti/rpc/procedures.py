@@ -1,9 +1,13 @@
 """Every procedure noded serves: the node RPC contract (stdlib and attrs only).
 
 Each stub below declares one procedure (see L{ganeti.rpc.contract}): its
-name, its time limit class, its positional arguments in wire order with
-their types (a default makes an argument optional on the wire), its payload
-type and, in its docstring, what it does.  A call is C{rpc.run(nodes,
+name, its time limit class, whether it is idempotent (C{idempotent=True}:
+running it twice has the effect of running it once, so a job's RPC client
+sends it again after a lost connection while the node's NodeD restarts;
+any other procedure is sent again only when it cannot have reached the
+node), its positional arguments in wire order with their types (a default
+makes an argument optional on the wire), its payload type and, in its
+docstring, what it does.  A call is C{rpc.run(nodes,
 procedures.NAME.call(...))}; noded refuses a request that does not fit the
 declaration before the handler runs, and L{ganeti.noded.dispatch} finds the
 handler (a method of the same name marked C{@handler(procedures.NAME)}, which mypy
@@ -51,23 +55,23 @@ Reason = list[Any] | None
 # --- node and cluster -------------------------------------------------------------------
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def version() -> int:
     """The node RPC protocol version of the node."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def master_node_name() -> str:
     """The master's name in this node's ssconf."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def node_info(storage_units: list[Any], hv_specs: list[Any]) -> list[Any]:
     """C{[boot_id, [storage info...], [hypervisor info...]]} of the node;
     C{storage_units} are C{[type, key, params]}, C{hv_specs} C{[name, hvparams]}."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def node_verify(checkdict: dict[str, Any], cluster_name: str, all_hvparams: Any = None) -> dict[str, Any]:
     """The checks named in C{checkdict} (see the handler for each)."""
 
@@ -77,7 +81,7 @@ def node_leave_cluster(modify_ssh_setup: Flag = False) -> None:
     """Forget the cluster (config, ssconf, queue, secrets), stop RAPI, then noded."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def test_delay(duration: float) -> None:
     """Answer after C{duration} seconds."""
 
@@ -85,13 +89,13 @@ def test_delay(duration: float) -> None:
 # --- files ------------------------------------------------------------------------------
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def upload_file(details: list[Any]) -> None:
     """Replace an allowed file atomically: C{FILE_DETAILS}
     (C{[path, COMPRESS data, mode, owner, group, atime, mtime]})."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def upload_file_single(vpath: str, data: list[Any], mode: int, owner: str | int | None, group: str | int | None,
                        atime: float | None, mtime: float | None) -> None:
     """L{upload_file} with the details as separate arguments (Ganeti 2.16+)."""
@@ -105,12 +109,12 @@ def config_delta(base: int, records: list[dict[str, Any]]) -> int:
     hold C{base}: the master then sends the whole file (ours, not Ganeti's)."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def write_ssconf_files(values: dict[str, Any]) -> None:
     """Write ssconf files: C{{key: text or [lines]}}."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def ha_params_store(record: Any) -> list[Any]:
     """Keep the master's HA parameters unless the node holds newer ones:
     C{[stored, the record the node holds now]}."""
@@ -119,12 +123,12 @@ def ha_params_store(record: Any) -> list[Any]:
 # --- job queue replication --------------------------------------------------------------
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def jobqueue_update(file_name: str, content: list[Any]) -> None:
     """Write a job queue file (virtual path, C{COMPRESS} content)."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def jobqueue_update_many(entries: list[list[Any]], durable: bool = True) -> None:
     """Write several job queue files C{[[virtual path, COMPRESS content], ...]}
     in one call, each atomically and, with C{durable}, fsynced before the
@@ -137,22 +141,22 @@ def jobqueue_rename(pairs: list[list[str]]) -> list[str | None]:
     """Rename queue files C{[[old, new], ...]}: per pair C{None} or an error."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def jobqueue_purge() -> None:
     """Remove everything in the queue directory but its lock file."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def jobqueue_set_drain_flag(flag: bool) -> None:
     """Create (true) or remove (false) the queue's drain file."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def jobqueue_list() -> dict[str, list[Any]]:
     """C{{name in the queue dir: [sha1, job status or null]}} (ours)."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def jobqueue_remove(names: list[str]) -> None:
     """Remove queue files (virtual paths); missing ones are fine (ours)."""
 
@@ -160,12 +164,12 @@ def jobqueue_remove(names: list[str]) -> None:
 # --- instances --------------------------------------------------------------------------
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def instance_start(inst: Inst, startup_paused: Flag = False, reason: Reason = None) -> None:
     """Start the instance; one already running is left alone."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def instance_shutdown(inst: Inst, timeout: int | None = 120, reason: Reason = None) -> None:
     """Stop the instance within C{timeout} seconds; one not running is fine."""
 
@@ -175,28 +179,28 @@ def instance_reboot(inst: Inst, reboot_type: str, shutdown_timeout: int | None =
     """Reboot a running instance: C{soft}/C{hard} in place, C{full} stops and starts."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def instance_balloon_memory(inst: Inst, memory: int) -> None:
     """Give the running instance C{memory} MiB."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def instance_list(hypervisor_names: list[str], hvparams_by_hv: dict[str, Any] | None = None) -> list[str]:
     """The names of the instances running on the node."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def instance_info(name: str, hypervisor: str, hvparams: dict[str, Any] | None = None) -> dict[str, Any]:
     """C{{"memory", "vcpus", "state", "time"}} of a running instance, C{{}} if it does not run."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def all_instances_info(hypervisor_names: list[str], hvparams_by_hv: dict[str, Any] | None = None,
                        ) -> dict[str, dict[str, Any]]:
     """C{{name: {"memory", "vcpus", "state", "time"}}} of the running instances."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def instance_console_info(inst: Inst) -> dict[str, Any]:
     """How to reach the instance's console."""
 
@@ -211,7 +215,7 @@ def instance_run_rename(inst: Inst, old_name: str, debug: int | bool = 0) -> Non
     """Run the OS's rename script (the instance has its new name already)."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def os_diagnose() -> list[list[Any]]:
     """C{[[name, path, status, diagnose, variants, parameters, api_versions, trusted], ...]}."""
 
@@ -219,7 +223,7 @@ def os_diagnose() -> list[list[Any]]:
 # --- migration --------------------------------------------------------------------------
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def migration_info(inst: Inst) -> Any:
     """On the source: what the target needs to accept the instance (opaque)."""
 
@@ -234,7 +238,7 @@ def instance_migrate(cluster_name: str, inst: Inst, target_ip: str, live: Flag =
     """On the source: send the running instance to C{target_ip}."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def instance_get_migration_status(inst: Inst) -> dict[str, Any]:
     """On the source: C{{"status": "completed"|"active"|"failed"|"none", ...}}."""
 
@@ -258,7 +262,7 @@ def blockdev_create(disk: DiskDict, size: int, owner: str | None = None, on_prim
     """Create a disk of C{size} MiB; its path on the node."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def blockdev_remove(disk: DiskDict) -> None:
     """Remove a disk; one already gone succeeds."""
 
@@ -280,7 +284,7 @@ def blockdev_grow(disk: DiskDict, amount: int, dryrun: Flag = False, backingstor
     """Grow a disk by C{amount} MiB (a file disk in the C{backingstore} step only)."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def blockdev_assemble(disk: DiskDict, inst: Inst, on_primary: Flag, idx: int) -> list[Any]:
     """Make disk C{idx} of C{inst} usable on the node.  On the primary: C{[device path, link, uri]}
     (the path C{None} for a volume the hypervisor opens itself, which has a C{uri}; the link is
@@ -294,36 +298,36 @@ def hotplug_device(inst: Inst, action: str, dev_type: str, device: dict[str, Any
     and C{seq} as in Ganeti (the disk's C{[link, uri]}, the device's index), not needed here."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def hotplug_supported(inst: Inst) -> None:
     """Succeed if devices can be hotplugged into C{inst} here (it runs, its hypervisor can)."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def blockdev_shutdown(disk: DiskDict) -> None:
     """Undo C{blockdev_assemble} on the node (an ext volume is detached, a kernel rbd mapping
     removed, and the links to their device); nothing to do for file, sharedfile, blockdev and
     userspace rbd disks."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def blockdev_getdimensions(disks: list[DiskDict]) -> list[list[Any] | None]:
     """C{[size in bytes, spindles]} of each disk, C{None} for one not on the node."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def storage_list(su_name: str, su_args: list[Any], name: str | None, fields: list[str]) -> list[list[Any]]:
     """The storage units of type C{su_name} (C{file}, C{sharedfile}: C{su_args = [[directory]]};
     C{rados}: C{[[pool]]}), only the one called C{name} if given: one row of C{fields} (among
     C{name size used free allocatable}, MiB) each (L{ganeti.noded.storage_units})."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def bdev_sizes(devices: list[str]) -> dict[str, int]:
     """C{{path: size in MiB}} of the C{devices} that are block devices under C{/dev/} (others left out)."""
 
 
-@declare(TMO_FAST)
+@declare(TMO_FAST, idempotent=True)
 def extstorage_diagnose() -> list[list[Any]]:
     """The node's ExtStorage providers: C{[[name, path, ok, diagnose, [[param, help], ...]], ...]}."""
 
@@ -341,17 +345,17 @@ def impexp_send(spec: dict[str, Any]) -> dict[str, Any]:
     """Send C{spec["source"]} to a listener: C{{"id"}}."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def impexp_status(ids: list[str], wait: float = 0) -> list[dict[str, Any] | None]:
     """The transfers' status; with C{wait}, once one ends or after C{wait} seconds."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def impexp_abort(ids: list[str]) -> None:
     """Abort transfers."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def impexp_cleanup(ids: list[str]) -> None:
     """Forget finished transfers."""
 
@@ -366,17 +370,17 @@ def export_finalize(name: str, config_text: str) -> None:
     """Complete an export with its C{config.ini}: it replaces the previous one."""
 
 
-@declare(TMO_FAST)
+@declare(TMO_FAST, idempotent=True)
 def export_discard(name: str) -> None:
     """Drop an unfinished export."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def export_list() -> list[str]:
     """The names of the exports on the node."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def export_info(name: str) -> str:
     """The C{config.ini} of an export."""
 
@@ -391,7 +395,7 @@ def x509_cert_create(validity: int) -> list[str]:
     """A new key and certificate valid C{validity} seconds: C{[name, PEM]}."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def x509_cert_remove(name: str) -> None:
     """Remove a key made by L{x509_cert_create}."""
 
@@ -434,12 +438,12 @@ def epoch_claim(epoch: int, holder: str) -> int:
     """Record master epoch C{epoch} for the new master C{holder} (once per epoch)."""
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def failover_status() -> dict[str, Any]:
     """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of the node."""
 
 
-@declare(TMO_NORMAL)
+@declare(TMO_NORMAL, idempotent=True)
 def failover_read(names: list[str]) -> dict[str, Any]:
     """C{{name: COMPRESS content or null}} of config.data and job queue files."""
 
@@ -447,7 +451,7 @@ def failover_read(names: list[str]) -> dict[str, Any]:
 # --- automatic failover (see L{ganeti.ha.election}) ----------------------------------------
 
 
-@declare(TMO_URGENT)
+@declare(TMO_URGENT, idempotent=True)
 def election_status(candidate: Any) -> dict[str, Any]:
     """The node's view (L{ganeti.ha.election.NodeView} as a dict) as seen by
     C{candidate}, a node name the handler checks."""

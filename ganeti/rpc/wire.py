@@ -25,6 +25,8 @@ from ganeti.rpc import procedures as _contract
 PROTOCOL_VERSION = CONFIG_VERSION
 #: our own C{node_verify} check (missing and orphan disk files), unknown to Ganeti's nodes
 NV_DISK_FILES = "disk-files"
+#: our own C{node_verify} check: free and total MiB of the node's data directory
+NV_DATA_SPACE = "data-space"
 #: The noded TCP port.
 DEFAULT_PORT = ports.NODED
 
@@ -36,6 +38,12 @@ TMO_SLOW = _contract.TMO_SLOW
 TMO_1DAY = _contract.TMO_1DAY
 #: Connect timeout (Ganeti's C{RPC_CONNECT_TIMEOUT}).
 CONNECT_TIMEOUT = 5
+#: Seconds a job's RPC client goes on sending a call to a node whose NodeD
+#: refuses connections (restarting: a few seconds), see L{ganeti.rpc.RpcClient}.
+RETRY_WINDOW = 15.0
+#: First and longest pause between two tries of a call, seconds.
+RETRY_FIRST_DELAY = 0.1
+RETRY_MAX_DELAY = 1.0
 
 #: C{COMPRESS} encodings.
 ENCODING_NONE = 0

@@ -394,8 +394,8 @@ class Ledger:
     """What the stream submitted and what a watcher saw of each job file.
 
     The watcher reads the master's job files while the stream runs and
-    keeps, per job, every job-process lock file it showed (one per process
-    that LuxiD confirmed) and the first final state it showed: a second
+    keeps, per job, every job-process lock file it showed with the job
+    started (one per process that ran) and the first final state it showed: a second
     process, or a final state that changes, means the job ran twice.
     """
 
@@ -413,7 +413,11 @@ class Ledger:
 
     def observe(self, job_id: int, data: dict[str, Any]) -> None:
         livelock = data.get("livelock") or ""
-        if os.path.basename(livelock).startswith("job_"):
+        # a process counts once it ran (the job started): LuxiD records a job
+        # process's lock file before confirming it, and a LuxiD killed between
+        # the two requeues the job, whose process exits without running it
+        # ("not confirmed by LuxiD ... not running it" in jobs.log)
+        if os.path.basename(livelock).startswith("job_") and started(data):
             self.processes.setdefault(job_id, set()).add(os.path.basename(livelock))
         status = job_status(data)
         if status in FINAL:
@@ -423,6 +427,12 @@ class Ledger:
                 self.final_changed.setdefault(job_id, "first %r, later %r" % (first, state))
         elif job_id in self.first_final:
             self.final_changed.setdefault(job_id, "final %r, later %s" % (self.first_final[job_id], status))
+
+
+def started(data: dict[str, Any]) -> bool:
+    """Whether a job file shows its job started (by the process it names)."""
+    return data.get("start_timestamp") is not None or any(
+        op.get("status") not in (None, "queued") for op in data.get("ops", []))
 
 
 def job_status(data: dict[str, Any]) -> str:

@@ -487,3 +487,20 @@ def ancillary_files(paths: Paths) -> list[list[Any]]:
             continue
         files.append(wire.file_details(wire.virtual_path(paths.root, path), data, mode=mode))
     return files
+
+
+class RecordingDistributor:
+    """The default distributor: remembers what it was handed, sends nothing.
+
+    The node daemon's RPC replaces it with one that pushes config.data to
+    the master candidates.
+    """
+
+    log = Logger()
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, data: bytes, serial: int) -> None:
+        self.calls.append(serial)
+        self.log.debug("config serial {serial} ready for distribution ({size} bytes)", serial=serial, size=len(data))

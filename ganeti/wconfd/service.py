@@ -36,6 +36,8 @@ from ganeti import errors
 from ganeti.lockfile import is_free
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
+from ganeti.wconfd import diskspace
+from ganeti.wconfd.replication import RecordingDistributor
 from ganeti.wconfd.requests import (
     Answer,
     RequestLog,
@@ -53,23 +55,6 @@ from ganeti.wconfd.store import ConfigStore, entity_lock_names, lock_name
 CONFIG_LOCK_PRIORITY = -21
 
 Distributor = Callable[[bytes, int], Any]
-
-
-class RecordingDistributor:
-    """The default distributor: remembers what it was handed, sends nothing.
-
-    The node daemon's RPC replaces it with one that pushes config.data to
-    the master candidates.
-    """
-
-    log = Logger()
-
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def __call__(self, data: bytes, serial: int) -> None:
-        self.calls.append(serial)
-        self.log.debug("config serial {serial} ready for distribution ({size} bytes)", serial=serial, size=len(data))
 
 
 class WConfdService(Service):
@@ -696,6 +681,7 @@ class WConfdService(Service):
     def _writable(self) -> None:
         if self._broken is not None:
             raise errors.ConfigurationError("WConfD cannot write its state (%s); restart it" % self._broken)
+        diskspace.check_room(self)
 
     async def _commit(
         self, record: dict[str, Any], owner: Owner | None = None, rid: int | None = None, answer: Answer | None = None
@@ -711,6 +697,9 @@ class WConfdService(Service):
             await self.storage.append(record)
         except Exception as e:
             self._broken = str(e)
+            if diskspace.disk_full(e):  # back to the durable config, then changes again
+                diskspace.revert(self)
+                raise errors.ConfigurationError("change not saved: %s; nothing changed" % e) from e
             self.log.critical("journal write failed, refusing further changes: {e}", e=e)
             raise errors.ConfigurationError("change not saved: %s" % e) from e
         if rid is not None and owner is not None:

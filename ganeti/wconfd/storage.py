@@ -85,6 +85,15 @@ class IConfigStorage(Interface):
     def close() -> None:
         """Stop background work."""
 
+    def room() -> str | None:
+        """Why no config change can be written now (the disk is full), or None."""
+
+    def drained() -> Deferred:
+        """Fires once every append made so far has succeeded or failed."""
+
+    def durable_config() -> tuple[bytes | None, list[Any]]:
+        """config.data and the journal records as they are durable now."""
+
 
 def parse_journal(data: bytes, source: str = "journal") -> tuple[list[Any], int]:
     """Decode journal lines; returns (records, length of the valid prefix).
@@ -157,11 +166,14 @@ class _JournalWriter:
             waiting: list[Deferred | None] = []
             for op, arg, d in batch:
                 if op == "write":
+                    size = None
                     try:
+                        size = os.fstat(self._fd).st_size
                         _write_all(self._fd, arg)
                         waiting.append(d)
                     except OSError as e:
-                        self._fail(d, errors.ConfigurationError("cannot write %s: %s" % (self._path, e)))
+                        self._cut(size)
+                        self._fail(d, JournalWriteError(self._path, e))
                     continue
                 self._sync(waiting)
                 waiting = []
@@ -173,6 +185,16 @@ class _JournalWriter:
                 except OSError as e:
                     self._fail(d, errors.ConfigurationError("journal %s: %s" % (op, e)))
             self._sync(waiting)
+
+    def _cut(self, size: int | None) -> None:
+        """Drop what a failed write left (a torn line ends the journal's
+        replay: later records after it would be lost)."""
+        if size is None:
+            return
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as e:
+            self.log.critical("{path}: cannot drop a torn write: {e}", path=self._path, e=e)
 
     def _sync(self, waiting: list[Deferred | None]) -> None:
         if not waiting:
@@ -220,6 +242,18 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+class JournalWriteError(errors.ConfigurationError):
+    """A journal append failed; C{cause} is the C{OSError}."""
+
+    def __init__(self, path: str, cause: OSError) -> None:
+        super().__init__("cannot write %s: %s" % (path, cause))
+        self.cause = cause
+
+
+#: free bytes a config change needs in the data directory
+MIN_FREE_BYTES = 1024 * 1024
 
 
 @implementer(IConfigStorage)
@@ -328,6 +362,34 @@ class FileStorage:
             os.close(self._locks_fd)
             self._locks_fd = None
 
+    def room(self) -> str | None:
+        try:
+            st = os.statvfs(self._paths.data_dir)
+        except OSError:
+            return None
+        free = st.f_bavail * st.f_frsize
+        if free >= MIN_FREE_BYTES:
+            return None
+        return "the data directory %s is full (%d KiB free)" % (self._paths.data_dir, free // 1024)
+
+    def drained(self) -> Deferred:
+        assert self._writer is not None, "load() first"
+        return self._writer.submit("call", lambda: None)
+
+    def durable_config(self) -> tuple[bytes | None, list[Any]]:
+        paths = self._paths
+        try:
+            config = serializer.read_file(paths.config_data)
+        except FileNotFoundError:
+            config = None
+        records: list[Any] = []
+        for path in (paths.config_journal + ".old", paths.config_journal):
+            try:
+                records.extend(parse_journal(serializer.read_file(path))[0])
+            except FileNotFoundError:
+                pass
+        return config, records
+
 
 @implementer(IConfigStorage)
 class MemoryStorage:
@@ -377,6 +439,15 @@ class MemoryStorage:
 
     def write_requests(self, data: Any) -> None:
         self.requests = serializer.loads(serializer.dumps(data))
+
+    def room(self) -> str | None:
+        return None
+
+    def drained(self) -> Deferred:
+        return succeed(None)
+
+    def durable_config(self) -> tuple[bytes | None, list[Any]]:
+        return self.config, self.old_journal + self.journal
 
     def close(self) -> None:
         pass

@@ -76,6 +76,30 @@ async def test_verify_jobs_verify_disks_and_repair_disk_sizes(root):
             assert [(op["OP_ID"], op["priority"]) for op in ops] == [("OP_GROUP_VERIFY_DISKS", 10)], watched
             assert results == [[{}, [], {}]], watched
 
+        # --- an instance marked down that runs (started behind Ganeti's back): an error, until marked up
+        vm_file = os.path.join(cluster.roots[1].root, "var", "run", "ganeti", "fake-hypervisor", VM)
+        with open(vm_file, "rb") as handle:
+            running = handle.read()
+        ok(root, "gnt-instance", "shutdown", VM)
+        assert not os.path.exists(vm_file)
+        ok(root, "gnt-cluster", "verify")
+        with open(vm_file, "wb") as handle:
+            handle.write(running)
+        out = failing(root, "gnt-cluster", "verify")
+        assert "ERROR: instance %s: instance is marked down but runs on its primary node %s" % (VM, N2) in out, out
+        out = failing(root, "gnt-cluster", "verify", "--error-codes")
+        assert "ERROR:EINSTANCEUNEXPECTEDLYRUNNING:instance:%s:" % VM in out, out
+        ok(root, "gnt-instance", "startup", VM)
+        ok(root, "gnt-cluster", "verify")
+        # and the reverse: marked up, not running (the watcher paused, or it would restart it)
+        ok(root, "gnt-cluster", "watcher", "pause", "1h")
+        os.unlink(vm_file)
+        out = failing(root, "gnt-cluster", "verify")
+        assert "ERROR: instance %s: instance not running on its primary node %s" % (VM, N2) in out, out
+        ok(root, "gnt-instance", "startup", VM)
+        ok(root, "gnt-cluster", "watcher", "continue")
+        assert os.path.exists(vm_file)
+
         # --- a disk file truncated by hand: verify fails; repair-disk-sizes records the actual size
         os.truncate(disk, 8 * MIB)
         out = failing(root, "gnt-cluster", "verify")

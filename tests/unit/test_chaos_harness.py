@@ -48,6 +48,19 @@ class DetectorTests(SynchronousTestCase):
         self.assertEqual(list(result.ran_twice), [5])
         self.assertEqual(len(result.violations), 1)
 
+    def test_a_process_recorded_but_never_confirmed_did_not_run(self) -> None:
+        """LuxiD killed between recording a job process and confirming it: the
+        process exits unrun, the job is queued again and run by a second
+        process; that is one run (chaos wconfd+luxid, 'not confirmed by LuxiD'
+        in jobs.log), not two."""
+        ledger = Ledger()
+        ledger.observe(7, _job("queued", livelock="/x/job_000007_1"))
+        ledger.observe(7, _job("running", livelock="/x/job_000007_2"))
+        ledger.observe(7, _job("success", [1, 2], livelock="/x/job_000007_2"))
+        result = TrialResult("wconfd+luxid", 1)
+        chaos_checks.check_ledger(ledger, result)
+        self.assertEqual(result.ran_twice, {})
+
     def test_a_final_state_that_changes_means_ran_twice(self) -> None:
         ledger = Ledger()
         ledger.observe(3, _job("success", [1, 2]))

@@ -291,3 +291,16 @@ def test_gnt_cluster_repair_disk_sizes() -> None:
     assert (ops[0]["OP_ID"], ops[0]["instances"]) == ("OP_CLUSTER_REPAIR_DISK_SIZES", ["web", "db"])
     assert run(JobsClient({10: ("success", [[]], [])}), "repair-disk-sizes")[0] == 0
 
+
+
+def test_low_free_space_in_the_data_directory_is_a_warning_naming_it() -> None:
+    """Under 50 MiB or 5 % free in a node's data directory: a warning (jobs fail when it is full)."""
+    from ganeti.cmdlib.verify import low_space
+
+    path = "/var/lib/ganeti"
+    assert low_space({"path": path, "free": 900, "total": 10000}) is None
+    assert low_space(None) is None  # a node that does not know the check
+    warning = low_space({"path": path, "free": 40, "total": 100000})
+    assert warning is not None and warning.startswith("free space in /var/lib/ganeti is low: 40 MiB of 100000 MiB")
+    assert low_space({"path": path, "free": 400, "total": 10000}) is not None  # 4 %
+    assert "cannot read the free space" in (low_space({"path": path, "error": "EIO"}) or "")

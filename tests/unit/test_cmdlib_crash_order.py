@@ -101,7 +101,10 @@ class RemoveTests(CrashOrderTestCase):
     def test_killed_before_stopping(self) -> None:
         self.killed_at(op("REMOVE"), "instance_shutdown")
         self.assertEqual(self.web().admin_state, "down", "marked down first: nothing restarts it")
-        self.assertEqual(self.verify(), (True, []))
+        # verify reports the partial effect (issue 23): marked down, still running
+        self.assertEqual(self.verify(), (False, [
+            "  - ERROR: instance %s: instance is marked down but runs on its primary node %s (stop it with"
+            " gnt-instance shutdown, or mark it up with gnt-instance startup)" % (WEB, N2)]))
         self.rerun()
 
     def test_killed_after_stopping(self) -> None:

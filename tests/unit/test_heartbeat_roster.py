@@ -76,6 +76,41 @@ class RosterTests(SynchronousTestCase):
         self.roster.seen("a", first, 0)
         self.assertEqual([t for t in self.advance(1.5) if t.node == "a"], [])
 
+    def test_a_hello_as_the_node_then_a_close_does_not_hide_its_beats(self) -> None:
+        """One peer says hello as node a and closes at once while a's own
+        NodeD keeps beating on its connection: a stays up (it was left
+        unreachable for half an hour, until its NodeD reconnected)."""
+        real, intruder = object(), object()
+        self.roster.hello("a", real, "boot-1", 0)
+        self.assertEqual(self.roster.hello("a", intruder, "boot-1", 0.5), [])
+        self.roster.closed("a", intruder, 0.5)
+        transitions = []
+        for _ in range(120):
+            self.clock.advance(0.5)
+            transitions += self.roster.seen("a", real, self.clock.seconds())
+            transitions += [t for t in self.roster.sweep(self.clock.seconds()) if t.node == "a"]
+        self.assertEqual(transitions, [])
+        self.assertEqual(self.state("a"), "up")
+        self.assertIsNotNone(self.roster.snapshot()["a"]["connected_since"])
+        # and a report on the real connection is still the node's
+        self.assertIsNotNone(self.roster.reported("a", real, {"full": True, "instances": {}}, self.clock.seconds()))
+        # its last connection closing is what starts the grace
+        self.roster.closed("a", real, self.clock.seconds())
+        got = [t for t in self.advance(1.0) if t.node == "a"]
+        self.assertEqual([(t.event, t.reason) for t in got], [("unreachable", "connection closed")])
+
+    def test_a_node_beating_on_its_older_connection_is_alive(self) -> None:
+        """Two open connections of a node, beats on the older one only: up."""
+        older, newer = object(), object()
+        self.roster.hello("a", older, "boot-1", 0)
+        self.roster.hello("a", newer, "boot-1", 0)
+        transitions = []
+        for _ in range(20):
+            self.clock.advance(0.5)
+            transitions += self.roster.seen("a", older, self.clock.seconds())
+            transitions += [t for t in self.roster.sweep(self.clock.seconds()) if t.node == "a"]
+        self.assertEqual(transitions, [])
+
     def test_reboot_is_a_transition(self) -> None:
         """A hello with another boot id: 'rebooted', even when the node was up."""
         self.roster.hello("a", self.conn, "boot-1", 0)

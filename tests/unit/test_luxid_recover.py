@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.jobs.process import save_job
+from ganeti.luxid import recovery
 from ganeti.luxid import service as service_module
 from ganeti.luxid.service import LuxidService
 from tests.unit.queue_helpers import open_queue, temp_root
@@ -49,7 +50,7 @@ class EndedMeanwhileTests(SynchronousTestCase):
         and exited before LuxiD checked its lock: the job stays a success."""
         self.service.jobs = {7: _job("running", self.lockfile)}
         save_job(self.paths, _job("success", self.lockfile))
-        self.service._recover()
+        recovery.recover(self.service)
         self.assertEqual(self.status_on_disk(), ["success"])
         self.assertEqual(self.service.jobs[7].ops[0].status, "success")
 
@@ -58,7 +59,7 @@ class EndedMeanwhileTests(SynchronousTestCase):
         running = _job("running", self.lockfile)
         save_job(self.paths, running)
         self.service.jobs = {7: running}
-        self.service._recover()
+        recovery.recover(self.service)
         self.assertEqual(self.status_on_disk(), ["error"])
 
     def test_following_takes_a_job_that_ends_while_its_lock_is_checked(self) -> None:
@@ -111,7 +112,7 @@ class RecordedNeverConfirmedTests(SynchronousTestCase):
         job = _recorded_unconfirmed(self.lockfile)
         save_job(self.paths, job)
         self.service.jobs = {7: job}
-        self.service._recover()
+        recovery.recover(self.service)
         self.assertEqual([op.status for op in self.on_disk().ops], ["queued"])
         self.assertIsNone(self.on_disk().livelock)
         self.assertIsNone(self.service.jobs[7].livelock)
@@ -135,5 +136,5 @@ class RecordedNeverConfirmedTests(SynchronousTestCase):
         job.ops[0].status = "waiting"
         save_job(self.paths, job)
         self.service.jobs = {7: job}
-        self.service._recover()
+        recovery.recover(self.service)
         self.assertEqual([op.status for op in self.on_disk().ops], ["error"])

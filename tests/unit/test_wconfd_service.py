@@ -564,3 +564,62 @@ class OpportunisticTests(ServiceTestCase):
         self.assertNoResult(d)
         self.service.try_update(self.a, [(LOCK2, "release")])
         self.assertEqual(sorted(self.successResultOf(d)), [LOCK1, LOCK2])
+
+
+class FullDiskStorage(MemoryStorage):
+    """MemoryStorage on a disk the test fills: appends fail with ENOSPC, and
+    C{room} says so while C{says_full}."""
+
+    def __init__(self, config: bytes | None = None) -> None:
+        super().__init__(config)
+        self.fails = False
+        self.says_full = False
+
+    def append(self, record: dict[str, Any]) -> Deferred:
+        import errno
+
+        from ganeti.wconfd.storage import JournalWriteError
+
+        if self.fails:
+            return fail(JournalWriteError("config.journal", OSError(errno.ENOSPC, "No space left on device")))
+        return super().append(record)
+
+    def room(self) -> str | None:
+        return "the data directory /var/lib/ganeti is full (12 KiB free)" if self.says_full else None
+
+
+class FullDiskTests(ServiceTestCase):
+    """Issue 23: a full data directory leaves no change half made."""
+
+    def make_storage(self) -> MemoryStorage:
+        return FullDiskStorage(self.config.to_json())
+
+    def test_a_change_is_refused_before_it_is_applied_when_the_disk_is_full(self) -> None:
+        storage: FullDiskStorage = self.storage
+        self.hold(self.a, LOCK1)
+        storage.says_full = True
+        serial = self.service.config_store.serial_no
+        refused = self.failureResultOf(self.change(self.a, os="debian"), errors.ConfigurationError)
+        self.assertIn("the data directory /var/lib/ganeti is full", str(refused.value))
+        self.assertIn("nothing changed", str(refused.value))
+        self.assertEqual((self.instance().os, self.service.config_store.serial_no), ("noop", serial))
+        storage.says_full = False
+        self.successResultOf(self.change(self.a, os="debian"))
+        self.assertEqual(self.instance().os, "debian")
+
+    def test_a_change_whose_journal_write_fails_is_undone_and_changes_go_on(self) -> None:
+        """The disk fills between the check and the write: the change is not
+        kept in memory (queries showed it, the next config.data held it: a tag
+        applied under an error status), and once there is room changes work."""
+        storage: FullDiskStorage = self.storage
+        self.hold(self.a, LOCK1)
+        serial = self.service.config_store.serial_no
+        storage.fails = True
+        failed = self.failureResultOf(self.change(self.a, os="debian"), errors.ConfigurationError)
+        self.assertIn("nothing changed", str(failed.value))
+        self.assertEqual((self.instance().os, self.service.config_store.serial_no), ("noop", serial))
+        self.assertIn(LOCK1, self.owned(self.a))
+        storage.fails = False
+        self.successResultOf(self.change(self.a, os="debian"))
+        self.assertEqual((self.instance().os, self.service.config_store.serial_no), ("debian", serial + 1))
+        self.assertEqual(storage.durable_config()[1][-1]["s"], serial + 1)

@@ -1,0 +1,71 @@
+"""LuxiD on a full data directory (issue 23): jobs accepted before it filled
+end in error at once, saying so, instead of staying queued for ever; no job
+is accepted until there is room; a submission that could not be written
+leaves no job file."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from ganeti import errors
+from ganeti.jobs import space
+from ganeti.luxid.handler import LuxiHandler
+from ganeti.luxid.live import LiveData
+from ganeti.luxid.service import LuxidService
+from tests.unit.queue_helpers import open_queue, temp_root
+
+DELAY = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+
+
+class DiskFullTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.paths = temp_root(self, "gntdf")
+        self.queue = open_queue(self, self.paths)
+        self.free = 1 << 40
+        self.patch(space, "free_bytes", lambda path: self.free)
+        self.service = LuxidService(self.paths, Clock(), self.queue)
+        self.service.running = True  # accept submissions without starting processes
+        self.handler = LuxiHandler(self.service, self.paths, LiveData.for_node(Clock(), self.paths))
+        self.full = False
+        real = self.queue.write_job
+
+        def write_job(job: Any, durable: bool = True) -> bytes:
+            reserve = os.path.join(self.paths.data_dir, space.RESERVE_NAME)
+            if self.full and os.path.exists(reserve):  # no room but the reserve's
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(job, durable=durable)
+
+        self.patch(self.queue, "write_job", write_job)
+
+    def call(self, method: str, *args: Any) -> Deferred:
+        return maybeDeferred(self.handler.handle, method, list(args))
+
+    def test_queued_jobs_end_in_error_and_submissions_are_refused_until_there_is_room(self) -> None:
+        ids = [self.successResultOf(self.call("SubmitJob", [dict(DELAY)])) for _ in range(3)]
+        self.assertTrue(os.path.exists(os.path.join(self.paths.data_dir, space.RESERVE_NAME)))
+        # the disk fills: the next submission fails, saying so, and leaves no file
+        self.full, self.free = True, 0
+        failure = self.failureResultOf(self.call("SubmitJob", [dict(DELAY)]), errors.JobQueueError)
+        self.assertIn("the data directory %s is full" % self.paths.data_dir, str(failure.value))
+        self.assertEqual(sorted(n for n in os.listdir(self.paths.queue_dir) if n.startswith("job-")),
+                         ["job-%d" % i for i in ids])
+        # the queued jobs ended in error at once, on disk too (the reserve's room)
+        for job_id in ids:
+            job = self.queue.read_job(job_id)
+            self.assertTrue(job is not None and job.finalized, job_id)
+            self.assertIn("is full", str(job.ops[0].result))
+            self.assertEqual(self.service.jobs[job_id].ops[0].status, "error")
+        # nothing is accepted while there is no room for the reserve
+        failure = self.failureResultOf(self.call("SubmitJob", [dict(DELAY)]), errors.JobQueueError)
+        self.assertIn("Cannot accept jobs: the data directory", str(failure.value))
+        # room again: the reserve is made, jobs are accepted
+        self.full, self.free = False, 1 << 40
+        later = self.successResultOf(self.call("SubmitJob", [dict(DELAY)]))
+        self.assertGreater(later, max(ids))
+        self.assertTrue(os.path.exists(os.path.join(self.paths.data_dir, space.RESERVE_NAME)))
