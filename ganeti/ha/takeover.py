@@ -40,7 +40,7 @@ import time
 from typing import Any, Protocol
 
 import attrs
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, gatherResults
 
 from ganeti import ports, serializer
 from ganeti.ha import params as ha_params
@@ -301,10 +301,11 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     details = wire.file_details(wire.virtual_path(view.paths.root, view.paths.config_data), data, mode=0o640)
     # a majority of the candidates (this one included) holding the new config is enough to go on
     mine = 1 if view.me in view.candidates else 0
-    pushed = await rpc.run(candidates, procedures.upload_file.call(details),
-                           enough=answered(len(view.candidates), also=mine), grace=PUSH_GRACE)
-    written = await rpc.run(others, procedures.write_ssconf_files.call(values),
-                            enough=answered(len(view.addresses), also=1), grace=PUSH_GRACE)
+    pushed, written = await gatherResults([
+        Deferred.fromCoroutine(rpc.run(candidates, procedures.upload_file.call(details),
+                                       enough=answered(len(view.candidates), also=mine), grace=PUSH_GRACE)),
+        Deferred.fromCoroutine(rpc.run(others, procedures.write_ssconf_files.call(values),
+                                       enough=answered(len(view.addresses), also=1), grace=PUSH_GRACE))])
     for name, result in [*pushed.items(), *written.items()]:
         if result.failed:
             warnings.append("%s did not take the new configuration yet: %s" % (name, result.fail_msg))
