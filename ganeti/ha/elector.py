@@ -47,9 +47,12 @@ from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import procedures as declared
 
-#: seconds a node gets to answer C{election_status} and C{election_vote}
-#: (a frozen or cut off node counts as no answer)
-CALL_TIMEOUT = 2.0
+#: seconds a node gets to answer C{election_status} and C{election_vote}, and the
+#: take-over's quick calls (a frozen or cut off node counts as no answer); a round
+#: waits this long only without a majority: once a majority (this node included)
+#: has answered, the others get L{STATUS_GRACE} or the RPC client's short grace.
+#: This node's own NodeD, slow under load, must not count as silent.
+CALL_TIMEOUT = 5.0
 #: seconds the nodes still silent get once a majority (this node included) answered
 #: C{election_status}: the other candidates answer within it, a lost master does not hold the round
 STATUS_GRACE = 0.5

@@ -1,12 +1,13 @@
 """NodeD keeps a warm launcher of the master daemons on a master candidate.
 
 L{WarmService} looks at this node's ssconf every L{CHECK_INTERVAL}
-seconds: on a master candidate that is not the master it keeps a
+seconds: on a master candidate (or the master: it is warm already when the
+master role comes back to it) it keeps a
 L{ganeti.warmstart.WarmStarter} running and hands it to
 L{ganeti.daemons.start} (L{ganeti.daemons.WARM}), so that a failover
 (C{node_start_master_daemons}) forks WConfD, LuxiD and RAPI with their
-imports done instead of starting cold Pythons; elsewhere (the master, a
-plain node, no cluster yet) it keeps none, and the daemons start cold.
+imports done instead of starting cold Pythons; elsewhere (a plain node, no
+cluster yet) it keeps none, and the daemons start cold.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ CHECK_INTERVAL = 5.0
 
 
 def wanted(paths: Paths) -> bool:
-    """Whether this node is a master candidate but not the master (its ssconf)."""
+    """Whether this node is a master candidate or the master (its ssconf)."""
     store = ssconf.SimpleStore(paths)
     try:
         name = daemons.read_node_identity(paths)["name"]
-        return name != store.get_master_node() and name in store.get_master_candidates()
+        return name == store.get_master_node() or name in store.get_master_candidates()
     except (errors.ConfigurationError, SystemExit, OSError):
         return False
 
