@@ -45,17 +45,30 @@ def majority(count: int, total: int) -> bool:
     return 2 * count > total
 
 
-def answered(total: int, must: Iterable[str] = (), also: int = 0) -> Callable[[Mapping[str, Any]], bool]:
+def answered(total: int, must: Iterable[str] = (), also: int = 0,
+             among: Iterable[str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
     """A node RPC's C{enough} (L{ganeti.rpc.RpcClient.call}): a strict
-    majority of C{total} answered (C{also} more counted as answered), every
-    node of C{must} among them."""
+    majority of C{total} answered (C{also} more counted as answered; only
+    nodes of C{among} count, when given), every node of C{must} among them."""
     must = list(must)
+    counted = None if among is None else set(among)
 
     def enough(results: Mapping[str, Any]) -> bool:
         ok = {name for name, result in results.items() if result.success}
-        return majority(len(ok) + also, total) and all(name in ok for name in must)
+        mine = ok if counted is None else ok & counted
+        return majority(len(mine) + also, total) and all(name in ok for name in must)
 
     return enough
+
+
+def fenced(nodes: int, candidates: list[str], me: str) -> Callable[[Mapping[str, Any]], bool]:
+    """The C{epoch_claim} round's C{enough}: a strict majority of all nodes
+    and a strict majority of the master candidates hold the new epoch, this
+    node among them.  The candidates still without it are then too few to
+    acknowledge anything for the old master."""
+    of_nodes = answered(nodes, [me])
+    of_candidates = answered(len(candidates), [me], among=candidates)
+    return lambda results: of_nodes(results) and of_candidates(results)
 
 
 def named_by_majority(me: str, total: int) -> Callable[[Mapping[str, Any]], bool]:

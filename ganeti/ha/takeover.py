@@ -51,6 +51,7 @@ from ganeti.ha.failover import (
     NodeState,
     answered,
     check_candidate,
+    fenced,
     majority,
     master_vote,
     newest_state,
@@ -205,7 +206,7 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
     raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout),
-                           enough=answered(len(view.addresses), [view.me]))
+                           enough=fenced(len(view.addresses), view.candidates, view.me))
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         progress.fail("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -223,7 +224,9 @@ async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_vo
                   if name in view.addresses and name != view.master}
     total = len(candidates) + (1 if view.master in view.candidates else 0)
     also = 1 if old_master_answered and view.master in view.candidates else 0
-    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me], also))
+    # enough once a majority of the candidates answered now, the old master's answer from before the fencing
+    # not counted: it may have acknowledged more since, with a candidate that is only slow to answer
+    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me]))
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     count = len(states) + also

@@ -7,7 +7,7 @@ from typing import Any
 from twisted.internet import defer
 from twisted.internet.task import Clock
 
-from ganeti.ha.failover import answered, named_by_majority
+from ganeti.ha.failover import answered, fenced, named_by_majority
 from ganeti.rpc import client
 from ganeti.rpc.client import RpcResult
 
@@ -87,3 +87,23 @@ def test_a_start_up_vote_is_won_without_the_old_master():
     raw["c"].callback(RpcResult("c", True, "new"))
     clock2.advance(0.3)
     assert cancelled == {"old": True} and ended["old"].failed
+
+
+def ok(*names):
+    return {name: RpcResult(name, True, 1) for name in names}
+
+
+def test_the_fence_needs_a_majority_of_the_candidates_too():
+    """5 nodes, candidates m (the old master), me and x: me and two plain nodes hold a majority of nodes,
+    yet m and x together could still acknowledge for the old master; one of them must hold the epoch."""
+    enough = fenced(5, ["m", "me", "x"], "me")
+    assert not enough(ok("me", "p1", "p2"))
+    assert enough(ok("me", "p1", "x"))
+    assert enough(ok("me", "m", "p2"))  # x alone is no majority of the candidates
+    assert not enough(ok("m", "x", "p1"))  # not without this node
+
+
+def test_only_the_named_nodes_count():
+    enough = answered(3, ["me"], among=["me", "x", "m"])
+    assert not enough(ok("me", "p1", "p2"))
+    assert enough(ok("me", "x"))
