@@ -3,7 +3,8 @@
 L{WarmService} looks at this node's ssconf every L{CHECK_INTERVAL}
 seconds: on a master candidate (or the master: it is warm already when the
 master role comes back to it) it keeps a
-L{ganeti.warmstart.WarmStarter} running and hands it to
+L{ganeti.warmstart.WarmStarter} running (not where this node is the only
+candidate: there is no failover to start them) and hands it to
 L{ganeti.daemons.start} (L{ganeti.daemons.WARM}), so that a failover
 (C{node_start_master_daemons}) forks WConfD, LuxiD and RAPI with their
 imports done instead of starting cold Pythons; elsewhere (a plain node, no
@@ -26,11 +27,13 @@ CHECK_INTERVAL = 5.0
 
 
 def wanted(paths: Paths) -> bool:
-    """Whether this node is a master candidate or the master (its ssconf)."""
+    """Whether this node is a master candidate or the master, in a cluster
+    where the master role can move (another candidate: its ssconf)."""
     store = ssconf.SimpleStore(paths)
     try:
         name = daemons.read_node_identity(paths)["name"]
-        return name == store.get_master_node() or name in store.get_master_candidates()
+        able = {store.get_master_node(), *store.get_master_candidates()}
+        return name in able and len(able) > 1
     except (errors.ConfigurationError, SystemExit, OSError):
         return False
 
