@@ -299,6 +299,13 @@ def twistd_command(paths: Paths, spec: Spec, options: list[str],
     return argv, env
 
 
+#: The daemons L{WARM} starts.
+WARM_DAEMONS = ("ganeti-wconfd", "ganeti-luxid", "ganeti-rapi")
+#: Runs twistd warm (L{ganeti.warmstart.WarmStarter.run}: C{(argv, env, cwd)} to C{(exit status, output)}, or
+#: None when it cannot); set in NodeD on a master candidate, None: every daemon starts cold
+WARM: Callable[[list[str], dict[str, str], str], tuple[int, str] | None] | None = None
+
+
 def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
                options: list[str] = (), env: dict[str, str] | None = None) -> bool:  # type: ignore[assignment]
     pid = running_pid(paths, spec)
@@ -314,12 +321,17 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
     argv, env = twistd_command(paths, spec, ["--root", paths.root, *options], env)
     if spec.bind:
         argv += ["--bind", address]
-    result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
-    if result.returncode != 0:  # twistd reports failures up to listening (status pipe)
-        if ALREADY_RUNNING in result.stderr + result.stdout and running_pid(paths, spec) is not None:
+    warm = WARM(argv, env, paths.root) if WARM is not None and spec.name in WARM_DAEMONS else None
+    if warm is not None:  # forked from NodeD's launcher, its imports done (ganeti.warmstart)
+        returncode, output = warm
+    else:
+        result = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
+        returncode, output = result.returncode, result.stderr + result.stdout
+    if returncode != 0:  # twistd reports failures up to listening (status pipe)
+        if ALREADY_RUNNING in output and running_pid(paths, spec) is not None:
             # started meanwhile by someone else (noded starts mond once joined)
             return _wait_listening(paths, spec, address, timeout, out, log_path, "already running")
-        reason = logged_reason(log_path, offset) or (result.stderr or result.stdout).strip()[-500:]
+        reason = logged_reason(log_path, offset) or output.strip()[-500:]
         out("%s failed to start: %s" % (spec.name, reason))
         return False
     return _wait_listening(paths, spec, address, timeout, out, log_path, "started", offset)

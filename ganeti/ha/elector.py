@@ -41,14 +41,21 @@ from ganeti.ha import params as ha_params
 from ganeti.ha import takeover
 from ganeti.ha.election import PROCEED, NodeView, aged, decide, elected, lead, lost_for, majority_lost_in, refusal
 from ganeti.ha.epoch import EpochGuard, StaleEpoch
+from ganeti.ha.failover import answered
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
 from ganeti.rpc import procedures as declared
 
-#: seconds a node gets to answer C{election_status} and C{election_vote}
-#: (a frozen or cut off node counts as no answer)
-CALL_TIMEOUT = 2.0
+#: seconds a node gets to answer C{election_status} and C{election_vote}, and the
+#: take-over's quick calls (a frozen or cut off node counts as no answer); a round
+#: waits this long only without a majority: once a majority (this node included)
+#: has answered, the others get L{STATUS_GRACE} or the RPC client's short grace.
+#: This node's own NodeD, slow under load, must not count as silent.
+CALL_TIMEOUT = 5.0
+#: seconds the nodes still silent get once a majority (this node included) answered
+#: C{election_status}: the other candidates answer within it, a lost master does not hold the round
+STATUS_GRACE = 0.5
 #: seconds between two checks of the master's heartbeat connection
 CHECK_INTERVAL = 0.25
 #: seconds a candidate waits beyond the moment a majority has lost the master for the timeout
@@ -284,7 +291,9 @@ class ElectionService(Ticker):
             return
         rpc = RpcClient.from_paths(self.reactor, self.paths, port=self.port, epoch=None)
         try:
-            answers = await rpc.run(addresses, declared.election_status.call(me).within(CALL_TIMEOUT))
+            # a silent node (the old master, frozen or cut off) holds the round up a moment only
+            answers = await rpc.run(addresses, declared.election_status.call(me).within(CALL_TIMEOUT),
+                                    enough=answered(len(addresses), [me]), grace=STATUS_GRACE)
             views: dict[str, NodeView] = {}
             for name, result in answers.items():
                 if result.success:
@@ -307,7 +316,8 @@ class ElectionService(Ticker):
             log.info("election: {reason}; asking for votes for master epoch {epoch}", reason=decision.reason,
                      epoch=decision.epoch)
             votes = await rpc.run(addresses, declared.election_vote.call(
-                decision.epoch, me, mine.config_serial, mine.queue_serial).within(CALL_TIMEOUT))
+                decision.epoch, me, mine.config_serial, mine.queue_serial).within(CALL_TIMEOUT),
+                enough=answered(len(addresses)))
         finally:
             await rpc.close()
         granted = sorted(name for name, result in votes.items() if result.success)

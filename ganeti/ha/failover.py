@@ -10,7 +10,7 @@ holds the newest config and the most advanced version of every job file.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
@@ -43,6 +43,43 @@ def check_candidate(me: str, master: str, candidates: list[str]) -> None:
 def majority(count: int, total: int) -> bool:
     """Whether C{count} of C{total} is a strict majority."""
     return 2 * count > total
+
+
+def answered(total: int, must: Iterable[str] = (), also: int = 0,
+             among: Iterable[str] | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    """A node RPC's C{enough} (L{ganeti.rpc.RpcClient.call}): a strict
+    majority of C{total} answered (C{also} more counted as answered; only
+    nodes of C{among} count, when given), every node of C{must} among them."""
+    must = list(must)
+    counted = None if among is None else set(among)
+
+    def enough(results: Mapping[str, Any]) -> bool:
+        ok = {name for name, result in results.items() if result.success}
+        mine = ok if counted is None else ok & counted
+        return majority(len(mine) + also, total) and all(name in ok for name in must)
+
+    return enough
+
+
+def fenced(nodes: int, candidates: list[str], me: str) -> Callable[[Mapping[str, Any]], bool]:
+    """The C{epoch_claim} round's C{enough}: a strict majority of all nodes
+    and a strict majority of the master candidates hold the new epoch, this
+    node among them.  The candidates still without it are then too few to
+    acknowledge anything for the old master."""
+    of_nodes = answered(nodes, [me])
+    of_candidates = answered(len(candidates), [me], among=candidates)
+    return lambda results: of_nodes(results) and of_candidates(results)
+
+
+def named_by_majority(me: str, total: int) -> Callable[[Mapping[str, Any]], bool]:
+    """A C{master_node_name} round's C{enough}: a strict majority of
+    C{total} names C{me} master (L{startup_vote} says L{START} whatever
+    the others answer)."""
+
+    def enough(results: Mapping[str, Any]) -> bool:
+        return majority(sum(1 for r in results.values() if r.success and r.payload == me), total)
+
+    return enough
 
 
 def master_vote(answers: Mapping[str, str | None], believed: str) -> None:

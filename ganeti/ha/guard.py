@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Coroutine
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
@@ -167,19 +167,27 @@ class MasterGuard(Ticker):
         mine = ha_epoch.process_epoch()
         if mine is None:
             mine = ha_epoch.read_epoch(self.paths)
+        def views_of(answers: Mapping[str, Any], warn: bool = False) -> list[NodeView]:
+            views = []
+            for name, result in answers.items():
+                if result.success:
+                    try:
+                        views.append(NodeView.from_payload(result.payload))
+                    except ValueError:
+                        if warn:
+                            self.log.warn("{daemon}: {node} answered wrongly", daemon=self.daemon, node=name)
+            return views
+
+        def confirmed(answers: Mapping[str, Any]) -> bool:
+            return confirms(me, mine, views_of(answers), len(nodes), params.auto_failover, params.failover_timeout)[0]
+
         rpc = RpcClient.from_paths(self.reactor, self.paths, port=self.port, epoch=None)
         try:
-            answers = await rpc.run(nodes, declared.election_status.call(me).within(CALL_TIMEOUT))
+            # confirmed by the nodes that answered first: a silent node does not hold the master up
+            answers = await rpc.run(nodes, declared.election_status.call(me).within(CALL_TIMEOUT), enough=confirmed)
         finally:
             await rpc.close()
-        views = []
-        for name, result in answers.items():
-            if result.success:
-                try:
-                    views.append(NodeView.from_payload(result.payload))
-                except ValueError:
-                    self.log.warn("{daemon}: {node} answered wrongly", daemon=self.daemon, node=name)
-        return confirms(me, mine, views, len(nodes), params.auto_failover, params.failover_timeout)
+        return confirms(me, mine, views_of(answers, True), len(nodes), params.auto_failover, params.failover_timeout)
 
 
 class GuardedHandler:

@@ -40,6 +40,7 @@ import time
 from typing import Any, Protocol
 
 import attrs
+from twisted.internet.defer import Deferred, gatherResults
 
 from ganeti import ports, serializer
 from ganeti.ha import params as ha_params
@@ -48,7 +49,9 @@ from ganeti.ha.failover import (
     FAILOVER_REASON,
     FailoverRefused,
     NodeState,
+    answered,
     check_candidate,
+    fenced,
     majority,
     master_vote,
     newest_state,
@@ -61,6 +64,10 @@ DAEMONS_TIMEOUT = 90.0
 #: Seconds a node gets to answer the quick calls (votes, states, the epoch):
 #: a node that does not answer in time counts as down (it may be frozen).
 QUICK_TIMEOUT = 5.0
+#: Seconds the nodes still silent get, once a majority of candidates holds
+#: the new config (and of nodes the new ssconf), before the take-over goes on
+#: (WConfD pushes to the others once it runs).
+PUSH_GRACE = 1.0
 
 
 class Progress(Protocol):
@@ -166,8 +173,9 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
         await fenced.close()
 
 
-async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: float) -> dict[str, NodeState]:
-    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout))
+async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: float,
+                  enough: Any) -> dict[str, NodeState]:
+    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout), enough=enough)
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -181,10 +189,12 @@ async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: 
 async def _vote(progress: Progress, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
     """Ganeti's voting; the state of every node that answers."""
     if not no_voting:
-        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout))
+        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout),
+                                enough=answered(len(view.addresses), [view.me]))
         master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}, view.master)
-    states = await _states(progress, rpc, view.addresses, view.quick_timeout)
+    states = await _states(progress, rpc, view.addresses, view.quick_timeout,
+                           answered(len(view.addresses), [view.me]))
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     return states
@@ -195,7 +205,8 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
     epoch once: of two concurrent failovers at most one gets a majority);
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
-    raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout))
+    raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout),
+                           enough=fenced(len(view.addresses), view.candidates, view.me))
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         progress.fail("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -211,14 +222,17 @@ async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_vo
     majority, counting the old master if it answered before the fencing)."""
     candidates = {name: view.addresses[name] for name in view.candidates
                   if name in view.addresses and name != view.master}
-    states = await _states(progress, rpc, candidates, view.quick_timeout)
+    total = len(candidates) + (1 if view.master in view.candidates else 0)
+    also = 1 if old_master_answered and view.master in view.candidates else 0
+    # enough once a majority of the candidates answered now, the old master's answer from before the fencing
+    # not counted: it may have acknowledged more since, with a candidate that is only slow to answer
+    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me]))
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
-    total = len(candidates) + (1 if view.master in view.candidates else 0)
-    answered = len(states) + (1 if old_master_answered and view.master in view.candidates else 0)
-    if not no_voting and not majority(answered, total):
+    count = len(states) + also
+    if not no_voting and not majority(count, total):
         raise FailoverRefused("only %d of %d master candidates answered (%s); the newest config and job queue"
-                              " cannot be known without a majority" % (answered, total, ", ".join(sorted(states))))
+                              " cannot be known without a majority" % (count, total, ", ".join(sorted(states))))
     await _catch_up(progress, rpc, view, states)
 
 
@@ -262,6 +276,7 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     by_name = {node.name: node for node in config.nodes.values()}
     params = master_params(config)
     warnings = []
+    stopping: Any = None
     if view.master not in accepted:
         warnings.append("The old master %s did not answer: its daemons could not be stopped; they stop"
                         " themselves when they learn of the new master epoch" % view.master)
@@ -270,11 +285,11 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
                                  procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout))
         if done.failed:
             warnings.append("Could not disable the master IP: %s" % done.fail_msg)
-        done = await rpc.run_one(view.master, view.addresses[view.master],
-                                 procedures.node_stop_master.call().within(DAEMONS_TIMEOUT))
-        if done.failed:
-            warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
-                            % (view.master, done.fail_msg))
+        # the old master's daemons stop while this node starts its own: fenced (a majority holds the new
+        # epoch), they can make no change a majority holds, and waiting for them would add their shutdown
+        # (or a stuck daemon's kill timeout) to the failover
+        stopping = Deferred.fromCoroutine(rpc.run_one(view.master, view.addresses[view.master],
+                                                      procedures.node_stop_master.call().within(DAEMONS_TIMEOUT)))
     me = by_name[view.me]
     cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=time.time())
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
@@ -287,13 +302,23 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     others = {name: address for name, address in view.addresses.items() if name != view.me and name in accepted}
     candidates = {name: others[name] for name in view.candidates if name in others}
     details = wire.file_details(wire.virtual_path(view.paths.root, view.paths.config_data), data, mode=0o640)
-    pushed = await rpc.run(candidates, procedures.upload_file.call(details))
-    written = await rpc.run(others, procedures.write_ssconf_files.call(values))
+    # a majority of the candidates (this one included) holding the new config is enough to go on
+    mine = 1 if view.me in view.candidates else 0
+    pushed, written = await gatherResults([
+        Deferred.fromCoroutine(rpc.run(candidates, procedures.upload_file.call(details),
+                                       enough=answered(len(view.candidates), also=mine), grace=PUSH_GRACE)),
+        Deferred.fromCoroutine(rpc.run(others, procedures.write_ssconf_files.call(values),
+                                       enough=answered(len(view.addresses), also=1), grace=PUSH_GRACE))])
     for name, result in [*pushed.items(), *written.items()]:
         if result.failed:
             warnings.append("%s did not take the new configuration yet: %s" % (name, result.fail_msg))
     started = await rpc.run_one(view.me, view.addresses[view.me],
                                 procedures.node_start_master_daemons.call(no_voting).within(DAEMONS_TIMEOUT))
+    if stopping is not None:
+        done = await stopping
+        if done.failed:
+            warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
+                            % (view.master, done.fail_msg))
     for warning in warnings:
         progress.warn(warning)
     if started.failed:

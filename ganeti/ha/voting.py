@@ -24,7 +24,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import ports, serializer
-from ganeti.ha.failover import FAIL, START, startup_vote
+from ganeti.ha.failover import FAIL, START, named_by_majority, startup_vote
 from ganeti.paths import Paths
 from ganeti.rpc import procedures
 
@@ -162,7 +162,10 @@ class VotingGate(MultiService):
     async def _ask(self, rpc: Any, me: str, nodes: dict[str, str]) -> bool:
         """Ask until the vote is won (C{True}) or lost (C{False}), saying why."""
         for attempt in range(self.retries + 1):
-            answers = await rpc.run(nodes, procedures.master_node_name.call().within(VOTE_TIMEOUT))
+            # won once a strict majority names this node: a node that is down or cut off does not hold
+            # the start up (after a failover the old master's votes are not needed)
+            answers = await rpc.run(nodes, procedures.master_node_name.call().within(VOTE_TIMEOUT),
+                                    enough=named_by_majority(me, len(nodes)))
             votes = {name: r.payload if r.success and isinstance(r.payload, str) else None
                      for name, r in answers.items()}
             outcome = startup_vote(votes, me)

@@ -109,6 +109,7 @@ class MasterProcedures:
         self._port = port
         #: writes config deltas this node journalled into config.data (set by NodeProcedures)
         self.flush_config: Callable[[], None] = lambda: None
+        self._listing = replicas.ListingCache(paths.queue_dir)
 
     def _in_thread(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
@@ -266,7 +267,9 @@ class MasterProcedures:
                 queue_serial = None
             jobs = {}
             if os.path.isdir(self.paths.queue_dir):
-                for name, entry in replicas.ListingCache(self.paths.queue_dir).entries().items():
+                # kept between calls: only the job files changed since are read again (a failover asks
+                # twice, and a long queue takes seconds to read under load)
+                for name, entry in self._listing.entries().items():
                     if replicas.job_id_of(name) is not None and not replicas.is_archived(name):
                         jobs[name] = entry.status
             return {"epoch": self._epoch.highest, "config_serial": config_serial,

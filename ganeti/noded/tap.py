@@ -35,6 +35,7 @@ from ganeti.noded import accel_start
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
+from ganeti.noded.warm import WarmService
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor, installed
 from ganeti.rpc import join, wire
@@ -60,7 +61,9 @@ class Options(usage.Options):
         "NodeD runs on every node and serves node RPC (HTTPS, mutual TLS with "
         "the cluster certificate server.pem) to the master and the candidates."
     )
-    optFlags = [["access-log", None, "Log a line for every request."]]
+    optFlags = [["access-log", None, "Log a line for every request."],
+                ["no-warm-start", None, "On a master candidate, start the master daemons cold in a failover "
+                 "(no launcher with their imports done kept running; see ganeti.warmstart)."]]
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", None, "Address to listen on (default: the node's primary IP from var/lib/ganeti/node.json)."],
@@ -170,6 +173,8 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         heartbeats.setServiceParent(root)
         elections.setServiceParent(root)
     report.setServiceParent(root)
+    if not options["no-warm-start"]:
+        WarmService(paths, reactor).setServiceParent(root)
     if unjoined:
         JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
                     stop=reactor.stop, reactor=reactor, where=where, guard=guard,

@@ -30,7 +30,7 @@ rules) every call is tried once.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 from OpenSSL import SSL
@@ -40,6 +40,7 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.client import (
     Agent,
     HTTPConnectionPool,
@@ -62,6 +63,13 @@ from ganeti.rpc.tls import Credentials, PinnedPolicy
 
 #: How a node is reached: an IP address (default port) or C{(address, port)}.
 Address = str | tuple[str, int]
+
+#: Seconds the nodes still silent get once a call's C{enough} holds (see L{RpcClient.call}).
+QUORUM_GRACE = 0.3
+#: How the result of a node L{RpcClient.call} stopped waiting for begins.
+ABANDONED = "abandoned"
+#: A call's condition on the results so far: the caller has what it needs.
+Enough = Callable[[Mapping[str, "RpcResult"]], bool]
 
 _HEADERS = Headers({b"Content-Type": [b"application/json"]})
 
@@ -203,6 +211,45 @@ def _retriable(reason: BaseException, idempotent: bool) -> bool:
     return isinstance(reason, (ResponseNeverReceived, ResponseFailed, ierror.ConnectionLost, ierror.ConnectionDone))
 
 
+def _until_enough(reactor: Any, names: list[str], calls: list[Deferred[RpcResult]], enough: Enough, grace: float,
+                  procedure: str) -> list[Deferred[RpcResult]]:
+    """C{calls} (one per name), each of which ends C{grace} seconds after
+    C{enough} first holds for the results in, as L{ABANDONED} if it has not
+    ended by then (its request is cancelled)."""
+    results: dict[str, RpcResult] = {}
+    pending: dict[str, Deferred[RpcResult]] = {}
+    timer: list[Any] = []
+
+    def cut() -> None:
+        for d in list(pending.values()):
+            d.cancel()
+
+    def check() -> None:
+        if not timer and pending and enough(dict(results)):
+            timer.append(reactor.callLater(grace, cut))
+        if not pending and timer and timer[0].active():
+            timer[0].cancel()
+
+    out: list[Deferred[RpcResult]] = []
+    for name, d in zip(names, calls):
+        pending[name] = d
+
+        def ended(result: Any, name: str = name) -> Any:
+            pending.pop(name, None)
+            if isinstance(result, Failure):
+                if not result.check(CancelledError):
+                    return result
+                result = RpcResult.failure(name, "%s: no answer %gs after enough nodes had answered (%s)"
+                                           % (ABANDONED, grace, procedure))
+            results[name] = result
+            check()
+            return result
+
+        out.append(d.addBoth(ended))
+    check()
+    return out
+
+
 class RpcClient(Runner):
     """Calls node daemons over mutual TLS (see L{ganeti.rpc.tls}): a
     declared call with L{run} and L{run_one} (L{Runner}).
@@ -274,6 +321,8 @@ class RpcClient(Runner):
         node_args: Mapping[str, list[Any]] | None = None,
         offline: Iterable[str] = (),
         retry: bool = True,
+        enough: Enough | None = None,
+        grace: float = QUORUM_GRACE,
     ) -> dict[str, RpcResult]:
         """Call C{procedure} on every node at once, by name with a positional
         list (unchecked: new code uses L{run} with a declared call).
@@ -284,6 +333,11 @@ class RpcClient(Runner):
         @param node_args: per-node arguments replacing C{args}
         @param offline: names not to contact (their result says "node offline")
         @param retry: whether this client's retry window applies (see the module docstring)
+        @param enough: given the results so far, whether the caller has what
+            it needs (a strict majority, say); once it does, the nodes still
+            silent get C{grace} more seconds, then count as not answering
+            (L{ABANDONED}): a frozen or cut-off node does not hold the
+            caller up for the whole C{timeout}
         @return: C{{name: RpcResult}} for every node, in the given order;
             never raises for a node's failure
         """
@@ -299,6 +353,8 @@ class RpcClient(Runner):
                 continue
             body = wire.encode_request(node_args[name]) if node_args and name in node_args else common
             calls.append(defer.ensureDeferred(self._call_one(name, address, procedure, body, timeout, retry)))
+        if enough is not None:
+            calls = _until_enough(self._reactor, [name for name, _address in pairs], calls, enough, grace, procedure)
         results = await defer.gatherResults(calls)
         return {result.node: result for result in results}
 
@@ -309,10 +365,13 @@ class RpcClient(Runner):
         *,
         per_node: Mapping[str, Call[Any]] | None = None,
         offline: Iterable[str] = (),
+        enough: Enough | None = None,
+        grace: float | None = None,
     ) -> dict[str, RpcResult]:
         """Make a declared C{call} (L{ganeti.rpc.procedures}) on every node at
         once, within its timeout; as L{call} otherwise."""
-        results: dict[str, RpcResult] = await super().run(nodes, call, per_node=per_node, offline=offline)
+        results: dict[str, RpcResult] = await super().run(nodes, call, per_node=per_node, offline=offline,
+                                                          enough=enough, grace=grace)
         return results
 
     async def run_one(self, name: str, address: Address, call: Call[Any]) -> RpcResult:

@@ -120,12 +120,15 @@ class Runner:
     call: Callable[..., Any]
 
     async def run(self, nodes: Any, call: Call[Any], *, per_node: Mapping[str, Call[Any]] | None = None,
-                  offline: Iterable[str] = ()) -> Any:
+                  offline: Iterable[str] = (), enough: Callable[[Mapping[str, Any]], bool] | None = None,
+                  grace: float | None = None) -> Any:
         """Make C{call} on every node of C{nodes} (C{{name: address}} or
         pairs) at once, within its timeout: C{{name: RpcResult}}.
 
         @param per_node: calls of the same procedure replacing C{call} on some nodes
         @param offline: names not to contact (their result says "node offline")
+        @param enough: stop waiting for the silent nodes C{grace} seconds
+            after this holds for the results in (C{call}'s C{enough})
         """
         options: dict[str, Any] = {}
         if per_node:
@@ -137,6 +140,10 @@ class Runner:
             options["offline"] = offline
         if not call.retry:
             options["retry"] = False
+        if enough is not None:
+            options["enough"] = enough
+            if grace is not None:
+                options["grace"] = grace
         return await self.call(nodes, call.procedure, list(call.args), timeout=call.timeout, **options)
 
     async def run_one(self, name: str, address: Any, call: Call[Any]) -> Any:

@@ -190,3 +190,48 @@ async def test_partition_the_minority_master_steps_down_and_the_majority_elects(
                     stop_master_daemons(paths)
     finally:
         spaces.destroy()
+
+
+@pytest_twisted.ensureDeferred
+async def test_five_nodes_lose_the_master_and_a_candidate(root):
+    """node1 (the master) and node2 (the candidate first by name) die together during a job stream:
+    the three left are a majority of five and elect one of them; nothing acknowledged is lost."""
+    names = ["node%d.test" % n for n in range(1, 6)]
+    async with LoopbackCluster(reactor, root, cluster_config(5, names[1:]), prefix="gnt5") as cluster:
+        roots = cluster.roots
+        stream = TagStream(roots[0])
+        try:
+            await ready_cluster(cluster)
+            await cluster.until(lambda: all(master_of(p) == names[0] and serial_of(p) for p in roots[1:]),
+                                timeout=SLACK)
+            await all_connected(cluster)
+            enable_auto_failover(roots, TIMEOUT)
+            stream.start()
+            await cluster.until(lambda: len(stream.acknowledged) >= 5, timeout=60)
+            kill_root(roots[0])
+            kill_root(roots[1])
+            died = time.monotonic()
+            stream.master = None
+            survivors = roots[2:]
+            master, probe = await new_master(cluster, survivors, TIMEOUT + SLACK)
+            assert time.monotonic() - died >= TIMEOUT  # nobody moved before the timeout
+            name = names[roots.index(master)]
+            await cluster.until(lambda: all(master_of(p) == name for p in survivors), timeout=SLACK)
+            assert all(epoch.read_epoch(p) == 1 for p in survivors)
+            stream.master = master
+            await cluster.until(lambda: len(stream.acknowledged) >= 10, timeout=60)
+            await threads.deferToThread(stream.stop)
+            client = LuxiClient(master.luxi_socket, timeout=60)
+            acknowledged = sorted(stream.acknowledged)
+            statuses = await threads.deferToThread(wait_final, client, acknowledged + [probe], 120)
+            assert set(statuses) == set(acknowledged + [probe])  # every acknowledged job is there, and final
+            assert set(statuses.values()) <= {"success", "error"}
+            assert len(stream.ids) == len(set(stream.ids))
+            assert statuses[probe] == "success" and "probe" in cluster_tags(master)
+            succeeded = {stream.acknowledged[i] for i, s in statuses.items() if s == "success" and i != probe}
+            assert succeeded <= set(cluster_tags(master))  # a success has its effect
+            await cluster.until(lambda: len({serial_of(p) for p in survivors}) == 1, timeout=SLACK)
+        finally:
+            stream.stopped.set()
+            for paths in roots[2:]:
+                stop_master_daemons(paths)

@@ -278,7 +278,7 @@ class FakeElectionRpc:
         since = self.lost_since[name]
         return None if since is None else self.clock.seconds() - since
 
-    async def run(self, addresses, call):
+    async def run(self, addresses, call, **_options):
         from ganeti.rpc.client import RpcResult
 
         self.calls.append((call.procedure, self.clock.seconds()))

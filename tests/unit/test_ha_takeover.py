@@ -47,7 +47,7 @@ class FakeRpc:
             return RpcResult.failure(name, str(value))
         return RpcResult(name, True, value)
 
-    async def run(self, addresses, call):
+    async def run(self, addresses, call, **_options):
         self.log.append((call.procedure, self.epoch))
         return {name: self._result(call.procedure, name) for name in addresses}
 

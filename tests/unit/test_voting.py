@@ -21,7 +21,7 @@ class FakeRpc(Runner):
         self.rounds = list(rounds)
         self.calls = 0
 
-    def call(self, nodes, procedure, args=(), timeout=None):
+    def call(self, nodes, procedure, args=(), timeout=None, **_options):
         assert procedure == "master_node_name"
         self.calls += 1
         answers = self.rounds.pop(0) if len(self.rounds) > 1 else self.rounds[0]
