@@ -46,6 +46,18 @@ _RECV_SIZE = 65536
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 
 
+class NotSent(errors.LuxiError):
+    """The request never reached the server whole (no connection, or it broke while sending)."""
+
+
+class ConnectionLost(errors.LuxiError):
+    """The connection broke (or was closed) after the request was sent, before the answer."""
+
+
+class CallTimeout(errors.LuxiError):
+    """No answer within the call's timeout; the request was sent."""
+
+
 def connect_error(address: str, reason: str, code: int | None = None) -> errors.LuxiError:
     """The error for a master socket that cannot be reached.
 
@@ -55,7 +67,7 @@ def connect_error(address: str, reason: str, code: int | None = None) -> errors.
     message = "cannot connect to the master daemon at %s: %s" % (address, reason)
     if code in (errno.ENOENT, errno.ECONNREFUSED, None):
         message += "; is ganeti-luxid running?"
-    return errors.LuxiError(message)
+    return NotSent(message)
 
 
 def _encode(method: str, args: tuple[Any, ...] | list[Any]) -> bytes:
@@ -170,6 +182,7 @@ class LuxiClient:
         if sock is None:
             sock = self._connect()
         deadline = time.monotonic() + self.timeout
+        sent = False
         try:
             try:
                 self._send(sock, request, deadline)
@@ -181,15 +194,16 @@ class LuxiClient:
                 self.close()
                 sock = self._connect()
                 self._send(sock, request, deadline)
+            sent = True
             payload = self._receive(sock, deadline, method)
         except BaseException as e:
             self.close()
             if isinstance(e, socket.timeout):
-                raise errors.LuxiError(
+                raise (CallTimeout if sent else NotSent)(
                     "%s timed out after %gs waiting for the master daemon at %s" % (method, self.timeout, self.address)
                 ) from None
             if isinstance(e, OSError):
-                raise errors.LuxiError(
+                raise (ConnectionLost if sent else NotSent)(
                     "%s failed: connection to the master daemon at %s broke: %s"
                     % (method, self.address, e.strerror or e)
                 ) from None
@@ -217,7 +231,7 @@ class LuxiClient:
             sock.settimeout(self._remaining(deadline))
             data = sock.recv(_RECV_SIZE)
             if not data:
-                raise errors.LuxiError(
+                raise ConnectionLost(
                     "%s failed: the master daemon at %s closed the connection before answering"
                     % (method, self.address)
                 )
