@@ -218,7 +218,7 @@ class LuxiClient:
         view = memoryview(data)
         while view:
             sock.settimeout(self._remaining(deadline))
-            sent = sock.send(view, _SEND_FLAGS)
+            sent = sock.send(view, _SEND_FLAGS if type(sock) is socket.socket else 0)  # TLS: no flags
             view = view[sent:]
 
     def _receive(self, sock: socket.socket, deadline: float, method: str) -> bytes:

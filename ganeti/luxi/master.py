@@ -9,8 +9,9 @@ master, to the master's LuxiD over TLS (L{ganeti.luxi.locate}).  When the
 connection is refused or lost it looks the master up again (ssconf, then
 the master candidates' confd) and tries again, with a backoff, for up to
 the cluster's failover timeout plus L{MARGIN} seconds
-(L{ganeti.ha.params}), telling C{on_wait} once that it waits for a new
-master.  It retries only what is safe (L{retry_safe}):
+(L{ganeti.ha.params}; counted again from a connection that a master
+accepted, then lost, up to L{MAX_LOST} times), telling C{on_wait} once that
+it waits for a new master.  It retries only what is safe (L{retry_safe}):
 
   - queries and C{WaitForJobChange}, always;
   - a request that never reached the server (nothing sent), always;
@@ -35,11 +36,15 @@ from ganeti.luxi import locate, methods
 from ganeti.luxi.client import DEFAULT_TIMEOUT, CallTimeout, ConnectionLost, LuxiClient, NotSent
 from ganeti.paths import Paths
 
-#: seconds added to the failover timeout: election, take-over and the new LuxiD's start
-MARGIN = 10.0
+#: seconds added to the failover timeout: election, take-over and the new LuxiD's start (with the default
+#: timeout, 30 s in all: Ganeti's client waits as long for its master daemon, LUXI_DEF_CTMO)
+MARGIN = 20.0
 #: the first and the longest pause between two attempts, in seconds
 FIRST_DELAY = 0.1
 MAX_DELAY = 1.0
+
+#: lost connections (a master answered, then went away) after which the wait no longer starts again
+MAX_LOST = 5
 
 #: methods that may be sent again whatever happened to the first attempt
 SAFE_METHODS = frozenset({
@@ -159,7 +164,7 @@ class MasterClient(LuxiClient):
         started: float | None = None
         window = 0.0
         delay = FIRST_DELAY
-        attempts = 0
+        attempts = lost = 0
         while True:
             try:
                 return self.call_once(method, *args)
@@ -171,6 +176,9 @@ class MasterClient(LuxiClient):
                         "outcome unknown: %s; %s may have been done or not" % (e, method)
                     ) from None
                 error = e
+                lost += 1
+                if lost <= MAX_LOST:
+                    started = None  # a master was there: the wait for the next one starts now
             now = self.clock()
             if started is None:
                 started, window = now, self.window if self.window is not None else wait_window(self.paths)
@@ -184,7 +192,8 @@ class MasterClient(LuxiClient):
                 continue  # the master is elsewhere: try it at once
             if not self.told and self.on_wait is not None:
                 self.told = True
-                self.on_wait("Waiting for a new master (up to %ds): %s" % (round(window), error))
+                self.on_wait("Waiting for a new master (up to %d s): the master daemon at %s does not answer"
+                             % (round(window), self.address))
             self.sleep(delay * (0.5 + random.random() / 2))
             delay = min(delay * 2, MAX_DELAY)
 
