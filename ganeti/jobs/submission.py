@@ -26,11 +26,10 @@ from typing import Any, Iterable
 
 from ganeti import errors, opcodes
 from ganeti.jobs import scheduler
+from ganeti.luxi.submitid import MAX_ID_LENGTH, SUBMISSION_SOURCE, reason_entry, submission_id
 
-#: the reason-trail source of a submission id
-SUBMISSION_SOURCE = "gnt:submission"
-#: the longest submission id accepted
-MAX_ID_LENGTH = 200
+__all__ = ["MAX_ID_LENGTH", "SUBMISSION_SOURCE", "SubmissionIndex", "check_job", "plan", "reason_entry",
+           "submission_id"]
 
 
 def check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, Any]]:
@@ -53,30 +52,6 @@ def check_job(ops: Any, index: int, count: int, job_id: int) -> list[dict[str, A
     except errors.OpPrereqError as e:
         raise errors.OpPrereqError("%s%s" % (where, e.args[0]), errors.ECODE_INVAL) from None
     return [dict(op) for op in ops]
-
-
-def submission_id(ops: Any) -> str | None:
-    """The submission id of a job (its opcodes, as submitted or as in its
-    job file), or C{None}: the text of the first L{SUBMISSION_SOURCE} entry
-    of the first opcode's reason trail.  Anything malformed counts as none
-    (the opcode's own check refuses a malformed trail)."""
-    if not isinstance(ops, list) or not ops or not isinstance(ops[0], dict):
-        return None
-    trail = ops[0].get("reason")
-    if not isinstance(trail, list):
-        return None
-    for entry in trail:
-        if isinstance(entry, (list, tuple)) and len(entry) >= 2 and entry[0] == SUBMISSION_SOURCE:
-            value = entry[1]
-            if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH:
-                return value
-            return None
-    return None
-
-
-def reason_entry(value: str, timestamp_ns: int) -> list[Any]:
-    """The reason-trail entry that gives a job the submission id C{value}."""
-    return [SUBMISSION_SOURCE, value, timestamp_ns]
 
 
 class SubmissionIndex:

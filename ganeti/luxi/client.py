@@ -317,6 +317,40 @@ class AsyncLuxiClient:
             raise connect_error(path, reason, code) from None
         return cls(protocol)
 
+    @classmethod
+    async def connect_master(
+        cls, reactor: Any, paths: Any, ask_confd: bool = False, timeout: float = DEFAULT_CONNECT_TIMEOUT
+    ) -> AsyncLuxiClient:
+        """Connect to the master's LuxiD wherever it is (L{ganeti.luxi.locate}): this
+        node's socket, or the master's heartbeat port over TLS; with C{ask_confd}, the
+        candidates' confd are asked first (in a thread: it waits for their answers).
+
+        @raise NotSent: no master known, or it cannot be reached.
+        """
+        from twisted.internet.endpoints import connectProtocol, wrapClientTLS
+        from twisted.internet.threads import deferToThreadPool
+
+        from ganeti.asyncutil import tcp_client_endpoint
+        from ganeti.luxi import locate
+
+        if ask_confd and hasattr(reactor, "getThreadPool"):
+            where = await deferToThreadPool(reactor, reactor.getThreadPool(), locate.locate, paths, True)
+        else:
+            where = locate.locate(paths, False)
+        if where is None or where.address is None:
+            return await cls.connect(reactor, paths.luxi_socket, timeout)
+        from ganeti.rpc.tls import Credentials, PinnedPolicy
+
+        address = "%s (%s port %d)" % (where.name, where.address, where.port)
+        creator = PinnedPolicy(Credentials.cluster(paths)).creatorForNetloc(where.address.encode(), where.port)
+        endpoint = wrapClientTLS(creator, tcp_client_endpoint(reactor, where.address, where.port, timeout))
+        protocol = _protocol_class()(address)
+        try:
+            await connectProtocol(endpoint, protocol)
+        except Exception as e:
+            raise connect_error(address, str(e)) from None
+        return cls(protocol)
+
     def run(self, request: methods.Request[R]) -> Deferred[R]:
         """Make a declared call: C{await client.run(methods.Query.call("node", ["name"]))}.
 

@@ -131,14 +131,16 @@ def from_confd(paths: Paths, timeout: float = CONFD_TIMEOUT, port: int | None = 
 
 def locate(paths: Paths, ask_confd: bool) -> Target | None:
     """Where the master is: this node's socket when ssconf (or, with
-    C{ask_confd}, the candidates' confd) names this node, else the master's
-    heartbeat port; C{None} when neither names a master."""
+    C{ask_confd}, the candidates' confd) names this node (or this root has
+    no node identity), else the master's heartbeat port; C{None} when
+    neither names a master."""
     found = from_confd(paths) if ask_confd else None
     found = found or from_ssconf(paths)
     if found is None:
         return None
     name, address = found
-    if name == own_name(paths) or not address:
+    me = own_name(paths)
+    if me is None or name == me or not address:  # a root that does not know its node: its own socket
         return Target(name, None, 0)
     return Target(name, address, heartbeat_port())
 

@@ -16,7 +16,7 @@ it waits for a new master.  It retries only what is safe (L{retry_safe}):
   - queries and C{WaitForJobChange}, always;
   - a request that never reached the server (nothing sent), always;
   - a submission, when every job carries a submission id
-    (L{ganeti.jobs.submission}): a resubmission answers the first ids.
+    (L{ganeti.luxi.submitid}): a resubmission answers the first ids.
     This client gives every job it submits an id.
 
 Anything else that was sent when the connection broke raises
@@ -31,7 +31,7 @@ import uuid
 from typing import Any, Callable
 
 from ganeti import errors
-from ganeti.jobs.submission import reason_entry, submission_id
+from ganeti.luxi.submitid import reason_entry, submission_id
 from ganeti.luxi import locate, methods
 from ganeti.luxi.client import DEFAULT_TIMEOUT, CallTimeout, ConnectionLost, LuxiClient, NotSent
 from ganeti.paths import Paths
