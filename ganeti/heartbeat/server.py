@@ -335,25 +335,26 @@ class PortDemux(Protocol):
         self.heartbeat = heartbeat
         self._luxi_factory = luxi
         self._addr = addr
-        self._inner: Protocol | None = None
+        self._inner: Any = None
 
     def connectionMade(self) -> None:
-        self.heartbeat.makeConnection(self.transport)
+        self.heartbeat.makeConnection(cast(ITCPTransport, self.transport))
 
     def dataReceived(self, data: bytes) -> None:
-        if self._inner is None:
+        inner = self._inner
+        if inner is None:
             if data[:1] == b"{":
                 timer = self.heartbeat._timer
                 if timer is not None and timer.active():
                     timer.cancel()
                 self.heartbeat._timer = None
-                luxi = self._luxi_factory.buildProtocol(self._addr)
-                assert luxi is not None
-                luxi.makeConnection(self.transport)
-                self._inner = luxi
+                inner = self._luxi_factory.buildProtocol(self._addr)
+                assert inner is not None
+                inner.makeConnection(cast(ITCPTransport, self.transport))
             else:
-                self._inner = self.heartbeat
-        self._inner.dataReceived(data)
+                inner = self.heartbeat
+            self._inner = inner
+        inner.dataReceived(data)
 
     def connectionLost(self, reason: Any = None) -> None:
         if self._inner is not None and self._inner is not self.heartbeat:

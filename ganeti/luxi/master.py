@@ -31,9 +31,9 @@ import uuid
 from typing import Any, Callable
 
 from ganeti import errors
-from ganeti.luxi.submitid import reason_entry, submission_id
 from ganeti.luxi import locate, methods
 from ganeti.luxi.client import DEFAULT_TIMEOUT, CallTimeout, ConnectionLost, LuxiClient, NotSent
+from ganeti.luxi.submitid import reason_entry, submission_id
 from ganeti.paths import Paths
 
 #: seconds added to the failover timeout: election, take-over and the new LuxiD's start (with the default

@@ -27,9 +27,9 @@ from typing import Any, Awaitable, Callable
 from twisted.internet import protocol
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.internet.error import ConnectError
-from twisted.internet.task import deferLater
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
+from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone
@@ -167,8 +167,8 @@ class ForwardingResource(Resource):
 
             from ganeti.luxi import locate
 
-            found = await deferToThreadPool(reactor, reactor.getThreadPool(),  # type: ignore[attr-defined]
-                                            locate.from_confd, paths)
+            threaded: Any = reactor  # a real reactor, which has a thread pool
+            found = await deferToThreadPool(threaded, threaded.getThreadPool(), locate.from_confd, paths)
             return None if found is None or found[0] == locate.own_name(paths) else found[1]
 
         return cls(local, lambda: master_address(paths), port, agent, reactor, window=wait_window(paths),

@@ -149,9 +149,9 @@ def test_cli_says_outcome_unknown_with_the_job_id() -> None:
     names the job and says its outcome is unknown, never that it failed."""
     import io
 
+    from ganeti.client.command import Command
     from ganeti.client.jobs import submit_opcodes
     from ganeti.client.runner import run
-    from ganeti.client.command import Command
 
     client = Scripted([42] + [NotSent("cannot connect to the master daemon")] * 1000, [HERE], window=3.0)
 

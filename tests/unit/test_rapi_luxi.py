@@ -69,8 +69,8 @@ class FailoverTests(SynchronousTestCase):
                 raise outcome
             return outcome
 
-        self.pool._call_once = once  # type: ignore[method-assign]
-        self.pool._call_alone_once = once  # type: ignore[method-assign]
+        self.pool._call_once = once
+        self.pool._call_alone_once = once
 
     def run_until_done(self, d: Deferred[Any]) -> None:
         for _ in range(200):
