@@ -159,6 +159,18 @@ class MasterClient(LuxiClient):
         return super().call(method, *args)
 
     def call(self, method: str, *args: Any) -> Any:
+        if method == "WaitForJobChange" and len(args) == 5 and isinstance(args[4], (int, float)):
+            # a paused master keeps the connection open: give up on it once the wait and the window are over
+            saved = self.timeout
+            window = self.window if self.window is not None else wait_window(self.paths)
+            self.timeout = min(saved, max(float(args[4]), 0.0) + window)
+            try:
+                return self._call(method, *args)
+            finally:
+                self.timeout = saved
+        return self._call(method, *args)
+
+    def _call(self, method: str, *args: Any) -> Any:
         args = with_submission_ids(method, args, self.make_id)
         safe = retry_safe(method, args)
         started: float | None = None

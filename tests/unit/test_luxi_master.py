@@ -171,3 +171,18 @@ def test_cli_says_outcome_unknown_with_the_job_id() -> None:
     assert "Outcome unknown, job 42: check with gnt-job info 42" in text
     assert "fail" not in text.lower()
     assert text.count("Waiting for a new master") == 1
+
+
+def test_a_wait_gives_up_on_a_silent_master_after_its_timeout_and_the_window() -> None:
+    """A paused master keeps the connection open: a wait of 60 s times out after 60 s plus the window."""
+    client = Scripted([[["success"], []]], [THERE], window=30.0)
+    timeouts: list[float] = []
+    original = client.call_once
+
+    def once(method: str, *args: Any) -> Any:
+        timeouts.append(client.timeout)
+        return original(method, *args)
+
+    client.call_once = once  # type: ignore[method-assign]
+    client.wait_for_job_change(7, ["status"], None, None, 60)
+    assert timeouts == [90.0] and client.timeout == 180.0
