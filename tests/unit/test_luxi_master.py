@@ -183,6 +183,6 @@ def test_a_wait_gives_up_on_a_silent_master_after_its_timeout_and_the_window() -
         timeouts.append(client.timeout)
         return original(method, *args)
 
-    client.call_once = once  # type: ignore[method-assign]
+    client.call_once = once
     client.wait_for_job_change(7, ["status"], None, None, 60)
     assert timeouts == [90.0] and client.timeout == 180.0
