@@ -11,6 +11,11 @@ checks their arguments and knows their result types, and a value of the
 wrong type is refused before anything is sent (with the error LuxiD would
 answer).  C{call(method, *args)} sends anything, unchecked (tests, fuzzing).
 
+L{LuxiClient} talks to one socket and fails when it cannot;
+C{MasterClient(paths)} (L{ganeti.luxi.master}, importable from here too)
+finds the master wherever it is and rides through a failover, and
+L{AsyncLuxiClient.connect_master} connects to the master wherever it is.
+
 A failure answer raises the exception it names (C{["OpPrereqError", [msg,
 code]]} raises L{errors.OpPrereqError}C{(msg, code)}); trouble with the
 connection itself raises L{errors.LuxiError}.
@@ -393,6 +398,10 @@ def __getattr__(name: str) -> Any:
     # LuxiClientProtocol is importable from here, but built lazily.
     if name == "LuxiClientProtocol":
         return _protocol_class()
+    if name == "MasterClient":  # the blocking client that rides through a failover
+        from ganeti.luxi.master import MasterClient
+
+        return MasterClient
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
