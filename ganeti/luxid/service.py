@@ -537,14 +537,14 @@ class LuxidService(Service):
         """
         if self.stepped_down is not None:
             raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)
-        if not drained_ok and self.queue.is_drained():
-            raise errors.JobQueueDrainError("Queue drained")
         if not isinstance(jobs_ops, list):
             raise errors.OpPrereqError("A submission needs a list of jobs", errors.ECODE_INVAL)
-        if not jobs_ops:
-            return []  # as Ganeti's: nothing submitted (its gnt-group evacuate of an empty group)
         known, same_as = plan(self.submissions, jobs_ops)  # a resubmission gets the first submission's ids
         new = [i for i, job_id in enumerate(known) if job_id is None and i not in same_as]
+        if (new or not jobs_ops) and not drained_ok and self.queue.is_drained():  # a resubmission is answered
+            raise errors.JobQueueDrainError("Queue drained")
+        if not jobs_ops:
+            return []  # as Ganeti's: nothing submitted (its gnt-group evacuate of an empty group)
         self.queue.check_capacity(len(self.jobs), len(new))
         first = self.queue.serial() + 1
         checked = [check_job(jobs_ops[i], i, len(jobs_ops), first + n) for n, i in enumerate(new)]

@@ -100,3 +100,12 @@ class ResubmissionTests(_Service):
         self.service.submissions.rebuild(self.service.jobs.values())
         self.assertEqual(self.call("SubmitJob", job("r1")), first)
         self.assertEqual(len(self.job_files()), 1)
+
+    def test_resubmission_answered_on_a_drained_queue(self) -> None:
+        """The job exists: a resubmission after the queue was drained gets its id, a new job is refused."""
+        from ganeti import errors
+
+        first = self.call("SubmitJob", job("d1"))
+        self.queue.set_drained(True)
+        self.assertEqual(self.call("SubmitJob", job("d1")), first)
+        self.failureResultOf(maybeDeferred(self.handler.handle, "SubmitJob", [job("d2")]), errors.JobQueueDrainError)
