@@ -109,3 +109,14 @@ class ResubmissionTests(_Service):
         self.queue.set_drained(True)
         self.assertEqual(self.call("SubmitJob", job("d1")), first)
         self.failureResultOf(maybeDeferred(self.handler.handle, "SubmitJob", [job("d2")]), errors.JobQueueDrainError)
+
+
+def test_follow_up_jobs_do_not_inherit_the_submission_id() -> None:
+    """Two follow-up jobs of a job with a submission id (gnt-node migrate through RAPI) are two jobs,
+    neither taken for the parent."""
+    from ganeti.jobs.followup import prepare
+
+    parent = job("parent")[0]
+    children = prepare(parent, [[{"OP_ID": "OP_TEST_DELAY", "duration": 0}]] * 2, 19)
+    assert [submission_id(ops) for ops in children] == [None, None]
+    assert children[0][0]["reason"][0] == ["gnt:client:gnt-debug", "delay", 1]
