@@ -93,9 +93,17 @@ def master_failover(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def master_ping(ctx: Context, opts: argparse.Namespace) -> int:
-    """Exit 0 if the master answers LUXI, else 1 (Ganeti's C{master-ping})."""
+    """Exit 0 if this node's master daemon answers LUXI, else 1 (Ganeti's
+    C{master-ping}: it asks this node, and waits for no other master)."""
+    from ganeti.luxi.client import LuxiClient
+    from ganeti.paths import Paths
+
     try:
-        ctx.client().query_config_values(["cluster_name"])
+        if ctx._client_factory is not None:  # tests
+            ctx.client().query_config_values(["cluster_name"])
+        else:
+            with LuxiClient(Paths.from_option(ctx.root).luxi_socket) as client:
+                client.query_config_values(["cluster_name"])
     except Exception as e:  # any failure to reach the master is the answer
         ctx.err("Master not reachable: %s" % e)
         return EXIT_FAILURE

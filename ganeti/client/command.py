@@ -106,15 +106,18 @@ class Context:
 
     def client(self) -> LuxiClient:
         """The LUXI client, made on first use: its methods are the declared
-        LUXI calls (L{ganeti.luxi.methods}), which mypy checks."""
+        LUXI calls (L{ganeti.luxi.methods}), which mypy checks.  By default a
+        L{ganeti.luxi.master.MasterClient}: it finds the master wherever it is
+        and waits for a new one across a failover."""
         if self._client is None:
             if self._client_factory is not None:
                 self._client = self._client_factory(self)
             else:
-                from ganeti.luxi.client import LuxiClient
+                from ganeti.luxi.master import MasterClient
                 from ganeti.paths import Paths
 
-                self._client = LuxiClient(Paths.from_option(self.root).luxi_socket)
+                # rides through a master failover, saying once on stderr that it waits
+                self._client = MasterClient(Paths.from_option(self.root), on_wait=self.err)
         return self._client
 
     def close(self) -> None:

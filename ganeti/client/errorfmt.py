@@ -23,6 +23,13 @@ class JobCanceled(errors.GenericError):
     """The job followed was canceled (Ganeti's C{JobCanceled})."""
 
 
+class JobOutcomeUnknown(errors.GenericError):
+    """A job was submitted and followed, and the master went away for longer
+    than the client waits: how it ends is unknown (not failed).
+
+    C{args}: the job id, and why it could not be followed."""
+
+
 class RemoteError(errors.GenericError):
     """An encoded error whose class this project does not define
     (C{TagError}, C{HooksAbort}, ...); keeps Ganeti's class name."""
@@ -75,6 +82,8 @@ def format_error(err: BaseException) -> tuple[int, str]:
     code = EXIT_FAILURE
     if "JobSubmitted" in names:
         return EXIT_SUCCESS, "JobID: %s" % args[0]
+    if "JobOutcomeUnknown" in names:
+        return EXIT_FAILURE, "Outcome unknown, job %s: check with gnt-job info %s\n(%s)" % (args[0], args[0], args[1])
     if "ConfigurationError" in names:
         text = "Corrupt configuration file: %s\nAborting." % msg
         code = 2

@@ -15,7 +15,7 @@ from typing import Any, Callable, cast
 from ganeti import errors
 from ganeti.client import options, prompt
 from ganeti.client.command import EXIT_CONFIRMATION, EXIT_FAILURE, EXIT_SUCCESS, Command, Context
-from ganeti.client.errorfmt import format_error
+from ganeti.client.errorfmt import JobOutcomeUnknown, format_error
 from ganeti.client.formatting import format_generic_info, format_log_message, format_query_result, format_timestamp
 from ganeti.client.jobs import (
     AUTOARCHIVE_TIMEOUT,
@@ -165,6 +165,10 @@ def show_jobs(ctx: Context, opts: argparse.Namespace) -> int:
 def _follow(ctx: Context, job_id: int, reporter: JobReporter) -> int:
     try:
         poll_job(ctx.client(), job_id, reporter)
+    except JobOutcomeUnknown as e:  # never "failed": the job may have ended well
+        code, text = format_error(e)
+        ctx.err(text)
+        return code
     except errors.GenericError as e:
         code, text = format_error(e)
         ctx.err("Job %s failed: %s" % (job_id, text))

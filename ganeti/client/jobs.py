@@ -27,7 +27,7 @@ from typing import Any
 
 from ganeti import errors
 from ganeti.client.command import Context
-from ganeti.client.errorfmt import JobCanceled, JobSubmitted, decode_error, format_error
+from ganeti.client.errorfmt import JobCanceled, JobOutcomeUnknown, JobSubmitted, decode_error, format_error
 from ganeti.client.formatting import format_log_message
 from ganeti.client.options import PRIORITIES
 from ganeti.jobs import lifecycle
@@ -130,13 +130,19 @@ def poll_job(client: Any, job_id: int, reporter: JobReporter, update_freq: float
 
     @return: the opcode results of a successful job.
     @raise errors.JobLost: the job is unknown (or was archived).
+    @raise JobOutcomeUnknown: no master could be reached for longer than
+        the client waits (L{ganeti.luxi.master}).
     @raise JobCanceled: the job was canceled.
     @raise errors.GenericError: the job failed: the error its failed
         opcode recorded, decoded (e.g. L{errors.OpPrereqError}), or
         L{errors.OpExecError}.
     """
     steps = jobwait.follow(job_id, update_freq, reporter, until=_FOLLOW_UNTIL, lost=_JOB_LOST)
-    return _job_result(job_id, jobwait.run_sync(steps, partial(_perform, client)))
+    try:
+        rows = jobwait.run_sync(steps, partial(_perform, client))
+    except errors.LuxiError as e:  # no master for longer than the client waits: the job goes on, or ended
+        raise JobOutcomeUnknown(job_id, str(e)) from None
+    return _job_result(job_id, rows)
 
 
 def job_result(client: Any, job_id: int) -> list[Any]:
@@ -257,6 +263,10 @@ class JobExecutor:
             except errors.JobLost as e:
                 self.ctx.err("Job %s%s has been archived, cannot check its result" % (value, self._for(name)))
                 results.append((False, format_error(e)[1]))
+            except JobOutcomeUnknown as e:
+                text = format_error(e)[1]
+                self.ctx.err(text)
+                results.append((False, text))
             except errors.GenericError as e:
                 text = format_error(e)[1]
                 self.ctx.err("Job %s%s has failed: %s" % (value, self._for(name), text))

@@ -65,7 +65,7 @@ def run(
     @param env_override: commands whose default arguments may come from the
         environment variable C{<PROG>_<COMMAND>} (C{GNT_GROUP_LIST}), as in Ganeti.
     @param client_factory: makes the LUXI client from the L{Context}
-        (tests pass a fake); default: a L{ganeti.luxi.client.LuxiClient}
+        (tests pass a fake); default: a L{ganeti.luxi.master.MasterClient}
         on the socket under C{--root}.
     @param log_command: append the command line to the node's
         C{commands.log} (L{ganeti.logfile.record_command}); default: when

@@ -15,6 +15,13 @@ beats answered with the same pre-encoded beat frame, written at once and
 never decoded: the node hears this LuxiD's event loop, and counts the
 master lost when it stops (paused, stuck), whatever TCP says.  Nothing is
 recorded or logged per beat.
+
+The same port serves LUXI to the other nodes (L{PortDemux}): a connection
+whose first byte is C{"{"} (a LUXI request; a heartbeat frame starts with
+its length's high byte, 0) is handed to LuxiD's LUXI protocol, so a client
+on a node that is not (or no longer) the master reaches the master
+(L{ganeti.luxi.locate}); the mutual TLS with the cluster certificate comes
+first either way.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any, Callable, cast
 
 from twisted.application.service import Service
 from twisted.internet.interfaces import IReactorTime, ITCPTransport
-from twisted.internet.protocol import ServerFactory
+from twisted.internet.protocol import Factory, Protocol, ServerFactory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
@@ -316,21 +323,64 @@ class HeartbeatProtocol(Int32StringReceiver):
             self.service.closed(self.node, self)
 
 
+class PortDemux(Protocol):
+    """The first byte of a connection decides: C{"{"} is LUXI, anything else a heartbeat.
+
+    The heartbeat protocol is connected from the start (its hello timer
+    runs); a LUXI connection stops that timer and is counted among the open
+    connections all the same.
+    """
+
+    def __init__(self, heartbeat: HeartbeatProtocol, luxi: Factory, addr: Any) -> None:
+        self.heartbeat = heartbeat
+        self._luxi_factory = luxi
+        self._addr = addr
+        self._inner: Any = None
+
+    def connectionMade(self) -> None:
+        self.heartbeat.makeConnection(cast(ITCPTransport, self.transport))
+
+    def dataReceived(self, data: bytes) -> None:
+        inner = self._inner
+        if inner is None:
+            if data[:1] == b"{":
+                timer = self.heartbeat._timer
+                if timer is not None and timer.active():
+                    timer.cancel()
+                self.heartbeat._timer = None
+                inner = self._luxi_factory.buildProtocol(self._addr)
+                assert inner is not None
+                inner.makeConnection(cast(ITCPTransport, self.transport))
+            else:
+                inner = self.heartbeat
+            self._inner = inner
+        inner.dataReceived(data)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        if self._inner is not None and self._inner is not self.heartbeat:
+            self._inner.connectionLost(reason)
+        self.heartbeat.connectionLost(reason)
+
+
 class HeartbeatFactory(ServerFactory):
-    """Heartbeat connections, at most C{max_connections} at once."""
+    """Heartbeat connections, at most C{max_connections} at once; with
+    C{luxi}, LUXI connections too (L{PortDemux})."""
 
     log = Logger()
 
-    def __init__(self, service: LivenessService, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+    def __init__(self, service: LivenessService, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 luxi: Factory | None = None) -> None:
         self.service = service
         self.max_connections = max_connections
+        self.luxi = luxi
 
-    def buildProtocol(self, addr: Any) -> HeartbeatProtocol | None:
+    def buildProtocol(self, addr: Any) -> Protocol | None:
         if self.service.connections >= self.max_connections:
             self.log.warn("heartbeat: {n} connections open, {peer} refused", n=self.service.connections, peer=addr)
             return None
         self.service.connections += 1
-        return HeartbeatProtocol(self.service)
+        protocol = HeartbeatProtocol(self.service)
+        return protocol if self.luxi is None else PortDemux(protocol, self.luxi, addr)
 
 
 def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
@@ -345,8 +395,9 @@ def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
 
 
 def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: IReactor,
-                       daemon: str = "ganeti-luxid") -> Any:
-    """A L{ganeti.listening.Listener} for the heartbeat port (TLS inside)."""
+                       daemon: str = "ganeti-luxid", luxi: Factory | None = None) -> Any:
+    """A L{ganeti.listening.Listener} for the heartbeat port (TLS inside);
+    with C{luxi}, it serves LUXI connections too (L{PortDemux})."""
     from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 
     from ganeti.listening import stream_listener
@@ -355,7 +406,7 @@ def heartbeat_listener(service: LivenessService, address: str, port: int, *, max
         endpoint: Any = TCP6ServerEndpoint(reactor, port, backlog=1024, interface=address)
     else:
         endpoint = TCP4ServerEndpoint(reactor, port, backlog=1024, interface=address)
-    factory = tls_factory(service.paths, HeartbeatFactory(service, max_connections))
+    factory = tls_factory(service.paths, HeartbeatFactory(service, max_connections, luxi))
     return stream_listener(endpoint, factory, "%s port %d (TCP)" % (address, port), daemon=daemon, reactor=reactor)
 
 
@@ -363,5 +414,5 @@ def store_for(paths: Paths) -> LivenessStore:
     return LivenessStore(os.path.join(paths.data_dir, "liveness.log"))
 
 
-__all__ = ["HELLO_TIMEOUT", "HeartbeatFactory", "HeartbeatProtocol", "LivenessService", "heartbeat_listener",
+__all__ = ["HELLO_TIMEOUT", "HeartbeatFactory", "HeartbeatProtocol", "LivenessService", "PortDemux", "heartbeat_listener",
            "store_for", "tls_factory"]

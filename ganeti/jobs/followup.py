@@ -9,7 +9,8 @@ else the LU put in C{other}.
 
 Each submitted opcode inherits from the one that submitted it, unless it
 sets them itself: its submission priority, its debug level, and its reason
-trail (the parent's entries come first); its C{comment} says which job
+trail (the parent's entries come first, less its submission id: a
+follow-up job is a submission of its own); its C{comment} says which job
 submitted it.
 
 L{ResultWithJobs} itself is defined in L{ganeti.jobs.lifecycle}, so that
@@ -23,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 from ganeti import errors
 from ganeti.jobs.lifecycle import ResultWithJobs
+from ganeti.luxi.submitid import SUBMISSION_SOURCE
 from ganeti.reactors import ITimeUNIXReactor
 
 #: the result key listing the submitted jobs
@@ -38,7 +40,9 @@ def prepare(parent: dict[str, Any], jobs: list[list[dict[str, Any]]], job_id: in
     """The follow-up C{jobs} of opcode C{parent}, ready for C{SubmitManyJobs}."""
     origin = str(parent.get("OP_ID", "?"))
     comment = "Submitted by %s" % origin if job_id is None else "Submitted by job %d (%s)" % (job_id, origin)
-    inherited_reason = list(parent.get("reason") or [])
+    # a follow-up job is a submission of its own: never the parent's submission id (ganeti.luxi.submitid)
+    inherited_reason = [entry for entry in parent.get("reason") or []
+                        if not (isinstance(entry, (list, tuple)) and entry and entry[0] == SUBMISSION_SOURCE)]
     out = []
     for ops in jobs:
         prepared = []

@@ -11,6 +11,11 @@ checks their arguments and knows their result types, and a value of the
 wrong type is refused before anything is sent (with the error LuxiD would
 answer).  C{call(method, *args)} sends anything, unchecked (tests, fuzzing).
 
+L{LuxiClient} talks to one socket and fails when it cannot;
+C{MasterClient(paths)} (L{ganeti.luxi.master}, importable from here too)
+finds the master wherever it is and rides through a failover, and
+L{AsyncLuxiClient.connect_master} connects to the master wherever it is.
+
 A failure answer raises the exception it names (C{["OpPrereqError", [msg,
 code]]} raises L{errors.OpPrereqError}C{(msg, code)}); trouble with the
 connection itself raises L{errors.LuxiError}.
@@ -46,6 +51,18 @@ _RECV_SIZE = 65536
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 
 
+class NotSent(errors.LuxiError):
+    """The request never reached the server whole (no connection, or it broke while sending)."""
+
+
+class ConnectionLost(errors.LuxiError):
+    """The connection broke (or was closed) after the request was sent, before the answer."""
+
+
+class CallTimeout(errors.LuxiError):
+    """No answer within the call's timeout; the request was sent."""
+
+
 def connect_error(address: str, reason: str, code: int | None = None) -> errors.LuxiError:
     """The error for a master socket that cannot be reached.
 
@@ -55,7 +72,7 @@ def connect_error(address: str, reason: str, code: int | None = None) -> errors.
     message = "cannot connect to the master daemon at %s: %s" % (address, reason)
     if code in (errno.ENOENT, errno.ECONNREFUSED, None):
         message += "; is ganeti-luxid running?"
-    return errors.LuxiError(message)
+    return NotSent(message)
 
 
 def _encode(method: str, args: tuple[Any, ...] | list[Any]) -> bytes:
@@ -170,6 +187,7 @@ class LuxiClient:
         if sock is None:
             sock = self._connect()
         deadline = time.monotonic() + self.timeout
+        sent = False
         try:
             try:
                 self._send(sock, request, deadline)
@@ -181,15 +199,16 @@ class LuxiClient:
                 self.close()
                 sock = self._connect()
                 self._send(sock, request, deadline)
+            sent = True
             payload = self._receive(sock, deadline, method)
         except BaseException as e:
             self.close()
             if isinstance(e, socket.timeout):
-                raise errors.LuxiError(
+                raise (CallTimeout if sent else NotSent)(
                     "%s timed out after %gs waiting for the master daemon at %s" % (method, self.timeout, self.address)
                 ) from None
             if isinstance(e, OSError):
-                raise errors.LuxiError(
+                raise (ConnectionLost if sent else NotSent)(
                     "%s failed: connection to the master daemon at %s broke: %s"
                     % (method, self.address, e.strerror or e)
                 ) from None
@@ -204,7 +223,7 @@ class LuxiClient:
         view = memoryview(data)
         while view:
             sock.settimeout(self._remaining(deadline))
-            sent = sock.send(view, _SEND_FLAGS)
+            sent = sock.send(view, _SEND_FLAGS if type(sock) is socket.socket else 0)  # TLS: no flags
             view = view[sent:]
 
     def _receive(self, sock: socket.socket, deadline: float, method: str) -> bytes:
@@ -217,7 +236,7 @@ class LuxiClient:
             sock.settimeout(self._remaining(deadline))
             data = sock.recv(_RECV_SIZE)
             if not data:
-                raise errors.LuxiError(
+                raise ConnectionLost(
                     "%s failed: the master daemon at %s closed the connection before answering"
                     % (method, self.address)
                 )
@@ -306,6 +325,40 @@ class AsyncLuxiClient:
             raise connect_error(path, reason, code) from None
         return cls(protocol)
 
+    @classmethod
+    async def connect_master(
+        cls, reactor: Any, paths: Any, ask_confd: bool = False, timeout: float = DEFAULT_CONNECT_TIMEOUT
+    ) -> AsyncLuxiClient:
+        """Connect to the master's LuxiD wherever it is (L{ganeti.luxi.locate}): this
+        node's socket, or the master's heartbeat port over TLS; with C{ask_confd}, the
+        candidates' confd are asked first (in a thread: it waits for their answers).
+
+        @raise NotSent: no master known, or it cannot be reached.
+        """
+        from twisted.internet.endpoints import connectProtocol, wrapClientTLS
+        from twisted.internet.threads import deferToThreadPool
+
+        from ganeti.asyncutil import tcp_client_endpoint
+        from ganeti.luxi import locate
+
+        if ask_confd and hasattr(reactor, "getThreadPool"):
+            where = await deferToThreadPool(reactor, reactor.getThreadPool(), locate.locate, paths, True)
+        else:
+            where = locate.locate(paths, False)
+        if where is None or where.address is None:
+            return await cls.connect(reactor, paths.luxi_socket, timeout)
+        from ganeti.rpc.tls import Credentials, PinnedPolicy
+
+        address = "%s (%s port %d)" % (where.name, where.address, where.port)
+        creator = PinnedPolicy(Credentials.cluster(paths)).creatorForNetloc(where.address.encode(), where.port)
+        endpoint = wrapClientTLS(creator, tcp_client_endpoint(reactor, where.address, where.port, timeout))
+        protocol = _protocol_class()(address)
+        try:
+            await connectProtocol(endpoint, protocol)
+        except Exception as e:
+            raise connect_error(address, str(e)) from None
+        return cls(protocol)
+
     def run(self, request: methods.Request[R]) -> Deferred[R]:
         """Make a declared call: C{await client.run(methods.Query.call("node", ["name"]))}.
 
@@ -348,6 +401,10 @@ def __getattr__(name: str) -> Any:
     # LuxiClientProtocol is importable from here, but built lazily.
     if name == "LuxiClientProtocol":
         return _protocol_class()
+    if name == "MasterClient":  # the blocking client that rides through a failover
+        from ganeti.luxi.master import MasterClient
+
+        return MasterClient
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 

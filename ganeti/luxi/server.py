@@ -16,9 +16,10 @@ frames, decodes, calls, encodes and keeps the order.
 Requests on one connection are answered strictly in order, one at a time:
 while a handler runs (a C{WaitForJobChange} may wait for 89 seconds) later
 requests of that connection wait in a queue.  A handler's error becomes a
-failure answer and the connection stays open; a request that cannot be
-parsed is answered with C{"Failed to parse request: ..."} and the
-connection is closed, as Ganeti's luxid does.
+failure answer and the connection stays open (a handler cancelled because
+the daemon stops gets no answer: the connection is closed, and the client
+asks again); a request that cannot be parsed is answered with C{"Failed to
+parse request: ..."} and the connection is closed, as Ganeti's luxid does.
 """
 
 from __future__ import annotations
@@ -260,6 +261,12 @@ class LuxiServerProtocol(Protocol):
         if self._lost:
             if isinstance(outcome, Failure) and not outcome.check(CancelledError):
                 self.log.failure("LUXI {method} failed after its client left", outcome, method=method)
+            return None
+        if isinstance(outcome, Failure) and outcome.check(CancelledError):
+            # the daemon is stopping (a failover, a restart): no answer, the connection closes and the
+            # client asks again, of the next master if need be (a WaitForJobChange must not fail for this)
+            self._closing = True
+            self._connected().loseConnection()
             return None
         if isinstance(outcome, Failure):
             data = self._encode_failure(outcome, method)

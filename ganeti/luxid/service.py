@@ -38,7 +38,7 @@ from ganeti.jobs import scheduler
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import not_started
-from ganeti.jobs.submission import check_job
+from ganeti.jobs.submission import SubmissionIndex, check_job, plan, submission_id
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
@@ -129,12 +129,15 @@ class LuxidService(Service):
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
         self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
+        #: submission id -> job id (L{ganeti.jobs.submission}), rebuilt from the job files at start
+        self.submissions = SubmissionIndex()
 
     # --- life cycle ---------------------------------------------------------
     def startService(self) -> None:
         super().startService()
         self._livelock_fd = hold_lockfile(self.livelock)
         self.jobs = self.queue.load_live_jobs()
+        self.submissions.rebuild(self.jobs.values())
         recovery.recover(self)
         if self.replicator is not None:
             self.replicator.start()  # a full resync of every candidate
@@ -508,49 +511,47 @@ class LuxidService(Service):
 
     # --- what LUXI methods call -------------------------------------------------
     async def submit(self, jobs_ops: list[Any], *, drained_ok: bool = False) -> list[Any]:
-        """Submit several jobs; each entry of the answer is [True, id] (none
-        for none: an empty list submits nothing and answers C{[]}).
+        """Submit several jobs; answers C{[[True, id], ...]} (C{[]} for none).
 
-        Every opcode of every job is checked against its declaration
-        (L{ganeti.opcodes.validate}) and relative dependencies are resolved
-        before any job id is allocated or any file written: one invalid job
-        refuses the whole request (as Ganeti's LuxiD, which cannot decode
-        it) and nothing is created.  A job is acknowledged once its file is
-        durable here and, on a cluster with other master candidates, held
-        by a majority of them.
-
-        @raise errors.OpPrereqError: (C{ECODE_INVAL}) an invalid job; the
-            message names the job, the opcode and the parameter.
+        Every opcode is checked (L{ganeti.opcodes.validate}) and relative dependencies resolved before any id
+        is allocated or file written: one invalid job refuses the whole request (C{OpPrereqError}, naming
+        it), nothing is created.  A job with a known submission id is not made again: its first id is
+        answered (L{ganeti.jobs.submission}).  A job is acknowledged once its file is durable here and held
+        by a majority of the master candidates.
         """
         if self.stepped_down is not None:
             raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)
-        if not drained_ok and self.queue.is_drained():
-            raise errors.JobQueueDrainError("Queue drained")
         if not isinstance(jobs_ops, list):
             raise errors.OpPrereqError("A submission needs a list of jobs", errors.ECODE_INVAL)
+        known, same_as = plan(self.submissions, jobs_ops)  # a resubmission gets the first submission's ids
+        new = [i for i, job_id in enumerate(known) if job_id is None and i not in same_as]
+        if (new or not jobs_ops) and not drained_ok and self.queue.is_drained():  # a resubmission is answered
+            raise errors.JobQueueDrainError("Queue drained")
         if not jobs_ops:
             return []  # as Ganeti's: nothing submitted (its gnt-group evacuate of an empty group)
-        self.queue.check_capacity(len(self.jobs), len(jobs_ops))
+        self.queue.check_capacity(len(self.jobs), len(new))
         diskfull.refuse_submission(self)
         first = self.queue.serial() + 1
-        checked = [check_job(ops, index, len(jobs_ops), first + index) for index, ops in enumerate(jobs_ops)]
-        results: list[Any] = []
+        checked = [check_job(jobs_ops[i], i, len(jobs_ops), first + n) for n, i in enumerate(new)]
         written: list[tuple[QueuedJob, bytes]] = []
         try:
-            ids = self.queue.allocate_ids(len(checked))
+            ids = self.queue.allocate_ids(len(checked)) if checked else []
             now = time.time()
             for job_id, ops in zip(ids, checked):
                 job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
                 # written, then fsynced while the candidates write it too: durable here before we answer
                 content = self.queue.write_job(job, durable=self.replicator is None)
                 written.append((job, content))
-                results.append([True, job_id])
         except OSError as e:  # never acknowledged: its files are dropped at the next start, or here
             for job, _content in written:
                 self.queue.remove_unacknowledged(job.id)
             if diskfull.is_disk_full(e):
                 raise diskfull.submission_failed(self, e) from e
             raise
+        for (job, _content), ops in zip(written, checked):
+            self.submissions.add(submission_id(ops), job.id)
+        given = dict(zip(new, ids))
+        results = [[True, known[i] if known[i] is not None else given[same_as.get(i, i)]] for i in range(len(known))]
         if written and self.replicator is not None:
             local = self._blocking(self.queue.sync_jobs, ids)
             holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])

@@ -120,13 +120,15 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     service.guard = guard
     guard.on_confirmed.append(service.schedule)
     handler = LuxiHandler(service, paths, LiveData.for_node(reactor, paths, port=options["rpc-port"]))
+    factory = LuxiServerFactory(GuardedHandler(handler, guard, errors.JobQueueError))
     if os.path.exists(paths.server_pem) and options["heartbeat-bind"]:
         liveness = LivenessService(paths, reactor, store_for(paths), timeout=options["liveness-timeout"],
                                    port=options["heartbeat-port"])
         liveness.setServiceParent(gate)
         service.liveness = liveness
         heartbeat_listener(liveness, options["heartbeat-bind"], options["heartbeat-port"],
-                           max_connections=options["heartbeat-max-connections"], reactor=reactor).setServiceParent(gate)
+                           max_connections=options["heartbeat-max-connections"], reactor=reactor,
+                           luxi=factory).setServiceParent(gate)  # LUXI for the other nodes' clients too
         if replicator is not None:
             liveness.hooks.append(lambda t: replicator.node_up(t.node) if t.state == "up" else None)
         if not options["no-watcher"]:
@@ -134,7 +136,6 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
             service.watcher.setServiceParent(gate)
         # automatic failover: a master that reaches no majority steps down
         StepDown(paths, reactor, liveness, own_name(paths), service.step_down, reactor.stop).setServiceParent(gate)
-    factory = LuxiServerFactory(GuardedHandler(handler, guard, errors.JobQueueError))
     for description in options["listen"]:
         endpoint_listener(description, factory, daemon="ganeti-luxid", reactor=reactor).setServiceParent(gate)
     return root

@@ -6,7 +6,11 @@ request as it came (method, path and query, body, C{Authorization} and the
 other end-to-end headers) to the RAPI of the node ssconf names master, on the
 same port, and streams the answer back, status and headers included.  So a
 client may use any candidate's address, and keeps working across a master
-failover.  The master's certificate is the cluster's RAPI certificate
+failover: a request the master's RAPI refused is sent again to the master
+looked up again (ssconf, then the candidates' confd), for up to the
+failover timeout plus a margin, and so is a C{GET} whose connection broke
+(any other method, which may have reached the master, is answered 502
+"outcome unknown").  The master's certificate is the cluster's RAPI certificate
 (C{rapi.pem}, on every node): it is pinned, host names are not checked.
 
 Which node is master is read from ssconf (C{master_node},
@@ -16,13 +20,16 @@ own name (no C{node.json}) or has no ssconf serves locally.
 
 from __future__ import annotations
 
+import random
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from twisted.internet import protocol
-from twisted.internet.defer import CancelledError
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
+from twisted.internet.error import ConnectError
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
+from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone
@@ -43,6 +50,13 @@ HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"p
 MASTER_CACHE = 1.0
 #: Seconds to connect to the master's RAPI.
 CONNECT_TIMEOUT = 10.0
+#: Seconds a forwarded request waits for a new master by default (L{ganeti.luxi.master.wait_window}).
+WINDOW = 30.0
+#: The first and the longest pause between two attempts, in seconds.
+FIRST_DELAY = 0.1
+MAX_DELAY = 1.0
+#: Methods forwarded again after a connection broke once the request was sent.
+SAFE_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})
 
 
 def master_address(paths: Paths) -> str | None:
@@ -127,13 +141,17 @@ class ForwardingResource(Resource):
     log = Logger()
 
     def __init__(self, local: Resource, master: Callable[[], str | None], port: int, agent: Any,
-                 clock: IReactorTime) -> None:
+                 clock: IReactorTime, *, window: float = WINDOW,
+                 confd: Callable[[], Awaitable[str | None]] | None = None) -> None:
         super().__init__()
         self.local = local
         self._master = master
         self.port = port
         self.agent = agent
         self.clock = clock
+        #: seconds a request waits for a new master
+        self.window = window
+        self._confd = confd
         self._cached: tuple[float, str | None] | None = None
 
     @classmethod
@@ -141,7 +159,20 @@ class ForwardingResource(Resource):
         pool = HTTPConnectionPool(reactor, persistent=True)
         agent = Agent(reactor, contextFactory=RapiCertificatePolicy(cert_pem), connectTimeout=CONNECT_TIMEOUT,
                       pool=pool)
-        return cls(local, lambda: master_address(paths), port, agent, reactor)
+        from ganeti.luxi.master import wait_window
+
+        async def confd() -> str | None:
+            """The master's address as the candidates' confd name it (in a thread: it waits for answers)."""
+            from twisted.internet.threads import deferToThreadPool
+
+            from ganeti.luxi import locate
+
+            threaded: Any = reactor  # a real reactor, which has a thread pool
+            found = await deferToThreadPool(threaded, threaded.getThreadPool(), locate.from_confd, paths)
+            return None if found is None or found[0] == locate.own_name(paths) else found[1]
+
+        return cls(local, lambda: master_address(paths), port, agent, reactor, window=wait_window(paths),
+                   confd=confd)
 
     def master(self) -> str | None:
         now = self.clock.seconds()
@@ -156,16 +187,20 @@ class ForwardingResource(Resource):
         return self._forward(request, address)
 
     def _forward(self, request: Any, address: str) -> Any:
-        host = "[%s]" % address if ":" in address else address
-        url = b"https://%s:%d%s" % (host.encode("ascii"), self.port, request.uri)
         request.content.seek(0)
         body = request.content.read()
-        producer = FileBodyProducer(_bytes_io(body)) if body or request.method in (b"POST", b"PUT") else None
-        d = self.agent.request(request.method, url, forwarded_headers(request.requestHeaders), producer)
+        d: Deferred[Any] = ensureDeferred(self._send(request, address, body))
         request.notifyFinish().addErrback(lambda _: d.cancel())
         self._observe(request)
 
-        def answer(response: Any) -> None:
+        def answer(outcome: tuple[str | None, Any]) -> None:
+            where, response = outcome
+            if response is None:  # this node is the master now
+                result = self.local.render(request)
+                if result is not NOT_DONE_YET:
+                    request.write(result)
+                    request.finish()
+                return
             request.setResponseCode(response.code, response.phrase)
             for name, values in forwarded_headers(response.headers).getAllRawHeaders():
                 request.responseHeaders.setRawHeaders(name, values)
@@ -179,13 +214,50 @@ class ForwardingResource(Resource):
                           uri=request.uri.decode("ascii", "replace"), address=address, why=str(failure.value))
             request.setResponseCode(502)
             request.setHeader(b"Content-Type", b"application/json")
-            request.write(b'{"code": 502, "message": "The master\'s RAPI at %s cannot be reached", '
-                          b'"explain": "this node forwards to the master"}' % address.encode("ascii"))
+            if failure.check(ConnectError):
+                request.write(b'{"code": 502, "message": "The master\'s RAPI at %s cannot be reached", '
+                              b'"explain": "this node forwards to the master"}' % address.encode("ascii"))
+            else:
+                request.write(b'{"code": 502, "message": "Outcome unknown: the connection to the master\'s RAPI at %s'
+                              b' broke after the request was sent", "explain": "check with GET /2/jobs"}'
+                              % address.encode("ascii"))
             request.finish()
 
         d.addCallbacks(answer, failed)
         return NOT_DONE_YET
 
+    async def _send(self, request: Any, address: str, body: bytes) -> tuple[str | None, Any]:
+        """The master's answer to C{request}: C{(address, response)}, or C{(None, None)}
+        when this node turned out to be the master.  A refused connection is tried
+        again, a lost one only for a safe method (L{SAFE_METHODS}), at the master
+        looked up again (ssconf, then the candidates' confd), for up to C{window} seconds."""
+        started = self.clock.seconds()
+        delay, attempts = FIRST_DELAY, 0
+        while True:
+            host = "[%s]" % address if ":" in address else address
+            url = b"https://%s:%d%s" % (host.encode("ascii"), self.port, request.uri)
+            producer = FileBodyProducer(_bytes_io(body)) if body or request.method in (b"POST", b"PUT") else None
+            try:
+                return address, await self.agent.request(request.method, url,
+                                                         forwarded_headers(request.requestHeaders), producer)
+            except CancelledError:
+                raise
+            except Exception as e:
+                if not isinstance(e, ConnectError) and request.method not in SAFE_METHODS:
+                    raise  # it may have reached the master: never sent twice
+                if self.clock.seconds() - started >= self.window:
+                    raise
+            attempts += 1
+            if attempts == 1:
+                self.log.info("the master at {address} does not answer; waiting for a new master", address=address)
+            await deferLater(self.clock, delay * (0.5 + random.random() / 2), lambda: None)
+            delay = min(delay * 2, MAX_DELAY)
+            self._cached = None
+            found = await self._confd() if attempts > 1 and self._confd is not None else None
+            new = found if found is not None else self.master()
+            if new is None:
+                return None, None
+            address = new
 
     def _observe(self, request: Any) -> None:
         """Time the forwarded C{request} into the local RAPI's C{forwarded} histograms, if it keeps them."""

@@ -1,9 +1,14 @@
 """LuxiD connections of RAPI: a small pool for calls, one connection per wait.
 
 A connection that breaks is dropped and the next call connects again, so
-RAPI recovers by itself when LuxiD comes back.  A connection that cannot
-be made or breaks in the middle of a call raises L{LuxidUnreachable}
-(answered with 502).
+RAPI recovers by itself when LuxiD comes back.  Given the node's C{paths},
+the pool talks to the master wherever it is (L{ganeti.luxi.locate}: this
+node's socket, or the master's LuxiD over TLS) and rides through a master
+failover as the CLI does (L{ganeti.luxi.master}): for up to C{window}
+seconds it tries again what is safe to send again (queries, waits, and
+submissions, to which it gives submission ids).  A connection that cannot
+be made or breaks in the middle of a call, after that, raises
+L{LuxidUnreachable} (answered with 502).
 
 The pool carries calls by wire name and positional arguments; RAPI's
 handlers build them from the LUXI declarations (L{ganeti.luxi.methods})
@@ -12,6 +17,8 @@ through L{ganeti.rapi.baserlib.Context.run}, so mypy checks them.
 
 from __future__ import annotations
 
+import random
+import uuid
 from typing import Any, Callable, Coroutine
 
 import orjson
@@ -24,7 +31,13 @@ from ganeti.luxi.client import AsyncLuxiClient
 
 
 class LuxidUnreachable(Exception):
-    """LuxiD cannot be reached, or the connection broke during the call."""
+    """LuxiD cannot be reached, or the connection broke during the call.
+
+    @ivar sent: whether the request was sent (the connection broke after)"""
+
+    def __init__(self, message: str, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class LuxiPool:
@@ -36,11 +49,19 @@ class LuxiPool:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, path: str, size: int = 4, connect_timeout: float = 5.0) -> None:
+    def __init__(self, reactor: Any, path: str, size: int = 4, connect_timeout: float = 5.0, *,
+                 paths: Any = None, window: float = 0.0) -> None:
+        """
+        @param paths: this node's paths: find the master wherever it is (else: C{path} only)
+        @param window: seconds to wait for a new master (0: fail at once)
+        """
         self.reactor = reactor
         self.path = path
         self.size = size
         self.connect_timeout = connect_timeout
+        self.paths = paths
+        self.window = window
+        self._ask_confd = False
         self._clients: list[AsyncLuxiClient] = []
         self._busy: dict[int, int] = {}
         self._running: dict[Any, Deferred[Any]] = {}
@@ -48,9 +69,45 @@ class LuxiPool:
 
     async def _connect(self) -> AsyncLuxiClient:
         try:
+            if self.paths is not None:
+                return await AsyncLuxiClient.connect_master(self.reactor, self.paths, self._ask_confd,
+                                                            timeout=self.connect_timeout)
             return await AsyncLuxiClient.connect(self.reactor, self.path, timeout=self.connect_timeout)
         except errors.LuxiError as e:
             raise LuxidUnreachable(str(e)) from None
+
+    async def _retrying(self, once: Callable[..., Coroutine[Any, Any, Any]], method: str,
+                        args: tuple[Any, ...]) -> Any:
+        """C{once(method, *args)}, tried again across a failover (see the module docstring)."""
+        if not self.window:
+            return await once(method, *args)
+        from twisted.internet.task import deferLater
+
+        from ganeti.luxi.master import FIRST_DELAY, MAX_DELAY, MAX_LOST, retry_safe, with_submission_ids
+
+        args = with_submission_ids(method, args, lambda: uuid.uuid4().hex)
+        safe = retry_safe(method, args)
+        started: float | None = None
+        delay, attempts, lost = FIRST_DELAY, 0, 0
+        try:
+            while True:
+                self._ask_confd = attempts > 1
+                try:
+                    return await once(method, *args)
+                except LuxidUnreachable as e:
+                    if e.sent and not safe:
+                        raise LuxidUnreachable("outcome unknown: %s" % e, sent=True) from None
+                    now = self.reactor.seconds()
+                    lost += e.sent
+                    if started is None or (e.sent and lost <= MAX_LOST):
+                        started = now  # a master was there: the wait for the next one starts now
+                    elif now - started >= self.window:
+                        raise
+                attempts += 1
+                await deferLater(self.reactor, delay * (0.5 + random.random() / 2), lambda: None)
+                delay = min(delay * 2, MAX_DELAY)
+        finally:
+            self._ask_confd = False
 
     @staticmethod
     def _alive(client: AsyncLuxiClient) -> bool:
@@ -66,6 +123,9 @@ class LuxiPool:
         return min(self._clients, key=lambda c: self._busy.get(id(c), 0))
 
     async def call(self, method: str, *args: Any) -> Any:
+        return await self._retrying(self._call_once, method, args)
+
+    async def _call_once(self, method: str, *args: Any) -> Any:
         client = await self._client()
         key = id(client)
         self._busy[key] = self._busy.get(key, 0) + 1
@@ -75,7 +135,7 @@ class LuxiPool:
             if not self._alive(client):
                 if client in self._clients:
                     self._clients.remove(client)
-                raise LuxidUnreachable(str(e)) from None
+                raise LuxidUnreachable(str(e), sent=True) from None
             raise
         finally:
             left = self._busy.get(key, 1) - 1
@@ -126,12 +186,15 @@ class LuxiPool:
 
     async def call_alone(self, method: str, *args: Any) -> Any:
         """C{method} on a connection of its own (for calls that wait)."""
+        return await self._retrying(self._call_alone_once, method, args)
+
+    async def _call_alone_once(self, method: str, *args: Any) -> Any:
         client = await self._connect()
         try:
             return await client.call(method, *args)
         except errors.LuxiError as e:
             if not self._alive(client):
-                raise LuxidUnreachable(str(e)) from None
+                raise LuxidUnreachable(str(e), sent=True) from None
             raise
         finally:
             if self._alive(client):

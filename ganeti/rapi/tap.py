@@ -95,7 +95,11 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     tls = PrivateCertificate.loadPEM(key_pem + b"\n" + cert_pem).options()
     paths.ensure_dirs()
     pid_fd = lock_pid_file(paths, "ganeti-rapi")
-    pool = LuxiPool(reactor, paths.luxi_socket, size=options["luxi-connections"])
+    from ganeti.luxi.master import wait_window
+
+    # rides through a failover: a call under way goes on at the new master (over TLS, from here)
+    pool = LuxiPool(reactor, paths.luxi_socket, size=options["luxi-connections"], paths=paths,
+                    window=wait_window(paths))
     resource = RapiResource(
         pool,
         UsersFile(paths.rapi_users),

@@ -385,3 +385,35 @@ class DeadPeerTests(SynchronousTestCase):
         self.assertIsInstance(tls.getHandle(), SSL.Connection)
         self.assertTrue(dead_peer_timeout(tls, 5.0))
         self.assertIn((socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18), 5000), options)
+
+
+class PortDemuxTests(ServerTests):
+    """The heartbeat port serves LUXI to the other nodes too (issue 23): the first byte decides."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        from ganeti.luxi.server import LuxiServerFactory, MethodHandler
+
+        class Tags(MethodHandler):
+            def luxi_QueryTags(self, kind: str, name: str) -> list[str]:
+                return ["t1"]
+
+        self.factory = HeartbeatFactory(self.service, max_connections=2, luxi=LuxiServerFactory(Tags()))
+
+    def test_luxi_request_is_answered_and_never_times_out_as_a_hello(self) -> None:
+        from ganeti.luxi import wire as luxi_wire
+
+        proto, transport = self.connect()
+        proto.dataReceived(luxi_wire.encode_request("QueryTags", ["cluster", ""], luxi_wire.LUXI_VERSION))
+        self.assertEqual(luxi_wire.decode_result(transport.value().rstrip(luxi_wire.ETX), luxi_wire.LUXI_VERSION),
+                         ["t1"])
+        self.clock.advance(HELLO_TIMEOUT + 1)
+        self.assertFalse(transport.aborted)
+        self.assertEqual(self.service.connections, 1)
+        proto.connectionLost(None)
+        self.assertEqual(self.service.connections, 0)
+
+    def test_heartbeat_still_works(self) -> None:
+        proto, transport = self.connect()
+        proto.dataReceived(self.hello())
+        self.assertEqual(frames(transport.value()), [wire.accepted("node1.test")])

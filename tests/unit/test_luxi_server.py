@@ -111,6 +111,16 @@ class AnswerTests(ServerTestCase):
     async def _lost(self):
         raise errors.JobLost("job 3")
 
+    def test_cancelled_by_a_stopping_daemon_closes_without_answer(self):
+        """A WaitForJobChange cancelled because LuxiD stops (a failover) is not
+        answered with an error: the connection closes, so the client asks again."""
+        waiting: Deferred[Any] = Deferred()
+        protocol, transport = self.connect(Recorder(WaitForJobChange=lambda *args: waiting))
+        protocol.dataReceived(request("WaitForJobChange", 3, ["status"], None, None, 60))
+        waiting.cancel()
+        self.assertEqual(self.answers(transport), [])
+        self.assertTrue(transport.disconnecting)
+
     def test_unexpected_exception_is_logged_and_answered(self):
         protocol, transport = self.connect(Recorder(Query=lambda *a: 1 / 0))
         protocol.dataReceived(request("Query", "node", ["name"], None) + request("Query", "node", ["name"], None))
