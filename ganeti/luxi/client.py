@@ -12,7 +12,7 @@ wrong type is refused before anything is sent (with the error LuxiD would
 answer).  C{call(method, *args)} sends anything, unchecked (tests, fuzzing).
 
 L{LuxiClient} talks to one socket and fails when it cannot;
-C{MasterClient(paths)} (L{ganeti.luxi.master}, importable from here too)
+C{MasterClient(paths)} (L{ganeti.luxi.master})
 finds the master wherever it is and rides through a failover, and
 L{AsyncLuxiClient.connect_master} connects to the master wherever it is.
 
@@ -401,10 +401,6 @@ def __getattr__(name: str) -> Any:
     # LuxiClientProtocol is importable from here, but built lazily.
     if name == "LuxiClientProtocol":
         return _protocol_class()
-    if name == "MasterClient":  # the blocking client that rides through a failover
-        from ganeti.luxi.master import MasterClient
-
-        return MasterClient
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
