@@ -23,12 +23,13 @@ from __future__ import annotations
 import os
 import select
 import socket
-import ssl
 import time
-import uuid
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ganeti.paths import Paths
+
+if TYPE_CHECKING:
+    import ssl
 
 #: environment variable naming the candidates' confd port (default 1814; tests run many clusters)
 CONFD_PORT_ENV = "GANETI_CONFD_PORT"
@@ -99,6 +100,8 @@ def from_confd(paths: Paths, timeout: float = CONFD_TIMEOUT, port: int | None = 
     best: tuple[int, tuple[str, str]] | None = None
     with socket.socket(socket.AF_INET6 if any(":" in p for p in peers) else socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for peer in peers:
+            import uuid
+
             rsalt = str(uuid.uuid4())
             salts[rsalt] = peer
             try:
@@ -149,6 +152,8 @@ def tls_context(paths: Paths) -> tuple[ssl.SSLContext, bytes]:
     """A client context presenting the cluster certificate, and the DER form
     of that certificate, which the master must present (pinned: host names
     are not checked, nodes are addressed by IP as in node RPC)."""
+    import ssl  # only to reach a master on another node
+
     with open(paths.server_pem) as handle:
         pem = handle.read()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -166,6 +171,8 @@ def open_tls(paths: Paths, address: str, port: int, timeout: float) -> socket.so
     @raise OSError: cannot connect (C{ConnectionRefusedError} ...), or the
         peer is not the cluster's master (C{ssl.SSLError})
     """
+    import ssl
+
     context, expected = tls_context(paths)
     raw = socket.create_connection((address, port), timeout=timeout)
     try:

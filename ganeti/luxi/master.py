@@ -25,9 +25,9 @@ L{OutcomeUnknown}: it may or may not have been done.
 
 from __future__ import annotations
 
+import os
 import random
 import time
-import uuid
 from typing import Any, Callable
 
 from ganeti import errors
@@ -94,14 +94,23 @@ def with_submission_ids(method: str, args: tuple[Any, ...], make_id: Callable[[]
 
 
 def wait_window(paths: Paths) -> float:
-    """Seconds to wait for a new master: the failover timeout plus L{MARGIN}."""
-    try:
-        from ganeti.ha import params as ha_params
+    """Seconds to wait for a new master: the failover timeout plus L{MARGIN}.
 
-        timeout = ha_params.read(paths).failover_timeout
-    except Exception:  # unreadable: the default
-        timeout = 10.0
-    return float(timeout) + MARGIN
+    Read from this node's copy of the HA parameters (L{ganeti.ha.params})
+    with the standard library: the command line must not pay for the HA
+    package's imports (attrs, Twisted's logger) to know one number.
+    """
+    import json
+
+    timeout = 10.0  # ganeti.ha.params.DEFAULT_FAILOVER_TIMEOUT
+    try:
+        with open(os.path.join(paths.data_dir, "ha.data"), "rb") as handle:  # ganeti.ha.params.FILE_NAME
+            value = json.loads(handle.read()).get("failover_timeout")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 3600:
+            timeout = float(value)
+    except (OSError, ValueError, AttributeError):  # missing, unreadable, damaged: the default
+        pass
+    return timeout + MARGIN
 
 
 class MasterClient(LuxiClient):
@@ -134,7 +143,7 @@ class MasterClient(LuxiClient):
         self.sleep = sleep
         self.target: locate.Target | None = None
         self.told = False
-        self.make_id = lambda: uuid.uuid4().hex
+        self.make_id = lambda: os.urandom(16).hex()  # a random id, as uuid4's (uuid costs an import)
         #: finds the master (L{locate.locate}; tests replace it)
         self.locate: Callable[[Paths, bool], locate.Target | None] = locate.locate
 

@@ -186,3 +186,18 @@ def test_a_wait_gives_up_on_a_silent_master_after_its_timeout_and_the_window() -
     client.call_once = once
     client.wait_for_job_change(7, ["status"], None, None, 60)
     assert timeouts == [90.0] and client.timeout == 180.0
+
+
+def test_the_wait_window_is_the_nodes_failover_timeout_plus_the_margin(tmp_path):
+    # read with the standard library (no ganeti.ha import on the CLI's path), as ganeti.ha.params writes it
+    from ganeti.ha import params as ha_params
+    from ganeti.luxi.master import MARGIN, wait_window
+    from ganeti.paths import Paths
+
+    paths = Paths(str(tmp_path))
+    assert wait_window(paths) == ha_params.DEFAULT_FAILOVER_TIMEOUT + MARGIN  # no copy: the default
+    ha_params.write(paths, ha_params.HaParams(liveness_timeout=5.0, failover_timeout=42.0))
+    assert wait_window(paths) == 42.0 + MARGIN
+    with open(ha_params.params_path(paths), "w") as handle:
+        handle.write("{damaged")
+    assert wait_window(paths) == ha_params.DEFAULT_FAILOVER_TIMEOUT + MARGIN
