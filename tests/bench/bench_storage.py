@@ -32,37 +32,16 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from ganeti.testing.ceph import CephCluster
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
+from tests.bench import jobs
 
 ROUNDS = 5
 SIZE_MIB = 1024
 N1 = "node1.test"
-FINAL = ("success", "error", "canceled")
 TARGETS = {"rbd_create_s": 5.0, "rbd_remove_s": 2.0}
 
 
-def run_job(client: LuxiClient, op: dict[str, Any], timeout: float = 300) -> float:
-    """Submit one job and wait for its success; the seconds it took."""
-    start = time.perf_counter()
-    job_id = client.submit_job([op])
-    deadline = time.monotonic() + timeout
-    while True:
-        ((status, result),) = client.query_jobs([job_id], ["status", "opresult"])
-        if status in FINAL:
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit("job %s still %s after %ss" % (job_id, status, timeout))
-        time.sleep(0.005)
-    took = time.perf_counter() - start
-    if status != "success":
-        raise SystemExit("job %s (%s) ended %s: %s" % (job_id, op["OP_ID"], status, str(result)[:500]))
-    return took
-
-
 def create_op(name: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create", "disk_template": "rbd",
-            "disks": [{"size": SIZE_MIB}], "nics": [], "os_type": "noop", "no_install": True, "hypervisor": "fake",
-            "pnode": N1, "beparams": {"maxmem": 64, "minmem": 64}, "name_check": False, "ip_check": False,
-            "start": True}
+    return jobs.create_op(name, "rbd", {}, SIZE_MIB, N1)
 
 
 def timed(call: Any, *args: Any) -> float:
@@ -75,23 +54,18 @@ def measure(ceph: CephCluster, master: Paths) -> dict[str, Any]:
     ok(master, "gnt-cluster", "modify", "--enabled-disk-templates", "diskless,file,sharedfile,rbd",
        "-D", "rbd:pool=%s,access=userspace" % ceph.pool)
     client = LuxiClient(master.luxi_socket, timeout=120)
-    creates, removes, raw_creates, raw_removes = [], [], [], []
+    raw_creates: list[float] = []
+    raw_removes: list[float] = []
+
+    def raw() -> None:  # for scale: the same image size by the rbd command alone
+        raw_creates.append(timed(ceph.rbd, "create", "-p", ceph.pool, "raw", "--size", "%dM" % SIZE_MIB))
+        raw_removes.append(timed(ceph.rbd, "rm", "-p", ceph.pool, "raw", "--no-progress"))
+
     try:
-        run_job(client, create_op("warm.test"))  # the first job pays for imports and caches
-        run_job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "warm.test"})
-        for n in range(ROUNDS):
-            name = "rbd%d.test" % n
-            creates.append(run_job(client, create_op(name)))
-            if len(ceph.images()) != 1:
-                raise SystemExit("expected one image after creating %s: %s" % (name, ceph.images()))
-            removes.append(run_job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name}))
-            if ceph.images():
-                raise SystemExit("images left after removing %s: %s" % (name, ceph.images()))
-            raw_creates.append(timed(ceph.rbd, "create", "-p", ceph.pool, "raw", "--size", "%dM" % SIZE_MIB))
-            raw_removes.append(timed(ceph.rbd, "rm", "-p", ceph.pool, "raw", "--no-progress"))
+        figures = jobs.create_remove_rounds(client, create_op, ceph.images, ROUNDS, "rbd", between=raw)
     finally:
         client.close()
-    return {"create": creates, "remove": removes, "raw_create": raw_creates, "raw_remove": raw_removes}
+    return dict(figures, raw_create=raw_creates, raw_remove=raw_removes)
 
 
 async def run(reactor: Any) -> None:
@@ -110,10 +84,7 @@ async def run(reactor: Any) -> None:
         shutil.rmtree(root.root, ignore_errors=True)
     med = {key: statistics.median(values) for key, values in figures.items()}
     results = {
-        "rbd_create_s": round(med["create"], 3),
-        "rbd_remove_s": round(med["remove"], 3),
-        "rbd_create_max_s": round(max(figures["create"]), 3),
-        "rbd_remove_max_s": round(max(figures["remove"]), 3),
+        **jobs.rounds_figures("rbd", figures),
         "rbd_cli_create_s": round(med["raw_create"], 3),
         "rbd_cli_remove_s": round(med["raw_remove"], 3),
         "ceph_start_s": round(ceph_up, 1),
