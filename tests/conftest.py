@@ -59,3 +59,62 @@ def root():
     paths = make_root()
     yield paths
     remove_root(paths)
+
+
+# --- the order and the groups of a parallel run (pytest-xdist: scripts/test) -------------------
+
+#: the modules whose tests take longest (a whole run's --durations, docs/testing.md), the
+#: longest first: a parallel run starts them first, so that none is left for the end
+SLOW_FIRST = (
+    "tests/unit/test_locking_properties.py",
+    "tests/integration/test_chaos.py",
+    "tests/integration/test_backup.py",
+    "tests/integration/test_auto_failover.py",
+    "tests/unit/test_scheduler.py",
+    "tests/integration/test_kvm_guest.py",
+    "tests/integration/test_rbd.py",
+    "tests/integration/test_watcher_kvm.py",
+    "tests/integration/test_failover.py",
+    "tests/integration/test_extstorage.py",
+    "tests/unit/test_import_circles.py",
+    "tests/unit/test_import_graph.py",
+    "tests/unit/test_luxi_contract.py",
+    "tests/unit/test_daemon_imports.py",
+    "tests/unit/test_confd_wire.py",
+)
+
+
+def _weight(item) -> tuple[int, int]:
+    """The slow modules in their order, then the other integration tests, then the unit tests."""
+    path = item.nodeid.split("::", 1)[0]
+    if path in SLOW_FIRST:
+        return (0, SLOW_FIRST.index(path))
+    return (1, 0) if path.startswith("tests/integration/") else (2, 0)
+
+
+def _shares_a_module_fixture(item) -> bool:
+    """Whether C{item} uses a fixture of this suite set up once per module
+    (or session): such a module's tests run on one worker (one Ceph, one
+    built wheel, not one per worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        fixture = defs[-1]
+        if fixture.scope in ("module", "package", "session") and fixture.baseid:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The slowest modules first (L{SLOW_FIRST}), then the other integration
+    tests, then the unit tests (a stable sort: each module keeps its order); under
+    pytest-xdist, a module whose tests share a module fixture is one
+    C{xdist_group} (C{--dist loadgroup})."""
+    items.sort(key=_weight)
+    for item in items:
+        if _shares_a_module_fixture(item) and not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")

@@ -21,7 +21,6 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-import time
 from typing import Any
 
 import orjson
@@ -30,37 +29,16 @@ from twisted.internet import defer, task, threads
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from ganeti.testing.cluster import LoopbackCluster, loopback_config
+from tests.bench import jobs
 
 ROUNDS = 5
 SIZE_MIB = 1024
 N1 = "node1.test"
-FINAL = ("success", "error", "canceled")
 TEMPLATES = ("diskless", "file", "sharedfile", "ext")
 
 
-def run_job(client: LuxiClient, op: dict[str, Any], timeout: float = 300) -> float:
-    """Submit one job and wait for its success; the seconds it took."""
-    start = time.perf_counter()
-    job_id = client.submit_job([op])
-    deadline = time.monotonic() + timeout
-    while True:
-        ((status, result),) = client.query_jobs([job_id], ["status", "opresult"])
-        if status in FINAL:
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit("job %s still %s after %ss" % (job_id, status, timeout))
-        time.sleep(0.005)
-    took = time.perf_counter() - start
-    if status != "success":
-        raise SystemExit("job %s (%s) ended %s: %s" % (job_id, op["OP_ID"], status, str(result)[:500]))
-    return took
-
-
 def create_op(name: str, volumes: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create", "disk_template": "ext",
-            "disks": [{"size": SIZE_MIB, "provider": "loopback", "dir": volumes}], "nics": [], "os_type": "noop",
-            "no_install": True, "hypervisor": "fake", "pnode": N1, "beparams": {"maxmem": 64, "minmem": 64},
-            "name_check": False, "ip_check": False, "start": True}
+    return jobs.create_op(name, "ext", {"provider": "loopback", "dir": volumes}, SIZE_MIB, N1)
 
 
 def _volumes(directory: str) -> list[str]:
@@ -80,21 +58,11 @@ def measure_ext(master: Paths, volumes: str, rounds: int = ROUNDS) -> dict[str, 
     """C{{"create": [s...], "remove": [s...]}} of ext instances with a 1 GiB
     loopback disk in C{volumes} on a cluster whose templates include ext."""
     client = LuxiClient(master.luxi_socket, timeout=120)
-    creates, removes = [], []
     try:
-        run_job(client, create_op("extwarm.test", volumes))  # the first job pays for imports and caches
-        run_job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": "extwarm.test"})
-        for n in range(rounds):
-            name = "ext%d.test" % n
-            creates.append(run_job(client, create_op(name, volumes)))
-            if len(_volumes(volumes)) != 1:
-                raise SystemExit("expected one volume after creating %s: %s" % (name, _volumes(volumes)))
-            removes.append(run_job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name}))
-            if _volumes(volumes):
-                raise SystemExit("volumes left after removing %s: %s" % (name, _volumes(volumes)))
+        return jobs.create_remove_rounds(client, lambda name: create_op(name, volumes), lambda: _volumes(volumes),
+                                         rounds, "ext")
     finally:
         client.close()
-    return {"create": creates, "remove": removes}
 
 
 async def run(reactor: Any) -> None:
@@ -108,13 +76,7 @@ async def run(reactor: Any) -> None:
         release(volumes)
         shutil.rmtree(root.root, ignore_errors=True)
     med = {key: statistics.median(values) for key, values in figures.items()}
-    results = {
-        "ext_create_s": round(med["create"], 3),
-        "ext_remove_s": round(med["remove"], 3),
-        "ext_create_max_s": round(max(figures["create"]), 3),
-        "ext_remove_max_s": round(max(figures["remove"]), 3),
-        "rounds": len(figures["create"]),
-    }
+    results = dict(jobs.rounds_figures("ext", figures), rounds=len(figures["create"]))
     print("%-62s %9s %9s" % ("measurement (3 nodes, 1 GiB ext disk, loopback provider, fake hv)", "median", "worst"))
     print("%-62s %8.3fs %8.3fs" % ("create instance (job submitted -> success, started)", med["create"],
                                    max(figures["create"])))

@@ -24,9 +24,8 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.luxid.forkclient import ForkServer
 from ganeti.luxid.spawner import JobChannel
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
+from tests.bench.jobs import follow
 from tests.bench.quorum import candidate_config, job_reached, parse_candidates, with_cluster
-
-FINAL = ("success", "error", "canceled")
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -38,17 +37,6 @@ def delay_op() -> dict[str, Any]:
     # on_master False: no RPC (this benchmark runs no NodeD), the job process sleeps
     return {"OP_ID": "OP_TEST_DELAY", "duration": 0.001, "on_master": False,
             "reason": [["gnt:client:bench", "", time.time_ns()]]}
-
-
-def follow(client: LuxiClient, job_id: int) -> str:
-    prev = None
-    while True:
-        answer = client.wait_for_job_change(job_id, ["status"], prev, None, 30)
-        if answer == "nochange":
-            continue
-        prev = answer[0]
-        if prev[0] in FINAL:
-            return prev[0]
 
 
 def latency(client: LuxiClient, rounds: int = 60) -> list[float]:

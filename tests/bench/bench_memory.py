@@ -48,6 +48,7 @@ from ganeti.testing.cluster import LoopbackCluster, loopback_config
 from ganeti.testing.daemons import make_root, remove_root
 from ganeti.testing.mond import ConfdDaemon, MondDaemon
 from tests.bench import memfloor
+from tests.bench.jobs import follow
 
 #: Ganeti 3.0.2's idle total RSS on this machine (issue 13)
 GANETI_RSS_TOTAL_MIB = 156
@@ -90,15 +91,8 @@ def run_jobs(paths: Any, count: int) -> None:
     try:
         for _ in range(count):
             job_id = client.submit_job([{"OP_ID": "OP_TEST_DELAY", "duration": 0.001}])
-            prev = None
-            while True:
-                answer = client.wait_for_job_change(job_id, ["status"], prev, None, 30)
-                if answer == "nochange":
-                    continue
-                prev = answer[0]
-                if prev[0] in ("success", "error", "canceled"):
-                    assert prev[0] == "success", prev
-                    break
+            status = follow(client, job_id)
+            assert status == "success", (job_id, status)
     finally:
         client.close()
 

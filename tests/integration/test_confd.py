@@ -223,12 +223,12 @@ def test_reload_on_change(cluster: Cluster) -> None:
 
 def test_cli(cluster: Cluster) -> None:
     out = subprocess.run([CLI, "--root", cluster.roots[0].root, "--port", str(cluster.port), "--all", "-v", "cluster_master"],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == '"node1.test"'
     assert "serial 12" in out.stdout
     bad = subprocess.run([CLI, "--root", cluster.roots[0].root, "--port", str(cluster.port), "node_role_byname", "nosuch"],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=120)
     assert (bad.returncode, bad.stdout) == (1, "0\n")
 
 

@@ -47,6 +47,28 @@ def rapi_get(cluster: LoopbackCluster, path: str) -> dict:
         return json.loads(answer.read())
 
 
+def transition(cluster: LoopbackCluster, node: str, state: str, since: float) -> dict | None:
+    """The first change of C{node} to C{state} that LuxiD recorded (liveness.log,
+    with the time LuxiD saw it) at or after C{since} (epoch seconds)."""
+    try:
+        with open(os.path.join(cluster.master.data_dir, "liveness.log")) as handle:
+            records = [json.loads(line) for line in handle if line.strip()]
+    except FileNotFoundError:
+        return None
+    return next((r for r in records if r.get("node") == node and r.get("state") == state
+                 and r.get("time", 0) >= since), None)
+
+
+async def detected(cluster: LoopbackCluster, node: str, state: str, since: float) -> float:
+    """Seconds from C{since} until LuxiD recorded C{node} as C{state} (waits up to 60 s
+    for the record: on a loaded machine the test's own commands are slow, LuxiD's
+    decision is what is measured)."""
+    await cluster.until(lambda: transition(cluster, node, state, since) is not None, timeout=60)
+    found = transition(cluster, node, state, since)
+    assert found is not None
+    return float(found["time"]) - since
+
+
 async def wait_state(cluster: LoopbackCluster, node: str, state: str, within: float) -> float:
     """Seconds until C{node} shows C{state} in gnt-node list (fails after C{within})."""
     start = time.monotonic()
@@ -62,10 +84,10 @@ async def test_liveness_kill_stop_restart(root):
         node3 = cluster.nodeds[2]
 
         # kill -9: the connection closes; unreachable within 3 s
-        start = time.monotonic()
+        start = time.time()
         node3.kill(signal.SIGKILL)
-        await cluster.until(lambda: liveness(cluster).get("node3.test") == "unreachable", timeout=3.5)
-        assert time.monotonic() - start <= 3.5
+        assert await detected(cluster, "node3.test", "unreachable", start) <= 3.5
+        await wait_state(cluster, "node3.test", "unreachable", 30)
         assert liveness(cluster)["node2.test"] == "up"
 
         # the RAPI node resource shows it too
@@ -74,21 +96,20 @@ async def test_liveness_kill_stop_restart(root):
 
         # back: up again
         await cluster.start_daemon(node3)
-        await wait_state(cluster, "node3.test", "up", 10)
+        await wait_state(cluster, "node3.test", "up", 30)
 
         # SIGSTOP: connected but silent
-        start = time.monotonic()
+        start = time.time()
         os.kill(node3.process.pid, signal.SIGSTOP)
         try:
-            await cluster.until(lambda: liveness(cluster).get("node3.test") == "unreachable", timeout=3.5)
-            assert time.monotonic() - start <= 3.5
+            assert await detected(cluster, "node3.test", "unreachable", start) <= 3.5
         finally:
             os.kill(node3.process.pid, signal.SIGCONT)
-        await wait_state(cluster, "node3.test", "up", 5)
+        await wait_state(cluster, "node3.test", "up", 30)
 
         # gnt-cluster verify names the unreachable node as an error
         node3.kill(signal.SIGKILL)
-        await wait_state(cluster, "node3.test", "unreachable", 5)
+        await wait_state(cluster, "node3.test", "unreachable", 30)
         # a job that calls it says so in its log
         delay = gnt(cluster.master, "gnt-debug", "delay", "--no-master", "-n", "node3.test", "0.1")
         assert "Node node3.test is unreachable (no heartbeat for" in delay.stdout + delay.stderr, delay
@@ -96,19 +117,19 @@ async def test_liveness_kill_stop_restart(root):
         assert verify.returncode != 0, verify
         assert "node node3.test: node is unreachable: no heartbeat" in verify.stdout, verify.stdout
         await cluster.start_daemon(node3)
-        await wait_state(cluster, "node3.test", "up", 10)
+        await wait_state(cluster, "node3.test", "up", 30)
 
         # LuxiD restart: the roster rebuilds from reconnections, nothing written
         before = store_writes(cluster)
         cluster.luxid.stop()
         await cluster.start_daemon(cluster.luxid)
-        await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=10)
+        await cluster.until(lambda: set(liveness(cluster).values()) == {"up"}, timeout=30)
         assert store_writes(cluster) == before
 
 
 @pytest_twisted.ensureDeferred
 async def test_beats_write_nothing_and_redirect(root):
-    """60 s of beats from 3 nodes: no durable write.  A node whose ssconf names
+    """15 s of beats from 3 nodes (45 beats, 60 sweeps, 7 membership looks): no durable write.  A node whose ssconf names
     a non-master is told who the master is and goes there."""
     from ganeti.heartbeat.server import LivenessService, heartbeat_listener
     from ganeti.heartbeat.store import LivenessStore
@@ -118,7 +139,7 @@ async def test_beats_write_nothing_and_redirect(root):
         before = store_writes(cluster)
         # one "up" per node, once (a node in its backoff when LuxiD started is not "never connected")
         assert before == 3, open(os.path.join(cluster.master.data_dir, "liveness.log")).read()
-        await deferLater(reactor, 60, lambda: None)
+        await deferLater(reactor, 15, lambda: None)
         assert store_writes(cluster) == before
         assert set(liveness(cluster).values()) == {"up"}
 
@@ -140,11 +161,11 @@ async def test_beats_write_nothing_and_redirect(root):
         try:
             node3 = cluster.nodeds[2]
             node3.kill(signal.SIGKILL)
-            await wait_state(cluster, "node3.test", "unreachable", 5)
+            await wait_state(cluster, "node3.test", "unreachable", 30)
             with open(cluster.roots[2].ssconf("master_node"), "w") as handle:
                 handle.write("node2.test\n")
             await cluster.start_daemon(node3)
-            await wait_state(cluster, "node3.test", "up", 10)
+            await wait_state(cluster, "node3.test", "up", 30)
             assert hellos, "node3 never asked node2"
             assert service.store.writes == 0
         finally:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import zipfile
 from typing import Any
 
@@ -105,10 +106,19 @@ def test_a_system_install_puts_everything_under_the_prefix(wheel: str, tmp_path:
     assert os.path.isfile(os.path.join(usr, "share", "doc", "ganeti-twisted", "LICENSE"))
 
 
-def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, tmp_path: Any) -> None:
+@pytest.fixture
+def short_tmp() -> Any:
+    """A fresh directory with a short path under /tmp (the cluster's Unix socket
+    paths must fit; a parallel run's tmp_path is longer)."""
+    path = tempfile.mkdtemp(prefix="gntpk", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_wheel_in_a_fresh_venv_runs_a_one_node_cluster(wheel: str, short_tmp: str) -> None:
     """pip install of the wheel gives every plugin, command, man page and
     shipped OS (with its modes); the cluster it runs takes a job."""
-    tmp = str(tmp_path)
+    tmp = short_tmp
 
     venv = os.path.join(tmp, "venv")
     assert _run([sys.executable, "-m", "venv", venv]).returncode == 0
