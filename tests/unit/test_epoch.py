@@ -182,3 +182,34 @@ def test_noded_refuses_a_config_delta_with_a_lower_epoch(node):
     assert serializer.read_file(node.paths.config_data) == before
     assert not os.path.exists(node.paths.config_data + ".delta")
     assert node.call(5, "config_delta", config.serial_no, [record]).payload == config.serial_no + 1
+
+
+def test_noded_records_the_epoch_of_the_master_that_wrote_its_config(node, monkeypatch):
+    from twisted.internet import defer, threads
+
+    from ganeti import serializer
+    from tests.unit.wconfd_helpers import make_config
+
+    monkeypatch.setattr(threads, "deferToThreadPool", lambda _reactor, _pool, f, *a: defer.maybeDeferred(f, *a))
+    monkeypatch.setattr(node.procs.master._reactor, "getThreadPool", lambda: None, raising=False)
+    config = make_config(nodes=1, instances=1)
+    assert epoch.read_config_epoch(node.paths) == 0  # none recorded yet: counts as epoch 0
+    details = wire.file_details(wire.virtual_path(node.paths.root, node.paths.config_data), config.to_json(),
+                                mode=0o640)
+    assert node.call(3, "upload_file", details).success
+    assert epoch.read_config_epoch(node.paths) == 3
+    status = node.call(None, "failover_status").payload
+    assert (status["config_epoch"], status["config_serial"]) == (3, config.serial_no)
+    # a delta from the master of a later epoch: its config now
+    record = {"s": config.serial_no + 1, "t": 2.0, "c": []}
+    assert node.call(4, "config_delta", config.serial_no, [record]).success
+    assert epoch.read_config_epoch(node.paths) == 4
+    assert node.call(None, "failover_status").payload["config_epoch"] == 4
+    # a refused delta and a call without an epoch leave the record as it is
+    assert node.call(4, "config_delta", config.serial_no, [record]).failed
+    assert node.call(None, "upload_file", details).success
+    assert epoch.read_config_epoch(node.paths) == 4
+    # a stale master's upload is refused before it writes anything
+    assert node.call(3, "upload_file", details).failed
+    assert epoch.read_config_epoch(node.paths) == 4
+    assert serializer.loads(serializer.read_file(node.paths.config_data))["serial_no"] == config.serial_no
