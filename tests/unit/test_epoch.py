@@ -213,3 +213,10 @@ def test_noded_records_the_epoch_of_the_master_that_wrote_its_config(node, monke
     assert node.call(3, "upload_file", details).failed
     assert epoch.read_config_epoch(node.paths) == 4
     assert serializer.loads(serializer.read_file(node.paths.config_data))["serial_no"] == config.serial_no
+    # a replaced master's node (here at serial + 1 from epoch 4) takes its successor's config even at a
+    # lower serial number
+    assert node.call(4, "config_delta", config.serial_no, [record]).success
+    assert node.call(None, "failover_status").payload["config_serial"] == config.serial_no + 1
+    assert node.call(5, "upload_file", details).success
+    status = node.call(None, "failover_status").payload
+    assert (status["config_epoch"], status["config_serial"]) == (5, config.serial_no)
