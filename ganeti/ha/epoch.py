@@ -138,6 +138,27 @@ def write_config_epoch(paths: Paths, epoch: int) -> None:
         serializer.write_file(config_epoch_path(paths), b"%d\n" % epoch, mode=0o644)
 
 
+def mark_upgraded_config(paths: Paths, epoch: int | None, me: str) -> bool:
+    """On a master whose config.data has no recorded epoch yet (a node from
+    before the record): record the epoch it runs under, when this node is the
+    one that claimed it (or nobody did), so that its own config does not rank
+    below the candidates' copies of it.  Whether it recorded it.
+
+    Nothing when a record exists (the take-over wrote it) or another node
+    claimed the epoch (a take-over is under way: this config may be stale).
+    """
+    if epoch is None or os.path.exists(config_epoch_path(paths)):
+        return False
+    try:
+        highest, holder = read_record(paths)
+    except ValueError:
+        return False
+    if highest != epoch or holder not in (None, me):
+        return False
+    write_config_epoch(paths, epoch)
+    return True
+
+
 class EpochGuard:
     """A node's highest seen epoch, in memory and on disk.
 
@@ -271,3 +292,23 @@ class EpochWatch(Service):
         self.log.critical("{daemon}: master epoch {higher} is newer than this master's {mine}: "
                           "another node took over; stopping", daemon=self.daemon, higher=higher, mine=self.epoch)
         self._stop()
+
+
+class ConfigEpochMark(Service):
+    """WConfD, once its start-up voting made it master: L{mark_upgraded_config}
+    with the epoch this process adopted."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    def startService(self) -> None:
+        super().startService()
+        from ganeti import daemons
+
+        try:
+            me = daemons.read_node_identity(self.paths)["name"]
+        except (SystemExit, KeyError, TypeError):
+            return
+        epoch = process_epoch()
+        if mark_upgraded_config(self.paths, epoch, me):
+            log.info("config.data recorded as written under master epoch {epoch}", epoch=epoch)

@@ -220,3 +220,19 @@ def test_noded_records_the_epoch_of_the_master_that_wrote_its_config(node, monke
     assert node.call(5, "upload_file", details).success
     status = node.call(None, "failover_status").payload
     assert (status["config_epoch"], status["config_serial"]) == (5, config.serial_no)
+
+
+def test_a_master_from_before_the_config_record_marks_its_config_with_its_own_epoch(root):
+    root.ensure_dirs()
+    assert not epoch.mark_upgraded_config(root, None, "n1")  # not a master daemon
+    epoch.write_epoch(root, 3, "n1")
+    assert not epoch.mark_upgraded_config(root, 2, "n1")  # not the epoch this node holds
+    epoch.write_epoch(root, 3, "n2")
+    assert not epoch.mark_upgraded_config(root, 3, "n1")  # n2 claimed it: a take-over is under way
+    assert epoch.read_config_epoch(root) == 0
+    epoch.write_epoch(root, 3, "n1")
+    assert epoch.mark_upgraded_config(root, 3, "n1")
+    assert epoch.read_config_epoch(root) == 3
+    epoch.write_config_epoch(root, 2)
+    assert not epoch.mark_upgraded_config(root, 3, "n1")  # a recorded epoch is never replaced here
+    assert epoch.read_config_epoch(root) == 2
