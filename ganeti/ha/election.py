@@ -10,7 +10,8 @@ L{decide}s:
    timeout, else it waits (the master may be fine and this node cut off);
  - among the reachable candidates losing the master (for the timeout or
    not yet; the master itself excluded), the most up-to-date one (config
-   serial, then job queue serial; ties go to the smallest name) proceeds
+   by the epoch of the master that wrote it, then by serial, then job queue
+   serial; ties go to the smallest name) proceeds
    once it lost the master for the timeout; the others wait and check
    again later (the winner may have died too).
 
@@ -73,6 +74,8 @@ class NodeView:
     epoch: int
     config_serial: int
     queue_serial: int
+    #: the epoch of the master that wrote this node's config (0: none recorded)
+    config_epoch: int = 0
 
     def to_payload(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -89,7 +92,7 @@ class NodeView:
         if master is not None and not isinstance(master, str):
             raise ValueError("election_status answered master %r" % (master,))
         numbers = []
-        for key in ("epoch", "config_serial", "queue_serial"):
+        for key in ("epoch", "config_serial", "queue_serial", "config_epoch"):
             value = payload.get(key) or 0
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError("election_status answered %s %r" % (key, value))
@@ -164,9 +167,17 @@ def aged(views: Mapping[str, NodeView], seconds: float) -> dict[str, NodeView]:
             for name, view in views.items()}
 
 
-def rank(view: NodeView) -> tuple[int, int, str]:
-    """Sort key: the most up-to-date first, ties to the smallest name."""
-    return (-view.config_serial, -view.queue_serial, view.name)
+def newness(config_epoch: int, config_serial: int, queue_serial: int) -> tuple[int, int, int]:
+    """How up to date a node is, greatest newest: its config by the epoch of
+    the master that wrote it, then its serial (a replaced master may hold
+    changes no majority confirmed, at serials its successor used for other
+    changes), then the job queue serial."""
+    return (config_epoch, config_serial, queue_serial)
+
+
+def rank(view: NodeView) -> tuple[int, int, int, str]:
+    """Sort key: the most up-to-date first (L{newness}), ties to the smallest name."""
+    return (-view.config_epoch, -view.config_serial, -view.queue_serial, view.name)
 
 
 def decide(me: str, views: Mapping[str, NodeView], total: int, timeout: float) -> Decision:
@@ -192,23 +203,29 @@ def decide(me: str, views: Mapping[str, NodeView], total: int, timeout: float) -
                          if view.lost_for is not None and view.candidate and view.name != view.master), key=rank)
     best = contenders[0]
     if best.name != me:
-        return Decision(WAIT, "%s is more up to date (config serial %d, queue serial %d) or first by name"
-                        % (best.name, best.config_serial, best.queue_serial), soon=not best.lost(timeout))
+        return Decision(WAIT, "%s is more up to date (config epoch %d serial %d, queue serial %d) or first by name"
+                        % (best.name, best.config_epoch, best.config_serial, best.queue_serial),
+                        soon=not best.lost(timeout))
     epoch = max(view.epoch for view in views.values()) + 1
     return Decision(PROCEED, "%d of %d nodes lost the master %s for %g s" % (len(lost), total, mine.master, timeout),
                     epoch)
 
 
-def refusal(mine: NodeView, candidate: str, config_serial: int, queue_serial: int, timeout: float) -> str | None:
+def refusal(mine: NodeView, candidate: str, config_serial: int, queue_serial: int, timeout: float, *,
+            config_epoch: int = 0) -> str | None:
     """Why this node (C{mine}) refuses its vote to C{candidate}, or C{None}:
-    it votes (the once-per-epoch rule is the epoch record's)."""
+    it votes (the once-per-epoch rule is the epoch record's).  A candidate
+    is behind when its L{newness} is lower: as L{rank} orders, so that the
+    candidate every node ranks first gets every vote."""
     if not mine.lost(timeout):
         if mine.lost_for is None:
             return "this node still hears the master"
         return "this node lost the master only %.1f s ago (timeout %g s)" % (mine.lost_for, timeout)
-    if config_serial < mine.config_serial or queue_serial < mine.queue_serial:
-        return ("%s is behind this node (config serial %d < %d or queue serial %d < %d)"
-                % (candidate, config_serial, mine.config_serial, queue_serial, mine.queue_serial))
+    theirs, ours = (newness(config_epoch, config_serial, queue_serial),
+                    newness(mine.config_epoch, mine.config_serial, mine.queue_serial))
+    if theirs < ours:
+        return ("%s is behind this node (config epoch, config serial, queue serial: %s < %s)"
+                % (candidate, "/".join(map(str, theirs)), "/".join(map(str, ours))))
     return None
 
 
@@ -239,4 +256,4 @@ class StepDownClock:
 
 
 __all__ = ["Decision", "LEAD", "NodeView", "PROCEED", "StepDownClock", "TAKEOVER_ALLOWANCE", "WAIT", "aged", "decide",
-           "elected", "lead", "lost_for", "majority_lost_in", "rank", "refusal"]
+           "elected", "lead", "lost_for", "majority_lost_in", "newness", "rank", "refusal"]

@@ -40,7 +40,7 @@ from ganeti.asyncutil import Ticker
 from ganeti.ha import params as ha_params
 from ganeti.ha import takeover
 from ganeti.ha.election import PROCEED, NodeView, aged, decide, elected, lead, lost_for, majority_lost_in, refusal
-from ganeti.ha.epoch import EpochGuard, StaleEpoch
+from ganeti.ha.epoch import EpochGuard, StaleEpoch, read_config_epoch
 from ganeti.ha.failover import answered
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -150,7 +150,7 @@ class ElectionProcedures:
         except errors.ConfigurationError:
             master, is_candidate = None, False
         return NodeView(name, self.lost_for(candidate), master, is_candidate, self._epoch.highest,
-                        self._config_serial(), _queue_serial(self.paths))
+                        self._config_serial(), _queue_serial(self.paths), read_config_epoch(self.paths))
 
     def _in_thread(self, function: Callable[..., _T], *args: Any) -> Deferred[_T]:
         return threads.deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
@@ -163,14 +163,15 @@ class ElectionProcedures:
         return self._in_thread(lambda: self.view(candidate).to_payload())
 
     @handler(declared.election_vote)
-    def election_vote(self, epoch: Any, candidate: Any, config_serial: Any, queue_serial: Any) -> Deferred[int]:
+    def election_vote(self, epoch: Any, candidate: Any, config_serial: Any, queue_serial: Any,
+                      config_epoch: Any = 0) -> Deferred[int]:
         """Vote for C{candidate} as master for C{epoch}, or refuse (the reason)."""
         if not _is_count(epoch) or epoch == 0:
             raise RpcFailure("epoch must be a positive integer")
         if not _is_name(candidate):
             raise RpcFailure("candidate must be a node name")
-        if not (_is_count(config_serial) and _is_count(queue_serial)):
-            raise RpcFailure("config_serial and queue_serial must be non-negative integers")
+        if not (_is_count(config_serial) and _is_count(queue_serial) and _is_count(config_epoch)):
+            raise RpcFailure("config_serial, queue_serial and config_epoch must be non-negative integers")
 
         def vote() -> int:
             params = ha_params.read(self.paths)
@@ -179,7 +180,8 @@ class ElectionProcedures:
             mine = self.view(candidate)
             if candidate == mine.master:
                 raise RpcFailure("%s is the master this node lost" % candidate)
-            why = refusal(mine, candidate, config_serial, queue_serial, params.failover_timeout)
+            why = refusal(mine, candidate, config_serial, queue_serial, params.failover_timeout,
+                          config_epoch=config_epoch)
             if why is not None:
                 raise RpcFailure("vote refused: %s" % why)
             try:
@@ -316,7 +318,7 @@ class ElectionService(Ticker):
             log.info("election: {reason}; asking for votes for master epoch {epoch}", reason=decision.reason,
                      epoch=decision.epoch)
             votes = await rpc.run(addresses, declared.election_vote.call(
-                decision.epoch, me, mine.config_serial, mine.queue_serial).within(CALL_TIMEOUT),
+                decision.epoch, me, mine.config_serial, mine.queue_serial, mine.config_epoch).within(CALL_TIMEOUT),
                 enough=answered(len(addresses)))
         finally:
             await rpc.close()

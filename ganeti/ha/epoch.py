@@ -14,6 +14,13 @@ Ganeti 3.0's loader (C{objects.ConfigData.FromDict}) builds its objects from
 C{__slots__} classes and refuses any key it does not know, so an extra key in
 C{config.data} would make it unreadable by Ganeti's own tools.
 
+Beside it, C{config-epoch} holds the epoch of the master that wrote the
+node's C{config.data}: NodeD records the epoch a C{upload_file} of
+config.data or a C{config_delta} carries (L{request_epoch}), the take-over
+the epoch it won.  The election and the take-over rank configs by that
+epoch first, then by serial: a replaced master may hold changes no majority
+confirmed, at serials its successor used for the changes it confirmed.
+
 A process learns its epoch from the environment variable L{ENV}, which the
 master daemons set at start-up: the job processes they spawn inherit it.
 Calls without the header (the gnt-* commands' own RPCs, Ganeti's tools) are
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from twisted.application.service import Service
@@ -41,6 +49,11 @@ STALE_CODE = 409
 ENV = "GANETI_MASTER_EPOCH"
 #: File name, in the data directory, of the highest epoch a node has seen.
 FILE_NAME = "master-epoch"
+#: File name, in the data directory, of the epoch of the master that wrote the node's config.data.
+CONFIG_FILE_NAME = "config-epoch"
+
+#: the epoch the node RPC being dispatched carries (C{None}: none), set by NodeD around each call
+request_epoch: ContextVar[int | None] = ContextVar("request_epoch", default=None)
 
 log = Logger()
 
@@ -97,6 +110,53 @@ def write_epoch(paths: Paths, epoch: int, holder: str | None = None) -> None:
     """Record C{epoch} (claimed by C{holder}) durably: atomic replace, fsync of file and directory."""
     line = b"%d\n" % epoch if holder is None else b"%d %s\n" % (epoch, holder.encode("utf-8"))
     serializer.write_file(epoch_path(paths), line, mode=0o644)
+
+
+def config_epoch_path(paths: Paths) -> str:
+    return os.path.join(paths.data_dir, CONFIG_FILE_NAME)
+
+
+def read_config_epoch(paths: Paths) -> int:
+    """The epoch of the master that wrote this node's config.data (0: none
+    recorded, as on a node from before the record, or unreadable)."""
+    try:
+        with open(config_epoch_path(paths), "rb") as handle:
+            value = parse(handle.read())
+    except OSError:
+        return 0
+    return 0 if value is None else value
+
+
+def write_config_epoch(paths: Paths, epoch: int) -> None:
+    """Record, durably, that config.data was written by the master of C{epoch}.
+
+    Written after config.data (or its delta journal): a crash between the two
+    leaves a newer config under an older epoch, which only ranks it lower
+    (L{ganeti.ha.election.newness}), never an older config under a newer one.
+    """
+    if read_config_epoch(paths) != epoch:
+        serializer.write_file(config_epoch_path(paths), b"%d\n" % epoch, mode=0o644)
+
+
+def mark_upgraded_config(paths: Paths, epoch: int | None, me: str) -> bool:
+    """On a master whose config.data has no recorded epoch yet (a node from
+    before the record): record the epoch it runs under, when this node is the
+    one that claimed it (or nobody did), so that its own config does not rank
+    below the candidates' copies of it.  Whether it recorded it.
+
+    Nothing when a record exists (the take-over wrote it) or another node
+    claimed the epoch (a take-over is under way: this config may be stale).
+    """
+    if epoch is None or os.path.exists(config_epoch_path(paths)):
+        return False
+    try:
+        highest, holder = read_record(paths)
+    except ValueError:
+        return False
+    if highest != epoch or holder not in (None, me):
+        return False
+    write_config_epoch(paths, epoch)
+    return True
 
 
 class EpochGuard:
@@ -232,3 +292,23 @@ class EpochWatch(Service):
         self.log.critical("{daemon}: master epoch {higher} is newer than this master's {mine}: "
                           "another node took over; stopping", daemon=self.daemon, higher=higher, mine=self.epoch)
         self._stop()
+
+
+class ConfigEpochMark(Service):
+    """WConfD, once its start-up voting made it master: L{mark_upgraded_config}
+    with the epoch this process adopted."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    def startService(self) -> None:
+        super().startService()
+        from ganeti import daemons
+
+        try:
+            me = daemons.read_node_identity(self.paths)["name"]
+        except (SystemExit, KeyError, TypeError):
+            return
+        epoch = process_epoch()
+        if mark_upgraded_config(self.paths, epoch, me):
+            log.info("config.data recorded as written under master epoch {epoch}", epoch=epoch)

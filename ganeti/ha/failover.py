@@ -4,7 +4,8 @@ L{check_candidate} and L{master_vote} are Ganeti's checks of
 C{gnt-cluster master-failover} (spec/ha.md section 1); L{startup_vote} is the
 start-up voting of the master daemons; L{newest_state} is what Ganeti lacks
 (its issue 1242): before taking over, the new master finds which candidate
-holds the newest config and the most advanced version of every job file.
+holds the newest config (by the epoch of the master that wrote it, then by
+serial) and the most advanced version of every job file.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ class NodeState:
     config_serial: int
     queue_serial: int
     jobs: dict[str, str | None]
+    #: the epoch of the master that wrote the node's config (0: none recorded)
+    config_epoch: int = 0
 
     @classmethod
     def from_payload(cls, payload: Any) -> NodeState:
@@ -137,7 +140,8 @@ class NodeState:
         if not isinstance(jobs, dict):
             raise ValueError("failover_status answered jobs %r" % (jobs,))
         return cls(int(payload.get("epoch") or 0), int(payload.get("config_serial") or 0),
-                   int(payload.get("queue_serial") or 0), {str(k): v for k, v in jobs.items()})
+                   int(payload.get("queue_serial") or 0), {str(k): v for k, v in jobs.items()},
+                   int(payload.get("config_epoch") or 0))
 
 
 def _progress(status: str | None) -> int:
@@ -167,13 +171,15 @@ def newest_state(me: str, states: Mapping[str, NodeState]) -> Plan:
     """
     mine = states[me]
     config_from = serial_from = None
-    best_config, best_serial = mine.config_serial, mine.queue_serial
+    # a config by the epoch of the master that wrote it first: a replaced master may hold changes no
+    # majority confirmed, at serials (equal or higher) its successor used for the changes it confirmed
+    best_config, best_serial = (mine.config_epoch, mine.config_serial), mine.queue_serial
     wanted: dict[str, tuple[int, str]] = {}
     for name, state in sorted(states.items()):
         if name == me:
             continue
-        if state.config_serial > best_config:
-            best_config, config_from = state.config_serial, name
+        if (state.config_epoch, state.config_serial) > best_config:
+            best_config, config_from = (state.config_epoch, state.config_serial), name
         if state.queue_serial > best_serial:
             best_serial, serial_from = state.queue_serial, name
         for job, status in state.jobs.items():

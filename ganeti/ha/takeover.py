@@ -9,7 +9,8 @@ following Ganeti's (spec/ha.md section 1) with what Ganeti lacks:
     C{no_voting}, a strict majority of nodes answers C{master_node_name}
     and the most voted master is the one this node believes in.
  2. Newest state first, from every candidate (the old master too, while
-    it is still the master): a newer C{config.data}, a higher queue serial
+    it is still the master): a newer C{config.data} (by the epoch of the
+    master that wrote it, then by serial: L{ganeti.ha.epoch}), a higher queue serial
     and every job file further along elsewhere are fetched
     (C{failover_status}, C{failover_read}).
  3. Fencing: the master epoch is raised to one above every epoch a node
@@ -44,7 +45,7 @@ from twisted.internet.defer import Deferred, gatherResults
 
 from ganeti import ports, serializer
 from ganeti.ha import params as ha_params
-from ganeti.ha.epoch import read_epoch
+from ganeti.ha.epoch import read_epoch, write_config_epoch
 from ganeti.ha.failover import (
     FAILOVER_REASON,
     FailoverRefused,
@@ -168,7 +169,7 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
         except FailoverRefused as e:
             progress.fail("Failure: %s" % e)
             return False
-        return await _take_over(progress, fenced, view, no_voting, accepted)
+        return await _take_over(progress, fenced, view, no_voting, accepted, epoch)
     finally:
         await fenced.close()
 
@@ -267,7 +268,8 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
 
 
-async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str]) -> bool:
+async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str],
+                     epoch: int) -> bool:
     from ganeti import ssconf
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
@@ -295,6 +297,7 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
     data = config.to_json()
     _settle_local_state(view.paths, data)
+    write_config_epoch(view.paths, epoch)  # this config is the new master's, written under its epoch
     ha_params.record_failover(view.paths, read_epoch(view.paths), view.me, view.master)  # for gnt-cluster info
     values = ssconf.compute(config)
     ssconf.write_files(view.paths, values)

@@ -34,7 +34,7 @@ from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
 from ganeti import daemons, serializer
-from ganeti.ha.epoch import EpochGuard, StaleEpoch
+from ganeti.ha.epoch import EpochGuard, StaleEpoch, read_config_epoch
 from ganeti.jobs import replicas
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -252,8 +252,10 @@ class MasterProcedures:
 
     @handler(procedures.failover_status)
     def failover_status(self) -> Any:
-        """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of this node:
-        C{jobs} maps live job file names to their status."""
+        """C{{"epoch", "config_serial", "config_epoch", "queue_serial", "jobs"}}
+        of this node: C{config_epoch} is the epoch of the master that wrote its
+        config.data (L{ganeti.ha.epoch.read_config_epoch}), C{jobs} maps live
+        job file names to their status."""
 
         def status() -> dict[str, Any]:
             self.flush_config()
@@ -273,7 +275,7 @@ class MasterProcedures:
                     if replicas.job_id_of(name) is not None and not replicas.is_archived(name):
                         jobs[name] = entry.status
             return {"epoch": self._epoch.highest, "config_serial": config_serial,
-                    "queue_serial": queue_serial, "jobs": jobs}
+                    "config_epoch": read_config_epoch(self.paths), "queue_serial": queue_serial, "jobs": jobs}
 
         return self._in_thread(status)
 

@@ -29,6 +29,7 @@ from twisted.logger import Logger
 
 from ganeti import GANETI_RELEASE, daemons, errors, serializer, ssconf
 from ganeti.ha import elector
+from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
@@ -327,12 +328,15 @@ class NodeProcedures:
         except wire.RpcWireError as e:
             raise RpcFailure(str(e)) from None
         uid, gid = self._ownership(owner if isinstance(owner, str) else "", group if isinstance(group, str) else "")
+        writer = master_epoch.request_epoch.get()
 
         def write() -> None:
             os.makedirs(os.path.dirname(real), exist_ok=True)
             serializer.write_file(real, content, mode=mode, uid=uid, gid=gid)
             if atime is not None and mtime is not None:
                 os.utime(real, (atime, mtime))
+            if real == self.paths.config_data and writer is not None:
+                master_epoch.write_config_epoch(self.paths, writer)  # after the file: see there
 
         if real == self.paths.config_data:
             return self._blocking(lambda: self.config_follower.locked(write, content))
@@ -346,11 +350,16 @@ class NodeProcedures:
         Refused, changing nothing, when this node does not hold C{base}
         (the master then sends the whole file): L{configdelta}."""
 
+        writer = master_epoch.request_epoch.get()
+
         def apply() -> int:
             try:
-                return self.config_follower.apply(base, records)
+                serial = self.config_follower.apply(base, records)
             except DeltaRefused as e:
                 raise RpcFailure("config_delta refused: %s" % e) from None
+            if writer is not None:
+                master_epoch.write_config_epoch(self.paths, writer)  # after the journal: see there
+            return serial
 
         def journalled(serial: int) -> int:
             if self._rewrite_call is None:

@@ -66,8 +66,9 @@ class NodeRpcResource(Resource):
             entry.procedure.check_count(args)
         except (wire.RpcWireError, ContractError) as e:
             return self._error(request, 400, str(e))
+        offered = master_epoch.parse(request.getHeader(master_epoch.HEADER))
         try:
-            self._procedures.epoch.check(master_epoch.parse(request.getHeader(master_epoch.HEADER)))
+            self._procedures.epoch.check(offered)
         except master_epoch.StaleEpoch as e:
             request.setHeader(master_epoch.HEADER, b"%d" % e.highest)
             self.log.warn("refused {name}: {why}", name=name, why=str(e))
@@ -76,7 +77,12 @@ class NodeRpcResource(Resource):
             entry.procedure.check_types(args)
         except ContractError as e:  # refused as the procedure itself would: [false, why]
             return wire.encode_response(False, str(e))
-        d = defer.maybeDeferred(lambda: _run(entry.function, args))
+        # the handlers that record who wrote config.data read the call's epoch as they start
+        token = master_epoch.request_epoch.set(offered)
+        try:
+            d = defer.maybeDeferred(lambda: _run(entry.function, args))
+        finally:
+            master_epoch.request_epoch.reset(token)
         finished = request.notifyFinish()
         finished.addErrback(lambda _: d.cancel())
         d.addCallbacks(lambda payload: wire.encode_response(True, payload), lambda f: self._failure(f, name))

@@ -440,7 +440,7 @@ def epoch_claim(epoch: int, holder: str) -> int:
 
 @declare(TMO_URGENT, idempotent=True)
 def failover_status() -> dict[str, Any]:
-    """C{{"epoch", "config_serial", "queue_serial", "jobs"}} of the node."""
+    """C{{"epoch", "config_serial", "config_epoch", "queue_serial", "jobs"}} of the node."""
 
 
 @declare(TMO_NORMAL, idempotent=True)
@@ -458,8 +458,9 @@ def election_status(candidate: Any) -> dict[str, Any]:
 
 
 @declare(TMO_URGENT)
-def election_vote(epoch: int, candidate: str, config_serial: int, queue_serial: int) -> int:
-    """Vote for C{candidate} as master for C{epoch} (once per epoch, durably), or refuse saying why."""
+def election_vote(epoch: int, candidate: str, config_serial: int, queue_serial: int, config_epoch: int = 0) -> int:
+    """Vote for C{candidate} as master for C{epoch} (once per epoch, durably), or refuse saying why;
+    C{config_epoch}: the epoch of the master that wrote the candidate's config (0: none recorded)."""
 
 
 def procedure(name: str) -> Procedure[Any, Any]:

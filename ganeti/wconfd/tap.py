@@ -16,7 +16,7 @@ from twisted.python import usage
 
 from ganeti import ports
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
-from ganeti.ha.epoch import EpochWatch
+from ganeti.ha.epoch import ConfigEpochMark, EpochWatch
 from ganeti.ha.guard import MasterGuard
 from ganeti.ha.keeper import HaKeeper, HaStage
 from ganeti.ha.voting import VotingGate, add_options, check_options
@@ -114,6 +114,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     gate = VotingGate(paths, reactor, "ganeti-wconfd", reactor.stop, port=options["rpc-port"],
                       no_voting=bool(options["no-voting"]))
     gate.setServiceParent(root)
+    ConfigEpochMark(paths).setServiceParent(gate)  # before the first write: see there
     service.setServiceParent(gate)
     if os.path.exists(paths.server_pem):  # a master that did not run for a while is confirmed before it writes
         service.guard = MasterGuard(paths, reactor, "ganeti-wconfd", port=options["rpc-port"])

@@ -50,6 +50,7 @@ from twisted.internet import defer, task, threads
 
 from ganeti import daemons
 from ganeti.ha import params as ha_params
+from ganeti.ha.epoch import read_config_epoch
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from ganeti.testing.auto_failover import enable_auto_failover, kill_root, root_pids, tag_job, try_submit
@@ -231,10 +232,13 @@ async def fault_and_wait(reactor: Any, cluster: LoopbackCluster, fault: Fault, l
 
 
 async def converged(cluster: LoopbackCluster, index: int, master: int) -> None:
-    """Wait until node C{index} holds the new master's config."""
+    """Wait until node C{index} holds the new master's config: the same serial
+    written under the same master epoch (a replaced master may hold other
+    changes at the same serial numbers, written under its own epoch)."""
     roots = cluster.roots
     await cluster.until(lambda: master_name(roots[index]) == NODES[master]
-                        and serial_of(roots[index]) == serial_of(roots[master]), timeout=180)
+                        and serial_of(roots[index]) == serial_of(roots[master])
+                        and read_config_epoch(roots[index]) == read_config_epoch(roots[master]), timeout=180)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

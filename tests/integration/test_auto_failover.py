@@ -143,6 +143,7 @@ async def test_a_master_left_alone_steps_down_then_one_master_is_elected(root):
             await cluster.until(lambda: all(master_of(p) == name for p in roots), timeout=SLACK)
             await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=SLACK)
             assert {epoch.read_epoch(p) for p in roots} == {1}
+            await cluster.until(lambda: {epoch.read_config_epoch(p) for p in roots} == {1}, timeout=SLACK)
             assert try_submit(roots[0]) is None
         finally:
             for daemon in others:

@@ -84,6 +84,8 @@ async def paused_master_is_replaced(cluster: LoopbackCluster, pids: list[int], w
         await cluster.until(lambda: all(master_of(p) == name for p in roots), timeout=SLACK)
         await cluster.until(lambda: len({serial_of(p) for p in roots}) == 1, timeout=SLACK)
         assert {epoch.read_epoch(p) for p in roots[1:]} == {1}
+        # the config everywhere, the resumed old master's included, is the one written under the new epoch
+        await cluster.until(lambda: {epoch.read_config_epoch(p) for p in roots} == {1}, timeout=SLACK)
         client = LuxiClient(master.luxi_socket, timeout=60)
         assert await threads.deferToThread(wait_final, client, [probe], 60) == {probe: "success"}
         assert try_submit(roots[0]) is None

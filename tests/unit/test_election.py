@@ -34,8 +34,8 @@ from ganeti.rpc import wire
 
 
 def view(name: str, lost: float | None = 20.0, *, master: str = "n1", candidate: bool = True, epoch_: int = 0,
-         config: int = 10, queue: int = 5) -> NodeView:
-    return NodeView(name, lost, master, candidate, epoch_, config, queue)
+         config: int = 10, queue: int = 5, config_epoch: int = 0) -> NodeView:
+    return NodeView(name, lost, master, candidate, epoch_, config, queue, config_epoch)
 
 
 # --- who proceeds -------------------------------------------------------------------------------
@@ -92,7 +92,11 @@ def test_vote_refusals():
     assert refusal(mine, "n2", 10, 5, 10) is None
     assert refusal(mine, "n2", 11, 6, 10) is None
     assert "behind" in refusal(mine, "n2", 9, 9, 10)
-    assert "behind" in refusal(mine, "n2", 12, 4, 10)
+    assert "behind" in refusal(mine, "n2", 10, 4, 10)
+    # as the candidates are ranked: the config first, the job queue serial only between equal configs
+    # (a node holding a newer config gets the vote, the take-over fetches the highest queue serial)
+    assert refusal(mine, "n2", 12, 4, 10) is None
+    assert "behind" in refusal(view("n3", config=10, config_epoch=2), "n2", 12, 9, 10, config_epoch=1)
     assert refusal(view("n3", None), "n2", 10, 5, 10) == "this node still hears the master"
     assert "only 4.0 s ago" in refusal(view("n3", 4.0), "n2", 10, 5, 10)
 
@@ -441,3 +445,19 @@ def test_waiting_for_the_others_to_lose_the_master_looks_again_soon():
     """The other nodes may have lost the master a moment later: no long wait then (the failover's latency)."""
     assert decide("n2", {"n2": view("n2"), "n3": view("n3", 9.9)}, 3, 10).soon
     assert not decide("n3", {"n2": view("n2"), "n3": view("n3")}, 3, 10).soon
+
+
+def test_a_vote_ranks_configs_by_the_epoch_of_the_master_that_wrote_them(root, inline_threads):
+    procedures, _clock = voter(root)
+    epoch.write_config_epoch(root, 2)  # this node's config (serial 10) came from the master of epoch 2
+    ok, payload = call(procedures, "election_status", "n2")
+    assert ok and NodeView.from_payload(payload).config_epoch == 2
+    # a replaced master's higher serial, written at epoch 1: refused
+    ok, message = call(procedures, "election_vote", 3, "n2", 12, 5, 1)
+    assert not ok and "behind" in message
+    ok, message = call(procedures, "election_vote", 3, "n2", 12, 5)  # a candidate that sends no config epoch: 0
+    assert not ok and "behind" in message
+    ok, message = call(procedures, "election_vote", 3, "n2", 12, 5, -1)
+    assert not ok and "config_epoch" in message
+    assert epoch.read_record(root) == (0, None)  # nothing recorded by any refusal
+    assert call(procedures, "election_vote", 3, "n2", 10, 5, 2) == [True, 3]

@@ -182,3 +182,57 @@ def test_noded_refuses_a_config_delta_with_a_lower_epoch(node):
     assert serializer.read_file(node.paths.config_data) == before
     assert not os.path.exists(node.paths.config_data + ".delta")
     assert node.call(5, "config_delta", config.serial_no, [record]).payload == config.serial_no + 1
+
+
+def test_noded_records_the_epoch_of_the_master_that_wrote_its_config(node, monkeypatch):
+    from twisted.internet import defer, threads
+
+    from ganeti import serializer
+    from tests.unit.wconfd_helpers import make_config
+
+    monkeypatch.setattr(threads, "deferToThreadPool", lambda _reactor, _pool, f, *a: defer.maybeDeferred(f, *a))
+    monkeypatch.setattr(node.procs.master._reactor, "getThreadPool", lambda: None, raising=False)
+    config = make_config(nodes=1, instances=1)
+    assert epoch.read_config_epoch(node.paths) == 0  # none recorded yet: counts as epoch 0
+    details = wire.file_details(wire.virtual_path(node.paths.root, node.paths.config_data), config.to_json(),
+                                mode=0o640)
+    assert node.call(3, "upload_file", details).success
+    assert epoch.read_config_epoch(node.paths) == 3
+    status = node.call(None, "failover_status").payload
+    assert (status["config_epoch"], status["config_serial"]) == (3, config.serial_no)
+    # a delta from the master of a later epoch: its config now
+    record = {"s": config.serial_no + 1, "t": 2.0, "c": []}
+    assert node.call(4, "config_delta", config.serial_no, [record]).success
+    assert epoch.read_config_epoch(node.paths) == 4
+    assert node.call(None, "failover_status").payload["config_epoch"] == 4
+    # a refused delta and a call without an epoch leave the record as it is
+    assert node.call(4, "config_delta", config.serial_no, [record]).failed
+    assert node.call(None, "upload_file", details).success
+    assert epoch.read_config_epoch(node.paths) == 4
+    # a stale master's upload is refused before it writes anything
+    assert node.call(3, "upload_file", details).failed
+    assert epoch.read_config_epoch(node.paths) == 4
+    assert serializer.loads(serializer.read_file(node.paths.config_data))["serial_no"] == config.serial_no
+    # a replaced master's node (here at serial + 1 from epoch 4) takes its successor's config even at a
+    # lower serial number
+    assert node.call(4, "config_delta", config.serial_no, [record]).success
+    assert node.call(None, "failover_status").payload["config_serial"] == config.serial_no + 1
+    assert node.call(5, "upload_file", details).success
+    status = node.call(None, "failover_status").payload
+    assert (status["config_epoch"], status["config_serial"]) == (5, config.serial_no)
+
+
+def test_a_master_from_before_the_config_record_marks_its_config_with_its_own_epoch(root):
+    root.ensure_dirs()
+    assert not epoch.mark_upgraded_config(root, None, "n1")  # not a master daemon
+    epoch.write_epoch(root, 3, "n1")
+    assert not epoch.mark_upgraded_config(root, 2, "n1")  # not the epoch this node holds
+    epoch.write_epoch(root, 3, "n2")
+    assert not epoch.mark_upgraded_config(root, 3, "n1")  # n2 claimed it: a take-over is under way
+    assert epoch.read_config_epoch(root) == 0
+    epoch.write_epoch(root, 3, "n1")
+    assert epoch.mark_upgraded_config(root, 3, "n1")
+    assert epoch.read_config_epoch(root) == 3
+    epoch.write_config_epoch(root, 2)
+    assert not epoch.mark_upgraded_config(root, 3, "n1")  # a recorded epoch is never replaced here
+    assert epoch.read_config_epoch(root) == 2
