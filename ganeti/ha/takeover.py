@@ -64,6 +64,10 @@ DAEMONS_TIMEOUT = 90.0
 #: Seconds a node gets to answer the quick calls (votes, states, the epoch):
 #: a node that does not answer in time counts as down (it may be frozen).
 QUICK_TIMEOUT = 5.0
+#: Seconds the take-over waits, once this node's daemons started, for the
+#: old master to confirm its daemons stopped: they are fenced by then, so
+#: their stop (a daemon's kill timeout, a slow machine) holds nothing up.
+STOP_GRACE = 1.0
 #: Seconds the nodes still silent get, once a majority of candidates holds
 #: the new config (and of nodes the new ssconf), before the take-over goes on
 #: (WConfD pushes to the others once it runs).
@@ -168,7 +172,7 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
         except FailoverRefused as e:
             progress.fail("Failure: %s" % e)
             return False
-        return await _take_over(progress, fenced, view, no_voting, accepted)
+        return await _take_over(progress, fenced, view, no_voting, accepted, reactor)
     finally:
         await fenced.close()
 
@@ -267,7 +271,25 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
 
 
-async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str]) -> bool:
+def _at_most(clock: Any, d: Deferred[Any], seconds: float) -> Deferred[Any]:
+    """What C{d} fires with, or C{None} if it has not fired within
+    C{seconds}; C{d} goes on (its late result or failure is dropped)."""
+    if d.called:
+        return d
+    result: Deferred[Any] = Deferred()
+    timer = clock.callLater(seconds, result.callback, None)
+
+    def fired(value: Any) -> None:
+        if timer.active():
+            timer.cancel()
+            result.callback(value)
+
+    d.addBoth(fired)
+    return result
+
+
+async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str],
+                     clock: Any) -> bool:
     from ganeti import ssconf
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
@@ -315,8 +337,13 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     started = await rpc.run_one(view.me, view.addresses[view.me],
                                 procedures.node_start_master_daemons.call(no_voting).within(DAEMONS_TIMEOUT))
     if stopping is not None:
-        done = await stopping
-        if done.failed:
+        # fenced, the old master's daemons can change nothing: its answer is waited for only briefly
+        done = await _at_most(clock, stopping, STOP_GRACE)
+        if done is None:
+            warnings.append("The old master %s has not confirmed yet that its master daemons stopped; fenced,"
+                            " they change nothing and stop on their own (check there with 'ganeti-daemons status')"
+                            % view.master)
+        elif done.failed:
             warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
                             % (view.master, done.fail_msg))
     for warning in warnings:

@@ -163,3 +163,66 @@ def test_both_report_to_the_same_interface():
     reports: list[takeover.Progress] = [Printed(Context("p", "c", argparse.Namespace(), out, out)), Logged(),
                                         Recorded()]
     assert all(callable(getattr(report, name)) for report in reports for name in ("step", "warn", "fail"))
+
+
+class SilentStop(FakeRpc):
+    """Nodes that answer everything at once, but the old master's
+    C{node_stop_master} only when C{stopped} fires."""
+
+    stopped: Deferred = Deferred()
+
+    async def run_one(self, name, address, call):
+        if call.procedure == "node_stop_master":
+            self.log.append((call.procedure, self.epoch))
+            return await self.stopped
+        return await super().run_one(name, address, call)
+
+
+def take_over_with_a_slow_stop(monkeypatch, tmp_path):
+    """node2's take-over from node1 on a Clock: (the clock, what was reported, the outcome)."""
+    from twisted.internet.task import Clock
+
+    from ganeti import serializer
+    from ganeti.testing.cluster import loopback_config, node_addresses
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    serializer.write_file(paths.config_data, loopback_config(3, candidates=["node2.test", "node3.test"]).to_json())
+    addresses = node_addresses(3)
+    here = takeover.Cluster(paths, "node2.test", "node1.test", list(addresses), addresses)
+    everyone = dict.fromkeys(addresses)
+    answers = {"master_node_name": dict.fromkeys(addresses, "node1.test"),
+               "failover_status": {name: status() for name in addresses},
+               "epoch_claim": everyone, "upload_file": everyone, "write_ssconf_files": everyone,
+               "node_deactivate_master_ip": {"node1.test": None},
+               "node_start_master_daemons": {"node2.test": []},
+               "node_activate_master_ip": {"node2.test": None}}
+    SilentStop.stopped = Deferred()
+    monkeypatch.setattr(takeover, "_rpc", lambda reactor, view_, epoch: SilentStop(answers, [], epoch))
+    clock, progress, outcome = Clock(), Recorded(), []
+    Deferred.fromCoroutine(takeover.failover(clock, progress, here, False)).addBoth(outcome.append)
+    return clock, progress, outcome
+
+
+def test_the_old_masters_slow_stop_does_not_hold_up_the_take_over(monkeypatch, tmp_path):
+    """The old master stays fenced; its daemons' stop (a kill timeout, a
+    job still running there) is waited for only briefly, then reported."""
+    clock, progress, outcome = take_over_with_a_slow_stop(monkeypatch, tmp_path)
+    assert outcome == []  # the daemons started here; the old master's answer is awaited briefly
+    clock.advance(takeover.STOP_GRACE)
+    assert outcome == [True]
+    assert progress.said[-1] == ("warn", "The old master node1.test has not confirmed yet that its master daemons"
+                                 " stopped; fenced, they change nothing and stop on their own (check there with"
+                                 " 'ganeti-daemons status')")
+    SilentStop.stopped.callback(RpcResult("node1.test", True, []))  # a late answer is dropped
+    assert outcome == [True]
+
+
+def test_the_old_masters_answer_within_the_grace_is_reported(monkeypatch, tmp_path):
+    clock, progress, outcome = take_over_with_a_slow_stop(monkeypatch, tmp_path)
+    clock.advance(takeover.STOP_GRACE / 2)
+    SilentStop.stopped.callback(RpcResult.failure("node1.test", "ganeti-wconfd: cannot stop"))
+    assert outcome == [True]
+    assert progress.said[-1] == ("warn", "Could not disable the master role on the old master node1.test, please"
+                                 " disable manually: ganeti-wconfd: cannot stop")
+    assert not clock.getDelayedCalls()
