@@ -40,6 +40,7 @@ import time
 from typing import Any, Protocol
 
 import attrs
+import orjson
 from twisted.internet.defer import Deferred, gatherResults
 
 from ganeti import ports, serializer
@@ -365,6 +366,22 @@ def master_params(config: Any) -> dict[str, Any]:
             "netdev": cluster.master_netdev, "ip_family": getattr(cluster, "primary_ip_family", 2)}
 
 
+def _may_need_settling(data: Any) -> bool:
+    """Whether a job file's content may be of a job that is not finished,
+    or queued with a process (read from its opcodes' statuses: building the
+    job is what takes the time with thousands of files)."""
+    from ganeti.jobs import lifecycle, model
+
+    if not isinstance(data, dict) or not isinstance(data.get("ops"), list):
+        return True  # the full parse decides (and skips what is no job)
+    statuses = [op.get("status", model.QUEUED) if isinstance(op, dict) else None for op in data["ops"]]
+    known = [status for status in statuses if isinstance(status, str)]
+    if len(known) != len(statuses):
+        return True
+    status = lifecycle.job_status(known)
+    return status not in model.FINALIZED and (status != model.QUEUED or bool(data.get("livelock")))
+
+
 def _settle_local_state(paths: Paths, data: bytes) -> None:
     """Write the new config; forget what a past mastership of this node
     left (config journal, locks); fail the jobs the old master ran."""
@@ -383,7 +400,10 @@ def _settle_local_state(paths: Paths, data: bytes) -> None:
             continue
         path = os.path.join(paths.queue_dir, name)
         try:
-            job = model.QueuedJob.from_dict(serializer.read_json(path))
+            content = orjson.loads(serializer.read_file(path))
+            if not _may_need_settling(content):  # most of a queue: finished jobs, judged without building them
+                continue
+            job = model.QueuedJob.from_dict(content)
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if job.finalized or (job.status == model.QUEUED and not job.livelock):

@@ -226,3 +226,33 @@ def test_the_old_masters_answer_within_the_grace_is_reported(monkeypatch, tmp_pa
     assert progress.said[-1] == ("warn", "Could not disable the master role on the old master node1.test, please"
                                  " disable manually: ganeti-wconfd: cannot stop")
     assert not clock.getDelayedCalls()
+
+
+def test_settling_fails_the_jobs_that_ran_on_the_old_master_and_leaves_the_rest(tmp_path):
+    import os
+
+    import orjson
+
+    from ganeti import serializer
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    os.makedirs(paths.queue_dir, exist_ok=True)
+
+    def job(job_id: int, *statuses: str, **more: object) -> str:
+        path = os.path.join(paths.queue_dir, "job-%d" % job_id)
+        ops = [{"input": {"OP_ID": "OP_TEST_DELAY", "duration": 1.0}, "status": s} for s in statuses]
+        serializer.write_file(path, orjson.dumps({"id": job_id, "ops": ops, **more}))
+        return path
+
+    files = {1: job(1, "success"), 2: job(2, "success", "running", livelock="/x/job_2", process_id=42),
+             3: job(3, "queued"), 4: job(4, "queued", livelock="/x/job_4", process_id=43), 5: job(5, "error")}
+    before = {i: serializer.read_file(p) for i, p in files.items()}
+    takeover._settle_local_state(paths, b"{}")
+    after = {i: orjson.loads(serializer.read_file(p)) for i, p in files.items()}
+    assert {i: serializer.read_file(files[i]) for i in (1, 3, 5)} == {i: before[i] for i in (1, 3, 5)}
+    assert [op["status"] for op in after[2]["ops"]] == ["success", "error"]
+    assert "master failover" in str(after[2]["ops"][1]["result"])
+    assert after[2].get("livelock") is None and after[2].get("process_id") is None
+    assert [op["status"] for op in after[4]["ops"]] == ["queued"]  # spawned, never confirmed: it runs here
+    assert after[4].get("livelock") is None and after[4].get("process_id") is None
