@@ -389,14 +389,34 @@ def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + timeout
-        while running_pid(paths, spec) is not None and time.monotonic() < deadline:
+        while _still_running(paths, spec, pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if running_pid(paths, spec) is not None and pid > 0:
-            os.kill(pid, signal.SIGKILL)
+        if _still_running(paths, spec, pid) and pid > 0:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it exited at the last moment
+                pass
             out("%s: killed (pid %s) after %ss" % (spec.name, pid, timeout))
         else:
             out("%s: stopped" % spec.name)
     return EXIT_OK
+
+
+def _still_running(paths: Paths, spec: Spec, pid: int) -> bool:
+    """Whether the daemon C{pid} (read from its pid file) has not stopped:
+    its pid file is held and, when the pid is known, that process exists (a
+    child that inherited the locked descriptor is not the daemon)."""
+    if running_pid(paths, spec) is None:
+        return False
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def status(paths: Paths, names: Sequence[str] = (), out: Callable[[str], object] = print) -> int:

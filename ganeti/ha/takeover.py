@@ -41,6 +41,7 @@ import time
 from typing import Any, Protocol
 
 import attrs
+import orjson
 from twisted.internet.defer import Deferred, gatherResults
 
 from ganeti import ports, serializer
@@ -65,6 +66,10 @@ DAEMONS_TIMEOUT = 90.0
 #: Seconds a node gets to answer the quick calls (votes, states, the epoch):
 #: a node that does not answer in time counts as down (it may be frozen).
 QUICK_TIMEOUT = 5.0
+#: Seconds the take-over waits, once this node's daemons started, for the
+#: old master to confirm its daemons stopped: they are fenced by then, so
+#: their stop (a daemon's kill timeout, a slow machine) holds nothing up.
+STOP_GRACE = 1.0
 #: Seconds the nodes still silent get, once a majority of candidates holds
 #: the new config (and of nodes the new ssconf), before the take-over goes on
 #: (WConfD pushes to the others once it runs).
@@ -169,7 +174,7 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
         except FailoverRefused as e:
             progress.fail("Failure: %s" % e)
             return False
-        return await _take_over(progress, fenced, view, no_voting, accepted, epoch)
+        return await _take_over(progress, fenced, view, no_voting, accepted, epoch, reactor)
     finally:
         await fenced.close()
 
@@ -268,8 +273,25 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
 
 
+def _at_most(clock: Any, d: Deferred[Any], seconds: float) -> Deferred[Any]:
+    """What C{d} fires with, or C{None} if it has not fired within
+    C{seconds}; C{d} goes on (its late result or failure is dropped)."""
+    if d.called:
+        return d
+    result: Deferred[Any] = Deferred()
+    timer = clock.callLater(seconds, result.callback, None)
+
+    def fired(value: Any) -> None:
+        if timer.active():
+            timer.cancel()
+            result.callback(value)
+
+    d.addBoth(fired)
+    return result
+
+
 async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str],
-                     epoch: int) -> bool:
+                     epoch: int, clock: Any) -> bool:
     from ganeti import ssconf
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
@@ -318,8 +340,13 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     started = await rpc.run_one(view.me, view.addresses[view.me],
                                 procedures.node_start_master_daemons.call(no_voting).within(DAEMONS_TIMEOUT))
     if stopping is not None:
-        done = await stopping
-        if done.failed:
+        # fenced, the old master's daemons can change nothing: its answer is waited for only briefly
+        done = await _at_most(clock, stopping, STOP_GRACE)
+        if done is None:
+            warnings.append("The old master %s has not confirmed yet that its master daemons stopped; fenced,"
+                            " they change nothing and stop on their own (check there with 'ganeti-daemons status')"
+                            % view.master)
+        elif done.failed:
             warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
                             % (view.master, done.fail_msg))
     for warning in warnings:
@@ -341,6 +368,22 @@ def master_params(config: Any) -> dict[str, Any]:
             "netdev": cluster.master_netdev, "ip_family": getattr(cluster, "primary_ip_family", 2)}
 
 
+def _may_need_settling(data: Any) -> bool:
+    """Whether a job file's content may be of a job that is not finished,
+    or queued with a process (read from its opcodes' statuses: building the
+    job is what takes the time with thousands of files)."""
+    from ganeti.jobs import lifecycle, model
+
+    if not isinstance(data, dict) or not isinstance(data.get("ops"), list):
+        return True  # the full parse decides (and skips what is no job)
+    statuses = [op.get("status", model.QUEUED) if isinstance(op, dict) else None for op in data["ops"]]
+    known = [status for status in statuses if isinstance(status, str)]
+    if len(known) != len(statuses):
+        return True
+    status = lifecycle.job_status(known)
+    return status not in model.FINALIZED and (status != model.QUEUED or bool(data.get("livelock")))
+
+
 def _settle_local_state(paths: Paths, data: bytes) -> None:
     """Write the new config; forget what a past mastership of this node
     left (config journal, locks); fail the jobs the old master ran."""
@@ -359,7 +402,10 @@ def _settle_local_state(paths: Paths, data: bytes) -> None:
             continue
         path = os.path.join(paths.queue_dir, name)
         try:
-            job = model.QueuedJob.from_dict(serializer.read_json(path))
+            content = orjson.loads(serializer.read_file(path))
+            if not _may_need_settling(content):  # most of a queue: finished jobs, judged without building them
+                continue
+            job = model.QueuedJob.from_dict(content)
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if job.finalized or (job.status == model.QUEUED and not job.livelock):

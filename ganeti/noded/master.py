@@ -56,6 +56,61 @@ _ALREADY_DOWN = re.compile(r"Cannot assign|not found")
 
 _T = TypeVar("_T")
 
+_JOB_LOCK_RE = re.compile(r"^job_(\d+)_\d+$")
+
+
+def _kill_job_process(pid: int, signum: int) -> None:
+    """Kill C{pid} and its session (a job process forked by LuxiD's fork
+    server leads one), or C{pid} alone when it leads no process group."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+            return
+    except ProcessLookupError:
+        pass
+    os.kill(pid, signum)
+
+
+def stop_job_processes(paths: Paths, out: Callable[[str], object] = lambda _line: None,
+                       kill: Callable[[int, int], None] = _kill_job_process) -> list[int]:
+    """Kill the job processes still running here (C{node_stop_master}):
+    the new master has ended their jobs in error ("master failover"), so
+    they must not go on, nor record another ending here.  A job process is
+    found by its lock file (C{lock_dir/job_<id>_<ns>}), held by the process
+    its job file names; one that leads a session (forked by LuxiD's fork
+    server) is killed with its children.  Returns the job ids whose process
+    was killed."""
+    import signal
+
+    from ganeti import lockfile
+
+    killed = []
+    try:
+        names = sorted(os.listdir(paths.lock_dir))
+    except OSError:
+        return []
+    for name in names:
+        match = _JOB_LOCK_RE.match(name)
+        if match is None:
+            continue
+        job_id, path = int(match.group(1)), os.path.join(paths.lock_dir, name)
+        try:
+            job = serializer.read_json(os.path.join(paths.queue_dir, "job-%d" % job_id))
+        except (OSError, ValueError):
+            continue
+        pid = job.get("process_id") if isinstance(job, dict) else None
+        livelock = job.get("livelock") if isinstance(job, dict) else None
+        if (not isinstance(pid, int) or pid <= 1 or not isinstance(livelock, str) or os.path.basename(livelock) != name
+                or not lockfile.holds_lock(path, pid)):
+            continue
+        try:
+            kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        killed.append(job_id)
+        out("job %d: its process (pid %d) killed: the job ended in error on the new master" % (job_id, pid))
+    return killed
+
 
 def no_netdev(netdev: Any) -> bool:
     """Whether the cluster has no master network device to manage."""
@@ -127,6 +182,7 @@ class MasterProcedures:
 
         def stop() -> list[str]:
             daemons.stop(self.paths, ["ganeti-luxid", "ganeti-wconfd"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            stop_job_processes(self.paths, out=lines.append)
             if os.path.exists(self.paths.rapi_pem):
                 daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
             return lines

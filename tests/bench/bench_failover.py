@@ -1,4 +1,4 @@
-"""scripts/bench failover [--rounds N] [--faults N] [--kinds K,...] [--failover-timeout S]: master failovers under a job stream.
+"""scripts/bench failover [--rounds N] [--long-job S] [--faults N] [--kinds K,...] [--failover-timeout S]: master failovers under a job stream.
 
 Anchors: Ganeti 3.0 has manual failover only (an admin must notice; its
 watcher runs every 5 minutes); Proxmox VE HA relocates in about 2 minutes;
@@ -14,7 +14,9 @@ namespace of its own when namespaces can be made, else on loopback without
 the partition fault) runs a stream of cluster-tag jobs (one tag per job,
 submitted through L{ganeti.luxi.client} to the master).  First the master
 role goes round the nodes C{--rounds} times by C{gnt-cluster
-master-failover}; then, with automatic failover on (C{--failover-timeout},
+master-failover}, each while a job of C{--long-job} seconds (default 30)
+runs on the master (it must end in error, "master failover", and hold
+nothing up); then, with automatic failover on (C{--failover-timeout},
 default 10 s), C{--faults} faults of each kind of C{--kinds}, taken in turn:
 
  - C{kill}: C{kill -9} of every process of the master's root; its NodeD is
@@ -133,6 +135,21 @@ def failover(cluster: LoopbackCluster, index: int) -> tuple[float, subprocess.Co
     return time.monotonic() - start, done
 
 
+async def long_job(reactor: Any, master: Paths, seconds: float) -> int:
+    """Submit a job sleeping C{seconds} to C{master}; its id once it runs."""
+    client = LuxiClient(master.luxi_socket, timeout=60)
+    job = [{"OP_ID": "OP_TEST_DELAY", "duration": seconds, "on_master": False, "reason": [["bench:failover", "", 0]]}]
+    ((ok, job_id),) = await threads.deferToThread(client.submit_many_jobs, [job])
+    if not ok:
+        raise SystemExit("the long job was refused: %s" % job_id)
+    for _ in range(1200):
+        ((status,),) = await threads.deferToThread(client.query_jobs, [job_id], ["status"])
+        if status != "queued" and status != "waiting":
+            return int(job_id)
+        await task.deferLater(reactor, 0.05, lambda: None)
+    raise SystemExit("the long job %s did not start within a minute" % job_id)
+
+
 def wait_final(client: LuxiClient, ids: list[int], timeout: float = 300) -> dict[int, Any]:
     deadline = time.monotonic() + timeout
     found: dict[int, Any] = {}
@@ -249,6 +266,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help="kinds of fault, comma-separated, of %s (default all; partition only where"
                              " network namespaces can be made)" % ", ".join(KINDS))
+    parser.add_argument("--long-job", type=float, default=30.0, metavar="SECONDS",
+                        help="a job of that many seconds runs on the master at each manual failover; it must end"
+                             " in error (\"master failover\"); 0: none (default %(default)s)")
     parser.add_argument("--failover-timeout", type=float, default=ha_params.DEFAULT_FAILOVER_TIMEOUT,
                         help="the automatic failover's timeout (default %(default)s s)")
     options = parser.parse_args(argv)
@@ -294,8 +314,11 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         stream.start()
         await task.deferLater(reactor, 1.0, lambda: None)
         master = 0
+        long_jobs: dict[int, str | None] = {}
         for number in range(options.rounds):
             target = (master + 1) % 3
+            if options.long_job > 0:  # what an admin's master often has: a long job running
+                long_jobs[await long_job(reactor, cluster.roots[master], options.long_job)] = None
             elapsed, done = await threads.deferToThread(failover, cluster, target)
             if done.returncode != 0:
                 raise SystemExit("failover %d failed:\n%s%s" % (number + 1, done.stdout, done.stderr))
@@ -319,6 +342,7 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
                 fault, master = None, new
         await threads.deferToThread(stream.stop)
         final = LuxiClient(cluster.roots[master].luxi_socket, timeout=120)
+        long_jobs = await threads.deferToThread(wait_final, final, sorted(long_jobs))
         acknowledged = sorted(stream.acknowledged)
         statuses = await threads.deferToThread(wait_final, final, acknowledged)
         tags = await threads.deferToThread(cluster_tags, cluster.roots[master])
@@ -337,6 +361,9 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         print("%-44s %d" % ("reported success without its effect", len(no_effect)))
         print("%-44s %d (ran on a failed master)" % ("jobs ended in error", len(failed)))
         print("%-44s %d" % ("errors the stream's clients saw", stream.error_count))
+        print("%-44s %s" % ("long jobs running at a manual failover, ended",
+                            ", ".join("%s %d" % (status, list(long_jobs.values()).count(status))
+                                      for status in sorted({str(v) for v in long_jobs.values()})) or "-"))
         for message, count in sorted(stream.errors.items(), key=lambda item: -item[1])[:5]:
             print("    %5d  %s" % (count, message))
 
@@ -366,6 +393,7 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
             "success_without_effect": len(no_effect),
             "failed_jobs": len(failed),
             "client_errors": stream.error_count,
+            "long_jobs_not_in_error": sum(1 for status in long_jobs.values() if status != "error"),
         }).decode())
     finally:
         if stream is not None:

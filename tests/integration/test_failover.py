@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import attrs
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti import daemons
+from ganeti import daemons, serializer
 from ganeti.ha import epoch
 from ganeti.jobs import replicas
 from ganeti.luxi.client import LuxiClient
@@ -81,6 +80,22 @@ def job_status(paths: Paths, job_id: int) -> str | None:
         return None
 
 
+def job_process(paths: Paths, job_id: int) -> int:
+    """The pid of the process running C{job_id} on C{paths}' node (its job file)."""
+    pid = serializer.read_json(os.path.join(paths.queue_dir, "job-%d" % job_id))["process_id"]
+    assert isinstance(pid, int) and pid > 1
+    return pid
+
+
+def alive(pid: int) -> bool:
+    """Whether process C{pid} runs (a zombie no longer does)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
 async def submit(client: LuxiClient, jobs: list) -> list[int]:
     answers = await threads.deferToThread(client.submit_many_jobs, jobs)
     assert all(ok for ok, _ in answers), answers
@@ -110,11 +125,11 @@ async def test_manual_failover_with_jobs_in_flight(root):
             # acknowledged once a majority holds them: node2 may be the candidate still writing
             await cluster.until(lambda: all(job_status(roots[1], j) == "queued" for j in queued), timeout=30)
 
-            started = time.monotonic()
+            process = job_process(roots[0], running[0])
             done = gnt_cluster(cluster, roots[1], "master-failover")
-            elapsed = time.monotonic() - started
             assert done.returncode == 0, (done.stdout, done.stderr)
-            assert elapsed < 30
+            # the old master's job process does not go on running a job the new master ended
+            await cluster.until(lambda: not alive(process), timeout=30)
 
             for paths in roots:
                 assert master_of(paths) == "node2.test"
@@ -127,6 +142,8 @@ async def test_manual_failover_with_jobs_in_flight(root):
             new = LuxiClient(roots[1].luxi_socket, timeout=60)
             statuses = await threads.deferToThread(wait_final, new, running + queued, 120)
             assert statuses == {running[0]: "error", **{j: "success" for j in queued}}
+            # one ending: nowhere does the job that ran on the old master end otherwise
+            assert {job_status(p, running[0]) for p in roots} <= {"error", "running"}
             (result,) = await threads.deferToThread(new.query_jobs, [running[0]], ["opresult"])
             assert "master failover" in str(result)
             # job ids are never reused

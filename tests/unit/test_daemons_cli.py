@@ -56,6 +56,23 @@ class NameTests(SynchronousTestCase):
         self.assertEqual(sent, [(4242, signal.SIGTERM), (4242, signal.SIGCONT)])
         self.assertEqual(lines, ["ganeti-luxid: stopped"])
 
+    def test_stop_ends_with_the_daemon_not_with_its_pid_files_lock(self) -> None:
+        """A process that inherited the daemon's locked pid file (a child
+        started without closing it) keeps the lock after the daemon exited:
+        the daemon is stopped once its own process is gone."""
+        import subprocess
+
+        from ganeti import lockfile
+
+        gone = subprocess.Popen(["true"])
+        gone.wait()  # a pid no process has now
+        fd = lockfile.hold(self.paths.pid_file("ganeti-luxid"))
+        self.addCleanup(lockfile.release, fd)
+        lockfile.write_pid(fd, gone.pid)
+        lines: list[str] = []
+        self.assertEqual(daemons.stop(self.paths, ["luxid"], timeout=0.2, out=lines.append), daemons.EXIT_OK)
+        self.assertEqual(lines, ["ganeti-luxid: stopped"])
+
     def test_status_of_a_daemon_not_running(self) -> None:
         daemons.write_node_identity(self.paths, "node1.test", "127.0.1.1")
         lines: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import orjson
 import pytest
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
@@ -132,3 +133,38 @@ def test_failover_status(root, inline_threads):
     ok, status = call(root, "failover_status")
     assert ok and status["epoch"] == 4 and status["config_serial"] == 3 and status["queue_serial"] == 12
     assert list(status["jobs"]) == ["job-12"]
+
+
+def test_node_stop_master_kills_the_job_processes_left_running(tmp_path):
+    """The new master ended their jobs in error: each job process still
+    holding its lock file here is killed; a dead one, or a lock file its
+    job file does not name, is left alone."""
+    import signal
+
+    from ganeti import lockfile
+    from ganeti.noded.master import stop_job_processes
+    from ganeti.paths import Paths
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    os.makedirs(paths.queue_dir, exist_ok=True)
+
+    def job(job_id: int, lock: str, pid: int) -> str:
+        path = os.path.join(paths.lock_dir, lock)
+        serializer.write_file(os.path.join(paths.queue_dir, "job-%d" % job_id),
+                              orjson.dumps({"id": job_id, "livelock": path, "process_id": pid}))
+        return path
+
+    held = lockfile.hold(job(7, "job_000007_1", os.getpid()))  # a running job process: this one
+    try:
+        open(job(8, "job_000008_1", os.getpid()), "w").close()  # its process is gone: nobody holds it
+        job(9, "job_000009_2", os.getpid())
+        other = lockfile.hold(os.path.join(paths.lock_dir, "job_000009_1"))  # not the lock job 9 names
+        killed: list[tuple[int, int]] = []
+        lines: list[str] = []
+        assert stop_job_processes(paths, lines.append, lambda pid, signum: killed.append((pid, signum))) == [7]
+        lockfile.release(other)
+    finally:
+        lockfile.release(held)
+    assert killed == [(os.getpid(), signal.SIGKILL)]
+    assert lines == ["job 7: its process (pid %d) killed: the job ended in error on the new master" % os.getpid()]

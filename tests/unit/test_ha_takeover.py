@@ -163,3 +163,96 @@ def test_both_report_to_the_same_interface():
     reports: list[takeover.Progress] = [Printed(Context("p", "c", argparse.Namespace(), out, out)), Logged(),
                                         Recorded()]
     assert all(callable(getattr(report, name)) for report in reports for name in ("step", "warn", "fail"))
+
+
+class SilentStop(FakeRpc):
+    """Nodes that answer everything at once, but the old master's
+    C{node_stop_master} only when C{stopped} fires."""
+
+    stopped: Deferred = Deferred()
+
+    async def run_one(self, name, address, call):
+        if call.procedure == "node_stop_master":
+            self.log.append((call.procedure, self.epoch))
+            return await self.stopped
+        return await super().run_one(name, address, call)
+
+
+def take_over_with_a_slow_stop(monkeypatch, tmp_path):
+    """node2's take-over from node1 on a Clock: (the clock, what was reported, the outcome)."""
+    from twisted.internet.task import Clock
+
+    from ganeti import serializer
+    from ganeti.testing.cluster import loopback_config, node_addresses
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    serializer.write_file(paths.config_data, loopback_config(3, candidates=["node2.test", "node3.test"]).to_json())
+    addresses = node_addresses(3)
+    here = takeover.Cluster(paths, "node2.test", "node1.test", list(addresses), addresses)
+    everyone = dict.fromkeys(addresses)
+    answers = {"master_node_name": dict.fromkeys(addresses, "node1.test"),
+               "failover_status": {name: status() for name in addresses},
+               "epoch_claim": everyone, "upload_file": everyone, "write_ssconf_files": everyone,
+               "node_deactivate_master_ip": {"node1.test": None},
+               "node_start_master_daemons": {"node2.test": []},
+               "node_activate_master_ip": {"node2.test": None}}
+    SilentStop.stopped = Deferred()
+    monkeypatch.setattr(takeover, "_rpc", lambda reactor, view_, epoch: SilentStop(answers, [], epoch))
+    clock, progress, outcome = Clock(), Recorded(), []
+    Deferred.fromCoroutine(takeover.failover(clock, progress, here, False)).addBoth(outcome.append)
+    return clock, progress, outcome
+
+
+def test_the_old_masters_slow_stop_does_not_hold_up_the_take_over(monkeypatch, tmp_path):
+    """The old master stays fenced; its daemons' stop (a kill timeout, a
+    job still running there) is waited for only briefly, then reported."""
+    clock, progress, outcome = take_over_with_a_slow_stop(monkeypatch, tmp_path)
+    assert outcome == []  # the daemons started here; the old master's answer is awaited briefly
+    clock.advance(takeover.STOP_GRACE)
+    assert outcome == [True]
+    assert progress.said[-1] == ("warn", "The old master node1.test has not confirmed yet that its master daemons"
+                                 " stopped; fenced, they change nothing and stop on their own (check there with"
+                                 " 'ganeti-daemons status')")
+    SilentStop.stopped.callback(RpcResult("node1.test", True, []))  # a late answer is dropped
+    assert outcome == [True]
+
+
+def test_the_old_masters_answer_within_the_grace_is_reported(monkeypatch, tmp_path):
+    clock, progress, outcome = take_over_with_a_slow_stop(monkeypatch, tmp_path)
+    clock.advance(takeover.STOP_GRACE / 2)
+    SilentStop.stopped.callback(RpcResult.failure("node1.test", "ganeti-wconfd: cannot stop"))
+    assert outcome == [True]
+    assert progress.said[-1] == ("warn", "Could not disable the master role on the old master node1.test, please"
+                                 " disable manually: ganeti-wconfd: cannot stop")
+    assert not clock.getDelayedCalls()
+
+
+def test_settling_fails_the_jobs_that_ran_on_the_old_master_and_leaves_the_rest(tmp_path):
+    import os
+
+    import orjson
+
+    from ganeti import serializer
+
+    paths = Paths(str(tmp_path))
+    paths.ensure_dirs()
+    os.makedirs(paths.queue_dir, exist_ok=True)
+
+    def job(job_id: int, *statuses: str, **more: object) -> str:
+        path = os.path.join(paths.queue_dir, "job-%d" % job_id)
+        ops = [{"input": {"OP_ID": "OP_TEST_DELAY", "duration": 1.0}, "status": s} for s in statuses]
+        serializer.write_file(path, orjson.dumps({"id": job_id, "ops": ops, **more}))
+        return path
+
+    files = {1: job(1, "success"), 2: job(2, "success", "running", livelock="/x/job_2", process_id=42),
+             3: job(3, "queued"), 4: job(4, "queued", livelock="/x/job_4", process_id=43), 5: job(5, "error")}
+    before = {i: serializer.read_file(p) for i, p in files.items()}
+    takeover._settle_local_state(paths, b"{}")
+    after = {i: orjson.loads(serializer.read_file(p)) for i, p in files.items()}
+    assert {i: serializer.read_file(files[i]) for i in (1, 3, 5)} == {i: before[i] for i in (1, 3, 5)}
+    assert [op["status"] for op in after[2]["ops"]] == ["success", "error"]
+    assert "master failover" in str(after[2]["ops"][1]["result"])
+    assert after[2].get("livelock") is None and after[2].get("process_id") is None
+    assert [op["status"] for op in after[4]["ops"]] == ["queued"]  # spawned, never confirmed: it runs here
+    assert after[4].get("livelock") is None and after[4].get("process_id") is None
