@@ -193,6 +193,15 @@ def _never_reached(reason: BaseException) -> bool:
     return isinstance(reason, RequestTransmissionFailed) and not _tls_failure(reason)
 
 
+def _cancelled(reason: BaseException) -> bool:
+    """Whether a call failed because its caller cancelled it: plainly, or
+    wrapped by the HTTP client (C{ResponseNeverReceived} of a C{CancelledError})."""
+    if isinstance(reason, CancelledError):
+        return True
+    inner = getattr(reason, "reasons", None) or []
+    return any(isinstance(f.value, CancelledError) for f in inner)
+
+
 def _tls_failure(reason: BaseException) -> bool:
     if isinstance(reason, SSL.Error):
         return True
@@ -429,8 +438,8 @@ class RpcClient(Runner):
         except Exception as e:  # any transport failure is this node's result
             if timed_out:  # the cancellation may arrive wrapped (ResponseNeverReceived)
                 return RpcResult.failure(name, "timeout after %gs calling %s" % (timeout, procedure))
-            if isinstance(e, CancelledError):
-                raise
+            if _cancelled(e):  # the caller gave up on the call (a killed job): never sent again
+                raise CancelledError() from e
             return e
         finally:
             if timer.active():
