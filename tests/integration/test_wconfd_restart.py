@@ -162,6 +162,10 @@ async def test_an_owner_naming_luxids_lock_file_is_refused(root):
     client = await WConfdClient.connect(reactor, root.wconfd_socket)
     mine = LiveOwner(root, "tool")
     try:
+        # LuxiD takes its lock file as it connects to WConfD, which may come after its socket listens
+        deadline = time.monotonic() + 60
+        while not glob.glob(os.path.join(root.lock_dir, "luxi-daemon_*")) and time.monotonic() < deadline:
+            await deferLater(reactor, 0.1, lambda: None)
         (livelock,) = glob.glob(os.path.join(root.lock_dir, "luxi-daemon_*"))
         impostor = Owner("fz7", livelock, 1)
         with pytest.raises(errors.LockError, match="does not hold its lock file"):
