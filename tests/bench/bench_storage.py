@@ -50,11 +50,11 @@ from ganeti.testing.ceph import CephCluster
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
 from ganeti.testing.guest_migration import GuestOnRbd
 from tests.bench import bench_extstorage
+from tests.bench.jobs import run_job
 
 ROUNDS = 5
 SIZE_MIB = 1024
 N1, N2, N3 = "node1.test", "node2.test", "node3.test"
-FINAL = ("success", "error", "canceled")
 TARGETS = {"rbd_create_s": 5.0, "rbd_remove_s": 2.0, "ext_create_s": 5.0, "ext_remove_s": 2.0,
            "migration_total_s": 10.0, "migration_downtime_ms": 300, "boot_to_console_s": 15.0}
 TEMPLATES = "diskless,file,sharedfile,rbd,ext"
@@ -62,24 +62,6 @@ TEMPLATES = "diskless,file,sharedfile,rbd,ext"
 MIGRATIONS = ((N2, 1), (N3, 2), (N1, 0))
 GUEST_MIB = 512
 BOOTS = 3
-
-
-def run_job(client: LuxiClient, op: dict[str, Any], timeout: float = 300) -> float:
-    """Submit one job and wait for its success; the seconds it took."""
-    start = time.perf_counter()
-    job_id = client.submit_job([op])
-    deadline = time.monotonic() + timeout
-    while True:
-        ((status, result),) = client.query_jobs([job_id], ["status", "opresult"])
-        if status in FINAL:
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit("job %s still %s after %ss" % (job_id, status, timeout))
-        time.sleep(0.005)
-    took = time.perf_counter() - start
-    if status != "success":
-        raise SystemExit("job %s (%s) ended %s: %s" % (job_id, op["OP_ID"], status, str(result)[:500]))
-    return took
 
 
 def create_op(name: str) -> dict[str, Any]:
