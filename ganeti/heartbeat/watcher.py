@@ -56,8 +56,10 @@ RESTART_WINDOW = 30 * 60.0
 #: seconds between seeing an instance down and looking again before restarting it
 CONFIRM_DELAY = 2.0
 #: seconds after a restart job's end during which only a report that showed the
-#: instance running since then makes a new "down" count (see the module docstring)
-STALE_GRACE = 20.0
+#: instance running since then makes a new "down" count (see the module docstring);
+#: a loaded node may take longer than 20 s to report the restarted instance, and
+#: Ganeti's own watcher looks only every 5 minutes
+STALE_GRACE = 60.0
 ARCHIVE_AGE = 6 * 3600.0
 ARCHIVE_EVERY = 600.0
 #: seconds an archive run may take (Ganeti's watcher: 89)
