@@ -23,7 +23,6 @@ The launcher exits when its stdin closes (NodeD stopped or died).
 
 from __future__ import annotations
 
-import errno
 import importlib
 import os
 import select
@@ -35,6 +34,8 @@ import threading
 from typing import Any, cast
 
 import orjson
+
+from ganeti import childproc
 
 #: Modules the master daemons import (imported up front; a missing one is skipped).
 WARM_MODULES = (
@@ -169,17 +170,7 @@ def serve(run_dir: str) -> int:
 
 
 def _reap(children: dict[int, tuple[int, str]]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        except OSError as e:
-            if e.errno == errno.EINTR:
-                continue
-            raise
-        if pid == 0:
-            return
+    for pid, status in childproc.exited() if children else ():
         if pid not in children:
             continue
         ident, path = children.pop(pid)
@@ -191,6 +182,8 @@ def _reap(children: dict[int, tuple[int, str]]) -> None:
             output = ""
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
         _answer({"id": ident, "code": code, "output": output})
+        if not children:
+            return
 
 
 class WarmStarter:

@@ -17,7 +17,6 @@ It exits when LuxiD closes the socket (or dies).
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import select
@@ -28,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from ganeti import ports
+from ganeti import childproc, ports
 from ganeti.jobs import channel
 from ganeti.paths import Paths
 
@@ -145,21 +144,13 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
 
 
 def _reap(children: dict[int, int]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        except OSError as e:
-            if e.errno == errno.EINTR:
-                continue
-            raise
-        if pid == 0:
-            return
+    for pid, status in childproc.exited() if children else ():
         job_id = children.pop(pid, None)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         _report({"exited": pid, "job": job_id, "code": code, "signal": sig})
+        if not children:
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
