@@ -20,6 +20,11 @@ decisions are taken when a node's state report arrives
     still carry instance states polled before it (a report of the node's
     resources alone changes nothing of its instances), and the watcher
     looks again when the grace ends;
+  - right before a restart the watcher asks the node itself what runs
+    there (C{all_instances_info} by node RPC: L{Watcher.ask_node}) and
+    restarts only what the node says is down, since a pushed report may lag
+    what happened on the node; a node that does not answer leaves the
+    decision to its report;
   - a restart budget: at most L{RESTART_LIMIT} restarts of one instance in
     L{RESTART_WINDOW} seconds; after that the instance is left down
     (C{ERROR_down} in C{gnt-instance list}) and a warning is logged;
@@ -48,6 +53,10 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from ganeti.objects import ConfigData
+
+#: C{await ask_node(config, node)}: what runs on C{node} now, asked by RPC
+#: (C{{instance: info}}, C{None} if it did not answer)
+AskNode = Callable[[ConfigData, str], Awaitable["Mapping[str, Any] | None"]]
 
 #: the reason trail source of the watcher's jobs (Ganeti's C{gnt:watcher})
 REASON_SOURCE = "gnt:watcher"
@@ -185,13 +194,15 @@ class Watcher(Service):
 
     def __init__(self, luxid: Any, liveness: Any, config: Callable[[], Awaitable[ConfigData]], reactor: IReactorTime, *,
                  confirm_delay: float = CONFIRM_DELAY, budget: RestartBudget | None = None,
-                 archive_every: float = ARCHIVE_EVERY, archive_age: float = ARCHIVE_AGE) -> None:
+                 archive_every: float = ARCHIVE_EVERY, archive_age: float = ARCHIVE_AGE,
+                 ask_node: AskNode | None = None) -> None:
         self.luxid = luxid
         self.liveness = liveness
         self.config = config
         self.reactor = reactor
         self.confirm_delay = confirm_delay
         self.budget = budget or RestartBudget()
+        self.ask_node = ask_node
         self.archive_every = archive_every
         self.archive_age = archive_age
         self.pause_path = pause_file(luxid.paths.data_dir)
@@ -321,6 +332,8 @@ class Watcher(Service):
             return []
         config = await self.config()
         down = needs_restart(config, node, reports)
+        if down and self.ask_node is not None:
+            down = await self._still_down(config, node, reports, down)
         for name in list(self.given_up):
             if name not in down:
                 self.given_up.discard(name)
@@ -351,6 +364,26 @@ class Watcher(Service):
                 self._seen_up.discard(name)
                 jobs.append(job_id)
         return jobs
+
+    async def _still_down(self, config: ConfigData, node: str, reports: Mapping[str, Mapping[str, Any]],
+                          down: list[str]) -> list[str]:
+        """Of C{down}, those the node itself says are down now: a pushed report
+        may lag what happened on the node (a restart that just ended), and a
+        restart is a real action; if the node does not answer, the report
+        decides."""
+        assert self.ask_node is not None
+        try:
+            now = await self.ask_node(config, node)
+        except Exception as e:
+            self.log.info("watcher: cannot ask {node} what runs there: {e}", node=node, e=e)
+            return down
+        if now is None:
+            return down
+        still = needs_restart(config, node, dict(reports, **{node: now}))
+        for name in sorted(set(down) - set(still)):
+            self.log.info("watcher: instance {instance} runs on {node} after all (its report was behind)",
+                          instance=name, node=node)
+        return [name for name in down if name in still]
 
     async def _restart(self, name: str, node: str) -> int | None:
         op = {

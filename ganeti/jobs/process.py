@@ -28,13 +28,14 @@ from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITran
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
-from ganeti.jobs import channel
+from ganeti.jobs import channel, space
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor
 
 EXIT_DONE = 0
 EXIT_FAILED = 1
 EXIT_NOT_CONFIRMED = 3
+EXIT_DISK_FULL = space.EXIT_DISK_FULL
 CONFIRM_TIMEOUT = 60.0
 #: exit code of a process ended by a second SIGTERM (the job is recorded as
 #: LuxiD finds it: a dead job)
@@ -202,11 +203,8 @@ def run(
     async def main(reactor: Any) -> None:
         try:
             codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent, rpc_port))
-        except Exception:
-            import traceback
-
-            traceback.print_exc()
-            codes.append(EXIT_FAILED)
+        except Exception as e:
+            codes.append(failure_exit(job_id, e))
 
     try:
         task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
@@ -216,6 +214,30 @@ def run(
         _remove(lock_path)
         os.close(lock_fd)
     return codes[0] if codes else EXIT_FAILED
+
+
+def failure_exit(job_id: int, error: BaseException) -> int:
+    """The exit code of a job process that C{error} ended, after saying
+    why on stderr: L{EXIT_DISK_FULL} when a write found the filesystem full
+    (the error or one it was raised from), else L{EXIT_FAILED} with the
+    traceback."""
+    if any(space.is_disk_full(cause) for cause in _causes(error)):
+        print("job %d: cannot write its files: %s" % (job_id, error), file=sys.stderr, flush=True)
+        return EXIT_DISK_FULL
+    import traceback
+
+    traceback.print_exception(error)
+    return EXIT_FAILED
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """C{error} and the exceptions it was raised from or while handling."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
 
 
 def _remove(path: str) -> None:

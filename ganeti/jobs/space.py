@@ -27,6 +27,9 @@ MIN_FREE_BYTES = 4 * 1024 * 1024
 #: the reserve file, in the data directory (not the queue directory: the
 #: candidates' queue replicas are compared with it)
 RESERVE_NAME = "luxid-space-reserve"
+#: exit code of a job process that could not write its files because the
+#: filesystem is full (LuxiD then says so in the job's result)
+EXIT_DISK_FULL = 28
 
 
 def is_disk_full(error: BaseException) -> bool:
@@ -121,4 +124,4 @@ class SpaceReserve:
         return True
 
 
-__all__ = ["MIN_FREE_BYTES", "RESERVE_BYTES", "SpaceReserve", "disk_full_message", "free_bytes", "is_disk_full"]
+__all__ = ["EXIT_DISK_FULL", "MIN_FREE_BYTES", "RESERVE_BYTES", "SpaceReserve", "disk_full_message", "free_bytes", "is_disk_full"]

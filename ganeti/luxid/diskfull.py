@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.logger import Logger
 
 from ganeti import errors
-from ganeti.jobs.space import SpaceReserve, disk_full_message, is_disk_full
+from ganeti.jobs.space import EXIT_DISK_FULL, SpaceReserve, disk_full_message, is_disk_full
 
 if TYPE_CHECKING:
     from ganeti.jobs.model import QueuedJob
@@ -104,7 +104,7 @@ def exit_message(service: Service, exit: JobExit) -> str:
     """Why a confirmed job process that ended before its job did failed it."""
     message = "the job process %s before the job finished" % exit.describe()
     reserve = reserve_of(service)
-    if reserve.spent and not reserve.ensure():
+    if exit.exit_code == EXIT_DISK_FULL or (reserve.spent and not reserve.ensure()):
         message += "; %s" % disk_full_message(service.paths.data_dir)
     return message
 

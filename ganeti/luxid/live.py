@@ -187,6 +187,14 @@ class LiveData:
                 live.setdefault(name, {})["instances"] = report
         return live
 
+    async def instances_now(self, config: ConfigData, node: str) -> dict[str, Any] | None:
+        """What runs on C{node} now, asked by RPC (not from a pushed report):
+        C{{instance: info}}, C{None} if the node did not answer."""
+        address = asked_nodes(config).get(node)
+        if address is None:
+            return None
+        return (await self._instances(config, {node: address})).get(node)
+
     async def _shared(self, key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
         """C{await make()}, or the result of the same call already under way."""
         waiters = self._inflight.get(key)

@@ -132,7 +132,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         if replicator is not None:
             liveness.hooks.append(lambda t: replicator.node_up(t.node) if t.state == "up" else None)
         if not options["no-watcher"]:
-            service.watcher = Watcher(service, liveness, handler.config, reactor)
+            service.watcher = Watcher(service, liveness, handler.config, reactor, ask_node=handler.live.instances_now)
             service.watcher.setServiceParent(gate)
         # automatic failover: a master that reaches no majority steps down
         StepDown(paths, reactor, liveness, own_name(paths), service.step_down, reactor.stop).setServiceParent(gate)

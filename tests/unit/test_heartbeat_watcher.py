@@ -148,6 +148,30 @@ class WatcherTests(SynchronousTestCase):
         self.clock.advance(w.CONFIRM_DELAY)
         self.assertEqual(len(self.luxid.submitted), 1)
 
+    def test_a_report_behind_the_node_restarts_nothing(self) -> None:
+        """The node itself, asked before a restart, says the instance runs: no job; when it
+        says it is down, or does not answer, the restart goes ahead."""
+        answers: list[Any] = [{"web1": RUNNING}]
+
+        async def ask_node(config: Any, node: str) -> Any:
+            self.assertEqual(node, "node1.example.test")
+            return answers[0]
+
+        self.watcher.ask_node = ask_node
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(self.luxid.submitted, [])
+        answers[0] = None  # the node does not answer: the report decides
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.submitted), 1)
+        self.luxid.finish()
+        self.clock.advance(w.STALE_GRACE + 1)
+        answers[0] = {}  # the node says it is down: restarted again
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.submitted), 2)
+
     def test_back_before_confirmation_no_restart(self) -> None:
         self.report({})
         self.report({"web1": RUNNING})

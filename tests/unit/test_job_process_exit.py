@@ -64,3 +64,27 @@ class ReleaseLocksTests(SynchronousTestCase):
         clock.advance(0.2)
         self.failureResultOf(d, defer.TimeoutError)
         self.assertEqual(client.asked, ["owner"])
+
+
+class FailureExitTests(SynchronousTestCase):
+    def test_a_full_disk_has_its_own_exit_code(self) -> None:
+        """A write that found the disk full ends the process with EXIT_DISK_FULL, also when wrapped."""
+        import errno
+        import io
+        from contextlib import redirect_stderr
+
+        full = OSError(errno.ENOSPC, "No space left on device")
+        try:
+            try:
+                raise full
+            except OSError as e:
+                raise RuntimeError("saving the job failed") from e
+        except RuntimeError as wrapped:
+            outer = wrapped
+        err = io.StringIO()
+        with redirect_stderr(err):
+            self.assertEqual(process.failure_exit(7, full), process.EXIT_DISK_FULL)
+            self.assertEqual(process.failure_exit(7, outer), process.EXIT_DISK_FULL)
+            self.assertEqual(process.failure_exit(7, ValueError("bug")), process.EXIT_FAILED)
+        self.assertIn("job 7: cannot write its files", err.getvalue())
+        self.assertIn("ValueError: bug", err.getvalue())

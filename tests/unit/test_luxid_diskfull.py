@@ -69,3 +69,14 @@ class DiskFullTests(SynchronousTestCase):
         later = self.successResultOf(self.call("SubmitJob", [dict(DELAY)]))
         self.assertGreater(later, max(ids))
         self.assertTrue(os.path.exists(os.path.join(self.paths.data_dir, space.RESERVE_NAME)))
+
+    def test_a_job_process_that_found_the_disk_full_says_so(self) -> None:
+        """A job process that exited for want of space fails its job naming the full data directory,
+        even while LuxiD's own reserve is intact."""
+        from ganeti.luxid import diskfull
+        from ganeti.luxid.spawner import JobExit
+
+        full = diskfull.exit_message(self.service, JobExit(4, space.EXIT_DISK_FULL, None, True))
+        self.assertIn("the data directory %s is full" % self.paths.data_dir, full)
+        other = diskfull.exit_message(self.service, JobExit(4, 1, None, True))
+        self.assertEqual(other, "the job process exited with status 1 before the job finished")
