@@ -33,7 +33,7 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, storage_units
+from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, oob, storage_units
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -98,12 +98,13 @@ class NodeProcedures:
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         self.election = elector.ElectionProcedures(paths, reactor, self.epoch, lost_since)
+        self.oob = oob.OobProcedures(reactor)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election])
+                                           self.election, self.oob])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush

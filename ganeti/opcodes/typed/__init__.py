@@ -66,6 +66,7 @@ from ganeti.opcodes.typed.network import (
     OpNetworkRemove,
     OpNetworkSetParams,
 )
+from ganeti.opcodes.typed.oob import OpOobCommand
 from ganeti.opcodes.typed.test import (
     OpTestAllocator,
     OpTestDelay,
@@ -129,6 +130,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpNodeQueryStorage.OP_ID: OpNodeQueryStorage,
     OpNodeRemove.OP_ID: OpNodeRemove,
     OpNodeSetParams.OP_ID: OpNodeSetParams,
+    OpOobCommand.OP_ID: OpOobCommand,
     OpOsDiagnose.OP_ID: OpOsDiagnose,
     OpTagsDel.OP_ID: OpTagsDel,
     OpTagsGet.OP_ID: OpTagsGet,
@@ -197,6 +199,7 @@ __all__ = [
     "OpNodeQueryStorage",
     "OpNodeRemove",
     "OpNodeSetParams",
+    "OpOobCommand",
     "OpOsDiagnose",
     "OpTagsDel",
     "OpTagsGet",
