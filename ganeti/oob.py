@@ -33,6 +33,11 @@ HEALTH = "health"
 COMMANDS = (POWER_ON, POWER_OFF, POWER_CYCLE, POWER_STATUS, HEALTH)
 #: commands that never run on the master (refused if named, skipped for "all nodes")
 SKIP_MASTER = (POWER_OFF, POWER_CYCLE)
+#: seconds the helper may run (Ganeti's C{OOB_TIMEOUT})
+TIMEOUT = 60
+#: seconds between two nodes powered on (Ganeti's C{OOB_POWER_DELAY})
+POWER_DELAY = 2.0
+
 #: the key of C{power-status}'s answer
 POWERED = "powered"
 

@@ -6,6 +6,7 @@ The protocol itself (commands, answers) is L{ganeti.oob}.
 
 from __future__ import annotations
 
+from ganeti import oob
 from ganeti.opcodes.base import (
     ABSENT,
     MAX_TIMEOUT,
@@ -21,12 +22,6 @@ from ganeti.opcodes.base import (
     t_one_of,
 )
 
-#: the commands of the OOB protocol (Ganeti's C{OOB_COMMANDS})
-OOB_COMMANDS = ("power-on", "power-off", "power-cycle", "power-status", "health")
-#: seconds the helper may run (Ganeti's C{OOB_TIMEOUT})
-OOB_TIMEOUT = 60
-#: seconds between two nodes powered on (Ganeti's C{OOB_POWER_DELAY})
-OOB_POWER_DELAY = 2.0
 #: longest power delay accepted (one hour)
 MAX_POWER_DELAY = 3600.0
 
@@ -35,16 +30,16 @@ define(
     [
         Param("node_names", t_list(T_NONEMPTY_STR), [], "nodes to run the OOB command against (empty: all)"),
         Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
-        Param("command", t_one_of(*OOB_COMMANDS), REQUIRED, "OOB command to run"),
+        Param("command", t_one_of(*oob.COMMANDS), REQUIRED, "OOB command to run"),
         Param("timeout",
               Type("a whole number of seconds from 1 to %d" % MAX_TIMEOUT, lambda v: is_int(v) and 1 <= v <= MAX_TIMEOUT,
                    "int"),
-              OOB_TIMEOUT, "seconds before the OOB helper is killed"),
+              oob.TIMEOUT, "seconds before the OOB helper is killed"),
         Param("ignore_status", T_BOOL, False, "ignore the node offline status for power off"),
         Param("power_delay",
               Type("a number of seconds from 0 to %g" % MAX_POWER_DELAY,
                    lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_POWER_DELAY, "float"),
-              OOB_POWER_DELAY, "seconds to wait between powering on nodes"),
+              oob.POWER_DELAY, "seconds to wait between powering on nodes"),
     ],
     doc="Interact with the out-of-band helpers of nodes.",
     result="list, by node name, of [[0, node_name], [status, payload]] (status 0 ok, 2 no data, 3 no OOB program)",
