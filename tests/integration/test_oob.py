@@ -210,6 +210,11 @@ async def test_ganeti_gnt_node_power_and_health(root, helper_dir):
         listed = tools.ok("gnt-node", "list", "--no-headers", "--separator=|", "-o", "name,powered")
         assert "%s|N" % N3 in listed.splitlines() and "%s|Y" % N2 in listed.splitlines(), listed
         assert calls(helper_dir) == ["power-status %s" % N2, "power-off %s" % N3, "health %s" % N2]
+        # issue 26: Ganeti's gnt-group evacuate of an empty group submits no job (SubmitManyJobs([]))
+        ok(root, "gnt-group", "add", "spare")
+        done = tools.run("gnt-group", "evacuate", "--to", "default", "spare")
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert "All instances evacuated successfully." in done.stdout
     finally:
         cluster.stop()
         os.unlink(os.path.join(workdir, MASTER))
