@@ -202,7 +202,7 @@ def wait_for_nodes(ctx: Context, addresses: dict[str, str], port: int, action: C
     """Ganeti's C{_RunWhenNodesReachable}: call C{action(nodes up)} at once
     and after each node that answers again, until all did (the conjunction of
     C{action}'s answers) or C{limit} seconds passed (False)."""
-    down, up, success = set(addresses), set(), True
+    down, up, success = set(addresses), set[str](), True
     deadline = clock() + limit
     while True:
         if not action(up):

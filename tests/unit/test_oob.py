@@ -8,10 +8,12 @@ fake that records the calls and answers as the helper would.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Any
 
 import attrs
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -20,8 +22,8 @@ from ganeti.cmdlib.oob import oob_program
 from ganeti.noded.failure import RpcFailure
 from ganeti.noded.oob import OobProcedures, check_program
 from ganeti.rpc import RpcResult
-from tests.unit.test_processor import Env
 from tests.unit.test_cmdlib_node import MASTER, N2, N3, N4, FakeRpc, NodeLUTestCase, cluster
+from tests.unit.test_processor import Env
 
 HELPER = "/usr/lib/ganeti/oob-helper"
 
@@ -75,7 +77,7 @@ class RunOobArgumentTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.dir = tempfile.mkdtemp()
-        self.addCleanup(lambda: os.path.isdir(self.dir) and __import__("shutil").rmtree(self.dir))
+        self.addCleanup(shutil.rmtree, self.dir, True)
         self.plain = os.path.join(self.dir, "plain")
         with open(self.plain, "w") as handle:
             handle.write("#!/bin/sh\n")
@@ -91,8 +93,7 @@ class RunOobArgumentTests(SynchronousTestCase):
 
     def _refused(self, *args: Any) -> str:
         clock = Clock()
-        d = __import__("twisted.internet.defer", fromlist=["ensureDeferred"]).ensureDeferred(
-            OobProcedures(clock).run_oob(*args))
+        d = ensureDeferred(OobProcedures(clock).run_oob(*args))
         return str(self.failureResultOf(d, RpcFailure).value)
 
     def test_bad_arguments_are_refused(self) -> None:
@@ -111,10 +112,7 @@ class OobRpc(FakeRpc):
     def __init__(self) -> None:
         super().__init__()
         self.oob: dict[tuple[str, str], Any] = {}
-        self.answers["run_oob"] = self._run
-
-    def _run(self, name: str, args: list[Any]) -> Any:
-        return self.oob.get((args[1], args[2]))
+        self.answers["run_oob"] = lambda name, args: self.oob.get((args[1], args[2]))
 
     async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> dict[str, RpcResult]:
         if procedure == "run_oob":
