@@ -22,6 +22,8 @@ from ganeti.opcodes.base import (
     t_one_of,
 )
 
+#: the commands of the protocol (Ganeti's C{OOB_COMMANDS})
+OOB_COMMANDS = oob.COMMANDS
 #: longest power delay accepted (one hour)
 MAX_POWER_DELAY = 3600.0
 
@@ -30,7 +32,7 @@ define(
     [
         Param("node_names", t_list(T_NONEMPTY_STR), [], "nodes to run the OOB command against (empty: all)"),
         Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
-        Param("command", t_one_of(*oob.COMMANDS), REQUIRED, "OOB command to run"),
+        Param("command", t_one_of(*OOB_COMMANDS), REQUIRED, "OOB command to run"),
         Param("timeout",
               Type("a whole number of seconds from 1 to %d" % MAX_TIMEOUT, lambda v: is_int(v) and 1 <= v <= MAX_TIMEOUT,
                    "int"),
