@@ -48,6 +48,10 @@ STATUS_UNKNOWN = "UNKNOWN"
 #: the states of a health item (Ganeti's C{OOB_STATUSES})
 STATUSES = (STATUS_OK, STATUS_WARNING, STATUS_CRITICAL, STATUS_UNKNOWN)
 
+#: the node_verify check of the helpers' paths, and cluster verify's error code for a bad one
+NV_OOB_PATHS = "oob-paths"
+CV_ENODEOOBPATH = "ENODEOOBPATH"
+
 #: Ganeti's query result statuses (C{RS_*}) as an OOB result uses them
 RS_NORMAL = 0
 RS_NODATA = 2

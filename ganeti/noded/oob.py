@@ -13,6 +13,7 @@ protocol's.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from typing import Any
@@ -27,6 +28,8 @@ from ganeti.rpc import procedures
 
 #: the environment of a helper (Ganeti's RunCmd: C locale)
 _ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+#: the node_verify check of the helpers' paths (L{verify_paths})
+NV_OOB_PATHS = oob.NV_OOB_PATHS
 #: bytes of a helper's output kept at most
 MAX_OUTPUT = 1024 * 1024
 #: longest timeout accepted, seconds
@@ -44,6 +47,27 @@ def check_program(path: Any) -> str:
     if not os.access(path, os.X_OK):
         raise RpcFailure("OOB program '%s' is not executable" % path)
     return path
+
+
+def verify_paths(paths: Any) -> list[str | None]:
+    """node_verify's C{oob-paths} check (Ganeti's words): per path C{None}
+    when it is an executable file, else what is wrong with it."""
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise RpcFailure("oob-paths must be a list of paths")
+    out: list[str | None] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError as err:
+            out.append("error stating out of band helper: %s" % err)
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            out.append("out of band helper %s is not a file" % path)
+        elif not stat.S_IMODE(st.st_mode) & stat.S_IXUSR:
+            out.append("out of band helper %s is not executable" % path)
+        else:
+            out.append(None)
+    return out
 
 
 def _read(handle: Any) -> bytes:

@@ -199,6 +199,8 @@ class NodeProcedures:
             files (L{diskfiles.verify_disk_files})
           - C{data-space} (ours): -> C{{"path", "free", "total"}} of the
             data directory (MiB available to the daemons, filesystem size)
+          - C{oob-paths}: [paths] -> per path null, or why it is no
+            executable file (L{oob.verify_paths})
         """
         _check(isinstance(checkdict, dict), "node_verify takes a dict of checks")
         result: dict[str, Any] = {}
@@ -236,6 +238,8 @@ class NodeProcedures:
                 result["instancelist"] = await self.instances.instance_list(checkdict["instancelist"], {})
             except RpcFailure as e:
                 result["instancelist"] = "Error listing instances: %s" % (e,)
+        if oob.NV_OOB_PATHS in checkdict:
+            result[oob.NV_OOB_PATHS] = oob.verify_paths(checkdict[oob.NV_OOB_PATHS])
         if diskfiles.CHECK in checkdict:
             file_dir, shared_dir = self.instances.storage_dirs()
             result[diskfiles.CHECK] = diskfiles.verify_disk_files(

@@ -228,3 +228,42 @@ class LUOobCommandTests(NodeLUTestCase):
         self.error(op("health", "nosuchnode"), code="unknown_entity")
         self.error(op("power-up", N2))
         self.assertEqual(self.rpc.oob_calls(), [])
+
+
+class VerifyOobPathsTests(NodeLUTestCase):
+    """Cluster verify checks every node's helper path on each node (Ganeti's C{ENODEOOBPATH})."""
+
+    def setUp(self) -> None:
+        self.config = with_oob(nodes=(N2,))
+        super().setUp()
+
+    def test_bad_helper_path_is_an_error(self) -> None:
+        from ganeti import GANETI_RELEASE
+        from ganeti.rpc import wire
+
+        def answer(name: str, args: Any) -> dict[str, Any]:
+            paths = args[0].get("oob-paths")
+            self.assertEqual(paths, [HELPER])
+            problems = ["out of band helper %s is not executable" % HELPER] if name == N3 else [None]
+            return {"nodelist": {}, "ssconf": {}, "version": [wire.PROTOCOL_VERSION, GANETI_RELEASE],
+                    "cluster_name": "cluster.example.test", "oob-paths": problems}
+
+        self.rpc.answers["node_verify"] = answer
+        self.assertIs(self.verify_cluster(), False)
+        self.assertIn("  - ERROR: node %s: out of band helper %s is not executable" % (N3, HELPER), self.log)
+
+    def test_node_side_check(self) -> None:
+        from ganeti.noded.oob import verify_paths
+
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        good, plain = os.path.join(directory, "good"), os.path.join(directory, "plain")
+        for path, mode in ((good, 0o755), (plain, 0o644)):
+            with open(path, "w") as handle:
+                handle.write("#!/bin/sh\n")
+            os.chmod(path, mode)
+        problems = verify_paths([good, plain, directory, directory + "/gone"])
+        self.assertEqual(problems[:3], [None, "out of band helper %s is not executable" % plain,
+                                        "out of band helper %s is not a file" % directory])
+        self.assertIn("error stating out of band helper", problems[3] or "")
+        self.assertRaises(RpcFailure, verify_paths, "not-a-list")
