@@ -372,6 +372,8 @@ COMMANDS: dict[str, Command] = {
                      "Change power state of node by calling out-of-band helper."),
     "health": Command("ganeti.client.oob_cmds:health", oob_cmds.setup_health,
                       "List health of node(s) using out-of-band"),
+    "powercycle": Command("ganeti.client.oob_cmds:powercycle", oob_cmds.setup_powercycle,
+                          "Tries to forcefully powercycle a node"),
     **tag_commands(TAG_NODE, "NODE", "node"),
 }
 

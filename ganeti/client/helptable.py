@@ -112,6 +112,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
               'migrate': 'Migrate all primary instances of a node to other nodes',
               'modify': 'Alters the parameters of a node',
               'power': 'Change power state of node by calling out-of-band helper.',
+              'powercycle': 'Tries to forcefully powercycle a node',
               'remove': 'Removes a node from the cluster',
               'remove-tags': 'Remove tags from the given node'},
  'gnt-os': {'diagnose': 'Diagnose all operating systems',

@@ -1,8 +1,9 @@
-"""Out-of-band commands: C{gnt-node power}, C{gnt-node health}, C{gnt-cluster epo}.
+"""Power commands: C{gnt-node power}, C{health}, C{powercycle}, C{gnt-cluster epo}.
 
     gnt-node power on|off|cycle|status [--force] [--ignore-status] [--oob-timeout S]
                    [--power-delay S] [--auto-promote] [--no-headers] [--separator X] [NODE...]
     gnt-node health [--oob-timeout S] [--no-headers] [--separator X] [NODE...]
+    gnt-node powercycle [-f] [--yes] NODE
     gnt-cluster epo [--on] [--groups | --all] [--force] [--oob-timeout S]
                     [--shutdown-timeout S] [--power-delay S] [NODE|GROUP...]
 
@@ -33,7 +34,13 @@ from ganeti import oob, ports
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.formatting import format_table
 from ganeti.client.jobs import JobExecutor, opcode, submit_opcodes, submit_or_send
-from ganeti.client.options import add_force_option, add_priority_option, add_submit_options, make_simple_filter
+from ganeti.client.options import (
+    add_dry_run_option,
+    add_force_option,
+    add_priority_option,
+    add_submit_options,
+    make_simple_filter,
+)
 
 POWER_COMMANDS = ("on", "off", "cycle", "status")
 #: commands that need nodes and a confirmation
@@ -143,6 +150,28 @@ def setup_health(parser: argparse.ArgumentParser) -> None:
     add_priority_option(parser)
     _add_oob_timeout(parser)
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to check (default: all)")
+
+
+def powercycle(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's C{PowercycleNode}: asks first unless C{--yes}; the node's answer on stderr."""
+    from ganeti.client import prompt
+    from ganeti.client.command import EXIT_CONFIRMATION
+
+    if not opts.confirm and not prompt.ask_user("Are you sure you want to hard powercycle node %s?" % opts.node):
+        return EXIT_CONFIRMATION
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_NODE_POWERCYCLE", node_name=opts.node, force=opts.force))
+    if result:
+        ctx.err(str(result))
+    return EXIT_SUCCESS
+
+
+def setup_powercycle(parser: argparse.ArgumentParser) -> None:
+    add_force_option(parser, help="Also powercycle the master node")
+    parser.add_argument("--yes", dest="confirm", action="store_true", help="Do not ask for confirmation")
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
+    parser.add_argument("node", metavar="NODE")
 
 
 # --- gnt-cluster epo -----------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""OP_OOB_COMMAND: power and health of nodes through their out-of-band helper.
+"""OP_OOB_COMMAND: power and health of nodes through their out-of-band helper;
+OP_NODE_POWERCYCLE: a node's hard reboot by its own NodeD (L{LUNodePowercycle}).
 
 Ganeti's C{LUOobCommand} (C{lib/cmdlib/misc.py}): for each node (by name
 order) whose C{oob_program} node parameter (node, then group, then cluster)
@@ -25,7 +26,7 @@ from twisted.logger import Logger
 from ganeti import errors, oob
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.objects import ConfigData, Node, nice_sort_key
-from ganeti.opcodes.typed import OpOobCommand
+from ganeti.opcodes.typed import OpNodePowercycle, OpOobCommand
 from ganeti.rpc import procedures
 
 #: seconds the RPC may take beyond the helper's own timeout
@@ -135,3 +136,35 @@ class LUOobCommand(LogicalUnit[OpOobCommand]):
             if self.op.command == oob.POWER_ON and idx < len(nodes) - 1:
                 await self.ctx.sleep(self.op.power_delay)
         return result
+
+
+@register
+class LUNodePowercycle(LogicalUnit[OpNodePowercycle]):
+    """Hard powercycle a node (Ganeti's C{LUNodePowercycle}): no out-of-band
+    helper, no locks (a last resort must not wait for other jobs); the node's
+    NodeD reboots the machine 5 seconds after answering, also when the node
+    is offline.  The master only with C{force}."""
+
+    OP_ID = "OP_NODE_POWERCYCLE"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        node = expand_node(self.cfg, self.op.node_uuid or self.op.node_name)
+        self.op = attrs.evolve(self.op, node_uuid=node.uuid, node_name=node.name)
+        if node.uuid == self.cfg.cluster.master_node and not self.op.force:
+            raise errors.OpPrereqError("The node is the master and the force parameter was not set",
+                                       errors.ECODE_INVAL)
+        self.needed_locks = {}
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        node = self.cfg.nodes[self.op.node_uuid or ""]
+        cluster = self.cfg.cluster
+        hypervisor = (cluster.enabled_hypervisors or ["fake"])[0]
+        hvparams = (cluster.hvparams or {}).get(hypervisor) or {}
+        name = node.name or ""
+        answers = await self.ctx.rpc().run({name: node.primary_ip or name},
+                                           procedures.node_powercycle.call(hypervisor, hvparams))
+        answer = answers[name]
+        if answer.failed:
+            raise errors.OpExecError("Failed to schedule the reboot: %s" % answer.fail_msg)
+        return answer.payload

@@ -1,4 +1,5 @@
-"""The node procedure C{run_oob}: run an out-of-band helper (L{ganeti.oob}).
+"""The node procedures C{run_oob} (run an out-of-band helper, L{ganeti.oob})
+and C{node_powercycle}.
 
 Ganeti runs the helper on the master (its LU calls the master's NodeD), as
 C{<program> <command> <node>}; so do we.  The helper runs in its own
@@ -16,7 +17,7 @@ import os
 import stat
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 from twisted.logger import Logger
 
@@ -30,6 +31,10 @@ from ganeti.rpc import procedures
 _ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 #: the node_verify check of the helpers' paths (L{verify_paths})
 NV_OOB_PATHS = oob.NV_OOB_PATHS
+#: seconds between the answer to C{node_powercycle} and the reboot
+POWERCYCLE_DELAY = 5
+#: the hypervisor names C{node_powercycle} accepts
+HYPERVISORS = ("kvm", "xen-pvm", "xen-hvm", "lxc", "chroot", "fake")
 #: bytes of a helper's output kept at most
 MAX_OUTPUT = 1024 * 1024
 #: longest timeout accepted, seconds
@@ -75,13 +80,46 @@ def _read(handle: Any) -> bytes:
     return bytes(handle.read(MAX_OUTPUT))
 
 
+def linux_powercycle() -> None:
+    """Reboot the machine at once (Ganeti's C{LinuxPowercycle}): the sysrq
+    trigger, else C{reboot -n -f}."""
+    try:
+        fd = os.open("/proc/sysrq-trigger", os.O_WRONLY)
+        try:
+            os.write(fd, b"b")
+        finally:
+            os.close(fd)
+    except OSError:
+        os.spawnv(os.P_WAIT, "/sbin/reboot", ["reboot", "-n", "-f"])
+
+
 class OobProcedures:
-    """C{run_oob} for one node (L{ganeti.noded.procedures.NodeProcedures})."""
+    """C{run_oob} and C{node_powercycle} for one node (L{ganeti.noded.procedures.NodeProcedures}).
+
+    @param root: the node's root directory: C{node_powercycle} is refused
+        unless it is C{/} (a node under another root shares its machine)
+    @param powercycle: what reboots the machine (tests replace it)
+    """
 
     log = Logger()
 
-    def __init__(self, reactor: Any) -> None:
+    def __init__(self, reactor: Any, root: str = "/", powercycle: Callable[[], None] = linux_powercycle) -> None:
         self._reactor = reactor
+        self._root = root
+        self._powercycle = powercycle
+
+    @handler(procedures.node_powercycle)
+    def node_powercycle(self, hypervisor: Any, hvparams: Any = None) -> str:
+        """Schedule the reboot (Ganeti's C{PowercycleNode}: every hypervisor
+        of ours powercycles the Linux way)."""
+        if hypervisor not in HYPERVISORS:
+            raise RpcFailure("Unknown hypervisor %r" % (hypervisor,))
+        if os.path.realpath(self._root) != "/":
+            raise RpcFailure("Refusing to powercycle: this node runs under the root %s and shares its machine with"
+                             " other nodes" % self._root)
+        self.log.warn("hard powercycle of this node requested: rebooting in {delay} seconds", delay=POWERCYCLE_DELAY)
+        self._reactor.callLater(POWERCYCLE_DELAY, self._powercycle)
+        return "Reboot scheduled in %d seconds" % POWERCYCLE_DELAY
 
     @handler(procedures.run_oob)
     async def run_oob(self, oob_program: Any, command: Any, remote_node: Any, timeout: Any) -> Any:

@@ -98,7 +98,7 @@ class NodeProcedures:
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         self.election = elector.ElectionProcedures(paths, reactor, self.epoch, lost_since)
-        self.oob = oob.OobProcedures(reactor)
+        self.oob = oob.OobProcedures(reactor, paths.root)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None

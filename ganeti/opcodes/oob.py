@@ -1,4 +1,4 @@
-"""The out-of-band opcode: C{OP_OOB_COMMAND} (Ganeti 3.0's parameters).
+"""The power opcodes: C{OP_OOB_COMMAND} and C{OP_NODE_POWERCYCLE} (Ganeti 3.0's parameters).
 
 Declared with L{ganeti.opcodes.base.define}; imported by L{ganeti.opcodes}.
 The protocol itself (commands, answers) is L{ganeti.oob}.
@@ -10,6 +10,9 @@ from ganeti import oob
 from ganeti.opcodes.base import (
     ABSENT,
     MAX_TIMEOUT,
+    P_FORCE,
+    P_NODE_NAME,
+    P_NODE_UUID,
     REQUIRED,
     T_BOOL,
     T_NONEMPTY_STR,
@@ -45,4 +48,12 @@ define(
     ],
     doc="Interact with the out-of-band helpers of nodes.",
     result="list, by node name, of [[0, node_name], [status, payload]] (status 0 ok, 2 no data, 3 no OOB program)",
+)
+
+define(
+    "OP_NODE_POWERCYCLE",
+    [P_NODE_NAME, P_NODE_UUID, P_FORCE],
+    doc="Hard powercycle a node (the master only with force).",
+    result="the node's answer (\"Reboot scheduled in 5 seconds\")",
+    summary="node_name",
 )

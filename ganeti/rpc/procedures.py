@@ -473,6 +473,13 @@ def run_oob(oob_program: str, command: str, remote_node: str, timeout: int) -> A
     a non-zero exit fails with the output (L{ganeti.oob})."""
 
 
+@declare(TMO_NORMAL)
+def node_powercycle(hypervisor: str, hvparams: dict[str, Any] | None = None) -> str:
+    """Hard powercycle this node 5 seconds after answering (the sysrq reboot,
+    else C{reboot -n -f}); refused on a node whose root is not C{/} (it shares
+    its machine with other nodes)."""
+
+
 def procedure(name: str) -> Procedure[Any, Any]:
     """The declaration of procedure C{name}.
 

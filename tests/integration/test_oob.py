@@ -10,17 +10,23 @@ Ganeti, and never needs the node it manages to answer.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 
 import attrs
 import pytest
 import pytest_twisted
+from twisted.internet import reactor
 
+from ganeti import crypto, daemons
 from ganeti.config.bootstrap import grow, initial_config
+from ganeti.rapi.testing import RapiDaemon
 from ganeti.testing.cluster import gnt, ok
 from ganeti.testing.daemons import seed_config
-from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
+from ganeti.testing.ganeti_tools import GANETI_LIB, GanetiTools, unavailable_reason
 from tests.integration.test_luxid import Cluster
 
 MASTER, N2, N3 = "node1.test", "node2.example.test", "node3.example.test"
@@ -123,6 +129,12 @@ async def test_power_and_health_with_our_cli(root, helper_dir):
         assert lines[-4:] == ["Node               Status", "%s         (unavail)" % MASTER, "%s disk=OK" % N2,
                               "                   fan=WARNING"], done.stdout
         assert "WARNING: Item 'fan' on node '%s' has status 'WARNING'" % N2 in lines[0], done.stdout
+        # powercycle: the master only with -f; a node under a temporary root refuses to reboot its machine
+        done = gnt(root, "gnt-node", "powercycle", "--yes", MASTER)
+        assert done.returncode != 0 and "The node is the master and the force parameter was not set" in done.stderr
+        done = gnt(root, "gnt-node", "powercycle", "--yes", N2)
+        assert done.returncode != 0 and "Failed to schedule the reboot" in done.stderr, done
+        assert "shares its machine with other nodes" in done.stderr, done
         # power off/cycle need nodes
         done = gnt(root, "gnt-node", "power", "off")
         assert done.returncode == 1 and "Please provide at least one node" in done.stderr
@@ -192,12 +204,37 @@ async def test_epo_with_and_without_oob(root, helper_dir):
         cluster.stop()
 
 
+RAPI_SCRIPT = r'''
+import json, sys, time
+from ganeti.rapi import client as rapi
+
+host, port, node = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+c = rapi.GanetiRapiClient(host, port=port, username="jack", password="abc123")
+job = c.PowercycleNode(node)
+for _ in range(600):
+    info = c.GetJobStatus(job)
+    if info["status"] in ("success", "error", "canceled"):
+        break
+    time.sleep(0.1)
+print(json.dumps({"status": info["status"], "result": info["opresult"]}))
+'''
+
+
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 @pytest_twisted.ensureDeferred
 async def test_ganeti_gnt_node_power_and_health(root, helper_dir):
     cluster = await OobCluster(root, helper_dir).start()
     workdir = tempfile.mkdtemp(prefix="gt-")
+    key_pem, cert_pem = crypto.generate_key_and_cert("cluster.test")
+    crypto.write_pem_file(root.rapi_pem, key_pem, cert_pem)
+    os.makedirs(os.path.dirname(root.rapi_users), exist_ok=True)
+    with open(root.rapi_users, "w") as handle:
+        handle.write("jack abc123 write\n")
+    port = daemons.free_port("127.0.0.1")
+    rapi = RapiDaemon(root, "127.0.0.1", port)
     try:
+        rapi.start()
+        await rapi.ready(reactor, timeout=120)
         tools = GanetiTools.for_root(root.root, MASTER, workdir)
         out = tools.ok("gnt-node", "power", "status", N2)
         # (Ganeti pads its header's last cell to the column's width)
@@ -215,7 +252,17 @@ async def test_ganeti_gnt_node_power_and_health(root, helper_dir):
         done = tools.run("gnt-group", "evacuate", "--to", "default", "spare")
         assert done.returncode == 0, (done.stdout, done.stderr)
         assert "All instances evacuated successfully." in done.stdout
+        # powercycle through Ganeti's gnt-node and its RAPI client: the node (a temporary root) refuses
+        done = tools.run("gnt-node", "powercycle", "--yes", N2)
+        assert done.returncode != 0 and "shares its machine with other nodes" in done.stdout + done.stderr, done
+        done = subprocess.run([sys.executable, "-c", RAPI_SCRIPT, "127.0.0.1", str(port), N2], capture_output=True,
+                              text=True, timeout=120, cwd=tempfile.gettempdir(),
+                              env=dict(os.environ, PYTHONPATH=str(GANETI_LIB)))
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["status"] == "error" and "shares its machine" in json.dumps(out["result"]), out
     finally:
+        rapi.stop()
         cluster.stop()
         os.unlink(os.path.join(workdir, MASTER))
         os.rmdir(workdir)

@@ -267,3 +267,43 @@ class VerifyOobPathsTests(NodeLUTestCase):
                                         "out of band helper %s is not a file" % directory])
         self.assertIn("error stating out of band helper", problems[3] or "")
         self.assertRaises(RpcFailure, verify_paths, "not-a-list")
+
+
+class PowercycleTests(NodeLUTestCase):
+    def test_master_needs_force(self) -> None:
+        message = self.error({"OP_ID": "OP_NODE_POWERCYCLE", "node_name": MASTER}, code="wrong_input")
+        self.assertEqual(message, "The node is the master and the force parameter was not set")
+        self.assertEqual(self.rpc.calls, [])
+
+    def test_the_node_is_asked_with_the_default_hypervisor(self) -> None:
+        self.rpc.answers["node_powercycle"] = "Reboot scheduled in 5 seconds"
+        result = self.ok({"OP_ID": "OP_NODE_POWERCYCLE", "node_name": N2.split(".")[0]})
+        self.assertEqual(result, "Reboot scheduled in 5 seconds")
+        ((procedure, nodes, args),) = self.rpc.calls
+        config = self.env.read_config()
+        hypervisor = config.cluster.enabled_hypervisors[0]
+        self.assertEqual((procedure, list(nodes), args[0]), ("node_powercycle", [N2], hypervisor))
+
+    def test_a_failed_node_fails_the_job(self) -> None:
+        self.rpc.down.add(N2)
+        message = self.error({"OP_ID": "OP_NODE_POWERCYCLE", "node_name": N2}, kind="OpExecError")
+        self.assertIn("Failed to schedule the reboot", message)
+
+
+class NodePowercycleHandlerTests(SynchronousTestCase):
+    def test_reboot_scheduled_after_the_answer(self) -> None:
+        clock, reboots = Clock(), []
+        procs = OobProcedures(clock, "/", powercycle=lambda: reboots.append(clock.seconds()))
+        self.assertEqual(procs.node_powercycle("kvm", {}), "Reboot scheduled in 5 seconds")
+        self.assertEqual(reboots, [])
+        clock.advance(5)
+        self.assertEqual(reboots, [5])
+
+    def test_refused_under_another_root_or_for_an_unknown_hypervisor(self) -> None:
+        clock, reboots = Clock(), []
+        procs = OobProcedures(clock, "/tmp/node2", powercycle=lambda: reboots.append(1))
+        self.assertRaisesRegex(RpcFailure, "shares its machine", procs.node_powercycle, "kvm", {})
+        procs = OobProcedures(clock, "/", powercycle=lambda: reboots.append(1))
+        self.assertRaisesRegex(RpcFailure, "Unknown hypervisor", procs.node_powercycle, "vmware", {})
+        clock.advance(10)
+        self.assertEqual(reboots, [])

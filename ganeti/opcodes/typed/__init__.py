@@ -66,7 +66,10 @@ from ganeti.opcodes.typed.network import (
     OpNetworkRemove,
     OpNetworkSetParams,
 )
-from ganeti.opcodes.typed.oob import OpOobCommand
+from ganeti.opcodes.typed.oob import (
+    OpNodePowercycle,
+    OpOobCommand,
+)
 from ganeti.opcodes.typed.test import (
     OpTestAllocator,
     OpTestDelay,
@@ -127,6 +130,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpNodeAdd.OP_ID: OpNodeAdd,
     OpNodeEvacuate.OP_ID: OpNodeEvacuate,
     OpNodeMigrate.OP_ID: OpNodeMigrate,
+    OpNodePowercycle.OP_ID: OpNodePowercycle,
     OpNodeQueryStorage.OP_ID: OpNodeQueryStorage,
     OpNodeRemove.OP_ID: OpNodeRemove,
     OpNodeSetParams.OP_ID: OpNodeSetParams,
@@ -196,6 +200,7 @@ __all__ = [
     "OpNodeAdd",
     "OpNodeEvacuate",
     "OpNodeMigrate",
+    "OpNodePowercycle",
     "OpNodeQueryStorage",
     "OpNodeRemove",
     "OpNodeSetParams",

@@ -31,3 +31,17 @@ class OpOobCommand(OpCode):
     ignore_status: bool = False
     #: seconds to wait between powering on nodes
     power_delay: float = 2.0
+
+
+@attrs.frozen(kw_only=True)
+class OpNodePowercycle(OpCode):
+    """Hard powercycle a node (the master only with force)."""
+
+    OP_ID: ClassVar[str] = "OP_NODE_POWERCYCLE"
+
+    #: node (short names are expanded)
+    node_name: str
+    #: internal: resolved UUID
+    node_uuid: str | None = None
+    #: override safety checks
+    force: bool = False
