@@ -150,7 +150,7 @@ class LUNodePowercycle(LogicalUnit[OpNodePowercycle]):
 
     def expand_names(self) -> None:
         node = expand_node(self.cfg, self.op.node_uuid or self.op.node_name)
-        self.op = attrs.evolve(self.op, node_uuid=node.uuid, node_name=node.name)
+        self.op = attrs.evolve(self.op, node_uuid=node.uuid, node_name=node.name or self.op.node_name)
         if node.uuid == self.cfg.cluster.master_node and not self.op.force:
             raise errors.OpPrereqError("The node is the master and the force parameter was not set",
                                        errors.ECODE_INVAL)
