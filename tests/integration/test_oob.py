@@ -30,6 +30,7 @@ from ganeti.testing.ganeti_tools import GANETI_LIB, GanetiTools, unavailable_rea
 from tests.integration.test_luxid import Cluster
 
 MASTER, N2, N3 = "node1.test", "node2.example.test", "node3.example.test"
+INST2 = "inst2.example.test"
 
 HELPER = """#!/bin/sh
 dir=$(dirname "$0")
@@ -56,7 +57,9 @@ class OobCluster(Cluster):
 
     def __init__(self, root, helper_dir: str) -> None:
         super().__init__(root, "--no-voting", "--yes-do-it")  # the other nodes run no daemons: nobody to vote
-        config = grow(initial_config("cluster.test", MASTER, "127.0.1.1"), nodes=2)
+        # inst1 on the master, inst2 on node2 (fake hypervisor, diskless, stopped)
+        config = grow(initial_config("cluster.test", MASTER, "127.0.1.1"), nodes=2, instances=2,
+                      disks_per_instance=0)
         helper = os.path.join(helper_dir, "oob")
         # their address is the master's: epo --on, waiting for their NodeD, finds one
         nodes = {u: attrs.evolve(n, ndparams={"oob_program": helper}, primary_ip="127.0.1.1",
@@ -83,6 +86,10 @@ def calls(helper_dir: str) -> list[str]:
 def powered(root, name: str) -> bool | None:
     out = ok(root, "gnt-node", "list", "--no-headers", "-o", "powered", name).strip()
     return {"Y": True, "N": False}.get(out)
+
+
+def instance_state(root, name: str) -> str:
+    return ok(root, "gnt-instance", "list", "--no-headers", "-o", "status", name).strip()
 
 
 @pytest.fixture
@@ -184,12 +191,16 @@ async def test_epo_with_and_without_oob(root, helper_dir):
         # the master is refused unless --all
         done = gnt(root, "gnt-cluster", "epo", "-f", MASTER, N2)
         assert done.returncode == 1 and "%s is the master node" % MASTER in done.stderr, done
-        # node 3 has no helper: reported, not powered
+        # node 3 has no helper: reported, not powered; node 2's instance is shut down first (not remembered)
         ok(root, "gnt-node", "modify", "--node-parameters", "oob_program=", N3)
+        ok(root, "gnt-instance", "startup", INST2)
+        assert instance_state(root, INST2) == "running"
         out = ok(root, "gnt-cluster", "epo", "-f", "--power-delay", "0", N2, N3)
         assert "Node %s does not support out-of-band handling" % N3 in out, out
+        assert "Submit shutdown of instance %s" % INST2 in out and "All instances have been stopped successfully" in out
         assert calls(helper_dir) == ["power-off %s" % N2]
         assert powered(root, N2) is False
+        assert instance_state(root, INST2) == "ERROR_down", "still up for the admin, stopped"
         # again: N2 is already off
         out = ok(root, "gnt-cluster", "epo", "-f", N2)
         assert "Node %s is already in desired power state, skipping" % N2 in out
@@ -200,6 +211,8 @@ async def test_epo_with_and_without_oob(root, helper_dir):
         assert calls(helper_dir) == ["power-on %s" % N2], calls(helper_dir)
         assert powered(root, N2) is True
         assert "Waiting until all nodes are available again" in out
+        assert "Submit startup of instance %s" % INST2 in out, out
+        assert instance_state(root, INST2) == "running"
     finally:
         cluster.stop()
 
