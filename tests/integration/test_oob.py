@@ -265,6 +265,11 @@ async def test_ganeti_gnt_node_power_and_health(root, helper_dir):
         done = tools.run("gnt-group", "evacuate", "--to", "default", "spare")
         assert done.returncode == 0, (done.stdout, done.stderr)
         assert "All instances evacuated successfully." in done.stdout
+        # Ganeti's gnt-cluster epo: shuts node 2's instance down (a stopped one here), powers the node off
+        out = tools.ok("gnt-cluster", "epo", "-f", N2)
+        assert "Submit shutdown of instance %s" % INST2 in out, out
+        assert powered(root, N2) is False
+        assert calls(helper_dir)[-1] == "power-off %s" % N2
         # powercycle through Ganeti's gnt-node and its RAPI client: the node (a temporary root) refuses
         done = tools.run("gnt-node", "powercycle", "--yes", N2)
         assert done.returncode != 0 and "shares its machine with other nodes" in done.stdout + done.stderr, done
