@@ -243,6 +243,13 @@ def _add_rpc_port(parser: argparse.ArgumentParser) -> None:
                         help="Port of the cluster's node daemons (default %d)" % ports.NODED)
 
 
+def _setup_epo(parser: argparse.ArgumentParser) -> None:
+    """The setup of C{epo}, imported only when used."""
+    from ganeti.client.oob_cmds import setup_epo
+
+    setup_epo(parser)
+
+
 def _setup_master_failover(parser: argparse.ArgumentParser) -> None:
     _add_rpc_port(parser)
     parser.add_argument("--no-voting", action="store_true",
@@ -277,6 +284,7 @@ COMMANDS: dict[str, Command] = {
     "verify-disks": Command(verify_disks, _setup_verify_disks, "Does a check on the cluster disk status"),
     "repair-disk-sizes": Command(repair_disk_sizes, _setup_repair, "Updates mismatches in recorded disk sizes"),
     "redist-conf": Command(redist_conf, _setup_redist, "Forces a push of the configuration file and ssconf files"),
+    "epo": Command("ganeti.client.oob_cmds:epo", _setup_epo, "Performs an emergency power-off on given args"),
     "queue": Command(
         queue_ops, _setup_queue, "Change queue properties",
         "A drained queue accepts no new jobs; jobs already submitted still run.",

@@ -11,6 +11,7 @@
     gnt-node evacuate [-f] [-p|-s] [-n NEW_NODE | -I ALLOCATOR] [--early-release] NODE
     gnt-node migrate [-f] [--non-live | --migration-mode MODE] [-n TARGET | -I ALLOCATOR] NODE
     gnt-node list-storage [-t TYPE] [-o FIELDS] [--no-headers] [--separator S] [--units U] [NODE...]
+    gnt-node power on|off|cycle|status [NODE...]; gnt-node health [NODE...] (L{ganeti.client.oob_cmds})
 
 C{evacuate} and C{migrate} submit one job that submits one job per
 instance; the command then follows those (L{ganeti.client.jobs}).
@@ -27,7 +28,7 @@ import re
 from typing import Any
 
 from ganeti import errors
-from ganeti.client import prompt
+from ganeti.client import oob_cmds, prompt
 from ganeti.client.command import EXIT_CONFIRMATION, EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.jobs import opcode, report_changes, submit_or_send
 from ganeti.client.options import (
@@ -146,7 +147,7 @@ def remove_node(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
-_MODIFY_FLAGS = ("offline", "drained", "master_candidate", "master_capable", "vm_capable", "secondary_ip")
+_MODIFY_FLAGS = ("offline", "drained", "master_candidate", "master_capable", "vm_capable", "secondary_ip", "ndparams")
 
 
 def modify_node(ctx: Context, opts: argparse.Namespace) -> int:
@@ -284,6 +285,8 @@ def _setup_migrate(parser: argparse.ArgumentParser) -> None:
 def _setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
                         help="Specify the secondary ip for the node")
+    parser.add_argument("--node-parameters", dest="ndparams", type=_key_values, default=None,
+                        metavar="PARAM=VALUE,...", help="Node parameters (e.g. oob_program; \"default\" resets one)")
     parser.add_argument("--primary-ip", dest="primary_ip", metavar="ADDRESS",
                         help="The node's primary IP (default: resolved from its name)")
     parser.add_argument("-g", "--node-group", "--group", dest="group", metavar="GROUP",
@@ -306,6 +309,12 @@ def _setup_remove(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("node", metavar="NODE")
 
 
+def _key_values(text: str) -> dict[str, Any]:
+    from ganeti.client import instance_opts
+
+    return instance_opts.key_values(text)
+
+
 def _setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-O", "--offline", type=yes_no, metavar="yes|no", help="Set the offline flag on the node")
     parser.add_argument("-D", "--drained", type=yes_no, metavar="yes|no", help="Set the drained flag on the node")
@@ -316,6 +325,8 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vm-capable", type=yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
     parser.add_argument("-s", "--secondary-ip", dest="secondary_ip", metavar="ADDRESS",
                         help="Specify the secondary ip for the node")
+    parser.add_argument("--node-parameters", dest="ndparams", type=_key_values, default=None,
+                        metavar="PARAM=VALUE,...", help="Node parameters (e.g. oob_program; \"default\" resets one)")
     parser.add_argument("--auto-promote", action="store_true",
                         help="Automatically promote enough nodes to master candidate status to respect"
                              " candidate_pool_size")
@@ -357,6 +368,12 @@ COMMANDS: dict[str, Command] = {
     "modify": Command(modify_node, _setup_modify, "Alters the parameters of a node"),
     "evacuate": Command(evacuate_node, _setup_evacuate, "Move the primary and/or secondary instances off a node"),
     "migrate": Command(migrate_node, _setup_migrate, "Migrate all primary instances of a node to other nodes"),
+    "power": Command("ganeti.client.oob_cmds:power", oob_cmds.setup_power,
+                     "Change power state of node by calling out-of-band helper."),
+    "health": Command("ganeti.client.oob_cmds:health", oob_cmds.setup_health,
+                      "List health of node(s) using out-of-band"),
+    "powercycle": Command("ganeti.client.oob_cmds:powercycle", oob_cmds.setup_powercycle,
+                          "Tries to forcefully powercycle a node"),
     **tag_commands(TAG_NODE, "NODE", "node"),
 }
 

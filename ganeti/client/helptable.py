@@ -10,6 +10,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                  'add-tags': 'Add tags to the cluster',
                  'deactivate-master-ip': 'Deactivate the master IP',
                  'destroy': "Stop the daemons and remove the cluster's files from this node",
+                 'epo': 'Performs an emergency power-off on given args',
                  'getmaster': "Print the master node's name",
                  'info': "Show the cluster's parameters",
                  'init': 'Initialise a new cluster with this node as its master',
@@ -100,6 +101,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
  'gnt-node': {'add': 'Add a node to the cluster',
               'add-tags': 'Add tags to the given node',
               'evacuate': 'Move the primary and/or secondary instances off a node',
+              'health': 'List health of node(s) using out-of-band',
               'info': 'Show information about the node(s)',
               'list': 'Lists the nodes in the cluster. The available fields can be shown using the '
                       '"list-fields" command. The default list is (in order): name, dtotal, dfree, mtotal, '
@@ -109,6 +111,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
               'list-tags': 'List the tags of the given node',
               'migrate': 'Migrate all primary instances of a node to other nodes',
               'modify': 'Alters the parameters of a node',
+              'power': 'Change power state of node by calling out-of-band helper.',
+              'powercycle': 'Tries to forcefully powercycle a node',
               'remove': 'Removes a node from the cluster',
               'remove-tags': 'Remove tags from the given node'},
  'gnt-os': {'diagnose': 'Diagnose all operating systems',

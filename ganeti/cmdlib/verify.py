@@ -18,7 +18,9 @@ other online node of the cluster, speak our protocol version, hold the
 ssconf files the configuration gives and the cluster's name
 (L{LUClusterVerifyGroup._check_node}, the place for per-node checks); the
 instances it runs and the disk files it holds must match the
-configuration (L{ganeti.cmdlib.verify_instances}).  An empty group is
+configuration (L{ganeti.cmdlib.verify_instances}); every out-of-band
+helper a node of the cluster names must be an executable file there
+(C{ENODEOOBPATH}, as Ganeti checks).  An empty group is
 skipped, as Ganeti does.  Locks, all shared: the group, its instances
 (any node in the group), its nodes and those instances' nodes.
 """
@@ -28,7 +30,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, TypeVar
 
-from ganeti import errors
+from ganeti import errors, oob
 from ganeti.cmdlib import verify_instances
 from ganeti.cmdlib.base import (
     LEVEL_INSTANCE,
@@ -42,6 +44,7 @@ from ganeti.cmdlib.base import (
 from ganeti.cmdlib.cluster import CV_ECLUSTERCFG, SIMULATED, VerifyErrors
 from ganeti.cmdlib.instance_params import HV_TYPES
 from ganeti.cmdlib.liveness_verify import verify_liveness
+from ganeti.cmdlib.oob import oob_program
 from ganeti.objects import ConfigData, Instance, Node
 from ganeti.opcodes.typed import OpClusterVerify, OpClusterVerifyGroup, OpGroupVerifyDisks
 from ganeti.rpc import instances as rpc_inst
@@ -201,6 +204,9 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
             "cluster_name": None,
             wire.NV_DATA_SPACE: None,
         }
+        oob_paths = list(dict.fromkeys(p for p in (oob_program(cfg, n) for n in cfg.nodes.values()) if p))
+        if oob_paths:
+            checks[oob.NV_OOB_PATHS] = oob_paths
         await self.feedback("* Gathering data (%d nodes)" % len(members))
         results = {}
         disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
@@ -293,6 +299,9 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         space = low_space(payload.get(wire.NV_DATA_SPACE))
         if space is not None:
             await self._node_error(CV_ENODEDATASPACE, name, space, warning=True)
+        for problem in payload.get(oob.NV_OOB_PATHS) or []:
+            if problem:
+                await self._node_error(oob.CV_ENODEOOBPATH, name, problem)
         cluster_name = payload.get("cluster_name", self.cfg.cluster.cluster_name)
         if cluster_name != self.cfg.cluster.cluster_name:
             await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"

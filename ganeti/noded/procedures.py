@@ -33,7 +33,7 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, storage_units
+from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, oob, storage_units
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -98,12 +98,13 @@ class NodeProcedures:
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         self.election = elector.ElectionProcedures(paths, reactor, self.epoch, lost_since)
+        self.oob = oob.OobProcedures(reactor, paths.root)
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election])
+                                           self.election, self.oob])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush
@@ -198,6 +199,8 @@ class NodeProcedures:
             files (L{diskfiles.verify_disk_files})
           - C{data-space} (ours): -> C{{"path", "free", "total"}} of the
             data directory (MiB available to the daemons, filesystem size)
+          - C{oob-paths}: [paths] -> per path null, or why it is no
+            executable file (L{oob.verify_paths})
         """
         _check(isinstance(checkdict, dict), "node_verify takes a dict of checks")
         result: dict[str, Any] = {}
@@ -235,6 +238,8 @@ class NodeProcedures:
                 result["instancelist"] = await self.instances.instance_list(checkdict["instancelist"], {})
             except RpcFailure as e:
                 result["instancelist"] = "Error listing instances: %s" % (e,)
+        if oob.NV_OOB_PATHS in checkdict:
+            result[oob.NV_OOB_PATHS] = oob.verify_paths(checkdict[oob.NV_OOB_PATHS])
         if diskfiles.CHECK in checkdict:
             file_dir, shared_dir = self.instances.storage_dirs()
             result[diskfiles.CHECK] = diskfiles.verify_disk_files(

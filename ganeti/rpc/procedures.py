@@ -463,6 +463,23 @@ def election_vote(epoch: int, candidate: str, config_serial: int, queue_serial: 
     C{config_epoch}: the epoch of the master that wrote the candidate's config (0: none recorded)."""
 
 
+# --- out-of-band management --------------------------------------------------------
+
+
+@declare(TMO_NORMAL)
+def run_oob(oob_program: str, command: str, remote_node: str, timeout: int) -> Any:
+    """Run C{oob_program command remote_node} here (the master), killed after
+    C{timeout} seconds: its standard output, JSON-decoded (nothing: null);
+    a non-zero exit fails with the output (L{ganeti.oob})."""
+
+
+@declare(TMO_NORMAL)
+def node_powercycle(hypervisor: str, hvparams: dict[str, Any] | None = None) -> str:
+    """Hard powercycle this node 5 seconds after answering (the sysrq reboot,
+    else C{reboot -n -f}); refused on a node whose root is not C{/} (it shares
+    its machine with other nodes)."""
+
+
 def procedure(name: str) -> Procedure[Any, Any]:
     """The declaration of procedure C{name}.
 

@@ -45,7 +45,7 @@ def _enumerations() -> list[Any]:
     """Every value of the enumerations the opcode modules declare."""
     values: list[Any] = []
     for module in (base, opcodes.test, opcodes.cluster, opcodes.instance, opcodes.verify, opcodes.backup,
-                   opcodes.network):
+                   opcodes.network, opcodes.oob):
         for name, value in vars(module).items():
             if name.isupper() and isinstance(value, tuple) and all(isinstance(v, (str, int)) for v in value):
                 values.extend(value)

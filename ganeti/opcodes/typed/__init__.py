@@ -66,6 +66,10 @@ from ganeti.opcodes.typed.network import (
     OpNetworkRemove,
     OpNetworkSetParams,
 )
+from ganeti.opcodes.typed.oob import (
+    OpNodePowercycle,
+    OpOobCommand,
+)
 from ganeti.opcodes.typed.test import (
     OpTestAllocator,
     OpTestDelay,
@@ -126,9 +130,11 @@ CLASSES: dict[str, type[OpCode]] = {
     OpNodeAdd.OP_ID: OpNodeAdd,
     OpNodeEvacuate.OP_ID: OpNodeEvacuate,
     OpNodeMigrate.OP_ID: OpNodeMigrate,
+    OpNodePowercycle.OP_ID: OpNodePowercycle,
     OpNodeQueryStorage.OP_ID: OpNodeQueryStorage,
     OpNodeRemove.OP_ID: OpNodeRemove,
     OpNodeSetParams.OP_ID: OpNodeSetParams,
+    OpOobCommand.OP_ID: OpOobCommand,
     OpOsDiagnose.OP_ID: OpOsDiagnose,
     OpTagsDel.OP_ID: OpTagsDel,
     OpTagsGet.OP_ID: OpTagsGet,
@@ -194,9 +200,11 @@ __all__ = [
     "OpNodeAdd",
     "OpNodeEvacuate",
     "OpNodeMigrate",
+    "OpNodePowercycle",
     "OpNodeQueryStorage",
     "OpNodeRemove",
     "OpNodeSetParams",
+    "OpOobCommand",
     "OpOsDiagnose",
     "OpTagsDel",
     "OpTagsGet",
