@@ -1,7 +1,14 @@
 import pytest
+from hypothesis import HealthCheck, settings
 
 from ganeti.testing.daemons import make_root, remove_root
 from tests import hostguard
+
+# Hypothesis: no deadline per example and no "input generation is slow" health
+# check, whose timings fail a test on a loaded machine (the suite must pass on
+# one); each test's own settings (examples, stateful steps) still apply
+settings.register_profile("ganeti", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ganeti")
 
 #: the guard of tests/hostguard.py: installed once (audit hooks stay), active
 #: only while a test module is collected or a test phase runs
