@@ -463,6 +463,16 @@ def election_vote(epoch: int, candidate: str, config_serial: int, queue_serial: 
     C{config_epoch}: the epoch of the master that wrote the candidate's config (0: none recorded)."""
 
 
+# --- hooks (see L{ganeti.cmdlib.hooks} and L{ganeti.noded.hooks}) ---------------------------
+
+
+@declare(TMO_NORMAL)
+def hooks_runner(hpath: str, phase: str, env: dict[str, str]) -> list[list[Any]]:
+    """Run the node's hook scripts C{<hooks dir>/<hpath>-<phase>.d/*} with
+    the environment C{env} (and nothing else): C{[[script, status, output],
+    ...]}, status C{HKR_SKIP} 0, C{HKR_FAIL} 1 or C{HKR_SUCCESS} 2."""
+
+
 def procedure(name: str) -> Procedure[Any, Any]:
     """The declaration of procedure C{name}.
 
