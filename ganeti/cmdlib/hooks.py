@@ -37,8 +37,8 @@ from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 
 from ganeti import errors
-from ganeti.objects import ConfigData, Disk, Instance, Network, Node
-from ganeti.rpc import instances as rpc_inst
+from ganeti.cmdlib import hooks_env
+from ganeti.objects import ConfigData
 from ganeti.rpc import procedures
 
 if TYPE_CHECKING:
@@ -58,12 +58,6 @@ HOOKS_VERSION = 2
 CFGUPDATE = "config-update"
 #: Ganeti's C{HKR_*}
 HKR_SKIP, HKR_FAIL, HKR_SUCCESS = 0, 1, 2
-#: the object types (Ganeti's C{HTYPE_*})
-HTYPE_CLUSTER = "CLUSTER"
-HTYPE_NODE = "NODE"
-HTYPE_GROUP = "GROUP"
-HTYPE_INSTANCE = "INSTANCE"
-HTYPE_NETWORK = "NETWORK"
 #: Ganeti's default data directory, which C{GANETI_DATA_DIR} names
 DATA_DIR = "/var/lib/ganeti"
 
@@ -150,8 +144,6 @@ class HooksMaster:
     """
 
     def __init__(self, lu: LogicalUnit[OpCode]) -> None:
-        from ganeti.cmdlib.hooks_env import SPECS
-
         self.lu = lu
         self.op_id = lu.OP_ID or ""
         self.hpath: str | None = lu.HPATH
@@ -159,7 +151,7 @@ class HooksMaster:
         self._env_fn: Callable[[], dict[str, Any]] = lu.build_hooks_env
         self._post_nodes_fn: Callable[[list[str]], list[str]] = lu.prepare_post_hook_nodes
         nodes_fn: Callable[[], tuple[list[str], list[str]]] = lu.build_hooks_nodes
-        declared = SPECS.get(self.op_id) if self.hpath is None else None
+        declared = hooks_env.SPECS.get(self.op_id) if self.hpath is None else None
         if declared is not None:
             self.hpath, self.htype = declared.hpath, declared.htype
             self._env_fn = lambda: declared.env(lu)
@@ -272,165 +264,3 @@ async def execute(lu: LogicalUnit[OpCode], run: Callable[[], Awaitable[Any]]) ->
     if counting.writes:
         await master.run_config_update()
     return result
-
-
-# --- environments Ganeti's LUs build ----------------------------------------------------
-
-
-def master_uuid(cfg: ConfigData) -> str:
-    """The master node's UUID (the node most LUs run their hooks on)."""
-    return cfg.cluster.master_node or ""
-
-
-def node_names(cfg: ConfigData, uuids: Iterable[str]) -> list[str]:
-    return [(cfg.nodes[u].name or u) if u in cfg.nodes else u for u in uuids]
-
-
-def network_env(net: Network, prefix: str = "") -> dict[str, Any]:
-    """Ganeti's C{Network.HooksDict}."""
-    env: dict[str, Any] = {
-        prefix + "NETWORK_NAME": net.name,
-        prefix + "NETWORK_UUID": net.uuid,
-        prefix + "NETWORK_TAGS": " ".join(net.tags or []),
-    }
-    for field, key in (("network", "SUBNET"), ("gateway", "GATEWAY"), ("network6", "SUBNET6"),
-                       ("gateway6", "GATEWAY6"), ("mac_prefix", "MAC_PREFIX")):
-        value = getattr(net, field)
-        if value:
-            env[prefix + "NETWORK_" + key] = value
-    return env
-
-
-def disk_template(disks: list[Disk], inst: Instance | None = None) -> str:
-    """Ganeti's C{GetDiskTemplate}: the disks' one type, C{mixed} or C{diskless}."""
-    types = {d.dev_type for d in disks if d.dev_type}
-    if not types:
-        return (inst.disk_template if inst is not None and not disks and inst.disk_template else None) or "diskless"
-    return types.pop() if len(types) == 1 else "mixed"
-
-
-def disk_env(idx: int, disk: Disk | Mapping[str, Any]) -> dict[str, Any]:
-    """Ganeti's C{BuildDiskEnv} (a record, or a disk spec of an instance being created)."""
-    env: dict[str, Any] = {}
-    if isinstance(disk, Disk):
-        uuid, name, size, mode = disk.uuid, disk.name, disk.size, disk.mode
-        env.update(_logical_id_env(idx, disk))
-    else:
-        uuid, name = disk.get("uuid", ""), disk.get("name", "")
-        size, mode = disk.get("size", ""), disk.get("mode", "")
-    if name:
-        env["INSTANCE_DISK%d_NAME" % idx] = name
-    env["INSTANCE_DISK%d_UUID" % idx] = uuid
-    env["INSTANCE_DISK%d_SIZE" % idx] = size
-    env["INSTANCE_DISK%d_MODE" % idx] = mode
-    return env
-
-
-def _logical_id_env(idx: int, disk: Disk) -> dict[str, Any]:
-    """Ganeti's C{BuildDiskLogicalIDEnv}."""
-    env: dict[str, Any] = {}
-    lid = disk.logical_id if isinstance(disk.logical_id, (list, tuple)) else []
-    first = {"plain": "VG", "file": "DRIVER", "sharedfile": "DRIVER", "blockdev": "DRIVER", "rbd": "DRIVER",
-             "ext": "PROVIDER", "gluster": "DRIVER"}.get(disk.dev_type or "")
-    if first is not None and len(lid) >= 2:
-        env["INSTANCE_DISK%d_%s" % (idx, first)] = lid[0]
-        env["INSTANCE_DISK%d_ID" % idx] = lid[1]
-    env["INSTANCE_DISK%d_DEV_TYPE" % idx] = disk.dev_type
-    return env
-
-
-def nic_env(cfg: ConfigData, nics: Iterable[Any]) -> dict[str, Any]:
-    """The C{INSTANCE_NIC*} variables of C{nics} (records or dicts with the
-    same keys), their parameters filled from the cluster's (Ganeti's
-    C{NICListToTuple} and the NIC part of C{BuildInstanceHookEnv})."""
-    env: dict[str, Any] = {}
-    default = (cfg.cluster.nicparams or {}).get("default") or {}
-    count = 0
-    for idx, nic in enumerate(nics):
-        count += 1
-        get = nic.get if isinstance(nic, Mapping) else (lambda key, _nic=nic: getattr(_nic, key, None))
-        params = dict(default)
-        params.update(get("nicparams") or {})
-        mode, link, vlan = params.get("mode"), params.get("link"), params.get("vlan")
-        if get("name"):
-            env["INSTANCE_NIC%d_NAME" % idx] = get("name")
-        env["INSTANCE_NIC%d_UUID" % idx] = get("uuid")
-        env["INSTANCE_NIC%d_IP" % idx] = get("ip") or ""
-        env["INSTANCE_NIC%d_MAC" % idx] = get("mac")
-        env["INSTANCE_NIC%d_MODE" % idx] = mode
-        env["INSTANCE_NIC%d_LINK" % idx] = link
-        env["INSTANCE_NIC%d_VLAN" % idx] = vlan
-        net_uuid = get("network")
-        if net_uuid:
-            net = cfg.networks.get(net_uuid) or next(
-                (n for n in cfg.networks.values() if n.name == net_uuid), None)
-            if net is not None:
-                env.update(network_env(net, "INSTANCE_NIC%d_" % idx))
-            else:
-                env["INSTANCE_NIC%d_NETWORK_NAME" % idx] = net_uuid
-        if mode in ("bridged", "openvswitch"):
-            env["INSTANCE_NIC%d_BRIDGE" % idx] = link
-    env["INSTANCE_NIC_COUNT"] = count
-    return env
-
-
-def instance_env(cfg: ConfigData, inst: Instance, *, override: Mapping[str, Any] | None = None,
-                 disks: list[Any] | None = None, nics: list[Any] | None = None,
-                 secondaries: list[str] | None = None) -> dict[str, Any]:
-    """Ganeti's C{BuildInstanceHookEnvByObject}: C{OP_TARGET}, C{INSTANCE_*}.
-
-    @param override: values that replace those of C{inst} (C{INSTANCE_*} keys)
-    @param disks: the disks (records or creation specs; default: C{inst}'s)
-    @param nics: the NICs (default: C{inst}'s)
-    @param secondaries: secondary node UUIDs (default: those of C{inst}'s disks)
-    """
-    current = cfg.instances.get(inst.uuid or "", inst)
-    bep = rpc_inst.filled_beparams(cfg, current)
-    hvp = rpc_inst.filled_hvparams(cfg, current)
-    disk_list = disks if disks is not None else rpc_inst.instance_disks(cfg, current)
-    if secondaries is None:
-        secondaries = sorted({n for d in disk_list if isinstance(d, Disk) for n in d.nodes}
-                             - {current.primary_node or ""})
-    records = [d for d in disk_list if isinstance(d, Disk)]
-    template = disk_template(records, current) if len(records) == len(disk_list) else (
-        current.disk_template or "diskless")
-    maxmem = bep.get("maxmem", bep.get("memory"))
-    env: dict[str, Any] = {
-        "OP_TARGET": current.name,
-        "INSTANCE_NAME": current.name,
-        "INSTANCE_PRIMARY": node_names(cfg, [current.primary_node or ""])[0],
-        "INSTANCE_SECONDARIES": " ".join(node_names(cfg, secondaries)),
-        "INSTANCE_OS_TYPE": current.os,
-        "INSTANCE_STATUS": current.admin_state,
-        "INSTANCE_MINMEM": bep.get("minmem", maxmem),
-        "INSTANCE_MAXMEM": maxmem,
-        "INSTANCE_MEMORY": maxmem,
-        "INSTANCE_VCPUS": bep.get("vcpus"),
-        "INSTANCE_DISK_TEMPLATE": template,
-        "INSTANCE_HYPERVISOR": current.hypervisor,
-    }
-    env.update(nic_env(cfg, nics if nics is not None else current.nics))
-    for idx, disk in enumerate(disk_list):
-        env.update(disk_env(idx, disk))
-    env["INSTANCE_DISK_COUNT"] = len(disk_list)
-    env["INSTANCE_TAGS"] = " ".join(current.tags or [])
-    for source, kind in ((bep, "BE"), (hvp, "HV")):
-        for key, value in source.items():
-            env["INSTANCE_%s_%s" % (kind, key)] = value
-    if override:
-        env.update(override)
-    return env
-
-
-def instance_nodes(cfg: ConfigData, inst: Instance, master: bool = True) -> list[str]:
-    """The master (unless not C{master}) and C{inst}'s nodes: the usual hooks nodes of an instance LU."""
-    from ganeti.cmdlib import instance_utils as iu
-
-    current = cfg.instances.get(inst.uuid or "", inst)
-    nodes = [master_uuid(cfg)] if master else []
-    return nodes + [n for n in iu.instance_nodes(cfg, current) if n not in nodes]
-
-
-def node_target_env(node: Node) -> dict[str, Any]:
-    """C{OP_TARGET} and C{NODE_NAME} (the start of every node LU's environment)."""
-    return {"OP_TARGET": node.name, "NODE_NAME": node.name}
