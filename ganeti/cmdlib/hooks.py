@@ -38,6 +38,7 @@ from twisted.logger import Logger
 
 from ganeti import errors
 from ganeti.cmdlib import hooks_env
+from ganeti.cmdlib.base import REGISTRY
 from ganeti.objects import ConfigData
 from ganeti.rpc import procedures
 
@@ -151,7 +152,9 @@ class HooksMaster:
         self._env_fn: Callable[[], dict[str, Any]] = lu.build_hooks_env
         self._post_nodes_fn: Callable[[list[str]], list[str]] = lu.prepare_post_hook_nodes
         nodes_fn: Callable[[], tuple[list[str], list[str]]] = lu.build_hooks_nodes
-        declared = hooks_env.SPECS.get(self.op_id) if self.hpath is None else None
+        # the table is for the LUs registered for their opcodes (not, say, a test's stand-in)
+        declared = hooks_env.SPECS.get(self.op_id) if self.hpath is None and REGISTRY.get(self.op_id) is type(lu) \
+            else None
         if declared is not None:
             self.hpath, self.htype = declared.hpath, declared.htype
             self._env_fn = lambda: declared.env(lu)

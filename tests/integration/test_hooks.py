@@ -127,7 +127,7 @@ async def test_hooks_on_a_real_cluster(root):
 
         # --- a hook that hangs is killed at the timeout: a clear error ----------------------
         clear(cluster.roots)
-        hook(by_node[N3], "node-modify", "pre", "20-hangs", "echo waiting; sleep 600")
+        hook(by_node[N3], "node-modify", "pre", "20-hangs", "echo waiting; sleep 613.25")
         before = serial(root)
         done = gnt(root, "gnt-node", "modify", "--drained", "yes", N3)
         text = done.stdout + done.stderr
@@ -136,7 +136,7 @@ async def test_hooks_on_a_real_cluster(root):
                 "Hook script execution error: timed out after %d seconds (killed)" % (N3, TIMEOUT)) in text, text
         assert serial(root) == before
         assert not [line for line in os.popen("ps -eo args").read().splitlines() if "node-modify-pre.d/20-hangs" in line
-                    or line.strip() == "sleep 600"], "the hook and its children are gone"
+                    or line.strip() == "sleep 613.25"], "the hook and its children are gone"
 
         # --- a hooks directory that cannot be searched ----------------------------------------
         clear(cluster.roots)
