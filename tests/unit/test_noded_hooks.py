@@ -9,8 +9,8 @@ from typing import Any
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.noded import hooks
