@@ -30,9 +30,9 @@ import os
 import re
 import signal
 import stat
-from typing import Any
+from typing import Any, Callable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.error import ProcessDone
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
@@ -55,6 +55,8 @@ NAME_MASK = re.compile(r"^[a-zA-Z0-9_-]+$")
 HPATH_MASK = re.compile(r"^[a-zA-Z0-9_-]+$")
 #: Seconds a hook script may run before it is killed (ours; Ganeti has no limit).
 DEFAULT_TIMEOUT = 300.0
+#: C{PATH} of every hook (Ganeti's C{HOOKS_PATH})
+HOOKS_PATH = "/sbin:/bin:/usr/sbin:/usr/bin"
 #: Output kept per script (bytes, the end of it).
 MAX_OUTPUT = 256 * 1024
 #: How a script runs in a session of its own, so a timeout kills its children too.
@@ -223,3 +225,45 @@ class HooksRunner:
         if code == 0:
             return HKR_SUCCESS, text
         return HKR_FAIL, text
+
+    # --- hooks a node runs for itself (Ganeti's RunLocalHooks) -------------------------------
+    def _ssconf(self, key: str) -> str | None:
+        try:
+            with open(self.paths.ssconf(key)) as handle:
+                return handle.read().strip() or None
+        except OSError:
+            return None
+
+    def local_env(self, op_id: str, hpath: str, phase: str, variables: dict[str, Any],
+                  pre: dict[str, Any] | None = None) -> dict[str, str]:
+        """The environment of a local hook: Ganeti's fixed variables, the
+        cluster and master from this node's ssconf, C{variables} prefixed
+        C{GANETI_} (pre) or C{GANETI_POST_} (post, with the pre ones too)."""
+        env: dict[str, Any] = {"PATH": HOOKS_PATH, "GANETI_HOOKS_VERSION": 2, "GANETI_OP_CODE": op_id,
+                               "GANETI_DATA_DIR": "/var/lib/ganeti", "GANETI_HOOKS_PHASE": phase,
+                               "GANETI_HOOKS_PATH": hpath, "GANETI_OBJECT_TYPE": "CLUSTER"}
+        for key, value in (("GANETI_CLUSTER", self._ssconf("cluster_name")),
+                           ("GANETI_MASTER", self._ssconf("master_node"))):
+            if value is not None:
+                env[key] = value
+        prefix = "GANETI_" if phase == "pre" else "GANETI_POST_"
+        env.update((prefix + key, value) for key, value in variables.items())
+        if pre:
+            env.update(("GANETI_" + key, value) for key, value in pre.items())
+        return {key: str(value) for key, value in env.items()}
+
+    async def run_local(self, op_id: str, hpath: str, variables: dict[str, Any],
+                        action: Callable[[], Any]) -> Any:
+        """Ganeti's C{RunLocalHooks} (the master IP's C{master-ip-turnup} and
+        C{-turndown}): this node's pre hooks (a failure refuses the procedure
+        with their output), C{action()}, then the post hooks (failures logged)."""
+        pre = await self.run_hooks(hpath, "pre", self.local_env(op_id, hpath, "pre", variables))
+        failed = ["%s: %s" % (script, output or "(no output)") for script, status, output in pre if status == HKR_FAIL]
+        if failed:
+            raise RpcFailure("Hooks of %s failed: %s" % (hpath, "; ".join(failed)))
+        result = await maybeDeferred(action)
+        post = await self.run_hooks(hpath, "post", self.local_env(op_id, hpath, "post", variables, variables))
+        for script, status, output in post:
+            if status == HKR_FAIL:
+                self.log.warn("hooks: {script} failed, output: {output}", script=script, output=output)
+        return result

@@ -101,6 +101,7 @@ class NodeProcedures:
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         self.election = elector.ElectionProcedures(paths, reactor, self.epoch, lost_since)
         self.hooks = hooks.HooksRunner(paths, reactor, hooks_timeout)
+        self.master.hooks = self.hooks
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None

@@ -151,3 +151,47 @@ class HooksRunnerTests(SynchronousTestCase):
 
     def test_values_become_strings(self) -> None:
         self.assertEqual(hooks.check_request("x", "post", {"A": 1, "B": True}), {"A": "1", "B": "True"})
+
+
+class LocalHooksTests(SynchronousTestCase):
+    """The master IP's hooks, which NodeD runs for itself (Ganeti's RunLocalHooks)."""
+
+    def setUp(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="hooks-")
+        self.addCleanup(lambda: os.system("rm -rf %s" % self.root))
+        self.paths = Paths(self.root)
+        os.makedirs(self.paths.data_dir)
+        for key, value in (("cluster_name", "c.test"), ("master_node", "n1.test")):
+            with open(self.paths.ssconf(key), "w") as handle:
+                handle.write(value + "\n")
+        self.reactor = ProcessReactor()
+        self.runner = hooks.HooksRunner(self.paths, self.reactor, timeout=30)
+        for phase in ("pre", "post"):
+            os.makedirs(os.path.join(self.paths.hooks_dir, "master-ip-turnup-%s.d" % phase))
+            _script(os.path.join(self.paths.hooks_dir, "master-ip-turnup-%s.d" % phase), "a")
+        self.done: list[str] = []
+
+    def run_local(self) -> Any:
+        return ensureDeferred(self.runner.run_local("OP_CLUSTER_IP_TURNUP", "master-ip-turnup",
+                                                    {"MASTER_IP": "192.0.2.9"}, lambda: self.done.append("up")))
+
+    def test_pre_action_post(self) -> None:
+        d = self.run_local()
+        env = self.reactor.spawned[0][2]
+        self.assertEqual((env["GANETI_MASTER_IP"], env["GANETI_HOOKS_PATH"], env["GANETI_CLUSTER"],
+                          env["GANETI_MASTER"], env["GANETI_HOOKS_PHASE"]),
+                         ("192.0.2.9", "master-ip-turnup", "c.test", "n1.test", "pre"))
+        self.reactor.spawned[0][0].processEnded(Failure(ProcessDone(0)))
+        self.assertEqual(self.done, ["up"])
+        post = self.reactor.spawned[1][2]
+        self.assertEqual((post["GANETI_POST_MASTER_IP"], post["GANETI_MASTER_IP"]), ("192.0.2.9", "192.0.2.9"))
+        self.reactor.spawned[1][0].processEnded(Failure(ProcessTerminated(exitCode=1)))  # only logged
+        self.successResultOf(d)
+
+    def test_failing_pre_hook_refuses(self) -> None:
+        d = self.run_local()
+        self.reactor.spawned[0][0].outReceived(b"not here\n")
+        self.reactor.spawned[0][0].processEnded(Failure(ProcessTerminated(exitCode=1)))
+        failure = self.failureResultOf(d, RpcFailure)
+        self.assertEqual(str(failure.value), "Hooks of master-ip-turnup failed: master-ip-turnup-pre.d/a: not here")
+        self.assertEqual(self.done, [])
