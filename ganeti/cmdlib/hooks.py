@@ -195,8 +195,13 @@ class HooksMaster:
             nodes, env = self.pre_nodes, self.pre_env
         else:
             self.lu.cfg = await self.lu.ctx.wconfd.read_config()  # the state after the change
-            nodes = frozenset(n for n in self._post_nodes_fn(sorted(self.post_nodes)) if n)
-            env = dict(prefixed(self._env_fn(), PHASE_POST))
+            try:
+                nodes = frozenset(n for n in self._post_nodes_fn(sorted(self.post_nodes)) if n)
+                env = dict(prefixed(self._env_fn(), PHASE_POST))
+            except Exception as e:  # the change is made: a warning, not a failed job
+                log.error("job {job}: post hooks of {hpath}: {e!r}", job=self.lu.ctx.job_id, hpath=self.hpath, e=e)
+                await self.lu.log_warning("Post hooks of %s not run: %s", self.hpath, e)
+                return None
             env.update(self.pre_env)
         if not nodes:
             return None
