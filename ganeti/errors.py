@@ -90,6 +90,14 @@ class OpExecError(GenericError):
     """An operation failed while it ran."""
 
 
+class HooksFailure(GenericError):
+    """Hooks could not be run (no node answered the pre phase)."""
+
+
+class HooksAbort(HooksFailure):
+    """A pre-phase hook failed: C{args[0]} is C{[(node, script, output), ...]}."""
+
+
 class JobLost(GenericError):
     """The job is not known (any more)."""
 

@@ -110,6 +110,16 @@ class Paths:
     def queue_dir(self) -> str:
         return os.path.join(self.data_dir, "queue")
 
+    # --- /etc/ganeti --------------------------------------------------------
+    @cached_property
+    def conf_dir(self) -> str:
+        return self._under("etc", "ganeti")
+
+    @property
+    def hooks_dir(self) -> str:
+        """The LU hooks: C{<hpath>-<phase>.d/} directories (Ganeti's C{HOOKS_BASE_DIR})."""
+        return os.path.join(self.conf_dir, "hooks")
+
     # --- /var/run/ganeti --------------------------------------------------
     @cached_property
     def run_dir(self) -> str:

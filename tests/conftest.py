@@ -88,6 +88,7 @@ SLOW_FIRST = (
     "tests/integration/test_failover.py",
     "tests/integration/test_extstorage.py",
     "tests/integration/test_oob.py",
+    "tests/integration/test_hooks.py",
     "tests/unit/test_import_circles.py",
     "tests/unit/test_import_graph.py",
     "tests/unit/test_luxi_contract.py",

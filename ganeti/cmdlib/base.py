@@ -22,8 +22,10 @@ The processor (L{ganeti.jobs.processor.Processor}) drives a logical unit
   5. C{self.cfg} is re-read (it now reflects what the locks protect), and
      L{LogicalUnit.check_prereq} runs: raise L{errors.OpPrereqError} with
      an C{ECODE_*} when the operation cannot be done;
-  6. unless C{dry_run}: C{await lu.exec_(feedback)}; its return value is the
+  6. the pre hooks (an LU with C{HPATH}: L{ganeti.cmdlib.hooks}), then
+     unless C{dry_run}: C{await lu.exec_(feedback)}; its return value is the
      opcode result (JSON-able); raise L{errors.OpExecError} on failure;
+     then the post hooks, and the C{config-update} hooks if it wrote the config;
   7. every lock is released, whatever happened.
 
 Changes go through WConfD: L{LogicalUnit.update}, L{LogicalUnit.add},
@@ -241,6 +243,9 @@ class LogicalUnit(Generic[OpT]):
 
     @cvar OP_ID: the opcode this LU runs.
     @cvar REQ_BGL: take the BGL exclusively (default); False: shared.
+    @cvar HPATH: the hooks path (C{"instance-add"}; C{None}: no hooks, as a
+        Ganeti C{NoHooksLU}); with it C{HTYPE} (C{"INSTANCE"}, ...) and
+        L{build_hooks_env} and L{build_hooks_nodes}.
     @ivar op: the typed opcode (defaults filled in); frozen: an LU keeps
         names it resolves with C{attrs.evolve}.
     @ivar cfg: a L{ConfigData} snapshot (see the module docstring for when it
@@ -259,6 +264,8 @@ class LogicalUnit(Generic[OpT]):
 
     OP_ID: ClassVar[str | None] = None
     REQ_BGL: ClassVar[bool] = True
+    HPATH: ClassVar[str | None] = None
+    HTYPE: ClassVar[str | None] = None
 
     def __init__(self, op: OpT, ctx: OpContext, cfg: ConfigData | None = None) -> None:
         self.op: OpT = op
@@ -303,6 +310,20 @@ class LogicalUnit(Generic[OpT]):
     async def exec_(self, feedback: Feedback) -> Any:
         """Do it; return the opcode result."""
         raise NotImplementedError("%s does not implement exec_" % type(self).__name__)
+
+    # --- LU hooks (Ganeti's BuildHooksEnv, BuildHooksNodes, PreparePostHookNodes) ---
+    def build_hooks_env(self) -> dict[str, Any]:
+        """The hooks' variables, without the C{GANETI_} prefix (after
+        C{check_prereq}; again after C{exec_} for the post phase)."""
+        raise NotImplementedError("%s has HPATH but no build_hooks_env" % type(self).__name__)
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        """C{(node UUIDs of the pre phase, node UUIDs of the post phase)}."""
+        raise NotImplementedError("%s has HPATH but no build_hooks_nodes" % type(self).__name__)
+
+    def prepare_post_hook_nodes(self, nodes: list[str]) -> list[str]:
+        """The post phase's nodes, just before it runs (default: C{nodes})."""
+        return nodes
 
     # --- lock helpers ------------------------------------------------------
     def share_all(self) -> None:

@@ -19,7 +19,8 @@ For each opcode not yet finished:
      WConfD waits (pushed by lock changes, not polled) until at least the
      LU's count is; what was got is in C{lu.acquired};
   4. status C{running}, C{exec_timestamp}; re-read the config,
-     C{check_prereq}, C{exec_} (skipped with C{dry_run});
+     C{check_prereq}, then through L{ganeti.cmdlib.hooks.execute}: the pre
+     hooks, C{exec_} (skipped with C{dry_run}), the post hooks;
   5. an LU result that is a L{ganeti.jobs.lifecycle.ResultWithJobs} has
      its jobs submitted (the result becomes C{{"jobs": [...]}});
      status C{success} with the result, or C{error} with the encoded
@@ -339,6 +340,7 @@ class Processor:
         return ok
 
     async def _execute(self, index: int, qop: QueuedOpCode, op: dict[str, Any], lu_class: LUClass) -> Any:
+        from ganeti.cmdlib import hooks
         from ganeti.cmdlib.base import OpContext
 
         feedback = partial(self._feedback, index)
@@ -354,12 +356,14 @@ class Processor:
             await self._save()
             lu.cfg = await self.wconfd.read_config()
             lu.check_prereq()
-            if lu.op.dry_run:
-                return lu.dry_run_result
-            result = await lu.exec_(ctx.feedback)
-            if isinstance(result, lifecycle.ResultWithJobs):
-                result = await followup.submit(self.submit_jobs, op, result, self.job.id)
-            return result
+
+            async def run() -> Any:
+                result = await lu.exec_(ctx.feedback)
+                if isinstance(result, lifecycle.ResultWithJobs):
+                    result = await followup.submit(self.submit_jobs, op, result, self.job.id)
+                return result
+
+            return await hooks.execute(lu, run)  # pre hooks, run() unless dry_run, post hooks
         finally:
             await ctx.close()
 

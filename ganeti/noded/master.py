@@ -164,6 +164,8 @@ class MasterProcedures:
         self._port = port
         #: writes config deltas this node journalled into config.data (set by NodeProcedures)
         self.flush_config: Callable[[], None] = lambda: None
+        #: runs the master IP's local hooks (L{ganeti.noded.hooks.HooksRunner}; set by NodeProcedures)
+        self.hooks: Any = None
         self._listing = replicas.ListingCache(paths.queue_dir)
 
     def _in_thread(self, function: Callable[..., _T], *args: Any) -> defer.Deferred[_T]:
@@ -282,13 +284,30 @@ class MasterProcedures:
 
         return self._in_thread(run)
 
+    async def _master_ip_hooked(self, action: str, params: Any, use_external_mip_script: Any) -> None:
+        """L{_master_ip} inside the hooks Ganeti runs around it (C{master-ip-turnup}/C{-turndown})."""
+        master_ip_command(action, params)  # refuses bad parameters before any hook runs
+        if self.hooks is None:
+            await defer.maybeDeferred(self._master_ip, action, params, use_external_mip_script)
+            return
+        try:
+            version = ipaddress.ip_address(params.get("ip") or "").version
+        except ValueError:
+            version = 4
+        variables = {"MASTER_NETDEV": params.get("netdev"), "MASTER_IP": params.get("ip"),
+                     "MASTER_NETMASK": str(params.get("netmask")), "CLUSTER_IP_VERSION": str(version)}
+        op_id, hpath = ("OP_CLUSTER_IP_TURNUP", "master-ip-turnup") if action == "add" else (
+            "OP_CLUSTER_IP_TURNDOWN", "master-ip-turndown")
+        await self.hooks.run_local(op_id, hpath, variables,
+                                   lambda: self._master_ip(action, params, use_external_mip_script))
+
     @handler(procedures.node_activate_master_ip)
-    def node_activate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> defer.Deferred[None] | None:
-        return self._master_ip("add", master_params, use_external_mip_script)
+    async def node_activate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> None:
+        await self._master_ip_hooked("add", master_params, use_external_mip_script)
 
     @handler(procedures.node_deactivate_master_ip)
-    def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> defer.Deferred[None] | None:
-        return self._master_ip("del", master_params, use_external_mip_script)
+    async def node_deactivate_master_ip(self, master_params: Any, use_external_mip_script: Any) -> None:
+        await self._master_ip_hooked("del", master_params, use_external_mip_script)
 
     @handler(procedures.epoch_claim)
     def epoch_claim(self, epoch: Any, holder: Any) -> int:

@@ -33,7 +33,7 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, oob, storage_units
+from ganeti.noded import diskfiles, dispatch, files, hooks, hotplug, impexp, instances, master, oob, storage_units
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -81,12 +81,14 @@ class NodeProcedures:
     @param port: the noded port of other nodes (reachability test)
     @param lost_since: when this node's heartbeat lost the master
         (automatic failover; C{None}: no heartbeat runs here)
+    @param hooks_timeout: seconds a hook script may run (L{hooks.HooksRunner})
     """
 
     log = Logger()
 
     def __init__(self, paths: Paths, reactor: IReactor, *, shutdown: Callable[[], None] | None = None,
-                 port: int = wire.DEFAULT_PORT, lost_since: Callable[[], float | None] | None = None) -> None:
+                 port: int = wire.DEFAULT_PORT, lost_since: Callable[[], float | None] | None = None,
+                 hooks_timeout: float = hooks.DEFAULT_TIMEOUT) -> None:
         self.paths = paths
         self._reactor = reactor
         self._shutdown = shutdown
@@ -99,12 +101,14 @@ class NodeProcedures:
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
         self.election = elector.ElectionProcedures(paths, reactor, self.epoch, lost_since)
         self.oob = oob.OobProcedures(reactor, paths.root)
+        self.hooks = hooks.HooksRunner(paths, reactor, hooks_timeout)
+        self.master.hooks = self.hooks
         #: queue file path -> its lock: writes of one file stay in order
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election, self.oob])
+                                           self.election, self.oob, self.hooks])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush

@@ -31,7 +31,7 @@ from ganeti.heartbeat import wire as heartbeat_wire
 from ganeti.heartbeat.client import heartbeat_client
 from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
-from ganeti.noded import accel_start
+from ganeti.noded import accel_start, hooks
 from ganeti.noded.join import JoinService
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
@@ -55,6 +55,17 @@ def mond_port(value: str) -> int:
     return 0 if value.strip() == "0" else port_number(value)
 
 
+def _positive_seconds(value: str) -> float:
+    """C{--hooks-timeout}: a positive number of seconds."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise usage.UsageError("not a number of seconds: %r" % value) from None
+    if not 0 < seconds < 86400:
+        raise usage.UsageError("must be a positive number of seconds below a day: %r" % value)
+    return seconds
+
+
 class Options(usage.Options):
     synopsis = "[--bind ADDRESS] [options]"
     longdesc = (
@@ -74,6 +85,8 @@ class Options(usage.Options):
          "(default: $GANETI_HEARTBEAT_PORT or 1817; 0: no heartbeats).", port_number],
         ["confd-port", None, 1814, "UDP port of the master candidates' ganeti-confd, asked where the master is "
          "when this node's ssconf names none or a master that does not answer (default 1814).", port_number],
+        ["hooks-timeout", None, hooks.DEFAULT_TIMEOUT, "Seconds a hook script may run before it is killed "
+         "(default 300).", _positive_seconds],
         ["mond-port", None, 1815, "Once joined, start ganeti-mond on this port of --bind (0: do not).", mond_port],
     ] + http_limits.option_parameters(DEFAULT_LIMITS)
 
@@ -148,6 +161,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     def joined_factory() -> Any:
         creds = Credentials.cluster(paths)
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"],
+                                    hooks_timeout=options["hooks-timeout"],
                                     lost_since=(lambda: heartbeats.lost_since) if heartbeats is not None else None)
         elections.procedures = procedures.election
         if heartbeats is not None:

@@ -478,6 +478,14 @@ def node_powercycle(hypervisor: str, hvparams: dict[str, Any] | None = None) -> 
     """Hard powercycle this node 5 seconds after answering (the sysrq reboot,
     else C{reboot -n -f}); refused on a node whose root is not C{/} (it shares
     its machine with other nodes)."""
+# --- hooks (see L{ganeti.cmdlib.hooks} and L{ganeti.noded.hooks}) ---------------------------
+
+
+@declare(TMO_NORMAL)
+def hooks_runner(hpath: str, phase: str, env: dict[str, str]) -> list[list[Any]]:
+    """Run the node's hook scripts C{<hooks dir>/<hpath>-<phase>.d/*} with
+    the environment C{env} (and nothing else): C{[[script, status, output],
+    ...]}, status C{HKR_SKIP} 0, C{HKR_FAIL} 1 or C{HKR_SUCCESS} 2."""
 
 
 def procedure(name: str) -> Procedure[Any, Any]:

@@ -90,10 +90,11 @@ class LoopbackCluster:
 
     def __init__(self, reactor: IReactor, root: Paths, config: ConfigData, nodes: int | None = None, *,
                  shared_file_storage: bool = False, rapi_users: str | None = None, luxid: bool = True,
-                 prefix: str = "gntc", wconfd_args: Iterable[str] = ()) -> None:
+                 prefix: str = "gntc", wconfd_args: Iterable[str] = (), noded_args: Iterable[str] = ()) -> None:
         """@param nodes: how many nodes run (default: those of C{config};
             more for nodes the test adds)
         @param wconfd_args: more options of the master's ganeti-wconfd
+        @param noded_args: more options of every ganeti-noded
         @param luxid: whether L{start} starts LuxiD (else the caller does,
             with L{start_daemon})
         @param prefix: of the other nodes' roots under /tmp (removed by
@@ -105,6 +106,7 @@ class LoopbackCluster:
         self.rapi_users = rapi_users
         self.start_luxid = luxid
         self.prefix = prefix
+        self.noded_args = list(noded_args)
         self.rpc_port = free_port()
         #: the heartbeat port of LuxiD and every NodeD
         self.heartbeat_port = free_port()
@@ -155,8 +157,8 @@ class LoopbackCluster:
             write_node_identity(paths, name, address)
         port = self.rpc_port
         env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port), RAPI_PORT_ENV: str(self.rapi_port)}
-        self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), tcp=(address, port),
-                              env=env)
+        self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), *self.noded_args,
+                              tcp=(address, port), env=env)
                        for paths, address in zip(self.roots, self.nodes.values())]
 
     async def start(self) -> LoopbackCluster:

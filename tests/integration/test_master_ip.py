@@ -36,7 +36,7 @@ async def main(reactor):
     await procs.node_deactivate_master_ip(params, False)
     await procs.node_deactivate_master_ip(params, False)  # already down: fine
     seen["down"] = addresses()
-    assert procs.node_activate_master_ip(dict(params, netdev="none"), False) is None  # no netdev: nothing
+    assert await procs.node_activate_master_ip(dict(params, netdev="none"), False) is None  # no netdev: nothing
     seen["none"] = addresses()
     print(json.dumps(seen))
 

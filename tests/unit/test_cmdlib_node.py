@@ -50,6 +50,8 @@ class FakeRpc(Runner):
 
     async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> dict[str, RpcResult]:
         nodes = dict(nodes)
+        if procedure == "hooks_runner":  # not counted among the LU's calls
+            return {name: RpcResult(name, True, []) for name in nodes}
         self.calls.append((procedure, nodes, list(args)))
         results = {}
         for name in nodes:
