@@ -8,6 +8,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                 'remove': 'Remove exports of named instance from the filesystem'},
  'gnt-cluster': {'activate-master-ip': 'Activate the master IP',
                  'add-tags': 'Add tags to the cluster',
+                 'command': 'Runs a command on all (or only some) nodes',
+                 'copyfile': 'Copies a file to all (or only some) nodes',
                  'deactivate-master-ip': 'Deactivate the master IP',
                  'destroy': "Stop the daemons and remove the cluster's files from this node",
                  'getmaster': "Print the master node's name",

@@ -33,7 +33,8 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, hotplug, impexp, instances, master, storage_units
+from ganeti.noded import crypto_tokens, diskfiles, dispatch, files, hotplug, impexp, instances, master, storage_units
+from ganeti.noded import commands as node_commands
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -102,8 +103,10 @@ class NodeProcedures:
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
+        self.crypto = crypto_tokens.CryptoTokenProcedures(paths)
+        self.commands = node_commands.CommandProcedures(paths, reactor)
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election])
+                                           self.election, self.crypto, self.commands])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush
