@@ -197,7 +197,11 @@ class CommandProcedures:
             except (OSError, TypeError):
                 pass
             # a child outside the session may hold the output open: answer without waiting for it
-            reactor.callLater(KILL_GRACE, lambda: session.done.called or session.done.callback(-signal.SIGKILL))
+            reactor.callLater(KILL_GRACE, give_up)
+
+        def give_up() -> None:
+            if not session.done.called:
+                session.done.callback(-signal.SIGKILL)
 
         timer = reactor.callLater(timeout, kill)
         try:
