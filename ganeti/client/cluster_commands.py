@@ -232,3 +232,81 @@ def setup_copyfile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--use-replication-network", action="store_true",
                         help="Reach the nodes at their secondary IPs")
     parser.add_argument("filename", metavar="FILE", help="The file, copied to the same path on the nodes")
+
+
+# --- renew-crypto ------------------------------------------------------------------------------
+
+#: Options of Ganeti's renew-crypto that change files every daemon holds (not renewed here yet).
+NOT_YET = (
+    ("new_cluster_cert", "--new-cluster-certificate"),
+    ("new_rapi_cert", "--new-rapi-certificate"),
+    ("rapi_cert", "--rapi-certificate"),
+    ("new_spice_cert", "--new-spice-certificate"),
+    ("spice_cert", "--spice-certificate"),
+    ("new_confd_hmac_key", "--new-confd-hmac-key"),
+    ("new_cluster_domain_secret", "--new-cluster-domain-secret"),
+    ("cluster_domain_secret", "--cluster-domain-secret"),
+)
+
+
+def renew_crypto(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's renew-crypto; here only C{--new-node-certificates} (and the
+    SSH options, a no-op without an SSH setup): the cluster keeps serving."""
+    from ganeti.client import prompt
+    from ganeti.client.jobs import opcode, submit_opcodes
+
+    ctx.out('Updating certificates now. Running "gnt-cluster verify"  is recommended after this operation.')
+    if opts.new_rapi_cert and opts.rapi_cert:
+        ctx.err("Only one of the --new-rapi-certificate and --rapi-certificate options can be specified at the"
+                " same time.")
+        return EXIT_FAILURE
+    if opts.new_cluster_domain_secret and opts.cluster_domain_secret:
+        ctx.err("Only one of the --new-cluster-domain-secret and --cluster-domain-secret options can be"
+                " specified at the same time.")
+        return EXIT_FAILURE
+    missing = [flag for attr, flag in NOT_YET if getattr(opts, attr)]
+    if missing:
+        ctx.err("Failure: prerequisites not met for this operation:\n%s cannot be renewed here yet (only"
+                " --new-node-certificates); nothing was changed" % ", ".join(missing))
+        return EXIT_FAILURE
+    if not (opts.new_node_cert or opts.new_ssh_keys):
+        ctx.err("Failure: prerequisites not met for this operation:\nnothing to renew: give"
+                " --new-node-certificates")
+        return EXIT_FAILURE
+    if not opts.force and not prompt.ask_user("This renews the nodes' client certificates while the cluster"
+                                              " keeps running. Continue?"):
+        return EXIT_FAILURE
+    submit_opcodes(ctx, [opcode(ctx, "OP_CLUSTER_RENEW_CRYPTO", node_certificates=bool(opts.new_node_cert),
+                                renew_ssh_keys=bool(opts.new_ssh_keys), ssh_key_type=opts.ssh_key_type,
+                                ssh_key_bits=opts.ssh_key_bits, verbose=bool(opts.verbose),
+                                debug=bool(opts.debug))])
+    ctx.out('All requested certificates and keys have been replaced. Running "gnt-cluster verify" now is'
+            " recommended.")
+    return EXIT_SUCCESS
+
+
+def setup_renew_crypto(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--new-cluster-certificate", dest="new_cluster_cert", action="store_true",
+        help="Generate a new cluster certificate (not yet here)")
+    add("--new-node-certificates", dest="new_node_cert", action="store_true",
+        help="Issue every online node a new client certificate")
+    add("--new-rapi-certificate", dest="new_rapi_cert", action="store_true",
+        help="Generate a new RAPI certificate (not yet here)")
+    add("--rapi-certificate", dest="rapi_cert", metavar="FILE", help="A RAPI certificate to use (not yet here)")
+    add("--new-spice-certificate", dest="new_spice_cert", action="store_true", help="(not yet here)")
+    add("--spice-certificate", dest="spice_cert", metavar="FILE", help="(not yet here)")
+    add("--spice-ca-certificate", dest="spice_cacert", metavar="FILE", help="(not yet here)")
+    add("--new-confd-hmac-key", dest="new_confd_hmac_key", action="store_true",
+        help="Create a new HMAC key for confd (not yet here)")
+    add("--new-cluster-domain-secret", dest="new_cluster_domain_secret", action="store_true",
+        help="Create a new cluster domain secret (not yet here)")
+    add("--cluster-domain-secret", dest="cluster_domain_secret", metavar="FILE",
+        help="Load the new cluster domain secret from FILE (not yet here)")
+    add("--new-ssh-keys", dest="new_ssh_keys", action="store_true",
+        help="Renew the nodes' SSH keys (a no-op: no SSH setup is kept)")
+    add("--ssh-key-type", dest="ssh_key_type", choices=("rsa", "dsa", "ecdsa"), help="Type of the SSH keys")
+    add("--ssh-key-bits", dest="ssh_key_bits", type=int, metavar="BITS", help="Size of the SSH keys")
+    add("--no-ssh-key-check", action="store_true", help="Accepted for Ganeti compatibility")
+    add("-f", "--force", action="store_true", help="Do not ask for confirmation")
+    add("-v", "--verbose", action="store_true", help="Verbose mode")

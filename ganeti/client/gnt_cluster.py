@@ -312,6 +312,9 @@ COMMANDS: dict[str, Command] = {
                         "Copies a file to all (or only some) nodes",
                         "Through each node's NodeD over the cluster's TLS (not SSH); logged in commands.log"
                         " on the node."),
+    "renew-crypto": Command("ganeti.client.cluster_commands:renew_crypto", _lazy_commands("setup_renew_crypto"),
+                            "Renews cluster certificates, keys and secrets",
+                            "Here: --new-node-certificates (OP_CLUSTER_RENEW_CRYPTO), while the cluster runs."),
     "list-tags": Command(list_tags, None, "List the tags of the cluster"),
     "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the cluster"),
     "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the cluster"),

@@ -22,6 +22,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                  'queue': 'Change queue properties',
                  'redist-conf': 'Forces a push of the configuration file and ssconf files',
                  'remove-tags': 'Remove tags from the cluster',
+                 'renew-crypto': 'Renews cluster certificates, keys and secrets',
                  'repair-disk-sizes': 'Updates mismatches in recorded disk sizes',
                  'verify': 'Does a check on the cluster configuration and the nodes',
                  'verify-disks': 'Does a check on the cluster disk status',

@@ -23,9 +23,9 @@ from typing import Any, Iterable
 
 import attrs
 
-from ganeti.cmdlib.base import LogicalUnit
+from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, Feedback, LogicalUnit, register
 from ganeti.objects import ConfigData, Node
-from ganeti.opcodes.typed import OpCode
+from ganeti.opcodes.typed import OpClusterRenewCrypto, OpCode
 from ganeti.rpc import procedures
 
 #: Seconds a node gets to tell its digest.
@@ -112,3 +112,48 @@ async def sync(lu: LogicalUnit[OpCode], nodes: Iterable[str] | None = None, *,
 async def replace(lu: LogicalUnit[OpCode], digests: dict[str, str]) -> None:
     """Set C{candidate_certs} to C{digests} wholesale (renew-crypto; Ganeti's C{SetCandidateCerts})."""
     await lu.modify("cluster", None, lambda cluster: attrs.evolve(cluster, candidate_certs=dict(digests)))
+
+
+@register
+class LUClusterRenewCrypto(LogicalUnit[OpClusterRenewCrypto]):
+    """Ganeti's C{OP_CLUSTER_RENEW_CRYPTO}: with C{node_certificates}, every
+    online node issues itself a new client certificate (C{node_crypto_tokens}
+    C{create}, signed by the cluster certificate it holds; up to three tries
+    each) and C{candidate_certs} becomes the new digests of the master and
+    the candidates.  Nodes that fail are reported and keep their old
+    certificate and digest.  Locks every node.
+
+    Our daemons call nodes with the cluster certificate, so nothing they do
+    fails meanwhile; a Ganeti tool run on a candidate is refused between its
+    new certificate and the ssconf that carries its digest (seconds).
+    """
+
+    OP_ID = "OP_CLUSTER_RENEW_CRYPTO"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        self.needed_locks[LEVEL_NODE] = ALL_SET
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        if self.op.node_certificates:
+            await self.feedback("Renewing Node SSL certificates")
+            await self._renew_node_certificates()
+        if self.op.renew_ssh_keys:
+            await self.feedback("Cannot renew SSH keys if the cluster is configured to not modify the SSH setup.")
+        return None
+
+    async def _renew_node_certificates(self) -> None:
+        cfg = self.cfg
+        online = [node for node in sorted(cfg.nodes.values(), key=lambda n: n.name or "") if not node.offline]
+        for node in cfg.nodes.values():
+            if node.offline:
+                await self.log_info("Skipping offline node %s", node.name)
+        found, failed = await fetch_digests(self, online, create=True, attempts=ATTEMPTS)
+        if failed:
+            await self.feedback("Some nodes' SSL client certificates could not be renewed. Please make sure those"
+                                " nodes are reachable and rerun the operation. The affected nodes and their"
+                                " errors are:\n" + "".join("Node %s: %s\n" % item for item in sorted(failed.items())))
+        wanted = holders(cfg)
+        known = cfg.cluster.candidate_certs or {}
+        digests = {uuid: found.get(uuid) or known.get(uuid, "") for uuid in wanted}
+        await replace(self, {uuid: digest for uuid, digest in digests.items() if digest})

@@ -8,6 +8,8 @@ loopback cluster (real NodeDs, real mutual TLS).
     candidate's digest in the config (and so in every node's
     C{ssconf_master_candidates_certs}); a demoted node's certificate is
     refused again.
+  - C{gnt-cluster renew-crypto --new-node-certificates} while queries run:
+    every node's new certificate is accepted, the old one refused.
   - C{gnt-cluster command} and C{copyfile} reach the nodes through NodeD,
     not SSH, and each node's C{commands.log} records them.
 """
@@ -18,6 +20,7 @@ import os
 import shutil
 import socket
 import ssl
+import subprocess
 import tempfile
 
 import attrs
@@ -28,7 +31,7 @@ from twisted.internet import reactor
 from ganeti import crypto
 from ganeti.noded import commands
 from ganeti.objects import ConfigData
-from ganeti.testing.cluster import LoopbackCluster, gnt, ok, ssconf_of
+from ganeti.testing.cluster import BIN, LoopbackCluster, gnt, ok, ssconf_of
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
 from tests.integration.test_failover import cluster_config, ready_cluster, stop_master_daemons
 from tests.integration.test_ganeti_tools import daemon_util_missing, ganeti_gnt_cluster
@@ -47,6 +50,11 @@ def candidate_certs(cluster: LoopbackCluster) -> dict[str, str]:
     with open(cluster.master.config_data, "rb") as handle:
         cfg = ConfigData.from_json(handle.read())
     return {cfg.nodes[uuid].name: digest for uuid, digest in cfg.cluster.candidate_certs.items()}
+
+
+def uuid_certs(cluster: LoopbackCluster) -> dict[str, str]:
+    with open(cluster.master.config_data, "rb") as handle:
+        return dict(ConfigData.from_json(handle.read()).cluster.candidate_certs)
 
 
 def handshake(client_pem: str, address: str, port: int) -> str:
@@ -98,6 +106,26 @@ async def test_every_candidate_certificate_lets_ganeti_master_failover_vote(root
             assert handshake(roots[2].client_pem, cluster.nodes[N1], cluster.rpc_port).startswith("refused")
             ok(root, "gnt-node", "modify", "-C", "yes", N3)
             assert candidate_certs(cluster)[N3] == digests[N3]
+
+            # renew-crypto --new-node-certificates while queries run: new client certificates everywhere,
+            # their digests in candidate_certs, the old ones refused
+            old_pem = os.path.join(workdir, "old-client.pem")
+            shutil.copy(roots[1].client_pem, old_pem)
+            stream = subprocess.Popen(["/bin/sh", "-c", "for i in $(seq 40); do %s --root %s list --no-headers -o name"
+                                       " >/dev/null || exit 1; done" % (os.path.join(BIN, "gnt-node"), root.root)])
+            out = ok(root, "gnt-cluster", "renew-crypto", "--new-node-certificates", "-f")
+            assert out.endswith('All requested certificates and keys have been replaced. Running "gnt-cluster'
+                                ' verify" now is recommended.\n'), out
+            assert stream.wait(timeout=120) == 0, "a query failed during the renewal"
+            renewed = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
+            assert candidate_certs(cluster) == renewed
+            assert not set(renewed.values()) & set(digests.values())
+            await cluster.until(lambda: sorted((ssconf_of(roots[0], "master_candidates_certs") or "").split())
+                                == sorted("%s=%s" % (uuid, d) for uuid, d in uuid_certs(cluster).items()))
+            assert handshake(roots[1].client_pem, cluster.nodes[N1], cluster.rpc_port) == "accepted"
+            assert handshake(old_pem, cluster.nodes[N1], cluster.rpc_port).startswith("refused")
+            refused = gnt(root, "gnt-cluster", "renew-crypto", "--new-confd-hmac-key", "-f")
+            assert refused.returncode == 1 and "--new-confd-hmac-key cannot be renewed here yet" in refused.stderr
         finally:
             for paths in roots:
                 stop_master_daemons(paths)

@@ -417,6 +417,24 @@ class CandidateCertsTests(NodeLUTestCase):
         self.assertEqual(self.certs()[N3], digest_of(N3), "redist-conf fills it in")
 
 
+class RenewCryptoTests(NodeLUTestCase):
+    def test_new_node_certificates_replace_the_candidate_digests(self) -> None:
+        self.rpc.down.add(N4)
+        self.rpc.answers["node_crypto_tokens"] = lambda name, args: [["ssl", "NEW:" + name]]
+        self.ok({"OP_ID": "OP_CLUSTER_RENEW_CRYPTO", "node_certificates": True})
+        creates = [c for c in self.rpc.calls if c[0] == "node_crypto_tokens"]
+        self.assertEqual(creates[0][2], [[["ssl", "create", {}]]])
+        self.assertEqual(sorted(creates[0][1]), [MASTER, N2, N3, N4], "every online node")
+        self.assertEqual([sorted(c[1]) for c in creates[1:]], [[N4], [N4]], "three tries for a failing node")
+        self.assertEqual(self.certs(), {MASTER: "NEW:" + MASTER.upper(), N2: "NEW:" + N2.upper()},
+                         "the master and the candidate")
+        self.assertIn("Node %s: node unreachable: connection refused" % N4, "".join(self.log))
+
+    def test_nothing_asked_renews_nothing(self) -> None:
+        self.ok({"OP_ID": "OP_CLUSTER_RENEW_CRYPTO"})
+        self.assertEqual(self.rpc.calls, [])
+
+
 class VerifyRedistTests(NodeLUTestCase):
     def good_verify(self, name: str, args: Any) -> dict[str, Any]:
         from ganeti import GANETI_RELEASE
