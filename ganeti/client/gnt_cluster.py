@@ -251,6 +251,12 @@ def _lazy_commands(name: str):  # type: ignore[no-untyped-def]
     return setup
 
 
+def _lazy_renew(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client import renew_crypto
+
+    renew_crypto.setup(parser)
+
+
 def _add_rpc_port(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rpc-port", type=ports.port_number, default=ports.NODED, metavar="PORT",
                         help="Port of the cluster's node daemons (default %d)" % ports.NODED)
@@ -312,9 +318,10 @@ COMMANDS: dict[str, Command] = {
                         "Copies a file to all (or only some) nodes",
                         "Through each node's NodeD over the cluster's TLS (not SSH); logged in commands.log"
                         " on the node."),
-    "renew-crypto": Command("ganeti.client.cluster_commands:renew_crypto", _lazy_commands("setup_renew_crypto"),
+    "renew-crypto": Command("ganeti.client.renew_crypto:renew_crypto", _lazy_renew,
                             "Renews cluster certificates, keys and secrets",
-                            "Here: --new-node-certificates (OP_CLUSTER_RENEW_CRYPTO), while the cluster runs."),
+                            "Distributed over node RPC while the cluster keeps running; the old ones are refused"
+                            " afterwards."),
     "list-tags": Command(list_tags, None, "List the tags of the cluster"),
     "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the cluster"),
     "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the cluster"),

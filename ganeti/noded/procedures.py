@@ -577,7 +577,8 @@ class NodeProcedures:
         data = self.paths.data_dir
         doomed = [self.config_follower.journal, self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
                   self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
-        doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts")]
+        doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts", "cluster-trust.pem",
+                                                   "hmac.key.accept")]
         doomed += [self.paths.ssconf(key) for key in ssconf.KEYS]
         self.jobqueue_purge()
         for path in doomed:

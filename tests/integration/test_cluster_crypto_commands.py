@@ -21,6 +21,8 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
+import time
 import tempfile
 
 import attrs
@@ -28,9 +30,10 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti import crypto
+from ganeti import crypto, daemons
 from ganeti.noded import commands
 from ganeti.objects import ConfigData
+from ganeti.rpc import tls
 from ganeti.testing.cluster import BIN, LoopbackCluster, gnt, ok, ssconf_of
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
 from tests.integration.test_failover import cluster_config, ready_cluster, stop_master_daemons
@@ -124,8 +127,19 @@ async def test_every_candidate_certificate_lets_ganeti_master_failover_vote(root
                                 == sorted("%s=%s" % (uuid, d) for uuid, d in uuid_certs(cluster).items()))
             assert handshake(roots[1].client_pem, cluster.nodes[N1], cluster.rpc_port) == "accepted"
             assert handshake(old_pem, cluster.nodes[N1], cluster.rpc_port).startswith("refused")
-            refused = gnt(root, "gnt-cluster", "renew-crypto", "--new-confd-hmac-key", "-f")
-            assert refused.returncode == 1 and "--new-confd-hmac-key cannot be renewed here yet" in refused.stderr
+            # bad input: a clear error, nothing changed
+            before = open(roots[0].rapi_pem, "rb").read()
+            refused = gnt(root, "gnt-cluster", "renew-crypto", "-f", "--new-rapi-certificate", "--rapi-certificate",
+                          old_pem)
+            assert refused.returncode == 1 and "Only one of the --new-rapi-certificate" in refused.stderr
+            refused = gnt(root, "gnt-cluster", "renew-crypto", "-f", "--rapi-certificate", "/nonexistent.pem")
+            assert refused.returncode == 1 and "nothing was changed" in refused.stderr
+            with open(os.path.join(workdir, "cert-only.pem"), "wb") as handle:
+                handle.write(crypto.load_pem_file(roots[0].server_pem)[1])
+            refused = gnt(root, "gnt-cluster", "renew-crypto", "-f", "--rapi-certificate",
+                          os.path.join(workdir, "cert-only.pem"))
+            assert refused.returncode == 1 and "lacks a private key" in refused.stderr, refused.stderr
+            assert open(roots[0].rapi_pem, "rb").read() == before
         finally:
             for paths in roots:
                 stop_master_daemons(paths)
@@ -193,3 +207,105 @@ async def test_command_and_copyfile_through_noded(root):
         assert "does not exist on this node" in done.stderr
         done = gnt(root, "gnt-cluster", "copyfile", *port, os.path.join(root.root, "nope"))
         assert done.returncode == 1 and "No such filename" in done.stderr
+
+
+def confd_ping(key: bytes, address: str, port: int) -> bool:
+    """Whether confd answers a ping signed with C{key} (within 3 s)."""
+    from ganeti.confd import wire as cwire
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(3)
+        sock.sendto(cwire.pack_request(key, cwire.request(cwire.REQ_PING, rsalt="x1"), time.time()), (address, port))
+        try:
+            packet, _addr = sock.recvfrom(65536)
+        except TimeoutError:
+            return False
+    cwire.unpack_reply(key, packet)
+    return True
+
+
+def served_certificate(address: str, port: int) -> bytes:
+    """The certificate a TLS server presents (DER)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((address, port), timeout=10) as raw, ctx.wrap_socket(raw) as tls:
+        return tls.getpeercert(binary_form=True) or b""
+
+
+def der_of(pem_path: str) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    _key, cert = crypto.load_pem_file(pem_path)
+    return x509.load_pem_x509_certificate(cert).public_bytes(serialization.Encoding.DER)
+
+
+@pytest_twisted.ensureDeferred
+async def test_renew_crypto_while_jobs_and_queries_run(root):
+    workdir = tempfile.mkdtemp(prefix="gntr")
+    async with LoopbackCluster(reactor, root, cluster_config(), rapi_users="jack abc123 write\n",
+                               prefix="gntr") as cluster:
+        roots = cluster.roots
+        master_address = cluster.nodes[N1]
+        confd = daemons.BY_NAME["ganeti-confd"]
+        confd_port = daemons.free_port(master_address, udp=True)
+        try:
+            await ready_cluster(cluster)
+            own_client_certificates(cluster)
+            ok(root, "gnt-cluster", "redist-conf")
+            await cluster.until(lambda: all(os.path.exists(p.hmac_key) for p in roots))
+            argv, env = daemons.twistd_command(root, confd, ["--root", root.root, "--bind", master_address,
+                                                             "--port", str(confd_port)])
+            started = subprocess.run(argv, cwd=root.root, env=env, capture_output=True, text=True)
+            assert started.returncode == 0, started.stdout + started.stderr
+            old_key = open(root.hmac_key, "rb").read()
+            await cluster.until(lambda: confd_ping(old_key, master_address, confd_port))
+            for name, path in (("server", root.server_pem), ("client2", roots[1].client_pem),
+                               ("rapi", root.rapi_pem)):
+                shutil.copy(path, os.path.join(workdir, name + ".pem"))
+            old_cds = open(root.cluster_domain_secret, "rb").read()
+            rapi_address, rapi_port = cluster.rapi.host, cluster.rapi.port
+            assert served_certificate(rapi_address, rapi_port) == der_of(root.rapi_pem)
+
+            # jobs (node RPC to node2 and node3) and queries all along the renewal
+            tools = os.path.dirname(sys.executable)
+            loop = ("for i in $(seq 30); do {b}/gnt-node --root {r} list --no-headers -o name >/dev/null || exit 1;"
+                    " {b}/gnt-debug --root {r} delay --no-master -n {n2} -n {n3} 0.01 >/dev/null || exit 2;"
+                    " done").format(b=tools, r=root.root, n2=N2, n3=N3)
+            stream = subprocess.Popen(["/bin/sh", "-c", loop], stderr=subprocess.PIPE, text=True)
+            out = ok(root, "gnt-cluster", "renew-crypto", "--rpc-port", str(cluster.rpc_port), "-f",
+                     "--new-cluster-certificate", "--new-rapi-certificate", "--new-confd-hmac-key",
+                     "--new-cluster-domain-secret")
+            assert out.endswith("now is recommended.\n"), out
+            assert stream.wait(timeout=300) == 0, stream.stderr.read()
+
+            # every node holds the same new files, and trusts nothing else
+            for paths in roots:
+                assert open(paths.server_pem, "rb").read() == open(root.server_pem, "rb").read()
+                assert open(paths.hmac_key, "rb").read() == open(root.hmac_key, "rb").read()
+                assert open(paths.rapi_pem, "rb").read() == open(root.rapi_pem, "rb").read()
+                assert open(paths.cluster_domain_secret, "rb").read() == open(root.cluster_domain_secret, "rb").read()
+                assert os.path.getsize(tls.trust_file(paths)) == 0
+            assert open(root.server_pem, "rb").read() != open(os.path.join(workdir, "server.pem"), "rb").read()
+            assert open(root.cluster_domain_secret, "rb").read() != old_cds
+            renewed = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
+            assert candidate_certs(cluster) == renewed
+
+            # the old cluster and client certificates are refused by NodeD, the new ones accepted
+            for address in cluster.nodes.values():
+                assert handshake(os.path.join(workdir, "server.pem"), address, cluster.rpc_port).startswith("refused")
+                assert handshake(os.path.join(workdir, "client2.pem"), address, cluster.rpc_port).startswith("refused")
+                assert handshake(roots[1].client_pem, address, cluster.rpc_port) == "accepted"
+            # RAPI serves the new certificate (without a restart); confd answers only the new key
+            assert served_certificate(rapi_address, rapi_port) == der_of(root.rapi_pem)
+            assert served_certificate(rapi_address, rapi_port) != der_of(os.path.join(workdir, "rapi.pem"))
+            assert confd_ping(open(root.hmac_key, "rb").read(), master_address, confd_port)
+            assert not confd_ping(old_key, master_address, confd_port)
+            # and the cluster goes on: a job reaching every node
+            ok(root, "gnt-debug", "delay", "--no-master", "-n", N2, "-n", N3, "0.01")
+        finally:
+            daemons.stop(root, ["ganeti-confd"], out=lambda _line: None)
+            for paths in roots:
+                stop_master_daemons(paths)
+            shutil.rmtree(workdir, ignore_errors=True)
