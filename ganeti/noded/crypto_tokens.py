@@ -58,7 +58,12 @@ class CryptoTokenProcedures:
         return answers
 
     def _digest(self) -> str:
+        """The digest of the certificate this node presents as a client: its
+        C{client.pem}, or without one C{server.pem} (what Ganeti's RPC client
+        then presents, and every NodeD accepts anyway)."""
         try:
+            if not os.path.exists(self.paths.client_pem):
+                return crypto.fingerprint(crypto.load_pem_file(self.paths.server_pem)[1])
             return crypto.cluster_cert_digest(self.paths)
         except errors.ConfigurationError as e:
             raise RpcFailure("Cannot read the node's client certificate: %s" % e) from None

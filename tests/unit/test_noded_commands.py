@@ -67,7 +67,14 @@ def test_bad_token_requests_are_refused(keyed, requests, message):
     assert crypto.cluster_cert_digest(keyed) == before
 
 
-def test_no_client_certificate_is_a_failure(root):
+def test_without_a_client_certificate_the_cluster_certificate_is_told(keyed):
+    os.unlink(keyed.client_pem)
+    tokens = crypto_tokens.CryptoTokenProcedures(keyed)
+    server = crypto.fingerprint(crypto.load_pem_file(keyed.server_pem)[1])
+    assert tokens.node_crypto_tokens([["ssl", "get", {}]]) == [["ssl", server]]
+
+
+def test_no_certificate_at_all_is_a_failure(root):
     with pytest.raises(RpcFailure, match="client certificate"):
         crypto_tokens.CryptoTokenProcedures(root).node_crypto_tokens([["ssl", "get", {}]])
 
