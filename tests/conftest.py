@@ -79,6 +79,7 @@ SLOW_FIRST = (
     "tests/integration/test_full_disk.py",
     "tests/integration/test_watcher_kvm.py",
     "tests/integration/test_failover.py",
+    "tests/integration/test_cluster_crypto_commands.py",
     "tests/integration/test_extstorage.py",
     "tests/unit/test_import_circles.py",
     "tests/unit/test_import_graph.py",
