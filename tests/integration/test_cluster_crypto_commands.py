@@ -22,8 +22,8 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import tempfile
+import time
 
 import attrs
 import pytest
@@ -270,9 +270,9 @@ async def test_renew_crypto_while_jobs_and_queries_run(root):
 
             # jobs (node RPC to node2 and node3) and queries all along the renewal
             tools = os.path.dirname(sys.executable)
-            loop = ("for i in $(seq 30); do {b}/gnt-node --root {r} list --no-headers -o name >/dev/null || exit 1;"
-                    " {b}/gnt-debug --root {r} delay --no-master -n {n2} -n {n3} 0.01 >/dev/null || exit 2;"
-                    " done").format(b=tools, r=root.root, n2=N2, n3=N3)
+            loop = (f"for i in $(seq 30); do {tools}/gnt-node --root {root.root} list --no-headers -o name"
+                    f" >/dev/null || exit 1; {tools}/gnt-debug --root {root.root} delay --no-master -n {N2}"
+                    f" -n {N3} 0.01 >/dev/null || exit 2; done")
             stream = subprocess.Popen(["/bin/sh", "-c", loop], stderr=subprocess.PIPE, text=True)
             out = ok(root, "gnt-cluster", "renew-crypto", "--rpc-port", str(cluster.rpc_port), "-f",
                      "--new-cluster-certificate", "--new-rapi-certificate", "--new-confd-hmac-key",
