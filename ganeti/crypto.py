@@ -216,6 +216,23 @@ def parse_pem(data: bytes, what: str) -> tuple[bytes, bytes]:
     return key_pem, cert_pem
 
 
+def certificates_in(data: bytes) -> tuple[bytes, ...]:
+    """Every certificate block of C{data} (PEM), each checked to parse.
+
+    @raise errors.ConfigurationError: a block that is not a certificate
+    """
+    found = []
+    for match in _PEM_BLOCK.finditer(data):
+        if match.group("label") != b"CERTIFICATE":
+            continue
+        try:
+            x509.load_pem_x509_certificate(match.group(0))
+        except ValueError as e:
+            raise errors.ConfigurationError("bad certificate: %s" % e) from e
+        found.append(match.group(0))
+    return tuple(found)
+
+
 def fingerprint(cert_pem: bytes, algorithm: str = "sha1") -> str:
     """The certificate's digest as C{AA:BB:...} (upper-case hex).
 
@@ -261,11 +278,11 @@ def _write_secret(path: str, secret: bytes | str, what: str) -> None:
     if isinstance(secret, str):
         secret = secret.encode("ascii")
     secret = secret.strip()
-    _check_secret(secret, path, what)
+    check_secret(secret, path, what)
     serializer.write_file(path, secret + b"\n", mode=SECRET_MODE)
 
 
-def _check_secret(secret: bytes, path: str, what: str) -> None:
+def check_secret(secret: bytes, path: str, what: str) -> None:
     if not secret:
         raise errors.ConfigurationError("%s %s is empty" % (what, path))
     if not secret.isascii() or any(c <= 0x20 or c == 0x7F for c in secret):
@@ -279,7 +296,7 @@ def _load_secret(path: str, what: str) -> bytes:
         secret = serializer.read_file(path).strip()
     except OSError as e:
         raise errors.ConfigurationError("Can't read %s %s: %s" % (what, path, e.strerror or e)) from e
-    _check_secret(secret, path, what)
+    check_secret(secret, path, what)
     return secret
 
 

@@ -86,6 +86,7 @@ SLOW_FIRST = (
     "tests/integration/test_full_disk.py",
     "tests/integration/test_watcher_kvm.py",
     "tests/integration/test_failover.py",
+    "tests/integration/test_cluster_crypto_commands.py",
     "tests/integration/test_extstorage.py",
     "tests/integration/test_oob.py",
     "tests/integration/test_hooks.py",

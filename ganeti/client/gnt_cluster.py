@@ -6,6 +6,8 @@
     gnt-cluster verify-disks [--node-group G]
     gnt-cluster repair-disk-sizes [--dry-run] [INSTANCE...]
     gnt-cluster redist-conf
+    gnt-cluster command [-n NODE]... [-g GROUP] [-M] [--failure-only] COMMAND...
+    gnt-cluster copyfile [-n NODE]... [-g GROUP] [--use-replication-network] FILE
     gnt-cluster list-tags | add-tags TAG... | remove-tags TAG...
 
 Adding a subcommand: write C{def my_command(ctx, opts) -> int} and an
@@ -238,6 +240,23 @@ def _lazy_setup(name: str):  # type: ignore[no-untyped-def]
     return setup
 
 
+def _lazy_commands(name: str):  # type: ignore[no-untyped-def]
+    """An argparse setup from cluster_commands, imported only when used."""
+
+    def setup(parser: argparse.ArgumentParser) -> None:
+        from ganeti.client import cluster_commands
+
+        getattr(cluster_commands, name)(parser)
+
+    return setup
+
+
+def _lazy_renew(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client import renew_crypto
+
+    renew_crypto.setup(parser)
+
+
 def _add_rpc_port(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rpc-port", type=ports.port_number, default=ports.NODED, metavar="PORT",
                         help="Port of the cluster's node daemons (default %d)" % ports.NODED)
@@ -299,6 +318,18 @@ COMMANDS: dict[str, Command] = {
         watcher_ops, _setup_watcher, "Make the watcher pause or continue, or show its state",
         "The watcher (in LuxiD) restarts instances that stopped by themselves and archives old jobs.",
     ),
+    "command": Command("ganeti.client.cluster_commands:run_command", _lazy_commands("setup_command"),
+                       "Runs a command on all (or only some) nodes",
+                       "Through each node's NodeD over the cluster's TLS (not SSH); logged in commands.log"
+                       " on the node."),
+    "copyfile": Command("ganeti.client.cluster_commands:copy_file", _lazy_commands("setup_copyfile"),
+                        "Copies a file to all (or only some) nodes",
+                        "Through each node's NodeD over the cluster's TLS (not SSH); logged in commands.log"
+                        " on the node."),
+    "renew-crypto": Command("ganeti.client.renew_crypto:renew_crypto", _lazy_renew,
+                            "Renews cluster certificates, keys and secrets",
+                            "Distributed over node RPC while the cluster keeps running; the old ones are refused"
+                            " afterwards."),
     "list-tags": Command(list_tags, None, "List the tags of the cluster"),
     "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the cluster"),
     "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the cluster"),

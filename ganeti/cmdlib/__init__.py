@@ -19,6 +19,7 @@ from ganeti.cmdlib import verify, verify_disks  # noqa: F401  (registration)
 from ganeti.cmdlib import backup, instance_groups, instance_move, node_storage  # noqa: F401  (registration)
 from ganeti.cmdlib import disk_activation, disk_recreate, extstorage  # noqa: F401  (registration)
 from ganeti.cmdlib import network  # noqa: F401  (registration)
+from ganeti.cmdlib import candidate_certs  # noqa: F401  (registration)
 from ganeti.cmdlib import oob  # noqa: F401  (registration)
 # isort: on
 from ganeti.cmdlib.base import ALL_SET, REGISTRY, LogicalUnit, OpContext, register

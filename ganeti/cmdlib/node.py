@@ -25,7 +25,7 @@ from typing import Any, Iterable
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import group_params, names
+from ganeti.cmdlib import candidate_certs, group_params, names
 from ganeti.cmdlib.base import (
     ALL_SET,
     LEVEL_NODE,
@@ -291,6 +291,8 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         else:
             node = Node(name=name, uuid=new_uuid(), powered=True, **changes)
             await self.add("node", node)
+        # the node's own client certificate (new with a join) is what the others accept from it
+        await candidate_certs.sync(self, refresh=[node.uuid or ""])
         if self.master_candidate:
             await self._give_ancillary_files(name, ip)
             await tell_roles(self, [node], promoted=True)
@@ -373,6 +375,7 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
             await self.log_warning("Errors encountered on the remote node while leaving the cluster: %s",
                                    result.fail_msg)
         await self.remove("node", node.uuid or "")
+        await candidate_certs.sync(self)
         return None
 
 
@@ -547,6 +550,8 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             await adjust_candidate_pool(self, [node.uuid or ""])
         if new_node != node:
             await self.update("node", new_node)
+        if self.new_role != self.old_role:
+            await candidate_certs.sync(self, None if self.lock_all else [node.uuid or ""])
         if self.new_role != self.old_role and ROLE_CANDIDATE in (self.old_role, self.new_role):
             promoted = self.new_role == ROLE_CANDIDATE
             timeout = OFFLINE_TIMEOUT if self.new_role == ROLE_OFFLINE else ROLE_TIMEOUT
@@ -578,6 +583,7 @@ class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
     async def exec_(self, feedback: Feedback) -> Any:
         from ganeti import ssconf
 
+        await candidate_certs.sync(self)  # candidates still missing (a cluster older than their upkeep)
         await self.ctx.wconfd.flush_config()
         data, _serial = await self.ctx.wconfd.read_config_bytes()
         cfg = ConfigData.from_json(data)

@@ -27,6 +27,8 @@ class ConfdState(Protocol):
 
     key: bytes
     index: answers.Index | None
+    #: keys accepted besides C{key} (renew-crypto); optional
+    accepted_keys: tuple[bytes, ...]
 
 
 class ConfdServerProtocol(DatagramProtocol):
@@ -60,8 +62,17 @@ class ConfdServerProtocol(DatagramProtocol):
         try:
             req = wire.unpack_request(key, datagram, self._clock.seconds())
         except wire.BadPacket as e:
-            self._drop(addr, e)
-            return
+            # while renew-crypto changes the key, the other key is accepted too (and answered with)
+            for other in getattr(state, "accepted_keys", ()):
+                try:
+                    req = wire.unpack_request(other, datagram, self._clock.seconds())
+                except wire.BadPacket:
+                    continue
+                key = other
+                break
+            else:
+                self._drop(addr, e)
+                return
         index = state.index
         try:
             if index is None:

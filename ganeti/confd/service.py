@@ -36,6 +36,14 @@ def read_key(path: str) -> bytes:
     return key
 
 
+#: Confd keys accepted besides C{hmac.key} during C{gnt-cluster renew-crypto --new-confd-hmac-key}.
+ACCEPT_FILE = "hmac.key.accept"
+
+
+def accept_file(paths: Paths) -> str:
+    return os.path.join(paths.data_dir, ACCEPT_FILE)
+
+
 def _signature(path: str) -> tuple[int, int, int, int] | None:
     try:
         st = os.stat(path)
@@ -74,6 +82,9 @@ class ConfdService(Service):
         self._watcher: Any = None
         self._loop: LoopingCall | None = None
         self.key: bytes = b""
+        #: keys accepted besides C{key} while renew-crypto changes it (C{hmac.key.accept}, one per line)
+        self.accepted_keys: tuple[bytes, ...] = ()
+        self._accept_sig: tuple[int, int, int, int] | None = None
         self.index: Index | None = None
         self._config_sig: tuple[int, int, int, int] | None = None
         self._key_sig: tuple[int, int, int, int] | None = None
@@ -92,6 +103,23 @@ class ConfdService(Service):
             self.log.error("cannot reload the HMAC key, keeping the old one: {why}", why=str(e))
             return
         self.key, self._key_sig = key, sig
+
+    def load_accepted_keys(self) -> None:
+        """(Re)read C{hmac.key.accept}: the keys accepted besides the current one (none without the file),
+        each as C{hmac.key} holds it (newline included)."""
+        path = accept_file(self.paths)
+        sig = _signature(path)
+        if sig == self._accept_sig:
+            return
+        try:
+            with open(path, "rb") as handle:
+                keys = tuple(line.strip() + b"\n" for line in handle if line.strip())  # as hmac.key holds one
+        except FileNotFoundError:
+            keys = ()
+        except OSError as e:
+            self.log.error("cannot read {path}: {why}", path=path, why=str(e))
+            return
+        self.accepted_keys, self._accept_sig = keys, sig
 
     def load_config(self, force: bool = False) -> bool:
         """Rebuild the index if config.data changed; True if it was swapped."""
@@ -139,10 +167,11 @@ class ConfdService(Service):
             self.load_key()
         except (OSError, ValueError) as e:
             self.log.error("no usable HMAC key: {why}", why=str(e))
+        self.load_accepted_keys()
         self.load_config()
 
     def _changed(self, name: str) -> None:
-        if name in ("config.data", "hmac.key"):
+        if name in ("config.data", "hmac.key", ACCEPT_FILE):
             self.check()
 
     def startService(self) -> None:

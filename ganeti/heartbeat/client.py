@@ -469,9 +469,9 @@ def tls_creator(paths: Paths) -> Callable[[], Any]:
 
     def creator() -> Any:
         if not cache:
-            from ganeti.rpc.tls import Credentials, PinnedPolicy
+            from ganeti.rpc.tls import ReloadingPolicy
 
-            cache.append(PinnedPolicy(Credentials.cluster(paths)).creatorForNetloc(b"", 0))
+            cache.append(ReloadingPolicy(paths).creatorForNetloc(b"", 0))
         return cache[0]
 
     return creator

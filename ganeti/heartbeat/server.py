@@ -387,11 +387,9 @@ def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
     """C{factory} behind mutual TLS with the cluster certificate (as noded)."""
     from twisted.protocols.tls import TLSMemoryBIOFactory
 
-    from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+    from ganeti.rpc.tls import ReloadingServerContextFactory
 
-    creds = Credentials.cluster(paths)
-    return TLSMemoryBIOFactory(ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint)), False,
-                               factory)
+    return TLSMemoryBIOFactory(ReloadingServerContextFactory(paths), False, factory)
 
 
 def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: IReactor,

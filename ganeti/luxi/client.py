@@ -347,10 +347,10 @@ class AsyncLuxiClient:
             where = locate.locate(paths, False)
         if where is None or where.address is None:
             return await cls.connect(reactor, paths.luxi_socket, timeout)
-        from ganeti.rpc.tls import Credentials, PinnedPolicy
+        from ganeti.rpc.tls import ReloadingPolicy
 
         address = "%s (%s port %d)" % (where.name, where.address, where.port)
-        creator = PinnedPolicy(Credentials.cluster(paths)).creatorForNetloc(where.address.encode(), where.port)
+        creator = ReloadingPolicy(paths).creatorForNetloc(where.address.encode(), where.port)
         endpoint = wrapClientTLS(creator, tcp_client_endpoint(reactor, where.address, where.port, timeout))
         protocol = _protocol_class()(address)
         try:

@@ -81,7 +81,7 @@ class MondService(Service):
         self.config_interval = config_interval
         self._confd = confd
         self._client: Any = None
-        self._peers: list[str] = []
+        self._peers: tuple[list[str], bytes] | None = None
         self.cache = st.Cache(os.path.join(paths.data_dir, "mond", "cluster.json"))
         self.settings: dict[str, st.Setting] = {}
         self.view = ClusterView(node=node)
@@ -145,13 +145,14 @@ class MondService(Service):
         from ganeti.confd.client import ConfdClient
 
         peers = [p for p in self._ssconf("master_candidates_ips").splitlines() if p]
-        if self._client is None or peers != self._peers:
+        with open(self.paths.hmac_key, "rb") as handle:  # as Ganeti keeps it, newline included
+            key = handle.read()
+        # a new key (renew-crypto) or new candidates: a new client
+        if self._client is None or (peers, key) != self._peers:
             if self._client is not None:
                 self._client.close()
-            with open(self.paths.hmac_key, "rb") as handle:  # as Ganeti keeps it, newline included
-                key = handle.read()
             self._client = ConfdClient(self.reactor, key, peers, port=self.confd_port, timeout=CONFD_TIMEOUT)
-            self._peers = peers
+            self._peers = (peers, key)
         return self._client.query(qtype, query)
 
     def refresh(self) -> Any:

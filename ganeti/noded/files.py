@@ -30,7 +30,9 @@ def upload_targets(paths: Paths) -> frozenset[str]:
     """The exact real paths C{upload_file} may replace (queue files aside)."""
     data = paths.data_dir
     names = ["config.data", "server.pem", "rapi.pem", "spice.pem", "spice-ca.pem", "hmac.key",
-             "cluster-domain-secret", "known_hosts", "ganeti_pub_keys"]
+             "cluster-domain-secret", "known_hosts", "ganeti_pub_keys",
+             # what renew-crypto trusts besides the current keys while it changes them
+             "cluster-trust.pem", "hmac.key.accept"]
     targets = {os.path.join(data, name) for name in names}
     targets.add(paths.rapi_users)
     targets.update(paths.ssconf(key) for key in SSCONF_KEYS)

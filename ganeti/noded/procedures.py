@@ -33,7 +33,20 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import diskfiles, dispatch, files, hooks, hotplug, impexp, instances, master, oob, storage_units
+from ganeti.noded import commands as node_commands
+from ganeti.noded import (
+    crypto_tokens,
+    diskfiles,
+    dispatch,
+    files,
+    hooks,
+    hotplug,
+    impexp,
+    instances,
+    master,
+    oob,
+    storage_units,
+)
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -107,8 +120,10 @@ class NodeProcedures:
         self._queue_locks: dict[str, defer.DeferredLock] = {}
         self._queue_listing: replicas.ListingCache | None = None
         #: every declared procedure and its handler
+        self.crypto = crypto_tokens.CryptoTokenProcedures(paths)
+        self.commands = node_commands.CommandProcedures(paths, reactor)
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election, self.oob, self.hooks])
+                                           self.election, self.oob, self.hooks, self.crypto, self.commands])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush
@@ -583,7 +598,8 @@ class NodeProcedures:
         data = self.paths.data_dir
         doomed = [self.config_follower.journal, self.paths.config_data, self.paths.hmac_key, self.paths.rapi_pem,
                   self.paths.cluster_domain_secret, self.paths.server_pem, self.paths.client_pem]
-        doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts")]
+        doomed += [os.path.join(data, n) for n in ("spice.pem", "spice-ca.pem", "known_hosts", "cluster-trust.pem",
+                                                   "hmac.key.accept")]
         doomed += [self.paths.ssconf(key) for key in ssconf.KEYS]
         self.jobqueue_purge()
         for path in doomed:

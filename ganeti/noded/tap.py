@@ -39,7 +39,7 @@ from ganeti.noded.warm import WarmService
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor, installed
 from ganeti.rpc import join, wire
-from ganeti.rpc.tls import AllowedClients, Credentials, ServerContextFactory
+from ganeti.rpc.tls import ReloadingServerContextFactory
 
 #: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
 #: with the cluster certificate gets past the TLS handshake to send one; the
@@ -159,7 +159,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     elections = ElectionService(paths, reactor, options["port"])
 
     def joined_factory() -> Any:
-        creds = Credentials.cluster(paths)
+        tls = ReloadingServerContextFactory(paths)  # follows server.pem: renew-crypto without a restart
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"],
                                     hooks_timeout=options["hooks-timeout"],
                                     lost_since=(lambda: heartbeats.lost_since) if heartbeats is not None else None)
@@ -168,7 +168,6 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
             procedures.ssconf_written = heartbeats.master_moved
         procedures.config_follower.flush()  # config deltas journalled before a stop: into config.data now
         reactor.callWhenRunning(accel_start.probe_at_start, paths, procedures.instances)
-        tls = ServerContextFactory(creds, AllowedClients(paths, creds.ca_fingerprint))
         return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
 
     unjoined = not os.path.exists(paths.server_pem) and options.get("token")

@@ -170,6 +170,19 @@ define(
 define("OP_CLUSTER_REDIST_CONF", [], doc="Push the configuration and ssconf to the nodes now.")
 
 define(
+    "OP_CLUSTER_RENEW_CRYPTO",
+    [
+        Param("node_certificates", T_BOOL, False, "issue every online node a new client certificate"),
+        Param("renew_ssh_keys", T_BOOL, False, "renew the nodes' SSH keys (no SSH setup is kept here: a no-op)"),
+        Param("ssh_key_type", t_maybe(T_STR), ABSENT, "type of the new SSH keys"),
+        Param("ssh_key_bits", t_maybe(T_POS_INT), ABSENT, "size of the new SSH keys"),
+        Param("verbose", T_BOOL, False, "verbose mode"),
+        Param("debug", T_BOOL, False, "debug mode"),
+    ],
+    doc="Renew the nodes' client certificates and put their digests in the candidate certificates.",
+)
+
+define(
     "OP_GROUP_ASSIGN_NODES",
     [
         attrs.evolve(P_GROUP_NAME, doc="target group"),

@@ -87,26 +87,60 @@ def forwarded_headers(headers: Headers) -> Headers:
 
 @implementer(IPolicyForHTTPS)
 class RapiCertificatePolicy:
-    """Trust exactly the cluster's RAPI certificate (host names not checked)."""
+    """Trust exactly the cluster's RAPI certificate (host names not checked).
 
-    def __init__(self, cert_pem: bytes) -> None:
+    With C{path} (the node's C{rapi.pem}) the certificate follows the file:
+    once it changes (renew-crypto) the new one and the one before are
+    trusted, so forwarding goes on while the nodes get the new one in turn.
+    """
+
+    def __init__(self, cert_pem: bytes, path: str | None = None) -> None:
+        self._path = path
+        self._stamp = _stamp(path) if path is not None else None
+        self._certs = [cert_pem]
+        self._creator = self._build()
+
+    def _build(self) -> Any:
         from cryptography import x509
         from OpenSSL import SSL, crypto
 
         from ganeti import crypto as gcrypto
         from ganeti.rpc.tls import _PinnedCreator, make_verify_callback
 
-        allowed = frozenset([gcrypto.fingerprint(cert_pem, "sha1")])
+        allowed = frozenset(gcrypto.fingerprint(pem, "sha1") for pem in self._certs)
         ctx = SSL.Context(SSL.TLS_METHOD)
         ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
         store = ctx.get_cert_store()
         assert store is not None  # a new context always has one
-        store.add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(cert_pem)))
+        for pem in self._certs:
+            store.add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(pem)))
         ctx.set_verify(SSL.VERIFY_PEER, make_verify_callback(lambda: allowed, "master RAPI"))
-        self._creator = _PinnedCreator(ctx)
+        return _PinnedCreator(ctx)
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
+        if self._path is not None and _stamp(self._path) != self._stamp:
+            from ganeti import crypto as gcrypto
+            from ganeti import errors
+
+            self._stamp = _stamp(self._path)
+            try:
+                _key, cert_pem = gcrypto.load_pem_file(self._path)
+            except errors.ConfigurationError:
+                return self._creator
+            if cert_pem != self._certs[0]:
+                self._certs = [cert_pem, self._certs[0]]
+                self._creator = self._build()
         return self._creator
+
+
+def _stamp(path: str) -> Any:
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class _Relay(protocol.Protocol):
@@ -157,7 +191,8 @@ class ForwardingResource(Resource):
     @classmethod
     def for_node(cls, local: Resource, paths: Paths, port: int, reactor: ITimeTCPReactor, cert_pem: bytes) -> ForwardingResource:
         pool = HTTPConnectionPool(reactor, persistent=True)
-        agent = Agent(reactor, contextFactory=RapiCertificatePolicy(cert_pem), connectTimeout=CONNECT_TIMEOUT,
+        agent = Agent(reactor, contextFactory=RapiCertificatePolicy(cert_pem, paths.rapi_pem),
+                      connectTimeout=CONNECT_TIMEOUT,
                       pool=pool)
         from ganeti.luxi.master import wait_window
 

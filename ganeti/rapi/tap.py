@@ -14,7 +14,6 @@ import os
 
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
-from twisted.internet.ssl import PrivateCertificate
 from twisted.logger import Logger
 from twisted.python import usage
 
@@ -91,8 +90,10 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     paths: Paths = options["paths"]
     if not os.path.exists(paths.rapi_pem):
         raise SystemExit("ganeti-rapi: no certificate at %s; initialise the cluster first" % paths.rapi_pem)
-    key_pem, cert_pem = crypto.load_pem_file(paths.rapi_pem)
-    tls = PrivateCertificate.loadPEM(key_pem + b"\n" + cert_pem).options()
+    from ganeti.rpc.tls import ReloadingCertificate
+
+    tls = ReloadingCertificate(paths.rapi_pem)  # follows rapi.pem: renew-crypto without a restart
+    _key_pem, cert_pem = crypto.load_pem_file(paths.rapi_pem)
     paths.ensure_dirs()
     pid_fd = lock_pid_file(paths, "ganeti-rapi")
     from ganeti.luxi.master import wait_window

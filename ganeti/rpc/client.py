@@ -59,7 +59,7 @@ from ganeti.paths import Paths
 from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures, wire
 from ganeti.rpc.contract import Call, Runner
-from ganeti.rpc.tls import Credentials, PinnedPolicy
+from ganeti.rpc.tls import PinnedPolicy, ReloadingPolicy
 
 #: How a node is reached: an IP address (default port) or C{(address, port)}.
 Address = str | tuple[str, int]
@@ -279,7 +279,7 @@ class RpcClient(Runner):
     def __init__(
         self,
         reactor: ITimeTCPReactor,
-        policy: PinnedPolicy,
+        policy: PinnedPolicy | ReloadingPolicy,
         *,
         port: int = wire.DEFAULT_PORT,
         persistent: bool = True,
@@ -309,7 +309,7 @@ class RpcClient(Runner):
         (L{ganeti.ha.epoch.process_epoch}: set in the master daemons).
         """
         kwargs.setdefault("epoch", master_epoch.process_epoch())
-        return cls(reactor, PinnedPolicy(Credentials.cluster(paths)), **kwargs)
+        return cls(reactor, ReloadingPolicy(paths), **kwargs)
 
     async def close(self) -> None:
         await self._pool.closeCachedConnections()

@@ -400,6 +400,31 @@ def x509_cert_remove(name: str) -> None:
     """Remove a key made by L{x509_cert_create}."""
 
 
+# --- crypto tokens (see L{ganeti.noded.crypto_tokens}) -----------------------------------
+
+
+@declare(TMO_SLOW)
+def node_crypto_tokens(token_requests: list[Any]) -> list[Any]:
+    """Ganeti's crypto tokens: C{[[type, action, options], ...]} with type C{ssl}, action C{get} (the SHA1
+    digest of the node's C{client.pem}) or C{create} (a new C{client.pem}, signed by the node's cluster
+    certificate, then its digest); the answer C{[[type, digest], ...]}."""
+
+
+# --- commands and files (gnt-cluster command/copyfile; see L{ganeti.noded.commands}) -----
+
+
+@declare(TMO_FAST)
+def node_run_command(command: list[str], timeout: float, max_output: int, user: str) -> dict[str, Any]:
+    """Run C{command} (an argv; C{["/bin/sh", "-c", text]} for a shell line) on the node within
+    C{timeout} seconds: C{{"exit_code", "output", "truncated", "timed_out"}}; logged in C{commands.log}."""
+
+
+@declare(TMO_FAST)
+def node_copy_file(path: str, data: list[Any], mode: int, sha256: str, user: str) -> dict[str, Any]:
+    """Write C{data} (C{COMPRESS}) to the absolute C{path} on the node, atomically, with C{mode}:
+    C{{"path", "size", "sha256"}}; logged in C{commands.log}."""
+
+
 # --- master role and failover -----------------------------------------------------------
 
 

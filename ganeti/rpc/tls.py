@@ -181,3 +181,170 @@ class PinnedPolicy:
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> _PinnedCreator:
         return self._creator
+
+
+# --- renewal without a restart: contexts that follow the files -------------------------------
+
+#: Certificates trusted besides C{server.pem} while the cluster certificate is renewed
+#: (C{gnt-cluster renew-crypto --new-cluster-certificate}; in the data directory).
+TRUST_FILE = "cluster-trust.pem"
+
+
+def trust_file(paths: Paths) -> str:
+    return os.path.join(paths.data_dir, TRUST_FILE)
+
+
+def read_trusted(paths: Paths) -> tuple[bytes, ...]:
+    """The certificates of C{cluster-trust.pem} (none when it is missing or empty)."""
+    try:
+        with open(trust_file(paths), "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return ()
+    return gcrypto.certificates_in(data)
+
+
+def _stamp(path: str) -> Any:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class ClusterTrust:
+    """C{server.pem} and C{cluster-trust.pem}, read again whenever either
+    file changes (two C{stat} calls per use): the credentials to present,
+    and every certificate a peer may present or chain to.  A file that
+    cannot be read keeps the previous state (and is logged)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._stamps: Any = object()
+        self.creds: Credentials | None = None
+        self.trusted: tuple[bytes, ...] = ()
+        self.fingerprints: frozenset[str] = frozenset()
+        self.generation = 0
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Reload if a file changed; whether anything was reloaded."""
+        stamps = (_stamp(self.paths.server_pem), _stamp(trust_file(self.paths)))
+        if stamps == self._stamps:
+            return False
+        try:
+            creds = Credentials.cluster(self.paths)
+            trusted = read_trusted(self.paths)
+        except (errors.ConfigurationError, OSError, ValueError) as e:
+            if self.creds is None:
+                raise
+            log.error("TLS: keeping the previous cluster certificate: {error}", error=e)
+            return False
+        self._stamps = stamps
+        self.creds, self.trusted = creds, trusted
+        self.fingerprints = frozenset([creds.ca_fingerprint, *(gcrypto.fingerprint(c) for c in trusted)])
+        self.generation += 1
+        if self.generation > 1:
+            log.info("TLS: cluster certificate {fp} loaded, {n} more trusted", fp=creds.ca_fingerprint, n=len(trusted))
+        return True
+
+    def context(self, verify: VerifyCallback, *, server: bool) -> SSL.Context:
+        assert self.creds is not None
+        ctx = _context(self.creds, verify, server=server)
+        store = ctx.get_cert_store()
+        for pem in self.trusted:
+            store.add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(pem)))  # type: ignore[union-attr]
+        return ctx
+
+
+@implementer(IOpenSSLContextFactory)
+class ReloadingServerContextFactory:
+    """noded's (and the heartbeat port's) TLS context, rebuilt when
+    C{server.pem} or C{cluster-trust.pem} changes: new connections get the
+    new certificate, those open keep theirs.  A client is accepted with the
+    cluster certificate, a trusted one, or a candidate's certificate from
+    C{ssconf_master_candidates_certs}, chained to one of them."""
+
+    def __init__(self, paths: Paths) -> None:
+        self._trust = ClusterTrust(paths)
+        self._candidates = AllowedClients(paths, "")
+        self._ctx: SSL.Context | None = None
+        self._generation = -1
+
+    def _allowed(self) -> frozenset[str]:
+        return self._candidates() | self._trust.fingerprints
+
+    def getContext(self) -> SSL.Context:
+        self._trust.refresh()
+        if self._ctx is None or self._generation != self._trust.generation:
+            self._ctx = self._trust.context(make_verify_callback(self._allowed, "client"), server=True)
+            self._generation = self._trust.generation
+        return self._ctx
+
+
+@implementer(IOpenSSLClientConnectionCreator)
+class _ReloadingCreator:
+    def __init__(self, trust: ClusterTrust) -> None:
+        self._trust = trust
+        self._ctx: SSL.Context | None = None
+        self._generation = -1
+
+    def clientConnectionForTLS(self, tlsProtocol: Any) -> SSL.Connection:
+        self._trust.refresh()
+        if self._ctx is None or self._generation != self._trust.generation:
+            trust = self._trust
+            self._ctx = trust.context(make_verify_callback(lambda: trust.fingerprints, "node"), server=False)
+            self._generation = trust.generation
+        connection = SSL.Connection(self._ctx, None)
+        connection.set_app_data(tlsProtocol)
+        connection.set_connect_state()
+        return connection
+
+
+@implementer(IPolicyForHTTPS)
+class ReloadingPolicy:
+    """The RPC client's TLS policy following the files: present the
+    current C{server.pem}; accept a node presenting it or a certificate of
+    C{cluster-trust.pem} (during a renewal of the cluster certificate)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self._creator = _ReloadingCreator(ClusterTrust(paths))
+
+    def creatorForNetloc(self, hostname: bytes, port: int) -> _ReloadingCreator:
+        return self._creator
+
+
+@implementer(IOpenSSLContextFactory)
+class ReloadingCertificate:
+    """A plain TLS server context (no client certificate) from a key-and-
+    certificate PEM file, rebuilt when the file changes (RAPI's C{rapi.pem}:
+    C{renew-crypto --new-rapi-certificate} without a restart).  A file that
+    cannot be read keeps the previous certificate."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._stamp: Any = object()
+        self._ctx: SSL.Context | None = None
+        self.getContext()
+
+    def getContext(self) -> SSL.Context:
+        stamp = _stamp(self._path)
+        if stamp != self._stamp:
+            try:
+                key_pem, cert_pem = gcrypto.load_pem_file(self._path)
+                ctx = SSL.Context(SSL.TLS_METHOD)
+                ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+                ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
+                ctx.use_privatekey(gcrypto.load_private_key(key_pem))
+                ctx.use_certificate(x509.load_pem_x509_certificate(cert_pem))
+                ctx.check_privatekey()
+            except (errors.ConfigurationError, SSL.Error) as e:
+                if self._ctx is None:
+                    raise
+                log.error("TLS: keeping the previous certificate of {path}: {error}", path=self._path, error=e)
+                return self._ctx
+            if self._ctx is not None:
+                log.info("TLS: new certificate {fp} from {path}", fp=gcrypto.fingerprint(cert_pem), path=self._path)
+            self._ctx, self._stamp = ctx, stamp
+        assert self._ctx is not None
+        return self._ctx

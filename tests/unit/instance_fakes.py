@@ -195,6 +195,12 @@ class FakeNodes(Runner):
 
         return deferLater(self.clock, duration, lambda: None)
 
+    def _node_crypto_tokens(self, node: str, requests: list[Any]) -> Any:
+        """The node's client certificate digest (made up from its name)."""
+        import hashlib
+
+        return [["ssl", hashlib.sha1(node.encode()).hexdigest().upper()] for _request in requests]
+
     def _node_verify(self, node: str, checks: dict[str, Any], cluster_name: str) -> Any:
         """A healthy node's answer, but for its instances and disk files."""
         from ganeti import GANETI_RELEASE

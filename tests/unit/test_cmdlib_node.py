@@ -7,6 +7,7 @@ RPC is a fake that records the calls and answers as told.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import attrs
@@ -40,13 +41,19 @@ def cluster(nodes: int = 3, pool: int = 3, candidates: tuple[str, ...] = (N2,), 
     return attrs.evolve(config, nodes=changed, cluster=attrs.evolve(config.cluster, candidate_pool_size=pool))
 
 
+def digest_of(name: str) -> str:
+    """The client certificate digest the fake node C{name} tells."""
+    return ":".join("%02X" % b for b in hashlib.sha1(name.encode()).digest())
+
+
 class FakeRpc(Runner):
     """Records calls; answers from C{answers[procedure]} (a payload, or a callable)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any], list[Any]]] = []
         self.down: set[str] = set()
-        self.answers: dict[str, Any] = {"version": wire.PROTOCOL_VERSION, "node_verify": {}}
+        self.answers: dict[str, Any] = {"version": wire.PROTOCOL_VERSION, "node_verify": {},
+                                        "node_crypto_tokens": lambda name, args: [["ssl", digest_of(name)]]}
 
     async def call(self, nodes: Any, procedure: str, args: Any = (), **kwargs: Any) -> dict[str, RpcResult]:
         nodes = dict(nodes)
@@ -86,6 +93,11 @@ class NodeLUTestCase(LUTestCase):
             n.name: (bool(n.master_candidate), bool(n.drained), bool(n.offline))
             for n in self.env.read_config().nodes.values()
         }
+
+    def certs(self) -> dict[str, str]:
+        """C{candidate_certs} by node name."""
+        cfg = self.env.read_config()
+        return {cfg.nodes[uuid].name: digest for uuid, digest in (cfg.cluster.candidate_certs or {}).items()}
 
     def candidates(self) -> list[str]:
         return sorted(n.name for n in self.env.read_config().nodes.values() if n.master_candidate)
@@ -128,9 +140,13 @@ class NodeAddTests(NodeLUTestCase):
         self.assertEqual((node.master_candidate, node.offline, node.drained), (True, False, False))
         self.assertEqual((node.master_capable, node.vm_capable), (True, True))
         self.assertEqual(node.group, next(iter(self.env.read_config().nodegroups)))
-        # a new candidate starts RAPI once the configuration holds it
-        self.assertEqual(self.rpc.procedures(), ["version", "node_verify", "node_promote_to_mc"])
-        self.assertEqual(self.rpc.calls[2][1], {"node5.example.test": "192.0.2.5"})
+        # a new candidate's client certificate digest is asked (the candidates still missing one too)
+        # and it starts RAPI once the configuration holds it
+        self.assertEqual(self.rpc.procedures(), ["version", "node_verify", "node_crypto_tokens", "node_promote_to_mc"])
+        self.assertEqual(sorted(self.rpc.calls[2][1]), [MASTER, N2, "node5.example.test"])
+        self.assertEqual(self.rpc.calls[2][2], [[["ssl", "get", {}]]])
+        self.assertEqual(self.certs(), {n: digest_of(n) for n in (MASTER, N2, "node5.example.test")})
+        self.assertEqual(self.rpc.calls[3][1], {"node5.example.test": "192.0.2.5"})
         self.assertEqual(self.rpc.calls[0][1], {"node5.example.test": "192.0.2.5"})
         self.assertEqual(self.rpc.calls[1][1], {MASTER: "192.0.2.1"}, "the master checks it can reach the node")
         self.assertEqual(self.rpc.calls[1][2][0], {"nodelist": [["node5.example.test", "192.0.2.5"]]})
@@ -261,8 +277,10 @@ class NodeRemoveTests(NodeLUTestCase):
         self.assertIsNone(self.node(N2))
         self.assertEqual(self.candidates(), [MASTER, N3, N4], "the pool of 3 is filled")
         self.assertIn(" - INFO: Promoted nodes to master candidate role: %s, %s" % (N3, N4), self.log)
-        self.assertEqual(self.rpc.calls[-1][0], "node_leave_cluster")
-        self.assertEqual(list(self.rpc.calls[-1][1]), [N2])
+        leave = [c for c in self.rpc.calls if c[0] == "node_leave_cluster"]
+        self.assertEqual([list(c[1]) for c in leave], [[N2]])
+        self.assertEqual(self.rpc.calls[-1][0], "node_crypto_tokens", "then the promoted nodes' digests")
+        self.assertEqual(self.certs(), {n: digest_of(n) for n in (MASTER, N3, N4)}, "node2's is gone")
 
     def test_short_name_and_unreachable_node_warns(self) -> None:
         self.rpc.down.add(N4)
@@ -364,6 +382,61 @@ class NodeSetParamsTests(NodeLUTestCase):
         self.assertTrue(make_lu({"OP_ID": "OP_NODE_REMOVE", "node_name": N2}, cfg).REQ_BGL)
 
 
+class CandidateCertsTests(NodeLUTestCase):
+    """C{candidate_certs}: the master's and each candidate's own client certificate digest, as Ganeti keeps it."""
+
+    def test_promotion_adds_and_demotion_removes_the_digest(self) -> None:
+        self.ok({"OP_ID": "OP_CLUSTER_REDIST_CONF"})
+        self.assertEqual(self.certs(), {MASTER: digest_of(MASTER), N2: digest_of(N2)})
+        self.ok(modify(N3, master_candidate=True))
+        self.assertEqual(self.certs(), {n: digest_of(n) for n in (MASTER, N2, N3)})
+        self.assertEqual(list(self.rpc.calls[-1][1]), [N3], "only the promoted node is asked")
+        self.ok(modify(N2, master_candidate=False, auto_promote=True))
+        self.assertEqual(self.certs(), {n: digest_of(n) for n in (MASTER, N3, N4)}, "node4 was auto-promoted")
+        self.ok(modify(N4, offline=True, auto_promote=True))
+        self.assertNotIn(N4, self.certs())
+        # ssconf_master_candidates_certs follows: one "uuid=digest" line per candidate
+        cfg = self.env.read_config()
+        lines = ssconf.compute(cfg)["master_candidates_certs"]
+        self.assertEqual(sorted(lines), sorted("%s=%s" % item for item in cfg.cluster.candidate_certs.items()))
+
+    def test_readd_asks_for_the_new_certificate(self) -> None:
+        self.ok({"OP_ID": "OP_CLUSTER_REDIST_CONF"})
+        self.rpc.answers["node_crypto_tokens"] = lambda name, args: [["ssl", "AA:BB"]]
+        self.ok(add(N2, self.node(N2).primary_ip, readd=True))
+        self.assertEqual(self.certs()[N2], "AA:BB")
+        self.assertEqual(self.certs()[MASTER], digest_of(MASTER), "known digests are kept")
+
+    def test_unreachable_candidate_is_a_warning_and_left_out(self) -> None:
+        self.rpc.down.add(N3)
+        self.ok(modify(N3, master_candidate=True))
+        self.assertTrue(self.roles()[N3][0])
+        self.assertNotIn(N3, self.certs())
+        self.assertTrue(any("Could not fetch the client certificate digest of node %s" % N3 in line
+                            for line in self.log), self.log)
+        self.rpc.down.clear()
+        self.ok({"OP_ID": "OP_CLUSTER_REDIST_CONF"})
+        self.assertEqual(self.certs()[N3], digest_of(N3), "redist-conf fills it in")
+
+
+class RenewCryptoTests(NodeLUTestCase):
+    def test_new_node_certificates_replace_the_candidate_digests(self) -> None:
+        self.rpc.down.add(N4)
+        self.rpc.answers["node_crypto_tokens"] = lambda name, args: [["ssl", "NEW:" + name]]
+        self.ok({"OP_ID": "OP_CLUSTER_RENEW_CRYPTO", "node_certificates": True})
+        creates = [c for c in self.rpc.calls if c[0] == "node_crypto_tokens"]
+        self.assertEqual(creates[0][2], [[["ssl", "create", {}]]])
+        self.assertEqual(sorted(creates[0][1]), [MASTER, N2, N3, N4], "every online node")
+        self.assertEqual([sorted(c[1]) for c in creates[1:]], [[N4], [N4]], "three tries for a failing node")
+        self.assertEqual(self.certs(), {MASTER: "NEW:" + MASTER.upper(), N2: "NEW:" + N2.upper()},
+                         "the master and the candidate")
+        self.assertIn("Node %s: node unreachable: connection refused" % N4, "".join(self.log))
+
+    def test_nothing_asked_renews_nothing(self) -> None:
+        self.ok({"OP_ID": "OP_CLUSTER_RENEW_CRYPTO"})
+        self.assertEqual(self.rpc.calls, [])
+
+
 class VerifyRedistTests(NodeLUTestCase):
     def good_verify(self, name: str, args: Any) -> dict[str, Any]:
         from ganeti import GANETI_RELEASE
@@ -417,7 +490,9 @@ class VerifyRedistTests(NodeLUTestCase):
     def test_redist_conf_pushes_config_and_ssconf(self) -> None:
         self.rpc.down.add(N4)
         self.assertIsNone(self.ok({"OP_ID": "OP_CLUSTER_REDIST_CONF"}))
-        uploads, writes = self.rpc.calls
+        tokens, uploads, writes = self.rpc.calls
+        self.assertEqual((tokens[0], sorted(tokens[1])), ("node_crypto_tokens", [MASTER, N2]),
+                         "the candidates missing from candidate_certs are asked first")
         self.assertEqual((uploads[0], list(uploads[1])), ("upload_file", [N2]), "config.data only to candidates")
         details = uploads[2][0]
         self.assertEqual(details[0], "/var/lib/ganeti/config.data")

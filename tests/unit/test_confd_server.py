@@ -217,6 +217,35 @@ class ServiceTests(SynchronousTestCase):
         self.assertEqual(self.service.key, b"f" * 40 + b"\n")
 
 
+    def test_accepted_keys_during_a_renewal(self) -> None:
+        """hmac.key.accept (renew-crypto): a request signed with another accepted key is answered with that
+        key; once the file is emptied, it is dropped."""
+        from ganeti.confd.service import accept_file
+
+        other = b"e" * 40 + b"\n"
+        self.service.startService()
+        with open(accept_file(self.paths), "wb") as handle:
+            handle.write(other)
+        self.events[0][1]("hmac.key.accept")
+        self.assertEqual(self.service.accepted_keys, (other,))
+        clock = Clock()
+        clock.advance(NOW)
+        proto = ConfdServerProtocol(self.service, clock)
+        transport = FakeDatagramTransport()
+        proto.makeConnection(transport)
+        proto.datagramReceived(ask(wire.REQ_PING, key=other), PEER)
+        (data, _addr), = transport.written
+        self.assertEqual(wire.unpack_reply(other, data)[0]["status"], 0)
+        proto.datagramReceived(ask(wire.REQ_PING), PEER)
+        self.assertEqual(len(transport.written), 2, "the current key still works")
+        with open(accept_file(self.paths), "wb") as handle:
+            handle.write(b"")
+        self.events[0][1]("hmac.key.accept")
+        proto.datagramReceived(ask(wire.REQ_PING, key=other), PEER)
+        self.assertEqual(len(transport.written), 2, "the retired key is dropped")
+        self.assertEqual(proto.dropped, 1)
+
+
 class UDPMemoryReactor(MemoryReactorClock):
     """MemoryReactorClock has no listenUDP: record the calls."""
 

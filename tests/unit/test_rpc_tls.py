@@ -7,6 +7,7 @@ import tempfile
 import unittest
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from OpenSSL import SSL, crypto
 
 from ganeti import crypto as gcrypto
@@ -16,9 +17,13 @@ from ganeti.rpc.tls import (
     AllowedClients,
     Credentials,
     PinnedPolicy,
+    ReloadingCertificate,
+    ReloadingPolicy,
+    ReloadingServerContextFactory,
     ServerContextFactory,
     make_verify_callback,
     peer_fingerprint,
+    trust_file,
 )
 
 CLUSTER = gcrypto.generate_key_and_cert("cluster.test")
@@ -156,3 +161,78 @@ class MutualTLSTests(unittest.TestCase):
         creds = Credentials(OTHER[0], OTHER[1], OTHER[1])
         client_ok, _s = handshake(self.server(), self.client(creds))
         self.assertFalse(client_ok)
+
+
+class RenewalTests(unittest.TestCase):
+    """The contexts that follow server.pem and cluster-trust.pem (renew-crypto): the three rounds."""
+
+    def setUp(self) -> None:
+        self.a = Paths(tempfile.mkdtemp(prefix="tlsa"))
+        self.b = Paths(tempfile.mkdtemp(prefix="tlsb"))
+        for paths in (self.a, self.b):
+            os.makedirs(paths.data_dir)
+            gcrypto.write_pem_file(paths.server_pem, *CLUSTER, mode=0o600)
+        self.new = gcrypto.generate_key_and_cert("cluster.test")
+
+    def tearDown(self) -> None:
+        import shutil
+
+        for paths in (self.a, self.b):
+            shutil.rmtree(paths.root)
+
+    def write(self, paths: Paths, server: tuple[bytes, bytes] | None = None, trust: bytes | None = None) -> None:
+        from ganeti import serializer
+
+        if server is not None:
+            gcrypto.write_pem_file(paths.server_pem, *server, mode=0o600)
+        if trust is not None:
+            serializer.write_file(trust_file(paths), trust)
+
+    def works(self, server: ReloadingServerContextFactory, client: ReloadingPolicy) -> bool:
+        conn = client.creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
+        return handshake(server.getContext(), conn) == (True, True)
+
+    def test_a_renewal_never_breaks_a_handshake_and_retires_the_old_certificate(self):
+        server, client = ReloadingServerContextFactory(self.a), ReloadingPolicy(self.b)
+        self.assertTrue(self.works(server, client))
+        # round 1: both trust the new certificate
+        for paths in (self.a, self.b):
+            self.write(paths, trust=self.new[1])
+        self.assertTrue(self.works(server, client))
+        # round 2, one node after the other: either may hold the new certificate
+        self.write(self.a, server=self.new, trust=CLUSTER[1])
+        self.assertTrue(self.works(server, client), "server new, client old")
+        self.write(self.b, server=self.new, trust=CLUSTER[1])
+        self.assertTrue(self.works(server, client), "both new")
+        # round 3: the old certificate is refused
+        for paths in (self.a, self.b):
+            self.write(paths, trust=b"")
+        self.assertTrue(self.works(server, client))
+        old_client = PinnedPolicy(Credentials(CLUSTER[0], CLUSTER[1], CLUSTER[1]))
+        conn = old_client.creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
+        self.assertFalse(handshake(server.getContext(), conn)[1], "the old certificate is refused")
+
+    def test_without_the_trust_round_a_switch_breaks(self):
+        server, client = ReloadingServerContextFactory(self.a), ReloadingPolicy(self.b)
+        self.write(self.a, server=self.new)
+        self.assertFalse(self.works(server, client))
+
+    def test_an_unreadable_file_keeps_the_previous_certificate(self):
+        server = ReloadingServerContextFactory(self.a)
+        before = server.getContext()
+        with open(self.a.server_pem, "wb") as handle:
+            handle.write(b"garbage")
+        self.assertIs(server.getContext(), before)
+
+    def test_reloading_certificate_follows_its_file(self):
+        path = os.path.join(self.a.data_dir, "rapi.pem")
+        gcrypto.write_pem_file(path, *CLUSTER)
+        rapi = ReloadingCertificate(path)
+        first = rapi.getContext()
+        self.assertIs(rapi.getContext(), first, "unchanged: the same context")
+        gcrypto.write_pem_file(path, *self.new)
+        second = rapi.getContext()
+        self.assertIsNot(second, first)
+        srv = SSL.Connection(second, None)
+        self.assertEqual(gcrypto.fingerprint(srv.get_certificate().to_cryptography().public_bytes(
+            serialization.Encoding.PEM)), gcrypto.fingerprint(self.new[1]))

@@ -21,6 +21,7 @@ from ganeti.opcodes.typed.base import OpCode
 from ganeti.opcodes.typed.cluster import (
     OpClusterQuery,
     OpClusterRedistConf,
+    OpClusterRenewCrypto,
     OpClusterSetParams,
     OpClusterVerify,
     OpClusterVerifyConfig,
@@ -90,6 +91,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpBackupRemove.OP_ID: OpBackupRemove,
     OpClusterQuery.OP_ID: OpClusterQuery,
     OpClusterRedistConf.OP_ID: OpClusterRedistConf,
+    OpClusterRenewCrypto.OP_ID: OpClusterRenewCrypto,
     OpClusterRepairDiskSizes.OP_ID: OpClusterRepairDiskSizes,
     OpClusterSetParams.OP_ID: OpClusterSetParams,
     OpClusterVerify.OP_ID: OpClusterVerify,
@@ -159,6 +161,7 @@ __all__ = [
     "OpBackupRemove",
     "OpClusterQuery",
     "OpClusterRedistConf",
+    "OpClusterRenewCrypto",
     "OpClusterRepairDiskSizes",
     "OpClusterSetParams",
     "OpClusterVerify",

@@ -254,6 +254,26 @@ class OpClusterRedistConf(OpCode):
 
 
 @attrs.frozen(kw_only=True)
+class OpClusterRenewCrypto(OpCode):
+    """Renew the nodes' client certificates and put their digests in the candidate certificates."""
+
+    OP_ID: ClassVar[str] = "OP_CLUSTER_RENEW_CRYPTO"
+
+    #: issue every online node a new client certificate
+    node_certificates: bool = False
+    #: renew the nodes' SSH keys (no SSH setup is kept here: a no-op)
+    renew_ssh_keys: bool = False
+    #: type of the new SSH keys
+    ssh_key_type: str | None = None
+    #: size of the new SSH keys
+    ssh_key_bits: int | None = None
+    #: verbose mode
+    verbose: bool = False
+    #: debug mode
+    debug: bool = False
+
+
+@attrs.frozen(kw_only=True)
 class OpGroupAssignNodes(OpCode):
     """Move nodes into a node group."""
 
