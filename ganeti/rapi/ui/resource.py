@@ -50,7 +50,7 @@ SECURITY_HEADERS = {
     b"content-security-policy": CSP.encode(),
     b"x-content-type-options": b"nosniff",
     b"x-frame-options": b"DENY",
-    b"referrer-policy": b"no-referrer",
+    b"referrer-policy": b"same-origin",  # not no-referrer: that makes the browser send "Origin: null"
 }
 _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
           ".css": b"text/css; charset=utf-8", ".svg": b"image/svg+xml", ".png": b"image/png"}

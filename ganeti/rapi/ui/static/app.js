@@ -25,7 +25,7 @@ function h(tag, props, ...children) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -126,7 +126,7 @@ function route() {
 function render(first) {
   const main = $("view");
   const out = current.view(current.arg, first);
-  if (out) main.replaceChildren(...[].concat(out));
+  if (out) main.replaceChildren(...[out].flat(Infinity).filter((c) => c !== null && c !== undefined));
 }
 // live changes re-render list views; detail views update their live parts themselves
 function refresh() {
@@ -156,7 +156,7 @@ function table(kind, columns, rows, id) {
     h("tbody", {}, rows.map((r) => h("tr", {"data-key": r.key}, r.cells.map((c) => h("td", {}, c)))))));
 }
 function dl(pairs) {
-  return h("dl", {}, pairs.map(([k, v]) => [h("dt", {text: k}), h("dd", {}, v === null || v === undefined ? "" : v)]));
+  return h("dl", {}, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v === null || v === undefined ? "" : v)]));
 }
 function nodeLiveness(n) {
   const cells = [state(n.liveness || "unknown")];
@@ -309,6 +309,7 @@ function job(id) {
   const log = h("pre", {class: "log", id: "job-log"});
   const details = h("div", {});
   const seen = new Set();
+  let lastStatus = null;
   const show = () => api("GET", "/2/jobs/" + id).then((j) => {
     status.replaceChildren(state(j.status));
     details.replaceChildren(h("div", {class: "card"}, h("h2", {text: "Opcodes"}),
@@ -322,6 +323,10 @@ function job(id) {
   es.addEventListener("job", (e) => {
     const d = JSON.parse(e.data);
     if (d.status) status.replaceChildren(state(d.status));
+    if (d.status !== lastStatus) {
+      lastStatus = d.status;
+      log.append(new Date().toLocaleString() + "  job " + id + " is " + (d.status || "gone") + "\n");
+    }
     for (const entry of d.log) {
       if (seen.has(entry.serial)) continue;
       seen.add(entry.serial);
