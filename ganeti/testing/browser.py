@@ -103,7 +103,9 @@ class Browser:
             while b"\0" in buffer:
                 raw, buffer = buffer.split(b"\0", 1)
                 message = json.loads(raw)
-                waiter = self._waiting.pop(message["id"], None) if "id" in message else None
+                waiter: queue.Queue[dict[str, Any]] | None = None
+                if "id" in message:
+                    waiter = self._waiting.pop(message["id"], None)
                 if waiter is not None:
                     waiter.put(message)
                 else:

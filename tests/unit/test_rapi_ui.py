@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from treq.testing import StubTreq
-from twisted.internet.task import Clock
 from twisted.internet.defer import ensureDeferred
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.rapi.server import RapiResource

@@ -28,11 +28,10 @@ from typing import Any, Callable
 import attrs
 import orjson
 from twisted.internet.defer import CancelledError, ensureDeferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from zope.interface import implementer
-from twisted.internet.interfaces import IPushProducer
 
 from ganeti.jobs import lifecycle
 from ganeti.luxi import methods
