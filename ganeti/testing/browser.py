@@ -103,11 +103,11 @@ class Browser:
             while b"\0" in buffer:
                 raw, buffer = buffer.split(b"\0", 1)
                 message = json.loads(raw)
-                waiter: queue.Queue[dict[str, Any]] | None = None
+                found: queue.Queue[dict[str, Any]] | None = None
                 if "id" in message:
-                    waiter = self._waiting.pop(message["id"], None)
-                if waiter is not None:
-                    waiter.put(message)
+                    found = self._waiting.pop(message["id"], None)
+                if found is not None:
+                    found.put(message)
                 else:
                     self.events.append(message)
 

@@ -45,7 +45,7 @@ def cluster_config() -> ConfigData:
                         admin_state="down", admin_state_source="admin", disk_template="diskless",
                         disks_active=False, beparams={"maxmem": 128, "vcpus": 1},
                         nics=[NIC(mac="aa:00:00:00:01:01", uuid=new_uuid())], disks=[],
-                        **STAMP)  # type: ignore[arg-type]
+                        **STAMP)
     return attrs.evolve(cfg, instances={uuid: instance})
 
 

@@ -82,8 +82,8 @@ def diff(old: dict[Any, dict[str, Any]], new: dict[Any, dict[str, Any]]) -> dict
 def _ts(value: Any) -> float | None:
     """A job timestamp, C{[seconds, microseconds]} as LUXI gives it, in seconds."""
     if isinstance(value, list) and len(value) == 2:
-        return value[0] + value[1] / 1e6
-    return value if isinstance(value, (int, float)) else None
+        return float(value[0] + value[1] / 1e6)
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 class Streams:

@@ -335,7 +335,7 @@ class UiResource:
             raise HttpError(429, "Too many event streams open", {"Retry-After": "10"})
         state["stream"] = True
         events.start_stream(request)
-        left = []
+        left: list[bool] = []
 
         def done() -> None:
             if not left:
