@@ -16,6 +16,7 @@ Without Chromium (scripts/install-chromium installs Debian's) the test skips.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 
@@ -107,10 +108,28 @@ async def test_console_in_a_browser(root):
                                                        ".includes('is success')", 120)
             await threads.deferToThread(
                 page.wait_for, "document.getElementById('job-status').textContent === 'success'", 120)
-            await threads.deferToThread(page.screenshot, os.path.join(shots, "4-job.png"))
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "4-job-start.png"))
             assert ok(cluster.master, "gnt-instance", "list", "--no-headers", "-o", "status",
                       INSTANCE).strip() == "running"
             assert await threads.deferToThread(page.evaluate, "window.__stillHere") == 1
+
+            # migrate it to node2 (node3 is unreachable: not offered), its status followed live on its page
+            await threads.deferToThread(page.evaluate, "location.hash = '#/instance/%s'; true" % INSTANCE)
+            await threads.deferToThread(page.wait_for, "document.getElementById('instance-status')"
+                                                       ".textContent === 'running'")
+            await threads.deferToThread(page.click, "#actions button[data-action='Migrate']")
+            offered = await threads.deferToThread(
+                page.evaluate, "[...document.querySelectorAll('#confirm-target option')].map(o => o.value)")
+            assert offered == ["node2.test", ""], offered
+            await threads.deferToThread(page.click, "#confirm-yes")
+            await threads.deferToThread(page.wait_for, "location.hash.startsWith('#/job/')")
+            await threads.deferToThread(
+                page.wait_for, "document.getElementById('job-status').textContent === 'success'", 120)
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "4-job-migrate.png"))
+            assert "is success" in await threads.deferToThread(
+                page.evaluate, "document.getElementById('job-log').textContent")
+            assert ok(cluster.master, "gnt-instance", "list", "--no-headers", "-o", "pnode",
+                      INSTANCE).strip() == "node2.test"
 
             for view, ready, name in (
                 ("#/instances", "document.querySelectorAll('#instances tbody tr').length === 1", "5-instances"),
@@ -144,3 +163,6 @@ async def test_console_in_a_browser(root):
             assert ok(cluster.master, "gnt-job", "list", "--no-headers", "-o", "id").split() == jobs_before
         finally:
             await threads.deferToThread(browser.close)
+            for name in os.listdir(cluster.master.log_dir):  # for a person looking into a failure
+                if "rapi" in name or "luxi" in name:
+                    shutil.copy(os.path.join(cluster.master.log_dir, name), shots)

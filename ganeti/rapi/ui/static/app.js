@@ -132,6 +132,7 @@ function render(first) {
 function refresh() {
   if (!current) return;
   if (current.view.live) render(false);
+  else if (current.view.update) current.view.update(current.arg);
 }
 
 // --- views -----------------------------------------------------------------------
@@ -246,18 +247,22 @@ function instances(wanted, first) {
 }
 instances.live = true;
 
-// actions with an in-page confirmation; each submits the usual RAPI job, then shows it
+// actions with an in-page confirmation; each submits the usual RAPI job, then shows it.
+// An action with a target (migrate, fail over) lets the user pick the node in the confirmation.
 function actionBar(target, actions) {
   if (!S.session.write) return null;
   const box = h("div", {class: "confirm hidden", id: "confirm"});
-  const bar = h("div", {class: "toolbar", id: "actions"}, actions.map(([label, method, path, body, danger]) =>
+  const bar = h("div", {class: "toolbar", id: "actions"}, actions.map(([label, method, path, body, danger, targets]) =>
     h("button", {type: "button", class: danger ? "danger" : "", "data-action": label, onclick: () => {
-      box.replaceChildren(h("span", {text: label + " " + target + "? "}),
+      const picker = targets ? h("select", {id: "confirm-target"}, targets().map((n) => h("option", {value: n, text: n})),
+                                 h("option", {value: "", text: "(the default allocator)"})) : null;
+      box.replaceChildren(h("span", {text: label + " " + target + (picker ? " to " : "? ")}), picker, picker ? "? " : null,
         h("button", {type: "button", id: "confirm-yes", class: danger ? "danger" : "", text: "Yes, " + label.toLowerCase(),
           onclick: async () => {
             box.classList.add("hidden");
+            const sent = picker && picker.value ? Object.assign({}, body, {target_node: picker.value}) : body;
             try {
-              const jobId = await api(method, path, body);
+              const jobId = await api(method, path, sent);
               location.hash = "#/job/" + (Array.isArray(jobId) ? jobId[0] : jobId);
             } catch (err) { banner(label + " failed: " + err.message); }
           }}), " ",
@@ -282,11 +287,20 @@ function instance(name) {
       h("div", {class: "card"}, h("h2", {text: "Back-end parameters"}), dl(params(i.beparams))),
       h("div", {class: "card"}, h("h2", {text: "Hypervisor parameters"}), dl(params(i.hvparams)))));
   }).catch((err) => holder.replaceChildren(h("p", {class: "alert", text: err.message})));
-  return [h("h1", {text: name}), actionBar(name, [
-    ["Start", "PUT", p + "/startup", {}], ["Shut down", "PUT", p + "/shutdown", {}],
-    ["Reboot", "POST", p + "/reboot", {}], ["Migrate", "PUT", p + "/migrate", {}],
-    ["Fail over", "PUT", p + "/failover", {}], ["Remove", "DELETE", p, undefined, true]]), holder];
+  const others = () => [...S.nodes.values()].filter((n) => n.name !== (S.instances.get(name) || {}).pnode &&
+                                                   !n.offline && !n.drained && n.liveness !== "unreachable")
+    .map((n) => n.name).sort();
+  return [h("h1", {}, name + " ", h("span", {id: "instance-status"}, state((S.instances.get(name) || {}).status))),
+    actionBar(name, [
+      ["Start", "PUT", p + "/startup", {}], ["Shut down", "PUT", p + "/shutdown", {}],
+      ["Reboot", "POST", p + "/reboot", {}], ["Migrate", "PUT", p + "/migrate", {}, false, others],
+      ["Fail over", "PUT", p + "/failover", {}, false, others], ["Remove", "DELETE", p, undefined, true]]), holder];
 }
+// the instance's status in the heading follows the pushed changes
+instance.update = (name) => {
+  const el = $("instance-status"), i = S.instances.get(name);
+  if (el && i) el.replaceChildren(state(i.status));
+};
 
 function jobs() {
   const st = S.filter.jobState;
