@@ -340,8 +340,20 @@ class EventHubTests(SynchronousTestCase):
         self.assertEqual(self.luxi.rounds, 11)  # at subscription, then every 0.5 s: not per page
         self.hub.unsubscribe(one)
         self.hub.unsubscribe(two)
+        self.clock.pump([0.5] * int(events.IDLE_GRACE / 0.5))  # a reload would find the state current
+        rounds = self.luxi.rounds
+        self.assertGreater(rounds, 11)
         self.clock.pump([0.5] * 10)
-        self.assertEqual(self.luxi.rounds, 11)
+        self.assertEqual(self.luxi.rounds, rounds)  # then no page, no queries
+
+    def test_a_reload_gets_its_snapshot_at_once(self) -> None:
+        one, _ = self.stream()
+        self.hub.unsubscribe(one)
+        self.clock.advance(1)
+        rounds = self.luxi.rounds
+        _, request = self.stream()
+        self.assertEqual([k for k, _ in request.events()], ["snapshot"])
+        self.assertEqual(self.luxi.rounds, rounds)
 
     def test_a_paused_page_gets_nothing_then_a_new_snapshot(self) -> None:
         stream, request = self.stream()

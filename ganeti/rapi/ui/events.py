@@ -5,7 +5,8 @@ LuxiD for the nodes, instances and jobs every L{POLL_INTERVAL} seconds, only
 while at least one page is open, and once for all pages: one round of LUXI
 queries whatever the number of pages.  A page gets a C{snapshot} event when it
 connects, then C{nodes}, C{instances} and C{jobs} events holding only what
-changed (C{{"changed": [rows], "removed": [keys]}}); the page never polls.
+changed (the poller goes on for L{IDLE_GRACE} seconds after the last page
+left, so that a reload gets its snapshot at once) (C{{"changed": [rows], "removed": [keys]}}); the page never polls.
 A page whose connection does not keep up (its TLS send buffer is full: the
 transport paused the stream) is sent nothing more until it drains, then a new
 snapshot: a slow reader costs a bounded amount of memory.
@@ -38,6 +39,8 @@ from ganeti.luxi import methods
 
 #: seconds between two rounds of queries while a page is open
 POLL_INTERVAL = 0.5
+#: seconds the poller goes on after the last page left (a reload finds the state current)
+IDLE_GRACE = 10.0
 #: seconds between two keep-alive comments of a stream
 KEEPALIVE = 15.0
 #: seconds one WaitForJobChange of a job stream waits
@@ -166,6 +169,7 @@ class EventHub:
         self.state: dict[str, dict[Any, dict[str, Any]]] | None = None
         self.error: str | None = None
         self._loop: LoopingCall | None = None
+        self._idle: Any = None
         self._last_write = 0.0
 
     def snapshot(self) -> bytes | None:
@@ -174,6 +178,10 @@ class EventHub:
         return sse("snapshot", {kind: list(rows.values()) for kind, rows in self.state.items()})
 
     def subscribe(self, stream: ClusterStream) -> None:
+        if self._idle is not None:
+            if self._idle.active():
+                self._idle.cancel()
+            self._idle = None
         self.streams.append(stream)
         snapshot = self.snapshot()
         if snapshot is not None:
@@ -190,15 +198,23 @@ class EventHub:
         stream.closed = True
         if stream in self.streams:
             self.streams.remove(stream)
-        if not self.streams and self._loop is not None:
-            if self._loop.running:
-                self._loop.stop()
-            self._loop = None
-            self.state = None  # stale as soon as nobody looks: the next page starts afresh
+        if not self.streams and self._loop is not None and self._idle is None:
+            # a reload reconnects at once: it finds the state current and gets its snapshot without waiting
+            self._idle = self.clock.callLater(IDLE_GRACE, self._stop_polling)
+
+    def _stop_polling(self) -> None:
+        self._idle = None
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+        self.state = None  # stale as soon as nobody looks: the next page starts afresh
 
     def stop(self) -> None:
         for stream in list(self.streams):
             self.unsubscribe(stream)
+        if self._idle is not None and self._idle.active():
+            self._idle.cancel()
+        self._stop_polling()
 
     def broadcast(self, data: bytes) -> None:
         self._last_write = self.clock.seconds()

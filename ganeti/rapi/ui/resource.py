@@ -242,12 +242,16 @@ class UiResource:
                           secure=True, httpOnly=True, sameSite="strict")
 
     def _check_origin(self, request: Any) -> None:
-        """A browser's cross-site request names another origin: refused."""
+        """A browser's cross-site request names another origin: refused.
+
+        The origin must be this host, or the candidate that forwarded the request
+        (C{X-Forwarded-Host}: a header a cross-site page cannot set without a CORS
+        preflight, which nothing here answers)."""
         origin = request.getHeader(b"origin")
         if origin is None:
             return
-        host = request.getHeader(b"host") or b""
-        if origin.lower() != b"https://" + host.lower():
+        hosts = [request.getHeader(b"host"), request.getHeader(b"x-forwarded-host")]
+        if origin.lower() not in [b"https://" + h.lower() for h in hosts if h]:
             raise HttpError(403, "Cross-origin request refused")
 
     # --- login -----------------------------------------------------------------------
