@@ -126,8 +126,10 @@ async def test_console_in_a_browser(root):
             await threads.deferToThread(
                 page.wait_for, "document.getElementById('job-status').textContent === 'success'", 120)
             await threads.deferToThread(page.screenshot, os.path.join(shots, "4-job-migrate.png"))
-            assert "is success" in await threads.deferToThread(
-                page.evaluate, "document.getElementById('job-log').textContent")
+            log = await threads.deferToThread(page.evaluate, "document.getElementById('job-log').textContent")
+            assert "is success" in log and "migrating instance to node2.test" in log, log
+            assert await threads.deferToThread(page.evaluate, "document.getElementById('actions')"
+                                                              ".classList.contains('hidden')")  # no cancel now
             assert ok(cluster.master, "gnt-instance", "list", "--no-headers", "-o", "pnode",
                       INSTANCE).strip() == "node2.test"
 
@@ -142,6 +144,16 @@ async def test_console_in_a_browser(root):
                 await threads.deferToThread(page.screenshot, os.path.join(shots, name + ".png"))
             assert "unreachable" in await threads.deferToThread(
                 page.evaluate, "document.getElementById('liveness-history').textContent")
+
+            # the instance list filters as one types
+            await threads.deferToThread(page.evaluate, "location.hash = '#/instances'; true")
+            for text, rows in (("web", 1), ("node2", 1), ("nothing-like-it", 0)):
+                await threads.deferToThread(page.evaluate, "(() => { const f = document.getElementById("
+                                                           "'instance-filter'); f.value = %r;"
+                                                           " f.dispatchEvent(new Event('input')); return true; })()"
+                                                           % text)
+                assert await threads.deferToThread(
+                    page.evaluate, "document.querySelectorAll('#instances tbody tr').length") == rows, text
 
             # a read-only user: no action buttons, and a forged write is refused
             await threads.deferToThread(page.click, "#logout")

@@ -221,8 +221,7 @@ function nodeTable() {
 function nodes() { return [h("h1", {text: "Nodes"}), nodeTable()]; }
 nodes.live = true;
 
-function instances(wanted, first) {
-  if (first && wanted !== undefined) S.filter.instanceState = wanted;
+function instancesTable() {
   const q = S.filter.instances.toLowerCase(), st = S.filter.instanceState;
   const all = [...S.instances.values()];
   const rows = sortedRows("instances", all.filter((i) => (!st || i.status === st) &&
@@ -230,22 +229,25 @@ function instances(wanted, first) {
     .map((i) => ({key: i.name, cells: [link("#/instance/" + encodeURIComponent(i.name), i.name), state(i.status),
       i.pnode || "", (i.snodes || []).join(", "), i.os || "", i.disk_template || "", String(i["be/vcpus"] ?? ""),
       fmtMiB(i["be/maxmem"])]}));
-  const states = [...new Set(all.map((i) => i.status))].sort();
-  let filterBox = document.getElementById("instance-filter");
-  if (!filterBox) {
-    filterBox = h("input", {id: "instance-filter", type: "search", placeholder: "Filter: name, node, OS, tag",
-                            oninput: (e) => { S.filter.instances = e.target.value; render(false); }});
-  }
-  filterBox.value = S.filter.instances;
-  const select = h("select", {id: "instance-state", onchange: (e) => { S.filter.instanceState = e.target.value; render(false); }},
-    h("option", {value: "", text: "any state"}), states.map((s) => h("option", {value: s, text: s, selected: s === st})));
-  return [h("h1", {text: "Instances"}), h("div", {class: "toolbar"}, filterBox, select,
-          h("span", {class: "muted", text: rows.length + " of " + all.length})),
+  return [h("p", {class: "muted", text: rows.length + " of " + all.length}),
           table("instances", [["Name", "name"], ["Status", "status"], ["Primary node", "pnode"], ["Secondary", null],
                               ["OS", "os"], ["Disks", "disk_template"], ["VCPUs", "be/vcpus"], ["Memory", "be/maxmem"]],
                 rows, "instances")];
 }
-instances.live = true;
+// the toolbar stays (the filter keeps its focus while changes arrive); only the table is redrawn
+function instances(wanted, first) {
+  if (first && wanted !== undefined) S.filter.instanceState = wanted;
+  const states = [...new Set([...S.instances.values()].map((i) => i.status))].sort();
+  const st = S.filter.instanceState;
+  const filterBox = h("input", {id: "instance-filter", type: "search", placeholder: "Filter: name, node, OS, tag",
+                                value: S.filter.instances,
+                                oninput: (e) => { S.filter.instances = e.target.value; instances.update(); }});
+  const select = h("select", {id: "instance-state", onchange: (e) => { S.filter.instanceState = e.target.value; instances.update(); }},
+    h("option", {value: "", text: "any state"}), states.map((s) => h("option", {value: s, text: s, selected: s === st})));
+  return [h("h1", {text: "Instances"}), h("div", {class: "toolbar"}, filterBox, select),
+          h("div", {id: "instances-holder"}, instancesTable())];
+}
+instances.update = () => { const el = $("instances-holder"); if (el) el.replaceChildren(...instancesTable().flat()); };
 
 // actions with an in-page confirmation; each submits the usual RAPI job, then shows it.
 // An action with a target (migrate, fail over) lets the user pick the node in the confirmation.
@@ -337,6 +339,8 @@ function job(id) {
   es.addEventListener("job", (e) => {
     const d = JSON.parse(e.data);
     if (d.status) status.replaceChildren(state(d.status));
+    const bar = $("actions");
+    if (bar) bar.classList.toggle("hidden", ["success", "error", "canceled"].includes(d.status));
     if (d.status !== lastStatus) {
       lastStatus = d.status;
       log.append(new Date().toLocaleString() + "  job " + id + " is " + (d.status || "gone") + "\n");
