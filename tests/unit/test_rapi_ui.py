@@ -346,6 +346,25 @@ class EventHubTests(SynchronousTestCase):
         self.clock.pump([0.5] * 10)
         self.assertEqual(self.luxi.rounds, rounds)  # then no page, no queries
 
+    def test_a_slow_query_is_asked_less_often(self) -> None:
+        """Instances taking 1 s to query are asked every 4 s; nodes still every 0.5 s."""
+        elapsed = [0.0]
+        counts = {"node": 0, "instance": 0}
+        luxi = self.luxi
+
+        class Slow:
+            async def call(self, method: str, *args: Any) -> Any:
+                if method == "Query":
+                    counts[args[0]] += 1
+                    if args[0] == "instance":
+                        elapsed[0] += 1.0
+                return await luxi.call(method, *args)
+
+        self.hub = events.EventHub(Slow(), self.clock, interval=0.5, timer=lambda: elapsed[0])
+        self.stream()
+        self.clock.pump([0.5] * 16)
+        self.assertEqual(counts, {"node": 17, "instance": 3})  # at 0, 4 and 8 s
+
     def test_a_reload_gets_its_snapshot_at_once(self) -> None:
         one, _ = self.stream()
         self.hub.unsubscribe(one)
