@@ -89,7 +89,7 @@ class UiTestCase(SynchronousTestCase):
     def setUp(self) -> None:
         self.users_path = _temp_path(self)
         with open(self.users_path, "w") as handle:
-            handle.write("jack abc123 write\nreader %s read\n" % ha1("reader", "pw"))
+            handle.write("jack abc123 write\nreader %s read\nplain pw2\n" % ha1("reader", "pw"))
         self.luxi = FakeLuxi()
         self.resource = RapiResource(self.luxi, UsersFile(self.users_path), clock=lambda: NOW, max_body=4096)
         self.clock = Clock()
@@ -244,6 +244,13 @@ class UiApiTests(UiTestCase):
             self.assertEqual(code, 403, body)
             self.assertIn(b"lacks the right", body)
         self.assertFalse({"SubmitJob", "CancelJob"} & set(self.luxi.methods()))
+
+    def test_rights_are_rapis_own(self) -> None:
+        """A user without options reads what anybody may, not what needs C{read}, as over RAPI."""
+        plain, reader = self.login("plain", "pw2"), self.login("reader", "pw")
+        self.assertEqual(self.request("GET", "/ui/api/2/nodes", headers=plain)[0], 200)
+        self.assertEqual(self.request("GET", "/ui/api/2/query/node?fields=name", headers=plain)[0], 403)
+        self.assertEqual(self.request("GET", "/ui/api/2/query/node?fields=name", headers=reader)[0], 200)
 
     def test_liveness_history_of_a_node(self) -> None:
         with open(self.liveness_log, "w") as handle:

@@ -298,8 +298,8 @@ class UiResource:
         if handler is None:
             raise HttpError(501, "Method %s is unsupported for path %s" % (method, path),
                             {"Allow": ", ".join(sorted(route.methods))})
-        if handler.access == baserlib.WRITE and OPT_WRITE not in user.options:
-            raise HttpError(403, "User %s lacks the right (write) to do this" % user.name)
+        if handler.access and not (user.options & set(handler.access)):  # as RAPI's own check
+            raise HttpError(403, "User %s lacks the right (%s) to do this" % (user.name, " or ".join(handler.access)))
         args = self.rapi._args(request)
         body = self.rapi._body(request)
         ctx = baserlib.Context(method, path, args, body, user.name, self.rapi.luxi, self.rapi.clock)
