@@ -7,7 +7,7 @@ node turns unreachable on the open page without a reload (the page's own
 marker survives); the user starts an instance from its page and watches the
 job's log arrive live; a read-only user finds no action buttons and a POST
 forged from the page (with or without the CSRF token) is refused and submits
-nothing.  Screenshots of every page are written to the test's temporary
+nothing; on a phone-sized screen nothing is wider than the screen.  Screenshots of every page are written to the test's temporary
 directory (printed), for a person to look at.
 
 Without Chromium (scripts/install-chromium installs Debian's) the test skips.
@@ -173,6 +173,14 @@ async def test_console_in_a_browser(root):
             })()""" % (INSTANCE, INSTANCE))
             assert forged == [403, 403], forged
             assert ok(cluster.master, "gnt-job", "list", "--no-headers", "-o", "id").split() == jobs_before
+
+            # a phone-sized screen: nothing wider than the screen (wide tables scroll in their own box)
+            await threads.deferToThread(page.send, "Emulation.setDeviceMetricsOverride",
+                                        {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+            await threads.deferToThread(page.evaluate, "location.hash = '#/'; true")
+            await threads.deferToThread(page.wait_for, "document.querySelectorAll('#nodes tbody tr').length === 3")
+            assert await threads.deferToThread(page.evaluate, "document.documentElement.scrollWidth") <= 390
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "10-phone.png"))
         finally:
             await threads.deferToThread(browser.close)
             for name in os.listdir(cluster.master.log_dir):  # for a person looking into a failure
