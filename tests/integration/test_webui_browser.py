@@ -183,6 +183,7 @@ async def test_console_in_a_browser(root):
             await threads.deferToThread(page.screenshot, os.path.join(shots, "10-phone.png"))
         finally:
             await threads.deferToThread(browser.close)
+            shutil.rmtree(profile, ignore_errors=True)
             for name in os.listdir(cluster.master.log_dir):  # for a person looking into a failure
                 if "rapi" in name or "luxi" in name:
                     shutil.copy(os.path.join(cluster.master.log_dir, name), shots)
