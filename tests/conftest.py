@@ -77,6 +77,7 @@ SLOW_FIRST = (
     "tests/integration/test_chaos.py",
     "tests/integration/test_backup.py",
     "tests/integration/test_auto_failover.py",
+    "tests/integration/test_webui_browser.py",
     "tests/unit/test_scheduler.py",
     "tests/integration/test_kvm_guest.py",
     "tests/integration/test_rbd.py",

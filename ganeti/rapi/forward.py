@@ -273,8 +273,7 @@ class ForwardingResource(Resource):
             url = b"https://%s:%d%s" % (host.encode("ascii"), self.port, request.uri)
             producer = FileBodyProducer(_bytes_io(body)) if body or request.method in (b"POST", b"PUT") else None
             try:
-                return address, await self.agent.request(request.method, url,
-                                                         forwarded_headers(request.requestHeaders), producer)
+                return address, await self.agent.request(request.method, url, _with_host(request), producer)
             except CancelledError:
                 raise
             except Exception as e:
@@ -310,6 +309,15 @@ class ForwardingResource(Resource):
                               time.perf_counter() - started)
 
         request.notifyFinish().addCallback(finished).addErrback(lambda _: None)
+
+
+def _with_host(request: Any) -> Headers:
+    """The forwarded headers, with the host the client asked for as C{X-Forwarded-Host}
+    (the web console checks a browser's C{Origin} against it: L{ganeti.rapi.ui.resource})."""
+    headers = forwarded_headers(request.requestHeaders)
+    host = request.getHeader(b"host")
+    headers.setRawHeaders(b"x-forwarded-host", [host] if host else [])
+    return headers
 
 
 def _bytes_io(data: bytes) -> Any:

@@ -124,6 +124,8 @@ class RapiResource(Resource):
         self.forwarded = RequestMetrics()
         #: whether this RAPI forwards to the master's now (a candidate's); set by the composition root
         self.forwarding: Callable[[], bool] = lambda: False
+        #: the web console (L{ganeti.rapi.ui.resource.UiResource}) that answers C{/ui} paths; none: 404
+        self.ui: Any = None
 
     # twisted.web calls render_<METHOD>; all of them go to one place
     def render_GET(self, request: Any) -> Any:
@@ -137,6 +139,8 @@ class RapiResource(Resource):
 
     # --- request handling ------------------------------------------------------------
     def _render(self, request: Any) -> Any:
+        if self.ui is not None and (request.path == b"/ui" or request.path.startswith(b"/ui/")):
+            return self.ui.render(request)
         started = time.perf_counter()
         state: dict[str, Any] = {"user": None}
         d = ensureDeferred(self._handle(request, state))

@@ -47,6 +47,7 @@ class Options(usage.Options):
     ] + http_limits.option_parameters(http_limits.HttpLimits())
     optFlags = [
         ["require-authentication", None, "Require authentication for reads too."],
+        ["no-ui", None, "Do not serve the web console at /ui/."],
         ["public-metrics", None, "Serve /metrics without authentication, even with --require-authentication."],
     ]
 
@@ -111,6 +112,10 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     # on a master candidate that is not the master: every request goes to the master's RAPI
     forwarding = ForwardingResource.for_node(resource, paths, options["port"], reactor, cert_pem)
     resource.forwarding = lambda: forwarding.master() is not None
+    if not options["no-ui"]:
+        from ganeti.rapi.ui.resource import UiResource
+
+        resource.ui = UiResource.for_rapi(resource, key_pem, os.path.join(paths.data_dir, "liveness.log"), reactor)
     site = RapiSite(forwarding, requestFactory=request_factory(options["max-body"]), reactor=reactor,
                     **http_limits.json_site_options())
     site.displayTracebacks = False

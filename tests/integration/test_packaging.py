@@ -65,6 +65,8 @@ def _check_wheel_contents(wheel: str) -> None:
     for page in man:
         assert "%s/data/share/man/man8/%s" % (data, page) in names
     assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
+    for asset in ("index.html", "login.html", "app.js", "login.js", "app.css"):  # the web console, served from here
+        assert "ganeti/rapi/ui/static/%s" % asset in names, asset
     mode = infos["ganeti/backend/os/noop/create"].external_attr >> 16
     assert mode & 0o111, oct(mode)
     mode = infos["ganeti/backend/extstorage/loopback/attach"].external_attr >> 16  # the shipped ExtStorage provider
