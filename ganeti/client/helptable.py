@@ -21,6 +21,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                  'redist-conf': 'Forces a push of the configuration file and ssconf files',
                  'remove-tags': 'Remove tags from the cluster',
                  'repair-disk-sizes': 'Updates mismatches in recorded disk sizes',
+                 'search-tags': 'Searches the tags on all objects on the cluster for a given pattern (regex)',
+                 'show-ispecs-cmd': 'Show the command line to re-create the cluster',
                  'verify': 'Does a check on the cluster configuration and the nodes',
                  'verify-disks': 'Does a check on the cluster disk status',
                  'version': 'Print the software and protocol versions',
@@ -38,6 +40,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                'add-tags': 'Add tags to the given node group',
                'assign-nodes': 'Assign nodes to a node group',
                'evacuate': 'Evacuate all instances of a node group',
+               'info': 'Show information about node groups',
                'list': 'Lists the node groups in the cluster. The available fields can be shown using the '
                        '"list-fields" command (see the man page for details). The default list is (in '
                        'order): name, node_cnt, pinst_cnt, alloc_policy, ndparams.',
@@ -46,7 +49,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                'modify': 'Change the parameters of a node group',
                'remove': 'Remove an (empty) node group from the cluster',
                'remove-tags': 'Remove tags from the given node group',
-               'rename': 'Rename a node group'},
+               'rename': 'Rename a node group',
+               'show-ispecs-cmd': 'Show the command line to re-create a group'},
  'gnt-instance': {'activate-disks': "Activate an instance's disks",
                   'add': 'Create an instance and add it to the cluster',
                   'add-tags': 'Add tags to the given instance',

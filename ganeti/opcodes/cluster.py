@@ -129,6 +129,14 @@ define(
 )
 
 define(
+    "OP_TAGS_SEARCH",
+    [Param("pattern", T_NONEMPTY_STR, REQUIRED, "search pattern (regular expression)")],
+    doc="Search the tags of every object for a pattern.",
+    result="list of (path, tag)",
+    summary="pattern",
+)
+
+define(
     "OP_GROUP_ADD",
     [
         attrs.evolve(P_GROUP_NAME, doc="new group name"),

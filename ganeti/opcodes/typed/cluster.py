@@ -181,6 +181,16 @@ class OpTagsDel(OpCode):
 
 
 @attrs.frozen(kw_only=True)
+class OpTagsSearch(OpCode):
+    """Search the tags of every object for a pattern."""
+
+    OP_ID: ClassVar[str] = "OP_TAGS_SEARCH"
+
+    #: search pattern (regular expression)
+    pattern: str
+
+
+@attrs.frozen(kw_only=True)
 class OpGroupAdd(OpCode):
     """Add a node group."""
 
