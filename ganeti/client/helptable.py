@@ -116,6 +116,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
               'remove': 'Removes a node from the cluster',
               'remove-tags': 'Remove tags from the given node'},
  'gnt-os': {'diagnose': 'Diagnose all operating systems',
-            'list': 'Lists all valid operating systems on the cluster'},
+            'info': 'Show detailed information about operating systems',
+            'list': 'Lists all valid operating systems on the cluster',
+            'modify': 'Modify the OS parameters'},
  'gnt-storage': {'diagnose': 'Diagnose all ExtStorage providers',
                  'info': 'Show info about ExtStorage providers'}}

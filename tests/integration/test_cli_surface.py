@@ -1,7 +1,9 @@
 """The rest of Ganeti's command line (issue 26), on a real 2-node loopback
 cluster, side by side with Ganeti 3.0.2's own scripts: C{gnt-cluster
 search-tags} (OP_TAGS_SEARCH), C{gnt-cluster show-ispecs-cmd},
-C{gnt-group info} and C{gnt-group show-ispecs-cmd} print what Ganeti's do.
+C{gnt-group info} and C{gnt-group show-ispecs-cmd} print what Ganeti's do;
+C{gnt-os modify} (per-OS parameters, hidden and blacklisted OSes) and
+C{gnt-os info}.
 """
 
 from __future__ import annotations
@@ -85,5 +87,42 @@ async def test_search_tags_group_info_and_ispecs_as_ganeti(root):
             assert "grp3" not in ok(root, "gnt-group", "list", "--no-headers", "-o", "name")
             missing = gnt(root, "gnt-group", "info", "nosuchgroup")
             assert missing.returncode != 0 and "nosuchgroup" in missing.stderr, missing.stderr
+
+            check_os_modify_and_info(root, tools)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def check_os_modify_and_info(root, tools: GanetiTools) -> None:
+    ok(root, "gnt-os", "modify", "-O", "colour=blue,size=2", "-H", "kvm:kernel_path=/boot/vmlinuz", "--hidden",
+       "yes", "noop")
+    assert "noop" not in ok(root, "gnt-os", "list", "--no-headers").split()  # hidden
+    info = ok(root, "gnt-os", "info", "noop")
+    assert "  - hidden: True\n  - blacklisted: False\n" in info and "  - valid: True" in info, info
+    assert tools.ok("gnt-os", "info", "noop") == info
+    cluster = ok(root, "gnt-cluster", "info")
+    assert "OS parameters: \n  noop: \n    colour: blue\n    size: 2\n" in cluster, cluster
+    assert "OS-specific hypervisor parameters: \n  noop: \n    kvm: \n      kernel_path: /boot/vmlinuz" in cluster, cluster
+    assert "Hidden OSes: noop\n" in cluster, cluster
+    # a parameter set to "default" is removed; the last one removes the OS's entry
+    ok(root, "gnt-os", "modify", "-O", "colour=default", "noop")
+    ok(root, "gnt-os", "modify", "--hidden", "no", "noop")
+    assert "noop" in ok(root, "gnt-os", "list", "--no-headers").split()
+    # blacklisted, with Ganeti's own script: no new instance of it, with Ganeti's message
+    tools.ok("gnt-os", "modify", "--blacklisted", "yes", "noop")
+    assert "  - blacklisted: True" in ok(root, "gnt-os", "info", "noop")
+    refused = gnt(root, "gnt-instance", "add", "-t", "diskless", "-o", "noop", "-n", N1, "--no-name-check",
+                  "--no-ip-check", "--no-start", "inst2.test")
+    assert refused.returncode != 0 and "Guest OS 'noop' is not allowed for installation" in refused.stderr, \
+        refused.stderr
+    ok(root, "gnt-os", "modify", "--blacklisted", "no", "noop")
+    # OSes the nodes do not have (one with parameters at cluster level), as Ganeti shows them
+    ok(root, "gnt-os", "modify", "-O", "mirror=local", "notinstalled")
+    ours = ok(root, "gnt-os", "info", "notinstalled", "nothing")
+    assert ours == tools.ok("gnt-os", "info", "notinstalled", "nothing") == "notinstalled: \n\nnothing: \n\n", ours
+    assert "  notinstalled: \n    mirror: local\n" in ok(root, "gnt-cluster", "info")
+    # bad input: nothing to change; a hypervisor parameter that does not exist
+    nothing = gnt(root, "gnt-os", "modify", "noop")
+    assert nothing.returncode == 1 and "At least one of OS parameters" in nothing.stderr, nothing.stderr
+    bad = gnt(root, "gnt-os", "modify", "-H", "kvm:no_such_param=1", "noop")
+    assert bad.returncode != 0 and "no_such_param" in bad.stderr, bad.stderr
