@@ -226,6 +226,17 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
+    from ganeti.client.formatting import format_generic_info
+
+    def strings(params: Any) -> Any:
+        return {k: strings(v) for k, v in params.items()} if isinstance(params, dict) else str(params)
+
+    ctx.out(format_generic_info([
+        ("OS-specific hypervisor parameters", strings(data.get("os_hvp") or {})),
+        ("OS parameters", strings(data.get("osparams") or {})),
+        ("Hidden OSes", ", ".join(data.get("hidden_os") or [])),
+        ("Blacklisted OSes", ", ".join(data.get("blacklisted_os") or [])),
+    ]))
     _show_ha(ctx, data)
     enabled = data.get("enabled_data_collectors") or {}
     intervals = data.get("data_collector_interval") or {}

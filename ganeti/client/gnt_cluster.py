@@ -282,6 +282,11 @@ def _setup_deactivate_master_ip(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", dest="confirm", action="store_true", help="Do not ask for confirmation")
 
 
+def _setup_search_tags(parser: argparse.ArgumentParser) -> None:
+    add_priority_option(parser)
+    parser.add_argument("pattern", metavar="PATTERN", help="Regular expression the tags are searched for")
+
+
 COMMANDS: dict[str, Command] = {
     "init": Command(
         "ganeti.client.cluster_init:init",
@@ -333,6 +338,10 @@ COMMANDS: dict[str, Command] = {
     "list-tags": Command(list_tags, None, "List the tags of the cluster"),
     "add-tags": Command(add_tags, _setup_tags_change, "Add tags to the cluster"),
     "remove-tags": Command(remove_tags, _setup_tags_change, "Remove tags from the cluster"),
+    "search-tags": Command("ganeti.client.policy_info:search_tags", _setup_search_tags,
+                           "Searches the tags on all objects on the cluster for a given pattern (regex)"),
+    "show-ispecs-cmd": Command("ganeti.client.policy_info:show_cluster_ispecs", None,
+                               "Show the command line to re-create the cluster"),
 }
 
 

@@ -57,9 +57,7 @@ LIST_FORMAT = {
 
 
 def add_group(ctx: Context, opts: argparse.Namespace) -> int:
-    params: dict[str, Any] = {"group_name": opts.group}
-    if opts.alloc_policy is not None:
-        params["alloc_policy"] = opts.alloc_policy
+    params = dict(group_params(opts), group_name=opts.group)
     submit_or_send(ctx, opcode(ctx, "OP_GROUP_ADD", **params))
     return EXIT_SUCCESS
 
@@ -80,8 +78,8 @@ def assign_nodes(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
-def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | None:
-    """The OP_GROUP_SET_PARAMS of C{gnt-group modify}; C{None} if nothing changes."""
+def group_params(opts: argparse.Namespace) -> dict[str, Any]:
+    """The parameters C{gnt-group add} and C{modify} set (those given)."""
     from ganeti.client import instance_opts as iopts
 
     params: dict[str, Any] = {}
@@ -108,8 +106,16 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
             ipolicy[key] = value
     if opts.ipolicy_disk_templates is not None:
         ipolicy["disk-templates"] = [t for t in iopts.split_escaped(opts.ipolicy_disk_templates) if t]
+    if opts.ipolicy_bounds_specs is not None:
+        ipolicy["minmax"] = opts.ipolicy_bounds_specs
     if ipolicy:
         params["ipolicy"] = ipolicy
+    return params
+
+
+def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | None:
+    """The OP_GROUP_SET_PARAMS of C{gnt-group modify}; C{None} if nothing changes."""
+    params = group_params(opts)
     if not params:
         return None
     return opcode(ctx, "OP_GROUP_SET_PARAMS", group_name=opts.group, **params)
@@ -141,10 +147,7 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_add(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--alloc-policy", choices=ALLOC_POLICIES, default=None, metavar="POLICY",
-        help="Allocation policy for the node group: %s" % ", ".join(ALLOC_POLICIES),
-    )
+    _param_options(parser)
     _job_options(parser)
     parser.add_argument("group", metavar="GROUP_NAME")
 
@@ -183,7 +186,8 @@ def _key_values(text: str) -> dict[str, Any]:
     return iopts.key_values(text)
 
 
-def _setup_modify(parser: argparse.ArgumentParser) -> None:
+def _param_options(parser: argparse.ArgumentParser) -> None:
+    """The parameter options of C{add} and C{modify}."""
     parser.add_argument(
         "--alloc-policy", choices=ALLOC_POLICIES, default=None, metavar="POLICY",
         help="Allocation policy for the node group: %s" % ", ".join(ALLOC_POLICIES),
@@ -202,8 +206,31 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
                         help="The maximum allowed instances to spindle ratio")
     parser.add_argument("--ipolicy-disk-templates", default=None, metavar="TEMPLATE,...",
                         help="Comma-separated list of the enabled disk templates")
+    parser.add_argument("--ipolicy-bounds-specs", type=_bounds_specs, default=None,
+                        metavar="min:PARAM=VALUE,.../max:PARAM=VALUE,...[//...]",
+                        help="Instance specs bounds (the minimum and maximum of each pair)")
+
+
+def _bounds_specs(text: str) -> list[dict[str, Any]]:
+    from ganeti.client.policy_info import bounds_specs
+
+    return bounds_specs(text)
+
+
+def _setup_modify(parser: argparse.ArgumentParser) -> None:
+    _param_options(parser)
     _job_options(parser)
     parser.add_argument("group", metavar="GROUP_NAME")
+
+
+def _setup_info(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("groups", nargs="*", metavar="GROUP", help="Groups to show (default: all)")
+
+
+def _setup_show_ispecs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--include-defaults", action="store_true",
+                        help="Include the values inherited from the cluster")
+    parser.add_argument("groups", nargs="*", metavar="GROUP", help="Groups to show (default: all)")
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
@@ -257,6 +284,9 @@ COMMANDS: dict[str, Command] = {
         "Default options and arguments may also come from the GNT_GROUP_LIST environment variable.",
     ),
     "list-fields": Command(list_group_fields, add_list_fields_options, "Lists all available fields for node groups"),
+    "info": Command("ganeti.client.policy_info:group_info", _setup_info, "Show information about node groups"),
+    "show-ispecs-cmd": Command("ganeti.client.policy_info:show_group_ispecs", _setup_show_ispecs,
+                               "Show the command line to re-create a group"),
     **tag_commands(TAG_NODEGROUP, "GROUP_NAME", "node group"),
 }
 

@@ -2,8 +2,12 @@
 
     gnt-os list [--no-headers]     the valid OS names instances may use
     gnt-os diagnose                every OS, with its status on each node
+    gnt-os info [OS...]            each OS's API versions, variants, parameters
+    gnt-os modify [-H HV:k=v,...] [-O k=v,...] [--hidden yes|no]
+                  [--blacklisted yes|no] OS
 
-Both run an OP_OS_DIAGNOSE job and wait for it.
+The first three run an OP_OS_DIAGNOSE job and wait for it; modify changes
+the cluster's per-OS parameters and lists (OP_CLUSTER_SET_PARAMS).
 """
 
 from __future__ import annotations
@@ -104,6 +108,105 @@ def diagnose_os(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_FAILURE if any_bad else EXIT_SUCCESS
 
 
+INFO_FIELDS = ["name", "valid", "variants", "parameters", "api_versions", "blacklisted", "hidden", "os_hvp",
+               "osparams", "trusted"]
+
+
+def info_os(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's C{gnt-os info}: every OS (or those named), then the per-OS
+    parameters of named ones that are not installed."""
+    from ganeti.client.formatting import format_generic_info
+
+    wanted = list(opts.names)
+    os_hvp: dict[str, Any] = {}
+    osparams: dict[str, Any] = {}
+    for name, valid, variants, parameters, apis, blacklisted, hidden, hvp, osp, trusted in _diagnose(ctx, INFO_FIELDS):
+        os_hvp.update(hvp or {})
+        osparams.update(osp or {})
+        if opts.names:
+            if name not in wanted:
+                continue
+            wanted.remove(name)
+        ctx.out("%s:" % name)
+        ctx.out("  - valid: %s" % valid)
+        ctx.out("  - hidden: %s" % hidden)
+        ctx.out("  - blacklisted: %s" % blacklisted)
+        if valid:
+            ctx.out("  - API versions:")
+            for version in sorted(apis or []):
+                ctx.out("    - %s" % version)
+            ctx.out("  - variants:")
+            for variant in variants or []:
+                ctx.out("    - %s" % variant)
+            ctx.out("  - parameters:")
+            for pname, pdesc in parameters or []:
+                ctx.out("    - %s: %s" % (pname, pdesc))
+        ctx.out("  - trusted: %s" % trusted)
+        ctx.out("")
+    for name in wanted:  # named, not installed: its cluster-level parameters, if any
+        if name not in os_hvp and name not in osparams:
+            ctx.out("%s: " % name)
+        else:
+            ctx.out(format_generic_info([(name, [("OS-specific hypervisor parameters", os_hvp.get(name, {})),
+                                                 ("OS parameters", osparams.get(name, {}))])]))
+        ctx.out("")
+    return EXIT_SUCCESS
+
+
+def modify_os(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.client.jobs import opcode, submit_or_send
+
+    name = opts.os
+    params: dict[str, Any] = {}
+    if opts.hvparams:
+        params["os_hvp"] = {name: {hv: dict(values) for hv, values in opts.hvparams}}
+    if opts.osparams:
+        params["osparams"] = {name: dict(opts.osparams)}
+    for key, flag in (("hidden_os", opts.hidden), ("blacklisted_os", opts.blacklisted)):
+        if flag is not None:
+            params[key] = [["add" if flag else "remove", name]]
+    if not params:
+        ctx.err("At least one of OS parameters or hypervisor parameters must be passed")
+        return EXIT_FAILURE
+    submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
+    return EXIT_SUCCESS
+
+
+def _ident_key_values(text: str) -> tuple[str, Any]:
+    from ganeti.client.instance_opts import ident_key_values
+
+    return ident_key_values(text)
+
+
+def _key_values(text: str) -> dict[str, Any]:
+    from ganeti.client.instance_opts import key_values
+
+    return key_values(text)
+
+
+def _setup_info(parser: argparse.ArgumentParser) -> None:
+    add_priority_option(parser)
+    parser.add_argument("names", nargs="*", metavar="OS", help="OSes to show (default: all)")
+
+
+def _setup_modify(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client.options import add_dry_run_option, add_submit_options, yes_no
+
+    parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", type=_ident_key_values, action="append",
+                        default=[], metavar="HYPERVISOR:PARAM=VALUE,...",
+                        help="Hypervisor parameters for this OS (\"default\" resets one)")
+    parser.add_argument("-O", "--os-parameters", dest="osparams", type=_key_values, default=None,
+                        metavar="PARAM=VALUE,...", help="OS parameters (\"default\" resets one)")
+    parser.add_argument("--hidden", type=yes_no, default=None, metavar="yes|no",
+                        help="Hide the OS from 'gnt-os list' (or show it again)")
+    parser.add_argument("--blacklisted", type=yes_no, default=None, metavar="yes|no",
+                        help="Refuse new instances of the OS (or allow them again)")
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
+    parser.add_argument("os", metavar="OS")
+
+
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-headers", action="store_true", help="Don't display column headers")
     add_priority_option(parser)
@@ -116,6 +219,8 @@ def _setup_diagnose(parser: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, Command] = {
     "list": Command(list_os, _setup_list, "Lists all valid operating systems on the cluster"),
     "diagnose": Command(diagnose_os, _setup_diagnose, "Diagnose all operating systems"),
+    "info": Command(info_os, _setup_info, "Show detailed information about operating systems"),
+    "modify": Command(modify_os, _setup_modify, "Modify the OS parameters"),
 }
 
 

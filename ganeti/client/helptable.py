@@ -25,6 +25,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                  'remove-tags': 'Remove tags from the cluster',
                  'renew-crypto': 'Renews cluster certificates, keys and secrets',
                  'repair-disk-sizes': 'Updates mismatches in recorded disk sizes',
+                 'search-tags': 'Searches the tags on all objects on the cluster for a given pattern (regex)',
+                 'show-ispecs-cmd': 'Show the command line to re-create the cluster',
                  'verify': 'Does a check on the cluster configuration and the nodes',
                  'verify-disks': 'Does a check on the cluster disk status',
                  'version': 'Print the software and protocol versions',
@@ -42,6 +44,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                'add-tags': 'Add tags to the given node group',
                'assign-nodes': 'Assign nodes to a node group',
                'evacuate': 'Evacuate all instances of a node group',
+               'info': 'Show information about node groups',
                'list': 'Lists the node groups in the cluster. The available fields can be shown using the '
                        '"list-fields" command (see the man page for details). The default list is (in '
                        'order): name, node_cnt, pinst_cnt, alloc_policy, ndparams.',
@@ -50,7 +53,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                'modify': 'Change the parameters of a node group',
                'remove': 'Remove an (empty) node group from the cluster',
                'remove-tags': 'Remove tags from the given node group',
-               'rename': 'Rename a node group'},
+               'rename': 'Rename a node group',
+               'show-ispecs-cmd': 'Show the command line to re-create a group'},
  'gnt-instance': {'activate-disks': "Activate an instance's disks",
                   'add': 'Create an instance and add it to the cluster',
                   'add-tags': 'Add tags to the given instance',
@@ -119,6 +123,8 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
               'remove': 'Removes a node from the cluster',
               'remove-tags': 'Remove tags from the given node'},
  'gnt-os': {'diagnose': 'Diagnose all operating systems',
-            'list': 'Lists all valid operating systems on the cluster'},
+            'info': 'Show detailed information about operating systems',
+            'list': 'Lists all valid operating systems on the cluster',
+            'modify': 'Modify the OS parameters'},
  'gnt-storage': {'diagnose': 'Diagnose all ExtStorage providers',
                  'info': 'Show info about ExtStorage providers'}}

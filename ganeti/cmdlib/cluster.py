@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, group_params, instance_params, rbd_disks
+from ganeti.cmdlib import allocator, cluster_os, group_params, instance_params, rbd_disks
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
@@ -176,6 +176,12 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             diskparams = group_params.check_diskparams(op.diskparams)
             self.op = op = attrs.evolve(op, diskparams=diskparams)
             rbd_disks.check_cluster_params(diskparams.get(rbd_disks.DT_RBD))
+        if op.os_hvp is not None:
+            self.op = op = attrs.evolve(op, os_hvp=cluster_os.check_os_hvp(op.os_hvp))
+        if op.hidden_os is not None:
+            self.op = op = attrs.evolve(op, hidden_os=cluster_os.check_os_mods(op.hidden_os, "hidden"))
+        if op.blacklisted_os is not None:
+            self.op = op = attrs.evolve(op, blacklisted_os=cluster_os.check_os_mods(op.blacklisted_os, "blacklisted"))
 
     def check_prereq(self) -> None:
         op = self.op
@@ -248,6 +254,15 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             changes["ndparams"] = dict(cluster.ndparams, **op.ndparams)
         if op.diskparams:
             changes["diskparams"] = group_params.merged_nested(cluster.diskparams or {}, op.diskparams)
+        if op.os_hvp:
+            changes["os_hvp"] = cluster_os.os_hvp_changed(cluster.os_hvp, op.os_hvp)
+        if op.osparams:
+            changes["osparams"] = cluster_os.osparams_changed(cluster.osparams, op.osparams)
+        self.os_notes: list[str] = []  # said after the change (this may run again on a retry)
+        for name in ("hidden_os", "blacklisted_os"):
+            if getattr(op, name):
+                changes[name] = cluster_os.os_list_changed(getattr(cluster, name), getattr(op, name),
+                                                           name.split("_")[0], self.os_notes.append)
         if op.enabled_data_collectors or op.data_collector_interval:
             changes["data_collectors"] = data_collectors_changed(
                 cluster.data_collectors, op.enabled_data_collectors, op.data_collector_interval)
@@ -269,4 +284,6 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             await self.feedback("HA parameters: %s (serial %s)" % (
                 ", ".join("%s=%s" % (name, stored[name]) for name in sorted(ha_changes)), stored["serial_no"]))
         await self.modify("cluster", None, self._changed)
+        for note in getattr(self, "os_notes", []):
+            await self.feedback(note)
         return None

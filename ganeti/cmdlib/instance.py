@@ -225,6 +225,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         self.no_install = bool(op.no_install)
         if not op.os_type and not self.no_install:
             raise errors.OpPrereqError("No guest OS specified (os_type), and no_install is not set", errors.ECODE_INVAL)
+        if op.os_type and op.mode not in ("import", "remote-import") and op.os_type in (cfg.cluster.blacklisted_os or []):
+            # as Ganeti: a blacklisted OS installs no new instance (imports and existing ones are left alone)
+            raise errors.OpPrereqError("Guest OS '%s' is not allowed for installation" % op.os_type,
+                                       errors.ECODE_STATE)
 
     async def resolve(self) -> None:
         """With C{name_check}, the name must resolve (it becomes the

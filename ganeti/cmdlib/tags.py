@@ -1,4 +1,4 @@
-"""Tag LUs: OP_TAGS_GET, OP_TAGS_SET, OP_TAGS_DEL.
+"""Tag LUs: OP_TAGS_GET, OP_TAGS_SET, OP_TAGS_DEL, OP_TAGS_SEARCH.
 
 Tags are checked as Ganeti does: a string of at most L{MAX_TAG_LEN}
 characters from C{[A-Za-z0-9_.+*/:@-]} (so never empty nor blank), at most
@@ -29,7 +29,7 @@ from ganeti.cmdlib.base import (
     lookup_network,
     register,
 )
-from ganeti.opcodes.typed import OpTagsDel, OpTagsGet, OpTagsSet
+from ganeti.opcodes.typed import OpTagsDel, OpTagsGet, OpTagsSearch, OpTagsSet
 
 _TagsLUOpT = TypeVar("_TagsLUOpT", bound=OpTagsDel | OpTagsGet | OpTagsSet, covariant=True)
 
@@ -176,3 +176,27 @@ class LUTagsDel(_TagsLU[OpTagsDel]):
         remove = set(self.op.tags)
         await self._change_tags(lambda tags: [t for t in tags if t not in remove])
         return None
+
+
+@register
+class LUTagsSearch(LogicalUnit[OpTagsSearch]):
+    """The tags of every object that match a regular expression, as
+    C{(path, tag)}: C{/cluster}, C{/instances/NAME}, C{/nodes/NAME},
+    C{/nodegroup/NAME} and C{/network/NAME} (Ganeti's paths); no locks."""
+
+    OP_ID = "OP_TAGS_SEARCH"
+    REQ_BGL = False
+
+    def check_prereq(self) -> None:
+        try:
+            self.pattern = re.compile(self.op.pattern)
+        except re.error as e:
+            raise errors.OpPrereqError("Invalid search pattern '%s': %s" % (self.op.pattern, e),
+                                       errors.ECODE_INVAL) from None
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        targets: list[tuple[str, Any]] = [("/cluster", self.cfg.cluster)]
+        for kind, table in (("instances", self.cfg.instances), ("nodes", self.cfg.nodes),
+                            ("nodegroup", self.cfg.nodegroups), ("network", self.cfg.networks)):
+            targets.extend(("/%s/%s" % (kind, obj.name), obj) for obj in table.values())
+        return [[path, tag] for path, obj in targets for tag in obj.tags if self.pattern.search(tag)]

@@ -38,7 +38,9 @@ from ganeti.opcodes.base import (
     t_dict_of,
     t_list,
     t_maybe,
+    t_one_of,
     t_seconds,
+    t_tuple,
     unsupported,
 )
 
@@ -51,10 +53,10 @@ def _tags_summary(op: dict[str, Any]) -> str:
 
 #: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
 _CLUSTER_UNSUPPORTED = (
-    "add_uids", "blacklisted_os", "compression_tools", "default_iallocator_params",
+    "add_uids", "compression_tools", "default_iallocator_params",
     "disk_state", "drbd_helper", "enabled_user_shutdown",
-    "gluster_storage_dir", "hidden_os", "hv_state", "install_image", "instance_communication_network", "ipolicy",
-    "master_netmask", "os_hvp", "osparams", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
+    "gluster_storage_dir", "hv_state", "install_image", "instance_communication_network", "ipolicy",
+    "master_netmask", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
     "use_external_mip_script", "vg_name", "zeroing_image",
 )
 
@@ -85,6 +87,12 @@ define(
         Param("enabled_data_collectors", t_maybe(t_dict_of(T_BOOL)), ABSENT, "data collectors to (de)activate"),
         Param("data_collector_interval", t_maybe(t_dict_of(T_POS_INT)), ABSENT,
               "data collector intervals (microseconds)"),
+        Param("os_hvp", t_maybe(t_dict_of(T_DICT)), ABSENT, "per-OS hypervisor parameters to change"),
+        Param("osparams", t_maybe(t_dict_of(T_DICT)), ABSENT, "per-OS parameters to change"),
+        Param("hidden_os", t_maybe(t_list(t_tuple(t_one_of("add", "remove"), T_NONEMPTY_STR))), ABSENT,
+              "OSes to hide or show ([[add|remove, os], ...])"),
+        Param("blacklisted_os", t_maybe(t_list(t_tuple(t_one_of("add", "remove"), T_NONEMPTY_STR))), ABSENT,
+              "OSes to blacklist or allow ([[add|remove, os], ...])"),
         # ours, not Ganeti's (kept in ha.data, see ganeti.ha.params): Ganeti's gnt-cluster never sends them
         Param("liveness_timeout", t_maybe(t_seconds(*LIVENESS_TIMEOUT_RANGE)), ABSENT,
               "seconds without a heartbeat before a node is unreachable"),
@@ -126,6 +134,14 @@ define(
     "OP_TAGS_DEL",
     [P_TAG_KIND, attrs.evolve(P_TAGS, doc="tags to remove"), P_TAG_NAME],
     doc="Remove tags from an object.",
+)
+
+define(
+    "OP_TAGS_SEARCH",
+    [Param("pattern", T_NONEMPTY_STR, REQUIRED, "search pattern (regular expression)")],
+    doc="Search the tags of every object for a pattern.",
+    result="list of (path, tag)",
+    summary="pattern",
 )
 
 define(

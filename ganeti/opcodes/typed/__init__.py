@@ -38,6 +38,7 @@ from ganeti.opcodes.typed.cluster import (
     OpOsDiagnose,
     OpTagsDel,
     OpTagsGet,
+    OpTagsSearch,
     OpTagsSet,
 )
 from ganeti.opcodes.typed.instance import (
@@ -140,6 +141,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpOsDiagnose.OP_ID: OpOsDiagnose,
     OpTagsDel.OP_ID: OpTagsDel,
     OpTagsGet.OP_ID: OpTagsGet,
+    OpTagsSearch.OP_ID: OpTagsSearch,
     OpTagsSet.OP_ID: OpTagsSet,
     OpTestAllocator.OP_ID: OpTestAllocator,
     OpTestDelay.OP_ID: OpTestDelay,
@@ -211,6 +213,7 @@ __all__ = [
     "OpOsDiagnose",
     "OpTagsDel",
     "OpTagsGet",
+    "OpTagsSearch",
     "OpTagsSet",
     "OpTestAllocator",
     "OpTestDelay",

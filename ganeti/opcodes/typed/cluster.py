@@ -68,6 +68,14 @@ class OpClusterSetParams(OpCode):
     enabled_data_collectors: dict[str, bool] | None = None
     #: data collector intervals (microseconds)
     data_collector_interval: dict[str, int] | None = None
+    #: per-OS hypervisor parameters to change
+    os_hvp: dict[str, dict[str, Any]] | None = None
+    #: per-OS parameters to change
+    osparams: dict[str, dict[str, Any]] | None = None
+    #: OSes to hide or show ([[add|remove, os], ...])
+    hidden_os: list[list[Any]] | None = None
+    #: OSes to blacklist or allow ([[add|remove, os], ...])
+    blacklisted_os: list[list[Any]] | None = None
     #: seconds without a heartbeat before a node is unreachable
     liveness_timeout: float | None = None
     #: elect a new master when the master is unreachable
@@ -76,8 +84,6 @@ class OpClusterSetParams(OpCode):
     failover_timeout: float | None = None
     #: not implemented here: null or absent
     add_uids: None = None
-    #: not implemented here: null or absent
-    blacklisted_os: None = None
     #: not implemented here: null or absent
     compression_tools: None = None
     #: not implemented here: null or absent
@@ -91,8 +97,6 @@ class OpClusterSetParams(OpCode):
     #: not implemented here: null or absent
     gluster_storage_dir: None = None
     #: not implemented here: null or absent
-    hidden_os: None = None
-    #: not implemented here: null or absent
     hv_state: None = None
     #: not implemented here: null or absent
     install_image: None = None
@@ -102,10 +106,6 @@ class OpClusterSetParams(OpCode):
     ipolicy: None = None
     #: not implemented here: null or absent
     master_netmask: None = None
-    #: not implemented here: null or absent
-    os_hvp: None = None
-    #: not implemented here: null or absent
-    osparams: None = None
     #: not implemented here: null or absent
     osparams_private_cluster: None = None
     #: not implemented here: null or absent
@@ -178,6 +178,16 @@ class OpTagsDel(OpCode):
     tags: list[str]
     #: object name (omit or null for cluster)
     name: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpTagsSearch(OpCode):
+    """Search the tags of every object for a pattern."""
+
+    OP_ID: ClassVar[str] = "OP_TAGS_SEARCH"
+
+    #: search pattern (regular expression)
+    pattern: str
 
 
 @attrs.frozen(kw_only=True)
