@@ -94,7 +94,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     from ganeti.rpc.tls import ReloadingCertificate
 
     tls = ReloadingCertificate(paths.rapi_pem)  # follows rapi.pem: renew-crypto without a restart
-    _key_pem, cert_pem = crypto.load_pem_file(paths.rapi_pem)
+    key_pem, cert_pem = crypto.load_pem_file(paths.rapi_pem)  # the key also signs web console sessions
     paths.ensure_dirs()
     pid_fd = lock_pid_file(paths, "ganeti-rapi")
     from ganeti.luxi.master import wait_window
