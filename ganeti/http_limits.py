@@ -17,7 +17,9 @@ One policy, L{HttpLimits}, applied by L{guard} to a C{twisted.web} site:
     request on a kept-alive connection), however slowly it trickles in;
     the body within C{body_timeout} of the head; an idle kept-alive
     connection is closed after C{idle_timeout}.  A head larger than
-    C{max_header_size} answers 431 and closes; a late head or body
+    C{max_header_size} answers 431 and closes; a head declaring a body
+    (C{Content-Length}) larger than the site's C{max_body} answers 413
+    and closes at once, the body unread; a late head or body
     answers 408 and closes.  Lines may end with a bare LF (RFC 9112
     section 2.2 allows a server to accept it), so such requests are
     served instead of waiting for a CRLF that never comes.
@@ -70,6 +72,7 @@ HEADER_TIMEOUT = "request head timeout"
 BODY_TIMEOUT = "request body timeout"
 IDLE_TIMEOUT = "idle timeout"
 HEAD_TOO_LARGE = "request head too large"
+BODY_TOO_LARGE = "request body declared too large"
 EVICTED = "closed for a newer connection at the connection limit"
 CLOSE_ABORTED = "aborted after close"
 
@@ -332,9 +335,10 @@ class GuardedChannel(HTTPChannel):
     abortTimeout = None  # type: ignore[assignment]
 
     def __init__(self, limits: HttpLimits, report: ClosureReport, tls: bool,
-                 room: WaitingRoom | None = None) -> None:
+                 room: WaitingRoom | None = None, max_body: int | None = None) -> None:
         super().__init__()
         self.limits = limits
+        self.max_body = max_body
         self.report = report
         self.tls = tls
         self.room = room if room is not None else WaitingRoom()
@@ -449,6 +453,12 @@ class GuardedChannel(HTTPChannel):
                     "The request head is larger than %d bytes" % self.limits.max_header_size)
 
     def allHeadersReceived(self) -> None:
+        if self.max_body is not None and self.length is not None and self.length > self.max_body:
+            # refused before a request exists: the body is never read (nor "100 Continue" sent)
+            self.report.note(BODY_TOO_LARGE, self._host())
+            self.reject(413, "Content Too Large", "The request body (%d bytes declared) is larger than %d bytes"
+                        % (self.length, self.max_body))
+            return
         super().allHeadersReceived()
         if self.phase == _CLOSING:
             return
@@ -518,8 +528,12 @@ def json_site_options() -> dict[str, Any]:
     return {}
 
 
-def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None) -> WrappingFactory:
+def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None,
+          max_body: int | None = None) -> WrappingFactory:
     """The listening factory of C{site} under C{limits}.
+
+    A request declaring a body over C{max_body} bytes is answered 413 as
+    soon as its head is in (L{GuardedChannel}); C{None}: no such limit.
 
     C{site}'s connections become L{GuardedChannel}s with C{limits}'
     idle timeout; C{tls}, a server connection creator or context factory,
@@ -528,7 +542,7 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     use_tls = tls is not None
     room = WaitingRoom()
     # a plain HTTP/1.1 channel instead of Twisted's HTTP/2-negotiating wrapper of one
-    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)  # type: ignore[method-assign, assignment, return-value]
+    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room, max_body)  # type: ignore[method-assign, assignment, return-value]
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
     return ConnectionLimiter(inner, limits, report, room)

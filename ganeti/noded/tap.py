@@ -137,8 +137,8 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
                  n=limits.max_connections)
     report = http_limits.ClosureReport(reactor, "ganeti-noded")
 
-    def guard(site: Any, tls: Any) -> Any:
-        return http_limits.guard(site, limits, report, tls)
+    def guard(site: Any, tls: Any) -> Any:  # a declared body over the RPC limit: 413 before it is read
+        return http_limits.guard(site, limits, report, tls, max_body=wire.MAX_BODY)
 
     heartbeats = (heartbeat_client(paths, reactor, options["heartbeat-port"], confd_port=options["confd-port"])
                   if options["heartbeat-port"] else None)

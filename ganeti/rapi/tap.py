@@ -114,7 +114,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
                     **http_limits.json_site_options())
     site.displayTracebacks = False
     report = http_limits.ClosureReport(reactor, "ganeti-rapi")
-    factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls)
+    factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls, max_body=options["max-body"])
     root = MultiService()
     root.addService(PidFileService(pid_fd))
     report.setServiceParent(root)
