@@ -7,9 +7,11 @@ Each daemon runs as its twistd plugin, daemonized, with the node's root:
 and holds C{ROOT/var/run/ganeti/<daemon>.pid} locked while it runs, which
 is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
-C{gnt-cluster init}): every node runs noded, confd and mond; the master also
-runs wconfd, rapi and luxid, in Ganeti's order (mond last); a master candidate
-also runs rapi (it forwards to the master's).  Daemons whose plugin is not
+C{gnt-cluster init}): every node runs noded and mond; the master also
+runs confd, wconfd, rapi and luxid, in Ganeti's order (mond last); a master
+candidate also runs confd and rapi (it forwards to the master's).  As in
+Ganeti, a plain node runs no confd: it finds the master through ssconf and
+the candidates' confd, as its MonD and NodeD do anyway.  Daemons whose plugin is not
 installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
 short (C{luxid}).
 
@@ -60,7 +62,7 @@ class Spec(NamedTuple):
 #: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid, mond
 DAEMONS = (
     Spec("ganeti-noded", "noded", False, True, ports.NODED, "", "node-daemon"),
-    Spec("ganeti-confd", "confd", False, True, ports.CONFD, "", "conf-daemon", udp=True),
+    Spec("ganeti-confd", "confd", True, True, ports.CONFD, "", "conf-daemon", udp=True),
     Spec("ganeti-wconfd", "wconfd", True, False, 0, "wconfd_socket", "wconf-daemon"),
     Spec("ganeti-rapi", "rapi", True, True, ports.RAPI, "", "rapi-daemon"),
     Spec("ganeti-luxid", "luxid", True, False, 0, "luxi_socket", "luxi-daemon"),
@@ -125,8 +127,9 @@ def is_candidate(paths: Paths) -> bool:
     return os.path.exists(paths.rapi_pem) and read_node_identity(paths)["name"] in candidates
 
 
-#: Master daemons that also run on every master candidate (they forward to the master).
-ON_CANDIDATES = frozenset({"ganeti-rapi"})
+#: Master daemons that also run on every master candidate (confd answers from its replica of the config;
+#: rapi forwards to the master's).
+ON_CANDIDATES = frozenset({"ganeti-confd", "ganeti-rapi"})
 
 
 def available(spec: Spec) -> bool:
