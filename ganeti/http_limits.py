@@ -38,7 +38,7 @@ from __future__ import annotations
 import inspect
 import resource
 from collections import Counter
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import attrs
 from twisted.application.service import Service
@@ -268,17 +268,33 @@ class _Counted(ProtocolWrapper):
     peer_host = ""
 
 
+#: open connections past which a flood's memory is given back once most of them are closed
+RELEASE_PEAK = 64
+
+
 class ConnectionLimiter(WrappingFactory):
-    """Closes at once a connection over the total or the per-address cap."""
+    """Closes at once a connection over the total or the per-address cap.
+
+    After a flood (at least L{RELEASE_PEAK} connections open at once), once
+    three quarters of them are closed, C{release} runs (a second later, on
+    C{clock}): the daemon collects and hands the freed heap back to the
+    system (L{ganeti.daemon.FrozenHeapService.refreeze}); without it the
+    C heap keeps the TLS connections' buffers and the process its peak size.
+    """
 
     protocol = _Counted
 
-    def __init__(self, wrapped: Any, limits: HttpLimits, report: ClosureReport, room: WaitingRoom) -> None:
+    def __init__(self, wrapped: Any, limits: HttpLimits, report: ClosureReport, room: WaitingRoom,
+                 release: Callable[[], object] | None = None, clock: IReactorTime | None = None) -> None:
         super().__init__(wrapped)
         self.limits = limits
         self.report = report
         self.room = room
         self.per_host: Counter[str] = Counter()
+        self.release = release
+        self.clock = clock
+        self.peak = 0
+        self._release_call: Any = None
 
     def buildProtocol(self, addr: Any) -> Any:
         host = _peer_host(addr)
@@ -296,12 +312,18 @@ class ConnectionLimiter(WrappingFactory):
     def registerProtocol(self, p: Any) -> None:
         super().registerProtocol(p)
         self.per_host[p.peer_host] += 1
+        self.peak = max(self.peak, len(self.protocols))
 
     def unregisterProtocol(self, p: Any) -> None:
         super().unregisterProtocol(p)
         self.per_host[p.peer_host] -= 1
         if self.per_host[p.peer_host] <= 0:
             del self.per_host[p.peer_host]
+        if self.peak >= RELEASE_PEAK and len(self.protocols) <= self.peak // 4:
+            self.peak = len(self.protocols)
+            if self.release is not None and self.clock is not None and not (
+                    self._release_call is not None and self._release_call.active()):
+                self._release_call = self.clock.callLater(1.0, self.release)
 
 
 # --- the HTTP channel -------------------------------------------------------------
@@ -529,11 +551,12 @@ def json_site_options() -> dict[str, Any]:
 
 
 def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None,
-          max_body: int | None = None) -> WrappingFactory:
+          max_body: int | None = None, release: Callable[[], object] | None = None) -> WrappingFactory:
     """The listening factory of C{site} under C{limits}.
 
     A request declaring a body over C{max_body} bytes is answered 413 as
     soon as its head is in (L{GuardedChannel}); C{None}: no such limit.
+    C{release} gives memory back after a flood (L{ConnectionLimiter}).
 
     C{site}'s connections become L{GuardedChannel}s with C{limits}'
     idle timeout; C{tls}, a server connection creator or context factory,
@@ -545,4 +568,4 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     site.protocol = lambda: GuardedChannel(limits, report, use_tls, room, max_body)  # type: ignore[method-assign, assignment, return-value]
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
-    return ConnectionLimiter(inner, limits, report, room)
+    return ConnectionLimiter(inner, limits, report, room, release, cast(IReactorTime, site.reactor))
