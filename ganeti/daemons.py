@@ -35,7 +35,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ganeti import lockfile, ports
 from ganeti.listening import CANNOT_LISTEN
@@ -304,13 +304,18 @@ def twistd_command(paths: Paths, spec: Spec, options: list[str],
 
 #: The daemons L{WARM} starts.
 WARM_DAEMONS = ("ganeti-wconfd", "ganeti-luxid", "ganeti-rapi")
+#: The daemons L{start} forks from one launcher when it starts two or more of them (L{SHARED_START_ENV}).
+SHARED_DAEMONS = ("ganeti-noded", "ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
+#: C{0} in the environment: L{start} starts every daemon cold, each its own interpreter.
+SHARED_START_ENV = "GANETI_SHARED_START"
 #: Runs twistd warm (L{ganeti.warmstart.WarmStarter.run}: C{(argv, env, cwd)} to C{(exit status, output)}, or
 #: None when it cannot); set in NodeD on a master candidate, None: every daemon starts cold
 WARM: Callable[[list[str], dict[str, str], str], tuple[int, str] | None] | None = None
 
 
 def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
-               options: list[str] = (), env: dict[str, str] | None = None) -> bool:  # type: ignore[assignment]
+               options: list[str] = (), env: dict[str, str] | None = None,  # type: ignore[assignment]
+               shared: Callable[[list[str], dict[str, str], str], tuple[int, str] | None] | None = None) -> bool:
     pid = running_pid(paths, spec)
     if pid is not None:
         problem = listening_problem(paths, spec, address)
@@ -324,7 +329,10 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
     argv, env = twistd_command(paths, spec, ["--root", paths.root, *options], env)
     if spec.bind:
         argv += ["--bind", address]
-    warm = WARM(argv, env, paths.root) if WARM is not None and spec.name in WARM_DAEMONS else None
+    if shared is not None and spec.name in SHARED_DAEMONS:
+        warm = shared(argv, env, paths.root)
+    else:
+        warm = WARM(argv, env, paths.root) if WARM is not None and spec.name in WARM_DAEMONS else None
     if warm is not None:  # forked from NodeD's launcher, its imports done (ganeti.warmstart)
         returncode, output = warm
     else:
@@ -372,10 +380,42 @@ def start(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
     identity = read_node_identity(paths)
     paths.ensure_dirs()
     failed = 0
-    for spec in selected(paths, list(names)):
-        if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env):
-            failed += 1
+    specs = selected(paths, list(names))
+    launcher = _shared_launcher(paths, specs)
+    try:
+        for spec in specs:
+            if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env,
+                              launcher.run if launcher is not None else None):
+                failed += 1
+    finally:
+        if launcher is not None:
+            launcher.stop()
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _shared_launcher(paths: Paths, specs: list[Spec]) -> Any:
+    """A launcher (L{ganeti.warmstart}) to fork the L{SHARED_DAEMONS} of C{specs} from, when two or more are
+    to start, or None.
+
+    The launcher imports their shared libraries once and freezes its heap
+    (C{gc.freeze}); the daemons forked from it share those pages (less
+    PSS per node) and keep sharing them after it exits, once they all run.
+    Each stays its own twistd process and plugin, started with the same
+    command line (its C{ps} name is the daemon's, its command line the
+    launcher's).  Not in NodeD (L{WARM}), nor when C{GANETI_SHARED_START=0}.
+    """
+    if WARM is not None or os.environ.get(SHARED_START_ENV, "1") == "0":
+        return None
+    if sum(1 for spec in specs if spec.name in SHARED_DAEMONS and running_pid(paths, spec) is None) < 2:
+        return None
+    from ganeti.warmstart import WarmStarter
+
+    launcher = WarmStarter(paths.root, paths.run_dir)
+    try:
+        launcher.start()
+    except OSError:
+        return None
+    return launcher
 
 
 def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,

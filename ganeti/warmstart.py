@@ -57,6 +57,10 @@ def _warm_imports() -> None:
             pass
     if "twisted.internet.reactor" in sys.modules:  # a fork would share its epoll instance
         raise SystemExit("ganeti.warmstart: a warm module installed the reactor")
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the children never collect (so never write to) what they share (daemon.FrozenHeapService)
 
 
 def _set_name(argv: list[str]) -> None:
