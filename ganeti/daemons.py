@@ -410,7 +410,7 @@ def _shared_launcher(paths: Paths, specs: list[Spec]) -> Any:
         return None
     from ganeti.warmstart import WarmStarter
 
-    launcher = WarmStarter(paths.root, paths.run_dir)
+    launcher = WarmStarter(paths.root, paths.run_dir, shared=True)
     try:
         launcher.start()
     except OSError:
