@@ -23,7 +23,11 @@ C{<role>_<daemon>_{rss,pss,anon}_mib}, Ganeti 3.0.2's figures on this kind
 of machine (issue 27) and their ratios, and the runtime's layers
 (L{memfloor.LAYERS}: C{python_rss_mib}, C{layer_*_rss_mib}).
 
-    scripts/bench memory [--jobs N] [--settle SECONDS]
+Then RAPI's and NodeD's RSS before and after two floods of C{--flood}
+TLS connections opened at once (C{rapi_flood_before_rss_mib},
+C{rapi_flood_after_rss_mib}, C{noded_flood_*}).
+
+    scripts/bench memory [--jobs N] [--settle SECONDS] [--flood N]
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -38,7 +44,7 @@ import time
 
 import orjson
 
-from ganeti import daemons, localcluster
+from ganeti import daemons, localcluster, ports
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from tests.bench import memfloor
@@ -132,6 +138,48 @@ def run_jobs(paths: Paths, count: int) -> None:
         client.close()
 
 
+def flood(address: str, port: int, context: ssl.SSLContext, request: bytes, count: int) -> int:
+    """C{count} TLS connections at once (100 per source address), each sending C{request};
+    read what comes back, then close them all.  How many connected."""
+    held = []
+    for n in range(count):
+        try:
+            sock = socket.create_connection((address, port), timeout=30, source_address=("127.0.2.%d" % (1 + n // 100), 0))
+            held.append(context.wrap_socket(sock))
+            held[-1].sendall(request)
+        except OSError:
+            pass
+    for sock in held:
+        try:
+            sock.recv(65536)
+        except OSError:
+            pass
+        sock.close()
+    return len(held)
+
+
+def flood_figures(paths: Paths, count: int, settle: float) -> list[tuple[str, float, float]]:
+    """RAPI's and NodeD's RSS before and after C{count} connections (twice)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    noded_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    noded_context.check_hostname, noded_context.verify_mode = False, ssl.CERT_NONE
+    noded_context.load_cert_chain(paths.server_pem)  # NodeD requires the cluster certificate
+    address = daemons.read_node_identity(paths)["address"]
+    found = node_processes(paths)
+    rows = []
+    for name, port, ctx, request in (
+            ("rapi", daemons.port_of(daemons.BY_NAME["ganeti-rapi"]), context, b"GET /2/info HTTP/1.1\r\n\r\n"),
+            ("noded", ports.NODED, noded_context,
+             b"POST /version HTTP/1.1\r\nContent-Length: 2\r\n\r\n[]")):
+        before = smaps_rollup(found[name])[0]
+        for _ in range(2):
+            flood(address, port, ctx, request, count)
+        time.sleep(settle)
+        rows.append((name, before, smaps_rollup(found[name])[0]))
+    return rows
+
+
 def table(title: str, figures: dict[str, tuple[float, float, float]]) -> list[str]:
     lines = ["", title, "%-12s %8s %8s %8s" % ("MiB", "RSS", "PSS", "anon")]
     for name, values in figures.items():
@@ -145,7 +193,7 @@ def total(figures: dict[str, tuple[float, float, float]], index: int, skip: tupl
     return round(sum(values[index] for name, values in figures.items() if name not in skip), 1)
 
 
-def run(jobs: int, settle: float) -> str:
+def run(jobs: int, settle: float, flood_count: int) -> str:
     directory = tempfile.mkdtemp(prefix="gntbm", dir="/tmp")
     master = localcluster.node_root(directory, 1)
     lines: list[str] = []
@@ -168,6 +216,12 @@ def run(jobs: int, settle: float) -> str:
         after = measure(master)
         record("master_jobs", after)
         lines += table("one-node master, after %d jobs" % jobs, after)
+        floods = flood_figures(master, flood_count, settle)
+        lines += ["", "after 2 x %d TLS connections at once" % flood_count, "%-12s %8s %8s" % ("RSS MiB", "before", "after")]
+        for name, before, after_flood in floods:
+            lines.append("%-12s %8.1f %8.1f" % (name, before, after_flood))
+            result["%s_flood_before_rss_mib" % name] = round(before, 1)
+            result["%s_flood_after_rss_mib" % name] = round(after_flood, 1)
         for number in (2, 3):
             if localcluster.join(directory, number, DOMAIN) != 0:
                 raise SystemExit("node%d could not join" % number)
@@ -215,6 +269,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench memory")
     parser.add_argument("--jobs", type=int, default=40, help="jobs run before the second measure (default 40)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds idle before measuring (default 5)")
+    parser.add_argument("--flood", type=int, default=1100,
+                        help="TLS connections opened at once against the master's RAPI and NodeD (default 1100)")
     options = parser.parse_args()
     if not os.environ.get(INSIDE_ENV):  # the standard ports, in a network namespace of our own
         if shutil.which("unshare") is None or os.geteuid() != 0:
@@ -224,7 +280,7 @@ def main() -> int:
         inner = "ip link set lo up && exec \"$@\""
         return subprocess.call(["unshare", "--net", "sh", "-c", inner, "sh", sys.executable, "-m",
                                 "tests.bench.bench_memory", *sys.argv[1:]], env=env)
-    print(run(options.jobs, options.settle))
+    print(run(options.jobs, options.settle, options.flood))
     return 0
 
 
