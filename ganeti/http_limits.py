@@ -568,4 +568,4 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     site.protocol = lambda: GuardedChannel(limits, report, use_tls, room, max_body)  # type: ignore[method-assign, assignment, return-value]
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
-    return ConnectionLimiter(inner, limits, report, room, release, cast(IReactorTime, site.reactor))
+    return ConnectionLimiter(inner, limits, report, room, release, site.reactor)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -173,10 +174,10 @@ class SharedStartTests(SynchronousTestCase):
 
         self.patch(warmstart.WarmStarter, "start", lambda starter: None)  # no process in a unit test
 
-    def launcher(self, names: list[str]) -> object:
+    def launcher(self, names: list[str]) -> Any:
         launcher = daemons._shared_launcher(self.paths, [daemons.spec_by_name(n) for n in names])
         if launcher is not None:
-            self.addCleanup(launcher.stop)  # type: ignore[attr-defined]
+            self.addCleanup(launcher.stop)
         return launcher
 
     def test_one_daemon_starts_cold(self) -> None:
@@ -185,7 +186,7 @@ class SharedStartTests(SynchronousTestCase):
     def test_two_share_a_launcher(self) -> None:
         launcher = self.launcher(["noded", "wconfd"])
         self.assertIsNotNone(launcher)
-        self.assertTrue(launcher.shared)  # type: ignore[attr-defined]
+        self.assertTrue(launcher.shared)
 
     def test_switched_off_by_the_environment(self) -> None:
         self.patch(os, "environ", dict(os.environ, **{daemons.SHARED_START_ENV: "0"}))
