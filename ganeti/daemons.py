@@ -406,7 +406,8 @@ def _shared_launcher(paths: Paths, specs: list[Spec]) -> Any:
     """
     if WARM is not None or os.environ.get(SHARED_START_ENV, "1") == "0":
         return None
-    if sum(1 for spec in specs if spec.name in SHARED_DAEMONS and running_pid(paths, spec) is None) < 2:
+    shared = [spec for spec in specs if spec.name in SHARED_DAEMONS]
+    if len(shared) < 2 or sum(1 for spec in shared if running_pid(paths, spec) is None) < 2:
         return None
     from ganeti.warmstart import WarmStarter
 
