@@ -1,7 +1,7 @@
 """A real guest for tests and benchmarks: a Debian kernel and a busybox initramfs.
 
 C{scripts/install-guest} unpacks a kernel (C{vmlinuz} and its virtio
-modules, from the C{linux-image-amd64} package) and a static busybox (from
+disk and network modules, from the C{linux-image-amd64} package) and a static busybox (from
 C{busybox-static}) into C{.venv/guest/} of the checkout; nothing goes to the
 system.  L{build_initramfs} packs them into an uncompressed C{newc} cpio
 whose C{/init}:
@@ -33,7 +33,7 @@ READY_LINE = "ganeti-guest: up"
 DISK_PREFIX = "vda says "
 #: the modules /init loads, in dependency order
 MODULES = ("virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk",
-           "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4")
+           "failover", "net_failover", "virtio_net", "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4")
 #: what the init of a root file system image (L{build_root_image}) prints first
 ROOT_LINE = "ganeti-guest: root from disk says "
 
