@@ -60,7 +60,8 @@ async def hotplug_scenario(reactor: Any, qemu: str, timeout: float = 120.0) -> d
         ok(root, "gnt-cluster", "modify", "--enabled-hypervisors", "kvm,fake", "-H", "kvm:kvm_path=%s" % qemu)
         ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=32M", "-n", N1, "-o", "noop", "--no-nics",
            "-B", "memory=128M", "--no-name-check", "--no-ip-check", "--no-start", "-H",
-           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=quiet" % (kernel, initrd), NAME)
+           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=%s" % (kernel, initrd, guest.KERNEL_ARGS),
+           NAME)
         refused = gnt(root, "gnt-instance", "modify", "--hotplug", "--disk", "add:size=16M", NAME)
         result["stopped_refusal"] = (refused.returncode, refused.stderr + refused.stdout)
         result["disks_after_refusal"] = _disks(root)
@@ -168,7 +169,8 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
            "kvm:kvm_path=%s,vnc_bind_address=,migration_port=%d" % (qemu, migration_port))
         ok(root, "gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=32M", "-n", N1, "-o", "noop",
            "--no-nics", "-B", "memory=128M", "--no-name-check", "--no-ip-check", "--no-start", "-H",
-           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=quiet" % (kernel, initrd), NAME)
+           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=%s" % (kernel, initrd, guest.KERNEL_ARGS),
+           NAME)
         refused = gnt(root, "gnt-instance", "modify", "--hotplug", "--net", NIC_SPEC, NAME)
         result["stopped_refusal"] = (refused.returncode, refused.stderr + refused.stdout)
         result["macs_after_refusal"] = _macs(root)
