@@ -32,8 +32,12 @@ from ganeti.backend.storage import extstorage as es
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("losetup") is None,
-                                reason="loop devices need root and losetup (Debian package mount)")
+
+@pytest.fixture(autouse=True)
+def loop_devices() -> None:
+    """Loop devices need root and losetup: without them the test fails and says so (never skipped)."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.fail("loop devices need root and losetup (Debian package mount)")
 
 N1, N2 = "node1.test", "node2.test"
 TEMPLATES = ("diskless", "file", "sharedfile", "ext", "blockdev")
