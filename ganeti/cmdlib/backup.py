@@ -12,12 +12,16 @@ the wire.
 
 Templates: file, sharedfile, ext and rbd.  rbd disks are exported from
 snapshots (C{blockdev_snapshot}, C{rbd snap create}; Ganeti 3.0.2 has
-none for rbd): the instance may keep running (C{shutdown} false), or, as
+none for rbd), and so are the ext disks of an instance marked up (the
+provider's C{snapshot} script makes a volume the export reads, removed
+afterwards; with a provider without one, C{shutdown} and C{long_sleep}
+export the stopped instance instead): the instance may keep running
+(C{shutdown} false), or, as
 Ganeti does with snapshots, is stopped only while they are taken and
 started again before the copy; the OS's export script reads the snapshot
 through C{rbd export} (L{ganeti.noded.stream.DevicePipe}) and the
-snapshots are removed afterwards, also on failure.  File and ext disks
-have no snapshots here: as in Ganeti, an instance marked up that is not
+snapshots are removed afterwards, also on failure.  File disks have no
+snapshots: as in Ganeti, an instance marked up that is not
 removed afterwards is exported only with C{shutdown} and C{long_sleep}
 (it stays stopped for the whole copy, then starts again).
 
@@ -76,6 +80,8 @@ TMO_EXPORT = 300
 #: the templates whose disks are exported: through the OS's export script,
 #: rbd images from snapshots (ours: Ganeti 3.0.2 has no rbd snapshots)
 EXPORTABLE = (iu.DT_FILE, iu.DT_SHARED_FILE, iu.DT_RBD, iu.DT_EXT)
+#: how noded refuses to snapshot the volume of an ExtStorage provider without a snapshot script
+NO_SNAPSHOT_SCRIPT = "has no snapshot script"
 
 
 class _CaseParser(configparser.RawConfigParser):
@@ -420,8 +426,11 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         if self.instance.disk_template not in EXPORTABLE:
             raise errors.OpPrereqError("Cannot export disk template %s" % self.instance.disk_template,
                                        errors.ECODE_INVAL)
-        # rbd disks are exported from snapshots (Ganeti 3.0.2 has none for rbd)
-        self.snapshots = not self.remote and all(d.dev_type == iu.DT_RBD for d in self.disks)
+        # rbd disks are exported from snapshots (Ganeti 3.0.2 has none for rbd), ext disks of an instance
+        # marked up too, as Ganeti (their provider's snapshot script)
+        self.snapshots = not self.remote and (
+            all(d.dev_type == iu.DT_RBD for d in self.disks)
+            or (self.instance.admin_state == iu.ADMIN_UP and all(d.dev_type == iu.DT_EXT for d in self.disks)))
         # Ganeti's rule: an instance marked up that stays (not removed) is
         # exported from a snapshot; without one it must be stopped for the
         # whole copy, which the caller allows with long_sleep
@@ -450,8 +459,18 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         try:
             if self.snapshots:
                 # as Ganeti: snapshot, start the instance again, copy from the snapshots
-                snapshots = await self._snapshot()
-                if restart:
+                try:
+                    snapshots = await self._snapshot()
+                except errors.OpExecError as exc:
+                    if NO_SNAPSHOT_SCRIPT not in str(exc):
+                        raise
+                    if not (op.shutdown and op.long_sleep):
+                        raise errors.OpExecError("%s: export the instance stopped (with --long-sleep)" % exc) from None
+                    # an ExtStorage provider without snapshots: stopped for the whole copy, as allowed
+                    await self.log_warning("%s; exporting the stopped instance instead", exc)
+                    snapshots = [None] * len(self.disks)
+                    running = False
+                if restart and running:
                     restart = False
                     await self.feedback("Starting instance %s" % inst.name)
                     await iu.start_instance_on(self, inst, src)
@@ -484,8 +503,10 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
         try:
             for index, disk in enumerate(self.disks):
                 await self.feedback("Creating a snapshot of disk/%d on node %s" % (index, iu.node_name(self.cfg, src)))
+                # an ext snapshot is a volume of its provider: named after the disk's
+                snap = "%s.%s" % (disk.logical_id[1], name) if disk.dev_type == iu.DT_EXT else name
                 answer = await iu.call_node(self, src, procedures.blockdev_snapshot.call(
-                    rpc_inst.disk_dict(self.cfg, disk, inst), name, None),
+                    rpc_inst.disk_dict(self.cfg, disk, inst), snap, None),
                     what="snapshot disk/%d of instance %s" % (index, inst.name))
                 made.append(str(answer[1]) if isinstance(answer, list) and len(answer) == 2 else name)
         except Exception:

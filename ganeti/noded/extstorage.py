@@ -27,6 +27,7 @@ import re
 import stat
 from typing import Any
 
+import attrs
 from twisted.logger import Logger
 
 from ganeti.backend.storage import extstorage as es
@@ -238,6 +239,55 @@ class ExtDisks:
             return [es.device_size(dev_path), None]
         except OSError:
             return None
+
+    # --- snapshots (exports of running instances) -----------------------------------
+
+    def _snapshot_disk(self, disk: Disk, snap: str, what: str) -> Disk:
+        """The snapshot volume C{snap} of C{disk}, as a disk of the same provider."""
+        provider, _volume, _params = check_ext(disk, what)
+        if not _VOLUME_RE.match(snap):
+            raise RpcFailure("%s: invalid snapshot name %.100r" % (what, snap))
+        return attrs.evolve(disk, logical_id=[provider, snap], name=None, uuid=None)
+
+    async def snapshot(self, disk: Disk, snap_name: str | None, snap_size: int | None) -> list[str]:
+        """Ganeti's ExtStorage snapshot: the provider's C{snapshot} script
+        makes the volume C{snap_name} (default C{<volume>.snap}, as large as
+        the disk); it is attached here for the export that reads it
+        (L{snapshot_device}).  C{[provider, snapshot volume]}.  A provider
+        without the script refuses (Ganeti skips the action and exports
+        nothing usable)."""
+        if is_blockdev(disk):
+            raise RpcFailure("Cannot snapshot disk %s: adopted block devices (template blockdev) have no snapshots"
+                             % (disk.iv_name or disk.uuid))
+        what = "Cannot snapshot ExtStorage disk"
+        provider, volume, params = self._prepare(disk, what)
+        if provider.scripts.get(es.SNAPSHOT) is None:
+            raise RpcFailure("%s: provider %s has no snapshot script" % (what, provider.name))
+        snap = snap_name or "%s.snap" % volume
+        snapshot = self._snapshot_disk(disk, snap, what)
+        what = "Cannot snapshot volume %s of ExtStorage provider %s" % (volume, provider.name)
+        await self._run(provider, es.SNAPSHOT, volume, params, what, snap_name=snap,
+                        snap_size=snap_size if snap_size is not None else disk.size)
+        try:
+            await self._attach(snapshot, what)
+        except RpcFailure:
+            await self.snapshot_remove(disk, snap)
+            raise
+        self.log.info("snapshot {snap} of ExtStorage volume {volume} made", snap=snap, volume=volume)
+        return [provider.name, snap]
+
+    def snapshot_device(self, disk: Disk, snap: str) -> str:
+        """The block device of the snapshot C{snap} of C{disk}, which L{snapshot} attached."""
+        what = "Cannot export snapshot %s" % snap
+        snapshot = self._snapshot_disk(disk, snap, what)
+        found = self.attached.get((snapshot.logical_id[0], snap))
+        if found is None or found[0] is None:
+            raise RpcFailure("%s: it is not attached on this node (it has no block device)" % what)
+        return found[0]
+
+    async def snapshot_remove(self, disk: Disk, snap: str) -> None:
+        """Close, detach and remove the snapshot volume C{snap} of C{disk}."""
+        await self.remove(self._snapshot_disk(disk, snap, "Cannot remove snapshot %s" % snap))
 
     # --- instances -------------------------------------------------------------------
 

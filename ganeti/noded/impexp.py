@@ -321,7 +321,11 @@ class ImpExpProcedures:
         snapshot = io.get("snapshot")
         _check(snapshot is None or isinstance(snapshot, str), "snapshot must be a name")
         disk = disk_paths[index][0]
-        _check(snapshot is None or rbd_disks.is_rbd(disk), "Only rbd disks are exported from snapshots here")
+        _check(snapshot is None or rbd_disks.is_rbd(disk) or disk.dev_type == "ext",
+               "Only rbd and ext disks are exported from snapshots here")
+        if snapshot is not None and disk.dev_type == "ext" and script == osapi.SCRIPT_EXPORT:
+            # the snapshot volume blockdev_snapshot made and attached (ganeti.noded.extstorage)
+            env[prefix + "_DEVICE"] = self._instances.ext.snapshot_device(disk, snapshot)
         log_path, log_fd = osapi.open_log(self.paths.os_log_dir, script, instance.os or "", instance.name or "")
         device: stream.DeviceSpec | None = None
         if rbd_disks.is_rbd(disk):

@@ -491,17 +491,26 @@ class InstanceProcedures:
 
     @handler(procedures.blockdev_snapshot)
     def blockdev_snapshot(self, disk: Any, snap_name: Any = None, snap_size: Any = None) -> list[str]:
-        """Snapshot an rbd disk (the only template with snapshots here)."""
+        """Snapshot an rbd disk (C{rbd snap create}) or an ext disk (its provider's C{snapshot})."""
         record = decode_disk(disk)
-        _check(rbd_disks.is_rbd(record), "Disk template %s has no snapshots here" % record.dev_type)
+        _check(rbd_disks.is_rbd(record) or ext_disks.is_ext(record),
+               "Disk template %s has no snapshots here" % record.dev_type)
+        if ext_disks.is_ext(record):
+            _check(snap_name is None or isinstance(snap_name, str), "A snapshot name must be a string")
+            _check(snap_size is None or (isinstance(snap_size, int) and not isinstance(snap_size, bool)
+                                         and snap_size > 0), "A snapshot size must be a positive number of MiB")
+            return self.ext.snapshot(record, snap_name, snap_size)  # type: ignore[return-value]  # a coroutine
         _check(isinstance(snap_name, str) and bool(snap_name), "A snapshot needs a name")
         return self.rbd.snapshot(record, snap_name)  # type: ignore[return-value]  # a coroutine: noded awaits it
 
     @handler(procedures.blockdev_snapshot_remove)
     def blockdev_snapshot_remove(self, disk: Any, snap_name: Any) -> None:
         record = decode_disk(disk)
-        _check(rbd_disks.is_rbd(record), "Disk template %s has no snapshots here" % record.dev_type)
+        _check(rbd_disks.is_rbd(record) or ext_disks.is_ext(record),
+               "Disk template %s has no snapshots here" % record.dev_type)
         _check(isinstance(snap_name, str) and bool(snap_name), "A snapshot needs a name")
+        if ext_disks.is_ext(record):
+            return self.ext.snapshot_remove(record, snap_name)  # type: ignore[return-value]  # a coroutine
         return self.rbd.snapshot_remove(record, snap_name)  # type: ignore[return-value]  # a coroutine
 
     @handler(procedures.blockdev_grow)

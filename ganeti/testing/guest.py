@@ -1,7 +1,7 @@
 """A real guest for tests and benchmarks: a Debian kernel and a busybox initramfs.
 
 C{scripts/install-guest} unpacks a kernel (C{vmlinuz} and its virtio
-modules, from the C{linux-image-amd64} package) and a static busybox (from
+disk and network modules, from the C{linux-image-amd64} package) and a static busybox (from
 C{busybox-static}) into C{.venv/guest/} of the checkout; nothing goes to the
 system.  L{build_initramfs} packs them into an uncompressed C{newc} cpio
 whose C{/init}:
@@ -33,7 +33,11 @@ READY_LINE = "ganeti-guest: up"
 DISK_PREFIX = "vda says "
 #: the modules /init loads, in dependency order
 MODULES = ("virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk",
-           "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4")
+           "failover", "net_failover", "virtio_net", "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4")
+#: the guest kernel's command line (hvparam C{kernel_args}): quiet, and without what costs seconds under TCG
+#: and a test guest does not need: the crypto self-tests (about 1.5 s), the read-only marking of the kernel's
+#: data and its W+X check (about 1 s), speculation mitigations, audit, the clocksource and timer checks
+KERNEL_ARGS = "quiet cryptomgr.notests rodata=off mitigations=off audit=0 no_timer_check tsc=reliable"
 #: what the init of a root file system image (L{build_root_image}) prints first
 ROOT_LINE = "ganeti-guest: root from disk says "
 
@@ -86,7 +90,8 @@ def guest_files(directory: str | None = None) -> tuple[str, str, str]:
     directory = directory or cache_dir()
     kernel, busybox = os.path.join(directory, "vmlinuz"), os.path.join(directory, "busybox")
     modules = os.path.join(directory, "modules")
-    for path in (kernel, busybox, modules):
+    # virtio_net: a cache made before the NIC hotplug test lacks it
+    for path in (kernel, busybox, modules, os.path.join(modules, "virtio_net.ko")):
         if not os.path.exists(path):
             raise GuestFilesMissing("%s is missing: run scripts/install-guest (it unpacks a Debian kernel and "
                                     "busybox-static into %s)" % (path, directory))

@@ -183,8 +183,8 @@ async def boot_guest(reactor: Any, qemu: str, memory_mib: int = 128, timeout: fl
             root_path = "/dev/vda"
         ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=32M", "-n", N1, *os_args, "--no-nics",
            "-B", "memory=%dM" % memory_mib, "--no-name-check", "--no-ip-check", "--no-start", "-H",
-           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=quiet,root_path=%s"
-           % (kernel, initrd, root_path), NAME)
+           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=%s,root_path=%s"
+           % (kernel, initrd, guest.KERNEL_ARGS, root_path), NAME)
         if not from_image:
             disk = node_path(cluster.roots[0].root, "/srv/ganeti/file-storage/%s/disk0" % NAME)
             with open(disk, "r+b") as handle:

@@ -86,7 +86,7 @@ class GuestOnRbd:
         ok(self.master, "gnt-instance", "add", "-t", "rbd", "--disk", "0:size=%dM" % disk_mib, "-n", node,
            "-o", "noop", "--no-install", "--no-start", "--no-nics", "--no-name-check", "--no-ip-check",
            "-B", "memory=%dM" % memory_mib, "-H",
-           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=quiet" % (kernel, initrd),
+           "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=%s" % (kernel, initrd, guest.KERNEL_ARGS),
            self.name)
         self.primary = node
         images = [i for i in self.ceph.images() if i.endswith(".rbd.disk0")]

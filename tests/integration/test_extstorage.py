@@ -32,8 +32,12 @@ from ganeti.backend.storage import extstorage as es
 from ganeti.luxi.client import LuxiClient
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("losetup") is None,
-                                reason="loop devices need root and losetup (Debian package mount)")
+
+@pytest.fixture(autouse=True)
+def loop_devices() -> None:
+    """Loop devices need root and losetup: without them the test fails and says so (never skipped)."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.fail("loop devices need root and losetup (Debian package mount)")
 
 N1, N2 = "node1.test", "node2.test"
 TEMPLATES = ("diskless", "file", "sharedfile", "ext", "blockdev")
@@ -221,4 +225,62 @@ async def test_ext_and_blockdev_templates(root):
     finally:
         release(volumes)
         release(adopted)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest_twisted.ensureDeferred
+async def test_ext_export_of_a_running_instance_from_a_snapshot(root):
+    """gnt-backup export --noshutdown of a running ext instance: the shipped loopback provider's
+    snapshot script makes a volume the export reads, removed afterwards, while the instance keeps
+    running; a provider without the script refuses the live export clearly and exports the stopped
+    instance with --long-sleep."""
+    work = tempfile.mkdtemp(prefix="gnt-exs-")
+    volumes = os.path.join(work, "volumes")
+    os.makedirs(volumes)
+    cfg = loopback_config(2, enabled_disk_templates=TEMPLATES)
+    try:
+        async with LoopbackCluster(reactor, root, cfg, prefix="gntexs") as cluster:
+            client = LuxiClient(cluster.master.luxi_socket, timeout=60)
+            for node_root in cluster.roots:  # the shipped provider without its snapshot script
+                copy = os.path.join(node_root.root, "srv/ganeti/extstorage/nosnap")
+                shutil.copytree(os.path.join(es.SHIPPED_DIR, "loopback"), copy)
+                os.unlink(os.path.join(copy, "snapshot"))
+            marker = b"GANETI-EXT-SNAPSHOT-MARKER\n"
+            for name, provider in (("snap1", "loopback"), ("nosnap1", "nosnap")):
+                known = set(os.listdir(volumes))
+                done = add(root, name, "ext", "size=16M,provider=%s,dir=%s" % (provider, volumes))
+                assert done.returncode == 0, done.stderr
+                (volume,) = [n for n in set(os.listdir(volumes)) - known if not n.endswith(".meta")]
+                (dev,) = loops_of(os.path.join(volumes, volume))
+                with open(dev, "r+b") as handle:  # what the running instance wrote
+                    handle.write(marker)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            before = sorted(os.listdir(volumes))
+
+            out = ok(root, "gnt-backup", "export", "-n", N2, "--noshutdown", "snap1")
+            assert "Creating a snapshot of disk/0" in out and "Removing the snapshot of disk/0" in out, out
+            assert "Shutting down" not in out, out
+            assert client.query_instances(["snap1"], ["status"], False)[0] == ["running"]
+            assert sorted(os.listdir(volumes)) == before  # the snapshot volume is gone
+            (disk_uuid,) = client.query_instances(["snap1"], ["disk.uuids"], False)[0][0]
+            with open(os.path.join(cluster.roots[1].export_dir, "snap1", disk_uuid), "rb") as handle:
+                dump = handle.read()
+            assert dump[:len(marker)] == marker and len(dump) == 16 * MIB
+
+            refused = gnt(root, "gnt-backup", "export", "-n", N2, "--noshutdown", "nosnap1")
+            assert refused.returncode != 0 and "provider nosnap has no snapshot script" in refused.stderr, \
+                refused.stderr
+            assert "export the instance stopped (with --long-sleep)" in refused.stderr, refused.stderr
+            assert client.query_instances(["nosnap1"], ["status"], False)[0] == ["running"]
+            assert sorted(os.listdir(cluster.roots[1].export_dir)) == ["snap1"]
+            out = ok(root, "gnt-backup", "export", "-n", N2, "--long-sleep", "nosnap1")
+            assert "exporting the stopped instance instead" in out and "Shutting down" in out, out
+            assert client.query_instances(["nosnap1"], ["status"], False)[0] == ["running"]
+            assert sorted(os.listdir(cluster.roots[1].export_dir)) == ["nosnap1", "snap1"]
+            assert sorted(os.listdir(volumes)) == before
+            for name in ("snap1", "nosnap1"):
+                ok(root, "gnt-instance", "remove", "-f", name)
+    finally:
+        release(volumes)
         shutil.rmtree(work, ignore_errors=True)

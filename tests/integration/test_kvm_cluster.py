@@ -46,8 +46,13 @@ N1, N2 = NODES
 NODISK, SHARED = "kvm1.test", "kvm2.test"
 STAMP = {"serial_no": 1, "ctime": 1.0, "mtime": 1.0}
 
-pytestmark = pytest.mark.skipif(
-    QEMU is None, reason="qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
+
+
+@pytest.fixture(autouse=True)
+def qemu_installed() -> None:
+    """Without qemu the tests fail and say so (never skipped)."""
+    if QEMU is None:
+        pytest.fail("qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
 
 
 def two_nodes() -> ConfigData:

@@ -32,8 +32,16 @@ from ganeti.testing.daemons import make_root, remove_root
 QEMU = shutil.which("qemu-system-x86_64")
 NAME = "kvm1.example.com"
 
-needs_qemu = pytest.mark.skipif(
-    QEMU is None, reason="qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
+
+
+@pytest.fixture
+def qemu_installed() -> None:
+    """Without qemu a test that needs it fails and says so (never skipped)."""
+    if QEMU is None:
+        pytest.fail("qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
+
+
+needs_qemu = pytest.mark.usefixtures("qemu_installed")
 
 
 def zombie_children() -> list[int]:

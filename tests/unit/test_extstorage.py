@@ -394,3 +394,35 @@ def test_noded_prepare_opens_shared_while_migrating(root):
     assert [os.path.basename(s["args"][-1]) for s in clock.spawned] == ["attach", "open"]
     assert clock.spawned[1]["env"]["VOL_OPEN_EXCLUSIVE"] == "False"
     assert disks.device(disk, "disk 0") == "u"
+
+
+def test_noded_snapshot_runs_the_script_then_attaches_the_snapshot_volume(root):
+    make_provider(root)
+    clock = ProcessClock()
+    disks = noded_ext.ExtDisks(Paths(root), clock)
+    d = defer.ensureDeferred(disks.snapshot(ext_disk(), "u.ext.disk0.exp-1", None))
+    for _step in range(5):  # snapshot, attach (prints /dev/null: no block device), then close, detach, remove
+        spawn = clock.spawned[-1]
+        if os.path.basename(spawn["args"][-1]) == "attach":
+            spawn["protocol"].childDataReceived(1, b"/dev/null\n")
+        spawn["protocol"].processEnded(Failure(ProcessDone(0)))
+    with pytest.raises(RpcFailure, match="/dev/null is not a block device"):
+        result(d)
+    actions = [(os.path.basename(s["args"][-1]), s["env"]["VOL_NAME"]) for s in clock.spawned]
+    assert actions == [("snapshot", "u.ext.disk0"), ("attach", "u.ext.disk0.exp-1"), ("close", "u.ext.disk0.exp-1"),
+                       ("detach", "u.ext.disk0.exp-1"), ("remove", "u.ext.disk0.exp-1")]
+    snapshot = clock.spawned[0]["env"]
+    assert snapshot["VOL_SNAPSHOT_NAME"] == "u.ext.disk0.exp-1" and snapshot["VOL_SNAPSHOT_SIZE"] == "64"
+    with pytest.raises(RpcFailure, match="not attached on this node"):
+        disks.snapshot_device(ext_disk(), "u.ext.disk0.exp-1")
+
+
+def test_noded_snapshot_refused_without_the_script_or_with_a_bad_name(root):
+    make_provider(root, skip=("snapshot",))
+    clock = ProcessClock()
+    disks = noded_ext.ExtDisks(Paths(root), clock)
+    with pytest.raises(RpcFailure, match="provider prov has no snapshot script"):
+        result(disks.snapshot(ext_disk(), None, None))
+    with pytest.raises(RpcFailure, match="invalid snapshot name"):
+        result(disks.snapshot_remove(ext_disk(), "../etc"))
+    assert clock.spawned == []

@@ -278,19 +278,46 @@ class RefusedTests(SynchronousTestCase):
     def test_bad_disks(self) -> None:
         self.assertRefused("absolute", disks=[("disk0", "rw")])
         self.assertRefused("mode", disks=[("/srv/d0", "rx")])
-        self.assertRefused("pair", disks=["/srv/d0"])
+        self.assertRefused("(path, mode[, id, PCI slot]) tuple", disks=["/srv/d0"])
         self.assertRefused("read-only", params(disk_type="ide"), disks=[("/srv/d0", "ro")])
         self.assertRefused("limited to 4", params(disk_type="ide"), disks=[(f"/srv/d{i}", "rw") for i in range(5)])
+        self.assertRefused("PCI slot 32", disks=[("/srv/d0", "rw", "disk0", 32)])
+        self.assertRefused("device id 'disk0,addr=3'", disks=[("/srv/d0", "rw", "disk0,addr=3", 12)])
 
     def test_bad_nics(self) -> None:
         self.assertRefused("MAC", nics=[("aa:bb", None, None)])
         self.assertRefused("repeats", nics=[(MAC0, None, None), (MAC0.upper(), None, None)])
         self.assertRefused("tap interface", nics=[(MAC0, "tap0,script=/bin/evil", None)])
         self.assertRefused("model", nics=[(MAC0, None, "virtio")])
-        self.assertRefused("triple", nics=[(MAC0, None)])
+        self.assertRefused("(mac, tap, model[, id, PCI slot]) tuple", nics=[(MAC0, None)])
+        self.assertRefused("PCI slot True", nics=[(MAC0, "tap0", None, "nic0", True)])
+        self.assertRefused("bad id ''", nics=[(MAC0, "tap0", None, "", 12)])
+
 
     def test_bad_consoles(self) -> None:
         self.assertRefused("vnc_bind_address", vnc_port=5901)
         self.assertRefused("VNC port", params(vnc_bind_address="0.0.0.0"), vnc_port=5800)
         self.assertRefused("incoming", incoming="http://example.com/")
         self.assertRefused("pidfile", paths=RuntimePaths("/run/q", "/run/s", "relative.pid"))
+
+
+class PciSlotTests(SynchronousTestCase):
+    """Disks and NICs at the PCI slots the runtime record gives (L{ganeti.backend.hypervisor.kvm_pci})."""
+
+    def test_placed_devices(self) -> None:
+        argv = build(disks=[("/srv/d0", "rw", "disk0", 12), ("/srv/d1", "ro", "disk-1111-22-33", 15)],
+                     nics=[(MAC0, "tap0", None, "nic-aaaa-bb-cc", 13)])
+        joined = " ".join(argv)
+        self.assertIn("-drive file=/srv/d0,format=raw,if=none,id=disk0,aio=threads "
+                      "-device virtio-blk-pci,drive=disk0,id=disk0,addr=0xc", joined)
+        self.assertIn("-drive file=/srv/d1,format=raw,if=none,id=disk-1111-22-33,aio=threads,readonly=on "
+                      "-device virtio-blk-pci,drive=disk-1111-22-33,id=disk-1111-22-33,addr=0xf", joined)
+        self.assertIn("-netdev tap,id=nic-aaaa-bb-cc,ifname=tap0,script=no,downscript=no,vnet_hdr=on "
+                      "-device virtio-net-pci,netdev=nic-aaaa-bb-cc,mac=aa:00:00:11:22:33,id=nic-aaaa-bb-cc-dev,"
+                      "addr=0xd", joined)
+
+    def test_emulated_disks_and_isa_nics_have_no_slot(self) -> None:
+        argv = build(params(disk_type="ide", nic_type="ne2k_isa"), disks=[("/srv/d0", "rw", "disk0", 12)],
+                     nics=[(MAC0, "tap0", None, "nic0", 13)])
+        self.assertIn("file=/srv/d0,format=raw,if=ide,index=0,aio=threads", argv)
+        self.assertFalse([a for a in argv if "addr=" in a], argv)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti.backend import hypervisor as hv
-from ganeti.backend.hypervisor import kvm_hotplug
+from ganeti.backend.hypervisor import kvm_hotplug, kvm_pci
 from ganeti.objects import NIC, Instance
 from tests.unit.test_kvm_hypervisor import NAME, UUID, FakeMonitor, FakeQemu, KVMTestCase, instance
 
@@ -23,8 +23,7 @@ class HotplugQemu:
         self.qemu = qemu
         #: drive id -> [file, qdev path or None]
         self.blocks: dict[str, list[Any]] = {
-            "virtio%d" % i: [path, "/machine/peripheral-anon/device[%d]/virtio-backend" % i]
-            for i, path in enumerate(disks)}
+            "disk%d" % i: [path, "/machine/peripheral/disk%d/virtio-backend" % i] for i, path in enumerate(disks)}
         self.peripherals: set[str] = set()
         self.netdevs: set[str] = set()
         self.releases = True
@@ -107,19 +106,42 @@ class HotplugTests(KVMTestCase):
         self.assertEqual(qemu.qemu.arguments("human-monitor-command"), [
             {"command-line": "drive_add dummy file=/srv/disk1,if=none,id=disk-11111111-2222-3333,format=raw,"
                              "aio=threads,readonly=on"}])
+        # the disk of the start is at slot 12 (0xc, the first after Ganeti's 12 reserved ones)
         self.assertEqual(qemu.qemu.arguments("device_add"), [
-            {"driver": "virtio-blk-pci", "drive": "disk-11111111-2222-3333", "id": "disk-11111111-2222-3333"}])
-        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw"], ["/srv/disk1", "ro"]])
+            {"driver": "virtio-blk-pci", "drive": "disk-11111111-2222-3333", "id": "disk-11111111-2222-3333",
+             "addr": "0xd"}])
+        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw", "disk0", 12],
+                                                  ["/srv/disk1", "ro", "disk-11111111-2222-3333", 13]])
         self.successResultOf(self.plug("hotremove", "disk", disk(), "/srv/disk1"))
         self.assertEqual(qemu.qemu.arguments("device_del"), [{"id": "/machine/peripheral/disk-11111111-2222-3333"}])
         self.assertNotIn("disk-11111111-2222-3333", qemu.blocks)
-        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw"]])
+        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw", "disk0", 12]])
 
     def test_a_disk_of_the_start_is_removed_by_its_qom_path(self) -> None:
         qemu = self.boot()
         self.successResultOf(self.plug("hotremove", "disk", disk(), "/srv/disk0"))
-        self.assertEqual(qemu.qemu.arguments("device_del"), [{"id": "/machine/peripheral-anon/device[0]"}])
+        self.assertEqual(qemu.qemu.arguments("device_del"), [{"id": "/machine/peripheral/disk0"}])
         self.assertEqual(self.record()["disks"], [])
+
+    def test_a_freed_slot_is_taken_again_and_the_slots_survive_in_the_record(self) -> None:
+        """The slots a migration target is started with (L{ganeti.backend.hypervisor.kvm_pci})."""
+        inst = Instance(name=NAME, uuid=UUID, hypervisor="kvm", beparams={"maxmem": 256, "vcpus": 2},
+                        hvparams={"kvm_path": "/bin/sh", "serial_console": True},
+                        nics=[NIC(uuid="boot-nic", mac="aa:00:00:11:22:33",
+                                  nicparams={"mode": "bridged", "link": "br0"})])
+        qemu = self.boot(inst)
+        self.successResultOf(self.plug("hotremove", "disk", disk(), "/srv/disk0", inst=inst))
+        self.successResultOf(self.plug("hotadd", "nic", nic(), inst=inst))
+        self.successResultOf(self.plug("hotadd", "disk", disk(), "/srv/disk1", inst=inst))
+        self.assertEqual([a["addr"] for a in qemu.qemu.arguments("device_add")], ["0xc", "0xe"])
+        info = self.kvm.migration_info(inst)
+        self.assertEqual(info["disks"], [["/srv/disk1", "rw", "disk-11111111-2222-3333", 14]])
+        self.assertEqual([(n["id"], n["pci"]) for n in info["nics"]], [("nic0", 13), ("nic-aaaaaaaa-bbbb-cccc", 12)])
+        argv = kvm_pci.command_devices(self.record())
+        self.assertEqual(argv, ([("/srv/disk1", "rw", "disk-11111111-2222-3333", 14)],
+                                [("aa:00:00:11:22:33", self.record()["nics"][0]["tap"], None, "nic0", 13),
+                                 ("aa:00:00:44:55:66", self.record()["nics"][1]["tap"], None,
+                                  "nic-aaaaaaaa-bbbb-cccc", 12)]))
 
     def test_refused_hmp_drive_add(self) -> None:
         qemu = self.boot()
@@ -127,7 +149,7 @@ class HotplugTests(KVMTestCase):
         failure = self.failureResultOf(self.plug("hotadd", "disk", disk(), "/srv/nope"), hv.HypervisorError)
         self.assertIn("qemu refused 'drive_add': Could not open '/srv/nope'", str(failure.value))
         self.assertEqual(qemu.qemu.arguments("device_add"), [])
-        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw"]])
+        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw", "disk0", 12]])
 
     def test_unknown_disk_and_a_guest_that_keeps_it(self) -> None:
         qemu = self.boot()
@@ -136,7 +158,7 @@ class HotplugTests(KVMTestCase):
         qemu.releases = False
         failure = self.failureResultOf(self.plug("hotremove", "disk", disk(), "/srv/disk0"), hv.HypervisorError)
         self.assertIn("The guest did not release disk /srv/disk0 within 30 seconds", str(failure.value))
-        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw"]])
+        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw", "disk0", 12]])
 
     def test_nic_add_modify_remove(self) -> None:
         inst = Instance(name=NAME, uuid=UUID, hypervisor="kvm", beparams={"maxmem": 256, "vcpus": 2},
@@ -155,7 +177,7 @@ class HotplugTests(KVMTestCase):
         self.assertEqual(self.node.ran, [["ip", "link", "set", "dev", tap, "master", "br0", "up"]])
         self.assertEqual(qemu.qemu.arguments("device_add"), [
             {"driver": "virtio-net-pci", "netdev": "nic-aaaaaaaa-bbbb-cccc", "mac": "aa:00:00:44:55:66",
-             "id": "nic-aaaaaaaa-bbbb-cccc-dev"}])
+             "id": "nic-aaaaaaaa-bbbb-cccc-dev", "addr": "0xe"}])
         self.assertEqual([n["mac"] for n in self.record()["nics"]], ["aa:00:00:11:22:33", "aa:00:00:44:55:66"])
         # a modification (new MAC) replaces the device; the NIC of the start is removed by its id
         self.successResultOf(self.plug("hotmod", "nic", nic("aa:00:00:77:88:99"), inst=inst))
@@ -186,4 +208,4 @@ class HotplugTests(KVMTestCase):
         qemu.blocks["disk-11111111-2222-3333"][0] = "json:{\"driver\": \"rbd\", \"pool\": \"pool\"}"
         self.successResultOf(self.plug("hotremove", "disk", disk(), "rbd:pool/vol"))
         self.assertEqual(qemu.qemu.arguments("device_del"), [{"id": "/machine/peripheral/disk-11111111-2222-3333"}])
-        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw"]])
+        self.assertEqual(self.record()["disks"], [["/srv/disk0", "rw", "disk0", 12]])

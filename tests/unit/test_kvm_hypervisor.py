@@ -256,8 +256,12 @@ class StartTests(KVMTestCase):
         for piece in ("-m 256", "-smp 2", "-machine pc,accel=tcg", "-pidfile " + files.pidfile,
                       "-qmp unix:%s,server=on,wait=off" % files.qmp_socket,
                       "-serial unix:%s,server=on,wait=off" % files.serial_socket, "-display none",
-                      "file=/srv/disk0,format=raw,if=virtio,index=0",
-                      "file=/srv/disk1,format=raw,if=virtio,index=1,aio=threads,readonly=on", "-uuid " + UUID):
+                      "-drive file=/srv/disk0,format=raw,if=none,id=disk0,aio=threads "
+                      "-device virtio-blk-pci,drive=disk0,id=disk0,addr=0xc",
+                      "-drive file=/srv/disk1,format=raw,if=none,id=disk1,aio=threads,readonly=on "
+                      "-device virtio-blk-pci,drive=disk1,id=disk1,addr=0xd",
+                      "-device virtio-net-pci,netdev=nic0,mac=aa:00:00:11:22:33,id=nic0-dev,addr=0xe",
+                      "-uuid " + UUID):
             self.assertIn(piece, joined)
         self.assertNotIn("-S", argv)
         tap = argv[argv.index("-netdev") + 1].split("ifname=")[1].split(",")[0]
@@ -267,7 +271,8 @@ class StartTests(KVMTestCase):
         self.assertEqual(record["pid"], 4001)
         self.assertEqual(record["argv"], argv)
         self.assertEqual(record["state"], "running")
-        self.assertEqual(record["disks"], [["/srv/disk0", "rw"], ["/srv/disk1", "ro"]])
+        self.assertEqual(record["disks"], [["/srv/disk0", "rw", "disk0", 12], ["/srv/disk1", "ro", "disk1", 13]])
+        self.assertEqual((record["nics"][0]["id"], record["nics"][0]["pci"]), ("nic0", 14))
         self.assertEqual((record["memory"], record["vcpus"], record["accel"]), (256, 2, "tcg"))
         self.assertEqual(self.node.qemu_of(self.kvm).commands(), ["query-status"])
         self.assertEqual(self.kvm.list_instances(), [NAME])

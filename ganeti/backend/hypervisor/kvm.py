@@ -58,7 +58,7 @@ from zope.interface import implementer
 
 from ganeti import serializer
 from ganeti.backend import hypervisor as hv
-from ganeti.backend.hypervisor import kvm_accel, kvm_hotplug
+from ganeti.backend.hypervisor import kvm_accel, kvm_hotplug, kvm_pci
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
 from ganeti.backend.hypervisor.kvm_process import HostFacts, IQemuProcesses, QemuProcesses, log_tail
 from ganeti.backend.hypervisor.qmp import QMPDisconnected, QMPProtocol
@@ -353,8 +353,7 @@ class KVMHypervisor:
         hvparams = record["hvparams"]
         argv = cmdline.build_command(
             name, record["uuid"], record["memory"], record["vcpus"], hvparams,
-            [(path, mode) for path, mode in record["disks"]],
-            [(nic["mac"], nic["tap"], None) for nic in record["nics"]],
+            *kvm_pci.command_devices(record),
             files.runtime, vnc_port=record["vnc_port"], incoming=incoming, accel=record["accel"],
             binary=self._binary(hvparams))
         if incoming is None and record["state"] == PAUSED:
@@ -513,6 +512,7 @@ class KVMHypervisor:
         disks = disks_of(block_devices)
         accel = await self._choose_accel(dict(getattr(instance, "hvparams", None) or {}))
         record = self._new_record(instance, disks, bool(startup_paused), accel)
+        kvm_pci.assign(record)
         await self._launch(name, record, incoming=None)
 
     def stop_instance(self, instance: Any, force: bool = False, timeout: int | None = None) -> Deferred[None]:
@@ -631,7 +631,8 @@ class KVMHypervisor:
         name = check_name(instance.name)
         record = self._running(name, "migrate")
         info = {key: record.get(key) for key in ("uuid", "memory", "vcpus", "hvparams", "disks", "vnc_port", "accel")}
-        info["nics"] = [{k: nic[k] for k in ("mac", "mode", "link")} for nic in record.get("nics") or []]
+        info["nics"] = [{k: nic.get(k) for k in ("mac", "mode", "link", "ip", "id", "pci", "uuid")}
+                        for nic in record.get("nics") or []]
         info["paused"] = record.get("state") == PAUSED
         info["argv"] = record.get("argv")
         return info
@@ -654,8 +655,9 @@ class KVMHypervisor:
         address = target or "0.0.0.0"
         nics = []
         for index, nic in enumerate(info.get("nics") or []):
-            nics.append({"mac": nic.get("mac"), "mode": nic.get("mode") or "bridged",
-                         "link": nic.get("link") or "", "ip": nic.get("ip"), "tap": self._tap(uuid, index)})
+            nics.append({"mac": nic.get("mac"), "mode": nic.get("mode") or "bridged", "link": nic.get("link") or "",
+                         "ip": nic.get("ip"), "tap": self._tap(uuid, index),  # and the slot of L{kvm_pci}
+                         **{k: nic[k] for k in ("id", "pci", "uuid") if nic.get(k) is not None}})
         record = {
             "name": name, "uuid": uuid, "memory": info.get("memory") or hv.instance_memory(instance),
             "vcpus": info.get("vcpus") or hv.instance_vcpus(instance), "hvparams": dict(info["hvparams"]),

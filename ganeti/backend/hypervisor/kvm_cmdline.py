@@ -97,6 +97,8 @@ INCOMING_PREFIXES = ("tcp:", "unix:", "fd:", "exec:")
 
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$", re.IGNORECASE)
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+#: qemu's ids of devices and drives (a letter first)
+_DEVID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 
 
 class KVMParameterError(HypervisorError):
@@ -249,7 +251,7 @@ def _memory(hvparams: Mapping[str, Any], memory_mib: int) -> list[str]:
     return args
 
 
-def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> list[str]:
+def _drives(hvparams: Mapping[str, Any], disks: Sequence[Sequence[Any]]) -> list[str]:
     interface = DISK_INTERFACES[_choice(hvparams, "disk_type", DISK_INTERFACES)]
     cache = _choice(hvparams, "disk_cache", DISK_CACHES)
     aio = _choice(hvparams, "disk_aio", DISK_AIOS)
@@ -261,9 +263,10 @@ def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> li
     args: list[str] = []
     for index, disk in enumerate(disks):
         try:
-            path, mode = disk
+            path, mode, devid, slot = _padded(disk, 2, (None, None))
         except (TypeError, ValueError):
-            raise KVMParameterError(f"disk {index} must be a (path, mode) pair, not {disk!r}") from None
+            raise KVMParameterError(f"disk {index} must be a (path, mode[, id, PCI slot]) tuple, not {disk!r}") \
+                from None
         if not (isinstance(path, str) and path.startswith(RBD_URI_PREFIX)):  # rbd:<pool>/<image>[:opts]
             _check_path(f"disk {index} path", path)
         elif "\n" in path or "\0" in path:
@@ -272,7 +275,11 @@ def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> li
             raise KVMParameterError(f"disk {index} mode must be {DISK_RDWR!r} or {DISK_RDONLY!r}, not {mode!r}")
         if mode == DISK_RDONLY and interface == "ide":
             raise KVMParameterError(f"disk {index} is read-only, which emulated (ide) hard disks cannot be")
-        opts = [f"file={escape_opt(path)}", "format=raw", f"if={interface}", f"index={index}"]
+        placed = interface == "virtio" and devid is not None and slot is not None
+        if placed and not (isinstance(devid, str) and _DEVID_RE.match(devid) and _slot(slot)):
+            raise KVMParameterError(f"disk {index} has a bad device id {devid!r} or PCI slot {slot!r}")
+        where = ["if=none", f"id={devid}"] if placed else [f"if={interface}", f"index={index}"]
+        opts = [f"file={escape_opt(path)}", "format=raw"] + where
         if cache != "default":
             opts.append(f"cache={cache}")
         opts.append(f"aio={aio}")
@@ -281,6 +288,8 @@ def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> li
         if mode == DISK_RDONLY:
             opts.append("readonly=on")
         args += ["-drive", ",".join(opts)]
+        if placed:  # an explicit slot (L{ganeti.backend.hypervisor.kvm_pci}), so a hotplug can be migrated
+            args += ["-device", f"virtio-blk-pci,drive={devid},id={devid},addr={slot:#x}"]
     cdrom = _string(hvparams, "cdrom_image_path")
     if cdrom:
         _check_path("hvparam cdrom_image_path", cdrom)
@@ -288,7 +297,21 @@ def _drives(hvparams: Mapping[str, Any], disks: Sequence[tuple[str, str]]) -> li
     return args
 
 
-def _nics(hvparams: Mapping[str, Any], nics: Sequence[tuple[str, str | None, str | None]]) -> list[str]:
+def _padded(entry: Sequence[Any], short: int, tail: tuple[Any, ...]) -> tuple[Any, ...]:
+    """C{entry}, given C{short} or C{short + len(tail)} long, padded with C{tail}."""
+    items = tuple(entry)
+    if len(items) == short:
+        return items + tail
+    if len(items) != short + len(tail):
+        raise ValueError("wrong length")
+    return items
+
+
+def _slot(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 < value < 32
+
+
+def _nics(hvparams: Mapping[str, Any], nics: Sequence[Sequence[Any]]) -> list[str]:
     default_type = _choice(hvparams, "nic_type", NIC_MODELS)
     vhost = _bool(hvparams, "vhost_net")
     vnet_hdr = _bool(hvparams, "vnet_hdr")
@@ -299,9 +322,12 @@ def _nics(hvparams: Mapping[str, Any], nics: Sequence[tuple[str, str | None, str
     macs: set[str] = set()
     for index, nic in enumerate(nics):
         try:
-            mac, tap, nic_type = nic
+            mac, tap, nic_type, netdev_id, slot = _padded(nic, 3, (f"nic{index}", None))
         except (TypeError, ValueError):
-            raise KVMParameterError(f"NIC {index} must be a (mac, tap, model) triple, not {nic!r}") from None
+            raise KVMParameterError(f"NIC {index} must be a (mac, tap, model[, id, PCI slot]) tuple, not {nic!r}") \
+                from None
+        if not (isinstance(netdev_id, str) and _DEVID_RE.match(netdev_id)) or not (slot is None or _slot(slot)):
+            raise KVMParameterError(f"NIC {index} has a bad id {netdev_id!r} or PCI slot {slot!r}")
         if not isinstance(mac, str) or not _MAC_RE.match(mac):
             raise KVMParameterError(f"NIC {index} has a bad MAC address {mac!r}")
         if mac.lower() in macs:
@@ -312,7 +338,6 @@ def _nics(hvparams: Mapping[str, Any], nics: Sequence[tuple[str, str | None, str
             raise KVMParameterError(
                 f"NIC {index} model {nic_type!r} is not supported; use one of {', '.join(sorted(NIC_MODELS))}")
         model = NIC_MODELS[nic_type]
-        netdev_id = f"nic{index}"
         multiqueue = model == "virtio-net-pci" and queues > 1
         if tap is None:
             netdev = f"user,id={netdev_id}"
@@ -329,6 +354,8 @@ def _nics(hvparams: Mapping[str, Any], nics: Sequence[tuple[str, str | None, str
         device = f"{model},netdev={netdev_id},mac={mac.lower()},id={netdev_id}-dev"
         if multiqueue and tap is not None:
             device += f",mq=on,vectors={2 * queues + 2}"
+        if slot is not None and model != "ne2k_isa":
+            device += f",addr={slot:#x}"
         args += ["-netdev", netdev, "-device", device]
     return args
 
@@ -399,8 +426,8 @@ def build_command(
     memory_mib: int,
     vcpus: int,
     hvparams: Mapping[str, Any],
-    disks: Sequence[tuple[str, str]],
-    nics: Sequence[tuple[str, str | None, str | None]],
+    disks: Sequence[Sequence[Any]],
+    nics: Sequence[Sequence[Any]],
     paths: RuntimePaths,
     vnc_port: int | None = None,
     incoming: str | None = None,
@@ -415,10 +442,13 @@ def build_command(
     @param vcpus: number of virtual CPUs.
     @param hvparams: the instance's filled kvm hvparams; missing keys take
         L{DEFAULTS}, keys this module does not know are ignored.
-    @param disks: C{(path, mode)} per disk, mode L{DISK_RDWR} or L{DISK_RDONLY}.
+    @param disks: C{(path, mode)} per disk, mode L{DISK_RDWR} or L{DISK_RDONLY};
+        or C{(path, mode, id, PCI slot)}: a paravirtual disk then is a
+        C{virtio-blk-pci} device with that id at that slot.
     @param nics: C{(mac, tap interface or None, nic_type or None)} per NIC;
         no tap means qemu's user-mode networking, no nic_type means the
-        hvparam C{nic_type}.
+        hvparam C{nic_type}; or C{(mac, tap, nic_type, netdev id, PCI slot
+        or None)}.
     @param paths: the instance's L{RuntimePaths}.
     @param vnc_port: the TCP port of the VNC console, or C{None} for none.
     @param incoming: C{-incoming} URI when this is a migration target

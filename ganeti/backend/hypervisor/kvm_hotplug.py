@@ -1,6 +1,8 @@
 """Hotplug of disks and NICs into a running kvm guest, through QMP.
 
-As Ganeti 3.0's kvm hypervisor, with qemu choosing the PCI slot:
+As Ganeti 3.0's kvm hypervisor, each device at the free PCI slot
+L{ganeti.backend.hypervisor.kvm_pci} picks (kept in the runtime record, so
+a migration target gets the device at the same slot):
 
   - disk add: HMP C{drive_add dummy file=<path or URI>,if=none,id=<id>,
     format=raw[,readonly=on][,cache,aio,discard]} (through QMP
@@ -27,6 +29,7 @@ from typing import Any
 
 from ganeti.backend import hypervisor as hv
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
+from ganeti.backend.hypervisor import kvm_pci
 from ganeti.backend.hypervisor.kvm_runtime import check_name
 
 #: the kvm hypervisor object (L{ganeti.backend.hypervisor.kvm.KVMHypervisor}; not imported: it imports this)
@@ -104,14 +107,16 @@ async def add_disk(hyper: KVMHypervisor, name: str, disk: dict[str, Any], path: 
         opts.append("discard=%s" % params["disk_discard"])
     if mode == cmdline.DISK_RDONLY:
         opts.append("readonly=on")
+    slot = kvm_pci.free_slot(record)
     async with hyper._qmp(name) as protocol:
         await _hmp(hyper, protocol, "drive_add dummy %s" % ",".join(opts))
         try:
-            await hyper._execute(protocol, "device_add", {"driver": "virtio-blk-pci", "drive": devid, "id": devid})
+            await hyper._execute(protocol, "device_add", {"driver": "virtio-blk-pci", "drive": devid, "id": devid,
+                                                          "addr": kvm_pci.address(slot)})
         except Exception:
             await _drop_drive(hyper, protocol, devid)
             raise
-    record.setdefault("disks", []).append([path, mode])
+    record.setdefault("disks", []).append([path, mode, devid, slot])
     hyper._write(name, record)
 
 
@@ -196,13 +201,14 @@ async def add_nic(hyper: KVMHypervisor, name: str, nic: dict[str, Any]) -> None:
         netdev["vnet_hdr"] = bool(hvparams.get("vnet_hdr"))
         if hvparams.get("vhost_net"):
             netdev["vhost"] = True
-    entry = {"mac": mac, "mode": mode, "link": link, "tap": tap, "id": netid, "uuid": nic.get("uuid")}
+    entry = {"mac": mac, "mode": mode, "link": link, "ip": nic.get("ip"), "tap": tap, "id": netid,
+             "uuid": nic.get("uuid"), "pci": kvm_pci.free_slot(record)}
     async with hyper._qmp(name) as protocol:
         await hyper._execute(protocol, "netdev_add", netdev)
         try:
             await hyper._setup_taps(name, {"nics": [entry]})
             await hyper._execute(protocol, "device_add", {"driver": model, "netdev": netid, "mac": mac,
-                                                          "id": netid + "-dev"})
+                                                          "id": netid + "-dev", "addr": kvm_pci.address(entry["pci"])})
         except Exception:
             await hyper._execute(protocol, "netdev_del", {"id": netid})
             raise
