@@ -10,7 +10,8 @@ following Ganeti's (spec/ha.md section 1) with what Ganeti lacks:
     and the most voted master is the one this node believes in.
  2. Newest state first, from every candidate (the old master too, while
     it is still the master): a newer C{config.data} (by the epoch of the
-    master that wrote it, then by serial: L{ganeti.ha.epoch}), a higher queue serial
+    master that wrote it, then by serial: L{ganeti.ha.epoch}), newer HA
+    parameters (C{ha.data}, ranked alike), a higher queue serial
     and every job file further along elsewhere are fetched
     (C{failover_status}, C{failover_read}).
  3. Fencing: the master epoch is raised to one above every epoch a node
@@ -249,6 +250,10 @@ async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[st
         await _fetch(rpc, view, plan.config_from, ["config.data"])
         progress.step("Fetched the newer config.data (serial %d) from %s"
                 % (states[plan.config_from].config_serial, plan.config_from))
+    if plan.ha_from is not None:
+        await _fetch(rpc, view, plan.ha_from, [ha_params.FILE_NAME])
+        progress.step("Fetched the newer HA parameters (serial %d, epoch %d) from %s"
+                      % (states[plan.ha_from].ha[1], states[plan.ha_from].ha[0], plan.ha_from))
     if plan.serial_from is not None:
         await _fetch(rpc, view, plan.serial_from, ["serial"])
     for name, jobs in plan.jobs.items():
@@ -268,6 +273,11 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
         data = wire.decompress(value)
         if name == "config.data":
             serializer.write_file(view.paths.config_data, data, mode=0o640)
+        elif name == ha_params.FILE_NAME:
+            try:
+                ha_params.accept(view.paths, ha_params.HaParams.from_dict(serializer.loads(data)))
+            except ValueError:  # replaced by a damaged copy since it answered: ours stays
+                continue
         else:
             os.makedirs(view.paths.queue_dir, exist_ok=True)
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
