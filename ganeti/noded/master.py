@@ -33,7 +33,7 @@ from twisted.internet import defer, threads
 from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
-from ganeti import daemons, serializer
+from ganeti import daemons, errors, serializer
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard, StaleEpoch, read_config_epoch
 from ganeti.jobs import replicas
@@ -216,6 +216,40 @@ class MasterProcedures:
         # which shortens a failover by the start of a daemon
         return defer.gatherResults([self._in_thread(start, name) for name in names],
                                    consumeErrors=True).addCallback(started)
+
+    @handler(procedures.master_failover)
+    def master_failover(self, no_voting: Any) -> defer.Deferred[list[list[str]]]:
+        """The take-over steps of C{gnt-cluster master-failover} on this node,
+        for the command on this node: it pays neither for their imports nor
+        for its own node RPC client (L{ganeti.client.cluster_master})."""
+        from ganeti.ha import takeover
+        from ganeti.ha.failover import FailoverRefused, check_candidate
+
+        if not isinstance(no_voting, bool):
+            raise RpcFailure("no_voting must be a boolean")
+        said: list[list[str]] = []
+
+        class Collected:
+            def step(self, text: str) -> None:
+                said.append(["step", text])
+
+            def warn(self, text: str) -> None:
+                said.append(["warn", text])
+
+            def fail(self, text: str) -> None:
+                said.append(["fail", text])
+
+        try:
+            view = takeover.view_of(self.paths, self._port)
+            check_candidate(view.me, view.master, view.candidates)
+        except FailoverRefused as e:
+            return defer.succeed([["fail", "Failure: prerequisites not met for this operation:\n%s" % e],
+                                  ["done", "no"]])
+        except (errors.GenericError, SystemExit, OSError, KeyError) as e:
+            raise RpcFailure("master_failover: this node's view of the cluster: %s" % (e,)) from None
+        self.log.info("master-failover to this node asked (no_voting={no_voting})", no_voting=no_voting)
+        d = defer.Deferred.fromCoroutine(takeover.failover(self._reactor, Collected(), view, no_voting))
+        return d.addCallback(lambda done: said + [["done", "yes" if done else "no"]])
 
     # --- node roles: RAPI runs on every master candidate -----------------------------------
 
