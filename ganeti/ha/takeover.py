@@ -64,6 +64,10 @@ from ganeti.rpc import procedures
 
 #: Seconds the old master gets to stop, and this node to start, its daemons.
 DAEMONS_TIMEOUT = 90.0
+#: Seconds a node gets to hand out the newer files it holds (C{failover_read}) and to take the new
+#: config and ssconf: a node that stops answering (frozen, cut off) holds the take-over up no longer.
+FETCH_TIMEOUT = 30.0
+PUSH_TIMEOUT = 15.0
 #: Seconds a node gets to answer the quick calls (votes, states, the epoch):
 #: a node that does not answer in time counts as down (it may be frozen).
 QUICK_TIMEOUT = 5.0
@@ -264,7 +268,7 @@ async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[st
 async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
     from ganeti.rpc import wire
 
-    result = await rpc.run_one(node, view.addresses[node], procedures.failover_read.call(names))
+    result = await rpc.run_one(node, view.addresses[node], procedures.failover_read.call(names).within(FETCH_TIMEOUT))
     if result.failed:
         raise FailoverRefused("cannot fetch the newer state from %s: %s" % (node, result.fail_msg))
     for name, value in result.payload.items():
@@ -340,9 +344,9 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     # a majority of the candidates (this one included) holding the new config is enough to go on
     mine = 1 if view.me in view.candidates else 0
     pushed, written = await gatherResults([
-        Deferred.fromCoroutine(rpc.run(candidates, procedures.upload_file.call(details),
+        Deferred.fromCoroutine(rpc.run(candidates, procedures.upload_file.call(details).within(PUSH_TIMEOUT),
                                        enough=answered(len(view.candidates), also=mine), grace=PUSH_GRACE)),
-        Deferred.fromCoroutine(rpc.run(others, procedures.write_ssconf_files.call(values),
+        Deferred.fromCoroutine(rpc.run(others, procedures.write_ssconf_files.call(values).within(PUSH_TIMEOUT),
                                        enough=answered(len(view.addresses), also=1), grace=PUSH_GRACE))])
     for name, result in [*pushed.items(), *written.items()]:
         if result.failed:

@@ -77,6 +77,24 @@ def test_a_take_over_fetches_the_newest_copy_before_anything_else(monkeypatch, v
     assert calls.index(("failover_read", None)) < calls.index(("epoch_claim", 3))
 
 
+def test_the_fetch_waits_briefly_on_a_node(monkeypatch, view):  # noqa: F811
+    """A candidate that answered its state, then froze, holds the take-over up for a bounded time only."""
+    from tests.unit.test_ha_takeover import FakeRpc
+
+    limits = []
+    run_one = FakeRpc.run_one
+
+    async def timed(self, name, address, call):
+        limits.append((call.procedure, call.timeout))
+        return await run_one(self, name, address, call)
+
+    monkeypatch.setattr(FakeRpc, "run_one", timed)
+    test_a_take_over_fetches_the_newest_copy_before_anything_else(monkeypatch, view)
+    from ganeti.ha import takeover
+
+    assert ("failover_read", takeover.FETCH_TIMEOUT) in limits
+
+
 def test_a_change_is_made_under_the_masters_epoch(tmp_path):
     from twisted.internet.defer import ensureDeferred
     from twisted.internet.task import Clock
