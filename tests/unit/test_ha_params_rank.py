@@ -18,7 +18,7 @@ from tests.unit.test_ha_takeover import run, view  # noqa: F401  (fixture)
 
 
 def made(epoch_: int, serial: int, **values: object) -> HaParams:
-    return HaParams(serial_no=serial, epoch=epoch_, **values)  # type: ignore[arg-type]
+    return HaParams(serial_no=serial, epoch=epoch_, **values)
 
 
 def state(ha: tuple[int, int]) -> NodeState:
@@ -109,5 +109,5 @@ def test_a_change_is_made_under_the_masters_epoch(tmp_path):
     keeper = HaKeeper(paths, Clock(), lambda: make_config(nodes=1))
     results: list[object] = []
     ensureDeferred(keeper.change({"auto_failover": True})).addBoth(results.append)
-    assert results == [made(4, 7, auto_failover=True, mtime=results[0].mtime)]  # type: ignore[union-attr]
+    assert results == [made(4, 7, auto_failover=True, mtime=results[0].mtime)]
     assert ha_params.read(paths).rank() == (4, 7)
