@@ -9,6 +9,7 @@ that the rename itself survives a crash.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import orjson
@@ -61,7 +62,9 @@ def write_file(
     if isinstance(data, str):
         data = data.encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
+    # the thread too: two threads of one daemon may replace the same file at once (NodeD's take-over
+    # fetching the queue serial while a replication writes it), and must not share a temporary file
+    tmp = os.path.join(directory, ".%s.%d.%d.tmp" % (os.path.basename(path), os.getpid(), threading.get_ident()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)

@@ -5,7 +5,8 @@ C{gnt-cluster master-failover} (spec/ha.md section 1); L{startup_vote} is the
 start-up voting of the master daemons; L{newest_state} is what Ganeti lacks
 (its issue 1242): before taking over, the new master finds which candidate
 holds the newest config (by the epoch of the master that wrote it, then by
-serial) and the most advanced version of every job file.
+serial), the newest HA parameters (ranked alike) and the most advanced
+version of every job file.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ class NodeState:
     jobs: dict[str, str | None]
     #: the epoch of the master that wrote the node's config (0: none recorded)
     config_epoch: int = 0
+    #: how new the node's HA parameters are (L{ganeti.ha.params.HaParams.rank}: epoch, serial)
+    ha: tuple[int, int] = (0, 0)
 
     @classmethod
     def from_payload(cls, payload: Any) -> NodeState:
@@ -141,7 +144,8 @@ class NodeState:
             raise ValueError("failover_status answered jobs %r" % (jobs,))
         return cls(int(payload.get("epoch") or 0), int(payload.get("config_serial") or 0),
                    int(payload.get("queue_serial") or 0), {str(k): v for k, v in jobs.items()},
-                   int(payload.get("config_epoch") or 0))
+                   int(payload.get("config_epoch") or 0),
+                   (int(payload.get("ha_epoch") or 0), int(payload.get("ha_serial") or 0)))
 
 
 def _progress(status: str | None) -> int:
@@ -156,12 +160,14 @@ class Plan:
     @ivar serial_from: the candidate whose higher queue serial to fetch (C{None}: ours is highest)
     @ivar jobs: candidate -> job file names to fetch from it (more advanced there, or missing here)
     @ivar epoch: the epoch to raise to (one above every epoch seen)
+    @ivar ha_from: the candidate whose newer HA parameters (C{ha.data}) to fetch (C{None}: ours are newest)
     """
 
     config_from: str | None
     serial_from: str | None
     jobs: dict[str, list[str]]
     epoch: int
+    ha_from: str | None = None
 
 
 def newest_state(me: str, states: Mapping[str, NodeState]) -> Plan:
@@ -170,7 +176,8 @@ def newest_state(me: str, states: Mapping[str, NodeState]) -> Plan:
     @param states: every candidate that answered, C{me} included
     """
     mine = states[me]
-    config_from = serial_from = None
+    config_from = serial_from = ha_from = None
+    best_ha = mine.ha
     # a config by the epoch of the master that wrote it first: a replaced master may hold changes no
     # majority confirmed, at serials (equal or higher) its successor used for the changes it confirmed
     best_config, best_serial = (mine.config_epoch, mine.config_serial), mine.queue_serial
@@ -182,6 +189,8 @@ def newest_state(me: str, states: Mapping[str, NodeState]) -> Plan:
             best_config, config_from = (state.config_epoch, state.config_serial), name
         if state.queue_serial > best_serial:
             best_serial, serial_from = state.queue_serial, name
+        if state.ha > best_ha:  # as configs: by the epoch of the master that made them, then by serial
+            best_ha, ha_from = state.ha, name
         for job, status in state.jobs.items():
             ours = _progress(mine.jobs[job]) if job in mine.jobs else -2
             best = wanted[job][0] if job in wanted else ours
@@ -191,4 +200,4 @@ def newest_state(me: str, states: Mapping[str, NodeState]) -> Plan:
     for job, (_rank, name) in sorted(wanted.items()):
         jobs.setdefault(name, []).append(job)
     epoch = max(state.epoch for state in states.values()) + 1
-    return Plan(config_from, serial_from, jobs, epoch)
+    return Plan(config_from, serial_from, jobs, epoch, ha_from)

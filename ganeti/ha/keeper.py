@@ -6,10 +6,11 @@
 
 A change is validated against the current version (a bad value raises
 L{errors.OpPrereqError} naming the parameter, and nothing changes), written
-durably to this node's C{ha.data} with the serial one higher, and only
-then sent to every other online node with the node RPC C{ha_params_store}
-(a node keeps the copy with the highest serial, and the RPC carries the
-master epoch like every other).  A node that answers with a newer version
+durably to this node's C{ha.data} with the serial one higher and this
+master's epoch, and only then sent to every other online node with the
+node RPC C{ha_params_store} (a node keeps the newest copy, by epoch then
+serial: L{HaParams.rank}; the RPC carries the master epoch like every
+other).  A node that answers with a newer version
 than the master's (the master was down when it changed, and took over
 since) makes the master adopt it and send it on.  A node that did not take it (down,
 unreachable, added later) is sent the current version again after every
@@ -26,6 +27,7 @@ from twisted.logger import Logger
 
 from ganeti import errors
 from ganeti.ha import params as ha_params
+from ganeti.ha.epoch import read_epoch
 from ganeti.ha.params import HaParams
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
@@ -44,9 +46,9 @@ def targets(config: ConfigData) -> dict[str, str]:
             if n.uuid != master and not n.offline and n.name and n.primary_ip}
 
 
-def lagging(nodes: dict[str, str], confirmed: dict[str, int], serial: int) -> dict[str, str]:
-    """The nodes of C{nodes} that have not confirmed C{serial} (or a newer one)."""
-    return {name: ip for name, ip in nodes.items() if confirmed.get(name, -1) < serial}
+def lagging(nodes: dict[str, str], confirmed: dict[str, tuple[int, int]], rank: tuple[int, int]) -> dict[str, str]:
+    """The nodes of C{nodes} that have not confirmed the version of C{rank} (or a newer one)."""
+    return {name: ip for name, ip in nodes.items() if confirmed.get(name, (-1, -1)) < rank}
 
 
 class HaKeeper:
@@ -69,8 +71,8 @@ class HaKeeper:
         self._rpc: Any = None
         self.retry_interval = retry_interval
         self.current: HaParams = ha_params.read(paths)
-        #: node name -> the highest serial it confirmed
-        self.confirmed: dict[str, int] = {}
+        #: node name -> the newest version it confirmed (L{HaParams.rank})
+        self.confirmed: dict[str, tuple[int, int]] = {}
         self._lock = DeferredLock()
         self._retry: Any = None
 
@@ -82,7 +84,7 @@ class HaKeeper:
         await self._lock.acquire()
         try:
             try:
-                new = self.current.changed(**changes)
+                new = self.current.changed(**changes).under(read_epoch(self.paths))
             except (ha_params.HaParamsError, TypeError) as err:
                 raise errors.OpPrereqError(str(err), errors.ECODE_INVAL) from None
             await self._blocking(ha_params.write, self.paths, new)
@@ -105,7 +107,7 @@ class HaKeeper:
         params = self.current
         if self._make_rpc is None or params.serial_no == 0:  # no file anywhere means the defaults everywhere
             return
-        nodes = lagging(targets(self.config()), self.confirmed, params.serial_no)
+        nodes = lagging(targets(self.config()), self.confirmed, params.rank())
         if not nodes:
             return
         if self._rpc is None:
@@ -120,11 +122,11 @@ class HaKeeper:
                               serial=params.serial_no, why=result.fail_msg)
                 continue
             held = _held(result.payload)
-            self.confirmed[name] = max(self.confirmed.get(name, -1), params.serial_no,
-                                       held.serial_no if held is not None else 0)
-            if held is not None and held.serial_no > newer.serial_no:
+            self.confirmed[name] = max(self.confirmed.get(name, (-1, -1)), params.rank(),
+                                       held.rank() if held is not None else (0, 0))
+            if held is not None and held.rank() > newer.rank():
                 newer = held
-        if newer.serial_no > self.current.serial_no:
+        if newer.rank() > self.current.rank():
             await self._adopt(newer)
         if missed and (self._retry is None or not self._retry.active()):
             self._retry = self.reactor.callLater(self.retry_interval, self._retry_lagging)
@@ -134,7 +136,7 @@ class HaKeeper:
         it changed, then became master): keep it, and send it to the others."""
         await self._lock.acquire()
         try:
-            if newer.serial_no <= self.current.serial_no:
+            if newer.rank() <= self.current.rank():
                 return
             await self._blocking(ha_params.write, self.paths, newer)
             self.current = newer

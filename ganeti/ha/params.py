@@ -16,10 +16,14 @@ copy never stops a daemon.
 The record (JSON)::
 
   {"liveness_timeout": 2.0, "auto_failover": false, "failover_timeout": 10.0,
-   "serial_no": 3, "mtime": 1764000000.0}
+   "serial_no": 3, "mtime": 1764000000.0, "epoch": 2}
 
-C{serial_no} grows by one with each change, so a replica can tell an older
-copy from a newer one.
+C{serial_no} grows by one with each change; C{epoch} is the master epoch
+(L{ganeti.ha.epoch}) of the master that made the change.  Copies rank as
+configs do (L{HaParams.rank}): by epoch first, then by serial, so a node
+keeps the newest copy it is sent, a new master fetches a newer copy from
+the candidates before it takes over (L{ganeti.ha.takeover}), and a replaced
+master's change that no node confirmed never wins over its successor's.
 
 The last master failover is recorded by the node that took over, in
 C{var/lib/ganeti/last-failover} (L{record_failover}): when, the epoch, the
@@ -86,6 +90,8 @@ class HaParams:
     failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT
     serial_no: int = 0
     mtime: float = 0.0
+    #: the master epoch under which this version was made (0: none recorded, an older writer)
+    epoch: int = 0
 
     def __attrs_post_init__(self) -> None:
         _seconds("liveness_timeout", self.liveness_timeout, LIVENESS_TIMEOUT_RANGE)
@@ -96,6 +102,16 @@ class HaParams:
                                 % (self.failover_timeout, self.liveness_timeout))
         if isinstance(self.serial_no, bool) or not isinstance(self.serial_no, int) or self.serial_no < 0:
             raise HaParamsError("serial_no must be a non-negative integer, not %r" % (self.serial_no,))
+        if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
+            raise HaParamsError("epoch must be a non-negative integer, not %r" % (self.epoch,))
+
+    def rank(self) -> tuple[int, int]:
+        """How new this version is: the epoch of the master that made it, then its serial."""
+        return (self.epoch, self.serial_no)
+
+    def under(self, epoch: int) -> HaParams:
+        """This version, recorded as made under master epoch C{epoch}."""
+        return attrs.evolve(self, epoch=epoch)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -154,10 +170,13 @@ def write(paths: Paths, params: HaParams) -> None:
 
 
 def accept(paths: Paths, params: HaParams) -> bool:
-    """Store a replicated copy unless this node holds a newer one; True if stored."""
-    if read(paths).serial_no > params.serial_no:
+    """Store a replicated copy unless this node holds a newer one (L{HaParams.rank});
+    True if this node holds C{params} now."""
+    held = read(paths)
+    if held.rank() > params.rank():
         return False
-    write(paths, params)
+    if held != params:
+        write(paths, params)
     return True
 
 

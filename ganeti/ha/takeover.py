@@ -10,7 +10,8 @@ following Ganeti's (spec/ha.md section 1) with what Ganeti lacks:
     and the most voted master is the one this node believes in.
  2. Newest state first, from every candidate (the old master too, while
     it is still the master): a newer C{config.data} (by the epoch of the
-    master that wrote it, then by serial: L{ganeti.ha.epoch}), a higher queue serial
+    master that wrote it, then by serial: L{ganeti.ha.epoch}), newer HA
+    parameters (C{ha.data}, ranked alike), a higher queue serial
     and every job file further along elsewhere are fetched
     (C{failover_status}, C{failover_read}).
  3. Fencing: the master epoch is raised to one above every epoch a node
@@ -63,6 +64,10 @@ from ganeti.rpc import procedures
 
 #: Seconds the old master gets to stop, and this node to start, its daemons.
 DAEMONS_TIMEOUT = 90.0
+#: Seconds a node gets to hand out the newer files it holds (C{failover_read}) and to take the new
+#: config and ssconf: a node that stops answering (frozen, cut off) holds the take-over up no longer.
+FETCH_TIMEOUT = 30.0
+PUSH_TIMEOUT = 15.0
 #: Seconds a node gets to answer the quick calls (votes, states, the epoch):
 #: a node that does not answer in time counts as down (it may be frozen).
 QUICK_TIMEOUT = 5.0
@@ -249,6 +254,10 @@ async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[st
         await _fetch(rpc, view, plan.config_from, ["config.data"])
         progress.step("Fetched the newer config.data (serial %d) from %s"
                 % (states[plan.config_from].config_serial, plan.config_from))
+    if plan.ha_from is not None:
+        await _fetch(rpc, view, plan.ha_from, [ha_params.FILE_NAME])
+        progress.step("Fetched the newer HA parameters (serial %d, epoch %d) from %s"
+                      % (states[plan.ha_from].ha[1], states[plan.ha_from].ha[0], plan.ha_from))
     if plan.serial_from is not None:
         await _fetch(rpc, view, plan.serial_from, ["serial"])
     for name, jobs in plan.jobs.items():
@@ -259,7 +268,7 @@ async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[st
 async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
     from ganeti.rpc import wire
 
-    result = await rpc.run_one(node, view.addresses[node], procedures.failover_read.call(names))
+    result = await rpc.run_one(node, view.addresses[node], procedures.failover_read.call(names).within(FETCH_TIMEOUT))
     if result.failed:
         raise FailoverRefused("cannot fetch the newer state from %s: %s" % (node, result.fail_msg))
     for name, value in result.payload.items():
@@ -268,6 +277,11 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
         data = wire.decompress(value)
         if name == "config.data":
             serializer.write_file(view.paths.config_data, data, mode=0o640)
+        elif name == ha_params.FILE_NAME:
+            try:
+                ha_params.accept(view.paths, ha_params.HaParams.from_dict(serializer.loads(data)))
+            except ValueError:  # replaced by a damaged copy since it answered: ours stays
+                continue
         else:
             os.makedirs(view.paths.queue_dir, exist_ok=True)
             serializer.write_file(os.path.join(view.paths.queue_dir, name), data, mode=0o640)
@@ -330,9 +344,9 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     # a majority of the candidates (this one included) holding the new config is enough to go on
     mine = 1 if view.me in view.candidates else 0
     pushed, written = await gatherResults([
-        Deferred.fromCoroutine(rpc.run(candidates, procedures.upload_file.call(details),
+        Deferred.fromCoroutine(rpc.run(candidates, procedures.upload_file.call(details).within(PUSH_TIMEOUT),
                                        enough=answered(len(view.candidates), also=mine), grace=PUSH_GRACE)),
-        Deferred.fromCoroutine(rpc.run(others, procedures.write_ssconf_files.call(values),
+        Deferred.fromCoroutine(rpc.run(others, procedures.write_ssconf_files.call(values).within(PUSH_TIMEOUT),
                                        enough=answered(len(view.addresses), also=1), grace=PUSH_GRACE))])
     for name, result in [*pushed.items(), *written.items()]:
         if result.failed:

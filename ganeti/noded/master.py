@@ -33,7 +33,8 @@ from twisted.internet import defer, threads
 from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
-from ganeti import daemons, serializer
+from ganeti import daemons, errors, serializer
+from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard, StaleEpoch, read_config_epoch
 from ganeti.jobs import replicas
 from ganeti.noded.dispatch import handler
@@ -218,6 +219,40 @@ class MasterProcedures:
         return defer.gatherResults([self._in_thread(start, name) for name in names],
                                    consumeErrors=True).addCallback(started)
 
+    @handler(procedures.master_failover)
+    def master_failover(self, no_voting: Any) -> defer.Deferred[list[list[str]]]:
+        """The take-over steps of C{gnt-cluster master-failover} on this node,
+        for the command on this node: it pays neither for their imports nor
+        for its own node RPC client (L{ganeti.client.cluster_master})."""
+        from ganeti.ha import takeover
+        from ganeti.ha.failover import FailoverRefused, check_candidate
+
+        if not isinstance(no_voting, bool):
+            raise RpcFailure("no_voting must be a boolean")
+        said: list[list[str]] = []
+
+        class Collected:
+            def step(self, text: str) -> None:
+                said.append(["step", text])
+
+            def warn(self, text: str) -> None:
+                said.append(["warn", text])
+
+            def fail(self, text: str) -> None:
+                said.append(["fail", text])
+
+        try:
+            view = takeover.view_of(self.paths, self._port)
+            check_candidate(view.me, view.master, view.candidates)
+        except FailoverRefused as e:
+            return defer.succeed([["fail", "Failure: prerequisites not met for this operation:\n%s" % e],
+                                  ["done", "no"]])
+        except (errors.GenericError, SystemExit, OSError, KeyError) as e:
+            raise RpcFailure("master_failover: this node's view of the cluster: %s" % (e,)) from None
+        self.log.info("master-failover to this node asked (no_voting={no_voting})", no_voting=no_voting)
+        d = defer.Deferred.fromCoroutine(takeover.failover(self._reactor, Collected(), view, no_voting))
+        return d.addCallback(lambda done: said + [["done", "yes" if done else "no"]])
+
     # --- node roles: RAPI runs on every master candidate -----------------------------------
 
     @handler(procedures.node_demote_from_mc)
@@ -328,10 +363,11 @@ class MasterProcedures:
 
     @handler(procedures.failover_status)
     def failover_status(self) -> Any:
-        """C{{"epoch", "config_serial", "config_epoch", "queue_serial", "jobs"}}
-        of this node: C{config_epoch} is the epoch of the master that wrote its
-        config.data (L{ganeti.ha.epoch.read_config_epoch}), C{jobs} maps live
-        job file names to their status."""
+        """C{{"epoch", "config_serial", "config_epoch", "queue_serial", "jobs",
+        "ha_epoch", "ha_serial"}} of this node: C{config_epoch} is the epoch of
+        the master that wrote its config.data (L{ganeti.ha.epoch.read_config_epoch}),
+        C{jobs} maps live job file names to their status, C{ha_*} rank its
+        HA parameters (L{ganeti.ha.params.HaParams.rank})."""
 
         def status() -> dict[str, Any]:
             self.flush_config()
@@ -350,25 +386,29 @@ class MasterProcedures:
                 for name, entry in self._listing.entries().items():
                     if replicas.job_id_of(name) is not None and not replicas.is_archived(name):
                         jobs[name] = entry.status
+            ha_epoch, ha_serial = ha_params.read(self.paths).rank()
             return {"epoch": self._epoch.highest, "config_serial": config_serial,
-                    "config_epoch": read_config_epoch(self.paths), "queue_serial": queue_serial, "jobs": jobs}
+                    "config_epoch": read_config_epoch(self.paths), "queue_serial": queue_serial, "jobs": jobs,
+                    "ha_epoch": ha_epoch, "ha_serial": ha_serial}
 
         return self._in_thread(status)
 
     @handler(procedures.failover_read)
     def failover_read(self, names: Any) -> Any:
-        """C{{name: compressed content or null}} of C{"config.data"} and job queue
-        files (names relative to the queue directory)."""
+        """C{{name: compressed content or null}} of C{"config.data"}, C{"ha.data"}
+        and job queue files (names relative to the queue directory)."""
         if not (isinstance(names, list) and len(names) <= MAX_READ and all(isinstance(n, str) for n in names)):
             raise RpcFailure("failover_read takes a list of at most %d names" % MAX_READ)
         real: dict[str, str] = {}
         for name in names:
             if name == "config.data":
                 real[name] = self.paths.config_data
+            elif name == ha_params.FILE_NAME:
+                real[name] = ha_params.params_path(self.paths)
             elif replicas.is_replicated(name):
                 real[name] = os.path.join(self.paths.queue_dir, name)
             else:
-                raise RpcFailure("failover_read refused: %r is neither config.data nor a job queue file" % (name,))
+                raise RpcFailure("failover_read refused: %r is neither config.data, ha.data nor a job queue file" % (name,))
 
         def read() -> dict[str, Any]:
             self.flush_config()

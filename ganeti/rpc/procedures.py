@@ -458,6 +458,14 @@ def node_demote_from_mc() -> list[str]:
     """Stop RAPI: the node is no longer a master candidate."""
 
 
+@declare(TMO_FAST)
+def master_failover(no_voting: bool) -> list[list[str]]:
+    """Make the node the master: the steps of C{gnt-cluster master-failover}
+    (L{ganeti.ha.takeover.failover}), run by the node's NodeD for the command
+    on that node; C{[[kind, text], ...]} of what they reported (C{step},
+    C{warn}, C{fail}), then C{["done", "yes" or "no"]}."""
+
+
 @declare(TMO_URGENT)
 def epoch_claim(epoch: int, holder: str) -> int:
     """Record master epoch C{epoch} for the new master C{holder} (once per epoch)."""

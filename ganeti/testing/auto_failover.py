@@ -3,24 +3,20 @@
 L{enable_auto_failover} writes the HA parameters on every node (what
 C{gnt-cluster modify --auto-failover} replicates); L{kill_root} is
 C{kill -9} of every process of one node's root (its daemons and the job
-processes LuxiD started); L{TagStream} submits one cluster-tag job after
-another to whichever node is master, so that a job reported successful can
-be checked for its effect (its tag in the config) afterwards.
+processes LuxiD started); L{try_submit} asks one node's LuxiD to take a
+tag job (is it the master?).  The stream of tag jobs from a client that
+rides through failovers is L{ganeti.testing.jobstream}.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
-from typing import Any
 
 from ganeti.ha import params as ha_params
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
-
-REASON = [["gnt:client:failover-test", "", 0]]
+from ganeti.testing.jobstream import tag_job
 
 
 def enable_auto_failover(roots: list[Paths], timeout: float) -> None:
@@ -58,66 +54,6 @@ def kill_root(paths: Paths) -> list[int]:
     return pids
 
 
-def tag_job(tag: str) -> list[dict[str, Any]]:
-    """A job adding the cluster tag C{tag}."""
-    return [{"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": [tag], "reason": REASON}]
-
-
-class TagStream:
-    """Submits one tag job after another to the current master (a thread).
-
-    @ivar master: where to submit (the caller moves it after a failover;
-        C{None}: pause)
-    @ivar acknowledged: C{{job id: tag}} of every job a master acknowledged
-    @ivar ids: every id answered, in order (a repeated one was given twice)
-    @param interval: seconds between two submissions
-    """
-
-    def __init__(self, master: Paths | None, prefix: str = "stream", interval: float = 0.02) -> None:
-        self.master = master
-        self.prefix = prefix
-        self.interval = interval
-        self.acknowledged: dict[int, str] = {}
-        self.ids: list[int] = []
-        self.refused = 0
-        self.stopped = threading.Event()
-        self._count = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self._thread.join(timeout=60)
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            master = self.master
-            if master is None:
-                time.sleep(0.05)
-                continue
-            self._count += 1
-            tag = "%s%d" % (self.prefix, self._count)
-            try:
-                client = LuxiClient(master.luxi_socket, timeout=10)
-                try:
-                    answers = client.submit_many_jobs([tag_job(tag)])
-                finally:
-                    client.close()
-            except Exception:  # no master right now: not acknowledged
-                self.refused += 1
-                time.sleep(0.05)
-                continue
-            for ok, job_id in answers:
-                if ok:
-                    self.acknowledged[int(job_id)] = tag
-                    self.ids.append(int(job_id))
-                else:
-                    self.refused += 1
-            time.sleep(self.interval)
-
-
 def try_submit(paths: Paths, tag: str = "probe") -> int | None:
     """Submit a job adding C{tag} to C{paths}' LuxiD; its id, or C{None} (refused, or no LuxiD)."""
     try:
@@ -132,4 +68,4 @@ def try_submit(paths: Paths, tag: str = "probe") -> int | None:
     return int(job_id) if ok else None
 
 
-__all__ = ["TagStream", "enable_auto_failover", "kill_root", "root_pids", "tag_job", "try_submit"]
+__all__ = ["enable_auto_failover", "kill_root", "root_pids", "try_submit"]

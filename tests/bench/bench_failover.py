@@ -11,9 +11,12 @@ lacks its effect, no error seen by the job stream's clients.
 
 A 3-node cluster (every node a master candidate; each node in a network
 namespace of its own when namespaces can be made, else on loopback without
-the partition fault) runs a stream of cluster-tag jobs (one tag per job,
-submitted through L{ganeti.luxi.client} to the master).  First the master
-role goes round the nodes C{--rounds} times by C{gnt-cluster
+the partition fault) runs a stream of cluster-tag jobs (one tag per job)
+from a client on every node (L{ganeti.testing.jobstream}: a
+L{ganeti.luxi.master.MasterClient}, which finds the master and rides through
+a failover as the CLI does; every error it raises is an error a user saw;
+the client on the node a fault hits is paused for that fault).  First the
+master role goes round the nodes C{--rounds} times by C{gnt-cluster
 master-failover}, each while a job of C{--long-job} seconds (default 30)
 runs on the master (it must end in error, "master failover", and hold
 nothing up); then, with automatic failover on (C{--failover-timeout},
@@ -43,7 +46,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
@@ -55,9 +57,10 @@ from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import read_config_epoch
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
-from ganeti.testing.auto_failover import enable_auto_failover, kill_root, root_pids, tag_job, try_submit
+from ganeti.testing.auto_failover import enable_auto_failover, kill_root, root_pids, try_submit
 from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, serial_of, ssconf_of
 from ganeti.testing.daemons import make_root, remove_root
+from ganeti.testing.jobstream import JobStream
 from ganeti.testing.netns import Namespaces, NetnsCluster
 
 NODES = ["node1.test", "node2.test", "node3.test"]
@@ -67,62 +70,52 @@ FINAL = ("success", "error", "canceled")
 STREAM_INTERVAL = 0.1
 
 
-class Stream:
-    """Submits one tag job after another to the master (a thread), as a
-    user's client does: a LUXI client (L{ganeti.luxi.client}) to the master's
-    socket, and every error it raises counted as an error the user saw.
+class Streams:
+    """One stream of tag jobs per node (L{ganeti.testing.jobstream}): a
+    client on that node (a L{ganeti.luxi.master.MasterClient}, in the
+    node's namespace) that finds the master itself and rides through
+    failovers, as a user's client does; every error it raises is an error
+    the user saw.  The stream of the node a fault hits is paused for the
+    fault (a user's shell on a dead node is no client that can ride through)."""
 
-    @ivar master: the master's root (the benchmark moves it as a user's
-        ssconf lookup would)
-    @ivar acknowledged: C{{job id: tag}} of every job a master acknowledged
-    @ivar ids: every id answered, in order (a repeated one was given twice)
-    @ivar errors: errors the client raised (C{{message: count}})
-    """
-
-    def __init__(self, master: Paths, interval: float = STREAM_INTERVAL) -> None:
-        self.master = master
-        self.interval = interval
-        self.acknowledged: dict[int, str] = {}
-        self.ids: list[int] = []
-        self.errors: dict[str, int] = {}
-        self.stopped = threading.Event()
-        self._count = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self, cluster: LoopbackCluster, interval: float = STREAM_INTERVAL) -> None:
+        env = {"GANETI_HEARTBEAT_PORT": str(cluster.heartbeat_port)}
+        spaces = cluster.spaces.nodes if isinstance(cluster, NetnsCluster) else [None] * len(cluster.roots)
+        count = len(cluster.roots)
+        self.streams = [JobStream(paths, "bench%d-" % (n + 1), interval=interval * count, env=env, netns=netns)
+                        for n, (paths, netns) in enumerate(zip(cluster.roots, spaces))]
 
     def start(self) -> None:
-        self._thread.start()
+        for stream in self.streams:
+            stream.start()
 
     def stop(self) -> None:
-        self.stopped.set()
-        self._thread.join(timeout=120)
+        for stream in self.streams:
+            stream.stop()
+
+    def kill(self) -> None:
+        for stream in self.streams:
+            stream.kill()
+
+    @property
+    def acknowledged(self) -> dict[int, str]:
+        return {job: tag for stream in self.streams for job, tag in stream.acknowledged.items()}
+
+    @property
+    def ids(self) -> list[int]:
+        return [job for stream in self.streams for job in stream.ids]
+
+    @property
+    def errors(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for stream in self.streams:
+            for message, count in stream.errors.items():
+                found[message] = found.get(message, 0) + count
+        return found
 
     @property
     def error_count(self) -> int:
-        return sum(self.errors.values())
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            self._count += 1
-            tag = "bench%d" % self._count
-            try:
-                client = LuxiClient(self.master.luxi_socket, timeout=30)
-                try:
-                    answers = client.submit_many_jobs([tag_job(tag)])
-                finally:
-                    client.close()
-            except Exception as e:  # what the user's client reports
-                key = "%s: %s" % (e.__class__.__name__, str(e).splitlines()[0][:80] if str(e) else "")
-                self.errors[key] = self.errors.get(key, 0) + 1
-                time.sleep(self.interval)
-                continue
-            for ok, job_id in answers:
-                if ok:
-                    self.acknowledged[int(job_id)] = tag
-                    self.ids.append(int(job_id))
-                else:
-                    key = "refused: %s" % str(job_id)[:80]
-                    self.errors[key] = self.errors.get(key, 0) + 1
-            time.sleep(self.interval)
+        return sum(stream.error_count for stream in self.streams)
 
 
 def failover(cluster: LoopbackCluster, index: int) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -305,12 +298,12 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         cluster = LoopbackCluster(reactor, root, config, prefix="gntbf")
     manual: list[float] = []
     times: dict[str, list[float]] = {kind: [] for kind in kinds}
-    stream: Stream | None = None
+    stream: Streams | None = None
     fault: Fault | None = None
     try:
         await cluster.start()
         await cluster.until(lambda: all(serial_of(p) for p in cluster.roots), timeout=120)
-        stream = Stream(cluster.roots[0])
+        stream = Streams(cluster)
         stream.start()
         await task.deferLater(reactor, 1.0, lambda: None)
         master = 0
@@ -323,7 +316,6 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
             if done.returncode != 0:
                 raise SystemExit("failover %d failed:\n%s%s" % (number + 1, done.stdout, done.stderr))
             master = target
-            stream.master = cluster.roots[master]
             manual.append(elapsed)
             print("manual %2d: %s is master after %.2f s" % (number + 1, NODES[master], elapsed), flush=True)
             await task.deferLater(reactor, 1.0, lambda: None)
@@ -332,24 +324,26 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
             for kind in kinds:
                 await task.deferLater(reactor, 1.5, lambda: None)  # jobs flowing to this master
                 fault = Fault(cluster, kind, master)
+                await threads.deferToThread(stream.streams[master].pause)
                 elapsed, new = await fault_and_wait(reactor, cluster, fault, options.failover_timeout + 120)
-                stream.master = cluster.roots[new]
                 times[kind].append(elapsed)
                 print("%-9s %2d: %s failed, %s accepts jobs after %.2f s" % (kind, number + 1, NODES[master],
                                                                             NODES[new], elapsed), flush=True)
                 await fault.repair()
                 await converged(cluster, master, new)
+                stream.streams[master].resume()
                 fault, master = None, new
         await threads.deferToThread(stream.stop)
         final = LuxiClient(cluster.roots[master].luxi_socket, timeout=120)
         long_jobs = await threads.deferToThread(wait_final, final, sorted(long_jobs))
-        acknowledged = sorted(stream.acknowledged)
+        acknowledged = sorted(stream.acknowledged)  # every client's
         statuses = await threads.deferToThread(wait_final, final, acknowledged)
         tags = await threads.deferToThread(cluster_tags, cluster.roots[master])
         lost = sorted(i for i, s in statuses.items() if s is None)
         duplicates = len(stream.ids) - len(set(stream.ids))
         failed = sorted(i for i, s in statuses.items() if s == "error")
-        no_effect = sorted(i for i, s in statuses.items() if s == "success" and stream.acknowledged[i] not in tags)
+        acked = stream.acknowledged
+        no_effect = sorted(i for i, s in statuses.items() if s == "success" and acked[i] not in tags)
         faults = sum(len(v) for v in times.values())
         print("%-44s %s" % ("gnt-cluster master-failover", summary(manual)))
         for kind in kinds:
@@ -397,7 +391,7 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         }).decode())
     finally:
         if stream is not None:
-            stream.stopped.set()
+            stream.kill()
         if fault is not None:
             fault.undo_now()
         await cluster.stop()

@@ -53,7 +53,8 @@ class FakeRpc(Runner):
             if name in self.down:
                 results[name] = RpcResult(name, False, fail_msg="node unreachable: connection refused")
             else:
-                stored = self.held.get(name, {"serial_no": -1})["serial_no"] <= args[0]["serial_no"]
+                held = self.held.get(name, {"serial_no": -1})
+                stored = (held.get("epoch", 0), held["serial_no"]) <= (args[0].get("epoch", 0), args[0]["serial_no"])
                 if stored:
                     self.held[name] = dict(args[0])
                 results[name] = RpcResult(name, True, payload=[stored, self.held[name]])
@@ -114,11 +115,11 @@ class KeeperTests(SynchronousTestCase):
     def test_lagging_node_retried_until_it_confirms(self) -> None:
         self.rpc.down = {self.others[0]}
         _run(self.keeper.change({"auto_failover": True}))
-        self.assertEqual(self.keeper.confirmed, {name: 1 for name in self.others[1:]})
+        self.assertEqual(self.keeper.confirmed, {name: (0, 1) for name in self.others[1:]})
         self.rpc.down = set()
         self.clock.advance(self.keeper.retry_interval)
         self.assertEqual(self.rpc.calls[-1][0], [self.others[0]], "only the node that missed it")
-        self.assertEqual(self.keeper.confirmed, {name: 1 for name in self.others})
+        self.assertEqual(self.keeper.confirmed, {name: (0, 1) for name in self.others})
         self.clock.advance(60)
         self.assertEqual(len(self.rpc.calls), 2, "nothing more once every node holds it")
 
@@ -152,7 +153,8 @@ class KeeperTests(SynchronousTestCase):
 
     def test_lagging(self) -> None:
         nodes = {"a": "1", "b": "2", "c": "3"}
-        self.assertEqual(lagging(nodes, {"a": 3, "b": 2}, 3), {"b": "2", "c": "3"})
+        self.assertEqual(lagging(nodes, {"a": (1, 3), "b": (1, 2)}, (1, 3)), {"b": "2", "c": "3"})
+        self.assertEqual(lagging(nodes, {"a": (2, 1), "b": (1, 9)}, (2, 1)), {"b": "2", "c": "3"})
 
 
 def ha_params_targets(config: Any) -> list[str]:

@@ -256,3 +256,32 @@ def test_settling_fails_the_jobs_that_ran_on_the_old_master_and_leaves_the_rest(
     assert after[2].get("livelock") is None and after[2].get("process_id") is None
     assert [op["status"] for op in after[4]["ops"]] == ["queued"]  # spawned, never confirmed: it runs here
     assert after[4].get("livelock") is None and after[4].get("process_id") is None
+
+
+def test_no_step_waits_long_on_another_node(monkeypatch, tmp_path):
+    """Every call to another node carries a short time limit (a frozen or cut-off node answers nothing):
+    the quick rounds 5 s, the newest state's fetch and the pushes of config and ssconf tens of seconds, the
+    old master's stop awaited only for the grace; only this node's own daemons' start may take longer."""
+    limits: list[tuple[str, list[str], float | None]] = []
+    run, run_one = FakeRpc.run, FakeRpc.run_one
+
+    async def timed_run(self, addresses, call, **options):
+        limits.append((call.procedure, sorted(addresses), call.timeout))
+        return await run(self, addresses, call, **options)
+
+    async def timed_run_one(self, name, address, call):
+        limits.append((call.procedure, [name], call.timeout))
+        return await run_one(self, name, address, call)
+
+    monkeypatch.setattr(FakeRpc, "run", timed_run)
+    monkeypatch.setattr(FakeRpc, "run_one", timed_run_one)
+    clock, progress, outcome = take_over_with_a_slow_stop(monkeypatch, tmp_path)
+    clock.advance(takeover.STOP_GRACE)
+    assert outcome == [True], progress.said
+    others = [(procedure, nodes, limit) for procedure, nodes, limit in limits if nodes != ["node2.test"]]
+    assert {procedure for procedure, _nodes, _limit in others} >= {
+        "master_node_name", "failover_status", "epoch_claim", "upload_file", "write_ssconf_files",
+        "node_deactivate_master_ip"}
+    for procedure, nodes, limit in others:
+        bound = takeover.DAEMONS_TIMEOUT if procedure == "node_stop_master" else takeover.FETCH_TIMEOUT
+        assert limit is not None and limit <= bound, (procedure, nodes, limit)

@@ -38,3 +38,30 @@ def test_json_round_trip_and_errors(tmp_path):
     with pytest.raises(ValueError):
         serializer.loads(b"{not json")
     assert serializer.dumps({"b": 1, "a": 2}, sort_keys=True) == b'{"a":2,"b":1}'
+
+
+def test_two_threads_replace_the_same_file_at_once(tmp_path):
+    """A daemon's threads (NodeD's take-over and a replication writing the queue serial) each get a
+    temporary file of their own: neither write fails for the other's rename, and the file is whole."""
+    import threading
+
+    target = str(tmp_path / "serial")
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def writer(value: bytes) -> None:
+        start.wait()
+        try:
+            for _ in range(200):
+                serializer.write_file(target, value, durable=False)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(value,)) for value in (b"12\n", b"13\n")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert open(target, "rb").read() in (b"12\n", b"13\n")
+    assert os.listdir(tmp_path) == ["serial"]
