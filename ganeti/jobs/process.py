@@ -28,7 +28,7 @@ from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITran
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
-from ganeti.jobs import channel
+from ganeti.jobs import channel, trace
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor
 
@@ -53,10 +53,13 @@ def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
 
 def handshake(paths: Paths, job_id: int, to_parent: int, from_parent: int, timeout: float = CONFIRM_TIMEOUT) -> tuple[int, str]:
     """Steps 2-4 of the handshake; raises L{channel.ChannelError} if unconfirmed."""
+    trace.hop(job_id, "child.start")
     lock_fd, lock_path = create_lockfile(paths, job_id)
     try:
         channel.write_blocking(to_parent, {channel.LOCKFILE: lock_path, "pid": os.getpid()})
+        trace.hop(job_id, "child.lockfile_sent")
         answer = channel.read_blocking(from_parent, timeout)
+        trace.hop(job_id, "child.confirmed")
         if answer.get(channel.CONFIRM) is not True:
             raise channel.ChannelError("expected a confirmation, got %r" % (answer,))
     except (channel.ChannelError, OSError) as e:
@@ -70,15 +73,22 @@ def job_file(paths: Paths, job_id: int) -> str:
     return os.path.join(paths.queue_dir, "job-%d" % job_id)
 
 
-def save_job(paths: Paths, job: Any) -> None:
+def save_job(paths: Paths, job: Any, last: bytes | None = None) -> bytes:
     """Write the job file atomically; fsync only once the job has ended.
+    Returns what the file holds; nothing is written when that is C{last}
+    (what this process wrote last: the final state is saved by the
+    processor's last opcode, its end and this process's end, once).
 
     Intermediate states (waiting, running, log lines) survive a crash of
     any process; only a power loss can take them, and then the job is
     failed as a dead one on restart, which it would be anyway.
     """
     data = job.to_json()
+    if data == last:
+        return data
     serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
+    trace.hop(job.id, "child.saved_" + job.status)
+    return data
 
 
 async def execute(
@@ -93,13 +103,19 @@ async def execute(
     from ganeti.locking import Owner
     from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
 
+    trace.hop(job_id, "child.reactor")
     job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))
     owner = Owner(job_id, lock_path, os.getpid())
     client = await WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR)
+    client.cache_config = True  # the LUs read the config several times per opcode
+    trace.hop(job_id, "child.wconfd_connected")
     await client.register_owner(owner)
+    trace.hop(job_id, "child.registered")
+
+    written: list[bytes | None] = [None]
 
     async def save(current: QueuedJob) -> None:
-        save_job(paths, current)
+        written[0] = save_job(paths, current, written[0])
 
     processor = Processor(
         job, client, owner, save=save, clock=reactor, paths=paths,
@@ -116,9 +132,10 @@ async def execute(
     finally:
         if job.finalized and job.end_timestamp is None:
             job.end_timestamp = timestamp()
-        save_job(paths, job)
+        written[0] = save_job(paths, job, written[0])
         try:
             await release_locks(reactor, client, owner)
+            trace.hop(job_id, "child.locks_freed")
         except Exception as e:  # WConfD frees them anyway once this process is gone
             print("job %d: could not release its locks: %s" % (job_id, e), file=sys.stderr, flush=True)
         finally:

@@ -61,7 +61,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes
-from ganeti.jobs import followup, lifecycle, lockplan, model
+from ganeti.jobs import followup, lifecycle, lockplan, model, trace
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.locking.names import LEVEL_CLUSTER, LEVELS
 
@@ -349,14 +349,18 @@ class Processor:
         )
         try:
             lu = await self._lock(qop, op, lu_class, ctx)
+            trace.hop(self.job.id, "op.locked")
             self._check_cancel()
             lifecycle.run(qop, self._timestamp())
             await self._save()
             lu.cfg = await self.wconfd.read_config()
+            trace.hop(self.job.id, "op.config_read")
             lu.check_prereq()
             if lu.op.dry_run:
                 return lu.dry_run_result
+            trace.hop(self.job.id, "op.exec_start")
             result = await lu.exec_(ctx.feedback)
+            trace.hop(self.job.id, "op.exec_end")
             if isinstance(result, lifecycle.ResultWithJobs):
                 result = await followup.submit(self.submit_jobs, op, result, self.job.id)
             return result
@@ -383,7 +387,9 @@ class Processor:
 
         for timeout in self._attempts:
             self._check_cancel()
-            lu = lu_class(typed.from_dict(copy.deepcopy(op)), ctx, await self.wconfd.read_config())
+            cfg = await self.wconfd.read_config()
+            trace.hop(self.job.id, "op.config_read")
+            lu = lu_class(typed.from_dict(copy.deepcopy(op)), ctx, cfg)
             lu.check_arguments()
             await self._resolve(lu)
             lu.expand_names()
