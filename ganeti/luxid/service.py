@@ -126,6 +126,8 @@ class LuxidService(Service):
         self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
         self._spawn_retry: Any = None
+        #: the config serial L{_refresh_limits} read the cluster at
+        self._limits_serial: int | None = None
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
         self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
@@ -218,10 +220,14 @@ class LuxidService(Service):
         if self.wconfd is None:
             return
         try:
+            serial = await self.wconfd.read_serial()
+            if serial == self._limits_serial:
+                return  # the config did not change since the last read (most jobs change nothing)
             cluster = await self.wconfd.read_cluster()
         except Exception:
             self.log.failure("cannot read the cluster from WConfD")
             return
+        self._limits_serial = serial
         if self.liveness is not None:
             from ganeti.heartbeat.server import report_args
 
@@ -233,6 +239,7 @@ class LuxidService(Service):
     def _wconfd_back(self) -> None:
         """WConfD restarted: the client reconnected by itself; catch up."""
         self.log.info("reconnected to WConfD")
+        self._limits_serial = None
         Deferred.fromCoroutine(self._refresh_limits())
         self._cleanup_locks()
 
