@@ -4,8 +4,10 @@ For each opcode not yet finished:
 
   1. validate it (L{ganeti.opcodes.validate}) and find its LU; an invalid
      opcode fails here, before any lock is asked for;
-  2. status C{waiting}, C{start_timestamp}; build the LU on a fresh config
-     snapshot, C{check_arguments}, C{await resolve()}, C{expand_names},
+  2. status C{waiting}, C{start_timestamp} (written to the job file only
+     when the locks take over L{WAITING_SAVE_DELAY}); build the LU on a
+     config snapshot (the job process's client reuses its copy while the
+     serial is the same), C{check_arguments}, C{await resolve()}, C{expand_names},
      C{await probe()};
   3. take its locks through WConfD, the BGL first, then level by level in
      lock order, at the opcode's priority.  The first attempts have
@@ -80,6 +82,9 @@ ADD_LOCKS_MAX_DELAY = 2.0
 #: processor itself has no deadline any more; it is then asked again.
 OPPORTUNISTIC_WAIT = 60.0
 
+#: Seconds an opcode waits for its locks before its "waiting" status is written.
+WAITING_SAVE_DELAY = 0.05
+
 #: Result of opcodes ended by a cancel request (Ganeti's text).
 CANCELED_RESULT = "Job canceled by request"
 #: Result of opcodes ended by a kill (CancelJob with kill, SIGTERM).
@@ -107,14 +112,15 @@ class _Saver:
         self._busy = False
         self._soon: Any = None
 
-    def request_soon(self) -> None:
-        """Save at the next turn of the reactor, with whatever else changes
-        until then (log lines come in bursts; each is not worth a write)."""
+    def request_soon(self, delay: float = 0) -> None:
+        """Save at the next turn of the reactor (or in C{delay} seconds), with
+        whatever else changes until then (log lines come in bursts; each is
+        not worth a write); a L{request} meanwhile takes this one's place."""
         if self._clock is None:
             self.request()
             return
         if self._soon is None or not self._soon.active():
-            self._soon = self._clock.callLater(0, self._save_soon)
+            self._soon = self._clock.callLater(delay, self._save_soon)
 
     def _save_soon(self) -> None:
         self._soon = None
@@ -311,7 +317,10 @@ class Processor:
             count=count,
             summary=opcodes.summary(op),
         )
-        await self._save()
+        # "waiting" is written only if the locks take a while: locks granted at
+        # once go straight to "running" (one write, and one wake-up of LuxiD and
+        # its clients, fewer)
+        self._saver.request_soon(WAITING_SAVE_DELAY)
         ok = False
         current = ensureDeferred(self._execute(index, qop, op, lu_class))
         self._current = current
