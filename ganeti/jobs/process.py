@@ -84,7 +84,7 @@ def save_job(paths: Paths, job: Any, last: bytes | None = None) -> bytes:
     any process; only a power loss can take them, and then the job is
     failed as a dead one on restart, which it would be anyway.
     """
-    data = job.to_json()
+    data: bytes = job.to_json()
     if data == last:
         return data
     serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)

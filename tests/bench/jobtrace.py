@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-from typing import Any, Iterator
+from typing import Iterator
 
 from ganeti.jobs import trace
 
