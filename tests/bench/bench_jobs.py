@@ -134,6 +134,7 @@ async def traced_latency(reactor: Any, paths: Any, trace_path: str, op: dict[str
     the daemons' CPU per job printed; the samples and the CPU figures."""
     client = LuxiClient(paths.luxi_socket)
     await task.deferLater(reactor, 0.5, lambda: None)
+    await threads.deferToThread(latency, client, op, 1)  # the fork server is up: its CPU is counted
     cpu = CpuMeter(paths.root)
     cpu.start()
     try:
