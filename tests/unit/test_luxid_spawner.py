@@ -80,6 +80,7 @@ class HandshakeTests(SynchronousTestCase):
         self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})
         self.assertEqual((self.recorded, self.process.to_child), ([], []))
         self.protocol.processEnded(Failure(ProcessTerminated(signal=9)))
+        self.failureResultOf(self.channel.ready, RuntimeError)
         (ended,) = self.exits
         self.assertFalse(ended.confirmed)
 
