@@ -9,9 +9,10 @@ The handshake, step by step (DESIGN.md, "Jobs"):
      C{{"lockfile": path, "pid": pid}};
   3. LuxiD stores both in the job file, durably, and answers
      C{{"confirm": true}};
-  4. only then does the child run the job.  End of file or silence before
-     the confirmation: the child removes its lock file and exits without
-     running anything.
+  4. only then does the child read its job file and run the job (while
+     it waits it may connect to WConfD and read the config: nothing that
+     changes anything).  End of file or silence before the confirmation:
+     the child removes its lock file and exits without running anything.
 
 Afterwards LuxiD may send C{{"cancel": true}} or C{{"priority": n}}; the
 child answers a cancel with C{{"cancelled": bool}}.

@@ -28,7 +28,7 @@ from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITran
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
-from ganeti.jobs import channel, space
+from ganeti.jobs import channel, space, trace
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor
 
@@ -52,15 +52,19 @@ def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
     return lockfile.hold(path, create_new=True), path
 
 
-def handshake(paths: Paths, job_id: int, to_parent: int, from_parent: int, timeout: float = CONFIRM_TIMEOUT) -> tuple[int, str]:
-    """Steps 2-4 of the handshake; raises L{channel.ChannelError} if unconfirmed."""
+class NotConfirmed(Exception):
+    """LuxiD did not confirm the handshake: the job must not run."""
+
+
+def announce(paths: Paths, job_id: int, to_parent: int) -> tuple[int, str]:
+    """Step 2 of the handshake: hold a lock file of our own and send its
+    path; raises L{channel.ChannelError} when it cannot be sent."""
+    trace.hop(job_id, "child.start")
     lock_fd, lock_path = create_lockfile(paths, job_id)
     try:
         channel.write_blocking(to_parent, {channel.LOCKFILE: lock_path, "pid": os.getpid()})
-        answer = channel.read_blocking(from_parent, timeout)
-        if answer.get(channel.CONFIRM) is not True:
-            raise channel.ChannelError("expected a confirmation, got %r" % (answer,))
-    except (channel.ChannelError, OSError) as e:
+        trace.hop(job_id, "child.lockfile_sent")
+    except OSError as e:
         _remove(lock_path)
         os.close(lock_fd)
         raise channel.ChannelError(str(e)) from e
@@ -71,21 +75,38 @@ def job_file(paths: Paths, job_id: int) -> str:
     return os.path.join(paths.queue_dir, "job-%d" % job_id)
 
 
-def save_job(paths: Paths, job: Any) -> None:
+def save_job(paths: Paths, job: Any, last: bytes | None = None) -> bytes:
     """Write the job file atomically; fsync only once the job has ended.
+    Returns what the file holds; nothing is written when that is C{last}
+    (what this process wrote last: the final state is saved by the
+    processor's last opcode, its end and this process's end, once).
 
     Intermediate states (waiting, running, log lines) survive a crash of
     any process; only a power loss can take them, and then the job is
     failed as a dead one on restart, which it would be anyway.
     """
-    data = job.to_json()
+    data: bytes = job.to_json()
+    if data == last:
+        return data
     serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
+    trace.hop(job.id, "child.saved_" + job.status)
+    return data
 
 
 async def execute(
-    reactor: IReactor, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int
+    reactor: IReactor, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int,
+    confirm_timeout: float = CONFIRM_TIMEOUT,
 ) -> int:
-    """Run the job (after the handshake); returns the exit code."""
+    """Wait for LuxiD's confirmation (steps 3-4 of the handshake), then run
+    the job; returns the exit code.  While LuxiD records the lock file, this
+    process connects to WConfD and reads the config (nothing that changes
+    anything); the job file is read, the owner registered and the job run
+    only once confirmed.
+
+    @raise NotConfirmed: no confirmation within C{confirm_timeout} seconds,
+        or the pipe from LuxiD closed first: nothing ran
+    """
+    from twisted.internet.defer import Deferred, TimeoutError
     from twisted.internet.stdio import StandardIO
 
     from ganeti.jobs import followup
@@ -94,21 +115,47 @@ async def execute(
     from ganeti.locking import Owner
     from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
 
-    job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))
+    trace.hop(job_id, "child.reactor")
+    control = _Control()
+    # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
+    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]
+    confirmed = control.confirmed.addTimeout(confirm_timeout, reactor)
+    connecting = Deferred.fromCoroutine(
+        WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR))
+    prefetched: list[Deferred] = []
+
+    def prefetch(client: WConfdClient) -> WConfdClient:
+        trace.hop(job_id, "child.wconfd_connected")
+        client.cache_config = True  # the LUs read the config several times per opcode
+        prefetched.append(Deferred.fromCoroutine(client.read_config()).addErrback(lambda _f: None))
+        return client
+
+    connecting.addCallback(prefetch)
+    try:
+        await confirmed
+    except (NotConfirmed, TimeoutError) as e:
+        connecting.cancel()
+        connecting.addCallbacks(lambda client: client.close(), lambda _f: None)
+        raise NotConfirmed(str(e) or "no confirmation within %ss" % confirm_timeout) from e
+    trace.hop(job_id, "child.confirmed")
+    client = await connecting
+    for d in prefetched:
+        await d
+    job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))  # as LuxiD recorded it
     owner = Owner(job_id, lock_path, os.getpid())
-    client = await WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR)
     await client.register_owner(owner)
+    trace.hop(job_id, "child.registered")
+
+    written: list[bytes | None] = [None]
 
     async def save(current: QueuedJob) -> None:
-        save_job(paths, current)
+        written[0] = save_job(paths, current, written[0])
 
     processor = Processor(
         job, client, owner, save=save, clock=reactor, paths=paths,
         submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket), rpc_port=rpc_port,
     )
-    control = _Control(processor)
-    # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
-    StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]
+    control.attach(processor)
     install_kill_handler(reactor, processor)
     if job.start_timestamp is None:
         job.start_timestamp = timestamp()
@@ -117,9 +164,10 @@ async def execute(
     finally:
         if job.finalized and job.end_timestamp is None:
             job.end_timestamp = timestamp()
-        save_job(paths, job)
+        written[0] = save_job(paths, job, written[0])
         try:
             await release_locks(reactor, client, owner)
+            trace.hop(job_id, "child.locks_freed")
         except Exception as e:  # WConfD frees them anyway once this process is gone
             print("job %d: could not release its locks: %s" % (job_id, e), file=sys.stderr, flush=True)
         finally:
@@ -158,28 +206,59 @@ def install_kill_handler(reactor: IReactorFromThreads, processor: Any, exit: Any
 
 
 class _Control(Protocol):
-    """Messages from LuxiD while the job runs: cancel, priority."""
+    """Messages from LuxiD: the confirmation (L{confirmed} fires, or fails
+    with L{NotConfirmed}), then, while the job runs, cancel and priority
+    (kept until the processor is L{attach}ed)."""
 
     @property
     def _connected(self) -> ITransport:
         """The transport, in methods that run only while connected."""
         return cast(ITransport, self.transport)
 
-    def __init__(self, processor: Any) -> None:
-        self.processor = processor
+    def __init__(self) -> None:
+        from twisted.internet.defer import Deferred
+
+        self.processor: Any = None
         self.decoder = channel.LineDecoder()
+        self.confirmed: Deferred = Deferred()
+        self._pending: list[dict[str, Any]] = []
+
+    def attach(self, processor: Any) -> None:
+        self.processor = processor
+        pending, self._pending = self._pending, []
+        for message in pending:
+            self._handle(message)
 
     def dataReceived(self, data: bytes) -> None:
         try:
             messages = self.decoder.feed(data)
-        except channel.ChannelError:
+        except channel.ChannelError as e:
+            self._unconfirmed(str(e))
             return
         for message in messages:
-            if message.get(channel.CANCEL):
-                cancelled = bool(self.processor.request_cancel())
-                self._connected.write(channel.encode({channel.CANCELLED: cancelled}))
-            elif isinstance(message.get(channel.PRIORITY), int):
-                self.processor.change_priority(message[channel.PRIORITY])
+            if not self.confirmed.called:
+                if message.get(channel.CONFIRM) is True:
+                    self.confirmed.callback(None)
+                else:
+                    self._unconfirmed("expected a confirmation, got %r" % (message,))
+            elif self.processor is None:
+                self._pending.append(message)
+            else:
+                self._handle(message)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self._unconfirmed("the other side closed the channel")
+
+    def _unconfirmed(self, why: str) -> None:
+        if not self.confirmed.called:
+            self.confirmed.errback(NotConfirmed(why))
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        if message.get(channel.CANCEL):
+            cancelled = bool(self.processor.request_cancel())
+            self._connected.write(channel.encode({channel.CANCELLED: cancelled}))
+        elif isinstance(message.get(channel.PRIORITY), int):
+            self.processor.change_priority(message[channel.PRIORITY])
 
 
 def run(
@@ -192,7 +271,7 @@ def run(
 ) -> int:
     """Handshake, then run the job under a fresh reactor; returns the exit code."""
     try:
-        lock_fd, lock_path = handshake(paths, job_id, to_parent, from_parent, confirm_timeout)
+        lock_fd, lock_path = announce(paths, job_id, to_parent)
     except channel.ChannelError as e:
         print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
         return EXIT_NOT_CONFIRMED
@@ -202,7 +281,11 @@ def run(
 
     async def main(reactor: Any) -> None:
         try:
-            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent, rpc_port))
+            codes.append(await execute(reactor, paths, job_id, lock_path, to_parent, from_parent, rpc_port,
+                                       confirm_timeout))
+        except NotConfirmed as e:
+            print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
+            codes.append(EXIT_NOT_CONFIRMED)
         except Exception as e:
             codes.append(failure_exit(job_id, e))
 

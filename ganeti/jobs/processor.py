@@ -4,8 +4,10 @@ For each opcode not yet finished:
 
   1. validate it (L{ganeti.opcodes.validate}) and find its LU; an invalid
      opcode fails here, before any lock is asked for;
-  2. status C{waiting}, C{start_timestamp}; build the LU on a fresh config
-     snapshot, C{check_arguments}, C{await resolve()}, C{expand_names},
+  2. status C{waiting}, C{start_timestamp} (written to the job file only
+     when the locks take over L{WAITING_SAVE_DELAY}); build the LU on a
+     config snapshot (the job process's client reuses its copy while the
+     serial is the same), C{check_arguments}, C{await resolve()}, C{expand_names},
      C{await probe()};
   3. take its locks through WConfD, the BGL first, then level by level in
      lock order, at the opcode's priority.  The first attempts have
@@ -62,7 +64,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes
-from ganeti.jobs import followup, lifecycle, lockplan, model
+from ganeti.jobs import followup, lifecycle, lockplan, model, trace
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.locking.names import LEVEL_CLUSTER, LEVELS
 
@@ -80,6 +82,9 @@ ADD_LOCKS_MAX_DELAY = 2.0
 #: How long one opportunistic lock request may wait in WConfD when the
 #: processor itself has no deadline any more; it is then asked again.
 OPPORTUNISTIC_WAIT = 60.0
+
+#: Seconds an opcode waits for its locks before its "waiting" status is written.
+WAITING_SAVE_DELAY = 0.05
 
 #: Result of opcodes ended by a cancel request (Ganeti's text).
 CANCELED_RESULT = "Job canceled by request"
@@ -108,14 +113,15 @@ class _Saver:
         self._busy = False
         self._soon: Any = None
 
-    def request_soon(self) -> None:
-        """Save at the next turn of the reactor, with whatever else changes
-        until then (log lines come in bursts; each is not worth a write)."""
+    def request_soon(self, delay: float = 0) -> None:
+        """Save at the next turn of the reactor (or in C{delay} seconds), with
+        whatever else changes until then (log lines come in bursts; each is
+        not worth a write); a L{request} meanwhile takes this one's place."""
         if self._clock is None:
             self.request()
             return
         if self._soon is None or not self._soon.active():
-            self._soon = self._clock.callLater(0, self._save_soon)
+            self._soon = self._clock.callLater(delay, self._save_soon)
 
     def _save_soon(self) -> None:
         self._soon = None
@@ -312,7 +318,10 @@ class Processor:
             count=count,
             summary=opcodes.summary(op),
         )
-        await self._save()
+        # "waiting" is written only if the locks take a while: locks granted at
+        # once go straight to "running" (one write, and one wake-up of LuxiD and
+        # its clients, fewer)
+        self._saver.request_soon(WAITING_SAVE_DELAY)
         ok = False
         current = ensureDeferred(self._execute(index, qop, op, lu_class))
         self._current = current
@@ -351,14 +360,18 @@ class Processor:
         )
         try:
             lu = await self._lock(qop, op, lu_class, ctx)
+            trace.hop(self.job.id, "op.locked")
             self._check_cancel()
             lifecycle.run(qop, self._timestamp())
             await self._save()
             lu.cfg = await self.wconfd.read_config()
+            trace.hop(self.job.id, "op.config_read")
             lu.check_prereq()
 
             async def run() -> Any:
+                trace.hop(self.job.id, "op.exec_start")
                 result = await lu.exec_(ctx.feedback)
+                trace.hop(self.job.id, "op.exec_end")
                 if isinstance(result, lifecycle.ResultWithJobs):
                     result = await followup.submit(self.submit_jobs, op, result, self.job.id)
                 return result
@@ -387,7 +400,9 @@ class Processor:
 
         for timeout in self._attempts:
             self._check_cancel()
-            lu = lu_class(typed.from_dict(copy.deepcopy(op)), ctx, await self.wconfd.read_config())
+            cfg = await self.wconfd.read_config()
+            trace.hop(self.job.id, "op.config_read")
+            lu = lu_class(typed.from_dict(copy.deepcopy(op)), ctx, cfg)
             lu.check_arguments()
             await self._resolve(lu)
             lu.expand_names()

@@ -248,12 +248,14 @@ class JobQueueDir:
         except FileNotFoundError:
             return 0
 
-    def allocate_ids(self, count: int) -> list[int]:
+    def allocate_ids(self, count: int, sync_dir: bool = True) -> list[int]:
         """Reserve C{count} new job ids.
 
         The new serial is on disk (and handed to C{on_write}) before the
         ids are returned, so an id is never given out twice, not even
-        across a crash.
+        across a crash.  C{sync_dir=False}: its rename is made durable by
+        the caller's L{sync_dir} (with the new jobs' files, before any of
+        them is acknowledged).
         """
         if count < 0:
             raise errors.ProgrammerError("Cannot allocate %d job ids" % count)
@@ -264,16 +266,21 @@ class JobQueueDir:
                 return []
             first = self._serial + 1
             last = self._serial + count
-            self._write(self.serial_file, b"%d\n" % last)
+            self._write(self.serial_file, b"%d\n" % last, sync_dir=sync_dir)
             self._serial = last
         return list(range(first, last + 1))
 
     # --- job files ---------------------------------------------------------
-    def write_job(self, job: QueuedJob, durable: bool = True) -> bytes:
-        """Write C{job-<id>} atomically; returns the bytes written."""
+    def write_job(self, job: QueuedJob, durable: bool = True, sync_dir: bool = True) -> bytes:
+        """Write C{job-<id>} atomically; returns the bytes written.
+        C{sync_dir=False}: the rename is made durable by the caller's L{sync_dir}."""
         data = job.to_json()
-        self._write(self.job_path(job.id), data, durable=durable)
+        self._write(self.job_path(job.id), data, durable=durable, sync_dir=sync_dir)
         return data
+
+    def sync_dir(self) -> None:
+        """Make the renames of files written with C{sync_dir=False} durable."""
+        serializer.fsync_dir(self.queue_dir)
 
     def remove_unacknowledged(self, job_id: int) -> None:
         """Remove the file of a job whose submission failed (never acknowledged,
@@ -447,8 +454,8 @@ class JobQueueDir:
             self.on_drain(flag)
 
     # --- helpers -----------------------------------------------------------
-    def _write(self, path: str, data: bytes, durable: bool = True, replicate: bool = True) -> None:
-        serializer.write_file(path, data, mode=FILE_MODE, durable=durable)
+    def _write(self, path: str, data: bytes, durable: bool = True, replicate: bool = True, sync_dir: bool = True) -> None:
+        serializer.write_file(path, data, mode=FILE_MODE, durable=durable, sync_dir=sync_dir)
         if replicate and self.on_write is not None:
             self.on_write(path, data)
 

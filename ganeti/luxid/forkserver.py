@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from ganeti import childproc, ports
-from ganeti.jobs import channel
+from ganeti.jobs import channel, trace
 from ganeti.paths import Paths
 
 CONTROL_FD = 3
@@ -87,7 +87,7 @@ def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rp
         os.close(devnull)
         from ganeti.jobs.process import run
 
-        code = run(job_id, paths, rpc_port=rpc_port)
+        code = trace.profiled(job_id, lambda: run(job_id, paths, rpc_port=rpc_port))
     except BaseException:
         import traceback
 
@@ -134,8 +134,10 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
             for fd in fds:
                 os.close(fd)
             continue
+        forking = trace.now()
         pid = os.fork()
         if pid == 0:
+            trace.hop(job_id, "fork.child", forking)
             _child(job_id, paths, fds, [control.fileno(), wake_r, wake_w], rpc_port)
         for fd in fds:
             os.close(fd)

@@ -34,7 +34,7 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
-from ganeti.jobs import scheduler
+from ganeti.jobs import scheduler, trace
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import not_started
@@ -42,6 +42,7 @@ from ganeti.jobs.submission import SubmissionIndex, check_job, plan, submission_
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
+from ganeti.luxid import archive as archiving
 from ganeti.luxid import diskfull, recovery
 from ganeti.luxid.filters import FilterTable
 from ganeti.luxid.replication import JobDistributor, JobWrite
@@ -56,8 +57,6 @@ DEFAULT_MAX_RUNNING = 20
 MAX_START_ATTEMPTS = 3
 #: while WConfD restarts, calls to it wait (and are sent again) this long at most
 WCONFD_RECONNECT_FOR = 30.0
-#: ArchiveJob waits this long for a finished job's process to exit (Ganeti: 2*5+1)
-ARCHIVE_EXIT_WAIT = 11.0
 #: CancelJob with kill: seconds between SIGTERM and SIGKILL
 KILL_GRACE = 5.0
 #: ... and how long it then waits for the process to be gone
@@ -126,6 +125,8 @@ class LuxidService(Service):
         self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
         self._spawn_retry: Any = None
+        #: the config serial L{_refresh_limits} read the cluster at
+        self._limits_serial: int | None = None
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
         self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
@@ -218,10 +219,14 @@ class LuxidService(Service):
         if self.wconfd is None:
             return
         try:
+            serial = await self.wconfd.read_serial()
+            if serial == self._limits_serial:
+                return  # the config did not change since the last read (most jobs change nothing)
             cluster = await self.wconfd.read_cluster()
         except Exception:
             self.log.failure("cannot read the cluster from WConfD")
             return
+        self._limits_serial = serial
         if self.liveness is not None:
             from ganeti.heartbeat.server import report_args
 
@@ -233,6 +238,7 @@ class LuxidService(Service):
     def _wconfd_back(self) -> None:
         """WConfD restarted: the client reconnected by itself; catch up."""
         self.log.info("reconnected to WConfD")
+        self._limits_serial = None
         Deferred.fromCoroutine(self._refresh_limits())
         self._cleanup_locks()
 
@@ -279,6 +285,7 @@ class LuxidService(Service):
                                                   job=job_id))
 
     def _final_held(self, job_id: int) -> None:
+        trace.hop(job_id, "luxid.final_held")
         if self.shown.pop(job_id, None) is not None:
             self._changed(job_id)
 
@@ -315,6 +322,7 @@ class LuxidService(Service):
             return self.jobs.get(job_id)
         before = self.jobs.get(job_id)
         self.jobs[job_id] = job
+        trace.hop(job_id, "luxid.reload_" + job.status)
         if job.finalized and (before is None or not before.finalized):
             self._hold_final(job_id, before, content)
         with self._replicating_later(job_id) if not_started(job) else nullcontext():
@@ -329,7 +337,10 @@ class LuxidService(Service):
         job = self.jobs.get(job_id)
         if job is not None:
             self.jobs_log.status(job_id, job.status, job.finalized)
-        for d in self._watchers.pop(job_id, []):
+        watchers = self._watchers.pop(job_id, [])
+        if watchers and trace.ENABLED:
+            trace.hop(job_id, "luxid.notify_" + self.view(job_id).status)
+        for d in watchers:
             if not d.called:
                 d.callback(None)
 
@@ -369,6 +380,7 @@ class LuxidService(Service):
             self._spawn(self.jobs[job_id])
 
     def _spawn(self, job: QueuedJob) -> None:
+        trace.hop(job.id, "luxid.spawn")
         job.livelock, job.process_id = self.livelock, None
         # step 1: our own lock file in the job file.  Not fsynced: if it is
         # lost with a power cut, the job simply looks queued, which is what
@@ -416,10 +428,12 @@ class LuxidService(Service):
 
     def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> None:
         """Step 3: the child's lock file goes into the job file, durably."""
+        trace.hop(job_id, "luxid.lockfile_got")
         job = self.jobs[job_id]
         job.livelock, job.process_id = lockfile, pid
         with self._replicating_later(job_id):
             self._write(job)
+        trace.hop(job_id, "luxid.lockfile_recorded")
 
     def _replicating_later(self, job_id: int) -> ContextManager[Any]:
         """Versions of job C{job_id}'s file, one not started yet, written in
@@ -429,6 +443,7 @@ class LuxidService(Service):
         return cast("ContextManager[Any]", self.replicator.later(self.queue.job_path(job_id)))
 
     def _job_exited(self, exit: JobExit) -> None:
+        trace.hop(exit.job_id, "luxid.exit_seen")
         self.processes.pop(exit.job_id, None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:
@@ -519,6 +534,7 @@ class LuxidService(Service):
         answered (L{ganeti.jobs.submission}).  A job is acknowledged once its file is durable here and held
         by a majority of the master candidates.
         """
+        received = trace.now()
         if self.stepped_down is not None:
             raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)
         if not isinstance(jobs_ops, list):
@@ -535,13 +551,17 @@ class LuxidService(Service):
         checked = [check_job(jobs_ops[i], i, len(jobs_ops), first + n) for n, i in enumerate(new)]
         written: list[tuple[QueuedJob, bytes]] = []
         try:
-            ids = self.queue.allocate_ids(len(checked)) if checked else []
+            # the renames of the serial and the job files are made durable by one fsync of the queue
+            # directory, here or in sync_jobs, before any of them is acknowledged
+            ids = self.queue.allocate_ids(len(checked), sync_dir=False) if checked else []
             now = time.time()
             for job_id, ops in zip(ids, checked):
                 job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
                 # written, then fsynced while the candidates write it too: durable here before we answer
-                content = self.queue.write_job(job, durable=self.replicator is None)
+                content = self.queue.write_job(job, durable=self.replicator is None, sync_dir=False)
                 written.append((job, content))
+            if written and self.replicator is None:
+                self.queue.sync_dir()
         except OSError as e:  # never acknowledged: its files are dropped at the next start, or here
             for job, _content in written:
                 self.queue.remove_unacknowledged(job.id)
@@ -550,16 +570,22 @@ class LuxidService(Service):
             raise
         for (job, _content), ops in zip(written, checked):
             self.submissions.add(submission_id(ops), job.id)
+            trace.hop(job.id, "luxid.received", received)
+            trace.hop(job.id, "luxid.written")
         given = dict(zip(new, ids))
         results = [[True, known[i] if known[i] is not None else given[same_as.get(i, i)]] for i in range(len(known))]
         if written and self.replicator is not None:
             local = self._blocking(self.queue.sync_jobs, ids)
             holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])
+            for job_id in ids:
+                trace.hop(job_id, "luxid.replicated")
             why = None
             try:
                 await local
             except OSError as e:
                 why = "not written durably on the master (%s)" % (e,)
+            for job_id in ids:
+                trace.hop(job_id, "luxid.fsynced")
             if why is None and holders < total // 2 + 1:
                 why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
             if why is not None:
@@ -569,6 +595,7 @@ class LuxidService(Service):
         for job, _content in written:
             self.jobs[job.id] = job  # only now can the scheduler see it
             self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
+            trace.hop(job.id, "luxid.acked")
         self.reactor.callLater(0, self.schedule)
         return results
 
@@ -734,34 +761,10 @@ class LuxidService(Service):
         return [True, "Priority of job %s changed to %s" % (job.id, priority)]
 
     async def archive(self, job_id: Any) -> bool:
-        """Archive a finished job, waiting up to 11 s for its process to exit."""
-        try:
-            job = self.job(job_id)
-        except errors.JobLost:
-            return False
-        if not job.finalized or job.id in self.shown:
-            return False  # not finished, or not yet on a majority of candidates
-        if job.id in self.processes:
-            d: Deferred = Deferred()
-            self._exit_waiters.setdefault(job.id, []).append(d)
-            d.addTimeout(ARCHIVE_EXIT_WAIT, self.reactor)
-            try:
-                await d
-            except TimeoutError:
-                return False
-        if self.queue.archive_job(job.id):
-            self.jobs.pop(job.id, None)
-            self.jobs_log.forget(job.id)
-            return True
-        return False
+        return await archiving.archive(self, job_id)
 
     def auto_archive(self, age: float, timeout: float) -> list[int]:
-        busy = set(self.processes) | set(self.shown)
-        archived, left = self.queue.archive_finished(self.jobs, busy, age, timeout)
-        for job_id in archived:
-            self.jobs.pop(job_id, None)
-            self.jobs_log.forget(job_id)
-        return [len(archived), left]
+        return archiving.auto_archive(self, age, timeout)
 
     def set_drained(self, flag: bool) -> bool:
         if not isinstance(flag, bool):

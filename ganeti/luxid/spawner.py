@@ -127,6 +127,7 @@ class JobChannel:
 
     def _silent(self) -> None:
         self._timer = None
+        self.aborted = True  # a lock file read after this is not confirmed: the child is being killed
         self.log.warn("job {job}: no handshake within {t}s; killing the process", job=self.job_id, t=self.timeout)
         self.kill()
 

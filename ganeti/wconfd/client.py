@@ -140,6 +140,11 @@ class WConfdClient:
         self.reconnected: list[Callable[[], Any]] = []
         #: connections made by the reconnecting machinery (the first one included)
         self.connections = 0
+        #: whether L{read_config} keeps the config it read and reuses it while
+        #: WConfD's serial is the same (the job process: the same frozen
+        #: config for its LUs' several reads); callers must not change it
+        self.cache_config = False
+        self._config: tuple[int, ConfigData] | None = None
         self.protocol: _ClientProtocol | None = None
         if protocol is not None:
             self._adopt(protocol)
@@ -355,8 +360,18 @@ class WConfdClient:
         return answer["config"], answer["serial_no"]
 
     async def read_config(self) -> ConfigData:
-        data, _serial = await self.read_config_bytes()
-        return ConfigData.from_json(data)
+        """The config; with L{cache_config} the copy read last when WConfD's
+        serial is still the same (WConfD then sends nothing, and nothing is parsed)."""
+        if not self.cache_config:
+            data, _serial = await self.read_config_bytes()
+            return ConfigData.from_json(data)
+        cached = self._config
+        answer = await self.call(c.ReadConfig, unless_serial=cached[0] if cached is not None else None)
+        if cached is not None and answer["serial_no"] == cached[0] and not answer["config"]:
+            return cached[1]
+        config = ConfigData.from_json(answer["config"])
+        self._config = (answer["serial_no"], config)
+        return config
 
     async def read_serial(self) -> int:
         return cast("int", (await self.call(c.ReadSerial))["serial_no"])

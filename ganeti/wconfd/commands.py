@@ -176,9 +176,10 @@ class Echo(Command):
 
 
 class ReadConfig(Command):
-    """The whole config.data as JSON bytes, with its serial number."""
+    """The whole config.data as JSON bytes, with its serial number; empty
+    bytes instead when its serial is C{unless_serial} (the caller holds it)."""
 
-    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = [(b"unless_serial", amp.Integer(optional=True))]
     response = [(b"config", BigBytes()), (b"serial_no", amp.Integer())]
 
 

@@ -136,7 +136,10 @@ class WConfdProtocol(amp.AMP):
         return {"text": text}
 
     @c.ReadConfig.responder
-    def read_config(self) -> dict[str, Any]:
+    def read_config(self, unless_serial: int | None = None) -> dict[str, Any]:
+        serial = self.service.config_store.serial_no
+        if unless_serial is not None and unless_serial == serial:
+            return {"config": b"", "serial_no": serial}  # the caller's copy is current: no snapshot
         data, serial = self.service.read_config()
         return {"config": data, "serial_no": serial}
 

@@ -88,3 +88,26 @@ class FailureExitTests(SynchronousTestCase):
             self.assertEqual(process.failure_exit(7, ValueError("bug")), process.EXIT_FAILED)
         self.assertIn("job 7: cannot write its files", err.getvalue())
         self.assertIn("ValueError: bug", err.getvalue())
+
+
+class SaveJobTests(SynchronousTestCase):
+    """The job process writes each state of its job file once (the final one is durable: one fsync pair)."""
+
+    def test_a_state_already_written_is_not_written_again(self) -> None:
+        import os
+
+        from ganeti.jobs.model import QueuedJob, QueuedOpCode
+        from tests.unit.queue_helpers import temp_root
+
+        paths = temp_root(self, "gntsave")
+        os.makedirs(paths.queue_dir, exist_ok=True)
+        job = QueuedJob(id=9, ops=[QueuedOpCode(input={"OP_ID": "OP_TEST_DELAY", "duration": 0}, status="success")],
+                        received_timestamp=[1, 0], start_timestamp=[2, 0], end_timestamp=[3, 0])
+        written = process.save_job(paths, job)
+        path = process.job_file(paths, 9)
+        os.unlink(path)
+        self.assertEqual(process.save_job(paths, job, written), written)
+        self.assertFalse(os.path.exists(path))  # the same state again: no write
+        job.ops[0].result = "changed"
+        process.save_job(paths, job, written)
+        self.assertTrue(os.path.exists(path))

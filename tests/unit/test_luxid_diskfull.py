@@ -35,11 +35,11 @@ class DiskFullTests(SynchronousTestCase):
         self.full = False
         real = self.queue.write_job
 
-        def write_job(job: Any, durable: bool = True) -> bytes:
+        def write_job(job: Any, durable: bool = True, sync_dir: bool = True) -> bytes:
             reserve = os.path.join(self.paths.data_dir, space.RESERVE_NAME)
             if self.full and os.path.exists(reserve):  # no room but the reserve's
                 raise OSError(errno.ENOSPC, "No space left on device")
-            return real(job, durable=durable)
+            return real(job, durable=durable, sync_dir=sync_dir)
 
         self.patch(self.queue, "write_job", write_job)
 

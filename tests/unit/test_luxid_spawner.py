@@ -72,6 +72,18 @@ class HandshakeTests(SynchronousTestCase):
         self.assertEqual((ended.job_id, ended.signal, ended.confirmed), (7, 9, False))
         self.assertEqual(self.recorded, [])
 
+    def test_a_lock_file_that_comes_after_the_timeout_is_not_confirmed(self) -> None:
+        """The child is being killed for its silence: its late lock file
+        (read after the timer fired, on a loaded machine) neither is
+        recorded nor confirms, so the job counts as never started."""
+        self.clock.advance(30.1)
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})
+        self.assertEqual((self.recorded, self.process.to_child), ([], []))
+        self.protocol.processEnded(Failure(ProcessTerminated(signal=9)))
+        self.failureResultOf(self.channel.ready, RuntimeError)
+        (ended,) = self.exits
+        self.assertFalse(ended.confirmed)
+
     def test_a_child_that_dies_before_the_handshake_never_ran(self) -> None:
         self.protocol.processEnded(Failure(ProcessTerminated(exitCode=1)))
         (ended,) = self.exits

@@ -22,7 +22,7 @@ from ganeti.cmdlib.test import LUTestDelay
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
 from ganeti.jobs import model
 from ganeti.jobs.model import QueuedJob
-from ganeti.jobs.processor import CANCELED_RESULT, KILLED_RESULT, PRECEDING_FAILED, Processor
+from ganeti.jobs.processor import CANCELED_RESULT, KILLED_RESULT, PRECEDING_FAILED, WAITING_SAVE_DELAY, Processor
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.rpc.contract import Runner
@@ -593,12 +593,26 @@ class JobFileTests(ProcessorTestCase):
         self.assertEqual(run.saves[-1], job.to_dict())
 
     def test_saved_after_every_change(self) -> None:
+        """Locks granted at once: the job file goes from queued straight to running."""
         run = self.env.start(1, [delay(1, repeat=2, no_locks=False)])
         self.env.finish(run)
         states = [(s["ops"][0]["status"], len(s["ops"][0]["log"])) for s in run.saves]
-        for expected in [("waiting", 0), ("running", 0), ("running", 1), ("running", 2), ("success", 2)]:
+        for expected in [("running", 0), ("running", 1), ("running", 2), ("success", 2)]:
             self.assertIn(expected, states)
+        self.assertNotIn(("waiting", 0), states)
         self.assertEqual(states, sorted(states, key=lambda s: (model.status_index(s[0]), s[1])))
+
+    def test_waiting_is_saved_when_the_locks_take_a_while(self) -> None:
+        table = registry(OP_TEST_DELAY=ExclusiveDelay)
+        a = self.env.start(1, [delay(10)], registry=table, lock_timeouts=())
+        b = self.env.start(2, [delay(1)], registry=table, lock_timeouts=())
+        self.assertEqual(b.ops[0].status, model.WAITING)
+        self.assertNotIn("waiting", [s["ops"][0]["status"] for s in b.saves])
+        self.env.advance(WAITING_SAVE_DELAY)
+        self.assertEqual(b.saves[-1]["ops"][0]["status"], "waiting")
+        self.env.finish(a)
+        self.env.finish(b)
+        self.assertEqual(b.job.status, model.SUCCESS)
 
     def test_slow_saves_do_not_overlap(self) -> None:
         wire = self.env.connect()

@@ -81,6 +81,34 @@ class BigConfigTests(ProtocolTestCase):
         self.assertEqual(self.run_ok(self.client.list_locks(self.a)), [])
 
 
+class ConfigCacheTests(ProtocolTestCase):
+    """A job process's client (C{cache_config}) reads a big config once while its serial stays."""
+
+    config = BigConfigTests.config
+
+    def test_the_same_config_is_reused_until_it_changes(self) -> None:
+        self.client.cache_config = True
+        snapshots = []
+        self.patch(self.service, "read_config", lambda real=self.service.read_config: snapshots.append(1) or real())
+        first = self.run_ok(self.client.read_config())
+        self.assertIs(self.run_ok(self.client.read_config()), first)
+        self.assertEqual(len(snapshots), 1)  # the second answer carried no config
+
+        config = self.run_ok(self.client.lock_config(self.a))
+        inst = by_name(config, "instance", INST1)
+        changed = attrs.evolve(inst, osparams={"pad": "z"})
+        config = attrs.evolve(config, instances=dict(config.instances, **{inst.uuid: changed}))
+        self.run_ok(self.client.write_config_and_unlock(self.a, config))
+        fresh = self.run_ok(self.client.read_config())
+        self.assertIsNot(fresh, first)
+        self.assertEqual(by_name(fresh, "instance", INST1).osparams, {"pad": "z"})
+        self.assertIs(self.run_ok(self.client.read_config()), fresh)
+
+    def test_without_the_cache_every_read_is_a_fresh_copy(self) -> None:
+        first = self.run_ok(self.client.read_config())
+        self.assertIsNot(self.run_ok(self.client.read_config()), first)
+
+
 class ErrorTests(ProtocolTestCase):
     def test_unknown_command_gets_unhandled_and_the_connection_stays(self) -> None:
         failure = self.failureResultOf(self.raw(b"NoSuchCommand", text=b"x"), amp.UnhandledCommand)
