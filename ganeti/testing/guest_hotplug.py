@@ -97,16 +97,7 @@ async def hotplug_scenario(reactor: Any, qemu: str, timeout: float = 120.0) -> d
         ok(root, "gnt-instance", "remove", "-f", NAME)
         result["qemu_left"] = qemu_pids(roots)
     finally:
-        if console is not None:
-            result["console_text"] = console.text()
-            console.close()
-        result["killed"] = kill_qemus(roots)
-        if cluster is not None:
-            await cluster.stop()
-        kill_qemus(roots)
-        if not os.environ.get("GUEST_KEEP"):
-            shutil.rmtree(root.root, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        await _tear_down(result, console, cluster, roots, root, scratch)
     return result
 
 
@@ -237,14 +228,20 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
         ok(root, "gnt-instance", "remove", "-f", NAME)
         result["qemu_left"] = qemu_pids(roots)
     finally:
-        if console is not None:
-            result["console_text"] += console.text()
-            console.close()
-        result["killed"] = kill_qemus(roots)
-        if cluster is not None:
-            await cluster.stop()
-        kill_qemus(roots)
-        if not os.environ.get("GUEST_KEEP"):
-            shutil.rmtree(root.root, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        await _tear_down(result, console, cluster, roots, root, scratch)
     return result
+
+
+async def _tear_down(result: dict[str, Any], console: Any, cluster: Any, roots: Any, root: Any, scratch: str) -> None:
+    """End a guest run: keep the console's text (after any read before), kill
+    the qemus, stop the cluster, remove the roots (unless C{GUEST_KEEP})."""
+    if console is not None:
+        result["console_text"] = result.get("console_text", "") + console.text()
+        console.close()
+    result["killed"] = kill_qemus(roots)
+    if cluster is not None:
+        await cluster.stop()
+    kill_qemus(roots)
+    if not os.environ.get("GUEST_KEEP"):
+        shutil.rmtree(root.root, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
