@@ -21,6 +21,7 @@ from ganeti.cmdlib import disk_activation, disk_recreate, extstorage  # noqa: F4
 from ganeti.cmdlib import network  # noqa: F401  (registration)
 from ganeti.cmdlib import candidate_certs  # noqa: F401  (registration)
 from ganeti.cmdlib import oob  # noqa: F401  (registration)
+from ganeti.cmdlib import queries  # noqa: F401  (registration)
 # isort: on
 from ganeti.cmdlib.base import ALL_SET, REGISTRY, LogicalUnit, OpContext, register
 

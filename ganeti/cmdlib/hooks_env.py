@@ -260,6 +260,15 @@ def _cluster_modify(lu: Any) -> dict[str, Any]:
     return {"OP_TARGET": lu.cfg.cluster.cluster_name, "NEW_VG_NAME": lu.op.vg_name}
 
 
+def _post_init_nodes(lu: Any) -> tuple[list[str], list[str]]:
+    return [], [master_uuid(lu.cfg)]
+
+
+@spec("OP_CLUSTER_POST_INIT", "cluster-init", HTYPE_CLUSTER, _post_init_nodes)
+def _cluster_init(lu: Any) -> dict[str, Any]:
+    return {"OP_TARGET": lu.cfg.cluster.cluster_name}
+
+
 def _verify_group_nodes(lu: Any) -> tuple[list[str], list[str]]:
     return [], _members(lu.cfg, lu.group_uuid)
 

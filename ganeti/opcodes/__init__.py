@@ -11,7 +11,8 @@ imports only L{ganeti.opcodes.base}:
   - L{ganeti.opcodes.verify}: group verify, verify-disks, repair-disk-sizes;
   - L{ganeti.opcodes.backup}: exports, imports and instance moves;
   - L{ganeti.opcodes.network}: networks (add, remove, modify, connect, disconnect);
-  - L{ganeti.opcodes.oob}: out-of-band commands (power, health).
+  - L{ganeti.opcodes.oob}: out-of-band commands (power, health);
+  - L{ganeti.opcodes.query}: OP_QUERY, OP_QUERY_FIELDS and cluster housekeeping.
 
 Importing this package registers every family, in that order, and
 re-exports the names of L{ganeti.opcodes.base}, L{ganeti.opcodes.test} and
@@ -116,6 +117,7 @@ from ganeti.opcodes.cluster import (
 from ganeti.opcodes import instance, verify, backup  # noqa: F401  (registration)
 from ganeti.opcodes import network  # noqa: F401  (registration)
 from ganeti.opcodes import oob  # noqa: F401  (registration)
+from ganeti.opcodes import query  # noqa: F401  (registration)
 
 # isort: on
 

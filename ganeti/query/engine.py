@@ -68,7 +68,11 @@ def query(resource: str, fields: list[str], qfilter: Any, ctx: QueryContext) -> 
         not known (C{ECODE_NOENT}).
     @raise errors.QueryFilterParseError: the filter is malformed.
     """
-    res = get_resource(resource)
+    return query_resource(get_resource(resource), fields, qfilter, ctx)
+
+
+def query_resource(res: Resource, fields: list[str], qfilter: Any, ctx: QueryContext) -> dict[str, Any]:
+    """L{query} of a resource given as such (OP_QUERY's C{os} and C{extstorage})."""
     selected = _select(res, _check_names("Fields", fields))
     predicate = qlang.compile_filter(qfilter, res.fields)
     names = qlang.names_from_filter(qfilter, res.namefield) if res.namefield else None
@@ -95,7 +99,11 @@ def _cell_getter(res: Resource, item: Any, ctx: QueryContext) -> Callable[[str],
 
 def query_fields(resource: str, names: list[str] | None) -> dict[str, Any]:
     """Answer LUXI C{QueryFields}: C{None} or C{[]} means all, sorted by name."""
-    res = get_resource(resource)
+    return fields_of(get_resource(resource), names)
+
+
+def fields_of(res: Resource, names: list[str] | None) -> dict[str, Any]:
+    """L{query_fields} of a resource given as such."""
     if not names:
         selected = [res.fields[n] for n in sorted(res.fields, key=nice_sort_key)]
     else:

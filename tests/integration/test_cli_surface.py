@@ -89,6 +89,7 @@ async def test_search_tags_group_info_and_ispecs_as_ganeti(root):
             assert missing.returncode != 0 and "nosuchgroup" in missing.stderr, missing.stderr
 
             check_os_modify_and_info(root, tools)
+            check_query_and_master_ip_opcodes(root, tools)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -126,3 +127,22 @@ def check_os_modify_and_info(root, tools: GanetiTools) -> None:
     assert nothing.returncode == 1 and "At least one of OS parameters" in nothing.stderr, nothing.stderr
     bad = gnt(root, "gnt-os", "modify", "-H", "kvm:no_such_param=1", "noop")
     assert bad.returncode != 0 and "no_such_param" in bad.stderr, bad.stderr
+
+
+def check_query_and_master_ip_opcodes(root, tools: GanetiTools) -> None:
+    """OP_QUERY (os, cluster) and OP_CLUSTER_CONFIG_QUERY as jobs; Ganeti's own gnt-cluster
+    deactivate-master-ip / activate-master-ip, which submit OP_CLUSTER_(DE)ACTIVATE_MASTER_IP."""
+    from ganeti.luxi.client import LuxiClient
+    from ganeti.testing.fdcount import wait_final
+
+    client = LuxiClient(root.luxi_socket, timeout=60)
+    job = client.submit_job([{"OP_ID": "OP_QUERY", "what": "os", "fields": ["name", "valid"], "qfilter": None},
+                             {"OP_ID": "OP_CLUSTER_CONFIG_QUERY", "output_fields": ["name", "master_node"]}])
+    assert wait_final(client, [job], 120) == {job: "success"}
+    ((os_answer, config_values),) = [row[0] for row in client.query_jobs([job], ["opresult"])]
+    assert [[0, "noop"], [0, True]] in os_answer["data"], os_answer
+    assert config_values == ["cluster.test", N1], config_values
+    tools.ok("gnt-cluster", "deactivate-master-ip", "--yes")
+    tools.ok("gnt-cluster", "activate-master-ip")
+    ops = [op["OP_ID"] for row in client.query("job", ["ops"], None)["data"] for op in row[0][1]]
+    assert "OP_CLUSTER_DEACTIVATE_MASTER_IP" in ops and "OP_CLUSTER_ACTIVATE_MASTER_IP" in ops, ops

@@ -1,0 +1,145 @@
+"""LUs of OP_QUERY and OP_QUERY_FIELDS (the resources LUXI's Query does not
+serve: C{cluster}, C{os}, C{extstorage}), OP_CLUSTER_CONFIG_QUERY,
+OP_CLUSTER_POST_INIT (the C{cluster-init} hooks) and the master IP opcodes,
+as Ganeti has them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ganeti import errors
+from ganeti.cmdlib.base import Feedback, LogicalUnit, register
+from ganeti.cmdlib.instance_utils import node_address
+from ganeti.opcodes.typed import (
+    OpClusterActivateMasterIp,
+    OpClusterConfigQuery,
+    OpClusterDeactivateMasterIp,
+    OpClusterPostInit,
+    OpQuery,
+    OpQueryFields,
+)
+from ganeti.rpc import procedures
+
+
+async def diagnosed_rows(lu: LogicalUnit[Any], what: str) -> list[dict[str, Any]]:
+    """Every OS or ExtStorage provider the nodes have, as rows by field name."""
+    from ganeti.cmdlib import extstorage, operating_system
+    from ganeti.query import diagnosed
+
+    if what == "os":
+        answers = await operating_system.diagnose_nodes(lu, procedures.os_diagnose.call(), "OSes")
+        fields = list(diagnosed.OS_FIELDS)
+        # every OS: asking for hidden, blacklisted and valid keeps those OP_OS_DIAGNOSE would drop
+        rows = operating_system.rows(lu.cfg, operating_system.merge(answers), fields)
+    else:
+        answers = await operating_system.diagnose_nodes(lu, procedures.extstorage_diagnose.call(),
+                                                        "the ExtStorage providers")
+        fields = list(diagnosed.EXTSTORAGE_FIELDS)
+        rows = extstorage.rows(lu.cfg, answers, fields, [])
+    return [dict(zip(fields, row)) for row in rows]
+
+
+@register
+class LUQuery(LogicalUnit[OpQuery]):
+    """C{Query} of C{cluster}, C{os} or C{extstorage} (the answer of LUXI's C{Query})."""
+
+    OP_ID = "OP_QUERY"
+    REQ_BGL = False
+
+    def check_arguments(self) -> None:
+        if self.op.use_locking:
+            raise errors.OpPrereqError("Sync queries are not allowed", errors.ECODE_INVAL)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti.query import diagnosed, engine
+        from ganeti.query.fields import QueryContext
+
+        res = diagnosed.resource(self.op.what)
+        engine.fields_of(res, list(self.op.fields))  # unknown fields: refused before the nodes are asked
+        live: dict[str, Any] = {}
+        if self.op.what != "cluster":
+            live["rows"] = await diagnosed_rows(self, self.op.what)
+        return engine.query_resource(res, list(self.op.fields), self.op.qfilter,
+                                     QueryContext(config=self.cfg, live=live))
+
+
+@register
+class LUQueryFields(LogicalUnit[OpQueryFields]):
+    """C{QueryFields} of C{cluster}, C{os} or C{extstorage}."""
+
+    OP_ID = "OP_QUERY_FIELDS"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti.query import diagnosed, engine
+
+        return engine.fields_of(diagnosed.resource(self.op.what), list(self.op.fields or []))
+
+
+@register
+class LUClusterConfigQuery(LogicalUnit[OpClusterConfigQuery]):
+    """The values of C{output_fields} of the cluster resource (one row)."""
+
+    OP_ID = "OP_CLUSTER_CONFIG_QUERY"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        from ganeti.query import engine
+        from ganeti.query.fields import QueryContext
+
+        (row,) = engine.legacy_query("cluster", None, list(self.op.output_fields), QueryContext(config=self.cfg))
+        return row
+
+
+@register
+class LUClusterPostInit(LogicalUnit[OpClusterPostInit]):
+    """Nothing but its C{cluster-init} hooks (on the master, post phase;
+    declared in L{ganeti.cmdlib.hooks_env})."""
+
+    OP_ID = "OP_CLUSTER_POST_INIT"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        return True
+
+
+async def master_ip(lu: LogicalUnit[Any], procedure: Any, verb: str) -> None:
+    """Turn the master IP on or off on the master, through its NodeD."""
+    cluster = lu.cfg.cluster
+    master = lu.cfg.nodes.get(cluster.master_node or "")
+    if master is None:
+        raise errors.OpExecError("The cluster has no master node in its configuration")
+    params = {"uuid": cluster.master_node, "ip": cluster.master_ip, "netmask": cluster.master_netmask,
+              "netdev": cluster.master_netdev, "ip_family": getattr(cluster, "primary_ip_family", 2)}
+    result = await lu.ctx.rpc().run_one(master.name, node_address(master), procedure.call(params, False))
+    if result.failed:
+        raise errors.OpExecError("Could not %s the master IP: %s" % (verb, result.fail_msg))
+
+
+@register
+class LUClusterActivateMasterIp(LogicalUnit[OpClusterActivateMasterIp]):
+    """Activate the master IP on the master."""
+
+    OP_ID = "OP_CLUSTER_ACTIVATE_MASTER_IP"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        await master_ip(self, procedures.node_activate_master_ip, "activate")
+        return None
+
+
+@register
+class LUClusterDeactivateMasterIp(LogicalUnit[OpClusterDeactivateMasterIp]):
+    """Deactivate the master IP on the master."""
+
+    OP_ID = "OP_CLUSTER_DEACTIVATE_MASTER_IP"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        await master_ip(self, procedures.node_deactivate_master_ip, "deactivate")
+        return None
+
+
+__all__ = ["LUClusterActivateMasterIp", "LUClusterConfigQuery", "LUClusterDeactivateMasterIp", "LUClusterPostInit",
+           "LUQuery", "LUQueryFields", "diagnosed_rows", "master_ip"]
