@@ -303,14 +303,19 @@ def failure_exit(job_id: int, error: BaseException) -> int:
     """The exit code of a job process that C{error} ended, after saying
     why on stderr: L{EXIT_DISK_FULL} when a write found the filesystem full
     (the error or one it was raised from), else L{EXIT_FAILED} with the
-    traceback."""
-    if any(space.is_disk_full(cause) for cause in _causes(error)):
-        print("job %d: cannot write its files: %s" % (job_id, error), file=sys.stderr, flush=True)
-        return EXIT_DISK_FULL
+    traceback.  Saying it may fail too (standard error is a log file on the
+    same full disk): the exit code is what counts."""
     import traceback
 
-    traceback.print_exception(error)
-    return EXIT_FAILED
+    full = any(space.is_disk_full(cause) for cause in _causes(error))
+    try:
+        if full:
+            print("job %d: cannot write its files: %s" % (job_id, error), file=sys.stderr, flush=True)
+        else:
+            traceback.print_exception(error)
+    except OSError:
+        pass
+    return EXIT_DISK_FULL if full else EXIT_FAILED
 
 
 def _causes(error: BaseException) -> list[BaseException]:

@@ -123,8 +123,9 @@ async def test_rbd_and_ext_export_import(root, ceph):
     stopped (--noshutdown), or stopped only while the snapshot is taken (the
     default); the snapshot is gone afterwards; the dump has the image's
     content and an import into rbd on another node recreates the image with
-    it.  An ext instance (the shipped loopback provider) exports with
-    --long-sleep (no snapshots) and imports into ext."""
+    it.  An ext instance (the shipped loopback provider, which has a snapshot
+    script) exports from a snapshot, or stopped with --long-sleep, and
+    imports into ext."""
     from ganeti.backend.storage import rbd
     from ganeti.testing.ceph import qemu_io, read_drive
     from tests.bench.bench_extstorage import release
@@ -177,8 +178,11 @@ async def test_rbd_and_ext_export_import(root, ceph):
             (volume,) = [n for n in os.listdir(volumes) if n.endswith(".ext.disk0")]
             with open(os.path.join(volumes, volume), "r+b") as handle:
                 handle.write(b"EXT-EXPORT-MARKER\n")
-            refused = gnt(master, "gnt-backup", "export", "-n", N2, "ext1")
-            assert refused.returncode != 0 and "--long-sleep" in refused.stdout + refused.stderr
+            # the shipped provider has a snapshot script: exported from a snapshot, as rbd is
+            out = await in_thread(ok, master, "gnt-backup", "export", "-n", N2, "ext1")
+            assert "Creating a snapshot of disk/0" in out and "Removing the snapshot of disk/0" in out, out
+            assert export_dump(roots[1], "ext1").startswith(b"EXT-EXPORT-MARKER\n")
+            assert not [n for n in os.listdir(volumes) if ".ganeti-export-" in n]  # the snapshot is gone
             await in_thread(ok, master, "gnt-backup", "export", "-n", N2, "--long-sleep", "ext1")
             assert export_dump(roots[1], "ext1").startswith(b"EXT-EXPORT-MARKER\n")
             assert await cluster.running() == {N1: ["exp1", "ext1"], N2: [], N3: []}

@@ -111,3 +111,22 @@ class SaveJobTests(SynchronousTestCase):
         job.ops[0].result = "changed"
         process.save_job(paths, job, written)
         self.assertTrue(os.path.exists(path))
+
+
+class FailureExitOnAFullLogTests(SynchronousTestCase):
+    def test_an_unwritable_stderr_does_not_change_the_exit_code(self) -> None:
+        """Standard error is a log file on the same full disk: saying why fails, the exit code stays."""
+        import errno
+        import sys
+
+        class Full:
+            def write(self, text: str) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            def flush(self) -> None:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        self.patch(sys, "stderr", Full())
+        full = OSError(errno.ENOSPC, "No space left on device")
+        self.assertEqual(process.failure_exit(3, full), process.EXIT_DISK_FULL)
+        self.assertEqual(process.failure_exit(3, ValueError("bug")), process.EXIT_FAILED)
