@@ -182,9 +182,15 @@ class HooksMaster:
         call = procedures.hooks_runner.call(hpath, phase, env)
         try:
             rpc = self.lu.ctx.rpc()
+            results: dict[str, Any] = await rpc.run(targets, call, offline=offline)
         except errors.OpExecError:  # a context without node RPC (unit tests): no node runs hooks
             return {}
-        results: dict[str, Any] = await rpc.run(targets, call, offline=offline)
+        except (CancelledError, GeneratorExit):
+            raise
+        except Exception as e:  # no node RPC here (no cluster certificate): every node is unreachable
+            from ganeti.rpc.client import RpcResult
+
+            return {name: RpcResult.failure(name, "cannot talk to the node daemons: %s" % e) for name in targets}
         return results
 
     async def run_phase(self, phase: str) -> dict[str, Any] | None:

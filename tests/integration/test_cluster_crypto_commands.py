@@ -104,11 +104,12 @@ async def test_every_candidate_certificate_lets_ganeti_master_failover_vote(root
             # a demoted node leaves candidate_certs: the others refuse its certificate again
             assert handshake(roots[2].client_pem, cluster.nodes[N1], cluster.rpc_port) == "accepted"
             ok(root, "gnt-node", "modify", "-C", "no", N3)
-            assert N3 not in candidate_certs(cluster)
+            # config.data on disk follows WConfD's change (written after the job's end at the latest)
+            await cluster.until(lambda: N3 not in candidate_certs(cluster), timeout=30)
             await cluster.until(lambda: len((ssconf_of(roots[0], "master_candidates_certs") or "").split()) == 2)
             assert handshake(roots[2].client_pem, cluster.nodes[N1], cluster.rpc_port).startswith("refused")
             ok(root, "gnt-node", "modify", "-C", "yes", N3)
-            assert candidate_certs(cluster)[N3] == digests[N3]
+            await cluster.until(lambda: candidate_certs(cluster).get(N3) == digests[N3], timeout=30)
 
             # renew-crypto --new-node-certificates while queries run: new client certificates everywhere,
             # their digests in candidate_certs, the old ones refused
