@@ -114,7 +114,10 @@ def slowloris(stack: RapiStack) -> dict[str, Any]:
     head = b"GET /2/info HTTP/1.1\r\nHost: rapi\r\nX-Slow: " + b"a" * 1000
     latencies, statuses = [], []
     position = 0
-    while time.monotonic() - opened < 1.5:
+    # good requests for 1.5 s while the attack goes on, and at least three (on a loaded machine the
+    # refused connections above may take longer than that already)
+    trickle_from = time.monotonic()
+    while len(statuses) < 3 or time.monotonic() - trickle_from < 1.5:
         for sock in trickling:
             try:
                 sock.sendall(head[position:position + 1])
