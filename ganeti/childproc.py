@@ -24,3 +24,14 @@ def exited() -> Iterator[tuple[int, int]]:
         if pid == 0:
             return
         yield pid, status
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process C{pid} exists (signal 0; one we may not signal exists too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -410,13 +410,9 @@ def _still_running(paths: Paths, spec: Spec, pid: int) -> bool:
         return False
     if pid <= 0:
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from ganeti.childproc import pid_exists
+
+    return pid_exists(pid)
 
 
 def status(paths: Paths, names: Sequence[str] = (), out: Callable[[str], object] = print) -> int:

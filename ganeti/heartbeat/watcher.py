@@ -332,11 +332,11 @@ class Watcher(Service):
             return []
         config = await self.config()
         down = needs_restart(config, node, reports)
-        if down and self.ask_node is not None:
-            down = await self._still_down(config, node, reports, down)
         for name in list(self.given_up):
             if name not in down:
                 self.given_up.discard(name)
+        if self.ask_node is not None and set(down) - self.given_up:  # not for instances left down for good
+            down = await self._still_down(config, node, reports, down)
         busy = busy_instances(self.luxid.jobs.values())
         jobs = []
         now = self.reactor.seconds()

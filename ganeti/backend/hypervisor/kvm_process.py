@@ -22,6 +22,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
 from zope.interface import Interface, implementer
 
+from ganeti import childproc
 from ganeti.backend.hypervisor import HypervisorError
 
 #: ioctl KVM_GET_API_VERSION, and the only API version Linux ever had
@@ -58,7 +59,7 @@ def pid_alive(pid: int, marker: str = "", proc: str = "/proc") -> bool:
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     if not os.path.isdir(proc):
-        return _signal_zero(pid)
+        return childproc.pid_exists(pid)
     base = os.path.join(proc, str(pid))
     try:
         with open(os.path.join(base, "stat"), "rb") as handle:
@@ -67,22 +68,12 @@ def pid_alive(pid: int, marker: str = "", proc: str = "/proc") -> bool:
             cmdline = handle.read()
     except OSError as e:
         if e.errno == errno.EACCES:
-            return _signal_zero(pid)
+            return childproc.pid_exists(pid)
         return False
     fields = stat.rsplit(b")", 1)[-1].split()
     if fields and fields[0] in (b"Z", b"X", b"x"):
         return False
     return not marker or marker.encode() in cmdline
-
-
-def _signal_zero(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _inheritable_fds() -> list[int]:
