@@ -428,6 +428,9 @@ class ConfigPusher:
             for ancillary in await deferToThreadPool(self.reactor, pool, self._ancillary):
                 await rpc.run(newcomers, procedures.upload_file.call(ancillary).within(PUSH_TIMEOUT))
         self.offer(data, serial)
+        # the members may have changed with this config: a candidate new to them (promoted again) gets
+        # the changes it missed as deltas now, or a change waiting for it would wait for nothing
+        self._kick_all()
         values = await deferToThreadPool(self.reactor, pool, self.values, config)
         writes = await rpc.run(everyone, procedures.write_ssconf_files.call(values).within(PUSH_TIMEOUT))
         for name in everyone:

@@ -59,7 +59,7 @@ class DeltaTests(SynchronousTestCase):
         self.rpc = DeltaRpc()
         self.serial = 0
         self.snapshots = 0
-        config = cluster(2)
+        config = self.config = cluster(2)
 
         def snapshot() -> tuple[bytes, int]:
             self.snapshots += 1
@@ -163,3 +163,24 @@ class DeltaTests(SynchronousTestCase):
         self.rpc.answer("node1")
         self.assertEqual(self.successResultOf(d), 2)
         self.assertEqual(self.pusher.records, {})
+
+    def test_a_candidate_promoted_while_another_is_demoted_gets_the_change(self) -> None:
+        """node2 demoted, then promoted again by the change that demotes node1
+        (a drain with auto-promote): once that change is distributed, node2
+        alone (with the master) makes the majority, and is sent the change."""
+        self.start()
+        self.config.nodes["uuid2"].master_candidate = False
+        d = self.commit()  # serial 2: node2 demoted
+        self.successResultOf(self.pusher(b"config 2", 2))
+        self.rpc.answer_delta("node1")
+        self.rpc.answer_delta("node2")
+        self.successResultOf(d)
+        self.config.nodes["uuid1"].master_candidate = False
+        self.config.nodes["uuid2"].master_candidate = True
+        d = self.commit()  # serial 3: node1 demoted, node2 promoted
+        self.assertEqual(self.rpc.pending_deltas(), [("node1", 2, 3)])  # the members known when it was made
+        self.successResultOf(self.pusher(b"config 3", 3))  # distributed before node1 answers
+        self.assertIn(("node2", 2, 3), self.rpc.pending_deltas())
+        self.rpc.answer_delta("node2")
+        self.assertEqual(self.successResultOf(d), 3)
+        self.rpc.answer_delta("node1")
