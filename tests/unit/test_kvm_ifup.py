@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from typing import Any
 
+import attrs
+
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.trial.unittest import SynchronousTestCase
 
+from ganeti.backend import hypervisor as hv
 from ganeti.backend.hypervisor import kvm_ifup
+from ganeti.objects import NIC, Instance
+from tests.unit.test_kvm_hypervisor import NAME, UUID, KVMTestCase, instance
 
 TAP = "gk0123456789n0"
 
@@ -132,3 +138,70 @@ class IfupTests(SynchronousTestCase):
         self.assertEqual(runner.ran, [["ovs-vsctl", "--timeout=30", "--if-exists", "del-port", TAP],
                                       ["ip", "link", "show", "dev", TAP], ["ip", "link", "delete", "dev", TAP]])
         self.assertLessEqual(len(kvm_ifup.tap_name("/" * 200, "u" * 36, 31)), 15)
+
+
+class HypervisorTests(KVMTestCase):
+    """The kvm hypervisor runs L{kvm_ifup} at start, stop and migration (the fake node answers C{(0, "")})."""
+
+    def test_routed_nic_gets_its_route_in_the_link_table(self) -> None:
+        """A routed NIC (e.g. on a network connected with mode=routed,link=100), as Ganeti's kvm-ifup:
+        its tap up, traffic from the tap looked up in table 100, its address routed to the tap there,
+        proxy ARP and forwarding on the tap; stopped, the tap's rules go too."""
+        inst = Instance(name=NAME, uuid=UUID, hypervisor="kvm", beparams={"maxmem": 256},
+                        hvparams={"kvm_path": "/bin/sh"},
+                        nics=[NIC(mac="aa:00:00:11:22:34", ip="10.9.0.2", nicparams={"mode": "routed", "link": "100"})])
+        self.successResultOf(self.drive(self.kvm.start_instance(inst, [], False)))
+        [(argv, _log)] = self.node.spawned
+        [tap] = [arg.split("ifname=")[1].split(",")[0] for arg in argv if "ifname=" in arg]
+        self.assertEqual(self.node.ran[:2], [["ip", "link", "set", "dev", tap, "up"], ["ip", "rule", "del", "dev", tap]])
+        self.assertEqual(self.node.ran[-4:], [
+            ["ip", "rule", "add", "dev", tap, "table", "100"],
+            ["ip", "route", "replace", "10.9.0.2", "table", "100", "proto", "static", "dev", tap],
+            ["sysctl", "-q", "-w", "net.ipv4.conf.%s.proxy_arp=1" % tap, "net.ipv4.conf.%s.forwarding=1" % tap],
+            ["sysctl", "-q", "-e", "-w", "net.ipv6.conf.%s.proxy_ndp=1" % tap, "net.ipv6.conf.%s.forwarding=1" % tap],
+        ])
+        self.node.ran.clear()
+        self.node.answers[("ip", "rule", "del", "dev", tap)] = (2, "RTNETLINK answers: No such file or directory")
+        self.node.answers[("ip", "link", "show", "dev", tap)] = (1, 'Device "%s" does not exist.' % tap)
+        self.successResultOf(self.drive(self.kvm.stop_instance(inst, force=True, timeout=0)))
+        self.assertEqual(self.node.ran, [["ip", "rule", "del", "dev", tap], ["ip", "link", "show", "dev", tap]])
+
+    def test_routed_nic_without_an_address_is_refused(self) -> None:
+        """As Ganeti's kvm-ifup: "Routed NIC but no IP address specified"; qemu does not stay."""
+        inst = Instance(name=NAME, uuid=UUID, hypervisor="kvm", beparams={"maxmem": 256},
+                        hvparams={"kvm_path": "/bin/sh"},
+                        nics=[NIC(mac="aa:00:00:11:22:35", nicparams={"mode": "routed", "link": "100"})])
+        failure = self.failureResultOf(self.drive(self.kvm.start_instance(inst, [], False)), hv.HypervisorError)
+        self.assertIn("routed NIC but no IP address specified", str(failure.value))
+        self.assertEqual(self.kvm.list_instances(), [])
+
+    def test_target_connects_routed_nics_at_the_finalize(self) -> None:
+        """As Ganeti: the target's bridged tap joins its bridge when its qemu starts, its routed tap gets
+        its route only once the migration is finalized (the guest runs there); the source's routed tap
+        loses its policy rule when the source's qemu ends."""
+        inst = attrs.evolve(instance(migration_port=8200), nics=[
+            NIC(mac="aa:00:00:00:00:01", nicparams={"mode": "bridged", "link": "br0"}, uuid="n1"),
+            NIC(mac="aa:00:00:00:00:02", ip="192.0.2.9", nicparams={"mode": "routed", "link": "7"}, uuid="n2")])
+        self.start(inst)
+        self.node.ran.clear()
+        self.target = self.make(self.short_root())
+        info = self.kvm.migration_info(inst)
+        self.successResultOf(self.drive(self.target.accept_instance(inst, json.loads(json.dumps(info)), "192.0.2.2")))
+        target = self.node.qemu_of(self.target)
+        tap0, tap1 = (n["tap"] for n in json.loads(open(self.target.files(NAME).conf).read())["nics"])
+        self.assertIn(["ip", "link", "set", "dev", tap0, "master", "br0"], self.node.ran)
+        self.assertFalse([argv for argv in self.node.ran if tap1 in argv])
+        self.successResultOf(self.drive(self.kvm.migrate_instance(inst, "192.0.2.2")))
+        self.node.ran.clear()
+        self.successResultOf(self.drive(self.target.finalize_migration(inst, None, True)))
+        self.assertEqual(target.commands()[-1], "cont")
+        self.assertIn(["ip", "route", "replace", "192.0.2.9", "table", "7", "proto", "static", "dev", tap1],
+                      self.node.ran)
+        self.assertFalse([argv for argv in self.node.ran if tap0 in argv])
+        self.node.ran.clear()
+        source_tap = json.loads(open(self.kvm.files(NAME).conf).read())["nics"][1]["tap"]
+        self.node.answers[("ip", "rule", "del", "dev", source_tap)] = (2, "no such rule")
+        self.successResultOf(self.drive(self.kvm.finalize_migration(inst, None, True)))
+        self.assertIn(["ip", "rule", "del", "dev", source_tap], self.node.ran)
+        self.assertEqual(self.target.list_instances(), [NAME])
+
