@@ -8,7 +8,6 @@ import tempfile
 from typing import Any
 
 import attrs
-
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.trial.unittest import SynchronousTestCase
 
