@@ -24,9 +24,10 @@ the instance stops, and the node is left without its taps, switch ports
 and policy rules.
 
 L{nic_migration_scenario}: two nodes, each in its namespace with its own
-C{gbr0} and table 100; the guest (bridged and routed NICs) answers pings in
-node1's namespace, migrates live to node2 and answers there, while node1
-has no tap, route or rule of it left.
+C{gbr0}, table 100 and Open vSwitch; the guest (bridged, routed and
+openvswitch NICs) answers pings in node1's namespace, migrates live to
+node2 and answers there, while node1 has no tap, route, rule or switch port
+of it left.
 
 Every qemu and Open vSwitch daemon is killed and every namespace deleted
 at the end, also on failure.  Used by C{tests/integration/test_kvm_nic_modes.py}.
@@ -140,16 +141,28 @@ class OpenVSwitch:
 
 
 class GuestNetCluster(NetnsCluster):
-    """A L{NetnsCluster} whose NodeDs get C{node_env} (Open vSwitch's directories)."""
+    """A L{NetnsCluster} whose NodeDs get C{node_envs} (each node's Open vSwitch directories), in node order."""
 
-    def __init__(self, *args: Any, node_env: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, node_envs: list[dict[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.node_env = dict(node_env or {})
+        self.node_envs = list(node_envs or [])
 
     def _prepare(self) -> None:
         super()._prepare()
-        for daemon in self.nodeds:
-            daemon.env.update(self.node_env)
+        for daemon, env in zip(self.nodeds, self.node_envs):
+            daemon.env.update(env)
+
+
+def start_switch(namespace: str) -> OpenVSwitch:
+    """Open vSwitch in C{namespace} with switch L{OVS} (userspace datapath), its internal port
+    C{OVS_NET}.1/24 on VLAN L{OVS_VLAN}."""
+    ovs = OpenVSwitch(namespace)
+    ovs.start()
+    ovs.vsctl("add-br", OVS, "--", "set", "bridge", OVS, "datapath_type=netdev")
+    ovs.vsctl("set", "port", OVS, "tag=" + OVS_VLAN)
+    in_ns(namespace, "ip", "address", "add", OVS_NET + ".1/24", "dev", OVS)
+    in_ns(namespace, "ip", "link", "set", OVS, "up")
+    return ovs
 
 
 def prepare_node(namespace: str) -> None:
@@ -231,21 +244,17 @@ async def nic_modes_scenario(reactor: Any, qemu: str, prefix: str, timeout: floa
     root = Paths(tempfile.mkdtemp(prefix="gntnic-r"))
     spaces = Namespaces.create(prefix, 1)
     node_ns = spaces.nodes[0]
-    ovs = OpenVSwitch(node_ns)
+    ovs: OpenVSwitch | None = None
     cluster = None
     roots = [root]
     result: dict[str, Any] = {"console_text": ""}
     console = None
     try:
         prepare_node(node_ns)
-        ovs.start()
-        ovs.vsctl("add-br", OVS, "--", "set", "bridge", OVS, "datapath_type=netdev")
-        ovs.vsctl("set", "port", OVS, "tag=" + OVS_VLAN)
-        in_ns(node_ns, "ip", "address", "add", OVS_NET + ".1/24", "dev", OVS)
-        in_ns(node_ns, "ip", "link", "set", OVS, "up")
+        ovs = start_switch(node_ns)
         initrd = guest.build_initramfs(os.path.join(scratch, "initrd.cpio"))
         cluster = await GuestNetCluster(reactor, root, loopback_config(1), spaces, prefix="gntnic-n",
-                                        node_env=ovs.env).start()
+                                        node_envs=[ovs.env]).start()
         roots = [root] + list(cluster.roots)
         ok(root, "gnt-cluster", "modify", "--enabled-hypervisors", "kvm,fake", "-H",
            "kvm:kvm_path=%s,vnc_bind_address=" % qemu)
@@ -299,8 +308,9 @@ async def nic_modes_scenario(reactor: Any, qemu: str, prefix: str, timeout: floa
         if cluster is not None:
             await cluster.stop()
         kill_qemus(roots)
-        result["ovs_log"] = ovs.log("ovs-vswitchd")
-        ovs.stop()
+        if ovs is not None:
+            result["ovs_log"] = ovs.log("ovs-vswitchd")
+            ovs.stop()
         spaces.destroy()
         if not os.environ.get("GUEST_KEEP"):
             shutil.rmtree(root.root, ignore_errors=True)
@@ -320,6 +330,7 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
     scratch = tempfile.mkdtemp(prefix="gntnim-")
     root = Paths(tempfile.mkdtemp(prefix="gntnim-r"))
     spaces = Namespaces.create(prefix, 2)
+    switches: list[OpenVSwitch] = []
     cluster = None
     roots = [root]
     result: dict[str, Any] = {"console_text": ""}
@@ -327,15 +338,18 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
     try:
         for namespace in spaces.nodes:
             prepare_node(namespace)
+            switches.append(start_switch(namespace))
         initrd = guest.build_initramfs(os.path.join(scratch, "initrd.cpio"))
         cluster = await GuestNetCluster(reactor, root, loopback_config(2, candidate_pool_size=2), spaces,
-                                        shared_file_storage=True, prefix="gntnim-n").start()
+                                        shared_file_storage=True, prefix="gntnim-n",
+                                        node_envs=[ovs.env for ovs in switches]).start()
         roots = [root] + list(cluster.roots)
         ok(root, "gnt-cluster", "modify", "--enabled-disk-templates", "sharedfile,file,diskless",
            "--enabled-hypervisors", "kvm,fake", "-H", "kvm:kvm_path=%s,vnc_bind_address=" % qemu)
         ok(root, "gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=16M", "-n", N1, "-o", "noop",
            "--net", "0:mode=bridged,link=%s,ip=%s.2" % (BRIDGE, BRIDGED_NET),
            "--net", "1:mode=routed,link=%s,ip=%s.2" % (TABLE, ROUTED_NET),
+           "--net", "2:mode=openvswitch,link=%s,vlan=.%s,ip=%s.2" % (OVS, OVS_VLAN, OVS_NET),
            "-B", "memory=128M", "--no-name-check", "--no-ip-check", "--no-start", "-H",
            "kvm:kernel_path=%s,initrd_path=%s,serial_console=true,kernel_args=%s" % (kernel, initrd, kernel_args),
            NAME)
@@ -344,7 +358,7 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
         console = ConsoleReader(root, NAME, time.monotonic())
         console.wait_for("^" + re.escape(guest.READY_LINE), timeout)
         console.wait_for(re.escape(guest.DISK_PREFIX), 30)
-        for nic, tag in zip(nics, ("bridged", "routed")):
+        for nic, tag in zip(nics, ("bridged", "routed", "ovs")):
             configure(console, nic["mac"], nic["ip"], tag, routed=nic["mode"] == "routed")
         result["pings_before"] = {nic["mode"]: ping(spaces.nodes[0], nic["ip"]) for nic in nics}
         result["console_text"] += console.text()
@@ -359,10 +373,10 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
             time.sleep(0.5)
         result["primary"] = status
         result["pings_after"] = {nic["mode"]: ping(spaces.nodes[1], nic["ip"]) for nic in nics}
-        result["node1_after"] = leftovers(spaces.nodes[0])
-        result["node2_after"] = leftovers(spaces.nodes[1])
+        result["node1_after"] = leftovers(spaces.nodes[0], switches[0])
+        result["node2_after"] = leftovers(spaces.nodes[1], switches[1])
         ok(root, "gnt-instance", "shutdown", "--timeout", "1", NAME)
-        result["node2_after_stop"] = leftovers(spaces.nodes[1])
+        result["node2_after_stop"] = leftovers(spaces.nodes[1], switches[1])
         refused = gnt(root, "gnt-instance", "remove", "-f", NAME)
         result["remove_exit"] = refused.returncode
         result["qemu_left"] = qemu_pids(roots)
@@ -374,6 +388,8 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
         if cluster is not None:
             await cluster.stop()
         kill_qemus(roots)
+        for ovs in switches:
+            ovs.stop()
         spaces.destroy()
         if not os.environ.get("GUEST_KEEP"):
             shutil.rmtree(root.root, ignore_errors=True)
@@ -382,4 +398,4 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
 
 
 __all__ = ["GuestNetCluster", "OpenVSwitch", "nic_migration_scenario", "nic_modes_scenario", "openvswitch_missing",
-           "ping", "unavailable"]
+           "ping", "start_switch", "unavailable"]
