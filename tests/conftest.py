@@ -83,6 +83,7 @@ SLOW_FIRST = (
     "tests/integration/test_rbd.py",
     "tests/integration/test_disk_ops.py",
     "tests/integration/test_kvm_hotplug.py",
+    "tests/integration/test_kvm_nic_modes.py",
     "tests/integration/test_rbd_moves.py",
     "tests/integration/test_full_disk.py",
     "tests/integration/test_watcher_kvm.py",

@@ -31,6 +31,7 @@ from ganeti.paths import Paths
 from ganeti.testing import guest
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import N1, NAME, ConsoleReader, GuestError, kill_qemus, qemu_pids
+from ganeti.testing.netns import Namespaces, NetnsCluster
 
 
 def _disks(root: Paths) -> list[str]:
@@ -102,9 +103,9 @@ async def hotplug_scenario(reactor: Any, qemu: str, timeout: float = 120.0) -> d
 
 
 # --- NICs and disks hot-added, then a live migration ----------------------------
-#: the hot-added NIC: routed, an address of TEST-NET-1, its link a routing table no rule uses (the node
-#: routes the address to the NIC's tap there, as Ganeti's kvm-ifup; the route goes with the tap), so the
-#: host's own traffic is not touched; no bridge is made
+#: the hot-added NIC: routed, an address of TEST-NET-1, its link a routing table (the node routes the
+#: address to the NIC's tap there and adds a policy rule for the tap, as Ganeti's kvm-ifup), each node in a
+#: network namespace of the test's (L{ganeti.testing.netns}), so the host's routing is not touched
 NIC_SPEC = "add:mode=routed,ip=192.0.2.10,link=%d" % (20000 + os.getpid() % 10000)
 N2 = "node2.test"
 
@@ -138,7 +139,7 @@ def _macs(root: Paths) -> list[str]:
 
 async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
                                  timeout: float = 120.0) -> dict[str, Any]:
-    """A two-node cluster, a C{sharedfile} instance of the busybox guest
+    """A two-node cluster (each node in a network namespace), a C{sharedfile} instance of the busybox guest
     without NICs; hot-add a NIC (refused while it is stopped) and a disk,
     write a token to the new disk, migrate live to node2, look again from
     inside the guest, then hot-remove both there.  What each step showed."""
@@ -150,10 +151,12 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
     result: dict[str, Any] = {"console_text": ""}
     console = None
     token = "HOTDISK-%d" % os.getpid()
+    spaces: Namespaces | None = None
     try:
         initrd = guest.build_initramfs(os.path.join(scratch, "initrd.cpio"))
-        cluster = await LoopbackCluster(reactor, root, loopback_config(2, candidate_pool_size=2),
-                                        shared_file_storage=True, prefix="gnthm-n").start()
+        spaces = Namespaces.create("gnthm%d" % (os.getpid() % 100000), 2)
+        cluster = await NetnsCluster(reactor, root, loopback_config(2, candidate_pool_size=2), spaces,
+                                     shared_file_storage=True, prefix="gnthm-n").start()
         roots = [root] + list(cluster.roots)
         ok(root, "gnt-cluster", "modify", "--enabled-disk-templates", "sharedfile,file,diskless",
            "--enabled-hypervisors", "kvm,fake", "-H",
@@ -229,6 +232,8 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
         result["qemu_left"] = qemu_pids(roots)
     finally:
         await _tear_down(result, console, cluster, roots, root, scratch)
+        if spaces is not None:
+            spaces.destroy()
     return result
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti.backend import hypervisor as hv
-from ganeti.backend.hypervisor import kvm_hotplug, kvm_pci
+from ganeti.backend.hypervisor import kvm_hotplug, kvm_ifup, kvm_pci
 from ganeti.objects import NIC, Instance
 from tests.unit.test_kvm_hypervisor import NAME, UUID, FakeMonitor, FakeQemu, KVMTestCase, instance
 
@@ -174,7 +174,7 @@ class HotplugTests(KVMTestCase):
         self.assertNotEqual(tap, first_tap)
         self.assertEqual(netdev, {"type": "tap", "id": "nic-aaaaaaaa-bbbb-cccc", "script": "no", "downscript": "no",
                                   "vnet_hdr": True})
-        self.assertEqual(self.node.ran, [["ip", "link", "set", "dev", tap, "master", "br0", "up"]])
+        self.assertEqual(self.node.ran[-1], ["ip", "link", "set", "dev", tap, "master", "br0"])  # as at start-up
         self.assertEqual(qemu.qemu.arguments("device_add"), [
             {"driver": "virtio-net-pci", "netdev": "nic-aaaaaaaa-bbbb-cccc", "mac": "aa:00:00:44:55:66",
              "id": "nic-aaaaaaaa-bbbb-cccc-dev", "addr": "0xe"}])
@@ -187,6 +187,34 @@ class HotplugTests(KVMTestCase):
                                                              {"id": "nic0-dev"}])
         self.assertEqual(qemu.qemu.arguments("netdev_del"), [{"id": "nic-aaaaaaaa-bbbb-cccc"}, {"id": "nic0"}])
         self.assertEqual([n["mac"] for n in self.record()["nics"]], ["aa:00:00:77:88:99"])
+
+    def test_hot_added_openvswitch_nic_gets_its_port_and_loses_it(self) -> None:
+        """An openvswitch NIC with an access VLAN: its tap becomes a port of the switch with the tag, its
+        network script environment as Ganeti's; hot-removed, the port goes from the switch."""
+        inst = Instance(name=NAME, uuid=UUID, hypervisor="kvm", beparams={"maxmem": 256}, tags=["web"],
+                        hvparams={"kvm_path": "/bin/sh", "serial_console": True})
+        self.boot(inst)
+        self.node.ran.clear()
+        device = {"uuid": NIC_UUID, "mac": "aa:00:00:44:55:66", "ip": "192.0.2.7", "name": "front",
+                  "network": "net-uuid", "netinfo": {"name": "net1", "uuid": "net-uuid", "network": "192.0.2.0/24"},
+                  "nicparams": {"mode": "openvswitch", "link": "ovs0", "vlan": ".10"}}
+        self.successResultOf(self.plug("hotadd", "nic", device, inst=inst))
+        tap = self.record()["nics"][0]["tap"]
+        self.assertEqual(self.node.ran, [
+            ["ovs-vsctl", "--timeout=30", "--if-exists", "del-port", tap], ["ip", "link", "set", "dev", tap, "up"],
+            ["ovs-vsctl", "--timeout=30", "add-port", "ovs0", tap],
+            ["ovs-vsctl", "--timeout=30", "set", "port", tap, "tag=10"]])
+        self.assertEqual(kvm_ifup.environment(NAME, inst.tags, 0, self.record()["nics"][0]), {
+            "INSTANCE": NAME, "MAC": "aa:00:00:44:55:66", "MODE": "openvswitch", "INTERFACE": tap,
+            "INTERFACE_INDEX": "0", "INTERFACE_UUID": NIC_UUID, "TAGS": "web", "IP": "192.0.2.7",
+            "INTERFACE_NAME": "front", "LINK": "ovs0", "VLAN": ".10", "NETWORK_NAME": "net1",
+            "NETWORK_UUID": "net-uuid", "NETWORK_TAGS": "", "NETWORK_SUBNET": "192.0.2.0/24"})
+        self.node.ran.clear()
+        self.node.answers[("ip", "link", "show", "dev", tap)] = (1, "no such device")
+        self.successResultOf(self.plug("hotremove", "nic", device, inst=inst))
+        self.assertEqual(self.node.ran, [["ovs-vsctl", "--timeout=30", "--if-exists", "del-port", tap],
+                                         ["ip", "link", "show", "dev", tap]])
+        self.assertEqual(self.record()["nics"], [])
 
     def test_refusals(self) -> None:
         failure = self.failureResultOf(self.plug("hotadd", "disk", disk(), "/srv/disk1"), hv.HypervisorError)

@@ -40,7 +40,6 @@ serves one monitor client at a time.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid as uuid_module
 from collections.abc import AsyncIterator
@@ -58,7 +57,7 @@ from zope.interface import implementer
 
 from ganeti import serializer
 from ganeti.backend import hypervisor as hv
-from ganeti.backend.hypervisor import kvm_accel, kvm_hotplug, kvm_pci
+from ganeti.backend.hypervisor import kvm_accel, kvm_hotplug, kvm_ifup, kvm_pci
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
 from ganeti.backend.hypervisor.kvm_process import HostFacts, IQemuProcesses, QemuProcesses, log_tail
 from ganeti.backend.hypervisor.qmp import QMPDisconnected, QMPProtocol
@@ -311,23 +310,11 @@ class KVMHypervisor:
         return kvm_accel.decide(flag, probed)
 
     def _tap(self, uuid: str, index: int) -> str:
-        digest = hashlib.sha1(("%s\0%s" % (self.paths.root, uuid)).encode()).hexdigest()
-        return "gk%sn%d" % (digest[:9], index)
+        return kvm_ifup.tap_name(self.paths.root, uuid, index)
 
     def _nics(self, instance: Any, uuid: str) -> list[dict[str, Any]]:
-        result = []
-        for index, nic in enumerate(getattr(instance, "nics", None) or []):
-            params = getattr(nic, "nicparams", None) or {}
-            mode = params.get("mode") or "bridged"
-            link = params.get("link") or ""
-            if mode not in ("bridged", "routed", "openvswitch"):
-                raise hv.HypervisorError("NIC %d of %s: mode %r is not supported" % (index, instance.name, mode))
-            if mode != "routed" and not link:
-                raise hv.HypervisorError("NIC %d of %s: mode %s needs a link" % (index, instance.name, mode))
-            result.append({"mac": getattr(nic, "mac", None), "mode": mode, "link": link,
-                           "ip": getattr(nic, "ip", None), "tap": self._tap(uuid, index),
-                           "uuid": getattr(nic, "uuid", None)})
-        return result
+        return [kvm_ifup.nic_entry(instance.name, index, nic, self._tap(uuid, index))
+                for index, nic in enumerate(getattr(instance, "nics", None) or [])]
 
     def _new_record(self, instance: Any, disks: list[list[str]], paused: bool, accel: str) -> dict[str, Any]:
         hvparams = dict(getattr(instance, "hvparams", None) or {})
@@ -360,7 +347,7 @@ class KVMHypervisor:
             argv.append("-S")
         return argv
 
-    async def _launch(self, name: str, record: dict[str, Any], incoming: str | None) -> None:
+    async def _launch(self, name: str, record: dict[str, Any], incoming: str | None, tags: Any = ()) -> None:
         """Spawn qemu for C{record}, wait for its monitor, set it up; on
         any failure kill it and remove its files."""
         argv = self._argv(name, record, incoming)
@@ -379,7 +366,8 @@ class KVMHypervisor:
                 raise hv.HypervisorError("qemu of instance %s is %r, not waiting for the migration"
                                          % (name, status))
             await self._set_vnc_password(name, record)
-            await self._setup_taps(name, record)
+            await self.nics_up(name, tags, [(i, nic) for i, nic in enumerate(record["nics"])
+                                            if incoming is None or nic["mode"] != "routed"])
         except BaseException:
             await self._destroy(name, record)
             raise
@@ -412,26 +400,21 @@ class KVMHypervisor:
         async with self._qmp(name) as protocol:
             await self._execute(protocol, "set_password", {"protocol": "vnc", "password": password})
 
-    async def _setup_taps(self, name: str, record: dict[str, Any]) -> None:
-        for nic in record["nics"]:
-            tap, link = nic["tap"], nic["link"]
-            commands = []
-            if nic["mode"] == "openvswitch":
-                commands.append(["ovs-vsctl", "--may-exist", "add-port", link, tap])
-                commands.append(["ip", "link", "set", "dev", tap, "up"])
-            elif nic["mode"] == "bridged":
-                commands.append(["ip", "link", "set", "dev", tap, "master", link, "up"])
-            else:
-                commands.append(["ip", "link", "set", "dev", tap, "up"])
-                if nic.get("ip") and link:
-                    # as Ganeti's kvm-ifup: the NIC's address routed to its tap in the link's routing table
-                    commands.append(["ip", "route", "replace", "%s/32" % nic["ip"], "table", link, "proto", "static",
-                                     "dev", tap])
-            for argv in commands:
-                code, output = await self._processes.run(argv)
-                if code != 0:
-                    raise hv.HypervisorError("Cannot connect NIC %s of instance %s (%s): %s failed: %s"
-                                             % (nic["mac"], name, tap, " ".join(argv), output))
+    async def nics_up(self, name: str, tags: Any, nics: list[tuple[int, dict[str, Any]]]) -> None:
+        """Connect the taps of C{nics} (C{(index, record entry)}), L{kvm_ifup}."""
+        ifup = kvm_ifup.Ifup(self._processes.run, self.paths.conf_dir)
+        for index, nic in nics:
+            await ifup.up(kvm_ifup.environment(name, tags, index, nic))
+
+    async def nics_down(self, name: str, nics: list[dict[str, Any]]) -> None:
+        """Remove what the taps of C{nics} leave behind (L{kvm_ifup.Ifup.down}); failures are logged."""
+        ifup = kvm_ifup.Ifup(self._processes.run, self.paths.conf_dir)
+        for nic in nics:
+            try:
+                await ifup.down(nic)
+            except Exception as e:
+                self.log.warn("cleaning up tap {tap} of instance {name} failed: {e}", tap=nic.get("tap"),
+                              name=name, e=e)
 
     # --- stopping qemu -------------------------------------------------------
     async def _wait_gone(self, name: str, record: dict[str, Any], seconds: float) -> bool:
@@ -460,6 +443,7 @@ class KVMHypervisor:
                 if not await self._wait_gone(name, record, KILL_GRACE):
                     raise hv.HypervisorError("qemu of instance %s (pid %s) survived SIGKILL"
                                              % (name, record["pid"]))
+        await self.nics_down(name, record.get("nics") or [])
         self._cleanup(name)
 
     async def _power_down(self, name: str, record: dict[str, Any], timeout: float) -> None:
@@ -513,7 +497,7 @@ class KVMHypervisor:
         accel = await self._choose_accel(dict(getattr(instance, "hvparams", None) or {}))
         record = self._new_record(instance, disks, bool(startup_paused), accel)
         kvm_pci.assign(record)
-        await self._launch(name, record, incoming=None)
+        await self._launch(name, record, incoming=None, tags=getattr(instance, "tags", None))
 
     def stop_instance(self, instance: Any, force: bool = False, timeout: int | None = None) -> Deferred[None]:
         return ensureDeferred(self._stop(instance, force, timeout))
@@ -631,8 +615,7 @@ class KVMHypervisor:
         name = check_name(instance.name)
         record = self._running(name, "migrate")
         info = {key: record.get(key) for key in ("uuid", "memory", "vcpus", "hvparams", "disks", "vnc_port", "accel")}
-        info["nics"] = [{k: nic.get(k) for k in ("mac", "mode", "link", "ip", "id", "pci", "uuid")}
-                        for nic in record.get("nics") or []]
+        info["nics"] = [{k: nic.get(k) for k in kvm_ifup.RECORD_KEYS} for nic in record.get("nics") or []]
         info["paused"] = record.get("state") == PAUSED
         info["argv"] = record.get("argv")
         return info
@@ -655,9 +638,9 @@ class KVMHypervisor:
         address = target or "0.0.0.0"
         nics = []
         for index, nic in enumerate(info.get("nics") or []):
-            nics.append({"mac": nic.get("mac"), "mode": nic.get("mode") or "bridged", "link": nic.get("link") or "",
-                         "ip": nic.get("ip"), "tap": self._tap(uuid, index),  # and the slot of L{kvm_pci}
-                         **{k: nic[k] for k in ("id", "pci", "uuid") if nic.get(k) is not None}})
+            params = {"mode": nic.get("mode") or "bridged", "link": nic.get("link") or "", "vlan": nic.get("vlan")}
+            entry = kvm_ifup.nic_entry(name, index, dict(nic, nicparams=params), self._tap(uuid, index))
+            nics.append(dict(entry, **{k: nic[k] for k in ("id", "pci") if nic.get(k) is not None}))  # L{kvm_pci}
         record = {
             "name": name, "uuid": uuid, "memory": info.get("memory") or hv.instance_memory(instance),
             "vcpus": info.get("vcpus") or hv.instance_vcpus(instance), "hvparams": dict(info["hvparams"]),
@@ -665,7 +648,8 @@ class KVMHypervisor:
             "accel": accel, "state": INCOMING, "source_paused": bool(info.get("paused")),
             "incoming": {"address": address, "port": port},
         }
-        await self._launch(name, record, incoming=cmdline.incoming_tcp(address, port))
+        await self._launch(name, record, incoming=cmdline.incoming_tcp(address, port),
+                           tags=getattr(instance, "tags", None))
 
     def migrate_instance(self, instance: Any, target: str, live: bool = True) -> Deferred[None]:
         """Source side: send C{instance} to C{target} over TCP and wait for
@@ -735,13 +719,13 @@ class KVMHypervisor:
         name = check_name(instance.name)
         record = self._read(name)
         if record is not None and record.get("state") == INCOMING:
-            await self._finalize_target(name, record, success)
+            await self._finalize_target(name, record, success, getattr(instance, "tags", None))
         elif record is not None and "migration" in record:
             await self._finalize_source(name, record, success)
         elif success:
             raise hv.HypervisorError("No migration of instance %s to finalize here" % name)
 
-    async def _finalize_target(self, name: str, record: dict[str, Any], success: bool) -> None:
+    async def _finalize_target(self, name: str, record: dict[str, Any], success: bool, tags: Any) -> None:
         if not success:
             await self._destroy(name, record)
             return
@@ -755,6 +739,13 @@ class KVMHypervisor:
                 raise hv.HypervisorError("Instance %s has not arrived here yet (qemu is %s)" % (name, status))
             if not paused:
                 await self._execute(protocol, "cont")
+        # as Ganeti's FinalizeMigrationDst: routed NICs now that the guest runs here (failures only logged)
+        for index, nic in enumerate(record["nics"]):
+            if nic["mode"] == "routed":
+                try:
+                    await self.nics_up(name, tags, [(index, nic)])
+                except hv.HypervisorError as e:
+                    self.log.warn("{e}", e=e)
         for key in ("incoming", "source_paused"):
             record.pop(key, None)
         record["state"] = PAUSED if paused else RUNNING

@@ -13,8 +13,9 @@ a migration target gets the device at the same slot):
     removal is awaited up to L{UNPLUG_TIMEOUT}), then HMP C{drive_del}
     (qemu may have dropped the drive with its device already);
   - NIC add: QMP C{netdev_add} of a tap device qemu opens by name, the tap
-    connected to its link as at start-up, then C{device_add} of the NIC
-    model with the MAC; NIC remove: C{device_del}, C{netdev_del}.
+    connected to its link as at start-up (L{kvm_ifup}), then C{device_add}
+    of the NIC model with the MAC; NIC remove: C{device_del}, C{netdev_del},
+    then what the tap left (an Open vSwitch port, policy rules) is removed.
 
 Device ids are C{disk-}/C{nic-} plus the Ganeti UUID up to its third
 C{-} (Ganeti's naming).  Hotpluggable: disks with C{disk_type}
@@ -29,7 +30,7 @@ from typing import Any
 
 from ganeti.backend import hypervisor as hv
 from ganeti.backend.hypervisor import kvm_cmdline as cmdline
-from ganeti.backend.hypervisor import kvm_pci
+from ganeti.backend.hypervisor import kvm_ifup, kvm_pci
 from ganeti.backend.hypervisor.kvm_runtime import check_name
 
 #: the kvm hypervisor object (L{ganeti.backend.hypervisor.kvm.KVMHypervisor}; not imported: it imports this)
@@ -174,18 +175,13 @@ def _name_nics(record: dict[str, Any]) -> None:
         nic.setdefault("id", "nic%d" % index)
 
 
-async def add_nic(hyper: KVMHypervisor, name: str, nic: dict[str, Any]) -> None:
-    """Hot-add C{nic} (C{uuid}, C{mac}, C{nicparams})."""
+async def add_nic(hyper: KVMHypervisor, name: str, nic: dict[str, Any], tags: Any = ()) -> None:
+    """Hot-add C{nic} (C{uuid}, C{mac}, C{nicparams}, maybe C{ip}, C{name}, C{network} and C{netinfo});
+    its tap is connected as at start-up (L{kvm_ifup}), with the instance's C{tags} in its environment."""
     params = nic.get("nicparams") or {}
     record = check_supported(hyper, name, DEV_NIC, nic_type=params.get("nic_type"))
     hvparams = dict(cmdline.DEFAULTS, **(record.get("hvparams") or {}))
     mac = str(nic.get("mac") or "").lower()
-    mode = params.get("mode") or "bridged"
-    link = params.get("link") or ""
-    if mode not in ("bridged", "routed", "openvswitch"):
-        raise hv.HypervisorError("NIC mode %r is not supported" % mode)
-    if mode != "routed" and not link:
-        raise hv.HypervisorError("A NIC of mode %s needs a link" % mode)
     _name_nics(record)
     if any(n.get("mac") == mac for n in record["nics"]):
         raise hv.HypervisorError("Instance %s already has a NIC with MAC %s" % (name, mac))
@@ -201,16 +197,17 @@ async def add_nic(hyper: KVMHypervisor, name: str, nic: dict[str, Any]) -> None:
         netdev["vnet_hdr"] = bool(hvparams.get("vnet_hdr"))
         if hvparams.get("vhost_net"):
             netdev["vhost"] = True
-    entry = {"mac": mac, "mode": mode, "link": link, "ip": nic.get("ip"), "tap": tap, "id": netid,
-             "uuid": nic.get("uuid"), "pci": kvm_pci.free_slot(record)}
+    entry = dict(kvm_ifup.nic_entry(name, len(record["nics"]), dict(nic, mac=mac), tap), id=netid,
+                 pci=kvm_pci.free_slot(record))
     async with hyper._qmp(name) as protocol:
         await hyper._execute(protocol, "netdev_add", netdev)
         try:
-            await hyper._setup_taps(name, {"nics": [entry]})
+            await hyper.nics_up(name, tags, [(len(record["nics"]), entry)])
             await hyper._execute(protocol, "device_add", {"driver": model, "netdev": netid, "mac": mac,
                                                           "id": netid + "-dev", "addr": kvm_pci.address(entry["pci"])})
         except Exception:
             await hyper._execute(protocol, "netdev_del", {"id": netid})
+            await hyper.nics_down(name, [entry])
             raise
     record["nics"].append(entry)
     hyper._write(name, record)
@@ -230,6 +227,7 @@ async def remove_nic(hyper: KVMHypervisor, name: str, nic: dict[str, Any]) -> No
         await hyper._execute(protocol, "device_del", {"id": netid + "-dev"})
         await _wait_unplugged(hyper, protocol, lambda qom, _b: netid + "-dev" not in _ids(qom), "NIC %s" % mac)
         await hyper._execute(protocol, "netdev_del", {"id": netid})
+    await hyper.nics_down(name, found)
     record["nics"] = [n for n in record["nics"] if n is not found[0]]
     hyper._write(name, record)
 
@@ -253,4 +251,4 @@ async def hotplug(hyper: KVMHypervisor, instance: Any, action: str, dev_type: st
     if action in (ACTION_REMOVE, ACTION_MODIFY):
         await remove_nic(hyper, name, device)
     if action in (ACTION_ADD, ACTION_MODIFY):
-        await add_nic(hyper, name, device)
+        await add_nic(hyper, name, device, getattr(instance, "tags", None))

@@ -49,8 +49,9 @@ class IQemuProcesses(Interface):
     def kill(pid: int) -> None:
         """Send C{SIGKILL} to C{pid}, if it still exists."""
 
-    def run(argv: list[str]) -> Deferred[tuple[int, str]]:
-        """Run a short helper command; fires with C{(exit code, output)}."""
+    def run(argv: list[str], env: dict[str, str] | None = None) -> Deferred[tuple[int, str]]:
+        """Run a short helper command (with C{env} added to its environment);
+        fires with C{(exit code, output)}."""
 
 
 def pid_alive(pid: int, marker: str = "", proc: str = "/proc") -> bool:
@@ -173,9 +174,12 @@ class QemuProcesses:
         if pid in self._children:
             self._reap(pid)
 
-    def run(self, argv: list[str]) -> Deferred[tuple[int, str]]:
-        d = getProcessOutputAndValue(argv[0], argv[1:], env={"PATH": _PATH, "LC_ALL": "C"},
-                                     reactor=self._reactor)
+    def run(self, argv: list[str], env: dict[str, str] | None = None) -> Deferred[tuple[int, str]]:
+        environment = {"PATH": _PATH, "LC_ALL": "C"}
+        # where Open vSwitch keeps its sockets, if not in its default places (ovs-vsctl reads these)
+        environment.update({k: v for k, v in os.environ.items() if k.startswith("OVS_")})
+        environment.update(env or {})
+        d = getProcessOutputAndValue(argv[0], argv[1:], env=environment, reactor=self._reactor)
 
         def done(result: tuple[bytes, bytes, int]) -> tuple[int, str]:
             out, err, code = result
