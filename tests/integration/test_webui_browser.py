@@ -50,12 +50,12 @@ def cluster_config() -> ConfigData:
     return attrs.evolve(cfg, instances={uuid: instance})
 
 
-def login(page: Page, url: str, user: str, password: str) -> None:
+def login(page: Page, url: str, user: str, password: str, nodes: int = 3) -> None:
     page.navigate(url + "/ui/")
     page.wait_for("location.pathname === '/ui/login' && !!document.getElementById('user')")
     page.evaluate("document.getElementById('user').value = %r; document.getElementById('password').value = %r;"
                   " document.querySelector('form').submit(); true" % (user, password))
-    page.wait_for("location.pathname === '/ui/' && document.querySelectorAll('#nodes tbody tr').length === 3")
+    page.wait_for("location.pathname === '/ui/' && document.querySelectorAll('#nodes tbody tr').length === %d" % nodes)
 
 
 def node_liveness(node: str) -> str:

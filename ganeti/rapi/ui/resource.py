@@ -10,6 +10,7 @@ C{/ui/api/<RAPI path>}             any RAPI resource (C{/ui/api/2/instances}, ..
 C{GET /ui/events}                  server-sent events: nodes, instances, jobs (L{ganeti.rapi.ui.events})
 C{GET /ui/jobs/ID/events}          server-sent events: one job's status and log
 C{GET /ui/nodes/NAME/liveness}     the node's liveness history (C{liveness.log})
+C{GET /ui/instances/NAME/console}  WebSocket: the kvm instance's serial console (L{ganeti.rapi.ui.console})
 =================================  ==========================================================
 
 Every answer carries a Content-Security-Policy that allows scripts and styles
@@ -36,9 +37,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.server import NOT_DONE_YET
 
+from ganeti.client.serial_console import socket_path as serial_socket
 from ganeti.rapi import baserlib
 from ganeti.rapi.http import HttpError
-from ganeti.rapi.ui import events
+from ganeti.rapi.luxi import LuxidUnreachable
+from ganeti.rapi.ui import console, events
 from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, SessionKeeper, derive_key
 from ganeti.rapi.users import OPT_WRITE
 
@@ -57,6 +60,7 @@ _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charse
 _SAFE = frozenset({b"GET", b"HEAD"})
 _JOB_EVENTS = re.compile(r"^/ui/jobs/(\d{1,18})/events$")
 _NODE_LIVENESS = re.compile(r"^/ui/nodes/(%s)/liveness$" % baserlib.NAME)
+_CONSOLE = re.compile(r"^/ui/instances/(%s)/console$" % baserlib.NAME)
 #: liveness records answered per node, newest last
 LIVENESS_HISTORY = 200
 
@@ -107,7 +111,7 @@ class UiResource:
 
     def __init__(self, rapi: Any, keeper: SessionKeeper, hub: events.EventHub, liveness_log: str, *,
                  throttle: LoginThrottle | None = None, limits: events.StreamLimits | None = None,
-                 static: dict[str, tuple[bytes, bytes, bytes]] | None = None) -> None:
+                 static: dict[str, tuple[bytes, bytes, bytes]] | None = None, reactor: Any = None) -> None:
         self.rapi = rapi
         self.keeper = keeper
         self.hub = hub
@@ -115,13 +119,16 @@ class UiResource:
         self.throttle = throttle if throttle is not None else LoginThrottle(keeper.clock)
         self.streams = events.Streams(limits or events.StreamLimits())
         self.static = static if static is not None else load_static()
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
 
     @classmethod
     def for_rapi(cls, rapi: Any, secret: bytes | None, liveness_log: str, clock: IReactorTime,
                  clock_time: Callable[[], float] = time.time) -> UiResource:
         key = derive_key(secret) if secret else None
         keeper = SessionKeeper(key, lambda name: rapi.users.users().get(name), clock_time)
-        return cls(rapi, keeper, events.EventHub(rapi.luxi, clock), liveness_log)
+        return cls(rapi, keeper, events.EventHub(rapi.luxi, clock), liveness_log, reactor=clock)
 
     # --- entry -----------------------------------------------------------------------
     def render(self, request: Any) -> Any:
@@ -192,6 +199,10 @@ class UiResource:
         if match is not None and method in _SAFE:
             state["resource"] = "/ui/jobs/{job_id}/events"
             return self._job_events(request, int(match.group(1)), session.user, state)
+        match = _CONSOLE.match(path)
+        if match is not None and method == b"GET":
+            state["resource"] = "/ui/instances/{name}/console"
+            return self._console(request, match.group(1), user, state)
         match = _NODE_LIVENESS.match(path)
         if match is not None and method in _SAFE:
             state["resource"] = "/ui/nodes/{name}/liveness"
@@ -352,3 +363,50 @@ class UiResource:
         request.notifyFinish().addErrback(lambda _: d.cancel())
         d.addErrback(lambda f: None if f.check(CancelledError) else self.log.failure("job stream", f))
         return NOT_DONE_YET
+
+    # --- the serial console (a WebSocket) --------------------------------------------
+    def _console(self, request: Any, name: str, user: Any, state: dict[str, Any]) -> Any:
+        if OPT_WRITE not in user.options:
+            raise HttpError(403, "User %s lacks the right (write) to open a console" % user.name)
+        if request.getHeader(b"origin") is None:
+            raise HttpError(403, "A console is opened by a browser, which names its Origin")
+        self._check_origin(request)
+        answer, conn = console.accept(request)
+        if not self.streams.admit(user.name):
+            raise HttpError(429, "Too many event streams and consoles open", {"Retry-After": "10"})
+        state["stream"] = True
+        request.setResponseCode(101)
+        cookie = self._cookie(request)
+
+        def alive() -> bool:
+            found = self.keeper.check(cookie)
+            return found is not None and OPT_WRITE in found[1].options
+
+        bridge = console.ConsoleBridge(request.channel, conn, self.reactor, alive,
+                                       lambda: self.streams.leave(user.name))
+        bridge.take_over(answer)
+        self.log.info("web console: user {user} opened the console of {name}", user=user.name, name=name)
+        d = ensureDeferred(self._attach(bridge, name))
+
+        def failed(failure: Any) -> None:
+            self.log.failure("console of {name}", failure, name=name)
+            bridge.fail("Internal error: see ganeti-rapi's log")
+
+        d.addErrback(failed)
+        return NOT_DONE_YET
+
+    async def _attach(self, bridge: console.ConsoleBridge, name: str) -> None:
+        try:
+            found = await console.find_console(self.rapi.luxi, name)
+        except console.ConsoleUnavailable as e:
+            bridge.fail(str(e))
+            return
+        except LuxidUnreachable as e:
+            bridge.fail("Cannot ask LuxiD for the console: %s" % e)
+            return
+        if bridge.closed:
+            return
+        if console.is_here(found):
+            bridge.connect_local(self.reactor, str(serial_socket(found)))
+        else:
+            bridge.connect_ssh(self.reactor, console.ssh_argv(found))

@@ -13,6 +13,7 @@ const S = {
   sort: {instances: ["name", 1], nodes: ["name", 1], jobs: ["id", -1]},
   filter: {instances: "", instanceState: "", jobState: ""},
   jobStream: null,
+  console: null,           // the open console's WebSocket
 };
 
 // --- helpers ---------------------------------------------------------------------
@@ -114,12 +115,13 @@ function liveDot() { $("live").className = "dot " + (S.live ? "on" : "off"); }
 let current = null;  // {view, arg}
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const views = {"": overview, instances, instance, jobs, job, nodes, node};
+  const views = {"": overview, instances, instance, jobs, job, nodes, node, console: instanceConsole};
   const view = views[parts[0]] || overview;
   if (S.jobStream && !(view === job)) { S.jobStream.close(); S.jobStream = null; }
+  if (S.console) { S.console.close(); S.console = null; }
   current = {view, arg: parts[1]};
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.getAttribute("href").split("/")[1] === parts[0].replace(/^(instance|job|node)$/, "$1s"));
+    a.classList.toggle("active", a.getAttribute("href").split("/")[1] === parts[0].replace(/^(instance|job|node)$/, "$1s").replace(/^console$/, "instances"));
   }
   render(true);
 }
@@ -278,6 +280,7 @@ function instance(name) {
   const p = "/2/instances/" + encodeURIComponent(name);
   const holder = h("div", {}, h("p", {class: "muted", text: "Loading…"}));
   api("GET", p).then((i) => {
+    i.hypervisor = i.hypervisor || (S.instances.get(name) || {}).hypervisor;  // not in RAPI's fields: the live row's
     const nics = (i["nic.macs"] || []).map((mac, n) => [
       "NIC " + n, [mac, (i["nic.ips"] || [])[n], (i["nic.modes"] || [])[n], (i["nic.links"] || [])[n]].filter(Boolean).join(" ")]);
     const disks = (i["disk.sizes"] || []).map((size, n) => ["Disk " + n, fmtMiB(size)]);
@@ -288,6 +291,10 @@ function instance(name) {
         ["Disk template", i.disk_template], ["Tags", (i.tags || []).join(", ")]].concat(disks, nics))),
       h("div", {class: "card"}, h("h2", {text: "Back-end parameters"}), dl(params(i.beparams))),
       h("div", {class: "card"}, h("h2", {text: "Hypervisor parameters"}), dl(params(i.hvparams)))));
+    if (S.session.write && i.hypervisor === "kvm") {
+      holder.prepend(h("p", {}, h("a", {href: "#/console/" + encodeURIComponent(name), id: "open-console",
+                                        class: "button", text: "Serial console"})));
+    }
   }).catch((err) => holder.replaceChildren(h("p", {class: "alert", text: err.message})));
   const others = () => [...S.nodes.values()].filter((n) => n.name !== (S.instances.get(name) || {}).pnode &&
                                                    !n.offline && !n.drained && n.liveness !== "unreachable")
@@ -377,6 +384,34 @@ function node(name) {
     n.drained ? ["Undrain", "POST", p + "/modify", {drained: false}] : ["Drain", "POST", p + "/modify", {drained: true}],
     n.offline ? ["Set online", "POST", p + "/modify", {offline: false}] : ["Set offline", "POST", p + "/modify", {offline: true}, true],
     ["Evacuate", "POST", p + "/evacuate", {mode: "all", iallocator: "hail"}, true]]), holder];
+}
+
+// the serial console of a kvm instance: a WebSocket to RAPI, bridged to the instance's
+// serial port (ganeti/rapi/ui/console.py); binary messages are the console's bytes,
+// text messages the server's status ({"connected"} or {"error"})
+function instanceConsole(name) {
+  const status = h("span", {id: "console-status", class: "muted", text: "connecting…"});
+  const holder = h("div", {class: "terminal-box"});
+  const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host +
+                           "/ui/instances/" + encodeURIComponent(name) + "/console");
+  ws.binaryType = "arraybuffer";
+  S.console = ws;
+  const encoder = new TextEncoder();
+  const term = new GanetiTerminal(holder, (text) => { if (ws.readyState === WebSocket.OPEN) ws.send(encoder.encode(text)); });
+  let failed = false;
+  ws.addEventListener("message", (e) => {
+    if (typeof e.data !== "string") { term.write(e.data); return; }
+    const d = JSON.parse(e.data);
+    if (d.error) { failed = true; status.textContent = d.error; status.className = "alert"; }
+    else if (d.connected) { status.textContent = "connected"; status.className = "state running"; term.input.focus(); }
+  });
+  ws.addEventListener("close", () => {
+    if (!failed) { status.textContent = "disconnected"; status.className = "muted"; }
+    if (S.console === ws) S.console = null;
+  });
+  return [h("h1", {}, "Console of ", link("#/instance/" + encodeURIComponent(name), name), " ", status),
+    h("p", {class: "muted", text: "The instance's serial console. Click it and type; leaving the page disconnects."}),
+    holder];
 }
 
 // --- start -----------------------------------------------------------------------
