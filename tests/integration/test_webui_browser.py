@@ -25,9 +25,11 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 
+from ganeti.daemons import free_port
 from ganeti.objects import NIC, ConfigData, Instance, new_uuid
 from ganeti.testing.browser import Browser, Page, find_chromium
-from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
+from ganeti.testing.cluster import LoopbackCluster, loopback_config, node_addresses, ok
+from ganeti.testing.mond import ConfdDaemon, MondDaemon
 
 INSTANCE = "web1.test"
 USERS = "admin {CLEARTEXT}secret write\nviewer {CLEARTEXT}view read\n"
@@ -68,8 +70,18 @@ async def test_console_in_a_browser(root):
     shots = tempfile.mkdtemp(prefix="webui-shots-")
     profile = tempfile.mkdtemp(prefix="webui-chromium-")
     print("screenshots in", shots)
-    async with LoopbackCluster(reactor, root, cluster_config(), rapi_users=USERS, prefix="gntw") as cluster:
+    addresses = list(node_addresses(3).items())
+    mond_port = free_port(addresses[0][1])
+    async with LoopbackCluster(reactor, root, cluster_config(), rapi_users=USERS, prefix="gntw",
+                               rapi_args=("--mond-port", str(mond_port))) as cluster:
         url = cluster.url
+        # every node's MonD (and the confd they learn their settings from), on the port RAPI was told
+        confd = ConfdDaemon(cluster.master, addresses[0][1], free_port(addresses[0][1], udp=True))
+        monds = [MondDaemon(paths, name, address, mond_port, confd.port, "--config-interval", "0.5")
+                 for paths, (name, address) in zip(cluster.roots, addresses)]
+        for daemon in (confd, *monds):
+            daemon.start()
+            await daemon.ready(reactor)
         browser = await threads.deferToThread(Browser.start, profile)
         try:
             page = await threads.deferToThread(browser.new_page)
@@ -85,6 +97,25 @@ async def test_console_in_a_browser(root):
             assert cookie["secure"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict", cookie
             assert await threads.deferToThread(page.evaluate, "document.cookie") == ""  # not readable by scripts
             await threads.deferToThread(page.screenshot, os.path.join(shots, "1-overview.png"))
+
+            # charts of MonD's metrics: node1's page draws the samples RAPI pushes, a new one arrives live
+            await threads.deferToThread(page.evaluate, "window.__chartsHere = 1; location.hash = '#/node/node1.test';"
+                                                       " true")
+            points = ("Number((document.getElementById('chart-mem') || {getAttribute: () => 0})"
+                      ".getAttribute('data-points'))")
+            await threads.deferToThread(page.wait_for, points + " >= 2", 60)
+            seen = await threads.deferToThread(page.evaluate, points)
+            await threads.deferToThread(page.wait_for, "%s > %d" % (points, seen), 60)
+            assert await threads.deferToThread(page.evaluate, "window.__chartsHere") == 1  # no reload
+            used = await threads.deferToThread(page.evaluate, "document.querySelector('#chart-mem')"
+                                                              ".parentNode.querySelector('.chart-value').textContent")
+            assert used.endswith("%") and 0 < float(used[:-1]) < 100, used
+            assert await threads.deferToThread(page.evaluate, "document.querySelectorAll("
+                                                              "'#chart-mem polyline').length") >= 1
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "1-node-charts.png"))
+            await threads.deferToThread(page.evaluate, "location.hash = '#/'; true")
+            await threads.deferToThread(page.wait_for, "document.querySelectorAll('#nodes .spark-cell').length >= 1",
+                                        60)
 
             # a NodeD dies: its node turns unreachable on the open page, no reload
             await threads.deferToThread(page.evaluate, "window.__stillHere = 1")
@@ -183,6 +214,8 @@ async def test_console_in_a_browser(root):
             await threads.deferToThread(page.screenshot, os.path.join(shots, "10-phone.png"))
         finally:
             await threads.deferToThread(browser.close)
+            for daemon in (*monds, confd):
+                daemon.stop()
             shutil.rmtree(profile, ignore_errors=True)
             for name in os.listdir(cluster.master.log_dir):  # for a person looking into a failure
                 if "rapi" in name or "luxi" in name:

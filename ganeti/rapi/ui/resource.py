@@ -41,7 +41,7 @@ from ganeti.client.serial_console import socket_path as serial_socket
 from ganeti.rapi import baserlib
 from ganeti.rapi.http import HttpError
 from ganeti.rapi.luxi import LuxidUnreachable
-from ganeti.rapi.ui import console, events
+from ganeti.rapi.ui import charts, console, events
 from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, SessionKeeper, derive_key
 from ganeti.rapi.users import OPT_WRITE
 
@@ -125,10 +125,12 @@ class UiResource:
 
     @classmethod
     def for_rapi(cls, rapi: Any, secret: bytes | None, liveness_log: str, clock: IReactorTime,
-                 clock_time: Callable[[], float] = time.time) -> UiResource:
+                 clock_time: Callable[[], float] = time.time, mond_port: int | None = None) -> UiResource:
+        """@param mond_port: MonD's port on the nodes, for the charts (none: no charts)"""
         key = derive_key(secret) if secret else None
         keeper = SessionKeeper(key, lambda name: rapi.users.users().get(name), clock_time)
-        return cls(rapi, keeper, events.EventHub(rapi.luxi, clock), liveness_log, reactor=clock)
+        metrics = charts.NodeMetrics(clock, mond_port) if mond_port else None
+        return cls(rapi, keeper, events.EventHub(rapi.luxi, clock, metrics=metrics), liveness_log, reactor=clock)
 
     # --- entry -----------------------------------------------------------------------
     def render(self, request: Any) -> Any:

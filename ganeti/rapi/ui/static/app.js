@@ -14,7 +14,9 @@ const S = {
   filter: {instances: "", instanceState: "", jobState: ""},
   jobStream: null,
   console: null,           // the open console's WebSocket
+  metrics: new Map(),      // node -> [{t, cpu, mem, mem_used, mem_total}] sampled from MonD by RAPI
 };
+const METRICS_KEEP = 120;
 
 // --- helpers ---------------------------------------------------------------------
 function h(tag, props, ...children) {
@@ -96,6 +98,16 @@ function connect() {
   es.addEventListener("snapshot", (e) => {
     const d = JSON.parse(e.data);
     for (const kind of Object.keys(KINDS)) applyRows(kind, d[kind] || [], true);
+    if (d.metrics) S.metrics = new Map(Object.entries(d.metrics));
+    refresh();
+  });
+  es.addEventListener("metrics", (e) => {
+    for (const [name, sample] of Object.entries(JSON.parse(e.data))) {
+      const list = S.metrics.get(name) || [];
+      list.push(sample);
+      if (list.length > METRICS_KEEP) list.splice(0, list.length - METRICS_KEEP);
+      S.metrics.set(name, list);
+    }
     refresh();
   });
   for (const kind of Object.keys(KINDS)) {
@@ -135,6 +147,61 @@ function refresh() {
   if (!current) return;
   if (current.view.live) render(false);
   else if (current.view.update) current.view.update(current.arg);
+}
+
+// --- charts: inline SVG drawn here from the samples ------------------------------
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children) if (c) el.append(c);
+  return el;
+}
+// a line of percentages (0-100) over time; gaps where a value is missing
+function chart(samples, key, title, id, width = 320, height = 90) {
+  const pts = samples.filter((s) => typeof s[key] === "number");
+  const box = svg("svg", {viewBox: "0 0 " + width + " " + height, class: "chart", id, role: "img",
+                          "aria-label": title, "data-points": String(pts.length)});
+  for (const y of [0, 50, 100]) {
+    const py = height - 4 - (y / 100) * (height - 8);
+    box.append(svg("line", {x1: 28, x2: width, y1: py, y2: py, class: "grid"}),
+               svg("text", {x: 0, y: py + 4, class: "axis"}, document.createTextNode(y + "%")));
+  }
+  if (samples.length) {
+    const t0 = samples[0].t, t1 = Math.max(samples[samples.length - 1].t, t0 + 1);
+    const x = (t) => 30 + ((t - t0) / (t1 - t0)) * (width - 32);
+    const y = (v) => height - 4 - (Math.max(0, Math.min(100, v)) / 100) * (height - 8);
+    let line = [];
+    const lines = [];
+    for (const s of samples) {
+      if (typeof s[key] !== "number") { if (line.length) lines.push(line); line = []; continue; }
+      line.push(x(s.t).toFixed(1) + "," + y(s[key]).toFixed(1));
+    }
+    if (line.length) lines.push(line);
+    for (const l of lines) box.append(svg("polyline", {points: l.length === 1 ? l[0] + " " + l[0] : l.join(" "), class: "line " + key}));
+  }
+  const last = pts.length ? pts[pts.length - 1][key].toFixed(1) + "%" : "no data";
+  return h("figure", {class: "chart-box"}, h("figcaption", {}, title + ": ", h("strong", {class: "chart-value", text: last})), box);
+}
+function nodeCharts(name) {
+  const samples = S.metrics.get(name) || [];
+  const lastMem = [...samples].reverse().find((s) => typeof s.mem === "number");
+  return h("div", {class: "card", id: "node-charts"}, h("h2", {text: "Metrics (MonD, last " + samples.length + " samples)"}),
+    samples.length ? [chart(samples, "cpu", "CPU load", "chart-cpu"), chart(samples, "mem", "Memory used", "chart-mem"),
+      lastMem ? h("p", {class: "muted", text: fmtMiB(lastMem.mem_used) + " of " + fmtMiB(lastMem.mem_total)}) : null]
+      : h("p", {class: "muted", text: "No samples from this node's MonD yet."}));
+}
+// a small line in the node table: the CPU load of the last minutes
+function sparkline(name) {
+  const samples = (S.metrics.get(name) || []).slice(-36);
+  const pts = samples.filter((s) => typeof s.cpu === "number");
+  if (!pts.length) return h("span", {class: "muted", text: "–"});
+  const box = svg("svg", {viewBox: "0 0 60 16", class: "spark", "aria-hidden": "true"});
+  if (pts.length > 1) {
+    box.append(svg("polyline", {class: "line cpu", points: pts.map((s, k) =>
+      (k * 60 / (pts.length - 1)).toFixed(1) + "," + (15 - Math.min(100, s.cpu) * 0.14).toFixed(1)).join(" ")}));
+  }
+  return h("span", {class: "spark-cell"}, box, " " + pts[pts.length - 1].cpu.toFixed(0) + "%");
 }
 
 // --- views -----------------------------------------------------------------------
@@ -216,9 +283,11 @@ overview.live = true;
 function nodeTable() {
   const rows = sortedRows("nodes", [...S.nodes.values()]).map((n) => ({key: n.name, cells: [
     link("#/node/" + encodeURIComponent(n.name), n.name), n.role || "", nodeLiveness(n),
-    usage(n.mtotal, n.mfree), usage(n.dtotal, n.dfree), String(n.pinst_cnt ?? ""), String(n.sinst_cnt ?? "")]}));
+    usage(n.mtotal, n.mfree), usage(n.dtotal, n.dfree), sparkline(n.name), String(n.pinst_cnt ?? ""),
+    String(n.sinst_cnt ?? "")]}));
   return table("nodes", [["Name", "name"], ["Role", "role"], ["Liveness", "liveness"], ["Memory used", "mfree"],
-                         ["Disk used", "dfree"], ["Primary", "pinst_cnt"], ["Secondary", "sinst_cnt"]], rows, "nodes");
+                         ["Disk used", "dfree"], ["CPU", null], ["Primary", "pinst_cnt"], ["Secondary", "sinst_cnt"]],
+               rows, "nodes");
 }
 function nodes() { return [h("h1", {text: "Nodes"}), nodeTable()]; }
 nodes.live = true;
@@ -380,7 +449,7 @@ function node(name) {
         : h("p", {class: "muted", text: "No recorded changes."}));
   }).catch((err) => holder.replaceChildren(h("p", {class: "alert", text: err.message})));
   const n = S.nodes.get(name) || {};
-  return [h("h1", {text: name}), actionBar(name, [
+  return [h("h1", {text: name}), h("div", {id: "charts-holder"}, nodeCharts(name)), actionBar(name, [
     n.drained ? ["Undrain", "POST", p + "/modify", {drained: false}] : ["Drain", "POST", p + "/modify", {drained: true}],
     n.offline ? ["Set online", "POST", p + "/modify", {offline: false}] : ["Set offline", "POST", p + "/modify", {offline: true}, true],
     ["Evacuate", "POST", p + "/evacuate", {mode: "all", iallocator: "hail"}, true]]), holder];
@@ -413,6 +482,9 @@ function instanceConsole(name) {
     h("p", {class: "muted", text: "The instance's serial console. Click it and type; leaving the page disconnects."}),
     holder];
 }
+
+// the charts follow the pushed samples
+node.update = (name) => { const el = $("charts-holder"); if (el) el.replaceChildren(nodeCharts(name)); };
 
 // --- start -----------------------------------------------------------------------
 async function start() {
