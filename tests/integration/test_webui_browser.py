@@ -126,6 +126,18 @@ async def test_console_in_a_browser(root):
                 page.evaluate, "document.getElementById('alerts').textContent")
             await threads.deferToThread(page.screenshot, os.path.join(shots, "2-node-unreachable.png"))
 
+            # gnt-cluster verify from the overview: its findings (the dead node) become alerts, pushed on its end
+            await threads.deferToThread(page.wait_for, "document.getElementById('verify-now') !== null")
+            await threads.deferToThread(page.click, "#verify-now")
+            await threads.deferToThread(
+                page.wait_for, "(document.getElementById('verify-result') || {}).textContent === 'running'", 30)
+            await threads.deferToThread(
+                page.wait_for, "(document.getElementById('verify-result') || {textContent: ''}).textContent"
+                               ".includes('error(s)') && document.getElementById('verify-alerts').textContent"
+                               ".includes('node3.test')", 180)
+            assert await threads.deferToThread(page.evaluate, "window.__stillHere") == 1
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "2-verify.png"))
+
             # start the instance from its page: confirm, then its job's log arrives live
             await threads.deferToThread(page.evaluate, "location.hash = '#/instance/%s'; true" % INSTANCE)
             await threads.deferToThread(page.wait_for, "document.querySelector('#view dd .state') !== null")
@@ -190,6 +202,8 @@ async def test_console_in_a_browser(root):
             await threads.deferToThread(page.click, "#logout")
             await threads.deferToThread(page.wait_for, "location.pathname === '/ui/login'")
             await threads.deferToThread(login, page, url, "viewer", "view")
+            await threads.deferToThread(page.wait_for, "document.getElementById('verify-alerts') !== null")  # it sees
+            assert await threads.deferToThread(page.evaluate, "document.getElementById('verify-now') === null")
             await threads.deferToThread(page.evaluate, "location.hash = '#/instance/%s'; true" % INSTANCE)
             await threads.deferToThread(page.wait_for, "document.querySelector('#view dd .state') !== null")
             assert await threads.deferToThread(page.evaluate, "document.querySelectorAll('#view button').length") == 0
@@ -200,9 +214,10 @@ async def test_console_in_a_browser(root):
                 const withToken = await fetch('/ui/api/2/instances/%s/shutdown', {method: 'PUT',
                     headers: {'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json'}, body: '{}'});
                 const without = await fetch('/ui/api/2/instances/%s/shutdown', {method: 'PUT', body: '{}'});
-                return [withToken.status, without.status];
+                const verify = await fetch('/ui/verify', {method: 'POST', headers: {'X-CSRF-Token': s.csrf}});
+                return [withToken.status, without.status, verify.status];
             })()""" % (INSTANCE, INSTANCE))
-            assert forged == [403, 403], forged
+            assert forged == [403, 403, 403], forged
             assert ok(cluster.master, "gnt-job", "list", "--no-headers", "-o", "id").split() == jobs_before
 
             # a phone-sized screen: nothing wider than the screen (wide tables scroll in their own box)

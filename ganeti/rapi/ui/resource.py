@@ -11,6 +11,7 @@ C{GET /ui/events}                  server-sent events: nodes, instances, jobs (L
 C{GET /ui/jobs/ID/events}          server-sent events: one job's status and log
 C{GET /ui/nodes/NAME/liveness}     the node's liveness history (C{liveness.log})
 C{GET /ui/instances/NAME/console}  WebSocket: the kvm instance's serial console (L{ganeti.rapi.ui.console})
+C{GET /ui/verify}                  the last C{gnt-cluster verify} run's alerts; C{POST}: run one (L{ganeti.rapi.ui.verify})
 =================================  ==========================================================
 
 Every answer carries a Content-Security-Policy that allows scripts and styles
@@ -41,7 +42,7 @@ from ganeti.client.serial_console import socket_path as serial_socket
 from ganeti.rapi import baserlib
 from ganeti.rapi.http import HttpError
 from ganeti.rapi.luxi import LuxidUnreachable
-from ganeti.rapi.ui import charts, console, events
+from ganeti.rapi.ui import charts, console, events, verify
 from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, SessionKeeper, derive_key
 from ganeti.rapi.users import OPT_WRITE
 
@@ -201,6 +202,9 @@ class UiResource:
         if match is not None and method in _SAFE:
             state["resource"] = "/ui/jobs/{job_id}/events"
             return self._job_events(request, int(match.group(1)), session.user, state)
+        if path == "/ui/verify":
+            state["resource"] = path
+            return self._verify(request, user, state)
         match = _CONSOLE.match(path)
         if match is not None and method == b"GET":
             state["resource"] = "/ui/instances/{name}/console"
@@ -364,6 +368,25 @@ class UiResource:
         d = ensureDeferred(events.JobStream(request, self.rapi.luxi, job_id).run(done))
         request.notifyFinish().addErrback(lambda _: d.cancel())
         d.addErrback(lambda f: None if f.check(CancelledError) else self.log.failure("job stream", f))
+        return NOT_DONE_YET
+
+    # --- gnt-cluster verify --------------------------------------------------------------
+    def _verify(self, request: Any, user: Any, state: dict[str, Any]) -> Any:
+        if request.method in _SAFE:
+            d = ensureDeferred(verify.last_run(self.rapi.luxi))
+        elif request.method == b"POST":
+            if OPT_WRITE not in user.options:
+                raise HttpError(403, "User %s lacks the right (write) to do this" % user.name)
+            ctx = baserlib.Context("POST", "/ui/verify", self.rapi._args(request), {}, user.name, self.rapi.luxi,
+                                   self.rapi.clock)
+            d = ensureDeferred(ctx.submit(verify.VERIFY_OP, {}, resource="/ui/verify"))
+            d.addCallback(lambda job_id: {"job": job_id})
+        else:
+            raise HttpError(405, None, {"Allow": "GET, POST"})
+        request.notifyFinish().addErrback(lambda _: d.cancel())
+        request.setHeader(b"cache-control", b"no-store")
+        d.addCallback(lambda value: self.rapi._reply(request, 200, orjson.dumps(value), {}))
+        d.addErrback(self.rapi._error, request)
         return NOT_DONE_YET
 
     # --- the serial console (a WebSocket) --------------------------------------------

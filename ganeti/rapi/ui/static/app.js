@@ -17,6 +17,7 @@ const S = {
   metrics: new Map(),      // node -> [{t, cpu, mem, mem_used, mem_total}] sampled from MonD by RAPI
 };
 const METRICS_KEEP = 120;
+S.verify = null;           // the last gnt-cluster verify run (/ui/verify)
 
 // --- helpers ---------------------------------------------------------------------
 function h(tag, props, ...children) {
@@ -100,6 +101,7 @@ function connect() {
     for (const kind of Object.keys(KINDS)) applyRows(kind, d[kind] || [], true);
     if (d.metrics) S.metrics = new Map(Object.entries(d.metrics));
     refresh();
+    loadVerify();
   });
   es.addEventListener("metrics", (e) => {
     for (const [name, sample] of Object.entries(JSON.parse(e.data))) {
@@ -113,6 +115,7 @@ function connect() {
   for (const kind of Object.keys(KINDS)) {
     es.addEventListener(kind, (e) => {
       const d = JSON.parse(e.data);
+      if (kind === "jobs" && (d.changed || []).some(isVerifyJobDone)) loadVerify();
       applyRows(kind, d.changed || [], false);
       for (const key of d.removed || []) S[kind].delete(key);
       refresh(kind);
@@ -120,6 +123,12 @@ function connect() {
   }
   // a server-side "error" event (LuxiD unreachable) differs from the EventSource's own error
   es.addEventListener("error", (e) => { if (e.data) { S.error = JSON.parse(e.data).message; banner(S.error); } });
+}
+// a verify job (the run or one of its config and group jobs) that has just ended
+const isVerifyJobDone = (j) => ["success", "error", "canceled"].includes(j.status) &&
+  (j.summary || []).some((x) => /^CLUSTER_VERIFY(_CONFIG|_GROUP)?(\(|$)/.test(x));
+function loadVerify() {
+  getJSON("/ui/verify").then((v) => { S.verify = v; refresh(); }).catch((err) => { S.verify = {error: err.message}; refresh(); });
 }
 function liveDot() { $("live").className = "dot " + (S.live ? "on" : "off"); }
 
@@ -274,11 +283,39 @@ function overview() {
     h("strong", {text: "Failed (" + jobsAll.filter((j) => j.status === "error").length + ")"}), jobList(failed));
   const al = alerts();
   const alertCard = h("div", {class: "card", id: "alerts"}, h("h2", {text: "Alerts"}),
-    al.length ? h("ul", {class: "alerts"}, al.map(([t, c]) => h("li", {class: c, text: t}))) : h("p", {class: "muted", text: "none"}));
+    al.length ? h("ul", {class: "alerts"}, al.map(([t, c]) => h("li", {class: c, text: t}))) : h("p", {class: "muted", text: "none"}),
+    verifyBox());
   return [h("h1", {text: "Overview"}), h("div", {class: "cards"}, cluster, alertCard, inst, jobsCard),
           h("h2", {text: "Nodes (" + S.nodes.size + ")"}), nodeTable()];
 }
 overview.live = true;
+
+// the last `gnt-cluster verify` run: its errors and warnings, and (write users) a button to run one
+function verifyBox() {
+  const v = S.verify;
+  let head;
+  if (!v) head = h("p", {class: "muted", text: "Reading the last run…"});
+  else if (v.error) head = h("p", {class: "alert", text: "Cannot read it: " + v.error});
+  else if (v.job === null) head = h("p", {class: "muted", text: "Never run (gnt-cluster verify)."});
+  else head = h("p", {}, "Last run ", link("#/job/" + v.job, "#" + v.job), v.time ? " at " + fmtTime(v.time) : "", ": ",
+    v.finished ? h("span", {id: "verify-result", class: "state " + (v.errors ? "error" : v.warnings ? "warn" : "success"),
+                           text: v.errors + " error(s), " + v.warnings + " warning(s)"})
+               : h("span", {id: "verify-result", class: "state running", text: "running"}));
+  const list = v && v.alerts && v.alerts.length ? h("ul", {class: "alerts", id: "verify-alerts"},
+    v.alerts.map((a) => h("li", {class: a.severity === "warning" ? "warn" : "", text: a.text}))) : null;
+  const button = S.session.write ? h("button", {type: "button", id: "verify-now", class: "secondary", text: "Verify now",
+    disabled: v && v.job !== null && !v.finished, onclick: async (e) => {
+      e.target.disabled = true;
+      try {
+        const r = await fetch("/ui/verify", {method: "POST", headers: {"X-CSRF-Token": S.session.csrf}, credentials: "same-origin"});
+        const d = await r.json();
+        if (!r.ok) throw new Error(d.message || r.status);
+        S.verify = Object.assign({}, S.verify || {}, {job: d.job, finished: false, time: null, alerts: []});
+        refresh();
+      } catch (err) { banner("Verify failed: " + err.message); e.target.disabled = false; }
+    }}) : null;
+  return h("div", {id: "verify"}, h("h3", {text: "Cluster verify"}), head, list, button);
+}
 
 function nodeTable() {
   const rows = sortedRows("nodes", [...S.nodes.values()]).map((n) => ({key: n.name, cells: [
