@@ -154,7 +154,7 @@ class LoopbackCluster:
             with open(master.rapi_users, "w") as handle:
                 handle.write(self.rapi_users)
             host = "127.0.0.1"
-            self.rapi = RapiDaemon(master, host, free_port(host), *self.rapi_args)
+            self.rapi = RapiDaemon(master, host, free_port(host), "--rpc-port", str(self.rpc_port), *self.rapi_args)
             self.url = "https://%s:%d" % (host, self.rapi.port)
         for paths, (name, address) in zip(self.roots, self.nodes.items()):
             write_node_identity(paths, name, address)

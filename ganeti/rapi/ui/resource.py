@@ -43,7 +43,7 @@ from ganeti.rapi import baserlib
 from ganeti.rapi.http import HttpError
 from ganeti.rapi.luxi import LuxidUnreachable
 from ganeti.rapi.ui import charts, console, events, verify
-from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, SessionKeeper, derive_key
+from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, RevocationFile, SessionKeeper, derive_key
 from ganeti.rapi.users import OPT_WRITE
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
@@ -126,10 +126,13 @@ class UiResource:
 
     @classmethod
     def for_rapi(cls, rapi: Any, secret: bytes | None, liveness_log: str, clock: IReactorTime,
-                 clock_time: Callable[[], float] = time.time, mond_port: int | None = None) -> UiResource:
-        """@param mond_port: MonD's port on the nodes, for the charts (none: no charts)"""
+                 clock_time: Callable[[], float] = time.time, mond_port: int | None = None,
+                 revoked: str | None = None) -> UiResource:
+        """@param mond_port: MonD's port on the nodes, for the charts (none: no charts)
+        @param revoked: the file of revoked sessions (none: kept in memory)"""
         key = derive_key(secret) if secret else None
-        keeper = SessionKeeper(key, lambda name: rapi.users.users().get(name), clock_time)
+        keeper = SessionKeeper(key, lambda name: rapi.users.users().get(name), clock_time,
+                               RevocationFile(revoked) if revoked else None)
         metrics = charts.NodeMetrics(clock, mond_port) if mond_port else None
         return cls(rapi, keeper, events.EventHub(rapi.luxi, clock, metrics=metrics), liveness_log, reactor=clock)
 
@@ -186,7 +189,10 @@ class UiResource:
                 raise HttpError(403, "Missing or wrong CSRF token")
         if path == "/ui/logout" and method == b"POST":
             state["resource"] = path
-            self.keeper.revoke(session)
+            try:
+                self.keeper.revoke(session)
+            except OSError as e:  # revoked here all the same; the other candidates do not know it
+                self.log.error("web console: cannot write the revoked sessions: {why}", why=e)
             self._set_cookie(request, "", 0)
             return self._json(request, {"logged_out": True})
         if path == "/ui/session" and method in _SAFE:
