@@ -109,7 +109,8 @@ class Firefox:
                     process.kill()
                     process.wait()
                     with open(os.path.join(profile, "firefox.log"), errors="replace") as log:
-                        raise BrowserError("firefox did not start its WebDriver BiDi server: %s" % log.read()[-2000:])
+                        raise BrowserError("firefox did not start its WebDriver BiDi server: %s"
+                                           % log.read()[-2000:]) from None
                 time.sleep(0.1)
         sock.settimeout(None)
         conn = WSConnection(ConnectionType.CLIENT)
