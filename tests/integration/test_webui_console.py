@@ -6,13 +6,16 @@ reads the serial line).  A write user opens the instance's page, follows its
 "Serial console" link and sees the guest's console output arrive in the
 page's terminal (over the WebSocket of C{/ui/instances/NAME/console}); a
 command typed into the page (text and the Enter key, as a keyboard sends them)
-gets its answer back in the terminal.  Leaving the page closes the console.
+gets its answer back in the terminal.  A second guest with a VNC display (no
+kernel: its BIOS writes on the screen) opens in noVNC, served by RAPI from
+Debian's novnc package, and its screen is drawn.  Leaving the page closes the console.
 A read-only user finds no console link, and a WebSocket opened from the page
 by hand is refused before it opens.  Screenshots go to the test's temporary
 directory (printed).
 
 Skipped without Chromium (scripts/install-chromium) or qemu
-(scripts/install-qemu); fails without the guest's files (scripts/install-guest).
+(scripts/install-qemu); fails without the guest's files (scripts/install-guest);
+the VNC part is left out (saying so) without noVNC (scripts/install-novnc).
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import pytest_twisted
 from twisted.internet import reactor, threads
 
 from ganeti.testing import guest, guest_cluster
+from ganeti.rapi.ui.resource import NOVNC_DIR
 from ganeti.testing.browser import Browser, find_chromium
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
 from tests.integration.test_webui_browser import login
 
 QEMU = shutil.which("qemu-system-x86_64")
 NAME = "console1.test"
+VNC = "vnc1.test"
 USERS = "admin {CLEARTEXT}secret write\nviewer {CLEARTEXT}view read\n"
 
 pytestmark = [
@@ -100,6 +105,30 @@ async def test_serial_console_of_a_kvm_guest_in_the_page(root):
         await threads.deferToThread(page.wait_for, answered, 60)
         await threads.deferToThread(page.screenshot, os.path.join(shots, "2-console-answer.png"))
 
+        # the VNC display of a second guest (no kernel: its BIOS says so on the screen) in noVNC, when
+        # Debian's novnc package is there (RAPI serves its modules from /usr/share/novnc)
+        if not os.path.isdir(NOVNC_DIR):
+            print("no noVNC at %s (scripts/install-novnc): the VNC part is left out" % NOVNC_DIR)
+        else:
+            ok(root, "gnt-instance", "add", "-t", "diskless", "-n", "node1.test", "-o", "noop", "--no-nics",
+               "-B", "memory=32M", "--no-name-check", "--no-ip-check", "-H",
+               "kvm:vnc_bind_address=127.0.0.1,serial_console=false,kernel_path=", VNC)
+            await threads.deferToThread(page.evaluate, "location.hash = '#/instance/%s'; true" % VNC)
+            await threads.deferToThread(page.wait_for, "document.getElementById('open-vnc') !== null")
+            assert await threads.deferToThread(page.evaluate, "document.getElementById('open-console') === null")
+            await threads.deferToThread(page.click, "#open-vnc")
+            await threads.deferToThread(page.wait_for, "document.getElementById('vnc-status')"
+                                                       ".textContent === 'connected'", 60)
+            # the guest's screen is drawn: some pixels of noVNC's canvas are lit
+            lit = """(() => { const c = document.querySelector('#vnc-screen canvas'); if (!c || !c.width) return 0;
+                const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+                for (let k = 0; k < d.length; k += 4) if (d[k] + d[k + 1] + d[k + 2] > 120) n++;
+                return n; })()"""
+            await threads.deferToThread(page.wait_for, lit + " > 50", 90)
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "3-vnc.png"))
+            await threads.deferToThread(page.evaluate, "location.hash = '#/instances'; true")
+            await threads.deferToThread(page.wait_for, "document.getElementById('vnc-screen') === null")
+
         # leaving the page closes the console; coming back opens a new one
         await threads.deferToThread(page.evaluate, "location.hash = '#/instances'; true")
         await threads.deferToThread(page.wait_for, "document.getElementById('terminal') === null")
@@ -120,7 +149,11 @@ async def test_serial_console_of_a_kvm_guest_in_the_page(root):
         await threads.deferToThread(page.wait_for, "document.getElementById('console-status')"
                                                    ".textContent === 'disconnected'", 30)
         assert guest.READY_LINE not in await threads.deferToThread(page.evaluate, TERMINAL)
-        await threads.deferToThread(page.screenshot, os.path.join(shots, "3-console-read-only.png"))
+        if os.path.isdir(NOVNC_DIR):
+            opened, code = await threads.deferToThread(page.evaluate, open_console_refused(VNC).replace(
+                "/console'", "/vnc'"))
+            assert not opened and code == 1006, (opened, code)
+        await threads.deferToThread(page.screenshot, os.path.join(shots, "4-console-read-only.png"))
     finally:
         if browser is not None:
             await threads.deferToThread(browser.close)

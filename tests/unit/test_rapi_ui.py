@@ -597,3 +597,36 @@ class ConsoleTests(UiTestCase):
                                                    "node7.example.com",
                                                    "socat STDIO UNIX-CONNECT:/run/ganeti/kvm/ctrl/i.serial"])
         self.assertFalse(console.is_here(found))
+
+
+class NoVncTests(UiTestCase):
+    """noVNC's modules come from the installed package's tree, nothing else."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.novnc = os.path.join(os.path.dirname(self.users_path), "novnc")
+        os.makedirs(os.path.join(self.novnc, "core", "util"))
+        with open(os.path.join(self.novnc, "core", "util", "events.js"), "w") as handle:
+            handle.write("export default 1;\n")
+        with open(os.path.join(self.novnc, "vnc.html"), "w") as handle:
+            handle.write("<html>")
+        os.symlink("/etc/passwd", os.path.join(self.novnc, "core", "passwd.js"))
+        self.resource.ui.novnc_dir = self.novnc
+
+    def test_modules_are_served_from_the_package_and_nothing_else(self) -> None:
+        code, headers, body = self.request("GET", "/ui/novnc/core/util/events.js")
+        self.assertEqual((code, body), (200, b"export default 1;\n"))
+        self.assertEqual(headers.getRawHeaders("content-type"), ["text/javascript; charset=utf-8"])
+        self.assertEqual(headers.getRawHeaders("content-security-policy"), [CSP])
+        for bad in ("/ui/novnc/vnc.html", "/ui/novnc/core/passwd.js", "/ui/novnc/core/../../users.js",
+                    "/ui/novnc/core/%2e%2e/x.js", "/ui/novnc/core/nope.js", "/ui/novnc/app/ui.js"):
+            self.assertEqual(self.request("GET", bad)[0], 404, bad)
+
+    def test_the_vnc_socket_is_a_write_users_action_too(self) -> None:
+        path = "/ui/instances/inst1.test/vnc"
+        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": "binary",
+                   "Origin": BASE}
+        self.assertEqual(self.request("GET", path, headers=upgrade)[0], 401)
+        reader = self.login("reader", "pw")
+        self.assertEqual(self.request("GET", path, headers={**upgrade, "Cookie": reader["Cookie"]})[0], 403)

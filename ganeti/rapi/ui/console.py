@@ -56,7 +56,27 @@ CLOSE_NORMAL, CLOSE_POLICY, CLOSE_ERROR, CLOSE_TOO_BIG = 1000, 1008, 1011, 1009
 _CONSOLE_FIELDS = ["name", "console", "oper_state", "hypervisor"]
 
 
-def accept(request: Any) -> tuple[bytes, Any]:
+async def find_vnc(luxi: Any, name: str) -> tuple[str, int]:
+    """The host and port of a kvm instance's VNC display (LuxiD's C{console} field).
+
+    @raise ConsoleUnavailable: no such instance, not running, not kvm, no VNC (no C{vnc_bind_address}).
+    """
+    answer = await luxi.call(methods.Query.name, "instance", _CONSOLE_FIELDS, ["|", ["=", "name", name]])
+    rows = answer.get("data") or []
+    if not rows:
+        raise ConsoleUnavailable("Instance %s does not exist" % name)
+    (_, (c_status, found), (s_status, running), (_, hypervisor)) = rows[0]
+    if hypervisor != "kvm":
+        raise ConsoleUnavailable("Instance %s is not a kvm instance" % name)
+    if c_status != 0 or not isinstance(found, dict):
+        raise ConsoleUnavailable("Instance %s is not running" % name if not (s_status == 0 and running)
+                                 else "Console information for instance %s is unavailable" % name)
+    if found.get("kind") != "vnc" or not isinstance(found.get("port"), int) or not found.get("host"):
+        raise ConsoleUnavailable("Instance %s has no VNC display (hvparam vnc_bind_address)" % name)
+    return str(found["host"]), int(found["port"])
+
+
+def accept(request: Any, subprotocols: tuple[str, ...] = ()) -> tuple[bytes, Any]:
     """The handshake answer (C{101}) and the wsproto connection of an upgrade request.
 
     @raise HttpError: 400, not a valid WebSocket upgrade.
@@ -68,7 +88,9 @@ def accept(request: Any) -> tuple[bytes, Any]:
     headers = [(k, v) for k, values in request.requestHeaders.getAllRawHeaders() for v in values]
     try:
         handshake.initiate_upgrade_connection(headers, request.uri)
-        answer = handshake.send(AcceptConnection())
+        asked = (request.getHeader(b"sec-websocket-protocol") or b"").decode("ascii", "replace").split(",")
+        offered = [p.strip() for p in asked if p.strip() in subprotocols]
+        answer = handshake.send(AcceptConnection(subprotocol=offered[0] if offered else None))
     except (RemoteProtocolError, LocalProtocolError) as e:
         raise HttpError(400, "Invalid WebSocket handshake: %s" % e) from None
     if handshake.connection is None:
@@ -184,8 +206,10 @@ class ConsoleBridge:
     log = Logger()
 
     def __init__(self, channel: Any, conn: Any, clock: Any, alive: Callable[[], bool],
-                 on_close: Callable[[], None]) -> None:
+                 on_close: Callable[[], None], status: bool = True) -> None:
         self.channel = channel
+        #: whether the page gets JSON status as text messages (not noVNC: its stream is RFB's alone)
+        self.status = status
         self.conn = conn
         self.clock = clock
         self.alive = alive
@@ -216,6 +240,9 @@ class ConsoleBridge:
     # --- the console side ------------------------------------------------------------
     def connect_local(self, reactor: Any, path: str) -> None:
         reactor.connectUNIX(path, _SerialFactory(self), timeout=10)
+
+    def connect_tcp(self, reactor: Any, host: str, port: int) -> None:
+        reactor.connectTCP(host, port, _SerialFactory(self), timeout=10)
 
     def connect_ssh(self, reactor: Any, argv: list[str]) -> None:
         reactor.spawnProcess(_Ssh(self), argv[0], argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
@@ -249,11 +276,12 @@ class ConsoleBridge:
         self._write(BytesMessage(data=data))
 
     def send_status(self, **status: Any) -> None:
-        self._write(TextMessage(data=orjson.dumps(status).decode()))
+        if self.status:
+            self._write(TextMessage(data=orjson.dumps(status).decode()))
 
     def fail(self, message: str) -> None:
         self.send_status(error=message)
-        self.close(CLOSE_ERROR, "")
+        self.close(CLOSE_ERROR, "" if self.status else message)
 
     def close(self, code: int, reason: str) -> None:
         if self.closed:

@@ -11,6 +11,8 @@ C{GET /ui/events}                  server-sent events: nodes, instances, jobs (L
 C{GET /ui/jobs/ID/events}          server-sent events: one job's status and log
 C{GET /ui/nodes/NAME/liveness}     the node's liveness history (C{liveness.log})
 C{GET /ui/instances/NAME/console}  WebSocket: the kvm instance's serial console (L{ganeti.rapi.ui.console})
+C{GET /ui/instances/NAME/vnc}      WebSocket: the kvm instance's VNC display, for noVNC (L{ganeti.rapi.ui.console})
+C{GET /ui/novnc/PATH}              noVNC's modules, from Debian's C{novnc} package (C{/usr/share/novnc})
 C{GET /ui/verify}                  the last C{gnt-cluster verify} run's alerts; C{POST}: run one (L{ganeti.rapi.ui.verify})
 =================================  ==========================================================
 
@@ -61,7 +63,10 @@ _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charse
 _SAFE = frozenset({b"GET", b"HEAD"})
 _JOB_EVENTS = re.compile(r"^/ui/jobs/(\d{1,18})/events$")
 _NODE_LIVENESS = re.compile(r"^/ui/nodes/(%s)/liveness$" % baserlib.NAME)
-_CONSOLE = re.compile(r"^/ui/instances/(%s)/console$" % baserlib.NAME)
+_CONSOLE = re.compile(r"^/ui/instances/(%s)/(console|vnc)$" % baserlib.NAME)
+#: where Debian's novnc package puts noVNC (its ES modules are served from there, never from a CDN)
+NOVNC_DIR = "/usr/share/novnc"
+_NOVNC_PATH = re.compile(r"^/ui/novnc/((?:core|vendor)(?:/[A-Za-z0-9_.-]+)+\.js)$")
 #: liveness records answered per node, newest last
 LIVENESS_HISTORY = 200
 
@@ -123,6 +128,7 @@ class UiResource:
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
+        self.novnc_dir = NOVNC_DIR
 
     @classmethod
     def for_rapi(cls, rapi: Any, secret: bytes | None, liveness_log: str, clock: IReactorTime,
@@ -165,6 +171,9 @@ class UiResource:
         if path.startswith("/ui/static/") and method in _SAFE:
             state["resource"] = "/ui/static"
             return self._static(request, path[len("/ui/static/"):])
+        if path.startswith("/ui/novnc/") and method in _SAFE:
+            state["resource"] = "/ui/novnc"
+            return self._novnc(request, path)
         if path == "/ui/login":
             state["resource"] = path
             if method == b"POST":
@@ -213,8 +222,8 @@ class UiResource:
             return self._verify(request, user, state)
         match = _CONSOLE.match(path)
         if match is not None and method == b"GET":
-            state["resource"] = "/ui/instances/{name}/console"
-            return self._console(request, match.group(1), user, state)
+            state["resource"] = "/ui/instances/{name}/" + match.group(2)
+            return self._console(request, match.group(1), user, state, vnc=match.group(2) == "vnc")
         match = _NODE_LIVENESS.match(path)
         if match is not None and method in _SAFE:
             state["resource"] = "/ui/nodes/{name}/liveness"
@@ -396,13 +405,36 @@ class UiResource:
         return NOT_DONE_YET
 
     # --- the serial console (a WebSocket) --------------------------------------------
-    def _console(self, request: Any, name: str, user: Any, state: dict[str, Any]) -> Any:
+    def _novnc(self, request: Any, path: str) -> bytes:
+        """One of noVNC's modules from the installed package (no session needed: it is public code)."""
+        match = _NOVNC_PATH.match(path)
+        if match is None or ".." in match.group(1):
+            raise HttpError(404)
+        name = os.path.join(self.novnc_dir, match.group(1))
+        if os.path.realpath(name) != os.path.normpath(name):  # no symbolic link out of the package's tree
+            raise HttpError(404)
+        try:
+            with open(name, "rb") as handle:
+                body = handle.read(4 * 1024 * 1024)
+        except OSError:
+            raise HttpError(404, "noVNC is not installed (Debian's novnc package)" if not os.path.isdir(
+                self.novnc_dir) else None) from None
+        etag = b'"%s"' % hashlib.sha256(body).hexdigest()[:32].encode()
+        request.setHeader(b"etag", etag)
+        request.setHeader(b"cache-control", b"no-cache")
+        if request.getHeader(b"if-none-match") == etag:
+            request.setResponseCode(304)
+            return b""
+        request.setHeader(b"content-type", _TYPES[".js"])
+        return body
+
+    def _console(self, request: Any, name: str, user: Any, state: dict[str, Any], vnc: bool = False) -> Any:
         if OPT_WRITE not in user.options:
             raise HttpError(403, "User %s lacks the right (write) to open a console" % user.name)
         if request.getHeader(b"origin") is None:
             raise HttpError(403, "A console is opened by a browser, which names its Origin")
         self._check_origin(request)
-        answer, conn = console.accept(request)
+        answer, conn = console.accept(request, ("binary",) if vnc else ())
         if not self.streams.admit(user.name):
             raise HttpError(429, "Too many event streams and consoles open", {"Retry-After": "10"})
         state["stream"] = True
@@ -414,10 +446,11 @@ class UiResource:
             return found is not None and OPT_WRITE in found[1].options
 
         bridge = console.ConsoleBridge(request.channel, conn, self.reactor, alive,
-                                       lambda: self.streams.leave(user.name))
+                                       lambda: self.streams.leave(user.name), status=not vnc)
         bridge.take_over(answer)
-        self.log.info("web console: user {user} opened the console of {name}", user=user.name, name=name)
-        d = ensureDeferred(self._attach(bridge, name))
+        self.log.info("web console: user {user} opened the {kind} console of {name}", user=user.name, name=name,
+                      kind="VNC" if vnc else "serial")
+        d = ensureDeferred(self._attach_vnc(bridge, name) if vnc else self._attach(bridge, name))
 
         def failed(failure: Any) -> None:
             self.log.failure("console of {name}", failure, name=name)
@@ -425,6 +458,18 @@ class UiResource:
 
         d.addErrback(failed)
         return NOT_DONE_YET
+
+    async def _attach_vnc(self, bridge: console.ConsoleBridge, name: str) -> None:
+        try:
+            host, port = await console.find_vnc(self.rapi.luxi, name)
+        except console.ConsoleUnavailable as e:
+            bridge.fail(str(e))
+            return
+        except LuxidUnreachable as e:
+            bridge.fail("Cannot ask LuxiD for the console: %s" % e)
+            return
+        if not bridge.closed:
+            bridge.connect_tcp(self.reactor, host, port)
 
     async def _attach(self, bridge: console.ConsoleBridge, name: str) -> None:
         try:

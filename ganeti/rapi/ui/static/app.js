@@ -14,6 +14,7 @@ const S = {
   filter: {instances: "", instanceState: "", jobState: ""},
   jobStream: null,
   console: null,           // the open console's WebSocket
+  vnc: null,               // the open VNC console (noVNC's RFB)
   metrics: new Map(),      // node -> [{t, cpu, mem, mem_used, mem_total}] sampled from MonD by RAPI
 };
 const METRICS_KEEP = 120;
@@ -136,13 +137,14 @@ function liveDot() { $("live").className = "dot " + (S.live ? "on" : "off"); }
 let current = null;  // {view, arg}
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const views = {"": overview, instances, instance, jobs, job, nodes, node, console: instanceConsole};
+  const views = {"": overview, instances, instance, jobs, job, nodes, node, console: instanceConsole, vnc: instanceVnc};
   const view = views[parts[0]] || overview;
   if (S.jobStream && !(view === job)) { S.jobStream.close(); S.jobStream = null; }
   if (S.console) { S.console.close(); S.console = null; }
+  if (S.vnc) { S.vnc.disconnect(); S.vnc = null; }
   current = {view, arg: parts[1]};
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.getAttribute("href").split("/")[1] === parts[0].replace(/^(instance|job|node)$/, "$1s").replace(/^console$/, "instances"));
+    a.classList.toggle("active", a.getAttribute("href").split("/")[1] === parts[0].replace(/^(instance|job|node)$/, "$1s").replace(/^(console|vnc)$/, "instances"));
   }
   render(true);
 }
@@ -397,9 +399,13 @@ function instance(name) {
         ["Disk template", i.disk_template], ["Tags", (i.tags || []).join(", ")]].concat(disks, nics))),
       h("div", {class: "card"}, h("h2", {text: "Back-end parameters"}), dl(params(i.beparams))),
       h("div", {class: "card"}, h("h2", {text: "Hypervisor parameters"}), dl(params(i.hvparams)))));
+    const hv = i.hvparams || {};
     if (S.session.write && i.hypervisor === "kvm") {
-      holder.prepend(h("p", {}, h("a", {href: "#/console/" + encodeURIComponent(name), id: "open-console",
-                                        class: "button", text: "Serial console"})));
+      // kvm describes one console: the VNC display when it has one, else the serial port
+      holder.prepend(h("p", {}, hv.vnc_bind_address
+        ? h("a", {href: "#/vnc/" + encodeURIComponent(name), id: "open-vnc", class: "button", text: "VNC console"})
+        : hv.serial_console === false ? null
+        : h("a", {href: "#/console/" + encodeURIComponent(name), id: "open-console", class: "button", text: "Serial console"})));
     }
   }).catch((err) => holder.replaceChildren(h("p", {class: "alert", text: err.message})));
   const others = () => [...S.nodes.values()].filter((n) => n.name !== (S.instances.get(name) || {}).pnode &&
@@ -522,6 +528,31 @@ function instanceConsole(name) {
 
 // the charts follow the pushed samples
 node.update = (name) => { const el = $("charts-holder"); if (el) el.replaceChildren(nodeCharts(name)); };
+
+// the VNC display of a kvm instance, in noVNC as Debian packages it (served by RAPI from /usr/share/novnc,
+// loaded only when this view opens) over a WebSocket to RAPI, bridged to the instance's VNC port
+function instanceVnc(name) {
+  const status = h("span", {id: "vnc-status", class: "muted", text: "connecting…"});
+  const screen = h("div", {id: "vnc-screen", class: "vnc-screen"});
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ui/instances/" +
+              encodeURIComponent(name) + "/vnc";
+  import("/ui/novnc/core/rfb.js").then(({default: RFB}) => {
+    if (!screen.isConnected) return;
+    const rfb = new RFB(screen, url, {wsProtocols: ["binary"]});
+    S.vnc = rfb;
+    rfb.scaleViewport = true;
+    rfb.addEventListener("connect", () => { status.textContent = "connected"; status.className = "state running"; });
+    rfb.addEventListener("disconnect", (e) => {
+      status.textContent = e.detail && e.detail.clean ? "disconnected" : "connection closed";
+      status.className = "muted";
+      if (S.vnc === rfb) S.vnc = null;
+    });
+    rfb.addEventListener("desktopname", (e) => { screen.title = e.detail.name; });
+  }).catch((err) => { status.textContent = "noVNC is not available (Debian's novnc package): " + err.message;
+                      status.className = "alert"; });
+  return [h("h1", {}, "VNC console of ", link("#/instance/" + encodeURIComponent(name), name), " ", status),
+    h("p", {class: "muted", text: "The instance's display. Click it to type; leaving the page disconnects."}), screen];
+}
 
 // --- start -----------------------------------------------------------------------
 async function start() {
