@@ -28,8 +28,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from ganeti.testing import guest, guest_cluster
 from ganeti.rapi.ui.resource import NOVNC_DIR
+from ganeti.testing import guest, guest_cluster
 from ganeti.testing.browser import Browser, find_chromium
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
 from tests.integration.test_webui_browser import login
