@@ -42,7 +42,7 @@ from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Ping
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from ganeti.client import serial_console
+from ganeti import console_socket as serial_console
 from ganeti.luxi import methods
 from ganeti.rapi.http import HttpError
 

@@ -40,7 +40,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.server import NOT_DONE_YET
 
-from ganeti.client.serial_console import socket_path as serial_socket
+from ganeti.console_socket import socket_path as serial_socket
 from ganeti.rapi import baserlib
 from ganeti.rapi.http import HttpError
 from ganeti.rapi.luxi import LuxidUnreachable
