@@ -107,6 +107,11 @@ class Paths:
         return os.path.join(self.data_dir, "rapi", "users")
 
     @property
+    def ui_revoked(self) -> str:
+        """The web console's revoked sessions (L{ganeti.rapi.ui.sessions.RevocationFile})."""
+        return os.path.join(self.data_dir, "rapi", "ui-revoked")
+
+    @property
     def queue_dir(self) -> str:
         return os.path.join(self.data_dir, "queue")
 

@@ -78,6 +78,8 @@ SLOW_FIRST = (
     "tests/integration/test_backup.py",
     "tests/integration/test_auto_failover.py",
     "tests/integration/test_webui_browser.py",
+    "tests/integration/test_webui_console.py",
+    "tests/integration/test_webui_firefox.py",
     "tests/unit/test_scheduler.py",
     "tests/integration/test_kvm_guest.py",
     "tests/integration/test_rbd.py",

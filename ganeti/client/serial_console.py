@@ -19,38 +19,21 @@ from __future__ import annotations
 import os
 import select
 import socket
-import stat
 import sys
 import termios
 import time
 import tty
 from typing import Any
 
+from ganeti.console_socket import is_local_socket, socket_path
+
+__all__ = ["ESCAPE", "LINGER", "ConsoleError", "attach", "is_local_socket", "socket_path"]
+
 #: Ctrl-], socat's escape=0x1d
 ESCAPE = b"\x1d"
 #: seconds the output is still copied after the input ended (socat's -t)
 LINGER = 0.5
 _CHUNK = 65536
-_PREFIX = "UNIX-CONNECT:"
-
-
-def socket_path(console: Any) -> str | None:
-    """The Unix socket a console description's C{command} connects to."""
-    command = console.get("command") if isinstance(console, dict) else None
-    if not isinstance(command, (list, tuple)):
-        return None
-    for part in command:
-        if isinstance(part, str) and part.startswith(_PREFIX) and len(part) > len(_PREFIX):
-            return part[len(_PREFIX):]
-    return None
-
-
-def is_local_socket(path: str) -> bool:
-    """Whether C{path} is a Unix socket on this machine."""
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 class ConsoleError(Exception):

@@ -35,6 +35,7 @@ def upload_targets(paths: Paths) -> frozenset[str]:
              "cluster-trust.pem", "hmac.key.accept"]
     targets = {os.path.join(data, name) for name in names}
     targets.add(paths.rapi_users)
+    targets.add(paths.ui_revoked)
     targets.update(paths.ssconf(key) for key in SSCONF_KEYS)
     return frozenset(targets)
 

@@ -187,7 +187,8 @@ class MasterProcedures:
             daemons.stop(self.paths, ["ganeti-luxid", "ganeti-wconfd"], timeout=DAEMON_TIMEOUT, out=lines.append)
             stop_job_processes(self.paths, out=lines.append)
             if os.path.exists(self.paths.rapi_pem):
-                daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
+                daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append,
+                              options=self._rapi_options())
             return lines
 
         return self._in_thread(stop)
@@ -202,7 +203,7 @@ class MasterProcedures:
         names = [name for name in MASTER_DAEMONS if name != rapi.name
                  or (os.path.exists(self.paths.rapi_pem) and daemons.running_pid(self.paths, rapi) is None)]
         rpc = ["--rpc-port", str(self._port)] + (["--no-voting", "--yes-do-it"] if no_voting else [])
-        options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc}
+        options = {"ganeti-wconfd": rpc, "ganeti-luxid": rpc, **self._rapi_options()}
         lines: list[str] = []
 
         def start(name: str) -> int:
@@ -283,6 +284,10 @@ class MasterProcedures:
 
         return self._in_thread(stop)
 
+    def _rapi_options(self) -> dict[str, list[str]]:
+        """RAPI learns the node daemons' port (its web console pushes logouts to the candidates)."""
+        return {"ganeti-rapi": ["--rpc-port", str(self._port)]}
+
     @handler(procedures.node_promote_to_mc)
     def node_promote_to_mc(self) -> defer.Deferred[list[str]]:
         """Start RAPI here (it forwards to the master's): this node is now a
@@ -295,7 +300,8 @@ class MasterProcedures:
         lines: list[str] = []
 
         def start() -> list[str]:
-            code = daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append)
+            code = daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append,
+                                 options=self._rapi_options())
             if code != daemons.EXIT_OK:
                 raise RpcFailure("starting ganeti-rapi failed: %s" % "; ".join(lines))
             return lines

@@ -44,6 +44,10 @@ class Options(usage.Options):
         ["port", "p", None, "TCP port (default: $GANETI_RAPI_PORT or 5080).", port_number],
         ["max-body", None, DEFAULT_MAX_BODY, "Largest request body accepted, in bytes.", positive_int],
         ["luxi-connections", None, 4, "LUXI connections kept open to LuxiD.", positive_int],
+        ["rpc-port", None, ports.NODED, "The node daemons' port (a logout in the web console is pushed to the "
+         "master candidates' node daemons).", port_number],
+        ["mond-port", None, ports.MOND, "MonD's port on the nodes, read for the web console's charts (0: no charts).",
+         int],
     ] + http_limits.option_parameters(http_limits.HttpLimits())
     optFlags = [
         ["require-authentication", None, "Require authentication for reads too."],
@@ -114,8 +118,11 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     resource.forwarding = lambda: forwarding.master() is not None
     if not options["no-ui"]:
         from ganeti.rapi.ui.resource import UiResource
+        from ganeti.rapi.ui.revocation import RevocationPusher
 
-        resource.ui = UiResource.for_rapi(resource, key_pem, os.path.join(paths.data_dir, "liveness.log"), reactor)
+        resource.ui = UiResource.for_rapi(resource, key_pem, os.path.join(paths.data_dir, "liveness.log"), reactor,
+                                          mond_port=options["mond-port"], revoked=paths.ui_revoked)
+        resource.ui.keeper.on_revoke = RevocationPusher(pool, paths, reactor, options["rpc-port"])
     site = RapiSite(forwarding, requestFactory=request_factory(options["max-body"]), reactor=reactor,
                     **http_limits.json_site_options())
     site.displayTracebacks = False

@@ -90,11 +90,13 @@ class LoopbackCluster:
 
     def __init__(self, reactor: IReactor, root: Paths, config: ConfigData, nodes: int | None = None, *,
                  shared_file_storage: bool = False, rapi_users: str | None = None, luxid: bool = True,
-                 prefix: str = "gntc", wconfd_args: Iterable[str] = (), noded_args: Iterable[str] = ()) -> None:
+                 prefix: str = "gntc", wconfd_args: Iterable[str] = (), noded_args: Iterable[str] = (),
+                 rapi_args: Iterable[str] = ()) -> None:
         """@param nodes: how many nodes run (default: those of C{config};
             more for nodes the test adds)
         @param wconfd_args: more options of the master's ganeti-wconfd
         @param noded_args: more options of every ganeti-noded
+        @param rapi_args: more options of the master's ganeti-rapi (with C{rapi_users})
         @param luxid: whether L{start} starts LuxiD (else the caller does,
             with L{start_daemon})
         @param prefix: of the other nodes' roots under /tmp (removed by
@@ -107,6 +109,7 @@ class LoopbackCluster:
         self.start_luxid = luxid
         self.prefix = prefix
         self.noded_args = list(noded_args)
+        self.rapi_args = list(rapi_args)
         self.rpc_port = free_port()
         #: the heartbeat port of LuxiD and every NodeD
         self.heartbeat_port = free_port()
@@ -151,7 +154,7 @@ class LoopbackCluster:
             with open(master.rapi_users, "w") as handle:
                 handle.write(self.rapi_users)
             host = "127.0.0.1"
-            self.rapi = RapiDaemon(master, host, free_port(host))
+            self.rapi = RapiDaemon(master, host, free_port(host), "--rpc-port", str(self.rpc_port), *self.rapi_args)
             self.url = "https://%s:%d" % (host, self.rapi.port)
         for paths, (name, address) in zip(self.roots, self.nodes.items()):
             write_node_identity(paths, name, address)

@@ -473,7 +473,8 @@ class ConfigPusher:
 
 def ancillary_files(paths: Paths) -> list[list[Any]]:
     """C{upload_file} arguments for the cluster-wide files this node has
-    (missing ones are left out: the RAPI users file is optional)."""
+    (missing ones are left out: the RAPI users file is optional, and so is the
+    web console's list of revoked sessions)."""
     from ganeti.rpc import wire
 
     files = []
@@ -481,6 +482,7 @@ def ancillary_files(paths: Paths) -> list[list[Any]]:
         (paths.hmac_key, 0o400),
         (paths.rapi_pem, 0o440),
         (paths.rapi_users, 0o640),
+        (paths.ui_revoked, 0o640),  # the web console's logouts (ganeti.rapi.ui.revocation)
         (paths.cluster_domain_secret, 0o400),
     ):
         try:

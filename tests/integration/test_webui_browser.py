@@ -25,9 +25,11 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 
+from ganeti.daemons import free_port
 from ganeti.objects import NIC, ConfigData, Instance, new_uuid
 from ganeti.testing.browser import Browser, Page, find_chromium
-from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
+from ganeti.testing.cluster import LoopbackCluster, loopback_config, node_addresses, ok
+from ganeti.testing.mond import ConfdDaemon, MondDaemon
 
 INSTANCE = "web1.test"
 USERS = "admin {CLEARTEXT}secret write\nviewer {CLEARTEXT}view read\n"
@@ -50,12 +52,12 @@ def cluster_config() -> ConfigData:
     return attrs.evolve(cfg, instances={uuid: instance})
 
 
-def login(page: Page, url: str, user: str, password: str) -> None:
+def login(page: Page, url: str, user: str, password: str, nodes: int = 3) -> None:
     page.navigate(url + "/ui/")
     page.wait_for("location.pathname === '/ui/login' && !!document.getElementById('user')")
     page.evaluate("document.getElementById('user').value = %r; document.getElementById('password').value = %r;"
                   " document.querySelector('form').submit(); true" % (user, password))
-    page.wait_for("location.pathname === '/ui/' && document.querySelectorAll('#nodes tbody tr').length === 3")
+    page.wait_for("location.pathname === '/ui/' && document.querySelectorAll('#nodes tbody tr').length === %d" % nodes)
 
 
 def node_liveness(node: str) -> str:
@@ -68,8 +70,18 @@ async def test_console_in_a_browser(root):
     shots = tempfile.mkdtemp(prefix="webui-shots-")
     profile = tempfile.mkdtemp(prefix="webui-chromium-")
     print("screenshots in", shots)
-    async with LoopbackCluster(reactor, root, cluster_config(), rapi_users=USERS, prefix="gntw") as cluster:
+    addresses = list(node_addresses(3).items())
+    mond_port = free_port(addresses[0][1])
+    async with LoopbackCluster(reactor, root, cluster_config(), rapi_users=USERS, prefix="gntw",
+                               rapi_args=("--mond-port", str(mond_port))) as cluster:
         url = cluster.url
+        # every node's MonD (and the confd they learn their settings from), on the port RAPI was told
+        confd = ConfdDaemon(cluster.master, addresses[0][1], free_port(addresses[0][1], udp=True))
+        monds = [MondDaemon(paths, name, address, mond_port, confd.port, "--config-interval", "0.5")
+                 for paths, (name, address) in zip(cluster.roots, addresses)]
+        for daemon in (confd, *monds):
+            daemon.start()
+            await daemon.ready(reactor)
         browser = await threads.deferToThread(Browser.start, profile)
         try:
             page = await threads.deferToThread(browser.new_page)
@@ -86,6 +98,25 @@ async def test_console_in_a_browser(root):
             assert await threads.deferToThread(page.evaluate, "document.cookie") == ""  # not readable by scripts
             await threads.deferToThread(page.screenshot, os.path.join(shots, "1-overview.png"))
 
+            # charts of MonD's metrics: node1's page draws the samples RAPI pushes, a new one arrives live
+            await threads.deferToThread(page.evaluate, "window.__chartsHere = 1; location.hash = '#/node/node1.test';"
+                                                       " true")
+            points = ("Number((document.getElementById('chart-mem') || {getAttribute: () => 0})"
+                      ".getAttribute('data-points'))")
+            await threads.deferToThread(page.wait_for, points + " >= 2", 60)
+            seen = await threads.deferToThread(page.evaluate, points)
+            await threads.deferToThread(page.wait_for, "%s > %d" % (points, seen), 60)
+            assert await threads.deferToThread(page.evaluate, "window.__chartsHere") == 1  # no reload
+            used = await threads.deferToThread(page.evaluate, "document.querySelector('#chart-mem')"
+                                                              ".parentNode.querySelector('.chart-value').textContent")
+            assert used.endswith("%") and 0 < float(used[:-1]) < 100, used
+            assert await threads.deferToThread(page.evaluate, "document.querySelectorAll("
+                                                              "'#chart-mem polyline').length") >= 1
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "1-node-charts.png"))
+            await threads.deferToThread(page.evaluate, "location.hash = '#/'; true")
+            await threads.deferToThread(page.wait_for, "document.querySelectorAll('#nodes .spark-cell').length >= 1",
+                                        60)
+
             # a NodeD dies: its node turns unreachable on the open page, no reload
             await threads.deferToThread(page.evaluate, "window.__stillHere = 1")
             cluster.nodeds[2].kill(signal.SIGKILL)
@@ -94,6 +125,18 @@ async def test_console_in_a_browser(root):
             assert "node3.test is unreachable" in await threads.deferToThread(
                 page.evaluate, "document.getElementById('alerts').textContent")
             await threads.deferToThread(page.screenshot, os.path.join(shots, "2-node-unreachable.png"))
+
+            # gnt-cluster verify from the overview: its findings (the dead node) become alerts, pushed on its end
+            await threads.deferToThread(page.wait_for, "document.getElementById('verify-now') !== null")
+            await threads.deferToThread(page.click, "#verify-now")
+            await threads.deferToThread(
+                page.wait_for, "(document.getElementById('verify-result') || {}).textContent === 'running'", 30)
+            await threads.deferToThread(
+                page.wait_for, "(document.getElementById('verify-result') || {textContent: ''}).textContent"
+                               ".includes('error(s)') && document.getElementById('verify-alerts').textContent"
+                               ".includes('node3.test')", 180)
+            assert await threads.deferToThread(page.evaluate, "window.__stillHere") == 1
+            await threads.deferToThread(page.screenshot, os.path.join(shots, "2-verify.png"))
 
             # start the instance from its page: confirm, then its job's log arrives live
             await threads.deferToThread(page.evaluate, "location.hash = '#/instance/%s'; true" % INSTANCE)
@@ -159,6 +202,8 @@ async def test_console_in_a_browser(root):
             await threads.deferToThread(page.click, "#logout")
             await threads.deferToThread(page.wait_for, "location.pathname === '/ui/login'")
             await threads.deferToThread(login, page, url, "viewer", "view")
+            await threads.deferToThread(page.wait_for, "document.getElementById('verify-alerts') !== null")  # it sees
+            assert await threads.deferToThread(page.evaluate, "document.getElementById('verify-now') === null")
             await threads.deferToThread(page.evaluate, "location.hash = '#/instance/%s'; true" % INSTANCE)
             await threads.deferToThread(page.wait_for, "document.querySelector('#view dd .state') !== null")
             assert await threads.deferToThread(page.evaluate, "document.querySelectorAll('#view button').length") == 0
@@ -169,9 +214,10 @@ async def test_console_in_a_browser(root):
                 const withToken = await fetch('/ui/api/2/instances/%s/shutdown', {method: 'PUT',
                     headers: {'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json'}, body: '{}'});
                 const without = await fetch('/ui/api/2/instances/%s/shutdown', {method: 'PUT', body: '{}'});
-                return [withToken.status, without.status];
+                const verify = await fetch('/ui/verify', {method: 'POST', headers: {'X-CSRF-Token': s.csrf}});
+                return [withToken.status, without.status, verify.status];
             })()""" % (INSTANCE, INSTANCE))
-            assert forged == [403, 403], forged
+            assert forged == [403, 403, 403], forged
             assert ok(cluster.master, "gnt-job", "list", "--no-headers", "-o", "id").split() == jobs_before
 
             # a phone-sized screen: nothing wider than the screen (wide tables scroll in their own box)
@@ -183,6 +229,8 @@ async def test_console_in_a_browser(root):
             await threads.deferToThread(page.screenshot, os.path.join(shots, "10-phone.png"))
         finally:
             await threads.deferToThread(browser.close)
+            for daemon in (*monds, confd):
+                daemon.stop()
             shutil.rmtree(profile, ignore_errors=True)
             for name in os.listdir(cluster.master.log_dir):  # for a person looking into a failure
                 if "rapi" in name or "luxi" in name:

@@ -20,7 +20,7 @@ from twisted.internet import reactor, threads
 
 from ganeti import daemons
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, serial_of
-from tests.integration.test_failover import master_of, stop_master_daemons, with_identities
+from tests.integration.test_failover import gnt_cluster, master_of, stop_master_daemons, with_identities
 from tests.integration.test_rapi_forward import rapi_up
 
 USERS = "jack {CLEARTEXT}abc123 write\n"
@@ -98,6 +98,92 @@ async def test_console_through_a_candidate(root, monkeypatch):
             assert seen["cross_site"] == 403
             assert seen["events_type"].startswith("text/event-stream"), seen
             assert seen["nodes"] == ["node1.test", "node2.test", "node3.test"]
+        finally:
+            for paths in roots:
+                stop_master_daemons(paths)
+
+
+def login(host: str, port: int) -> dict[str, str]:
+    """A new session at C{host}: its cookie and the headers of a write."""
+    origin = "https://%s:%d" % (host, port)
+    conn = connect(host, port)
+    conn.request("POST", "/ui/login", urlencode({"user": "jack", "password": "abc123"}),
+                 {"Content-Type": "application/x-www-form-urlencoded", "Origin": origin})
+    answer = conn.getresponse()
+    answer.read()
+    cookie = (answer.getheader("set-cookie") or "").split(";")[0]
+    conn.request("GET", "/ui/session", headers={"Cookie": cookie})
+    csrf = json.loads(conn.getresponse().read())["csrf"]
+    conn.close()
+    return {"Cookie": cookie, "X-CSRF-Token": csrf, "Origin": origin}
+
+
+def request(host: str, port: int, method: str, path: str, headers: dict[str, str]) -> int:
+    conn = connect(host, port)
+    try:
+        conn.request(method, path, headers=headers)
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        conn.close()
+
+
+def nonce_of(session: dict[str, str]) -> str:
+    import base64
+
+    encoded = session["Cookie"].split("=", 1)[1].split(".")[0]
+    return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode().split("\n")[2]
+
+
+def revoked_at(paths) -> dict:
+    try:
+        with open(paths.ui_revoked) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_logout_stays_a_logout_after_a_master_failover(root, monkeypatch):
+    """A session logged out on the master is refused by the new master's RAPI after a failover
+    (the revocation was pushed to the candidate); a session still open goes on working there; a
+    logout on the new master reaches the old one, a candidate now."""
+    port = daemons.free_port("127.0.1.1")
+    monkeypatch.setenv(daemons.RAPI_PORT_ENV, str(port))
+    config = loopback_config(3, candidate_pool_size=2, candidates=["node2.test"])
+    async with LoopbackCluster(reactor, root, config, rapi_users=USERS, prefix="gntv") as cluster:
+        roots = cluster.roots
+        n1, n2, _ = cluster.nodes.values()
+        try:
+            with_identities(cluster)
+            await cluster.until(lambda: serial_of(roots[1]) and all(master_of(p) == "node1.test" for p in roots)
+                                and all(os.path.exists(p.rapi_pem) and os.path.exists(p.rapi_users)
+                                        for p in roots[:2]), timeout=30)
+            cluster.rapi.stop()
+            for paths in roots[:2]:  # as a NodeD starts them: knowing the node daemons' port
+                assert daemons.start(paths, ["ganeti-rapi"], out=lambda _line: None,
+                                     options={"ganeti-rapi": ["--rpc-port", str(cluster.rpc_port)]}) == 0
+            await cluster.until(lambda: rapi_up(roots[0], n1, port) and rapi_up(roots[1], n2, port), timeout=30)
+
+            gone = await threads.deferToThread(login, n1, port)
+            kept = await threads.deferToThread(login, n1, port)
+            assert await threads.deferToThread(request, n1, port, "POST", "/ui/logout", gone) == 200
+            assert await threads.deferToThread(request, n1, port, "GET", "/ui/session", gone) == 401
+            await cluster.until(lambda: nonce_of(gone) in revoked_at(roots[1]), timeout=30)  # pushed to node2
+
+            done = gnt_cluster(cluster, roots[1], "master-failover")
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            assert master_of(roots[1]) == "node2.test"
+            for host in (n2, n1):  # the new master's RAPI, and the old one's (forwarding to it now)
+                assert await threads.deferToThread(request, host, port, "GET", "/ui/session", gone) == 401, host
+                assert await threads.deferToThread(request, host, port, "GET", "/ui/session", kept) == 200, host
+
+            # a logout on the new master reaches the old master, a candidate now
+            at_n2 = {**kept, "Origin": "https://%s:%d" % (n2, port)}
+            assert await threads.deferToThread(request, n2, port, "POST", "/ui/logout", at_n2) == 200
+            await cluster.until(lambda: nonce_of(kept) in revoked_at(roots[0]), timeout=30)
+            assert nonce_of(gone) in revoked_at(roots[0])
         finally:
             for paths in roots:
                 stop_master_daemons(paths)

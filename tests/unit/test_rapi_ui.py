@@ -148,6 +148,7 @@ class UiPageTests(UiTestCase):
                 self.assertNotIn("<style", text)
                 self.assertNotIn(" style=", text)
                 self.assertNotRegex(text, r"\son[a-z]+=")
+            text = text.replace('"http://www.w3.org/2000/svg"', "")  # SVG's XML namespace: a name, never fetched
             self.assertNotRegex(text, r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", name)  # no CDN, nothing fetched elsewhere
 
     def test_static_files_come_from_the_package_with_their_types(self) -> None:
@@ -456,3 +457,176 @@ class SseFormatTests(SynchronousTestCase):
         data = events.sse("nodes", {"x": "a\nb"})
         self.assertEqual(data.count(b"\n"), 3)
         self.assertTrue(data.endswith(b"\n\n"))
+
+
+class _Channel:
+    """What L{console.ConsoleBridge} takes over: an HTTP channel with a transport."""
+
+    def __init__(self) -> None:
+        from twisted.internet.testing import StringTransport
+
+        self.transport = StringTransport()
+        self.timeout: Any = 60
+        self.lost: list[Any] = []
+        self.closing = False
+
+    def setTimeout(self, value: Any) -> None:
+        self.timeout = value
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.lost.append(reason)
+
+    def dataReceived(self, data: bytes) -> None:
+        raise AssertionError("the HTTP channel got WebSocket bytes")
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def loseConnection(self) -> None:
+        self.closing = True
+
+
+class ConsoleTests(UiTestCase):
+    """The serial console's WebSocket: who may open it, and the bridge's framing."""
+
+    def test_only_a_write_user_from_this_origin_with_an_upgrade_gets_a_console(self) -> None:
+        path = "/ui/instances/inst1.test/console"
+        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        self.assertEqual(self.request("GET", path, headers=upgrade)[0], 401)
+        reader = self.login("reader", "pw")
+        code, _, body = self.request("GET", path, headers={**upgrade, "Cookie": reader["Cookie"],
+                                                            "Origin": BASE})
+        self.assertEqual(code, 403, body)
+        self.assertIn(b"right (write)", body)
+        jack = {"Cookie": self.login("jack", "abc123")["Cookie"]}
+        self.assertEqual(self.request("GET", path, headers={**upgrade, **jack})[0], 403)          # no Origin
+        self.assertEqual(self.request("GET", path, headers={**upgrade, **jack, "Origin": "https://evil.example"})[0],
+                         403)
+        code, _, body = self.request("GET", path, headers={**jack, "Origin": BASE})
+        self.assertEqual(code, 400, body)                                                            # no upgrade
+        self.assertIn(b"WebSocket", body)
+        self.assertNotIn("Query", self.luxi.methods())                    # nothing was looked up for them
+
+    def bridge(self, alive: list[bool]) -> tuple[Any, _Channel, Any, list[int]]:
+        from twisted.internet.testing import StringTransport
+        from wsproto import ConnectionType
+        from wsproto.connection import Connection
+
+        from ganeti.rapi.ui import console
+
+        channel = _Channel()
+        closed: list[int] = []
+        bridge = console.ConsoleBridge(channel, Connection(ConnectionType.SERVER), self.clock, lambda: alive[0],
+                                       lambda: closed.append(1))
+        bridge.take_over(b"HTTP/1.1 101 Switching Protocols\r\n\r\n")
+        self.assertIsNone(channel.timeout)
+        serial = StringTransport()
+        bridge.attached(serial)
+        return bridge, channel, serial, closed
+
+    def frames(self, client: Any, channel: _Channel) -> list[Any]:
+        data = channel.transport.value()
+        channel.transport.clear()
+        client.receive_data(data.split(b"\r\n\r\n", 1)[1] if data.startswith(b"HTTP/") else data)
+        return list(client.events())
+
+    def test_the_bridge_carries_bytes_both_ways_and_pings(self) -> None:
+        from wsproto import ConnectionType
+        from wsproto.connection import Connection
+        from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+
+        client = Connection(ConnectionType.CLIENT)
+        bridge, channel, serial, closed = self.bridge([True])
+        (status,) = self.frames(client, channel)
+        self.assertEqual(json.loads(status.data), {"connected": True})
+        channel.dataReceived(client.send(BytesMessage(data=b"ls\r")) + client.send(TextMessage(data="é")))
+        self.assertEqual(serial.value(), b"ls\r" + "é".encode())
+        bridge.send_bytes(b"bin  etc\r\n")
+        (message,) = self.frames(client, channel)
+        self.assertEqual(bytes(message.data), b"bin  etc\r\n")
+        self.clock.advance(15)
+        self.assertIsInstance(self.frames(client, channel)[0], Ping)
+        channel.dataReceived(client.send(CloseConnection(code=1000)))          # the page went away
+        self.assertTrue(serial.disconnecting and channel.closing)
+        self.assertEqual(closed, [1])
+        channel.connectionLost(None)
+        self.assertEqual((closed, len(channel.lost)), ([1], 1))               # once; the channel's own cleanup ran
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_a_session_that_ended_ends_the_console(self) -> None:
+        from wsproto import ConnectionType
+        from wsproto.connection import Connection
+        from wsproto.events import CloseConnection
+
+        client = Connection(ConnectionType.CLIENT)
+        alive = [True]
+        _, channel, serial, closed = self.bridge(alive)
+        self.frames(client, channel)
+        alive[0] = False                                                       # logged out, password changed...
+        self.clock.advance(15)
+        events_ = self.frames(client, channel)
+        self.assertIn("session ended", events_[0].data)
+        self.assertEqual(events_[1].code, 1008)
+        self.assertIsInstance(events_[1], CloseConnection)
+        self.assertTrue(serial.disconnecting)
+        self.assertEqual(closed, [1])
+
+    def test_a_flood_from_the_page_is_cut(self) -> None:
+        from wsproto import ConnectionType
+        from wsproto.connection import Connection
+        from wsproto.events import BytesMessage
+
+        client = Connection(ConnectionType.CLIENT)
+        _, channel, serial, closed = self.bridge([True])
+        self.frames(client, channel)
+        channel.dataReceived(client.send(BytesMessage(data=b"x" * 70000, message_finished=False)))
+        self.assertEqual(self.frames(client, channel)[-1].code, 1009)
+        self.assertEqual(closed, [1])
+        self.assertTrue(serial.disconnecting)
+
+    def test_remote_consoles_go_through_ssh_and_socat(self) -> None:
+        from ganeti.rapi.ui import console
+
+        found = {"kind": "msg", "host": "node7.example.com",
+                 "command": ["socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:/run/ganeti/kvm/ctrl/i.serial"]}
+        self.assertEqual(console.ssh_argv(found), ["ssh", "-oBatchMode=yes", "-oEscapeChar=none", "-T",
+                                                   "node7.example.com",
+                                                   "socat STDIO UNIX-CONNECT:/run/ganeti/kvm/ctrl/i.serial"])
+        self.assertFalse(console.is_here(found))
+
+
+class NoVncTests(UiTestCase):
+    """noVNC's modules come from the installed package's tree, nothing else."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.novnc = os.path.join(os.path.dirname(self.users_path), "novnc")
+        os.makedirs(os.path.join(self.novnc, "core", "util"))
+        with open(os.path.join(self.novnc, "core", "util", "events.js"), "w") as handle:
+            handle.write("export default 1;\n")
+        with open(os.path.join(self.novnc, "vnc.html"), "w") as handle:
+            handle.write("<html>")
+        os.symlink("/etc/passwd", os.path.join(self.novnc, "core", "passwd.js"))
+        self.resource.ui.novnc_dir = self.novnc
+
+    def test_modules_are_served_from_the_package_and_nothing_else(self) -> None:
+        code, headers, body = self.request("GET", "/ui/novnc/core/util/events.js")
+        self.assertEqual((code, body), (200, b"export default 1;\n"))
+        self.assertEqual(headers.getRawHeaders("content-type"), ["text/javascript; charset=utf-8"])
+        self.assertEqual(headers.getRawHeaders("content-security-policy"), [CSP])
+        for bad in ("/ui/novnc/vnc.html", "/ui/novnc/core/passwd.js", "/ui/novnc/core/../../users.js",
+                    "/ui/novnc/core/%2e%2e/x.js", "/ui/novnc/core/nope.js", "/ui/novnc/app/ui.js"):
+            self.assertEqual(self.request("GET", bad)[0], 404, bad)
+
+    def test_the_vnc_socket_is_a_write_users_action_too(self) -> None:
+        path = "/ui/instances/inst1.test/vnc"
+        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": "binary",
+                   "Origin": BASE}
+        self.assertEqual(self.request("GET", path, headers=upgrade)[0], 401)
+        reader = self.login("reader", "pw")
+        self.assertEqual(self.request("GET", path, headers={**upgrade, "Cookie": reader["Cookie"]})[0], 403)

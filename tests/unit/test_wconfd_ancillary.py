@@ -27,3 +27,14 @@ def test_missing_files_are_left_out(root):
     root.ensure_dirs()
     assert ancillary_files(root) == []
     assert not os.path.exists(root.rapi_users)
+
+
+def test_the_web_consoles_logouts_travel_too(root):
+    """A candidate that missed the master RAPI's push of a logout gets it with the next configuration."""
+    root.ensure_dirs()
+    with open(root.ui_revoked, "wb") as handle:
+        handle.write(b'{"abc": 1700000000.0}')
+    (details,) = ancillary_files(root)
+    assert details[0] == wire.virtual_path(root.root, root.ui_revoked)
+    assert wire.decompress(details[1]) == b'{"abc": 1700000000.0}'
+    assert files.upload_file(root, details[0]) == root.ui_revoked

@@ -167,8 +167,11 @@ class EventHub:
     log = Logger()
 
     def __init__(self, luxi: Any, clock: IReactorTime, interval: float = POLL_INTERVAL,
-                 timer: Callable[[], float] = time.perf_counter) -> None:
+                 timer: Callable[[], float] = time.perf_counter, metrics: Any = None) -> None:
         self.luxi = luxi
+        #: MonD's node metrics (L{ganeti.rapi.ui.charts.NodeMetrics}), sampled while pages are open; none: no charts
+        self.metrics = metrics
+        self._sampling = False
         #: measures how long a query took (real time, whatever C{clock} is)
         self.timer = timer
         self.clock = clock
@@ -185,7 +188,10 @@ class EventHub:
     def snapshot(self) -> bytes | None:
         if self.state is None:
             return None
-        return sse("snapshot", {kind: list(rows.values()) for kind, rows in self.state.items()})
+        data: dict[str, Any] = {kind: list(rows.values()) for kind, rows in self.state.items()}
+        if self.metrics is not None:
+            data["metrics"] = self.metrics.recent()
+        return sse("snapshot", data)
 
     def subscribe(self, stream: ClusterStream) -> None:
         if self._idle is not None:
@@ -218,6 +224,8 @@ class EventHub:
             self._loop.stop()
         self._loop = None
         self.state = None  # stale as soon as nobody looks: the next page starts afresh
+        if self.metrics is not None:
+            self.metrics.clear()
 
     def stop(self) -> None:
         for stream in list(self.streams):
@@ -276,13 +284,27 @@ class EventHub:
         if self.state is None:
             self.state = new
             self.broadcast(self.snapshot() or b"")
-            return
-        for kind in due:
-            changes = diff(self.state[kind], new[kind])
-            self.state[kind] = new[kind]
-            if changes is not None:
-                self.broadcast(sse(kind, changes))
+        else:
+            for kind in due:
+                changes = diff(self.state[kind], new[kind])
+                self.state[kind] = new[kind]
+                if changes is not None:
+                    self.broadcast(sse(kind, changes))
+        if self.metrics is not None and not self._sampling and self.metrics.is_due():
+            self._sampling = True
+            ensureDeferred(self._sample(dict(self.state["nodes"])))
         self._keepalive()
+
+    async def _sample(self, nodes: dict[str, dict[str, Any]]) -> None:
+        """One round of MonD samples (beside the queries: a slow MonD does not hold them up)."""
+        try:
+            new = await self.metrics.poll(nodes)
+            if new and self.state is not None:
+                self.broadcast(sse("metrics", new))
+        except Exception:
+            self.log.failure("sampling MonD")
+        finally:
+            self._sampling = False
 
     def _keepalive(self) -> None:
         if self.clock.seconds() - self._last_write >= KEEPALIVE:

@@ -10,6 +10,10 @@ C{/ui/api/<RAPI path>}             any RAPI resource (C{/ui/api/2/instances}, ..
 C{GET /ui/events}                  server-sent events: nodes, instances, jobs (L{ganeti.rapi.ui.events})
 C{GET /ui/jobs/ID/events}          server-sent events: one job's status and log
 C{GET /ui/nodes/NAME/liveness}     the node's liveness history (C{liveness.log})
+C{GET /ui/instances/NAME/console}  WebSocket: the kvm instance's serial console (L{ganeti.rapi.ui.console})
+C{GET /ui/instances/NAME/vnc}      WebSocket: the kvm instance's VNC display, for noVNC (L{ganeti.rapi.ui.console})
+C{GET /ui/novnc/PATH}              noVNC's modules, from Debian's C{novnc} package (C{/usr/share/novnc})
+C{GET /ui/verify}                  the last C{gnt-cluster verify} run's alerts; C{POST}: run one (L{ganeti.rapi.ui.verify})
 =================================  ==========================================================
 
 Every answer carries a Content-Security-Policy that allows scripts and styles
@@ -36,10 +40,12 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.server import NOT_DONE_YET
 
+from ganeti.console_socket import socket_path as serial_socket
 from ganeti.rapi import baserlib
 from ganeti.rapi.http import HttpError
-from ganeti.rapi.ui import events
-from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, SessionKeeper, derive_key
+from ganeti.rapi.luxi import LuxidUnreachable
+from ganeti.rapi.ui import charts, console, events, verify
+from ganeti.rapi.ui.sessions import COOKIE, MAX_AGE, LoginThrottle, RevocationFile, SessionKeeper, derive_key
 from ganeti.rapi.users import OPT_WRITE
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
@@ -57,6 +63,10 @@ _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charse
 _SAFE = frozenset({b"GET", b"HEAD"})
 _JOB_EVENTS = re.compile(r"^/ui/jobs/(\d{1,18})/events$")
 _NODE_LIVENESS = re.compile(r"^/ui/nodes/(%s)/liveness$" % baserlib.NAME)
+_CONSOLE = re.compile(r"^/ui/instances/(%s)/(console|vnc)$" % baserlib.NAME)
+#: where Debian's novnc package puts noVNC (its ES modules are served from there, never from a CDN)
+NOVNC_DIR = "/usr/share/novnc"
+_NOVNC_PATH = re.compile(r"^/ui/novnc/((?:core|vendor)(?:/[A-Za-z0-9_.-]+)+\.js)$")
 #: liveness records answered per node, newest last
 LIVENESS_HISTORY = 200
 
@@ -107,7 +117,7 @@ class UiResource:
 
     def __init__(self, rapi: Any, keeper: SessionKeeper, hub: events.EventHub, liveness_log: str, *,
                  throttle: LoginThrottle | None = None, limits: events.StreamLimits | None = None,
-                 static: dict[str, tuple[bytes, bytes, bytes]] | None = None) -> None:
+                 static: dict[str, tuple[bytes, bytes, bytes]] | None = None, reactor: Any = None) -> None:
         self.rapi = rapi
         self.keeper = keeper
         self.hub = hub
@@ -115,13 +125,22 @@ class UiResource:
         self.throttle = throttle if throttle is not None else LoginThrottle(keeper.clock)
         self.streams = events.Streams(limits or events.StreamLimits())
         self.static = static if static is not None else load_static()
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        self.novnc_dir = NOVNC_DIR
 
     @classmethod
     def for_rapi(cls, rapi: Any, secret: bytes | None, liveness_log: str, clock: IReactorTime,
-                 clock_time: Callable[[], float] = time.time) -> UiResource:
+                 clock_time: Callable[[], float] = time.time, mond_port: int | None = None,
+                 revoked: str | None = None) -> UiResource:
+        """@param mond_port: MonD's port on the nodes, for the charts (none: no charts)
+        @param revoked: the file of revoked sessions (none: kept in memory)"""
         key = derive_key(secret) if secret else None
-        keeper = SessionKeeper(key, lambda name: rapi.users.users().get(name), clock_time)
-        return cls(rapi, keeper, events.EventHub(rapi.luxi, clock), liveness_log)
+        keeper = SessionKeeper(key, lambda name: rapi.users.users().get(name), clock_time,
+                               RevocationFile(revoked) if revoked else None)
+        metrics = charts.NodeMetrics(clock, mond_port) if mond_port else None
+        return cls(rapi, keeper, events.EventHub(rapi.luxi, clock, metrics=metrics), liveness_log, reactor=clock)
 
     # --- entry -----------------------------------------------------------------------
     def render(self, request: Any) -> Any:
@@ -152,6 +171,9 @@ class UiResource:
         if path.startswith("/ui/static/") and method in _SAFE:
             state["resource"] = "/ui/static"
             return self._static(request, path[len("/ui/static/"):])
+        if path.startswith("/ui/novnc/") and method in _SAFE:
+            state["resource"] = "/ui/novnc"
+            return self._novnc(request, path)
         if path == "/ui/login":
             state["resource"] = path
             if method == b"POST":
@@ -176,7 +198,10 @@ class UiResource:
                 raise HttpError(403, "Missing or wrong CSRF token")
         if path == "/ui/logout" and method == b"POST":
             state["resource"] = path
-            self.keeper.revoke(session)
+            try:
+                self.keeper.revoke(session)
+            except OSError as e:  # revoked here all the same; the other candidates do not know it
+                self.log.error("web console: cannot write the revoked sessions: {why}", why=e)
             self._set_cookie(request, "", 0)
             return self._json(request, {"logged_out": True})
         if path == "/ui/session" and method in _SAFE:
@@ -192,6 +217,13 @@ class UiResource:
         if match is not None and method in _SAFE:
             state["resource"] = "/ui/jobs/{job_id}/events"
             return self._job_events(request, int(match.group(1)), session.user, state)
+        if path == "/ui/verify":
+            state["resource"] = path
+            return self._verify(request, user, state)
+        match = _CONSOLE.match(path)
+        if match is not None and method == b"GET":
+            state["resource"] = "/ui/instances/{name}/" + match.group(2)
+            return self._console(request, match.group(1), user, state, vnc=match.group(2) == "vnc")
         match = _NODE_LIVENESS.match(path)
         if match is not None and method in _SAFE:
             state["resource"] = "/ui/nodes/{name}/liveness"
@@ -352,3 +384,105 @@ class UiResource:
         request.notifyFinish().addErrback(lambda _: d.cancel())
         d.addErrback(lambda f: None if f.check(CancelledError) else self.log.failure("job stream", f))
         return NOT_DONE_YET
+
+    # --- gnt-cluster verify --------------------------------------------------------------
+    def _verify(self, request: Any, user: Any, state: dict[str, Any]) -> Any:
+        if request.method in _SAFE:
+            d = ensureDeferred(verify.last_run(self.rapi.luxi))
+        elif request.method == b"POST":
+            if OPT_WRITE not in user.options:
+                raise HttpError(403, "User %s lacks the right (write) to do this" % user.name)
+            ctx = baserlib.Context("POST", "/ui/verify", self.rapi._args(request), {}, user.name, self.rapi.luxi,
+                                   self.rapi.clock)
+            d = ensureDeferred(ctx.submit(verify.VERIFY_OP, {}, resource="/ui/verify"))
+            d.addCallback(lambda job_id: {"job": job_id})
+        else:
+            raise HttpError(405, None, {"Allow": "GET, POST"})
+        request.notifyFinish().addErrback(lambda _: d.cancel())
+        request.setHeader(b"cache-control", b"no-store")
+        d.addCallback(lambda value: self.rapi._reply(request, 200, orjson.dumps(value), {}))
+        d.addErrback(self.rapi._error, request)
+        return NOT_DONE_YET
+
+    # --- the serial console (a WebSocket) --------------------------------------------
+    def _novnc(self, request: Any, path: str) -> bytes:
+        """One of noVNC's modules from the installed package (no session needed: it is public code)."""
+        match = _NOVNC_PATH.match(path)
+        if match is None or ".." in match.group(1):
+            raise HttpError(404)
+        name = os.path.join(self.novnc_dir, match.group(1))
+        if os.path.realpath(name) != os.path.normpath(name):  # no symbolic link out of the package's tree
+            raise HttpError(404)
+        try:
+            with open(name, "rb") as handle:
+                body = handle.read(4 * 1024 * 1024)
+        except OSError:
+            raise HttpError(404, "noVNC is not installed (Debian's novnc package)" if not os.path.isdir(
+                self.novnc_dir) else None) from None
+        etag = b'"%s"' % hashlib.sha256(body).hexdigest()[:32].encode()
+        request.setHeader(b"etag", etag)
+        request.setHeader(b"cache-control", b"no-cache")
+        if request.getHeader(b"if-none-match") == etag:
+            request.setResponseCode(304)
+            return b""
+        request.setHeader(b"content-type", _TYPES[".js"])
+        return body
+
+    def _console(self, request: Any, name: str, user: Any, state: dict[str, Any], vnc: bool = False) -> Any:
+        if OPT_WRITE not in user.options:
+            raise HttpError(403, "User %s lacks the right (write) to open a console" % user.name)
+        if request.getHeader(b"origin") is None:
+            raise HttpError(403, "A console is opened by a browser, which names its Origin")
+        self._check_origin(request)
+        answer, conn = console.accept(request, ("binary",) if vnc else ())
+        if not self.streams.admit(user.name):
+            raise HttpError(429, "Too many event streams and consoles open", {"Retry-After": "10"})
+        state["stream"] = True
+        request.setResponseCode(101)
+        cookie = self._cookie(request)
+
+        def alive() -> bool:
+            found = self.keeper.check(cookie)
+            return found is not None and OPT_WRITE in found[1].options
+
+        bridge = console.ConsoleBridge(request.channel, conn, self.reactor, alive,
+                                       lambda: self.streams.leave(user.name), status=not vnc)
+        bridge.take_over(answer)
+        self.log.info("web console: user {user} opened the {kind} console of {name}", user=user.name, name=name,
+                      kind="VNC" if vnc else "serial")
+        d = ensureDeferred(self._attach_vnc(bridge, name) if vnc else self._attach(bridge, name))
+
+        def failed(failure: Any) -> None:
+            self.log.failure("console of {name}", failure, name=name)
+            bridge.fail("Internal error: see ganeti-rapi's log")
+
+        d.addErrback(failed)
+        return NOT_DONE_YET
+
+    async def _attach_vnc(self, bridge: console.ConsoleBridge, name: str) -> None:
+        try:
+            host, port = await console.find_vnc(self.rapi.luxi, name)
+        except console.ConsoleUnavailable as e:
+            bridge.fail(str(e))
+            return
+        except LuxidUnreachable as e:
+            bridge.fail("Cannot ask LuxiD for the console: %s" % e)
+            return
+        if not bridge.closed:
+            bridge.connect_tcp(self.reactor, host, port)
+
+    async def _attach(self, bridge: console.ConsoleBridge, name: str) -> None:
+        try:
+            found = await console.find_console(self.rapi.luxi, name)
+        except console.ConsoleUnavailable as e:
+            bridge.fail(str(e))
+            return
+        except LuxidUnreachable as e:
+            bridge.fail("Cannot ask LuxiD for the console: %s" % e)
+            return
+        if bridge.closed:
+            return
+        if console.is_here(found):
+            bridge.connect_local(self.reactor, str(serial_socket(found)))
+        else:
+            bridge.connect_ssh(self.reactor, console.ssh_argv(found))

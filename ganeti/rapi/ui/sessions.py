@@ -7,8 +7,12 @@ A session is a cookie the server signs and keeps nothing of::
 The MAC covers a hash of the user's line in RAPI's users file as it is now,
 so a changed password, a removed user or a changed right ends the session at
 once; rights are read from the users file on every request anyway.  A session
-ends L{MAX_AGE} seconds after the login; a logout revokes its nonce (kept in
-memory until the session would have ended).  The key is derived from the
+ends L{MAX_AGE} seconds after the login; a logout revokes its nonce, kept until
+the session would have ended in L{RevocationFile} (C{var/lib/ganeti/rapi/ui-revoked}),
+which the master's RAPI pushes to every master candidate at once
+(L{ganeti.rapi.ui.revocation}) and WConfD carries with every configuration
+it distributes: the RAPI of a candidate that becomes master refuses the
+revoked sessions too.  The key is derived from the
 cluster's RAPI key, so every candidate's RAPI accepts the master's sessions
 (a candidate forwards C{/ui/} to the master's RAPI as any other request).
 
@@ -28,6 +32,7 @@ import time
 from typing import Callable
 
 import attrs
+import orjson
 
 from ganeti.rapi.users import User
 
@@ -71,6 +76,57 @@ class Session:
         return self.issued + MAX_AGE
 
 
+class RevocationFile:
+    """The revoked sessions on disk: C{{nonce: when the session would have ended}} as JSON.
+
+    Read again whenever the file changes (a push from the master replaced it),
+    written whole by a rename (readers never see half of it); what is not a
+    valid file counts as empty.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def changed(self) -> bool:
+        return self._stamp() != self._seen
+
+    def load(self) -> dict[str, float]:
+        stamp = self._stamp()
+        self._seen = stamp
+        if stamp is None:
+            return {}
+        try:
+            with open(self.path, "rb") as handle:
+                data = orjson.loads(handle.read(4 * 1024 * 1024))
+        except (OSError, orjson.JSONDecodeError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and len(str(k)) <= 64}
+
+    def save(self, revoked: dict[str, float]) -> bytes:
+        """Write C{revoked}; the bytes written (what is pushed to the candidates)."""
+        data = orjson.dumps(revoked, option=orjson.OPT_SORT_KEYS)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        temp = "%s.%d.tmp" % (self.path, os.getpid())
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o640)
+        os.replace(temp, self.path)
+        self._seen = self._stamp()
+        return data
+
+
 class SessionKeeper:
     """Issues and checks session cookies and CSRF tokens.
 
@@ -79,12 +135,20 @@ class SessionKeeper:
     """
 
     def __init__(self, key: bytes | None, lookup: Callable[[str], User | None],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, store: RevocationFile | None = None) -> None:
         self.key = key if key is not None else os.urandom(32)
         self.lookup = lookup
         self.clock = clock
+        #: where revocations are kept (none: in memory only)
+        self.store = store
         #: nonce -> when its session would have ended
         self._revoked: dict[str, float] = {}
+        #: called with the file's bytes after a logout wrote it (the push to the candidates)
+        self.on_revoke: Callable[[bytes], object] | None = None
+
+    def _refresh(self) -> None:
+        if self.store is not None and self.store.changed():
+            self._revoked.update(self.store.load())  # a union: a revocation is never taken back
 
     def _mac(self, payload: bytes, user: User) -> str:
         return hmac.new(self.key, payload + b"\n" + _entry_hash(user), hashlib.sha256).hexdigest()
@@ -119,6 +183,7 @@ class SessionKeeper:
             return None
         session = Session(name, issued, nonce)
         now = self.clock()
+        self._refresh()
         if not (issued - 60 <= now < session.expires) or nonce in self._revoked:
             return None
         return session, user
@@ -126,9 +191,14 @@ class SessionKeeper:
     def revoke(self, session: Session) -> None:
         """End C{session} (a logout)."""
         now = self.clock()
+        self._refresh()
         for nonce in [n for n, until in self._revoked.items() if until <= now]:
             del self._revoked[nonce]
         self._revoked[session.nonce] = session.expires
+        if self.store is not None:
+            data = self.store.save(self._revoked)
+            if self.on_revoke is not None:
+                self.on_revoke(data)
 
     def csrf_token(self, session: Session) -> str:
         return hmac.new(self.key, b"csrf\n" + session.nonce.encode(), hashlib.sha256).hexdigest()

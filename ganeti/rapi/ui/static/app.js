@@ -13,7 +13,12 @@ const S = {
   sort: {instances: ["name", 1], nodes: ["name", 1], jobs: ["id", -1]},
   filter: {instances: "", instanceState: "", jobState: ""},
   jobStream: null,
+  console: null,           // the open console's WebSocket
+  vnc: null,               // the open VNC console (noVNC's RFB)
+  metrics: new Map(),      // node -> [{t, cpu, mem, mem_used, mem_total}] sampled from MonD by RAPI
 };
+const METRICS_KEEP = 120;
+S.verify = null;           // the last gnt-cluster verify run (/ui/verify)
 
 // --- helpers ---------------------------------------------------------------------
 function h(tag, props, ...children) {
@@ -95,11 +100,23 @@ function connect() {
   es.addEventListener("snapshot", (e) => {
     const d = JSON.parse(e.data);
     for (const kind of Object.keys(KINDS)) applyRows(kind, d[kind] || [], true);
+    if (d.metrics) S.metrics = new Map(Object.entries(d.metrics));
+    refresh();
+    loadVerify();
+  });
+  es.addEventListener("metrics", (e) => {
+    for (const [name, sample] of Object.entries(JSON.parse(e.data))) {
+      const list = S.metrics.get(name) || [];
+      list.push(sample);
+      if (list.length > METRICS_KEEP) list.splice(0, list.length - METRICS_KEEP);
+      S.metrics.set(name, list);
+    }
     refresh();
   });
   for (const kind of Object.keys(KINDS)) {
     es.addEventListener(kind, (e) => {
       const d = JSON.parse(e.data);
+      if (kind === "jobs" && (d.changed || []).some(isVerifyJobDone)) loadVerify();
       applyRows(kind, d.changed || [], false);
       for (const key of d.removed || []) S[kind].delete(key);
       refresh(kind);
@@ -108,18 +125,26 @@ function connect() {
   // a server-side "error" event (LuxiD unreachable) differs from the EventSource's own error
   es.addEventListener("error", (e) => { if (e.data) { S.error = JSON.parse(e.data).message; banner(S.error); } });
 }
+// a verify job (the run or one of its config and group jobs) that has just ended
+const isVerifyJobDone = (j) => ["success", "error", "canceled"].includes(j.status) &&
+  (j.summary || []).some((x) => /^CLUSTER_VERIFY(_CONFIG|_GROUP)?(\(|$)/.test(x));
+function loadVerify() {
+  getJSON("/ui/verify").then((v) => { S.verify = v; refresh(); }).catch((err) => { S.verify = {error: err.message}; refresh(); });
+}
 function liveDot() { $("live").className = "dot " + (S.live ? "on" : "off"); }
 
 // --- routing ---------------------------------------------------------------------
 let current = null;  // {view, arg}
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const views = {"": overview, instances, instance, jobs, job, nodes, node};
+  const views = {"": overview, instances, instance, jobs, job, nodes, node, console: instanceConsole, vnc: instanceVnc};
   const view = views[parts[0]] || overview;
   if (S.jobStream && !(view === job)) { S.jobStream.close(); S.jobStream = null; }
+  if (S.console) { S.console.close(); S.console = null; }
+  if (S.vnc) { S.vnc.disconnect(); S.vnc = null; }
   current = {view, arg: parts[1]};
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.getAttribute("href").split("/")[1] === parts[0].replace(/^(instance|job|node)$/, "$1s"));
+    a.classList.toggle("active", a.getAttribute("href").split("/")[1] === parts[0].replace(/^(instance|job|node)$/, "$1s").replace(/^(console|vnc)$/, "instances"));
   }
   render(true);
 }
@@ -133,6 +158,61 @@ function refresh() {
   if (!current) return;
   if (current.view.live) render(false);
   else if (current.view.update) current.view.update(current.arg);
+}
+
+// --- charts: inline SVG drawn here from the samples ------------------------------
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children) if (c) el.append(c);
+  return el;
+}
+// a line of percentages (0-100) over time; gaps where a value is missing
+function chart(samples, key, title, id, width = 320, height = 90) {
+  const pts = samples.filter((s) => typeof s[key] === "number");
+  const box = svg("svg", {viewBox: "0 0 " + width + " " + height, class: "chart", id, role: "img",
+                          "aria-label": title, "data-points": String(pts.length)});
+  for (const y of [0, 50, 100]) {
+    const py = height - 4 - (y / 100) * (height - 8);
+    box.append(svg("line", {x1: 28, x2: width, y1: py, y2: py, class: "grid"}),
+               svg("text", {x: 0, y: py + 4, class: "axis"}, document.createTextNode(y + "%")));
+  }
+  if (samples.length) {
+    const t0 = samples[0].t, t1 = Math.max(samples[samples.length - 1].t, t0 + 1);
+    const x = (t) => 30 + ((t - t0) / (t1 - t0)) * (width - 32);
+    const y = (v) => height - 4 - (Math.max(0, Math.min(100, v)) / 100) * (height - 8);
+    let line = [];
+    const lines = [];
+    for (const s of samples) {
+      if (typeof s[key] !== "number") { if (line.length) lines.push(line); line = []; continue; }
+      line.push(x(s.t).toFixed(1) + "," + y(s[key]).toFixed(1));
+    }
+    if (line.length) lines.push(line);
+    for (const l of lines) box.append(svg("polyline", {points: l.length === 1 ? l[0] + " " + l[0] : l.join(" "), class: "line " + key}));
+  }
+  const last = pts.length ? pts[pts.length - 1][key].toFixed(1) + "%" : "no data";
+  return h("figure", {class: "chart-box"}, h("figcaption", {}, title + ": ", h("strong", {class: "chart-value", text: last})), box);
+}
+function nodeCharts(name) {
+  const samples = S.metrics.get(name) || [];
+  const lastMem = [...samples].reverse().find((s) => typeof s.mem === "number");
+  return h("div", {class: "card", id: "node-charts"}, h("h2", {text: "Metrics (MonD, last " + samples.length + " samples)"}),
+    samples.length ? [chart(samples, "cpu", "CPU load", "chart-cpu"), chart(samples, "mem", "Memory used", "chart-mem"),
+      lastMem ? h("p", {class: "muted", text: fmtMiB(lastMem.mem_used) + " of " + fmtMiB(lastMem.mem_total)}) : null]
+      : h("p", {class: "muted", text: "No samples from this node's MonD yet."}));
+}
+// a small line in the node table: the CPU load of the last minutes
+function sparkline(name) {
+  const samples = (S.metrics.get(name) || []).slice(-36);
+  const pts = samples.filter((s) => typeof s.cpu === "number");
+  if (!pts.length) return h("span", {class: "muted", text: "–"});
+  const box = svg("svg", {viewBox: "0 0 60 16", class: "spark", "aria-hidden": "true"});
+  if (pts.length > 1) {
+    box.append(svg("polyline", {class: "line cpu", points: pts.map((s, k) =>
+      (k * 60 / (pts.length - 1)).toFixed(1) + "," + (15 - Math.min(100, s.cpu) * 0.14).toFixed(1)).join(" ")}));
+  }
+  return h("span", {class: "spark-cell"}, box, " " + pts[pts.length - 1].cpu.toFixed(0) + "%");
 }
 
 // --- views -----------------------------------------------------------------------
@@ -205,18 +285,48 @@ function overview() {
     h("strong", {text: "Failed (" + jobsAll.filter((j) => j.status === "error").length + ")"}), jobList(failed));
   const al = alerts();
   const alertCard = h("div", {class: "card", id: "alerts"}, h("h2", {text: "Alerts"}),
-    al.length ? h("ul", {class: "alerts"}, al.map(([t, c]) => h("li", {class: c, text: t}))) : h("p", {class: "muted", text: "none"}));
+    al.length ? h("ul", {class: "alerts"}, al.map(([t, c]) => h("li", {class: c, text: t}))) : h("p", {class: "muted", text: "none"}),
+    verifyBox());
   return [h("h1", {text: "Overview"}), h("div", {class: "cards"}, cluster, alertCard, inst, jobsCard),
           h("h2", {text: "Nodes (" + S.nodes.size + ")"}), nodeTable()];
 }
 overview.live = true;
 
+// the last `gnt-cluster verify` run: its errors and warnings, and (write users) a button to run one
+function verifyBox() {
+  const v = S.verify;
+  let head;
+  if (!v) head = h("p", {class: "muted", text: "Reading the last run…"});
+  else if (v.error) head = h("p", {class: "alert", text: "Cannot read it: " + v.error});
+  else if (v.job === null) head = h("p", {class: "muted", text: "Never run (gnt-cluster verify)."});
+  else head = h("p", {}, "Last run ", link("#/job/" + v.job, "#" + v.job), v.time ? " at " + fmtTime(v.time) : "", ": ",
+    v.finished ? h("span", {id: "verify-result", class: "state " + (v.errors ? "error" : v.warnings ? "warn" : "success"),
+                           text: v.errors + " error(s), " + v.warnings + " warning(s)"})
+               : h("span", {id: "verify-result", class: "state running", text: "running"}));
+  const list = v && v.alerts && v.alerts.length ? h("ul", {class: "alerts", id: "verify-alerts"},
+    v.alerts.map((a) => h("li", {class: a.severity === "warning" ? "warn" : "", text: a.text}))) : null;
+  const button = S.session.write ? h("button", {type: "button", id: "verify-now", class: "secondary", text: "Verify now",
+    disabled: v && v.job !== null && !v.finished, onclick: async (e) => {
+      e.target.disabled = true;
+      try {
+        const r = await fetch("/ui/verify", {method: "POST", headers: {"X-CSRF-Token": S.session.csrf}, credentials: "same-origin"});
+        const d = await r.json();
+        if (!r.ok) throw new Error(d.message || r.status);
+        S.verify = Object.assign({}, S.verify || {}, {job: d.job, finished: false, time: null, alerts: []});
+        refresh();
+      } catch (err) { banner("Verify failed: " + err.message); e.target.disabled = false; }
+    }}) : null;
+  return h("div", {id: "verify"}, h("h3", {text: "Cluster verify"}), head, list, button);
+}
+
 function nodeTable() {
   const rows = sortedRows("nodes", [...S.nodes.values()]).map((n) => ({key: n.name, cells: [
     link("#/node/" + encodeURIComponent(n.name), n.name), n.role || "", nodeLiveness(n),
-    usage(n.mtotal, n.mfree), usage(n.dtotal, n.dfree), String(n.pinst_cnt ?? ""), String(n.sinst_cnt ?? "")]}));
+    usage(n.mtotal, n.mfree), usage(n.dtotal, n.dfree), sparkline(n.name), String(n.pinst_cnt ?? ""),
+    String(n.sinst_cnt ?? "")]}));
   return table("nodes", [["Name", "name"], ["Role", "role"], ["Liveness", "liveness"], ["Memory used", "mfree"],
-                         ["Disk used", "dfree"], ["Primary", "pinst_cnt"], ["Secondary", "sinst_cnt"]], rows, "nodes");
+                         ["Disk used", "dfree"], ["CPU", null], ["Primary", "pinst_cnt"], ["Secondary", "sinst_cnt"]],
+               rows, "nodes");
 }
 function nodes() { return [h("h1", {text: "Nodes"}), nodeTable()]; }
 nodes.live = true;
@@ -278,6 +388,7 @@ function instance(name) {
   const p = "/2/instances/" + encodeURIComponent(name);
   const holder = h("div", {}, h("p", {class: "muted", text: "Loading…"}));
   api("GET", p).then((i) => {
+    i.hypervisor = i.hypervisor || (S.instances.get(name) || {}).hypervisor;  // not in RAPI's fields: the live row's
     const nics = (i["nic.macs"] || []).map((mac, n) => [
       "NIC " + n, [mac, (i["nic.ips"] || [])[n], (i["nic.modes"] || [])[n], (i["nic.links"] || [])[n]].filter(Boolean).join(" ")]);
     const disks = (i["disk.sizes"] || []).map((size, n) => ["Disk " + n, fmtMiB(size)]);
@@ -288,6 +399,14 @@ function instance(name) {
         ["Disk template", i.disk_template], ["Tags", (i.tags || []).join(", ")]].concat(disks, nics))),
       h("div", {class: "card"}, h("h2", {text: "Back-end parameters"}), dl(params(i.beparams))),
       h("div", {class: "card"}, h("h2", {text: "Hypervisor parameters"}), dl(params(i.hvparams)))));
+    const hv = i.hvparams || {};
+    if (S.session.write && i.hypervisor === "kvm") {
+      // kvm describes one console: the VNC display when it has one, else the serial port
+      holder.prepend(h("p", {}, hv.vnc_bind_address
+        ? h("a", {href: "#/vnc/" + encodeURIComponent(name), id: "open-vnc", class: "button", text: "VNC console"})
+        : hv.serial_console === false ? null
+        : h("a", {href: "#/console/" + encodeURIComponent(name), id: "open-console", class: "button", text: "Serial console"})));
+    }
   }).catch((err) => holder.replaceChildren(h("p", {class: "alert", text: err.message})));
   const others = () => [...S.nodes.values()].filter((n) => n.name !== (S.instances.get(name) || {}).pnode &&
                                                    !n.offline && !n.drained && n.liveness !== "unreachable")
@@ -373,10 +492,66 @@ function node(name) {
         : h("p", {class: "muted", text: "No recorded changes."}));
   }).catch((err) => holder.replaceChildren(h("p", {class: "alert", text: err.message})));
   const n = S.nodes.get(name) || {};
-  return [h("h1", {text: name}), actionBar(name, [
+  return [h("h1", {text: name}), h("div", {id: "charts-holder"}, nodeCharts(name)), actionBar(name, [
     n.drained ? ["Undrain", "POST", p + "/modify", {drained: false}] : ["Drain", "POST", p + "/modify", {drained: true}],
     n.offline ? ["Set online", "POST", p + "/modify", {offline: false}] : ["Set offline", "POST", p + "/modify", {offline: true}, true],
     ["Evacuate", "POST", p + "/evacuate", {mode: "all", iallocator: "hail"}, true]]), holder];
+}
+
+// the serial console of a kvm instance: a WebSocket to RAPI, bridged to the instance's
+// serial port (ganeti/rapi/ui/console.py); binary messages are the console's bytes,
+// text messages the server's status ({"connected"} or {"error"})
+function instanceConsole(name) {
+  const status = h("span", {id: "console-status", class: "muted", text: "connecting…"});
+  const holder = h("div", {class: "terminal-box"});
+  const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host +
+                           "/ui/instances/" + encodeURIComponent(name) + "/console");
+  ws.binaryType = "arraybuffer";
+  S.console = ws;
+  const encoder = new TextEncoder();
+  const term = new GanetiTerminal(holder, (text) => { if (ws.readyState === WebSocket.OPEN) ws.send(encoder.encode(text)); });
+  let failed = false;
+  ws.addEventListener("message", (e) => {
+    if (typeof e.data !== "string") { term.write(e.data); return; }
+    const d = JSON.parse(e.data);
+    if (d.error) { failed = true; status.textContent = d.error; status.className = "alert"; }
+    else if (d.connected) { status.textContent = "connected"; status.className = "state running"; term.input.focus(); }
+  });
+  ws.addEventListener("close", () => {
+    if (!failed) { status.textContent = "disconnected"; status.className = "muted"; }
+    if (S.console === ws) S.console = null;
+  });
+  return [h("h1", {}, "Console of ", link("#/instance/" + encodeURIComponent(name), name), " ", status),
+    h("p", {class: "muted", text: "The instance's serial console. Click it and type; leaving the page disconnects."}),
+    holder];
+}
+
+// the charts follow the pushed samples
+node.update = (name) => { const el = $("charts-holder"); if (el) el.replaceChildren(nodeCharts(name)); };
+
+// the VNC display of a kvm instance, in noVNC as Debian packages it (served by RAPI from /usr/share/novnc,
+// loaded only when this view opens) over a WebSocket to RAPI, bridged to the instance's VNC port
+function instanceVnc(name) {
+  const status = h("span", {id: "vnc-status", class: "muted", text: "connecting…"});
+  const screen = h("div", {id: "vnc-screen", class: "vnc-screen"});
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ui/instances/" +
+              encodeURIComponent(name) + "/vnc";
+  import("/ui/novnc/core/rfb.js").then(({default: RFB}) => {
+    if (!screen.isConnected) return;
+    const rfb = new RFB(screen, url, {wsProtocols: ["binary"]});
+    S.vnc = rfb;
+    rfb.scaleViewport = true;
+    rfb.addEventListener("connect", () => { status.textContent = "connected"; status.className = "state running"; });
+    rfb.addEventListener("disconnect", (e) => {
+      status.textContent = e.detail && e.detail.clean ? "disconnected" : "connection closed";
+      status.className = "muted";
+      if (S.vnc === rfb) S.vnc = null;
+    });
+    rfb.addEventListener("desktopname", (e) => { screen.title = e.detail.name; });
+  }).catch((err) => { status.textContent = "noVNC is not available (Debian's novnc package): " + err.message;
+                      status.className = "alert"; });
+  return [h("h1", {}, "VNC console of ", link("#/instance/" + encodeURIComponent(name), name), " ", status),
+    h("p", {class: "muted", text: "The instance's display. Click it to type; leaving the page disconnects."}), screen];
 }
 
 // --- start -----------------------------------------------------------------------
