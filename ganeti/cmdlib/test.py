@@ -1,4 +1,4 @@
-"""LUs for testing the job machinery: OP_TEST_DELAY and OP_TEST_JQUEUE.
+"""LUs for testing the job machinery: OP_TEST_DELAY, OP_TEST_JQUEUE and OP_TEST_OS_PARAMS.
 
 Both speak Ganeti's socket handshake (L{ganeti.cmdlib.notify_socket}) with
 the client following the job: C{gnt-debug delay --interruptible} and
@@ -15,7 +15,7 @@ from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
 from ganeti.jobs import lifecycle
-from ganeti.opcodes.typed import OpTestDelay, OpTestJqueue
+from ganeti.opcodes.typed import OpTestDelay, OpTestJqueue, OpTestOsParams
 from ganeti.rpc import procedures
 
 #: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
@@ -185,3 +185,19 @@ class LUTestJqueue(LogicalUnit[OpTestJqueue]):
         if self.op.fail:
             raise errors.OpExecError("Opcode failure was requested")
         return True
+
+
+@register
+class LUTestOsParams(LogicalUnit[OpTestOsParams]):
+    """Ganeti's C{LUTestOsParams}: the secret OS parameters reached the job
+    (logged back, as Ganeti does, for the test to read); none is an error.
+    No locks."""
+
+    OP_ID = "OP_TEST_OS_PARAMS"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        if not self.op.osparams_secret:
+            raise errors.OpExecError("Opcode needs secret parameters")
+        await self.ctx.feedback("Secret OS parameters: %s" % (self.op.osparams_secret,))
+        return None

@@ -6,7 +6,7 @@
     (it can be bound, as Ganeti's C{IPAddress.Own});
   - C{get_file_info}: C{[exists, {"size": bytes}]} of a path under the root;
   - C{get_watcher_pause} / C{set_watcher_pause}: the node's C{watcher.pause}
-    file (L{ganeti.heartbeat.watcher});
+    file (L{ganeti.heartbeat.pause});
   - C{os_validate}: an OS definition, its variant and parameters, and its
     C{verify} script run with C{OSP_*} variables (Ganeti's C{ValidateOS});
   - C{hypervisor_validate_params}: parameter types, what the hypervisor
@@ -26,12 +26,12 @@ import errno
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from ganeti import errors
+from ganeti import errors, hvconstants
 from ganeti.asyncutil import Network, ProgramTimeout
 from ganeti.backend import osapi
-from ganeti.heartbeat import watcher
+from ganeti.heartbeat import pause as watcher_pause
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.noded.instances import decode
@@ -52,6 +52,14 @@ OS_VERIFY_TIMEOUT = 300.0
 #: (Ganeti's C{REQ_FILE_CHECK}/C{OPT_FILE_CHECK} of the kvm hypervisor).
 HV_FILE_PARAMS = ("kernel_path", "initrd_path", "cdrom_image_path", "cdrom2_image_path", "vnc_password_file",
                   "kvm_path")
+
+
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+}
+_TYPE_NAMES = {"bool": "a boolean", "int": "an integer", "string": "a string"}
 
 
 def _check(condition: bool, message: str) -> None:
@@ -106,14 +114,14 @@ class CheckProcedures:
 
     @handler(procedures.get_watcher_pause)
     def get_watcher_pause(self) -> int | None:
-        until = watcher.read_pause(watcher.pause_file(self.paths.data_dir), self.clock())
+        until = watcher_pause.read_pause(watcher_pause.pause_file(self.paths.data_dir), self.clock())
         return None if until is None else int(until)
 
     @handler(procedures.set_watcher_pause)
     def set_watcher_pause(self, until: Any) -> None:
         _check(until is None or (isinstance(until, (int, float)) and not isinstance(until, bool)),
                "Duration must be numeric")
-        watcher.write_pause(watcher.pause_file(self.paths.data_dir), until)
+        watcher_pause.write_pause(watcher_pause.pause_file(self.paths.data_dir), until)
 
     # --- validation ---------------------------------------------------------------------
 
@@ -165,12 +173,15 @@ class CheckProcedures:
 
     @handler(procedures.hypervisor_validate_params)
     def hypervisor_validate_params(self, hvname: Any, hvfull: Any) -> None:
-        from ganeti.cmdlib.instance_params import check_hvparams
-
-        try:
-            params = check_hvparams(hvname, hvfull, allow_default=False)
-        except errors.GenericError as e:
-            raise RpcFailure(str(e)) from None
+        types = hvconstants.HV_PARAMETER_TYPES.get(hvname)
+        if types is None:
+            raise RpcFailure("Hypervisor '%s' is not supported" % (hvname,))
+        for key, value in hvfull.items():
+            _check(key in types, "Unknown hypervisor parameter '%s' for hypervisor '%s'" % (key, hvname))
+            _check(value is None or _TYPE_CHECKS[types[key]](value),
+                   "Hypervisor parameter '%s' for hypervisor '%s' must be %s, got %r"
+                   % (key, hvname, _TYPE_NAMES[types[key]], value))
+        params = dict(hvfull)
         self._node.instances.hypervisor(hvname)  # known and usable on this node
         if hvname != "kvm":
             return

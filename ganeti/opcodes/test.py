@@ -1,4 +1,4 @@
-"""The test opcodes: C{OP_TEST_DELAY}, C{OP_TEST_JQUEUE}, C{OP_TEST_ALLOCATOR}.
+"""The test opcodes: C{OP_TEST_DELAY}, C{OP_TEST_JQUEUE}, C{OP_TEST_ALLOCATOR}, C{OP_TEST_OS_PARAMS}.
 
 Declared with L{ganeti.opcodes.base.define}; imported by L{ganeti.opcodes}.
 """
@@ -120,4 +120,10 @@ define(
     doc="Show an allocator's input or output for a request (testing).",
     result="string",
     summary="iallocator",
+)
+
+define(
+    "OP_TEST_OS_PARAMS",
+    [Param("osparams_secret", t_maybe(T_DICT), ABSENT, "secret OS parameters to pass through the job")],
+    doc="Test that secret OS parameters reach the job unlogged (testing).",
 )

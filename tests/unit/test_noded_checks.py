@@ -12,7 +12,7 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
 
 from ganeti import ssconf
-from ganeti.heartbeat import watcher
+from ganeti.heartbeat import pause as watcher
 from ganeti.noded import restricted
 from ganeti.noded.failure import RpcFailure
 from ganeti.noded.procedures import NodeProcedures

@@ -71,6 +71,7 @@ from ganeti.opcodes.typed.network import (
 from ganeti.opcodes.typed.oob import (
     OpNodePowercycle,
     OpOobCommand,
+    OpRestrictedCommand,
 )
 from ganeti.opcodes.typed.query import (
     OpClusterActivateMasterIp,
@@ -84,6 +85,7 @@ from ganeti.opcodes.typed.test import (
     OpTestAllocator,
     OpTestDelay,
     OpTestJqueue,
+    OpTestOsParams,
 )
 from ganeti.opcodes.typed.verify import (
     OpClusterRepairDiskSizes,
@@ -153,6 +155,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpOsDiagnose.OP_ID: OpOsDiagnose,
     OpQuery.OP_ID: OpQuery,
     OpQueryFields.OP_ID: OpQueryFields,
+    OpRestrictedCommand.OP_ID: OpRestrictedCommand,
     OpTagsDel.OP_ID: OpTagsDel,
     OpTagsGet.OP_ID: OpTagsGet,
     OpTagsSearch.OP_ID: OpTagsSearch,
@@ -160,6 +163,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpTestAllocator.OP_ID: OpTestAllocator,
     OpTestDelay.OP_ID: OpTestDelay,
     OpTestJqueue.OP_ID: OpTestJqueue,
+    OpTestOsParams.OP_ID: OpTestOsParams,
 }
 
 
@@ -231,6 +235,7 @@ __all__ = [
     "OpOsDiagnose",
     "OpQuery",
     "OpQueryFields",
+    "OpRestrictedCommand",
     "OpTagsDel",
     "OpTagsGet",
     "OpTagsSearch",
@@ -238,4 +243,5 @@ __all__ = [
     "OpTestAllocator",
     "OpTestDelay",
     "OpTestJqueue",
+    "OpTestOsParams",
 ]

@@ -93,3 +93,13 @@ class OpTestAllocator(OpCode):
     count: int = 1
     #: node group of the new instance
     group_name: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpTestOsParams(OpCode):
+    """Test that secret OS parameters reach the job unlogged (testing)."""
+
+    OP_ID: ClassVar[str] = "OP_TEST_OS_PARAMS"
+
+    #: secret OS parameters to pass through the job
+    osparams_secret: dict[str, Any] | None = None
