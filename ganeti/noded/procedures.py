@@ -33,7 +33,6 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import commands as node_commands
 from ganeti.noded import (
     checks,
     crypto_tokens,
@@ -49,6 +48,7 @@ from ganeti.noded import (
     restricted,
     storage_units,
 )
+from ganeti.noded import commands as node_commands
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
