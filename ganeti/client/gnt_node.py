@@ -14,6 +14,7 @@
     gnt-node failover [-f] [--ignore-consistency] [-I ALLOCATOR] NODE
     gnt-node power on|off|cycle|status [NODE...]; gnt-node health [NODE...] (L{ganeti.client.oob_cmds})
     gnt-node restricted-command [--sync] [-M] [-g GROUP] COMMAND [NODE...]
+    gnt-node volumes | modify-storage | repair-storage | list-drbd (L{ganeti.client.node_storage_cmds})
 
 C{evacuate} and C{migrate} submit one job that submits one job per
 instance; the command then follows those (L{ganeti.client.jobs}).
@@ -30,7 +31,7 @@ import re
 from typing import Any
 
 from ganeti import errors
-from ganeti.client import oob_cmds, prompt
+from ganeti.client import node_storage_cmds, oob_cmds, prompt
 from ganeti.client.command import EXIT_CONFIRMATION, EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.jobs import JobExecutor, opcode, report_changes, submit_or_send
 from ganeti.client.options import (
@@ -457,6 +458,14 @@ COMMANDS: dict[str, Command] = {
                         "Stops the primary instances on a node and start them on their secondary node"),
     "restricted-command": Command(restricted_command, _setup_restricted_command,
                                   "Executes a restricted command on node(s)"),
+    "volumes": Command(node_storage_cmds.volumes, node_storage_cmds.setup_volumes,
+                       "List logical volumes on node(s) (none here: no LVM)"),
+    "modify-storage": Command(node_storage_cmds.modify_storage, node_storage_cmds.setup_modify_storage,
+                              "Modify storage volume on a node (LVM physical volumes only)"),
+    "repair-storage": Command(node_storage_cmds.repair_storage, node_storage_cmds.setup_repair_storage,
+                              "Repairs a storage volume on a node (LVM volume groups only)"),
+    "list-drbd": Command(node_storage_cmds.list_drbd, node_storage_cmds.setup_list_drbd,
+                         "Query the list of used DRBD minors on the given node"),
     "power": Command("ganeti.client.oob_cmds:power", oob_cmds.setup_power,
                      "Change power state of node by calling out-of-band helper."),
     "health": Command("ganeti.client.oob_cmds:health", oob_cmds.setup_health,

@@ -1,7 +1,7 @@
 """LUs of OP_QUERY and OP_QUERY_FIELDS (the resources LUXI's Query does not
 serve: C{cluster}, C{os}, C{extstorage}), OP_CLUSTER_CONFIG_QUERY,
-OP_CLUSTER_POST_INIT (the C{cluster-init} hooks) and the master IP opcodes,
-as Ganeti has them.
+OP_CLUSTER_POST_INIT (the C{cluster-init} hooks), the master IP opcodes and
+OP_CLUSTER_DESTROY, as Ganeti has them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ganeti.opcodes.typed import (
     OpClusterActivateMasterIp,
     OpClusterConfigQuery,
     OpClusterDeactivateMasterIp,
+    OpClusterDestroy,
     OpClusterPostInit,
     OpQuery,
     OpQueryFields,
@@ -143,3 +144,31 @@ class LUClusterDeactivateMasterIp(LogicalUnit[OpClusterDeactivateMasterIp]):
 
 __all__ = ["LUClusterActivateMasterIp", "LUClusterConfigQuery", "LUClusterDeactivateMasterIp", "LUClusterPostInit",
            "LUQuery", "LUQueryFields", "diagnosed_rows", "master_ip"]
+
+
+@register
+class LUClusterDestroy(LogicalUnit[OpClusterDestroy]):
+    """Ganeti's C{LUClusterDestroy}: refused while other nodes or any
+    instance remain; then the master IP goes off (a failure is a warning)
+    and the result is the master's UUID.  The caller (Ganeti's C{gnt-cluster
+    destroy}) then stops the daemons and removes the files; ours does both
+    on the master node by itself (L{ganeti.client.cluster_init.destroy})."""
+
+    OP_ID = "OP_CLUSTER_DESTROY"
+
+    def check_prereq(self) -> None:
+        master = self.cfg.cluster.master_node
+        others = [uuid for uuid in self.cfg.nodes if uuid != master]
+        if others:
+            raise errors.OpPrereqError("There are still %d node(s) in this cluster." % len(others),
+                                       errors.ECODE_INVAL)
+        if self.cfg.instances:
+            raise errors.OpPrereqError("There are still %d instance(s) in this cluster." % len(self.cfg.instances),
+                                       errors.ECODE_INVAL)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        try:
+            await master_ip(self, procedures.node_deactivate_master_ip, "deactivate")
+        except errors.OpExecError as e:
+            await self.log_warning("Error disabling the master IP address: %s", e)
+        return self.cfg.cluster.master_node

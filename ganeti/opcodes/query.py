@@ -60,3 +60,6 @@ define("OP_CLUSTER_POST_INIT", [], doc="Run the cluster-init hooks after a clust
 define("OP_CLUSTER_ACTIVATE_MASTER_IP", [], doc="Activate the master IP on the master node.")
 
 define("OP_CLUSTER_DEACTIVATE_MASTER_IP", [], doc="Deactivate the master IP on the master node.")
+
+define("OP_CLUSTER_DESTROY", [], doc="Check that the cluster can be destroyed and turn its master IP off.",
+       result="the master node's UUID (the caller then removes the cluster's files)")

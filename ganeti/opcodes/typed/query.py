@@ -70,3 +70,10 @@ class OpClusterDeactivateMasterIp(OpCode):
     """Deactivate the master IP on the master node."""
 
     OP_ID: ClassVar[str] = "OP_CLUSTER_DEACTIVATE_MASTER_IP"
+
+
+@attrs.frozen(kw_only=True)
+class OpClusterDestroy(OpCode):
+    """Check that the cluster can be destroyed and turn its master IP off."""
+
+    OP_ID: ClassVar[str] = "OP_CLUSTER_DESTROY"
