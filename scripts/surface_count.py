@@ -1,5 +1,6 @@
 """Count what we have of Ganeti 3.0.2's surface: gnt-* subcommands, opcodes
-with a logical unit, node RPC procedures (the plain/DRBD-only ones left out).
+with a logical unit, node RPC procedures (the plain/DRBD-only ones left out),
+and the long options of the subcommands both have.
 
 Run from the checkout: C{.venv/bin/python scripts/surface_count.py} (needs
 Ganeti's extracted package in C{.venv/ganeti-3.0}).  Prints the three counts
@@ -72,8 +73,43 @@ def procedures() -> None:
     report("node RPC procedures, plain/DRBD-only left out", set(ours.TABLE.names()), theirs - PLAIN_DRBD)
 
 
+def long_options() -> None:
+    import argparse
+
+    listed = subprocess.check_output([sys.executable, "-c", (
+        "import glob, json, os, sys, importlib; sys.path.insert(0, %r); out = {}\n"
+        "for f in sorted(glob.glob(%r + '/ganeti/client/gnt_*.py')):\n"
+        "    mod = os.path.basename(f)[:-3]; m = importlib.import_module('ganeti.client.' + mod)\n"
+        "    for name, spec in getattr(m, 'commands', {}).items():\n"
+        "        out[mod.replace('_', '-') + ' ' + name] = sorted(s for o in spec[2] for s in o._long_opts)\n"
+        "print(json.dumps(out))") % (GANETI, GANETI)], cwd="/")
+    theirs = json.loads(listed)
+    from ganeti.client.launch import TOOLS
+
+    have: set[str] = set()
+    known: set[str] = set()
+    for tool, module in TOOLS.items():
+        try:
+            commands = getattr(importlib.import_module(module), "COMMANDS", {})
+        except (ImportError, TypeError):
+            continue
+        for name, command in commands.items():
+            if "%s %s" % (tool, name) not in theirs:
+                continue
+            parser = argparse.ArgumentParser(add_help=False)
+            if command.setup:
+                command.setup(parser)
+            taken = {o for a in parser._actions for o in a.option_strings} | {"--debug", "--help", "--reason"}
+            for option in theirs["%s %s" % (tool, name)]:
+                known.add("%s %s %s" % (tool, name, option))
+                if option in taken:
+                    have.add("%s %s %s" % (tool, name, option))
+    report("long options of the subcommands both have", have, known)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, HERE)
     subcommands()
     opcodes()
     procedures()
+    long_options()

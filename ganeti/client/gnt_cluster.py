@@ -108,6 +108,7 @@ def verify(ctx: Context, opts: argparse.Namespace) -> int:
         "error_codes": opts.error_codes,
         "debug_simulate_errors": opts.simulate_errors,
         "ignore_errors": list(opts.ignore_errors),
+        "skip_checks": ["nplusone_mem"] if opts.skip_nplusone_mem else [],
     }
     if opts.nodegroup:
         params["group_name"] = opts.nodegroup
@@ -187,6 +188,9 @@ def _setup_verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--ignore-errors", dest="ignore_errors", action="append", default=[],
                         metavar="ERROR_CODE", help="Error code to be ignored")
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
+    parser.add_argument("--no-nplus1-mem", dest="skip_nplusone_mem", action="store_true",
+                        help="Skip N+1 memory redundancy tests")
+    add_dry_run_option(parser)
     add_priority_option(parser)
 
 
@@ -202,6 +206,7 @@ def _setup_repair(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_redist(parser: argparse.ArgumentParser) -> None:
+    add_dry_run_option(parser)
     add_priority_option(parser)
     add_submit_options(parser)
 

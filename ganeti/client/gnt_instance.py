@@ -455,7 +455,7 @@ def failover_instance(ctx: Context, opts: argparse.Namespace) -> int:
             return EXIT_FAILURE
     op = opcode(ctx, "OP_INSTANCE_FAILOVER", instance_name=opts.instance,
                     ignore_consistency=opts.ignore_consistency, shutdown_timeout=opts.shutdown_timeout,
-                    ignore_ipolicy=opts.ignore_ipolicy, cleanup=False, **target)
+                    ignore_ipolicy=opts.ignore_ipolicy, cleanup=opts.cleanup, **target)
     submit_or_send(ctx, op)
     return EXIT_SUCCESS
 

@@ -45,6 +45,7 @@ from ganeti.client.options import (
     parse_fields,
     yes_no,
 )
+from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 from ganeti.client.tags import TAG_NODE, tag_commands
@@ -66,7 +67,7 @@ LIST_FORMAT = {"pinst_list": (_join, False), "sinst_list": (_join, False), "tags
 
 def list_nodes(ctx: Context, opts: argparse.Namespace) -> int:
     fields = parse_fields(opts.output, LIST_DEF_FIELDS)
-    return generic_list(ctx, "node", fields, make_simple_filter("name", opts.nodes), LIST_FORMAT)
+    return generic_list(ctx, "node", fields, make_filter(opts.nodes, opts.force_filter), LIST_FORMAT)
 
 
 STORAGE_DEF_FIELDS = ["node", "type", "name", "size", "used", "free", "allocatable"]
@@ -381,6 +382,11 @@ def _setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master-capable", type=yes_no, metavar="yes|no",
                         help="Set the master_capable flag on the node")
     parser.add_argument("--vm-capable", type=yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Accepted as Ganeti's (nothing more to tell)")
+    parser.add_argument("--no-ssh-key-check", dest="ssh_key_check", action="store_false",
+                        help="Accepted as Ganeti's: nodes join over the cluster's TLS, no SSH key is checked")
+    parser.add_argument("--no-node-setup", dest="node_setup", action="store_false",
+                        help="Accepted as Ganeti's: no SSH setup is ever done on the new node")
     parser.add_argument("--join-token", metavar="TOKEN",
                         help="One-time token the new node's unjoined ganeti-noded was started with")
     add_priority_option(parser)
@@ -425,13 +431,16 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     add_list_options(parser, LIST_DEF_FIELDS, units=True)
-    parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
+    parser.add_argument("-F", "--filter", dest="force_filter", action="store_true",
+                        help="Whether command argument should be treated as filter")
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes (globs allowed) or one filter (default: all)")
 
 
 def _setup_list_storage(parser: argparse.ArgumentParser) -> None:
     add_list_options(parser, STORAGE_DEF_FIELDS, units=True)
     parser.add_argument("-t", "--storage-type", dest="storage_type", metavar="TYPE",
                         help="Storage type: file, sharedfile or rados (default: the first enabled template's)")
+    add_priority_option(parser)
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
 
 

@@ -68,6 +68,13 @@ async def test_batch_create_and_the_lvm_drbd_commands(root):
             assert done.returncode == 1 and "is not a list of dicts" in done.stderr
             assert "b5.test" not in instances(root)
 
+            # --instance (Ganeti's default selection, named) and move --node
+            ok(root, "gnt-instance", "startup", "--instance", "b1.test")
+            ok(root, "gnt-instance", "shutdown", "--instance", "b1.test")
+            ok(root, "gnt-instance", "move", "-f", "--node", N2, "b1.test")
+            assert instances(root)["b1.test"] == N2
+            ok(root, "gnt-instance", "move", "-f", "--node", N1, "b1.test")
+
             # replace-disks: Ganeti's argument checks, then its refusal for a non-DRBD instance
             done = gnt(root, "gnt-instance", "replace-disks", "b1.test")
             assert done.returncode != 0 and "One and only one of the -p, -s, -a, -n and -I" in done.stderr

@@ -91,6 +91,17 @@ async def test_restricted_commands_and_debug_tests(root):
         assert ok(root, "gnt-debug", "wconfd", "listalllocks").startswith("Answer: [")
         done = gnt(root, "gnt-debug", "wconfd", "frobnicate")
         assert done.returncode == 1 and "Command 'frobnicate' not supported" in done.stderr
+
+        # -F/--filter on the list commands (Ganeti's: node, group, job, instance); names with globs
+        assert ok(root, "gnt-node", "list", "--no-headers", "-o", "name", "-F", 'name == "%s"' % MASTER) == MASTER + "\n"
+        assert ok(root, "gnt-node", "list", "--no-headers", "-o", "name", "node*") == MASTER + "\n"
+        assert ok(root, "gnt-node", "list", "--no-headers", "-o", "name", "-F", 'not master_candidate') == ""
+        assert ok(root, "gnt-group", "list", "--no-headers", "-o", "name", "-F", 'name =~ /^def/') == "default\n"
+        jobs = ok(root, "gnt-job", "list", "--no-headers", "-o", "id,status", "-F", 'status == "error"')
+        assert jobs and all(line.split()[1] == "error" for line in jobs.splitlines()), jobs
+        assert ok(root, "gnt-job", "list", "--no-headers", "-o", "id", "-F", "id == 1") == "1\n"
+        done = gnt(root, "gnt-job", "list", "-F", "id ==")
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done
     finally:
         cluster.stop()
 
