@@ -23,6 +23,7 @@ HELP: dict[str, dict[str, str]] = {'gnt-backup': {'export': 'Exports an instance
                  'queue': 'Change queue properties',
                  'redist-conf': 'Forces a push of the configuration file and ssconf files',
                  'remove-tags': 'Remove tags from the cluster',
+                 'rename': 'Renames the cluster',
                  'renew-crypto': 'Renews cluster certificates, keys and secrets',
                  'repair-disk-sizes': 'Updates mismatches in recorded disk sizes',
                  'search-tags': 'Searches the tags on all objects on the cluster for a given pattern (regex)',

@@ -13,6 +13,7 @@ import tempfile
 import pytest
 import pytest_twisted
 
+from ganeti import ssconf
 from ganeti.noded import restricted
 from ganeti.testing.cluster import gnt, ok
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
@@ -102,6 +103,16 @@ async def test_restricted_commands_and_debug_tests(root):
         assert ok(root, "gnt-job", "list", "--no-headers", "-o", "id", "-F", "id == 1") == "1\n"
         done = gnt(root, "gnt-job", "list", "-F", "id ==")
         assert done.returncode != 0 and "Traceback" not in done.stderr, done
+
+        # cluster rename: the new name must resolve; then name and master IP are the new name's
+        done = gnt(root, "gnt-cluster", "rename", "-f", "nosuch.invalid")
+        assert done.returncode != 0 and "Cannot resolve the new cluster name 'nosuch.invalid'" in done.stderr, done
+        assert ssconf.SimpleStore(root).get_cluster_name() == "cluster.test"
+        out = ok(root, "gnt-cluster", "rename", "-f", "localhost")
+        assert out.splitlines()[-1] == "Cluster renamed from 'cluster.test' to 'localhost'", out
+        assert ok(root, "gnt-cluster", "info").splitlines()[0] == "Cluster name: localhost"
+        done = gnt(root, "gnt-cluster", "rename", "-f", "localhost")
+        assert done.returncode != 0 and "Neither the name nor the IP address of the cluster has changed" in done.stderr
     finally:
         cluster.stop()
 

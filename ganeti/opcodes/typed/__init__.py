@@ -84,6 +84,7 @@ from ganeti.opcodes.typed.query import (
     OpClusterDeactivateMasterIp,
     OpClusterDestroy,
     OpClusterPostInit,
+    OpClusterRename,
     OpQuery,
     OpQueryFields,
 )
@@ -114,6 +115,7 @@ CLASSES: dict[str, type[OpCode]] = {
     OpClusterPostInit.OP_ID: OpClusterPostInit,
     OpClusterQuery.OP_ID: OpClusterQuery,
     OpClusterRedistConf.OP_ID: OpClusterRedistConf,
+    OpClusterRename.OP_ID: OpClusterRename,
     OpClusterRenewCrypto.OP_ID: OpClusterRenewCrypto,
     OpClusterRepairDiskSizes.OP_ID: OpClusterRepairDiskSizes,
     OpClusterSetParams.OP_ID: OpClusterSetParams,
@@ -200,6 +202,7 @@ __all__ = [
     "OpClusterPostInit",
     "OpClusterQuery",
     "OpClusterRedistConf",
+    "OpClusterRename",
     "OpClusterRenewCrypto",
     "OpClusterRepairDiskSizes",
     "OpClusterSetParams",

@@ -73,6 +73,16 @@ class OpClusterDeactivateMasterIp(OpCode):
 
 
 @attrs.frozen(kw_only=True)
+class OpClusterRename(OpCode):
+    """Rename the cluster: its name and master IP become the new name's."""
+
+    OP_ID: ClassVar[str] = "OP_CLUSTER_RENAME"
+
+    #: the new name (it must resolve)
+    name: str
+
+
+@attrs.frozen(kw_only=True)
 class OpClusterDestroy(OpCode):
     """Check that the cluster can be destroyed and turn its master IP off."""
 
