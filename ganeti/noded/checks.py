@@ -26,7 +26,7 @@ import errno
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ganeti import errors, hvconstants
 from ganeti.asyncutil import Network, ProgramTimeout
@@ -40,9 +40,6 @@ from ganeti.paths import Paths
 from ganeti.reactors import IReactor
 from ganeti.rpc import procedures, wire
 from ganeti.rpc.instances import node_path
-
-if TYPE_CHECKING:
-    from ganeti.noded.procedures import NodeProcedures
 
 #: The checks C{os_validate} knows (Ganeti's C{OS_VALIDATE_CALLS}).
 OS_CHECKS = ("parameters",)
@@ -70,10 +67,11 @@ def _check(condition: bool, message: str) -> None:
 class CheckProcedures:
     """The procedures above for the node rooted at C{paths}.
 
-    @param node: the node's other procedures (C{node_verify}, the instances)
+    @param node: the node's other procedures (L{ganeti.noded.procedures.NodeProcedures}:
+        C{node_verify}, the instances)
     """
 
-    def __init__(self, paths: Paths, reactor: IReactor, node: NodeProcedures) -> None:
+    def __init__(self, paths: Paths, reactor: IReactor, node: Any) -> None:
         self.paths = paths
         self._reactor = reactor
         self._node = node
@@ -81,7 +79,8 @@ class CheckProcedures:
 
     @handler(procedures.node_verify_light)
     async def node_verify_light(self, checkdict: Any, cluster_name: Any, hvparams: Any = None) -> dict[str, Any]:
-        return await self._node.node_verify(checkdict, cluster_name, hvparams)
+        result: dict[str, Any] = await self._node.node_verify(checkdict, cluster_name, hvparams)
+        return result
 
     @handler(procedures.node_has_ip_address)
     def node_has_ip_address(self, address: Any) -> bool:
