@@ -133,21 +133,22 @@ class Network:
         return probe.result.addCallback(close)
 
     def run(self, executable: str, args: Sequence[str], timeout: float,
-            env: dict[str, str] | None = None) -> Deferred[tuple[bytes, bytes, int]]:
-        """Run C{executable args...} (stdin closed): C{(stdout, stderr, exit
-        code)}, the code negative for a signal; after C{timeout} seconds the
-        program is killed and this fails with L{ProgramTimeout}."""
+            env: dict[str, str] | None = None, path: str | None = None) -> Deferred[tuple[bytes, bytes, int]]:
+        """Run C{executable args...} (stdin closed, in directory C{path} if
+        given): C{(stdout, stderr, exit code)}, the code negative for a signal;
+        after C{timeout} seconds the program is killed and this fails with
+        L{ProgramTimeout}."""
         environment = dict(os.environ) if env is None else env
         if not IReactorProcess.providedBy(self.reactor):
             try:
                 done = subprocess.run([executable, *args], capture_output=True, timeout=timeout, check=False,
-                                      env=environment, stdin=subprocess.DEVNULL)
+                                      env=environment, stdin=subprocess.DEVNULL, cwd=path)
             except subprocess.TimeoutExpired:
                 return _failed(ProgramTimeout())
             return succeed((done.stdout, done.stderr, done.returncode))
         output = _Output()
         reactor: Any = self.reactor  # not narrowed to IReactorProcess: it has a clock too
-        transport = reactor.spawnProcess(output, executable, [executable, *args], env=environment)
+        transport = reactor.spawnProcess(output, executable, [executable, *args], env=environment, path=path)
 
         def kill() -> None:
             output.timed_out = True

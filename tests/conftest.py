@@ -94,6 +94,8 @@ SLOW_FIRST = (
     "tests/integration/test_extstorage.py",
     "tests/integration/test_oob.py",
     "tests/integration/test_hooks.py",
+    "tests/integration/test_debug_commands.py",
+    "tests/integration/test_batch_storage_cli.py",
     "tests/unit/test_import_circles.py",
     "tests/unit/test_import_graph.py",
     "tests/unit/test_luxi_contract.py",

@@ -254,6 +254,10 @@ def setup_init(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cluster_name", metavar="CLUSTER_NAME")
     parser.add_argument("--primary-ip", required=True, help="this node's primary IP (e.g. 127.0.1.1 for a loopback cluster)")
     parser.add_argument("--node-name", help="this node's name (default: the host's FQDN)")
+    parser.add_argument("--no-etc-hosts", dest="modify_etc_hosts", action="store_false",
+                        help="Accepted as Ganeti's: /etc/hosts is never changed here")
+    parser.add_argument("--no-ssh-init", dest="ssh_init", action="store_false",
+                        help="Accepted as Ganeti's: no SSH keys are set up (nodes use the cluster's TLS)")
     parser.add_argument("--master-ip", help="the cluster's floating IP (default: the primary IP)")
     parser.add_argument("--master-netdev", default="none", help="interface of the master IP; 'none' for loopback clusters")
     parser.add_argument("--master-netmask", type=int, default=32, help="netmask (prefix length) of the master IP")

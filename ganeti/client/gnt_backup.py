@@ -14,6 +14,7 @@ import argparse
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.jobs import opcode, submit_or_send
 from ganeti.client.options import (
+    add_dry_run_option,
     add_list_fields_options,
     add_list_options,
     add_priority_option,
@@ -107,6 +108,7 @@ def _setup_export(parser: argparse.ArgumentParser) -> None:
                         help="Allow the instance to stay stopped for the whole copy (needed for a running instance:"
                              " file disks have no snapshots)")
     _compress(parser)
+    add_dry_run_option(parser)
     add_submit_options(parser)
     add_priority_option(parser)
     parser.add_argument("instance", metavar="INSTANCE")
@@ -133,6 +135,7 @@ def _setup_list_fields(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_remove(parser: argparse.ArgumentParser) -> None:
+    add_dry_run_option(parser)
     add_submit_options(parser)
     add_priority_option(parser)
     parser.add_argument("instance", metavar="INSTANCE")

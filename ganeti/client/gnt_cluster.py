@@ -28,12 +28,13 @@ import time
 from typing import Any
 
 from ganeti import errors, ports
-from ganeti.client import tags
+from ganeti.client import prompt, tags
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.errorfmt import format_error
 from ganeti.client.jobs import opcode, submit_opcodes, submit_or_send
 from ganeti.client.options import (
     add_dry_run_option,
+    add_force_option,
     add_priority_option,
     add_submit_options,
     add_tag_source_option,
@@ -108,6 +109,7 @@ def verify(ctx: Context, opts: argparse.Namespace) -> int:
         "error_codes": opts.error_codes,
         "debug_simulate_errors": opts.simulate_errors,
         "ignore_errors": list(opts.ignore_errors),
+        "skip_checks": ["nplusone_mem"] if opts.skip_nplusone_mem else [],
     }
     if opts.nodegroup:
         params["group_name"] = opts.nodegroup
@@ -187,6 +189,9 @@ def _setup_verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--ignore-errors", dest="ignore_errors", action="append", default=[],
                         metavar="ERROR_CODE", help="Error code to be ignored")
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
+    parser.add_argument("--no-nplus1-mem", dest="skip_nplusone_mem", action="store_true",
+                        help="Skip N+1 memory redundancy tests")
+    add_dry_run_option(parser)
     add_priority_option(parser)
 
 
@@ -201,7 +206,30 @@ def _setup_repair(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("instances", nargs="*", metavar="INSTANCE", help="Instances to check (default: all)")
 
 
+def rename(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's C{RenameCluster}: OP_CLUSTER_RENAME after confirmation."""
+    (old,) = ctx.client().query_config_values(["cluster_name"])
+    if not opts.force and not prompt.ask_user(
+            "This will rename the cluster from '%s' to '%s'. If you are connected over the network to the cluster"
+            " name, the operation is very dangerous as the IP address will be removed from the node and the change"
+            " may not go through. Continue?" % (old, opts.name)):
+        return EXIT_FAILURE
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_RENAME", name=opts.name))
+    if result:
+        ctx.out("Cluster renamed from '%s' to '%s'" % (old, result))
+    return EXIT_SUCCESS
+
+
+def _setup_rename(parser: argparse.ArgumentParser) -> None:
+    add_force_option(parser, help="Do not ask for confirmation")
+    add_dry_run_option(parser)
+    add_priority_option(parser)
+    add_submit_options(parser)
+    parser.add_argument("name", metavar="NEW_NAME")
+
+
 def _setup_redist(parser: argparse.ArgumentParser) -> None:
+    add_dry_run_option(parser)
     add_priority_option(parser)
     add_submit_options(parser)
 
@@ -298,6 +326,7 @@ COMMANDS: dict[str, Command] = {
         _lazy_setup("setup_destroy"),
         "Stop the daemons and remove the cluster's files from this node",
     ),
+    "rename": Command(rename, _setup_rename, "Renames the cluster"),
     "modify": Command(
         "ganeti.client.cluster_init:modify", _lazy_setup("setup_modify"), "Change the cluster's parameters"
     ),

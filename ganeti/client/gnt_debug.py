@@ -3,6 +3,8 @@
     gnt-debug delay [--submit] [--repeat N] [--priority P] [--no-master] [-n NODE] [--interruptible]
                     [--no-locks] DURATION
     gnt-debug locks [-o FIELDS] [--no-headers] [--separator S] [--interval SECONDS]
+    gnt-debug submit-job | iallocator | test-osparams | wconfd ... (L{ganeti.client.debug_cmds})
+    gnt-debug test-jobqueue (L{ganeti.client.debug_jobqueue})
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import time
 from typing import Any
 
+from ganeti.client import debug_cmds
 from ganeti.client.command import EXIT_SUCCESS, Command, Context
 from ganeti.client.jobs import opcode, submit_or_send
 from ganeti.client.options import (
@@ -133,11 +136,19 @@ COMMANDS: dict[str, Command] = {
         " delay is also executed on the master, unless --no-master is given.",
     ),
     "locks": Command(list_locks, _setup_locks, "Show a list of locks in the master daemon"),
+    "submit-job": Command(debug_cmds.submit_job, debug_cmds.setup_submit_job,
+                          "Submits jobs built from json files containing a list of serialized opcodes"),
+    "iallocator": Command(debug_cmds.iallocator, debug_cmds.setup_iallocator, "Executes a TestAllocator OpCode"),
+    "test-jobqueue": Command("ganeti.client.debug_jobqueue:test_jobqueue", add_priority_option,
+                             "Test a few aspects of the job queue"),
+    "test-osparams": Command(debug_cmds.test_osparams, debug_cmds.setup_test_osparams,
+                             "Test secret os parameter transmission"),
+    "wconfd": Command(debug_cmds.wconfd, debug_cmds.setup_wconfd, "Directly talk to WConfD"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run("gnt-debug", COMMANDS, argv)
+    return run("gnt-debug", COMMANDS, argv, aliases={"allocator": "iallocator"})
 
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ from ganeti.client.options import (
     add_list_options,
     add_priority_option,
     add_submit_options,
-    make_simple_filter,
     parse_fields,
 )
+from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 from ganeti.client.tags import TAG_NODEGROUP, tag_commands
@@ -133,7 +133,7 @@ def modify_group(ctx: Context, opts: argparse.Namespace) -> int:
 
 def list_groups(ctx: Context, opts: argparse.Namespace) -> int:
     fields = parse_fields(opts.output, LIST_DEF_FIELDS)
-    return generic_list(ctx, "group", fields, make_simple_filter("name", opts.groups), LIST_FORMAT)
+    return generic_list(ctx, "group", fields, make_filter(opts.groups, opts.force_filter), LIST_FORMAT)
 
 
 def list_group_fields(ctx: Context, opts: argparse.Namespace) -> int:
@@ -235,7 +235,10 @@ def _setup_show_ispecs(parser: argparse.ArgumentParser) -> None:
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     add_list_options(parser, LIST_DEF_FIELDS)
-    parser.add_argument("groups", nargs="*", metavar="GROUP_NAME", help="groups to list (default: all)")
+    parser.add_argument("-F", "--filter", dest="force_filter", action="store_true",
+                        help="Whether command argument should be treated as filter")
+    parser.add_argument("groups", nargs="*", metavar="GROUP_NAME",
+                        help="groups (globs allowed) or one filter (default: all)")
 
 
 def evacuate_group(ctx: Context, opts: argparse.Namespace) -> int:

@@ -455,7 +455,7 @@ def failover_instance(ctx: Context, opts: argparse.Namespace) -> int:
             return EXIT_FAILURE
     op = opcode(ctx, "OP_INSTANCE_FAILOVER", instance_name=opts.instance,
                     ignore_consistency=opts.ignore_consistency, shutdown_timeout=opts.shutdown_timeout,
-                    ignore_ipolicy=opts.ignore_ipolicy, cleanup=False, **target)
+                    ignore_ipolicy=opts.ignore_ipolicy, cleanup=opts.cleanup, **target)
     submit_or_send(ctx, op)
     return EXIT_SUCCESS
 
@@ -606,6 +606,15 @@ def _setup(name: str) -> Callable[[argparse.ArgumentParser], None]:
     return setup
 
 
+def _batch_setup(name: str) -> Callable[[argparse.ArgumentParser], None]:
+    def setup(parser: argparse.ArgumentParser) -> None:
+        from ganeti.client import instance_batch
+
+        getattr(instance_batch, "setup_" + name)(parser)
+
+    return setup
+
+
 COMMANDS: dict[str, Command] = {
     "add": Command(add_instance, _setup("add"), "Create an instance and add it to the cluster"),
     "remove": Command(remove_instance, _setup("remove"), "Stop an instance and remove it with its disks"),
@@ -635,6 +644,10 @@ COMMANDS: dict[str, Command] = {
                     "Move an instance to another node by copying its disks (stopped during the copy)"),
     "change-group": Command(change_group, _setup("change_group"), "Move an instance to another node group"),
     "console": Command(connect_console, _setup("console"), "Connect to the console of a running instance"),
+    "batch-create": Command("ganeti.client.instance_batch:batch_create", _batch_setup("batch_create"),
+                            "Create a bunch of instances based on specs in the file"),
+    "replace-disks": Command("ganeti.client.instance_batch:replace_disks", _batch_setup("replace_disks"),
+                             "Replaces disks for the instance (DRBD instances only)"),
     **tag_commands(TAG_INSTANCE, "INSTANCE", "instance"),
 }
 

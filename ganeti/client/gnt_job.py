@@ -39,6 +39,7 @@ from ganeti.client.options import (
     parse_fields,
     parse_timespec,
 )
+from ganeti.client.qfilter import looks_like_filter, make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 
@@ -85,7 +86,15 @@ def list_jobs(ctx: Context, opts: argparse.Namespace) -> int:
     fields = parse_fields(opts.output, LIST_DEF_FIELDS)
     if opts.archived and "archived" not in fields:
         fields.append("archived")
-    qfilter = and_filters(make_simple_filter("id", opts.job_ids), _status_filter(opts))
+    if opts.force_filter or (len(opts.job_ids) == 1 and looks_like_filter(opts.job_ids[0])):
+        wanted = make_filter(opts.job_ids, True, namefield="id")
+    else:
+        try:
+            wanted = make_simple_filter("id", [options.job_id(text) for text in opts.job_ids])
+        except argparse.ArgumentTypeError as e:
+            ctx.usage_error("argument JOB_ID: %s" % e)
+            raise
+    qfilter = and_filters(wanted, _status_filter(opts))
     return generic_list(ctx, "job", fields, qfilter, LIST_FORMAT)
 
 
@@ -283,7 +292,9 @@ def _setup_list(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--archived", action="store_true", help="Include archived jobs in list (slow and expensive)"
     )
-    parser.add_argument("job_ids", nargs="*", type=options.job_id, metavar="JOB_ID", help="jobs to list (default: all)")
+    parser.add_argument("-F", "--filter", dest="force_filter", action="store_true",
+                        help="Whether command argument should be treated as filter")
+    parser.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="jobs to list, or one filter (default: all)")
 
 
 def _setup_info(parser: argparse.ArgumentParser) -> None:

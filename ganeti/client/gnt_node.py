@@ -11,7 +11,10 @@
     gnt-node evacuate [-f] [-p|-s] [-n NEW_NODE | -I ALLOCATOR] [--early-release] NODE
     gnt-node migrate [-f] [--non-live | --migration-mode MODE] [-n TARGET | -I ALLOCATOR] NODE
     gnt-node list-storage [-t TYPE] [-o FIELDS] [--no-headers] [--separator S] [--units U] [NODE...]
+    gnt-node failover [-f] [--ignore-consistency] [-I ALLOCATOR] NODE
     gnt-node power on|off|cycle|status [NODE...]; gnt-node health [NODE...] (L{ganeti.client.oob_cmds})
+    gnt-node restricted-command [--sync] [-M] [-g GROUP] COMMAND [NODE...]
+    gnt-node volumes | modify-storage | repair-storage | list-drbd (L{ganeti.client.node_storage_cmds})
 
 C{evacuate} and C{migrate} submit one job that submits one job per
 instance; the command then follows those (L{ganeti.client.jobs}).
@@ -28,9 +31,9 @@ import re
 from typing import Any
 
 from ganeti import errors
-from ganeti.client import oob_cmds, prompt
+from ganeti.client import node_storage_cmds, oob_cmds, prompt
 from ganeti.client.command import EXIT_CONFIRMATION, EXIT_FAILURE, EXIT_SUCCESS, Command, Context
-from ganeti.client.jobs import opcode, report_changes, submit_or_send
+from ganeti.client.jobs import JobExecutor, opcode, report_changes, submit_or_send
 from ganeti.client.options import (
     add_dry_run_option,
     add_force_option,
@@ -42,6 +45,7 @@ from ganeti.client.options import (
     parse_fields,
     yes_no,
 )
+from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 from ganeti.client.tags import TAG_NODE, tag_commands
@@ -63,7 +67,7 @@ LIST_FORMAT = {"pinst_list": (_join, False), "sinst_list": (_join, False), "tags
 
 def list_nodes(ctx: Context, opts: argparse.Namespace) -> int:
     fields = parse_fields(opts.output, LIST_DEF_FIELDS)
-    return generic_list(ctx, "node", fields, make_simple_filter("name", opts.nodes), LIST_FORMAT)
+    return generic_list(ctx, "node", fields, make_filter(opts.nodes, opts.force_filter), LIST_FORMAT)
 
 
 STORAGE_DEF_FIELDS = ["node", "type", "name", "size", "used", "free", "allocatable"]
@@ -252,6 +256,89 @@ def migrate_node(ctx: Context, opts: argparse.Namespace) -> int:
     )
 
 
+def failover_node(ctx: Context, opts: argparse.Namespace) -> int:
+    """Fail over the node's primary instances, one job each (Ganeti's C{FailoverNode})."""
+    instances = _node_instances(ctx, opts.node, ["pinst_list"])
+    if not instances:
+        ctx.err("No primary instances on node %s, exiting." % opts.node)
+        return EXIT_SUCCESS
+    if not opts.force and not prompt.ask_user("Fail over instance(s) %s?"
+                                              % ",".join("'%s'" % name for name in instances)):
+        return EXIT_CONFIRMATION
+    executor = JobExecutor(ctx)
+    for name in instances:
+        params: dict[str, Any] = {"instance_name": name, "ignore_consistency": opts.ignore_consistency}
+        if opts.iallocator:
+            params["iallocator"] = opts.iallocator
+        executor.queue_job(name, opcode(ctx, "OP_INSTANCE_FAILOVER", **params))
+    results = executor.get_results()
+    bad = sum(1 for ok, _ in results if not ok)
+    if bad:
+        ctx.out("There were errors during the failover:\n%d error(s) out of %d instance(s)." % (bad, len(results)))
+        return EXIT_FAILURE
+    ctx.out("All %d instance(s) failed over successfully." % len(results))
+    return EXIT_SUCCESS
+
+
+def _online_nodes(ctx: Context, names: list[str], group: str | None) -> list[str]:
+    """The online nodes among C{names} or of node group C{group} (Ganeti's
+    C{GetOnlineNodes}: offline ones are left out with a note)."""
+    qfilter = make_simple_filter("name", names) if names else None
+    rows = ctx.client().query("node", ["name", "offline", "group", "group.uuid"], qfilter)["data"]
+    if group:
+        rows = [row for row in rows if group in (row[2][1], row[3][1])]
+        if not rows:
+            raise errors.OpPrereqError("Node group '%s' has no nodes" % group, errors.ECODE_NOENT)
+    offline = [row[0][1] for row in rows if row[1][1]]
+    if offline:
+        ctx.err("Note: skipping offline node(s): %s" % ", ".join(offline))
+    return [row[0][1] for row in rows if not row[1][1]]
+
+
+def restricted_command(ctx: Context, opts: argparse.Namespace) -> int:
+    """Run a restricted command on nodes (Ganeti's C{RestrictedCommand})."""
+    if not opts.nodes and not opts.nodegroup:
+        raise errors.OpPrereqError("Node group or node names must be given", errors.ECODE_INVAL)
+    nodes = _online_nodes(ctx, opts.nodes, opts.nodegroup)
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_RESTRICTED_COMMAND", command=opts.command, nodes=nodes,
+                                           use_locking=opts.do_locking))
+    code = EXIT_SUCCESS
+    for node, (ok, text) in zip(nodes, result):
+        ctx.out("------------------------------------------------")
+        if not ok:
+            code = EXIT_FAILURE
+            ctx.out(text)
+        elif opts.show_machine_names:
+            for line in text.splitlines():
+                ctx.out("%s: %s" % (node, line))
+        else:
+            ctx.out("Node: %s" % node)
+            ctx.out(text)
+    return code
+
+
+def _setup_failover(parser: argparse.ArgumentParser) -> None:
+    add_force_option(parser, help="Do not ask for confirmation")
+    parser.add_argument("--ignore-consistency", action="store_true",
+                        help="Ignore the consistency of the disks on the secondary. The source node must be marked"
+                        " offline first for this to succeed.")
+    parser.add_argument("-I", "--iallocator", metavar="NAME", help="Choose the target nodes with this allocator")
+    add_priority_option(parser)
+    parser.add_argument("node", metavar="NODE")
+
+
+def _setup_restricted_command(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sync", dest="do_locking", action="store_true",
+                        help="Grab locks while doing the queries in order to ensure more consistent results")
+    add_priority_option(parser)
+    add_submit_options(parser)
+    parser.add_argument("-M", "--show-machine-names", action="store_true",
+                        help="Show machine name for every line in output")
+    parser.add_argument("-g", "--node-group", dest="nodegroup", metavar="GROUP", help="Node group (name or uuid)")
+    parser.add_argument("command", metavar="COMMAND")
+    parser.add_argument("nodes", metavar="NODE", nargs="*")
+
+
 def _setup_evacuate(parser: argparse.ArgumentParser) -> None:
     add_force_option(parser, help="Do not ask for confirmation")
     which = parser.add_mutually_exclusive_group()
@@ -295,6 +382,11 @@ def _setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master-capable", type=yes_no, metavar="yes|no",
                         help="Set the master_capable flag on the node")
     parser.add_argument("--vm-capable", type=yes_no, metavar="yes|no", help="Set the vm_capable flag on the node")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Accepted as Ganeti's (nothing more to tell)")
+    parser.add_argument("--no-ssh-key-check", dest="ssh_key_check", action="store_false",
+                        help="Accepted as Ganeti's: nodes join over the cluster's TLS, no SSH key is checked")
+    parser.add_argument("--no-node-setup", dest="node_setup", action="store_false",
+                        help="Accepted as Ganeti's: no SSH setup is ever done on the new node")
     parser.add_argument("--join-token", metavar="TOKEN",
                         help="One-time token the new node's unjoined ganeti-noded was started with")
     add_priority_option(parser)
@@ -339,13 +431,16 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
     add_list_options(parser, LIST_DEF_FIELDS, units=True)
-    parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
+    parser.add_argument("-F", "--filter", dest="force_filter", action="store_true",
+                        help="Whether command argument should be treated as filter")
+    parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes (globs allowed) or one filter (default: all)")
 
 
 def _setup_list_storage(parser: argparse.ArgumentParser) -> None:
     add_list_options(parser, STORAGE_DEF_FIELDS, units=True)
     parser.add_argument("-t", "--storage-type", dest="storage_type", metavar="TYPE",
                         help="Storage type: file, sharedfile or rados (default: the first enabled template's)")
+    add_priority_option(parser)
     parser.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to list (default: all)")
 
 
@@ -368,6 +463,18 @@ COMMANDS: dict[str, Command] = {
     "modify": Command(modify_node, _setup_modify, "Alters the parameters of a node"),
     "evacuate": Command(evacuate_node, _setup_evacuate, "Move the primary and/or secondary instances off a node"),
     "migrate": Command(migrate_node, _setup_migrate, "Migrate all primary instances of a node to other nodes"),
+    "failover": Command(failover_node, _setup_failover,
+                        "Stops the primary instances on a node and start them on their secondary node"),
+    "restricted-command": Command(restricted_command, _setup_restricted_command,
+                                  "Executes a restricted command on node(s)"),
+    "volumes": Command(node_storage_cmds.volumes, node_storage_cmds.setup_volumes,
+                       "List logical volumes on node(s) (none here: no LVM)"),
+    "modify-storage": Command(node_storage_cmds.modify_storage, node_storage_cmds.setup_modify_storage,
+                              "Modify storage volume on a node (LVM physical volumes only)"),
+    "repair-storage": Command(node_storage_cmds.repair_storage, node_storage_cmds.setup_repair_storage,
+                              "Repairs a storage volume on a node (LVM volume groups only)"),
+    "list-drbd": Command(node_storage_cmds.list_drbd, node_storage_cmds.setup_list_drbd,
+                         "Query the list of used DRBD minors on the given node"),
     "power": Command("ganeti.client.oob_cmds:power", oob_cmds.setup_power,
                      "Change power state of node by calling out-of-band helper."),
     "health": Command("ganeti.client.oob_cmds:health", oob_cmds.setup_health,

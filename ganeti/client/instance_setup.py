@@ -11,6 +11,7 @@ import argparse
 from ganeti.client import instance_opts as iopts
 from ganeti.client.instance_opts import (
     BY_CLUSTER,
+    BY_NAME,
     BY_NODE,
     BY_NODE_TAGS,
     BY_PRIMARY,
@@ -75,6 +76,7 @@ def _multi(parser: argparse.ArgumentParser) -> None:
     """Ganeti's instance selection options (default: the instances named)."""
     group = parser.add_mutually_exclusive_group()
     modes = (
+        ("--instance", BY_NAME, "Arguments are instances (the default)"),
         ("--all", BY_CLUSTER, "Act on all instances (no arguments)"),
         ("--node", BY_NODE, "Arguments are nodes: their primary and secondary instances"),
         ("--primary", BY_PRIMARY, "Arguments are nodes: their primary instances"),
@@ -299,6 +301,8 @@ def setup_failover(parser: argparse.ArgumentParser) -> None:
     add_force_option(parser, help="Do not ask for confirmation")
     parser.add_argument("--ignore-consistency", action="store_true",
                         help="Fail over even if the disks are not consistent on the target")
+    parser.add_argument("--cleanup", action="store_true",
+                        help="Accepted as Ganeti's (a failed migration's cleanup); a failover has nothing to clean")
     _target(parser)
     _shutdown_timeout(parser)
     _job_options(parser)
@@ -307,7 +311,7 @@ def setup_failover(parser: argparse.ArgumentParser) -> None:
 
 def setup_move(parser: argparse.ArgumentParser) -> None:
     add_force_option(parser, help="Do not ask for confirmation")
-    parser.add_argument("-n", "--target-node", dest="node", required=True, metavar="NODE", help="Target node")
+    parser.add_argument("-n", "--node", "--target-node", dest="node", required=True, metavar="NODE", help="Target node")
     parser.add_argument("--compress", default="none", metavar="TOOL",
                         help="Compression of the disk data on the wire (none, gzip, gzip-fast, gzip-slow)")
     parser.add_argument("--ignore-consistency", action="store_true", help="Ignore the consistency of the disks")

@@ -16,7 +16,8 @@ from ganeti.cmdlib import instance, instance_ops, instance_query, instance_set_p
 from ganeti.cmdlib import iallocator_debug, instance_disks, instance_migration, node_evacuation  # noqa: F401
 from ganeti.cmdlib import operating_system  # noqa: F401  (registration)
 from ganeti.cmdlib import verify, verify_disks  # noqa: F401  (registration)
-from ganeti.cmdlib import backup, instance_groups, instance_move, node_storage  # noqa: F401  (registration)
+from ganeti.cmdlib import backup, instance_groups, instance_move, lvm_drbd, node_storage  # noqa: F401  (registration)
+from ganeti.cmdlib import instance_multi  # noqa: F401  (registration)
 from ganeti.cmdlib import disk_activation, disk_recreate, extstorage  # noqa: F401  (registration)
 from ganeti.cmdlib import network  # noqa: F401  (registration)
 from ganeti.cmdlib import candidate_certs  # noqa: F401  (registration)

@@ -14,7 +14,7 @@ import random
 import re
 from typing import Any, Callable, Iterable, Mapping
 
-from ganeti import errors
+from ganeti import errors, hvconstants
 from ganeti.objects import ConfigData
 
 #: the value that removes an instance's own setting (Ganeti's C{VALUE_DEFAULT})
@@ -44,28 +44,8 @@ BE_TYPES: dict[str, str] = {
 
 _MIGRATION_MODES = ("live", "non-live")
 
-#: hypervisor parameters each hypervisor takes, with their types
-HV_TYPES: dict[str, dict[str, str]] = {
-    "fake": {"migration_mode": T_STR},
-    "kvm": {
-        **{key: T_BOOL for key in (
-            "acpi", "serial_console", "use_chroot", "use_localtime", "vhost_net", "vnc_tls", "vnc_x509_verify",
-            "spice_use_tls", "spice_use_vdagent", "spice_playback_compression", "user_shutdown",
-            "use_guest_agent", "vnet_hdr")},
-        **{key: T_INT for key in (
-            "cpu_cores", "cpu_sockets", "cpu_threads", "migration_bandwidth", "migration_downtime",
-            "migration_port", "serial_speed", "spice_ip_version", "virtio_net_queues", "kvm_pci_reservations")},
-        **{key: T_STR for key in (
-            "boot_order", "cdrom_image_path", "cdrom2_image_path", "cdrom_disk_type", "cpu_mask", "cpu_type",
-            "disk_aio", "disk_cache", "disk_discard", "disk_type", "floppy_image_path", "initrd_path",
-            "kernel_args", "kernel_path", "keymap", "kvm_extra", "kvm_flag", "kvm_path", "machine_version",
-            "mem_path", "migration_caps", "migration_mode", "nic_type", "reboot_behavior", "root_path",
-            "security_domain", "security_model", "soundhw", "spice_bind", "spice_image_compression",
-            "spice_jpeg_wan_compression", "spice_password_file", "spice_streaming_video", "spice_tls_ciphers",
-            "spice_zlib_glz_wan_compression", "usb_devices", "usb_mouse", "vga", "vnc_bind_address",
-            "vnc_password_file", "vnc_x509_path", "scsi_controller_type", "pci_pass")},
-    },
-}
+#: hypervisor parameters each hypervisor takes, with their types (L{ganeti.hvconstants})
+HV_TYPES: dict[str, dict[str, str]] = hvconstants.HV_PARAMETER_TYPES
 
 NIC_MODES = ("bridged", "routed", "openvswitch")
 DISK_MODES = ("rw", "ro")

@@ -1,5 +1,6 @@
 """OP_OOB_COMMAND: power and health of nodes through their out-of-band helper;
-OP_NODE_POWERCYCLE: a node's hard reboot by its own NodeD (L{LUNodePowercycle}).
+OP_NODE_POWERCYCLE: a node's hard reboot by its own NodeD (L{LUNodePowercycle});
+OP_RESTRICTED_COMMAND: one of each node's restricted commands (L{LURestrictedCommand}).
 
 Ganeti's C{LUOobCommand} (C{lib/cmdlib/misc.py}): for each node (by name
 order) whose C{oob_program} node parameter (node, then group, then cluster)
@@ -26,7 +27,7 @@ from twisted.logger import Logger
 from ganeti import errors, oob
 from ganeti.cmdlib.base import ALL_SET, LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.objects import ConfigData, Node, nice_sort_key
-from ganeti.opcodes.typed import OpNodePowercycle, OpOobCommand
+from ganeti.opcodes.typed import OpNodePowercycle, OpOobCommand, OpRestrictedCommand
 from ganeti.rpc import procedures
 
 #: seconds the RPC may take beyond the helper's own timeout
@@ -168,3 +169,36 @@ class LUNodePowercycle(LogicalUnit[OpNodePowercycle]):
         if answer.failed:
             raise errors.OpExecError("Failed to schedule the reboot: %s" % answer.fail_msg)
         return answer.payload
+
+
+@register
+class LURestrictedCommand(LogicalUnit[OpRestrictedCommand]):
+    """Ganeti's C{LURestrictedCommand}: RPC C{restricted_command} on every
+    node at once; the result is C{[success, output or "Command 'C' on node
+    'N' failed: why"]} per node, in the order given.  Locks: the nodes',
+    shared unless C{use_locking} (Ganeti's reading of that flag)."""
+
+    OP_ID = "OP_RESTRICTED_COMMAND"
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        if not self.op.nodes:
+            raise errors.OpPrereqError("At least one node must be given", errors.ECODE_INVAL)
+        nodes = [expand_node(self.cfg, name) for name in self.op.nodes]
+        self.op = attrs.evolve(self.op, nodes=[n.name or "" for n in nodes], node_uuids=[n.uuid or "" for n in nodes])
+        self.needed_locks = {LEVEL_NODE: list(self.op.node_uuids or [])}
+        self.share_locks = {LEVEL_NODE: not self.op.use_locking}
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        nodes = [self.cfg.nodes[uuid] for uuid in self.op.node_uuids or []]
+        answers = await self.ctx.rpc().run({n.name or "": n.primary_ip or n.name or "" for n in nodes},
+                                           procedures.restricted_command.call(self.op.command))
+        result: list[list[Any]] = []
+        for node in nodes:
+            answer = answers[node.name or ""]
+            if answer.failed:
+                result.append([False, "Command '%s' on node '%s' failed: %s"
+                               % (self.op.command, node.name, answer.fail_msg)])
+            else:
+                result.append([True, answer.payload])
+        return result

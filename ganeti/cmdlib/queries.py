@@ -1,21 +1,25 @@
 """LUs of OP_QUERY and OP_QUERY_FIELDS (the resources LUXI's Query does not
 serve: C{cluster}, C{os}, C{extstorage}), OP_CLUSTER_CONFIG_QUERY,
-OP_CLUSTER_POST_INIT (the C{cluster-init} hooks) and the master IP opcodes,
-as Ganeti has them.
+OP_CLUSTER_POST_INIT (the C{cluster-init} hooks), the master IP opcodes,
+OP_CLUSTER_RENAME and OP_CLUSTER_DESTROY, as Ganeti has them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ganeti import errors
+import attrs
+
+from ganeti import errors, ports
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance_utils import node_address
 from ganeti.opcodes.typed import (
     OpClusterActivateMasterIp,
     OpClusterConfigQuery,
     OpClusterDeactivateMasterIp,
+    OpClusterDestroy,
     OpClusterPostInit,
+    OpClusterRename,
     OpQuery,
     OpQueryFields,
 )
@@ -143,3 +147,82 @@ class LUClusterDeactivateMasterIp(LogicalUnit[OpClusterDeactivateMasterIp]):
 
 __all__ = ["LUClusterActivateMasterIp", "LUClusterConfigQuery", "LUClusterDeactivateMasterIp", "LUClusterPostInit",
            "LUQuery", "LUQueryFields", "diagnosed_rows", "master_ip"]
+
+
+@register
+class LUClusterDestroy(LogicalUnit[OpClusterDestroy]):
+    """Ganeti's C{LUClusterDestroy}: refused while other nodes or any
+    instance remain; then the master IP goes off (a failure is a warning)
+    and the result is the master's UUID.  The caller (Ganeti's C{gnt-cluster
+    destroy}) then stops the daemons and removes the files; ours does both
+    on the master node by itself (L{ganeti.client.cluster_init.destroy})."""
+
+    OP_ID = "OP_CLUSTER_DESTROY"
+
+    def check_prereq(self) -> None:
+        master = self.cfg.cluster.master_node
+        others = [uuid for uuid in self.cfg.nodes if uuid != master]
+        if others:
+            raise errors.OpPrereqError("There are still %d node(s) in this cluster." % len(others),
+                                       errors.ECODE_INVAL)
+        if self.cfg.instances:
+            raise errors.OpPrereqError("There are still %d instance(s) in this cluster." % len(self.cfg.instances),
+                                       errors.ECODE_INVAL)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        try:
+            await master_ip(self, procedures.node_deactivate_master_ip, "deactivate")
+        except errors.OpExecError as e:
+            await self.log_warning("Error disabling the master IP address: %s", e)
+        return self.cfg.cluster.master_node
+
+
+#: seconds the rename's probe of the new master IP waits for an answer
+RENAME_PROBE_TIMEOUT = 1.0
+
+
+@register
+class LUClusterRename(LogicalUnit[OpClusterRename]):
+    """Ganeti's C{LUClusterRename}: the new name must resolve; its
+    canonical name and address become the cluster's name and master IP
+    (refused when neither changes, or when the new address answers on the
+    node daemon port: another machine has it).  The master IP goes off,
+    the cluster object changes (ssconf follows), and the master IP comes
+    back with the new address (a failure then is a warning).  The result is
+    the new name."""
+
+    OP_ID = "OP_CLUSTER_RENAME"
+
+    async def resolve(self) -> None:
+        try:
+            canonical, _aliases, addresses = await self.ctx.net.resolve(self.op.name)
+        except OSError as e:
+            raise errors.OpPrereqError("Cannot resolve the new cluster name '%s': %s" % (self.op.name, e),
+                                       errors.ECODE_RESOLVER) from None
+        if not addresses:
+            raise errors.OpPrereqError("The new cluster name '%s' has no address" % self.op.name,
+                                       errors.ECODE_RESOLVER)
+        self.new_name, self.new_ip = str(canonical), str(addresses[0])
+        if self.new_ip != self.cfg.cluster.master_ip and await self.ctx.net.port_open(self.new_ip, ports.NODED,
+                                                                              RENAME_PROBE_TIMEOUT):
+            raise errors.OpPrereqError("The given cluster IP address (%s) is reachable on the network" % self.new_ip,
+                                       errors.ECODE_NOTUNIQUE)
+
+    def check_prereq(self) -> None:
+        cluster = self.cfg.cluster
+        if self.new_name == cluster.cluster_name and self.new_ip == cluster.master_ip:
+            raise errors.OpPrereqError("Neither the name nor the IP address of the cluster has changed",
+                                       errors.ECODE_INVAL)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        await master_ip(self, procedures.node_deactivate_master_ip, "deactivate")
+        try:
+            await self.modify("cluster", None,
+                              lambda c: attrs.evolve(c, cluster_name=self.new_name, master_ip=self.new_ip))
+        finally:
+            try:
+                await master_ip(self, procedures.node_activate_master_ip, "activate")
+            except errors.OpExecError as e:
+                await self.log_warning("Could not re-enable the master role on the master, please restart"
+                                       " manually: %s", e)
+        return self.new_name

@@ -1,4 +1,4 @@
-"""LUs for testing the job machinery: OP_TEST_DELAY and OP_TEST_JQUEUE.
+"""LUs for testing the job machinery: OP_TEST_DELAY, OP_TEST_JQUEUE, OP_TEST_OS_PARAMS and OP_TEST_DUMMY.
 
 Both speak Ganeti's socket handshake (L{ganeti.cmdlib.notify_socket}) with
 the client following the job: C{gnt-debug delay --interruptible} and
@@ -15,7 +15,7 @@ from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
 from ganeti.jobs import lifecycle
-from ganeti.opcodes.typed import OpTestDelay, OpTestJqueue
+from ganeti.opcodes.typed import OpTestDelay, OpTestDummy, OpTestJqueue, OpTestOsParams
 from ganeti.rpc import procedures
 
 #: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
@@ -185,3 +185,48 @@ class LUTestJqueue(LogicalUnit[OpTestJqueue]):
         if self.op.fail:
             raise errors.OpExecError("Opcode failure was requested")
         return True
+
+
+@register
+class LUTestOsParams(LogicalUnit[OpTestOsParams]):
+    """Ganeti's C{LUTestOsParams}: the secret OS parameters reached the job
+    (logged back, as Ganeti does, for the test to read); none is an error.
+    No locks."""
+
+    OP_ID = "OP_TEST_OS_PARAMS"
+    REQ_BGL = False
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        if not self.op.osparams_secret:
+            raise errors.OpExecError("Opcode needs secret parameters")
+        await self.ctx.feedback("Secret OS parameters: %s" % (self.op.osparams_secret,))
+        return None
+
+
+@register
+class LUTestDummy(LogicalUnit[OpTestDummy]):
+    """Ganeti's C{OP_TEST_DUMMY} (its unit tests' opcode; Ganeti runs it
+    without a logical unit): log C{messages}, then fail if C{fail}, submit
+    C{submit_jobs} (the result lists them), or answer C{result}.  No locks."""
+
+    OP_ID = "OP_TEST_DUMMY"
+    REQ_BGL = False
+
+    def check_arguments(self) -> None:
+        messages = self.op.messages
+        if messages is not None and not (isinstance(messages, list) and all(isinstance(m, str) for m in messages)):
+            raise errors.OpPrereqError("'messages' must be a list of strings", errors.ECODE_INVAL)
+        jobs = self.op.submit_jobs
+        if jobs is not None and not (isinstance(jobs, list) and all(
+                isinstance(job, list) and job and all(isinstance(op, dict) for op in job) for job in jobs)):
+            raise errors.OpPrereqError("'submit_jobs' must be a list of jobs, each a list of opcodes",
+                                       errors.ECODE_INVAL)
+
+    async def exec_(self, feedback: Feedback) -> Any:
+        for message in self.op.messages or []:
+            await self.ctx.feedback(message)
+        if self.op.fail:
+            raise errors.OpExecError("Opcode failed as requested (fail)")
+        if self.op.submit_jobs:
+            return lifecycle.ResultWithJobs(list(self.op.submit_jobs))
+        return self.op.result

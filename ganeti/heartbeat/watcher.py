@@ -42,7 +42,6 @@ are pure (or touch only the pause file).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Awaitable, Callable, Iterable, Mapping, cast
 
@@ -52,6 +51,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from ganeti.heartbeat.pause import PAUSE_REMOVE_AFTER, pause_file, read_pause, write_pause  # noqa: F401
 from ganeti.objects import ConfigData
 
 #: C{await ask_node(config, node)}: what runs on C{node} now, asked by RPC
@@ -73,50 +73,7 @@ ARCHIVE_AGE = 6 * 3600.0
 ARCHIVE_EVERY = 600.0
 #: seconds an archive run may take (Ganeti's watcher: 89)
 ARCHIVE_TIMEOUT = 89.0
-#: a pause file this long past its end is removed (Ganeti's)
-PAUSE_REMOVE_AFTER = 3600.0
-
-
-def pause_file(data_dir: str) -> str:
-    return os.path.join(data_dir, "watcher.pause")
-
-
-def read_pause(path: str, now: float) -> float | None:
-    """The end of the watcher's pause, or None when it is not paused
-    (Ganeti's reading: a bad or long-past file is removed)."""
-    try:
-        with open(path) as handle:
-            text = handle.read().strip()
-    except FileNotFoundError:
-        return None
-    try:
-        until = int(text)
-    except ValueError:
-        _remove(path)
-        return None
-    if now > until + PAUSE_REMOVE_AFTER:
-        _remove(path)
-        return None
-    return float(until) if now <= until else None
-
-
-def write_pause(path: str, until: float | None) -> None:
-    """Pause until C{until} (an epoch), or end the pause (None)."""
-    from ganeti import serializer
-
-    if until is None:
-        _remove(path)
-    else:
-        serializer.write_file(path, "%d\n" % int(until), mode=0o644)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
+# the pause file (Ganeti's C{watcher.pause}): L{ganeti.heartbeat.pause}, shared with NodeD
 class RestartBudget:
     """At most C{limit} restarts per instance in any C{window} seconds."""
 

@@ -33,8 +33,8 @@ from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard
 from ganeti.jobs import replicas
-from ganeti.noded import commands as node_commands
 from ganeti.noded import (
+    checks,
     crypto_tokens,
     diskfiles,
     dispatch,
@@ -45,8 +45,10 @@ from ganeti.noded import (
     instances,
     master,
     oob,
+    restricted,
     storage_units,
 )
+from ganeti.noded import commands as node_commands
 from ganeti.noded.configdelta import REWRITE_DELAY, ConfigFollower, DeltaRefused
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
@@ -122,8 +124,11 @@ class NodeProcedures:
         #: every declared procedure and its handler
         self.crypto = crypto_tokens.CryptoTokenProcedures(paths)
         self.commands = node_commands.CommandProcedures(paths, reactor)
+        self.checks = checks.CheckProcedures(paths, reactor, self)
+        self.restricted = restricted.RestrictedProcedures(paths, reactor)
         self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election, self.oob, self.hooks, self.crypto, self.commands])
+                                           self.election, self.oob, self.hooks, self.crypto, self.commands,
+                                           self.checks, self.restricted])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush

@@ -300,6 +300,45 @@ define(
     result="list of rows, one value per output field",
 )
 
+#: Ganeti's storage types (C{STORAGE_TYPES})
+STORAGE_TYPES = ("diskless", "ext", "file", "gluster", "lvm-pv", "lvm-vg", "rados", "sharedfile")
+
+define(
+    "OP_NODE_MODIFY_STORAGE",
+    [
+        P_NODE_NAME,
+        P_NODE_UUID,
+        Param("storage_type", t_one_of(*STORAGE_TYPES), REQUIRED, "storage type"),
+        Param("name", t_maybe(T_STR), ABSENT, "storage unit"),
+        Param("changes", T_DICT, REQUIRED, "requested changes ({field: value})"),
+    ],
+    doc="Modify a storage unit (Ganeti: lvm-pv's allocatable only).",
+    summary="node_name",
+)
+
+define(
+    "OP_REPAIR_NODE_STORAGE",
+    [
+        P_NODE_NAME,
+        P_NODE_UUID,
+        Param("storage_type", t_one_of(*STORAGE_TYPES), REQUIRED, "storage type"),
+        Param("name", t_maybe(T_STR), ABSENT, "storage unit"),
+        Param("ignore_consistency", T_BOOL, False, "ignore the consistency of the disks"),
+    ],
+    doc="Repair a storage unit (Ganeti: an LVM volume group's consistency).",
+    summary="node_name",
+)
+
+define(
+    "OP_NODE_QUERYVOLS",
+    [
+        Param("output_fields", t_list(T_NONEMPTY_STR), REQUIRED, "selected output fields"),
+        Param("nodes", t_list(T_NONEMPTY_STR), [], "nodes to query (empty: all)"),
+    ],
+    doc="List the LVM logical volumes of nodes.",
+    result="list of rows, one value per output field",
+)
+
 define(
     "OP_NODE_SET_PARAMS",
     [

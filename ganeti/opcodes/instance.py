@@ -434,3 +434,34 @@ define(
     result='{"jobs": [[true, job_id] | [false, error], ...]}',
     summary="node_name",
 )
+
+#: Ganeti's replace-disks modes (C{REPLACE_DISK_*})
+REPLACE_MODES = ("replace_on_primary", "replace_on_secondary", "replace_new_secondary", "replace_auto")
+
+define(
+    "OP_INSTANCE_REPLACE_DISKS",
+    [
+        P_INSTANCE_NAME,
+        P_INSTANCE_UUID,
+        P_EARLY_RELEASE,
+        P_IGNORE_IPOLICY,
+        Param("mode", t_one_of(*REPLACE_MODES), REQUIRED, "replacement mode"),
+        Param("disks", t_list(T_ANY), [], "disk indices (empty: all)"),
+        Param("remote_node", t_maybe(T_STR), ABSENT, "new secondary node"),
+        Param("remote_node_uuid", t_maybe(T_STR), ABSENT, "internal: resolved UUID"),
+        P_IALLOCATOR,
+    ],
+    doc="Replace the disks of a DRBD instance (refused here: no DRBD).",
+    summary="instance_name",
+)
+
+define(
+    "OP_INSTANCE_MULTI_ALLOC",
+    [
+        Param("opportunistic_locking", T_BOOL, False, "accepted; each creation job takes its own locks"),
+        Param("iallocator", t_maybe(T_STR), ABSENT, "allocator choosing the nodes of instances without pnode"),
+        Param("instances", t_list(T_DICT), [], "the OP_INSTANCE_CREATE opcodes of the instances"),
+    ],
+    doc="Create several instances: one creation job each.",
+    result="{\"jobs\": [[ok, job id or error], ...], \"allocatable\": [names], \"failed\": [names]}",
+)

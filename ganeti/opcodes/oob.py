@@ -1,4 +1,5 @@
-"""The power opcodes: C{OP_OOB_COMMAND} and C{OP_NODE_POWERCYCLE} (Ganeti 3.0's parameters).
+"""The power opcodes: C{OP_OOB_COMMAND} and C{OP_NODE_POWERCYCLE}, and C{OP_RESTRICTED_COMMAND}
+(Ganeti 3.0's parameters).
 
 Declared with L{ganeti.opcodes.base.define}; imported by L{ganeti.opcodes}.
 The protocol itself (commands, answers) is L{ganeti.oob}.
@@ -56,4 +57,17 @@ define(
     doc="Hard powercycle a node (the master only with force).",
     result="the node's answer (\"Reboot scheduled in 5 seconds\")",
     summary="node_name",
+)
+
+define(
+    "OP_RESTRICTED_COMMAND",
+    [
+        Param("use_locking", T_BOOL, False, "take the nodes' locks (shared)"),
+        Param("nodes", t_list(T_NONEMPTY_STR), REQUIRED, "nodes to run the command on (at least one)"),
+        Param("node_uuids", t_maybe(t_list(T_NONEMPTY_STR)), ABSENT, "internal: resolved UUIDs"),
+        Param("command", T_NONEMPTY_STR, REQUIRED, "the restricted command's name"),
+    ],
+    doc="Run a restricted command (one of each node's own) on nodes.",
+    result="[[success, output or error], ...] in the order of the nodes",
+    summary="command",
 )

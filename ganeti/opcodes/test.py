@@ -1,4 +1,5 @@
-"""The test opcodes: C{OP_TEST_DELAY}, C{OP_TEST_JQUEUE}, C{OP_TEST_ALLOCATOR}.
+"""The test opcodes: C{OP_TEST_DELAY}, C{OP_TEST_JQUEUE}, C{OP_TEST_ALLOCATOR}, C{OP_TEST_OS_PARAMS},
+C{OP_TEST_DUMMY}.
 
 Declared with L{ganeti.opcodes.base.define}; imported by L{ganeti.opcodes}.
 """
@@ -120,4 +121,21 @@ define(
     doc="Show an allocator's input or output for a request (testing).",
     result="string",
     summary="iallocator",
+)
+
+define(
+    "OP_TEST_OS_PARAMS",
+    [Param("osparams_secret", t_maybe(T_DICT), ABSENT, "secret OS parameters to pass through the job")],
+    doc="Test that secret OS parameters reach the job unlogged (testing).",
+)
+
+define(
+    "OP_TEST_DUMMY",
+    [
+        Param("result", T_ANY, ABSENT, "the opcode's result"),
+        Param("messages", T_ANY, ABSENT, "messages to log (a list of strings)"),
+        Param("fail", T_ANY, ABSENT, "fail the opcode (true)"),
+        Param("submit_jobs", T_ANY, ABSENT, "jobs to submit (lists of opcodes): the result names them"),
+    ],
+    doc="Log messages, then fail, submit jobs or return a result (testing).",
 )

@@ -521,6 +521,84 @@ def hooks_runner(hpath: str, phase: str, env: dict[str, str]) -> list[list[Any]]
     ...]}, status C{HKR_SKIP} 0, C{HKR_FAIL} 1 or C{HKR_SUCCESS} 2."""
 
 
+# --- checks, validation and small node tasks (L{ganeti.noded.checks}, L{ganeti.noded.restricted}) --------
+
+
+@declare(TMO_NORMAL, idempotent=True)
+def node_verify_light(checkdict: dict[str, Any], cluster_name: str, hvparams: Any = None) -> dict[str, Any]:
+    """L{node_verify}'s checks (Ganeti runs it on a node about to be added)."""
+
+
+@declare(TMO_FAST, idempotent=True)
+def node_has_ip_address(address: str) -> bool:
+    """Whether one of this node's interfaces holds C{address}."""
+
+
+@declare(TMO_FAST, idempotent=True)
+def get_file_info(file_path: str) -> list[Any]:
+    """C{[true, {"size": bytes}]} of a file under the node's root, C{[false, {}]} if absent."""
+
+
+@declare(TMO_URGENT, idempotent=True)
+def get_watcher_pause() -> int | None:
+    """Until when (epoch) the watcher is paused on this node, C{None}: not paused."""
+
+
+@declare(TMO_URGENT, idempotent=True)
+def set_watcher_pause(until: float | None) -> None:
+    """Pause the watcher until C{until} (epoch), or end the pause (C{None})."""
+
+
+@declare(TMO_FAST, idempotent=True)
+def os_validate(required: bool, name: str, checks: list[str], params: dict[str, Any],
+                force_variant: Flag = False) -> bool:
+    """Validate OS C{name} (C{os+variant}) and its C{params} here: C{checks} among
+    C{parameters}; the OS's C{verify} script runs with them.  False: the OS is
+    absent and not C{required}."""
+
+
+@declare(TMO_NORMAL, idempotent=True)
+def hypervisor_validate_params(hvname: str, hvfull: dict[str, Any]) -> None:
+    """Check the (filled) hypervisor parameters C{hvfull} on this node."""
+
+
+@declare(TMO_NORMAL, idempotent=True)
+def instance_migratable(inst: Inst) -> None:
+    """Fails unless the instance runs here (so it can be migrated away)."""
+
+
+@declare(TMO_NORMAL)
+def storage_modify(su_name: str, su_args: list[Any], name: str, changes: dict[str, Any]) -> None:
+    """Change fields of a storage unit (Ganeti: lvm-pv's C{allocatable}); the
+    types here have no changeable field: refused, nothing changed."""
+
+
+@declare(TMO_NORMAL)
+def storage_execute(su_name: str, su_args: list[Any], name: str, op: str) -> Any:
+    """Run operation C{op} on a storage unit (Ganeti: lvm-vg's C{fix-consistency});
+    the types here have none: refused, nothing changed."""
+
+
+@declare(TMO_FAST, idempotent=True)
+def file_storage_dir_create(file_storage_dir: str) -> None:
+    """Create a directory under the node's file or sharedfile storage directory."""
+
+
+@declare(TMO_FAST)
+def file_storage_dir_remove(file_storage_dir: str) -> None:
+    """Remove such a directory if it is empty (absent: nothing to do)."""
+
+
+@declare(TMO_FAST)
+def file_storage_dir_rename(old_file_storage_dir: str, new_file_storage_dir: str) -> None:
+    """Rename such a directory (already renamed: nothing to do)."""
+
+
+@declare(TMO_SLOW)
+def restricted_command(cmd: str) -> str:
+    """Run the executable C{cmd} of the node's restricted-commands directory: its output."""
+
+
 def procedure(name: str) -> Procedure[Any, Any]:
     """The declaration of procedure C{name}.
 

@@ -74,6 +74,14 @@ async def test_instance_commands(root):
         assert where[DOWN] == [N3, "ADMIN_down"]
         assert where[SHARED][0] in (N1, N2) and where[SHARED][1] == "running"
 
+        # node failover (Ganeti's: one failover job per primary instance, the allocator chooses)
+        done = gnt(root, "gnt-node", "failover", "-f", N3)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert done.stdout.endswith("All 1 instance(s) failed over successfully.\n"), done.stdout
+        assert table(root, "-o", "name,pnode,status")[DOWN][0] in (N1, N2)
+        done = gnt(root, "gnt-node", "failover", "-f", N3)
+        assert done.returncode == 0 and "No primary instances on node %s, exiting." % N3 in done.stderr
+
         # a node that cannot be reached gives no data, not a hang
         cluster.nodeds[1].stop()
         rows = table(root, "-o", "name,pnode,status")

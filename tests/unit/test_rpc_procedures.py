@@ -44,12 +44,12 @@ def test_every_handler_is_declared_and_every_declaration_has_a_handler(root):
     procs = _node(root)
     handlers: dict[str, Any] = {}
     for target in (procs, procs.instances, procs.impexp, procs.hotplug, procs.master, procs.election, procs.oob, procs.hooks,
-                   procs.crypto, procs.commands):
+                   procs.crypto, procs.commands, procs.checks, procs.restricted):
         for name, function in dispatch.handlers_of(target).items():
             assert name not in handlers, "two handlers for %s" % name
             handlers[name] = function
     assert sorted(handlers) == sorted(procedures.TABLE.names())
-    assert len(handlers) >= 61
+    assert len(handlers) >= 75
     for declared in procedures.TABLE:
         assert procs.lookup(declared.name) == handlers[declared.name]
 

@@ -406,6 +406,54 @@ class OpNodeQueryStorage(OpCode):
 
 
 @attrs.frozen(kw_only=True)
+class OpNodeModifyStorage(OpCode):
+    """Modify a storage unit (Ganeti: lvm-pv's allocatable only)."""
+
+    OP_ID: ClassVar[str] = "OP_NODE_MODIFY_STORAGE"
+
+    #: node (short names are expanded)
+    node_name: str
+    #: internal: resolved UUID
+    node_uuid: str | None = None
+    #: storage type
+    storage_type: str
+    #: storage unit
+    name: str | None = None
+    #: requested changes ({field: value})
+    changes: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class OpRepairNodeStorage(OpCode):
+    """Repair a storage unit (Ganeti: an LVM volume group's consistency)."""
+
+    OP_ID: ClassVar[str] = "OP_REPAIR_NODE_STORAGE"
+
+    #: node (short names are expanded)
+    node_name: str
+    #: internal: resolved UUID
+    node_uuid: str | None = None
+    #: storage type
+    storage_type: str
+    #: storage unit
+    name: str | None = None
+    #: ignore the consistency of the disks
+    ignore_consistency: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class OpNodeQueryvols(OpCode):
+    """List the LVM logical volumes of nodes."""
+
+    OP_ID: ClassVar[str] = "OP_NODE_QUERYVOLS"
+
+    #: selected output fields
+    output_fields: list[str]
+    #: nodes to query (empty: all)
+    nodes: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen(kw_only=True)
 class OpNodeSetParams(OpCode):
     """Change a node's roles and parameters."""
 

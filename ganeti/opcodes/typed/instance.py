@@ -499,3 +499,43 @@ class OpNodeMigrate(OpCode):
     ignore_ipolicy: bool = False
     #: allocator script name (e.g. hail)
     iallocator: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpInstanceReplaceDisks(OpCode):
+    """Replace the disks of a DRBD instance (refused here: no DRBD)."""
+
+    OP_ID: ClassVar[str] = "OP_INSTANCE_REPLACE_DISKS"
+
+    #: instance (FQDN; short names expanded)
+    instance_name: str
+    #: internal: resolved UUID
+    instance_uuid: str | None = None
+    #: release locks early
+    early_release: bool = False
+    #: ignore instance-policy violations
+    ignore_ipolicy: bool = False
+    #: replacement mode
+    mode: str
+    #: disk indices (empty: all)
+    disks: list[Any] = attrs.Factory(list)
+    #: new secondary node
+    remote_node: str | None = None
+    #: internal: resolved UUID
+    remote_node_uuid: str | None = None
+    #: allocator script name (e.g. hail)
+    iallocator: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpInstanceMultiAlloc(OpCode):
+    """Create several instances: one creation job each."""
+
+    OP_ID: ClassVar[str] = "OP_INSTANCE_MULTI_ALLOC"
+
+    #: accepted; each creation job takes its own locks
+    opportunistic_locking: bool = False
+    #: allocator choosing the nodes of instances without pnode
+    iallocator: str | None = None
+    #: the OP_INSTANCE_CREATE opcodes of the instances
+    instances: list[dict[str, Any]] = attrs.Factory(list)

@@ -45,3 +45,19 @@ class OpNodePowercycle(OpCode):
     node_uuid: str | None = None
     #: override safety checks
     force: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class OpRestrictedCommand(OpCode):
+    """Run a restricted command (one of each node's own) on nodes."""
+
+    OP_ID: ClassVar[str] = "OP_RESTRICTED_COMMAND"
+
+    #: take the nodes' locks (shared)
+    use_locking: bool = False
+    #: nodes to run the command on (at least one)
+    nodes: list[str]
+    #: internal: resolved UUIDs
+    node_uuids: list[str] | None = None
+    #: the restricted command's name
+    command: str

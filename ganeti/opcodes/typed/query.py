@@ -70,3 +70,20 @@ class OpClusterDeactivateMasterIp(OpCode):
     """Deactivate the master IP on the master node."""
 
     OP_ID: ClassVar[str] = "OP_CLUSTER_DEACTIVATE_MASTER_IP"
+
+
+@attrs.frozen(kw_only=True)
+class OpClusterRename(OpCode):
+    """Rename the cluster: its name and master IP become the new name's."""
+
+    OP_ID: ClassVar[str] = "OP_CLUSTER_RENAME"
+
+    #: the new name (it must resolve)
+    name: str
+
+
+@attrs.frozen(kw_only=True)
+class OpClusterDestroy(OpCode):
+    """Check that the cluster can be destroyed and turn its master IP off."""
+
+    OP_ID: ClassVar[str] = "OP_CLUSTER_DESTROY"

@@ -93,3 +93,29 @@ class OpTestAllocator(OpCode):
     count: int = 1
     #: node group of the new instance
     group_name: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpTestOsParams(OpCode):
+    """Test that secret OS parameters reach the job unlogged (testing)."""
+
+    OP_ID: ClassVar[str] = "OP_TEST_OS_PARAMS"
+
+    #: secret OS parameters to pass through the job
+    osparams_secret: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OpTestDummy(OpCode):
+    """Log messages, then fail, submit jobs or return a result (testing)."""
+
+    OP_ID: ClassVar[str] = "OP_TEST_DUMMY"
+
+    #: the opcode's result
+    result: Any = None
+    #: messages to log (a list of strings)
+    messages: Any = None
+    #: fail the opcode (true)
+    fail: Any = None
+    #: jobs to submit (lists of opcodes): the result names them
+    submit_jobs: Any = None
