@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ganeti import errors, ports
+from ganeti import errors
 from ganeti.cmdlib.base import Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance_utils import node_address
 from ganeti.opcodes.typed import (
@@ -186,7 +186,7 @@ class LUClusterRename(LogicalUnit[OpClusterRename]):
     """Ganeti's C{LUClusterRename}: the new name must resolve; its
     canonical name and address become the cluster's name and master IP
     (refused when neither changes, or when the new address answers on the
-    node daemon port: another machine has it).  The master IP goes off,
+    cluster's node daemon port: another machine has it).  The master IP goes off,
     the cluster object changes (ssconf follows), and the master IP comes
     back with the new address (a failure then is a warning).  The result is
     the new name."""
@@ -203,7 +203,7 @@ class LUClusterRename(LogicalUnit[OpClusterRename]):
             raise errors.OpPrereqError("The new cluster name '%s' has no address" % self.op.name,
                                        errors.ECODE_RESOLVER)
         self.new_name, self.new_ip = str(canonical), str(addresses[0])
-        if self.new_ip != self.cfg.cluster.master_ip and await self.ctx.net.port_open(self.new_ip, ports.NODED,
+        if self.new_ip != self.cfg.cluster.master_ip and await self.ctx.net.port_open(self.new_ip, self.ctx.rpc_port,
                                                                               RENAME_PROBE_TIMEOUT):
             raise errors.OpPrereqError("The given cluster IP address (%s) is reachable on the network" % self.new_ip,
                                        errors.ECODE_NOTUNIQUE)
