@@ -332,7 +332,7 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=time.time())
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
     data = config.to_json()
-    _settle_local_state(view.paths, data)
+    _settle_local_state(view.paths, data, lambda line: progress.warn("Warning: %s" % line))
     write_config_epoch(view.paths, epoch)  # this config is the new master's, written under its epoch
     ha_params.record_failover(view.paths, read_epoch(view.paths), view.me, view.master)  # for gnt-cluster info
     values = ssconf.compute(config)
@@ -398,12 +398,23 @@ def _may_need_settling(data: Any) -> bool:
     return status not in model.FINALIZED and (status != model.QUEUED or bool(data.get("livelock")))
 
 
-def _settle_local_state(paths: Paths, data: bytes) -> None:
+def _settle_local_state(paths: Paths, data: bytes, out: Any = None) -> None:
     """Write the new config; forget what a past mastership of this node
-    left (config journal, locks); fail the jobs the old master ran."""
-    from ganeti.jobs import model, replicas
+    left (config journal, locks, WConfD's recorded answers, job processes
+    still running); fail the jobs the old master ran.
 
-    for stale in (paths.config_journal, paths.config_journal + ".old", paths.locks_data, paths.locks_journal):
+    A job process of a past mastership here (cut off by a partition or a
+    pause before the old master's C{node_stop_master} reached it) would
+    otherwise reconnect to this node's new WConfD, resend the config change
+    it was waiting for, and be answered from the recorded answers of that
+    past mastership although its change is not in the config taken over:
+    a success without its effect.  The processes are killed and the answers
+    dropped (they answer requests of owners this WConfD never had)."""
+    from ganeti.jobs import model, orphans, replicas
+
+    orphans.kill_orphans(paths, out or (lambda _line: None))
+    for stale in (paths.config_journal, paths.config_journal + ".old", paths.locks_data, paths.locks_journal,
+                  paths.wconfd_requests):
         try:
             os.unlink(stale)
         except FileNotFoundError:

@@ -37,6 +37,7 @@ from ganeti import daemons, errors, serializer
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard, StaleEpoch, read_config_epoch
 from ganeti.jobs import replicas
+from ganeti.jobs.orphans import JOB_LOCK_RE, kill_job_process
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -57,23 +58,8 @@ _ALREADY_DOWN = re.compile(r"Cannot assign|not found")
 
 _T = TypeVar("_T")
 
-_JOB_LOCK_RE = re.compile(r"^job_(\d+)_\d+$")
-
-
-def _kill_job_process(pid: int, signum: int) -> None:
-    """Kill C{pid} and its session (a job process forked by LuxiD's fork
-    server leads one), or C{pid} alone when it leads no process group."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signum)
-            return
-    except ProcessLookupError:
-        pass
-    os.kill(pid, signum)
-
-
 def stop_job_processes(paths: Paths, out: Callable[[str], object] = lambda _line: None,
-                       kill: Callable[[int, int], None] = _kill_job_process) -> list[int]:
+                       kill: Callable[[int, int], None] = kill_job_process) -> list[int]:
     """Kill the job processes still running here (C{node_stop_master}):
     the new master has ended their jobs in error ("master failover"), so
     they must not go on, nor record another ending here.  A job process is
@@ -91,7 +77,7 @@ def stop_job_processes(paths: Paths, out: Callable[[str], object] = lambda _line
     except OSError:
         return []
     for name in names:
-        match = _JOB_LOCK_RE.match(name)
+        match = JOB_LOCK_RE.match(name)
         if match is None:
             continue
         job_id, path = int(match.group(1)), os.path.join(paths.lock_dir, name)
