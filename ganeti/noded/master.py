@@ -216,16 +216,22 @@ class MasterProcedures:
         if not isinstance(no_voting, bool):
             raise RpcFailure("no_voting must be a boolean")
         said: list[list[str]] = []
+        log = self.log
 
         class Collected:
+            """The command's lines, also logged here (with the time of each step)."""
+
             def step(self, text: str) -> None:
                 said.append(["step", text])
+                log.info("master-failover: {text}", text=text)
 
             def warn(self, text: str) -> None:
                 said.append(["warn", text])
+                log.warn("master-failover: {text}", text=text)
 
             def fail(self, text: str) -> None:
                 said.append(["fail", text])
+                log.error("master-failover: {text}", text=text)
 
         try:
             view = takeover.view_of(self.paths, self._port)
