@@ -151,9 +151,9 @@ async def execute(
     from twisted.internet.defer import Deferred, TimeoutError
     from twisted.internet.stdio import StandardIO
 
+    from ganeti.ha.epoch import process_epoch
     from ganeti.jobs import followup
     from ganeti.jobs.model import QueuedJob, timestamp
-    from ganeti.ha.epoch import process_epoch
     from ganeti.jobs.processor import Processor
     from ganeti.locking import Owner
     from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
