@@ -71,6 +71,7 @@ class _Timer:
 
     def __init__(self) -> None:
         self.start = self.last = time.monotonic()
+        _log.info("take-over timing: started at {wall:.3f}", wall=time.time())
 
     def __call__(self, phase: str) -> None:
         now = time.monotonic()
