@@ -210,6 +210,9 @@ class MasterProcedures:
         """The take-over steps of C{gnt-cluster master-failover} on this node,
         for the command on this node: it pays neither for their imports nor
         for its own node RPC client (L{ganeti.client.cluster_master})."""
+        import time
+
+        asked = time.time()
         from ganeti.ha import takeover
         from ganeti.ha.failover import FailoverRefused, check_candidate
 
@@ -241,7 +244,8 @@ class MasterProcedures:
                                   ["done", "no"]])
         except (errors.GenericError, SystemExit, OSError, KeyError) as e:
             raise RpcFailure("master_failover: this node's view of the cluster: %s" % (e,)) from None
-        self.log.info("master-failover to this node asked (no_voting={no_voting})", no_voting=no_voting)
+        self.log.info("master-failover to this node asked (no_voting={no_voting}) at {asked:.3f}, view read in"
+                      " {view:.2f}s", no_voting=no_voting, asked=asked, view=time.time() - asked)
         d = defer.Deferred.fromCoroutine(takeover.failover(self._reactor, Collected(), view, no_voting))
         return d.addCallback(lambda done: said + [["done", "yes" if done else "no"]])
 
