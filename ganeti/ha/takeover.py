@@ -44,6 +44,7 @@ from typing import Any, Protocol
 import attrs
 import orjson
 from twisted.internet.defer import Deferred, gatherResults
+from twisted.logger import Logger
 
 from ganeti import ports, serializer
 from ganeti.ha import params as ha_params
@@ -61,6 +62,22 @@ from ganeti.ha.failover import (
 )
 from ganeti.paths import Paths
 from ganeti.rpc import procedures
+
+_log = Logger()
+
+
+class _Timer:
+    """Where a take-over's time goes: one log line per phase, seconds since the start and since the phase before."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        _log.info("take-over timing: started at {wall:.3f}", wall=time.time())
+
+    def __call__(self, phase: str) -> None:
+        now = time.monotonic()
+        _log.info("take-over timing: {phase} at {total:.2f}s (+{step:.2f}s)", phase=phase, total=now - self.start,
+                  step=now - self.last)
+        self.last = now
 
 #: Seconds the old master gets to stop, and this node to start, its daemons.
 DAEMONS_TIMEOUT = 90.0
@@ -147,11 +164,13 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
 
     @return: whether this node is now the master
     """
+    timer = _Timer()
     plain = _rpc(reactor, view, None)
     try:
         try:
             # an elected candidate's voters are a majority that lost the master: no vote on its name
             states = await _vote(progress, plain, view, no_voting or won_epoch is not None)
+            timer("vote and states")
             # what only the old master may hold yet, fetched while it is still the master: once fenced,
             # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
             await _catch_up(progress, plain, view, {n: s for n, s in states.items() if n in view.candidates})
@@ -171,15 +190,18 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
     try:
         # fencing: from here on the old master can make no change a majority holds,
         # so the newest state gathered next cannot be overtaken
+        timer("catch-up before the fencing")
         accepted = await _raise_epoch(progress, fenced, view, no_voting, epoch)
         if accepted is None:
             return False
+        timer("epoch claim")
         try:
             await _newest_state_first(progress, fenced, view, no_voting, old_master_answered=view.master in states)
         except FailoverRefused as e:
             progress.fail("Failure: %s" % e)
             return False
-        return await _take_over(progress, fenced, view, no_voting, accepted, epoch, reactor)
+        timer("newest state after the fencing")
+        return await _take_over(progress, fenced, view, no_voting, accepted, epoch, reactor, timer)
     finally:
         await fenced.close()
 
@@ -305,7 +327,7 @@ def _at_most(clock: Any, d: Deferred[Any], seconds: float) -> Deferred[Any]:
 
 
 async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, accepted: list[str],
-                     epoch: int, clock: Any) -> bool:
+                     epoch: int, clock: Any, timer: Any = lambda _phase: None) -> bool:
     from ganeti import ssconf
     from ganeti.objects import ConfigData
     from ganeti.rpc import wire
@@ -332,7 +354,7 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=time.time())
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
     data = config.to_json()
-    _settle_local_state(view.paths, data)
+    _settle_local_state(view.paths, data, lambda line: progress.warn("Warning: %s" % line))
     write_config_epoch(view.paths, epoch)  # this config is the new master's, written under its epoch
     ha_params.record_failover(view.paths, read_epoch(view.paths), view.me, view.master)  # for gnt-cluster info
     values = ssconf.compute(config)
@@ -351,8 +373,10 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     for name, result in [*pushed.items(), *written.items()]:
         if result.failed:
             warnings.append("%s did not take the new configuration yet: %s" % (name, result.fail_msg))
+    timer("config and ssconf pushed")
     started = await rpc.run_one(view.me, view.addresses[view.me],
                                 procedures.node_start_master_daemons.call(no_voting).within(DAEMONS_TIMEOUT))
+    timer("master daemons started")
     if stopping is not None:
         # fenced, the old master's daemons can change nothing: its answer is waited for only briefly
         done = await _at_most(clock, stopping, STOP_GRACE)
@@ -369,6 +393,7 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
         progress.fail("Could not start the master daemons on %s: %s" % (view.me, started.fail_msg))
         return False
     done = await rpc.run_one(view.me, view.addresses[view.me], procedures.node_activate_master_ip.call(params, False))
+    timer("master IP")
     if done.failed:
         progress.fail("The master IP did not come up: %s" % done.fail_msg)
         return False
@@ -398,12 +423,23 @@ def _may_need_settling(data: Any) -> bool:
     return status not in model.FINALIZED and (status != model.QUEUED or bool(data.get("livelock")))
 
 
-def _settle_local_state(paths: Paths, data: bytes) -> None:
+def _settle_local_state(paths: Paths, data: bytes, out: Any = None) -> None:
     """Write the new config; forget what a past mastership of this node
-    left (config journal, locks); fail the jobs the old master ran."""
-    from ganeti.jobs import model, replicas
+    left (config journal, locks, WConfD's recorded answers, job processes
+    still running); fail the jobs the old master ran.
 
-    for stale in (paths.config_journal, paths.config_journal + ".old", paths.locks_data, paths.locks_journal):
+    A job process of a past mastership here (cut off by a partition or a
+    pause before the old master's C{node_stop_master} reached it) would
+    otherwise reconnect to this node's new WConfD, resend the config change
+    it was waiting for, and be answered from the recorded answers of that
+    past mastership although its change is not in the config taken over:
+    a success without its effect.  The processes are killed and the answers
+    dropped (they answer requests of owners this WConfD never had)."""
+    from ganeti.jobs import model, orphans, replicas
+
+    orphans.kill_orphans(paths, out or (lambda _line: None))
+    for stale in (paths.config_journal, paths.config_journal + ".old", paths.locks_data, paths.locks_journal,
+                  paths.wconfd_requests):
         try:
             os.unlink(stale)
         except FileNotFoundError:

@@ -12,7 +12,9 @@ the job failed (canceled, when LuxiD killed it on request).
 A restart of WConfD does not fail the job: the client reconnects for up to
 L{ganeti.wconfd.client.JOB_RECONNECT_FOR} seconds, registers the owner
 again, re-sends the lock request it waited for and every call left
-unanswered (see L{ganeti.wconfd.client}).
+unanswered (see L{ganeti.wconfd.client}).  Unless the node has seen a newer
+master epoch than the process's own (L{exit_if_fenced}): then the process
+ends at once and writes nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ EXIT_TERMINATED = 143
 #: frees them anyway once this process is gone, so a WConfD that is down
 #: for good does not keep the process (and its kill) waiting
 FREE_LOCKS_TIMEOUT = 10.0
+#: exit code of a job process that found its node under a newer master (L{exit_if_fenced})
+EXIT_FENCED = 4
 
 
 def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
@@ -69,6 +73,44 @@ def announce(paths: Paths, job_id: int, to_parent: int) -> tuple[int, str]:
         os.close(lock_fd)
         raise channel.ChannelError(str(e)) from e
     return lock_fd, lock_path
+
+
+def fenced_reason(paths: Paths, mine: int | None) -> str | None:
+    """Why a job process of master epoch C{mine} must not go on: this node
+    has since seen a newer master (C{None}: it has not, or the process has
+    no epoch)."""
+    from ganeti.ha.epoch import read_epoch
+
+    if mine is None:
+        return None
+    seen = read_epoch(paths)
+    if seen <= mine:
+        return None
+    return "this node has seen master epoch %d since this job started under epoch %d" % (seen, mine)
+
+
+def exit_if_fenced(paths: Paths, job_id: int, mine: int | None, lock_path: str | None = None,
+                   exit: Any = os._exit) -> None:
+    """End the process at once, writing nothing, when its master was replaced.
+
+    A job process cut off from its master (a partition, a pause) outlives
+    its master's mastership; the new master has settled its job (ended in
+    error "master failover", or run it again).  Whatever it does next, a
+    config change through a WConfD that is not its master's, or its job
+    file, could only contradict what the new master recorded (a success
+    whose change is not in the new master's config), so it ends without a
+    trace.  Checked before every job file write and before every attempt
+    to reach WConfD again."""
+    why = fenced_reason(paths, mine)
+    if why is None:
+        return
+    try:
+        print("job %d: stopped without recording anything: %s" % (job_id, why), file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    if lock_path is not None:
+        _remove(lock_path)
+    exit(EXIT_FENCED)
 
 
 def job_file(paths: Paths, job_id: int) -> str:
@@ -109,6 +151,7 @@ async def execute(
     from twisted.internet.defer import Deferred, TimeoutError
     from twisted.internet.stdio import StandardIO
 
+    from ganeti.ha.epoch import process_epoch
     from ganeti.jobs import followup
     from ganeti.jobs.model import QueuedJob, timestamp
     from ganeti.jobs.processor import Processor
@@ -139,6 +182,8 @@ async def execute(
         raise NotConfirmed(str(e) or "no confirmation within %ss" % confirm_timeout) from e
     trace.hop(job_id, "child.confirmed")
     client = await connecting
+    mine = process_epoch()
+    client.before_reconnect = lambda: exit_if_fenced(paths, job_id, mine, lock_path)
     for d in prefetched:
         await d
     job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))  # as LuxiD recorded it
@@ -149,6 +194,7 @@ async def execute(
     written: list[bytes | None] = [None]
 
     async def save(current: QueuedJob) -> None:
+        exit_if_fenced(paths, job_id, mine, lock_path)
         written[0] = save_job(paths, current, written[0])
 
     processor = Processor(
@@ -164,6 +210,7 @@ async def execute(
     finally:
         if job.finalized and job.end_timestamp is None:
             job.end_timestamp = timestamp()
+        exit_if_fenced(paths, job_id, mine, lock_path)
         written[0] = save_job(paths, job, written[0])
         try:
             await release_locks(reactor, client, owner)

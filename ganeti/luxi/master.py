@@ -17,7 +17,10 @@ it waits for a new master.  It retries only what is safe (L{retry_safe}):
   - a request that never reached the server (nothing sent), always;
   - a submission, when every job carries a submission id
     (L{ganeti.luxi.submitid}): a resubmission answers the first ids.
-    This client gives every job it submits an id.
+    This client gives every job it submits an id.  Such a submission is
+    also sent again when a master refused it without making a job
+    (L{refused_unmade}: during a failover the old master cannot get the
+    job's file onto a majority of the candidates, or it stepped down).
 
 Anything else that was sent when the connection broke raises
 L{OutcomeUnknown}: it may or may not have been done.
@@ -58,6 +61,18 @@ SUBMISSIONS = frozenset({"SubmitJob", "SubmitJobToDrainedQueue", "SubmitManyJobs
 class OutcomeUnknown(errors.LuxiError):
     """A request that changes something was sent, and the connection broke
     before its answer: it may or may not have been done."""
+
+
+#: what a master answers when it made no job: it could not get a majority of the candidates to hold the
+#: job's file (the master is being replaced, or cut off), or it stepped down (L{ganeti.luxid.service})
+UNMADE_REFUSALS = ("not replicated to a majority of the master candidates", "This master stepped down")
+
+
+def refused_unmade(error: BaseException) -> bool:
+    """Whether C{error} is a master's refusal of a submission that made no job
+    (a resubmission with the same submission ids is safe, see L{retry_safe})."""
+    text = str(error)
+    return any(marker in text for marker in UNMADE_REFUSALS)
 
 
 def jobs_of(method: str, args: tuple[Any, ...]) -> list[Any] | None:
@@ -190,7 +205,11 @@ class MasterClient(LuxiClient):
             try:
                 return self.call_once(method, *args)
             except NotSent as e:
-                error: errors.LuxiError = e
+                error: errors.GenericError = e
+            except errors.JobQueueError as e:
+                if not (safe and method in SUBMISSIONS and refused_unmade(e)):
+                    raise
+                error = e  # a master in a failover refused it and made nothing: the next master may take it
             except (ConnectionLost, CallTimeout) as e:
                 if not safe:
                     raise OutcomeUnknown(
@@ -219,4 +238,4 @@ class MasterClient(LuxiClient):
             delay = min(delay * 2, MAX_DELAY)
 
 
-__all__ = ["MARGIN", "MasterClient", "OutcomeUnknown", "retry_safe", "wait_window", "with_submission_ids"]
+__all__ = ["MARGIN", "MasterClient", "OutcomeUnknown", "refused_unmade", "retry_safe", "wait_window", "with_submission_ids"]

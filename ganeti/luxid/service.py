@@ -589,6 +589,9 @@ class LuxidService(Service):
             if why is None and holders < total // 2 + 1:
                 why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
             if why is not None:
+                # never acknowledged: a resubmission with the same submission id makes the job anew (here, or at
+                # the next master, which indexes the copy a candidate may hold); it is not answered with this one
+                self.submissions.forget(job.id for job, _content in written)
                 for job, _content in written:
                     self._fail(job, why)
                 raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))

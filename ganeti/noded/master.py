@@ -37,6 +37,7 @@ from ganeti import daemons, errors, serializer
 from ganeti.ha import params as ha_params
 from ganeti.ha.epoch import EpochGuard, StaleEpoch, read_config_epoch
 from ganeti.jobs import replicas
+from ganeti.jobs.orphans import JOB_LOCK_RE, kill_job_process
 from ganeti.noded.dispatch import handler
 from ganeti.noded.failure import RpcFailure
 from ganeti.paths import Paths
@@ -57,23 +58,8 @@ _ALREADY_DOWN = re.compile(r"Cannot assign|not found")
 
 _T = TypeVar("_T")
 
-_JOB_LOCK_RE = re.compile(r"^job_(\d+)_\d+$")
-
-
-def _kill_job_process(pid: int, signum: int) -> None:
-    """Kill C{pid} and its session (a job process forked by LuxiD's fork
-    server leads one), or C{pid} alone when it leads no process group."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signum)
-            return
-    except ProcessLookupError:
-        pass
-    os.kill(pid, signum)
-
-
 def stop_job_processes(paths: Paths, out: Callable[[str], object] = lambda _line: None,
-                       kill: Callable[[int, int], None] = _kill_job_process) -> list[int]:
+                       kill: Callable[[int, int], None] = kill_job_process) -> list[int]:
     """Kill the job processes still running here (C{node_stop_master}):
     the new master has ended their jobs in error ("master failover"), so
     they must not go on, nor record another ending here.  A job process is
@@ -91,7 +77,7 @@ def stop_job_processes(paths: Paths, out: Callable[[str], object] = lambda _line
     except OSError:
         return []
     for name in names:
-        match = _JOB_LOCK_RE.match(name)
+        match = JOB_LOCK_RE.match(name)
         if match is None:
             continue
         job_id, path = int(match.group(1)), os.path.join(paths.lock_dir, name)
@@ -225,22 +211,31 @@ class MasterProcedures:
         """The take-over steps of C{gnt-cluster master-failover} on this node,
         for the command on this node: it pays neither for their imports nor
         for its own node RPC client (L{ganeti.client.cluster_master})."""
+        import time
+
+        asked = time.time()
         from ganeti.ha import takeover
         from ganeti.ha.failover import FailoverRefused, check_candidate
 
         if not isinstance(no_voting, bool):
             raise RpcFailure("no_voting must be a boolean")
         said: list[list[str]] = []
+        log = self.log
 
         class Collected:
+            """The command's lines, also logged here (with the time of each step)."""
+
             def step(self, text: str) -> None:
                 said.append(["step", text])
+                log.info("master-failover: {text}", text=text)
 
             def warn(self, text: str) -> None:
                 said.append(["warn", text])
+                log.warn("master-failover: {text}", text=text)
 
             def fail(self, text: str) -> None:
                 said.append(["fail", text])
+                log.error("master-failover: {text}", text=text)
 
         try:
             view = takeover.view_of(self.paths, self._port)
@@ -250,7 +245,8 @@ class MasterProcedures:
                                   ["done", "no"]])
         except (errors.GenericError, SystemExit, OSError, KeyError) as e:
             raise RpcFailure("master_failover: this node's view of the cluster: %s" % (e,)) from None
-        self.log.info("master-failover to this node asked (no_voting={no_voting})", no_voting=no_voting)
+        self.log.info("master-failover to this node asked (no_voting={no_voting}) at {asked:.3f}, view read in"
+                      " {view:.2f}s", no_voting=no_voting, asked=asked, view=time.time() - asked)
         d = defer.Deferred.fromCoroutine(takeover.failover(self._reactor, Collected(), view, no_voting))
         return d.addCallback(lambda done: said + [["done", "yes" if done else "no"]])
 

@@ -138,6 +138,9 @@ class WConfdClient:
         self._reconnect_waiters: list[Deferred] = []
         #: called (no arguments) after every successful reconnection
         self.reconnected: list[Callable[[], Any]] = []
+        #: called (no arguments) before every attempt to reconnect; it may raise
+        #: (or end the process) to stop the client from reaching a WConfD again
+        self.before_reconnect: Callable[[], Any] | None = None
         #: connections made by the reconnecting machinery (the first one included)
         self.connections = 0
         #: whether L{read_config} keeps the config it read and reuses it while
@@ -265,6 +268,8 @@ class WConfdClient:
         last: Any = None
         try:
             while not self._closed:
+                if self.before_reconnect is not None:
+                    self.before_reconnect()
                 try:
                     protocol = await self._connector()  # type: ignore[misc]
                 except Exception as e:

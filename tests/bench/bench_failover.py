@@ -164,6 +164,27 @@ def cluster_tags(paths: Paths) -> set[str]:
     return set(done.stdout.split())
 
 
+def explain_no_effect(client: LuxiClient, cluster: LoopbackCluster, ids: list[int], acked: dict[int, str]) -> None:
+    """What the last master knows of each job whose success lacks its effect, and which node's config holds its tag."""
+    fields = ["id", "status", "received_ts", "start_ts", "end_ts", "opresult", "oplog"]
+    for row in client.query_jobs(ids, fields):
+        tag = acked[row[0]]
+        holders = [NODES[n] for n, paths in enumerate(cluster.roots) if tag in config_text(paths)]
+        print("  no effect: job %s tag %s %s received %s start %s end %s result %s log %s; tag in: %s"
+              % (row[0], tag, row[1], row[2], row[3], row[4], row[5], row[6], holders or "no node"), flush=True)
+
+
+def config_text(paths: Paths) -> str:
+    text = ""
+    for name in (paths.config_data, paths.config_journal):
+        try:
+            with open(name, errors="replace") as f:
+                text += f.read()
+        except OSError:
+            pass
+    return text
+
+
 def master_name(paths: Paths) -> str | None:
     value = ssconf_of(paths, "master_node")
     return value.strip() if value else None
@@ -229,6 +250,7 @@ class Fault:
 async def fault_and_wait(reactor: Any, cluster: LoopbackCluster, fault: Fault, limit: float) -> tuple[float, int]:
     """Inject C{fault}; the seconds until another node accepts a job, and that node's index."""
     roots = cluster.roots
+    print("%s %s of %s at %.3f" % (time.strftime("%H:%M:%S"), fault.kind, NODES[fault.index], time.time()), flush=True)
     fault.inject()
     began = time.monotonic()
     others = [i for i in range(len(roots)) if i != fault.index]
@@ -344,6 +366,8 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         failed = sorted(i for i, s in statuses.items() if s == "error")
         acked = stream.acknowledged
         no_effect = sorted(i for i, s in statuses.items() if s == "success" and acked[i] not in tags)
+        if no_effect:
+            await threads.deferToThread(explain_no_effect, final, cluster, no_effect, acked)
         faults = sum(len(v) for v in times.values())
         print("%-44s %s" % ("gnt-cluster master-failover", summary(manual)))
         for kind in kinds:
@@ -395,7 +419,10 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
         if fault is not None:
             fault.undo_now()
         await cluster.stop()
-        remove_root(root)
+        if os.environ.get("GANETI_BENCH_KEEP"):
+            print("kept the cluster's files in %s" % root.root)
+        else:
+            remove_root(root)
         if spaces is not None:
             spaces.destroy()
 

@@ -201,3 +201,27 @@ def test_the_wait_window_is_the_nodes_failover_timeout_plus_the_margin(tmp_path)
     with open(ha_params.params_path(paths), "w") as handle:
         handle.write("{damaged")
     assert wait_window(paths) == ha_params.DEFAULT_FAILOVER_TIMEOUT + MARGIN
+
+
+def test_a_submission_the_old_master_could_not_replicate_goes_to_the_next_master() -> None:
+    """During a failover the old master refuses a submission whose file a majority of candidates
+    did not take (it made no job): with its submission id the same request goes to the next
+    master; the user sees no error (the bench's client errors)."""
+    refused = errors.JobQueueError("Job(s) 41 not replicated to a majority of the master candidates (1 of 3 hold it)")
+    client = Scripted([refused, errors.JobQueueError("This master stepped down: no majority"), 17], [HERE, THERE])
+    assert client.submit_job([dict(OP)]) == 17
+    assert [c[0] for c in client.calls] == [None, HERE, THERE]
+    assert len({submission_id(c[2][0]) for c in client.calls}) == 1
+
+
+def test_other_refusals_are_the_users_to_see() -> None:
+    """A drained queue, a full disk, a submission without an id: raised at once, not sent again."""
+    client = Scripted([errors.JobQueueError("Cannot accept jobs: the data directory is full")], [THERE])
+    with pytest.raises(errors.JobQueueError):
+        client.submit_job([dict(OP)])
+    assert len(client.calls) == 1
+    client = Scripted([errors.JobQueueError("Job(s) 41 not replicated to a majority of the master candidates")],
+                      [THERE])
+    with pytest.raises(errors.JobQueueError):
+        client.call("CancelJob", 41)
+    assert len(client.calls) == 1

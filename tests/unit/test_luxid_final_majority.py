@@ -122,3 +122,18 @@ class FinalStatusTests(ReplicatedLuxidCase):
         d = ensureDeferred(self.service.submit([DELAY]))
         self.assertIn("not replicated to a majority", str(self.failureResultOf(d).value))
         self.assertEqual(self.service.live_jobs(), {})
+
+    def test_a_refused_submission_sent_again_with_its_id_makes_a_job(self) -> None:
+        """The refused job was never acknowledged: its submission id is not kept, so the client's
+        retry (same id) once the candidates answer again is a new, acknowledged job, not the
+        refused job's id (which ended in error)."""
+        job = [dict(DELAY[0], reason=[["gnt:submission", "retry-me", 1]])]
+        self.fake.down.update(self.nodes)
+        d = ensureDeferred(self.service.submit([job]))
+        self.assertIn("not replicated to a majority", str(self.failureResultOf(d).value))
+        refused = self.queue.serial()
+        self.fake.down.clear()
+        ((ok, job_id),) = self.successResultOf(ensureDeferred(self.service.submit([job])))
+        self.assertTrue(ok)
+        self.assertNotEqual(job_id, refused)
+        self.assertIn(job_id, self.service.live_jobs())

@@ -204,6 +204,23 @@ class BackoffTests(ReconnectTestCase):
         self.board.refuse = 0
         self.assertEqual(self.successResultOf(self.go(client.echo("again"))), "again")
 
+    def test_a_hook_refusing_the_reconnection_stops_the_client_before_it_connects(self) -> None:
+        """A job process whose node saw a newer master must not reach a WConfD again
+        (L{ganeti.jobs.process.exit_if_fenced} is that hook)."""
+        self.ok(self.client.echo("first"))
+        asked: list[int] = []
+
+        def fenced() -> None:
+            asked.append(len(self.board.attempts))
+            raise RuntimeError("fenced")
+
+        self.client.before_reconnect = fenced
+        self.board.cut()
+        d = self.go(self.client.echo("later"))
+        self.assertIn("fenced", str(self.failureResultOf(d, errors.ConfigurationError).value))
+        self.assertTrue(asked)
+        self.assertEqual(len(self.board.attempts), 1)  # the first connection only: never another
+
     def test_calls_made_while_reconnecting_go_out_once_connected(self) -> None:
         self.ok(self.client.echo("first"))
         self.board.refuse = 2
