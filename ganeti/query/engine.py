@@ -8,7 +8,7 @@ filters its items with L{ganeti.query.qlang} and evaluates the cells.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ganeti import errors
 from ganeti.objects import nice_sort_key
@@ -42,7 +42,12 @@ def _select(res: Resource, names: list[str]) -> list[FieldDef]:
 def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> list[Any]:
     """The items to look at: C{names} in order (without repeats) or all."""
     if not names:
-        return res.items(ctx)
+        if ctx.columns is None:
+            return res.items(ctx)
+        found = ctx.columns.get((res.name, "items"))
+        if found is None:
+            found = ctx.columns[(res.name, "items")] = res.items(ctx)
+        return cast("list[Any]", found)
     items, seen = [], set()
     for name in names:
         item = res.lookup(ctx, name)
@@ -79,9 +84,25 @@ def query_resource(res: Resource, fields: list[str], qfilter: Any, ctx: QueryCon
     items = _wanted_items(res, ctx, names)
     if qfilter is not None:
         items = [item for item in items if predicate(_cell_getter(res, item, ctx))]
-    columns = [f.column(items, ctx) for f in selected]
+    whole = qfilter is None and not names
+    columns = [_column(res, f, items, ctx, whole, cells=True) for f in selected]
     data = [list(row) for row in zip(*columns)] if columns else [[] for _ in items]
     return {"fields": [f.to_dict() for f in selected], "data": data}
+
+
+def _column(res: Resource, fdef: FieldDef, items: list[Any], ctx: QueryContext, whole: bool, *,
+            cells: bool) -> list[Any]:
+    """The cells (or plain values) of C{fdef} for C{items}; taken from (and
+    kept in) C{ctx.columns} when C{items} are all of the resource's items
+    and the field reads nothing but the config."""
+    kept = ctx.columns
+    if kept is None or not whole or fdef.needs:
+        return fdef.column(items, ctx) if cells else fdef.values(items, ctx)
+    key = (res.name, fdef.name, cells)
+    found = kept.get(key)
+    if found is None or len(found) != len(items):
+        found = kept[key] = fdef.column(items, ctx) if cells else fdef.values(items, ctx)
+    return cast("list[Any]", found)
 
 
 def _cell_getter(res: Resource, item: Any, ctx: QueryContext) -> Callable[[str], tuple[int, Any]]:
@@ -134,14 +155,15 @@ def legacy_query(resource: str, names: list[Any] | None, fields: list[str], ctx:
     selected = [res.fields[name] for name in fields]
     items = _wanted_items(res, ctx, list(names))
     if not res.row_for_missing:
-        return _plain_rows(selected, items, ctx)
-    rows = iter(_plain_rows(selected, [item for item in items if item[1] is not None], ctx))
+        return _plain_rows(res, selected, items, ctx, not names)
+    rows = iter(_plain_rows(res, selected, [item for item in items if item[1] is not None], ctx, False))
     return [None if item[1] is None else next(rows) for item in items]
 
 
-def _plain_rows(selected: list[FieldDef], items: list[Any], ctx: QueryContext) -> list[list[Any]]:
+def _plain_rows(res: Resource, selected: list[FieldDef], items: list[Any], ctx: QueryContext,
+                whole: bool) -> list[list[Any]]:
     """Rows of plain values, evaluated column by column."""
-    columns = [f.values(items, ctx) for f in selected]
+    columns = [_column(res, f, items, ctx, whole, cells=False) for f in selected]
     return [list(row) for row in zip(*columns)] if columns else [[] for _ in items]
 
 

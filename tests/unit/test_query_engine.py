@@ -137,3 +137,39 @@ def test_offline_primary(config: ConfigData) -> None:
     ctx = QueryContext(attrs.evolve(config, nodes=nodes), live=_live(config))
     row = query("instance", ["status", "oper_state"], ["=", "name", inst.name], ctx)["data"][0]
     assert row == [[0, "ERROR_nodeoffline"], [4, None]]
+
+
+@pytest.mark.parametrize("resource", ["instance", "node", "group"])
+def test_kept_columns_give_the_same_answers(config: ConfigData, resource: str) -> None:
+    """A listing with the columns kept (LuxiD, one config serial) answers as one without, each time."""
+    fields = sorted(get_resource(resource).fields)
+    live = _live(config)
+    kept: dict[Any, Any] = {}
+    for _ in range(2):
+        ctx = QueryContext(config, live=live, columns=kept)
+        assert query(resource, fields, None, ctx) == query(resource, fields, None, QueryContext(config, live=live))
+        assert (legacy_query(resource, [], fields, ctx)
+                == legacy_query(resource, [], fields, QueryContext(config, live=live)))
+    assert kept  # the config-only columns were kept
+
+
+def test_kept_columns_leave_live_fields_live(config: ConfigData) -> None:
+    """A second listing with the same kept columns shows the nodes' new reports,
+    and a listing by name or filter sees only its own items."""
+    kept: dict[Any, Any] = {}
+    fields = ["name", "os", "status", "oper_ram"]
+    live = _live(config)
+    before = query("instance", fields, None, QueryContext(config, live=live, columns=kept))["data"]
+    for report in live.values():
+        if isinstance(report, dict):
+            for info in report["instances"].values():
+                info["memory"] = 4096
+    after = query("instance", fields, None, QueryContext(config, live=live, columns=kept))["data"]
+    assert [row[:2] for row in after] == [row[:2] for row in before]
+    assert {row[3][1] for row in after if row[3][0] == RS_NORMAL} == {4096}
+    names = [row[0][1] for row in before]
+    some = query("instance", ["name", "os"], ["|", ["=", "name", names[2]], ["=", "name", names[0]]],
+                 QueryContext(config, live=live, columns=kept))["data"]
+    assert [row[0][1] for row in some] == [names[2], names[0]]
+    assert [row[0] for row in legacy_query("instance", [names[1]], ["name"],
+                                           QueryContext(config, live=live, columns=kept))] == [names[1]]
