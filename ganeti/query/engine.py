@@ -48,6 +48,14 @@ def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> 
         if found is None:
             found = ctx.columns[(res.name, "items")] = res.items(ctx)
         return cast("list[Any]", found)
+    return [item for item, _name in _named_items(res, ctx, names)]
+
+
+def _named_items(res: Resource, ctx: QueryContext, names: list[Any]) -> list[tuple[Any, Any]]:
+    """C{(item, name)} for C{names} in order, without repeats: each item
+    with the first name that found it.
+    @raise errors.OpPrereqError: (C{ECODE_NOENT}) a name finds nothing
+    """
     items, seen = [], set()
     for name in names:
         item = res.lookup(ctx, name)
@@ -57,8 +65,13 @@ def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> 
         if key in seen:
             continue
         seen.add(key)
-        items.append(item)
+        items.append((item, name))
     return items
+
+
+def _name_clause(res: Resource, name: Any) -> Callable[[Callable[[str], tuple[int, Any]]], bool]:
+    """The filter C{["==", namefield, name]} of C{res}, compiled."""
+    return qlang.compile_filter([qlang.OP_EQUAL, res.namefield, name], res.fields)
 
 
 def query(resource: str, fields: list[str], qfilter: Any, ctx: QueryContext) -> dict[str, Any]:
@@ -81,9 +94,18 @@ def query_resource(res: Resource, fields: list[str], qfilter: Any, ctx: QueryCon
     selected = _select(res, _check_names("Fields", fields))
     predicate = qlang.compile_filter(qfilter, res.fields)
     names = qlang.names_from_filter(qfilter, res.namefield) if res.namefield else None
-    items = _wanted_items(res, ctx, names)
-    if qfilter is not None:
-        items = [item for item in items if predicate(_cell_getter(res, item, ctx))]
+    if names and res.namefield:
+        # a plain OR of == on the name: each item is tested first with the
+        # clause of the name that found it (an OR of 1,000 names on 1,000
+        # items: 1,000 tests, not half a million); the whole filter only if
+        # that clause alone does not hold (a UUID, a name given twice)
+        items = [item for item, name in _named_items(res, ctx, names)
+                 if _name_clause(res, name)(_cell_getter(res, item, ctx))
+                 or predicate(_cell_getter(res, item, ctx))]
+    else:
+        items = _wanted_items(res, ctx, names)
+        if qfilter is not None:
+            items = [item for item in items if predicate(_cell_getter(res, item, ctx))]
     whole = qfilter is None and not names
     columns = [_column(res, f, items, ctx, whole, cells=True) for f in selected]
     data = [list(row) for row in zip(*columns)] if columns else [[] for _ in items]

@@ -173,3 +173,38 @@ def test_kept_columns_leave_live_fields_live(config: ConfigData) -> None:
     assert [row[0][1] for row in some] == [names[2], names[0]]
     assert [row[0] for row in legacy_query("instance", [names[1]], ["name"],
                                            QueryContext(config, live=live, columns=kept))] == [names[1]]
+
+
+def test_name_filters_keep_their_meaning(config: ConfigData) -> None:
+    """A filter naming instances (by name, short name, UUID, twice) selects
+    what the whole filter selects over the named items, in the order named."""
+    from ganeti.query import qlang
+
+    ctx = QueryContext(config)
+    listed = instances(ctx)
+    short = listed[0].name.split(".")[0]
+    cases = [
+        [listed[2].uuid, listed[3].name, short, listed[3].name],
+        [listed[1].uuid, listed[1].name],  # found by its UUID, kept for its name
+        [listed[4].uuid],
+        [i.name for i in reversed(listed)],
+    ]
+    for names in cases:
+        qfilter = ["|"] + [["=", "name", n] for n in names]
+        found = [r[0][1] for r in query("instance", ["name"], qfilter, ctx)["data"]]
+        predicate = qlang.compile_filter(qfilter, get_resource("instance").fields)
+        expected, seen = [], set()
+        for n in names:
+            item = get_resource("instance").lookup(ctx, n)
+            if item.uuid in seen:
+                continue
+            seen.add(item.uuid)
+            if predicate(lambda field, item=item: evaluate_row("instance", [field], item, ctx)[0]):
+                expected.append(item.name)
+        assert found == expected
+    assert [r[0][1] for r in query("instance", ["name"], ["|", ["=", "name", listed[1].uuid],
+                                                              ["=", "name", listed[1].name]], ctx)["data"]] \
+        == [listed[1].name]
+    assert query("instance", ["name"], ["=", "name", listed[4].uuid], ctx)["data"] == []
+    with pytest.raises(Exception, match="not known"):
+        query("instance", ["name"], ["|", ["=", "name", listed[0].name], ["=", "name", "nosuch.test"]], ctx)
