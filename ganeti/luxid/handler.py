@@ -107,6 +107,9 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         self._config: ConfigData | None = None
         self._config_serial = -1
         self._query_cache: dict[Any, tuple[int, Any]] = {}
+        #: the config-only columns of the listings of L{CONFIG_ONLY_RESOURCES} (see
+        #: L{q.QueryContext.columns}), for C{_config}: emptied when the serial changes
+        self._columns: dict[Any, Any] = {}
         self.live = live_data
 
     # --- helpers ---------------------------------------------------------------
@@ -122,6 +125,7 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         if self._config is None or serial != self._config_serial:
             self._config = await wconfd.read_config()
             self._config_serial = serial
+            self._columns = {}
         return self._config
 
     async def context(self, what: str, fields: Sequence[str] = (), qfilter: Filter = None,
@@ -143,8 +147,10 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
             data = await self.live.gather(config, needs, names, reports)
         roster = liveness.snapshot() if liveness is not None else {}
         jobs, archived = self.jobs_for_query(fields, qfilter) if what == "job" else (self.service.live_jobs(), None)
+        columns = self._columns if what in CONFIG_ONLY_RESOURCES and config is self._config else None
         return q.QueryContext(config=config, jobs=jobs, locks=locks, live=data, archived_jobs=archived or frozenset(),
-                              liveness=roster, watcher_pause=self.watcher_pause() if what == "cluster" else None)
+                              liveness=roster, watcher_pause=self.watcher_pause() if what == "cluster" else None,
+                              columns=columns)
 
     def watcher_pause(self) -> float | None:
         """Until when the watcher is paused (Ganeti's C{watcher.pause} file), or None."""

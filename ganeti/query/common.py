@@ -109,6 +109,32 @@ def find(items: Mapping[str, _Named], name: Any) -> _Named | None:
     return partial[0] if len(partial) == 1 else None
 
 
+def find_in(ctx: QueryContext, kind: str, items: Mapping[str, _Named], name: Any) -> _Named | None:
+    """L{find} of C{items} (the config's C{kind}: C{"instances"}, ...), its
+    exact-name lookup through an index built once per context: a query
+    naming 1,000 of 10,000 instances makes 1,000 dict lookups, not 1,000
+    scans of the config."""
+    if not isinstance(name, str) or not name:
+        return None
+    found = items.get(name)
+    if found is not None:
+        return found
+    by_name = ctx.memo("by-name:" + kind, lambda _ctx: _name_index(items))
+    found = by_name.get(name)
+    if found is not None:
+        return found
+    return find(items, name)
+
+
+def _name_index(items: Mapping[str, _Named]) -> dict[str, _Named]:
+    """Name -> item; the first of the same name, as L{find_by_key} finds it."""
+    index: dict[str, _Named] = {}
+    for item in items.values():
+        if item.name is not None:
+            index.setdefault(item.name, item)
+    return index
+
+
 def fill(parent: Mapping[str, Any] | None, child: Mapping[str, Any] | None) -> dict[str, Any]:
     """C{parent} with the keys of C{child} overriding."""
     out = dict(parent or {})

@@ -8,7 +8,7 @@ filters its items with L{ganeti.query.qlang} and evaluates the cells.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ganeti import errors
 from ganeti.objects import nice_sort_key
@@ -42,7 +42,20 @@ def _select(res: Resource, names: list[str]) -> list[FieldDef]:
 def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> list[Any]:
     """The items to look at: C{names} in order (without repeats) or all."""
     if not names:
-        return res.items(ctx)
+        if ctx.columns is None:
+            return res.items(ctx)
+        found = ctx.columns.get((res.name, "items"))
+        if found is None:
+            found = ctx.columns[(res.name, "items")] = res.items(ctx)
+        return cast("list[Any]", found)
+    return [item for item, _name in _named_items(res, ctx, names)]
+
+
+def _named_items(res: Resource, ctx: QueryContext, names: list[Any]) -> list[tuple[Any, Any]]:
+    """C{(item, name)} for C{names} in order, without repeats: each item
+    with the first name that found it.
+    @raise errors.OpPrereqError: (C{ECODE_NOENT}) a name finds nothing
+    """
     items, seen = [], set()
     for name in names:
         item = res.lookup(ctx, name)
@@ -52,8 +65,13 @@ def _wanted_items(res: Resource, ctx: QueryContext, names: list[Any] | None) -> 
         if key in seen:
             continue
         seen.add(key)
-        items.append(item)
+        items.append((item, name))
     return items
+
+
+def _name_clause(res: Resource, name: Any) -> Callable[[Callable[[str], tuple[int, Any]]], bool]:
+    """The filter C{["==", namefield, name]} of C{res}, compiled."""
+    return qlang.compile_filter([qlang.OP_EQUAL, res.namefield, name], res.fields)
 
 
 def query(resource: str, fields: list[str], qfilter: Any, ctx: QueryContext) -> dict[str, Any]:
@@ -76,12 +94,37 @@ def query_resource(res: Resource, fields: list[str], qfilter: Any, ctx: QueryCon
     selected = _select(res, _check_names("Fields", fields))
     predicate = qlang.compile_filter(qfilter, res.fields)
     names = qlang.names_from_filter(qfilter, res.namefield) if res.namefield else None
-    items = _wanted_items(res, ctx, names)
-    if qfilter is not None:
-        items = [item for item in items if predicate(_cell_getter(res, item, ctx))]
-    columns = [f.column(items, ctx) for f in selected]
+    if names and res.namefield:
+        # a plain OR of == on the name: each item is tested first with the
+        # clause of the name that found it (an OR of 1,000 names on 1,000
+        # items: 1,000 tests, not half a million); the whole filter only if
+        # that clause alone does not hold (a UUID, a name given twice)
+        items = [item for item, name in _named_items(res, ctx, names)
+                 if _name_clause(res, name)(_cell_getter(res, item, ctx))
+                 or predicate(_cell_getter(res, item, ctx))]
+    else:
+        items = _wanted_items(res, ctx, names)
+        if qfilter is not None:
+            items = [item for item in items if predicate(_cell_getter(res, item, ctx))]
+    whole = qfilter is None and not names
+    columns = [_column(res, f, items, ctx, whole, cells=True) for f in selected]
     data = [list(row) for row in zip(*columns)] if columns else [[] for _ in items]
     return {"fields": [f.to_dict() for f in selected], "data": data}
+
+
+def _column(res: Resource, fdef: FieldDef, items: list[Any], ctx: QueryContext, whole: bool, *,
+            cells: bool) -> list[Any]:
+    """The cells (or plain values) of C{fdef} for C{items}; taken from (and
+    kept in) C{ctx.columns} when C{items} are all of the resource's items
+    and the field reads nothing but the config."""
+    kept = ctx.columns
+    if kept is None or not whole or fdef.needs:
+        return fdef.column(items, ctx) if cells else fdef.values(items, ctx)
+    key = (res.name, fdef.name, cells)
+    found = kept.get(key)
+    if found is None or len(found) != len(items):
+        found = kept[key] = fdef.column(items, ctx) if cells else fdef.values(items, ctx)
+    return cast("list[Any]", found)
 
 
 def _cell_getter(res: Resource, item: Any, ctx: QueryContext) -> Callable[[str], tuple[int, Any]]:
@@ -134,14 +177,15 @@ def legacy_query(resource: str, names: list[Any] | None, fields: list[str], ctx:
     selected = [res.fields[name] for name in fields]
     items = _wanted_items(res, ctx, list(names))
     if not res.row_for_missing:
-        return _plain_rows(selected, items, ctx)
-    rows = iter(_plain_rows(selected, [item for item in items if item[1] is not None], ctx))
+        return _plain_rows(res, selected, items, ctx, not names)
+    rows = iter(_plain_rows(res, selected, [item for item in items if item[1] is not None], ctx, False))
     return [None if item[1] is None else next(rows) for item in items]
 
 
-def _plain_rows(selected: list[FieldDef], items: list[Any], ctx: QueryContext) -> list[list[Any]]:
+def _plain_rows(res: Resource, selected: list[FieldDef], items: list[Any], ctx: QueryContext,
+                whole: bool) -> list[list[Any]]:
     """Rows of plain values, evaluated column by column."""
-    columns = [f.values(items, ctx) for f in selected]
+    columns = [_column(res, f, items, ctx, whole, cells=False) for f in selected]
     return [list(row) for row in zip(*columns)] if columns else [[] for _ in items]
 
 

@@ -188,6 +188,13 @@ class QueryContext:
     watcher_pause: float | None = None
     #: node name -> C{{"liveness", "since", "last_seen", "boot_id", ...}} of LuxiD's roster
     liveness: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the item list and the columns of config-only fields (no C{needs}) over
+    #: every item of a resource, kept by the caller while C{config} stays the
+    #: same (LuxiD: per config serial), so that a repeated listing computes
+    #: only its live columns; C{None}: none kept.  Only for resources whose
+    #: fields without C{needs} read nothing but the config (instances, nodes,
+    #: groups, the cluster; not jobs or locks).  Keyed by the engine; never modified.
+    columns: dict[Any, Any] | None = attrs.field(default=None, eq=False, repr=False)
     _cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     def memo(self, key: str, compute: Callable[[QueryContext], _T]) -> _T:

@@ -589,4 +589,4 @@ def instances(ctx: QueryContext) -> list[Instance]:
 
 
 def find_instance(ctx: QueryContext, name: Any) -> Instance | None:
-    return common.find(ctx.config.instances, name)
+    return common.find_in(ctx, "instances", ctx.config.instances, name)

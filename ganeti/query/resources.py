@@ -560,7 +560,7 @@ RESOURCES: dict[str, Resource] = {
         "Node",
         NODE_FIELDS,
         lambda ctx: by_name(ctx.config.nodes.values()),
-        lambda ctx, name: common.find(ctx.config.nodes, name),
+        lambda ctx, name: common.find_in(ctx, "nodes", ctx.config.nodes, name),
     ),
     "instance": Resource(
         "instance", "Instance", INSTANCE_FIELDS, instances, find_instance
@@ -570,7 +570,7 @@ RESOURCES: dict[str, Resource] = {
         "Group",
         GROUP_FIELDS,
         lambda ctx: by_name(ctx.config.nodegroups.values()),
-        lambda ctx, name: common.find(ctx.config.nodegroups, name),
+        lambda ctx, name: common.find_in(ctx, "nodegroups", ctx.config.nodegroups, name),
     ),
     "cluster": Resource("cluster", "Cluster", CLUSTER_FIELDS, lambda ctx: [ctx.config.cluster], _never, namefield=None),
     "job": Resource(

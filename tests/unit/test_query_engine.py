@@ -137,3 +137,74 @@ def test_offline_primary(config: ConfigData) -> None:
     ctx = QueryContext(attrs.evolve(config, nodes=nodes), live=_live(config))
     row = query("instance", ["status", "oper_state"], ["=", "name", inst.name], ctx)["data"][0]
     assert row == [[0, "ERROR_nodeoffline"], [4, None]]
+
+
+@pytest.mark.parametrize("resource", ["instance", "node", "group"])
+def test_kept_columns_give_the_same_answers(config: ConfigData, resource: str) -> None:
+    """A listing with the columns kept (LuxiD, one config serial) answers as one without, each time."""
+    fields = sorted(get_resource(resource).fields)
+    live = _live(config)
+    kept: dict[Any, Any] = {}
+    for _ in range(2):
+        ctx = QueryContext(config, live=live, columns=kept)
+        assert query(resource, fields, None, ctx) == query(resource, fields, None, QueryContext(config, live=live))
+        assert (legacy_query(resource, [], fields, ctx)
+                == legacy_query(resource, [], fields, QueryContext(config, live=live)))
+    assert kept  # the config-only columns were kept
+
+
+def test_kept_columns_leave_live_fields_live(config: ConfigData) -> None:
+    """A second listing with the same kept columns shows the nodes' new reports,
+    and a listing by name or filter sees only its own items."""
+    kept: dict[Any, Any] = {}
+    fields = ["name", "os", "status", "oper_ram"]
+    live = _live(config)
+    before = query("instance", fields, None, QueryContext(config, live=live, columns=kept))["data"]
+    for report in live.values():
+        if isinstance(report, dict):
+            for info in report["instances"].values():
+                info["memory"] = 4096
+    after = query("instance", fields, None, QueryContext(config, live=live, columns=kept))["data"]
+    assert [row[:2] for row in after] == [row[:2] for row in before]
+    assert {row[3][1] for row in after if row[3][0] == RS_NORMAL} == {4096}
+    names = [row[0][1] for row in before]
+    some = query("instance", ["name", "os"], ["|", ["=", "name", names[2]], ["=", "name", names[0]]],
+                 QueryContext(config, live=live, columns=kept))["data"]
+    assert [row[0][1] for row in some] == [names[2], names[0]]
+    assert [row[0] for row in legacy_query("instance", [names[1]], ["name"],
+                                           QueryContext(config, live=live, columns=kept))] == [names[1]]
+
+
+def test_name_filters_keep_their_meaning(config: ConfigData) -> None:
+    """A filter naming instances (by name, short name, UUID, twice) selects
+    what the whole filter selects over the named items, in the order named."""
+    from ganeti.query import qlang
+
+    ctx = QueryContext(config)
+    listed = instances(ctx)
+    short = listed[0].name.split(".")[0]
+    cases = [
+        [listed[2].uuid, listed[3].name, short, listed[3].name],
+        [listed[1].uuid, listed[1].name],  # found by its UUID, kept for its name
+        [listed[4].uuid],
+        [i.name for i in reversed(listed)],
+    ]
+    for names in cases:
+        qfilter = ["|"] + [["=", "name", n] for n in names]
+        found = [r[0][1] for r in query("instance", ["name"], qfilter, ctx)["data"]]
+        predicate = qlang.compile_filter(qfilter, get_resource("instance").fields)
+        expected, seen = [], set()
+        for n in names:
+            item = get_resource("instance").lookup(ctx, n)
+            if item.uuid in seen:
+                continue
+            seen.add(item.uuid)
+            if predicate(lambda field, item=item: evaluate_row("instance", [field], item, ctx)[0]):
+                expected.append(item.name)
+        assert found == expected
+    assert [r[0][1] for r in query("instance", ["name"], ["|", ["=", "name", listed[1].uuid],
+                                                              ["=", "name", listed[1].name]], ctx)["data"]] \
+        == [listed[1].name]
+    assert query("instance", ["name"], ["=", "name", listed[4].uuid], ctx)["data"] == []
+    with pytest.raises(Exception, match="not known"):
+        query("instance", ["name"], ["|", ["=", "name", listed[0].name], ["=", "name", "nosuch.test"]], ctx)
