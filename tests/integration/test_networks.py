@@ -34,10 +34,15 @@ needs_ganeti = pytest.mark.skipif(unavailable_reason() is not None, reason=str(u
 
 
 def refused(root: Paths, tool: str, *args: str) -> str:
-    """C{tool ARGS}, which must fail and leave config.data's serial alone; its output."""
+    """C{tool ARGS}, which must fail and leave config.data's serial alone; its output.
+
+    config.data is written shortly after a change is acknowledged: WConfD
+    writes it out (flushconfig) before each reading."""
+    ok(root, "gnt-debug", "wconfd", "flushconfig")
     before = json.loads(serializer.read_file(root.config_data))["serial_no"]
     done = gnt(root, tool, *args)
     assert done.returncode != 0, (args, done.stdout, done.stderr)
+    ok(root, "gnt-debug", "wconfd", "flushconfig")
     assert json.loads(serializer.read_file(root.config_data))["serial_no"] == before, args
     return done.stdout + done.stderr
 
