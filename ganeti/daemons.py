@@ -187,13 +187,19 @@ def udp_bound(address: str, port: int) -> bool:
 
 #: The environment variable that moves RAPI off its port (tests, benchmarks: many clusters on one host).
 RAPI_PORT_ENV = "GANETI_RAPI_PORT"
+#: The same for confd's UDP port: the confd a NodeD starts on a node promoted to master candidate listens on
+#: it (many loopback clusters share 127.0.1.N: on the fixed port their confds would clash).
+CONFD_PORT_ENV = "GANETI_CONFD_PORT"
+_PORT_ENVS = {"ganeti-rapi": RAPI_PORT_ENV, "ganeti-confd": CONFD_PORT_ENV}
 
 
 def port_of(spec: Spec) -> int:
     """The port C{spec}'s daemon listens on: its own, but RAPI's is
-    C{$GANETI_RAPI_PORT} when that is set (a daemon started here inherits it)."""
-    if spec.name == "ganeti-rapi":
-        value = os.environ.get(RAPI_PORT_ENV, "")
+    C{$GANETI_RAPI_PORT} and confd's C{$GANETI_CONFD_PORT} when set (a
+    daemon started here inherits it)."""
+    variable = _PORT_ENVS.get(spec.name)
+    if variable is not None:
+        value = os.environ.get(variable, "")
         if value.isdigit() and 0 < int(value) < 65536:
             return int(value)
     return spec.port

@@ -86,6 +86,17 @@ def _set_name(argv: list[str]) -> None:
         pass
 
 
+#: Modules that read the environment when imported: imported again in a child, which has the request's.
+ENV_MODULES = ("ganeti.jobs.trace",)
+
+
+def _reread_environment() -> None:
+    for name in ENV_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            importlib.reload(module)
+
+
 def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None:
     """In the forked child: run twistd as the request says.  Never returns."""
     code = 1
@@ -105,6 +116,7 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
         os.close(output)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        _reread_environment()
         os.chdir(request["cwd"])
         import random
 

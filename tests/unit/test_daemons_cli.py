@@ -125,12 +125,31 @@ def test_rapi_port_follows_the_environment(monkeypatch):
     options = Options()
     options.parseOptions(["--bind", "127.0.0.1"])
     assert (options["port"], daemons.port_of(rapi)) == (15080, 15080)
-    assert daemons.port_of(daemons.BY_NAME["ganeti-noded"]) == 1811, "only RAPI moves"
+    assert daemons.port_of(daemons.BY_NAME["ganeti-noded"]) == 1811, "only RAPI and confd move"
     options = Options()
     options.parseOptions(["--bind", "127.0.0.1", "--port", "6000"])
     assert options["port"] == 6000, "the option wins"
     monkeypatch.setenv(daemons.RAPI_PORT_ENV, "junk")
     assert daemons.port_of(rapi) == 5080
+
+
+def test_confd_port_follows_the_environment(monkeypatch):
+    """ganeti-confd started by NodeD on a node promoted to master candidate listens on
+    $GANETI_CONFD_PORT when set (many loopback clusters on one host), else on 1814."""
+    from ganeti.confd.tap import Options
+
+    confd = daemons.BY_NAME["ganeti-confd"]
+    monkeypatch.delenv(daemons.CONFD_PORT_ENV, raising=False)
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1"])
+    assert (options["port"], daemons.port_of(confd)) == (1814, 1814)
+    monkeypatch.setenv(daemons.CONFD_PORT_ENV, "11814")
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1"])
+    assert (options["port"], daemons.port_of(confd)) == (11814, 11814)
+    options = Options()
+    options.parseOptions(["--port", "6000"])
+    assert options["port"] == 6000, "the option wins"
 
 
 class RoleTests(SynchronousTestCase):
