@@ -26,6 +26,7 @@ from ganeti.daemons import accepts_tcp, accepts_unix, free_port, launcher_path
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.testing import warmfork
 
 #: ganeti-twistd (twistd without Twisted's own plugins), as the daemons run in production
 TWISTD = launcher_path()
@@ -151,7 +152,7 @@ class Daemon:
         self.env = dict(env or {})
         self.name = name
         self.args = list(args)
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | warmfork.ForkedProcess | None = None
         self.log_path = os.path.join(paths.root, "%s.out" % name)
         #: the heartbeat port this daemon uses unless C{env} or the caller's environment names one
         self.heartbeat_port = free_port()
@@ -172,7 +173,15 @@ class Daemon:
         if self.name in ("ganeti-luxid", "ganeti-noded") and "GANETI_HEARTBEAT_PORT" not in (env or os.environ):
             # never the fixed heartbeat port in tests: other clusters run at the same time
             env = dict(env or os.environ, GANETI_HEARTBEAT_PORT=str(self.heartbeat_port))
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
+        forked = None
+        if self.netns is None:  # forked from a warm launcher: no interpreter start, no imports (warmfork)
+            forked = warmfork.spawn(self.name, argv, env if env is not None else dict(os.environ), self.paths.root,
+                                    self.log_path)
+        if forked is not None:
+            self.process = forked
+        else:
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root,
+                                            env=env)
         log.close()
 
     async def ready(self, reactor: IReactorTime, timeout: float = 90.0) -> None:
