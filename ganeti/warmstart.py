@@ -131,6 +131,8 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if e.code is not None and not isinstance(e.code, int):
+                print(e.code, file=sys.stderr)  # as the interpreter says an uncaught SystemExit("why")
     except BaseException:
         import traceback
 

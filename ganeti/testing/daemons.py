@@ -86,8 +86,10 @@ def _kill(pids: list[int]) -> list[int]:
 
 
 def kill_root_processes(paths: Paths) -> list[int]:
-    """SIGKILL every process with C{--root ROOT} on its command line (not this one); the pids killed."""
-    return _kill(_processes_of(paths, ()))
+    """SIGKILL every process with C{--root ROOT} on its command line (not this one), and the daemons of the
+    root forked warm (L{warmfork.forked_pids}); the pids killed."""
+    found = _processes_of(paths, ())
+    return _kill(found + [pid for pid in warmfork.forked_pids(paths.root) if pid not in found])
 
 
 def kill_job_processes(paths: Paths) -> list[int]:
