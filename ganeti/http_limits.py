@@ -332,11 +332,14 @@ _HANDSHAKE, _HEAD, _BODY, _BUSY, _IDLE, _CLOSING = "handshake", "head", "body", 
 
 
 def error_answer(code: int, reason: str, message: str) -> bytes:
-    """A complete HTTP/1.1 error answer that closes the connection (pure)."""
-    body = message.encode("utf-8") + b"\n"
+    """A complete HTTP/1.1 error answer that closes the connection (pure): a JSON body as Ganeti's HTTP
+    server gives its errors (C{code}, C{message}, C{explain}), which RAPI's clients parse."""
+    import json
+
+    body = json.dumps({"code": code, "message": reason, "explain": message}).encode("utf-8") + b"\n"
     return b"".join([
         b"HTTP/1.1 %d %s\r\n" % (code, reason.encode("ascii")),
-        b"Content-Type: text/plain; charset=utf-8\r\n",
+        b"Content-Type: application/json\r\n",
         b"Content-Length: %d\r\n" % len(body),
         b"Connection: close\r\n\r\n",
         body,
