@@ -100,6 +100,7 @@ class FrozenHeapService(Service):
         self.trim = trim
         self._loop: LoopingCall | None = None
         self._pending: Any = None
+        self._inherited: bool | None = None
 
     def startService(self) -> None:
         super().startService()
@@ -121,8 +122,15 @@ class FrozenHeapService(Service):
             self.refreeze()
 
     def refreeze(self) -> None:
-        """Collect everything, freeze what survives, give back what was freed."""
-        self.gc.unfreeze()
+        """Collect everything, freeze what survives, give back what was freed.
+
+        A daemon forked from a parent that froze its heap (L{ganeti.warmstart})
+        keeps that heap frozen: unfreezing and collecting it would write to
+        every object and so copy the pages it shares with its siblings."""
+        if self._inherited is None:
+            self._inherited = self.gc.get_freeze_count() > 0
+        if not self._inherited:
+            self.gc.unfreeze()
         self.gc.collect()
         self.gc.freeze()
         self.trim()

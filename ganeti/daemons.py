@@ -7,9 +7,11 @@ Each daemon runs as its twistd plugin, daemonized, with the node's root:
 and holds C{ROOT/var/run/ganeti/<daemon>.pid} locked while it runs, which
 is how L{status} and L{stop} find it.  Which daemons a node runs, and on
 which address, comes from C{ROOT/var/lib/ganeti/node.json} (written by
-C{gnt-cluster init}): every node runs noded, confd and mond; the master also
-runs wconfd, rapi and luxid, in Ganeti's order (mond last); a master candidate
-also runs rapi (it forwards to the master's).  Daemons whose plugin is not
+C{gnt-cluster init}): every node runs noded and mond; the master also
+runs confd, wconfd, rapi and luxid, in Ganeti's order (mond last); a master
+candidate also runs confd and rapi (it forwards to the master's).  As in
+Ganeti, a plain node runs no confd: it finds the master through ssconf and
+the candidates' confd, as its MonD and NodeD do anyway.  Daemons whose plugin is not
 installed are skipped.  A daemon is named in full (C{ganeti-luxid}) or
 short (C{luxid}).
 
@@ -33,7 +35,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ganeti import lockfile, ports
 from ganeti.listening import CANNOT_LISTEN
@@ -60,7 +62,7 @@ class Spec(NamedTuple):
 #: Ganeti's start order (daemons.md): noded, confd, wconfd, rapi, luxid, mond
 DAEMONS = (
     Spec("ganeti-noded", "noded", False, True, ports.NODED, "", "node-daemon"),
-    Spec("ganeti-confd", "confd", False, True, ports.CONFD, "", "conf-daemon", udp=True),
+    Spec("ganeti-confd", "confd", True, True, ports.CONFD, "", "conf-daemon", udp=True),
     Spec("ganeti-wconfd", "wconfd", True, False, 0, "wconfd_socket", "wconf-daemon"),
     Spec("ganeti-rapi", "rapi", True, True, ports.RAPI, "", "rapi-daemon"),
     Spec("ganeti-luxid", "luxid", True, False, 0, "luxi_socket", "luxi-daemon"),
@@ -125,8 +127,9 @@ def is_candidate(paths: Paths) -> bool:
     return os.path.exists(paths.rapi_pem) and read_node_identity(paths)["name"] in candidates
 
 
-#: Master daemons that also run on every master candidate (they forward to the master).
-ON_CANDIDATES = frozenset({"ganeti-rapi"})
+#: Master daemons that also run on every master candidate (confd answers from its replica of the config;
+#: rapi forwards to the master's).
+ON_CANDIDATES = frozenset({"ganeti-confd", "ganeti-rapi"})
 
 
 def available(spec: Spec) -> bool:
@@ -184,13 +187,19 @@ def udp_bound(address: str, port: int) -> bool:
 
 #: The environment variable that moves RAPI off its port (tests, benchmarks: many clusters on one host).
 RAPI_PORT_ENV = "GANETI_RAPI_PORT"
+#: The same for confd's UDP port: the confd a NodeD starts on a node promoted to master candidate listens on
+#: it (many loopback clusters share 127.0.1.N: on the fixed port their confds would clash).
+CONFD_PORT_ENV = "GANETI_CONFD_PORT"
+_PORT_ENVS = {"ganeti-rapi": RAPI_PORT_ENV, "ganeti-confd": CONFD_PORT_ENV}
 
 
 def port_of(spec: Spec) -> int:
     """The port C{spec}'s daemon listens on: its own, but RAPI's is
-    C{$GANETI_RAPI_PORT} when that is set (a daemon started here inherits it)."""
-    if spec.name == "ganeti-rapi":
-        value = os.environ.get(RAPI_PORT_ENV, "")
+    C{$GANETI_RAPI_PORT} and confd's C{$GANETI_CONFD_PORT} when set (a
+    daemon started here inherits it)."""
+    variable = _PORT_ENVS.get(spec.name)
+    if variable is not None:
+        value = os.environ.get(variable, "")
         if value.isdigit() and 0 < int(value) < 65536:
             return int(value)
     return spec.port
@@ -301,13 +310,18 @@ def twistd_command(paths: Paths, spec: Spec, options: list[str],
 
 #: The daemons L{WARM} starts.
 WARM_DAEMONS = ("ganeti-wconfd", "ganeti-luxid", "ganeti-rapi")
+#: The daemons L{start} forks from one launcher when it starts two or more of them (L{SHARED_START_ENV}).
+SHARED_DAEMONS = ("ganeti-noded", "ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
+#: C{0} in the environment: L{start} starts every daemon cold, each its own interpreter.
+SHARED_START_ENV = "GANETI_SHARED_START"
 #: Runs twistd warm (L{ganeti.warmstart.WarmStarter.run}: C{(argv, env, cwd)} to C{(exit status, output)}, or
 #: None when it cannot); set in NodeD on a master candidate, None: every daemon starts cold
 WARM: Callable[[list[str], dict[str, str], str], tuple[int, str] | None] | None = None
 
 
 def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Callable[[str], object],
-               options: list[str] = (), env: dict[str, str] | None = None) -> bool:  # type: ignore[assignment]
+               options: list[str] = (), env: dict[str, str] | None = None,  # type: ignore[assignment]
+               shared: Callable[[list[str], dict[str, str], str], tuple[int, str] | None] | None = None) -> bool:
     pid = running_pid(paths, spec)
     if pid is not None:
         problem = listening_problem(paths, spec, address)
@@ -321,7 +335,10 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
     argv, env = twistd_command(paths, spec, ["--root", paths.root, *options], env)
     if spec.bind:
         argv += ["--bind", address]
-    warm = WARM(argv, env, paths.root) if WARM is not None and spec.name in WARM_DAEMONS else None
+    if shared is not None and spec.name in SHARED_DAEMONS:
+        warm = shared(argv, env, paths.root)
+    else:
+        warm = WARM(argv, env, paths.root) if WARM is not None and spec.name in WARM_DAEMONS else None
     if warm is not None:  # forked from NodeD's launcher, its imports done (ganeti.warmstart)
         returncode, output = warm
     else:
@@ -369,10 +386,43 @@ def start(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
     identity = read_node_identity(paths)
     paths.ensure_dirs()
     failed = 0
-    for spec in selected(paths, list(names)):
-        if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env):
-            failed += 1
+    specs = selected(paths, list(names))
+    launcher = _shared_launcher(paths, specs)
+    try:
+        for spec in specs:
+            if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env,
+                              launcher.run if launcher is not None else None):
+                failed += 1
+    finally:
+        if launcher is not None:
+            launcher.stop()
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _shared_launcher(paths: Paths, specs: list[Spec]) -> Any:
+    """A launcher (L{ganeti.warmstart}) to fork the L{SHARED_DAEMONS} of C{specs} from, when two or more are
+    to start, or None.
+
+    The launcher imports their shared libraries once and freezes its heap
+    (C{gc.freeze}); the daemons forked from it share those pages (less
+    PSS per node) and keep sharing them after it exits, once they all run.
+    Each stays its own twistd process and plugin, started with the same
+    command line (its C{ps} name is the daemon's, its command line the
+    launcher's).  Not in NodeD (L{WARM}), nor when C{GANETI_SHARED_START=0}.
+    """
+    if WARM is not None or os.environ.get(SHARED_START_ENV, "1") == "0":
+        return None
+    shared = [spec for spec in specs if spec.name in SHARED_DAEMONS]
+    if len(shared) < 2 or sum(1 for spec in shared if running_pid(paths, spec) is None) < 2:
+        return None
+    from ganeti.warmstart import WarmStarter
+
+    launcher = WarmStarter(paths.root, paths.run_dir, shared=True)
+    try:
+        launcher.start()
+    except OSError:
+        return None
+    return launcher
 
 
 def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,

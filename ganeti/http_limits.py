@@ -17,7 +17,9 @@ One policy, L{HttpLimits}, applied by L{guard} to a C{twisted.web} site:
     request on a kept-alive connection), however slowly it trickles in;
     the body within C{body_timeout} of the head; an idle kept-alive
     connection is closed after C{idle_timeout}.  A head larger than
-    C{max_header_size} answers 431 and closes; a late head or body
+    C{max_header_size} answers 431 and closes; a head declaring a body
+    (C{Content-Length}) larger than the site's C{max_body} answers 413
+    and closes at once, the body unread; a late head or body
     answers 408 and closes.  Lines may end with a bare LF (RFC 9112
     section 2.2 allows a server to accept it), so such requests are
     served instead of waiting for a CRLF that never comes.
@@ -36,7 +38,7 @@ from __future__ import annotations
 import inspect
 import resource
 from collections import Counter
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import attrs
 from twisted.application.service import Service
@@ -70,6 +72,7 @@ HEADER_TIMEOUT = "request head timeout"
 BODY_TIMEOUT = "request body timeout"
 IDLE_TIMEOUT = "idle timeout"
 HEAD_TOO_LARGE = "request head too large"
+BODY_TOO_LARGE = "request body declared too large"
 EVICTED = "closed for a newer connection at the connection limit"
 CLOSE_ABORTED = "aborted after close"
 
@@ -265,17 +268,33 @@ class _Counted(ProtocolWrapper):
     peer_host = ""
 
 
+#: open connections past which a flood's memory is given back once most of them are closed
+RELEASE_PEAK = 64
+
+
 class ConnectionLimiter(WrappingFactory):
-    """Closes at once a connection over the total or the per-address cap."""
+    """Closes at once a connection over the total or the per-address cap.
+
+    After a flood (at least L{RELEASE_PEAK} connections open at once), once
+    three quarters of them are closed, C{release} runs (a second later, on
+    C{clock}): the daemon collects and hands the freed heap back to the
+    system (L{ganeti.daemon.FrozenHeapService.refreeze}); without it the
+    C heap keeps the TLS connections' buffers and the process its peak size.
+    """
 
     protocol = _Counted
 
-    def __init__(self, wrapped: Any, limits: HttpLimits, report: ClosureReport, room: WaitingRoom) -> None:
+    def __init__(self, wrapped: Any, limits: HttpLimits, report: ClosureReport, room: WaitingRoom,
+                 release: Callable[[], object] | None = None, clock: IReactorTime | None = None) -> None:
         super().__init__(wrapped)
         self.limits = limits
         self.report = report
         self.room = room
         self.per_host: Counter[str] = Counter()
+        self.release = release
+        self.clock = clock
+        self.peak = 0
+        self._release_call: Any = None
 
     def buildProtocol(self, addr: Any) -> Any:
         host = _peer_host(addr)
@@ -293,12 +312,18 @@ class ConnectionLimiter(WrappingFactory):
     def registerProtocol(self, p: Any) -> None:
         super().registerProtocol(p)
         self.per_host[p.peer_host] += 1
+        self.peak = max(self.peak, len(self.protocols))
 
     def unregisterProtocol(self, p: Any) -> None:
         super().unregisterProtocol(p)
         self.per_host[p.peer_host] -= 1
         if self.per_host[p.peer_host] <= 0:
             del self.per_host[p.peer_host]
+        if self.peak >= RELEASE_PEAK and len(self.protocols) <= self.peak // 4:
+            self.peak = len(self.protocols)
+            if self.release is not None and self.clock is not None and not (
+                    self._release_call is not None and self._release_call.active()):
+                self._release_call = self.clock.callLater(1.0, self.release)
 
 
 # --- the HTTP channel -------------------------------------------------------------
@@ -307,11 +332,14 @@ _HANDSHAKE, _HEAD, _BODY, _BUSY, _IDLE, _CLOSING = "handshake", "head", "body", 
 
 
 def error_answer(code: int, reason: str, message: str) -> bytes:
-    """A complete HTTP/1.1 error answer that closes the connection (pure)."""
-    body = message.encode("utf-8") + b"\n"
+    """A complete HTTP/1.1 error answer that closes the connection (pure): a JSON body as Ganeti's HTTP
+    server gives its errors (C{code}, C{message}, C{explain}), which RAPI's clients parse."""
+    import json
+
+    body = json.dumps({"code": code, "message": reason, "explain": message}).encode("utf-8") + b"\n"
     return b"".join([
         b"HTTP/1.1 %d %s\r\n" % (code, reason.encode("ascii")),
-        b"Content-Type: text/plain; charset=utf-8\r\n",
+        b"Content-Type: application/json\r\n",
         b"Content-Length: %d\r\n" % len(body),
         b"Connection: close\r\n\r\n",
         body,
@@ -332,9 +360,10 @@ class GuardedChannel(HTTPChannel):
     abortTimeout = None  # type: ignore[assignment]
 
     def __init__(self, limits: HttpLimits, report: ClosureReport, tls: bool,
-                 room: WaitingRoom | None = None) -> None:
+                 room: WaitingRoom | None = None, max_body: int | None = None) -> None:
         super().__init__()
         self.limits = limits
+        self.max_body = max_body
         self.report = report
         self.tls = tls
         self.room = room if room is not None else WaitingRoom()
@@ -449,6 +478,12 @@ class GuardedChannel(HTTPChannel):
                     "The request head is larger than %d bytes" % self.limits.max_header_size)
 
     def allHeadersReceived(self) -> None:
+        if self.max_body is not None and self.length is not None and self.length > self.max_body:
+            # refused before a request exists: the body is never read (nor "100 Continue" sent)
+            self.report.note(BODY_TOO_LARGE, self._host())
+            self.reject(413, "Content Too Large", "The request body (%d bytes declared) is larger than %d bytes"
+                        % (self.length, self.max_body))
+            return
         super().allHeadersReceived()
         if self.phase == _CLOSING:
             return
@@ -518,8 +553,13 @@ def json_site_options() -> dict[str, Any]:
     return {}
 
 
-def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None) -> WrappingFactory:
+def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None,
+          max_body: int | None = None, release: Callable[[], object] | None = None) -> WrappingFactory:
     """The listening factory of C{site} under C{limits}.
+
+    A request declaring a body over C{max_body} bytes is answered 413 as
+    soon as its head is in (L{GuardedChannel}); C{None}: no such limit.
+    C{release} gives memory back after a flood (L{ConnectionLimiter}).
 
     C{site}'s connections become L{GuardedChannel}s with C{limits}'
     idle timeout; C{tls}, a server connection creator or context factory,
@@ -528,7 +568,7 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     use_tls = tls is not None
     room = WaitingRoom()
     # a plain HTTP/1.1 channel instead of Twisted's HTTP/2-negotiating wrapper of one
-    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room)  # type: ignore[method-assign, assignment, return-value]
+    site.protocol = lambda: GuardedChannel(limits, report, use_tls, room, max_body)  # type: ignore[method-assign, assignment, return-value]
     site.timeOut = limits.idle_timeout
     inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
-    return ConnectionLimiter(inner, limits, report, room)
+    return ConnectionLimiter(inner, limits, report, room, release, site.reactor)

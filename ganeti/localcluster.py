@@ -68,20 +68,24 @@ def _wait_tcp(address: str, port: int, timeout: float = 30.0) -> bool:
     return True
 
 
-def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
+def up(directory: str, nodes: int, cluster_name: str, domain: str, candidate_pool_size: int | None = None) -> int:
     if node_roots(directory):
         print("%s already holds a cluster; run 'ganeti-local-cluster down --dir %s --purge' first" % (directory, directory))
         return 1
     if not 1 <= nodes <= 250:
         print("--nodes must be between 1 and 250")
         return 2
+    if candidate_pool_size is not None and candidate_pool_size < 1:
+        print("--candidate-pool-size must be at least 1")
+        return 2
     master = node_root(directory, 1)
     # cluster-wide storage paths, each node keeps them under its own root
+    pool = ["--candidate-pool-size", str(candidate_pool_size)] if candidate_pool_size is not None else []
     init = _tool(
         "gnt-cluster", master, "init", "--primary-ip", "127.0.1.1", "--master-ip", MASTER_IP,
         "--node-name", "node1.%s" % domain,
         "--file-storage-dir", "/srv/ganeti/file-storage",
-        "--shared-file-storage-dir", "/srv/ganeti/shared-file-storage", cluster_name
+        "--shared-file-storage-dir", "/srv/ganeti/shared-file-storage", *pool, cluster_name
     )
     print(init.stdout.rstrip())
     if init.returncode != 0:
@@ -89,36 +93,45 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str) -> int:
         return 1
     share_file_storage(directory, master)
     for number in range(2, nodes + 1):
-        paths = node_root(directory, number)
-        name, address = "node%d.%s" % (number, domain), "127.0.1.%d" % number
-        paths.ensure_dirs()
-        share_file_storage(directory, paths)
-        daemons.write_node_identity(paths, name, address)
-        token = secrets.token_hex(16)
-        argv, env = daemons.twistd_command(
-            paths, daemons.BY_NAME["ganeti-noded"], ["--root", paths.root, "--bind", address, "--join-token", token]
-        )
-        started = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
-        if started.returncode != 0 or not _wait_tcp(address, 1811):
-            print("%s: the node daemon did not start: %s" % (name, (started.stderr or started.stdout).strip()))
+        if join(directory, number, domain) != 0:
             return 1
-        added = _tool("gnt-node", master, "add", "--primary-ip", address, "--join-token", token, name)
-        if added.returncode != 0:
-            print("%s: could not be added:\n%s" % (name, (added.stdout + added.stderr).strip()))
-            return 1
-        print("%s (%s) joined the cluster" % (name, address))
-        deadline = time.monotonic() + 30  # WConfD pushes config.data to the new candidate, then ssconf
-        while not (os.path.exists(paths.config_data) and os.path.exists(paths.ssconf("master_candidates"))) \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _wait_tcp(address, daemons.MOND.port)  # the joined noded starts MonD (as Ganeti's node setup)
-        rest = daemons.start(paths, out=lambda line: None)  # confd, rapi on a candidate (noded and mond run already)
-        if rest != 0:
-            print("%s: some daemons did not start; see %s" % (name, paths.log_dir))
     print()
     print("Cluster %s is up with %d node(s) under %s." % (cluster_name, nodes, os.path.abspath(directory)))
     print("Use it with:  export GANETI_ROOT=%s   (or --root %s on every command)" % (master.root, master.root))
     print("Stop it with: ganeti-local-cluster down --dir %s [--purge]" % directory)
+    return 0
+
+
+def join(directory: str, number: int, domain: str) -> int:
+    """Node C{number} (C{nodeN.DOMAIN} on 127.0.1.N) joins node1's cluster
+    with a one-time token, then starts the daemons its role asks for."""
+    master = node_root(directory, 1)
+    paths = node_root(directory, number)
+    name, address = "node%d.%s" % (number, domain), "127.0.1.%d" % number
+    paths.ensure_dirs()
+    share_file_storage(directory, paths)
+    daemons.write_node_identity(paths, name, address)
+    token = secrets.token_hex(16)
+    argv, env = daemons.twistd_command(
+        paths, daemons.BY_NAME["ganeti-noded"], ["--root", paths.root, "--bind", address, "--join-token", token]
+    )
+    started = subprocess.run(argv, cwd=paths.root, capture_output=True, text=True, env=env)
+    if started.returncode != 0 or not _wait_tcp(address, 1811):
+        print("%s: the node daemon did not start: %s" % (name, (started.stderr or started.stdout).strip()))
+        return 1
+    added = _tool("gnt-node", master, "add", "--primary-ip", address, "--join-token", token, name)
+    if added.returncode != 0:
+        print("%s: could not be added:\n%s" % (name, (added.stdout + added.stderr).strip()))
+        return 1
+    print("%s (%s) joined the cluster" % (name, address))
+    deadline = time.monotonic() + 30  # WConfD pushes config.data to the new node, then ssconf
+    while not (os.path.exists(paths.config_data) and os.path.exists(paths.ssconf("master_candidates"))) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _wait_tcp(address, daemons.MOND.port)  # the joined noded starts MonD (as Ganeti's node setup)
+    rest = daemons.start(paths, out=lambda line: None)  # the rest of its role's daemons (noded and mond run already)
+    if rest != 0:
+        print("%s: some daemons did not start; see %s" % (name, paths.log_dir))
     return 0
 
 
@@ -167,13 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default="cluster.local", help="cluster name (default %(default)s)")
     parser.add_argument("--domain", default="local", help="nodes are named nodeN.DOMAIN (default %(default)s)")
     parser.add_argument("--purge", action="store_true", help="with 'down': also remove the node roots")
+    parser.add_argument("--candidate-pool-size", type=int, metavar="N",
+                        help="with 'up': master candidates to keep (default: the cluster's, 10); the nodes past"
+                        " the first N join as plain nodes")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.action == "up":
-        return up(args.dir, args.nodes, args.name, args.domain)
+        return up(args.dir, args.nodes, args.name, args.domain, args.candidate_pool_size)
     if args.action == "down":
         return down(args.dir, args.purge)
     return status(args.dir)

@@ -45,18 +45,31 @@ WARM_MODULES = (
     "ganeti.luxid.handler", "ganeti.luxid.replication", "ganeti.wconfd.replication", "ganeti.ha.guard",
     "ganeti.ha.voting", "ganeti.rpc.client", "ganeti.heartbeat.server",
 )
+#: What L{ganeti.daemons.start} has imported when it forks a node's daemons from one launcher (C{--shared}):
+#: what they all use (twistd, the reactor's modules, TLS, twisted.web, AMP, Ganeti's common modules), not
+#: each daemon's own, which would add to every other daemon's memory.
+SHARED_MODULES = (
+    "twisted.scripts.twistd", "twisted.application.app", "twisted.internet.epollreactor", "ganeti.launcher",
+    "ganeti.logfile", "twisted.plugins.ganeti_wconfd", "twisted.internet.ssl", "twisted.web.server",
+    "twisted.protocols.amp", "ganeti.objects", "ganeti.paths", "ganeti.rpc.client", "ganeti.daemon",
+    "ganeti.http_limits", "attrs", "orjson",
+)
 #: Seconds a request may take before the caller gives up on it.
 REQUEST_TIMEOUT = 120.0
 
 
-def _warm_imports() -> None:
-    for name in WARM_MODULES:
+def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
+    for name in modules:
         try:
             importlib.import_module(name)
         except ImportError:
             pass
     if "twisted.internet.reactor" in sys.modules:  # a fork would share its epoll instance
         raise SystemExit("ganeti.warmstart: a warm module installed the reactor")
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the children never collect (so never write to) what they share (daemon.FrozenHeapService)
 
 
 def _set_name(argv: list[str]) -> None:
@@ -71,6 +84,17 @@ def _set_name(argv: list[str]) -> None:
         libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         pass
+
+
+#: Modules that read the environment when imported: imported again in a child, which has the request's.
+ENV_MODULES = ("ganeti.jobs.trace",)
+
+
+def _reread_environment() -> None:
+    for name in ENV_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            importlib.reload(module)
 
 
 def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None:
@@ -92,6 +116,7 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
         os.close(output)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        _reread_environment()
         os.chdir(request["cwd"])
         import random
 
@@ -106,6 +131,8 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if e.code is not None and not isinstance(e.code, int):
+                print(e.code, file=sys.stderr)  # as the interpreter says an uncaught SystemExit("why")
     except BaseException:
         import traceback
 
@@ -127,9 +154,9 @@ def _answer(message: dict[str, Any]) -> None:
             continue
 
 
-def serve(run_dir: str) -> int:
+def serve(run_dir: str, modules: tuple[str, ...] = WARM_MODULES) -> int:
     """The launcher's loop (see the module docstring)."""
-    _warm_imports()
+    _warm_imports(modules)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -190,9 +217,11 @@ class WarmStarter:
     """NodeD's side: the launcher process and a blocking L{run} for
     L{ganeti.daemons.start} (called from threads)."""
 
-    def __init__(self, root: str, run_dir: str) -> None:
+    def __init__(self, root: str, run_dir: str, shared: bool = False) -> None:
+        """@param shared: import L{SHARED_MODULES}, not L{WARM_MODULES}"""
         self.root = root
         self.run_dir = run_dir
+        self.shared = shared
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._next = 0
@@ -202,7 +231,8 @@ class WarmStarter:
         """Start the launcher (it imports in the background)."""
         os.makedirs(self.run_dir, exist_ok=True)
         self._process = subprocess.Popen([sys.executable, "-m", "ganeti.warmstart", "--root", self.root,
-                                          "--run-dir", self.run_dir], stdin=subprocess.PIPE,
+                                          "--run-dir", self.run_dir, *(["--shared"] if self.shared else [])],
+                                         stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, cwd="/", close_fds=True)
         threading.Thread(target=self._read, args=(self._process,), name="warmstart", daemon=True).start()
 
@@ -282,8 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ganeti.warmstart")
     parser.add_argument("--root", help="the node's root (named so that its processes can be found by it)")
     parser.add_argument("--run-dir", required=True, help="where the children's output goes until answered")
+    parser.add_argument("--shared", action="store_true",
+                        help="import only what a node's daemons share (ganeti-daemons start), not the master's")
     args = parser.parse_args(argv)
-    return serve(args.run_dir)
+    return serve(args.run_dir, SHARED_MODULES if args.shared else WARM_MODULES)
 
 
 if __name__ == "__main__":

@@ -138,3 +138,12 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
+
+
+def pytest_collection_finish(session):
+    """With integration tests to run, start the warm launcher of the test daemons now
+    (L{ganeti.testing.warmfork}): its imports overlap the first test's setup."""
+    if any("/integration/" in str(item.path) for item in session.items):
+        from ganeti.testing import warmfork
+
+        warmfork.prestart()

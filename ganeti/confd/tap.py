@@ -13,7 +13,7 @@ import os
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
-from ganeti.confd import wire
+from ganeti import daemons
 from ganeti.confd.protocol import ConfdServerProtocol
 from ganeti.confd.service import CHECK_INTERVAL, ConfdService, inotify_watch
 from ganeti.daemon import PidFileService, lock_pid_file, port_number, positive_float, without_tls
@@ -32,13 +32,15 @@ class Options(usage.Options):
     optParameters = [
         ["root", "r", None, "Root of this node's files (default: $GANETI_ROOT or /)."],
         ["bind", "b", "0.0.0.0", "Address to listen on."],
-        ["port", "p", wire.PORT, "UDP port (default 1814).", port_number],
+        ["port", "p", None, "UDP port (default: $GANETI_CONFD_PORT or 1814).", port_number],
         ["check-interval", None, CHECK_INTERVAL, "Seconds between fallback checks of config.data.", positive_float],
     ]
     optFlags = [["no-inotify", None, "Do not watch config.data with inotify (timer only)."]]
 
     def postOptions(self) -> None:
         self["paths"] = Paths.from_option(self["root"])
+        if self["port"] is None:
+            self["port"] = daemons.port_of(daemons.BY_NAME["ganeti-confd"])
 
 
 def makeService(options: Options, reactor: IReactor | None = None) -> IService:

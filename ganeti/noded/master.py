@@ -9,10 +9,10 @@ C{master_netdev}; nothing when the cluster has no netdev, C{"none"} or
 C{""}).
 
 Node roles: C{node_demote_from_mc} (Ganeti's name: refused on the master
-and while WConfD or LuxiD run here; stops RAPI, which runs on master
-candidates only; C{config.data} stays, read by this node's confd and MonD)
-and C{node_promote_to_mc} (ours: starts RAPI here, which forwards to the
-master's).  The node LUs call them once the configuration holds the new role.
+and while WConfD or LuxiD run here; stops RAPI and confd, which run on
+master candidates only; C{config.data} stays, read by this node's MonD)
+and C{node_promote_to_mc} (ours: starts confd and RAPI here; RAPI forwards
+to the master's).  The node LUs call them once the configuration holds the new role.
 
 Ours, used by C{gnt-cluster master-failover}: C{epoch_claim(epoch, node)}
 (fencing: a new epoch for the node taking over, given once per epoch),
@@ -254,7 +254,7 @@ class MasterProcedures:
 
     @handler(procedures.node_demote_from_mc)
     def node_demote_from_mc(self) -> defer.Deferred[list[str]]:
-        """Stop RAPI here: this node is no longer a master candidate.
+        """Stop RAPI and confd here: this node is no longer a master candidate.
 
         @raise RpcFailure: ssconf names this node master, or WConfD or LuxiD run here
         """
@@ -264,7 +264,7 @@ class MasterProcedures:
                    if daemons.running_pid(self.paths, daemons.BY_NAME[name]) is not None]
         if running:
             raise RpcFailure("%s running here, will not demote" % " and ".join(running))
-        return self.stop_rapi()
+        return self.stop_daemons(["ganeti-rapi", "ganeti-confd"])
 
     def stop_rapi(self) -> defer.Deferred[list[str]]:
         """Stop RAPI here, if it runs (in the thread pool): what it said."""
@@ -286,8 +286,8 @@ class MasterProcedures:
 
     @handler(procedures.node_promote_to_mc)
     def node_promote_to_mc(self) -> defer.Deferred[list[str]]:
-        """Start RAPI here (it forwards to the master's): this node is now a
-        master candidate.  Running already is fine.
+        """Start confd and RAPI here (RAPI forwards to the master's): this
+        node is now a master candidate.  Running already is fine.
 
         @raise RpcFailure: no RAPI certificate here, or RAPI does not start
         """
@@ -296,10 +296,10 @@ class MasterProcedures:
         lines: list[str] = []
 
         def start() -> list[str]:
-            code = daemons.start(self.paths, ["ganeti-rapi"], timeout=DAEMON_TIMEOUT, out=lines.append,
-                                 options=self._rapi_options())
+            code = daemons.start(self.paths, ["ganeti-confd", "ganeti-rapi"], timeout=DAEMON_TIMEOUT,
+                                 out=lines.append, options=self._rapi_options())
             if code != daemons.EXIT_OK:
-                raise RpcFailure("starting ganeti-rapi failed: %s" % "; ".join(lines))
+                raise RpcFailure("starting ganeti-confd and ganeti-rapi failed: %s" % "; ".join(lines))
             return lines
 
         return self._in_thread(start)

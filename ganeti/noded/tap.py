@@ -24,7 +24,7 @@ from twisted.logger import Logger
 from twisted.python import usage
 
 from ganeti import errors, http_limits
-from ganeti.daemon import PidFileService, lock_pid_file, port_number
+from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number
 from ganeti.daemons import node_address
 from ganeti.ha.elector import ElectionService
 from ganeti.heartbeat import wire as heartbeat_wire
@@ -150,8 +150,10 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
                  n=limits.max_connections)
     report = http_limits.ClosureReport(reactor, "ganeti-noded")
 
-    def guard(site: Any, tls: Any) -> Any:
-        return http_limits.guard(site, limits, report, tls)
+    heap = FrozenHeapService(reactor)  # also gives a flood's memory back (http_limits.ConnectionLimiter)
+
+    def guard(site: Any, tls: Any) -> Any:  # a declared body over the RPC limit: 413 before it is read
+        return http_limits.guard(site, limits, report, tls, max_body=wire.MAX_BODY, release=heap.refreeze)
 
     heartbeats = (heartbeat_client(paths, reactor, options["heartbeat-port"], confd_port=options["confd-port"])
                   if options["heartbeat-port"] else None)
@@ -186,6 +188,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         heartbeats.setServiceParent(root)
         elections.setServiceParent(root)
     report.setServiceParent(root)
+    heap.setServiceParent(root)
     if not options["no-warm-start"]:
         WarmService(paths, reactor).setServiceParent(root)
     if unjoined:

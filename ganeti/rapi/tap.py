@@ -127,7 +127,9 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
                     **http_limits.json_site_options())
     site.displayTracebacks = False
     report = http_limits.ClosureReport(reactor, "ganeti-rapi")
-    factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls)
+    heap = FrozenHeapService(reactor)
+    factory = http_limits.guard(site, connection_limits(options["limits"]), report, tls, max_body=options["max-body"],
+                                release=heap.refreeze)
     root = MultiService()
     root.addService(PidFileService(pid_fd))
     report.setServiceParent(root)
@@ -137,5 +139,5 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     where = "%s port %d (HTTPS)" % (address, options["port"])
     stream_listener(endpoint, factory, where, daemon="ganeti-rapi", reactor=reactor).setServiceParent(root)
     _ClosePool(pool).setServiceParent(root)
-    FrozenHeapService(reactor).setServiceParent(root)
+    heap.setServiceParent(root)
     return root

@@ -16,6 +16,7 @@ import signal
 from ganeti.ha import params as ha_params
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
+from ganeti.testing import warmfork
 from ganeti.testing.jobstream import tag_job
 
 
@@ -27,7 +28,8 @@ def enable_auto_failover(roots: list[Paths], timeout: float) -> None:
 
 
 def root_pids(paths: Paths) -> list[int]:
-    """Every process whose command line names C{paths.root} (a unique temporary directory)."""
+    """Every process whose command line names C{paths.root} (a unique temporary directory), and the daemons
+    forked warm for it (L{warmfork.forked_pids}: their command line is their launcher's)."""
     found = []
     wanted = paths.root.encode()
     for entry in os.listdir("/proc"):
@@ -40,7 +42,7 @@ def root_pids(paths: Paths) -> list[int]:
             continue
         if any(arg == wanted or arg.startswith(wanted + b"/") for arg in argv):
             found.append(int(entry))
-    return found
+    return found + [pid for pid in warmfork.forked_pids(paths.root) if pid not in found]
 
 
 def kill_root(paths: Paths) -> list[int]:

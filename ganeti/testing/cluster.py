@@ -7,8 +7,9 @@ would).  Every node runs ganeti-noded on one free port, which WConfD and
 LuxiD are given (C{--rpc-port}; LuxiD hands it to its job processes); the master also
 runs WConfD, LuxiD and, given C{rapi_users}, ganeti-rapi.  A RAPI that a
 NodeD starts (a node promoted to master candidate) listens on the cluster's
-own free port (C{$GANETI_RAPI_PORT}, the caller's if set) and L{stop}
-stops it, as every master daemon a NodeD started::
+own free port (C{$GANETI_RAPI_PORT}, the caller's if set), its confd on
+another (C{$GANETI_CONFD_PORT}), and L{stop} stops them, as every daemon a
+NodeD started, and kills what still runs with a node's root::
 
     async with LoopbackCluster(reactor, root, loopback_config(3)) as cluster:
         ok(cluster.master, "gnt-node", "list")
@@ -29,9 +30,9 @@ import attrs
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
-from ganeti import crypto, daemons
+from ganeti import crypto
 from ganeti.config.bootstrap import initial_config
-from ganeti.daemons import RAPI_PORT_ENV, free_port, write_node_identity
+from ganeti.daemons import CONFD_PORT_ENV, RAPI_PORT_ENV, free_port, write_node_identity
 from ganeti.noded.configdelta import held_serial
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
@@ -40,11 +41,11 @@ from ganeti.reactors import IReactor
 from ganeti.rpc import RpcClient, procedures
 from ganeti.testing.daemons import (
     Daemon,
-    kill_job_processes,
     make_root,
     remove_root,
     seed_config,
     share_file_storage,
+    stop_root,
 )
 
 CLUSTER_NAME = "cluster.test"
@@ -115,6 +116,8 @@ class LoopbackCluster:
         self.heartbeat_port = free_port()
         #: the port of the RAPI a NodeD starts on a candidate
         self.rapi_port = int(os.environ.get(RAPI_PORT_ENV) or free_port())
+        #: the UDP port of the confd a NodeD starts on a candidate
+        self.confd_port = int(os.environ.get(CONFD_PORT_ENV) or free_port(udp=True))
         self.roots = [root]
         # inherited by LuxiD's job processes
         env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port)}
@@ -159,7 +162,8 @@ class LoopbackCluster:
         for paths, (name, address) in zip(self.roots, self.nodes.items()):
             write_node_identity(paths, name, address)
         port = self.rpc_port
-        env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port), RAPI_PORT_ENV: str(self.rapi_port)}
+        env = {"GANETI_HEARTBEAT_PORT": str(self.heartbeat_port), RAPI_PORT_ENV: str(self.rapi_port),
+               CONFD_PORT_ENV: str(self.confd_port)}
         self.nodeds = [Daemon(paths, "ganeti-noded", "--bind", address, "--port", str(port), *self.noded_args,
                               tcp=(address, port), env=env)
                        for paths, address in zip(self.roots, self.nodes.values())]
@@ -198,10 +202,9 @@ class LoopbackCluster:
         for daemon in (self.rapi, self.luxid, self.wconfd, *self.nodeds):
             if daemon is not None:
                 daemon.stop()
-        for paths in self.roots:  # what the NodeDs started: RAPI on candidates, a failover's master daemons
-            if os.path.isdir(paths.run_dir):
-                daemons.stop(paths, ["ganeti-luxid", "ganeti-rapi", "ganeti-wconfd"], out=lambda _line: None)
-        kill_job_processes(self.master)
+        # what the NodeDs started (confd and RAPI on candidates, a failover's master daemons, MonD), the job
+        # processes, a warm launcher: stopped, and what does not stop killed
+        stop_root(self.master)
         for paths in self.roots[1:]:
             remove_root(paths)
 

@@ -21,11 +21,12 @@ import time
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
-from ganeti import serializer
+from ganeti import daemons, serializer
 from ganeti.daemons import accepts_tcp, accepts_unix, free_port, launcher_path
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
+from ganeti.testing import warmfork
 
 #: ganeti-twistd (twistd without Twisted's own plugins), as the daemons run in production
 TWISTD = launcher_path()
@@ -39,10 +40,56 @@ def make_root(prefix: str = "gnt") -> Paths:
 
 
 def remove_root(paths: Paths) -> None:
-    """Kill what still runs of the root's jobs, then remove its files."""
-    kill_job_processes(paths)
+    """Stop what still runs of the root (L{stop_root}), then remove its files."""
+    stop_root(paths)
     shutil.rmtree(paths.root, ignore_errors=True)
     shutil.rmtree(paths.root + SHARED_SUFFIX, ignore_errors=True)
+
+
+def stop_root(paths: Paths) -> list[int]:
+    """Stop every daemon of the root that holds its pid file (as C{ganeti-daemons stop}: those a NodeD
+    started, such as confd and RAPI on a promoted candidate or a failover's master daemons), then SIGKILL
+    every process still running with C{--root ROOT} on its command line: the job processes and their fork
+    server, a warm launcher and what it forked, a daemon that did not stop.  Returns the pids killed.
+    A test that fails half-way leaves nothing behind (its cluster's ports stay free for the next)."""
+    if os.path.isdir(paths.run_dir):
+        daemons.stop(paths, out=lambda _line: None)
+    return kill_root_processes(paths)
+
+
+def _processes_of(paths: Paths, wanted: tuple[str, ...]) -> list[int]:
+    """The pids of the processes with all of C{wanted} and C{--root ROOT} on their command line."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "--root" in argv and all(word in argv for word in wanted) \
+                and argv.index("--root") + 1 < len(argv) and argv[argv.index("--root") + 1] == paths.root:
+            found.append(int(entry))
+    return found
+
+
+def _kill(pids: list[int]) -> list[int]:
+    killed = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
+    return killed
+
+
+def kill_root_processes(paths: Paths) -> list[int]:
+    """SIGKILL every process with C{--root ROOT} on its command line (not this one), and the daemons of the
+    root forked warm (L{warmfork.forked_pids}); the pids killed."""
+    found = _processes_of(paths, ())
+    return _kill(found + [pid for pid in warmfork.forked_pids(paths.root) if pid not in found])
 
 
 def kill_job_processes(paths: Paths) -> list[int]:
@@ -50,23 +97,7 @@ def kill_job_processes(paths: Paths) -> list[int]:
     (they carry its command line) that outlived their LuxiD: a job waiting
     for a WConfD a test stopped would otherwise keep reconnecting for
     minutes, taking CPU from the tests after it.  Returns the pids killed."""
-    wanted = ("ganeti.luxid.forkserver", "--root", paths.root)
-    killed = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                argv = handle.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if all(word in argv for word in wanted) and argv[argv.index("--root") + 1] == paths.root:
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-                killed.append(int(entry))
-            except OSError:
-                pass
-    return killed
+    return _kill(_processes_of(paths, ("ganeti.luxid.forkserver",)))
 
 
 #: the common sharedfile directory of roots sharing storage: next to the first
@@ -123,7 +154,7 @@ class Daemon:
         self.env = dict(env or {})
         self.name = name
         self.args = list(args)
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | warmfork.ForkedProcess | None = None
         self.log_path = os.path.join(paths.root, "%s.out" % name)
         #: the heartbeat port this daemon uses unless C{env} or the caller's environment names one
         self.heartbeat_port = free_port()
@@ -144,7 +175,15 @@ class Daemon:
         if self.name in ("ganeti-luxid", "ganeti-noded") and "GANETI_HEARTBEAT_PORT" not in (env or os.environ):
             # never the fixed heartbeat port in tests: other clusters run at the same time
             env = dict(env or os.environ, GANETI_HEARTBEAT_PORT=str(self.heartbeat_port))
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root, env=env)
+        forked = None
+        if self.netns is None:  # forked from a warm launcher: no interpreter start, no imports (warmfork)
+            forked = warmfork.spawn(self.name, argv, env if env is not None else dict(os.environ), self.paths.root,
+                                    self.log_path)
+        if forked is not None:
+            self.process = forked
+        else:
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.paths.root,
+                                            env=env)
         log.close()
 
     async def ready(self, reactor: IReactorTime, timeout: float = 90.0) -> None:
@@ -246,4 +285,4 @@ class MasterNoded:
         self.daemon.stop()
 
 
-__all__ = ["Daemon", "LiveOwner", "MasterNoded", "make_root", "remove_root", "seed_config", "share_file_storage", "signal"]
+__all__ = ["Daemon", "LiveOwner", "MasterNoded", "make_root", "remove_root", "stop_root", "seed_config", "share_file_storage", "signal"]

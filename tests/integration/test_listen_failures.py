@@ -139,14 +139,14 @@ def test_ganeti_daemons_reports_a_daemon_that_cannot_listen(root):
             assert first.returncode == 1, first.stdout + first.stderr
             assert ("ganeti-noded failed to start: ganeti-noded cannot listen on %s port 1811 (TCP): "
                     "[Errno 98] Address already in use" % address) in first.stdout
-            assert "ganeti-confd: started" in first.stdout
+            assert "ganeti-mond: started" in first.stdout  # a node without a role: noded and mond
             status = tool(root, "ganeti-daemons", "status")
             assert status.returncode == 1
-            assert "ganeti-noded: not running" in status.stdout and "ganeti-confd: running" in status.stdout
+            assert "ganeti-noded: not running" in status.stdout and "ganeti-mond: running" in status.stdout
         second = tool(root, "ganeti-daemons", "start")
         assert second.returncode == 0, second.stdout + second.stderr
-        assert "ganeti-noded: started" in second.stdout and "ganeti-confd: already running" in second.stdout
-        status = tool(root, "ganeti-daemons", "status", "noded", "confd")
+        assert "ganeti-noded: started" in second.stdout and "ganeti-mond: already running" in second.stdout
+        status = tool(root, "ganeti-daemons", "status", "noded", "mond")
         assert status.returncode == 0, status.stdout
     finally:
         tool(root, "ganeti-daemons", "stop")

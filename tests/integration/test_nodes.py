@@ -54,10 +54,12 @@ async def test_add_modify_delay_verify_remove(root):
             out = ok(root, "gnt-node", "add", "--primary-ip", "127.0.1.%d" % number, "node%d.test" % number)
             assert "WARNING" not in out, out
         assert roles(root) == {"node1.test": "M", "node2.test": "C", "node3.test": "C"}
-        # a new candidate runs RAPI (it has the RAPI certificate from the add)
-        rapi = daemons.BY_NAME["ganeti-rapi"]
+        # a new candidate runs confd and RAPI (it has the RAPI certificate from the add)
+        rapi, confd = daemons.BY_NAME["ganeti-rapi"], daemons.BY_NAME["ganeti-confd"]
         assert all(daemons.running_pid(paths, rapi) for paths in roots[1:])
         assert all(daemons.accepts_tcp(address, cluster.rapi_port) for address in ("127.0.1.2", "127.0.1.3"))
+        assert all(daemons.running_pid(paths, confd) for paths in roots[1:])
+        assert all(daemons.udp_bound(address, cluster.confd_port) for address in ("127.0.1.2", "127.0.1.3"))
         refused = gnt(root, "gnt-node", "add", "--primary-ip", "127.0.1.2", "node4.test")
         assert refused.returncode != 0 and "conflict with existing node node2.test" in refused.stderr
         await cluster.until(lambda: serial_of(roots[1]) is not None and serial_of(roots[1]) == serial_of(roots[0]))
@@ -71,6 +73,8 @@ async def test_add_modify_delay_verify_remove(root):
         assert out == "Modified node node3.test\n - master_candidate -> False\n - offline -> True\n"
         assert roles(root)["node3.test"] == "O"
         await cluster.until(lambda: candidates_of(roots[1]) == {"node1.test", "node2.test"})
+        # no longer a candidate: its confd stopped and gave its port back
+        assert daemons.running_pid(roots[2], confd) is None and not daemons.udp_bound("127.0.1.3", cluster.confd_port)
         refused = gnt(root, "gnt-node", "modify", "--drained", "yes", "node1.test")
         assert refused.returncode != 0 and "master-failover" in refused.stderr
         out = ok(root, "gnt-node", "modify", "--offline", "no", "node3.test")
@@ -78,6 +82,8 @@ async def test_add_modify_delay_verify_remove(root):
         assert "WARNING: Transitioning node from offline to online state" in out
         assert out.endswith("Modified node node3.test\n - master_candidate -> True\n - offline -> False\n")
         assert roles(root)["node3.test"] == "C"
+        # a candidate again: confd runs on the same port again
+        assert daemons.running_pid(roots[2], confd) and daemons.udp_bound("127.0.1.3", cluster.confd_port)
 
         # test delay on the nodes, through their node daemons
         started = time.monotonic()
@@ -96,15 +102,15 @@ async def test_add_modify_delay_verify_remove(root):
         assert "ERROR: node node1.test: tcp communication with node 'node2.test'" in failed.stdout
         await cluster.start_daemon(nodeds[1])
 
-        # node3 runs confd and MonD, as every node does (here on free ports): leaving the cluster stops them
+        # node3, a candidate, runs confd (its NodeD started it) and MonD, as every node does (here on a free
+        # port): leaving the cluster stops them
         left, node_daemons = roots[2], [daemons.BY_NAME[n] for n in ("ganeti-confd", "ganeti-mond")]
         try:
-            for spec in node_daemons:
-                port = free_port("127.0.1.3", udp=spec.udp)
-                argv, env = daemons.twistd_command(left, spec, ["--root", left.root, "--bind", "127.0.1.3",
-                                                                "--port", str(port)])
-                started = subprocess.run(argv, cwd=left.root, env=env, capture_output=True, text=True)
-                assert started.returncode == 0, started.stdout + started.stderr
+            mond = daemons.MOND
+            argv, env = daemons.twistd_command(left, mond, ["--root", left.root, "--bind", "127.0.1.3",
+                                                            "--port", str(free_port("127.0.1.3"))])
+            started = subprocess.run(argv, cwd=left.root, env=env, capture_output=True, text=True)
+            assert started.returncode == 0, started.stdout + started.stderr
             await cluster.until(lambda: all(daemons.running_pid(left, spec) is not None for spec in node_daemons))
 
             # remove node3: it leaves the cluster (its daemons stop, its files go)

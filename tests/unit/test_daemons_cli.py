@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -124,9 +125,92 @@ def test_rapi_port_follows_the_environment(monkeypatch):
     options = Options()
     options.parseOptions(["--bind", "127.0.0.1"])
     assert (options["port"], daemons.port_of(rapi)) == (15080, 15080)
-    assert daemons.port_of(daemons.BY_NAME["ganeti-noded"]) == 1811, "only RAPI moves"
+    assert daemons.port_of(daemons.BY_NAME["ganeti-noded"]) == 1811, "only RAPI and confd move"
     options = Options()
     options.parseOptions(["--bind", "127.0.0.1", "--port", "6000"])
     assert options["port"] == 6000, "the option wins"
     monkeypatch.setenv(daemons.RAPI_PORT_ENV, "junk")
     assert daemons.port_of(rapi) == 5080
+
+
+def test_confd_port_follows_the_environment(monkeypatch):
+    """ganeti-confd started by NodeD on a node promoted to master candidate listens on
+    $GANETI_CONFD_PORT when set (many loopback clusters on one host), else on 1814."""
+    from ganeti.confd.tap import Options
+
+    confd = daemons.BY_NAME["ganeti-confd"]
+    monkeypatch.delenv(daemons.CONFD_PORT_ENV, raising=False)
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1"])
+    assert (options["port"], daemons.port_of(confd)) == (1814, 1814)
+    monkeypatch.setenv(daemons.CONFD_PORT_ENV, "11814")
+    options = Options()
+    options.parseOptions(["--bind", "127.0.0.1"])
+    assert (options["port"], daemons.port_of(confd)) == (11814, 11814)
+    options = Options()
+    options.parseOptions(["--port", "6000"])
+    assert options["port"] == 6000, "the option wins"
+
+
+class RoleTests(SynchronousTestCase):
+    """Which daemons a node runs: confd only on the master and the candidates."""
+
+    def setUp(self) -> None:
+        self.paths = Paths(tempfile.mkdtemp(prefix="drole"))
+        self.addCleanup(shutil.rmtree, self.paths.root, True)
+        daemons.write_node_identity(self.paths, "node3.test", "127.0.1.3")
+        os.makedirs(os.path.dirname(self.paths.ssconf("master_node")), exist_ok=True)
+        for key, value in (("master_node", "node1.test"), ("master_candidates", "node1.test\nnode2.test")):
+            with open(self.paths.ssconf(key), "w") as handle:
+                handle.write(value + "\n")
+        with open(self.paths.rapi_pem, "w") as handle:
+            handle.write("certificate")
+
+    def names(self) -> list[str]:
+        return [spec.name for spec in daemons.selected(self.paths, [])]
+
+    def test_plain_node_runs_noded_and_mond(self) -> None:
+        self.assertEqual(self.names(), ["ganeti-noded", "ganeti-mond"])
+
+    def test_candidate_runs_confd_and_rapi_too(self) -> None:
+        with open(self.paths.ssconf("master_candidates"), "a") as handle:
+            handle.write("node3.test\n")
+        self.assertEqual(self.names(), ["ganeti-noded", "ganeti-confd", "ganeti-rapi", "ganeti-mond"])
+
+    def test_master_runs_every_daemon(self) -> None:
+        with open(self.paths.ssconf("master_node"), "w") as handle:
+            handle.write("node3.test\n")
+        self.assertEqual(self.names(), [spec.name for spec in daemons.DAEMONS])
+
+
+class SharedStartTests(SynchronousTestCase):
+    """L{daemons.start} forks two or more of a node's daemons from one launcher."""
+
+    def setUp(self) -> None:
+        self.paths = Paths(tempfile.mkdtemp(prefix="dshare"))
+        self.addCleanup(shutil.rmtree, self.paths.root, True)
+        from ganeti import warmstart
+
+        self.patch(warmstart.WarmStarter, "start", lambda starter: None)  # no process in a unit test
+
+    def launcher(self, names: list[str]) -> Any:
+        launcher = daemons._shared_launcher(self.paths, [daemons.spec_by_name(n) for n in names])
+        if launcher is not None:
+            self.addCleanup(launcher.stop)
+        return launcher
+
+    def test_one_daemon_starts_cold(self) -> None:
+        self.assertIsNone(self.launcher(["noded", "confd", "mond"]))
+
+    def test_two_share_a_launcher(self) -> None:
+        launcher = self.launcher(["noded", "wconfd"])
+        self.assertIsNotNone(launcher)
+        self.assertTrue(launcher.shared)
+
+    def test_switched_off_by_the_environment(self) -> None:
+        self.patch(os, "environ", dict(os.environ, **{daemons.SHARED_START_ENV: "0"}))
+        self.assertIsNone(self.launcher(["noded", "wconfd"]))
+
+    def test_not_in_noded_which_has_its_own(self) -> None:
+        self.patch(daemons, "WARM", lambda argv, env, cwd: None)
+        self.assertIsNone(self.launcher(["noded", "wconfd"]))

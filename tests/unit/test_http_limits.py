@@ -192,6 +192,55 @@ def test_long_header_line_answers_431_at_once(server):
     assert peer.value() == answer
 
 
+def test_body_declared_over_the_limit_answers_413_before_it_is_read():
+    server = Server()
+    server.factory = http_limits.guard(server.site, LIMITS, server.report, max_body=1000)
+    proto, peer = server.connect()
+    proto.dataReceived(b"POST /x HTTP/1.1\r\nContent-Length: 1073741824\r\nExpect: 100-continue\r\n\r\n")
+    assert status(peer) == b"HTTP/1.1 413 Content Too Large" and peer.disconnecting
+    assert b"100 Continue" not in peer.value(), "the client is not invited to send the body"
+    assert server.report.totals == {http_limits.BODY_TOO_LARGE: 1}
+    answer = peer.value()
+    proto.dataReceived(b"x" * 100_000)
+    assert peer.value() == answer and server.resource.pending == []
+
+
+def test_body_at_the_limit_is_served():
+    server = Server()
+    server.factory = http_limits.guard(server.site, LIMITS, server.report, max_body=10)
+    proto, peer = server.connect()
+    proto.dataReceived(b"POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789")
+    assert status(peer) == b"HTTP/1.1 200 OK" and peer.value().endswith(b"ok:0123456789")
+
+
+def test_memory_is_given_back_once_a_flood_has_closed():
+    released: list[float] = []
+    limits = HttpLimits(max_connections=200, max_connections_per_ip=200)
+    server = Server(limits)
+    server.factory = http_limits.guard(server.site, limits, server.report,
+                                       release=lambda: released.append(server.clock.seconds()))
+    flood = [server.connect(port=40000 + n)[0] for n in range(http_limits.RELEASE_PEAK)]
+    for proto in flood[:-17]:
+        proto.connectionLost(Failure(ConnectionDone()))
+    server.clock.advance(5)
+    assert released == [], "a quarter of the peak still open: nothing released yet"
+    for proto in flood[-17:]:
+        proto.connectionLost(Failure(ConnectionDone()))
+    server.clock.advance(5)
+    assert len(released) == 1, "released once, a second after the flood closed"
+
+
+def test_a_few_connections_release_nothing():
+    released: list[int] = []
+    server = Server()
+    server.factory = http_limits.guard(server.site, LIMITS, server.report, release=lambda: released.append(1))
+    for n in range(20):
+        proto, _peer = server.connect(host="127.0.0.%d" % (1 + n // 3), port=40000 + n)
+        proto.connectionLost(Failure(ConnectionDone()))
+    server.clock.advance(5)
+    assert released == []
+
+
 def test_too_many_header_bytes_answer_431(server):
     proto, peer = server.connect()
     proto.dataReceived(b"GET /x HTTP/1.1\r\n" + b"X-A: " + b"b" * 90 + b"\r\n")

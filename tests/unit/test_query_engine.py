@@ -95,6 +95,10 @@ class FakeCollector:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.old = 0
+        self.frozen = 0
+
+    def get_freeze_count(self) -> int:
+        return self.frozen
 
     def get_objects(self, generation: int) -> list[object]:
         assert generation == 2
@@ -120,6 +124,21 @@ def test_frozen_heap_service() -> None:
     service.stopService()
     assert collector.calls[-1] == "unfreeze"
     assert not clock.getDelayedCalls()
+
+
+def test_heap_frozen_by_the_parent_stays_frozen() -> None:
+    """A daemon forked from a launcher that froze its heap never unfreezes
+    it: collecting it would copy the pages the siblings share."""
+    clock, collector = Clock(), FakeCollector()
+    collector.frozen = 50_000
+    service = FrozenHeapService(clock, interval=60, threshold=1000, collector=collector,
+                                trim=lambda: collector.calls.append("trim"))
+    service.startService()
+    clock.advance(0)
+    collector.old = 1001
+    clock.advance(60)
+    assert collector.calls == ["collect", "freeze", "trim"] * 2
+    service.stopService()
 
 
 def test_frozen_heap_service_stopped_before_running() -> None:
