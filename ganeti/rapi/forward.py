@@ -41,6 +41,7 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from ganeti.paths import Paths
+from ganeti.rapi import wsforward
 from ganeti.reactors import ITimeTCPReactor
 
 #: Headers that concern one connection only (RFC 9110 section 7.6.1), not forwarded.
@@ -176,7 +177,8 @@ class ForwardingResource(Resource):
 
     def __init__(self, local: Resource, master: Callable[[], str | None], port: int, agent: Any,
                  clock: IReactorTime, *, window: float = WINDOW,
-                 confd: Callable[[], Awaitable[str | None]] | None = None) -> None:
+                 confd: Callable[[], Awaitable[str | None]] | None = None,
+                 tunnel: Callable[[str, int, protocol.Factory], Deferred[Any]] | None = None) -> None:
         super().__init__()
         self.local = local
         self._master = master
@@ -186,12 +188,15 @@ class ForwardingResource(Resource):
         #: seconds a request waits for a new master
         self.window = window
         self._confd = confd
+        #: connects a protocol to the master's RAPI over TLS (the console WebSockets: L{ganeti.rapi.wsforward})
+        self._tunnel = tunnel
         self._cached: tuple[float, str | None] | None = None
 
     @classmethod
     def for_node(cls, local: Resource, paths: Paths, port: int, reactor: ITimeTCPReactor, cert_pem: bytes) -> ForwardingResource:
         pool = HTTPConnectionPool(reactor, persistent=True)
-        agent = Agent(reactor, contextFactory=RapiCertificatePolicy(cert_pem, paths.rapi_pem),
+        policy = RapiCertificatePolicy(cert_pem, paths.rapi_pem)
+        agent = Agent(reactor, contextFactory=policy,
                       connectTimeout=CONNECT_TIMEOUT,
                       pool=pool)
         from ganeti.luxi.master import wait_window
@@ -206,8 +211,16 @@ class ForwardingResource(Resource):
             found = await deferToThreadPool(threaded, threaded.getThreadPool(), locate.from_confd, paths)
             return None if found is None or found[0] == locate.own_name(paths) else found[1]
 
+        def tunnel(address: str, port: int, factory: protocol.Factory) -> Deferred[Any]:
+            """A TLS connection to the master's RAPI, its certificate checked as the agent's."""
+            from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS
+
+            tcp = (TCP6ClientEndpoint if ":" in address else TCP4ClientEndpoint)(
+                reactor, address, port, timeout=int(CONNECT_TIMEOUT))
+            return wrapClientTLS(policy.creatorForNetloc(address.encode("ascii"), port), tcp).connect(factory)
+
         return cls(local, lambda: master_address(paths), port, agent, reactor, window=wait_window(paths),
-                   confd=confd)
+                   confd=confd, tunnel=tunnel)
 
     def master(self) -> str | None:
         now = self.clock.seconds()
@@ -219,7 +232,39 @@ class ForwardingResource(Resource):
         address = self.master()
         if address is None or (request.method == b"GET" and request.path == b"/metrics"):
             return self.local.render(request)  # a candidate's /metrics are its own (ganeti.rapi.metrics)
+        if self._tunnel is not None and wsforward.is_console_upgrade(request):
+            return self._relay_console(request, address)
         return self._forward(request, address)
+
+    def _relay_console(self, request: Any, address: str) -> Any:
+        """A console WebSocket: relayed to the master's RAPI over a connection of its own
+        (L{ganeti.rapi.wsforward}), counted against this RAPI's web console stream limits."""
+        assert self._tunnel is not None
+        ui: Any = getattr(self.local, "ui", None)
+        streams = getattr(ui, "streams", None)
+        key = ""
+        if streams is not None:
+            found = ui.keeper.check(request.getCookie(b"ganeti_ui")) if hasattr(ui, "keeper") else None
+            key = found[1].name if found is not None else "address %s" % getattr(request.getClientAddress(), "host", "")
+            if not streams.admit(key):
+                request.setResponseCode(429)
+                request.setHeader(b"content-type", b"application/json")
+                request.setHeader(b"retry-after", b"10")
+                return b'{"code": 429, "message": "Too many event streams and consoles open"}'
+        host = "[%s]" % address if ":" in address else address
+        tunnel = wsforward.ConsoleTunnel(request, b"%s:%d" % (host.encode("ascii"), self.port),
+                                         (lambda: streams.leave(key)) if streams is not None else (lambda: None),
+                                         forwarded_headers)
+        d = self._tunnel(address, self.port, wsforward.MasterFactory(tunnel))
+
+        def failed(failure: Failure) -> None:
+            self.log.warn("relaying the console {uri} to the master at {address} failed: {why}",
+                          uri=request.uri.decode("ascii", "replace"), address=address, why=str(failure.value))
+            tunnel.failed("The master's RAPI at %s cannot be reached" % address)
+
+        d.addErrback(failed)
+        request.notifyFinish().addErrback(lambda _: tunnel.abandon())
+        return NOT_DONE_YET
 
     def _forward(self, request: Any, address: str) -> Any:
         request.content.seek(0)

@@ -82,8 +82,7 @@ def accept(request: Any, subprotocols: tuple[str, ...] = ()) -> tuple[bytes, Any
     @raise HttpError: 400, not a valid WebSocket upgrade.
     """
     if (request.getHeader(b"upgrade") or b"").lower() != b"websocket":
-        raise HttpError(400, "The console is a WebSocket: open it with 'Upgrade: websocket' (a candidate does "
-                             "not forward it: use the master's address)")
+        raise HttpError(400, "The console is a WebSocket: open it with 'Upgrade: websocket'")
     handshake = H11Handshake(ConnectionType.SERVER)
     headers = [(k, v) for k, values in request.requestHeaders.getAllRawHeaders() for v in values]
     try:
