@@ -386,9 +386,10 @@ function actionBar(target, actions) {
 
 function instance(name) {
   const p = "/2/instances/" + encodeURIComponent(name);
-  const holder = h("div", {}, h("p", {class: "muted", text: "Loading…"}));
+  const holder = h("div", {id: "instance-detail"}, h("p", {class: "muted", text: "Loading…"}));
   api("GET", p).then((i) => {
     i.hypervisor = i.hypervisor || (S.instances.get(name) || {}).hypervisor;  // not in RAPI's fields: the live row's
+    holder.dataset.hv = i.hypervisor || "";  // unknown until the live row comes (a new instance): drawn again then
     const nics = (i["nic.macs"] || []).map((mac, n) => [
       "NIC " + n, [mac, (i["nic.ips"] || [])[n], (i["nic.modes"] || [])[n], (i["nic.links"] || [])[n]].filter(Boolean).join(" ")]);
     const disks = (i["disk.sizes"] || []).map((size, n) => ["Disk " + n, fmtMiB(size)]);
@@ -419,7 +420,8 @@ function instance(name) {
 }
 // the instance's status in the heading follows the pushed changes
 instance.update = (name) => {
-  const el = $("instance-status"), i = S.instances.get(name);
+  const el = $("instance-status"), i = S.instances.get(name), detail = $("instance-detail");
+  if (detail && detail.dataset.hv === "" && i && i.hypervisor) { render(true); return; }  // now its console
   if (el && i) el.replaceChildren(state(i.status));
 };
 
