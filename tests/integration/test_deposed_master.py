@@ -31,6 +31,8 @@ async def test_restarted_daemons_of_a_deposed_master_print_the_reason(root):
     config = loopback_config(3, candidate_pool_size=10, candidates=["node2.test", "node3.test"])
     config = attrs.evolve(config, cluster=attrs.evolve(config.cluster, max_running_jobs=1))
     async with LoopbackCluster(reactor, root, config, prefix="gntd") as cluster:
+        # every node has its ssconf (the master's first distribution) before the master goes
+        await cluster.until(lambda: all(os.path.exists(p.ssconf("master_node")) for p in cluster.roots), timeout=60)
         cluster.luxid.stop()
         cluster.wconfd.stop()
         deposed(cluster)
