@@ -16,7 +16,7 @@ Ganeti answers them on a cluster without such storage; nothing changes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
@@ -42,12 +42,31 @@ def check_storage_type_enabled(enabled: list[str], storage_type: str) -> None:
                        " are: %s" % (kind, ",".join(enabled)))
 
 
+_StorageOpT = TypeVar("_StorageOpT", bound=OpNodeModifyStorage | OpRepairNodeStorage, covariant=True)
+
+
+class _StorageUnitLU(LogicalUnit[_StorageOpT]):
+    """A change to one storage unit of one node: its node locked, refused
+    where no enabled template has that storage type (every type here)."""
+
+    REQ_BGL = False
+
+    def expand_names(self) -> None:
+        node = expand_node(self.cfg, self.op.node_uuid or self.op.node_name)
+        self.needed_locks[LEVEL_NODE] = [node.uuid or ""]
+
+    def check_prereq(self) -> None:
+        check_storage_type_enabled(list(self.cfg.cluster.enabled_disk_templates or []), self.op.storage_type)
+
+    async def exec_(self, feedback: Feedback) -> Any:  # pragma: no cover - check_prereq refuses every type here
+        raise errors.OpExecError("Storage type '%s' is not available on this cluster" % self.op.storage_type)
+
+
 @register
-class LUNodeModifyStorage(LogicalUnit[OpNodeModifyStorage]):
+class LUNodeModifyStorage(_StorageUnitLU[OpNodeModifyStorage]):
     """See the module docstring."""
 
     OP_ID = "OP_NODE_MODIFY_STORAGE"
-    REQ_BGL = False
 
     def check_arguments(self) -> None:
         modifiable = MODIFIABLE.get(self.op.storage_type)
@@ -58,37 +77,16 @@ class LUNodeModifyStorage(LogicalUnit[OpNodeModifyStorage]):
             raise _invalid("The following fields can not be modified for storage units of type '%s': %r"
                            % (self.op.storage_type, extra))
 
-    def expand_names(self) -> None:
-        node = expand_node(self.cfg, self.op.node_uuid or self.op.node_name)
-        self.needed_locks[LEVEL_NODE] = [node.uuid or ""]
-
-    def check_prereq(self) -> None:
-        check_storage_type_enabled(list(self.cfg.cluster.enabled_disk_templates or []), self.op.storage_type)
-
-    async def exec_(self, feedback: Feedback) -> Any:  # pragma: no cover - check_prereq refuses every type here
-        raise errors.OpExecError("Storage type '%s' is not available on this cluster" % self.op.storage_type)
-
 
 @register
-class LURepairNodeStorage(LogicalUnit[OpRepairNodeStorage]):
+class LURepairNodeStorage(_StorageUnitLU[OpRepairNodeStorage]):
     """See the module docstring."""
 
     OP_ID = "OP_REPAIR_NODE_STORAGE"
-    REQ_BGL = False
 
     def check_arguments(self) -> None:
         if "fix-consistency" not in OPERATIONS.get(self.op.storage_type, ()):
             raise _invalid("Storage units of type '%s' can not be repaired" % self.op.storage_type)
-
-    def expand_names(self) -> None:
-        node = expand_node(self.cfg, self.op.node_uuid or self.op.node_name)
-        self.needed_locks[LEVEL_NODE] = [node.uuid or ""]
-
-    def check_prereq(self) -> None:
-        check_storage_type_enabled(list(self.cfg.cluster.enabled_disk_templates or []), self.op.storage_type)
-
-    async def exec_(self, feedback: Feedback) -> Any:  # pragma: no cover - check_prereq refuses every type here
-        raise errors.OpExecError("Storage type '%s' is not available on this cluster" % self.op.storage_type)
 
 
 @register
