@@ -152,7 +152,35 @@ class Browser:
         self._out.close()
 
 
-class Page:
+class PageWaits:
+    """What a page of either browser does with its own C{evaluate} and C{describe}."""
+
+    def evaluate(self, expression: str) -> Any:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def wait_for(self, expression: str, timeout: float = 60.0, step: float = 0.1) -> Any:
+        """Wait until C{expression} is truthy in the page; its value.  (The test looks at the page
+        this often; the page itself only reacts to what the server pushes.)"""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while True:
+            try:
+                last = self.evaluate(expression)
+            except BrowserError as e:  # a navigation under way destroys the context
+                last = e
+            else:
+                if last:
+                    return last
+            if time.monotonic() > deadline:
+                raise BrowserError("%s: still %r after %g s; the page: %s" % (expression, last, timeout,
+                                                                             self.describe()))
+            time.sleep(step)
+
+
+class Page(PageWaits):
     """One tab."""
 
     def __init__(self, browser: Browser, session: str) -> None:
@@ -177,24 +205,6 @@ class Page:
             raise BrowserError("%s: %s" % (expression[:80], details.get("exception", {}).get("description")
                                            or details.get("text")))
         return answer.get("result", {}).get("value")
-
-    def wait_for(self, expression: str, timeout: float = 60.0, step: float = 0.1) -> Any:
-        """Wait until C{expression} is truthy in the page; its value.  (The test looks at the page
-        this often; the page itself only reacts to what the server pushes.)"""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while True:
-            try:
-                last = self.evaluate(expression)
-            except BrowserError as e:  # a navigation under way destroys the context
-                last = e
-            else:
-                if last:
-                    return last
-            if time.monotonic() > deadline:
-                raise BrowserError("%s: still %r after %g s; the page: %s" % (expression, last, timeout,
-                                                                             self.describe()))
-            time.sleep(step)
 
     def describe(self) -> str:
         """Where the page is, the start of its text, and its last script errors and console lines."""

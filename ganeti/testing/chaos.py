@@ -85,8 +85,14 @@ def fd_count(pid: int) -> int:
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def tcp_peers(pid: int) -> dict[int, tuple[str, int]]:
-    """Socket inode -> (remote IPv4 address, port) of process C{pid}'s TCP sockets."""
+def _quad(hexed: str) -> tuple[str, int]:
+    address, port = hexed.split(":")
+    return ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)), int(port, 16)
+
+
+def tcp_sockets(pid: int) -> dict[int, tuple[tuple[str, int], tuple[str, int]]]:
+    """Socket inode -> ((local IPv4 address, port), (remote address, port)) of
+    process C{pid}'s TCP sockets."""
     inodes = set()
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -95,7 +101,7 @@ def tcp_peers(pid: int) -> dict[int, tuple[str, int]]:
             continue
         if link.startswith("socket:["):
             inodes.add(int(link[8:-1]))
-    peers = {}
+    found = {}
     try:
         with open("/proc/%d/net/tcp" % pid) as handle:
             rows = handle.read().splitlines()[1:]
@@ -105,10 +111,13 @@ def tcp_peers(pid: int) -> dict[int, tuple[str, int]]:
         fields = row.split()
         inode = int(fields[9])
         if inode in inodes:
-            address, port = fields[2].split(":")
-            quad = ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0))
-            peers[inode] = (quad, int(port, 16))
-    return peers
+            found[inode] = (_quad(fields[1]), _quad(fields[2]))
+    return found
+
+
+def tcp_peers(pid: int) -> dict[int, tuple[str, int]]:
+    """Socket inode -> (remote IPv4 address, port) of process C{pid}'s TCP sockets."""
+    return {inode: remote for inode, (_local, remote) in tcp_sockets(pid).items()}
 
 
 def queue_files_count(paths: Paths) -> int:
@@ -643,4 +652,4 @@ def totals(results: list[TrialResult]) -> dict[str, Any]:
 
 
 __all__ = ["FAULTS", "ChaosCluster", "JobStream", "Ledger", "TrialResult", "fd_count", "rss_kib", "tcp_peers",
-           "summarize", "totals"]
+           "tcp_sockets", "summarize", "totals"]

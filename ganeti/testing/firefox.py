@@ -33,7 +33,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Ping, RejectConnection, Request, TextMessage
 
 from ganeti.daemons import free_port
-from ganeti.testing.browser import BrowserError
+from ganeti.testing.browser import BrowserError, PageWaits
 
 #: Debian's package installs it under this name (scripts/install-firefox)
 EXECUTABLES = ("firefox-esr", "firefox")
@@ -68,7 +68,7 @@ def from_remote(value: Any) -> Any:
     return value.get("value", "<%s>" % kind)
 
 
-class Firefox:
+class Firefox(PageWaits):
     """One Firefox with one page (its first browsing context)."""
 
     def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket, conn: WSConnection) -> None:
@@ -183,23 +183,6 @@ class Firefox:
             details = answer.get("exceptionDetails", {})
             raise BrowserError("%s: %s" % (expression[:80], details.get("text")))
         return from_remote(answer.get("result"))
-
-    def wait_for(self, expression: str, timeout: float = 60.0, step: float = 0.1) -> Any:
-        """Wait until C{expression} is truthy in the page; its value."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while True:
-            try:
-                last = self.evaluate(expression)
-            except BrowserError as e:  # a navigation under way destroys the realm
-                last = e
-            else:
-                if last:
-                    return last
-            if time.monotonic() > deadline:
-                raise BrowserError("%s: still %r after %g s; the page: %s" % (expression, last, timeout,
-                                                                             self.describe()))
-            time.sleep(step)
 
     def describe(self) -> str:
         try:

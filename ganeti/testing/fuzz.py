@@ -33,7 +33,7 @@ from twisted.internet.threads import deferToThread
 from ganeti.confd import wire as confd_wire
 from ganeti.luxi.client import LuxiClient
 from ganeti.rpc.client import MAX_PERSISTENT_PER_HOST
-from ganeti.testing.chaos import ChaosCluster, fd_count, queue_files_count, rss_kib, tcp_peers
+from ganeti.testing.chaos import ChaosCluster, fd_count, queue_files_count, rss_kib, tcp_peers, tcp_sockets
 from ganeti.testing.cluster import serial_of
 from ganeti.wconfd.client import WConfdClient
 
@@ -106,12 +106,56 @@ async def restore(cluster: ChaosCluster, state: State) -> None:
     await deferToThread(luxi)
 
 
+def _cluster_endpoints(cluster: ChaosCluster, pid: int) -> set[tuple[str, int]]:
+    """The local TCP endpoints of the cluster's other daemons."""
+    endpoints: set[tuple[str, int]] = set()
+    for name in ["wconfd", "luxid", "rapi"] + ["noded%d" % (n + 1) for n in range(len(cluster.roots))]:
+        process = cluster.daemon(name).process
+        if process is None or process.poll() is not None or process.pid == pid:
+            continue
+        try:
+            endpoints.update(local for local, _remote in tcp_sockets(process.pid).values())
+        except OSError:  # it went away meanwhile
+            continue
+    return endpoints
+
+
+def _pooled(cluster: ChaosCluster, pid: int) -> list[int]:
+    """The inodes of C{pid}'s node RPC connections that a connection pool
+    keeps: its own to a NodeD, and one of another daemon's of the cluster to it."""
+    port = cluster.cluster.rpc_port
+    sockets = tcp_sockets(pid)
+    inbound = [inode for inode, (local, _remote) in sockets.items() if local[1] == port]
+    others = _cluster_endpoints(cluster, pid) if inbound else set()
+    return [inode for inode, (local, remote) in sockets.items()
+            if remote[1] == port or (local[1] == port and remote in others)]
+
+
 def own_fds(cluster: ChaosCluster, pid: int) -> int:
-    """C{pid}'s open fds but its idle node RPC connections, which its
-    connection pool keeps (up to L{MAX_PERSISTENT_PER_HOST} per node, checked
-    apart): how many a burst of concurrent calls leaves open is no leak."""
-    pooled = sum(1 for _address, port in tcp_peers(pid).values() if port == cluster.cluster.rpc_port)
-    return fd_count(pid) - pooled
+    """C{pid}'s open fds but its idle node RPC connections, which the
+    connection pools keep (up to L{MAX_PERSISTENT_PER_HOST} per node, checked
+    apart), its own to other NodeDs and the cluster's daemons' to it: how many
+    a burst of concurrent calls leaves open is no leak."""
+    return fd_count(pid) - len(_pooled(cluster, pid))
+
+
+def describe_fds(cluster: ChaosCluster, pid: int) -> str:
+    """What C{pid}'s file descriptors are (pooled connections left out), for a report."""
+    pooled = {"socket:[%d]" % inode for inode in _pooled(cluster, pid)}
+    sockets = tcp_sockets(pid)
+    found = []
+    for fd in sorted(os.listdir("/proc/%d/fd" % pid), key=int):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link in pooled:
+            continue
+        if link.startswith("socket:[") and int(link[8:-1]) in sockets:
+            (laddr, lport), (raddr, rport) = sockets[int(link[8:-1])]
+            link += " tcp %s:%d->%s:%d" % (laddr, lport, raddr, rport)
+        found.append("%s: %s" % (fd, link))
+    return "; ".join(found)
 
 
 @attrs.define
@@ -157,8 +201,8 @@ class Guard:
             await deferLater(cluster.reactor, 0.1, lambda: None)
         fds = own_fds(cluster, self.pid)
         if fds > self.fds:
-            found.append("%s holds %d file descriptors, %d before (not counting its pool of node RPC connections)"
-                         % (self.daemon, fds, self.fds))
+            found.append("%s holds %d file descriptors, %d before (not counting pooled node RPC connections): %s"
+                         % (self.daemon, fds, self.fds, describe_fds(cluster, self.pid)))
         pooled = Counter(address for address, port in tcp_peers(self.pid).values() if port == cluster.cluster.rpc_port)
         for address, count in sorted(pooled.items()):
             if count > MAX_PERSISTENT_PER_HOST:
