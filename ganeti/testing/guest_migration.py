@@ -35,9 +35,11 @@ storage}.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
+import socket
 import time
 from typing import Any
 
@@ -178,7 +180,10 @@ class GuestOnRbd:
                 self._closed(console)
                 console = self._console()
                 console.send(b"\n")
-                _, line = console.wait_for(TICK.pattern, timeout)
+                try:
+                    _, line = console.wait_for(TICK.pattern, timeout)
+                except GuestError as e:
+                    raise GuestError("%s\n%s" % (e, self.diagnose(node_index))) from None
             found = TICK.search(line)
             assert found is not None
             result["tick_before"], result["tick_after"] = before, int(found.group(1))
@@ -197,6 +202,27 @@ class GuestOnRbd:
         stored = read_drive(self.drive(node_index), DISK_TOKEN_OFFSET, 64)
         result["image_at_1MiB"] = stored.split(b"\n", 1)[0].decode("ascii", "replace")
         return result
+
+    def diagnose(self, node_index: int) -> str:
+        """What the qemus under the roots are doing, for a report: their
+        process state, the serial socket they were given, and qemu's own
+        status (QMP C{query-status}) on node C{node_index}."""
+        found = []
+        for root, pids in sorted(self.qemus().items()):
+            for pid in pids:
+                try:
+                    with open("/proc/%d/stat" % pid, "rb") as handle:
+                        state = handle.read().rsplit(b")", 1)[-1].split()[0].decode()
+                    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                        argv = handle.read().decode("utf-8", "replace").split("\0")
+                except OSError as e:
+                    found.append("qemu %d under %s: gone (%s)" % (pid, root, e))
+                    continue
+                serial = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("-serial", "-chardev")]
+                found.append("qemu %d under %s: state %s, %s" % (pid, root, state, serial))
+        ctrl = os.path.join(self.roots[node_index].run_dir, "kvm-hypervisor", "ctrl", self.name + ".qmp")
+        found.append("QMP %s: %s" % (ctrl, qmp_status(ctrl)))
+        return "\n".join(found)
 
     def qemus(self) -> dict[str, list[int]]:
         """The qemu processes per node root, by their pid file (a migration
@@ -221,3 +247,22 @@ class GuestOnRbd:
 
     def kill_all(self) -> list[int]:
         return kill_qemus([self.master] + self.roots)
+
+
+def qmp_status(path: str, timeout: float = 5.0) -> str:
+    """qemu's C{query-status} answer on the QMP socket C{path}, or why not."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            reader = sock.makefile("rb")
+            reader.readline()  # the greeting
+            for command in ("qmp_capabilities", "query-status"):
+                sock.sendall(json.dumps({"execute": command}).encode() + b"\n")
+                while True:
+                    answer = json.loads(reader.readline() or b"{}")
+                    if "event" not in answer:
+                        break
+            return json.dumps(answer)
+    except (OSError, ValueError) as e:
+        return "no answer (%s)" % e
