@@ -48,7 +48,7 @@ from ganeti.paths import Paths
 from ganeti.testing import guest
 from ganeti.testing.ceph import CephCluster, qemu_io, read_drive
 from ganeti.testing.cluster import ok
-from ganeti.testing.guest_cluster import ConsoleReader, GuestError, kill_qemus, qemu_pids
+from ganeti.testing.guest_cluster import ConsoleReader, GuestError, favour_qemus, kill_qemus, qemu_pids
 
 #: where, in bytes, the guest writes its disk token
 DISK_TOKEN_OFFSET = 1024 * 1024
@@ -140,6 +140,7 @@ class GuestOnRbd:
         result: dict[str, Any] = {}
         t0 = time.monotonic()
         ok(self.master, "gnt-instance", "startup", self.name)
+        favour_qemus(self.roots)
         console = self._console(t0)
         try:
             at, line = console.wait_for("^" + re.escape(guest.READY_LINE), timeout)
@@ -160,6 +161,7 @@ class GuestOnRbd:
         start = time.perf_counter()
         out = ok(self.master, "gnt-instance", "migrate", "-f", "-n", target, self.name)
         took = time.perf_counter() - start
+        favour_qemus(self.roots)  # the new one, on the target
         found = DOWNTIME.search(out)
         if found is None or "* done" not in out:
             raise GuestError("gnt-instance migrate said no downtime:\n%s" % out)
@@ -250,19 +252,34 @@ class GuestOnRbd:
 
 
 def qmp_status(path: str, timeout: float = 5.0) -> str:
-    """qemu's C{query-status} answer on the QMP socket C{path}, or why not."""
+    """qemu's C{query-status} and C{query-chardev} answers on the QMP socket
+    C{path}, and where the guest's first CPU is twice a second apart (HMP
+    C{info registers}: a guest that moves on changes its RIP), or why not."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(path)
             reader = sock.makefile("rb")
             reader.readline()  # the greeting
-            for command in ("qmp_capabilities", "query-status"):
-                sock.sendall(json.dumps({"execute": command}).encode() + b"\n")
+            answers = []
+
+            def execute(command: str, arguments: dict[str, Any] | None = None) -> Any:
+                request: dict[str, Any] = {"execute": command}
+                if arguments:
+                    request["arguments"] = arguments
+                sock.sendall(json.dumps(request).encode() + b"\n")
                 while True:
                     answer = json.loads(reader.readline() or b"{}")
                     if "event" not in answer:
-                        break
-            return json.dumps(answer)
+                        return answer.get("return", answer)
+
+            execute("qmp_capabilities")
+            answers.append(json.dumps(execute("query-status")))
+            answers.append(json.dumps(execute("query-chardev")))
+            for _ in range(2):
+                registers = str(execute("human-monitor-command", {"command-line": "info registers"}))
+                answers.append(" ".join(re.findall(r"\b(?:RIP|EIP|HLT)=\S+", registers)) or registers[:200])
+                time.sleep(1)
+            return "\n".join(answers)
     except (OSError, ValueError) as e:
         return "no answer (%s)" % e
