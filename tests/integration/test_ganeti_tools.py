@@ -259,59 +259,22 @@ def check_debug(tools: GanetiTools, workdir: str) -> None:
     tools.ok("gnt-job", "wait", job_id)
 
 
-class GanetiToolsCluster:
-    """A 3-node loopback cluster (sharedfile storage shared by the nodes) and
-    Ganeti's own gnt-* scripts pointed at its master (L{GanetiTools})."""
-
-    def __init__(self, root, prefix: str) -> None:
-        self.root = root
-        self.workdir = tempfile.mkdtemp(prefix=prefix)
-        self.cluster = LoopbackCluster(reactor, root, loopback_config(3), shared_file_storage=True, prefix=prefix)
-
-    async def __aenter__(self) -> GanetiToolsCluster:
-        try:
-            await self.cluster.__aenter__()
-        except BaseException:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            raise
-        self.tools = GanetiTools.for_root(self.root.root, N1, self.workdir)
-        return self
-
-    async def __aexit__(self, *exc_info) -> None:
-        try:
-            await self.cluster.__aexit__(*exc_info)
-        finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-# Three tests on a cluster each rather than one (each part takes about a minute on a
-# loaded machine, the whole of it two and a half): a parallel run (pytest-xdist) runs
-# them side by side.
-
 @pytest_twisted.ensureDeferred
-async def test_ganeti_cluster_node_group_and_os_tools_against_our_daemons(root):
-    async with GanetiToolsCluster(root, "gntt") as ctx:
-        check_cluster(ctx.tools, ctx.cluster)
-        check_nodes_groups_os(ctx.tools)
-
-
-@pytest_twisted.ensureDeferred
-async def test_ganeti_instance_tools_against_our_daemons(root):
-    async with GanetiToolsCluster(root, "gnti") as ctx:
-        await check_instances(ctx.tools, ctx.cluster)
-        # what the scripts did is what our own tools see
-        assert ok(root, "gnt-instance", "list", "--no-headers", "-o", "name").split() == [SHARED]
-
-
-@pytest_twisted.ensureDeferred
-async def test_ganeti_debug_and_job_tools_against_our_daemons(root):
-    async with GanetiToolsCluster(root, "gntd") as ctx:
-        tools = ctx.tools
-        # an instance for the relocation request of gnt-debug iallocator
-        tools.ok("gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=64M", "-o", "noop", "-n", N1,
-                 "--no-name-check", "--no-ip-check", "-B", "maxmem=256,minmem=128", SHARED)
-        check_debug(tools, ctx.workdir)
-        check_jobs(tools)
+async def test_ganeti_gnt_tools_against_our_daemons(root):
+    workdir = tempfile.mkdtemp(prefix="gntt")
+    try:
+        cfg = loopback_config(3)
+        async with LoopbackCluster(reactor, root, cfg, shared_file_storage=True, prefix="gntt") as cluster:
+            tools = GanetiTools.for_root(root.root, N1, workdir)
+            check_cluster(tools, cluster)
+            check_nodes_groups_os(tools)
+            await check_instances(tools, cluster)
+            check_debug(tools, workdir)
+            check_jobs(tools)
+            # what the scripts did is what our own tools see
+            assert ok(root, "gnt-instance", "list", "--no-headers", "-o", "name").split() == [SHARED]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def daemon_util_missing(vroot: str) -> str:
