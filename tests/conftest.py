@@ -70,31 +70,49 @@ def root():
 
 # --- the order and the groups of a parallel run (pytest-xdist: scripts/test) -------------------
 
-#: the modules whose tests take longest (a whole run's --durations, docs/testing.md), the
-#: longest first: a parallel run starts them first, so that none is left for the end
+#: the modules whose tests take longest, by their longest test (the whole runs' --durations of
+#: 2026-11-29, docs/testing.md), the longest first: a parallel run starts them first, so that none
+#: is left for the end (a 150 s test that starts in the last minutes makes the run that much longer)
 SLOW_FIRST = (
+    "tests/integration/test_ganeti_tools.py",
+    "tests/integration/test_watcher.py",
+    "tests/integration/test_rbd.py",
+    "tests/integration/test_packaging.py",
+    "tests/integration/test_networks.py",
+    "tests/integration/test_rapi.py",
+    "tests/integration/test_nodes.py",
+    "tests/integration/test_liveness.py",
+    "tests/integration/test_webui_browser.py",
+    "tests/integration/test_cluster_crypto_commands.py",
+    "tests/integration/test_mond.py",
+    "tests/integration/test_watcher_kvm.py",
+    "tests/integration/test_local_cluster.py",
+    "tests/integration/test_kvm_hotplug.py",
+    "tests/integration/test_cli_surface.py",
+    "tests/integration/test_luxid.py",
+    "tests/integration/test_kvm_nic_modes.py",
     "tests/unit/test_locking_properties.py",
+    "tests/integration/test_cli_daemons.py",
+    "tests/integration/test_wconfd_daemon.py",
+    "tests/integration/test_debug_commands.py",
+    "tests/integration/test_webui_firefox.py",
+    "tests/integration/test_fuzz_sockets.py",
+    "tests/integration/test_disk_ops.py",
+    "tests/integration/test_extstorage.py",
+    "tests/integration/test_auto_failover.py",
+    "tests/integration/test_luxid_fds.py",
+    "tests/integration/test_rbd_moves.py",
     "tests/integration/test_chaos.py",
     "tests/integration/test_backup.py",
-    "tests/integration/test_auto_failover.py",
-    "tests/integration/test_webui_browser.py",
+    "tests/integration/test_ha_params.py",
+    "tests/integration/test_rapi_cluster.py",
     "tests/integration/test_webui_console.py",
-    "tests/integration/test_webui_firefox.py",
     "tests/unit/test_scheduler.py",
     "tests/integration/test_kvm_guest.py",
-    "tests/integration/test_rbd.py",
-    "tests/integration/test_disk_ops.py",
-    "tests/integration/test_kvm_hotplug.py",
-    "tests/integration/test_kvm_nic_modes.py",
-    "tests/integration/test_rbd_moves.py",
     "tests/integration/test_full_disk.py",
-    "tests/integration/test_watcher_kvm.py",
     "tests/integration/test_failover.py",
-    "tests/integration/test_cluster_crypto_commands.py",
-    "tests/integration/test_extstorage.py",
     "tests/integration/test_oob.py",
     "tests/integration/test_hooks.py",
-    "tests/integration/test_debug_commands.py",
     "tests/integration/test_batch_storage_cli.py",
     "tests/unit/test_import_circles.py",
     "tests/unit/test_import_graph.py",
@@ -142,7 +160,10 @@ def pytest_configure(config):
 
 def pytest_collection_finish(session):
     """With integration tests to run, start the warm launcher of the test daemons now
-    (L{ganeti.testing.warmfork}): its imports overlap the first test's setup."""
+    (L{ganeti.testing.warmfork}): its imports overlap the first test's setup (not for
+    C{--collect-only}, which scripts/test runs first to write the rewritten test modules)."""
+    if session.config.option.collectonly:
+        return
     if any("/integration/" in str(item.path) for item in session.items):
         from ganeti.testing import warmfork
 
