@@ -90,8 +90,9 @@ PUSH_TIMEOUT = 15.0
 QUICK_TIMEOUT = 5.0
 #: Seconds the take-over waits, once this node's daemons started, for the
 #: old master to confirm its daemons stopped: they are fenced by then, so
-#: their stop (a daemon's kill timeout, a slow machine) holds nothing up.
-STOP_GRACE = 1.0
+#: their stop (a daemon's kill timeout, a slow machine) holds nothing up, and
+#: the take-over does not wait for it (a late answer is logged).
+STOP_GRACE = 0.0
 #: Seconds the nodes still silent get, once a majority of candidates holds
 #: the new config (and of nodes the new ssconf), before the take-over goes on
 #: (WConfD pushes to the others once it runs).
@@ -220,14 +221,24 @@ async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: 
 
 
 async def _vote(progress: Progress, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
-    """Ganeti's voting; the state of every node that answers."""
-    if not no_voting:
-        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout),
-                                enough=answered(len(view.addresses), [view.me]))
-        master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
-                     for name, r in answers.items()}, view.master)
-    states = await _states(progress, rpc, view.addresses, view.quick_timeout,
-                           answered(len(view.addresses), [view.me]))
+    """Ganeti's voting; the state of every node that answers.
+
+    Both rounds only read, so they are asked at once (one round trip, and one
+    grace for a silent node, instead of two); the vote still decides before
+    anything is written."""
+    enough = answered(len(view.addresses), [view.me])
+    voted = None if no_voting else Deferred.fromCoroutine(rpc.run(
+        view.addresses, procedures.master_node_name.call().within(view.quick_timeout), enough=enough))
+    asked = Deferred.fromCoroutine(_states(progress, rpc, view.addresses, view.quick_timeout, enough))
+    if voted is not None:
+        try:
+            answers = await voted
+            master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
+                         for name, r in answers.items()}, view.master)
+        except BaseException:
+            asked.addErrback(lambda _failure: None)  # the refusal is the outcome; the states are not needed
+            raise
+    states = await asked
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     return states
@@ -311,16 +322,18 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
 
 def _at_most(clock: Any, d: Deferred[Any], seconds: float) -> Deferred[Any]:
     """What C{d} fires with, or C{None} if it has not fired within
-    C{seconds}; C{d} goes on (its late result or failure is dropped)."""
+    C{seconds} (0: by the next turn of the reactor); C{d} goes on (the
+    callbacks added to it later get its late result)."""
     if d.called:
         return d
     result: Deferred[Any] = Deferred()
     timer = clock.callLater(seconds, result.callback, None)
 
-    def fired(value: Any) -> None:
+    def fired(value: Any) -> Any:
         if timer.active():
             timer.cancel()
             result.callback(value)
+        return value  # for the callbacks added later (the late answer's log)
 
     d.addBoth(fired)
     return result
@@ -381,9 +394,9 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
         # fenced, the old master's daemons can change nothing: its answer is waited for only briefly
         done = await _at_most(clock, stopping, STOP_GRACE)
         if done is None:
-            warnings.append("The old master %s has not confirmed yet that its master daemons stopped; fenced,"
-                            " they change nothing and stop on their own (check there with 'ganeti-daemons status')"
-                            % view.master)
+            progress.step("The old master %s is stopping its master daemons (fenced, they can change nothing;"
+                          " check there with 'ganeti-daemons status')" % view.master)
+            stopping.addBoth(_late_stop, view.master)
         elif done.failed:
             warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
                             % (view.master, done.fail_msg))
@@ -398,6 +411,15 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
         progress.fail("The master IP did not come up: %s" % done.fail_msg)
         return False
     return True
+
+
+def _late_stop(done: Any, master: str) -> None:
+    """The old master's answer to C{node_stop_master}, come after the take-over ended: logged."""
+    if getattr(done, "failed", True):
+        _log.warn("take-over: the old master {master} could not stop its master daemons: {why}", master=master,
+                  why=getattr(done, "fail_msg", done))
+    else:
+        _log.info("take-over: the old master {master} stopped its master daemons", master=master)
 
 
 def master_params(config: Any) -> dict[str, Any]:
