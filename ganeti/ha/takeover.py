@@ -118,6 +118,9 @@ class Cluster:
 
     @ivar rpc_port: the node daemons' port (C{--rpc-port})
     @ivar quick_timeout: seconds a node gets to answer the quick calls
+    @ivar grace: seconds the nodes still silent get in a quick round once it has
+        what it needs (C{None}: the RPC client's default); shorter in an
+        elected failover, whose old master is known to be silent
     """
 
     paths: Paths
@@ -127,6 +130,7 @@ class Cluster:
     addresses: dict[str, str]
     rpc_port: int = ports.NODED
     quick_timeout: float = QUICK_TIMEOUT
+    grace: float | None = None
 
 
 def view_of(paths: Paths, rpc_port: int = ports.NODED, quick_timeout: float = QUICK_TIMEOUT) -> Cluster:
@@ -208,8 +212,8 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
 
 
 async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: float,
-                  enough: Any) -> dict[str, NodeState]:
-    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout), enough=enough)
+                  enough: Any, grace: float | None = None) -> dict[str, NodeState]:
+    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout), enough=enough, grace=grace)
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -228,8 +232,9 @@ async def _vote(progress: Progress, rpc: Any, view: Cluster, no_voting: bool) ->
     anything is written."""
     enough = answered(len(view.addresses), [view.me])
     voted = None if no_voting else Deferred.fromCoroutine(rpc.run(
-        view.addresses, procedures.master_node_name.call().within(view.quick_timeout), enough=enough))
-    asked = Deferred.fromCoroutine(_states(progress, rpc, view.addresses, view.quick_timeout, enough))
+        view.addresses, procedures.master_node_name.call().within(view.quick_timeout), enough=enough,
+        grace=view.grace))
+    asked = Deferred.fromCoroutine(_states(progress, rpc, view.addresses, view.quick_timeout, enough, view.grace))
     if voted is not None:
         try:
             answers = await voted
@@ -250,7 +255,7 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
     raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout),
-                           enough=fenced(len(view.addresses), view.candidates, view.me))
+                           enough=fenced(len(view.addresses), view.candidates, view.me), grace=view.grace)
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         progress.fail("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -270,7 +275,7 @@ async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_vo
     also = 1 if old_master_answered and view.master in view.candidates else 0
     # enough once a majority of the candidates answered now, the old master's answer from before the fencing
     # not counted: it may have acknowledged more since, with a candidate that is only slow to answer
-    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me]))
+    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me]), view.grace)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     count = len(states) + also
@@ -350,19 +355,27 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     params = master_params(config)
     warnings = []
     stopping: Any = None
+    deactivated: Any = None
     if view.master not in accepted:
         warnings.append("The old master %s did not answer: its daemons could not be stopped; they stop"
                         " themselves when they learn of the new master epoch" % view.master)
     else:
-        done = await rpc.run_one(view.master, view.addresses[view.master],
-                                 procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout))
-        if done.failed:
-            warnings.append("Could not disable the master IP: %s" % done.fail_msg)
-        # the old master's daemons stop while this node starts its own: fenced (a majority holds the new
-        # epoch), they can make no change a majority holds, and waiting for them would add their shutdown
-        # (or a stuck daemon's kill timeout) to the failover
-        stopping = Deferred.fromCoroutine(rpc.run_one(view.master, view.addresses[view.master],
-                                                      procedures.node_stop_master.call().within(DAEMONS_TIMEOUT)))
+        # the old master's IP goes, then its daemons stop, while this node writes and pushes the new config
+        # and starts its own daemons: fenced (a majority holds the new epoch), they can make no change a
+        # majority holds, and waiting for them would add their shutdown (or a stuck daemon's kill timeout)
+        # to the failover; the IP is awaited (bounded) before this node's comes up
+        deactivated = Deferred.fromCoroutine(rpc.run_one(
+            view.master, view.addresses[view.master],
+            procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout)))
+        stopping = Deferred()
+
+        def then_stop(done: Any) -> Any:
+            Deferred.fromCoroutine(rpc.run_one(view.master, view.addresses[view.master],
+                                               procedures.node_stop_master.call().within(DAEMONS_TIMEOUT))
+                                   ).chainDeferred(stopping)
+            return done
+
+        deactivated.addCallback(then_stop)
     me = by_name[view.me]
     cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=time.time())
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
@@ -400,6 +413,10 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
         elif done.failed:
             warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
                             % (view.master, done.fail_msg))
+    if deactivated is not None:
+        done = await deactivated
+        if done.failed:
+            warnings.insert(0, "Could not disable the master IP: %s" % done.fail_msg)
     for warning in warnings:
         progress.warn(warning)
     if started.failed:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -98,6 +98,7 @@ class StateReporter:
         self._last_full = -1e18
         self._busy = False
         self._again = False
+        self._next_waiters: list[Deferred[None]] = []
         self._poll: LoopingCall | None = None
         self._dir_watch: DirectoryWatcher | None = None
         self.reports = 0
@@ -146,25 +147,35 @@ class StateReporter:
         self._dir_watch = watch
 
     # --- reporting -------------------------------------------------------------------------
-    def check(self) -> None:
-        """Look at the node now; send what changed (one look at a time)."""
+    def check(self) -> Deferred[None]:
+        """Look at the node now; send what changed (one look at a time).
+
+        @return: fires once a look that began after this call has sent what
+            it found (at once while not connected)"""
         if self.kvm_events is not None:
             self.kvm_events.sync()
         if self.args is None:
-            return
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
         if self._busy:
             self._again = True
-            return
+            self._next_waiters.append(waiter)
+            return waiter
         self._busy = True
+        waiters = [waiter]
         d = Deferred.fromCoroutine(self._check())
 
         def done(_: Any) -> None:
             self._busy = False
             if self._again:
                 self._again = False
-                self.check()
+                later, self._next_waiters = self._next_waiters, []
+                self.check().addBoth(lambda _: [w.callback(None) for w in later])
+            for w in waiters:
+                w.callback(None)
 
         d.addErrback(lambda f: self.log.failure("state report failed", f)).addBoth(done)
+        return waiter
 
     async def _check(self) -> None:
         assert self.args is not None
