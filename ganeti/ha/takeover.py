@@ -28,6 +28,11 @@ following Ganeti's (spec/ha.md section 1) with what Ganeti lacks:
     config.data and ssconf go to the other nodes.
  6. C{node_start_master_daemons} here, then C{node_activate_master_ip}.
 
+A candidate elected by the automatic failover skips steps 1 and 2: its
+voters recorded its epoch when they voted (the old master is fenced on
+them already), so it claims the epoch at once (step 3) and reads the newest
+state from a majority of the candidates after it.
+
 The steps report through a L{Progress}: what was done (C{step}), what went
 wrong without stopping them (C{warn}) and why they stopped (C{fail}); the
 command line prints them, NodeD logs them.  L{failover} runs them for
@@ -170,11 +175,12 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
     @return: whether this node is now the master
     """
     timer = _Timer()
+    if won_epoch is not None:
+        return await _elected(reactor, progress, view, won_epoch, timer)
     plain = _rpc(reactor, view, None)
     try:
         try:
-            # an elected candidate's voters are a majority that lost the master: no vote on its name
-            states = await _vote(progress, plain, view, no_voting or won_epoch is not None)
+            states = await _vote(progress, plain, view, no_voting)
             timer("vote and states")
             # what only the old master may hold yet, fetched while it is still the master: once fenced,
             # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
@@ -185,12 +191,6 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
-    if won_epoch is not None:
-        if epoch - 1 > won_epoch:
-            progress.fail("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
-                          % (epoch - 1, won_epoch))
-            return False
-        epoch = won_epoch
     fenced = _rpc(reactor, view, epoch)
     try:
         # fencing: from here on the old master can make no change a majority holds,
@@ -207,6 +207,37 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
             return False
         timer("newest state after the fencing")
         return await _take_over(progress, fenced, view, no_voting, accepted, epoch, reactor, timer)
+    finally:
+        await fenced.close()
+
+
+async def _elected(reactor: Any, progress: Progress, view: Cluster, epoch: int, timer: Any) -> bool:
+    """The steps of a candidate elected for C{epoch}.  Its voters, a strict
+    majority of the nodes that lost the master, recorded the epoch for it
+    when they voted: the old master is fenced on them already, so there is
+    neither a vote on its name nor a state to fetch from it before the
+    fencing.  The epoch is claimed on every node that answers (the voters
+    again, the others for the first time: the same majority check as a
+    manual failover's), then the newest state is read from a majority of
+    the candidates, and the take-over goes on."""
+    fenced = _rpc(reactor, view, epoch)
+    try:
+        accepted = await _raise_epoch(progress, fenced, view, False, epoch)
+        if accepted is None:
+            return False
+        timer("epoch claim")
+        try:
+            states = await _newest_state_first(progress, fenced, view, False, old_master_answered=False)
+        except FailoverRefused as e:
+            progress.fail("Failure: %s" % e)
+            return False
+        seen = max(state.epoch for state in states.values())
+        if seen > epoch:
+            progress.fail("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
+                          % (seen, epoch))
+            return False
+        timer("newest state after the fencing")
+        return await _take_over(progress, fenced, view, False, accepted, epoch, reactor, timer)
     finally:
         await fenced.close()
 
@@ -266,7 +297,7 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
 
 
 async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, *,
-                              old_master_answered: bool) -> None:
+                              old_master_answered: bool) -> dict[str, NodeState]:
     """After the fencing: the newest state of the other candidates (a
     majority, counting the old master if it answered before the fencing)."""
     candidates = {name: view.addresses[name] for name in view.candidates
@@ -283,6 +314,7 @@ async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_vo
         raise FailoverRefused("only %d of %d master candidates answered (%s); the newest config and job queue"
                               " cannot be known without a majority" % (count, total, ", ".join(sorted(states))))
     await _catch_up(progress, rpc, view, states)
+    return states
 
 
 async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[str, NodeState]) -> None:

@@ -123,10 +123,15 @@ def test_steps_done_then_why_it_stopped(monkeypatch, view):
 
 
 def test_an_elected_candidate_does_not_vote_on_the_masters_name(monkeypatch, view):
-    answers = {"failover_status": {name: status(epoch=6) for name in view.addresses}}
+    """Its voters recorded the epoch for it: it claims the epoch at once (no
+    vote on the master's name, no state read before the fencing), then
+    reads the newest state under it."""
+    answers = {"epoch_claim": dict.fromkeys(view.addresses),
+               "failover_status": {"n2": status(epoch=5), "n3": status(epoch=6)}}
     done, said, calls = run(monkeypatch, view, answers, won_epoch=5)
-    assert done is False and calls == [("failover_status", None)]
-    assert said == [("fail", "Failure: a node has seen master epoch 6, above the epoch 5 this node was elected for")]
+    assert done is False and calls == [("epoch_claim", 5), ("failover_status", 5)]
+    assert said == [("step", "Master epoch 5 recorded on 3 of 3 nodes"),
+                    ("fail", "Failure: a node has seen master epoch 6, above the epoch 5 this node was elected for")]
 
 
 def test_the_command_prints_steps_on_stdout_and_the_rest_on_stderr():
