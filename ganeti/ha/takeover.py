@@ -227,7 +227,10 @@ async def _elected(reactor: Any, progress: Progress, view: Cluster, epoch: int, 
             return False
         timer("epoch claim")
         try:
-            states = await _newest_state_first(progress, fenced, view, False, old_master_answered=False)
+            # the old master may be asked now: a majority of the candidates holds the epoch, so it acknowledges
+            # nothing more, and a majority answering now holds all it did (its NodeD answers if it is only stuck)
+            states = await _newest_state_first(progress, fenced, view, False, old_master_answered=False,
+                                               old_master_now=True)
         except FailoverRefused as e:
             progress.fail("Failure: %s" % e)
             return False
@@ -297,12 +300,16 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
 
 
 async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, *,
-                              old_master_answered: bool) -> dict[str, NodeState]:
+                              old_master_answered: bool, old_master_now: bool = False) -> dict[str, NodeState]:
     """After the fencing: the newest state of the other candidates (a
-    majority, counting the old master if it answered before the fencing)."""
+    majority, counting the old master if it answered before the fencing);
+    C{old_master_now}: the old master is asked too, and counts if it answers
+    (an elected candidate's: it reads no state before the fencing, and a
+    majority of the candidates answering after it holds everything the old
+    master acknowledged)."""
     candidates = {name: view.addresses[name] for name in view.candidates
-                  if name in view.addresses and name != view.master}
-    total = len(candidates) + (1 if view.master in view.candidates else 0)
+                  if name in view.addresses and (name != view.master or old_master_now)}
+    total = len(candidates) + (1 if view.master in view.candidates and not old_master_now else 0)
     also = 1 if old_master_answered and view.master in view.candidates else 0
     # enough once a majority of the candidates answered now, the old master's answer from before the fencing
     # not counted: it may have acknowledged more since, with a candidate that is only slow to answer
