@@ -135,7 +135,7 @@ class StateReporter:
     def _watch(self) -> None:
         if not self.watch_dirs or self._dir_watch is not None:
             return
-        watch = DirectoryWatcher(self.reactor, lambda _name: self.check(), events=(WRITTEN, REMOVED))
+        watch = DirectoryWatcher(self.reactor, self._written, events=(WRITTEN, REMOVED))
         try:
             for directory in self.watch_dirs:
                 os.makedirs(directory, exist_ok=True)
@@ -145,6 +145,9 @@ class StateReporter:
             self.log.failure("state reports: cannot watch {dirs}; polling only", dirs=self.watch_dirs)
             return
         self._dir_watch = watch
+
+    def _written(self, _name: str) -> None:
+        self.check()
 
     # --- reporting -------------------------------------------------------------------------
     def check(self) -> Deferred[None]:
@@ -170,7 +173,12 @@ class StateReporter:
             if self._again:
                 self._again = False
                 later, self._next_waiters = self._next_waiters, []
-                self.check().addBoth(lambda _: [w.callback(None) for w in later])
+
+                def wake(_: Any) -> None:
+                    for w in later:
+                        w.callback(None)
+
+                self.check().addBoth(wake)
             for w in waiters:
                 w.callback(None)
 
