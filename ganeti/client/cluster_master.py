@@ -94,14 +94,12 @@ def ask_noded(paths: Paths, rpc_port: int, no_voting: bool, timeout: float = NOD
     import http.client
     import json
 
-    from ganeti import errors, ssconf
     from ganeti.luxi import locate
 
-    me = locate.own_name(paths)
-    try:
-        address = ssconf.SimpleStore(paths).get_node_primary_ips().get(me or "", "")
-    except (errors.GenericError, OSError, ValueError) as e:
-        raise NodedUnreachable("no ssconf: %s" % e) from None
+    # the identity file names where this node's NodeD listens: neither ssconf (its parser imports the config
+    # objects) nor ganeti.daemons (Twisted) is imported on the way to the request
+    identity = locate.own_identity(paths)
+    me, address = identity.get("name"), identity.get("address", "")
     if not me or not address:
         raise NodedUnreachable("this node's name or address is not known here")
     try:

@@ -31,6 +31,7 @@ import os
 import random
 from typing import Any, Callable, TypeVar, cast
 
+import attrs
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -55,7 +56,11 @@ from ganeti.rpc import procedures as declared
 CALL_TIMEOUT = 5.0
 #: seconds the nodes still silent get once a majority (this node included) answered
 #: C{election_status}: the other candidates answer within it, a lost master does not hold the round
-STATUS_GRACE = 0.5
+#: (a candidate cut off by it is no risk: each voter refuses a candidate less up to date than itself)
+STATUS_GRACE = 0.2
+#: seconds the nodes still silent get in each quick round of the take-over once it has what it needs
+#: (the RPC client's default is 0.3 s): the lost master, frozen or cut off, is one of them every time
+TAKEOVER_GRACE = 0.1
 #: seconds between two checks of the master's heartbeat connection
 CHECK_INTERVAL = 0.25
 #: seconds a candidate waits beyond the moment a majority has lost the master for the timeout
@@ -317,9 +322,11 @@ class ElectionService(Ticker):
             mine = views[me]
             log.info("election: {reason}; asking for votes for master epoch {epoch}", reason=decision.reason,
                      epoch=decision.epoch)
+            # elected once a strict majority granted it: the votes still out change nothing then (a late one
+            # is recorded by its voter all the same), so the take-over starts at once
             votes = await rpc.run(addresses, declared.election_vote.call(
                 decision.epoch, me, mine.config_serial, mine.queue_serial, mine.config_epoch).within(CALL_TIMEOUT),
-                enough=answered(len(addresses)))
+                enough=answered(len(addresses)), grace=0.0)
         finally:
             await rpc.close()
         granted = sorted(name for name, result in votes.items() if result.success)
@@ -361,7 +368,8 @@ class ElectionService(Ticker):
     async def _take_over(self, epoch: int, timeout: float) -> int:
         """The failover under the epoch won; its exit code (0: this node is the master)."""
         try:
-            view = takeover.view_of(self.paths, self.port, quick_timeout=CALL_TIMEOUT)
+            view = attrs.evolve(takeover.view_of(self.paths, self.port, quick_timeout=CALL_TIMEOUT),
+                                grace=TAKEOVER_GRACE)
         except (errors.ConfigurationError, SystemExit) as e:
             log.error("election: cannot read this node's view of the cluster: {why}", why=str(e))
             return 1

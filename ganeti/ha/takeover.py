@@ -28,6 +28,11 @@ following Ganeti's (spec/ha.md section 1) with what Ganeti lacks:
     config.data and ssconf go to the other nodes.
  6. C{node_start_master_daemons} here, then C{node_activate_master_ip}.
 
+A candidate elected by the automatic failover skips steps 1 and 2: its
+voters recorded its epoch when they voted (the old master is fenced on
+them already), so it claims the epoch at once (step 3) and reads the newest
+state from a majority of the candidates after it.
+
 The steps report through a L{Progress}: what was done (C{step}), what went
 wrong without stopping them (C{warn}) and why they stopped (C{fail}); the
 command line prints them, NodeD logs them.  L{failover} runs them for
@@ -90,8 +95,9 @@ PUSH_TIMEOUT = 15.0
 QUICK_TIMEOUT = 5.0
 #: Seconds the take-over waits, once this node's daemons started, for the
 #: old master to confirm its daemons stopped: they are fenced by then, so
-#: their stop (a daemon's kill timeout, a slow machine) holds nothing up.
-STOP_GRACE = 1.0
+#: their stop (a daemon's kill timeout, a slow machine) holds nothing up, and
+#: the take-over does not wait for it (a late answer is logged).
+STOP_GRACE = 0.0
 #: Seconds the nodes still silent get, once a majority of candidates holds
 #: the new config (and of nodes the new ssconf), before the take-over goes on
 #: (WConfD pushes to the others once it runs).
@@ -117,6 +123,9 @@ class Cluster:
 
     @ivar rpc_port: the node daemons' port (C{--rpc-port})
     @ivar quick_timeout: seconds a node gets to answer the quick calls
+    @ivar grace: seconds the nodes still silent get in a quick round once it has
+        what it needs (C{None}: the RPC client's default); shorter in an
+        elected failover, whose old master is known to be silent
     """
 
     paths: Paths
@@ -126,6 +135,7 @@ class Cluster:
     addresses: dict[str, str]
     rpc_port: int = ports.NODED
     quick_timeout: float = QUICK_TIMEOUT
+    grace: float | None = None
 
 
 def view_of(paths: Paths, rpc_port: int = ports.NODED, quick_timeout: float = QUICK_TIMEOUT) -> Cluster:
@@ -165,11 +175,12 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
     @return: whether this node is now the master
     """
     timer = _Timer()
+    if won_epoch is not None:
+        return await _elected(reactor, progress, view, won_epoch, timer)
     plain = _rpc(reactor, view, None)
     try:
         try:
-            # an elected candidate's voters are a majority that lost the master: no vote on its name
-            states = await _vote(progress, plain, view, no_voting or won_epoch is not None)
+            states = await _vote(progress, plain, view, no_voting)
             timer("vote and states")
             # what only the old master may hold yet, fetched while it is still the master: once fenced,
             # its own (local) writes, a shutdown's or an orphaned job's, are no state to start from
@@ -180,12 +191,6 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
     finally:
         await plain.close()
     epoch = max(state.epoch for state in states.values()) + 1
-    if won_epoch is not None:
-        if epoch - 1 > won_epoch:
-            progress.fail("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
-                          % (epoch - 1, won_epoch))
-            return False
-        epoch = won_epoch
     fenced = _rpc(reactor, view, epoch)
     try:
         # fencing: from here on the old master can make no change a majority holds,
@@ -206,9 +211,43 @@ async def failover(reactor: Any, progress: Progress, view: Cluster, no_voting: b
         await fenced.close()
 
 
+async def _elected(reactor: Any, progress: Progress, view: Cluster, epoch: int, timer: Any) -> bool:
+    """The steps of a candidate elected for C{epoch}.  Its voters, a strict
+    majority of the nodes that lost the master, recorded the epoch for it
+    when they voted: the old master is fenced on them already, so there is
+    neither a vote on its name nor a state to fetch from it before the
+    fencing.  The epoch is claimed on every node that answers (the voters
+    again, the others for the first time: the same majority check as a
+    manual failover's), then the newest state is read from a majority of
+    the candidates, and the take-over goes on."""
+    fenced = _rpc(reactor, view, epoch)
+    try:
+        accepted = await _raise_epoch(progress, fenced, view, False, epoch)
+        if accepted is None:
+            return False
+        timer("epoch claim")
+        try:
+            # the old master may be asked now: a majority of the candidates holds the epoch, so it acknowledges
+            # nothing more, and a majority answering now holds all it did (its NodeD answers if it is only stuck)
+            states = await _newest_state_first(progress, fenced, view, False, old_master_answered=False,
+                                               old_master_now=True)
+        except FailoverRefused as e:
+            progress.fail("Failure: %s" % e)
+            return False
+        seen = max(state.epoch for state in states.values())
+        if seen > epoch:
+            progress.fail("Failure: a node has seen master epoch %d, above the epoch %d this node was elected for"
+                          % (seen, epoch))
+            return False
+        timer("newest state after the fencing")
+        return await _take_over(progress, fenced, view, False, accepted, epoch, reactor, timer)
+    finally:
+        await fenced.close()
+
+
 async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: float,
-                  enough: Any) -> dict[str, NodeState]:
-    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout), enough=enough)
+                  enough: Any, grace: float | None = None) -> dict[str, NodeState]:
+    answers = await rpc.run(nodes, procedures.failover_status.call().within(timeout), enough=enough, grace=grace)
     states = {}
     for name, result in answers.items():
         if result.success:
@@ -220,14 +259,25 @@ async def _states(progress: Progress, rpc: Any, nodes: dict[str, str], timeout: 
 
 
 async def _vote(progress: Progress, rpc: Any, view: Cluster, no_voting: bool) -> dict[str, NodeState]:
-    """Ganeti's voting; the state of every node that answers."""
-    if not no_voting:
-        answers = await rpc.run(view.addresses, procedures.master_node_name.call().within(view.quick_timeout),
-                                enough=answered(len(view.addresses), [view.me]))
-        master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
-                     for name, r in answers.items()}, view.master)
-    states = await _states(progress, rpc, view.addresses, view.quick_timeout,
-                           answered(len(view.addresses), [view.me]))
+    """Ganeti's voting; the state of every node that answers.
+
+    Both rounds only read, so they are asked at once (one round trip, and one
+    grace for a silent node, instead of two); the vote still decides before
+    anything is written."""
+    enough = answered(len(view.addresses), [view.me])
+    voted = None if no_voting else Deferred.fromCoroutine(rpc.run(
+        view.addresses, procedures.master_node_name.call().within(view.quick_timeout), enough=enough,
+        grace=view.grace))
+    asked = Deferred.fromCoroutine(_states(progress, rpc, view.addresses, view.quick_timeout, enough, view.grace))
+    if voted is not None:
+        try:
+            answers = await voted
+            master_vote({name: r.payload if r.success and isinstance(r.payload, str) else None
+                         for name, r in answers.items()}, view.master)
+        except BaseException:
+            asked.addErrback(lambda _failure: None)  # the refusal is the outcome; the states are not needed
+            raise
+    states = await asked
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     return states
@@ -239,7 +289,7 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
     the nodes that took it (C{None}: not this one, or no majority without
     C{--no-voting})."""
     raised = await rpc.run(view.addresses, procedures.epoch_claim.call(epoch, view.me).within(view.quick_timeout),
-                           enough=fenced(len(view.addresses), view.candidates, view.me))
+                           enough=fenced(len(view.addresses), view.candidates, view.me), grace=view.grace)
     accepted = sorted(name for name, r in raised.items() if r.success)
     if view.me not in accepted or (not no_voting and not majority(len(accepted), len(raised))):
         progress.fail("Failure: could not raise the master epoch to %d on a majority of nodes (accepted: %s)"
@@ -250,16 +300,20 @@ async def _raise_epoch(progress: Progress, rpc: Any, view: Cluster, no_voting: b
 
 
 async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_voting: bool, *,
-                              old_master_answered: bool) -> None:
+                              old_master_answered: bool, old_master_now: bool = False) -> dict[str, NodeState]:
     """After the fencing: the newest state of the other candidates (a
-    majority, counting the old master if it answered before the fencing)."""
+    majority, counting the old master if it answered before the fencing);
+    C{old_master_now}: the old master is asked too, and counts if it answers
+    (an elected candidate's: it reads no state before the fencing, and a
+    majority of the candidates answering after it holds everything the old
+    master acknowledged)."""
     candidates = {name: view.addresses[name] for name in view.candidates
-                  if name in view.addresses and name != view.master}
-    total = len(candidates) + (1 if view.master in view.candidates else 0)
+                  if name in view.addresses and (name != view.master or old_master_now)}
+    total = len(candidates) + (1 if view.master in view.candidates and not old_master_now else 0)
     also = 1 if old_master_answered and view.master in view.candidates else 0
     # enough once a majority of the candidates answered now, the old master's answer from before the fencing
     # not counted: it may have acknowledged more since, with a candidate that is only slow to answer
-    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me]))
+    states = await _states(progress, rpc, candidates, view.quick_timeout, answered(total, [view.me]), view.grace)
     if view.me not in states:
         raise FailoverRefused("this node's ganeti-noded does not answer")
     count = len(states) + also
@@ -267,6 +321,7 @@ async def _newest_state_first(progress: Progress, rpc: Any, view: Cluster, no_vo
         raise FailoverRefused("only %d of %d master candidates answered (%s); the newest config and job queue"
                               " cannot be known without a majority" % (count, total, ", ".join(sorted(states))))
     await _catch_up(progress, rpc, view, states)
+    return states
 
 
 async def _catch_up(progress: Progress, rpc: Any, view: Cluster, states: dict[str, NodeState]) -> None:
@@ -311,16 +366,18 @@ async def _fetch(rpc: Any, view: Cluster, node: str, names: list[str]) -> None:
 
 def _at_most(clock: Any, d: Deferred[Any], seconds: float) -> Deferred[Any]:
     """What C{d} fires with, or C{None} if it has not fired within
-    C{seconds}; C{d} goes on (its late result or failure is dropped)."""
+    C{seconds} (0: by the next turn of the reactor); C{d} goes on (the
+    callbacks added to it later get its late result)."""
     if d.called:
         return d
     result: Deferred[Any] = Deferred()
     timer = clock.callLater(seconds, result.callback, None)
 
-    def fired(value: Any) -> None:
+    def fired(value: Any) -> Any:
         if timer.active():
             timer.cancel()
             result.callback(value)
+        return value  # for the callbacks added later (the late answer's log)
 
     d.addBoth(fired)
     return result
@@ -337,19 +394,27 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
     params = master_params(config)
     warnings = []
     stopping: Any = None
+    deactivated: Any = None
     if view.master not in accepted:
         warnings.append("The old master %s did not answer: its daemons could not be stopped; they stop"
                         " themselves when they learn of the new master epoch" % view.master)
     else:
-        done = await rpc.run_one(view.master, view.addresses[view.master],
-                                 procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout))
-        if done.failed:
-            warnings.append("Could not disable the master IP: %s" % done.fail_msg)
-        # the old master's daemons stop while this node starts its own: fenced (a majority holds the new
-        # epoch), they can make no change a majority holds, and waiting for them would add their shutdown
-        # (or a stuck daemon's kill timeout) to the failover
-        stopping = Deferred.fromCoroutine(rpc.run_one(view.master, view.addresses[view.master],
-                                                      procedures.node_stop_master.call().within(DAEMONS_TIMEOUT)))
+        # the old master's IP goes, then its daemons stop, while this node writes and pushes the new config
+        # and starts its own daemons: fenced (a majority holds the new epoch), they can make no change a
+        # majority holds, and waiting for them would add their shutdown (or a stuck daemon's kill timeout)
+        # to the failover; the IP is awaited (bounded) before this node's comes up
+        deactivated = Deferred.fromCoroutine(rpc.run_one(
+            view.master, view.addresses[view.master],
+            procedures.node_deactivate_master_ip.call(params, False).within(view.quick_timeout)))
+        stopping = Deferred()
+
+        def then_stop(done: Any) -> Any:
+            Deferred.fromCoroutine(rpc.run_one(view.master, view.addresses[view.master],
+                                               procedures.node_stop_master.call().within(DAEMONS_TIMEOUT))
+                                   ).chainDeferred(stopping)
+            return done
+
+        deactivated.addCallback(then_stop)
     me = by_name[view.me]
     cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=time.time())
     config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
@@ -381,12 +446,16 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
         # fenced, the old master's daemons can change nothing: its answer is waited for only briefly
         done = await _at_most(clock, stopping, STOP_GRACE)
         if done is None:
-            warnings.append("The old master %s has not confirmed yet that its master daemons stopped; fenced,"
-                            " they change nothing and stop on their own (check there with 'ganeti-daemons status')"
-                            % view.master)
+            progress.step("The old master %s is stopping its master daemons (fenced, they can change nothing;"
+                          " check there with 'ganeti-daemons status')" % view.master)
+            stopping.addBoth(_late_stop, view.master)
         elif done.failed:
             warnings.append("Could not disable the master role on the old master %s, please disable manually: %s"
                             % (view.master, done.fail_msg))
+    if deactivated is not None:
+        done = await deactivated
+        if done.failed:
+            warnings.insert(0, "Could not disable the master IP: %s" % done.fail_msg)
     for warning in warnings:
         progress.warn(warning)
     if started.failed:
@@ -398,6 +467,15 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
         progress.fail("The master IP did not come up: %s" % done.fail_msg)
         return False
     return True
+
+
+def _late_stop(done: Any, master: str) -> None:
+    """The old master's answer to C{node_stop_master}, come after the take-over ended: logged."""
+    if getattr(done, "failed", True):
+        _log.warn("take-over: the old master {master} could not stop its master daemons: {why}", master=master,
+                  why=getattr(done, "fail_msg", done))
+    else:
+        _log.info("take-over: the old master {master} stopped its master daemons", master=master)
 
 
 def master_params(config: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import random
 from typing import Any, Awaitable, Callable, cast
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.protocol import Factory
@@ -404,6 +404,16 @@ class HeartbeatClient(Service):
             endpoint = wrapClientTLS(self.creator(), endpoint)
         self.pending = await endpoint.connect(Factory.forProtocol(lambda: HeartbeatClientProtocol(self)))
         self._attempt = None
+
+    def instances_changed(self) -> Deferred[None]:
+        """An instance procedure changed what runs here (a migration accepted or
+        finalized): look at the node and report now, and watch the event
+        monitor of a new qemu at once (L{ganeti.heartbeat.kvmd}), rather than
+        at the next poll; fires once the report is sent."""
+        if self.running and self.reporter is not None:
+            d: Deferred[None] = self.reporter.check()
+            return d
+        return succeed(None)
 
     def master_moved(self) -> None:
         """This node's ssconf was rewritten (it may name a new master): without

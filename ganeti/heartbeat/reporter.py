@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -98,6 +98,7 @@ class StateReporter:
         self._last_full = -1e18
         self._busy = False
         self._again = False
+        self._next_waiters: list[Deferred[None]] = []
         self._poll: LoopingCall | None = None
         self._dir_watch: DirectoryWatcher | None = None
         self.reports = 0
@@ -134,7 +135,7 @@ class StateReporter:
     def _watch(self) -> None:
         if not self.watch_dirs or self._dir_watch is not None:
             return
-        watch = DirectoryWatcher(self.reactor, lambda _name: self.check(), events=(WRITTEN, REMOVED))
+        watch = DirectoryWatcher(self.reactor, self._written, events=(WRITTEN, REMOVED))
         try:
             for directory in self.watch_dirs:
                 os.makedirs(directory, exist_ok=True)
@@ -145,26 +146,44 @@ class StateReporter:
             return
         self._dir_watch = watch
 
+    def _written(self, _name: str) -> None:
+        self.check()
+
     # --- reporting -------------------------------------------------------------------------
-    def check(self) -> None:
-        """Look at the node now; send what changed (one look at a time)."""
+    def check(self) -> Deferred[None]:
+        """Look at the node now; send what changed (one look at a time).
+
+        @return: fires once a look that began after this call has sent what
+            it found (at once while not connected)"""
         if self.kvm_events is not None:
             self.kvm_events.sync()
         if self.args is None:
-            return
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
         if self._busy:
             self._again = True
-            return
+            self._next_waiters.append(waiter)
+            return waiter
         self._busy = True
+        waiters = [waiter]
         d = Deferred.fromCoroutine(self._check())
 
         def done(_: Any) -> None:
             self._busy = False
             if self._again:
                 self._again = False
-                self.check()
+                later, self._next_waiters = self._next_waiters, []
+
+                def wake(_: Any) -> None:
+                    for w in later:
+                        w.callback(None)
+
+                self.check().addBoth(wake)
+            for w in waiters:
+                w.callback(None)
 
         d.addErrback(lambda f: self.log.failure("state report failed", f)).addBoth(done)
+        return waiter
 
     async def _check(self) -> None:
         assert self.args is not None

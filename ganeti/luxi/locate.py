@@ -45,18 +45,26 @@ class Target(NamedTuple):
     port: int
 
 
-def own_name(paths: Paths) -> str | None:
-    """This node's name from its identity file, or C{None}."""
+def own_identity(paths: Paths) -> dict[str, str]:
+    """This node's identity file (C{name}, C{address}: where its NodeD listens), C{{}} if unreadable.
+
+    Read here rather than through L{ganeti.daemons}, which imports Twisted: a command that only asks its
+    own NodeD (C{gnt-cluster master-failover}) would spend more on that import than on its request."""
     import json
 
-    from ganeti.daemons import node_file
-
     try:
-        with open(node_file(paths)) as handle:
-            name = json.load(handle).get("name")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return str(name) if name else None
+        with open(os.path.join(paths.data_dir, "node.json")) as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {key: str(value[key]) for key in ("name", "address") if value.get(key)}
+
+
+def own_name(paths: Paths) -> str | None:
+    """This node's name from its identity file, or C{None}."""
+    return own_identity(paths).get("name")
 
 
 def heartbeat_port() -> int:

@@ -171,11 +171,24 @@ class JobReplicator:
         return {name: ip for name, ip in zip(names, ips) if name != master}
 
     def start(self) -> None:
-        """Read the master's queue and resync every candidate."""
+        """Read the master's queue and resync every candidate; open a spare
+        connection to each for the first new job (L{preconnect})."""
         self.running = True
         self.desired = self._listing.listing()
         self._last_resync = self.reactor.seconds()
         self._check_candidates()
+        self.preconnect()
+
+    def preconnect(self) -> None:
+        """One cheap call (C{version}) to every candidate beside the resync's
+        listing, so that a connection with its TLS handshake done waits in the
+        pool for the first new job's push: after a failover the first job
+        would otherwise pay a handshake per candidate (over a second at a high
+        load) while the listings are still under way."""
+        for replica in self.replicas.values():
+            d = Deferred.fromCoroutine(self.rpc().run_one(replica.name, replica.address,
+                                                          procedures.version.call().within(TIMEOUT)))
+            d.addErrback(lambda _failure: None)  # a failure shows in the resync
 
     def stop(self) -> None:
         self.running = False

@@ -168,6 +168,10 @@ def _accepts_keyword(method: Callable[..., Any], keyword: str) -> bool:
     return keyword in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
+#: seconds an instance procedure waits for the node's state report it asked for (L{InstanceProcedures.state_changed})
+REPORT_WAIT = 5.0
+
+
 class InstanceProcedures:
     """The instance procedures of the node rooted at C{paths.root}.
 
@@ -186,6 +190,9 @@ class InstanceProcedures:
         self.os_runner = osapi.OSRunner(paths, reactor, os_timeouts)
         self.rbd = rbd_disks.RbdDisks(paths.root, reactor)
         self.ext = ext_disks.ExtDisks(paths, reactor)
+        #: called once a procedure changed what runs here (NodeD's heartbeat reports it at once); may return
+        #: a Deferred, awaited for at most L{REPORT_WAIT} seconds before the procedure answers
+        self.state_changed: Callable[[], Any] = lambda: None
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -194,6 +201,15 @@ class InstanceProcedures:
             return self._get_hypervisor(name, self.paths, self._reactor)
         except errors.GenericError as exc:
             raise RpcFailure(str(exc)) from None
+
+    async def _reported(self) -> None:
+        """Have the node's state reported now (L{state_changed}); wait a bounded time for it."""
+        d = defer.maybeDeferred(self.state_changed)
+        d.addTimeout(REPORT_WAIT, self._reactor)
+        try:
+            await d
+        except Exception as e:  # the report is a courtesy: the procedure's own outcome stands
+            self.log.info("the state report after an instance change failed: {why}", why=str(e))
 
     async def _hv_call(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -403,6 +419,7 @@ class InstanceProcedures:
         await self.rbd.prepare(disks, "Cannot accept instance %s" % instance.name)
         await self._hv_call("Cannot accept instance %s" % instance.name,
                             hyper.accept_instance, instance, info, target=target_ip)
+        await self._reported()  # the incoming qemu: its event monitor watched from now on
         return None
 
     @handler(procedures.instance_migrate)
@@ -432,8 +449,11 @@ class InstanceProcedures:
         instance, _disks = decode(inst)
         ok = _flag(success, "success")
         hyper = self.hypervisor(instance.hypervisor)
-        await self._hv_call("Could not finalize the migration of instance %s here" % instance.name,
-                            hyper.finalize_migration, instance, info, ok)
+        try:
+            await self._hv_call("Could not finalize the migration of instance %s here" % instance.name,
+                                hyper.finalize_migration, instance, info, ok)
+        finally:
+            await self._reported()  # running here now (or gone): reported before the migration job ends
         return None
 
     @handler(procedures.instance_finalize_migration_src)
@@ -442,8 +462,11 @@ class InstanceProcedures:
         ok = _flag(success, "success")
         _flag(live, "live")
         hyper = self.hypervisor(instance.hypervisor)
-        await self._hv_call("Could not finalize the migration of instance %s here" % instance.name,
-                            hyper.finalize_migration, instance, None, ok)
+        try:
+            await self._hv_call("Could not finalize the migration of instance %s here" % instance.name,
+                                hyper.finalize_migration, instance, None, ok)
+        finally:
+            await self._reported()
         return None
 
     # --- block devices ---------------------------------------------------------------

@@ -168,6 +168,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         elections.procedures = procedures.election
         if heartbeats is not None:
             procedures.ssconf_written = heartbeats.master_moved
+            procedures.instances.state_changed = heartbeats.instances_changed
         procedures.config_follower.flush()  # config deltas journalled before a stop: into config.data now
         reactor.callWhenRunning(accel_start.probe_at_start, paths, procedures.instances)
         return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)

@@ -299,6 +299,57 @@ async def test_a_revived_old_master_is_refused_and_stops(root):
             stop_master_daemons(roots[1])
 
 
+@pytest_twisted.ensureDeferred
+async def test_taking_over_again_kills_the_job_process_a_past_mastership_left(root):
+    """node1, the master, is paused with one of its job processes; node2
+    takes over (node1's NodeD cannot be asked to stop anything).  The
+    daemons of node1, resumed, stop (fenced), but the job process, still
+    paused, lives on holding its job lock.  When node1 becomes master again,
+    its take-over kills that process before its daemons start: it would
+    otherwise reconnect to the new WConfD and LuxiD, which never gave it its
+    locks, and could end a job the new master settled."""
+    async with LoopbackCluster(reactor, root, cluster_config(), prefix="gntf") as cluster:
+        roots = cluster.roots
+        frozen = [cluster.nodeds[0], cluster.wconfd, cluster.luxid]
+        orphan = None
+        try:
+            await ready_cluster(cluster)
+            old = LuxiClient(roots[0].luxi_socket, timeout=20)
+            (job,) = await submit(old, [quick_job(300.0)])
+            await cluster.until(lambda: job_status(roots[0], job) == "running", timeout=60)
+            orphan = job_process(roots[0], job)
+            os.kill(orphan, signal.SIGSTOP)  # cut off with its master; it stays so
+            for daemon in frozen:
+                daemon.process.send_signal(signal.SIGSTOP)
+            done = gnt_cluster(cluster, roots[1], "master-failover")
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            for daemon in frozen:
+                daemon.process.send_signal(signal.SIGCONT)
+            assert cluster.luxid.process.wait(timeout=30) is not None
+            assert cluster.wconfd.process.wait(timeout=30) is not None
+            assert alive(orphan)  # the old master's daemons stopped; its job process did not
+            await cluster.until(lambda: master_of(roots[0]) == "node2.test"
+                                and serial_of(roots[0]) == serial_of(roots[1]), timeout=60)
+
+            done = gnt_cluster(cluster, roots[0], "master-failover")
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            assert ("job %d: its process (pid %d), left running by an earlier mastership of this node, killed"
+                    % (job, orphan)) in done.stderr
+            assert not alive(orphan)
+            new = LuxiClient(roots[0].luxi_socket, timeout=60)
+            assert await threads.deferToThread(wait_final, new, [job], 60) == {job: "error"}
+            (later,) = await submit(new, [quick_job()])
+            assert await threads.deferToThread(wait_final, new, [later], 60) == {later: "success"}
+        finally:
+            if orphan is not None and alive(orphan):
+                os.kill(orphan, signal.SIGKILL)
+            for daemon in frozen:
+                if daemon.process is not None and daemon.process.poll() is None:
+                    daemon.process.send_signal(signal.SIGCONT)
+            for paths in roots:
+                stop_master_daemons(paths)
+
+
 def _config_bytes(paths: Paths) -> bytes:
     try:
         with open(paths.config_data, "rb") as handle:

@@ -213,6 +213,17 @@ class ClientTests(SynchronousTestCase):
         self.assertEqual(self.client.lost_since, 10)
         self.client.stopService()
 
+    def test_an_instance_procedure_has_the_node_report_at_once(self) -> None:
+        """A migration accepted or finalized here: the reporter looks now (and
+        watches the new qemu's event monitor), not at its next poll."""
+        looks: list[str] = []
+        self.client.reporter = type("Reporter", (), {"check": lambda _self: looks.append("look")})()
+        self.client.instances_changed()
+        self.assertEqual(looks, ["look"])
+        self.client.running = False  # stopped: nothing to report to
+        self.client.instances_changed()
+        self.assertEqual(looks, ["look"])
+
     def test_redirect_goes_to_the_named_master(self) -> None:
         """'The master is X': the next attempt goes to X without a lookup."""
         self.client.hello = wire.hello("node2.test", "", "b1", None, "0.1")

@@ -307,14 +307,20 @@ def test_migration_between_two_roots(pair, cfg):
     assert os.path.realpath(path) == os.path.realpath(
         os.path.join(target.paths.shared_file_storage_dir, NAME, "disk0"))  # one SAN
     run(source.instance_start(data, False, []))
+    told = []  # NodeD's heartbeat reports the node's instances at once when told (not at its next poll)
+    source.state_changed = lambda: told.append("source")
+    target.state_changed = lambda: told.append("target")
 
     info = run(source.migration_info(data))
     assert run(target.accept_instance(data, info, "127.0.1.2")) is None
+    assert told == ["target"]  # the incoming qemu's event monitor is watched from now on
     assert run(target.instance_list(["fake"], {})) == []  # incoming, not yet running
     assert run(source.instance_migrate("cluster.test", data, "127.0.1.2", True)) is None
     assert run(source.instance_get_migration_status(data))["status"] == "completed"
     assert run(target.instance_finalize_migration_dst(data, info, True)) is None
+    assert told == ["target", "target"]  # running there: reported before the migration job ends
     assert run(source.instance_finalize_migration_src(data, True, True)) is None
+    assert told == ["target", "target", "source"]
     assert run(source.instance_list(["fake"], {})) == []
     assert run(target.instance_list(["fake"], {})) == [NAME]
     assert run(source.instance_get_migration_status(data))["status"] == "none"
