@@ -157,7 +157,8 @@ class _Plain:
         self._conn = conn
 
     def recv_into(self, view: memoryview) -> int:
-        return socket.socket.recv_into(self._conn, view)
+        """As much as C{view} holds, in one call (a frame), unless the connection ends or is shut down."""
+        return socket.socket.recv_into(self._conn, view, 0, socket.MSG_WAITALL)
 
     def send(self, header: bytes, sealed: Any) -> None:
         """Both in one system call when they fit (no copy, no tiny packet)."""

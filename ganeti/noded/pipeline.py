@@ -66,7 +66,7 @@ def open_direct(path: str, flags: int, mode: int = 0o600) -> tuple[int, bool]:
     return os.open(path, flags, mode), False
 
 
-def _set_direct(fd: int, on: bool) -> None:
+def set_direct(fd: int, on: bool) -> None:
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     direct = getattr(os, "O_DIRECT", 0)
     fcntl.fcntl(fd, fcntl.F_SETFL, (flags | direct) if on else (flags & ~direct))
@@ -226,7 +226,7 @@ class BlockWriter:
                 if exc.errno != errno.EINVAL:
                     raise
             if done < len(view):  # the last, partial block, or a device that refuses: buffered from here on
-                _set_direct(self._fd, False)
+                set_direct(self._fd, False)
                 self._direct = False
             self._written += done
             view = view[done:]
@@ -240,7 +240,8 @@ class BlockWriter:
 
 
 class ReadAhead:
-    """Reads a source ahead, in a thread, into L{DEPTH} rotating buffers of C{size} bytes.
+    """Reads a source ahead, in a thread, into L{DEPTH} rotating buffers of
+    C{size} bytes (aligned: a file may be read with C{O_DIRECT}).
 
     Iterating gives each buffer's filled part, valid until the next step;
     a buffer is filled completely unless the source ended.  L{close} stops
@@ -255,7 +256,7 @@ class ReadAhead:
         self._free: queue.Queue[memoryview | None] = queue.Queue()
         self._full: queue.Queue[tuple[memoryview, int] | BaseException] = queue.Queue()
         for _ in range(DEPTH):
-            self._free.put(memoryview(bytearray(size)))
+            self._free.put(aligned_buffer(size))
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:

@@ -35,6 +35,7 @@ and C{kill}, which undo or stop from any thread (an abort).
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import signal
@@ -710,11 +711,14 @@ def _open_device(path: str | None) -> int:
 
 
 class FileSource:
-    """Reads a file (opened at once, so that a missing one is reported when the transfer starts)."""
+    """Reads a file (opened at once, so that a missing one is reported when
+    the transfer starts), with C{O_DIRECT} where the file system allows it:
+    a dump or a disk is read once, from the disk, without a copy through the
+    page cache (the kernel writes any dirty cached part out first)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._fd, self._direct = pipeline.open_direct(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         except OSError:
@@ -724,9 +728,14 @@ class FileSource:
         """Nothing to start."""
 
     def readinto(self, view: memoryview) -> int:
+        """Read into C{view} (aligned, see L{pipeline.aligned_buffer}, for direct reads)."""
         try:
             return os.readv(self._fd, [view])
         except OSError as exc:
+            if exc.errno == errno.EINVAL and self._direct:  # not aligned after all: buffered from here on
+                pipeline.set_direct(self._fd, False)
+                self._direct = False
+                return self.readinto(view)
             raise StreamError("cannot read %s: %s" % (self.path, exc.strerror)) from None
 
     def finish(self) -> None:
