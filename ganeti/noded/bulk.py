@@ -40,6 +40,8 @@ HANDSHAKE_TIMEOUT = 30.0
 MAX_TOKEN = 256
 #: longest answer line accepted
 MAX_ANSWER = 2048
+#: frames a sender reads ahead of the network
+READ_AHEAD = 8
 #: seconds a sender whose data was cut off waits for the receiver's reason
 LATE_ANSWER_TIMEOUT = 5.0
 
@@ -257,7 +259,8 @@ def send(conn: Any, token: str, source: Source, compression: str, progress: Call
         raise stream.StreamError("the receiver answered garbage")
     plain = _Plain(conn)
     sealer = stream.Sealer(key, stream.TO_RECEIVER)
-    ahead = pipeline.ReadAhead(source.readinto, pipeline.BLOCK)
+    # a frame's worth at a time (a source that stalls still has what it gave sent), 8 ahead
+    ahead = pipeline.ReadAhead(source.readinto, stream.CHUNK, READ_AHEAD)
     try:
         source.start()
         compress = stream.Compressor(compression)

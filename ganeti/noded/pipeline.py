@@ -240,7 +240,7 @@ class BlockWriter:
 
 
 class ReadAhead:
-    """Reads a source ahead, in a thread, into L{DEPTH} rotating buffers of
+    """Reads a source ahead, in a thread, into C{depth} rotating buffers of
     C{size} bytes (aligned: a file may be read with C{O_DIRECT}).
 
     Iterating gives each buffer's filled part, valid until the next step;
@@ -251,11 +251,11 @@ class ReadAhead:
     @param readinto: the source's C{readinto} (0 at its end)
     """
 
-    def __init__(self, readinto: Callable[[memoryview], int], size: int) -> None:
+    def __init__(self, readinto: Callable[[memoryview], int], size: int, depth: int = DEPTH) -> None:
         self._readinto = readinto
         self._free: queue.Queue[memoryview | None] = queue.Queue()
         self._full: queue.Queue[tuple[memoryview, int] | BaseException] = queue.Queue()
-        for _ in range(DEPTH):
+        for _ in range(depth):
             self._free.put(aligned_buffer(size))
         self._thread: threading.Thread | None = None
 
