@@ -26,6 +26,7 @@ number reused meanwhile).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import mmap
@@ -40,8 +41,42 @@ BLOCK = 4 << 20
 DEPTH = 3
 #: what O_DIRECT wants: offsets, lengths and buffer addresses aligned so
 ALIGN = 4096
-#: buffered writes: start the writeback of every so many bytes
+#: buffered writes: start the writeback of every so many bytes (see L{start_writeback})
 WRITEBACK_STEP = 8 << 20
+#: Linux sync_file_range's SYNC_FILE_RANGE_WRITE
+_SYNC_FILE_RANGE_WRITE = 2
+#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
+F_SETPIPE_SZ = 1031
+PIPE_SIZE = 1 << 20
+
+
+def _sync_file_range() -> Any:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Have the kernel start writing C{length} bytes at C{offset} of C{fd} to
+    disk, without waiting (Linux C{sync_file_range}): the final fsync then
+    waits for the last few megabytes only, not for the whole file."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+def widen_pipe(fd: int) -> None:
+    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
 
 
 class DiskError(Exception):

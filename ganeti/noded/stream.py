@@ -24,9 +24,11 @@ status 0), or C{ER <reason>}, and closes.  A connection that ends without
 the end frame is a failed transfer.
 
 The bytes are moved by a thread per transfer with blocking sockets
-(L{ganeti.noded.bulk}): the sources and sinks here are blocking too.
-Nothing holds a disk in memory: a source is read at most L{CHUNK} bytes at
-a time into one reused buffer, a sink is written one frame at a time.
+(L{ganeti.noded.bulk}): the sources and sinks here are blocking too; their
+disk side runs in a thread of its own (L{ganeti.noded.pipeline}).  Nothing
+holds a disk in memory: a source is read L{CHUNK} bytes at a time into a few
+rotating buffers, a sink keeps at most a few blocks of L{pipeline.BLOCK}
+bytes not yet written, and frames are sealed and opened in place.
 
 Sinks and sources are used by their transfer's thread, except C{discard}
 and C{kill}, which undo or stop from any thread (an abort).
@@ -34,9 +36,7 @@ and C{kill}, which undo or stop from any thread (an abort).
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import fcntl
 import os
 import signal
 import stat
@@ -70,13 +70,6 @@ CHUNK = 1 << 20
 #: compression tools done in-process, and their zlib levels
 COMPRESSION_LEVELS = {"gzip": 6, "gzip-fast": 1, "gzip-slow": 9}
 COMPRESS_NONE = "none"
-#: a sink starts the disk writes of every so many bytes it wrote (see L{start_writeback})
-WRITEBACK_STEP = 8 << 20
-#: Linux sync_file_range's SYNC_FILE_RANGE_WRITE
-_SYNC_FILE_RANGE_WRITE = 2
-#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
-F_SETPIPE_SZ = 1031
-PIPE_SIZE = 1 << 20
 
 
 class StreamError(Exception):
@@ -348,35 +341,6 @@ def send_all_fd(fd: int, data: Any) -> None:
         view = view[os.write(fd, view):]
 
 
-def _sync_file_range() -> Any:
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
-
-
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Have the kernel start writing C{length} bytes at C{offset} of C{fd} to
-    disk, without waiting (Linux C{sync_file_range}): the final fsync then
-    waits for the last few megabytes only, not for the whole file."""
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
-
-
-def widen_pipe(fd: int) -> None:
-    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass
-
-
 # --- OS scripts ---------------------------------------------------------------------------
 
 
@@ -531,7 +495,7 @@ class FileSink:
         fd = self._fd
         try:
             self._writer = pipeline.BlockWriter(fd, self.path, direct=direct,
-                                                writeback=lambda offset, length: start_writeback(fd, offset, length))
+                                                writeback=lambda offset, length: pipeline.start_writeback(fd, offset, length))
         except BaseException:
             os.close(fd)
             raise
@@ -593,7 +557,7 @@ class ScriptSink:
         self._pipe: DevicePipe | None = None
         self._device_fd = -1
         read_fd, self._fd = os.pipe2(os.O_CLOEXEC)
-        widen_pipe(self._fd)
+        pipeline.widen_pipe(self._fd)
         try:
             passed: tuple[int, ...] = ()
             if device is not None:
@@ -616,7 +580,7 @@ class ScriptSink:
             if self._pipe is not None:
                 self._pipe.spawned()
         device_fd = self._device_fd
-        writeback = None if device_fd < 0 else (lambda offset, length: start_writeback(device_fd, 0, 0))
+        writeback = None if device_fd < 0 else (lambda offset, length: pipeline.start_writeback(device_fd, 0, 0))
         self._writer = pipeline.BlockWriter(self._fd, "the import script's input", direct=False, sync=False,
                                             writeback=writeback)
 
@@ -770,7 +734,7 @@ class ScriptSource:
             if self._killed:
                 raise StreamError("aborted")
             read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-            widen_pipe(read_fd)
+            pipeline.widen_pipe(read_fd)
             null_fd = _devnull()
             try:
                 env = self._env
