@@ -31,7 +31,7 @@ import ssl
 import threading
 from typing import Any, Callable, Collection, Protocol
 
-from ganeti.noded import stream
+from ganeti.noded import pipeline, stream
 from ganeti.rpc.tls import Credentials
 
 #: seconds to connect and to complete the TLS handshake
@@ -40,10 +40,13 @@ HANDSHAKE_TIMEOUT = 30.0
 MAX_TOKEN = 256
 #: longest answer line accepted
 MAX_ANSWER = 2048
+#: frames a sender reads ahead of the network
+READ_AHEAD = 8
+#: seconds a sender whose data was cut off waits for the receiver's reason
+LATE_ANSWER_TIMEOUT = 5.0
 
 
-class Sink(Protocol):
-    def write(self, data: Any) -> None: ...
+class Sink(stream.Store, Protocol):
 
     def finish(self) -> None: ...
 
@@ -156,9 +159,10 @@ class _Plain:
         self._conn = conn
 
     def recv_into(self, view: memoryview) -> int:
-        return socket.socket.recv_into(self._conn, view)
+        """As much as C{view} holds, in one call (a frame), unless the connection ends or is shut down."""
+        return socket.socket.recv_into(self._conn, view, 0, socket.MSG_WAITALL)
 
-    def send(self, header: bytes, sealed: bytes) -> None:
+    def send(self, header: bytes, sealed: Any) -> None:
         """Both in one system call when they fit (no copy, no tiny packet)."""
         sent = socket.socket.sendmsg(self._conn, [header, sealed])
         if sent < len(header):
@@ -204,13 +208,9 @@ def receive(conn: Any, token: str, open_sink: Callable[[], Sink], compression: s
         try:
             conn.sendall(b"GO " + key.hex().encode("ascii") + b"\n")
 
-            def write(data: Any) -> None:
-                sink.write(data)
-                progress(len(data))
-
             opener = stream.Opener(key, stream.TO_RECEIVER)
             total = stream.read_frames(stream.Reader(plain.recv_into), opener,
-                                       stream.Decompressor(compression), write)
+                                       stream.Decompressor(compression), sink, progress)
             sink.finish()
             if not stored():
                 raise stream.StreamError("aborted")
@@ -259,21 +259,50 @@ def send(conn: Any, token: str, source: Source, compression: str, progress: Call
         raise stream.StreamError("the receiver answered garbage")
     plain = _Plain(conn)
     sealer = stream.Sealer(key, stream.TO_RECEIVER)
+    # a frame's worth at a time (a source that stalls still has what it gave sent), 8 ahead
+    ahead = pipeline.ReadAhead(source.readinto, stream.CHUNK, READ_AHEAD)
     try:
         source.start()
         compress = stream.Compressor(compression)
-        total = stream.write_frames(plain.send, source.readinto, sealer, compress, progress)
+        try:
+            total = stream.write_frames(plain.send, ahead, sealer, compress, progress)
+        except BaseException:
+            kill = getattr(source, "kill", None)
+            if kill is not None:
+                kill()  # a read the read-ahead thread is blocked in ends
+            raise
+        finally:
+            ahead.close()
         source.finish()  # a failed export script: no end frame, the receiver discards what it got
         stream.write_end(plain.send, sealer, compress, total)
-        kind, answer = stream.read_frame(stream.Reader(plain.recv_into), stream.Opener(key, stream.TO_SENDER),
-                                         memoryview(bytearray(MAX_ANSWER + stream.TAG)))
+        kind, answer = _answer(plain, key)
     except OSError as exc:
+        refused = _late_answer(conn, plain, key)
+        if refused is not None:
+            raise stream.StreamError("the receiver refused the data: %s" % refused) from None
         raise stream.StreamError("the connection ended before the receiver confirmed: %s" % exc) from None
     except stream.ConnectionEnded:
         raise stream.StreamError("the connection ended before the receiver confirmed") from None
     if kind != stream.ANSWER or answer != b"OK":
         raise stream.StreamError("the receiver refused the data: %s" % answer[3:].decode("utf-8", "replace"))
     return total
+
+
+def _answer(plain: _Plain, key: bytes) -> tuple[int, bytes]:
+    return stream.read_frame(stream.Reader(plain.recv_into), stream.Opener(key, stream.TO_SENDER),
+                             memoryview(bytearray(MAX_ANSWER + stream.TAG)))
+
+
+def _late_answer(conn: Any, plain: _Plain, key: bytes) -> str | None:
+    """Why the receiver stopped taking data (it answers before it closes), if it said so."""
+    try:
+        conn.settimeout(LATE_ANSWER_TIMEOUT)
+        kind, answer = _answer(plain, key)
+    except (OSError, stream.StreamError):
+        return None
+    if kind != stream.ANSWER or not answer.startswith(b"ER "):
+        return None
+    return answer[3:].decode("utf-8", "replace")
 
 
 def serve(listener: socket.socket, cancel: Cancel, tls: ssl.SSLContext, allowed: Collection[str],

@@ -24,9 +24,11 @@ status 0), or C{ER <reason>}, and closes.  A connection that ends without
 the end frame is a failed transfer.
 
 The bytes are moved by a thread per transfer with blocking sockets
-(L{ganeti.noded.bulk}): the sources and sinks here are blocking too.
-Nothing holds a disk in memory: a source is read at most L{CHUNK} bytes at
-a time into one reused buffer, a sink is written one frame at a time.
+(L{ganeti.noded.bulk}): the sources and sinks here are blocking too; their
+disk side runs in a thread of its own (L{ganeti.noded.pipeline}).  Nothing
+holds a disk in memory: a source is read L{CHUNK} bytes at a time into a few
+rotating buffers, a sink keeps at most a few blocks of L{pipeline.BLOCK}
+bytes not yet written, and frames are sealed and opened in place.
 
 Sinks and sources are used by their transfer's thread, except C{discard}
 and C{kill}, which undo or stop from any thread (an abort).
@@ -34,18 +36,20 @@ and C{kill}, which undo or stop from any thread (an abort).
 
 from __future__ import annotations
 
-import ctypes
-import fcntl
+import errno
 import os
 import signal
+import stat
 import struct
 import subprocess
 import threading
 import zlib
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterable, Protocol, cast
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ganeti.noded import pipeline
 
 #: frame header: kind, length of the sealed data (plain data and tag)
 HEADER = struct.Struct("!BI")
@@ -66,13 +70,6 @@ CHUNK = 1 << 20
 #: compression tools done in-process, and their zlib levels
 COMPRESSION_LEVELS = {"gzip": 6, "gzip-fast": 1, "gzip-slow": 9}
 COMPRESS_NONE = "none"
-#: a sink starts the disk writes of every so many bytes it wrote (see L{start_writeback})
-WRITEBACK_STEP = 8 << 20
-#: Linux sync_file_range's SYNC_FILE_RANGE_WRITE
-_SYNC_FILE_RANGE_WRITE = 2
-#: Linux F_SETPIPE_SZ: the capacity of the pipes between scripts and noded
-F_SETPIPE_SZ = 1031
-PIPE_SIZE = 1 << 20
 
 
 class StreamError(Exception):
@@ -117,6 +114,10 @@ class Decompressor:
     def __init__(self, compression: str) -> None:
         self._zlib = None if compression == COMPRESS_NONE else zlib.decompressobj(31)
 
+    @property
+    def passthrough(self) -> bool:
+        return self._zlib is None
+
     def feed(self, data: bytes | memoryview) -> bytes | memoryview:
         if self._zlib is None:
             return data
@@ -148,6 +149,15 @@ class Sealer:
         self._count += 1
         return header, self._aead.encrypt(nonce, data, header)
 
+    def seal_into(self, kind: int, data: Any, out: memoryview) -> tuple[bytes, memoryview]:
+        """Like L{seal}, into C{out} (room for C{len(data)} + L{TAG} bytes): no new buffer."""
+        header = HEADER.pack(kind, len(data) + TAG)
+        nonce = NONCE.pack(self._direction, self._count)
+        self._count += 1
+        sealed = out[:len(data) + TAG]
+        self._aead.encrypt_into(nonce, data, header, sealed)
+        return header, sealed
+
 
 class Opener:
     """Opens the frames of one direction, in order."""
@@ -163,6 +173,15 @@ class Opener:
         self._count += 1
         try:
             return self._aead.decrypt(nonce, sealed, header)
+        except InvalidTag:
+            raise StreamError("a frame failed authentication (altered, forged or out of order)") from None
+
+    def open_into(self, header: bytes, sealed: Any, out: memoryview) -> None:
+        """Like L{open}, the data into C{out} (exactly its length)."""
+        nonce = NONCE.pack(self._direction, self._count)
+        self._count += 1
+        try:
+            self._aead.decrypt_into(nonce, sealed, header, out)
         except InvalidTag:
             raise StreamError("a frame failed authentication (altered, forged or out of order)") from None
 
@@ -217,69 +236,97 @@ class Reader:
             done += count
 
 
-def read_frame(reader: Reader, opener: Opener, buf: memoryview) -> tuple[int, bytes]:
-    """The next frame: its kind and data (C{buf}: room for L{MAX_FRAME} + L{TAG} bytes).
-    @raise StreamError: a frame too large, unknown or not authentic
-    """
+def _read_header(reader: Reader, buf: memoryview) -> tuple[int, int, bytes]:
     header = bytearray(HEADER.size)
     reader.exact(memoryview(header))
     kind, length = HEADER.unpack(header)
     if kind not in (DATA, END, ANSWER) or not TAG <= length <= MAX_FRAME + TAG:
         raise StreamError("a frame of kind %d and %d bytes is not valid" % (kind, length))
     reader.exact(buf[:length])
-    return kind, opener.open(bytes(header), buf[:length])
+    return kind, length, bytes(header)
 
 
-def read_frames(reader: Reader, opener: Opener, decompress: Decompressor, write: Callable[[Any], None]) -> int:
-    """Receive L{DATA} frames up to the L{END} frame, passing their
-    (decompressed) data to C{write}; the bytes written.
+def read_frame(reader: Reader, opener: Opener, buf: memoryview) -> tuple[int, bytes]:
+    """The next frame: its kind and data (C{buf}: room for L{MAX_FRAME} + L{TAG} bytes).
+    @raise StreamError: a frame too large, unknown or not authentic
+    """
+    kind, length, header = _read_header(reader, buf)
+    return kind, opener.open(header, buf[:length])
+
+
+class Store(Protocol):
+    """Where a receiver puts what it opens: room to open a frame into
+    (C{reserve}, then C{commit}), or a copy of bytes (C{put})."""
+
+    def reserve(self, count: int) -> memoryview: ...
+
+    def commit(self, count: int) -> None: ...
+
+    def put(self, data: Any) -> None: ...
+
+
+def read_frames(reader: Reader, opener: Opener, decompress: Decompressor, store: Store,
+                progress: Callable[[int], None] = lambda count: None) -> int:
+    """Receive L{DATA} frames up to the L{END} frame into C{store}
+    (decompressed; without compression, each frame is opened straight into
+    the room the store gives); the bytes stored.
     @raise StreamError: a cut, corrupt or forged stream, a count that differs from the sender's
     """
     buf = memoryview(bytearray(MAX_FRAME + TAG))
     total = 0
+    direct = decompress.passthrough
     while True:
-        kind, data = read_frame(reader, opener, buf)
+        kind, length, header = _read_header(reader, buf)
+        if kind == DATA and direct:
+            count = length - TAG
+            opener.open_into(header, buf[:length], store.reserve(count))
+            store.commit(count)
+            total += count
+            progress(count)
+            continue
+        data = opener.open(header, buf[:length])
         if kind == END:
             break
         if kind != DATA:
             raise StreamError("unexpected frame of kind %d" % kind)
         out = decompress.feed(data)
         if len(out):
-            write(out)
+            store.put(out)
             total += len(out)
+            progress(len(out))
     if len(data) != TRAILER.size:
         raise StreamError("the end frame is not valid")
     (sent,) = TRAILER.unpack(data)
     tail = decompress.flush()
     if tail:
-        write(tail)
+        store.put(tail)
         total += len(tail)
+        progress(len(tail))
     if sent != total:
         raise StreamError("the sender sent %d bytes, %d arrived" % (sent, total))
     return total
 
 
-def write_frames(send: Callable[[bytes, bytes], None], readinto: Callable[[memoryview], int], sealer: Sealer,
+def write_frames(send: Callable[[bytes, Any], None], chunks: Iterable[memoryview], sealer: Sealer,
                  compress: Compressor, progress: Callable[[int], None]) -> int:
-    """Send what C{readinto} gives, in L{DATA} frames, until it gives 0
-    bytes; the bytes read.  No end frame (the source must be checked first).
+    """Send the C{chunks} (a source's content, read ahead) in L{DATA} frames
+    of at most L{CHUNK} bytes; the bytes read.  No end frame (the source
+    must be checked first).
 
-    @param send: sends a header and sealed data
+    @param send: sends a header and sealed data (done with it on return)
     """
-    buf = memoryview(bytearray(CHUNK))
+    out = memoryview(bytearray(MAX_FRAME + TAG))
     total = 0
-    while True:
-        count = readinto(buf)
-        if not count:
-            return total
-        total += count
-        progress(count)
-        out = compress.feed(buf[:count])
-        for start in range(0, len(out), MAX_FRAME):
-            send(*sealer.seal(DATA, out[start:start + MAX_FRAME]))
+    for chunk in chunks:
+        total += len(chunk)
+        progress(len(chunk))
+        data = compress.feed(chunk)
+        for start in range(0, len(data), CHUNK):
+            send(*sealer.seal_into(DATA, data[start:start + CHUNK], out))
+    return total
 
 
-def write_end(send: Callable[[bytes, bytes], None], sealer: Sealer, compress: Compressor, total: int) -> None:
+def write_end(send: Callable[[bytes, Any], None], sealer: Sealer, compress: Compressor, total: int) -> None:
     """What the compressor kept, then the end frame (C{total}: the bytes read)."""
     tail = compress.flush()
     for start in range(0, len(tail), MAX_FRAME):
@@ -292,35 +339,6 @@ def send_all_fd(fd: int, data: Any) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-def _sync_file_range() -> Any:
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
-
-
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Have the kernel start writing C{length} bytes at C{offset} of C{fd} to
-    disk, without waiting (Linux C{sync_file_range}): the final fsync then
-    waits for the last few megabytes only, not for the whole file."""
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
-
-
-def widen_pipe(fd: int) -> None:
-    """Give the pipe C{fd} a capacity of L{PIPE_SIZE} (fewer wake-ups), if the system lets us."""
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass
 
 
 # --- OS scripts ---------------------------------------------------------------------------
@@ -451,26 +469,58 @@ def _devnull() -> int:
 # --- sinks: where received data goes ------------------------------------------------------
 
 
+def _disk_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A sink's method, its writer's failure raised as a L{StreamError}."""
+
+    def call(*args: Any) -> Any:
+        try:
+            return method(*args)
+        except pipeline.DiskError as exc:
+            raise StreamError(str(exc)) from None
+
+    call.__doc__ = method.__doc__
+    return call
+
+
 class FileSink:
-    """Writes into a new file at C{path}; removed again on abort."""
+    """Writes into a new file at C{path} (L{pipeline.BlockWriter}: a
+    thread, direct I/O where possible, fsynced at the end); removed again on abort."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        self._written = self._flushed = 0
+        self._open(os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC)
 
-    def write(self, data: Any) -> None:
-        send_all_fd(self._fd, data)
-        self._written += len(data)
-        if self._written - self._flushed >= WRITEBACK_STEP:
-            start_writeback(self._fd, self._flushed, self._written - self._flushed)
-            self._flushed = self._written
+    def _open(self, flags: int) -> None:
+        self._fd, direct = pipeline.open_direct(self.path, flags)
+        fd = self._fd
+        try:
+            self._writer = pipeline.BlockWriter(fd, self.path, direct=direct,
+                                                writeback=lambda offset, length: pipeline.start_writeback(fd, offset, length))
+        except BaseException:
+            os.close(fd)
+            raise
 
+    @_disk_errors
+    def reserve(self, count: int) -> memoryview:
+        return self._writer.reserve(count)
+
+    @_disk_errors
+    def commit(self, count: int) -> None:
+        self._writer.commit(count)
+
+    @_disk_errors
+    def put(self, data: Any) -> None:
+        self._writer.put(data)
+
+    write = put
+
+    @_disk_errors
     def finish(self) -> None:
-        """Everything is on disk (one fsync, at the end)."""
-        os.fsync(self._fd)
+        """Everything is written and on disk (one fsync, at the end)."""
+        self._writer.finish()
 
     def close(self) -> None:
+        self._writer.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -488,31 +538,38 @@ class DiskSink(FileSink):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-        self._written = self._flushed = 0
+        self._open(os.O_WRONLY | os.O_CLOEXEC)
 
     def discard(self) -> None:
         """The master removes the disk."""
 
 
 class ScriptSink:
-    """Feeds the received data to an OS import script's stdin."""
+    """Feeds the received data to an OS import script's stdin (from a
+    writer thread, L{pipeline.BlockWriter}), then makes what the script
+    wrote to its device durable: the writeback of the device is started
+    as the data goes in, and the device is fsynced once the script is
+    done (Ganeti's own import leaves that to the kernel)."""
 
     def __init__(self, script: str, env: dict[str, str], cwd: str, log_fd: int, log_path: str,
                  device: DeviceSpec | None = None) -> None:
         self.log_path = log_path
         self._pipe: DevicePipe | None = None
+        self._device_fd = -1
         read_fd, self._fd = os.pipe2(os.O_CLOEXEC)
-        widen_pipe(self._fd)
+        pipeline.widen_pipe(self._fd)
         try:
             passed: tuple[int, ...] = ()
             if device is not None:
                 self._pipe = device[1]()
                 env = dict(env, **{device[0]: self._pipe.device()})
                 passed = (self._pipe.script_fd,)
+            else:
+                self._device_fd = _open_device(env.get("IMPORT_DEVICE"))
             self._child = Child(script, env, cwd, read_fd, log_fd, log_fd, pass_fds=passed)
         except BaseException:
             os.close(self._fd)
+            self._close_device()
             if self._pipe is not None:
                 self._pipe.kill()
                 self._pipe.fail()
@@ -522,15 +579,41 @@ class ScriptSink:
             os.close(log_fd)
             if self._pipe is not None:
                 self._pipe.spawned()
+        device_fd = self._device_fd
+        writeback = None if device_fd < 0 else (lambda offset, length: pipeline.start_writeback(device_fd, 0, 0))
+        self._writer = pipeline.BlockWriter(self._fd, "the import script's input", direct=False, sync=False,
+                                            writeback=writeback)
 
-    def write(self, data: Any) -> None:
+    def _ended_early(self) -> StreamError:
+        return StreamError("the import script ended before all data arrived (log %s)" % self.log_path)
+
+    def reserve(self, count: int) -> memoryview:
         try:
-            send_all_fd(self._fd, data)
-        except BrokenPipeError:
-            raise StreamError("the import script ended before all data arrived (log %s)" % self.log_path) from None
+            return self._writer.reserve(count)
+        except pipeline.DiskError:
+            raise self._ended_early() from None
+
+    def commit(self, count: int) -> None:
+        try:
+            self._writer.commit(count)
+        except pipeline.DiskError:
+            raise self._ended_early() from None
+
+    def put(self, data: Any) -> None:
+        try:
+            self._writer.put(data)
+        except pipeline.DiskError:
+            raise self._ended_early() from None
+
+    write = put
 
     def finish(self) -> None:
-        """The script read everything (its stdin closed) and exited with status 0."""
+        """The script read everything (its stdin closed) and exited with
+        status 0; then what it wrote on its device is synced."""
+        try:
+            self._writer.finish()
+        except pipeline.DiskError:
+            raise self._ended_early() from None
         os.close(self._fd)
         self._fd = -1
         problem = self._child.wait()
@@ -542,17 +625,29 @@ class ScriptSink:
         if self._pipe is not None:
             self._pipe.finish()
             self._pipe = None
+        if self._device_fd >= 0:
+            try:
+                os.fsync(self._device_fd)
+            except OSError as exc:
+                raise StreamError("cannot sync the imported disk: %s" % exc.strerror) from None
 
     def close(self) -> None:
+        self._child.kill()  # first: a write blocked on the pipe then fails
+        self._writer.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        self._child.kill()
         self._child.wait()
+        self._close_device()
         if self._pipe is not None:
             self._pipe.kill()
             self._pipe.fail()
             self._pipe = None
+
+    def _close_device(self) -> None:
+        if self._device_fd >= 0:
+            os.close(self._device_fd)
+            self._device_fd = -1
 
     def discard(self) -> None:
         self._child.kill()
@@ -560,15 +655,34 @@ class ScriptSink:
             self._pipe.kill()
 
 
+def _open_device(path: str | None) -> int:
+    """A descriptor of the disk an import script writes (a file or block
+    device), to start its writeback and sync it; -1 for anything else."""
+    if not path:
+        return -1
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return -1
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISBLK(mode)):
+        os.close(fd)
+        return -1
+    return fd
+
+
 # --- sources: what is sent ----------------------------------------------------------------
 
 
 class FileSource:
-    """Reads a file (opened at once, so that a missing one is reported when the transfer starts)."""
+    """Reads a file (opened at once, so that a missing one is reported when
+    the transfer starts), with C{O_DIRECT} where the file system allows it:
+    a dump or a disk is read once, from the disk, without a copy through the
+    page cache (the kernel writes any dirty cached part out first)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._fd, self._direct = pipeline.open_direct(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         except OSError:
@@ -578,9 +692,14 @@ class FileSource:
         """Nothing to start."""
 
     def readinto(self, view: memoryview) -> int:
+        """Read into C{view} (aligned, see L{pipeline.aligned_buffer}, for direct reads)."""
         try:
             return os.readv(self._fd, [view])
         except OSError as exc:
+            if exc.errno == errno.EINVAL and self._direct:  # not aligned after all: buffered from here on
+                pipeline.set_direct(self._fd, False)
+                self._direct = False
+                return self.readinto(view)
             raise StreamError("cannot read %s: %s" % (self.path, exc.strerror)) from None
 
     def finish(self) -> None:
@@ -615,7 +734,7 @@ class ScriptSource:
             if self._killed:
                 raise StreamError("aborted")
             read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-            widen_pipe(read_fd)
+            pipeline.widen_pipe(read_fd)
             null_fd = _devnull()
             try:
                 env = self._env

@@ -397,7 +397,7 @@ def slow_export_os(directory: str) -> None:
     path = os.path.join(directory, "brokenexp")
     os.rename(path, os.path.join(directory, "slowexp"))
     with open(os.path.join(directory, "slowexp", "export"), "w") as handle:
-        handle.write("#!/bin/sh\nhead -c 3145728 \"$EXPORT_DEVICE\"\nexec sleep 600\n")
+        handle.write("#!/bin/sh\nhead -c 12582912 \"$EXPORT_DEVICE\"\nexec sleep 600\n")
 
 
 @pytest_twisted.ensureDeferred
@@ -407,7 +407,7 @@ async def test_a_canceled_export_leaves_nothing(root):
     cluster = await LoopbackCluster(reactor, root, loopback_config(2), prefix="gntcx").start()
     try:
         slow_export_os(cluster.roots[0].os_search_dir)
-        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=8M", "-n", N1, "-o", "slowexp", "-H", "fake",
+        ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-n", N1, "-o", "slowexp", "-H", "fake",
            "-B", "memory=64M", "--no-name-check", "--no-ip-check", "--no-start", "slow1.test")
         submitted = gnt(root, "gnt-backup", "export", "-n", N2, "--submit", "slow1.test")
         assert submitted.returncode == 0, submitted.stderr
@@ -416,8 +416,8 @@ async def test_a_canceled_export_leaves_nothing(root):
 
         def dump_growing() -> bool:
             files = os.listdir(new_dir) if os.path.isdir(new_dir) else []
-            # the receiver writes in 1 MiB batches: 2 of the 3 MiB sent are on disk for sure
-            return bool(files) and os.path.getsize(os.path.join(new_dir, files[0])) >= 2 * MIB
+            # the receiver writes in 4 MiB blocks: the 12 MiB sent are 3 whole blocks, on disk for sure
+            return bool(files) and os.path.getsize(os.path.join(new_dir, files[0])) >= 8 * MIB
 
         await until(reactor, dump_growing, timeout=60)
         ok(root, "gnt-job", "cancel", "--kill", "--yes-do-it", job_id)

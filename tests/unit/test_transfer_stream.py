@@ -14,7 +14,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import crypto
-from ganeti.noded import bulk, impexp, stream
+from ganeti.noded import bulk, impexp, pipeline, stream
 from ganeti.noded.failure import RpcFailure
 from ganeti.rpc.tls import Credentials
 
@@ -39,17 +39,35 @@ def sealed_stream(data: bytes, compression: str = "none", key: bytes = KEY) -> l
     sealer = stream.Sealer(key, stream.TO_RECEIVER)
     frames: list[bytes] = []
     compress = stream.Compressor(compression)
-    total = stream.write_frames(lambda head, body: frames.append(head + body), io.BytesIO(data).readinto,
-                                sealer, compress, lambda count: None)
+    total = stream.write_frames(lambda head, body: frames.append(head + bytes(body)),
+                                pipeline.ReadAhead(io.BytesIO(data).readinto, stream.CHUNK), sealer, compress,
+                                lambda count: None)
     stream.write_end(lambda head, body: frames.append(head + body), sealer, compress, total)
     return frames
 
 
+class BytesStore:
+    """A receiver's store in memory."""
+
+    def __init__(self) -> None:
+        self.got = bytearray()
+        self._room = memoryview(bytearray(stream.MAX_FRAME))
+
+    def reserve(self, count: int) -> memoryview:
+        return self._room[:count]
+
+    def commit(self, count: int) -> None:
+        self.got += self._room[:count]
+
+    def put(self, data: Any) -> None:
+        self.got += data
+
+
 def receive_all(wire: bytes, compression: str = "none") -> bytes:
-    got: list[bytes] = []
+    store = BytesStore()
     stream.read_frames(reader_of(wire), stream.Opener(KEY, stream.TO_RECEIVER), stream.Decompressor(compression),
-                       lambda data: got.append(bytes(data)))
-    return b"".join(got)
+                       store)
+    return bytes(store.got)
 
 
 class SealedFrameTests(SynchronousTestCase):
@@ -98,6 +116,28 @@ class SealedFrameTests(SynchronousTestCase):
         with self.assertRaises(stream.StreamError) as caught:
             receive_all(wire)
         self.assertIn("the sender sent 4 bytes, 3 arrived", str(caught.exception))
+
+    def test_frames_of_any_size_are_stored_whole_in_a_file(self) -> None:
+        # frames that do not divide the writer's blocks, and a length that is not a multiple of a disk block
+        data = os.urandom(2 * pipeline.BLOCK + pipeline.ALIGN + 5)
+        sealer = stream.Sealer(KEY, stream.TO_RECEIVER)
+        step = 3 * stream.CHUNK + 5
+        wire = b"".join(b"".join(sealer.seal(stream.DATA, data[start:start + step]))
+                        for start in range(0, len(data), step))
+        wire += b"".join(sealer.seal(stream.END, stream.TRAILER.pack(len(data))))
+        for compression, sent in (("none", wire), ("gzip", b"".join(sealed_stream(data, "gzip")))):
+            path = os.path.join(tempfile.mkdtemp(), "dump")
+            sink = stream.FileSink(path)
+            try:
+                stream.read_frames(reader_of(sent), stream.Opener(KEY, stream.TO_RECEIVER),
+                                   stream.Decompressor(compression), sink)
+                sink.finish()
+            finally:
+                sink.close()
+            with open(path, "rb") as handle:
+                self.assertEqual(handle.read(), data)
+            os.unlink(path)
+            os.rmdir(os.path.dirname(path))
 
     def test_unknown_compression(self) -> None:
         self.assertRaises(stream.StreamError, stream.check_compression, "lzop")
@@ -168,14 +208,15 @@ class TransferTests(SynchronousTestCase):
 
     def run_pair(self, data: bytes, *, token: str = TOKEN, sender_creds: Credentials | None = None,
                  receiver_trusts: bytes | None = None, compression: str = "none",
-                 cancel: bulk.Cancel | None = None) -> tuple[Peer, BaseException | None, int]:
+                 cancel: bulk.Cancel | None = None, source: Any = None,
+                 open_sink: Callable[[], Any] | None = None) -> tuple[Peer, BaseException | None, int]:
         """Send C{data}; the sender, the receiver's error, and the bytes it stored."""
         ours, theirs = socket.socketpair()
         creds = sender_creds or self.cluster
         send_tls = bulk.tls_context(creds, server=False)
         sender = Peer(theirs, lambda sock: bulk._secured(
             sock, bulk.Cancel(), send_tls, self.pinned, False,
-            lambda conn: bulk.send(conn, token, BytesSource(data), compression, lambda count: None)))
+            lambda conn: bulk.send(conn, token, source or BytesSource(data), compression, lambda count: None)))
         server_creds = self.cluster
         if receiver_trusts is not None:
             server_creds = Credentials(self.cluster.key_pem, self.cluster.cert_pem, receiver_trusts)
@@ -188,12 +229,25 @@ class TransferTests(SynchronousTestCase):
         error = None
         try:
             bulk._secured(ours, cancel or bulk.Cancel(), recv_tls, self.pinned, True,
-                          lambda conn: bulk.receive(conn, TOKEN, self.open_sink, compression, progress,
+                          lambda conn: bulk.receive(conn, TOKEN, open_sink or self.open_sink, compression, progress,
                                                     lambda: True))
         except stream.StreamError as exc:
             error = exc
         sender.join()
         return sender, error, stored[0]
+
+    def test_a_full_disk_fails_the_transfer_and_the_sender_hears_why(self) -> None:
+        sender, error, stored = self.run_pair(os.urandom(2 * pipeline.BLOCK + 1),
+                                              open_sink=lambda: stream.DiskSink("/dev/full"))
+        self.assertIn("cannot write /dev/full: No space left on device", str(error))
+        self.assertIn("the receiver refused the data: cannot write /dev/full", str(sender.error))
+
+    def test_a_source_that_cannot_be_read_fails_the_transfer_and_leaves_no_file(self) -> None:
+        sender, error, stored = self.run_pair(b"", source=stream.FileSource(self.dir))  # a directory
+        self.assertIn("cannot read %s: Is a directory" % self.dir, str(sender.error))
+        self.assertIn("ended before all data arrived", str(error))
+        self.assertTrue(self.opened.is_set())
+        self.assertFalse(os.path.exists(self.path))
 
     def test_the_data_arrives_and_the_sender_hears_ok(self) -> None:
         data = os.urandom(3 * stream.CHUNK + 777)
