@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import attrs
 from twisted.internet.defer import ensureDeferred
+from twisted.python.failure import Failure
 
 from ganeti.heartbeat import roster as rost
 
@@ -87,6 +88,9 @@ class FakeService:
     def live_jobs(self) -> dict[int, Any]:
         return {}
 
+    def is_drained(self) -> bool:
+        return False
+
 
 def make_handler(instances: int) -> Any:
     from ganeti.luxid.handler import LuxiHandler
@@ -103,7 +107,10 @@ def make_handler(instances: int) -> Any:
 def run(d: Any) -> Any:
     d = ensureDeferred(d)
     assert d.called, "the handler waited"
-    return d.result
+    result = d.result
+    if isinstance(result, Failure):
+        result.raiseException()
+    return result
 
 
 def list_op(handler: Any) -> Callable[[], Any]:
@@ -122,16 +129,26 @@ def list_op(handler: Any) -> Callable[[], Any]:
 
 
 def bulk_op(handler: Any) -> Callable[[], Any]:
-    import orjson
-
+    """What RAPI does for C{GET /2/instances?bulk=1} (L{ganeti.rapi.bulk}),
+    LuxiD's answers encoded and decoded as on the wire."""
     from ganeti.luxi import wire
+    from ganeti.rapi import bulk
     from ganeti.rapi.rlib2 import I_FIELDS
 
+    cache: dict[Any, Any] = {}
+
+    def call(method: str, args: list[Any]) -> Any:
+        result = run(handler.handle(method, args))
+        return wire.decode_result(wire.encode_response(True, result)[:-1])
+
+    async def serial() -> Any:
+        return call("QueryConfigValues", [["config_serial"]])[0]
+
+    async def query(fields: list[str]) -> Any:
+        return call("QueryInstances", [[], fields, False])
+
     def op() -> Any:
-        rows = run(handler.handle("QueryInstances", [[], I_FIELDS, False]))
-        payload = wire.encode_response(True, rows)[:-1]
-        rows = orjson.loads(payload)["result"]
-        return orjson.dumps([dict(zip(I_FIELDS, row)) for row in rows])
+        return run(bulk.bulk_list(cache, "instance", I_FIELDS, serial, query))
 
     return op
 
