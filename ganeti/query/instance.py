@@ -226,7 +226,7 @@ def _live_reports(ctx: QueryContext) -> dict[Any, list[tuple[Any, Mapping[str, A
     reports: dict[Any, list[tuple[Any, Mapping[str, Any]]]] = {}
     for node_name, data in ctx.live.items():
         running = data.get("instances") if _is_mapping(data) else None
-        if not _is_mapping(running):
+        if running is None or not _is_mapping(running):
             continue
         for name, info in running.items():
             if _is_mapping(info):
@@ -250,7 +250,7 @@ def _live_info(inst: Instance, ctx: QueryContext) -> tuple[Mapping[str, Any] | N
     """
     known = ctx.memo("live-info", _new_memo)
     key = id(inst)
-    found = known.get(key)
+    found: Any = known.get(key)
     if found is None:
         try:
             found = _find_live_info(inst, ctx)

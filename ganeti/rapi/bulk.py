@@ -108,7 +108,7 @@ def join(kept: Kept, fields: list[str], live: frozenset[str], rows: list[list[An
     append = items.append
     if len(live_runs) == 1:
         (run,) = live_runs
-        for (head, tail), row in zip(kept.pieces, rows):  # type: ignore[misc]
+        for (head, tail), row in zip(kept.pieces, rows):
             append(head + _inner(run, row[1:]) + tail)
     else:
         for pieces, row in zip(kept.pieces, rows):

@@ -59,7 +59,7 @@ class Luxi:
 def listing(cache: dict[Any, Any], luxi: Luxi, fields: list[str]) -> bytes:
     d = ensureDeferred(bulk.bulk_list(cache, "instance", fields, luxi.serial, luxi.query))
     assert d.called
-    return d.result  # type: ignore[no-any-return]
+    return d.result
 
 
 def test_live_fields_are_those_that_read_more_than_the_config() -> None:
