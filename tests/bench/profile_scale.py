@@ -101,7 +101,8 @@ def make_handler(instances: int) -> Any:
     service = FakeService(config)
     from ganeti.luxid.live import LiveData
 
-    return LuxiHandler(service, Paths(tempfile.mkdtemp(prefix="profsc")), LiveData(lambda: None))
+    # the root is read only by cluster queries (the watcher's pause file), which this does not make
+    return LuxiHandler(service, Paths(tempfile.gettempdir()), LiveData(lambda: None))
 
 
 def run(d: Any) -> Any:
