@@ -145,6 +145,9 @@ def format_table(
         return [separator.join(row) for row in data]
     if not align_right:
         return ["" for _ in data]
+    width = len(align_right)
+    if data and all(len(row) == width for row in data):
+        return _format_columns(list(zip(*data)), align_right)
     widths = [0] * len(align_right)
     for row in data:
         for index, cell in enumerate(row):
@@ -159,6 +162,22 @@ def format_table(
         ]
         lines.append(" ".join(cells))
     return lines
+
+
+def _format_columns(columns: Sequence[Sequence[str]], align_right: Sequence[bool]) -> list[str]:
+    """L{format_table} of rows given as their columns, all of the same length:
+    one pass per column (10,000 instances: 50,000 cells)."""
+    padded: list[Sequence[str]] = []
+    last = len(columns) - 1
+    for index, (column, right) in enumerate(zip(columns, align_right)):
+        width = max(map(len, column)) if column else 0
+        if right:
+            padded.append([cell.rjust(width) for cell in column])
+        elif index == last or not width:
+            padded.append(column)
+        else:
+            padded.append([cell.ljust(width) for cell in column])
+    return list(map(" ".join, zip(*padded)))
 
 
 def _default_formatter(kind: str, unit: str) -> tuple[Callable[[Any], str], bool]:
@@ -200,17 +219,22 @@ def format_query_result(
     fdefs = response.get("fields") or []
     columns = [overrides.get(f["name"]) or _default_formatter(f.get("kind", QFT_OTHER), unit) for f in fdefs]
     seen: set[int] = set()
-    rows = []
-    for row in response.get("data") or []:
-        cells = []
-        for (status, value), (fn, _) in zip(row, columns):
-            seen.add(status)
-            if status == RS_NORMAL:
-                cells.append(fn(value))
-            else:
-                verbose_text, terse = RSS_DESCRIPTION.get(status, ("(status %s)" % status, "?%s" % status))
-                cells.append(verbose_text if verbose else terse)
-        rows.append(cells)
+    data = response.get("data") or []
+    width = len(columns)
+    if data and width and all(len(row) == width for row in data):
+        rows: list[Any] = _format_cells(data, columns, verbose, seen)
+    else:
+        rows = []
+        for row in data:
+            cells = []
+            for (status, value), (fn, _) in zip(row, columns):
+                seen.add(status)
+                if status == RS_NORMAL:
+                    cells.append(fn(value))
+                else:
+                    verbose_text, terse = RSS_DESCRIPTION.get(status, ("(status %s)" % status, "?%s" % status))
+                    cells.append(verbose_text if verbose else terse)
+            rows.append(cells)
     titles = [f["title"] for f in fdefs] if header else None
     lines = format_table(rows, titles, [right for _, right in columns], separator)
     if RS_UNKNOWN in seen or (not rows and unknown_fields(fdefs)):
@@ -220,6 +244,29 @@ def format_query_result(
     else:
         status = QR_NORMAL
     return status, lines
+
+
+def _format_cells(data: Sequence[Sequence[Any]], columns: Sequence[tuple[Callable[[Any], str], bool]], verbose: bool,
+                  seen: set[int]) -> list[tuple[str, ...]]:
+    """The text rows of query cells C{data} (rows of C{[status, value]}, each
+    as long as C{columns}), formatted column by column; adds the statuses
+    met to C{seen}."""
+    texts: list[list[str]] = []
+    for column, (fn, _) in zip(zip(*data), columns):
+        statuses = {cell[0] for cell in column}
+        seen |= statuses
+        if statuses == {RS_NORMAL}:
+            texts.append([fn(cell[1]) for cell in column])
+            continue
+        out = []
+        for status, value in column:
+            if status == RS_NORMAL:
+                out.append(fn(value))
+            else:
+                verbose_text, terse = RSS_DESCRIPTION.get(status, ("(status %s)" % status, "?%s" % status))
+                out.append(verbose_text if verbose else terse)
+        texts.append(out)
+    return list(zip(*texts))
 
 
 # --- nested information (gnt-job info) ----------------------------------------------

@@ -66,6 +66,8 @@ class LuxiPool:
         self._busy: dict[int, int] = {}
         self._running: dict[Any, Deferred[Any]] = {}
         self._next: dict[Any, list[Deferred[Any]]] = {}
+        #: the parts of bulk lists kept per config serial (L{ganeti.rapi.bulk})
+        self.bulk_cache: dict[Any, Any] = {}
 
     async def _connect(self) -> AsyncLuxiClient:
         try:

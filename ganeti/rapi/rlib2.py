@@ -15,6 +15,7 @@ import orjson
 from ganeti import errors, opcodes
 from ganeti.luxi import methods
 from ganeti.querydefs import QR_VIA_RAPI, RS_NORMAL
+from ganeti.rapi import bulk as bulk_lists
 from ganeti.rapi.baserlib import ANON, READ, WRITE, Context, Encoded, route
 from ganeti.rapi.http import HttpError, bad_request, not_found
 
@@ -83,6 +84,10 @@ async def list_items(ctx: Context, resource: str, fields: list[str], uri: str, k
     bulk = ctx.args.bool("bulk")
 
     async def compute() -> Encoded:
+        cache = getattr(ctx.luxi, "bulk_cache", None)  # a LuxiPool keeps the parts of bulk lists
+        if bulk and cache is not None and bulk_lists.usable(resource, fields):
+            return Encoded(await bulk_lists.bulk_list(cache, resource, fields, lambda: config_serial(ctx),
+                                                      lambda asked: query(ctx, resource, asked)))
         if bulk:
             rows = await query(ctx, resource, fields)
             return Encoded(orjson.dumps([dict(zip(fields, row)) for row in rows]))
@@ -90,6 +95,11 @@ async def list_items(ctx: Context, resource: str, fields: list[str], uri: str, k
         return Encoded(orjson.dumps([{key: row[0], "uri": uri % row[0]} for row in rows]))
 
     return await ctx.shared(("list", resource, bulk, tuple(fields), uri, key), compute)
+
+
+async def config_serial(ctx: Context) -> Any:
+    """The serial of the config LuxiD answers from (C{None}: it does not say)."""
+    return (await ctx.read(methods.QueryConfigValues.call(["config_serial"])))[0]
 
 
 async def one_item(ctx: Context, resource: str, fields: list[str], name: str) -> dict[str, Any]:

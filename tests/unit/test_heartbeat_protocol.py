@@ -80,10 +80,12 @@ class ServerTests(SynchronousTestCase):
         return frame(wire.hello(name, "", boot, 3, "0.1"))
 
     def test_hello_accepted_and_beats_write_nothing(self) -> None:
-        """A hello gets 'accepted' and one durable write; 60 s of beats add none and keep the node up."""
+        """A hello gets 'accepted' and one durable write (at the end of the reactor's turn); 60 s of beats add
+        none and keep the node up."""
         proto, transport = self.connect()
         proto.dataReceived(self.hello())
         self.assertEqual(frames(transport.value()), [wire.accepted("node1.test")])
+        self.clock.advance(0)
         self.assertEqual(self.store.writes, 1)
         for _ in range(240):
             self.clock.advance(0.25)
@@ -95,6 +97,38 @@ class ServerTests(SynchronousTestCase):
         # node1 never connected: one write for it becoming unreachable
         self.assertEqual(self.store.writes, 2)
         self.assertEqual(snapshot["node1.test"]["liveness"], "unreachable")
+
+    def test_transitions_of_one_turn_are_one_fsync(self) -> None:
+        """Nodes marked unreachable by one sweep, then heard from again in one turn of the reactor (as after a
+        stall): one fsync for each batch, every transition recorded."""
+        protos = []
+        for name in ("node1.test", "node2.test"):
+            proto, _ = self.connect()
+            proto.dataReceived(self.hello(name=name))
+            protos.append(proto)
+        self.clock.advance(0)
+        self.assertEqual((self.store.writes, self.store.syncs), (2, 1))
+        self.clock.pump([0.25] * 9)  # silent past the timeout: one sweep marks both unreachable
+        self.assertEqual([self.service.snapshot()[n]["liveness"] for n in ("node1.test", "node2.test")],
+                         ["unreachable"] * 2)
+        self.assertEqual((self.store.writes, self.store.syncs), (4, 2))
+        for proto in protos:
+            proto.dataReceived(frame(wire.BEAT_FRAME_BODY))
+        self.clock.advance(0)
+        self.assertEqual((self.store.writes, self.store.syncs), (6, 3))
+        self.service.stopService()
+        self.assertEqual({n: r["state"] for n, r in LivenessStore(self.store.path).load().items()},
+                         {"node1.test": "up", "node2.test": "up"})
+        self.service.startService()
+
+    def test_unwritten_transitions_written_on_stop(self) -> None:
+        proto, _ = self.connect()
+        proto.dataReceived(self.hello())
+        self.assertEqual(self.store.writes, 0)
+        self.service.stopService()
+        self.assertEqual(self.store.writes, 1)
+        self.assertEqual(LivenessStore(self.store.path).load()["node2.test"]["state"], "up")
+        self.service.startService()
 
     def test_silence_then_close(self) -> None:
         """A silent connection makes the node unreachable within timeout + one sweep."""
@@ -161,6 +195,7 @@ class ServerTests(SynchronousTestCase):
         proto.connectionLost(None)
         again, _ = self.connect()
         again.dataReceived(self.hello(boot="b2"))
+        self.clock.advance(0)  # the end of the reactor's turn: its transitions written
         records = LivenessStore(self.store.path).load()
         self.assertEqual((records["node2.test"]["event"], records["node2.test"]["boot_id"]), ("rebooted", "b2"))
 

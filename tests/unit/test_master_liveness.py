@@ -130,6 +130,7 @@ class AnsweredBeatsTests(SynchronousTestCase):
         for _ in range(5):
             proto.dataReceived(frame(wire.BEAT_FRAME_BODY))
         self.assertEqual(frames(transport.value()), [{"t": "beat"}] * 5)
+        self.clock.advance(0)
         self.assertEqual(self.store.writes, 1)  # the hello's transition; beats write nothing
 
     def test_an_older_node_gets_no_answers(self) -> None:
