@@ -18,6 +18,7 @@ It exits when LuxiD closes the socket (or dies).
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import select
 import signal
@@ -35,7 +36,10 @@ CONTROL_FD = 3
 
 
 def _warm_imports() -> None:
-    """Import what a job needs, without installing a reactor."""
+    """Import what a job needs, without installing a reactor: the child's
+    C{task.react} installs its own (an epoll instance must not be shared
+    across a fork), from modules already here."""
+    import twisted.internet.default  # noqa: F401
     import twisted.internet.defer  # noqa: F401
     import twisted.internet.epollreactor  # noqa: F401
     import twisted.internet.stdio  # noqa: F401
@@ -44,10 +48,14 @@ def _warm_imports() -> None:
 
     import ganeti.jobs.model  # noqa: F401
     import ganeti.jobs.process  # noqa: F401
+    import ganeti.luxi.client  # noqa: F401  (follow-up jobs, the liveness roster)
+    import ganeti.luxi.methods  # noqa: F401
     import ganeti.wconfd.client  # noqa: F401
 
     try:
         import ganeti.cmdlib  # noqa: F401
+        import ganeti.cmdlib.hooks  # noqa: F401
+        import ganeti.cmdlib.liveness_verify  # noqa: F401
         import ganeti.jobs.processor  # noqa: F401
     except ImportError:
         pass
@@ -135,6 +143,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
                 os.close(fd)
             continue
         forking = trace.now()
+        gc.freeze()  # the objects so far stay out of the child's collections: no copy-on-write of their pages
         pid = os.fork()
         if pid == 0:
             trace.hop(job_id, "fork.child", forking)
