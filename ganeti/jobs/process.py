@@ -141,9 +141,9 @@ async def execute(
 ) -> int:
     """Wait for LuxiD's confirmation (steps 3-4 of the handshake), then run
     the job; returns the exit code.  While LuxiD records the lock file, this
-    process connects to WConfD and reads the config (nothing that changes
-    anything); the job file is read, the owner registered and the job run
-    only once confirmed.
+    process connects to WConfD, registers as owner C{(job id, lock file)}
+    and reads the config (nothing that changes anything: the owner holds no
+    lock yet); the job file is read and the job run only once confirmed.
 
     @raise NotConfirmed: no confirmation within C{confirm_timeout} seconds,
         or the pipe from LuxiD closed first: nothing ran
@@ -166,10 +166,16 @@ async def execute(
     connecting = Deferred.fromCoroutine(
         WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR))
     prefetched: list[Deferred] = []
+    owner = Owner(job_id, lock_path, os.getpid())
+    registered: list[Deferred] = []
 
     def prefetch(client: WConfdClient) -> WConfdClient:
         trace.hop(job_id, "child.wconfd_connected")
         client.cache_config = True  # the LUs read the config several times per opcode
+        # the owner holds no lock until the job runs: registering it changes nothing either (an
+        # unconfirmed process exits, and WConfD forgets the owner of its closed connection)
+        registered.append(Deferred.fromCoroutine(client.register_owner(owner)))
+        registered[0].addCallback(lambda _: trace.hop(job_id, "child.registered"))
         prefetched.append(Deferred.fromCoroutine(client.read_config()).addErrback(lambda _f: None))
         return client
 
@@ -177,6 +183,8 @@ async def execute(
     try:
         await confirmed
     except (NotConfirmed, TimeoutError) as e:
+        for d in registered:
+            d.addErrback(lambda _f: None)
         connecting.cancel()
         connecting.addCallbacks(lambda client: client.close(), lambda _f: None)
         raise NotConfirmed(str(e) or "no confirmation within %ss" % confirm_timeout) from e
@@ -184,12 +192,10 @@ async def execute(
     client = await connecting
     mine = process_epoch()
     client.before_reconnect = lambda: exit_if_fenced(paths, job_id, mine, lock_path)
+    await registered[0]
     for d in prefetched:
         await d
     job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))  # as LuxiD recorded it
-    owner = Owner(job_id, lock_path, os.getpid())
-    await client.register_owner(owner)
-    trace.hop(job_id, "child.registered")
 
     written: list[bytes | None] = [None]
 
