@@ -57,6 +57,7 @@ def _warm_imports() -> None:
 
     import ganeti.jobs.model  # noqa: F401
     import ganeti.jobs.process  # noqa: F401
+    import ganeti.jobs.spare  # noqa: F401
     import ganeti.luxi.client  # noqa: F401  (follow-up jobs, the liveness roster)
     import ganeti.luxi.methods  # noqa: F401
     import ganeti.wconfd.client  # noqa: F401
