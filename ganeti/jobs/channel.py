@@ -10,8 +10,8 @@ The handshake, step by step (DESIGN.md, "Jobs"):
   3. LuxiD stores both in the job file, durably, and answers
      C{{"confirm": true}};
   4. only then does the child read its job file and run the job (while
-     it waits it may connect to WConfD and read the config: nothing that
-     changes anything).  End of file or silence before the confirmation:
+     it waits it may connect to WConfD, register as lock owner and read
+     the config: nothing that changes anything).  End of file or silence before the confirmation:
      the child removes its lock file and exits without running anything.
 
 Afterwards LuxiD may send C{{"cancel": true}} or C{{"priority": n}}; the

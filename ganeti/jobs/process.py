@@ -69,7 +69,7 @@ def announce(paths: Paths, job_id: int, to_parent: int) -> tuple[int, str]:
         channel.write_blocking(to_parent, {channel.LOCKFILE: lock_path, "pid": os.getpid()})
         trace.hop(job_id, "child.lockfile_sent")
     except OSError as e:
-        _remove(lock_path)
+        remove_quietly(lock_path)
         os.close(lock_fd)
         raise channel.ChannelError(str(e)) from e
     return lock_fd, lock_path
@@ -109,7 +109,7 @@ def exit_if_fenced(paths: Paths, job_id: int, mine: int | None, lock_path: str |
     except OSError:
         pass
     if lock_path is not None:
-        _remove(lock_path)
+        remove_quietly(lock_path)
     exit(EXIT_FENCED)
 
 
@@ -137,13 +137,15 @@ def save_job(paths: Paths, job: Any, last: bytes | None = None) -> bytes:
 
 async def execute(
     reactor: IReactor, paths: Paths, job_id: int, lock_path: str, to_parent: int, from_parent: int, rpc_port: int,
-    confirm_timeout: float = CONFIRM_TIMEOUT,
+    confirm_timeout: float = CONFIRM_TIMEOUT, link: Any = None,
 ) -> int:
     """Wait for LuxiD's confirmation (steps 3-4 of the handshake), then run
     the job; returns the exit code.  While LuxiD records the lock file, this
-    process connects to WConfD and reads the config (nothing that changes
-    anything); the job file is read, the owner registered and the job run
-    only once confirmed.
+    process connects to WConfD, registers as owner C{(job id, lock file)}
+    and reads the config (nothing that changes anything: the owner holds no
+    lock yet); the job file is read and the job run only once confirmed.
+    C{link}: the L{ganeti.jobs.spare.WConfdLink} a spare made ready (a new
+    one when it is gone).
 
     @raise NotConfirmed: no confirmation within C{confirm_timeout} seconds,
         or the pipe from LuxiD closed first: nothing ran
@@ -155,28 +157,36 @@ async def execute(
     from ganeti.jobs import followup
     from ganeti.jobs.model import QueuedJob, timestamp
     from ganeti.jobs.processor import Processor
+    from ganeti.jobs.spare import WConfdLink
     from ganeti.locking import Owner
-    from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
 
     trace.hop(job_id, "child.reactor")
     control = _Control()
     # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]
     confirmed = control.confirmed.addTimeout(confirm_timeout, reactor)
-    connecting = Deferred.fromCoroutine(
-        WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR))
-    prefetched: list[Deferred] = []
+    if link is None or not link.usable():
+        if link is not None:
+            link.close()
+        link = WConfdLink(reactor, paths)  # connects and reads the config
+    connecting = link.deferred
+    owner = Owner(job_id, lock_path, os.getpid())
+    registered: list[Deferred] = []
 
-    def prefetch(client: WConfdClient) -> WConfdClient:
+    def register(client: Any) -> Any:
         trace.hop(job_id, "child.wconfd_connected")
-        client.cache_config = True  # the LUs read the config several times per opcode
-        prefetched.append(Deferred.fromCoroutine(client.read_config()).addErrback(lambda _f: None))
+        # the owner holds no lock until the job runs: registering it changes nothing either (an
+        # unconfirmed process exits, and WConfD forgets the owner of its closed connection)
+        registered.append(Deferred.fromCoroutine(client.register_owner(owner)))
+        registered[0].addCallback(lambda _: trace.hop(job_id, "child.registered"))
         return client
 
-    connecting.addCallback(prefetch)
+    connecting.addCallback(register)
     try:
         await confirmed
     except (NotConfirmed, TimeoutError) as e:
+        for d in registered:
+            d.addErrback(lambda _f: None)
         connecting.cancel()
         connecting.addCallbacks(lambda client: client.close(), lambda _f: None)
         raise NotConfirmed(str(e) or "no confirmation within %ss" % confirm_timeout) from e
@@ -184,12 +194,10 @@ async def execute(
     client = await connecting
     mine = process_epoch()
     client.before_reconnect = lambda: exit_if_fenced(paths, job_id, mine, lock_path)
-    for d in prefetched:
+    await registered[0]
+    for d in link.prefetched:
         await d
     job = QueuedJob.from_dict(serializer.read_json(job_file(paths, job_id)))  # as LuxiD recorded it
-    owner = Owner(job_id, lock_path, os.getpid())
-    await client.register_owner(owner)
-    trace.hop(job_id, "child.registered")
 
     written: list[bytes | None] = [None]
 
@@ -341,7 +349,7 @@ def run(
     except SystemExit:
         pass
     finally:
-        _remove(lock_path)
+        remove_quietly(lock_path)
         os.close(lock_fd)
     return codes[0] if codes else EXIT_FAILED
 
@@ -375,7 +383,7 @@ def _causes(error: BaseException) -> list[BaseException]:
     return seen
 
 
-def _remove(path: str) -> None:
+def remove_quietly(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:

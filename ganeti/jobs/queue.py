@@ -220,6 +220,8 @@ class JobQueueDir:
 
     def _read_serial(self) -> int:
         text = serializer.read_file(self.serial_file).decode("utf-8", "replace").strip()
+        if not text:  # what a crash may leave of a serial whose data was not fsynced: the job files tell
+            raise FileNotFoundError(self.serial_file)
         if not _NUMBER_RE.match(text):
             raise errors.JobQueueError("Invalid job queue serial %r in %s" % (text, self.serial_file))
         return int(text)
@@ -251,11 +253,16 @@ class JobQueueDir:
     def allocate_ids(self, count: int, sync_dir: bool = True) -> list[int]:
         """Reserve C{count} new job ids.
 
-        The new serial is on disk (and handed to C{on_write}) before the
-        ids are returned, so an id is never given out twice, not even
-        across a crash.  C{sync_dir=False}: its rename is made durable by
-        the caller's L{sync_dir} (with the new jobs' files, before any of
-        them is acknowledged).
+        The new serial is written (and handed to C{on_write}) before the
+        ids are returned, so an id is never given out twice by this
+        process.  Its data is not fsynced: across a crash of the machine
+        the job files carry the ids, each durable before its job is
+        acknowledged, and L{open} never continues below an existing job
+        file (nor stops at the empty serial file a crash may leave).  An
+        id whose job was never acknowledged may be given out again.
+        C{sync_dir=False}: its rename is made durable by the caller's
+        L{sync_dir} (with the new jobs' files, before any of them is
+        acknowledged).
         """
         if count < 0:
             raise errors.ProgrammerError("Cannot allocate %d job ids" % count)
@@ -266,7 +273,9 @@ class JobQueueDir:
                 return []
             first = self._serial + 1
             last = self._serial + count
-            self._write(self.serial_file, b"%d\n" % last, sync_dir=sync_dir)
+            self._write(self.serial_file, b"%d\n" % last, durable=False)
+            if sync_dir:
+                self.sync_dir()
             self._serial = last
         return list(range(first, last + 1))
 

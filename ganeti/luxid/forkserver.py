@@ -9,6 +9,14 @@ fds 3 and 4 and runs exactly what C{python -m ganeti.jobs} runs: the same
 handshake, its own lock file, its own process (and session, so signals
 meant for one job reach only that job).
 
+The server keeps one spare child forked ahead (L{ganeti.jobs.spare}): it
+has its reactor, a connection to WConfD and the config ready, and gets
+the next job's pipe ends over a socket instead of being forked then.  A
+spare that dies without a job is not reported; the job is forked as above
+when there is no spare.  The server freezes its heap (C{gc.freeze}) before
+each fork: a child's collections then leave the inherited objects, and
+their pages, alone.
+
 The server reports on stdout, one JSON line each:
 C{{"spawned": job_id, "pid": pid}} and
 C{{"exited": pid, "job": job_id, "code": c, "signal": s}}.
@@ -18,11 +26,13 @@ It exits when LuxiD closes the socket (or dies).
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import select
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
 import orjson
@@ -35,7 +45,10 @@ CONTROL_FD = 3
 
 
 def _warm_imports() -> None:
-    """Import what a job needs, without installing a reactor."""
+    """Import what a job needs, without installing a reactor: the child's
+    C{task.react} installs its own (an epoll instance must not be shared
+    across a fork), from modules already here."""
+    import twisted.internet.default  # noqa: F401
     import twisted.internet.defer  # noqa: F401
     import twisted.internet.epollreactor  # noqa: F401
     import twisted.internet.stdio  # noqa: F401
@@ -44,10 +57,15 @@ def _warm_imports() -> None:
 
     import ganeti.jobs.model  # noqa: F401
     import ganeti.jobs.process  # noqa: F401
+    import ganeti.jobs.spare  # noqa: F401
+    import ganeti.luxi.client  # noqa: F401  (follow-up jobs, the liveness roster)
+    import ganeti.luxi.methods  # noqa: F401
     import ganeti.wconfd.client  # noqa: F401
 
     try:
         import ganeti.cmdlib  # noqa: F401
+        import ganeti.cmdlib.hooks  # noqa: F401
+        import ganeti.cmdlib.liveness_verify  # noqa: F401
         import ganeti.jobs.processor  # noqa: F401
     except ImportError:
         pass
@@ -62,18 +80,40 @@ def _report(message: dict[str, Any]) -> None:
             continue
 
 
-def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rpc_port: int) -> None:
-    """In the forked child: become the job process.  Never returns."""
+def _become_child(keep_closed: list[int]) -> None:
+    """In a forked child: its own session, the server's signals undone, its descriptors closed."""
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    for fd in keep_closed:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _exit_child(run: Any) -> None:
+    """Run C{run()} (the exit code) in the forked child, then end it.  Never returns."""
     code = 1
     try:
-        os.setsid()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        for fd in keep_closed:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        code = run()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rpc_port: int) -> None:
+    """In the forked child: become the job process.  Never returns."""
+
+    def become() -> int:
+        _become_child(keep_closed)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # out of the way of 3 and 4
         for fd in fds:
             if fd not in (channel.TO_PARENT_FD, channel.FROM_PARENT_FD):
@@ -87,17 +127,99 @@ def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rp
         os.close(devnull)
         from ganeti.jobs.process import run
 
-        code = trace.profiled(job_id, lambda: run(job_id, paths, rpc_port=rpc_port))
-    except BaseException:
-        import traceback
+        return trace.profiled(job_id, lambda: run(job_id, paths, rpc_port=rpc_port))
 
-        traceback.print_exc()
-    finally:
+    _exit_child(become)
+
+
+def _spare_child(paths: Paths, sock: socket.socket, keep_closed: list[int], rpc_port: int) -> None:
+    """In the forked child: become a spare job process (L{ganeti.jobs.spare}).  Never returns."""
+
+    def become() -> int:
+        _become_child(keep_closed)
+        high = socket.socket(fileno=fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 10))
+        sock.close()
+        opened = os.open(os.devnull, os.O_RDONLY)
+        devnull = fcntl.fcntl(opened, fcntl.F_DUPFD, 10)  # not itself one of those it goes to
+        os.close(opened)
+        for fd in (0, channel.TO_PARENT_FD, channel.FROM_PARENT_FD):  # 3 and 4 held until the pipes come
+            os.dup2(devnull, fd, inheritable=fd == 0)
+        os.close(devnull)
+        from ganeti.jobs import spare
+
+        return spare.run(paths, high, rpc_port)
+
+    _exit_child(become)
+
+
+#: seconds without a spare after one died before it was given a job (no loop of spares dying at once)
+SPARE_PAUSE = 5.0
+
+
+class _Spares:
+    """The fork server's one spare job process: forked ahead, given the next job."""
+
+    def __init__(self, paths: Paths, rpc_port: int, keep_closed: list[int]) -> None:
+        self.paths = paths
+        self.rpc_port = rpc_port
+        self.keep_closed = keep_closed
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
+        self.paused_until = 0.0
+        #: spares that ended (or were ended) without a job: reaped, never reported
+        self.lost: set[int] = set()
+        #: a profile per job (L{trace.PROFILE_ENV}) covers a process from its fork: no spares
+        self.enabled = not os.environ.get(trace.PROFILE_ENV)
+
+    def fork(self) -> None:
+        """Fork a spare unless there is one (or spares are paused)."""
+        if not self.enabled or self.pid is not None or time.monotonic() < self.paused_until:
+            return
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        gc.freeze()
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            pid = os.fork()
+        except OSError:
+            mine.close()
+            theirs.close()
+            return
+        if pid == 0:
+            _spare_child(self.paths, theirs, [*self.keep_closed, mine.fileno()], self.rpc_port)
+        theirs.close()
+        self.pid, self.sock = pid, mine
+
+    def assign(self, message: bytes, fds: list[int]) -> int | None:
+        """Give the job of C{message} and its pipe ends to the spare; its
+        pid, or None (no spare, or it is gone: fork the job instead)."""
+        pid, sock = self.pid, self.sock
+        if pid is None or sock is None:
+            return None
+        self.pid = self.sock = None
+        try:
+            socket.send_fds(sock, [message], fds)
+        except OSError:
+            try:
+                os.kill(pid, signal.SIGKILL)  # not a job's: reaped as a spare (L{exited})
+            except OSError:
+                pass
+            self.lost.add(pid)
+            return None
         finally:
-            os._exit(code)
+            sock.close()
+        return pid
+
+    def exited(self, pid: int) -> bool:
+        """Whether C{pid} was a spare without a job (then another is not forked for L{SPARE_PAUSE} s)."""
+        if pid in self.lost:
+            self.lost.discard(pid)
+            return True
+        if pid != self.pid:
+            return False
+        if self.sock is not None:
+            self.sock.close()
+        self.pid = self.sock = None
+        self.paused_until = time.monotonic() + SPARE_PAUSE
+        return True
 
 
 def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODED) -> int:
@@ -109,6 +231,8 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, int] = {}
     watched: list[socket.socket | int] = [control, wake_r]
+    spares = _Spares(paths, rpc_port, [control.fileno(), wake_r, wake_w])
+    spares.fork()
     while True:
         try:
             readable, _w, _x = select.select(watched, [], [])
@@ -116,7 +240,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
             continue
         if wake_r in readable:
             os.read(wake_r, 4096)
-        _reap(children)
+        _reap(children, spares)
         if control not in readable:
             continue
         try:
@@ -124,7 +248,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
         except InterruptedError:
             continue
         if not message:
-            return 0  # LuxiD went away: jobs keep running on their own
+            return 0  # LuxiD went away: jobs keep running on their own (a spare ends when it sees this)
         try:
             job_id = int(orjson.loads(message)["job"])
             if len(fds) != 2:
@@ -134,25 +258,29 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
             for fd in fds:
                 os.close(fd)
             continue
-        forking = trace.now()
-        pid = os.fork()
-        if pid == 0:
-            trace.hop(job_id, "fork.child", forking)
-            _child(job_id, paths, fds, [control.fileno(), wake_r, wake_w], rpc_port)
+        pid = spares.assign(orjson.dumps({"job": job_id}), fds)
+        if pid is None:
+            forking = trace.now()
+            gc.freeze()  # the objects so far stay out of the child's collections: no copy-on-write of their pages
+            pid = os.fork()
+            if pid == 0:
+                trace.hop(job_id, "fork.child", forking)
+                _child(job_id, paths, fds, [control.fileno(), wake_r, wake_w], rpc_port)
         for fd in fds:
             os.close(fd)
         children[pid] = job_id
         _report({"spawned": job_id, "pid": pid})
+        spares.fork()  # the next job's, while this one runs
 
 
-def _reap(children: dict[int, int]) -> None:
-    for pid, status in childproc.exited() if children else ():
+def _reap(children: dict[int, int], spares: _Spares) -> None:
+    for pid, status in childproc.exited():
+        if pid not in children and spares.exited(pid):
+            continue
         job_id = children.pop(pid, None)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         _report({"exited": pid, "job": job_id, "code": code, "signal": sig})
-        if not children:
-            return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -275,18 +275,24 @@ def launcher(kind: str) -> Launcher:
         return found
 
 
-def forked_pids(root: str) -> list[int]:
-    """The running daemons this process forked warm whose command line names C{root} or a path under it: their
-    own command line is their launcher's, so a search of C{/proc/PID/cmdline} does not find them."""
+def forked_children(root: str) -> list[tuple[int, list[str]]]:
+    """C{(pid, command line)} of the running daemons this process forked warm whose command line names C{root}
+    or a path under it: their own command line is their launcher's, so a search of C{/proc/PID/cmdline} does
+    not find them."""
     with _LOCK:
         launchers = list(_LAUNCHERS.values())
     found = []
     for each in launchers:
         with each._lock:
             children = list(each._children.values())
-        found += [child.pid for child in children if child.returncode is None
+        found += [(child.pid, list(child.args)) for child in children if child.returncode is None
                   and any(arg == root or arg.startswith(root + "/") for arg in child.args)]
     return found
+
+
+def forked_pids(root: str) -> list[int]:
+    """The pids of L{forked_children}."""
+    return [pid for pid, _args in forked_children(root)]
 
 
 def prestart() -> None:

@@ -181,6 +181,12 @@ class WConfdClient:
             raise errors.ConfigurationError("cannot connect to WConfD at %s: %s" % (path, e)) from e
         return cls(protocol, reactor)
 
+    @property
+    def gone(self) -> bool:
+        """Whether this client will not reach WConfD again: closed, or its
+        connection lost and not being made again."""
+        return self._closed or (self.protocol is None and not self._reconnecting)
+
     def _adopt(self, protocol: _ClientProtocol) -> None:
         protocol.granted = self._granted
         if self.reconnect_for > 0:

@@ -143,7 +143,7 @@ async def traced_latency(reactor: Any, paths: Any, trace_path: str, op: dict[str
         client.close()
     per_job = cpu.stop(ROUNDS)
     print_hops("Hops of one job: " + title, hop_table(trace_path, times))
-    print_cpu("CPU per job: " + title, per_job)
+    print_cpu("CPU per job: " + title, per_job, cpu.faults_per_job)
     return samples, per_job
 
 

@@ -17,6 +17,7 @@ import statistics
 from typing import Iterator
 
 from ganeti.jobs import trace
+from ganeti.testing import warmfork
 
 #: the hops of the client (the benchmark), added to the daemons' trace
 CLIENT_SEND, CLIENT_FINAL = "client.send", "client.final"
@@ -65,19 +66,23 @@ def print_hops(title: str, rows: list[tuple[str, float, float]]) -> None:
         print("  %-38s %10.2f %10.2f" % (name, at, delta))
 
 
-def _stat(pid: int) -> tuple[str, int, int]:
-    """C{(process name, own CPU ticks, reaped children's CPU ticks)} of C{pid}."""
+def _stat(pid: int) -> tuple[str, int, int, int, int]:
+    """C{(process name, own CPU ticks, reaped children's CPU ticks, own minor page faults, reaped children's
+    minor page faults)} of C{pid}."""
     with open("/proc/%d/stat" % pid) as handle:
         data = handle.read()
     name = data[data.index("(") + 1:data.rindex(")")]
     fields = data[data.rindex(")") + 2:].split()
-    # fields[11..14]: utime stime cutime cstime (proc(5) fields 14-17)
-    return name, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+    # fields[7], [8]: minflt cminflt; [11..14]: utime stime cutime cstime (proc(5) fields 10-11, 14-17)
+    return (name, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[7]),
+            int(fields[8]))
 
 
 def daemon_pids(root: str) -> dict[str, int]:
-    """C{{role: pid}} of the daemons of the node root C{root} (by their command lines)."""
+    """C{{role: pid}} of the daemons of the node root C{root} (by their command lines, also of the daemons
+    forked warm, L{warmfork.forked_children}, whose own command line is their launcher's)."""
     found: dict[str, int] = {}
+    candidates: list[tuple[int, list[str]]] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -86,32 +91,37 @@ def daemon_pids(root: str) -> dict[str, int]:
                 argv = handle.read().split(b"\0")
         except OSError:
             continue
-        words = [a.decode(errors="replace") for a in argv]
+        candidates.append((int(entry), [a.decode(errors="replace") for a in argv]))
+    candidates += warmfork.forked_children(root)
+    for pid, words in candidates:
         if root not in words:
             continue
         for role, marker in (("forkserver+jobs", "ganeti.luxid.forkserver"), ("luxid", "ganeti-luxid"),
                              ("wconfd", "ganeti-wconfd"), ("noded", "ganeti-noded")):
             if marker in words:
-                found.setdefault(role, int(entry))
+                found.setdefault(role, pid)
     return found
 
 
 class CpuMeter:
-    """CPU time of a root's daemons between L{start} and L{stop}."""
+    """CPU time (and minor page faults: copy-on-write after a fork among them) of a root's daemons between
+    L{start} and L{stop}."""
 
     def __init__(self, root: str) -> None:
         self.root = root
         self._before: dict[str, tuple[int, int]] = {}
         self.pids: dict[str, int] = {}
+        #: minor page faults per job of each daemon, set by L{stop}
+        self.faults_per_job: dict[str, float] = {}
 
     def _read(self) -> dict[str, tuple[int, int]]:
         out = {}
         for role, pid in self.pids.items():
             try:
-                _name, own, children = _stat(pid)
+                _name, own, children, faults, children_faults = _stat(pid)
             except (OSError, ValueError, IndexError):
                 continue
-            out[role] = (own, children)
+            out[role] = (own + children, faults + children_faults)
         return out
 
     def start(self) -> None:
@@ -122,17 +132,19 @@ class CpuMeter:
         """CPU milliseconds per job of each daemon (the fork server with its job processes)."""
         after, tick = self._read(), 1000.0 / os.sysconf("SC_CLK_TCK")
         per_job: dict[str, float] = {}
-        for role, (own, children) in after.items():
-            own0, children0 = self._before.get(role, (own, children))
-            per_job[role] = ((own - own0) + (children - children0)) * tick / max(1, jobs)
+        for role, (cpu, faults) in after.items():
+            cpu0, faults0 = self._before.get(role, (cpu, faults))
+            per_job[role] = (cpu - cpu0) * tick / max(1, jobs)
+            self.faults_per_job[role] = (faults - faults0) / max(1, jobs)
         return per_job
 
 
-def print_cpu(title: str, per_job: dict[str, float]) -> None:
-    print("%-40s %10s" % (title, "ms/job"))
+def print_cpu(title: str, per_job: dict[str, float], faults: dict[str, float] | None = None) -> None:
+    faults = faults or {}
+    print("%-40s %10s %10s" % (title, "ms/job", "faults/job"))
     for role, ms in sorted(per_job.items()):
-        print("  %-38s %10.2f" % (role, ms))
-    print("  %-38s %10.2f" % ("total", sum(per_job.values())))
+        print("  %-38s %10.2f %10.0f" % (role, ms, faults.get(role, 0)))
+    print("  %-38s %10.2f %10.0f" % ("total", sum(per_job.values()), sum(faults.values())))
 
 
 __all__ = ["CLIENT_FINAL", "CLIENT_SEND", "CpuMeter", "daemon_pids", "hop_table", "print_cpu", "print_hops", "traced"]

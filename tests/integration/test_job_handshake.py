@@ -70,3 +70,94 @@ def test_a_wrong_answer_is_not_a_confirmation(root):
     assert proc.wait(timeout=30) == 3
     os.close(to_child)
     os.close(from_child)
+
+
+# --- the fork server's spare job process ------------------------------------------------------------
+
+
+def _children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            if int(data[data.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _wait_for(predicate, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+class _ForkServer:
+    """A fork server started as LuxiD starts it (fd 3: its control socket, stdout: its reports)."""
+
+    def __init__(self, root):
+        import socket
+
+        os.makedirs(root.lock_dir, exist_ok=True)
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        high = os.dup(theirs.fileno())
+        theirs.close()
+        code = "import os, sys; os.dup2(%d, 3); os.close(%d); from ganeti.luxid import forkserver; " \
+               "sys.exit(forkserver.main(['--root', %r]))" % (high, high, root.root)
+        self.proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[high], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        os.close(high)
+        self.reports = []
+
+    def spawn(self, job_id):
+        """Ask for job C{job_id}; its pipes (ours: from the job, to the job) and the reported pid."""
+        import socket
+
+        to_parent_r, to_parent_w = os.pipe()
+        from_parent_r, from_parent_w = os.pipe()
+        socket.send_fds(self.control, [json.dumps({"job": job_id}).encode()], [to_parent_w, from_parent_r])
+        os.close(to_parent_w)
+        os.close(from_parent_r)
+        report = self.report()
+        assert report["spawned"] == job_id, report
+        return to_parent_r, from_parent_w, report["pid"]
+
+    def report(self):
+        return json.loads(self.proc.stdout.readline())
+
+
+def test_the_fork_server_hands_a_job_to_its_spare_and_never_reports_a_spare(root):
+    """A spare, forked ahead, runs the next job with the same handshake (its own lock file, nothing run
+    without the confirmation); a spare that dies without a job is not reported as a job's end, and the job
+    is then forked; the spares end with the fork server."""
+    server = _ForkServer(root)
+    try:
+        _wait_for(lambda: len(_children(server.proc.pid)) == 1, "a spare forked ahead")
+        (spare,) = _children(server.proc.pid)
+        from_job, to_job, pid = server.spawn(7)
+        assert pid == spare
+        message = first_message(from_job)
+        assert message["pid"] == spare and message["lockfile"].startswith(root.lock_dir + "/job_000007_")
+        os.close(to_job)  # LuxiD went away before confirming
+        assert server.report() == {"exited": spare, "job": 7, "code": 3, "signal": None}
+        assert not os.path.exists(message["lockfile"]) and not os.path.exists(os.path.join(root.queue_dir, "job-7"))
+        os.close(from_job)
+
+        _wait_for(lambda: [p for p in _children(server.proc.pid) if p != spare], "the next spare")
+        (second,) = [p for p in _children(server.proc.pid) if p != spare]
+        os.kill(second, 9)
+        _wait_for(lambda: not os.path.exists("/proc/%d" % second), "the spare reaped")
+        from_job, to_job, pid = server.spawn(8)  # not reported: the next report is job 8's
+        assert pid != second
+        assert first_message(from_job)["pid"] == pid
+        os.close(to_job)
+        assert server.report() == {"exited": pid, "job": 8, "code": 3, "signal": None}
+        os.close(from_job)
+    finally:
+        server.control.close()
+        assert server.proc.wait(timeout=60) == 0
+    _wait_for(lambda: not _children(server.proc.pid), "no spare left")

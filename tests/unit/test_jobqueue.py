@@ -232,6 +232,17 @@ def test_serial_behind_existing_jobs_is_recovered(paths):
         assert q.allocate_ids(1) == [20008]
 
 
+def test_empty_serial_after_a_crash_continues_after_the_job_files(paths):
+    """The serial's data is not fsynced: a crash may leave it empty (or behind); the job files, durable before
+    their jobs are acknowledged, keep their ids from being given out again."""
+    with JobQueueDir(paths) as q:
+        q.allocate_ids(4)
+        q.write_job(make_job(4))
+    serializer.write_file(os.path.join(paths.queue_dir, "serial"), b"")
+    with JobQueueDir(paths) as q:
+        assert q.allocate_ids(1) == [5]
+
+
 # --- job files ----------------------------------------------------------------------------
 
 

@@ -1,0 +1,170 @@
+"""A spare job process: forked by the fork server before its job is known.
+
+The fork server (L{ganeti.luxid.forkserver}) keeps one spare ready: a
+child that has already paid for what does not depend on the job (the fork
+and its first copy-on-write faults, its own reactor, the connection to
+WConfD and a first read of the config) and waits on a socket for its
+assignment, C{{"job": id}} with the two handshake pipe ends (C{SCM_RIGHTS}).
+Then it runs exactly the handshake and job of L{ganeti.jobs.process}: its
+own lock file, sent to LuxiD, nothing run before LuxiD's confirmation.
+End of file on the socket (the fork server is gone): it exits quietly.
+
+A spare's connection is only a connection: no owner is registered and no
+lock asked for before the job is known.  A connection that broke for good
+while the spare waited is made anew for the job.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from typing import Any
+
+import orjson
+
+from ganeti.jobs import channel, process, trace
+from ganeti.paths import Paths
+
+
+class WConfdLink:
+    """The connection to WConfD a job process makes ready (with a first read
+    of the config) before its job runs; L{deferred} fires with the client."""
+
+    def __init__(self, reactor: Any, paths: Paths) -> None:
+        from twisted.internet.defer import Deferred
+
+        from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
+
+        self.client: Any = None
+        self.failed = False
+        #: the first config read (errors dropped: the job reads it again)
+        self.prefetched: list[Deferred] = []
+        self.deferred: Deferred = Deferred.fromCoroutine(
+            WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR))
+        self.deferred.addCallbacks(self._connected, self._failed)
+
+    def _connected(self, client: Any) -> Any:
+        from twisted.internet.defer import Deferred
+
+        self.client = client
+        client.cache_config = True  # the LUs read the config several times per opcode
+        self.prefetched.append(Deferred.fromCoroutine(client.read_config()).addErrback(lambda _f: None))
+        return client
+
+    def _failed(self, failure: Any) -> Any:
+        self.failed = True
+        return failure
+
+    def usable(self) -> bool:
+        """Whether the job may use this link (connecting, or connected and not gone for good)."""
+        return not self.failed and (self.client is None or not self.client.gone)
+
+    def close(self) -> Any:
+        """Close the connection, or stop making it; a failed attempt is dropped."""
+        if self.client is None:
+            self.deferred.cancel()
+        return self.deferred.addCallbacks(lambda client: client.close(), lambda _f: None)
+
+
+class _Assignment:
+    """Reads the one assignment message from the fork server (an
+    C{IReadDescriptor}); L{waiting} fires with C{(job id, [fd, fd])}, or
+    C{None} at end of file or on a message that is not one."""
+
+    def __init__(self, reactor: Any, sock: socket.socket) -> None:
+        from twisted.internet.defer import Deferred
+
+        self.reactor = reactor
+        self.sock = sock
+        self.waiting: Deferred = Deferred()
+        sock.setblocking(False)
+        reactor.addReader(self)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def logPrefix(self) -> str:
+        return "spare"
+
+    def connectionLost(self, reason: Any) -> None:
+        self._done(None)
+
+    def doRead(self) -> None:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(self.sock, 4096, 2)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            message, fds = b"", []
+        try:
+            job_id = int(orjson.loads(message)["job"]) if message else None
+            if job_id is not None and len(fds) != 2:
+                raise ValueError("expected two pipe ends, got %d" % len(fds))
+        except (ValueError, KeyError, TypeError) as e:
+            print("spare job process: bad assignment %r: %s" % (message[:100], e), file=sys.stderr, flush=True)
+            job_id = None
+        if job_id is None:
+            for fd in fds:
+                os.close(fd)
+            self._done(None)
+        else:
+            self._done((job_id, fds))
+
+    def _done(self, result: Any) -> None:
+        if self.waiting.called:
+            return
+        self.reactor.removeReader(self)
+        self.sock.close()
+        self.waiting.callback(result)
+
+
+def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
+    """Wait for a job (L{_Assignment}) with the WConfD connection made, then
+    run it as L{process.run} does; returns the exit code.  File descriptors
+    3 and 4 must be taken (by anything) when this is called: the handshake
+    pipes go there, and the reactor must not get them first."""
+    from twisted.internet import defer, task
+
+    codes: list[int] = []
+    held: list[tuple[int, str]] = []
+
+    async def main(reactor: Any) -> None:
+        link = WConfdLink(reactor, paths)
+        assignment = await _Assignment(reactor, sock).waiting
+        if assignment is None:  # the fork server is gone: no job for this spare
+            await link.close()
+            codes.append(process.EXIT_DONE)
+            return
+        job_id, fds = assignment
+        trace.hop(job_id, "spare.assigned")
+        os.dup2(fds[0], channel.TO_PARENT_FD, inheritable=False)
+        os.dup2(fds[1], channel.FROM_PARENT_FD, inheritable=False)
+        for fd in fds:
+            os.close(fd)
+        try:
+            held.append(process.announce(paths, job_id, channel.TO_PARENT_FD))
+        except channel.ChannelError as e:
+            print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
+            await link.close()
+            codes.append(process.EXIT_NOT_CONFIRMED)
+            return
+        lock_path = held[0][1]
+        try:
+            codes.append(await process.execute(reactor, paths, job_id, lock_path, channel.TO_PARENT_FD,
+                                               channel.FROM_PARENT_FD, rpc_port, link=link))
+        except process.NotConfirmed as e:
+            print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
+            codes.append(process.EXIT_NOT_CONFIRMED)
+        except Exception as e:
+            codes.append(process.failure_exit(job_id, e))
+
+    try:
+        task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+    except SystemExit:
+        pass
+    finally:
+        for lock_fd, lock_path in held:
+            process.remove_quietly(lock_path)
+            os.close(lock_fd)
+    return codes[0] if codes else process.EXIT_FAILED
