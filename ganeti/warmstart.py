@@ -54,11 +54,21 @@ SHARED_MODULES = (
     "twisted.protocols.amp", "ganeti.objects", "ganeti.paths", "ganeti.rpc.client", "ganeti.daemon",
     "ganeti.http_limits", "attrs", "orjson",
 )
+#: What L{ganeti.daemons.start} has imported when it forks confd and MonD from one launcher (C{--plain}):
+#: what both use, without TLS (L{ganeti.daemon.without_tls}): forked from the L{SHARED_MODULES} launcher,
+#: each would carry pyOpenSSL's 13 MiB.
+PLAIN_MODULES = (
+    "twisted.scripts.twistd", "twisted.application.app", "twisted.internet.epollreactor", "ganeti.launcher",
+    "ganeti.logfile", "ganeti.daemon", "ganeti.paths", "ganeti.listening", "ganeti.serializer", "attrs", "orjson",
+)
 #: Seconds a request may take before the caller gives up on it.
 REQUEST_TIMEOUT = 120.0
 
 
 def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
+    from ganeti import leanimports
+
+    leanimports.defer_system_openssl()
     for name in modules:
         try:
             importlib.import_module(name)
@@ -217,11 +227,13 @@ class WarmStarter:
     """NodeD's side: the launcher process and a blocking L{run} for
     L{ganeti.daemons.start} (called from threads)."""
 
-    def __init__(self, root: str, run_dir: str, shared: bool = False) -> None:
-        """@param shared: import L{SHARED_MODULES}, not L{WARM_MODULES}"""
+    def __init__(self, root: str, run_dir: str, shared: bool = False, plain: bool = False) -> None:
+        """@param shared: import L{SHARED_MODULES}, not L{WARM_MODULES}
+        @param plain: import L{PLAIN_MODULES} without TLS (for confd and MonD)"""
         self.root = root
         self.run_dir = run_dir
         self.shared = shared
+        self.plain = plain
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._next = 0
@@ -231,7 +243,8 @@ class WarmStarter:
         """Start the launcher (it imports in the background)."""
         os.makedirs(self.run_dir, exist_ok=True)
         self._process = subprocess.Popen([sys.executable, "-m", "ganeti.warmstart", "--root", self.root,
-                                          "--run-dir", self.run_dir, *(["--shared"] if self.shared else [])],
+                                          "--run-dir", self.run_dir, *(["--shared"] if self.shared else []),
+                                          *(["--plain"] if self.plain else [])],
                                          stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, cwd="/", close_fds=True)
         threading.Thread(target=self._read, args=(self._process,), name="warmstart", daemon=True).start()
@@ -314,7 +327,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True, help="where the children's output goes until answered")
     parser.add_argument("--shared", action="store_true",
                         help="import only what a node's daemons share (ganeti-daemons start), not the master's")
+    parser.add_argument("--plain", action="store_true",
+                        help="import only what confd and MonD share, without TLS (ganeti-daemons start)")
     args = parser.parse_args(argv)
+    if args.plain:
+        from ganeti import leanimports
+
+        leanimports.defer_system_openssl()
+        from ganeti.daemon import without_tls
+
+        without_tls()
+        return serve(args.run_dir, PLAIN_MODULES)
     return serve(args.run_dir, SHARED_MODULES if args.shared else WARM_MODULES)
 
 

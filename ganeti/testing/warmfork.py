@@ -89,6 +89,9 @@ def _write(message: dict[str, Any]) -> None:
 
 def serve(kind: str) -> int:
     """The launcher's loop (see the module docstring)."""
+    from ganeti import leanimports
+
+    leanimports.defer_system_openssl()  # as ganeti-twistd does, before Twisted's imports
     if kind == "plain":
         from ganeti.daemon import without_tls
 
