@@ -36,6 +36,9 @@ CONTROL_FD = 3
 
 def _warm_imports() -> None:
     """Import what a job needs, without installing a reactor."""
+    from ganeti import leanimports
+
+    leanimports.defer_system_openssl()  # as in the daemons: jobs use no HTTPS of the standard library's
     import twisted.internet.defer  # noqa: F401
     import twisted.internet.epollreactor  # noqa: F401
     import twisted.internet.stdio  # noqa: F401
