@@ -23,6 +23,7 @@ The launcher exits when its stdin closes (NodeD stopped or died).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import select
@@ -66,8 +67,10 @@ REQUEST_TIMEOUT = 120.0
 
 
 def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
+    """Import C{modules} and freeze the heap for the children (see L{fork})."""
     from ganeti import leanimports
 
+    gc.disable()  # no collection frees holes in the pages the children will share
     leanimports.defer_system_openssl()
     for name in modules:
         try:
@@ -76,10 +79,22 @@ def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
             pass
     if "twisted.internet.reactor" in sys.modules:  # a fork would share its epoll instance
         raise SystemExit("ganeti.warmstart: a warm module installed the reactor")
-    import gc
+    gc.freeze()
 
-    gc.collect()
-    gc.freeze()  # the children never collect (so never write to) what they share (daemon.FrozenHeapService)
+
+def fork() -> int:
+    """C{os.fork} for a child that shares the launcher's heap.
+
+    As Python's C{gc.freeze} documentation says for a parent that forks
+    without exec: the launcher never collects (L{_warm_imports} disables
+    the collector), so no freed holes in its pages are filled by the
+    children's allocations; everything it holds is frozen before each fork,
+    so the children's collections never touch it (L{_child} enables the
+    collector again; L{ganeti.daemon.FrozenHeapService} keeps it frozen).
+    Both would otherwise write to, and so copy, the pages it shares.
+    """
+    gc.freeze()
+    return os.fork()
 
 
 def _set_name(argv: list[str]) -> None:
@@ -111,6 +126,7 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
     """In the forked child: run twistd as the request says.  Never returns."""
     code = 1
     try:
+        gc.enable()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         for fd in keep_closed:
@@ -199,7 +215,7 @@ def serve(run_dir: str, modules: tuple[str, ...] = WARM_MODULES) -> int:
                 print("ganeti.warmstart: bad request %r: %s" % (line[:100], e), file=sys.stderr, flush=True)
                 continue
             output, path = tempfile.mkstemp(prefix="warmstart.", dir=run_dir)
-            pid = os.fork()
+            pid = fork()
             if pid == 0:
                 _child(request, output, [wake_r, wake_w])
             os.close(output)
@@ -330,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain", action="store_true",
                         help="import only what confd and MonD share, without TLS (ganeti-daemons start)")
     args = parser.parse_args(argv)
+    gc.disable()  # see fork
     if args.plain:
         from ganeti import leanimports
 
