@@ -418,7 +418,10 @@ def _shared_launchers(paths: Paths, specs: list[Spec]) -> dict[str, Any]:
         return {}
     found: dict[str, Any] = {}
     for group, plain in ((SHARED_DAEMONS, False), (PLAIN_DAEMONS, True)):
-        names = [spec.name for spec in specs if spec.name in group and running_pid(paths, spec) is None]
+        members = [spec for spec in specs if spec.name in group]
+        if len(members) < 2:
+            continue
+        names = [spec.name for spec in members if running_pid(paths, spec) is None]
         if len(names) < 2:
             continue
         from ganeti.warmstart import WarmStarter
