@@ -312,6 +312,8 @@ def twistd_command(paths: Paths, spec: Spec, options: list[str],
 WARM_DAEMONS = ("ganeti-wconfd", "ganeti-luxid", "ganeti-rapi")
 #: The daemons L{start} forks from one launcher when it starts two or more of them (L{SHARED_START_ENV}).
 SHARED_DAEMONS = ("ganeti-noded", "ganeti-wconfd", "ganeti-rapi", "ganeti-luxid")
+#: The daemons L{start} forks from one launcher without TLS when it starts both (L{SHARED_START_ENV}).
+PLAIN_DAEMONS = ("ganeti-confd", "ganeti-mond")
 #: C{0} in the environment: L{start} starts every daemon cold, each its own interpreter.
 SHARED_START_ENV = "GANETI_SHARED_START"
 #: Runs twistd warm (L{ganeti.warmstart.WarmStarter.run}: C{(argv, env, cwd)} to C{(exit status, output)}, or
@@ -335,7 +337,7 @@ def _start_one(paths: Paths, spec: Spec, address: str, timeout: float, out: Call
     argv, env = twistd_command(paths, spec, ["--root", paths.root, *options], env)
     if spec.bind:
         argv += ["--bind", address]
-    if shared is not None and spec.name in SHARED_DAEMONS:
+    if shared is not None:
         warm = shared(argv, env, paths.root)
     else:
         warm = WARM(argv, env, paths.root) if WARM is not None and spec.name in WARM_DAEMONS else None
@@ -387,42 +389,50 @@ def start(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,
     paths.ensure_dirs()
     failed = 0
     specs = selected(paths, list(names))
-    launcher = _shared_launcher(paths, specs)
+    launchers = _shared_launchers(paths, specs)
     try:
         for spec in specs:
+            launcher = launchers.get(spec.name)
             if not _start_one(paths, spec, identity["address"], timeout, out, (options or {}).get(spec.name, []), env,
                               launcher.run if launcher is not None else None):
                 failed += 1
     finally:
-        if launcher is not None:
+        for launcher in set(launchers.values()):
             launcher.stop()
     return EXIT_FAILURE if failed else EXIT_OK
 
 
-def _shared_launcher(paths: Paths, specs: list[Spec]) -> Any:
-    """A launcher (L{ganeti.warmstart}) to fork the L{SHARED_DAEMONS} of C{specs} from, when two or more are
-    to start, or None.
+def _shared_launchers(paths: Paths, specs: list[Spec]) -> dict[str, Any]:
+    """The launchers (L{ganeti.warmstart}) to fork C{specs}' daemons from, by daemon name: one for the
+    L{SHARED_DAEMONS}, one without TLS for the L{PLAIN_DAEMONS}, each when two or more of its daemons are
+    to start.
 
-    The launcher imports their shared libraries once and freezes its heap
-    (C{gc.freeze}); the daemons forked from it share those pages (less
+    A launcher imports its daemons' shared libraries once and freezes its
+    heap (C{gc.freeze}); the daemons forked from it share those pages (less
     PSS per node) and keep sharing them after it exits, once they all run.
     Each stays its own twistd process and plugin, started with the same
     command line (its C{ps} name is the daemon's, its command line the
     launcher's).  Not in NodeD (L{WARM}), nor when C{GANETI_SHARED_START=0}.
     """
     if WARM is not None or os.environ.get(SHARED_START_ENV, "1") == "0":
-        return None
-    shared = [spec for spec in specs if spec.name in SHARED_DAEMONS]
-    if len(shared) < 2 or sum(1 for spec in shared if running_pid(paths, spec) is None) < 2:
-        return None
-    from ganeti.warmstart import WarmStarter
+        return {}
+    found: dict[str, Any] = {}
+    for group, plain in ((SHARED_DAEMONS, False), (PLAIN_DAEMONS, True)):
+        members = [spec for spec in specs if spec.name in group]
+        if len(members) < 2:
+            continue
+        names = [spec.name for spec in members if running_pid(paths, spec) is None]
+        if len(names) < 2:
+            continue
+        from ganeti.warmstart import WarmStarter
 
-    launcher = WarmStarter(paths.root, paths.run_dir, shared=True)
-    try:
-        launcher.start()
-    except OSError:
-        return None
-    return launcher
+        launcher = WarmStarter(paths.root, paths.run_dir, shared=not plain, plain=plain)
+        try:
+            launcher.start()
+        except OSError:
+            continue
+        found.update(dict.fromkeys(names, launcher))
+    return found
 
 
 def stop(paths: Paths, names: Sequence[str] = (), timeout: float = 30.0,

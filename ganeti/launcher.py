@@ -14,6 +14,9 @@ daemon then keeps for its lifetime.  This launcher lists Ganeti's plugin
 modules only (L{PLUGINS}), through C{ServerOptions._getPlugins}, the seam
 twistd's options provide for it.  C{twistd} itself still starts every
 daemon as before.
+
+Importing this module first keeps the system's OpenSSL out of the daemon
+until it is used (L{ganeti.leanimports}).
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from twisted.application import app
-from twisted.scripts import twistd
+from ganeti import leanimports
+
+leanimports.defer_system_openssl()  # before Twisted's imports probe for it
+
+from twisted.application import app  # noqa: E402
+from twisted.scripts import twistd  # noqa: E402
 
 #: Ganeti's twistd plugin modules (twisted/plugins/ganeti_*.py)
 PLUGINS = ("ganeti_confd", "ganeti_luxid", "ganeti_mond", "ganeti_noded", "ganeti_rapi", "ganeti_wconfd")

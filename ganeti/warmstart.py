@@ -23,6 +23,7 @@ The launcher exits when its stdin closes (NodeD stopped or died).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import select
@@ -54,11 +55,23 @@ SHARED_MODULES = (
     "twisted.protocols.amp", "ganeti.objects", "ganeti.paths", "ganeti.rpc.client", "ganeti.daemon",
     "ganeti.http_limits", "attrs", "orjson",
 )
+#: What L{ganeti.daemons.start} has imported when it forks confd and MonD from one launcher (C{--plain}):
+#: what both use, without TLS (L{ganeti.daemon.without_tls}): forked from the L{SHARED_MODULES} launcher,
+#: each would carry pyOpenSSL's 13 MiB.
+PLAIN_MODULES = (
+    "twisted.scripts.twistd", "twisted.application.app", "twisted.internet.epollreactor", "ganeti.launcher",
+    "ganeti.logfile", "ganeti.daemon", "ganeti.paths", "ganeti.listening", "ganeti.serializer", "attrs", "orjson",
+)
 #: Seconds a request may take before the caller gives up on it.
 REQUEST_TIMEOUT = 120.0
 
 
 def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
+    """Import C{modules} and freeze the heap for the children (see L{fork})."""
+    from ganeti import leanimports
+
+    gc.disable()  # no collection frees holes in the pages the children will share
+    leanimports.defer_system_openssl()
     for name in modules:
         try:
             importlib.import_module(name)
@@ -66,10 +79,22 @@ def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
             pass
     if "twisted.internet.reactor" in sys.modules:  # a fork would share its epoll instance
         raise SystemExit("ganeti.warmstart: a warm module installed the reactor")
-    import gc
+    gc.freeze()
 
-    gc.collect()
-    gc.freeze()  # the children never collect (so never write to) what they share (daemon.FrozenHeapService)
+
+def fork() -> int:
+    """C{os.fork} for a child that shares the launcher's heap.
+
+    As Python's C{gc.freeze} documentation says for a parent that forks
+    without exec: the launcher never collects (L{_warm_imports} disables
+    the collector), so no freed holes in its pages are filled by the
+    children's allocations; everything it holds is frozen before each fork,
+    so the children's collections never touch it (L{_child} enables the
+    collector again; L{ganeti.daemon.FrozenHeapService} keeps it frozen).
+    Both would otherwise write to, and so copy, the pages it shares.
+    """
+    gc.freeze()
+    return os.fork()
 
 
 def _set_name(argv: list[str]) -> None:
@@ -101,6 +126,7 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
     """In the forked child: run twistd as the request says.  Never returns."""
     code = 1
     try:
+        gc.enable()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         for fd in keep_closed:
@@ -189,7 +215,7 @@ def serve(run_dir: str, modules: tuple[str, ...] = WARM_MODULES) -> int:
                 print("ganeti.warmstart: bad request %r: %s" % (line[:100], e), file=sys.stderr, flush=True)
                 continue
             output, path = tempfile.mkstemp(prefix="warmstart.", dir=run_dir)
-            pid = os.fork()
+            pid = fork()
             if pid == 0:
                 _child(request, output, [wake_r, wake_w])
             os.close(output)
@@ -217,11 +243,13 @@ class WarmStarter:
     """NodeD's side: the launcher process and a blocking L{run} for
     L{ganeti.daemons.start} (called from threads)."""
 
-    def __init__(self, root: str, run_dir: str, shared: bool = False) -> None:
-        """@param shared: import L{SHARED_MODULES}, not L{WARM_MODULES}"""
+    def __init__(self, root: str, run_dir: str, shared: bool = False, plain: bool = False) -> None:
+        """@param shared: import L{SHARED_MODULES}, not L{WARM_MODULES}
+        @param plain: import L{PLAIN_MODULES} without TLS (for confd and MonD)"""
         self.root = root
         self.run_dir = run_dir
         self.shared = shared
+        self.plain = plain
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._next = 0
@@ -231,7 +259,8 @@ class WarmStarter:
         """Start the launcher (it imports in the background)."""
         os.makedirs(self.run_dir, exist_ok=True)
         self._process = subprocess.Popen([sys.executable, "-m", "ganeti.warmstart", "--root", self.root,
-                                          "--run-dir", self.run_dir, *(["--shared"] if self.shared else [])],
+                                          "--run-dir", self.run_dir, *(["--shared"] if self.shared else []),
+                                          *(["--plain"] if self.plain else [])],
                                          stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, cwd="/", close_fds=True)
         threading.Thread(target=self._read, args=(self._process,), name="warmstart", daemon=True).start()
@@ -314,7 +343,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True, help="where the children's output goes until answered")
     parser.add_argument("--shared", action="store_true",
                         help="import only what a node's daemons share (ganeti-daemons start), not the master's")
+    parser.add_argument("--plain", action="store_true",
+                        help="import only what confd and MonD share, without TLS (ganeti-daemons start)")
     args = parser.parse_args(argv)
+    gc.disable()  # see fork
+    if args.plain:
+        from ganeti import leanimports
+
+        leanimports.defer_system_openssl()
+        from ganeti.daemon import without_tls
+
+        without_tls()
+        return serve(args.run_dir, PLAIN_MODULES)
     return serve(args.run_dir, SHARED_MODULES if args.shared else WARM_MODULES)
 
 

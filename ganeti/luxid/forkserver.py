@@ -48,6 +48,9 @@ def _warm_imports() -> None:
     """Import what a job needs, without installing a reactor: the child's
     C{task.react} installs its own (an epoll instance must not be shared
     across a fork), from modules already here."""
+    from ganeti import leanimports
+
+    leanimports.defer_system_openssl()  # as in the daemons: jobs use no HTTPS of the standard library's
     import twisted.internet.default  # noqa: F401
     import twisted.internet.defer  # noqa: F401
     import twisted.internet.epollreactor  # noqa: F401

@@ -27,12 +27,14 @@ import hmac
 import os
 import secrets
 import socket
-import ssl
 import threading
-from typing import Any, Callable, Collection, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Protocol
 
 from ganeti.noded import pipeline, stream
 from ganeti.rpc.tls import Credentials
+
+if TYPE_CHECKING:
+    import ssl  # imported by tls_context, when a transfer starts (ganeti.leanimports)
 
 #: seconds to connect and to complete the TLS handshake
 HANDSHAKE_TIMEOUT = 30.0
@@ -68,6 +70,8 @@ class Source(Protocol):
 def tls_context(creds: Credentials, *, server: bool) -> ssl.SSLContext:
     """A context presenting C{creds}' certificate, requiring the peer's, and
     trusting C{creds.ca_pem} only (the pin is checked by L{authenticate})."""
+    import ssl
+
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = False  # nodes are addressed by IP; the certificate is pinned instead

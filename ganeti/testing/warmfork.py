@@ -89,6 +89,9 @@ def _write(message: dict[str, Any]) -> None:
 
 def serve(kind: str) -> int:
     """The launcher's loop (see the module docstring)."""
+    from ganeti import leanimports
+
+    leanimports.defer_system_openssl()  # as ganeti-twistd does, before Twisted's imports
     if kind == "plain":
         from ganeti.daemon import without_tls
 
@@ -127,7 +130,7 @@ def serve(kind: str) -> int:
             except (ValueError, KeyError, TypeError, OSError) as e:
                 print("ganeti.testing.warmfork: bad request %r: %s" % (line[:100], e), file=sys.stderr, flush=True)
                 continue
-            pid = os.fork()
+            pid = warmstart.fork()
             if pid == 0:
                 _die_with_parent(me)
                 warmstart._child(request, log, [wake_r, wake_w])

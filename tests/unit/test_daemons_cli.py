@@ -193,24 +193,35 @@ class SharedStartTests(SynchronousTestCase):
 
         self.patch(warmstart.WarmStarter, "start", lambda starter: None)  # no process in a unit test
 
-    def launcher(self, names: list[str]) -> Any:
-        launcher = daemons._shared_launcher(self.paths, [daemons.spec_by_name(n) for n in names])
-        if launcher is not None:
+    def launchers(self, names: list[str]) -> dict[str, Any]:
+        launchers = daemons._shared_launchers(self.paths, [daemons.spec_by_name(n) for n in names])
+        for launcher in set(launchers.values()):
             self.addCleanup(launcher.stop)
-        return launcher
+        return launchers
 
-    def test_one_daemon_starts_cold(self) -> None:
-        self.assertIsNone(self.launcher(["noded", "confd", "mond"]))
+    def test_one_daemon_of_a_kind_starts_cold(self) -> None:
+        self.assertEqual(self.launchers(["noded", "confd"]), {})
 
     def test_two_share_a_launcher(self) -> None:
-        launcher = self.launcher(["noded", "wconfd"])
-        self.assertIsNotNone(launcher)
-        self.assertTrue(launcher.shared)
+        launchers = self.launchers(["noded", "wconfd"])
+        self.assertEqual(sorted(launchers), ["ganeti-noded", "ganeti-wconfd"])
+        self.assertIs(launchers["ganeti-noded"], launchers["ganeti-wconfd"])
+        self.assertTrue(launchers["ganeti-noded"].shared)
+
+    def test_confd_and_mond_share_one_without_tls(self) -> None:
+        launchers = self.launchers(["noded", "confd", "wconfd", "mond"])
+        self.assertIs(launchers["ganeti-confd"], launchers["ganeti-mond"])
+        self.assertIsNot(launchers["ganeti-confd"], launchers["ganeti-noded"])
+        self.assertTrue(launchers["ganeti-confd"].plain)
+        self.assertFalse(launchers["ganeti-noded"].plain)
+
+    def test_a_plain_node_starts_cold(self) -> None:
+        self.assertEqual(self.launchers(["noded", "mond"]), {})
 
     def test_switched_off_by_the_environment(self) -> None:
         self.patch(os, "environ", dict(os.environ, **{daemons.SHARED_START_ENV: "0"}))
-        self.assertIsNone(self.launcher(["noded", "wconfd"]))
+        self.assertEqual(self.launchers(["noded", "wconfd", "confd", "mond"]), {})
 
     def test_not_in_noded_which_has_its_own(self) -> None:
         self.patch(daemons, "WARM", lambda argv, env, cwd: None)
-        self.assertIsNone(self.launcher(["noded", "wconfd"]))
+        self.assertEqual(self.launchers(["noded", "wconfd"]), {})
