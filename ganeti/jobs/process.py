@@ -144,7 +144,7 @@ async def execute(
     process connects to WConfD, registers as owner C{(job id, lock file)}
     and reads the config (nothing that changes anything: the owner holds no
     lock yet); the job file is read and the job run only once confirmed.
-    C{link}: the L{ganeti.jobs.spare.WConfdLink} a spare made ready (a new
+    C{link}: the L{ganeti.jobs.wconfdlink.WConfdLink} a spare made ready (a new
     one when it is gone).
 
     @raise NotConfirmed: no confirmation within C{confirm_timeout} seconds,
@@ -157,7 +157,7 @@ async def execute(
     from ganeti.jobs import followup
     from ganeti.jobs.model import QueuedJob, timestamp
     from ganeti.jobs.processor import Processor
-    from ganeti.jobs.spare import WConfdLink
+    from ganeti.jobs.wconfdlink import WConfdLink
     from ganeti.locking import Owner
 
     trace.hop(job_id, "child.reactor")

@@ -24,47 +24,8 @@ from typing import Any
 import orjson
 
 from ganeti.jobs import channel, process, trace
+from ganeti.jobs.wconfdlink import WConfdLink
 from ganeti.paths import Paths
-
-
-class WConfdLink:
-    """The connection to WConfD a job process makes ready (with a first read
-    of the config) before its job runs; L{deferred} fires with the client."""
-
-    def __init__(self, reactor: Any, paths: Paths) -> None:
-        from twisted.internet.defer import Deferred
-
-        from ganeti.wconfd.client import JOB_RECONNECT_FOR, WConfdClient
-
-        self.client: Any = None
-        self.failed = False
-        #: the first config read (errors dropped: the job reads it again)
-        self.prefetched: list[Deferred] = []
-        self.deferred: Deferred = Deferred.fromCoroutine(
-            WConfdClient.connect(reactor, paths.wconfd_socket, reconnect_for=JOB_RECONNECT_FOR))
-        self.deferred.addCallbacks(self._connected, self._failed)
-
-    def _connected(self, client: Any) -> Any:
-        from twisted.internet.defer import Deferred
-
-        self.client = client
-        client.cache_config = True  # the LUs read the config several times per opcode
-        self.prefetched.append(Deferred.fromCoroutine(client.read_config()).addErrback(lambda _f: None))
-        return client
-
-    def _failed(self, failure: Any) -> Any:
-        self.failed = True
-        return failure
-
-    def usable(self) -> bool:
-        """Whether the job may use this link (connecting, or connected and not gone for good)."""
-        return not self.failed and (self.client is None or not self.client.gone)
-
-    def close(self) -> Any:
-        """Close the connection, or stop making it; a failed attempt is dropped."""
-        if self.client is None:
-            self.deferred.cancel()
-        return self.deferred.addCallbacks(lambda client: client.close(), lambda _f: None)
 
 
 class _Assignment:
