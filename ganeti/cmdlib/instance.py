@@ -49,6 +49,7 @@ from ganeti.cmdlib import (
     allocator,
     backup,
     backup_remote,
+    cluster_params,
     ext_disks,
     hostcheck,
     instance_networks,
@@ -178,12 +179,14 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op, cfg = self.op, self.cfg
         if op.forthcoming or op.commit:
             raise errors.OpPrereqError("Forthcoming instances are not supported", errors.ECODE_INVAL)
-        if op.instance_communication:
-            raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         if op.pnode and op.iallocator:
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
         hostcheck.check_ip_needs_name(op.ip_check, op.name_check, "Cannot do IP address check without a name check")
         self.op = op = attrs.evolve(op, instance_name=names.normalize_hostname(op.instance_name, "instance name"))
+        if op.instance_communication:  # Ganeti's: a NIC on the cluster's communication network, unless given
+            nic = cluster_params.communication_nic(cfg, op.instance_name)
+            if not any(given.get("name") == nic["name"] for given in op.nics or []):
+                self.op = op = attrs.evolve(op, nics=list(op.nics or []) + [nic])
         template = op.disk_template or next(iter(cfg.cluster.enabled_disk_templates or []), None)
         if template not in iu.SUPPORTED_TEMPLATES:
             raise errors.OpPrereqError(

@@ -36,6 +36,7 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
+from ganeti.cmdlib.oob import oob_program
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.opcodes.typed import OpClusterRedistConf, OpCode, OpNodeAdd, OpNodeRemove, OpNodeSetParams
 from ganeti.rpc import procedures, wire
@@ -446,6 +447,9 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             raise errors.OpPrereqError("Node '%s' not known" % op.node_name, errors.ECODE_NOENT)
         self.node = node
         self.infos: list[str] = []
+        if op.powered is not None and not oob_program(self.cfg, node):
+            raise errors.OpPrereqError("Node %s does not support out-of-band handling, it can not be marked as"
+                                       " powered" % op.node_name, errors.ECODE_STATE)
         is_master = node.uuid == self.cfg.cluster.master_node
         if any(value is not None for value in self._flags().values()) and is_master:
             raise errors.OpPrereqError("The master role can be changed only via master-failover", errors.ECODE_INVAL)
