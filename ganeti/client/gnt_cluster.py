@@ -332,6 +332,12 @@ def _setup_search_tags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pattern", metavar="PATTERN", help="Regular expression the tags are searched for")
 
 
+def _lazy_upgrade(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client.cluster_upgrade import setup_upgrade
+
+    setup_upgrade(parser)
+
+
 COMMANDS: dict[str, Command] = {
     "init": Command(
         "ganeti.client.cluster_init:init",
@@ -388,6 +394,11 @@ COMMANDS: dict[str, Command] = {
                            "Searches the tags on all objects on the cluster for a given pattern (regex)"),
     "show-ispecs-cmd": Command("ganeti.client.policy_info:show_cluster_ispecs", None,
                                "Show the command line to re-create the cluster"),
+    "upgrade": Command("ganeti.client.cluster_upgrade:upgrade", _lazy_upgrade,
+                       "Upgrade (or downgrade) to a new Ganeti version",
+                       "Here every node runs one installed version: install it on every node and restart its"
+                       " daemons, then this checks that every NodeD reports it and finishes as Ganeti's does"
+                       " (drain, redistribute the configuration, undrain, verify)."),
 }
 
 

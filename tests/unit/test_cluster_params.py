@@ -94,3 +94,18 @@ def test_split_specs_fill_the_default_policy():
 def test_roman_numerals_as_ganeti():
     assert [to_roman(n) for n in (1, 4, 9, 14, 256, 1994)] == ["I", "IV", "IX", "XIV", "CCLVI", "MCMXCIV"]
     assert to_roman(0) == 0 and to_roman(True) is True and to_roman("x") == "x" and to_roman(5, False) == 5
+
+
+def test_upgrade_versions_and_refusals():
+    from ganeti.client import cluster_upgrade as up
+
+    assert up.parse_version("3.0.2") == (3, 0, 2) and up.parse_version("2.16") == (2, 16, 0)
+    assert up.parse_version("3.x") is None and up.parse_version("") is None
+    assert up.config_version_tuple(3000000) == (3, 0, 0) and up.config_version_tuple(2160000) == (2, 16, 0)
+    current, config = (3, 0, 2), (3, 0, 0)
+    assert up.refusal((3, 0, 3), current, config) is None
+    assert "from 2.10 onwards" in up.refusal((2, 9, 0), current, config)
+    assert "only supported between 2.16 and 3.0" in up.refusal((4, 0, 0), current, config)
+    assert "cannot write an older configuration format" in up.refusal((2, 16, 0), current, config)
+    assert up.refusal((2, 16, 0), current, (2, 16, 0)) is None  # Ganeti's range allows it; the config too
+    assert "one minor version at a time" in up.refusal((3, 1, 0), (3, 3, 0), (3, 1, 0))
