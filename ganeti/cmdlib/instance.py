@@ -516,6 +516,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
         await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
+        await iu.check_bridges(self, inst.nics, pnode, self.hypervisor)
         if op.start and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), self.hypervisor)

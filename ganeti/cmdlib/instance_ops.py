@@ -112,6 +112,7 @@ class LUInstanceStartup(InstanceLU[OpInstanceStartup]):
         if self.primary_offline:
             await self.log_warning("Primary node offline, marked instance as started")
         else:
+            await iu.check_bridges(self, inst.nics, self.pnode, inst.hypervisor or "")
             info = await iu.instance_info(self, inst)
             if info is not None and info.get("state") != STATE_SHUTDOWN:
                 await self.feedback("Instance %s is already running" % inst.name)
@@ -176,6 +177,7 @@ class LUInstanceReboot(InstanceLU[OpInstanceReboot]):
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
+        await iu.check_bridges(self, inst.nics, self.pnode, inst.hypervisor or "")
         if await iu.instance_info(self, inst) is None:
             raise errors.OpPrereqError("Instance %s is not running, cannot reboot it" % inst.name, errors.ECODE_STATE)
         kind = op.reboot_type

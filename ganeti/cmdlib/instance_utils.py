@@ -343,6 +343,36 @@ async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Ca
     return result.payload
 
 
+#: hypervisors whose NICs are attached to nothing (the bridges they name are not checked)
+NO_NIC_DEVICES = ("fake",)
+
+
+async def check_bridges(lu: LogicalUnit[OpCode], nics: Any, node_uuid: str, hypervisor: str) -> None:
+    """Ganeti's C{CheckNicsBridgesExist}: the bridges of the bridged NICs
+    among C{nics} (their C{nicparams} over the cluster's defaults) exist on
+    the node (node RPC C{bridges_exist}).  Not for the C{fake} hypervisor,
+    whose NICs are attached to nothing.
+
+    @raise errors.OpPrereqError: Ganeti's "Error checking bridges on
+        destination node 'N': Missing bridges B" (C{ECODE_ENVIRON})
+    """
+    if hypervisor in NO_NIC_DEVICES:
+        return
+    default = (lu.cfg.cluster.nicparams or {}).get("default") or {}
+    bridges: list[str] = []
+    for nic in nics or []:
+        own = nic.get("nicparams") if isinstance(nic, dict) else nic.nicparams
+        filled = dict(default, **(own or {}))
+        if filled.get("mode") == "bridged" and filled.get("link") and filled["link"] not in bridges:
+            bridges.append(filled["link"])
+    if not bridges:
+        return
+    result = await call_node_result(lu, node_uuid, procedures.bridges_exist.call(bridges))
+    if result.failed:
+        raise errors.OpPrereqError("Error checking bridges on destination node '%s': %s"
+                                   % (node_name(lu.cfg, node_uuid), result.fail_msg), errors.ECODE_ENVIRON)
+
+
 def reason_trail(lu: LogicalUnit[OpCode]) -> list[Any]:
     """The opcode's reason trail, for the RPCs that record it."""
     reason = lu.op.reason

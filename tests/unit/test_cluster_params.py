@@ -109,3 +109,15 @@ def test_upgrade_versions_and_refusals():
     assert "cannot write an older configuration format" in up.refusal((2, 16, 0), current, config)
     assert up.refusal((2, 16, 0), current, (2, 16, 0)) is None  # Ganeti's range allows it; the config too
     assert "one minor version at a time" in up.refusal((3, 1, 0), (3, 3, 0), (3, 1, 0))
+
+
+def test_missing_bridges_as_the_node_sees_them(tmp_path):
+    from ganeti.noded import checks
+
+    (tmp_path / "br0" / "bridge").mkdir(parents=True)
+    (tmp_path / "eth0").mkdir()
+    assert checks.missing_bridges(["br0", "eth0", "nosuch", "../br0", ""], str(tmp_path)) == \
+        ["eth0", "nosuch", "../br0", ""]
+    assert checks.missing_bridges([], str(tmp_path)) == []
+    with pytest.raises(Exception, match="bridges_list must be a list"):
+        checks.missing_bridges("br0", str(tmp_path))
