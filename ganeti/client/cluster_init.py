@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from ganeti.client import cluster_opts
+from ganeti.client.cluster_opts import parse_hvparams, parse_keyval
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.formatting import format_time
 from ganeti.client.jobs import opcode, submit_or_send
@@ -333,32 +334,6 @@ def setup_destroy(parser: argparse.ArgumentParser) -> None:
                         help="really destroy the cluster")
 
 
-def _value(text: str) -> Any:
-    """Ganeti-style parameter values: numbers, yes/no/true/false, else text."""
-    lowered = text.lower()
-    if lowered in ("yes", "true"):
-        return True
-    if lowered in ("no", "false"):
-        return False
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_keyval(text: str) -> dict[str, Any]:
-    """C{key=val,key2=val2} (Ganeti's -B/-N syntax) as a dict."""
-    result: dict[str, Any] = {}
-    for item in filter(None, text.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise argparse.ArgumentTypeError("expected key=value, got %r" % item)
-        result[key.strip()] = _value(value.strip())
-    return result
-
-
 def parse_collector_states(text: str) -> dict[str, bool]:
     """C{name=bool,...} of C{--enabled-data-collectors} (true/false, yes/no, 1/0)."""
     states = {}
@@ -382,14 +357,6 @@ def parse_collector_intervals(text: str) -> dict[str, int]:
             raise argparse.ArgumentTypeError("%s=%s: the interval must be above zero" % (key, value))
         intervals[key] = micro
     return intervals
-
-
-def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
-    """C{hv:key=val,...} (Ganeti's -H syntax)."""
-    hv, sep, rest = text.partition(":")
-    if not sep or not hv:
-        raise argparse.ArgumentTypeError("expected hypervisor:key=value,..., got %r" % text)
-    return {hv: parse_keyval(rest)}
 
 
 def _seconds(text: str) -> float:

@@ -24,9 +24,41 @@ SPLIT_SPECS = (("mem-size", "memory-size"), ("cpu-count", "cpu-count"), ("disk-c
 _SIZES = ("memory-size", "disk-size")
 
 
-def _keyval(text: str) -> dict[str, Any]:
-    from ganeti.client.cluster_init import parse_keyval
+def _value(text: str) -> Any:
+    """Ganeti-style parameter values: numbers, yes/no/true/false, else text."""
+    lowered = text.lower()
+    if lowered in ("yes", "true"):
+        return True
+    if lowered in ("no", "false"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
+
+def parse_keyval(text: str) -> dict[str, Any]:
+    """C{key=val,key2=val2} (Ganeti's -B/-N syntax) as a dict."""
+    result: dict[str, Any] = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError("expected key=value, got %r" % item)
+        result[key.strip()] = _value(value.strip())
+    return result
+
+
+def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
+    """C{hv:key=val,...} (Ganeti's -H syntax)."""
+    hv, sep, rest = text.partition(":")
+    if not sep or not hv:
+        raise argparse.ArgumentTypeError("expected hypervisor:key=value,..., got %r" % text)
+    return {hv: parse_keyval(rest)}
+
+
+def _keyval(text: str) -> dict[str, Any]:
     return parse_keyval(text)
 
 
@@ -170,8 +202,6 @@ def add_modify_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _hvparams(text: str) -> dict[str, dict[str, Any]]:
-    from ganeti.client.cluster_init import parse_hvparams
-
     return parse_hvparams(text)
 
 

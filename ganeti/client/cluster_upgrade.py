@@ -207,10 +207,19 @@ def _finish(ctx: Context, paths: Paths) -> int:
     ctx.out("Unpausing the watcher.")
     client.set_watcher_pause(None)
     ctx.out("Verifying cluster.")
-    from ganeti.client.gnt_cluster import verify
+    return _verify(ctx)
 
-    return verify(ctx, argparse.Namespace(verbose=False, error_codes=False, simulate_errors=False, ignore_errors=[],
-                                          skip_nplusone_mem=False, verify_clutter=False, nodegroup=None))
+
+def _verify(ctx: Context) -> int:
+    """C{gnt-cluster verify}: OP_CLUSTER_VERIFY and the jobs it submits, followed; 1 when one failed or found an error."""
+    from ganeti.client.jobs import follow_up_jobs, opcode, submit_opcodes
+
+    (result,) = submit_opcodes(ctx, [opcode(ctx, "OP_CLUSTER_VERIFY")])
+    results = follow_up_jobs(ctx, result)
+    bad_jobs = sum(1 for ok, _ in results if not ok)
+    if bad_jobs:
+        ctx.out("%s job(s) failed while verifying the cluster." % bad_jobs)
+    return EXIT_SUCCESS if not bad_jobs and all(value and value[0] for ok, value in results) else EXIT_FAILURE
 
 
 def setup_upgrade(parser: argparse.ArgumentParser) -> None:

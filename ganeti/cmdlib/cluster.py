@@ -15,6 +15,7 @@ import attrs
 from ganeti import errors
 from ganeti.cmdlib import allocator, cluster_os, cluster_params, group_params, instance_params, rbd_disks
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
+from ganeti.cmdlib.instance_utils import check_os_params
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
@@ -311,6 +312,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             await self.log_warning(warning)
         op = self.op
         old = self.cfg.cluster
+        await self._validate_osparams()
         netmask = op.master_netmask is not None and op.master_netmask != old.master_netmask
         if netmask:
             await self.feedback("Changing master IP netmask to %s" % op.master_netmask)
@@ -323,6 +325,20 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         for note in getattr(self, "os_notes", []):
             await self.feedback(note)
         return await self._communication_network(old.instance_communication_network)
+
+    async def _validate_osparams(self) -> None:
+        """Ganeti's check of changed OS parameters: each OS's new public and
+        private ones validated on the master (C{os_validate}, not required:
+        an OS the master lacks is only noted)."""
+        op, cluster = self.op, self.cfg.cluster
+        if not (op.osparams or op.osparams_private_cluster):
+            return
+        public = cluster_os.osparams_changed(cluster.osparams, op.osparams or {})
+        private = cluster_os.osparams_changed(cluster.osparams_private_cluster, op.osparams_private_cluster or {})
+        for os_name in sorted(set(op.osparams or {}) | set(op.osparams_private_cluster or {})):
+            wanted = dict(public.get(os_name) or {}, **(private.get(os_name) or {}))
+            if wanted:
+                await check_os_params(self, False, [cluster.master_node or ""], os_name, wanted, False)
 
     async def _master_ip(self, verb: str) -> None:
         """The master IP off, or on again (with the new netmask); a failure

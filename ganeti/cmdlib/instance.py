@@ -504,6 +504,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         await self.modify("cluster", None, take)
         return attrs.evolve(inst, network_port=port[0])
 
+    def _probe_instance(self) -> Instance:
+        """An instance record with this creation's own OS parameters (for their merging with the cluster's)."""
+        return Instance(osparams=self.osparams, osparams_private=self.osparams_private)
+
     async def exec_(self, feedback: Feedback) -> Any:
         op = self.op
         if self.allocating:
@@ -514,6 +518,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         self.nics = instance_networks.fill_nics(self.cfg, self.nics, pnode, op.conflicts_check)
         if op.os_type:
             await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
+            # Ganeti's full OS parameters: the cluster's (public and private), the instance's, the secret ones
+            full = dict(rpc_inst.filled_osparams(self.cfg, attrs.evolve(self._probe_instance(), os=op.os_type)),
+                        **rpc_inst.filled_osparams_private(self.cfg, attrs.evolve(self._probe_instance(),
+                                                                                 os=op.os_type)))
+            await iu.check_os_params(self, True, [pnode], op.os_type, dict(full, **self.osparams_secret),
+                                     op.force_variant)
         await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
         await iu.check_bridges(self, inst.nics, pnode, self.hypervisor)

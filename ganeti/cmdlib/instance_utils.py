@@ -373,6 +373,28 @@ async def check_bridges(lu: LogicalUnit[OpCode], nics: Any, node_uuid: str, hype
                                    % (node_name(lu.cfg, node_uuid), result.fail_msg), errors.ECODE_ENVIRON)
 
 
+async def check_os_params(lu: LogicalUnit[OpCode], required: bool, node_uuids: list[str], os_name: str,
+                          osparams: dict[str, Any], force_variant: bool) -> None:
+    """Ganeti's C{CheckOSParams}: node RPC C{os_validate} on the vm-capable
+    nodes given, which checks the OS, its variant and that it declares
+    every parameter, then runs its C{verify} script with them (C{OSP_*}).
+    Not C{required}: an OS a node lacks is noted, not refused.
+
+    @raise errors.OpPrereqError: "OS Parameters validation failed on node N: ..."
+    """
+    for node_uuid in node_uuids:
+        node = get_node(lu.cfg, node_uuid)
+        if node.vm_capable is False or node.offline:
+            continue
+        result = await call_node_result(lu, node_uuid, procedures.os_validate.call(
+            required, os_name, ["parameters"], dict(osparams), force_variant))
+        if result.failed:
+            raise errors.OpPrereqError("OS Parameters validation failed on node %s: %s"
+                                       % (node.name, result.fail_msg), errors.ECODE_INVAL)
+        if not result.payload:
+            await lu.log_info("OS %s not found on node %s, validation skipped", os_name, node.name)
+
+
 def reason_trail(lu: LogicalUnit[OpCode]) -> list[Any]:
     """The opcode's reason trail, for the RPCs that record it."""
     reason = lu.op.reason

@@ -172,6 +172,14 @@ async def test_private_and_secret_os_parameters(root):
            "--os-parameters-secret", "key=s3cret", "inst1.test")
         with open(os.path.join(directory, "env.inst1.test.create")) as handle:
             assert handle.read() == "OSP_CPW=clusterpw\nOSP_KEY=s3cret\nOSP_PW=hunter2\n"
+        # the OS validates the whole set first (os_validate, its verify script with the same OSP_* variables)
+        with open(os.path.join(directory, "env..verify")) as handle:
+            assert handle.read() == "OSP_CPW=clusterpw\nOSP_KEY=s3cret\nOSP_PW=hunter2\n"
+        bogus = gnt(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=8M", "-o", "envdump", "-n", N1,
+                    "--no-name-check", "--no-ip-check", "--no-start", "--no-nics", "--os-parameters-secret",
+                    "bogus=1", "inst2.test")
+        assert bogus.returncode != 0 and ("OS Parameters validation failed on node %s: The following parameters are"
+                                          " not supported by the OS envdump: bogus" % N1) in bogus.stderr, bogus.stderr
         config = _config(root)
         (instance,) = config["instances"].values()
         assert instance["osparams_private"] == {"pw": "hunter2"}  # private: stored, as Ganeti

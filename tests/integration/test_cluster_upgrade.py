@@ -14,7 +14,8 @@ from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 
 @pytest_twisted.ensureDeferred
 async def test_upgrade_checks_every_node_and_finishes(root):
-    async with LoopbackCluster(reactor, root, loopback_config(2), prefix="gntup") as cluster:
+    config = loopback_config(2, candidate_pool_size=2, candidates=["node2.test"])
+    async with LoopbackCluster(reactor, root, config, prefix="gntup") as cluster:
         port = ("--rpc-port", str(cluster.rpc_port))
         intent = os.path.join(root.data_dir, "intent-to-upgrade")
 
@@ -26,6 +27,13 @@ async def test_upgrade_checks_every_node_and_finishes(root):
             bad = gnt(root, "gnt-cluster", "upgrade", "--to", version, *port)
             assert bad.returncode == 1 and message in bad.stderr, (version, bad.stderr)
             assert not os.path.exists(intent)
+
+        # the watcher's pause reaches the other master candidates (Ganeti's set_watcher_pause), to outlive a failover
+        ok(root, "gnt-cluster", "watcher", "pause", "1h")
+        pause = os.path.join(cluster.roots[1].data_dir, "watcher.pause")
+        assert os.path.exists(pause)
+        ok(root, "gnt-cluster", "watcher", "continue")
+        assert not os.path.exists(pause)
 
         # a version the nodes do not run: Ganeti's message, nothing changed
         newer = gnt(root, "gnt-cluster", "upgrade", "--to", "3.0.99", *port)
