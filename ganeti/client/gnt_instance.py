@@ -91,8 +91,6 @@ def create_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
         "beparams": iopts.be_params(opts.beparams),
         "hvparams": hvparams,
         "osparams": dict(opts.osparams),
-        "osparams_private": dict(opts.osparams_private),
-        "osparams_secret": dict(opts.osparams_secret),
         "start": opts.start,
         "no_install": opts.no_install,
         "name_check": opts.name_check,
@@ -121,6 +119,9 @@ def create_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
     }
     if opts.forthcoming or opts.commit:
         params.update(forthcoming=opts.forthcoming, commit=opts.commit)
+    for name in ("osparams_private", "osparams_secret"):  # only when given: job files show them redacted
+        if getattr(opts, name):
+            params[name] = dict(getattr(opts, name))
     params.update({key: value for key, value in optional.items() if value is not None})
     return opcode(ctx, "OP_INSTANCE_CREATE", **params)
 
@@ -306,7 +307,6 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
         "beparams": iopts.be_params(opts.beparams, allow_reset=True),
         "hvparams": iopts.hv_params(opts.hvparams, allow_reset=True),
         "osparams": dict(opts.osparams),
-        "osparams_private": dict(opts.osparams_private),
         "force": opts.force,
         "force_variant": opts.force_variant,
         "wait_for_sync": opts.wait_for_sync,
@@ -320,7 +320,7 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
         "pnode": opts.new_primary_node, "remote_node": opts.node, "offline": offline,
         "file_storage_dir": opts.file_storage_dir, "file_driver": opts.file_driver,
         "instance_communication": opts.instance_communication, "iallocator": opts.iallocator,
-        "ext_params": opts.ext_params or None,
+        "ext_params": opts.ext_params or None, "osparams_private": dict(opts.osparams_private) or None,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
     return opcode(ctx, "OP_INSTANCE_SET_PARAMS", **params)
