@@ -216,7 +216,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def setup_command(parser: argparse.ArgumentParser) -> None:
     _common(parser)
-    parser.add_argument("-M", dest="show_machine_names", action="store_true",
+    parser.add_argument("-M", "--show-machine-names", dest="show_machine_names", action="store_true",
                         help="Prefix each output line with the node's name")
     parser.add_argument("--failure-only", action="store_true",
                         help="Show only the nodes where the command failed (exit code not 0)")

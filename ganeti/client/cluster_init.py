@@ -18,7 +18,8 @@ from typing import Any
 
 import attrs
 
-from ganeti import errors
+from ganeti.client import cluster_opts
+from ganeti.client.cluster_opts import parse_hvparams, parse_keyval
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.formatting import format_time
 from ganeti.client.jobs import opcode, submit_or_send
@@ -46,11 +47,12 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
     node_name = opts.node_name or socket.getfqdn()
     templates = [t for t in opts.enabled_disk_templates.split(",") if t]
     hypervisors = [h for h in opts.enabled_hypervisors.split(",") if h]
-    try:
-        diskparams = _diskparams(opts.diskparams)
-    except errors.OpPrereqError as exc:
-        ctx.err("Failure: %s" % exc)
-        return EXIT_FAILURE
+    # every option checked (a config of the same shape) before anything is written; a bad
+    # value raises OpPrereqError, which the runner reports as Ganeti does
+    diskparams = _diskparams(opts.diskparams)
+    extra = cluster_opts.init_changes(opts, initial_config(
+        opts.cluster_name, node_name, opts.primary_ip, enabled_hypervisors=hypervisors,
+        enabled_disk_templates=templates).cluster)
     paths.ensure_dirs()
     crypto.bootstrap_secrets(paths, opts.cluster_name, node_name=node_name)
     config = initial_config(
@@ -73,6 +75,10 @@ def init(ctx: Context, opts: argparse.Namespace) -> int:
 
         config = attrs.evolve(config, cluster=attrs.evolve(
             config.cluster, diskparams=merged_nested(config.cluster.diskparams or {}, diskparams)))
+    config = attrs.evolve(config, cluster=attrs.evolve(config.cluster, **extra))
+    if opts.secondary_ip:
+        config = attrs.evolve(config, nodes={uuid: attrs.evolve(node, secondary_ip=opts.secondary_ip)
+                                             for uuid, node in config.nodes.items()})
     serializer.write_file(paths.config_data, config.to_json(), mode=0o640)
     ssconf.write_files(paths, ssconf.compute(config), max_size=None)
     daemons.write_node_identity(paths, node_name, opts.primary_ip)
@@ -205,7 +211,10 @@ def _show_ha(ctx: Context, data: dict[str, Any]) -> None:
 
 
 def info(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.client.formatting import format_generic_info, grouped_params, to_roman
+
     data = ctx.client().query_cluster_info()
+    roman = bool(getattr(opts, "roman_integers", False))
     lines: list[tuple[str, Any]] = [
         ("Cluster name", data["name"]),
         ("Cluster UUID", data["uuid"]),
@@ -217,26 +226,27 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
         ("Default hypervisor", data["default_hypervisor"]),
         ("Enabled hypervisors", ", ".join(data["enabled_hypervisors"])),
         ("Enabled disk templates", ", ".join(data["enabled_disk_templates"])),
-        ("Candidate pool size", data["candidate_pool_size"]),
+        ("Candidate pool size", to_roman(data["candidate_pool_size"], roman)),
         ("Master netdev", data["master_netdev"]),
         ("File storage path", data["file_storage_dir"]),
         ("Shared file storage path", data["shared_file_storage_dir"]),
-        ("Maximum running jobs", data["max_running_jobs"]),
-        ("Maximum tracked jobs", data["max_tracked_jobs"]),
+        ("Maximum running jobs", to_roman(data["max_running_jobs"], roman)),
+        ("Maximum tracked jobs", to_roman(data["max_tracked_jobs"], roman)),
     ]
     for key, value in lines:
         ctx.out("%s: %s" % (key, value))
-    from ganeti.client.formatting import format_generic_info
-
-    def strings(params: Any) -> Any:
-        return {k: strings(v) for k, v in params.items()} if isinstance(params, dict) else str(params)
-
-    ctx.out(format_generic_info([
-        ("OS-specific hypervisor parameters", strings(data.get("os_hvp") or {})),
-        ("OS parameters", strings(data.get("osparams") or {})),
+    enabled = data["enabled_hypervisors"]
+    sections: list[tuple[str, Any]] = [
+        ("Hypervisor parameters", grouped_params({hv: p for hv, p in (data.get("hvparams") or {}).items()
+                                                  if hv in enabled}, roman)),
+        ("OS-specific hypervisor parameters", grouped_params(data.get("os_hvp") or {}, roman)),
+        ("OS parameters", grouped_params(data.get("osparams") or {}, roman)),
         ("Hidden OSes", ", ".join(data.get("hidden_os") or [])),
         ("Blacklisted OSes", ", ".join(data.get("blacklisted_os") or [])),
-    ]))
+    ]
+    if "uid_pool" in data:  # a master daemon that reports the whole cluster (Ganeti's layout from here on)
+        sections += _parameter_sections(data, roman)
+    ctx.out(format_generic_info(sections))
     _show_ha(ctx, data)
     enabled = data.get("enabled_data_collectors") or {}
     intervals = data.get("data_collector_interval") or {}
@@ -248,6 +258,50 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
             interval = intervals.get(name)
             ctx.out("    interval: %s" % ("%.3fs" % (interval / 1e6) if isinstance(interval, (int, float)) else "-"))
     return EXIT_SUCCESS
+
+
+def _parameter_sections(data: dict[str, Any], roman: bool) -> list[tuple[str, Any]]:
+    """Ganeti's "Cluster parameters", defaults and policy sections of C{info}."""
+    from ganeti.client.formatting import grouped_params, to_roman
+    from ganeti.client.policy_info import policy_info
+    from ganeti.cmdlib.cluster_params import format_uid_pool
+
+    get = data.get
+    parameters = [
+        ("master netmask", to_roman(get("master_netmask"), roman)),
+        ("use external master IP address setup script", get("use_external_mip_script")),
+        ("lvm volume group", get("volume_group_name")),
+        ("lvm reserved volumes", ", ".join(get("reserved_lvs") or []) or "(none)"),
+        ("drbd usermode helper", get("drbd_usermode_helper")),
+        ("gluster storage path", get("gluster_storage_dir")),
+        ("maintenance of node health", get("maintain_node_health")),
+        ("uid pool", format_uid_pool(get("uid_pool"))),
+        ("default instance allocator", get("default_iallocator")),
+        ("default instance allocator parameters", get("default_iallocator_params")),
+        ("primary ip version", to_roman(get("primary_ip_version"), roman)),
+        ("preallocation wipe disks", get("prealloc_wipe_disks")),
+        ("install image", get("install_image")),
+        ("instance communication network", get("instance_communication_network")),
+        ("zeroing image", get("zeroing_image")),
+        ("compression tools", get("compression_tools")),
+        ("enabled user shutdown", get("enabled_user_shutdown")),
+        ("modify ssh setup", get("modify_ssh_setup")),
+        ("ssh_key_type", get("ssh_key_type")),
+        ("ssh_key_bits", to_roman(get("ssh_key_bits"), roman)),
+    ]
+    return [
+        ("Cluster parameters", parameters),
+        ("Default node parameters", grouped_params(get("ndparams") or {}, roman)),
+        ("Default instance parameters", grouped_params(get("beparams") or {}, roman)),
+        ("Default nic parameters", grouped_params(get("nicparams") or {}, roman)),
+        ("Default disk parameters", grouped_params(get("diskparams") or {}, roman)),
+        ("Instance policy - limits for instances", policy_info(get("ipolicy") or {}, get("ipolicy") or {}, True)),
+    ]
+
+
+def setup_info(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--roman", dest="roman_integers", action="store_true",
+                        help="Use roman numbers for positive integers")
 
 
 def setup_init(parser: argparse.ArgumentParser) -> None:
@@ -272,36 +326,12 @@ def setup_init(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-start", action="store_true", help="write the files but start no daemon")
     parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=parse_hvparams,
                         metavar="TEMPLATE:key=value,...", help="disk parameters, e.g. rbd:pool=rbd,access=userspace")
+    cluster_opts.add_init_options(parser)
 
 
 def setup_destroy(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--yes-do-it", action="store_true", help="really destroy the cluster")
-
-
-def _value(text: str) -> Any:
-    """Ganeti-style parameter values: numbers, yes/no/true/false, else text."""
-    lowered = text.lower()
-    if lowered in ("yes", "true"):
-        return True
-    if lowered in ("no", "false"):
-        return False
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_keyval(text: str) -> dict[str, Any]:
-    """C{key=val,key2=val2} (Ganeti's -B/-N syntax) as a dict."""
-    result: dict[str, Any] = {}
-    for item in filter(None, text.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise argparse.ArgumentTypeError("expected key=value, got %r" % item)
-        result[key.strip()] = _value(value.strip())
-    return result
+    parser.add_argument("--yes-do-it", "--ya-rly", dest="yes_do_it", action="store_true",
+                        help="really destroy the cluster")
 
 
 def parse_collector_states(text: str) -> dict[str, bool]:
@@ -327,14 +357,6 @@ def parse_collector_intervals(text: str) -> dict[str, int]:
             raise argparse.ArgumentTypeError("%s=%s: the interval must be above zero" % (key, value))
         intervals[key] = micro
     return intervals
-
-
-def parse_hvparams(text: str) -> dict[str, dict[str, Any]]:
-    """C{hv:key=val,...} (Ganeti's -H syntax)."""
-    hv, sep, rest = text.partition(":")
-    if not sep or not hv:
-        raise argparse.ArgumentTypeError("expected hypervisor:key=value,..., got %r" % text)
-    return {hv: parse_keyval(rest)}
 
 
 def _seconds(text: str) -> float:
@@ -379,9 +401,12 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
         params["enabled_data_collectors"] = opts.enabled_data_collectors
     if opts.data_collector_interval:
         params["data_collector_interval"] = opts.data_collector_interval
+    params.update(cluster_opts.modify_params(opts))
     if not params:
         ctx.err("Please give at least one of the parameters.")
         return EXIT_FAILURE
+    if opts.force:
+        params["force"] = True
     submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
     return EXIT_SUCCESS
 
@@ -418,5 +443,6 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
                         help="elect a new master when the master is unreachable for --failover-timeout")
     parser.add_argument("--failover-timeout", type=_seconds, metavar="SECONDS",
                         help="seconds the master must be unreachable before an automatic failover (default 10)")
+    cluster_opts.add_modify_options(parser)
     add_priority_option(parser)
     add_submit_options(parser)

@@ -255,3 +255,27 @@ def wconfd(ctx: Context, opts: argparse.Namespace) -> int:
 def setup_wconfd(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("args", metavar="CMD", nargs="+",
                         help="echo TEXT, cleanuplocks, listlocks JOBID, listalllocks, listalllocksowners, flushconfig")
+
+
+# --- metad ---------------------------------------------------------------------------------------
+#: what Ganeti's ganeti-metad is, and why there is none here
+NO_METAD = ("There is no metadata daemon on this cluster: Ganeti's ganeti-metad serves the OS parameters of"
+            " instances to their instance communication NICs (169.254.169.254); here such NICs get an address"
+            " on the instance communication network but no metadata service.")
+
+
+def metad(ctx: Context, opts: argparse.Namespace) -> int:
+    """Ganeti's C{Metad}: its argument checks, then the answer that there is no metad here."""
+    command, args = opts.args[0], opts.args[1:]
+    if command != "echo":
+        ctx.err("Command '%s' not supported" % command)
+        return EXIT_FAILURE
+    if len(args) != 1:
+        ctx.err("Command 'echo' takes only precisely argument.")
+        return EXIT_FAILURE
+    ctx.err(NO_METAD)
+    return EXIT_FAILURE
+
+
+def setup_metad(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("args", metavar="CMD", nargs="+", help="echo TEXT (Ganeti's only metad command)")

@@ -330,3 +330,26 @@ def _info_entries(out: list[str], entries: Sequence[Any], level: int, after_key:
         if len(entry) > 2:
             out.append(" " * (widths[entry[2]] - len(key)))
         _info(out, value, level + 1, True)
+
+
+_ROMAN = ((1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"), (40, "XL"),
+          (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I"))
+
+
+def to_roman(value: Any, convert: bool = True) -> Any:
+    """C{value} in Roman numerals (C{--roman}), as Ganeti's C{TryToRoman}:
+    integers 1 to 4999 only, anything else unchanged."""
+    if not convert or isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 5000:
+        return value
+    out = []
+    for number, letters in _ROMAN:
+        count, value = divmod(value, number)
+        out.append(letters * count)
+    return "".join(out)
+
+
+def grouped_params(params: Any, roman: bool = False) -> Any:
+    """Nested parameters with string values (Ganeti's C{_FormatGroupedParams})."""
+    if isinstance(params, dict):
+        return {key: grouped_params(value, roman) for key, value in params.items()}
+    return str(to_roman(params, roman))

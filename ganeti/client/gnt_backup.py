@@ -35,6 +35,8 @@ def export_instance(ctx: Context, opts: argparse.Namespace) -> int:
         shutdown_timeout=opts.shutdown_timeout, remove_instance=opts.remove_instance,
         ignore_remove_failures=opts.ignore_remove_failures, compress=opts.compress,
         zero_free_space=opts.zero_free_space, long_sleep=opts.long_sleep, mode="local",
+        **{key: getattr(opts, key) for key in ("zeroing_timeout_fixed", "zeroing_timeout_per_mib")
+           if getattr(opts, key) is not None},
     )
     (result,) = submit_or_send(ctx, op)
     finalized, disks = (list(result) + [False, []])[:2] if isinstance(result, list) else (False, [])
@@ -89,8 +91,8 @@ def remove_export(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
-def _compress(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--compress", default="none", metavar="TOOL",
+def _compress(parser: argparse.ArgumentParser, *flags: str) -> None:
+    parser.add_argument("--compress", *flags, dest="compress", default="none", metavar="TOOL",
                         help="Compression of the disk data on the wire (none, gzip, gzip-fast, gzip-slow)")
 
 
@@ -104,10 +106,15 @@ def _setup_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-remove-failures", action="store_true",
                         help="Remove the instance even if removing its disks fails")
     parser.add_argument("--zero-free-space", action="store_true", help="Zero the free space (not supported)")
+    parser.add_argument("--zeroing-timeout-fixed", type=int, default=None, metavar="SECONDS",
+                        help="The fixed time to wait before assuming that the zeroing failed")
+    parser.add_argument("--zeroing-timeout-per-mib", type=float, default=None, metavar="SECONDS",
+                        help="The time to wait per MiB of data to zero, in addition to the fixed timeout")
+    parser.add_argument("-f", "--force", action="store_true", help="Accepted as Ganeti's (it asks nothing)")
     parser.add_argument("--long-sleep", action="store_true",
                         help="Allow the instance to stay stopped for the whole copy (needed for a running instance:"
                              " file disks have no snapshots)")
-    _compress(parser)
+    _compress(parser, "--transport-compression")
     add_dry_run_option(parser)
     add_submit_options(parser)
     add_priority_option(parser)
@@ -125,7 +132,7 @@ def _setup_import(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_list(parser: argparse.ArgumentParser) -> None:
-    add_list_options(parser, LIST_DEF_FIELDS)
+    add_list_options(parser, LIST_DEF_FIELDS, units=True)
     parser.add_argument("--node", dest="nodes", action="append", default=[], metavar="NODE",
                         help="Only list the exports of this node (repeatable)")
 

@@ -110,6 +110,7 @@ def verify(ctx: Context, opts: argparse.Namespace) -> int:
         "debug_simulate_errors": opts.simulate_errors,
         "ignore_errors": list(opts.ignore_errors),
         "skip_checks": ["nplusone_mem"] if opts.skip_nplusone_mem else [],
+        "verify_clutter": bool(opts.verify_clutter),
     }
     if opts.nodegroup:
         params["group_name"] = opts.nodegroup
@@ -176,8 +177,16 @@ def repair_disk_sizes(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def redist_conf(ctx: Context, opts: argparse.Namespace) -> int:
-    """Push the configuration and ssconf files to the nodes now."""
-    submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_REDIST_CONF"))
+    """Push the configuration and ssconf files to the nodes now; with
+    C{--yes-do-it} even while the queue is drained (as Ganeti)."""
+    op = opcode(ctx, "OP_CLUSTER_REDIST_CONF")
+    if opts.yes_do_it:
+        from ganeti.client.jobs import JobReporter, poll_job
+
+        client = ctx.client()
+        poll_job(client, client.submit_job_to_drained_queue([op]), JobReporter(ctx))
+    else:
+        submit_or_send(ctx, op)
     return EXIT_SUCCESS
 
 
@@ -189,6 +198,9 @@ def _setup_verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--ignore-errors", dest="ignore_errors", action="append", default=[],
                         metavar="ERROR_CODE", help="Error code to be ignored")
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
+    parser.add_argument("--verify-ssh-clutter", dest="verify_clutter", action="store_true",
+                        help="Verify that Ganeti did not clutter up the 'authorized_keys' file"
+                             " (nothing to find here: nodes use the cluster's TLS, not SSH)")
     parser.add_argument("--no-nplus1-mem", dest="skip_nplusone_mem", action="store_true",
                         help="Skip N+1 memory redundancy tests")
     add_dry_run_option(parser)
@@ -197,6 +209,9 @@ def _setup_verify(parser: argparse.ArgumentParser) -> None:
 
 def _setup_verify_disks(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-group", dest="nodegroup", metavar="GROUP", help="Verify only this node group")
+    parser.add_argument("--verify-ssh-clutter", dest="verify_clutter", action="store_true",
+                        help="Verify that Ganeti did not clutter up the 'authorized_keys' file"
+                             " (nothing to find here: nodes use the cluster's TLS, not SSH)")
     add_priority_option(parser)
 
 
@@ -230,6 +245,8 @@ def _setup_rename(parser: argparse.ArgumentParser) -> None:
 
 def _setup_redist(parser: argparse.ArgumentParser) -> None:
     add_dry_run_option(parser)
+    parser.add_argument("--yes-do-it", "--ya-rly", dest="yes_do_it", action="store_true",
+                        help="Distribute the configuration even if the queue is drained")
     add_priority_option(parser)
     add_submit_options(parser)
 
@@ -315,6 +332,12 @@ def _setup_search_tags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pattern", metavar="PATTERN", help="Regular expression the tags are searched for")
 
 
+def _lazy_upgrade(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client.cluster_upgrade import setup_upgrade
+
+    setup_upgrade(parser)
+
+
 COMMANDS: dict[str, Command] = {
     "init": Command(
         "ganeti.client.cluster_init:init",
@@ -332,7 +355,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "getmaster": Command("ganeti.client.cluster_init:getmaster", None, "Print the master node's name"),
     "version": Command("ganeti.client.cluster_init:version", None, "Print the software and protocol versions"),
-    "info": Command("ganeti.client.cluster_init:info", None, "Show the cluster's parameters"),
+    "info": Command("ganeti.client.cluster_init:info", _lazy_setup("setup_info"), "Show the cluster's parameters"),
     "verify": Command(verify, _setup_verify, "Does a check on the cluster configuration and the nodes"),
     "verify-disks": Command(verify_disks, _setup_verify_disks, "Does a check on the cluster disk status"),
     "repair-disk-sizes": Command(repair_disk_sizes, _setup_repair, "Updates mismatches in recorded disk sizes"),
@@ -371,6 +394,11 @@ COMMANDS: dict[str, Command] = {
                            "Searches the tags on all objects on the cluster for a given pattern (regex)"),
     "show-ispecs-cmd": Command("ganeti.client.policy_info:show_cluster_ispecs", None,
                                "Show the command line to re-create the cluster"),
+    "upgrade": Command("ganeti.client.cluster_upgrade:upgrade", _lazy_upgrade,
+                       "Upgrade (or downgrade) to a new Ganeti version",
+                       "Here every node runs one installed version: install it on every node and restart its"
+                       " daemons, then this checks that every NodeD reports it and finishes as Ganeti's does"
+                       " (drain, redistribute the configuration, undrain, verify)."),
 }
 
 

@@ -143,6 +143,8 @@ COMMANDS: dict[str, Command] = {
                              "Test a few aspects of the job queue"),
     "test-osparams": Command(debug_cmds.test_osparams, debug_cmds.setup_test_osparams,
                              "Test secret os parameter transmission"),
+    "metad": Command(debug_cmds.metad, debug_cmds.setup_metad, "Directly talk to Metad",
+                     "Ganeti's metadata daemon has no counterpart here: the command says so (exit 1)."),
     "wconfd": Command(debug_cmds.wconfd, debug_cmds.setup_wconfd, "Directly talk to WConfD"),
 }
 

@@ -113,7 +113,15 @@ def create_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
         "file_storage_dir": opts.file_storage_dir,
         "file_driver": opts.file_driver,
         "group_name": opts.nodegroup,
+        "instance_communication": opts.instance_communication,
+        "helper_startup_timeout": opts.helper_startup_timeout,
+        "helper_shutdown_timeout": opts.helper_shutdown_timeout,
     }
+    if opts.forthcoming or opts.commit:
+        params.update(forthcoming=opts.forthcoming, commit=opts.commit)
+    for name in ("osparams_private", "osparams_secret"):  # only when given: job files show them redacted
+        if getattr(opts, name):
+            params[name] = dict(getattr(opts, name))
     params.update({key: value for key, value in optional.items() if value is not None})
     return opcode(ctx, "OP_INSTANCE_CREATE", **params)
 
@@ -180,7 +188,7 @@ def show_instance(ctx: Context, opts: argparse.Namespace) -> int:
         datas.sort(key=lambda d: (order.get(d.get("name"), len(order)), str(d.get("name"))))
     else:
         datas.sort(key=lambda d: str(d.get("name")))
-    ctx.out(format_generic_info([instance_info(data) for data in datas]))
+    ctx.out(format_generic_info([instance_info(data, bool(getattr(opts, "roman_integers", False))) for data in datas]))
     return EXIT_SUCCESS
 
 
@@ -288,7 +296,8 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
     """The OP_INSTANCE_SET_PARAMS of C{gnt-instance modify}; C{None} if nothing changes."""
     offline = True if opts.offline_inst else (False if opts.online_inst else None)
     changes = (opts.nics, opts.disks, opts.disk_template, opts.hvparams, opts.beparams, opts.os, opts.osparams,
-               opts.runtime_mem, opts.new_primary_node, opts.node)
+               opts.osparams_private, opts.runtime_mem, opts.new_primary_node, opts.node, opts.ext_params,
+               opts.iallocator, opts.instance_communication is not None)
     if not any(changes) and offline is None:
         return None
     params: dict[str, Any] = {
@@ -310,6 +319,8 @@ def modify_opcode(ctx: Context, opts: argparse.Namespace) -> dict[str, Any] | No
         "disk_template": opts.disk_template, "os_name": opts.os, "runtime_mem": opts.runtime_mem,
         "pnode": opts.new_primary_node, "remote_node": opts.node, "offline": offline,
         "file_storage_dir": opts.file_storage_dir, "file_driver": opts.file_driver,
+        "instance_communication": opts.instance_communication, "iallocator": opts.iallocator,
+        "ext_params": opts.ext_params or None, "osparams_private": dict(opts.osparams_private) or None,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
     return opcode(ctx, "OP_INSTANCE_SET_PARAMS", **params)
@@ -322,7 +333,8 @@ def modify_instance(ctx: Context, opts: argparse.Namespace) -> int:
         return EXIT_FAILURE
     (result,) = submit_or_send(ctx, op)
     hotplugged = any(isinstance(c, list) and len(c) == 2 and c[1] == "hotplug:done" for c in result or [])
-    later = any(getattr(opts, key) for key in ("beparams", "hvparams", "osparams", "os", "disk_template"))
+    later = any(getattr(opts, key) for key in ("beparams", "hvparams", "osparams", "osparams_private", "os",
+                                               "disk_template"))
     if report_changes(ctx, "instance %s" % opts.instance, result) and (later or not hotplugged):
         ctx.out("Most changes take effect when Ganeti next starts the instance (a reboot from inside the"
                 " instance is not enough).")
@@ -345,11 +357,38 @@ def rename_instance(ctx: Context, opts: argparse.Namespace) -> int:
     return EXIT_SUCCESS
 
 
+def select_os(ctx: Context) -> str | None:
+    """Ganeti's C{--select-os}: list the OSes as C{gnt-os list} does
+    (variants too), read a number; C{None} when the answer is no valid choice."""
+    from ganeti.client.gnt_os import _diagnose
+    from ganeti.opcodes import os_names
+
+    choices = [entry for name, variants in _diagnose(ctx, ["name", "variants"]) for entry in os_names(name, variants)]
+    if not choices:
+        ctx.err("Can't get the OS list")
+        return None
+    ctx.out("Available OS templates:")
+    for number, name in enumerate(sorted(choices)):
+        ctx.out("%3s: %s" % (number, name))
+    try:
+        answer = input("Enter OS template number (or x to abort): ")
+    except EOFError:
+        answer = "x"
+    if answer.strip().isdigit() and int(answer) < len(choices):
+        return sorted(choices)[int(answer)]
+    ctx.err("User aborted reinstall, exiting" if answer.strip().lower() == "x" else "Invalid choice")
+    return None
+
+
 def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
     mode = opts.multi_mode or BY_NAME
     names = expand_names(ctx, mode, opts.names)
     if not names:
         raise _prereq("Selection filter does not match any instances")
+    if opts.select_os:
+        opts.os = select_os(ctx)
+        if opts.os is None:
+            return EXIT_FAILURE
     what_os = "change its OS to '%s'" % opts.os if opts.os else "keep its OS"
     several = mode != BY_NAME or len(names) > 1
     if several:
@@ -365,8 +404,9 @@ def reinstall_instance(ctx: Context, opts: argparse.Namespace) -> int:
         params: dict[str, Any] = {"instance_name": name, "force_variant": opts.force_variant}
         if opts.os:
             params["os_type"] = opts.os
-        if opts.osparams:
-            params["osparams"] = dict(opts.osparams)
+        for name_ in ("osparams", "osparams_private", "osparams_secret"):
+            if getattr(opts, name_):
+                params[name_] = dict(getattr(opts, name_))
         executor.queue_job(name, opcode(ctx, "OP_INSTANCE_REINSTALL", **params))
     results = executor.wait_or_show(not opts.submit_only)
     return EXIT_SUCCESS if all(ok for ok, _ in results) else EXIT_FAILURE

@@ -137,11 +137,16 @@ def info(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def add_node(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.client.cluster_opts import states
+
     params: dict[str, Any] = {"node_name": opts.node, "readd": opts.readd}
-    for name in ("primary_ip", "secondary_ip", "group", "master_capable", "vm_capable", "join_token"):
+    for name in ("primary_ip", "secondary_ip", "group", "master_capable", "vm_capable", "join_token", "ndparams"):
         value = getattr(opts, name)
         if value is not None:
             params[name] = value
+    params.update(states(opts))
+    if opts.force_join:  # as Ganeti 3.0's
+        ctx.err("The \"--force-join\" option is no longer supported and will be ignored.")
     submit_or_send(ctx, opcode(ctx, "OP_NODE_ADD", **params))
     return EXIT_SUCCESS
 
@@ -155,7 +160,12 @@ _MODIFY_FLAGS = ("offline", "drained", "master_candidate", "master_capable", "vm
 
 
 def modify_node(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.client.cluster_opts import states
+
     params = {name: getattr(opts, name) for name in _MODIFY_FLAGS if getattr(opts, name) is not None}
+    params.update(states(opts))
+    if opts.node_powered is not None:
+        params["powered"] = opts.node_powered
     if not params:
         ctx.err("Please give at least one of the parameters.")
         return EXIT_FAILURE
@@ -389,6 +399,9 @@ def _setup_add(parser: argparse.ArgumentParser) -> None:
                         help="Accepted as Ganeti's: no SSH setup is ever done on the new node")
     parser.add_argument("--join-token", metavar="TOKEN",
                         help="One-time token the new node's unjoined ganeti-noded was started with")
+    _state_options(parser)
+    parser.add_argument("--force-join", action="store_true",
+                        help="Accepted as Ganeti 3.0's: no longer supported, ignored with a warning")
     add_priority_option(parser)
     add_submit_options(parser)
     parser.add_argument("node", metavar="NODE")
@@ -407,6 +420,15 @@ def _key_values(text: str) -> dict[str, Any]:
     return instance_opts.key_values(text)
 
 
+def _state_options(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client.cluster_opts import state
+
+    parser.add_argument("--hypervisor-state", dest="hv_state", type=state, action="append", default=[],
+                        metavar="HYPERVISOR:PARAM=VALUE,...", help="Static hypervisor state of the node")
+    parser.add_argument("--disk-state", dest="disk_state", type=state, action="append", default=[],
+                        metavar="STORAGE_TYPE/NAME:PARAM=VALUE,...", help="Static disk state of the node")
+
+
 def _setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-O", "--offline", type=yes_no, metavar="yes|no", help="Set the offline flag on the node")
     parser.add_argument("-D", "--drained", type=yes_no, metavar="yes|no", help="Set the drained flag on the node")
@@ -419,6 +441,9 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
                         help="Specify the secondary ip for the node")
     parser.add_argument("--node-parameters", dest="ndparams", type=_key_values, default=None,
                         metavar="PARAM=VALUE,...", help="Node parameters (e.g. oob_program; \"default\" resets one)")
+    _state_options(parser)
+    parser.add_argument("--node-powered", type=yes_no, default=None, metavar="yes|no",
+                        help="Record whether the node is powered (what OOB power management sets)")
     parser.add_argument("--auto-promote", action="store_true",
                         help="Automatically promote enough nodes to master candidate status to respect"
                              " candidate_pool_size")

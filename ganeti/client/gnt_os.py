@@ -162,6 +162,8 @@ def modify_os(ctx: Context, opts: argparse.Namespace) -> int:
         params["os_hvp"] = {name: {hv: dict(values) for hv, values in opts.hvparams}}
     if opts.osparams:
         params["osparams"] = {name: dict(opts.osparams)}
+    if opts.osparams_private:
+        params["osparams_private_cluster"] = {name: dict(opts.osparams_private)}
     for key, flag in (("hidden_os", opts.hidden), ("blacklisted_os", opts.blacklisted)):
         if flag is not None:
             params[key] = [["add" if flag else "remove", name]]
@@ -197,6 +199,9 @@ def _setup_modify(parser: argparse.ArgumentParser) -> None:
                         help="Hypervisor parameters for this OS (\"default\" resets one)")
     parser.add_argument("-O", "--os-parameters", dest="osparams", type=_key_values, default=None,
                         metavar="PARAM=VALUE,...", help="OS parameters (\"default\" resets one)")
+    parser.add_argument("--os-parameters-private", dest="osparams_private", type=_key_values, default=None,
+                        metavar="PARAM=VALUE,...",
+                        help="Private OS parameters (stored, never shown or logged in clear; \"default\" resets one)")
     parser.add_argument("--hidden", type=yes_no, default=None, metavar="yes|no",
                         help="Hide the OS from 'gnt-os list' (or show it again)")
     parser.add_argument("--blacklisted", type=yes_no, default=None, metavar="yes|no",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ganeti.client.formatting import format_time, format_unit
+from ganeti.client.formatting import format_time, format_unit, to_roman
 
 #: the first port of VNC displays (display N listens on 5900 + N)
 VNC_BASE_PORT = 5900
@@ -27,13 +27,14 @@ _ACCEL_TEXT = {"kvm": "kvm (hardware virtualization)", "tcg": "tcg (software emu
 _NIC_TUPLE = ("name", "uuid", "ip", "mac", "mode", "link", "vlan", "network", "netinfo")
 
 
-def params_info(own: Any, actual: Any) -> dict[str, Any]:
-    """Each parameter of C{actual}: the instance's own value, else C{default (value)}."""
+def params_info(own: Any, actual: Any, roman: bool = False) -> dict[str, Any]:
+    """Each parameter of C{actual}: the instance's own value, else C{default (value)}
+    (integers in Roman numerals with C{roman})."""
     own = own if isinstance(own, Mapping) else {}
     actual = actual if isinstance(actual, Mapping) else {}
     out: dict[str, Any] = {}
     for key in sorted(set(actual) | set(own)):
-        out[key] = own[key] if key in own else "default (%s)" % (actual[key],)
+        out[key] = to_roman(own[key], roman) if key in own else "default (%s)" % (to_roman(actual[key], roman),)
     return out
 
 
@@ -162,12 +163,13 @@ def disk_info(index: int, dev: Any, top_level: bool = True) -> list[Any]:
     return out
 
 
-def instance_info(data: Mapping[str, Any]) -> list[Any]:
-    """The L{format_generic_info} tree of one instance."""
+def instance_info(data: Mapping[str, Any], roman: bool = False) -> list[Any]:
+    """The L{format_generic_info} tree of one instance (C{roman}: Ganeti's
+    C{--roman}, integers in Roman numerals)."""
     info: list[Any] = [("Instance name", data.get("name"))]
     for key, label in (("uuid", "UUID"), ("serial_no", "Serial number")):
         if key in data:
-            info.append((label, str(data[key])))
+            info.append((label, str(to_roman(data[key], roman and key == "serial_no"))))
     for key, label in (("ctime", "Creation time"), ("mtime", "Modification time")):
         if key in data:
             info.append((label, format_time(data[key])))
@@ -177,7 +179,7 @@ def instance_info(data: Mapping[str, Any]) -> list[Any]:
     if "os_actual" in data or "os_instance" in data:
         info.append(("Operating system parameters", params_info(data.get("os_instance"), data.get("os_actual"))))
     if data.get("network_port") is not None:
-        info.append(("Allocated network port", str(data["network_port"])))
+        info.append(("Allocated network port", str(to_roman(data["network_port"], roman))))
     info.append(("Hypervisor", data.get("hypervisor")))
     if data.get("accel"):
         accel = str(data["accel"])
@@ -185,8 +187,8 @@ def instance_info(data: Mapping[str, Any]) -> list[Any]:
     vnc = _vnc_console(data)
     if vnc:
         info.append(("VNC console", vnc))
-    info.append(("Hypervisor parameters", params_info(data.get("hv_instance"), data.get("hv_actual"))))
-    info.append(("Back-end parameters", params_info(data.get("be_instance"), data.get("be_actual"))))
+    info.append(("Hypervisor parameters", params_info(data.get("hv_instance"), data.get("hv_actual"), roman)))
+    info.append(("Back-end parameters", params_info(data.get("be_instance"), data.get("be_actual"), roman)))
     info.append(("NICs", [nic_info(n, nic) for n, nic in enumerate(data.get("nics") or [])]))
     info.append(("Disk template", data.get("disk_template")))
     info.append(("Disks", [disk_info(n, dev) for n, dev in enumerate(data.get("disks") or [])]))

@@ -31,6 +31,7 @@ from ganeti.client.options import (
     add_list_options,
     add_priority_option,
     add_submit_options,
+    yes_no,
 )
 
 FILE_DRIVERS = ("loop", "blktap", "blktap2")
@@ -54,9 +55,16 @@ def _backend(
                         metavar="PARAM=VALUE,...", help=help)
 
 
-def _os_params(parser: argparse.ArgumentParser) -> None:
+def _os_params(parser: argparse.ArgumentParser, secret: bool = True) -> None:
     parser.add_argument("-O", "--os-parameters", dest="osparams", type=iopts.key_values, default={},
                         metavar="PARAM=VALUE,...", help="OS parameters")
+    parser.add_argument("--os-parameters-private", dest="osparams_private", type=iopts.key_values, default={},
+                        metavar="PARAM=VALUE,...",
+                        help="Private OS parameters (stored, never shown or logged in clear)")
+    if secret:
+        parser.add_argument("--os-parameters-secret", dest="osparams_secret", type=iopts.key_values, default={},
+                            metavar="PARAM=VALUE,...",
+                            help="Secret OS parameters (given to the OS scripts of this job only, never stored)")
 
 
 def _shutdown_timeout(parser: argparse.ArgumentParser) -> None:
@@ -131,8 +139,23 @@ def setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--identify-defaults", action="store_true",
                         help="Store parameters equal to the cluster defaults as defaults")
     parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
+    _communication(parser)
+    parser.add_argument("--forthcoming", action="store_true",
+                        help="Only reserve resources, but do not create the instance yet (refused here)")
+    parser.add_argument("--commit", action="store_true",
+                        help="The instance is already reserved and should be committed now (refused here)")
+    parser.add_argument("--helper-startup-timeout", type=int, default=None, metavar="SECONDS",
+                        help="Startup timeout of the helper VM of --install-image installs")
+    parser.add_argument("--helper-shutdown-timeout", type=int, default=None, metavar="SECONDS",
+                        help="Shutdown timeout of the helper VM of --install-image installs")
     _job_options(parser)
     _instance(parser)
+
+
+def _communication(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--communication", dest="instance_communication", type=yes_no, default=None,
+                        metavar="yes|no", help="Enable or disable the communication mechanism for an instance"
+                        " (a NIC on the cluster's instance communication network)")
 
 
 def setup_remove(parser: argparse.ArgumentParser) -> None:
@@ -155,6 +178,8 @@ def setup_info(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-s", "--static", action="store_true",
                         help="Only show configuration data, not runtime data")
     parser.add_argument("--all", dest="show_all", action="store_true", help="Show info on all instances")
+    parser.add_argument("--roman", dest="roman_integers", action="store_true",
+                        help="Use roman numbers for positive integers")
     add_priority_option(parser)
     parser.add_argument("names", nargs="*", metavar="INSTANCE")
 
@@ -199,7 +224,7 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     _backend(parser)
     parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", type=iopts.key_values, default={},
                         metavar="PARAM=VALUE,...", help="Hypervisor parameters (PARAM=default resets one)")
-    _os_params(parser)
+    _os_params(parser, secret=False)
     parser.add_argument("--disk", dest="disks", action="append", type=iopts.ident_key_values, default=[],
                         metavar="{add:size=S|N:remove|N:PARAM=VALUE}", help="Add, remove or change a disk")
     parser.add_argument("--net", dest="nics", action="append", type=iopts.ident_key_values, default=[],
@@ -230,6 +255,12 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
                          help="Apply disk and NIC changes at the next start only")
     parser.add_argument("--hotplug-if-possible", action="store_true",
                         help="Hotplug if the hypervisor can, else change at the next start")
+    _communication(parser)
+    parser.add_argument("-e", "--ext-params", dest="ext_params", type=iopts.key_values, default={},
+                        metavar="provider=PROVIDER[,PARAM=VALUE,...]",
+                        help="Parameters of a conversion to the ext template (refused here: no conversions)")
+    parser.add_argument("-I", "--iallocator", metavar="NAME",
+                        help="Choose the new secondary node with this allocator (conversion to drbd; refused here)")
     add_force_option(parser)
     _job_options(parser)
     _instance(parser)
@@ -250,6 +281,8 @@ def setup_reinstall(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--os-type", dest="os", metavar="OS", help="Install this OS (default: the current)")
     _os_params(parser)
     parser.add_argument("--force-variant", action="store_true", help="Accept an OS variant the OS does not list")
+    parser.add_argument("--select-os", action="store_true",
+                        help="Interactive OS reinstall, lists available OS templates for selection")
     add_force_option(parser, help="Do not ask for confirmation (one instance)")
     _job_options(parser)
     _multi(parser)
@@ -352,4 +385,5 @@ def setup_console(parser: argparse.ArgumentParser) -> None:
                         help="Attach to a kvm serial console even when not on a terminal (input from stdin, "
                              "then its output for half a second more); the console's socket must be on this "
                              "machine (ours)")
+    add_priority_option(parser)  # as Ganeti's: accepted, the console is a query
     _instance(parser)

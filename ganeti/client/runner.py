@@ -140,9 +140,32 @@ def _log_command(program: str, argv: Sequence[str], root: str | None) -> bool:
     from ganeti.paths import Paths
 
     try:
-        return record_command(Paths.from_option(root).log_dir, program, argv)
+        return record_command(Paths.from_option(root).log_dir, program, redacted_argv(argv))
     except Exception:  # never fail the command over its log line
         return False
+
+
+#: options whose values are private or secret OS parameters (L{ganeti.jobs.private})
+PRIVATE_OPTIONS = ("--os-parameters-private", "--os-parameters-secret")
+
+
+def redacted_argv(argv: Sequence[str]) -> list[str]:
+    """C{argv} with the values of L{PRIVATE_OPTIONS} shown as C{<redacted>}
+    (keys kept), for the command log."""
+    out: list[str] = []
+    for arg in argv:
+        option, eq, value = arg.partition("=")
+        if out and out[-1] in PRIVATE_OPTIONS:
+            out.append(_redacted_values(arg))
+        elif eq and option in PRIVATE_OPTIONS:
+            out.append("%s=%s" % (option, _redacted_values(value)))
+        else:
+            out.append(arg)
+    return out
+
+
+def _redacted_values(text: str) -> str:
+    return ",".join("%s=<redacted>" % item.partition("=")[0] for item in text.split(",") if item)
 
 
 def _silence(stream: TextIO) -> None:

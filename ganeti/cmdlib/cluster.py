@@ -13,11 +13,13 @@ from typing import Any, TypeVar
 import attrs
 
 from ganeti import errors
-from ganeti.cmdlib import allocator, cluster_os, group_params, instance_params, rbd_disks
+from ganeti.cmdlib import allocator, cluster_os, cluster_params, group_params, instance_params, rbd_disks
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
+from ganeti.cmdlib.instance_utils import check_os_params
 from ganeti.cmdlib.queue_verify import verify_queue_replicas
 from ganeti.config import verify as config_verify
 from ganeti.config.bootstrap import DEFAULT_HVPARAMS
+from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.opcodes.typed import OpClusterQuery, OpClusterSetParams, OpClusterVerifyConfig, OpClusterVerifyGroup
 from ganeti.query import cluster_info
 
@@ -182,9 +184,17 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             self.op = op = attrs.evolve(op, hidden_os=cluster_os.check_os_mods(op.hidden_os, "hidden"))
         if op.blacklisted_os is not None:
             self.op = op = attrs.evolve(op, blacklisted_os=cluster_os.check_os_mods(op.blacklisted_os, "blacklisted"))
+        if op.ipolicy:
+            self.op = op = attrs.evolve(op, ipolicy=cluster_params.check_cluster_ipolicy(op.ipolicy))
+        cluster_params.check_arguments(op)
 
     def check_prereq(self) -> None:
         op = self.op
+        self.warnings: list[str] = []
+        cluster_params.check_prereq(op, self.cfg, self.warnings.append)
+        if op.ipolicy:
+            cluster_params.ipolicy_changed(self.cfg.cluster.ipolicy or {}, op.ipolicy,
+                                           op.enabled_disk_templates or self.cfg.cluster.enabled_disk_templates)
         prefix = op.mac_prefix
         if prefix is not None and not _MAC_PREFIX.match(prefix.lower()):
             raise errors.OpPrereqError("Invalid MAC prefix %r (expected aa:bb:cc)" % prefix, errors.ECODE_INVAL)
@@ -231,6 +241,15 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             "default_iallocator": op.default_iallocator,
         }
         changes = {name: value for name, value in simple.items() if value is not None}
+        changes.update(cluster_params.simple_changes(op))
+        changes.update(cluster_params.static_state(op, cluster))
+        if op.master_netmask is not None:
+            changes["master_netmask"] = op.master_netmask
+        if op.uid_pool is not None or op.add_uids or op.remove_uids:
+            changes["uid_pool"] = cluster_params.uid_pool_changed(cluster.uid_pool, op.add_uids, op.remove_uids,
+                                                                  op.uid_pool)
+        if op.instance_communication_network is not None:
+            changes["instance_communication_network"] = op.instance_communication_network
         if op.enabled_hypervisors is not None:
             changes["enabled_hypervisors"] = list(op.enabled_hypervisors)
             hvparams = dict(cluster.hvparams)
@@ -258,6 +277,12 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             changes["os_hvp"] = cluster_os.os_hvp_changed(cluster.os_hvp, op.os_hvp)
         if op.osparams:
             changes["osparams"] = cluster_os.osparams_changed(cluster.osparams, op.osparams)
+        if op.osparams_private_cluster:
+            changes["osparams_private_cluster"] = cluster_os.osparams_changed(cluster.osparams_private_cluster,
+                                                                              op.osparams_private_cluster)
+        if op.ipolicy:
+            changes["ipolicy"] = cluster_params.ipolicy_changed(cluster.ipolicy or {}, op.ipolicy, list(
+                op.enabled_disk_templates or cluster.enabled_disk_templates))
         self.os_notes: list[str] = []  # said after the change (this may run again on a retry)
         for name in ("hidden_os", "blacklisted_os"):
             if getattr(op, name):
@@ -283,7 +308,65 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             stored = await self.ctx.wconfd.set_ha_params(ha_changes)
             await self.feedback("HA parameters: %s (serial %s)" % (
                 ", ".join("%s=%s" % (name, stored[name]) for name in sorted(ha_changes)), stored["serial_no"]))
-        await self.modify("cluster", None, self._changed)
+        for warning in getattr(self, "warnings", []):
+            await self.log_warning(warning)
+        op = self.op
+        old = self.cfg.cluster
+        await self._validate_osparams()
+        netmask = op.master_netmask is not None and op.master_netmask != old.master_netmask
+        if netmask:
+            await self.feedback("Changing master IP netmask to %s" % op.master_netmask)
+            await self._master_ip("deactivate")
+        try:
+            await self.modify("cluster", None, self._changed)
+        finally:
+            if netmask:
+                await self._master_ip("activate")
         for note in getattr(self, "os_notes", []):
             await self.feedback(note)
-        return None
+        return await self._communication_network(old.instance_communication_network)
+
+    async def _validate_osparams(self) -> None:
+        """Ganeti's check of changed OS parameters: each OS's new public and
+        private ones validated on the master (C{os_validate}, not required:
+        an OS the master lacks is only noted)."""
+        op, cluster = self.op, self.cfg.cluster
+        if not (op.osparams or op.osparams_private_cluster):
+            return
+        public = cluster_os.osparams_changed(cluster.osparams, op.osparams or {})
+        private = cluster_os.osparams_changed(cluster.osparams_private_cluster, op.osparams_private_cluster or {})
+        for os_name in sorted(set(op.osparams or {}) | set(op.osparams_private_cluster or {})):
+            wanted = dict(public.get(os_name) or {}, **(private.get(os_name) or {}))
+            if wanted:
+                await check_os_params(self, False, [cluster.master_node or ""], os_name, wanted, False)
+
+    async def _master_ip(self, verb: str) -> None:
+        """The master IP off, or on again (with the new netmask); a failure
+        is a warning, as Ganeti's netmask change is."""
+        from ganeti.cmdlib.queries import master_ip
+        from ganeti.rpc import procedures
+
+        procedure = procedures.node_activate_master_ip if verb == "activate" else procedures.node_deactivate_master_ip
+        try:
+            await master_ip(self, procedure, verb)
+        except errors.OpExecError as e:
+            await self.log_warning("Could not change the master IP netmask: %s", e)
+
+    async def _communication_network(self, old: str | None) -> Any:
+        """Ganeti's C{_ModifyInstanceCommunicationNetwork}: the network is
+        created and connected to every group by jobs submitted after this one."""
+        name = self.op.instance_communication_network
+        if name is None:
+            return None
+        if name == (old or ""):
+            await self.feedback("Instance communication network already is '%s', nothing to do." % name)
+            return None
+        if old and any(n.name == old for n in self.cfg.networks.values()):
+            await self.feedback("Previous instance communication network '%s' should be removed manually." % old)
+        if not name:
+            await self.feedback("Disabling instance communication network, only new instances will be affected.")
+            return None
+        await self.feedback("Changing instance communication network to '%s', only new instances will be"
+                            " affected." % name)
+        jobs = cluster_params.communication_jobs(self.cfg, name)
+        return ResultWithJobs(jobs) if jobs else None

@@ -49,6 +49,7 @@ from ganeti.cmdlib import (
     allocator,
     backup,
     backup_remote,
+    cluster_params,
     ext_disks,
     hostcheck,
     instance_networks,
@@ -178,12 +179,14 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op, cfg = self.op, self.cfg
         if op.forthcoming or op.commit:
             raise errors.OpPrereqError("Forthcoming instances are not supported", errors.ECODE_INVAL)
-        if op.instance_communication:
-            raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
         if op.pnode and op.iallocator:
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
         hostcheck.check_ip_needs_name(op.ip_check, op.name_check, "Cannot do IP address check without a name check")
         self.op = op = attrs.evolve(op, instance_name=names.normalize_hostname(op.instance_name, "instance name"))
+        if op.instance_communication:  # Ganeti's: a NIC on the cluster's communication network, unless given
+            nic = cluster_params.communication_nic(cfg, op.instance_name)
+            if not any(given.get("name") == nic["name"] for given in op.nics or []):
+                self.op = op = attrs.evolve(op, nics=list(op.nics or []) + [nic])
         template = op.disk_template or next(iter(cfg.cluster.enabled_disk_templates or []), None)
         if template not in iu.SUPPORTED_TEMPLATES:
             raise errors.OpPrereqError(
@@ -501,6 +504,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         await self.modify("cluster", None, take)
         return attrs.evolve(inst, network_port=port[0])
 
+    def _probe_instance(self) -> Instance:
+        """An instance record with this creation's own OS parameters (for their merging with the cluster's)."""
+        return Instance(osparams=self.osparams, osparams_private=self.osparams_private)
+
     async def exec_(self, feedback: Feedback) -> Any:
         op = self.op
         if self.allocating:
@@ -511,8 +518,15 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         self.nics = instance_networks.fill_nics(self.cfg, self.nics, pnode, op.conflicts_check)
         if op.os_type:
             await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
+            # Ganeti's full OS parameters: the cluster's (public and private), the instance's, the secret ones
+            full = dict(rpc_inst.filled_osparams(self.cfg, attrs.evolve(self._probe_instance(), os=op.os_type)),
+                        **rpc_inst.filled_osparams_private(self.cfg, attrs.evolve(self._probe_instance(),
+                                                                                 os=op.os_type)))
+            await iu.check_os_params(self, True, [pnode], op.os_type, dict(full, **self.osparams_secret),
+                                     op.force_variant)
         await ext_disks.check_on_node(self, pnode, self.template, self.disks)  # before anything is made
         inst, disks = self._build(pnode)
+        await iu.check_bridges(self, inst.nics, pnode, self.hypervisor)
         if op.start and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), self.hypervisor)

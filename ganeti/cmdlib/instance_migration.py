@@ -75,6 +75,7 @@ from ganeti.cmdlib.instance_utils import (
     NodeResources,
     call_node,
     call_node_result,
+    check_bridges,
     check_node_free_memory,
     check_node_not_drained,
     check_node_online,
@@ -368,7 +369,8 @@ class _LUInstanceMove(LogicalUnit[_LUInstanceMoveOpT]):
             check_target_node(self.cfg, inst, self.target_uuid, self.WHAT)
 
     async def target_for(self, inst: Instance, need: int) -> str:
-        """The given target (with C{need} MiB free), or one the allocator chooses."""
+        """The given target (with C{need} MiB free), or one the allocator
+        chooses; it must have the instance's bridges (Ganeti's check)."""
         if self.target_uuid is None:
             self.target_uuid = await choose_target(self, inst, need)
             keep = [self.target_uuid, inst.primary_node or ""]
@@ -379,6 +381,7 @@ class _LUInstanceMove(LogicalUnit[_LUInstanceMoveOpT]):
             await check_node_free_memory(
                 self, self.target_uuid, "%s of instance %s" % (self.WHAT, inst.name), need, inst.hypervisor or "",
             )
+        await check_bridges(self, inst.nics, self.target_uuid, inst.hypervisor or "")
         return self.target_uuid
 
     async def run_failover(self, inst: Instance, shutdown_timeout: int, ignore_consistency: bool) -> None:

@@ -78,6 +78,7 @@ class LUInstanceMove(LogicalUnit[OpInstanceMove]):
     async def exec_(self, feedback: Feedback) -> Any:
         op, inst = self.op, self.instance
         source, target = inst.primary_node or "", self.target_uuid
+        await iu.check_bridges(self, inst.nics, target, inst.hypervisor or "")
         if inst.admin_state == iu.ADMIN_UP:
             await iu.check_node_free_memory(self, target, "moving instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), inst.hypervisor or "")

@@ -112,6 +112,7 @@ class LUInstanceStartup(InstanceLU[OpInstanceStartup]):
         if self.primary_offline:
             await self.log_warning("Primary node offline, marked instance as started")
         else:
+            await iu.check_bridges(self, inst.nics, self.pnode, inst.hypervisor or "")
             info = await iu.instance_info(self, inst)
             if info is not None and info.get("state") != STATE_SHUTDOWN:
                 await self.feedback("Instance %s is already running" % inst.name)
@@ -176,6 +177,7 @@ class LUInstanceReboot(InstanceLU[OpInstanceReboot]):
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
+        await iu.check_bridges(self, inst.nics, self.pnode, inst.hypervisor or "")
         if await iu.instance_info(self, inst) is None:
             raise errors.OpPrereqError("Instance %s is not running, cannot reboot it" % inst.name, errors.ECODE_STATE)
         kind = op.reboot_type
@@ -217,6 +219,12 @@ class LUInstanceReinstall(InstanceLU[OpInstanceReinstall]):
         await iu.check_instance_not_running(self, inst, "cannot reinstall")
         os_type = op.os_type or inst.os or ""
         await check_os(self, self.pnode, os_type, self.osp, op.force_variant)
+        probe = attrs.evolve(inst, os=os_type, osparams=dict(inst.osparams or {}, **self.osp),
+                             osparams_private=dict(inst.osparams_private or {}, **self.private))
+        full = dict(rpc_inst.filled_osparams(self.cfg, probe))
+        full.update(rpc_inst.filled_osparams_private(self.cfg, probe))
+        full.update(self.secret)
+        await iu.check_os_params(self, True, [self.pnode], os_type, full, op.force_variant)
         if op.os_type and op.os_type != inst.os:
             inst = await self.update("instance", attrs.evolve(inst, os=op.os_type))
         override = dict(self.osp, **self.secret) or None

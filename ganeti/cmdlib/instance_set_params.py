@@ -48,7 +48,7 @@ import attrs
 
 from ganeti import errors
 from ganeti import network as netpool
-from ganeti.cmdlib import disk_attach, ext_disks, rbd_disks
+from ganeti.cmdlib import cluster_params, disk_attach, ext_disks, rbd_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_networks as inetworks
 from ganeti.cmdlib import instance_params as params
@@ -94,8 +94,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 raise errors.OpPrereqError(message, errors.ECODE_INVAL)
         if op.ext_params:
             raise errors.OpPrereqError("ExtStorage parameters are not supported", errors.ECODE_INVAL)
-        if op.instance_communication:
-            raise errors.OpPrereqError("Instance communication is not supported", errors.ECODE_INVAL)
+        if op.instance_communication is not None:
+            instance = next((i for i in self.cfg.instances.values() if i.name == op.instance_name), None)
+            comm_mod = cluster_params.communication_mod(self.cfg, op.instance_communication, instance) \
+                if instance is not None else None
+            if comm_mod is not None:
+                self.op = op = attrs.evolve(op, nics=list(op.nics or []) + [comm_mod])
         self.disk_mods = params.upgrade_mods(op.disks, "disk")
         self.nic_mods = params.upgrade_mods(op.nics, "NIC")
         for action, _ident, _mod in self.nic_mods:

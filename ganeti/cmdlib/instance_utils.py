@@ -343,6 +343,58 @@ async def call_node(lu: LogicalUnit[OpCode], node_uuid: str, call: procedures.Ca
     return result.payload
 
 
+#: hypervisors whose NICs are attached to nothing (the bridges they name are not checked)
+NO_NIC_DEVICES = ("fake",)
+
+
+async def check_bridges(lu: LogicalUnit[OpCode], nics: Any, node_uuid: str, hypervisor: str) -> None:
+    """Ganeti's C{CheckNicsBridgesExist}: the bridges of the bridged NICs
+    among C{nics} (their C{nicparams} over the cluster's defaults) exist on
+    the node (node RPC C{bridges_exist}).  Not for the C{fake} hypervisor,
+    whose NICs are attached to nothing.
+
+    @raise errors.OpPrereqError: Ganeti's "Error checking bridges on
+        destination node 'N': Missing bridges B" (C{ECODE_ENVIRON})
+    """
+    if hypervisor in NO_NIC_DEVICES:
+        return
+    default = (lu.cfg.cluster.nicparams or {}).get("default") or {}
+    bridges: list[str] = []
+    for nic in nics or []:
+        own = nic.get("nicparams") if isinstance(nic, dict) else nic.nicparams
+        filled = dict(default, **(own or {}))
+        if filled.get("mode") == "bridged" and filled.get("link") and filled["link"] not in bridges:
+            bridges.append(filled["link"])
+    if not bridges:
+        return
+    result = await call_node_result(lu, node_uuid, procedures.bridges_exist.call(bridges))
+    if result.failed:
+        raise errors.OpPrereqError("Error checking bridges on destination node '%s': %s"
+                                   % (node_name(lu.cfg, node_uuid), result.fail_msg), errors.ECODE_ENVIRON)
+
+
+async def check_os_params(lu: LogicalUnit[OpCode], required: bool, node_uuids: list[str], os_name: str,
+                          osparams: dict[str, Any], force_variant: bool) -> None:
+    """Ganeti's C{CheckOSParams}: node RPC C{os_validate} on the vm-capable
+    nodes given, which checks the OS, its variant and that it declares
+    every parameter, then runs its C{verify} script with them (C{OSP_*}).
+    Not C{required}: an OS a node lacks is noted, not refused.
+
+    @raise errors.OpPrereqError: "OS Parameters validation failed on node N: ..."
+    """
+    for node_uuid in node_uuids:
+        node = get_node(lu.cfg, node_uuid)
+        if node.vm_capable is False or node.offline:
+            continue
+        result = await call_node_result(lu, node_uuid, procedures.os_validate.call(
+            required, os_name, ["parameters"], dict(osparams), force_variant))
+        if result.failed:
+            raise errors.OpPrereqError("OS Parameters validation failed on node %s: %s"
+                                       % (node.name, result.fail_msg), errors.ECODE_INVAL)
+        if not result.payload:
+            await lu.log_info("OS %s not found on node %s, validation skipped", os_name, node.name)
+
+
 def reason_trail(lu: LogicalUnit[OpCode]) -> list[Any]:
     """The opcode's reason trail, for the RPCs that record it."""
     reason = lu.op.reason

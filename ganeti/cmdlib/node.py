@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 import attrs
 
-from ganeti import errors
+from ganeti import GANETI_RELEASE, errors
 from ganeti.cmdlib import candidate_certs, group_params, names
 from ganeti.cmdlib.base import (
     ALL_SET,
@@ -36,6 +36,7 @@ from ganeti.cmdlib.base import (
     lookup_group,
     register,
 )
+from ganeti.cmdlib.oob import oob_program
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.opcodes.typed import OpClusterRedistConf, OpCode, OpNodeAdd, OpNodeRemove, OpNodeSetParams
 from ganeti.rpc import procedures, wire
@@ -257,6 +258,16 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
             raise errors.OpExecError(
                 "Version mismatch master version %s, node version %s" % (wire.PROTOCOL_VERSION, result.payload)
             )
+        # Ganeti's node_verify_light on the node about to join (its LVM check has no counterpart here):
+        # the software version, which cluster verify would report as a mismatch afterwards
+        light = await rpc.run_one(name, ip, procedures.node_verify_light.call(
+            {"version": None}, self.cfg.cluster.cluster_name or ""))
+        if light.failed:
+            raise errors.OpPrereqError("Can't verify node %s: %s" % (name, light.fail_msg), errors.ECODE_ENVIRON)
+        version = (light.payload or {}).get("version")
+        if isinstance(version, list) and len(version) == 2 and version[1] != GANETI_RELEASE:
+            await self.log_warning("Node %s runs software version %s, the master %s", name, version[1],
+                                   GANETI_RELEASE)
         master = self.cfg.nodes.get(self.cfg.cluster.master_node or "")
         if master is not None:
             answer = await rpc.run_one(master.name or "", _address(master), procedures.node_verify.call(
@@ -446,6 +457,9 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             raise errors.OpPrereqError("Node '%s' not known" % op.node_name, errors.ECODE_NOENT)
         self.node = node
         self.infos: list[str] = []
+        if op.powered is not None and not oob_program(self.cfg, node):
+            raise errors.OpPrereqError("Node %s does not support out-of-band handling, it can not be marked as"
+                                       " powered" % op.node_name, errors.ECODE_STATE)
         is_master = node.uuid == self.cfg.cluster.master_node
         if any(value is not None for value in self._flags().values()) and is_master:
             raise errors.OpPrereqError("The master role can be changed only via master-failover", errors.ECODE_INVAL)

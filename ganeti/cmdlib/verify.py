@@ -43,6 +43,7 @@ from ganeti.cmdlib.base import (
 )
 from ganeti.cmdlib.cluster import CV_ECLUSTERCFG, SIMULATED, VerifyErrors
 from ganeti.cmdlib.instance_params import HV_TYPES
+from ganeti.cmdlib.instance_utils import NO_NIC_DEVICES
 from ganeti.cmdlib.liveness_verify import verify_liveness
 from ganeti.cmdlib.oob import oob_program
 from ganeti.objects import ConfigData, Instance, Node
@@ -204,6 +205,9 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
             "cluster_name": None,
             wire.NV_DATA_SPACE: None,
         }
+        self.bridges = group_bridges(cfg, self.group_uuid)
+        if self.bridges:
+            checks["bridges"] = self.bridges
         oob_paths = list(dict.fromkeys(p for p in (oob_program(cfg, n) for n in cfg.nodes.values()) if p))
         if oob_paths:
             checks[oob.NV_OOB_PATHS] = oob_paths
@@ -292,6 +296,12 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
                                    % (release, version[1]), warning=True)
         for other, why in sorted((payload.get("nodelist") or {}).items()):
             await self._node_error(CV_ENODENET, name, "tcp communication with node '%s': %s" % (other, why))
+        if getattr(self, "bridges", None):  # Ganeti's check of the bridges the group's instances need
+            missing = payload.get("bridges")
+            if not isinstance(missing, list):
+                await self._node_error(CV_ENODENET, name, "did not return valid bridge information")
+            elif missing:
+                await self._node_error(CV_ENODENET, name, "missing bridges: %s" % ", ".join(sorted(missing)))
         differing = payload.get("ssconf") or {}
         if differing:
             await self._node_error(CV_ENODESSCONF, name, "ssconf files differ from the configuration: %s"
@@ -306,3 +316,21 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         if cluster_name != self.cfg.cluster.cluster_name:
             await self._node_error(CV_ENODESSCONF, name, "node belongs to cluster %r, expected %r"
                                    % (cluster_name, self.cfg.cluster.cluster_name))
+
+
+def group_bridges(cfg: Any, group_uuid: str) -> list[str]:
+    """The bridges the bridged NICs of the group's instances need (their
+    C{nicparams} over the cluster's defaults; not for the C{fake}
+    hypervisor, whose NICs are attached to nothing): every node of the
+    group must have them, as in Ganeti's verify."""
+    default = (cfg.cluster.nicparams or {}).get("default") or {}
+    nodes = {uuid for uuid, node in cfg.nodes.items() if node.group == group_uuid}
+    bridges: set[str] = set()
+    for inst in cfg.instances.values():
+        if inst.primary_node not in nodes or (inst.hypervisor or "") in NO_NIC_DEVICES:
+            continue
+        for nic in inst.nics or []:
+            filled = dict(default, **(nic.nicparams or {}))
+            if filled.get("mode") == "bridged" and filled.get("link"):
+                bridges.add(filled["link"])
+    return sorted(bridges)

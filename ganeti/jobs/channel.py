@@ -8,7 +8,8 @@ The handshake, step by step (DESIGN.md, "Jobs"):
   2. the child creates and flocks its own lock file and sends
      C{{"lockfile": path, "pid": pid}};
   3. LuxiD stores both in the job file, durably, and answers
-     C{{"confirm": true}};
+     C{{"confirm": true}} (with C{"private"}: the clear values of the
+     job's private parameters, which its file holds redacted);
   4. only then does the child read its job file and run the job (while
      it waits it may connect to WConfD, register as lock owner and read
      the config: nothing that changes anything).  End of file or silence before the confirmation:
@@ -33,6 +34,8 @@ MAX_LINE = 64 * 1024
 
 LOCKFILE = "lockfile"
 CONFIRM = "confirm"
+#: with the confirmation: the job's clear private values (L{ganeti.jobs.private}), never in its file
+PRIVATE = "private"
 CANCEL = "cancel"
 CANCELLED = "cancelled"
 PRIORITY = "priority"

@@ -183,7 +183,7 @@ async def execute(
 
     connecting.addCallback(register)
     try:
-        await confirmed
+        clear = await confirmed
     except (NotConfirmed, TimeoutError) as e:
         for d in registered:
             d.addErrback(lambda _f: None)
@@ -208,6 +208,7 @@ async def execute(
     processor = Processor(
         job, client, owner, save=save, clock=reactor, paths=paths,
         submit_jobs=followup.luxi_submitter(reactor, paths.luxi_socket), rpc_port=rpc_port,
+        private=clear if isinstance(clear, dict) else {},
     )
     control.attach(processor)
     install_kill_handler(reactor, processor)
@@ -293,7 +294,7 @@ class _Control(Protocol):
         for message in messages:
             if not self.confirmed.called:
                 if message.get(channel.CONFIRM) is True:
-                    self.confirmed.callback(None)
+                    self.confirmed.callback(message.get(channel.PRIVATE) or {})
                 else:
                     self._unconfirmed("expected a confirmation, got %r" % (message,))
             elif self.processor is None:

@@ -64,7 +64,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from ganeti import errors, opcodes
-from ganeti.jobs import followup, lifecycle, lockplan, model, trace
+from ganeti.jobs import followup, lifecycle, lockplan, model, private, trace
 from ganeti.jobs.model import QueuedJob, QueuedOpCode
 from ganeti.locking.names import LEVEL_CLUSTER, LEVELS
 
@@ -194,6 +194,7 @@ class Processor:
         submit_jobs: Callable[[list[list[dict[str, Any]]]], Awaitable[list[Any]]] | None = None,
         net: Any = None,
         rpc_port: int | None = None,
+        private: dict[str, Any] | None = None,
     ) -> None:
         self.job = job
         self.net = net
@@ -209,6 +210,8 @@ class Processor:
         self._attempts = lockplan.attempt_timeouts(self.lock_timeouts)
         self._registry = registry
         self._saver = _Saver(job, save, clock)
+        #: the clear values of the job's private parameters, by opcode index (L{ganeti.jobs.private})
+        self.private: dict[str, Any] = private or {}
         self._cancel_requested = False
         self._cancel_reason = CANCELED_RESULT
         self._killed = False
@@ -301,7 +304,11 @@ class Processor:
     async def _run_op(self, index: int, qop: QueuedOpCode) -> bool:
         count = len(self.job.ops)
         try:
-            op = opcodes.validate(qop.input)
+            op = opcodes.validate(private.merged(qop.input, self.private.get(str(index))))
+            if private.lost(op):
+                raise errors.OpPrereqError(
+                    "The private parameters (%s) of this job were lost: the master daemon restarted before it ran;"
+                    " submit it again" % ", ".join(private.lost(op)), errors.ECODE_INVAL)
             lu_class = self._lu_class(op["OP_ID"])
         except errors.GenericError as e:
             now = self._timestamp()

@@ -312,14 +312,23 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         return q.config_values(await self.config(), names, self.service.is_drained(), self.watcher_pause(),
                                latency)
 
-    def luxi_SetWatcherPause(self, until: float | None = None) -> float | None:
-        """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set."""
+    async def luxi_SetWatcherPause(self, until: float | None = None) -> float | None:
+        """Pause the watcher until C{until} (an epoch), or end the pause (C{None}); the value set.
+        As Ganeti's, the other online master candidates get it too (node RPC
+        C{set_watcher_pause}), so that the pause outlives a master failover;
+        one that does not answer is skipped (logged)."""
         from ganeti.heartbeat.watcher import pause_file, write_pause
 
         write_pause(pause_file(self.paths.data_dir), until)
         watcher = self.service.watcher
         if until is None and watcher is not None:
             watcher.resume()  # catch up with what happened during the pause
+        config = await self.config()
+        master = config.cluster.master_node
+        candidates = {n.name: n.primary_ip or n.name for uuid, n in config.nodes.items()
+                      if n.name and n.master_candidate and not n.offline and uuid != master}
+        if candidates:
+            await self.live._call(candidates, procedures.set_watcher_pause.call(until))
         return until
 
     async def luxi_QueryTags(self, kind: str, name: str) -> list[str]:

@@ -34,7 +34,7 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
-from ganeti.jobs import scheduler, trace
+from ganeti.jobs import private, scheduler, trace
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import not_started
@@ -105,6 +105,7 @@ class LuxidService(Service):
         self.processes: dict[int, JobChannel] = {}
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
         self.start_attempts: dict[int, int] = {}
+        self.private: dict[int, dict[str, Any]] = {}  # job id -> clear private values (ganeti.jobs.private)
         self.spawn_times: list[float] = []
         self._watchers: dict[int, list[Deferred]] = {}
         self._exit_waiters: dict[int, list[Deferred]] = {}
@@ -390,7 +391,7 @@ class LuxidService(Service):
                 self._write(job, durable=False)
         except OSError as e:
             return diskfull.spawn_failed(self, job, e)
-        job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile)
+        job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile, private=self.private)
         self.processes[job.id] = job_channel
         started = time.perf_counter()
         job_channel.ready.addCallback(lambda _: self.spawn_times.append(time.perf_counter() - started))
@@ -556,7 +557,8 @@ class LuxidService(Service):
             ids = self.queue.allocate_ids(len(checked), sync_dir=False) if checked else []
             now = time.time()
             for job_id, ops in zip(ids, checked):
-                job = QueuedJob.new(job_id, scheduler.resolve_relative_depends(ops, job_id), now)
+                job = QueuedJob.new(job_id, private.hold(self.private, job_id, scheduler.resolve_relative_depends(
+                    ops, job_id)), now)
                 # written, then fsynced while the candidates write it too: durable here before we answer
                 content = self.queue.write_job(job, durable=self.replicator is None, sync_dir=False)
                 written.append((job, content))

@@ -56,8 +56,12 @@ class JobChannel:
 
     log = Logger()
 
-    def __init__(self, job_id: int, paths: Paths, clock: IReactorTime, record: Record, timeout: float = HANDSHAKE_TIMEOUT) -> None:
+    def __init__(self, job_id: int, paths: Paths, clock: IReactorTime, record: Record, timeout: float = HANDSHAKE_TIMEOUT,
+                 private: dict[int, Any] | None = None) -> None:
         self.job_id = job_id
+        #: LuxiD's clear private values of the jobs (L{ganeti.jobs.private}): this job's go with the
+        #: confirmation, and are forgotten here once sent
+        self.private = private if private is not None else {}
         self.paths = paths
         self.clock = clock
         self.record = record
@@ -115,7 +119,9 @@ class JobChannel:
     def _confirm(self, _: Any) -> None:
         if self._write is None or self.aborted:
             return
-        self._write(channel.encode({channel.CONFIRM: True}))
+        clear = self.private.get(self.job_id)
+        self._write(channel.encode({channel.CONFIRM: True, **({channel.PRIVATE: clear} if clear else {})}))
+        self.private.pop(self.job_id, None)
         self.confirmed = True
         self.confirmed_at = self.clock.seconds()
         if not self.ready.called:

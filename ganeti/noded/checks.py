@@ -2,6 +2,9 @@
 
   - C{node_verify_light}: L{NodeProcedures.node_verify}'s checks, as Ganeti
     (it is the call for a node about to join);
+  - C{bridges_exist}: fails naming the bridges the node lacks (Ganeti's
+    C{BridgesExist}: a bridge is a device with a C{bridge} directory in
+    C{/sys/class/net}, as seen from the node's network namespace);
   - C{node_has_ip_address}: whether an interface here holds the address
     (it can be bound, as Ganeti's C{IPAddress.Own});
   - C{get_file_info}: C{[exists, {"size": bytes}]} of a path under the root;
@@ -59,6 +62,20 @@ _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
 _TYPE_NAMES = {"bool": "a boolean", "int": "an integer", "string": "a string"}
 
 
+#: where Linux shows the network devices of the namespace (a bridge has a C{bridge} directory)
+SYSFS_NET = "/sys/class/net"
+
+
+def missing_bridges(bridges: Any, sysfs_net: str = SYSFS_NET) -> list[str]:
+    """The bridges of C{bridges} that do not exist (Ganeti's C{utils.BridgeExists});
+    a name that cannot be a device's counts as missing."""
+    _check(isinstance(bridges, list) and all(isinstance(b, str) for b in bridges),
+           "bridges_list must be a list of bridge names")
+    return [bridge for bridge in bridges
+            if not (bridge and "/" not in bridge and bridge not in (".", "..")
+                    and os.path.isdir(os.path.join(sysfs_net, bridge, "bridge")))]
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise RpcFailure(message)
@@ -76,11 +93,18 @@ class CheckProcedures:
         self._reactor = reactor
         self._node = node
         self.clock = time.time
+        self.sysfs_net = SYSFS_NET
 
     @handler(procedures.node_verify_light)
     async def node_verify_light(self, checkdict: Any, cluster_name: Any, hvparams: Any = None) -> dict[str, Any]:
         result: dict[str, Any] = await self._node.node_verify(checkdict, cluster_name, hvparams)
         return result
+
+    @handler(procedures.bridges_exist)
+    def bridges_exist(self, bridges_list: Any) -> None:
+        missing = missing_bridges(bridges_list, self.sysfs_net)
+        if missing:
+            raise RpcFailure("Missing bridges %s" % ", ".join(missing))
 
     @handler(procedures.node_has_ip_address)
     def node_has_ip_address(self, address: Any) -> bool:

@@ -216,6 +216,7 @@ class NodeProcedures:
           - C{ssconf}: {key: expected sha1 of the file, or null} ->
             {key: local sha1 or null} for each key that differs
           - C{version}: -> [protocol version, release]
+          - C{bridges}: [bridge names] -> those missing on the node
           - C{cluster_name}: -> this node's ssconf cluster name (null if none)
           - C{instancelist}: [hypervisor names] -> [names of the instances
             running here], or the error message when they cannot be listed
@@ -257,6 +258,8 @@ class NodeProcedures:
             result["ssconf"] = differing
         if "version" in checkdict:
             result["version"] = [wire.PROTOCOL_VERSION, GANETI_RELEASE]
+        if "bridges" in checkdict:
+            result["bridges"] = checks.missing_bridges(checkdict["bridges"], self.checks.sysfs_net)
         if "instancelist" in checkdict:
             try:
                 result["instancelist"] = await self.instances.instance_list(checkdict["instancelist"], {})

@@ -30,7 +30,9 @@ from ganeti.opcodes.base import (
     T_DICT,
     T_DISK_TEMPLATE,
     T_HYPERVISOR,
+    T_INT,
     T_NONEMPTY_STR,
+    T_NONNEG_INT,
     T_POS_INT,
     T_STR,
     Param,
@@ -41,7 +43,6 @@ from ganeti.opcodes.base import (
     t_one_of,
     t_seconds,
     t_tuple,
-    unsupported,
 )
 
 
@@ -51,14 +52,8 @@ def _tags_summary(op: dict[str, Any]) -> str:
     return name if isinstance(name, str) and name else "None"
 
 
-#: OP_CLUSTER_SET_PARAMS parameters of Ganeti 3.0 this cluster does not change
-_CLUSTER_UNSUPPORTED = (
-    "add_uids", "compression_tools", "default_iallocator_params",
-    "disk_state", "drbd_helper", "enabled_user_shutdown",
-    "gluster_storage_dir", "hv_state", "install_image", "instance_communication_network", "ipolicy",
-    "master_netmask", "osparams_private_cluster", "remove_uids", "reserved_lvs", "uid_pool",
-    "use_external_mip_script", "vg_name", "zeroing_image",
-)
+#: a user-id pool: a list of [lower, higher] ranges (Ganeti's uidpool)
+T_UID_POOL = t_maybe(t_list(t_tuple(T_INT, T_INT)))
 
 define("OP_CLUSTER_QUERY", [], doc="Cluster information.", result="dict (as LUXI QueryClusterInfo)")
 
@@ -99,7 +94,25 @@ define(
         Param("auto_failover", t_maybe(T_BOOL), ABSENT, "elect a new master when the master is unreachable"),
         Param("failover_timeout", t_maybe(t_seconds(*FAILOVER_TIMEOUT_RANGE)), ABSENT,
               "seconds the master must be unreachable before an automatic failover"),
-        *(unsupported(name) for name in _CLUSTER_UNSUPPORTED),
+        Param("osparams_private_cluster", t_maybe(t_dict_of(T_DICT)), ABSENT, "per-OS private parameters to change"),
+        P_IPOLICY,
+        P_HV_STATE,
+        P_DISK_STATE,
+        Param("uid_pool", T_UID_POOL, ABSENT, "the user-id pool (replaces it): [[lower, higher], ...]"),
+        Param("add_uids", T_UID_POOL, ABSENT, "user-id ranges to add to the pool"),
+        Param("remove_uids", T_UID_POOL, ABSENT, "user-id ranges to remove from the pool"),
+        Param("vg_name", t_maybe(T_STR), ABSENT, "LVM volume group (\"\" disables LVM)"),
+        Param("drbd_helper", t_maybe(T_STR), ABSENT, "DRBD usermode helper (\"\" disables the check)"),
+        Param("reserved_lvs", t_maybe(t_list(T_STR)), ABSENT, "logical volumes cluster-verify ignores"),
+        Param("master_netmask", t_maybe(T_NONNEG_INT), ABSENT, "netmask (prefix length) of the master IP"),
+        Param("use_external_mip_script", t_maybe(T_BOOL), ABSENT, "use an external master IP setup script"),
+        Param("gluster_storage_dir", t_maybe(T_STR), ABSENT, "directory of gluster disks"),
+        Param("default_iallocator_params", t_maybe(T_DICT), ABSENT, "parameters of the default allocator"),
+        Param("enabled_user_shutdown", t_maybe(T_BOOL), ABSENT, "let users shut instances down from inside"),
+        Param("install_image", t_maybe(T_STR), ABSENT, "OS install image (absolute path or URL)"),
+        Param("zeroing_image", t_maybe(T_STR), ABSENT, "disk zeroing image (absolute path or URL)"),
+        Param("compression_tools", t_maybe(t_list(T_STR)), ABSENT, "tools allowed to compress exports"),
+        Param("instance_communication_network", t_maybe(T_STR), ABSENT, "network of instance communication NICs"),
     ],
     doc="Change cluster parameters.",
 )

@@ -78,6 +78,15 @@ def filled_osparams(cfg: ConfigData, inst: Instance, override: Mapping[str, Any]
     return _merge(osparams.get(name.split("+", 1)[0]), osparams.get(name) if "+" in name else None, inst.osparams, override)
 
 
+def filled_osparams_private(cfg: ConfigData, inst: Instance) -> dict[str, Any]:
+    """The private OS parameters of C{inst}: the cluster's (C{gnt-os modify
+    --os-parameters-private}; OS name, then name+variant), its own."""
+    private = cfg.cluster.osparams_private_cluster or {}
+    name = inst.os or ""
+    return _merge(private.get(name.split("+", 1)[0]), private.get(name) if "+" in name else None,
+                  inst.osparams_private)
+
+
 def instance_disks(cfg: ConfigData, inst: Instance) -> list[Disk]:
     """The disk records of C{inst}, in order."""
     return [cfg.disks[uuid] for uuid in inst.disks if uuid in cfg.disks]
@@ -101,6 +110,7 @@ def encode_instance(
     data["hvparams"] = filled_hvparams(cfg, inst, hvp)
     data["beparams"] = filled_beparams(cfg, inst, bep)
     data["osparams"] = filled_osparams(cfg, inst, osp)
+    data["osparams_private"] = filled_osparams_private(cfg, inst)
     default_nic = (cfg.cluster.nicparams or {}).get("default") or {}
     for nic in data.get("nics") or []:
         nic["nicparams"] = _merge(default_nic, nic.get("nicparams"))

@@ -529,6 +529,11 @@ def node_verify_light(checkdict: dict[str, Any], cluster_name: str, hvparams: An
     """L{node_verify}'s checks (Ganeti runs it on a node about to be added)."""
 
 
+@declare(TMO_URGENT, idempotent=True)
+def bridges_exist(bridges_list: list[str]) -> None:
+    """Fails ("Missing bridges A, B") unless the node has every bridge given (Ganeti's C{BridgesExist})."""
+
+
 @declare(TMO_FAST, idempotent=True)
 def node_has_ip_address(address: str) -> bool:
     """Whether one of this node's interfaces holds C{address}."""

@@ -94,19 +94,41 @@ async def test_search_tags_group_info_and_ispecs_as_ganeti(root):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _param_os(root, name: str) -> None:
+    """An OS on the master declaring the parameters colour and size."""
+    import os
+    import stat
+
+    directory = os.path.join(root.root, "srv/ganeti/os", name)
+    os.makedirs(directory)
+    for script in ("create", "import", "export", "rename", "verify"):
+        with open(os.path.join(directory, script), "w") as handle:
+            handle.write("#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(directory, script), stat.S_IRWXU)
+    with open(os.path.join(directory, "ganeti_api_version"), "w") as handle:
+        handle.write("20\n")
+    with open(os.path.join(directory, "parameters.list"), "w") as handle:
+        handle.write("colour the colour\nsize the size\n")
+
+
 def check_os_modify_and_info(root, tools: GanetiTools) -> None:
-    ok(root, "gnt-os", "modify", "-O", "colour=blue,size=2", "-H", "kvm:kernel_path=/boot/vmlinuz", "--hidden",
-       "yes", "noop")
+    # OS parameters are validated on the master as Ganeti does (os_validate): noop declares none
+    refused = gnt(root, "gnt-os", "modify", "-O", "colour=blue", "noop")
+    assert refused.returncode != 0 and ("OS Parameters validation failed on node %s: The following parameters are"
+                                        " not supported by the OS noop: colour" % N1) in refused.stderr, refused.stderr
+    _param_os(root, "paramos")
+    ok(root, "gnt-os", "modify", "-O", "colour=blue,size=2", "paramos")
+    ok(root, "gnt-os", "modify", "-H", "kvm:kernel_path=/boot/vmlinuz", "--hidden", "yes", "noop")
     assert "noop" not in ok(root, "gnt-os", "list", "--no-headers").split()  # hidden
     info = ok(root, "gnt-os", "info", "noop")
     assert "  - hidden: True\n  - blacklisted: False\n" in info and "  - valid: True" in info, info
     assert tools.ok("gnt-os", "info", "noop") == info
     cluster = ok(root, "gnt-cluster", "info")
-    assert "OS parameters: \n  noop: \n    colour: blue\n    size: 2\n" in cluster, cluster
+    assert "OS parameters: \n  paramos: \n    colour: blue\n    size: 2\n" in cluster, cluster
     assert "OS-specific hypervisor parameters: \n  noop: \n    kvm: \n      kernel_path: /boot/vmlinuz" in cluster, cluster
     assert "Hidden OSes: noop\n" in cluster, cluster
     # a parameter set to "default" is removed; the last one removes the OS's entry
-    ok(root, "gnt-os", "modify", "-O", "colour=default", "noop")
+    ok(root, "gnt-os", "modify", "-O", "colour=default", "paramos")
     ok(root, "gnt-os", "modify", "--hidden", "no", "noop")
     assert "noop" in ok(root, "gnt-os", "list", "--no-headers").split()
     # blacklisted, with Ganeti's own script: no new instance of it, with Ganeti's message

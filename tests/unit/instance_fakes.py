@@ -125,6 +125,18 @@ class FakeNodes(Runner):
     def _os_diagnose(self, node: str) -> Any:
         return self.os_list
 
+    def _os_validate(self, node: str, required: bool, name: str, checks: list[str], params: dict[str, Any],
+                     force_variant: bool = False) -> Any:
+        """Like NodeD's: the OS is known (refused when absent and C{required})."""
+        if not any(entry[0] == name.split("+", 1)[0] for entry in self.os_list):
+            if required:
+                raise _Refused("OS %s not found" % name)
+            return False
+        return True
+
+    def _bridges_exist(self, node: str, bridges: list[str]) -> Any:
+        return None
+
     def _blockdev_create(self, node: str, disk: dict[str, Any], size: int, owner: str, on_primary: bool,
                          info: str, exclusive: bool) -> Any:
         path = disk["logical_id"][1] if disk.get("logical_id") else None

@@ -45,7 +45,8 @@ class ExtCreateTests(InstanceTestCase):
     def test_ext_disk(self) -> None:
         self.ok(create(pnode="node2", disk_template="ext", no_install=True, start=False,
                        disks=[{"size": 64, "provider": "loopback", "dir": "/vol", "access": "userspace"}]))
-        self.assertEqual(self.rpc.procedures(), ["os_diagnose", "extstorage_diagnose", "blockdev_create"])
+        self.assertEqual(self.rpc.procedures(), ["os_diagnose", "os_validate", "extstorage_diagnose",
+                                                 "blockdev_create"])
         ((node, args),) = self.rpc.calls_of("blockdev_create")
         self.assertEqual(node, N2)
         (disk,) = self.disks()

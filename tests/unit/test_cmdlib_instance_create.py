@@ -43,7 +43,8 @@ class CreateTests(InstanceTestCase):
         (disk,) = self.disks()
         self.assertEqual(disk.logical_id, ["loop", "/srv/ganeti/file-storage/%s/disk0" % WEB])
         self.assertEqual((disk.size, disk.mode, disk.iv_name, disk.dev_type), (1024, "rw", "disk/0", "file"))
-        self.assertEqual(self.rpc.procedures(), ["os_diagnose", "node_info", "blockdev_create", "instance_os_add",
+        self.assertEqual(self.rpc.procedures(), ["os_diagnose", "os_validate", "node_info", "blockdev_create",
+                                                 "instance_os_add",
                                                  "instance_start"])
         self.assertEqual({n for n, _p in [(c[1], c[0]) for c in self.rpc.calls]}, {N2})
         (_node, args), = self.rpc.calls_of("blockdev_create")

@@ -142,14 +142,18 @@ class NodeAddTests(NodeLUTestCase):
         self.assertEqual(node.group, next(iter(self.env.read_config().nodegroups)))
         # a new candidate's client certificate digest is asked (the candidates still missing one too)
         # and it starts RAPI once the configuration holds it
-        self.assertEqual(self.rpc.procedures(), ["version", "node_verify", "node_crypto_tokens", "node_promote_to_mc"])
-        self.assertEqual(sorted(self.rpc.calls[2][1]), [MASTER, N2, "node5.example.test"])
-        self.assertEqual(self.rpc.calls[2][2], [[["ssl", "get", {}]]])
+        self.assertEqual(self.rpc.procedures(), ["version", "node_verify_light", "node_verify", "node_crypto_tokens",
+                                                 "node_promote_to_mc"])
+        self.assertEqual(sorted(self.rpc.calls[3][1]), [MASTER, N2, "node5.example.test"])
+        self.assertEqual(self.rpc.calls[3][2], [[["ssl", "get", {}]]])
         self.assertEqual(self.certs(), {n: digest_of(n) for n in (MASTER, N2, "node5.example.test")})
-        self.assertEqual(self.rpc.calls[3][1], {"node5.example.test": "192.0.2.5"})
+        self.assertEqual(self.rpc.calls[4][1], {"node5.example.test": "192.0.2.5"})
         self.assertEqual(self.rpc.calls[0][1], {"node5.example.test": "192.0.2.5"})
-        self.assertEqual(self.rpc.calls[1][1], {MASTER: "192.0.2.1"}, "the master checks it can reach the node")
-        self.assertEqual(self.rpc.calls[1][2][0], {"nodelist": [["node5.example.test", "192.0.2.5"]]})
+        # Ganeti's node_verify_light on the joining node (here: its software version)
+        self.assertEqual((self.rpc.calls[1][1], self.rpc.calls[1][2][0]),
+                         ({"node5.example.test": "192.0.2.5"}, {"version": None}))
+        self.assertEqual(self.rpc.calls[2][1], {MASTER: "192.0.2.1"}, "the master checks it can reach the node")
+        self.assertEqual(self.rpc.calls[2][2][0], {"nodelist": [["node5.example.test", "192.0.2.5"]]})
         # the pool is now full (master, node2, node5): the next one is a plain node
         self.ok(add("node6.example.test", "192.0.2.6"))
         self.assertFalse(self.node("node6.example.test").master_candidate)

@@ -95,23 +95,25 @@ class ValidateTests(SynchronousTestCase):
         )
         self.assertIn("'instance_name'", _error({"OP_ID": "OP_TEST_DELAY", "duration": 1, "instance_name": "x"}).args[0])
 
-    def test_ganeti_only_parameters_accepted_as_null_only(self) -> None:
+    def test_ganeti_cluster_parameters_null_when_unset(self) -> None:
         """Ganeti's clients send every parameter of OP_CLUSTER_SET_PARAMS, null
-        when unset; the ones this cluster does not implement may not be set."""
+        when unset; each one is typed as Ganeti's."""
         op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "vg_name": None, "uid_pool": None, "max_running_jobs": 5})
         self.assertEqual(op["max_running_jobs"], 5)
-        self.assertIn("parameter 'vg_name' must be null", _error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "vg_name": "xenvg"}).args[0])
+        op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "vg_name": "xenvg", "uid_pool": [[1000, 2000]],
+                       "reserved_lvs": []})
+        self.assertEqual((op["vg_name"], op["uid_pool"], op["reserved_lvs"]), ("xenvg", [[1000, 2000]], []))
+        self.assertIn("parameter 'uid_pool'", _error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "uid_pool": [1000]}).args[0])
 
-    def test_ganeti_only_parameters_empty_means_no_change(self) -> None:
-        """Ganeti's gnt-cluster modify sends {} for the parameters it leaves
-        alone (diskparams, hv_state, disk_state...): taken as not given."""
+    def test_ganeti_empty_dicts_validate(self) -> None:
+        """Ganeti's gnt-cluster modify sends {} for the dict parameters it leaves
+        alone (diskparams, hv_state, disk_state, ipolicy): valid, and the LU changes nothing for them."""
         op = validate({"OP_ID": "OP_CLUSTER_SET_PARAMS", "diskparams": {}, "disk_state": {},
-                       "hv_state": {}, "reserved_lvs": [], "candidate_pool_size": 2})
+                       "hv_state": {}, "ipolicy": {}, "candidate_pool_size": 2})
         self.assertEqual(op["candidate_pool_size"], 2)
-        for name in ("diskparams", "disk_state", "hv_state", "reserved_lvs"):
-            self.assertNotIn(name, op)
-        for bad in ({"cpu-avg-load": True}, ["lv1"], ""):
-            self.assertIn("parameter 'hv_state' must be null",
+        self.assertNotIn("diskparams", op)
+        for bad in (["lv1"], ""):
+            self.assertIn("parameter 'hv_state' must be a dict",
                           _error({"OP_ID": "OP_CLUSTER_SET_PARAMS", "hv_state": bad}).args[0])
 
     def test_test_delay_bounded(self) -> None:

@@ -82,44 +82,44 @@ class OpClusterSetParams(OpCode):
     auto_failover: bool | None = None
     #: seconds the master must be unreachable before an automatic failover
     failover_timeout: float | None = None
-    #: not implemented here: null or absent
-    add_uids: None = None
-    #: not implemented here: null or absent
-    compression_tools: None = None
-    #: not implemented here: null or absent
-    default_iallocator_params: None = None
-    #: not implemented here: null or absent
-    disk_state: None = None
-    #: not implemented here: null or absent
-    drbd_helper: None = None
-    #: not implemented here: null or absent
-    enabled_user_shutdown: None = None
-    #: not implemented here: null or absent
-    gluster_storage_dir: None = None
-    #: not implemented here: null or absent
-    hv_state: None = None
-    #: not implemented here: null or absent
-    install_image: None = None
-    #: not implemented here: null or absent
-    instance_communication_network: None = None
-    #: not implemented here: null or absent
-    ipolicy: None = None
-    #: not implemented here: null or absent
-    master_netmask: None = None
-    #: not implemented here: null or absent
-    osparams_private_cluster: None = None
-    #: not implemented here: null or absent
-    remove_uids: None = None
-    #: not implemented here: null or absent
-    reserved_lvs: None = None
-    #: not implemented here: null or absent
-    uid_pool: None = None
-    #: not implemented here: null or absent
-    use_external_mip_script: None = None
-    #: not implemented here: null or absent
-    vg_name: None = None
-    #: not implemented here: null or absent
-    zeroing_image: None = None
+    #: per-OS private parameters to change
+    osparams_private_cluster: dict[str, dict[str, Any]] | None = None
+    #: instance policy
+    ipolicy: dict[str, Any] | None = None
+    #: static hypervisor state
+    hv_state: dict[str, Any] | None = None
+    #: static disk state
+    disk_state: dict[str, Any] | None = None
+    #: the user-id pool (replaces it): [[lower, higher], ...]
+    uid_pool: list[list[Any]] | None = None
+    #: user-id ranges to add to the pool
+    add_uids: list[list[Any]] | None = None
+    #: user-id ranges to remove from the pool
+    remove_uids: list[list[Any]] | None = None
+    #: LVM volume group ("" disables LVM)
+    vg_name: str | None = None
+    #: DRBD usermode helper ("" disables the check)
+    drbd_helper: str | None = None
+    #: logical volumes cluster-verify ignores
+    reserved_lvs: list[str] | None = None
+    #: netmask (prefix length) of the master IP
+    master_netmask: int | None = None
+    #: use an external master IP setup script
+    use_external_mip_script: bool | None = None
+    #: directory of gluster disks
+    gluster_storage_dir: str | None = None
+    #: parameters of the default allocator
+    default_iallocator_params: dict[str, Any] | None = None
+    #: let users shut instances down from inside
+    enabled_user_shutdown: bool | None = None
+    #: OS install image (absolute path or URL)
+    install_image: str | None = None
+    #: disk zeroing image (absolute path or URL)
+    zeroing_image: str | None = None
+    #: tools allowed to compress exports
+    compression_tools: list[str] | None = None
+    #: network of instance communication NICs
+    instance_communication_network: str | None = None
 
 
 @attrs.frozen(kw_only=True)
