@@ -245,8 +245,19 @@ def gnt(root: Paths, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
 def ok(root: Paths, tool: str, *args: str) -> str:
     """L{gnt}, which must succeed; its output."""
     done = gnt(root, tool, *args)
-    assert done.returncode == 0, (tool, args, done.stdout, done.stderr)
+    assert done.returncode == 0, (tool, args, done.stdout, done.stderr, _master_output(root, done.stderr))
     return done.stdout
+
+
+def _master_output(root: Paths, stderr: str) -> str:
+    """When a command could not reach LuxiD: the end of what LuxiD said (its C{.out} file in the root)."""
+    if "master daemon" not in stderr:
+        return ""
+    try:
+        with open(os.path.join(root.root, "ganeti-luxid.out"), "rb") as handle:
+            return "ganeti-luxid said: " + handle.read().decode(errors="replace")[-3000:]
+    except OSError as e:
+        return "no output of ganeti-luxid (%s)" % e
 
 
 # --- what has reached a node ----------------------------------------------------------------

@@ -17,6 +17,8 @@ from ganeti import serializer
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 
 N1 = "node1.test"
+#: not 127.0.1.1: test_cluster_init starts its daemons there on the standard ports, maybe at the same time
+ADDRESS = "127.0.7.1"
 
 
 def _config(root) -> dict:
@@ -30,7 +32,7 @@ def _cluster(root) -> dict:
 
 
 def test_init_and_modify_parameters_reach_the_config_and_info(root):
-    init = gnt(root, "gnt-cluster", "init", "--primary-ip", "127.0.1.1", "--node-name", N1,
+    init = gnt(root, "gnt-cluster", "init", "--primary-ip", ADDRESS, "--node-name", N1,
                "--uid-pool", "1000-2000,3000", "--specs-mem-size", "min=64,max=8G,std=256",
                "--specs-cpu-count", "max=16", "--ipolicy-vcpu-ratio", "3", "--ipolicy-spindle-ratio", "16",
                "--hypervisor-state", "fake:mem_total=1024", "--disk-state", "file/store:disk_total=100",
@@ -124,7 +126,7 @@ def test_init_refuses_bad_options_before_writing_anything(root):
                           (("--compression-tools", "lzop"), "gzip utility must be present"),
                           (("--primary-ip-version", "6"), "is not an IPv6 address"),
                           (("-H", "kvm:acpi=no"), "hypervisor(s) not enabled: kvm")):
-        bad = gnt(root, "gnt-cluster", "init", "--primary-ip", "127.0.1.1", "--no-start", *args, "cluster.test")
+        bad = gnt(root, "gnt-cluster", "init", "--primary-ip", ADDRESS, "--no-start", *args, "cluster.test")
         assert bad.returncode != 0 and message in bad.stderr, (args, bad.stderr)
         assert not os.path.exists(root.config_data)
 
