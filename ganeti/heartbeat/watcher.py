@@ -16,7 +16,8 @@ decisions are taken when a node's state report arrives
     the node sent after that end: an older one may predate the restart
     (on a loaded node the poll that sees the new process comes late);
   - nor before a report has shown it running since that end, unless
-    L{STALE_GRACE} seconds have passed: a report sent after the end may
+    L{STALE_GRACE} seconds have passed or the node itself (asked, see
+    below) says it is down: a report sent after the end may
     still carry instance states polled before it (a report of the node's
     resources alone changes nothing of its instances), and the watcher
     looks again when the grace ends;
@@ -292,8 +293,9 @@ class Watcher(Service):
         for name in list(self.given_up):
             if name not in down:
                 self.given_up.discard(name)
+        confirmed = False
         if self.ask_node is not None and set(down) - self.given_up:  # not for instances left down for good
-            down = await self._still_down(config, node, reports, down)
+            down, confirmed = await self._still_down(config, node, reports, down)
         busy = busy_instances(self.luxid.jobs.values())
         jobs = []
         now = self.reactor.seconds()
@@ -303,8 +305,9 @@ class Watcher(Service):
                 job = self.luxid.jobs.get(pending)
                 if job is not None and (not job.finalized or self._ended_after_report(job, node)):
                     continue
-                # an instance whose budget is spent is left down at once, without the grace
-                if (job is not None and self.budget.used(name, now) < self.budget.limit
+                # an instance whose budget is spent is left down at once, without the grace; so is
+                # one the node itself, asked after the restart's end, says is down: no report lag there
+                if (job is not None and self.budget.used(name, now) < self.budget.limit and not confirmed
                         and self._within_grace(name, job, node, now)):
                     continue
             if name in busy or name in self.given_up:
@@ -323,24 +326,24 @@ class Watcher(Service):
         return jobs
 
     async def _still_down(self, config: ConfigData, node: str, reports: Mapping[str, Mapping[str, Any]],
-                          down: list[str]) -> list[str]:
+                          down: list[str]) -> tuple[list[str], bool]:
         """Of C{down}, those the node itself says are down now: a pushed report
         may lag what happened on the node (a restart that just ended), and a
         restart is a real action; if the node does not answer, the report
-        decides."""
+        decides.  Also whether the node answered."""
         assert self.ask_node is not None
         try:
             now = await self.ask_node(config, node)
         except Exception as e:
             self.log.info("watcher: cannot ask {node} what runs there: {e}", node=node, e=e)
-            return down
+            return down, False
         if now is None:
-            return down
+            return down, False
         still = needs_restart(config, node, dict(reports, **{node: now}))
         for name in sorted(set(down) - set(still)):
             self.log.info("watcher: instance {instance} runs on {node} after all (its report was behind)",
                           instance=name, node=node)
-        return [name for name in down if name in still]
+        return [name for name in down if name in still], True
 
     async def _restart(self, name: str, node: str) -> int | None:
         op = {

@@ -16,7 +16,9 @@ The handshake, step by step (DESIGN.md, "Jobs"):
      the child removes its lock file and exits without running anything.
 
 Afterwards LuxiD may send C{{"cancel": true}} or C{{"priority": n}}; the
-child answers a cancel with C{{"cancelled": bool}}.
+child answers a cancel with C{{"cancelled": bool}}.  A child that cannot
+write its job file because the disk is full sends C{{"unsaved": job}} (the
+job as it stands) before it exits: LuxiD records that state.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ PRIVATE = "private"
 CANCEL = "cancel"
 CANCELLED = "cancelled"
 PRIORITY = "priority"
+UNSAVED = "unsaved"
 
 
 class ChannelError(Exception):

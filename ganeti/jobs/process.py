@@ -117,7 +117,7 @@ def job_file(paths: Paths, job_id: int) -> str:
     return os.path.join(paths.queue_dir, "job-%d" % job_id)
 
 
-def save_job(paths: Paths, job: Any, last: bytes | None = None) -> bytes:
+def save_job(paths: Paths, job: Any, last: bytes | None = None, to_parent: int | None = None) -> bytes:
     """Write the job file atomically; fsync only once the job has ended.
     Returns what the file holds; nothing is written when that is C{last}
     (what this process wrote last: the final state is saved by the
@@ -126,13 +126,36 @@ def save_job(paths: Paths, job: Any, last: bytes | None = None) -> bytes:
     Intermediate states (waiting, running, log lines) survive a crash of
     any process; only a power loss can take them, and then the job is
     failed as a dead one on restart, which it would be anyway.
+
+    A write that finds the disk full sends the job as it stands to LuxiD
+    first (on C{to_parent}, see L{tell_unsaved}).
     """
     data: bytes = job.to_json()
     if data == last:
         return data
-    serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
+    try:
+        serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
+    except OSError as e:
+        if to_parent is not None and space.is_disk_full(e):
+            tell_unsaved(to_parent, job)
+        raise
     trace.hop(job.id, "child.saved_" + job.status)
     return data
+
+
+def tell_unsaved(to_parent: int, job: Any) -> None:
+    """Send LuxiD the job this process cannot write (the disk is full): LuxiD
+    records it with its space reserve, so an opcode that succeeded before
+    is not reported failed.  Best effort: a job too big for one message, or
+    a pipe that does not take it, leaves LuxiD to fail the job as before."""
+    data = channel.encode({channel.UNSAVED: job.to_dict()})
+    if len(data) > channel.MAX_LINE:
+        return
+    try:
+        while data:
+            data = data[os.write(to_parent, data):]
+    except OSError:
+        pass
 
 
 async def execute(
@@ -203,7 +226,7 @@ async def execute(
 
     async def save(current: QueuedJob) -> None:
         exit_if_fenced(paths, job_id, mine, lock_path)
-        written[0] = save_job(paths, current, written[0])
+        written[0] = save_job(paths, current, written[0], to_parent)
 
     processor = Processor(
         job, client, owner, save=save, clock=reactor, paths=paths,
@@ -220,7 +243,7 @@ async def execute(
         if job.finalized and job.end_timestamp is None:
             job.end_timestamp = timestamp()
         exit_if_fenced(paths, job_id, mine, lock_path)
-        written[0] = save_job(paths, job, written[0])
+        written[0] = save_job(paths, job, written[0], to_parent)
         try:
             await release_locks(reactor, client, owner)
             trace.hop(job_id, "child.locks_freed")

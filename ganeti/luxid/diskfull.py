@@ -7,7 +7,9 @@
     accepted (L{refuse_submission}) or started: the queued jobs end in error
     at once, saying why (L{blocked}); a running job whose process dies
     (it cannot write its job file either) ends in error saying the disk is
-    full (L{exit_message}).
+    full (L{exit_message}), but keeps what its process sent before it
+    exited (L{process_ended}): an opcode that succeeded, its change made,
+    stays a success, and a job whose last opcode succeeded succeeds.
 """
 
 from __future__ import annotations
@@ -100,6 +102,30 @@ def blocked(service: Service) -> bool:
     return True
 
 
+def process_ended(service: Service, job: QueuedJob, exit: JobExit, unsaved: Any) -> None:
+    """A confirmed job process ended before its job did: record the job as
+    its process last had it (C{unsaved}, when it sent it for want of room:
+    the same job, same opcodes), failing what did not end."""
+    from ganeti.jobs.model import QueuedJob
+
+    state = None
+    if isinstance(unsaved, dict) and unsaved.get("id") == job.id:
+        try:
+            state = QueuedJob.from_dict(unsaved)
+        except (KeyError, TypeError, ValueError):
+            state = None
+    if state is None or [op.input for op in state.ops] != [op.input for op in job.ops]:
+        service._fail(job, exit_message(service, exit))
+        return
+    log.warn("job {job}: its process could not write the job file ({status}); recording it for the process",
+             job=job.id, status=state.status)
+    service.jobs[job.id] = state
+    if state.finalized:
+        service._finalize(state, lambda: None)
+    else:
+        service._fail(state, exit_message(service, exit))
+
+
 def exit_message(service: Service, exit: JobExit) -> str:
     """Why a confirmed job process that ended before its job did failed it."""
     message = "the job process %s before the job finished" % exit.describe()
@@ -109,6 +135,6 @@ def exit_message(service: Service, exit: JobExit) -> str:
     return message
 
 
-__all__ = ["blocked", "is_disk_full", "exit_message", "final_not_written", "refuse_submission", "reserve_of", "spawn_failed",
-           "submission_failed", "write_job"]
+__all__ = ["blocked", "is_disk_full", "exit_message", "final_not_written", "process_ended", "refuse_submission", "reserve_of",
+           "spawn_failed", "submission_failed", "write_job"]
 

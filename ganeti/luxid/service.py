@@ -445,13 +445,13 @@ class LuxidService(Service):
 
     def _job_exited(self, exit: JobExit) -> None:
         trace.hop(exit.job_id, "luxid.exit_seen")
-        self.processes.pop(exit.job_id, None)
+        job_channel = self.processes.pop(exit.job_id, None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:
             if exit.job_id in self.killing:
                 self._killed(job, exit.describe())
             elif exit.confirmed:
-                self._fail(job, diskfull.exit_message(self, exit))
+                diskfull.process_ended(self, job, exit, getattr(job_channel, "unsaved", None))
                 self._cleanup_locks()
             else:
                 attempts = self.start_attempts.get(job.id, 0) + 1

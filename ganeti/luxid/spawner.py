@@ -83,6 +83,8 @@ class JobChannel:
         self.ended_at: float | None = None
         #: sends a signal to a pid (tests replace it)
         self.os_kill: Callable[[int, int], None] = os.kill
+        #: the job as the process last had it, sent because it could not write it (the disk full)
+        self.unsaved: Any = None
 
     def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
         self._write, self._kill = write, kill
@@ -100,6 +102,8 @@ class JobChannel:
                 self._lockfile(message)
             elif channel.CANCELLED in message and self._cancels:
                 self._cancels.pop(0).callback(bool(message[channel.CANCELLED]))
+            elif channel.UNSAVED in message and self.confirmed:
+                self.unsaved = message[channel.UNSAVED]
 
     def _lockfile(self, message: dict[str, Any]) -> None:
         if self.aborted:

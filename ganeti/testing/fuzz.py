@@ -155,7 +155,30 @@ def describe_fds(cluster: ChaosCluster, pid: int) -> str:
             (laddr, lport), (raddr, rport) = sockets[int(link[8:-1])]
             link += " tcp %s:%d->%s:%d" % (laddr, lport, raddr, rport)
         found.append("%s: %s" % (fd, link))
-    return "; ".join(found)
+    return "; ".join(found + ["child %s" % child for child in _children(pid)])
+
+
+#: seconds more a daemon's file descriptors may take to come back while it runs a program
+CHILD_WAIT = 60.0
+
+
+def _children(pid: int) -> list[str]:
+    """C{pid}'s child processes, each as its pid and command line."""
+    found = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                children = f.read().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                with open("/proc/%s/cmdline" % child, "rb") as f:
+                    argv = f.read().rstrip(b"\0").split(b"\0")
+            except OSError:
+                continue
+            found.append("%s %s" % (child, " ".join(arg.decode("utf-8", "replace") for arg in argv)))
+    return found
 
 
 @attrs.define
@@ -197,7 +220,9 @@ class Guard:
                 found.append("%s holds config serial %s and %d job files, the master %d and %d"
                              % (name, replica[0], replica[1], state.serial, state.jobs))
         deadline = time.monotonic() + fd_timeout
-        while own_fds(cluster, self.pid) > self.fds and time.monotonic() < deadline:
+        # a program the daemon runs for a request (an OS script, a hook) holds its pipes until it ends
+        while own_fds(cluster, self.pid) > self.fds and (
+                time.monotonic() < deadline or (_children(self.pid) and time.monotonic() < deadline + CHILD_WAIT)):
             await deferLater(cluster.reactor, 0.1, lambda: None)
         fds = own_fds(cluster, self.pid)
         if fds > self.fds:

@@ -116,7 +116,8 @@ async def test_rapi_follows_roles_and_serves_from_any_candidate_across_a_failove
             done = gnt_cluster(cluster, roots[1], "master-failover")
             assert done.returncode == 0, (done.stdout, done.stderr)
             assert master_of(roots[0]) == "node2.test"
-            assert rapi_up(roots[0], n1, port)
+            # the old master steps down in the background once the new one accepts jobs
+            await cluster.until(lambda: rapi_up(roots[0], n1, port), timeout=30)
             # node2's RAPI serves locally now; the old master's forwards to node2
             for address in (n2, n1):
                 seen = await threads.deferToThread(ganeti_client, address, port)

@@ -325,6 +325,23 @@ class RaceTests(SynchronousTestCase):
         self.assertEqual(self.watcher.given_up, {"web1"})
         self.assertEqual(len(self.luxid.waiting), 1)
 
+    def test_down_by_the_nodes_own_word_after_the_end_is_restarted_at_once(self) -> None:
+        """The reports that showed the restarted instance running came before its job's end
+        (the node reports a start at once); it stops again and the node itself, asked after
+        the end, says it is down: no wait for the stale-report grace."""
+        answers: list[Any] = [{}]
+
+        async def ask_node(config: Any, node: str) -> Any:
+            return answers[0]
+
+        self.watcher.ask_node = ask_node
+        began = self.clock.seconds()
+        self._restarted_and_ended()
+        self.report({})
+        self.clock.advance(w.CONFIRM_DELAY)
+        self.assertEqual(len(self.luxid.waiting), 2)
+        self.assertLess(self.clock.seconds() - began, w.STALE_GRACE)
+
     def test_down_after_running_again_is_restarted_at_once(self) -> None:
         """A guest that runs after its restart, then stops again (it powers itself off)."""
         self._restarted_and_ended()

@@ -112,6 +112,31 @@ class SaveJobTests(SynchronousTestCase):
         process.save_job(paths, job, written)
         self.assertTrue(os.path.exists(path))
 
+    def test_a_full_disk_sends_the_job_to_luxid_before_failing(self) -> None:
+        """A write that finds no room: the job as it stands goes to LuxiD on the
+        pipe (one line it accepts), and the error still ends the process."""
+        import errno
+        import os
+
+        from ganeti import serializer
+        from ganeti.jobs import channel
+        from ganeti.jobs.model import QueuedJob, QueuedOpCode
+        from tests.unit.queue_helpers import temp_root
+
+        def full(*_args: Any, **_kwargs: Any) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        self.patch(serializer, "write_file", full)
+        paths = temp_root(self, "gntsave")
+        job = QueuedJob(id=9, ops=[QueuedOpCode(input={"OP_ID": "OP_TEST_DELAY", "duration": 0}, status="success")],
+                        received_timestamp=[1, 0], start_timestamp=[2, 0], end_timestamp=[3, 0])
+        read, write = os.pipe()
+        self.addCleanup(os.close, read)
+        self.addCleanup(os.close, write)
+        self.assertRaises(OSError, process.save_job, paths, job, None, write)
+        (message,) = channel.LineDecoder().feed(os.read(read, channel.MAX_LINE))
+        self.assertEqual(QueuedJob.from_dict(message[channel.UNSAVED]).to_dict(), job.to_dict())
+
 
 class FailureExitOnAFullLogTests(SynchronousTestCase):
     def test_an_unwritable_stderr_does_not_change_the_exit_code(self) -> None:

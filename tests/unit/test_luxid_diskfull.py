@@ -80,3 +80,49 @@ class DiskFullTests(SynchronousTestCase):
         self.assertIn("the data directory %s is full" % self.paths.data_dir, full)
         other = diskfull.exit_message(self.service, JobExit(4, 1, None, True))
         self.assertEqual(other, "the job process exited with status 1 before the job finished")
+
+    def _ended_with(self, unsaved: Any) -> Any:
+        """Job of two opcodes whose confirmed process sent C{unsaved(job dict)} (the
+        disk full) over its pipe, then exited for want of space: the job as recorded."""
+        from ganeti.jobs import channel
+        from ganeti.luxid.spawner import JobChannel, JobExit
+
+        job_id = self.successResultOf(self.call("SubmitJob", [dict(DELAY), dict(DELAY, duration=1)]))
+        job_channel = JobChannel(job_id, self.paths, Clock(), lambda *_: None)
+        job_channel.confirmed = True
+        job_channel.data_received(channel.encode({channel.UNSAVED: unsaved(self.service.jobs[job_id].to_dict())}))
+        self.service.processes[job_id] = job_channel
+        self.service._job_exited(JobExit(job_id, space.EXIT_DISK_FULL, None, True))
+        return self.queue.read_job(job_id)
+
+    def test_an_opcode_that_succeeded_before_the_disk_filled_stays_a_success(self) -> None:
+        """The process could not write its first opcode's success (its change made): LuxiD
+        records that success from the process's last word and fails only the rest."""
+        def first_done(data: dict) -> dict:
+            data["ops"][0].update(status="success", result="done")
+            data["ops"][1].update(status="running")
+            return data
+
+        job = self._ended_with(first_done)
+        self.assertEqual([op.status for op in job.ops], ["success", "error"])
+        self.assertEqual(job.ops[0].result, "done")
+        self.assertIn("is full", str(job.ops[1].result))
+
+    def test_a_job_whose_last_opcode_succeeded_succeeds(self) -> None:
+        def all_done(data: dict) -> dict:
+            for op in data["ops"]:
+                op.update(status="success", result=None)
+            return data
+
+        job = self._ended_with(all_done)
+        self.assertEqual(job.status, "success")
+
+    def test_a_last_word_that_is_not_the_same_job_is_ignored(self) -> None:
+        """Other opcodes than LuxiD recorded: the job fails as any dead process's."""
+        def other_ops(data: dict) -> dict:
+            data["ops"][0].update(status="success", result=None)
+            data["ops"][0]["input"] = {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "name": None, "tags": ["x"]}
+            return data
+
+        job = self._ended_with(other_ops)
+        self.assertEqual([op.status for op in job.ops], ["error", "error"])
