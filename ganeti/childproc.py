@@ -1,4 +1,5 @@
-"""Reaping forked children without blocking: shared by the job fork server
+"""Forked children, without blocking: reaping them, and a child's own start
+(L{leave_parent}) and end (L{exit_child}).  Shared by the job fork server
 (L{ganeti.luxid.forkserver}) and the warm launcher (L{ganeti.warmstart}).
 Standard library only: both import it before forking."""
 
@@ -6,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Iterator
+import signal
+import sys
+from typing import Callable, Iterator, NoReturn
 
 
 def exited() -> Iterator[tuple[int, int]]:
@@ -35,3 +38,35 @@ def pid_exists(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def leave_parent(keep_closed: list[int], new_session: bool = True) -> None:
+    """In a forked child: its own session (if C{new_session}), the server's
+    signal handling undone, the server's descriptors C{keep_closed} closed."""
+    if new_session:
+        os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    for fd in keep_closed:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def exit_child(run: Callable[[], int]) -> NoReturn:
+    """Run C{run()} (the exit code) in a forked child, then end the child
+    without the parent's exit handlers; an exception is printed (exit 1)."""
+    code = 1
+    try:
+        code = run()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)

@@ -124,16 +124,10 @@ def _reread_environment() -> None:
 
 def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None:
     """In the forked child: run twistd as the request says.  Never returns."""
-    code = 1
-    try:
+
+    def run() -> int:
         gc.enable()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        for fd in keep_closed:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        childproc.leave_parent(keep_closed, new_session=False)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
@@ -154,21 +148,13 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
 
         try:
             launcher.main()
-            code = 0
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if e.code is not None and not isinstance(e.code, int):
                 print(e.code, file=sys.stderr)  # as the interpreter says an uncaught SystemExit("why")
-    except BaseException:
-        import traceback
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return 0
 
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    childproc.exit_child(run)
 
 
 def _answer(message: dict[str, Any]) -> None:

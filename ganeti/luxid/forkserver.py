@@ -83,40 +83,11 @@ def _report(message: dict[str, Any]) -> None:
             continue
 
 
-def _become_child(keep_closed: list[int]) -> None:
-    """In a forked child: its own session, the server's signals undone, its descriptors closed."""
-    os.setsid()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
-    for fd in keep_closed:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _exit_child(run: Any) -> None:
-    """Run C{run()} (the exit code) in the forked child, then end it.  Never returns."""
-    code = 1
-    try:
-        code = run()
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
 def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rpc_port: int) -> None:
     """In the forked child: become the job process.  Never returns."""
 
     def become() -> int:
-        _become_child(keep_closed)
+        childproc.leave_parent(keep_closed)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # out of the way of 3 and 4
         for fd in fds:
             if fd not in (channel.TO_PARENT_FD, channel.FROM_PARENT_FD):
@@ -132,14 +103,14 @@ def _child(job_id: int, paths: Paths, fds: list[int], keep_closed: list[int], rp
 
         return trace.profiled(job_id, lambda: run(job_id, paths, rpc_port=rpc_port))
 
-    _exit_child(become)
+    childproc.exit_child(become)
 
 
 def _spare_child(paths: Paths, sock: socket.socket, keep_closed: list[int], rpc_port: int) -> None:
     """In the forked child: become a spare job process (L{ganeti.jobs.spare}).  Never returns."""
 
     def become() -> int:
-        _become_child(keep_closed)
+        childproc.leave_parent(keep_closed)
         high = socket.socket(fileno=fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 10))
         sock.close()
         opened = os.open(os.devnull, os.O_RDONLY)
@@ -152,7 +123,7 @@ def _spare_child(paths: Paths, sock: socket.socket, keep_closed: list[int], rpc_
 
         return spare.run(paths, high, rpc_port)
 
-    _exit_child(become)
+    childproc.exit_child(become)
 
 
 #: seconds without a spare after one died before it was given a job (no loop of spares dying at once)
