@@ -109,7 +109,10 @@ def with_submission_ids(method: str, args: tuple[Any, ...], make_id: Callable[[]
 
 
 def wait_window(paths: Paths) -> float:
-    """Seconds to wait for a new master: the failover timeout plus L{MARGIN}.
+    """Seconds to wait for a new master: the failover timeout plus L{MARGIN};
+    none when this node's ssconf names no master candidate but one (a
+    one-node cluster: nobody could take over, so the client fails at once,
+    as Ganeti's does).
 
     Read from this node's copy of the HA parameters (L{ganeti.ha.params})
     with the standard library: the command line must not pay for the HA
@@ -117,6 +120,12 @@ def wait_window(paths: Paths) -> float:
     """
     import json
 
+    try:
+        with open(paths.ssconf("master_candidates")) as handle:
+            if len({line.strip() for line in handle if line.strip()}) <= 1:
+                return 0.0
+    except OSError:  # not known here: wait as for any cluster
+        pass
     timeout = 10.0  # ganeti.ha.params.DEFAULT_FAILOVER_TIMEOUT
     try:
         with open(os.path.join(paths.data_dir, "ha.data"), "rb") as handle:  # ganeti.ha.params.FILE_NAME

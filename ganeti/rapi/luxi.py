@@ -50,10 +50,11 @@ class LuxiPool:
     log = Logger()
 
     def __init__(self, reactor: Any, path: str, size: int = 4, connect_timeout: float = 5.0, *,
-                 paths: Any = None, window: float = 0.0) -> None:
+                 paths: Any = None, window: float | Callable[[], float] = 0.0) -> None:
         """
         @param paths: this node's paths: find the master wherever it is (else: C{path} only)
-        @param window: seconds to wait for a new master (0: fail at once)
+        @param window: seconds to wait for a new master (0: fail at once), or
+            what tells them at each call (the cluster's candidates may change)
         """
         self.reactor = reactor
         self.path = path
@@ -81,7 +82,8 @@ class LuxiPool:
     async def _retrying(self, once: Callable[..., Coroutine[Any, Any, Any]], method: str,
                         args: tuple[Any, ...]) -> Any:
         """C{once(method, *args)}, tried again across a failover (see the module docstring)."""
-        if not self.window:
+        window = self.window() if callable(self.window) else self.window
+        if not window:
             return await once(method, *args)
         from twisted.internet.task import deferLater
 
@@ -103,7 +105,7 @@ class LuxiPool:
                     lost += e.sent
                     if started is None or (e.sent and lost <= MAX_LOST):
                         started = now  # a master was there: the wait for the next one starts now
-                    elif now - started >= self.window:
+                    elif now - started >= window:
                         raise
                 attempts += 1
                 await deferLater(self.reactor, delay * (0.5 + random.random() / 2), lambda: None)

@@ -105,7 +105,7 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
 
     # rides through a failover: a call under way goes on at the new master (over TLS, from here)
     pool = LuxiPool(reactor, paths.luxi_socket, size=options["luxi-connections"], paths=paths,
-                    window=wait_window(paths))
+                    window=lambda: wait_window(paths))
     resource = RapiResource(
         pool,
         UsersFile(paths.rapi_users),

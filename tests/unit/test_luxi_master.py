@@ -203,6 +203,24 @@ def test_the_wait_window_is_the_nodes_failover_timeout_plus_the_margin(tmp_path)
     assert wait_window(paths) == ha_params.DEFAULT_FAILOVER_TIMEOUT + MARGIN
 
 
+def test_no_wait_where_no_other_candidate_could_take_over(tmp_path):
+    """A one-node cluster (ssconf names one master candidate): a client whose master does not
+    answer fails at once instead of waiting for a master that cannot come."""
+    import os
+
+    from ganeti.luxi.master import MARGIN, wait_window
+    from ganeti.paths import Paths
+
+    paths = Paths(str(tmp_path))
+    os.makedirs(paths.data_dir, exist_ok=True)
+    with open(paths.ssconf("master_candidates"), "w") as handle:
+        handle.write("node1.test\n")
+    assert wait_window(paths) == 0.0
+    with open(paths.ssconf("master_candidates"), "w") as handle:
+        handle.write("node1.test\nnode2.test\n")
+    assert wait_window(paths) == 10.0 + MARGIN
+
+
 def test_a_submission_the_old_master_could_not_replicate_goes_to_the_next_master() -> None:
     """During a failover the old master refuses a submission whose file a majority of candidates
     did not take (it made no job): with its submission id the same request goes to the next
