@@ -23,7 +23,7 @@ from typing import Any
 from ganeti import errors, opcodes
 from ganeti.cmdlib.base import Feedback, LogicalUnit, expand_node, register
 from ganeti.jobs.lifecycle import ResultWithJobs
-from ganeti.opcodes.typed import OpInstanceMultiAlloc
+from ganeti.opcodes.typed import OpInstanceCreate, OpInstanceMultiAlloc
 
 CREATE = "OP_INSTANCE_CREATE"
 #: what the LU passes on to each creation job from its own opcode
@@ -42,23 +42,24 @@ class LUInstanceMultiAlloc(LogicalUnit[OpInstanceMultiAlloc]):
     REQ_BGL = False
 
     def check_arguments(self) -> None:
-        ops: list[dict[str, Any]] = []
+        ops: list[OpInstanceCreate] = []
         for index, inst in enumerate(self.op.instances):
             op = dict(inst)
-            if op.setdefault("OP_ID", CREATE) != CREATE:
-                raise _invalid("Instance definition %d is a %s, not an %s" % (index, op["OP_ID"], CREATE))
+            kind = op.setdefault("OP_ID", CREATE)
+            if kind != CREATE:
+                raise _invalid("Instance definition %d is a %s, not an %s" % (index, kind, CREATE))
             if op.get("iallocator") is not None:
                 raise _invalid("iallocator are not allowed to be set on instance objects")
             try:
-                ops.append(opcodes.validate(op))
+                ops.append(OpInstanceCreate.from_dict(opcodes.validate(op)))
             except errors.OpPrereqError as e:
                 raise _invalid("Instance definition %d: %s" % (index, e.args[0])) from None
         if not ops:
             raise _invalid("No instances to allocate")
-        with_nodes = [bool(op.get("pnode")) for op in ops]
+        with_nodes = [bool(op.pnode) for op in ops]
         if any(with_nodes) and not all(with_nodes):
             raise _invalid("There are instance objects providing pnode/snode while others do not")
-        names = [op["instance_name"] for op in ops]
+        names = [op.instance_name for op in ops]
         dups = sorted({name for name in names if names.count(name) > 1})
         if dups:
             raise _invalid("There are duplicate instance names: %s" % ", ".join(dups))
@@ -66,18 +67,18 @@ class LUInstanceMultiAlloc(LogicalUnit[OpInstanceMultiAlloc]):
 
     def expand_names(self) -> None:
         for op in self.creates:
-            if op.get("pnode"):
-                expand_node(self.cfg, op["pnode"])
+            if op.pnode:
+                expand_node(self.cfg, op.pnode)
         self.needed_locks = {}
 
     def check_prereq(self) -> None:
-        self.partial = {"allocatable": [op["instance_name"] for op in self.creates], "failed": []}
+        self.partial = {"allocatable": [op.instance_name for op in self.creates], "failed": []}
         self.dry_run_result = dict(self.partial, jobs=[])
 
     async def exec_(self, feedback: Feedback) -> Any:
         jobs: list[list[dict[str, Any]]] = []
         for op in self.creates:
-            job = dict(op)
+            job = op.to_dict()
             if self.op.iallocator and not job.get("pnode"):
                 job["iallocator"] = self.op.iallocator
             for key in _INHERITED:
