@@ -180,7 +180,9 @@ async def _instances(cluster: LoopbackCluster, monds: list[MondDaemon]) -> None:
     def statuses() -> dict[str, dict[str, Any]]:
         return {i["name"]: i for i in report(node2, "instance", "inst-status-fake")["data"]["instances"]}
 
-    await until(cluster, lambda: statuses()["vm2.test"]["admin_state"] == "down", timeout=15)
+    # the admin state comes from the config, the actual one from the node's next look: both change
+    await until(cluster, lambda: (statuses()["vm2.test"]["admin_state"], statuses()["vm2.test"]["actual_state"])
+                == ("down", "shutdown"), timeout=15)
     data = report(node2, "instance", "inst-status-fake")["data"]
     vm1, vm2 = statuses()["vm1.test"], statuses()["vm2.test"]
     assert set(vm1) == {"name", "uuid", "admin_state", "actual_state", "uptime", "mtime", "state_reason", "status"}

@@ -32,7 +32,9 @@ async def test_config_reaches_candidates_and_ssconf_every_node(root):
         await cluster.until(lambda: serial_of(roots[1]) == serial)
         await cluster.until(lambda: ssconf_of(roots[2], "master_node") == "node1.test\n")
         assert serial_of(roots[2]) is None, "node3 is not a candidate: no config.data there"
-        assert sorted((ssconf_of(roots[1], "master_candidates") or "").split()) == ["node1.test", "node2.test"]
+        # each ssconf file is written on its own: node2's candidates list may come a moment later
+        await cluster.until(lambda: sorted((ssconf_of(roots[1], "master_candidates") or "").split())
+                            == ["node1.test", "node2.test"])
         for paths in roots[1:]:  # the cluster-wide secrets reach every node once
             with open(paths.hmac_key, "rb") as theirs, open(roots[0].hmac_key, "rb") as ours:
                 assert theirs.read() == ours.read()
