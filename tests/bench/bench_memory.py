@@ -94,7 +94,9 @@ def cmdline(pid: int) -> list[str]:
 
 
 def node_processes(paths: Paths) -> dict[str, int]:
-    """The daemons a node runs now (by their pid files), LuxiD's fork server and NodeD's warm launcher."""
+    """The daemons a node runs now (by their pid files), LuxiD's fork server, its children (C{jobspare}: at
+    idle, the one spare job process it keeps forked ahead; a job running now would be C{jobspare2}...) and
+    NodeD's warm launcher: every process a node keeps resident."""
     found: dict[str, int] = {}
     for spec in daemons.DAEMONS:
         pid = daemons.running_pid(paths, spec)
@@ -106,6 +108,9 @@ def node_processes(paths: Paths) -> dict[str, int]:
             for child in children(found[parent]):
                 if module in cmdline(child):
                     found[name] = child
+    if "forkserver" in found:  # forked, not run: they have its command line
+        for number, child in enumerate(sorted(children(found["forkserver"])), 1):
+            found["jobspare" + (str(number) if number > 1 else "")] = child
     return found
 
 
