@@ -36,7 +36,6 @@ command-line tools, which may use HTTPS through C{urllib}.
 
 from __future__ import annotations
 
-import _imp
 import importlib
 import importlib.util
 import sys
@@ -103,24 +102,36 @@ def _partial(package: _Deferred, attr: str) -> Any:
 
 
 def _without_openssl(blocked: bool, run: Any, *args: Any) -> Any:
-    """C{run(*args)}, with L{OPENSSL} blocked while it runs if C{blocked} and none of it is loaded yet.
-
-    The import lock is held meanwhile: another thread's import of C{ssl} waits rather than fails."""
-    if not blocked or any(sys.modules.get(name) is not None for name in OPENSSL):
+    """C{run(*args)}, with L{OPENSSL} not found by this thread's imports while it runs if C{blocked}
+    (L{_OpenSSLBlocker}; what is loaded already stays so).  Other threads import as usual meanwhile."""
+    if not blocked:
         return run(*args)
-    _imp.acquire_lock()
+    _OpenSSLBlocker.install()
+    _here.blocking = getattr(_here, "blocking", 0) + 1
     try:
-        added = [name for name in OPENSSL if name not in sys.modules]
-        for name in added:
-            sys.modules[name] = None  # type: ignore[assignment]  # an ImportError for whoever imports it now
-        try:
-            return run(*args)
-        finally:
-            for name in added:
-                if name in sys.modules and sys.modules[name] is None:
-                    del sys.modules[name]
+        return run(*args)
     finally:
-        _imp.release_lock()
+        _here.blocking -= 1
+
+
+_here = threading.local()
+
+
+class _OpenSSLBlocker:
+    """A finder first on C{sys.meta_path}: L{OPENSSL} is not found in a thread running a deferred module
+    (L{_without_openssl}); it finds nothing else, and nothing in other threads."""
+
+    @classmethod
+    def install(cls) -> None:
+        with _lock:
+            if cls not in sys.meta_path:
+                sys.meta_path.insert(0, cls)  # type: ignore[arg-type]
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        if name in OPENSSL and getattr(_here, "blocking", 0):
+            raise ModuleNotFoundError("No module named %r (ganeti.leanimports)" % name, name=name)
+        return None
 
 
 def defer_module(name: str, without_openssl: bool = False) -> bool:

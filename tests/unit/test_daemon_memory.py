@@ -81,3 +81,28 @@ def test_twisted_start_leaves_asyncio_and_http_client_unrun_until_used() -> None
     assert idle == "asyncio,http.client"  # imported, not run: 37 modules and 2 MiB less per daemon
     assert (same, got, future, port) == ("True", "42", "True", "80")  # the same objects, and they work
     assert ssl_loaded == "False"  # they ran with the system's OpenSSL blocked, as when probed at the start
+
+
+#: in a fresh interpreter: while a deferred module runs, its thread does not find the system's OpenSSL; another
+#: thread imports it meanwhile as usual (no global block another thread could trip over)
+_THREAD_SCRIPT = """
+import importlib, threading
+from ganeti import leanimports
+others = []
+def run():
+    try:
+        import ssl
+        here = "loaded"
+    except ImportError:
+        here = "blocked"
+    thread = threading.Thread(target=lambda: others.append(importlib.import_module("ssl").__name__))
+    thread.start()
+    thread.join()
+    return here
+print(leanimports._without_openssl(True, run), ",".join(others))
+"""
+
+
+def test_a_deferred_module_runs_without_openssl_in_its_own_thread_only() -> None:
+    output = subprocess.run([sys.executable, "-c", _THREAD_SCRIPT], capture_output=True, text=True, check=True).stdout
+    assert output.split() == ["blocked", "ssl"]
