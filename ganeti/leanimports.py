@@ -107,14 +107,19 @@ def _without_openssl(blocked: bool, run: Any, *args: Any) -> Any:
     if not blocked:
         return run(*args)
     _OpenSSLBlocker.install()
-    _here.blocking = getattr(_here, "blocking", 0) + 1
+    _here.blocking += 1
     try:
         return run(*args)
     finally:
         _here.blocking -= 1
 
 
-_here = threading.local()
+class _Here(threading.local):
+    #: how many deferred modules this thread is running with L{OPENSSL} blocked
+    blocking = 0
+
+
+_here = _Here()
 
 
 class _OpenSSLBlocker:
@@ -125,11 +130,11 @@ class _OpenSSLBlocker:
     def install(cls) -> None:
         with _lock:
             if cls not in sys.meta_path:
-                sys.meta_path.insert(0, cls)  # type: ignore[arg-type]
+                sys.meta_path.insert(0, cls)
 
     @staticmethod
     def find_spec(name: str, path: Any = None, target: Any = None) -> None:
-        if name in OPENSSL and getattr(_here, "blocking", 0):
+        if name in OPENSSL and _here.blocking:
             raise ModuleNotFoundError("No module named %r (ganeti.leanimports)" % name, name=name)
         return None
 
