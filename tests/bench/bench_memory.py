@@ -6,8 +6,9 @@ of every other test's way), then reads every daemon's RSS, PSS and
 anonymous memory from C{/proc/PID/smaps_rollup}:
 
  1. a one-node master made by C{gnt-cluster init} (NodeD, ConfD, WConfD,
-    RAPI, LuxiD with its fork server, MonD, and the warm launcher NodeD
-    keeps on a master candidate), idle, then again after C{--jobs} jobs;
+    RAPI, LuxiD with its fork server and the spare job process the fork
+    server keeps forked ahead, MonD, and the warm launcher NodeD keeps on a
+    master candidate), idle, then again after C{--jobs} jobs;
  2. then a master candidate (node2) and a plain node (node3: the
     candidate pool size is 2) join with one-time tokens, and their
     daemons are measured, the master's again with them.
@@ -185,8 +186,15 @@ def flood_figures(paths: Paths, count: int, settle: float) -> list[tuple[str, fl
     return rows
 
 
+#: what the rows that are not a daemon's name are
+ROWS = {"forkserver": "LuxiD's job fork server", "jobspare": "the fork server's spare job process",
+        "warmstart": "NodeD's warm launcher"}
+
+
 def table(title: str, figures: dict[str, tuple[float, float, float]]) -> list[str]:
-    lines = ["", title, "%-12s %8s %8s %8s" % ("MiB", "RSS", "PSS", "anon")]
+    legend = ["%s: %s" % (name, what) for name, what in ROWS.items() if name in figures]
+    lines = ["", title + (" (%s)" % "; ".join(legend) if legend else ""),
+             "%-12s %8s %8s %8s" % ("MiB", "RSS", "PSS", "anon")]
     for name, values in figures.items():
         lines.append("%-12s %8.1f %8.1f %8.1f" % (name, *values))
     total = [sum(values[i] for values in figures.values()) for i in range(3)]
