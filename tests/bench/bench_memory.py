@@ -6,8 +6,9 @@ of every other test's way), then reads every daemon's RSS, PSS and
 anonymous memory from C{/proc/PID/smaps_rollup}:
 
  1. a one-node master made by C{gnt-cluster init} (NodeD, ConfD, WConfD,
-    RAPI, LuxiD with its fork server, MonD, and the warm launcher NodeD
-    keeps on a master candidate), idle, then again after C{--jobs} jobs;
+    RAPI, LuxiD with its fork server and the spare job process the fork
+    server keeps forked ahead, MonD, and the warm launcher NodeD keeps on a
+    master candidate), idle, then again after C{--jobs} jobs;
  2. then a master candidate (node2) and a plain node (node3: the
     candidate pool size is 2) join with one-time tokens, and their
     daemons are measured, the master's again with them.
@@ -94,7 +95,9 @@ def cmdline(pid: int) -> list[str]:
 
 
 def node_processes(paths: Paths) -> dict[str, int]:
-    """The daemons a node runs now (by their pid files), LuxiD's fork server and NodeD's warm launcher."""
+    """The daemons a node runs now (by their pid files), LuxiD's fork server, its children (C{jobspare}: at
+    idle, the one spare job process it keeps forked ahead; a job running now would be C{jobspare2}...) and
+    NodeD's warm launcher: every process a node keeps resident."""
     found: dict[str, int] = {}
     for spec in daemons.DAEMONS:
         pid = daemons.running_pid(paths, spec)
@@ -106,6 +109,9 @@ def node_processes(paths: Paths) -> dict[str, int]:
             for child in children(found[parent]):
                 if module in cmdline(child):
                     found[name] = child
+    if "forkserver" in found:  # forked, not run: they have its command line
+        for number, child in enumerate(sorted(children(found["forkserver"])), 1):
+            found["jobspare" + (str(number) if number > 1 else "")] = child
     return found
 
 
@@ -180,8 +186,15 @@ def flood_figures(paths: Paths, count: int, settle: float) -> list[tuple[str, fl
     return rows
 
 
+#: what the rows that are not a daemon's name are
+ROWS = {"forkserver": "LuxiD's job fork server", "jobspare": "the fork server's spare job process",
+        "warmstart": "NodeD's warm launcher"}
+
+
 def table(title: str, figures: dict[str, tuple[float, float, float]]) -> list[str]:
-    lines = ["", title, "%-12s %8s %8s %8s" % ("MiB", "RSS", "PSS", "anon")]
+    legend = ["%s: %s" % (name, what) for name, what in ROWS.items() if name in figures]
+    lines = ["", title + (" (%s)" % "; ".join(legend) if legend else ""),
+             "%-12s %8s %8s %8s" % ("MiB", "RSS", "PSS", "anon")]
     for name, values in figures.items():
         lines.append("%-12s %8.1f %8.1f %8.1f" % (name, *values))
     total = [sum(values[i] for values in figures.values()) for i in range(3)]

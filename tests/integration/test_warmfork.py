@@ -43,11 +43,14 @@ def test_confd_forked_warm_runs_reports_its_exit_and_ends_with_its_launcher(root
             assert "cryptography" not in handle.read()
         assert process.poll() is None
 
+        def logged() -> bool:  # its output goes to its log (written just after the bind: not at once under load)
+            with open(log) as handle:
+                return "ConfdServerProtocol starting on %d" % port in handle.read()
+
+        _until(logged)
         process.kill()
         assert process.wait(timeout=30) == -signal.SIGKILL  # as subprocess.Popen says it
         assert not daemons.udp_bound("127.0.1.1", port)
-        with open(log) as handle:
-            assert "ConfdServerProtocol starting on %d" % port in handle.read()  # its output went to its log
 
         # the launcher ends (as when the test process dies): what it forked ends too
         again = launcher.spawn(argv, env, root.root, log)
