@@ -141,9 +141,9 @@ def setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
     _communication(parser)
     parser.add_argument("--forthcoming", action="store_true",
-                        help="Only reserve resources, but do not create the instance yet (refused here)")
+                        help="Only reserve resources, but do not create the instance yet")
     parser.add_argument("--commit", action="store_true",
-                        help="The instance is already reserved and should be committed now (refused here)")
+                        help="The instance is already reserved and should be committed now")
     parser.add_argument("--helper-startup-timeout", type=int, default=None, metavar="SECONDS",
                         help="Startup timeout of the helper VM of --install-image installs")
     parser.add_argument("--helper-shutdown-timeout", type=int, default=None, metavar="SECONDS",

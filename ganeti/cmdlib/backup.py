@@ -358,6 +358,7 @@ class LUBackupPrepare(LogicalUnit[OpBackupPrepare]):
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        iu.refuse_forthcoming(inst)
         self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.share_all()
@@ -401,6 +402,7 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
     def expand_names(self) -> None:
         cfg, op = self.cfg, self.op
         inst = iu.expand_instance(cfg, op.instance_name)
+        iu.refuse_forthcoming(inst)
         self.op = op = attrs.evolve(op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.remote:

@@ -52,9 +52,13 @@ class InstanceLU(LogicalUnit[_InstanceLUOpT]):
 
     REQ_BGL = False
     SHARED = False
+    #: whether the LU takes a forthcoming instance (as Ganeti: only a few do)
+    ALLOW_FORTHCOMING = False
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        if not self.ALLOW_FORTHCOMING:
+            iu.refuse_forthcoming(inst)
         self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.SHARED:
@@ -248,9 +252,11 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
     The disks keep their paths (a file disk stays under the directory named
     after the old name); the OS's rename script runs on the primary node,
     and its failure is only a warning, as the rename is done by then.
+    A forthcoming instance is renamed in the configuration only.
     """
 
     OP_ID = "OP_INSTANCE_RENAME"
+    ALLOW_FORTHCOMING = True  # then only the configuration changes
 
     def check_arguments(self) -> None:
         op = self.op
@@ -285,6 +291,9 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
         inst, new = self.instance, self.op.new_name
         old = inst.name or ""
         node = iu.get_node(self.cfg, self.pnode)
+        if inst.forthcoming:  # only reserved: nothing on the nodes to rename
+            await self.update("instance", attrs.evolve(inst, name=new))
+            return new
         if not node.offline:
             await iu.check_instance_not_running(self, inst, "cannot rename")
         inst = await self.update("instance", attrs.evolve(inst, name=new))
