@@ -115,7 +115,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 if "size" in mod:
                     raise errors.OpPrereqError("Disk size cannot be changed here (grow the disk instead)",
                                                errors.ECODE_INVAL)
-                params.check_disk(mod, position, require_size=False)
+                # other keys: ExtStorage parameters of an ext disk, checked once the disk is known
+                params.check_disk(ext_disks.generic_keys(mod), position, require_size=False)
         self.bep = params.check_beparams(op.beparams)
         self.osp = params.check_osparams(op.osparams)
         self.osp_private = params.check_osparams(op.osparams_private or {})
@@ -187,6 +188,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self.detached_disks: list[Disk] = []
         #: the ext/blockdev specs of new disks, checked on the primary before anything changes
         self.node_specs: list[tuple[Disk, dict[str, Any]]] = []
+        #: ext disks whose parameters change: (index, disk, the parameters set), checked the same way
+        self.ext_param_checks: list[tuple[int, Disk, dict[str, str]]] = []
         taken = {d.logical_id[1] for d in disks if isinstance(d.logical_id, list) and len(d.logical_id) == 2}
         for action, ident, mod in self.disk_mods:
             def names(disk: Disk) -> list[str]:
@@ -250,11 +253,18 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 self.disk_changes.append(["disk/%d" % position, "remove"])
             else:
                 position = params.find_item(disks, ident, "disk", names)
-                spec = params.check_disk(mod, position, require_size=False)
-                changes = {k: spec[k] for k in ("mode", "name") if k in spec}
-                disks[position] = attrs.evolve(disks[position], **changes)
+                spec = params.check_disk(ext_disks.generic_keys(mod), position, require_size=False)
+                changes: dict[str, Any] = {k: spec[k] for k in ("mode", "name") if k in spec}
                 for key, value in changes.items():
                     self.disk_changes.append(["disk.%s/%d" % (key, position), value])
+                ext_params = ext_disks.modified_params(disks[position], mod, position)
+                if ext_params is not None:
+                    new_params, shown, given = ext_params
+                    changes["params"] = new_params
+                    self.disk_changes += [["disk.params:%s/%d" % (k, position), v] for k, v in shown]
+                    if given:
+                        self.ext_param_checks.append((position, disks[position], given))
+                disks[position] = attrs.evolve(disks[position], **changes)
         if disks == [] and self.instance.disk_template != iu.DT_DISKLESS and self.disk_mods:
             raise errors.OpPrereqError("Cannot remove the last disk of instance %s" % inst.name, errors.ECODE_INVAL)
         self.disks = [attrs.evolve(d, iv_name="disk/%d" % i) for i, d in enumerate(disks)]
@@ -473,6 +483,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                        " them with --hotplug" % inst.name, errors.ECODE_STATE)
         if self.node_specs:  # a missing provider or adopted device: refused before anything changes
             new = await self._check_node_specs(new)
+        if self.ext_param_checks:  # parameters the provider does not take: the same
+            await ext_disks.check_params_on_node(self, self.pnode, self.ext_param_checks)
         await self._check_memory(new)
         runtime_mem = await self._check_runtime_mem(new)
         if op.os_name and op.os_name != inst.os:
@@ -509,8 +521,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         for disk in self.disks:
             old = self.cfg.disks.get(disk.uuid or "")
             if old is not None and disk.uuid not in {d.uuid for d in new_disks} and \
-                    (old.iv_name, old.mode, old.name) != (disk.iv_name, disk.mode, disk.name):
-                await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name))
+                    (old.iv_name, old.mode, old.name, old.params) != (disk.iv_name, disk.mode, disk.name, disk.params):
+                await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name,
+                                                       params=disk.params))
         if self.hotplug and not (self.hvp or self.bep):
             pass
         elif result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):

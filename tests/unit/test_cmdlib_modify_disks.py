@@ -20,7 +20,7 @@ class Nodes(ExtNodes):
         return None
 
 
-class ModifyDiskTests(InstanceTestCase):
+class DiskTestCase(InstanceTestCase):
     config = cluster(enabled_disk_templates=["file", "ext", "blockdev"])
 
     def setUp(self) -> None:
@@ -40,6 +40,8 @@ class ModifyDiskTests(InstanceTestCase):
         self.assertEqual((after.instances, after.disks), (before.instances, before.disks))
         self.assertNotIn("blockdev_create", self.rpc.procedures())
 
+
+class ModifyDiskTests(DiskTestCase):
     def test_ext_add_takes_the_provider_of_the_first_disk(self) -> None:
         self.ext()
         self.rpc.calls.clear()
@@ -107,3 +109,35 @@ class ModifyDiskTests(InstanceTestCase):
         self.unchanged(op("SET_PARAMS", disks=[["detach", 1, {}]]),
                        "stop it before removing disks, or remove them with --hotplug", code=errors.ECODE_STATE)
         self.assertEqual(N2, self.node_of())
+
+
+class ModifyExtParamsTests(DiskTestCase):
+    """C{--disk N:modify,KEY=VALUE} of ext disks, as Ganeti's: the disk's
+    parameters change in the configuration (C{default} removes one)."""
+
+    def test_parameters_change(self) -> None:
+        self.ext()
+        self.rpc.calls.clear()
+        result = self.ok(op("SET_PARAMS", disks=[["modify", 0, {"dir": "/vol2", "mode": "ro"}]]))
+        self.assertEqual(result, [["disk.mode/0", "ro"], ["disk.params:dir/0", "/vol2"]])
+        self.assertEqual(self.rpc.procedures(), ["extstorage_diagnose"])
+        disk = self.disks()[0]
+        self.assertEqual((disk.params, disk.mode), ({"provider": "loopback", "dir": "/vol2"}, "ro"))
+        result = self.ok(op("SET_PARAMS", disks=[[0, {"dir": "default"}]]))  # Ganeti's old format too
+        self.assertEqual(result, [["disk.params:dir/0", "default"]])
+        self.assertEqual(self.disks()[0].params, {"provider": "loopback"})
+
+    def test_refusals_change_nothing(self) -> None:
+        self.ext()
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"pool": "x"}]]),
+                       "Disk 0: ExtStorage provider loopback does not take the parameter(s) pool")
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"provider": "other"}]]),
+                       "Disk 'provider' parameter change is not possible")
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"access": "userspace"}]]),
+                       "Disk 'access' parameter change is not possible")
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"bad-name": "x"}]]),
+                       "invalid ExtStorage parameter name")
+
+    def test_other_templates_take_no_parameters(self) -> None:
+        self.ok(create(pnode="node2", no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"dir": "/x"}]]), "Disk 0: unknown parameter 'dir'")
