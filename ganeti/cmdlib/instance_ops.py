@@ -297,6 +297,8 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
         if not node.offline:
             await iu.check_instance_not_running(self, inst, "cannot rename")
         inst = await self.update("instance", attrs.evolve(inst, name=new))
+        if not node.offline:
+            await self._set_disk_info(inst)
         if node.offline:
             await self.log_warning("Primary node %s is offline: the OS rename script did not run", node.name)
         elif inst.os:
@@ -307,6 +309,19 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
                 await self.log_warning("Could not run OS rename script for instance %s on node %s (but the instance"
                                        " has been renamed in Ganeti): %s", new, node.name, result.fail_msg)
         return new
+
+
+    async def _set_disk_info(self, inst: Instance) -> None:
+        """As Ganeti: the disks' metadata names the new instance (an ext
+        volume's C{setinfo} script; the other templates keep none)."""
+        for index, disk in enumerate(rpc_inst.instance_disks(self.cfg, inst)):
+            if disk.dev_type != iu.DT_EXT:
+                continue
+            result = await iu.call_node_result(self, self.pnode, procedures.blockdev_setinfo.call(
+                rpc_inst.disk_dict(self.cfg, disk, inst), "originstname+%s" % inst.name))
+            if result.failed:
+                await self.log_warning("Error setting info on node %s for disk %d: %s",
+                                       iu.node_name(self.cfg, self.pnode), index, result.fail_msg)
 
 
 @register

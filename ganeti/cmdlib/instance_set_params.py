@@ -28,10 +28,13 @@ file, QMP C{balloon} under kvm); it must lie between the instance's
 free memory on the node.  It changes no configuration; checked before
 anything changes, done before the other changes.
 
-Refused with a clear error: disk template conversion, a new primary node or
-secondary (C{pnode}, C{remote_node}, C{iallocator}), file driver or
-directory changes, ExtStorage parameters, attach/detach of NICs and of file
-disks, and the instance communication NIC.
+C{disk_template} converts the disks to another template (with
+C{ext_params}, C{file_driver}, C{file_storage_dir}: L{disk_convert}); the
+C{modify} of an ext disk changes its ExtStorage parameters
+(L{ext_disks.modified_params}).
+
+Refused with a clear error: a new primary node or secondary (C{pnode},
+C{remote_node}, C{iallocator}), attach/detach of NICs and of file disks.
 
 Disk and NIC changes reach a running kvm guest with C{hotplug} or
 C{hotplug_if_possible} (L{instance_hotplug}); otherwise every change takes
@@ -48,7 +51,7 @@ import attrs
 
 from ganeti import errors
 from ganeti import network as netpool
-from ganeti.cmdlib import cluster_params, disk_attach, ext_disks, rbd_disks
+from ganeti.cmdlib import cluster_params, disk_attach, disk_convert, ext_disks, rbd_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_networks as inetworks
 from ganeti.cmdlib import instance_params as params
@@ -82,18 +85,17 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     def check_arguments(self) -> None:
         op = self.op
         refused = (
-            (op.disk_template, "Changing the disk template is not supported"),
             (op.pnode, "Changing the primary node is not supported (use failover or migrate)"),
-            (op.remote_node, "Secondary nodes are not supported by the disk templates here"),
             (op.iallocator, "An allocator is only used to choose new nodes, which is not supported here"),
-            (op.file_driver, "Changing the file driver is not supported"),
-            (op.file_storage_dir, "Moving the file storage directory is not supported"),
         )
         for value, message in refused:
             if value is not None:
                 raise errors.OpPrereqError(message, errors.ECODE_INVAL)
-        if op.ext_params:
-            raise errors.OpPrereqError("ExtStorage parameters are not supported", errors.ECODE_INVAL)
+        if op.remote_node is not None and op.disk_template is None:
+            raise errors.OpPrereqError("Secondary nodes are not supported by the disk templates here",
+                                       errors.ECODE_INVAL)
+        #: the new ext disks' provider and parameters of a conversion to ext
+        self.convert_ext = disk_convert.check_arguments(op)
         if op.instance_communication is not None:
             instance = next((i for i in self.cfg.instances.values() if i.name == op.instance_name), None)
             comm_mod = cluster_params.communication_mod(self.cfg, op.instance_communication, instance) \
@@ -121,7 +123,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self.osp = params.check_osparams(op.osparams)
         self.osp_private = params.check_osparams(op.osparams_private or {})
         if not (self.disk_mods or self.nic_mods or self.bep or op.hvparams or self.osp or self.osp_private
-                or op.os_name or op.offline is not None or op.runtime_mem):
+                or op.os_name or op.offline is not None or op.runtime_mem or op.disk_template):
             raise errors.OpPrereqError("No changes submitted", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
@@ -172,6 +174,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                            % inst.name, errors.ECODE_STATE)
             if any(a in (params.MOD_ADD, params.MOD_ATTACH) for a, _i, _m in self.disk_mods):
                 iu.check_node_online(cfg, self.pnode)
+        if op.disk_template is not None:
+            disk_convert.check_prereq(cfg, inst, op)
         self._plan_disks()
         self._plan_nics()
         self._plan_nic_networks()
@@ -489,6 +493,14 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         runtime_mem = await self._check_runtime_mem(new)
         if op.os_name and op.os_name != inst.os:
             await check_os(self, self.pnode, op.os_name, dict(new.osparams), op.force_variant)
+        if op.disk_template is not None:  # the other changes are stored after it, on the converted instance
+            if op.remote_node is not None:
+                await self.log_warning("Changing the disk template to a non-mirrored one, the secondary node will"
+                                       " be ignored")
+            converted = await disk_convert.convert(self, inst, self.convert_ext)
+            self.instance = inst = self.cfg.instances[inst.uuid or ""]
+            new, result = self._changed_instance()
+            result += converted
         if runtime_mem is not None:
             await iu.call_node(self, self.pnode, procedures.instance_balloon_memory.call(iu.encode(self, inst), runtime_mem),
                                what="modify the runtime memory of instance %s" % inst.name)

@@ -141,3 +141,77 @@ class ModifyExtParamsTests(DiskTestCase):
     def test_other_templates_take_no_parameters(self) -> None:
         self.ok(create(pnode="node2", no_install=True, start=False))
         self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"dir": "/x"}]]), "Disk 0: unknown parameter 'dir'")
+
+
+class ConvertTests(DiskTestCase):
+    """C{gnt-instance modify -t TEMPLATE}: Ganeti's generic disk template conversion."""
+
+    config = cluster(enabled_disk_templates=["file", "sharedfile", "ext", "blockdev", "diskless"])
+
+    def file(self, name: str = WEB, **extra: Any) -> None:
+        self.ok(create(name, pnode="node2", no_install=True, start=False,
+                       disks=[{"size": 64, "name": "root"}, {"size": 32, "mode": "ro"}], **extra))
+
+    def test_file_to_ext_and_back(self) -> None:
+        self.file()
+        old = self.disks()
+        self.rpc.calls.clear()
+        result = self.ok(op("SET_PARAMS", disk_template="ext",
+                            ext_params={"provider": "loopback", "dir": "/vol"}, beparams={"vcpus": 2}))
+        self.assertEqual(result, [["be/vcpus", 2], ["disk_template", "ext"]])
+        self.assertEqual(self.rpc.procedures(), ["instance_info", "extstorage_diagnose", "blockdev_create",
+                                                 "blockdev_create", "blockdev_convert", "blockdev_convert",
+                                                 "blockdev_remove", "blockdev_remove"])
+        new = self.disks()
+        self.assertEqual([(d.dev_type, d.size, d.mode, d.name, d.params) for d in new],
+                         [("ext", 64, "rw", "root", {"provider": "loopback", "dir": "/vol"}),
+                          ("ext", 32, "ro", None, {"provider": "loopback", "dir": "/vol"})])
+        inst = self.instance()
+        assert inst is not None
+        self.assertEqual((inst.disk_template, inst.beparams.get("vcpus")), ("ext", 2))
+        self.assertFalse(set(self.cfg().disks) & {d.uuid for d in old}, "the old disks left the configuration")
+        self.assertEqual(self.rpc.disks[N2], {d.logical_id[1] for d in new}, "the old files were removed")
+        converts = self.rpc.calls_of("blockdev_convert")
+        self.assertEqual([(a[0]["uuid"], a[1]["uuid"]) for _n, a in converts],
+                         [(o.uuid, n.uuid) for o, n in zip(old, new)])
+        self.ok(op("SET_PARAMS", disk_template="sharedfile", file_driver="loop"))
+        self.assertEqual([d.dev_type for d in self.disks()], ["sharedfile", "sharedfile"])
+
+    def test_refusals_change_nothing(self) -> None:
+        self.file()
+        for opcode, text in [
+            (op("SET_PARAMS", disk_template="ext"), "Provider option is missing"),
+            (op("SET_PARAMS", disk_template="sharedfile", ext_params={"provider": "loopback"}),
+             "requires converting to the 'ext' disk template"),
+            (op("SET_PARAMS", ext_params={"provider": "loopback"}), "requires converting to the 'ext'"),
+            (op("SET_PARAMS", disk_template="ext", file_driver="loop", ext_params={"provider": "loopback"}),
+             "requires converting to a file-based disk template"),
+            (op("SET_PARAMS", disk_template="blockdev"), "Conversion to the 'blockdev' disk template is not"),
+            (op("SET_PARAMS", disk_template="drbd"), "needs LVM and DRBD, which these nodes cannot run"),
+            (op("SET_PARAMS", disk_template="file"), "Instance already has disk template file"),
+            (op("SET_PARAMS", disk_template="ext", ext_params={"provider": "loopback", "pool": "x"}),
+             "does not take the parameter(s) pool"),
+            (op("SET_PARAMS", disk_template="ext", ext_params={"provider": "nope"}), "provider nope not found"),
+            (op("SET_PARAMS", disk_template="sharedfile", disks=[["add", -1, {"size": 1}]]),
+             "Disk template conversion and other disk changes not supported at the same time"),
+        ]:
+            self.unchanged(opcode, text)
+        self.ok(op("STARTUP"))
+        self.unchanged(op("SET_PARAMS", disk_template="sharedfile"), "cannot change disk template")
+
+    def test_same_provider_and_diskless(self) -> None:
+        self.ext()
+        self.unchanged(op("SET_PARAMS", disk_template="ext", ext_params={"provider": "loopback"}),
+                       "Not converting, 'disk/0' of type ExtStorage already using provider 'loopback'")
+        self.ok(create("nodisk.example.test", pnode="node2", disk_template="diskless", disks=[], start=False,
+                       no_install=True))
+        self.unchanged(op("SET_PARAMS", "nodisk.example.test", disk_template="file"),
+                       "Conversion from the 'diskless' disk template is not supported")
+
+    def test_failed_copy_removes_the_new_disks(self) -> None:
+        self.file()
+        before = self.disks()
+        self.rpc.fail[("blockdev_convert", N2)] = "I/O error"
+        self.assertIn("I/O error", self.error(op("SET_PARAMS", disk_template="sharedfile"), kind="OpExecError"))
+        self.assertEqual(self.disks(), before)
+        self.assertEqual(len(self.rpc.disks[N2]), 2, "only the old files are left")
