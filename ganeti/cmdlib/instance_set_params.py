@@ -54,9 +54,10 @@ from ganeti import network as netpool
 from ganeti.cmdlib import cluster_params, disk_attach, disk_convert, ext_disks, rbd_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_networks as inetworks
+from ganeti.cmdlib import instance_new_primary as new_primary
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
+from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, expand_node, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.errors import IpInUse, MacInUse
@@ -84,16 +85,16 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
 
     def check_arguments(self) -> None:
         op = self.op
-        refused = (
-            (op.pnode, "Changing the primary node is not supported (use failover or migrate)"),
-            (op.iallocator, "An allocator is only used to choose new nodes, which is not supported here"),
-        )
-        for value, message in refused:
-            if value is not None:
-                raise errors.OpPrereqError(message, errors.ECODE_INVAL)
-        if op.remote_node is not None and op.disk_template is None:
-            raise errors.OpPrereqError("Secondary nodes are not supported by the disk templates here",
+        if op.iallocator is not None:  # Ganeti's use of it: choose the secondary of a conversion to drbd
+            raise errors.OpPrereqError("An allocator (-I) only chooses the secondary node of a conversion to drbd,"
+                                       " which needs LVM and DRBD (not available on these nodes)",
                                        errors.ECODE_INVAL)
+        if op.remote_node is not None and op.disk_template is None:
+            raise errors.OpPrereqError("A secondary node (-n) is only for a conversion to drbd, which needs LVM and"
+                                       " DRBD (not available on these nodes)", errors.ECODE_INVAL)
+        if op.pnode is not None and op.disk_template is not None:
+            raise errors.OpPrereqError("Changing the primary node and the disk template at once is not supported:"
+                                       " do one, then the other", errors.ECODE_INVAL)
         #: the new ext disks' provider and parameters of a conversion to ext
         self.convert_ext = disk_convert.check_arguments(op)
         if op.instance_communication is not None:
@@ -123,11 +124,14 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self.osp = params.check_osparams(op.osparams)
         self.osp_private = params.check_osparams(op.osparams_private or {})
         if not (self.disk_mods or self.nic_mods or self.bep or op.hvparams or self.osp or self.osp_private
-                or op.os_name or op.offline is not None or op.runtime_mem or op.disk_template):
+                or op.os_name or op.offline is not None or op.runtime_mem or op.disk_template or op.pnode):
             raise errors.OpPrereqError("No changes submitted", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         super().expand_names()
+        if self.op.pnode is not None:  # Ganeti's --new-primary
+            node = expand_node(self.cfg, self.op.pnode)
+            self.op = attrs.evolve(self.op, pnode=node.name, pnode_uuid=node.uuid)
         self.needed_locks[LEVEL_NODEGROUP] = []
         self.needed_locks[LEVEL_NODE] = []
         self.share_locks[LEVEL_NODEGROUP] = True
@@ -137,6 +141,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if inst is None:
             return
         nodes = iu.instance_nodes(self.cfg, inst)
+        if self.op.pnode_uuid and self.op.pnode_uuid not in nodes:
+            nodes = nodes + [self.op.pnode_uuid]
         if level == LEVEL_NODEGROUP:
             self.needed_locks[level] = sorted({self.cfg.nodes[n].group for n in nodes if n in self.cfg.nodes}
                                               - {None})
@@ -176,6 +182,11 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 iu.check_node_online(cfg, self.pnode)
         if op.disk_template is not None:
             disk_convert.check_prereq(cfg, inst, op)
+        #: Ganeti's --new-primary: the new primary node's uuid
+        self.new_primary = op.pnode_uuid if op.pnode_uuid not in (None, inst.primary_node) else None
+        if self.new_primary is not None:
+            iu.check_node_online(cfg, self.new_primary)
+            iu.check_node_vm_capable(cfg, self.new_primary)
         self._plan_disks()
         self._plan_nics()
         self._plan_nic_networks()
@@ -516,7 +527,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                     await self.log_warning("%s (the disk leaves the configuration anyway)", problem)
         for disk in self.detached_disks:
             result += await disk_attach.detach(self, inst, disk, self.hotplug)
+        if self.new_primary is not None:
+            await new_primary.check(self, inst, self.new_primary)
+            new = attrs.evolve(new, primary_node=self.new_primary)
         stored = await self._store(new, new_disks)
+        if self.new_primary is not None:
+            await new_primary.move_disks(self, stored, inst.primary_node or "")
         created: list[Disk] = []
         try:
             for disk in new_disks:

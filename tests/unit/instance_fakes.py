@@ -158,6 +158,10 @@ class FakeNodes(Runner):
                 raise _Refused("Cannot copy: device %s not found" % path)
         return None
 
+    def _blockdev_getdimensions(self, node: str, disks: list[dict[str, Any]]) -> Any:
+        return [[d["size"] * 1024 * 1024, None] if d["logical_id"][1] in self.disks.get(node, set()) else None
+                for d in disks]
+
     def _blockdev_setinfo(self, node: str, disk: dict[str, Any], info: str) -> Any:
         return None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganeti import errors
-from tests.unit.instance_fakes import N2, cluster
+from tests.unit.instance_fakes import N2, N3, cluster
 from tests.unit.test_cmdlib_ext import ExtNodes
 from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
 
@@ -215,3 +215,35 @@ class ConvertTests(DiskTestCase):
         self.assertIn("I/O error", self.error(op("SET_PARAMS", disk_template="sharedfile"), kind="OpExecError"))
         self.assertEqual(self.disks(), before)
         self.assertEqual(len(self.rpc.disks[N2]), 2, "only the old files are left")
+
+
+class NewPrimaryTests(DiskTestCase):
+    """Ganeti's C{gnt-instance modify --new-primary NODE}: the configuration only."""
+
+    config = cluster(enabled_disk_templates=["file", "sharedfile", "ext"])
+
+    def test_sharedfile_instance_changes_node(self) -> None:
+        self.ok(create(pnode=N2, disk_template="sharedfile", no_install=True, start=False))
+        self.rpc.calls.clear()
+        self.ok(op("SET_PARAMS", pnode="node3"))
+        self.assertEqual(self.node_of(), N3)
+        self.assertEqual(self.rpc.procedures(), ["instance_info"])
+        cfg = self.cfg()
+        self.assertEqual([cfg.nodes[n].name for n in self.disks()[0].nodes], [N3])
+        self.ok(op("STARTUP"))
+        self.assertEqual(self.rpc.running_on(N3), {WEB})
+        self.unchanged(op("SET_PARAMS", pnode=N2), "Instance is still running on %s" % N3)
+
+    def test_file_disk_must_be_on_the_new_node(self) -> None:
+        self.ok(create(pnode=N2, no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", pnode=N3), "is not on node %s: a file disk stays on its node" % N3)
+        self.ok(op("SET_PARAMS", pnode=N3, force=True))
+        self.assertEqual(self.node_of(), N3)
+        self.assertTrue(any("changed anyway" in line for line in self.log), self.log)
+
+    def test_refusals(self) -> None:
+        self.ok(create(pnode=N2, disk_template="sharedfile", no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", iallocator="hail"), "only chooses the secondary node of a conversion to drbd")
+        self.unchanged(op("SET_PARAMS", remote_node=N3), "only for a conversion to drbd")
+        self.unchanged(op("SET_PARAMS", pnode=N3, disk_template="file"), "and the disk template at once")
+        self.unchanged(op("SET_PARAMS", pnode="nosuch"), "Node 'nosuch' not known")
