@@ -7,6 +7,7 @@ cluster (fake hypervisor), with our CLI and Ganeti 3.0.2's own gnt-instance:
     one; the data goes along, the old disks are gone;
   - C{--disk 0:modify,KEY=VALUE} of an ext disk changes its provider
     parameters (a provider this test writes);
+  - C{--new-primary} of a stopped sharedfile instance;
   - refusals that change nothing: no provider, an unknown parameter, a
     running instance, the same template.
 
@@ -88,7 +89,17 @@ def check_conversions(root: Paths, node_root: str, volumes: str, tools: GanetiTo
     with open(node_path(node_root, disk["logical_id"][1]), "rb") as handle:
         handle.seek(4096)
         assert handle.read(len(TOKEN)) == TOKEN
+    # --new-primary of a stopped sharedfile instance: the configuration only
+    new_primary = ("gnt-instance", "modify", "--new-primary", N2, "conv1")
+    if tools is not None:
+        tools.ok(*new_primary)
+    else:
+        ok(root, *new_primary)
+    out = ok(root, "gnt-instance", "list", "--no-headers", "--separator=|", "-o", "pnode,status", "conv1")
+    assert out == "%s|ADMIN_down\n" % N2, out
     ok(root, "gnt-instance", "startup", "conv1")
+    assert "Instance is still running on %s" % N2 in refused(root, "gnt-instance", "modify", "--new-primary", N1,
+                                                             "conv1")
     ok(root, "gnt-instance", "remove", "-f", "conv1")
 
 
