@@ -120,7 +120,9 @@ def check_prereq(cfg: Any, inst: Instance, op: OpInstanceSetParams) -> None:
 
 
 def _storage_dir(cfg: Any, template: str) -> str | None:
-    return cfg.cluster.file_storage_dir if template == iu.DT_FILE else cfg.cluster.shared_file_storage_dir
+    found: str | None = (cfg.cluster.file_storage_dir if template == iu.DT_FILE
+                         else cfg.cluster.shared_file_storage_dir)
+    return found
 
 
 def _file_disks(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, template: str,
@@ -139,7 +141,7 @@ def _file_disks(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, template: 
 async def _new_disks(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, old: list[Disk],
                      ext_spec: dict[str, Any] | None) -> list[Disk]:
     template = lu.op.disk_template or ""
-    specs = [{"size": d.size, "mode": d.mode or "rw", "name": d.name} for d in old]
+    specs: list[dict[str, Any]] = [{"size": d.size, "mode": d.mode or "rw", "name": d.name} for d in old]
     access = [(d.params or {}).get(ext_disks.PARAM_ACCESS) for d in old]
     if template == ext_disks.DT_EXT:
         assert ext_spec is not None
@@ -191,7 +193,7 @@ async def convert(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, ext_spec
     await lu.feedback("Replacing the old disks (%s) of the instance by the new ones (%s) in the configuration"
                       % (inst.disk_template, shown))
     current = lu.cfg.instances.get(inst.uuid or "", inst)
-    await lu.update("instance", attrs.evolve(current, disks=[d.uuid for d in new], disk_template=template,
+    await lu.update("instance", attrs.evolve(current, disks=[d.uuid or "" for d in new], disk_template=template,
                                              disks_active=False),
                     disks=new, remove_disks=[d.uuid for d in old if d.uuid])
     await lu.feedback("Removing old block devices of type '%s'..." % inst.disk_template)

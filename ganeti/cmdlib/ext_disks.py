@@ -91,9 +91,10 @@ def check_disk(template: str | None, spec: Any, index: int) -> dict[str, Any]:
     return out
 
 
-def generic_keys(mod: dict[str, Any]) -> dict[str, Any]:
+def generic_keys(mod: Any) -> Any:
     """The generic disk keys of a disk modification (the others may be
-    ExtStorage parameters: L{modified_params})."""
+    ExtStorage parameters: L{modified_params}); not a dict: as it is (for
+    the check's error)."""
     if not isinstance(mod, dict):
         return mod
     return {k: v for k, v in mod.items() if k in GENERIC_KEYS and k not in (PARAM_PROVIDER, PARAM_ACCESS)}

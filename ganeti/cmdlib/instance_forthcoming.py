@@ -132,5 +132,9 @@ def kept_addresses(inst: Instance, nics: list[dict[str, Any]]) -> dict[int, str]
 
 def kept_macs(inst: Instance, nics: list[dict[str, Any]]) -> dict[int, str]:
     """NIC index -> the MAC reserved for it, for NICs left at C{mac=auto}."""
-    return {index: inst.nics[index].mac for index, nic in enumerate(nics)
-            if index < len(inst.nics) and nic.get("mac") in MAC_AUTO and inst.nics[index].mac}
+    kept: dict[int, str] = {}
+    for index, nic in enumerate(nics):
+        mac = inst.nics[index].mac if index < len(inst.nics) else None
+        if mac and nic.get("mac") in MAC_AUTO:
+            kept[index] = mac
+    return kept
