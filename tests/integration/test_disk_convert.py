@@ -8,6 +8,7 @@ cluster (fake hypervisor), with our CLI and Ganeti 3.0.2's own gnt-instance:
   - C{--disk 0:modify,KEY=VALUE} of an ext disk changes its provider
     parameters (a provider this test writes);
   - C{--new-primary} of a stopped sharedfile instance;
+  - a rename hands the ext volume its new metadata (the C{setinfo} script);
   - refusals that change nothing: no provider, an unknown parameter, a
     running instance, the same template.
 
@@ -29,7 +30,7 @@ from ganeti.paths import Paths
 from ganeti.rpc.instances import node_path
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
-from tests.integration.test_extstorage import loop_devices, release, write_provider  # noqa: F401  (fixture)
+from tests.integration.test_extstorage import loop_devices, records, release, write_provider  # noqa: F401
 from tests.integration.test_networks import refused
 
 N1, N2 = "node1.test", "node2.test"
@@ -120,7 +121,14 @@ def check_ext_params(root: Paths, work: str, tools: GanetiTools | None) -> None:
         tools.ok("gnt-instance", "modify", "--disk", "0:modify,record=%s" % first, "rec1")
         _inst, (disk,) = stored(root, "rec1")
         assert disk["params"] == {"provider": "recorder", "record": first}, disk
-    ok(root, "gnt-instance", "remove", "-f", "rec1")
+        record = first
+    else:
+        record = second
+    # a rename gives the volume its new metadata (the provider's setinfo), as Ganeti's
+    ok(root, "gnt-instance", "rename", "-f", "--no-name-check", "--no-ip-check", "rec1", "rec2")
+    setinfo = [r for r in records(record) if r["action"] == "setinfo"][-1]
+    assert setinfo["VOL_METADATA"] == "originstname+rec2" and setinfo["EXTP_RECORD"] == record, setinfo
+    ok(root, "gnt-instance", "remove", "-f", "rec2")
 
 
 @pytest_twisted.ensureDeferred
