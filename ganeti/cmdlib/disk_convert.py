@@ -16,7 +16,9 @@ new disks and leaves the instance as it was.
 
 C{--ext-params provider=P[,KEY=VALUE...]} (needed for C{-t ext}) names the
 new disks' provider and its parameters, checked against the provider on the
-primary node first; an ext or rbd disk's C{access} is kept.  C{--file-driver}
+primary node first; an ext or rbd disk's C{access} is kept.  An rbd disk
+with C{access=userspace} (only librbd reaches it) is not converted, from or
+to; the error says so before anything is made.  C{--file-driver}
 and C{--file-storage-dir} (below the cluster's directory) are for a
 file-based target only.
 """
@@ -28,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from ganeti import errors
+from ganeti import errors, rbd_params
 from ganeti.cmdlib import ext_disks, rbd_disks
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LogicalUnit
@@ -109,6 +111,8 @@ def check_prereq(cfg: Any, inst: Instance, op: OpInstanceSetParams) -> None:
             if disk.dev_type == ext_disks.DT_EXT and (disk.params or {}).get(ext_disks.PARAM_PROVIDER) == provider:
                 raise _invalid("Not converting, '%s' of type ExtStorage already using provider '%s'"
                                % (disk.iv_name, provider))
+    for disk in disks:
+        _check_copyable(disk)
     enabled = list(cfg.cluster.enabled_disk_templates or [])
     if template not in enabled:
         raise errors.OpPrereqError("Disk template '%s' is not enabled for this cluster (enabled templates: %s)"
@@ -117,6 +121,15 @@ def check_prereq(cfg: Any, inst: Instance, op: OpInstanceSetParams) -> None:
         raise errors.OpPrereqError("The cluster has no storage directory for template %s" % template,
                                    errors.ECODE_STATE)
     iu.check_instance_state(inst, want_down=True, msg="cannot change disk template")
+
+
+def _check_copyable(disk: Disk) -> None:
+    """Refuse an rbd disk with userspace access: only librbd reaches it, and
+    the node copies between block devices and files."""
+    if disk.dev_type == iu.DT_RBD and (disk.params or {}).get(rbd_params.PARAM_ACCESS) == rbd_params.ACCESS_USER:
+        raise errors.OpPrereqError("Disk %s is an rbd disk with access=userspace: only librbd reaches it, and a"
+                                   " conversion here copies between block devices and files (use access="
+                                   "kernelspace)" % disk.iv_name, errors.ECODE_STATE)
 
 
 def _storage_dir(cfg: Any, template: str) -> str | None:
@@ -156,7 +169,10 @@ async def _new_disks(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, old: 
             if kept:
                 spec[ext_disks.PARAM_ACCESS] = kept
         node = lu.cfg.nodes.get(inst.primary_node or "")
-        return rbd_disks.new_disks(lu.cfg, node.group if node is not None else None, inst.hypervisor or "", specs)
+        made = rbd_disks.new_disks(lu.cfg, node.group if node is not None else None, inst.hypervisor or "", specs)
+        for disk in made:
+            _check_copyable(disk)
+        return made
     return _file_disks(lu, inst, template, specs)
 
 

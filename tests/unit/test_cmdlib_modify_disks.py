@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.trial.unittest import SynchronousTestCase
+
 from ganeti import errors
+from ganeti.cmdlib import disk_convert
+from ganeti.objects import Disk
 from tests.unit.instance_fakes import N2, N3, cluster
 from tests.unit.test_cmdlib_ext import ExtNodes
 from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
@@ -247,3 +251,13 @@ class NewPrimaryTests(DiskTestCase):
         self.unchanged(op("SET_PARAMS", remote_node=N3), "only for a conversion to drbd")
         self.unchanged(op("SET_PARAMS", pnode=N3, disk_template="file"), "and the disk template at once")
         self.unchanged(op("SET_PARAMS", pnode="nosuch"), "Node 'nosuch' not known")
+
+
+class CopyableTests(SynchronousTestCase):
+    def test_userspace_rbd_disks_are_not_converted(self) -> None:
+        user = Disk(dev_type="rbd", iv_name="disk/0", params={"access": "userspace", "pool": "rbd"})
+        with self.assertRaises(errors.OpPrereqError) as caught:
+            disk_convert._check_copyable(user)
+        self.assertIn("rbd disk with access=userspace", str(caught.exception))
+        disk_convert._check_copyable(Disk(dev_type="rbd", params={"access": "kernelspace"}))
+        disk_convert._check_copyable(Disk(dev_type="file", params={}))
