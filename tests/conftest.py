@@ -113,6 +113,8 @@ SLOW_FIRST = (
     "tests/integration/test_failover.py",
     "tests/integration/test_oob.py",
     "tests/integration/test_hooks.py",
+    "tests/integration/test_forthcoming.py",
+    "tests/integration/test_disk_convert.py",
     "tests/integration/test_batch_storage_cli.py",
     "tests/unit/test_import_circles.py",
     "tests/unit/test_import_graph.py",

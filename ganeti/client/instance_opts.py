@@ -355,7 +355,8 @@ def modifications(items: list[tuple[str, Any]], what: str) -> list[list[Any]]:
         if action in ("remove", "detach") and params:
             raise _prereq("No parameters allowed when removing or detaching %s" % where)
         if what == "disk":
-            params = _disk_params(params, where, "ext" if action in ("attach", "add") else None)
+            # other keys: ExtStorage parameters of an ext disk (the logical unit refuses them for other templates)
+            params = _disk_params(params, where, "ext" if action in ("attach", "add", "modify") else None)
             if action == "add" and "size" not in params and "adopt" not in params:  # blockdev: the device's size
                 raise _prereq("Missing size of the new disk (%s)" % where)
         else:

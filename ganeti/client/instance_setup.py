@@ -141,9 +141,9 @@ def setup_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-ipolicy", action="store_true", help="Ignore instance policy violations")
     _communication(parser)
     parser.add_argument("--forthcoming", action="store_true",
-                        help="Only reserve resources, but do not create the instance yet (refused here)")
+                        help="Only reserve resources, but do not create the instance yet")
     parser.add_argument("--commit", action="store_true",
-                        help="The instance is already reserved and should be committed now (refused here)")
+                        help="The instance is already reserved and should be committed now")
     parser.add_argument("--helper-startup-timeout", type=int, default=None, metavar="SECONDS",
                         help="Startup timeout of the helper VM of --install-image installs")
     parser.add_argument("--helper-shutdown-timeout", type=int, default=None, metavar="SECONDS",
@@ -241,8 +241,10 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new-primary", dest="new_primary_node", metavar="NODE", help="Change the primary node")
     parser.add_argument("-m", "--runtime-memory", dest="runtime_mem", type=iopts.size_option, metavar="SIZE",
                         help="Change the memory of the running instance")
-    parser.add_argument("--file-storage-dir", metavar="DIR", help="Directory of file disks")
-    parser.add_argument("--file-driver", choices=FILE_DRIVERS, help="File disk driver")
+    parser.add_argument("--file-storage-dir", metavar="DIR",
+                        help="Directory of the file disks of a conversion to file or sharedfile (below the cluster's)")
+    parser.add_argument("--file-driver", choices=FILE_DRIVERS,
+                        help="File disk driver of a conversion to file or sharedfile")
     parser.add_argument("--no-wait-for-sync", dest="wait_for_sync", action="store_false",
                         help="Do not wait for the disks to sync")
     parser.add_argument("--no-conflicts-check", dest="conflicts_check", action="store_false",
@@ -258,7 +260,7 @@ def setup_modify(parser: argparse.ArgumentParser) -> None:
     _communication(parser)
     parser.add_argument("-e", "--ext-params", dest="ext_params", type=iopts.key_values, default={},
                         metavar="provider=PROVIDER[,PARAM=VALUE,...]",
-                        help="Parameters of a conversion to the ext template (refused here: no conversions)")
+                        help="Provider and parameters of a conversion to the ext template (-t ext)")
     parser.add_argument("-I", "--iallocator", metavar="NAME",
                         help="Choose the new secondary node with this allocator (conversion to drbd; refused here)")
     add_force_option(parser)

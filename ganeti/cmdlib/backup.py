@@ -30,8 +30,9 @@ disk arrived: a failed or canceled export leaves the previous export (if
 any) as it was and nothing of the new one.
 
 Mode C{remote} (exports to another cluster, driven by C{move-instance})
-is L{ganeti.cmdlib.backup_remote}; C{zero_free_space} is refused with a
-clear error.
+is L{ganeti.cmdlib.backup_remote}; C{zero_free_space} (a helper VM booted
+from the cluster's zeroing image) is refused with a clear error, after
+Ganeti's checks of its arguments.
 """
 
 from __future__ import annotations
@@ -358,6 +359,7 @@ class LUBackupPrepare(LogicalUnit[OpBackupPrepare]):
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        iu.refuse_forthcoming(inst)
         self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         self.share_all()
@@ -392,15 +394,28 @@ class LUBackupExport(LogicalUnit[OpBackupExport]):
                                        errors.ECODE_INVAL)
         if not self.remote and (not isinstance(op.target_node, str) or not op.target_node):
             raise errors.OpPrereqError("In mode local, target_node must be a node name", errors.ECODE_INVAL)
-        if op.zero_free_space:
-            raise errors.OpPrereqError("Zeroing the free space of the disks (zero_free_space) is not supported",
-                                       errors.ECODE_INVAL)
+        if op.zero_free_space:  # Ganeti's checks of the arguments first
+            if not op.compress or op.compress == "none":
+                raise errors.OpPrereqError("Zeroing free space does not make sense unless compression is used",
+                                           errors.ECODE_INVAL)
+            if not op.shutdown:
+                raise errors.OpPrereqError("Unless the instance is shut down, zeroing cannot be used",
+                                           errors.ECODE_INVAL)
+            raise errors.OpPrereqError(
+                "Zeroing the free space of the disks (--zero-free-space) is not supported here: Ganeti boots a"
+                " helper VM from the cluster's zeroing image (gnt-cluster modify --zeroing-image) on the"
+                " instance's disks, which this implementation does not run; export without it",
+                errors.ECODE_INVAL)
+        if op.zeroing_timeout_fixed is not None or op.zeroing_timeout_per_mib is not None:
+            raise errors.OpPrereqError("Zeroing timeout options can only be used only with the --zero-free-space"
+                                       " option", errors.ECODE_INVAL)
         if op.remove_instance and not op.shutdown:
             raise errors.OpPrereqError("Can not remove instance without shutting it down before", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         cfg, op = self.cfg, self.op
         inst = iu.expand_instance(cfg, op.instance_name)
+        iu.refuse_forthcoming(inst)
         self.op = op = attrs.evolve(op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.remote:

@@ -91,7 +91,61 @@ def check_disk(template: str | None, spec: Any, index: int) -> dict[str, Any]:
     return out
 
 
-async def check_on_node(lu: Any, node_uuid: str, template: str, specs: list[dict[str, Any]]) -> None:
+def generic_keys(mod: Any) -> Any:
+    """The generic disk keys of a disk modification (the others may be
+    ExtStorage parameters: L{modified_params}); not a dict: as it is (for
+    the check's error)."""
+    if not isinstance(mod, dict):
+        return mod
+    return {k: v for k, v in mod.items() if k in GENERIC_KEYS and k not in (PARAM_PROVIDER, PARAM_ACCESS)}
+
+
+def modified_params(disk: Disk, mod: dict[str, Any], index: int
+                    ) -> tuple[dict[str, Any], list[tuple[str, str]], dict[str, str]] | None:
+    """Ganeti's C{--disk N:modify,KEY=VALUE} of an ext disk: its parameters
+    after the change (C{default} removes one), the changes as shown, and
+    the parameters set (for the provider's check); C{None} when C{mod}
+    changes none.  Provider and access cannot change; a disk of another
+    template takes no other keys.
+    @raise errors.OpPrereqError: what is wrong (nothing changed then)"""
+    others = sorted(k for k in mod if k not in GENERIC_KEYS or k in (PARAM_PROVIDER, PARAM_ACCESS))
+    if not others:
+        return None
+    if disk.dev_type != DT_EXT:
+        if PARAM_ACCESS in others and len(others) == 1:
+            return None  # the rbd template's access (ganeti.cmdlib.instance_params.check_disk)
+        raise _invalid("Disk %d: unknown parameter '%s' (only disks of template ext take ExtStorage parameters)"
+                       % (index, others[0]))
+    for key in (PARAM_ACCESS, PARAM_PROVIDER):
+        if key in mod:
+            raise _invalid("Disk '%s' parameter change is not possible" % key)
+    stored = dict(disk.params or {})
+    shown: list[tuple[str, str]] = []
+    given: dict[str, str] = {}
+    for key in others:
+        value = mod[key]
+        if not isinstance(key, str) or not _PARAM_RE.match(key):
+            raise _invalid("Disk %d: invalid ExtStorage parameter name %r" % (index, key))
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool) or "\0" in str(value):
+            raise _invalid("Disk %d: invalid value of ExtStorage parameter %s: %r" % (index, key, value))
+        if str(value).lower() == params.VALUE_DEFAULT:
+            stored.pop(key, None)
+            shown.append((key, params.VALUE_DEFAULT))
+        else:
+            stored[key] = given[key] = str(value)
+            shown.append((key, str(value)))
+    return stored, shown, given
+
+
+async def check_params_on_node(lu: Any, node_uuid: str, changes: list[tuple[int, Disk, dict[str, str]]]) -> None:
+    """Refuse parameters the disks' provider (as the node sees it) does not take."""
+    specs = [{PARAM_PROVIDER: disk.logical_id[0] if isinstance(disk.logical_id, list) else None,
+              "ext_params": given} for _index, disk, given in changes]
+    await check_on_node(lu, node_uuid, DT_EXT, specs, indexes=[index for index, _disk, _given in changes])
+
+
+async def check_on_node(lu: Any, node_uuid: str, template: str, specs: list[dict[str, Any]],
+                        indexes: list[int] | None = None) -> None:
     """Refuse, before anything is made, an ext provider the node lacks or
     parameters it does not know, and adopted devices that are missing; fill
     in the sizes of adopted devices.
@@ -104,7 +158,8 @@ async def check_on_node(lu: Any, node_uuid: str, template: str, specs: list[dict
         found = await iu.call_node(lu, node_uuid, procedures.extstorage_diagnose.call(),
                                    what="list the ExtStorage providers of node %s" % node)
         providers = {entry[0]: entry for entry in found or [] if isinstance(entry, list) and len(entry) == 5}
-        for index, spec in enumerate(specs):
+        for position, spec in enumerate(specs):
+            index = indexes[position] if indexes is not None else position
             entry = providers.get(spec[PARAM_PROVIDER])
             if entry is None:
                 raise errors.OpPrereqError("Disk %d: ExtStorage provider %s not found on node %s (found: %s)"

@@ -57,6 +57,7 @@ from ganeti.cmdlib import (
     rbd_disks,
     transfer,
 )
+from ganeti.cmdlib import instance_forthcoming as forthcoming
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.allocator import NAL_MEMBER
@@ -165,6 +166,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     # --- arguments ---------------------------------------------------------------
     def check_arguments(self) -> None:
         op = self.op
+        forthcoming.check_flags(op.forthcoming, op.commit, op.mode)
+        #: with --commit: the forthcoming instance (set when expanding names)
+        self.reserved: Instance | None = None
         self.importing = op.mode == "import"
         self.remote_source: str | None = None
         if op.mode == "remote-import":
@@ -177,8 +181,6 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
 
     def _check_spec(self) -> None:
         op, cfg = self.op, self.cfg
-        if op.forthcoming or op.commit:
-            raise errors.OpPrereqError("Forthcoming instances are not supported", errors.ECODE_INVAL)
         if op.pnode and op.iallocator:
             raise errors.OpPrereqError("Give either a primary node or an allocator, not both", errors.ECODE_INVAL)
         hostcheck.check_ip_needs_name(op.ip_check, op.name_check, "Cannot do IP address check without a name check")
@@ -245,10 +247,13 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def expand_names(self) -> None:
         op, cfg = self.op, self.cfg
         name = op.instance_name
+        self.share_locks[LEVEL_NODEGROUP] = True
+        if op.commit:
+            self._expand_commit()
+            return
         if cfg.find_instance(name) is not None:
             raise errors.OpPrereqError("Instance '%s' is already in the cluster" % name, errors.ECODE_EXISTS)
         self.add_locks[LEVEL_INSTANCE] = [name]
-        self.share_locks[LEVEL_NODEGROUP] = True
         self.allocating = not op.pnode
         if not self.allocating:
             node = expand_node(cfg, op.pnode or "")
@@ -272,6 +277,23 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             self.needed_locks[LEVEL_NODE] = ALL_SET
         self.needed_locks[LEVEL_NODEGROUP] = [group] if group is not None else ALL_SET
         self.needed_locks[LEVEL_NODE_RES] = []
+
+    def _expand_commit(self) -> None:
+        """C{--commit}: the forthcoming instance's lock and its nodes' (as
+        Ganeti: it stays where it was reserved)."""
+        cfg = self.cfg
+        reserved = forthcoming.reserved_instance(cfg, self.op.instance_name)
+        forthcoming.check_primary(cfg, reserved, self.op.pnode)
+        self.reserved = reserved
+        pnode = cfg.nodes[reserved.primary_node or ""]
+        self.op = attrs.evolve(self.op, instance_name=reserved.name or "", pnode=pnode.name,
+                               pnode_uuid=pnode.uuid or "")
+        nodes = forthcoming.instance_nodes(cfg, reserved)
+        self.allocating = False
+        self.needed_locks[LEVEL_INSTANCE] = [reserved.name]
+        self.needed_locks[LEVEL_NODEGROUP] = sorted({cfg.nodes[n].group for n in nodes if n in cfg.nodes})
+        self.needed_locks[LEVEL_NODE] = nodes
+        self.needed_locks[LEVEL_NODE_RES] = list(nodes)
 
     async def probe(self) -> None:
         """For an import, read the export first (its values fill what the
@@ -309,7 +331,11 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def check_prereq(self) -> None:
         op, cfg = self.op, self.cfg
         name = op.instance_name
-        if cfg.find_instance(name) is not None:
+        if self.reserved is not None:
+            self.reserved = forthcoming.still_reserved(cfg, self.reserved.uuid or "", name,
+                                                       self.owned_locks(LEVEL_NODE))
+            forthcoming.check_spec(cfg, self.reserved, self.template, self.disks)
+        elif cfg.find_instance(name) is not None:
             raise errors.OpPrereqError("Instance '%s' is already in the cluster" % name, errors.ECODE_EXISTS)
         cluster = cfg.cluster
         if self.template not in (cluster.enabled_disk_templates or []):
@@ -322,7 +348,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             raise errors.OpPrereqError("The cluster has no storage directory for template %s" % self.template,
                                        errors.ECODE_STATE)
         iu.check_hypervisor_enabled(cfg, self.hypervisor)
-        used = params.used_macs(cfg)
+        used = params.used_macs(cfg, skip_instance=self.reserved.uuid if self.reserved else None)
         for index, nic in enumerate(self.nics):
             params.check_nic_mode(cfg, nic, index)
             if nic["mac"] not in (params.MAC_AUTO, params.MAC_GENERATE) and nic["mac"] in used:
@@ -335,7 +361,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             raise errors.OpPrereqError("Disk adoption is not possible with an allocator", errors.ECODE_INVAL)
         if not self.allocating:
             pnode = op.pnode_uuid or ""
-            self.nics = instance_networks.fill_nics(cfg, self.nics, pnode, op.conflicts_check)
+            self.nics = self._fill_nics(pnode)
             if self.template == iu.DT_RBD:  # refuse bad rbd parameters before anything happens
                 rbd_disks.new_disks(cfg, cfg.nodes[pnode].group, self.hypervisor or "", self.disks)
             iu.check_node_online(cfg, pnode)
@@ -413,10 +439,34 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         group = self.cfg.nodes[pnode].group
         await self.release_locks(LEVEL_NODEGROUP, keep=[group] if group else [])
 
+    def _fill_nics(self, pnode: str) -> list[dict[str, Any]]:
+        """L{instance_networks.fill_nics}; a commit's NICs keep the
+        addresses reserved for them (not checked against their own
+        reservation)."""
+        if self.reserved is None:
+            return instance_networks.fill_nics(self.cfg, self.nics, pnode, self.op.conflicts_check)
+        kept = forthcoming.kept_addresses(self.reserved, self.nics)
+        unchecked = [dict(n, ip=None) if i in kept else n for i, n in enumerate(self.nics)]
+        filled = instance_networks.fill_nics(self.cfg, unchecked, pnode, self.op.conflicts_check)
+        return [dict(n, ip=kept[i]) if i in kept else n for i, n in enumerate(filled)]
+
     def _build(self, pnode: str) -> tuple[Instance, list[Disk]]:
-        cfg, op = self.cfg, self.op
-        name = op.instance_name
+        """The new instance and its disks (forthcoming ones with
+        C{--forthcoming}; with C{--commit}, the reserved ones made real)."""
+        if self.reserved is not None:
+            reserved = self.reserved
+            disks = [attrs.evolve(self.cfg.disks[u], forthcoming=False) for u in reserved.disks or []]
+            inst = self._record(pnode, reserved.uuid or "", disks)
+            return attrs.evolve(inst, network_port=reserved.network_port, forthcoming=False), disks
         uuid = new_uuid()
+        disks = self._new_disks(pnode, self.op.instance_name, uuid)
+        if self.op.forthcoming:
+            disks = [attrs.evolve(d, forthcoming=True) for d in disks]
+            return attrs.evolve(self._record(pnode, uuid, disks), forthcoming=True), disks
+        return self._record(pnode, uuid, disks), disks
+
+    def _new_disks(self, pnode: str, name: str, uuid: str) -> list[Disk]:
+        cfg, op = self.cfg, self.op
         disks: list[Disk] = []
         base = storage_dir(cfg, self.template)
         if self.template == iu.DT_RBD:
@@ -434,7 +484,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                     logical_id=[driver, rpc_inst.disk_path(base, dirname, index)], nodes=[pnode],
                     iv_name="disk/%d" % index, size=spec["size"], mode=spec["mode"], params={},
                 ))
-        inst = Instance(
+        return disks
+
+    def _record(self, pnode: str, uuid: str, disks: list[Disk]) -> Instance:
+        op = self.op
+        name = op.instance_name
+        return Instance(
             name=name, uuid=uuid, primary_node=pnode, os=op.os_type or "", hypervisor=self.hypervisor,
             hvparams=self.hvparams, beparams=self.beparams, osparams=self.osparams,
             osparams_private=self.osparams_private,
@@ -442,15 +497,15 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             nics=self._make_nics(), disks=[d.uuid for d in disks], disk_template=self.template,  # type: ignore[misc]
             disks_active=False, tags=list(op.tags),
         )
-        return inst, disks
 
     def _make_nics(self) -> list[NIC]:
         used = params.used_macs(self.cfg)
         used.update(n["mac"] for n in self.nics)
         drawn = instance_networks.draw_pool_ips(self.cfg, self._pool_nics())
+        kept = forthcoming.kept_macs(self.reserved, self.nics) if self.reserved is not None else {}
         nics = []
         for index, nic in enumerate(self.nics):
-            mac = nic["mac"]
+            mac = kept.get(index, nic["mac"])
             if mac in (params.MAC_AUTO, params.MAC_GENERATE):
                 mac = params.generate_mac(params.mac_prefix(self.cfg, nic.get("network")), used)
             nics.append(NIC(mac=mac, ip=drawn.get(index, nic.get("ip")), network=nic.get("network"),
@@ -487,6 +542,34 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                                                 for i, n in enumerate(inst.nics)])
         raise errors.ProgrammerError("unreachable")  # pragma: no cover
 
+    async def _commit_config(self, inst: Instance, disks: list[Disk]) -> Instance:
+        """C{--commit}: the forthcoming instance's entry becomes C{inst}
+        (same uuid), then its disks stop being forthcoming; both before any
+        disk is made, so that a job killed later leaves a real instance,
+        down, whose missing disks C{gnt-cluster verify} reports and
+        C{gnt-instance remove} cleans."""
+        current = self.cfg.instances[inst.uuid or ""]
+        await self.feedback("* committing forthcoming instance %s" % inst.name)
+        try:
+            stored: Instance = await self.update("instance", attrs.evolve(
+                inst, serial_no=current.serial_no, ctime=current.ctime, mtime=current.mtime))
+        except (MacInUse, IpInUse) as e:
+            raise errors.OpPrereqError(str(e), errors.ECODE_NOTUNIQUE) from None
+        for disk in disks:
+            await self.update("disk", attrs.evolve(self.cfg.disks[disk.uuid or ""], forthcoming=False))
+        return stored
+
+    async def _back_to_reserved(self, inst: Instance, reserved: Instance) -> None:
+        """A failed commit whose disks are all gone: the instance is
+        forthcoming again, as it was reserved."""
+        for uuid in reserved.disks or []:
+            disk = self.cfg.disks.get(uuid)
+            if disk is not None and not disk.forthcoming:
+                await self.update("disk", attrs.evolve(disk, forthcoming=True))
+        current = self.cfg.instances[inst.uuid or ""]
+        await self.update("instance", attrs.evolve(reserved, serial_no=current.serial_no))
+        await self.log_warning("Instance %s is forthcoming again, as it was reserved", inst.name)
+
     async def _allocate_port(self, inst: Instance) -> Instance:
         """A VNC port for KVM instances that have a VNC bind address."""
         if inst.hypervisor != "kvm" or not rpc_inst.filled_hvparams(self.cfg, inst).get("vnc_bind_address"):
@@ -515,7 +598,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             await self._narrow_locks(pnode)
         else:
             pnode = op.pnode_uuid or ""
-        self.nics = instance_networks.fill_nics(self.cfg, self.nics, pnode, op.conflicts_check)
+        self.nics = self._fill_nics(pnode)
         if op.os_type:
             await check_os(self, pnode, op.os_type, self.osparams, op.force_variant)
             # Ganeti's full OS parameters: the cluster's (public and private), the instance's, the secret ones
@@ -530,13 +613,21 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if op.start and not self.allocating:
             await iu.check_node_free_memory(self, pnode, "creating instance %s" % inst.name,
                                             iu.instance_memory(self.cfg, inst), self.hypervisor)
-        inst = await self._allocate_port(inst)
-        inst = await self._add_to_config(inst, disks)
+        if not inst.network_port:  # a commit keeps the port reserved
+            inst = await self._allocate_port(inst)
+        if self.reserved is not None:
+            inst = await self._commit_config(inst, disks)
+        else:
+            inst = await self._add_to_config(inst, disks)
         for index, nic in enumerate(inst.nics):
             if self.nics[index].get("ip") == instance_networks.IP_POOL:
                 await self.log_info("Chose IP %s from network %s", nic.ip,
                                     self.cfg.networks[nic.network or ""].name if nic.network in self.cfg.networks
                                     else nic.network)
+        if op.forthcoming:
+            await self.feedback("Instance is forthcoming: its resources are reserved, no disk is created and"
+                                " nothing is started")
+            return [iu.node_name(self.cfg, pnode)]
         created: list[Disk] = []
         started = False
         try:
@@ -599,6 +690,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                                    " removes its disks", inst.name)
             return
         try:
+            if self.reserved is not None:
+                await self._back_to_reserved(inst, self.reserved)
+                return
             await self.remove("instance", inst.uuid or "")
         except Exception as e:
             await self.log_warning("Could not remove instance %s from the configuration: %s", inst.name, e)

@@ -39,7 +39,14 @@ from ganeti.cmdlib.base import (
     register,
 )
 from ganeti.cmdlib.instance_migration import disk_template_of, node_states, uuid_of
-from ganeti.cmdlib.instance_utils import ADMIN_UP, DT_FILE, expand_instance, instance_memory, node_name
+from ganeti.cmdlib.instance_utils import (
+    ADMIN_UP,
+    DT_FILE,
+    expand_instance,
+    instance_memory,
+    node_name,
+    refuse_forthcoming,
+)
 from ganeti.cmdlib.node_evacuation import plan_evacuation
 from ganeti.jobs.lifecycle import ResultWithJobs
 from ganeti.objects import ConfigData, Instance, Node
@@ -140,6 +147,7 @@ class LUInstanceChangeGroup(_LUGroupMoves[OpInstanceChangeGroup]):
 
     def expand_names(self) -> None:
         inst = expand_instance(self.cfg, self.op.instance_name)
+        refuse_forthcoming(inst)
         self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.lock_for([inst])
 

@@ -92,6 +92,7 @@ from ganeti.cmdlib.instance_utils import (
     node_resources,
     primary_counts,
     reason_trail,
+    refuse_forthcoming,
     start_instance_on,
 )
 from ganeti.objects import ConfigData, Instance, Node
@@ -286,6 +287,10 @@ async def failover(
     there if it is marked up."""
     cfg = lu.cfg
     source, target = get_node(cfg, inst.primary_node), get_node(cfg, target_uuid)
+    if inst.forthcoming:  # as Ganeti: only the configuration moves
+        await lu.feedback("Instance is forthcoming, just updating the configuration")
+        await set_primary_node(lu, inst, target_uuid)
+        return
     await lu.feedback("* shutting down instance on source node %s" % source.name)
     if source.offline:
         await lu.log_warning(
@@ -328,6 +333,8 @@ class _LUInstanceMove(LogicalUnit[_LUInstanceMoveOpT]):
 
     REQ_BGL = False
     WHAT: ClassVar[str] = ""
+    #: as Ganeti: a forthcoming instance can fail over (in the configuration only), not migrate
+    ALLOW_FORTHCOMING: ClassVar[bool] = False
 
     def check_arguments(self) -> None:
         if self.op.target_node and self.op.iallocator:
@@ -335,6 +342,8 @@ class _LUInstanceMove(LogicalUnit[_LUInstanceMoveOpT]):
 
     def expand_names(self) -> None:
         inst = expand_instance(self.cfg, self.op.instance_name)
+        if not self.ALLOW_FORTHCOMING:
+            refuse_forthcoming(inst)
         self.inst_uuid = uuid_of(inst)
         self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.target_uuid: str | None = None
@@ -397,6 +406,7 @@ class LUInstanceFailover(_LUInstanceMove[OpInstanceFailover]):
 
     OP_ID = "OP_INSTANCE_FAILOVER"
     WHAT = "failover"
+    ALLOW_FORTHCOMING = True
 
     async def exec_(self, feedback: Feedback) -> Any:
         await self.run_failover(self.instance, self.op.shutdown_timeout, self.op.ignore_consistency)

@@ -48,6 +48,7 @@ class LUInstanceMove(LogicalUnit[OpInstanceMove]):
     def expand_names(self) -> None:
         cfg, op = self.cfg, self.op
         inst = iu.expand_instance(cfg, op.instance_name)
+        iu.refuse_forthcoming(inst)
         self.op = op = attrs.evolve(op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         node = expand_node(cfg, op.target_node)
         self.op = op = attrs.evolve(op, target_node=node.name or "", target_node_uuid=node.uuid)

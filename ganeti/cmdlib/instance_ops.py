@@ -52,9 +52,13 @@ class InstanceLU(LogicalUnit[_InstanceLUOpT]):
 
     REQ_BGL = False
     SHARED = False
+    #: whether the LU takes a forthcoming instance (as Ganeti: only a few do)
+    ALLOW_FORTHCOMING = False
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        if not self.ALLOW_FORTHCOMING:
+            iu.refuse_forthcoming(inst)
         self.op = attrs.evolve(self.op, instance_name=inst.name or "", instance_uuid=inst.uuid)
         self.needed_locks[LEVEL_INSTANCE] = [inst.name]
         if self.SHARED:
@@ -248,9 +252,11 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
     The disks keep their paths (a file disk stays under the directory named
     after the old name); the OS's rename script runs on the primary node,
     and its failure is only a warning, as the rename is done by then.
+    A forthcoming instance is renamed in the configuration only.
     """
 
     OP_ID = "OP_INSTANCE_RENAME"
+    ALLOW_FORTHCOMING = True  # then only the configuration changes
 
     def check_arguments(self) -> None:
         op = self.op
@@ -285,9 +291,14 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
         inst, new = self.instance, self.op.new_name
         old = inst.name or ""
         node = iu.get_node(self.cfg, self.pnode)
+        if inst.forthcoming:  # only reserved: nothing on the nodes to rename
+            await self.update("instance", attrs.evolve(inst, name=new))
+            return new
         if not node.offline:
             await iu.check_instance_not_running(self, inst, "cannot rename")
         inst = await self.update("instance", attrs.evolve(inst, name=new))
+        if not node.offline:
+            await self._set_disk_info(inst)
         if node.offline:
             await self.log_warning("Primary node %s is offline: the OS rename script did not run", node.name)
         elif inst.os:
@@ -298,6 +309,19 @@ class LUInstanceRename(InstanceLU[OpInstanceRename]):
                 await self.log_warning("Could not run OS rename script for instance %s on node %s (but the instance"
                                        " has been renamed in Ganeti): %s", new, node.name, result.fail_msg)
         return new
+
+
+    async def _set_disk_info(self, inst: Instance) -> None:
+        """As Ganeti: the disks' metadata names the new instance (an ext
+        volume's C{setinfo} script; the other templates keep none)."""
+        for index, disk in enumerate(rpc_inst.instance_disks(self.cfg, inst)):
+            if disk.dev_type != iu.DT_EXT:
+                continue
+            result = await iu.call_node_result(self, self.pnode, procedures.blockdev_setinfo.call(
+                rpc_inst.disk_dict(self.cfg, disk, inst), "originstname+%s" % inst.name))
+            if result.failed:
+                await self.log_warning("Error setting info on node %s for disk %d: %s",
+                                       iu.node_name(self.cfg, self.pnode), index, result.fail_msg)
 
 
 @register

@@ -28,10 +28,13 @@ file, QMP C{balloon} under kvm); it must lie between the instance's
 free memory on the node.  It changes no configuration; checked before
 anything changes, done before the other changes.
 
-Refused with a clear error: disk template conversion, a new primary node or
-secondary (C{pnode}, C{remote_node}, C{iallocator}), file driver or
-directory changes, ExtStorage parameters, attach/detach of NICs and of file
-disks, and the instance communication NIC.
+C{disk_template} converts the disks to another template (with
+C{ext_params}, C{file_driver}, C{file_storage_dir}: L{disk_convert}); the
+C{modify} of an ext disk changes its ExtStorage parameters
+(L{ext_disks.modified_params}).
+
+Refused with a clear error: a new primary node or secondary (C{pnode},
+C{remote_node}, C{iallocator}), attach/detach of NICs and of file disks.
 
 Disk and NIC changes reach a running kvm guest with C{hotplug} or
 C{hotplug_if_possible} (L{instance_hotplug}); otherwise every change takes
@@ -48,12 +51,13 @@ import attrs
 
 from ganeti import errors
 from ganeti import network as netpool
-from ganeti.cmdlib import cluster_params, disk_attach, ext_disks, rbd_disks
+from ganeti.cmdlib import cluster_params, disk_attach, disk_convert, ext_disks, rbd_disks
 from ganeti.cmdlib import instance_hotplug as hotplug
 from ganeti.cmdlib import instance_networks as inetworks
+from ganeti.cmdlib import instance_new_primary as new_primary
 from ganeti.cmdlib import instance_params as params
 from ganeti.cmdlib import instance_utils as iu
-from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, register
+from ganeti.cmdlib.base import LEVEL_NODE, LEVEL_NODEGROUP, Feedback, expand_node, register
 from ganeti.cmdlib.instance import MAC_ATTEMPTS, check_os, storage_dir
 from ganeti.cmdlib.instance_ops import InstanceLU
 from ganeti.errors import IpInUse, MacInUse
@@ -81,19 +85,18 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
 
     def check_arguments(self) -> None:
         op = self.op
-        refused = (
-            (op.disk_template, "Changing the disk template is not supported"),
-            (op.pnode, "Changing the primary node is not supported (use failover or migrate)"),
-            (op.remote_node, "Secondary nodes are not supported by the disk templates here"),
-            (op.iallocator, "An allocator is only used to choose new nodes, which is not supported here"),
-            (op.file_driver, "Changing the file driver is not supported"),
-            (op.file_storage_dir, "Moving the file storage directory is not supported"),
-        )
-        for value, message in refused:
-            if value is not None:
-                raise errors.OpPrereqError(message, errors.ECODE_INVAL)
-        if op.ext_params:
-            raise errors.OpPrereqError("ExtStorage parameters are not supported", errors.ECODE_INVAL)
+        if op.iallocator is not None:  # Ganeti's use of it: choose the secondary of a conversion to drbd
+            raise errors.OpPrereqError("An allocator (-I) only chooses the secondary node of a conversion to drbd,"
+                                       " which needs LVM and DRBD (not available on these nodes)",
+                                       errors.ECODE_INVAL)
+        if op.remote_node is not None and op.disk_template is None:
+            raise errors.OpPrereqError("A secondary node (-n) is only for a conversion to drbd, which needs LVM and"
+                                       " DRBD (not available on these nodes)", errors.ECODE_INVAL)
+        if op.pnode is not None and op.disk_template is not None:
+            raise errors.OpPrereqError("Changing the primary node and the disk template at once is not supported:"
+                                       " do one, then the other", errors.ECODE_INVAL)
+        #: the new ext disks' provider and parameters of a conversion to ext
+        self.convert_ext = disk_convert.check_arguments(op)
         if op.instance_communication is not None:
             instance = next((i for i in self.cfg.instances.values() if i.name == op.instance_name), None)
             comm_mod = cluster_params.communication_mod(self.cfg, op.instance_communication, instance) \
@@ -115,16 +118,20 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 if "size" in mod:
                     raise errors.OpPrereqError("Disk size cannot be changed here (grow the disk instead)",
                                                errors.ECODE_INVAL)
-                params.check_disk(mod, position, require_size=False)
+                # other keys: ExtStorage parameters of an ext disk, checked once the disk is known
+                params.check_disk(ext_disks.generic_keys(mod), position, require_size=False)
         self.bep = params.check_beparams(op.beparams)
         self.osp = params.check_osparams(op.osparams)
         self.osp_private = params.check_osparams(op.osparams_private or {})
         if not (self.disk_mods or self.nic_mods or self.bep or op.hvparams or self.osp or self.osp_private
-                or op.os_name or op.offline is not None or op.runtime_mem):
+                or op.os_name or op.offline is not None or op.runtime_mem or op.disk_template or op.pnode):
             raise errors.OpPrereqError("No changes submitted", errors.ECODE_INVAL)
 
     def expand_names(self) -> None:
         super().expand_names()
+        if self.op.pnode is not None:  # Ganeti's --new-primary
+            node = expand_node(self.cfg, self.op.pnode)
+            self.op = attrs.evolve(self.op, pnode=node.name, pnode_uuid=node.uuid)
         self.needed_locks[LEVEL_NODEGROUP] = []
         self.needed_locks[LEVEL_NODE] = []
         self.share_locks[LEVEL_NODEGROUP] = True
@@ -134,6 +141,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if inst is None:
             return
         nodes = iu.instance_nodes(self.cfg, inst)
+        if self.op.pnode_uuid and self.op.pnode_uuid not in nodes:
+            nodes = nodes + [self.op.pnode_uuid]
         if level == LEVEL_NODEGROUP:
             self.needed_locks[level] = sorted({self.cfg.nodes[n].group for n in nodes if n in self.cfg.nodes}
                                               - {None})
@@ -171,6 +180,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                            % inst.name, errors.ECODE_STATE)
             if any(a in (params.MOD_ADD, params.MOD_ATTACH) for a, _i, _m in self.disk_mods):
                 iu.check_node_online(cfg, self.pnode)
+        if op.disk_template is not None:
+            disk_convert.check_prereq(cfg, inst, op)
+        #: Ganeti's --new-primary: the new primary node's uuid
+        self.new_primary = op.pnode_uuid if op.pnode_uuid not in (None, inst.primary_node) else None
+        if self.new_primary is not None:
+            iu.check_node_online(cfg, self.new_primary)
+            iu.check_node_vm_capable(cfg, self.new_primary)
         self._plan_disks()
         self._plan_nics()
         self._plan_nic_networks()
@@ -187,6 +203,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self.detached_disks: list[Disk] = []
         #: the ext/blockdev specs of new disks, checked on the primary before anything changes
         self.node_specs: list[tuple[Disk, dict[str, Any]]] = []
+        #: ext disks whose parameters change: (index, disk, the parameters set), checked the same way
+        self.ext_param_checks: list[tuple[int, Disk, dict[str, str]]] = []
         taken = {d.logical_id[1] for d in disks if isinstance(d.logical_id, list) and len(d.logical_id) == 2}
         for action, ident, mod in self.disk_mods:
             def names(disk: Disk) -> list[str]:
@@ -250,11 +268,18 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 self.disk_changes.append(["disk/%d" % position, "remove"])
             else:
                 position = params.find_item(disks, ident, "disk", names)
-                spec = params.check_disk(mod, position, require_size=False)
-                changes = {k: spec[k] for k in ("mode", "name") if k in spec}
-                disks[position] = attrs.evolve(disks[position], **changes)
+                spec = params.check_disk(ext_disks.generic_keys(mod), position, require_size=False)
+                changes: dict[str, Any] = {k: spec[k] for k in ("mode", "name") if k in spec}
                 for key, value in changes.items():
                     self.disk_changes.append(["disk.%s/%d" % (key, position), value])
+                ext_params = ext_disks.modified_params(disks[position], mod, position)
+                if ext_params is not None:
+                    new_params, shown, given = ext_params
+                    changes["params"] = new_params
+                    self.disk_changes += [["disk.params:%s/%d" % (k, position), v] for k, v in shown]
+                    if given:
+                        self.ext_param_checks.append((position, disks[position], given))
+                disks[position] = attrs.evolve(disks[position], **changes)
         if disks == [] and self.instance.disk_template != iu.DT_DISKLESS and self.disk_mods:
             raise errors.OpPrereqError("Cannot remove the last disk of instance %s" % inst.name, errors.ECODE_INVAL)
         self.disks = [attrs.evolve(d, iv_name="disk/%d" % i) for i, d in enumerate(disks)]
@@ -473,10 +498,20 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                        " them with --hotplug" % inst.name, errors.ECODE_STATE)
         if self.node_specs:  # a missing provider or adopted device: refused before anything changes
             new = await self._check_node_specs(new)
+        if self.ext_param_checks:  # parameters the provider does not take: the same
+            await ext_disks.check_params_on_node(self, self.pnode, self.ext_param_checks)
         await self._check_memory(new)
         runtime_mem = await self._check_runtime_mem(new)
         if op.os_name and op.os_name != inst.os:
             await check_os(self, self.pnode, op.os_name, dict(new.osparams), op.force_variant)
+        if op.disk_template is not None:  # the other changes are stored after it, on the converted instance
+            if op.remote_node is not None:
+                await self.log_warning("Changing the disk template to a non-mirrored one, the secondary node will"
+                                       " be ignored")
+            converted = await disk_convert.convert(self, inst, self.convert_ext)
+            self.instance = inst = self.cfg.instances[inst.uuid or ""]
+            new, result = self._changed_instance()
+            result += converted
         if runtime_mem is not None:
             await iu.call_node(self, self.pnode, procedures.instance_balloon_memory.call(iu.encode(self, inst), runtime_mem),
                                what="modify the runtime memory of instance %s" % inst.name)
@@ -492,7 +527,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                     await self.log_warning("%s (the disk leaves the configuration anyway)", problem)
         for disk in self.detached_disks:
             result += await disk_attach.detach(self, inst, disk, self.hotplug)
+        if self.new_primary is not None:
+            await new_primary.check(self, inst, self.new_primary)
+            new = attrs.evolve(new, primary_node=self.new_primary)
         stored = await self._store(new, new_disks)
+        if self.new_primary is not None:
+            await new_primary.move_disks(self, stored, inst.primary_node or "")
         created: list[Disk] = []
         try:
             for disk in new_disks:
@@ -509,8 +549,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         for disk in self.disks:
             old = self.cfg.disks.get(disk.uuid or "")
             if old is not None and disk.uuid not in {d.uuid for d in new_disks} and \
-                    (old.iv_name, old.mode, old.name) != (disk.iv_name, disk.mode, disk.name):
-                await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name))
+                    (old.iv_name, old.mode, old.name, old.params) != (disk.iv_name, disk.mode, disk.name, disk.params):
+                await self.update("disk", attrs.evolve(old, iv_name=disk.iv_name, mode=disk.mode, name=disk.name,
+                                                       params=disk.params))
         if self.hotplug and not (self.hvp or self.bep):
             pass
         elif result and stored.admin_state == iu.ADMIN_UP and (self.disk_mods or self.nic_mods or self.hvp or self.bep):

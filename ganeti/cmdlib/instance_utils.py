@@ -58,6 +58,16 @@ def expand_instance(cfg: ConfigData, name: str) -> Instance:
     raise errors.OpPrereqError("Instance '%s' not known" % name, errors.ECODE_NOENT)  # pragma: no cover
 
 
+def refuse_forthcoming(inst: Instance) -> None:
+    """Refuse an operation on a forthcoming instance (one only reserved by
+    C{gnt-instance add --forthcoming}): as Ganeti, only its rename, removal,
+    failover, queries and the C{--commit} of its creation take one."""
+    if inst.forthcoming:
+        raise errors.OpPrereqError("Instance '%s' is forthcoming: forthcoming instances are not supported for this"
+                                   " operation (commit it first with 'gnt-instance add --commit')" % inst.name,
+                                   errors.ECODE_STATE)
+
+
 def current_instance(cfg: ConfigData, uuid: str | None, name: str) -> Instance:
     """The instance C{uuid} in C{cfg}; OpPrereqError if it is gone (e.g. removed
     while the LU waited for its lock) or C{uuid} is None (not resolved)."""
@@ -491,6 +501,12 @@ async def remove_instance(lu: LogicalUnit[OpCode], inst: Instance, shutdown_time
         (unless C{ignore_failures}: then only warnings)
     """
     pnode = inst.primary_node or ""
+    if inst.forthcoming:  # only reserved: nothing runs, no disk was made
+        await lu.log_info("Instance %s on node %s is forthcoming: nothing to stop, no disk to remove",
+                          inst.name, node_name(lu.cfg, pnode))
+        await lu.log_info("Removing instance %s out of cluster config", inst.name)
+        await lu.remove("instance", inst.uuid or "")
+        return
     if inst.admin_state == ADMIN_UP:
         inst = await set_admin_state(lu, inst, ADMIN_DOWN)
     await lu.log_info("Shutting down instance %s on node %s", inst.name, node_name(lu.cfg, pnode))
@@ -507,6 +523,8 @@ async def remove_instance(lu: LogicalUnit[OpCode], inst: Instance, shutdown_time
     await lu.log_info("Removing block devices for instance %s", inst.name)
     problems = []
     for disk in rpc_inst.instance_disks(lu.cfg, inst):
+        if disk.forthcoming:  # a disk only reserved was never made
+            continue
         for node in disk.nodes or [pnode]:
             problems += await remove_disks(lu, node, [disk])
     if problems:

@@ -129,6 +129,7 @@ class LUInstanceReplaceDisks(LogicalUnit[OpInstanceReplaceDisks]):
 
     def expand_names(self) -> None:
         inst = iu.expand_instance(self.cfg, self.op.instance_name)
+        iu.refuse_forthcoming(inst)
         self.instance = inst
         self.needed_locks = {}
 

@@ -85,7 +85,7 @@ def _expected(cfg: ConfigData) -> tuple[dict[str, dict[str, _Owner]], set[str], 
                 continue
             attached.add(uuid)
             path = _path(disk)
-            if path is None or disk.dev_type not in (DT_FILE, DT_SHARED_FILE):
+            if path is None or disk.forthcoming or disk.dev_type not in (DT_FILE, DT_SHARED_FILE):
                 continue
             if disk.dev_type == DT_SHARED_FILE:
                 shared.add(path)
@@ -236,8 +236,8 @@ def remote_disk_checks(cfg: ConfigData, instances: Iterable[Any],
             continue
         for index, uuid in enumerate(inst.disks if isinstance(inst.disks, list) else []):
             disk = cfg.disks.get(uuid)
-            if disk is None or disk.dev_type not in REMOTE_TEMPLATES:
-                continue
+            if disk is None or disk.forthcoming or disk.dev_type not in REMOTE_TEMPLATES:
+                continue  # a forthcoming instance's disks are only reserved: none exists yet
             wanted.setdefault(inst.primary_node, []).append(RemoteDisk(inst.name or "", _disk_label(disk, index),
                                                                        disk))
     return wanted

@@ -193,6 +193,19 @@ class ExtDisks:
                       volume=volume, size=size_mib, provider=provider.name)
         return volume
 
+    async def setinfo(self, disk: Disk, info: str) -> None:
+        """Run the volume's C{setinfo} script with C{info} as its metadata
+        (an adopted device: nothing)."""
+        if is_blockdev(disk):
+            check_adopted(disk, "Cannot set the info of block device")
+            return None
+        what = "Cannot set the info of ExtStorage disk"
+        provider, volume, params = self._prepare(disk, what)
+        await self._run(provider, es.SETINFO, volume, params,
+                        "Cannot set the info of volume %s of ExtStorage provider %s" % (volume, provider.name),
+                        metadata=es.sanitize_metadata(info), name=disk.name, uuid=disk.uuid)
+        return None
+
     async def remove(self, disk: Disk) -> None:
         """Close, detach and remove the volume (an adopted device: nothing)."""
         if is_blockdev(disk):

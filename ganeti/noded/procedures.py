@@ -36,6 +36,7 @@ from ganeti.jobs import replicas
 from ganeti.noded import (
     checks,
     crypto_tokens,
+    diskconvert,
     diskfiles,
     dispatch,
     files,
@@ -111,6 +112,7 @@ class NodeProcedures:
         self.instances = instances.InstanceProcedures(paths, reactor)
         self.impexp = impexp.ImpExpProcedures(paths, reactor, self.instances)
         self.hotplug = hotplug.HotplugProcedures(self.instances)
+        self.diskconvert = diskconvert.DiskConvertProcedures(self.instances)
         #: the highest master epoch this node has seen (fencing of replaced masters)
         self.epoch = EpochGuard(paths)
         self.master = master.MasterProcedures(paths, reactor, self.epoch, port)
@@ -126,9 +128,9 @@ class NodeProcedures:
         self.commands = node_commands.CommandProcedures(paths, reactor)
         self.checks = checks.CheckProcedures(paths, reactor, self)
         self.restricted = restricted.RestrictedProcedures(paths, reactor)
-        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.master,
-                                           self.election, self.oob, self.hooks, self.crypto, self.commands,
-                                           self.checks, self.restricted])
+        self.dispatch = dispatch.Dispatch([self, self.instances, self.impexp, self.hotplug, self.diskconvert,
+                                           self.master, self.election, self.oob, self.hooks, self.crypto,
+                                           self.commands, self.checks, self.restricted])
         #: config.data in memory, brought forward by C{config_delta}
         self.config_follower = ConfigFollower(paths)
         self.master.flush_config = self.election.flush_config = self.config_follower.flush

@@ -284,6 +284,18 @@ def blockdev_grow(disk: DiskDict, amount: int, dryrun: Flag = False, backingstor
     """Grow a disk by C{amount} MiB (a file disk in the C{backingstore} step only)."""
 
 
+@declare(TMO_SLOW)
+def blockdev_convert(bdev_src: DiskDict, bdev_dest: DiskDict) -> None:
+    """Copy the data of disk C{bdev_src} onto disk C{bdev_dest}, both made before (a disk template
+    conversion): each is assembled on the node for the copy and released after it."""
+
+
+@declare(TMO_NORMAL, idempotent=True)
+def blockdev_setinfo(disk: DiskDict, info: str) -> None:
+    """Store C{info} (Ganeti's C{originstname+NAME}) as the disk's metadata: an ext volume's C{setinfo}
+    script; nothing for the other templates (as Ganeti's)."""
+
+
 @declare(TMO_NORMAL, idempotent=True)
 def blockdev_assemble(disk: DiskDict, inst: Inst, on_primary: Flag, idx: int) -> list[Any]:
     """Make disk C{idx} of C{inst} usable on the node.  On the primary: C{[device path, link, uri]}

@@ -150,6 +150,21 @@ class FakeNodes(Runner):
         self.disks.setdefault(node, set()).discard(path)
         return None
 
+    def _blockdev_convert(self, node: str, src: dict[str, Any], dest: dict[str, Any]) -> Any:
+        """Both disks must exist on the node (file-like ones: in C{disks})."""
+        for disk in (src, dest):
+            path = disk["logical_id"][1]
+            if disk["dev_type"] in ("file", "sharedfile") and path not in self.disks.get(node, set()):
+                raise _Refused("Cannot copy: device %s not found" % path)
+        return None
+
+    def _blockdev_getdimensions(self, node: str, disks: list[dict[str, Any]]) -> Any:
+        return [[d["size"] * 1024 * 1024, None] if d["logical_id"][1] in self.disks.get(node, set()) else None
+                for d in disks]
+
+    def _blockdev_setinfo(self, node: str, disk: dict[str, Any], info: str) -> Any:
+        return None
+
     def _instance_os_add(self, node: str, inst: dict[str, Any], reinstall: bool, debug: int) -> Any:
         rpc_inst.decode_instance(inst)
         return None

@@ -311,8 +311,7 @@ class SetParamsTests(InstanceTestCase):
     def test_refusals(self) -> None:
         for opcode, text in [
             (op("SET_PARAMS"), "No changes submitted"),
-            (op("SET_PARAMS", disk_template="plain"), "Changing the disk template is not supported"),
-            (op("SET_PARAMS", pnode=N3), "Changing the primary node is not supported"),
+            (op("SET_PARAMS", disk_template="plain"), "needs LVM, which these nodes cannot run"),
             (op("SET_PARAMS", beparams={"minmem": 4096}), "greater than maximum"),
             (op("SET_PARAMS", hvparams={"acpi": True}), "Unknown hypervisor parameter 'acpi' for hypervisor 'fake'"),
             (op("SET_PARAMS", disks=[["attach", -1, {}]]), "Only one argument is permitted in attach op"),

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.trial.unittest import SynchronousTestCase
+
 from ganeti import errors
-from tests.unit.instance_fakes import N2, cluster
+from ganeti.cmdlib import disk_convert
+from ganeti.objects import Disk
+from tests.unit.instance_fakes import N2, N3, cluster
 from tests.unit.test_cmdlib_ext import ExtNodes
 from tests.unit.test_cmdlib_instance import WEB, InstanceTestCase, create, op
 
@@ -20,7 +24,7 @@ class Nodes(ExtNodes):
         return None
 
 
-class ModifyDiskTests(InstanceTestCase):
+class DiskTestCase(InstanceTestCase):
     config = cluster(enabled_disk_templates=["file", "ext", "blockdev"])
 
     def setUp(self) -> None:
@@ -40,6 +44,8 @@ class ModifyDiskTests(InstanceTestCase):
         self.assertEqual((after.instances, after.disks), (before.instances, before.disks))
         self.assertNotIn("blockdev_create", self.rpc.procedures())
 
+
+class ModifyDiskTests(DiskTestCase):
     def test_ext_add_takes_the_provider_of_the_first_disk(self) -> None:
         self.ext()
         self.rpc.calls.clear()
@@ -107,3 +113,151 @@ class ModifyDiskTests(InstanceTestCase):
         self.unchanged(op("SET_PARAMS", disks=[["detach", 1, {}]]),
                        "stop it before removing disks, or remove them with --hotplug", code=errors.ECODE_STATE)
         self.assertEqual(N2, self.node_of())
+
+
+class ModifyExtParamsTests(DiskTestCase):
+    """C{--disk N:modify,KEY=VALUE} of ext disks, as Ganeti's: the disk's
+    parameters change in the configuration (C{default} removes one)."""
+
+    def test_parameters_change(self) -> None:
+        self.ext()
+        self.rpc.calls.clear()
+        result = self.ok(op("SET_PARAMS", disks=[["modify", 0, {"dir": "/vol2", "mode": "ro"}]]))
+        self.assertEqual(result, [["disk.mode/0", "ro"], ["disk.params:dir/0", "/vol2"]])
+        self.assertEqual(self.rpc.procedures(), ["extstorage_diagnose"])
+        disk = self.disks()[0]
+        self.assertEqual((disk.params, disk.mode), ({"provider": "loopback", "dir": "/vol2"}, "ro"))
+        result = self.ok(op("SET_PARAMS", disks=[[0, {"dir": "default"}]]))  # Ganeti's old format too
+        self.assertEqual(result, [["disk.params:dir/0", "default"]])
+        self.assertEqual(self.disks()[0].params, {"provider": "loopback"})
+
+    def test_refusals_change_nothing(self) -> None:
+        self.ext()
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"pool": "x"}]]),
+                       "Disk 0: ExtStorage provider loopback does not take the parameter(s) pool")
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"provider": "other"}]]),
+                       "Disk 'provider' parameter change is not possible")
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"access": "userspace"}]]),
+                       "Disk 'access' parameter change is not possible")
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"bad-name": "x"}]]),
+                       "invalid ExtStorage parameter name")
+
+    def test_other_templates_take_no_parameters(self) -> None:
+        self.ok(create(pnode="node2", no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", disks=[["modify", 0, {"dir": "/x"}]]), "Disk 0: unknown parameter 'dir'")
+
+
+class ConvertTests(DiskTestCase):
+    """C{gnt-instance modify -t TEMPLATE}: Ganeti's generic disk template conversion."""
+
+    config = cluster(enabled_disk_templates=["file", "sharedfile", "ext", "blockdev", "diskless"])
+
+    def file(self, name: str = WEB, **extra: Any) -> None:
+        self.ok(create(name, pnode="node2", no_install=True, start=False,
+                       disks=[{"size": 64, "name": "root"}, {"size": 32, "mode": "ro"}], **extra))
+
+    def test_file_to_ext_and_back(self) -> None:
+        self.file()
+        old = self.disks()
+        self.rpc.calls.clear()
+        result = self.ok(op("SET_PARAMS", disk_template="ext",
+                            ext_params={"provider": "loopback", "dir": "/vol"}, beparams={"vcpus": 2}))
+        self.assertEqual(result, [["be/vcpus", 2], ["disk_template", "ext"]])
+        self.assertEqual(self.rpc.procedures(), ["instance_info", "extstorage_diagnose", "blockdev_create",
+                                                 "blockdev_create", "blockdev_convert", "blockdev_convert",
+                                                 "blockdev_remove", "blockdev_remove"])
+        new = self.disks()
+        self.assertEqual([(d.dev_type, d.size, d.mode, d.name, d.params) for d in new],
+                         [("ext", 64, "rw", "root", {"provider": "loopback", "dir": "/vol"}),
+                          ("ext", 32, "ro", None, {"provider": "loopback", "dir": "/vol"})])
+        inst = self.instance()
+        assert inst is not None
+        self.assertEqual((inst.disk_template, inst.beparams.get("vcpus")), ("ext", 2))
+        self.assertFalse(set(self.cfg().disks) & {d.uuid for d in old}, "the old disks left the configuration")
+        self.assertEqual(self.rpc.disks[N2], {d.logical_id[1] for d in new}, "the old files were removed")
+        converts = self.rpc.calls_of("blockdev_convert")
+        self.assertEqual([(a[0]["uuid"], a[1]["uuid"]) for _n, a in converts],
+                         [(o.uuid, n.uuid) for o, n in zip(old, new)])
+        self.ok(op("SET_PARAMS", disk_template="sharedfile", file_driver="loop"))
+        self.assertEqual([d.dev_type for d in self.disks()], ["sharedfile", "sharedfile"])
+
+    def test_refusals_change_nothing(self) -> None:
+        self.file()
+        for opcode, text in [
+            (op("SET_PARAMS", disk_template="ext"), "Provider option is missing"),
+            (op("SET_PARAMS", disk_template="sharedfile", ext_params={"provider": "loopback"}),
+             "requires converting to the 'ext' disk template"),
+            (op("SET_PARAMS", ext_params={"provider": "loopback"}), "requires converting to the 'ext'"),
+            (op("SET_PARAMS", disk_template="ext", file_driver="loop", ext_params={"provider": "loopback"}),
+             "requires converting to a file-based disk template"),
+            (op("SET_PARAMS", disk_template="blockdev"), "Conversion to the 'blockdev' disk template is not"),
+            (op("SET_PARAMS", disk_template="drbd"), "needs LVM and DRBD, which these nodes cannot run"),
+            (op("SET_PARAMS", disk_template="file"), "Instance already has disk template file"),
+            (op("SET_PARAMS", disk_template="ext", ext_params={"provider": "loopback", "pool": "x"}),
+             "does not take the parameter(s) pool"),
+            (op("SET_PARAMS", disk_template="ext", ext_params={"provider": "nope"}), "provider nope not found"),
+            (op("SET_PARAMS", disk_template="sharedfile", disks=[["add", -1, {"size": 1}]]),
+             "Disk template conversion and other disk changes not supported at the same time"),
+        ]:
+            self.unchanged(opcode, text)
+        self.ok(op("STARTUP"))
+        self.unchanged(op("SET_PARAMS", disk_template="sharedfile"), "cannot change disk template")
+
+    def test_same_provider_and_diskless(self) -> None:
+        self.ext()
+        self.unchanged(op("SET_PARAMS", disk_template="ext", ext_params={"provider": "loopback"}),
+                       "Not converting, 'disk/0' of type ExtStorage already using provider 'loopback'")
+        self.ok(create("nodisk.example.test", pnode="node2", disk_template="diskless", disks=[], start=False,
+                       no_install=True))
+        self.unchanged(op("SET_PARAMS", "nodisk.example.test", disk_template="file"),
+                       "Conversion from the 'diskless' disk template is not supported")
+
+    def test_failed_copy_removes_the_new_disks(self) -> None:
+        self.file()
+        before = self.disks()
+        self.rpc.fail[("blockdev_convert", N2)] = "I/O error"
+        self.assertIn("I/O error", self.error(op("SET_PARAMS", disk_template="sharedfile"), kind="OpExecError"))
+        self.assertEqual(self.disks(), before)
+        self.assertEqual(len(self.rpc.disks[N2]), 2, "only the old files are left")
+
+
+class NewPrimaryTests(DiskTestCase):
+    """Ganeti's C{gnt-instance modify --new-primary NODE}: the configuration only."""
+
+    config = cluster(enabled_disk_templates=["file", "sharedfile", "ext"])
+
+    def test_sharedfile_instance_changes_node(self) -> None:
+        self.ok(create(pnode=N2, disk_template="sharedfile", no_install=True, start=False))
+        self.rpc.calls.clear()
+        self.ok(op("SET_PARAMS", pnode="node3"))
+        self.assertEqual(self.node_of(), N3)
+        self.assertEqual(self.rpc.procedures(), ["instance_info"])
+        cfg = self.cfg()
+        self.assertEqual([cfg.nodes[n].name for n in self.disks()[0].nodes], [N3])
+        self.ok(op("STARTUP"))
+        self.assertEqual(self.rpc.running_on(N3), {WEB})
+        self.unchanged(op("SET_PARAMS", pnode=N2), "Instance is still running on %s" % N3)
+
+    def test_file_disk_must_be_on_the_new_node(self) -> None:
+        self.ok(create(pnode=N2, no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", pnode=N3), "is not on node %s: a file disk stays on its node" % N3)
+        self.ok(op("SET_PARAMS", pnode=N3, force=True))
+        self.assertEqual(self.node_of(), N3)
+        self.assertTrue(any("changed anyway" in line for line in self.log), self.log)
+
+    def test_refusals(self) -> None:
+        self.ok(create(pnode=N2, disk_template="sharedfile", no_install=True, start=False))
+        self.unchanged(op("SET_PARAMS", iallocator="hail"), "only chooses the secondary node of a conversion to drbd")
+        self.unchanged(op("SET_PARAMS", remote_node=N3), "only for a conversion to drbd")
+        self.unchanged(op("SET_PARAMS", pnode=N3, disk_template="file"), "and the disk template at once")
+        self.unchanged(op("SET_PARAMS", pnode="nosuch"), "Node 'nosuch' not known")
+
+
+class CopyableTests(SynchronousTestCase):
+    def test_userspace_rbd_disks_are_not_converted(self) -> None:
+        user = Disk(dev_type="rbd", iv_name="disk/0", params={"access": "userspace", "pool": "rbd"})
+        with self.assertRaises(errors.OpPrereqError) as caught:
+            disk_convert._check_copyable(user)
+        self.assertIn("rbd disk with access=userspace", str(caught.exception))
+        disk_convert._check_copyable(Disk(dev_type="rbd", params={"access": "kernelspace"}))
+        disk_convert._check_copyable(Disk(dev_type="file", params={}))

@@ -43,7 +43,8 @@ def _post(procs: NodeProcedures, name: str, args: list[Any]) -> tuple[int, Any]:
 def test_every_handler_is_declared_and_every_declaration_has_a_handler(root):
     procs = _node(root)
     handlers: dict[str, Any] = {}
-    for target in (procs, procs.instances, procs.impexp, procs.hotplug, procs.master, procs.election, procs.oob, procs.hooks,
+    for target in (procs, procs.instances, procs.impexp, procs.hotplug, procs.diskconvert, procs.master, procs.election,
+                   procs.oob, procs.hooks,
                    procs.crypto, procs.commands, procs.checks, procs.restricted):
         for name, function in dispatch.handlers_of(target).items():
             assert name not in handlers, "two handlers for %s" % name
