@@ -19,6 +19,7 @@ as at creation); the other templates keep none (as Ganeti's).
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from twisted.internet import threads
@@ -40,8 +41,11 @@ BLOCK = 1024 * 1024
 
 def copy_data(source: str, target: str, block: int = BLOCK) -> int:
     """Copy C{source} onto C{target} (both exist), up to the smaller size;
-    the bytes copied.  All-zero blocks are skipped (seeked over)."""
+    the bytes copied.  All-zero blocks are skipped (seeked over) when the
+    target is a file (new, so it reads as zeros there and stays sparse); a
+    block device may hold what a volume before it left, so it gets them written."""
     with open(source, "rb") as src, open(target, "r+b") as dst:
+        sparse = stat.S_ISREG(os.fstat(dst.fileno()).st_mode)
         size = min(src.seek(0, os.SEEK_END), dst.seek(0, os.SEEK_END))
         src.seek(0)
         dst.seek(0)
@@ -51,7 +55,7 @@ def copy_data(source: str, target: str, block: int = BLOCK) -> int:
             chunk = src.read(min(block, size - done))
             if not chunk:
                 break
-            if chunk == zeros[:len(chunk)]:
+            if sparse and chunk == zeros[:len(chunk)]:
                 dst.seek(len(chunk), os.SEEK_CUR)
             else:
                 dst.write(chunk)
