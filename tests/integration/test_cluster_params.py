@@ -226,8 +226,10 @@ async def test_instance_and_node_options(root):
         ok(root, "gnt-instance", "modify", "--communication", "yes", "inst1.test")
         assert "ganeti:communication:inst1.test" in ok(root, "gnt-instance", "list", "--no-headers", "-o",
                                                        "nic.names", "inst1.test")
-        refused = gnt(root, *add, "--forthcoming", "inst2.test")
-        assert refused.returncode != 0 and "Forthcoming instances are not supported" in refused.stderr
+        # --forthcoming and --commit together: Ganeti's refusal, nothing made (test_forthcoming covers both)
+        refused = gnt(root, *add, "--forthcoming", "--commit", "inst2.test")
+        assert refused.returncode != 0 and "inst2.test" not in ok(root, "gnt-instance", "list", "--no-headers",
+                                                                  "-o", "name"), refused.stderr
 
         # info --roman; reinstall --select-os reads the number of the OS
         roman = ok(root, "gnt-instance", "info", "--roman", "inst1.test")
