@@ -81,6 +81,7 @@ from ganeti.cmdlib.instance_utils import (
     check_node_online,
     check_node_vm_capable,
     current_instance,
+    disks_follow_primary,
     encode,
     expand_instance,
     get_node,
@@ -269,14 +270,7 @@ async def set_primary_node(lu: LogicalUnit[OpCode], inst: Instance, target_uuid:
     current = lu.cfg.instances.get(inst.uuid or "", inst)
     old = current.primary_node
     stored: Instance = await lu.update("instance", attrs.evolve(current, primary_node=target_uuid))
-    for disk in rpc_inst.instance_disks(lu.cfg, stored):
-        if old in (disk.nodes or []):
-            nodes: list[str] = []
-            for uuid in disk.nodes:
-                uuid = target_uuid if uuid == old else uuid
-                if uuid not in nodes:
-                    nodes.append(uuid)
-            await lu.update("disk", attrs.evolve(disk, nodes=nodes))
+    await disks_follow_primary(lu, stored, old or "", target_uuid)
     return stored
 
 

@@ -14,8 +14,6 @@ node lists follow the primary.
 
 from __future__ import annotations
 
-import attrs
-
 from ganeti import errors
 from ganeti.cmdlib import instance_utils as iu
 from ganeti.cmdlib.base import LogicalUnit
@@ -57,12 +55,4 @@ async def check(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, target: st
 
 async def move_disks(lu: LogicalUnit[OpInstanceSetParams], inst: Instance, old: str) -> None:
     """The disks of C{inst} (its primary changed from C{old}) list the new primary instead."""
-    target = inst.primary_node or ""
-    for disk in rpc_inst.instance_disks(lu.cfg, inst):
-        if old in (disk.nodes or []):
-            nodes: list[str] = []
-            for uuid in disk.nodes:
-                uuid = target if uuid == old else uuid
-                if uuid not in nodes:
-                    nodes.append(uuid)
-            await lu.update("disk", attrs.evolve(disk, nodes=nodes))
+    await iu.disks_follow_primary(lu, inst, old, inst.primary_node or "")

@@ -534,3 +534,16 @@ async def remove_instance(lu: LogicalUnit[OpCode], inst: Instance, shutdown_time
             await lu.log_warning("%s", problem)
     await lu.log_info("Removing instance %s out of cluster config", inst.name)
     await lu.remove("instance", inst.uuid or "")
+
+
+async def disks_follow_primary(lu: LogicalUnit[Any], inst: Instance, old: str, new: str) -> None:
+    """The disks of C{inst} that listed node C{old} list node C{new} instead
+    (its primary changed), each node once."""
+    for disk in rpc_inst.instance_disks(lu.cfg, inst):
+        if old in (disk.nodes or []):
+            nodes: list[str] = []
+            for uuid in disk.nodes:
+                uuid = new if uuid == old else uuid
+                if uuid not in nodes:
+                    nodes.append(uuid)
+            await lu.update("disk", attrs.evolve(disk, nodes=nodes))
