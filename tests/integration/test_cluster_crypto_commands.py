@@ -94,7 +94,9 @@ async def test_every_candidate_certificate_lets_ganeti_master_failover_vote(root
 
             ok(root, "gnt-cluster", "redist-conf")
             digests = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
-            assert candidate_certs(cluster) == digests and len(set(digests.values())) == 3
+            # WConfD rewrites config.data in the background (its journal is what is durable first)
+            await cluster.until(lambda: candidate_certs(cluster) == digests, timeout=30)
+            assert len(set(digests.values())) == 3
             await cluster.until(lambda: all(len((ssconf_of(p, "master_candidates_certs") or "").split()) == 3
                                             for p in roots))
             # the vote passes now; the command stops at Ganeti's daemon-util, after it (nothing changed)
@@ -122,7 +124,7 @@ async def test_every_candidate_certificate_lets_ganeti_master_failover_vote(root
                                 ' verify" now is recommended.\n'), out
             assert stream.wait(timeout=120) == 0, "a query failed during the renewal"
             renewed = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
-            assert candidate_certs(cluster) == renewed
+            await cluster.until(lambda: candidate_certs(cluster) == renewed, timeout=30)  # (config.data: see above)
             assert not set(renewed.values()) & set(digests.values())
             await cluster.until(lambda: sorted((ssconf_of(roots[0], "master_candidates_certs") or "").split())
                                 == sorted("%s=%s" % (uuid, d) for uuid, d in uuid_certs(cluster).items()))
@@ -291,7 +293,7 @@ async def test_renew_crypto_while_jobs_and_queries_run(root):
             assert open(root.server_pem, "rb").read() != open(os.path.join(workdir, "server.pem"), "rb").read()
             assert open(root.cluster_domain_secret, "rb").read() != old_cds
             renewed = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
-            assert candidate_certs(cluster) == renewed
+            await cluster.until(lambda: candidate_certs(cluster) == renewed, timeout=30)  # (config.data: see above)
 
             # the old cluster and client certificates are refused by NodeD, the new ones accepted
             for address in cluster.nodes.values():
