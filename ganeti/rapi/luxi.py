@@ -82,8 +82,7 @@ class LuxiPool:
     async def _retrying(self, once: Callable[..., Coroutine[Any, Any, Any]], method: str,
                         args: tuple[Any, ...]) -> Any:
         """C{once(method, *args)}, tried again across a failover (see the module docstring)."""
-        window = self.window() if callable(self.window) else self.window
-        if not window:
+        if not self.window:  # (a callable is asked on the first failure only: no file read per call)
             return await once(method, *args)
         from twisted.internet.task import deferLater
 
@@ -92,6 +91,7 @@ class LuxiPool:
         args = with_submission_ids(method, args, lambda: uuid.uuid4().hex)
         safe = retry_safe(method, args)
         started: float | None = None
+        window: float | None = None
         delay, attempts, lost = FIRST_DELAY, 0, 0
         try:
             while True:
@@ -99,6 +99,10 @@ class LuxiPool:
                 try:
                     return await once(method, *args)
                 except LuxidUnreachable as e:
+                    if window is None:
+                        window = self.window() if callable(self.window) else self.window
+                    if not window:
+                        raise
                     if e.sent and not safe:
                         raise LuxidUnreachable("outcome unknown: %s" % e, sent=True) from None
                     now = self.reactor.seconds()
