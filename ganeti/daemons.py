@@ -166,12 +166,48 @@ def accepts_tcp(address: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+#: how many ports each test process (an xdist worker, or the lone runner) has to itself
+_PORT_SLICE = 2000
+_next_port: dict[str, int] = {}
+
+
+def _port_pool() -> range:
+    """The ports L{free_port} hands out in this process: none from the kernel's
+    ephemeral range (a connection's local port or another process's C{bind(0)}
+    may take any of those between our probe and the daemon's bind), one slice
+    of the rest per xdist worker so that parallel workers never pick the same."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(word) for word in f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    below, above = range(max(1024, low - 8 * _PORT_SLICE), low), range(high + 1, 65536)
+    ports = below if len(below) >= len(above) else above
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker[2:].isdigit() else os.getpid()
+    slices = max(1, len(ports) // _PORT_SLICE)
+    start = ports.start + (index % slices) * _PORT_SLICE
+    return range(start, min(start + _PORT_SLICE, ports.stop))
+
+
 def free_port(address: str = "127.0.1.1", udp: bool = False) -> int:
-    """A port nothing listens on at C{address} right now (tests, benchmarks)."""
+    """A port nothing listens on at C{address} right now (tests, benchmarks),
+    from this process's L{_port_pool}, each handed out once per process."""
     kind = socket.SOCK_DGRAM if udp else socket.SOCK_STREAM
-    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, kind) as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
+    pool = _port_pool()
+    # another process of the same worker (a script a test runs) starts elsewhere in the slice
+    key = "%s/%d" % (pool.start, os.getpid())
+    offset = _next_port.get(key, os.getpid() * 7919)
+    for step in range(len(pool)):
+        port = pool.start + (offset + step) % len(pool)
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, kind) as sock:
+            try:
+                sock.bind((address, port))
+            except OSError:
+                continue
+        _next_port[key] = offset + step + 1
+        return port
+    raise OSError(errno.EADDRINUSE, "no free port left in %d..%d at %s" % (pool.start, pool.stop - 1, address))
 
 
 def udp_bound(address: str, port: int) -> bool:

@@ -32,6 +32,7 @@ from twisted.internet.threads import deferToThread
 
 from ganeti.confd import wire as confd_wire
 from ganeti.luxi.client import LuxiClient
+from ganeti.noded import warm
 from ganeti.rpc.client import MAX_PERSISTENT_PER_HOST
 from ganeti.testing.chaos import ChaosCluster, fd_count, queue_files_count, rss_kib, tcp_peers, tcp_sockets
 from ganeti.testing.cluster import serial_of
@@ -181,6 +182,18 @@ def _children(pid: int) -> list[str]:
     return found
 
 
+async def _warm_settled(cluster: ChaosCluster, index: int, pid: int, timeout: float = 30.0) -> None:
+    """Wait until NodeD C{pid} keeps its warm launcher if its node is to
+    keep one (L{ganeti.noded.warm}): a launcher started during the fuzzing
+    would count as descriptors the bad input leaked."""
+    paths = cluster.roots[index]
+    deadline = time.monotonic() + timeout
+    while warm.wanted(paths) and not any("ganeti.warmstart" in child for child in _children(pid)):
+        assert time.monotonic() < deadline, "the NodeD of %s started no warm launcher in %.0f s" % (
+            paths.root, timeout)
+        await deferLater(cluster.reactor, 0.2, lambda: None)
+
+
 @attrs.define
 class Guard:
     """The state and one daemon's resources before a fuzz batch."""
@@ -194,6 +207,8 @@ class Guard:
     @classmethod
     async def take(cls, cluster: ChaosCluster, daemon: str) -> Guard:
         pid = cluster.pid(daemon)
+        if daemon.startswith("noded"):
+            await _warm_settled(cluster, int(daemon[5:]) - 1, pid)
         # one good request first: connections a daemon keeps (RAPI's to LuxiD) are in the baseline
         assert await cluster.answers(daemon), "%s does not answer before the fuzzing" % daemon
         return cls(daemon, pid, await State.of(cluster), own_fds(cluster, pid), rss_kib(pid))

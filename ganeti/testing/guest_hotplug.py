@@ -212,8 +212,10 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
         result["nets_after_migration"] = _nets(console, "netsmigrated", 30)
         result["blocks_after_migration"] = _block_devices(console, "blocksmigrated", 30)
         console.send(b"echo 3 > /proc/sys/vm/drop_caches\n")
-        console.send(b"head -c %d /dev/vdb|tr -cd A-Z0-9-;echo\n" % len(token))
-        _when, result["token_after_migration"] = console.wait_for("^HOTDISK-", 30)
+        # one echo, one write: the guest's own ticks cannot come between the token and its end
+        console.send(b"echo token=$(head -c %d /dev/vdb|tr -cd A-Z0-9-)=end\n" % len(token))
+        _when, line = console.wait_for("^token=.*=end", 30)
+        result["token_after_migration"] = line.split("=")[1]
 
         result["nic_remove_output"] = ok(root, "gnt-instance", "modify", "--hotplug-if-possible", "--net",
                                          "0:remove", NAME)
