@@ -25,7 +25,7 @@ from typing import Any
 from ganeti import errors
 from ganeti.client.command import EXIT_SUCCESS, Context
 from ganeti.client.jobs import JobExecutor, JobReporter, opcode, poll_job
-from ganeti.cmdlib.test import JQT_EXEC, JQT_EXPANDNAMES, JQT_LOGMSG, JQT_MSGPREFIX, JQT_STARTMSG
+from ganeti.cmdlib.jqueue_test import JQT_EXEC, JQT_EXPANDNAMES, JQT_LOGMSG, JQT_MSGPREFIX, JQT_STARTMSG
 from ganeti.jobs import lifecycle
 
 PRIO_SUBMIT_VALID = sorted(lifecycle.PRIO_SUBMIT_VALID)

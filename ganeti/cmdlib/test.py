@@ -13,18 +13,11 @@ import attrs
 
 from ganeti import errors
 from ganeti.cmdlib.base import LEVEL_NODE, Feedback, LogicalUnit, expand_node, register
+from ganeti.cmdlib.jqueue_test import JQT_EXEC, JQT_EXPANDNAMES, JQT_LOGMSG, JQT_MSGPREFIX, JQT_STARTMSG
 from ganeti.cmdlib.notify_socket import NotifySocket, TimeoutError
 from ganeti.jobs import lifecycle
 from ganeti.opcodes.typed import OpTestDelay, OpTestDummy, OpTestJqueue, OpTestOsParams
 from ganeti.rpc import procedures
-
-#: OP_TEST_JQUEUE's test names (Ganeti's C{JQT_*}), sent in C{jqueue-test} log entries
-JQT_EXPANDNAMES = "expandnames"
-JQT_EXEC = "exec"
-JQT_STARTMSG = "startmsg"
-JQT_LOGMSG = "logmsg"
-#: the prefix of OP_TEST_JQUEUE's test messages in the job log
-JQT_MSGPREFIX = "TESTMSG="
 
 
 @register

@@ -66,10 +66,12 @@ def _warm_imports() -> None:
     import ganeti.wconfd.client  # noqa: F401
 
     try:
-        import ganeti.cmdlib  # noqa: F401
+        import ganeti.cmdlib
         import ganeti.cmdlib.hooks  # noqa: F401
         import ganeti.cmdlib.liveness_verify  # noqa: F401
         import ganeti.jobs.processor  # noqa: F401
+
+        ganeti.cmdlib.load_all()
     except ImportError:
         pass
 

@@ -39,6 +39,7 @@ from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
 from ganeti.reactors import IReactor
 from ganeti.rpc import RpcClient, procedures
+from ganeti.testing import warmcli
 from ganeti.testing.daemons import (
     Daemon,
     make_root,
@@ -237,9 +238,10 @@ async def until(reactor: IReactorTime, check: Callable[[], object], timeout: flo
 
 
 def gnt(root: Paths, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run C{tool} (C{gnt-node}, ...) of this installation on C{root}."""
-    return subprocess.run([os.path.join(BIN, tool), "--root", root.root, *args], capture_output=True, text=True,
-                          timeout=120)
+    """Run C{tool} (C{gnt-node}, ...) of this installation on C{root} (forked warm: L{warmcli})."""
+    argv = [os.path.join(BIN, tool), "--root", root.root, *args]
+    done = warmcli.run(argv, timeout=120)
+    return done if done is not None else subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
 def ok(root: Paths, tool: str, *args: str) -> str:

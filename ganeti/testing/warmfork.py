@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import orjson
 
@@ -58,6 +58,8 @@ MODULES = {
     "plain": _COMMON + ("twisted.plugins.ganeti_confd", "twisted.plugins.ganeti_mond", "ganeti.confd.tap",
                         "ganeti.mond.tap", "ganeti.confd.service", "ganeti.mond.service"),
 }
+#: the launcher of the tests' gnt-* commands (C{python -m ganeti.testing.warmcli}): "stdout" and "stderr" per request
+CLI = "cli"
 #: seconds L{spawn} waits for the launcher's answer (its imports on a loaded machine come first)
 SPAWN_TIMEOUT = 300.0
 _PR_SET_PDEATHSIG = 1
@@ -88,7 +90,7 @@ def _write(message: dict[str, Any]) -> None:
 
 
 def serve(kind: str) -> int:
-    """The launcher's loop (see the module docstring)."""
+    """A daemons' launcher (see the module docstring)."""
     from ganeti import leanimports
 
     leanimports.defer_system_openssl()  # as ganeti-twistd does, before Twisted's imports
@@ -97,6 +99,13 @@ def serve(kind: str) -> int:
 
         without_tls()
     warmstart._warm_imports(MODULES[kind])
+    return loop(("log",), lambda request, outputs, keep_closed: warmstart._child(request, outputs[0], keep_closed))
+
+
+def loop(files: tuple[str, ...], child: Callable[[dict[str, Any], list[int], list[int]], object]) -> int:
+    """A launcher's loop, its imports done: per request, C{files} (its fields naming the output files) opened
+    and C{child(request, their descriptors, the descriptors the child closes)} run in a forked child (which
+    must not return)."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -126,15 +135,18 @@ def serve(kind: str) -> int:
             try:
                 request = orjson.loads(line)
                 ident = int(request["id"])
-                log = os.open(str(request["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                outputs = [os.open(str(request[name]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                           for name in files]
             except (ValueError, KeyError, TypeError, OSError) as e:
                 print("ganeti.testing.warmfork: bad request %r: %s" % (line[:100], e), file=sys.stderr, flush=True)
                 continue
             pid = warmstart.fork()
             if pid == 0:
                 _die_with_parent(me)
-                warmstart._child(request, log, [wake_r, wake_w])
-            os.close(log)
+                child(request, outputs, [wake_r, wake_w])
+                os._exit(1)
+            for fd in outputs:
+                os.close(fd)
             children.add(pid)
             _write({"id": ident, "pid": pid})
 
@@ -195,7 +207,8 @@ class Launcher:
         self._next = 0
         self._waiting: dict[int, tuple[threading.Event, list[ForkedProcess], list[str]]] = {}
         self._children: dict[int, ForkedProcess] = {}
-        self._process = subprocess.Popen([sys.executable, "-m", "ganeti.testing.warmfork", "--kind", kind],
+        command = ["-m", "ganeti.testing.warmcli"] if kind == CLI else ["-m", "ganeti.testing.warmfork", "--kind", kind]
+        self._process = subprocess.Popen([sys.executable, *command],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/", close_fds=True)
         threading.Thread(target=self._read, name="warmfork-" + kind, daemon=True).start()
 
@@ -231,8 +244,9 @@ class Launcher:
         for event, _result, _argv in waiting.values():
             event.set()
 
-    def spawn(self, argv: list[str], env: dict[str, str], cwd: str, log: str) -> ForkedProcess | None:
-        """Fork C{argv} (C{ganeti-twistd -n ...}); None when the launcher is gone."""
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: str, **files: str) -> ForkedProcess | None:
+        """Fork C{argv} (C{ganeti-twistd -n ...}, or a command for L{CLI}) with its output to C{files} (C{log},
+        or C{stdout} and C{stderr}); None when the launcher is gone."""
         stdin = self._process.stdin
         if stdin is None or not self.alive():
             return None
@@ -242,7 +256,7 @@ class Launcher:
             ident = self._next
             self._waiting[ident] = (event, result, argv)
             try:
-                stdin.write(orjson.dumps({"id": ident, "argv": argv, "env": env, "cwd": cwd, "log": log}) + b"\n")
+                stdin.write(orjson.dumps({"id": ident, "argv": argv, "env": env, "cwd": cwd, **files}) + b"\n")
                 stdin.flush()
             except (OSError, ValueError):
                 self._waiting.pop(ident, None)
@@ -302,6 +316,7 @@ def prestart() -> None:
     """Start the launcher most tests use now, so that its imports run while the tests are collected."""
     if enabled():
         launcher("tls")
+        launcher(CLI)
 
 
 def spawn(name: str, argv: list[str], env: dict[str, str], cwd: str, log: str) -> ForkedProcess | None:
@@ -310,7 +325,7 @@ def spawn(name: str, argv: list[str], env: dict[str, str], cwd: str, log: str) -
     kind = KIND_OF.get(name)
     if kind is None or not enabled() or os.path.basename(argv[0]) != "ganeti-twistd":
         return None
-    return launcher(kind).spawn(argv, env, cwd, log)
+    return launcher(kind).spawn(argv, env, cwd, log=log)
 
 
 def main(argv: list[str] | None = None) -> int:
