@@ -22,7 +22,7 @@ from ganeti.client import cluster_opts
 from ganeti.client.cluster_opts import parse_hvparams, parse_keyval
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.formatting import format_time
-from ganeti.client.jobs import opcode, submit_or_send
+from ganeti.client.jobs import follow_up_jobs, opcode, submit_or_send
 from ganeti.client.options import add_priority_option, add_submit_options, yes_no
 from ganeti.paths import Paths
 from ganeti.rpc.instances import node_path
@@ -407,7 +407,14 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
         return EXIT_FAILURE
     if opts.force:
         params["force"] = True
-    submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
+    (result,) = submit_or_send(ctx, opcode(ctx, "OP_CLUSTER_SET_PARAMS", **params))
+    # as Ganeti's: the jobs the change submitted (the instance communication network's) are followed too
+    bad = [value for ok, value in follow_up_jobs(ctx, result) if not ok]
+    for value in bad:
+        ctx.out("Job failed, result is '%s'." % (value,))
+    if bad:
+        ctx.out("%s job(s) failed." % (bad,))
+        return EXIT_FAILURE
     return EXIT_SUCCESS
 
 

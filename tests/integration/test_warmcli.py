@@ -1,9 +1,11 @@
 """The tests' gnt-* commands forked warm (ganeti.testing.warmcli) behave as the cold console scripts."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -31,12 +33,13 @@ def test_warm_command_is_the_cold_one(tmp_path, monkeypatch, command):
     assert cold.stdout or cold.stderr
 
 
-def test_other_programs_and_a_timeout(tmp_path):
+def test_other_programs_and_a_timeout():
     """Not one of our gnt-* tools: run cold (None); a command past its time is killed, as subprocess.run does."""
     assert warmcli.run([os.path.join(BIN, "ganeti-daemons"), "--help"], timeout=60) is None
     if not warmfork.enabled():
         return
-    paths = Paths(str(tmp_path))
+    root = tempfile.mkdtemp(prefix="gntwc", dir="/tmp")   # short: a Unix socket's path has 108 bytes
+    paths = Paths(root)
     os.makedirs(paths.socket_dir)
     silent = [socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)]   # accepts, never answers
     for sock, path in zip(silent, (paths.luxi_socket, paths.master_socket)):
@@ -44,7 +47,8 @@ def test_other_programs_and_a_timeout(tmp_path):
         sock.listen()
     try:
         with pytest.raises(subprocess.TimeoutExpired):
-            warmcli.run([os.path.join(BIN, "gnt-instance"), "--root", str(tmp_path), "list"], timeout=2)
+            warmcli.run([os.path.join(BIN, "gnt-instance"), "--root", root, "list"], timeout=2)
     finally:
         for sock in silent:
             sock.close()
+        shutil.rmtree(root)

@@ -35,7 +35,7 @@ def test_confd_forked_warm_runs_reports_its_exit_and_ends_with_its_launcher(root
     log = os.path.join(root.root, "confd.out")
     launcher = warmfork.Launcher("plain")
     try:
-        process = launcher.spawn(argv, env, root.root, log)
+        process = launcher.spawn(argv, env, root.root, log=log)
         assert process is not None
         _until(lambda: daemons.running_pid(root, CONFD) == process.pid and daemons.udp_bound("127.0.1.1", port))
         assert os.readlink("/proc/%d/cwd" % process.pid) == root.root
@@ -53,13 +53,13 @@ def test_confd_forked_warm_runs_reports_its_exit_and_ends_with_its_launcher(root
         assert not daemons.udp_bound("127.0.1.1", port)
 
         # the launcher ends (as when the test process dies): what it forked ends too
-        again = launcher.spawn(argv, env, root.root, log)
+        again = launcher.spawn(argv, env, root.root, log=log)
         assert again is not None
         _until(lambda: daemons.running_pid(root, CONFD) == again.pid)
         launcher.close()
         again.wait(timeout=30)
         assert not pid_exists(again.pid) and daemons.running_pid(root, CONFD) is None
-        assert launcher.spawn(argv, env, root.root, log) is None, "a closed launcher forks nothing"
+        assert launcher.spawn(argv, env, root.root, log=log) is None, "a closed launcher forks nothing"
     finally:
         launcher.close()
         daemons.stop(root, [CONFD.name], out=lambda _line: None)

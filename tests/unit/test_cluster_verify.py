@@ -282,6 +282,20 @@ def test_gnt_cluster_verify_disks_reports_like_ganeti() -> None:
     assert (code, out.splitlines()[-1]) == (0, "No disks need to be activated.")
 
 
+def test_gnt_cluster_modify_follows_the_jobs_it_submitted() -> None:
+    """As Ganeti's: the jobs that connect the instance communication network end before the command does, and
+    one that failed makes it fail."""
+    done = JobsClient({10: ("success", [{"jobs": [[True, 11]]}], []), 11: ("success", [None], [])})
+    code, out, _ = run(done, "modify", "--instance-communication-network", "comm-net")
+    assert code == 0 and list(dict.fromkeys(args[0] for args in done.args("WaitForJobChange"))) == [10, 11]
+    assert out.splitlines()[:2] == ["Submitted jobs 11", "Waiting for job 11 ..."]
+    failed = JobsClient({10: ("success", [{"jobs": [[True, 11]]}], []),
+                         11: ("error", [["OpPrereqError", ["no such group", "wrong_input"]]], [])})
+    code, out, err = run(failed, "modify", "--instance-communication-network", "comm-net")
+    assert code == 1 and "Job 11 has failed: " in err and "job(s) failed." in out
+    assert run(JobsClient({10: ("success", [None], [])}), "modify", "-C", "5")[0] == 0
+
+
 def test_gnt_cluster_repair_disk_sizes() -> None:
     client = JobsClient({10: ("success", [[["web", 1, "size", 2048]]],
                               [" - INFO: Disk 1 of instance web has mismatched size"])})
