@@ -22,6 +22,9 @@ from ganeti.rpc.contract import Call
 CV_ENODEHEARTBEAT = "ENODEHEARTBEAT"
 #: seconds a finished call waits for its note (a LUXI query of LuxiD)
 NOTE_WAIT = 2.0
+#: seconds a job keeps what the roster said of a node (a job's steps call the same nodes one after another;
+#: each look is a LUXI connection and a query of LuxiD)
+ROSTER_TTL = 1.0
 #: the node query fields the check reads
 FIELDS = ["name", "offline", "liveness", "last_seen"]
 
@@ -109,6 +112,8 @@ class NotingRpc:
         self._roster = roster
         self._feedback = feedback
         self._noted: set[str] = set()
+        #: name -> (when asked, the roster's entry)
+        self._asked: dict[str, tuple[float, dict[str, Any]]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rpc, name)
@@ -145,7 +150,12 @@ class NotingRpc:
         wanted = [n for n in names if n not in self._noted]
         if not wanted:
             return
-        roster = await self._roster(wanted)
+        asked_at = self._clock.seconds() if self._clock is not None else time.monotonic()
+        fresh = {n: self._asked[n][1] for n in wanted if n in self._asked and asked_at - self._asked[n][0] < ROSTER_TTL}
+        roster = fresh if len(fresh) == len(wanted) else await self._roster(wanted)
+        for name in wanted:
+            if name not in fresh:
+                self._asked[name] = (asked_at, roster.get(name, {}))
         now = time.time()
         for name in wanted:
             line = unreachable_note(name, roster.get(name, {}), procedure, timeout, now)

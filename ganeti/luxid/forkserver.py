@@ -200,6 +200,9 @@ class _Spares:
 
 def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODED) -> int:
     _warm_imports()
+    from ganeti.rpc.tls import warm_client_context
+
+    warm_client_context(paths)  # the node RPC client's TLS context, built here once instead of in every job
     control = socket.socket(fileno=control_fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

@@ -212,6 +212,13 @@ def _stamp(path: str) -> Any:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+#: per data directory, what every L{ClusterTrust} of this process read last: the two files' stamps, the
+#: credentials and the trusted certificates (a job process inherits its fork server's: L{warm_client_context})
+_READ: dict[str, tuple[Any, Credentials, tuple[bytes, ...]]] = {}
+#: per data directory, the RPC client's last TLS context and the stamps it was built from
+_CLIENT_CONTEXTS: dict[str, tuple[Any, SSL.Context]] = {}
+
+
 class ClusterTrust:
     """C{server.pem} and C{cluster-trust.pem}, read again whenever either
     file changes (two C{stat} calls per use): the credentials to present,
@@ -233,8 +240,13 @@ class ClusterTrust:
         if stamps == self._stamps:
             return False
         try:
-            creds = Credentials.cluster(self.paths)
-            trusted = read_trusted(self.paths)
+            known = _READ.get(self.paths.data_dir)
+            if known is not None and known[0] == stamps:  # read by another user in this process (or its parent)
+                creds, trusted = known[1], known[2]
+            else:  # stamped before the read: a change during it is seen at the next use
+                creds = Credentials.cluster(self.paths)
+                trusted = read_trusted(self.paths)
+                _READ[self.paths.data_dir] = (stamps, creds, trusted)
         except (errors.ConfigurationError, OSError, ValueError) as e:
             if self.creds is None:
                 raise
@@ -292,13 +304,32 @@ class _ReloadingCreator:
     def clientConnectionForTLS(self, tlsProtocol: Any) -> SSL.Connection:
         self._trust.refresh()
         if self._ctx is None or self._generation != self._trust.generation:
-            trust = self._trust
-            self._ctx = trust.context(make_verify_callback(lambda: trust.fingerprints, "node"), server=False)
-            self._generation = trust.generation
+            self._ctx = client_context(self._trust)
+            self._generation = self._trust.generation
         connection = SSL.Connection(self._ctx, None)
         connection.set_app_data(tlsProtocol)
         connection.set_connect_state()
         return connection
+
+
+def client_context(trust: ClusterTrust) -> SSL.Context:
+    """The RPC client's TLS context for C{trust}'s current files, built once per change of the files in this
+    process (a key's parsing and checks take about 10 ms)."""
+    cached = _CLIENT_CONTEXTS.get(trust.paths.data_dir)
+    if cached is not None and cached[0] == trust._stamps:
+        return cached[1]
+    ctx = trust.context(make_verify_callback(lambda: trust.fingerprints, "node"), server=False)
+    _CLIENT_CONTEXTS[trust.paths.data_dir] = (trust._stamps, ctx)
+    return ctx
+
+
+def warm_client_context(paths: Paths) -> None:
+    """Read the cluster certificate and build the RPC client's context now, so that a process forked after
+    this (a job, from LuxiD's fork server) starts with both; nothing when they cannot be read yet."""
+    try:
+        client_context(ClusterTrust(paths))
+    except (errors.ConfigurationError, OSError, ValueError):
+        pass
 
 
 @implementer(IPolicyForHTTPS)

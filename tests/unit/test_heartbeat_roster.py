@@ -265,3 +265,36 @@ class NotingRpcTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(d), {"n1": 1, "n2": 2})
         self.assertEqual(self.successResultOf(ensureDeferred(rpc.call_one("n2", "b", "version"))), 2)
         self.assertEqual(len(lines), 1)
+
+    def test_the_roster_is_asked_again_only_after_a_second(self) -> None:
+        """A job's steps call the same nodes one after another: one LUXI query per second at most, and a
+        node found unreachable after that is still named."""
+        from twisted.internet.defer import ensureDeferred
+        from twisted.internet.task import Clock
+
+        from ganeti.cmdlib.liveness_verify import ROSTER_TTL, NotingRpc
+
+        clock, asked, lines = Clock(), [], []
+        state = {"n1": "up"}
+
+        class Rpc(Runner):
+            async def call(self, nodes: object, procedure: str, args: object = (), **kw: object) -> object:
+                return {"n1": 1}
+
+        async def roster(names: list[str]) -> dict:
+            asked.append(list(names))
+            return {"n1": {"liveness": state["n1"], "last_seen": 1.0}}
+
+        async def feedback(line: str) -> None:
+            lines.append(line)
+
+        rpc = NotingRpc(Rpc(), roster, feedback, clock)
+        for _ in range(5):
+            self.successResultOf(ensureDeferred(rpc.call({"n1": "a"}, "version")))
+        self.assertEqual(asked, [["n1"]])
+        state["n1"] = "unreachable"
+        clock.advance(ROSTER_TTL)
+        self.successResultOf(ensureDeferred(rpc.call({"n1": "a"}, "version")))
+        self.assertEqual(asked, [["n1"], ["n1"]])
+        self.assertEqual(len(lines), 1)
+        self.assertIn("Node n1 is unreachable", lines[0])

@@ -224,6 +224,35 @@ class RenewalTests(unittest.TestCase):
             handle.write(b"garbage")
         self.assertIs(server.getContext(), before)
 
+    def test_the_files_are_read_and_the_client_context_built_once_per_change(self):
+        """A job process makes a new RPC client per job step: the certificate's parsing and the context are
+        the process's (or its fork server's: warm_client_context), redone only when a file changes."""
+        from unittest import mock
+
+        from ganeti.rpc import tls
+
+        reads = []
+        real = tls.Credentials.cluster
+
+        def counted(paths: Paths) -> Credentials:
+            reads.append(paths.data_dir)
+            return real(paths)
+
+        with mock.patch.object(tls.Credentials, "cluster", staticmethod(counted)):
+            tls.warm_client_context(self.b)
+            first = [ReloadingPolicy(self.b).creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
+                     for _ in range(3)]
+            self.assertEqual(reads, [self.b.data_dir])
+            self.assertEqual(len({id(conn.get_context()) for conn in first}), 1)
+            server = ReloadingServerContextFactory(self.a)
+            self.assertEqual(handshake(server.getContext(), first[0]), (True, True))
+            self.write(self.b, server=self.new, trust=CLUSTER[1])   # renewed: read again, a new context
+            again = ReloadingPolicy(self.b).creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
+            self.assertEqual(reads, [self.b.data_dir, self.a.data_dir, self.b.data_dir])
+            self.assertIsNot(again.get_context(), first[0].get_context())
+            self.assertEqual(gcrypto.fingerprint(again.get_certificate().to_cryptography().public_bytes(
+                serialization.Encoding.PEM)), gcrypto.fingerprint(self.new[1]))
+
     def test_reloading_certificate_follows_its_file(self):
         path = os.path.join(self.a.data_dir, "rapi.pem")
         gcrypto.write_pem_file(path, *CLUSTER)
