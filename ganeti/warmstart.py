@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import orjson
 
@@ -97,18 +97,26 @@ def fork() -> int:
     return os.fork()
 
 
-def _set_name(argv: list[str]) -> None:
-    """Name the child after its daemon in C{ps} and C{top} (the command line stays the launcher's)."""
-    name = next((arg for arg in argv if arg.startswith("ganeti-") and "/" not in arg), None)
-    if name is None:
-        return
+def set_name(name: str) -> None:
+    """Name this process C{name} in C{ps}, C{top} and the process accounting (the command line stays the
+    launcher's)."""
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         pass
+
+
+def run_main(main: Callable[[], Any]) -> int:
+    """C{main()}'s exit status as the interpreter would make it of the program's end or its C{SystemExit}."""
+    try:
+        code = main()
+    except SystemExit as e:
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)  # as the interpreter says an uncaught SystemExit("why")
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return code if isinstance(code, int) else 0
 
 
 #: Modules that read the environment when imported: imported again in a child, which has the request's.
@@ -122,37 +130,40 @@ def _reread_environment() -> None:
             importlib.reload(module)
 
 
+def enter_child(request: dict[str, Any], outputs: list[int], keep_closed: list[int]) -> None:
+    """In a forked child of a launcher: become the process the request describes, before its program runs.
+    Stdin from C{/dev/null}, stdout and stderr to C{outputs} (closed here), the request's environment
+    (L{ENV_MODULES} read again), working directory and C{sys.argv}; the collector on again."""
+    gc.enable()
+    childproc.leave_parent(keep_closed, new_session=False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for target, fd in zip((1, 2), outputs):
+        os.dup2(fd, target)
+    for fd in set(outputs):
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+    _reread_environment()
+    os.chdir(request["cwd"])
+    import random
+
+    random.seed()  # not the launcher's (and every sibling's) state
+    sys.argv = [str(arg) for arg in request["argv"]]
+
+
 def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None:
     """In the forked child: run twistd as the request says.  Never returns."""
 
     def run() -> int:
-        gc.enable()
-        childproc.leave_parent(keep_closed, new_session=False)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        os.dup2(output, 1)
-        os.dup2(output, 2)
-        os.close(output)
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
-        _reread_environment()
-        os.chdir(request["cwd"])
-        import random
-
-        random.seed()  # not the launcher's (and every sibling's) state
-        argv = [str(arg) for arg in request["argv"]]
-        sys.argv = argv
-        _set_name(argv)
+        enter_child(request, [output, output], keep_closed)
+        name = next((arg for arg in sys.argv if arg.startswith("ganeti-") and "/" not in arg), None)
+        if name is not None:
+            set_name(name)  # after its daemon
         from ganeti import launcher
 
-        try:
-            launcher.main()
-        except SystemExit as e:
-            if e.code is not None and not isinstance(e.code, int):
-                print(e.code, file=sys.stderr)  # as the interpreter says an uncaught SystemExit("why")
-            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        return 0
+        return run_main(launcher.main)  # None: 0
 
     childproc.exit_child(run)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -58,43 +57,15 @@ def child(request: dict[str, Any], outputs: list[int], keep_closed: list[int]) -
     """In the forked child: run the command as the request says.  Never returns."""
 
     def run() -> int:
-        gc.enable()
-        childproc.leave_parent(keep_closed, new_session=False)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        for target, fd in zip((1, 2), outputs):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
         from ganeti import warmstart
 
-        warmstart._reread_environment()
-        os.chdir(request["cwd"])
-        random.seed()  # not the launcher's (and every sibling's) state
-        sys.argv = [str(arg) for arg in request["argv"]]
-        _set_name(os.path.basename(sys.argv[0]))
+        warmstart.enter_child(request, outputs, keep_closed)
+        warmstart.set_name(os.path.basename(sys.argv[0]))  # the tool's, as a console script's
         from ganeti.client import launch
 
-        try:
-            return launch.launch(os.path.basename(sys.argv[0]))
-        except SystemExit as e:
-            if e.code is not None and not isinstance(e.code, int):
-                print(e.code, file=sys.stderr)  # as the interpreter says an uncaught SystemExit("why")
-            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return warmstart.run_main(lambda: launch.launch(os.path.basename(sys.argv[0])))
 
     childproc.exit_child(run)
-
-
-def _set_name(name: str) -> None:
-    """The process's name in C{ps} and the accounting: the tool's, as for a console script."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
 
 
 def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
