@@ -182,6 +182,22 @@ def ping(namespace: str, address: str, tries: int = 15) -> int:
     return 0
 
 
+def _console_now(root: Paths) -> str:
+    """The guest's console for a few seconds (does it still run, and since when)."""
+    try:
+        reader = ConsoleReader(root, NAME, time.monotonic())
+    except (GuestError, OSError) as e:
+        return "no console: %s" % e
+    try:
+        reader.send(b"\necho alive-$(cut -d' ' -f1 /proc/uptime)\n")
+        reader.wait_for("^alive-", 20)
+    except GuestError:
+        pass
+    finally:
+        reader.close()
+    return reader.text()
+
+
 def configure(console: ConsoleReader, mac: str, address: str, tag: str, routed: bool = False) -> str:
     """Give the guest's interface with C{mac} C{address} (a /24, or a /32 with the default route for a
     routed NIC), on its serial console; the interface's name."""
@@ -373,6 +389,8 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
             time.sleep(0.5)
         result["primary"] = status
         result["pings_after"] = {nic["mode"]: ping(spaces.nodes[1], nic["ip"]) for nic in nics}
+        if not all(result["pings_after"].values()):  # what the guest says now, for the report
+            result["console_after"] = _console_now(root)
         result["node1_after"] = leftovers(spaces.nodes[0], switches[0])
         result["node2_after"] = leftovers(spaces.nodes[1], switches[1])
         ok(root, "gnt-instance", "shutdown", "--timeout", "1", NAME)
