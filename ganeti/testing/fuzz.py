@@ -143,7 +143,7 @@ def own_fds(cluster: ChaosCluster, pid: int) -> int:
 def _launcher_pipes(pid: int) -> list[str]:
     """C{pid}'s descriptors that are pipes shared with a child running C{ganeti.warmstart}."""
     shared: set[str] = set()
-    for child in _children(pid):
+    for child in child_processes(pid):
         if "ganeti.warmstart" not in child:
             continue
         shared.update(_links(int(child.split()[0])))
@@ -181,14 +181,14 @@ def describe_fds(cluster: ChaosCluster, pid: int) -> str:
             (laddr, lport), (raddr, rport) = sockets[int(link[8:-1])]
             link += " tcp %s:%d->%s:%d" % (laddr, lport, raddr, rport)
         found.append("%s: %s" % (fd, link))
-    return "; ".join(found + ["child %s" % child for child in _children(pid)])
+    return "; ".join(found + ["child %s" % child for child in child_processes(pid)])
 
 
 #: seconds more a daemon's file descriptors may take to come back while it runs a program
 CHILD_WAIT = 60.0
 
 
-def _children(pid: int) -> list[str]:
+def child_processes(pid: int) -> list[str]:
     """C{pid}'s child processes, each as its pid and command line."""
     found = []
     for task in os.listdir("/proc/%d/task" % pid):
@@ -248,7 +248,7 @@ class Guard:
         deadline = time.monotonic() + fd_timeout
         # a program the daemon runs for a request (an OS script, a hook) holds its pipes until it ends
         while own_fds(cluster, self.pid) > self.fds and (
-                time.monotonic() < deadline or (_children(self.pid) and time.monotonic() < deadline + CHILD_WAIT)):
+                time.monotonic() < deadline or (child_processes(self.pid) and time.monotonic() < deadline + CHILD_WAIT)):
             await deferLater(cluster.reactor, 0.1, lambda: None)
         fds = own_fds(cluster, self.pid)
         if fds > self.fds:

@@ -60,6 +60,7 @@ from ganeti.paths import Paths
 from ganeti.testing.auto_failover import enable_auto_failover, kill_root, root_pids, try_submit
 from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, serial_of, ssconf_of
 from ganeti.testing.daemons import make_root, remove_root
+from ganeti.testing.fuzz import child_processes
 from ganeti.testing.jobstream import JobStream
 from ganeti.testing.netns import Namespaces, NetnsCluster
 
@@ -116,6 +117,38 @@ class Streams:
     @property
     def error_count(self) -> int:
         return sum(stream.error_count for stream in self.streams)
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
+async def warm_launchers_ready(reactor: Any, cluster: LoopbackCluster, timeout: float = 120.0) -> float:
+    """Wait until every node's NodeD keeps a warm launcher of the master daemons (every node here is a master
+    candidate: L{ganeti.noded.warm}) done with its imports (its CPU time still for 0.5 s), as on a cluster
+    that has run for a while; the seconds it took."""
+    began = time.monotonic()
+    while True:
+        launchers = []
+        for daemon in cluster.nodeds:
+            process = daemon.process
+            found = [int(child.split()[0]) for child in (child_processes(process.pid) if process is not None else ())
+                     if "ganeti.warmstart" in child]
+            launchers.append(found[0] if found else None)
+        if all(pid is not None for pid in launchers):
+            before = [_cpu_ticks(pid) for pid in launchers if pid is not None]
+            await task.deferLater(reactor, 0.5, lambda: None)
+            if before == [_cpu_ticks(pid) for pid in launchers if pid is not None]:
+                return time.monotonic() - began
+        elif time.monotonic() - began > timeout:
+            raise SystemExit("no warm launcher on every node after %.0f s" % timeout)
+        else:
+            await task.deferLater(reactor, 0.2, lambda: None)
 
 
 def failover(cluster: LoopbackCluster, index: int) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -326,6 +359,9 @@ async def bench(reactor: Any, options: argparse.Namespace) -> None:
     try:
         await cluster.start()
         await cluster.until(lambda: all(serial_of(p) for p in cluster.roots), timeout=120)
+        # measured on a cluster that has settled, as an admin's has: the candidates' launchers warm
+        print("warm launchers ready on every node after %.1f s" % await warm_launchers_ready(reactor, cluster),
+              flush=True)
         stream = Streams(cluster)
         stream.start()
         await task.deferLater(reactor, 1.0, lambda: None)
