@@ -65,7 +65,9 @@ class OutcomeUnknown(errors.LuxiError):
 
 #: what a master answers when it made no job: it could not get a majority of the candidates to hold the
 #: job's file (the master is being replaced, or cut off), or it stepped down (L{ganeti.luxid.service})
-UNMADE_REFUSALS = ("not replicated to a majority of the master candidates", "This master stepped down")
+UNMADE_REFUSALS = ("not replicated to a majority of the master candidates", "This master stepped down",
+                   # the master guard (ganeti.ha.guard) refuses before the handler runs: a resumed old master
+                   "not confirmed as master by a majority of nodes")
 
 
 def refused_unmade(error: BaseException) -> bool:
@@ -216,7 +218,7 @@ class MasterClient(LuxiClient):
             except NotSent as e:
                 error: errors.GenericError = e
             except errors.JobQueueError as e:
-                if not (safe and method in SUBMISSIONS and refused_unmade(e)):
+                if not (safe and (method in SUBMISSIONS or method in SAFE_METHODS) and refused_unmade(e)):
                     raise
                 error = e  # a master in a failover refused it and made nothing: the next master may take it
             except (ConnectionLost, CallTimeout) as e:

@@ -232,6 +232,22 @@ def test_a_submission_the_old_master_could_not_replicate_goes_to_the_next_master
     assert len({submission_id(c[2][0]) for c in client.calls}) == 1
 
 
+def test_a_resumed_old_masters_guard_refusal_goes_to_the_next_master() -> None:
+    """A master paused past the failover timeout, once resumed, refuses every call before its handler runs
+    ("not confirmed as master"): a submission with its id, and a query, go to the next master (the bench
+    saw two client errors)."""
+    guard = "ganeti-luxid: not confirmed as master by a majority of nodes (this master did not run for 10.5 s)"
+    client = Scripted([errors.JobQueueError(guard), 17], [THERE])
+    assert client.submit_job([dict(OP)]) == 17
+    assert [c[0] for c in client.calls] == [None, THERE]
+    client = Scripted([errors.JobQueueError(guard), [["success"]]], [THERE])
+    assert client.call("QueryJobs", [17], ["status"]) == [["success"]]
+    client = Scripted([errors.JobQueueError(guard)], [THERE])
+    with pytest.raises(errors.JobQueueError):
+        client.call("CancelJob", 41)   # not read-only: the user's to see
+    assert len(client.calls) == 1
+
+
 def test_other_refusals_are_the_users_to_see() -> None:
     """A drained queue, a full disk, a submission without an id: raised at once, not sent again."""
     client = Scripted([errors.JobQueueError("Cannot accept jobs: the data directory is full")], [THERE])
