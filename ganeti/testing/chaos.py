@@ -85,6 +85,32 @@ def fd_count(pid: int) -> int:
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process C{pid} has used."""
+    with open("/proc/%d/stat" % pid) as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_processes(pid: int) -> list[str]:
+    """C{pid}'s child processes, each as its pid and command line."""
+    found = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                children = f.read().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                with open("/proc/%s/cmdline" % child, "rb") as f:
+                    argv = f.read().rstrip(b"\0").split(b"\0")
+            except OSError:
+                continue
+            found.append("%s %s" % (child, " ".join(arg.decode("utf-8", "replace") for arg in argv)))
+    return found
+
+
 def _quad(hexed: str) -> tuple[str, int]:
     address, port = hexed.split(":")
     return ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)), int(port, 16)

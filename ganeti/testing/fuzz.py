@@ -33,7 +33,15 @@ from twisted.internet.threads import deferToThread
 from ganeti.confd import wire as confd_wire
 from ganeti.luxi.client import LuxiClient
 from ganeti.rpc.client import MAX_PERSISTENT_PER_HOST
-from ganeti.testing.chaos import ChaosCluster, fd_count, queue_files_count, rss_kib, tcp_peers, tcp_sockets
+from ganeti.testing.chaos import (
+    ChaosCluster,
+    child_processes,
+    fd_count,
+    queue_files_count,
+    rss_kib,
+    tcp_peers,
+    tcp_sockets,
+)
 from ganeti.testing.cluster import serial_of
 from ganeti.wconfd.client import WConfdClient
 
@@ -186,25 +194,6 @@ def describe_fds(cluster: ChaosCluster, pid: int) -> str:
 
 #: seconds more a daemon's file descriptors may take to come back while it runs a program
 CHILD_WAIT = 60.0
-
-
-def child_processes(pid: int) -> list[str]:
-    """C{pid}'s child processes, each as its pid and command line."""
-    found = []
-    for task in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-                children = f.read().split()
-        except OSError:
-            continue
-        for child in children:
-            try:
-                with open("/proc/%s/cmdline" % child, "rb") as f:
-                    argv = f.read().rstrip(b"\0").split(b"\0")
-            except OSError:
-                continue
-            found.append("%s %s" % (child, " ".join(arg.decode("utf-8", "replace") for arg in argv)))
-    return found
 
 
 @attrs.define

@@ -58,9 +58,9 @@ from ganeti.ha.epoch import read_config_epoch
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from ganeti.testing.auto_failover import enable_auto_failover, kill_root, root_pids, try_submit
+from ganeti.testing.chaos import child_processes, cpu_seconds
 from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, serial_of, ssconf_of
 from ganeti.testing.daemons import make_root, remove_root
-from ganeti.testing.fuzz import child_processes
 from ganeti.testing.jobstream import JobStream
 from ganeti.testing.netns import Namespaces, NetnsCluster
 
@@ -119,13 +119,11 @@ class Streams:
         return sum(stream.error_count for stream in self.streams)
 
 
-def _cpu_ticks(pid: int) -> int | None:
+def _cpu_now(pid: int) -> float | None:
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        return cpu_seconds(pid)
     except OSError:
         return None
-    return int(fields[11]) + int(fields[12])
 
 
 async def warm_launchers_ready(reactor: Any, cluster: LoopbackCluster, timeout: float = 120.0) -> float:
@@ -141,9 +139,9 @@ async def warm_launchers_ready(reactor: Any, cluster: LoopbackCluster, timeout: 
                      if "ganeti.warmstart" in child]
             launchers.append(found[0] if found else None)
         if all(pid is not None for pid in launchers):
-            before = [_cpu_ticks(pid) for pid in launchers if pid is not None]
+            before = [_cpu_now(pid) for pid in launchers if pid is not None]
             await task.deferLater(reactor, 0.5, lambda: None)
-            if before == [_cpu_ticks(pid) for pid in launchers if pid is not None]:
+            if before == [_cpu_now(pid) for pid in launchers if pid is not None]:
                 return time.monotonic() - began
         elif time.monotonic() - began > timeout:
             raise SystemExit("no warm launcher on every node after %.0f s" % timeout)

@@ -36,6 +36,7 @@ from twisted.internet import defer, task
 from ganeti import crypto, serializer, ssconf
 from ganeti.daemons import free_port, write_node_identity
 from ganeti.paths import Paths
+from ganeti.testing.chaos import cpu_seconds
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 NODES = 1000
@@ -97,11 +98,6 @@ def records(path: str) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
 
-
-def cpu_seconds(pid: int) -> float:
-    with open("/proc/%d/stat" % pid) as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def wait_for(reactor: Any, check: Any, timeout: float, what: str) -> None:

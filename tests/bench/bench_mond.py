@@ -29,6 +29,7 @@ from ganeti import crypto, serializer, ssconf
 from ganeti.config.bootstrap import initial_config
 from ganeti.daemons import free_port, write_node_identity
 from ganeti.objects import Instance, new_uuid
+from ganeti.testing.chaos import cpu_seconds
 from ganeti.testing.daemons import make_root, remove_root, seed_config
 from ganeti.testing.mond import ConfdDaemon, MondDaemon
 
@@ -50,11 +51,6 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
                 return int(line.split()[1]) / 1024.0
     return 0.0
 
-
-def cpu_seconds(pid: int) -> float:
-    with open("/proc/%d/stat" % pid) as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def prepare(paths: Any, instances: int) -> None:

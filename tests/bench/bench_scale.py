@@ -48,6 +48,7 @@ from ganeti.daemons import free_port, write_node_identity
 from ganeti.ha import params as ha_params
 from ganeti.paths import Paths
 from ganeti.rapi.testing import RapiDaemon
+from ganeti.testing.chaos import cpu_seconds
 from ganeti.testing.cluster import BIN
 from ganeti.testing.daemons import Daemon, LiveOwner, make_root, remove_root, seed_config
 
@@ -72,11 +73,6 @@ def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
 
-
-def cpu_seconds(pid: int) -> float:
-    with open("/proc/%d/stat" % pid) as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu() -> float:
