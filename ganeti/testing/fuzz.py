@@ -211,6 +211,10 @@ class Guard:
         pid = cluster.pid(daemon)
         # one good request first: connections a daemon keeps (RAPI's to LuxiD) are in the baseline
         assert await cluster.answers(daemon), "%s does not answer before the fuzzing" % daemon
+        if daemon.startswith("noded"):  # its heartbeat connection (and the watch it keeps) is in the baseline
+            port = cluster.cluster.heartbeat_port
+            await cluster.cluster.until(lambda: any(remote[1] == port for _local, remote in tcp_sockets(pid).values()),
+                                        timeout=30)
         return cls(daemon, pid, await State.of(cluster), own_fds(cluster, pid), rss_kib(pid))
 
     async def problems(self, cluster: ChaosCluster, fd_timeout: float = 10.0) -> list[str]:
