@@ -370,9 +370,10 @@ class Processor:
             trace.hop(self.job.id, "op.locked")
             self._check_cancel()
             lifecycle.run(qop, self._timestamp())
-            await self._save()
+            saved = self._save()  # (never fails) the running state made durable while the config is read
             lu.cfg = await self.wconfd.read_config()
             trace.hop(self.job.id, "op.config_read")
+            await saved
             lu.check_prereq()
 
             async def run() -> Any:
