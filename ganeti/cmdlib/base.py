@@ -186,14 +186,14 @@ class OpContext:
             if self._rpc_factory is not None:
                 self._rpc = self._rpc_factory()
             elif self.paths is not None:
-                from ganeti.cmdlib.liveness_verify import NotingRpc, query_roster
+                from ganeti.cmdlib.liveness_verify import NotingRpc, roster_of
                 from ganeti.rpc import RpcClient, wire
 
                 paths = self.paths
                 # a NodeD restarting (connection refused) costs the job a pause, not its end
                 client = RpcClient.from_paths(self.clock, paths, port=self.rpc_port, retry_window=wire.RETRY_WINDOW)
                 self._rpc = NotingRpc(client,
-                                      lambda names: query_roster(self.clock, paths.luxi_socket, names),
+                                      lambda names: roster_of(self.clock, paths, names),
                                       self.feedback, self.clock)
             else:
                 raise errors.OpExecError("No node RPC available in this context")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Awaitable, Callable
 
+from ganeti.jobs import trace
 from ganeti.rpc.contract import Call
 
 CV_ENODEHEARTBEAT = "ENODEHEARTBEAT"
@@ -88,6 +89,18 @@ async def query_roster(reactor: Any, socket: str, names: list[str]) -> dict[str,
     return {row[0][1]: {"liveness": row[1][1], "last_seen": row[2][1]} for row in answer["data"]}
 
 
+async def roster_of(reactor: Any, paths: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    """L{query_roster}'s answer for the nodes LuxiD counts unreachable, from the file LuxiD keeps of them
+    (L{ganeti.heartbeat.store.UNREACHABLE_FILE}: no LUXI round trip on a job's path); without that file,
+    L{query_roster}.  The other nodes' entries are empty (nothing to note)."""
+    from ganeti.heartbeat.store import read_unreachable
+
+    known = read_unreachable(paths.run_dir)
+    if known is None:
+        return await query_roster(reactor, paths.luxi_socket, names)
+    return {name: {"liveness": "unreachable", "last_seen": known[name]} if name in known else {} for name in names}
+
+
 def unreachable_note(node: str, entry: dict[str, Any], procedure: str, timeout: Any, now: float) -> str | None:
     """The job log line for a call to C{node}, or None when it is not unreachable."""
     if entry.get("liveness") != "unreachable":
@@ -152,7 +165,12 @@ class NotingRpc:
             return
         asked_at = self._clock.seconds() if self._clock is not None else time.monotonic()
         fresh = {n: self._asked[n][1] for n in wanted if n in self._asked and asked_at - self._asked[n][0] < ROSTER_TTL}
-        roster = fresh if len(fresh) == len(wanted) else await self._roster(wanted)
+        if len(fresh) == len(wanted):
+            roster = fresh
+        else:
+            trace.step("rpc.roster_asked")
+            roster = await self._roster(wanted)
+            trace.step("rpc.roster_got")
         for name in wanted:
             if name not in fresh:
                 self._asked[name] = (asked_at, roster.get(name, {}))
@@ -164,5 +182,5 @@ class NotingRpc:
                 await self._feedback(line)
 
 
-__all__ = ["CV_ENODEHEARTBEAT", "NotingRpc", "liveness_problems", "query_roster", "unreachable_note",
+__all__ = ["CV_ENODEHEARTBEAT", "NotingRpc", "liveness_problems", "query_roster", "roster_of", "unreachable_note",
            "verify_liveness"]

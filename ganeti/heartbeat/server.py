@@ -41,7 +41,7 @@ from ganeti import errors
 from ganeti.ha import params as ha_params
 from ganeti.heartbeat import roster as rost
 from ganeti.heartbeat import wire
-from ganeti.heartbeat.store import LivenessStore
+from ganeti.heartbeat.store import LivenessStore, unreachable_path, write_unreachable
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor
 from ganeti.ssconf import SimpleStore
@@ -94,6 +94,8 @@ class LivenessService(Service):
         self.connections = 0
         #: the cluster's nodes (ssconf); empty until known
         self.members: frozenset[str] = frozenset()
+        #: what the unreachable file (L{ganeti.heartbeat.store.UNREACHABLE_FILE}) holds; C{None}: not written yet
+        self._unreachable: dict[str, float | None] | None = None
 
     def startService(self) -> None:
         super().startService()
@@ -101,6 +103,7 @@ class LivenessService(Service):
         self._sweeper = LoopingCall(self.sweep)
         self._sweeper.clock = self.reactor
         self._sweeper.start(SWEEP_INTERVAL, now=False)
+        self.publish_unreachable()  # a file a LuxiD before this one left says nothing about now
 
     def stopService(self) -> Any:
         super().stopService()
@@ -108,6 +111,11 @@ class LivenessService(Service):
             self._sweeper.stop()
         self.flush()
         self.store.close()
+        try:  # nobody keeps it true any more
+            os.unlink(unreachable_path(self.paths.run_dir))
+        except OSError:
+            pass
+        self._unreachable = None
         return None
 
     # --- membership and mastership (ssconf) -----------------------------------------------------
@@ -177,12 +185,26 @@ class LivenessService(Service):
             self.store.append_many(records)
         except OSError:
             self.log.failure("cannot record the liveness of {count} nodes", count=len(records))
+        self.publish_unreachable()
+
+    def publish_unreachable(self) -> None:
+        """Rewrite the unreachable file if the set of unreachable nodes changed."""
+        now = {name: e.last_seen for name, e in self.roster.nodes.items() if e.state == rost.UNREACHABLE}
+        if now == self._unreachable:
+            return
+        self._unreachable = now  # (a failed write is logged once, and tried again at the next change)
+        try:
+            write_unreachable(self.paths.run_dir, now)
+        except OSError as e:
+            self.log.warn("cannot write the unreachable nodes to {dir}: {error}", dir=self.paths.run_dir, error=e)
 
     def sweep(self) -> None:
         now = self.reactor.seconds()
         if now - self._membership_at >= MEMBERSHIP_INTERVAL:
             self._refresh_membership(now)
         self._apply(self.roster.sweep(now))
+        if self._flush_call is None:  # (else the flush at the end of this turn does it)
+            self.publish_unreachable()
 
     def hello(self, conn: Any, message: dict[str, Any]) -> dict[str, Any] | None:
         """The answer to a hello (None: refused, not a node of the cluster);

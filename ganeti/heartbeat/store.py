@@ -13,6 +13,7 @@ rewritten then (atomically) to those last records.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -23,6 +24,42 @@ from ganeti import serializer
 
 #: lines beyond which the log is compacted when it is loaded
 COMPACT_AT = 10000
+
+
+#: in the run directory: the nodes LuxiD counts unreachable now, C{{name: last seen or null}}, rewritten
+#: (atomically, not durably: it is LuxiD's view while it runs) whenever that set changes; a job process reads
+#: it to note calls to such nodes in its log without asking LuxiD
+UNREACHABLE_FILE = "liveness-unreachable.json"
+
+
+def unreachable_path(run_dir: str) -> str:
+    return os.path.join(run_dir, UNREACHABLE_FILE)
+
+
+def write_unreachable(run_dir: str, nodes: dict[str, float | None]) -> None:
+    """Replace L{UNREACHABLE_FILE} with C{nodes} (a new file renamed over the old one)."""
+    os.makedirs(run_dir, exist_ok=True)
+    path = unreachable_path(run_dir)
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(orjson.dumps(nodes))
+        os.rename(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def read_unreachable(run_dir: str) -> dict[str, float | None] | None:
+    """What L{write_unreachable} wrote last; C{None} when there is no such file (LuxiD has not written it)
+    or it cannot be read."""
+    try:
+        with open(unreachable_path(run_dir), "rb") as handle:
+            nodes = orjson.loads(handle.read())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return nodes if isinstance(nodes, dict) else None
 
 
 class LivenessStore:

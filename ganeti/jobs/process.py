@@ -184,6 +184,7 @@ async def execute(
     from ganeti.locking import Owner
 
     trace.hop(job_id, "child.reactor")
+    trace.current_job = job_id
     control = _Control()
     # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]

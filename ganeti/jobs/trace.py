@@ -40,6 +40,16 @@ def hop(job_id: int, name: str, at: int | None = None) -> None:
         os.close(fd)
 
 
+#: the job this process runs (set by the job process): what L{step} records against
+current_job = 0
+
+
+def step(name: str) -> None:
+    """L{hop} of this process's job (a step inside the job process: its node RPCs)."""
+    if _PATH is not None and current_job:
+        hop(current_job, name)
+
+
 def profiled(job_id: int, function: Callable[[], int]) -> int:
     """C{function()}, under cProfile when C{GANETI_JOB_PROFILE} names a directory."""
     directory = os.environ.get(PROFILE_ENV)

@@ -55,6 +55,7 @@ from zope.interface import implementer
 
 from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.ha import epoch as master_epoch
+from ganeti.jobs import trace
 from ganeti.paths import Paths
 from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures, wire
@@ -459,6 +460,8 @@ class RpcClient(Runner):
         return RpcResult(name, True, payload)
 
     async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes, bytes | None]:
+        trace.step("rpc.request")
         response = await self._agent.request(b"POST", self._url(address, procedure), self._headers, _Body(body))
+        trace.step("rpc.response")
         epochs = response.headers.getRawHeaders(master_epoch.HEADER)
         return response.code, await readBody(response), epochs[0] if epochs else None

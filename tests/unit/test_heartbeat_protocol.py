@@ -98,6 +98,32 @@ class ServerTests(SynchronousTestCase):
         self.assertEqual(self.store.writes, 2)
         self.assertEqual(snapshot["node1.test"]["liveness"], "unreachable")
 
+    def test_unreachable_nodes_are_published_in_a_file(self) -> None:
+        """LuxiD keeps the nodes it counts unreachable in a file of its run directory (what a job reads instead
+        of asking it), rewritten when that set changes, and removes it when it stops."""
+        from ganeti.heartbeat.store import read_unreachable
+
+        self.assertEqual(read_unreachable(self.paths.run_dir), {})  # written at the start: nothing stale
+        proto, _ = self.connect()
+        proto.dataReceived(self.hello(name="node2.test"))
+        self.clock.advance(0)
+        for _ in range(16):  # node1 never connects: unreachable after the timeout
+            self.clock.advance(0.25)
+            proto.dataReceived(frame(wire.BEAT_FRAME_BODY))
+        self.assertEqual(read_unreachable(self.paths.run_dir), {"node1.test": None})
+        proto.connectionLost(None)
+        for _ in range(20):
+            self.clock.advance(0.25)
+        seen = self.service.snapshot()["node2.test"]["last_seen"]
+        self.assertEqual(read_unreachable(self.paths.run_dir), {"node1.test": None, "node2.test": seen})
+        proto, _ = self.connect()
+        proto.dataReceived(self.hello(name="node2.test"))
+        self.clock.advance(0)
+        self.assertEqual(read_unreachable(self.paths.run_dir), {"node1.test": None})
+        self.service.stopService()
+        self.assertIsNone(read_unreachable(self.paths.run_dir))
+        self.service.startService()
+
     def test_transitions_of_one_turn_are_one_fsync(self) -> None:
         """Nodes marked unreachable by one sweep, then heard from again in one turn of the reactor (as after a
         stall): one fsync for each batch, every transition recorded."""

@@ -298,3 +298,36 @@ class NotingRpcTests(SynchronousTestCase):
         self.assertEqual(asked, [["n1"], ["n1"]])
         self.assertEqual(len(lines), 1)
         self.assertIn("Node n1 is unreachable", lines[0])
+
+
+class RosterFileTests(SynchronousTestCase):
+    def test_the_roster_comes_from_luxids_file_or_a_query(self) -> None:
+        """A job reads the nodes LuxiD counts unreachable from its file, so a call costs no LUXI round trip;
+        without the file (LuxiD has not written it) it asks LuxiD."""
+        import tempfile
+
+        from twisted.internet.defer import ensureDeferred
+
+        from ganeti.cmdlib import liveness_verify
+        from ganeti.heartbeat.store import write_unreachable
+        from ganeti.paths import Paths
+
+        paths = Paths(tempfile.mkdtemp())
+        asked: list[list[str]] = []
+
+        async def query(reactor: object, socket: str, names: list[str]) -> dict:
+            asked.append(names)
+            return {name: {"liveness": "up", "last_seen": 1.0} for name in names}
+
+        self.patch(liveness_verify, "query_roster", query)
+        roster = self.successResultOf(ensureDeferred(liveness_verify.roster_of(None, paths, ["n1", "n2"])))
+        self.assertEqual((roster, asked), ({"n1": {"liveness": "up", "last_seen": 1.0},
+                                            "n2": {"liveness": "up", "last_seen": 1.0}}, [["n1", "n2"]]))
+        write_unreachable(paths.run_dir, {"n2": 90.0, "n3": None})
+        roster = self.successResultOf(ensureDeferred(liveness_verify.roster_of(None, paths, ["n1", "n2", "n3"])))
+        self.assertEqual(roster, {"n1": {}, "n2": {"liveness": "unreachable", "last_seen": 90.0},
+                                  "n3": {"liveness": "unreachable", "last_seen": None}})
+        self.assertEqual(len(asked), 1)
+        self.assertEqual(liveness_verify.unreachable_note("n3", roster["n3"], "version", 5, 100.0),
+                         "Node n3 is unreachable (no heartbeat since the master started); version waits up to 5 s"
+                         " for its answer")
