@@ -133,6 +133,33 @@ def register(cls: _LU) -> _LU:
 Feedback = Callable[..., Any]
 
 
+#: the node RPC client of this process (a job process's opcodes share its connections): L{process_rpc}
+_PROCESS_RPC: dict[tuple[str, int], Any] = {}
+
+
+def process_rpc(clock: Any, paths: Any, port: int) -> Any:
+    """This process's node RPC client for C{paths} and C{port}, made on first use and kept (with the
+    connections its pool keeps) until L{close_process_rpc}: the opcodes of a job, and a spare job process
+    before its job (L{ganeti.jobs.spare}: its first call to its own node), share it.  A NodeD restarting
+    (connection refused) costs a call a pause, not its end."""
+    key = (paths.data_dir, port)
+    client = _PROCESS_RPC.get(key)
+    if client is None:
+        from ganeti.rpc import RpcClient, wire
+
+        client = RpcClient.from_paths(clock, paths, port=port, retry_window=wire.RETRY_WINDOW)
+        _PROCESS_RPC[key] = client
+    return client
+
+
+async def close_process_rpc() -> None:
+    """Close the clients of L{process_rpc} (the end of a job process)."""
+    clients = list(_PROCESS_RPC.values())
+    _PROCESS_RPC.clear()
+    for client in clients:
+        await client.close()
+
+
 class OpContext:
     """What an LU gets from the job process.
 
@@ -187,11 +214,9 @@ class OpContext:
                 self._rpc = self._rpc_factory()
             elif self.paths is not None:
                 from ganeti.cmdlib.liveness_verify import NotingRpc, roster_of
-                from ganeti.rpc import RpcClient, wire
 
                 paths = self.paths
-                # a NodeD restarting (connection refused) costs the job a pause, not its end
-                client = RpcClient.from_paths(self.clock, paths, port=self.rpc_port, retry_window=wire.RETRY_WINDOW)
+                client = process_rpc(self.clock, paths, self.rpc_port)
                 self._rpc = NotingRpc(client,
                                       lambda names: roster_of(self.clock, paths, names),
                                       self.feedback, self.clock)
@@ -200,9 +225,9 @@ class OpContext:
         return self._rpc
 
     async def close(self) -> None:
-        """Close the RPC client if one was made."""
+        """Close the RPC client if one was made (not the process's own: L{process_rpc})."""
         rpc, self._rpc = self._rpc, None
-        if rpc is not None and hasattr(rpc, "close"):
+        if rpc is not None and self._rpc_factory is not None and hasattr(rpc, "close"):
             await rpc.close()
 
     def feedback(self, message: Any, kind: str = lifecycle.ELOG_MESSAGE) -> Any:

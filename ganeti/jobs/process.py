@@ -176,6 +176,7 @@ async def execute(
     from twisted.internet.defer import Deferred, TimeoutError
     from twisted.internet.stdio import StandardIO
 
+    from ganeti.cmdlib.base import close_process_rpc
     from ganeti.ha.epoch import process_epoch
     from ganeti.jobs import followup
     from ganeti.jobs.model import QueuedJob, timestamp
@@ -252,6 +253,7 @@ async def execute(
             print("job %d: could not release its locks: %s" % (job_id, e), file=sys.stderr, flush=True)
         finally:
             await client.close()
+            await close_process_rpc()
     return EXIT_DONE
 
 

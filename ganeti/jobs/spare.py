@@ -27,6 +27,9 @@ from ganeti.jobs import channel, process, trace
 from ganeti.jobs.wconfdlink import WConfdLink
 from ganeti.paths import Paths
 
+#: seconds a spare waits for its job before it connects to its own node's NodeD (L{warm_node_rpc})
+WARM_AFTER = 0.02
+
 
 class _Assignment:
     """Reads the one assignment message from the fork server (an
@@ -80,6 +83,32 @@ class _Assignment:
         self.waiting.callback(result)
 
 
+async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int, calling: list[bool]) -> None:
+    """Call C{version} on this node's NodeD with the process's node RPC client
+    (L{ganeti.cmdlib.base.process_rpc}): the TLS handshake and the client's
+    first-use costs are paid before the job, whose calls to this node find the
+    connection open in the client's pool.  Nothing is run that changes
+    anything; a NodeD that does not answer leaves the job to connect itself.
+    Only once the spare has waited L{WARM_AFTER} seconds: in a burst of jobs
+    the spares are taken at once, and a job without node RPCs would pay for it.
+    C{calling} gets an item once the call is made."""
+    from twisted.internet import task
+
+    from ganeti.cmdlib.base import process_rpc
+    from ganeti.daemons import node_address
+    from ganeti.rpc import procedures
+
+    address = node_address(paths)
+    if not address:
+        return
+    try:
+        await task.deferLater(reactor, WARM_AFTER, lambda: None)
+        calling.append(True)
+        await process_rpc(reactor, paths, rpc_port).run_one(address, address, procedures.version.call().within(5))
+    except Exception:  # (cancelled when the spare ends first) the job connects for itself
+        pass
+
+
 def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
     """Wait for a job (L{_Assignment}) with the WConfD connection made, then
     run it as L{process.run} does; returns the exit code.  File descriptors
@@ -87,13 +116,20 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
     pipes go there, and the reactor must not get them first."""
     from twisted.internet import defer, task
 
+    from ganeti.cmdlib.base import close_process_rpc
+
     codes: list[int] = []
     held: list[tuple[int, str]] = []
 
     async def main(reactor: Any) -> None:
         link = WConfdLink(reactor, paths)
+        calling: list[bool] = []
+        warming = defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port, calling))
         assignment = await _Assignment(reactor, sock).waiting
+        if assignment is None or not calling:  # (not begun: a burst, where its job would not wait for it)
+            warming.cancel()
         if assignment is None:  # the fork server is gone: no job for this spare
+            await close_process_rpc()
             await link.close()
             codes.append(process.EXIT_DONE)
             return

@@ -64,6 +64,8 @@ def _warm_imports() -> None:
     import ganeti.luxi.client  # noqa: F401  (follow-up jobs, the liveness roster)
     import ganeti.luxi.methods  # noqa: F401
     import ganeti.wconfd.client  # noqa: F401
+    import ganeti.heartbeat.store  # noqa: F401  (the nodes LuxiD counts unreachable)
+    import ganeti.rpc.client  # noqa: F401
 
     try:
         import ganeti.cmdlib

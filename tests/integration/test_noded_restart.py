@@ -58,3 +58,30 @@ async def test_jobs_ride_through_a_noded_restart(root):
         if failed:
             rows = await threads.deferToThread(client.query_jobs, sorted(failed), ["id", "opresult"])
             raise AssertionError("%d of %d jobs failed: %s" % (len(failed), len(ids), rows))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_job_after_the_master_noded_restarted_under_a_warm_spare(root):
+    """The spare job process connects to its own node's NodeD before its job comes (the handshake off the
+    job's path): a NodeD restarted meanwhile closes that connection, and the job that then calls the node
+    connects anew and succeeds."""
+    def job_on(node: str) -> list[dict]:
+        return [{"OP_ID": "OP_TEST_DELAY", "duration": 0.01, "on_master": False, "on_nodes": [node],
+                 "reason": [["gnt:client:test", "", 0]]}]
+
+    async with LoopbackCluster(reactor, root, loopback_config(2), prefix="gntnw") as cluster:
+        client = LuxiClient(root.luxi_socket, timeout=60)
+        master = "node1.test"
+        first = await threads.deferToThread(client.submit_job, job_on(master))
+        assert (await threads.deferToThread(wait_final, client, [first], 60)) == {first: "success"}
+        await deferLater(reactor, 1.0, lambda: None)  # the next spare is forked and has connected
+        noded = cluster.nodeds[0]
+        await threads.deferToThread(noded.stop)
+        await cluster.start_daemon(noded)
+        ids = []
+        for _ in range(3):
+            ids.append(await threads.deferToThread(client.submit_job, job_on(master)))
+            await threads.deferToThread(wait_final, client, ids[-1:], 60)
+        statuses = await threads.deferToThread(wait_final, client, ids, 60)
+        rows = await threads.deferToThread(client.query_jobs, ids, ["id", "status", "opresult"])
+        assert set(statuses.values()) == {"success"}, rows
