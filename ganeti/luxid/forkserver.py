@@ -58,14 +58,14 @@ def _warm_imports() -> None:
     import twisted.internet.task  # noqa: F401
     import twisted.protocols.amp  # noqa: F401
 
+    import ganeti.heartbeat.store  # noqa: F401  (the nodes LuxiD counts unreachable)
     import ganeti.jobs.model  # noqa: F401
     import ganeti.jobs.process  # noqa: F401
     import ganeti.jobs.spare  # noqa: F401
     import ganeti.luxi.client  # noqa: F401  (follow-up jobs, the liveness roster)
     import ganeti.luxi.methods  # noqa: F401
-    import ganeti.wconfd.client  # noqa: F401
-    import ganeti.heartbeat.store  # noqa: F401  (the nodes LuxiD counts unreachable)
     import ganeti.rpc.client  # noqa: F401
+    import ganeti.wconfd.client  # noqa: F401
 
     try:
         import ganeti.cmdlib
