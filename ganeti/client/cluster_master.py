@@ -91,7 +91,6 @@ def ask_noded(paths: Paths, rpc_port: int, no_voting: bool, timeout: float = NOD
     @raise NodedUnreachable: no connection could be made (nothing was asked)
     @raise OSError: the connection broke once the request was sent; C{ValueError}: a malformed answer
     """
-    import http.client
     import json
 
     from ganeti.luxi import locate
@@ -111,9 +110,8 @@ def ask_noded(paths: Paths, rpc_port: int, no_voting: bool, timeout: float = NOD
         body = json.dumps([no_voting]).encode()
         sock.sendall(b"POST /master_failover HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (address.encode(), len(body), body))
-        response = http.client.HTTPResponse(sock)
-        response.begin()
-        answer = json.loads(response.read())
+        _status, data = locate.read_http_response(sock)
+        answer = json.loads(data)
     finally:
         sock.close()
     if not (isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], bool)):
