@@ -13,7 +13,6 @@ rewritten then (atomically) to those last records.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any
 
@@ -37,18 +36,9 @@ def unreachable_path(run_dir: str) -> str:
 
 
 def write_unreachable(run_dir: str, nodes: dict[str, float | None]) -> None:
-    """Replace L{UNREACHABLE_FILE} with C{nodes} (a new file renamed over the old one)."""
+    """Replace L{UNREACHABLE_FILE} with C{nodes} (atomically, not durably)."""
     os.makedirs(run_dir, exist_ok=True)
-    path = unreachable_path(run_dir)
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(orjson.dumps(nodes))
-        os.rename(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    serializer.write_file(unreachable_path(run_dir), orjson.dumps(nodes), durable=False)
 
 
 def read_unreachable(run_dir: str) -> dict[str, float | None] | None:

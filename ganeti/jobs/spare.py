@@ -83,17 +83,15 @@ class _Assignment:
         self.waiting.callback(result)
 
 
-async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int, calling: list[bool]) -> None:
+async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
     """Call C{version} on this node's NodeD with the process's node RPC client
     (L{ganeti.cmdlib.base.process_rpc}): the TLS handshake and the client's
     first-use costs are paid before the job, whose calls to this node find the
     connection open in the client's pool.  Nothing is run that changes
     anything; a NodeD that does not answer leaves the job to connect itself.
-    Only once the spare has waited L{WARM_AFTER} seconds: in a burst of jobs
-    the spares are taken at once, and a job without node RPCs would pay for it.
-    C{calling} gets an item once the call is made."""
-    from twisted.internet import task
-
+    A spare makes the call once it has waited L{WARM_AFTER} seconds: in a
+    burst of jobs the spares are taken at once, and a job without node RPCs
+    would pay for it."""
     from ganeti.cmdlib.base import process_rpc
     from ganeti.daemons import node_address
     from ganeti.rpc import procedures
@@ -102,10 +100,8 @@ async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int, calling: list
     if not address:
         return
     try:
-        await task.deferLater(reactor, WARM_AFTER, lambda: None)
-        calling.append(True)
         await process_rpc(reactor, paths, rpc_port).run_one(address, address, procedures.version.call().within(5))
-    except Exception:  # (cancelled when the spare ends first) the job connects for itself
+    except Exception:  # (its client closed when the spare ends first) the job connects for itself
         pass
 
 
@@ -123,10 +119,9 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
 
     async def main(reactor: Any) -> None:
         link = WConfdLink(reactor, paths)
-        calling: list[bool] = []
-        warming = defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port, calling))
+        warming = reactor.callLater(WARM_AFTER, lambda: defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port)))
         assignment = await _Assignment(reactor, sock).waiting
-        if assignment is None or not calling:  # (not begun: a burst, where its job would not wait for it)
+        if warming.active():  # taken at once (a burst): its job would not wait for the call
             warming.cancel()
         if assignment is None:  # the fork server is gone: no job for this spare
             await close_process_rpc()

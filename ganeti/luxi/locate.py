@@ -26,6 +26,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, NamedTuple
 
+from ganeti import httpresponse
 from ganeti.paths import Paths
 
 if TYPE_CHECKING:
@@ -194,9 +195,8 @@ def open_tls(paths: Paths, address: str, port: int, timeout: float) -> socket.so
 
 
 def read_http_response(sock: socket.socket, limit: int = 16 * 1024 * 1024) -> tuple[int, bytes]:
-    """The status and body of the HTTP/1.1 response to a request sent with C{Connection: close} (read to the
-    end of the connection; a chunked body is joined).  Without the standard library's C{http.client}, whose
-    import (with C{email}'s parser) costs a short command as much CPU as the rest of its start.
+    """The status and body of the HTTP/1.1 response to a request sent with C{Connection: close}, read to the
+    end of the connection (L{ganeti.httpresponse}).
 
     @raise ValueError: not an HTTP response, a bad chunk, or more than C{limit} bytes
     """
@@ -208,33 +208,7 @@ def read_http_response(sock: socket.socket, limit: int = 16 * 1024 * 1024) -> tu
         data += chunk
         if len(data) > limit:
             raise ValueError("an HTTP response of more than %d bytes" % limit)
-    head, separator, body = bytes(data).partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = lines[0].split(None, 2)
-    if not separator or len(status) < 2 or not status[0].startswith(b"HTTP/") or not status[1].isdigit():
-        raise ValueError("not an HTTP response: %.100r" % bytes(data))
-    headers = {}
-    for line in lines[1:]:
-        name, _colon, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip().lower()
-    if headers.get(b"transfer-encoding") == b"chunked":
-        joined, rest = bytearray(), body
-        while True:
-            size_line, found, rest = rest.partition(b"\r\n")
-            try:
-                size = int(size_line.split(b";")[0], 16)
-            except ValueError:
-                raise ValueError("a bad chunk size %.40r in an HTTP response" % size_line) from None
-            if not found or size < 0 or len(rest) < size:
-                raise ValueError("a truncated chunked HTTP response")
-            if size == 0:
-                break
-            joined += rest[:size]
-            rest = rest[size + 2:]
-        body = bytes(joined)
-    elif b"content-length" in headers:
-        body = body[:int(headers[b"content-length"])]
-    return int(status[1]), body
+    return httpresponse.parse(bytes(data))
 
 
 __all__ = ["Target", "from_confd", "from_ssconf", "locate", "open_tls", "own_name", "read_http_response",

@@ -45,7 +45,7 @@ from cryptography.x509.oid import NameOID
 from OpenSSL import SSL
 from twisted.internet.interfaces import IReactorThreads
 
-from ganeti import crypto, errors, ssconf
+from ganeti import crypto, errors, httpresponse, ssconf
 from ganeti.paths import Paths
 from ganeti.rpc import wire
 
@@ -274,37 +274,12 @@ def _read_all(conn: SSL.Connection, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _dechunk(data: bytes) -> bytes:
-    out: list[bytes] = []
-    while True:
-        line, sep, rest = data.partition(b"\r\n")
-        if not sep:
-            raise JoinError("malformed chunked answer")
-        size = int(line.split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            return b"".join(out)
-        out.append(rest[:size])
-        data = rest[size + 2:]
-
-
 def parse_http_response(raw: bytes) -> tuple[int, bytes]:
-    """C{(status, body)} of an HTTP/1.1 answer read until EOF."""
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    if not sep:
-        raise JoinError("the node's answer is not HTTP")
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
-        raise JoinError("the node's answer is not HTTP")
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
-    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-        body = _dechunk(body)
-    elif b"content-length" in headers:
-        body = body[: int(headers[b"content-length"])]
-    return int(parts[1]), body
+    """C{(status, body)} of an HTTP/1.1 answer read until EOF (L{ganeti.httpresponse})."""
+    try:
+        return httpresponse.parse(raw)
+    except ValueError as e:
+        raise JoinError("the node's answer is not HTTP: %s" % e) from None
 
 
 def _post(conn: SSL.Connection, host: str, port: int, body: bytes) -> tuple[int, bytes]:

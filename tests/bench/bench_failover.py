@@ -143,10 +143,10 @@ async def warm_launchers_ready(reactor: Any, cluster: LoopbackCluster, timeout: 
             await task.deferLater(reactor, 0.5, lambda: None)
             if before == [_cpu_now(pid) for pid in launchers if pid is not None]:
                 return time.monotonic() - began
-        elif time.monotonic() - began > timeout:
-            raise SystemExit("no warm launcher on every node after %.0f s" % timeout)
         else:
             await task.deferLater(reactor, 0.2, lambda: None)
+        if time.monotonic() - began > timeout:
+            raise SystemExit("no settled warm launcher on every node after %.0f s" % timeout)
 
 
 def failover(cluster: LoopbackCluster, index: int) -> tuple[float, subprocess.CompletedProcess[str]]:
