@@ -190,7 +190,7 @@ def _console_now(root: Paths) -> str:
         return "no console: %s" % e
     try:
         reader.send(b"\necho alive-$(cut -d' ' -f1 /proc/uptime)\n")
-        reader.wait_for("^alive-", 20)
+        reader.wait_for(r"^alive-\d", 20)
     except GuestError:
         pass
     finally:
@@ -208,7 +208,8 @@ def configure(console: ConsoleReader, mac: str, address: str, tag: str, routed: 
     attempt = 0
     while not name and time.monotonic() < deadline:   # a hot-added NIC appears when the guest probes it
         console.send(b"echo %s%d-$(c %s)-\n" % (tag.encode(), attempt, mac.encode()))
-        _when, line = console.wait_for("^%s%d-" % (re.escape(tag), attempt), 30)
+        # the answer, not the shell's echo of the command (which may come back on a line of its own)
+        _when, line = console.wait_for(r"^%s%d-\w*-\s*$" % (re.escape(tag), attempt), 30)
         name = line.split("-")[1]
         attempt += 1
         if not name:
@@ -222,8 +223,8 @@ def configure(console: ConsoleReader, mac: str, address: str, tag: str, routed: 
         console.send(b"ip r add default dev %s\n" % name.encode())
     console.send(b"echo %s-done-$(ip -o a show dev %s|grep -c %s)\n" % (tag.encode(), name.encode(),
                                                                          address.encode()))
-    _when, line = console.wait_for("^%s-done-" % re.escape(tag), 30)
-    if not line.endswith("-1"):
+    _when, line = console.wait_for(r"^%s-done-\d+\s*$" % re.escape(tag), 30)
+    if not line.rstrip().endswith("-1"):
         raise GuestError("the guest did not take %s on %s:\n%s" % (address, name, console.text()))
     return name
 

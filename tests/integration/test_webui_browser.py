@@ -190,6 +190,9 @@ async def test_console_in_a_browser(root):
 
             # the instance list filters as one types
             await threads.deferToThread(page.evaluate, "location.hash = '#/instances'; true")
+            # (the migration's new primary node arrives with the next push: wait for it, then filter)
+            await threads.deferToThread(page.wait_for, "[...document.querySelectorAll('#instances tbody td')]"
+                                                       ".some(e => e.textContent === 'node2.test')", 30)
             for text, rows in (("web", 1), ("node2", 1), ("nothing-like-it", 0)):
                 await threads.deferToThread(page.evaluate, "(() => { const f = document.getElementById("
                                                            "'instance-filter'); f.value = %r;"

@@ -165,6 +165,34 @@ class AccelProbeTests(SynchronousTestCase):
         self.run.pending[2].callback((PROBE_EXIT_CODE, False, ""))
         self.assertEqual(self.successResultOf(d), ACCEL_KVM)
 
+    def test_kvm_slower_than_tcg_means_tcg(self) -> None:
+        # a nested host: the probe passes under KVM after 3.8 s, TCG does it in 0.1 s
+        d = self.probe.accel("/usr/bin/qemu")
+        self.clock.advance(3.8)
+        self.run.pending[0].callback((PROBE_EXIT_CODE, False, ""))
+        self.assertNoResult(d)
+        self.assertIn("pc,accel=tcg", self.run.argvs[1])
+        self.assertEqual(self.run.floppy, BOOT_SECTOR)
+        self.clock.advance(0.1)
+        self.run.pending[1].callback((PROBE_EXIT_CODE, False, ""))
+        self.assertEqual(self.successResultOf(d), ACCEL_TCG)
+        self.assertIn("slower than emulation", self.probe.cached()["reason"])
+
+    def test_slow_kvm_on_a_loaded_host_stays(self) -> None:
+        # both slow (a loaded host): KVM is kept; a fast KVM is never compared
+        d = self.probe.accel("/usr/bin/qemu")
+        self.clock.advance(1.6)
+        self.run.pending[0].callback((PROBE_EXIT_CODE, False, ""))
+        self.clock.advance(1.2)
+        self.run.pending[1].callback((PROBE_EXIT_CODE, False, ""))
+        self.assertEqual(self.successResultOf(d), ACCEL_KVM)
+        self.boot = "boot-2"
+        d = self.probe.accel("/usr/bin/qemu")
+        self.clock.advance(0.9)
+        self.run.pending[2].callback((PROBE_EXIT_CODE, False, ""))
+        self.assertEqual(self.successResultOf(d), ACCEL_KVM)
+        self.assertEqual(len(self.run.argvs), 3)
+
     def test_qemu_that_cannot_run_means_tcg(self) -> None:
         def broken(argv: list[str]) -> Deferred[Any]:
             raise hv.HypervisorError("Cannot run /nonexistent: No such file")

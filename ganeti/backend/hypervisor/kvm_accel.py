@@ -6,7 +6,11 @@ its firmware without a word.  So the node tries: L{probe_argv} runs qemu
 with C{accel=kvm}, SeaBIOS and a one-sector boot floppy (L{BOOT_SECTOR})
 that writes to an C{isa-debug-exit} port, which ends qemu with exit code
 L{PROBE_EXIT_CODE}.  Anything else within L{PROBE_TIMEOUT} seconds (an
-error, another exit, no exit at all) means TCG.  The answer is kept in
+error, another exit, no exit at all) means TCG.  A KVM that needs more than
+L{FAST_KVM} seconds for it is measured against TCG running the same probe
+(L{slower_than_tcg}): on some nested hosts KVM passes the probe in seconds
+where TCG takes a tenth of one, and a real guest then never boots under it;
+KVM slower than emulation means TCG.  The answer is kept in
 C{<run_dir>/kvm-hypervisor/accel.json} for the qemu binary and the node's
 boot (C{/proc/sys/kernel/random/boot_id}): a reboot or another binary
 probes again.
@@ -42,6 +46,12 @@ KVM_FLAG_VALUES = ("", KVM_FLAG_ENABLED, KVM_FLAG_DISABLED)
 
 #: seconds the probe guest has to end qemu (real KVM: well under one)
 PROBE_TIMEOUT = 4.0
+#: a KVM probe this fast is taken at its word; a slower one is compared with TCG's
+FAST_KVM = 1.0
+#: KVM is kept when its probe took at most this factor of TCG's time, plus L{SLACK} seconds
+SLOWDOWN = 2.0
+SLACK = 0.5
+
 #: the I/O port of the isa-debug-exit device and the byte the guest writes;
 #: qemu then exits with (byte << 1) | 1
 PROBE_PORT = 0xF4
@@ -77,9 +87,9 @@ def needs_probe(kvm_flag: Any) -> bool:
     return kvm_flag in ("", None)
 
 
-def probe_argv(binary: str, floppy: str) -> list[str]:
-    """qemu with KVM, SeaBIOS and the probe floppy; nothing else."""
-    return [binary, "-machine", "pc,accel=kvm", "-m", "16", "-nodefaults", "-no-user-config",
+def probe_argv(binary: str, floppy: str, accel: str = ACCEL_KVM) -> list[str]:
+    """qemu with C{accel} (KVM unless told), SeaBIOS and the probe floppy; nothing else."""
+    return [binary, "-machine", "pc,accel=" + accel, "-m", "16", "-nodefaults", "-no-user-config",
             "-display", "none", "-serial", "none", "-monitor", "none",
             "-drive", "file=%s,format=raw,if=floppy" % floppy.replace(",", ",,"),
             "-device", "isa-debug-exit,iobase=0x%x,iosize=0x04" % PROBE_PORT]
@@ -93,6 +103,18 @@ def verdict(exit_code: int | None, timed_out: bool, output: str) -> tuple[str, s
         return ACCEL_TCG, "the probe guest did not finish within %s s under KVM" % PROBE_TIMEOUT
     tail = " ".join(output.split())[-300:]
     return ACCEL_TCG, "qemu with accel=kvm ended with code %s%s" % (exit_code, (": " + tail) if tail else "")
+
+
+def slower_than_tcg(kvm_seconds: float, tcg: tuple[int | None, bool, str] | None,
+                    tcg_seconds: float) -> str | None:
+    """Why a KVM whose probe took C{kvm_seconds} is of no use, given how the same probe ran under
+    TCG (C{tcg}: exit code, timed out, output; C{None}: it could not run); C{None} when KVM stays."""
+    if kvm_seconds <= FAST_KVM or tcg is None or tcg[0] != PROBE_EXIT_CODE or tcg[1]:
+        return None
+    if kvm_seconds <= SLOWDOWN * tcg_seconds + SLACK:
+        return None  # a loaded host: both were slow
+    return ("the probe guest took %.2f s under KVM and %.2f s under TCG: KVM is slower than emulation here"
+            % (kvm_seconds, tcg_seconds))
 
 
 class ProbeProtocol(ProcessProtocol):
@@ -203,7 +225,17 @@ class AccelProbe:
                 code, timed_out, output = await self._run(probe_argv(binary, floppy.name))
             except Exception as e:  # qemu could not even be run
                 code, timed_out, output = None, False, str(e)
-        accel, why = verdict(code, timed_out, output)
+            seconds = self._reactor.seconds() - started
+            accel, why = verdict(code, timed_out, output)
+            if accel == ACCEL_KVM and seconds > FAST_KVM:
+                tcg_started = self._reactor.seconds()
+                try:
+                    tcg = await self._run(probe_argv(binary, floppy.name, ACCEL_TCG))
+                except Exception:
+                    tcg = None
+                slow = slower_than_tcg(seconds, tcg, self._reactor.seconds() - tcg_started)
+                if slow is not None:
+                    accel, why = ACCEL_TCG, slow
         seconds = self._reactor.seconds() - started
         self.log.info("KVM acceleration probe with {binary}: {accel} ({why}; {seconds:.2f} s)",
                       binary=binary, accel=accel, why=why, seconds=seconds)
