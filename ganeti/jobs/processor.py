@@ -370,9 +370,10 @@ class Processor:
             trace.hop(self.job.id, "op.locked")
             self._check_cancel()
             lifecycle.run(qop, self._timestamp())
-            saved = self._save()  # (never fails) the running state made durable while the config is read
-            lu.cfg = await self.wconfd.read_config()
-            trace.hop(self.job.id, "op.config_read")
+            saved = self._save()  # (never fails) the running state saved while the config is read
+            if self._may_hold_locks:  # read again under the locks (without any, the read of _lock is as good)
+                lu.cfg = await self.wconfd.read_config()
+                trace.hop(self.job.id, "op.config_read")
             await saved
             lu.check_prereq()
 
