@@ -17,12 +17,24 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from typing import Callable
 
 from ganeti import lockfile
 from ganeti.paths import Paths
 
 JOB_LOCK_RE = re.compile(r"^job_(\d+)_\d+$")
+
+
+def job_lock_path(paths: Paths, job_id: int) -> str:
+    """A new lock file name for a process of job C{job_id} (matches L{JOB_LOCK_RE})."""
+    return os.path.join(paths.lock_dir, "job_%06d_%d" % (job_id, time.time_ns()))
+
+
+def is_job_lock_path(paths: Paths, job_id: int, path: str) -> bool:
+    """Whether C{path} names a lock file of job C{job_id} in the lock directory."""
+    match = JOB_LOCK_RE.match(os.path.basename(path))
+    return os.path.dirname(path) == paths.lock_dir and match is not None and int(match.group(1)) == job_id
 
 
 def kill_job_process(pid: int, signum: int) -> None:

@@ -23,7 +23,6 @@ import argparse
 import os
 import signal
 import sys
-import time
 from typing import Any, cast
 
 from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITransport
@@ -31,6 +30,7 @@ from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
 from ganeti.jobs import channel, space, trace
+from ganeti.jobs.orphans import is_job_lock_path, job_lock_path
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor
 
@@ -50,9 +50,11 @@ FREE_LOCKS_TIMEOUT = 10.0
 EXIT_FENCED = 4
 
 
-def create_lockfile(paths: Paths, job_id: int) -> tuple[int, str]:
-    """Create and hold this job process's lock file."""
-    path = os.path.join(paths.lock_dir, "job_%06d_%d" % (job_id, time.time_ns()))
+def create_lockfile(paths: Paths, job_id: int, path: str | None = None) -> tuple[int, str]:
+    """Create and hold this job process's lock file: C{path} when LuxiD chose
+    it (and it is one of this job's in the lock directory), else a new name."""
+    if path is None or not is_job_lock_path(paths, job_id, path):
+        path = job_lock_path(paths, job_id)
     return lockfile.hold(path, create_new=True), path
 
 
@@ -60,11 +62,12 @@ class NotConfirmed(Exception):
     """LuxiD did not confirm the handshake: the job must not run."""
 
 
-def announce(paths: Paths, job_id: int, to_parent: int) -> tuple[int, str]:
-    """Step 2 of the handshake: hold a lock file of our own and send its
-    path; raises L{channel.ChannelError} when it cannot be sent."""
+def announce(paths: Paths, job_id: int, to_parent: int, path: str | None = None) -> tuple[int, str]:
+    """Step 2 of the handshake: hold a lock file of our own (at C{path} when
+    LuxiD named one) and send its path; raises L{channel.ChannelError} when
+    it cannot be sent."""
     trace.hop(job_id, "child.start")
-    lock_fd, lock_path = create_lockfile(paths, job_id)
+    lock_fd, lock_path = create_lockfile(paths, job_id, path)
     try:
         channel.write_blocking(to_parent, {channel.LOCKFILE: lock_path, "pid": os.getpid()})
         trace.hop(job_id, "child.lockfile_sent")

@@ -4,9 +4,11 @@ The fork server (L{ganeti.luxid.forkserver}) keeps one spare ready: a
 child that has already paid for what does not depend on the job (the fork
 and its first copy-on-write faults, its own reactor, the connection to
 WConfD and a first read of the config) and waits on a socket for its
-assignment, C{{"job": id}} with the two handshake pipe ends (C{SCM_RIGHTS}).
-Then it runs exactly the handshake and job of L{ganeti.jobs.process}: its
-own lock file, sent to LuxiD, nothing run before LuxiD's confirmation.
+assignment, C{{"job": id, "lockfile": path}} with the two handshake pipe
+ends (C{SCM_RIGHTS}).  Then it runs exactly the handshake and job of
+L{ganeti.jobs.process}: its own lock file (at the path LuxiD chose, which
+LuxiD records while the spare wakes: its confirmation then comes at once),
+sent to LuxiD, nothing run before LuxiD's confirmation.
 End of file on the socket (the fork server is gone): it exits quietly.
 
 A spare's connection is only a connection: no owner is registered and no
@@ -33,8 +35,8 @@ WARM_AFTER = 0.02
 
 class _Assignment:
     """Reads the one assignment message from the fork server (an
-    C{IReadDescriptor}); L{waiting} fires with C{(job id, [fd, fd])}, or
-    C{None} at end of file or on a message that is not one."""
+    C{IReadDescriptor}); L{waiting} fires with C{(job id, [fd, fd], lock
+    file path or None)}, or C{None} at end of file or on a message that is not one."""
 
     def __init__(self, reactor: Any, sock: socket.socket) -> None:
         from twisted.internet.defer import Deferred
@@ -61,8 +63,11 @@ class _Assignment:
             return
         except OSError:
             message, fds = b"", []
+        lock_path = None
         try:
-            job_id = int(orjson.loads(message)["job"]) if message else None
+            decoded = orjson.loads(message) if message else {}
+            job_id = int(decoded["job"]) if message else None
+            lock_path = decoded.get("lockfile") if isinstance(decoded.get("lockfile"), str) else None
             if job_id is not None and len(fds) != 2:
                 raise ValueError("expected two pipe ends, got %d" % len(fds))
         except (ValueError, KeyError, TypeError) as e:
@@ -73,7 +78,7 @@ class _Assignment:
                 os.close(fd)
             self._done(None)
         else:
-            self._done((job_id, fds))
+            self._done((job_id, fds, lock_path))
 
     def _done(self, result: Any) -> None:
         if self.waiting.called:
@@ -128,20 +133,20 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
             await link.close()
             codes.append(process.EXIT_DONE)
             return
-        job_id, fds = assignment
+        job_id, fds, named = assignment
         trace.hop(job_id, "spare.assigned")
         os.dup2(fds[0], channel.TO_PARENT_FD, inheritable=False)
         os.dup2(fds[1], channel.FROM_PARENT_FD, inheritable=False)
         for fd in fds:
             os.close(fd)
         try:
-            held.append(process.announce(paths, job_id, channel.TO_PARENT_FD))
+            held.append(process.announce(paths, job_id, channel.TO_PARENT_FD, named))
         except channel.ChannelError as e:
             print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
             await link.close()
             codes.append(process.EXIT_NOT_CONFIRMED)
             return
-        lock_path = held[0][1]
+        lock_path = held[0][1]  # LuxiD's choice, unless it named none (or not one of this job's)
         try:
             codes.append(await process.execute(reactor, paths, job_id, lock_path, channel.TO_PARENT_FD,
                                                channel.FROM_PARENT_FD, rpc_port, link=link))

@@ -3,7 +3,15 @@
 L{ForkServer.spawn} makes the two handshake pipes, passes the child's ends
 to the server over a C{SOCK_SEQPACKET} socket with C{SCM_RIGHTS}, and wraps
 its own ends in a Twisted transport for the job's L{JobChannel}.  Exits are
-reported by the server on its stdout.
+reported by the server on its stdout, and so is each spare it forks.
+
+A spare is planned for a job at its submission (L{plan}): LuxiD names the
+lock file the spare is to hold and writes it, with the spare's pid, in the
+job file it makes durable before acknowledging the job anyway; C{spawn}
+passes the name on, and the spare's announcement of that very file and pid
+is confirmed at once (L{JobChannel.prerecorded}), without the durable write
+of the usual handshake.  Any other announcement (the spare died or went to
+another job, the job was forked) goes the usual way: recorded, then confirmed.
 
 LuxiD's two ends are closed when the job process has closed its own (end of
 file: it exited), at the latest L{EXIT_GRACE} seconds after the server
@@ -30,6 +38,7 @@ from twisted.python.failure import Failure
 
 from ganeti import ports
 from ganeti.jobs import channel
+from ganeti.jobs.orphans import job_lock_path
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
 from ganeti.reactors import ITimeProcessReactor
@@ -117,6 +126,10 @@ class ForkServer:
         self._channels: dict[int, JobChannel] = {}
         self._pids: dict[int, int] = {}
         self._pipes: dict[int, _PipeProtocol] = {}
+        #: the pid of the spare the server reported last, until it is planned for a job or a job is sent to it
+        self.spare: int | None = None
+        #: C{(job id, lock file, pid)}: the spare planned for a job (L{plan}) not spawned yet
+        self.planned: tuple[int, str, int] | None = None
 
     def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -141,6 +154,7 @@ class ForkServer:
 
     def stop(self) -> None:
         self.running = False
+        self.spare = self.planned = None
         if self._sock is not None:
             self._sock.close()  # the server exits on end of file
             self._sock = None
@@ -151,15 +165,32 @@ class ForkServer:
         """How many jobs' pipes LuxiD still holds open."""
         return sum(1 for pipes in self._pipes.values() if not pipes.closed)
 
-    def spawn(self, job_channel: JobChannel) -> None:
+    def plan(self, job_id: int) -> tuple[str, int] | None:
+        """The lock file and pid of the spare waiting, planned for job C{job_id} (to be recorded in its
+        job file before it is acknowledged); C{None} when no spare is known."""
+        if not self.running or self.spare is None:
+            return None
+        self.planned = (job_id, job_lock_path(self.paths, job_id), self.spare)
+        self.spare = None
+        return self.planned[1], self.planned[2]
+
+    def spawn(self, job_channel: JobChannel, recorded: tuple[str | None, int | None] = (None, None)) -> None:
+        """Start C{job_channel}'s job.  C{recorded}: the lock file and pid its job file holds durably;
+        when they are those planned for it (L{plan}), the spare is told the name and its announcement
+        of them is confirmed at once."""
         if not self.running or self._sock is None:
             raise RuntimeError("the fork server is not running")
+        planned, self.planned = self.planned, None
+        lock_path = None
+        if planned is not None and planned[0] == job_channel.job_id and planned[1:] == recorded:
+            lock_path, job_channel.prerecorded = planned[1], (planned[1], planned[2])
         opened: list[int] = []
         try:
             opened += os.pipe2(os.O_CLOEXEC)
             opened += os.pipe2(os.O_CLOEXEC)
             to_child_r, to_child_w, from_child_r, from_child_w = opened
-            socket.send_fds(self._sock, [orjson.dumps({"job": job_channel.job_id})], [from_child_w, to_child_r])
+            request = {"job": job_channel.job_id, **({"lockfile": lock_path} if lock_path else {})}
+            socket.send_fds(self._sock, [orjson.dumps(request)], [from_child_w, to_child_r])
         except OSError:
             for fd in opened:  # a failed spawn leaves no descriptor behind
                 os.close(fd)
@@ -189,8 +220,12 @@ class ForkServer:
                 pass
 
     def report(self, message: dict[str, Any]) -> None:
-        if "spawned" in message:
+        if "spare" in message:
+            self.spare = int(message["spare"])
+        elif "spawned" in message:
             self._pids[int(message["spawned"])] = int(message["pid"])
+            if self.spare == int(message["pid"]):  # taken by a job sent before its report came
+                self.spare = None
         elif "exited" in message and message.get("job") is not None:
             job_id = int(message["job"])
             self._pids.pop(job_id, None)
@@ -205,6 +240,7 @@ class ForkServer:
 
     def server_ended(self, reason: Failure) -> None:
         was_running, self.running = self.running, False
+        self.spare = self.planned = None
         if was_running:
             self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)
         # Its children live on (they are their own sessions); LuxiD follows

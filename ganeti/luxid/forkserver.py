@@ -18,8 +18,11 @@ each fork: a child's collections then leave the inherited objects, and
 their pages, alone.
 
 The server reports on stdout, one JSON line each:
-C{{"spawned": job_id, "pid": pid}} and
-C{{"exited": pid, "job": job_id, "code": c, "signal": s}}.
+C{{"spawned": job_id, "pid": pid}},
+C{{"exited": pid, "job": job_id, "code": c, "signal": s}} and
+C{{"spare": pid}} for each spare forked (the next job's process unless it
+dies first: LuxiD then records the lock file path it names in the job's
+request, C{{"job": id, "lockfile": path}}, while the spare wakes).
 It exits when LuxiD closes the socket (or dies).
 """
 
@@ -165,6 +168,7 @@ class _Spares:
             _spare_child(self.paths, theirs, [*self.keep_closed, mine.fileno()], self.rpc_port)
         theirs.close()
         self.pid, self.sock = pid, mine
+        _report({"spare": pid})
 
     def assign(self, message: bytes, fds: list[int]) -> int | None:
         """Give the job of C{message} and its pipe ends to the spare; its
@@ -231,7 +235,9 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
         if not message:
             return 0  # LuxiD went away: jobs keep running on their own (a spare ends when it sees this)
         try:
-            job_id = int(orjson.loads(message)["job"])
+            request = orjson.loads(message)
+            job_id = int(request["job"])
+            named = request.get("lockfile")
             if len(fds) != 2:
                 raise ValueError("expected two pipe ends, got %d" % len(fds))
         except (ValueError, KeyError, TypeError) as e:
@@ -239,7 +245,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
             for fd in fds:
                 os.close(fd)
             continue
-        pid = spares.assign(orjson.dumps({"job": job_id}), fds)
+        pid = spares.assign(orjson.dumps({"job": job_id, "lockfile": named if isinstance(named, str) else None}), fds)
         if pid is None:
             forking = trace.now()
             gc.freeze()  # the objects so far stay out of the child's collections: no copy-on-write of their pages

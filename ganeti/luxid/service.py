@@ -382,23 +382,24 @@ class LuxidService(Service):
 
     def _spawn(self, job: QueuedJob) -> None:
         trace.hop(job.id, "luxid.spawn")
-        job.livelock, job.process_id = self.livelock, None
-        # step 1: our own lock file in the job file.  Not fsynced: if it is
-        # lost with a power cut, the job simply looks queued, which is what
-        # recovery would make of it anyway.
-        try:
-            with self._replicating_later(job.id):
-                self._write(job, durable=False)
-        except OSError as e:
-            return diskfull.spawn_failed(self, job, e)
+        forkserver = self.forkserver if self.forkserver is not None and self.forkserver.running else None
+        if forkserver is None or forkserver.planned != (job.id, job.livelock, job.process_id):
+            # step 1 (unless the job file names the spare planned at its submission): our own lock file in
+            # it.  Not fsynced: if lost with a power cut, the job looks queued, which recovery makes of it.
+            job.livelock, job.process_id = self.livelock, None
+            try:
+                with self._replicating_later(job.id):
+                    self._write(job, durable=False)
+            except OSError as e:
+                return diskfull.spawn_failed(self, job, e)
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile, private=self.private)
         self.processes[job.id] = job_channel
         started = time.perf_counter()
         job_channel.ready.addCallback(lambda _: self.spawn_times.append(time.perf_counter() - started))
         job_channel.ready.addErrback(lambda f: None)
-        if self.forkserver is not None and self.forkserver.running:
+        if forkserver is not None:
             try:
-                self.forkserver.spawn(job_channel)
+                forkserver.spawn(job_channel, (job.livelock, job.process_id))
                 return
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)
@@ -559,6 +560,8 @@ class LuxidService(Service):
             for job_id, ops in zip(ids, checked):
                 job = QueuedJob.new(job_id, private.hold(self.private, job_id, scheduler.resolve_relative_depends(
                     ops, job_id)), now)
+                if len(checked) == 1 and self.forkserver is not None:  # the spare's lock file named ahead
+                    job.livelock, job.process_id = self.forkserver.plan(job_id) or (None, None)
                 # written, then fsynced while the candidates write it too: durable here before we answer
                 content = self.queue.write_job(job, durable=self.replicator is None, sync_dir=False)
                 written.append((job, content))
@@ -606,10 +609,8 @@ class LuxidService(Service):
 
     def _blocking(self, function: Callable[..., Any], *args: Any) -> Deferred:
         """C{function(*args)} (fsyncs) in the reactor's thread pool, if it has one."""
-        get_pool = getattr(self.reactor, "getThreadPool", None)
-        if get_pool is None:
-            return maybeDeferred(function, *args)
-        return deferToThreadPool(self.reactor, get_pool(), function, *args)
+        pool = getattr(self.reactor, "getThreadPool", None)
+        return maybeDeferred(function, *args) if pool is None else deferToThreadPool(self.reactor, pool(), function, *args)
 
     def step_down(self, reason: str) -> None:
         """Accept no job from now on (this master steps down for C{reason})."""

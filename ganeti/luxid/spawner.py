@@ -26,7 +26,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from ganeti import ports
-from ganeti.jobs import channel
+from ganeti.jobs import channel, trace
 from ganeti.paths import Paths
 from ganeti.reactors import ITimeProcessReactor
 
@@ -85,6 +85,9 @@ class JobChannel:
         self.os_kill: Callable[[int, int], None] = os.kill
         #: the job as the process last had it, sent because it could not write it (the disk full)
         self.unsaved: Any = None
+        #: C{(lock file, pid)} recorded durably before the process announced itself (a spare's, see
+        #: L{ganeti.luxid.forkclient}): that very announcement is confirmed without another write
+        self.prerecorded: tuple[str, int] | None = None
 
     def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
         self._write, self._kill = write, kill
@@ -117,6 +120,10 @@ class JobChannel:
             return
         self._stop_timer()
         self.lockfile, self.pid = path, pid
+        if self.prerecorded == (path, pid):
+            trace.hop(self.job_id, "luxid.lockfile_prerecorded")
+            self._confirm(None)
+            return
         d = maybeDeferred(self.record, self.job_id, path, pid)
         d.addCallbacks(self._confirm, self._record_failed)
 

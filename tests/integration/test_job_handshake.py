@@ -111,15 +111,18 @@ class _ForkServer:
         self.proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[high], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         os.close(high)
-        self.reports = []
+        #: the spares reported so far ({"spare": pid})
+        self.spares = []
 
-    def spawn(self, job_id):
-        """Ask for job C{job_id}; its pipes (ours: from the job, to the job) and the reported pid."""
+    def spawn(self, job_id, lockfile=None):
+        """Ask for job C{job_id} (its lock file named C{lockfile}); its pipes (ours: from the job, to the
+        job) and the reported pid."""
         import socket
 
         to_parent_r, to_parent_w = os.pipe()
         from_parent_r, from_parent_w = os.pipe()
-        socket.send_fds(self.control, [json.dumps({"job": job_id}).encode()], [to_parent_w, from_parent_r])
+        request = {"job": job_id, **({"lockfile": lockfile} if lockfile else {})}
+        socket.send_fds(self.control, [json.dumps(request).encode()], [to_parent_w, from_parent_r])
         os.close(to_parent_w)
         os.close(from_parent_r)
         report = self.report()
@@ -127,21 +130,27 @@ class _ForkServer:
         return to_parent_r, from_parent_w, report["pid"]
 
     def report(self):
-        return json.loads(self.proc.stdout.readline())
+        """The next report that is not a spare's (those go to L{spares})."""
+        while True:
+            message = json.loads(self.proc.stdout.readline())
+            if set(message) != {"spare"}:
+                return message
+            self.spares.append(message["spare"])
 
 
 def test_the_fork_server_hands_a_job_to_its_spare_and_never_reports_a_spare(root):
-    """A spare, forked ahead, runs the next job with the same handshake (its own lock file, nothing run
-    without the confirmation); a spare that dies without a job is not reported as a job's end, and the job
-    is then forked; the spares end with the fork server."""
+    """A spare, forked ahead and reported as one, runs the next job with the same handshake (its own lock
+    file, at the path LuxiD named, nothing run without the confirmation); a spare that dies without a job
+    is not reported as a job's end, and the job is then forked; the spares end with the fork server."""
     server = _ForkServer(root)
     try:
         _wait_for(lambda: len(_children(server.proc.pid)) == 1, "a spare forked ahead")
         (spare,) = _children(server.proc.pid)
-        from_job, to_job, pid = server.spawn(7)
-        assert pid == spare
+        named = os.path.join(root.lock_dir, "job_000007_42")
+        from_job, to_job, pid = server.spawn(7, named)
+        assert pid == spare and server.spares == [spare]
         message = first_message(from_job)
-        assert message["pid"] == spare and message["lockfile"].startswith(root.lock_dir + "/job_000007_")
+        assert message == {"lockfile": named, "pid": spare}, message
         os.close(to_job)  # LuxiD went away before confirming
         assert server.report() == {"exited": spare, "job": 7, "code": 3, "signal": None}
         assert not os.path.exists(message["lockfile"]) and not os.path.exists(os.path.join(root.queue_dir, "job-7"))
@@ -151,9 +160,12 @@ def test_the_fork_server_hands_a_job_to_its_spare_and_never_reports_a_spare(root
         (second,) = [p for p in _children(server.proc.pid) if p != spare]
         os.kill(second, 9)
         _wait_for(lambda: not os.path.exists("/proc/%d" % second), "the spare reaped")
-        from_job, to_job, pid = server.spawn(8)  # not reported: the next report is job 8's
-        assert pid != second
-        assert first_message(from_job)["pid"] == pid
+        # its death is not reported: the next report is job 8's (forked; a lock file of another job's
+        # name is not taken)
+        from_job, to_job, pid = server.spawn(8, os.path.join(root.lock_dir, "job_000007_43"))
+        assert pid != second and server.spares == [spare, second]
+        message = first_message(from_job)
+        assert message["pid"] == pid and message["lockfile"].startswith(root.lock_dir + "/job_000008_"), message
         os.close(to_job)
         assert server.report() == {"exited": pid, "job": 8, "code": 3, "signal": None}
         os.close(from_job)

@@ -8,9 +8,10 @@ MemoryReactorClock, so the test sees exactly which descriptors stay open.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessTerminated
@@ -19,6 +20,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from ganeti.jobs import channel
 from ganeti.luxid import forkclient
 from ganeti.luxid import service as service_module
 from ganeti.luxid.forkclient import EXIT_GRACE, ForkServer
@@ -57,6 +59,44 @@ class ForkClientPipeTests(SynchronousTestCase):
         _msg, child_fds, _flags, _addr = socket.recv_fds(self.theirs, 4096, 2)
         self.addCleanup(lambda: [os.close(fd) for fd in child_fds if is_open(fd)])
         return job_channel, child_fds
+
+    def request(self) -> dict[str, Any]:
+        message, child_fds, _flags, _addr = socket.recv_fds(self.theirs, 4096, 2)
+        self.addCleanup(lambda: [os.close(fd) for fd in child_fds if is_open(fd)])
+        return cast("dict[str, Any]", json.loads(message))
+
+    def test_a_spare_planned_at_submission_is_named_its_lock_file(self) -> None:
+        self.assertIsNone(self.server.plan(6))  # no spare reported yet
+        self.server.report({"spare": 4242})
+        planned = self.server.plan(7)
+        assert planned is not None
+        lock_path, pid = planned
+        self.assertTrue(lock_path.startswith(PATHS.lock_dir + "/job_000007_"), lock_path)
+        self.assertEqual(pid, 4242)
+        self.assertIsNone(self.server.plan(8))  # that spare is taken
+        job_channel = JobChannel(7, PATHS, self.reactor, lambda *_: None)
+        self.server.spawn(job_channel, (lock_path, 4242))  # what its job file holds
+        self.assertEqual(self.request(), {"job": 7, "lockfile": lock_path})
+        self.assertEqual(job_channel.prerecorded, (lock_path, 4242))
+
+    def test_a_plan_the_job_file_does_not_hold_is_not_used(self) -> None:
+        self.server.report({"spare": 4242})
+        lock_path, _pid = self.server.plan(7) or ("", 0)
+        job_channel = JobChannel(7, PATHS, self.reactor, lambda *_: None)
+        self.server.spawn(job_channel, ("/run/luxi-daemon_1", None))  # step 1 rewrote it
+        self.assertEqual(self.request(), {"job": 7})
+        self.assertIsNone(job_channel.prerecorded)
+        # another job spawned first: the spare goes to it, the plan is void
+        self.server.report({"spare": 4343})
+        self.server.plan(8)
+        other = JobChannel(9, PATHS, self.reactor, lambda *_: None)
+        self.server.spawn(other, (None, None))
+        self.assertEqual((self.request(), other.prerecorded, self.server.planned), ({"job": 9}, None, None))
+
+    def test_a_spare_taken_before_its_report_is_not_planned(self) -> None:
+        self.server.report({"spare": 4242})
+        self.server.report({"spawned": 6, "pid": 4242})  # a job sent before the report came took it
+        self.assertIsNone(self.server.plan(7))
 
     def luxid_fds(self, job_id: int) -> tuple[int, ...]:
         return self.server._pipes[job_id].fds
@@ -171,3 +211,67 @@ class SpawnFailureTests(SynchronousTestCase):
         self.clock.advance(SPAWN_RETRY)
         self.assertEqual(self.spawned, [job_id])
         self.assertIn(job_id, self.service.processes)
+
+
+class PlannedSpareTests(SynchronousTestCase):
+    """A job submitted alone while a spare waits names the spare's lock file and pid in the job file it
+    makes durable before the acknowledgement; the spare's announcement of them is confirmed without the
+    handshake's own durable write."""
+
+    def setUp(self) -> None:
+        self.paths = temp_root(self, "gntp")
+        self.writes: list[str] = []
+        self.queue = open_queue(self, self.paths, on_write=lambda path, _content: self.writes.append(path))
+        self.reactor = MemoryReactorClock()
+        self.service = LuxidService(self.paths, self.reactor, self.queue, use_forkserver=False)
+        self.service.running = True
+        self.service.wconfd = object()  # as if connected: the scheduler starts jobs
+        self.server = ForkServer(self.reactor, self.paths, lambda _exit: None)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(ours.close)
+        self.addCleanup(theirs.close)
+        self.server._sock, self.server.running, self.theirs = ours, True, theirs
+        self.service.forkserver = self.server
+
+    def submit(self, *jobs: list[dict[str, Any]]) -> list[int]:
+        answer = self.successResultOf(Deferred.fromCoroutine(self.service.submit([list(ops) for ops in jobs])))
+        return [job_id for _ok, job_id in answer]
+
+    def request(self) -> tuple[dict[str, Any], list[int]]:
+        message, fds, _flags, _addr = socket.recv_fds(self.theirs, 4096, 2)
+        self.addCleanup(lambda: [os.close(fd) for fd in fds if is_open(fd)])
+        return json.loads(message), fds
+
+    def test_the_spare_is_recorded_with_the_submission_and_confirmed_at_once(self) -> None:
+        self.server.report({"spare": 4242})
+        (job_id,) = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+        recorded = self.queue.read_job(job_id)
+        assert recorded.livelock is not None
+        self.assertTrue(recorded.livelock.startswith(self.paths.lock_dir + "/job_%06d_" % job_id))
+        self.assertEqual(recorded.process_id, 4242)
+        writes = len(self.writes)
+        self.reactor.advance(0)  # the scheduler starts it: no step 1 over the recorded lock file
+        request, _fds = self.request()
+        self.assertEqual(request, {"job": job_id, "lockfile": recorded.livelock})
+        job_channel = self.service.processes[job_id]
+        job_channel.data_received(channel.encode({"lockfile": recorded.livelock, "pid": 4242}))
+        self.assertTrue(job_channel.confirmed)
+        self.assertEqual(len(self.writes), writes, "confirmed without writing the job file again")
+
+    def test_another_process_is_recorded_before_it_is_confirmed(self) -> None:
+        self.server.report({"spare": 4242})
+        (job_id,) = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+        self.reactor.advance(0)
+        self.request()
+        job_channel = self.service.processes[job_id]
+        lock_path = self.paths.lock_dir + "/job_%06d_1" % job_id
+        job_channel.data_received(channel.encode({"lockfile": lock_path, "pid": 4343}))  # the spare died: forked
+        self.assertTrue(job_channel.confirmed)
+        self.assertEqual((self.queue.read_job(job_id).livelock, self.queue.read_job(job_id).process_id),
+                         (lock_path, 4343))
+
+    def test_jobs_submitted_together_plan_no_spare(self) -> None:
+        self.server.report({"spare": 4242})
+        ids = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}], [{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+        self.assertEqual([self.queue.read_job(job_id).livelock for job_id in ids], [None, None])
+        self.assertEqual(self.server.spare, 4242)

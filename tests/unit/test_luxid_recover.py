@@ -118,6 +118,15 @@ class RecordedNeverConfirmedTests(SynchronousTestCase):
         self.assertIsNone(self.service.jobs[7].livelock)
         self.assertEqual(self.service.adopted, {})
 
+    def test_recovery_queues_again_a_job_whose_planned_spare_never_came(self) -> None:
+        # submitted with a spare planned (its lock file named, never created): LuxiD died before the spawn
+        job = _recorded_unconfirmed(os.path.join(self.paths.lock_dir, "job_000007_2"))
+        save_job(self.paths, job)
+        self.service.jobs = {7: job}
+        recovery.recover(self.service)
+        self.assertEqual(([op.status for op in self.on_disk().ops], self.on_disk().livelock), (["queued"], None))
+        self.assertEqual(self.service.adopted, {})
+
     def test_following_queues_again_a_job_that_never_ran(self) -> None:
         job = _recorded_unconfirmed(self.lockfile)
         save_job(self.paths, job)

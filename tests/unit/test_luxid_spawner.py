@@ -61,6 +61,24 @@ class HandshakeTests(SynchronousTestCase):
         self.clock.advance(60)
         self.assertEqual(self.process.signals, [], "the handshake timer was stopped")
 
+    def test_a_prerecorded_lock_file_is_confirmed_at_once(self) -> None:
+        # a spare's lock file and pid, recorded while it woke: that announcement needs no second write
+        self.channel.prerecorded = (GOOD_LOCKFILE, 4242)
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})
+        self.assertEqual(self.recorded, [])
+        self.assertEqual(self.process.to_child, [(channel.FROM_PARENT_FD, b'{"confirm":true}\n')])
+        self.assertEqual(self.successResultOf(self.channel.ready), 7)
+
+    def test_another_process_than_the_prerecorded_one_is_recorded_first(self) -> None:
+        # the spare died and the job was forked: another pid, recorded before it is confirmed
+        self.channel.prerecorded = (GOOD_LOCKFILE, 4242)
+        self.record_result = Deferred()
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4343})
+        self.assertEqual(self.recorded, [(7, GOOD_LOCKFILE, 4343)])
+        self.assertEqual(self.process.to_child, [])
+        self.record_result.callback(None)
+        self.assertEqual(self.successResultOf(self.channel.ready), 7)
+
     def test_a_silent_child_is_killed_after_the_timeout(self) -> None:
         self.clock.advance(29.9)
         self.assertEqual(self.process.signals, [])
