@@ -17,7 +17,7 @@ import argparse
 import time
 from typing import Any
 
-from ganeti import errors, serializer
+from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.instance_opts import parse_size
 from ganeti.client.jobs import JobExecutor, opcode, submit_opcodes, submit_or_send
@@ -32,6 +32,8 @@ EVAC_MODES = ("primary-only", "secondary-only", "all")
 
 
 def _load_ops(path: str) -> list[dict[str, Any]]:
+    from ganeti import serializer  # (orjson: not on the path of the other debug commands)
+
     try:
         with open(path) as handle:
             data = serializer.loads(handle.read())

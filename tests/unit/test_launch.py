@@ -73,3 +73,14 @@ def test_a_command_runs_the_tool(monkeypatch):
     monkeypatch.setattr(sys, "stdout", out)
     assert launch.launch("gnt-debug", ["--version"]) == 0
     assert out.getvalue().startswith("gnt-debug (ganeti-twisted ")
+
+
+def test_no_tool_imports_what_only_daemons_need():
+    # orjson alone brings dataclasses, inspect, uuid, platform and datetime (about 20 ms of a command's
+    # start); Twisted and attrs belong to the daemons
+    code = ("import sys, importlib; from ganeti.client import launch\n"
+            "for module in launch.TOOLS.values(): importlib.import_module(module)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('orjson', 'dataclasses', 'twisted', 'attr',"
+            " 'attrs', 'zope')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout
