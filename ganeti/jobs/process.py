@@ -205,7 +205,7 @@ async def execute(
         trace.hop(job_id, "child.wconfd_connected")
         # the owner holds no lock until the job runs: registering it changes nothing either (an
         # unconfirmed process exits, and WConfD forgets the owner of its closed connection)
-        registered.append(Deferred.fromCoroutine(client.register_owner(owner)))
+        registered.append(Deferred.fromCoroutine(client.register_owner(owner, with_config=True)))
         registered[0].addCallback(lambda _: trace.hop(job_id, "child.registered"))
         return client
 

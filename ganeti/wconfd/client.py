@@ -148,6 +148,8 @@ class WConfdClient:
         #: config for its LUs' several reads); callers must not change it
         self.cache_config = False
         self._config: tuple[int, ConfigData] | None = None
+        #: the cached config was confirmed current by the last owner registration (L{register_owner})
+        self._confirmed = False
         self.protocol: _ClientProtocol | None = None
         if protocol is not None:
             self._adopt(protocol)
@@ -328,6 +330,7 @@ class WConfdClient:
         """Register the owners on the new connection and re-arm the lock waits."""
         self._adopt(protocol)
         self._ready = False  # calls wait until the owners are back
+        self._confirmed = False  # (the config may have changed while the connection was down)
         for owner in sorted(self._owners, key=lambda o: o.sort_key):
             try:
                 await protocol.callRemote(c.RegisterOwner, owner=owner)
@@ -376,8 +379,15 @@ class WConfdClient:
         if not self.cache_config:
             data, _serial = await self.read_config_bytes()
             return ConfigData.from_json(data)
+        if self._confirmed and self._config is not None:  # as of the registration just made
+            self._confirmed = False
+            return self._config[1]
         cached = self._config
-        answer = await self.call(c.ReadConfig, unless_serial=cached[0] if cached is not None else None)
+        return self._take_config(await self.call(c.ReadConfig, unless_serial=cached[0] if cached is not None else None))
+
+    def _take_config(self, answer: dict[str, Any]) -> ConfigData:
+        """The config of a L{c.ReadConfig} answer (empty bytes: the cached copy is current), kept."""
+        cached = self._config
         if cached is not None and answer["serial_no"] == cached[0] and not answer["config"]:
             return cached[1]
         config = ConfigData.from_json(answer["config"])
@@ -584,9 +594,18 @@ class WConfdClient:
         answer = await self.call(c.CancelPendingRequest, owner=owner, rid=self._next_rid())
         return cast("bool", answer["cancelled"])
 
-    async def register_owner(self, owner: Owner) -> None:
-        """Bind C{owner} to this connection (it is registered again after a reconnect)."""
-        await self.call(c.RegisterOwner, owner=owner)
+    async def register_owner(self, owner: Owner, with_config: bool = False) -> None:
+        """Bind C{owner} to this connection (it is registered again after a reconnect).  With
+        C{with_config} and L{cache_config} the answer also brings the config, or says the copy held is
+        current: the next L{read_config} takes it as of then (a job process registers while its start
+        is confirmed, and reads the config for its first opcode soon after).  Without a copy held it
+        registers only."""
+        cached = self._config
+        if not (with_config and self.cache_config and cached is not None):  # (nothing held: read it apart)
+            await self.call(c.RegisterOwner, owner=owner)
+            return
+        self._take_config(await self.call(c.RegisterOwner, owner=owner, unless_serial=cached[0]))
+        self._confirmed = True
 
     async def free_locks(self, owner: Owner) -> None:
         await self.call(c.FreeLocks, owner=owner)

@@ -340,11 +340,14 @@ class RegisterOwner(Command):
     """Bind C{owner} to this connection (grants are pushed here from now on).
 
     Refused unless the peer process holds the owner's lock file; a client
-    sends it again after reconnecting.
+    sends it again after reconnecting.  With C{unless_serial} it also
+    answers as L{ReadConfig} does (the config, or empty bytes when its
+    serial is that one): a job process's first read comes with it.
     """
 
-    arguments = [OWNER]
-    response: ClassVar[list[tuple[bytes, amp.Argument]]] = []
+    arguments = [OWNER, (b"unless_serial", amp.Integer(optional=True))]
+    response: ClassVar[list[tuple[bytes, amp.Argument]]] = [
+        (b"config", BigBytes(optional=True)), (b"serial_no", amp.Integer(optional=True))]
 
 
 class TryUpdateLocks(Command):

@@ -125,10 +125,10 @@ class WConfdProtocol(amp.AMP):
         self._bound.discard(owner)
 
     @c.RegisterOwner.responder
-    def register_owner(self, owner: Owner) -> dict[str, Any]:
+    def register_owner(self, owner: Owner, unless_serial: int | None = None) -> dict[str, Any]:
         self._bound.discard(owner)
         self._owner(owner)
-        return {}
+        return {} if unless_serial is None else self.read_config(unless_serial)
 
     # --- general and reads ---------------------------------------------------
     @c.Echo.responder

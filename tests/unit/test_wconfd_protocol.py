@@ -104,6 +104,30 @@ class ConfigCacheTests(ProtocolTestCase):
         self.assertEqual(by_name(fresh, "instance", INST1).osparams, {"pad": "z"})
         self.assertIs(self.run_ok(self.client.read_config()), fresh)
 
+    def test_a_registration_brings_the_first_read_along(self) -> None:
+        # a job process: the copy it holds is confirmed (or replaced) by its owner registration, and its
+        # first read then asks nothing
+        self.client.cache_config = True
+        first = self.run_ok(self.client.read_config())
+        calls: list[Any] = []
+        real_call = self.client.call
+        self.patch(self.client, "call", lambda command, **kw: calls.append(command.__name__) or real_call(command, **kw))
+        self.run_ok(self.client.register_owner(self.b, with_config=True))
+        self.assertIs(self.run_ok(self.client.read_config()), first)
+        self.assertEqual(calls, ["RegisterOwner"])
+        self.assertIs(self.run_ok(self.client.read_config()), first)  # the next read asks again
+        self.assertEqual(calls, ["RegisterOwner", "ReadConfig"])
+
+        config = self.run_ok(self.client.lock_config(self.a))  # changed before the registration
+        inst = by_name(config, "instance", INST1)
+        config = attrs.evolve(config, instances=dict(config.instances, **{
+            inst.uuid: attrs.evolve(inst, osparams={"pad": "w"})}))
+        self.run_ok(self.client.write_config_and_unlock(self.a, config))
+        del calls[:]
+        self.run_ok(self.client.register_owner(self.b, with_config=True))
+        fresh = self.run_ok(self.client.read_config())
+        self.assertEqual((calls, by_name(fresh, "instance", INST1).osparams), (["RegisterOwner"], {"pad": "w"}))
+
     def test_without_the_cache_every_read_is_a_fresh_copy(self) -> None:
         first = self.run_ok(self.client.read_config())
         self.assertIsNot(self.run_ok(self.client.read_config()), first)
