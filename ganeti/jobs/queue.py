@@ -101,6 +101,9 @@ class JobQueueDir:
     ) -> None:
         self.paths = paths
         self.on_write = on_write
+        #: job id -> hash of the content L{write_job} wrote last: the watcher of the directory tells this
+        #: daemon's own writes from a job process's (L{is_own_write})
+        self.written: dict[int, int] = {}
         self.on_rename = on_rename
         self.on_drain = on_drain
         self.problems: list[tuple[str, str]] = []
@@ -285,7 +288,12 @@ class JobQueueDir:
         C{sync_dir=False}: the rename is made durable by the caller's L{sync_dir}."""
         data = job.to_json()
         self._write(self.job_path(job.id), data, durable=durable, sync_dir=sync_dir)
+        self.written[job.id] = hash(data)
         return data
+
+    def is_own_write(self, job_id: int, content: bytes) -> bool:
+        """Whether C{content} is what L{write_job} wrote last for C{job_id}."""
+        return self.written.get(job_id) == hash(content)
 
     def sync_dir(self) -> None:
         """Make the renames of files written with C{sync_dir=False} durable."""

@@ -37,7 +37,7 @@ from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
 from ganeti.jobs import private, scheduler, trace
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
-from ganeti.jobs.replicas import not_started
+from ganeti.jobs.replicas import job_id_of, not_started
 from ganeti.jobs.submission import SubmissionIndex, check_job, plan, submission_id
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
@@ -305,19 +305,16 @@ class LuxidService(Service):
         self._queue_watch = watch
 
     def _queue_file_written(self, name: str) -> None:
-        if not name.startswith("job-"):
-            return
-        try:
-            job_id = int(name[4:])
-        except ValueError:
-            return
-        if job_id in self.processes or job_id in self.adopted:
-            self._reload(job_id)
+        job_id = job_id_of(name) if name.startswith("job-") else None  # (not the archive's)
+        if job_id is not None and (job_id in self.processes or job_id in self.adopted):
+            self._reload(job_id, own_skipped=True)
 
-    def _reload(self, job_id: int) -> QueuedJob | None:
+    def _reload(self, job_id: int, own_skipped: bool = False) -> QueuedJob | None:
         try:
             with open(self.queue.job_path(job_id), "rb") as handle:
                 content = handle.read()
+            if own_skipped and self.queue.is_own_write(job_id, content):  # (what we hold already)
+                return self.jobs.get(job_id)
             job = QueuedJob.from_dict(orjson.loads(content))
         except (OSError, ValueError):
             return self.jobs.get(job_id)
@@ -446,6 +443,7 @@ class LuxidService(Service):
 
     def _job_exited(self, exit: JobExit) -> None:
         trace.hop(exit.job_id, "luxid.exit_seen")
+        self.queue.written.pop(exit.job_id, None)
         job_channel = self.processes.pop(exit.job_id, None)
         job = self._reload(exit.job_id) or self.jobs.get(exit.job_id)
         if job is not None and not job.finalized:

@@ -21,6 +21,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs import channel
+from ganeti.jobs.model import QueuedJob
+from ganeti.jobs.process import save_job
 from ganeti.luxid import forkclient
 from ganeti.luxid import service as service_module
 from ganeti.luxid.forkclient import EXIT_GRACE, ForkServer
@@ -275,3 +277,17 @@ class PlannedSpareTests(SynchronousTestCase):
         ids = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}], [{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
         self.assertEqual([self.queue.read_job(job_id).livelock for job_id in ids], [None, None])
         self.assertEqual(self.server.spare, 4242)
+
+    def test_the_watcher_skips_luxids_own_writes_not_the_job_process(self) -> None:
+        self.server.report({"spare": 4242})
+        (job_id,) = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
+        self.reactor.advance(0)
+        self.request()
+        held = self.service.jobs[job_id]
+        self.service._queue_file_written("job-%d" % job_id)  # the event of LuxiD's own submission write
+        self.assertIs(self.service.jobs[job_id], held, "not read back and parsed again")
+        running = QueuedJob.from_dict(held.to_dict())
+        running.ops[0].status = "running"
+        save_job(self.paths, running)  # what the job process writes
+        self.service._queue_file_written("job-%d" % job_id)
+        self.assertEqual(self.service.jobs[job_id].ops[0].status, "running")
