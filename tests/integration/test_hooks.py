@@ -20,7 +20,6 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from ganeti import serializer
 from ganeti.paths import Paths
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
@@ -65,7 +64,9 @@ def clear(roots: list[Paths]) -> None:
 
 
 def serial(root: Paths) -> int:
-    return int(json.loads(serializer.read_file(root.config_data))["serial_no"])
+    """The config's serial as WConfD holds it (config.data may still be written a moment after the job that
+    changed it has ended)."""
+    return int(ok(root, "ganeti-wconfd-client", "serial").strip())
 
 
 def drained(root: Paths, node: str) -> str:
