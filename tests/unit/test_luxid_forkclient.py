@@ -260,11 +260,16 @@ class PlannedSpareTests(SynchronousTestCase):
         self.assertTrue(job_channel.confirmed)
         self.assertEqual(len(self.writes), writes, "confirmed without writing the job file again")
 
-    def test_another_process_is_recorded_before_it_is_confirmed(self) -> None:
+    def started(self) -> int:
+        """A job submitted alone while spare 4242 waits, sent to the fork server; its id."""
         self.server.report({"spare": 4242})
         (job_id,) = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
         self.reactor.advance(0)
         self.request()
+        return job_id
+
+    def test_another_process_is_recorded_before_it_is_confirmed(self) -> None:
+        job_id = self.started()
         job_channel = self.service.processes[job_id]
         lock_path = self.paths.lock_dir + "/job_%06d_1" % job_id
         job_channel.data_received(channel.encode({"lockfile": lock_path, "pid": 4343}))  # the spare died: forked
@@ -279,10 +284,7 @@ class PlannedSpareTests(SynchronousTestCase):
         self.assertEqual(self.server.spare, 4242)
 
     def test_the_watcher_skips_luxids_own_writes_not_the_job_process(self) -> None:
-        self.server.report({"spare": 4242})
-        (job_id,) = self.submit([{"OP_ID": "OP_TEST_DELAY", "duration": 0}])
-        self.reactor.advance(0)
-        self.request()
+        job_id = self.started()
         held = self.service.jobs[job_id]
         self.service._queue_file_written("job-%d" % job_id)  # the event of LuxiD's own submission write
         self.assertIs(self.service.jobs[job_id], held, "not read back and parsed again")
