@@ -288,7 +288,10 @@ class JobQueueDir:
         C{sync_dir=False}: the rename is made durable by the caller's L{sync_dir}."""
         data = job.to_json()
         self._write(self.job_path(job.id), data, durable=durable, sync_dir=sync_dir)
-        self.written[job.id] = hash(data)
+        if job.finalized:  # (nothing follows it: no entry left behind for jobs that never had a process)
+            self.written.pop(job.id, None)
+        else:
+            self.written[job.id] = hash(data)
         return data
 
     def is_own_write(self, job_id: int, content: bytes) -> bool:

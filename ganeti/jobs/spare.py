@@ -6,9 +6,10 @@ and its first copy-on-write faults, its own reactor, the connection to
 WConfD and a first read of the config) and waits on a socket for its
 assignment, C{{"job": id, "lockfile": path}} with the two handshake pipe
 ends (C{SCM_RIGHTS}).  Then it runs exactly the handshake and job of
-L{ganeti.jobs.process}: its own lock file (at the path LuxiD chose, which
-LuxiD records while the spare wakes: its confirmation then comes at once),
-sent to LuxiD, nothing run before LuxiD's confirmation.
+L{ganeti.jobs.process}: its own lock file (at the path LuxiD named, which
+its job file already holds when the spare was planned at the submission:
+the confirmation then comes at once), sent to LuxiD, nothing run before
+LuxiD's confirmation.
 End of file on the socket (the fork server is gone): it exits quietly.
 
 A spare's connection is only a connection: no owner is registered and no

@@ -174,16 +174,19 @@ class ForkServer:
         self.spare = None
         return self.planned[1], self.planned[2]
 
-    def spawn(self, job_channel: JobChannel, recorded: tuple[str | None, int | None] = (None, None)) -> None:
-        """Start C{job_channel}'s job.  C{recorded}: the lock file and pid its job file holds durably;
-        when they are those planned for it (L{plan}), the spare is told the name and its announcement
-        of them is confirmed at once."""
+    def is_planned(self, job_id: int, lock_path: str | None, pid: int | None) -> bool:
+        """Whether the spare planned last (L{plan}) is job C{job_id}'s, with that lock file and pid."""
+        return self.planned == (job_id, lock_path, pid)
+
+    def spawn(self, job_channel: JobChannel, planned: bool = False) -> None:
+        """Start C{job_channel}'s job.  C{planned}: its job file holds, durably, the spare planned for it
+        (L{is_planned}); the spare is told the name and its announcement of them is confirmed at once."""
         if not self.running or self._sock is None:
             raise RuntimeError("the fork server is not running")
-        planned, self.planned = self.planned, None
+        plan, self.planned = self.planned, None
         lock_path = None
-        if planned is not None and planned[0] == job_channel.job_id and planned[1:] == recorded:
-            lock_path, job_channel.prerecorded = planned[1], (planned[1], planned[2])
+        if planned and plan is not None:
+            lock_path, job_channel.prerecorded = plan[1], plan[1:]
         opened: list[int] = []
         try:
             opened += os.pipe2(os.O_CLOEXEC)

@@ -21,8 +21,8 @@ The server reports on stdout, one JSON line each:
 C{{"spawned": job_id, "pid": pid}},
 C{{"exited": pid, "job": job_id, "code": c, "signal": s}} and
 C{{"spare": pid}} for each spare forked (the next job's process unless it
-dies first: LuxiD then records the lock file path it names in the job's
-request, C{{"job": id, "lockfile": path}}, while the spare wakes).
+dies first: LuxiD plans it for a job and names, in the job's request
+C{{"job": id, "lockfile": path}}, the lock file the spare is to take).
 It exits when LuxiD closes the socket (or dies).
 """
 
@@ -235,9 +235,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
         if not message:
             return 0  # LuxiD went away: jobs keep running on their own (a spare ends when it sees this)
         try:
-            request = orjson.loads(message)
-            job_id = int(request["job"])
-            named = request.get("lockfile")
+            job_id = int(orjson.loads(message)["job"])
             if len(fds) != 2:
                 raise ValueError("expected two pipe ends, got %d" % len(fds))
         except (ValueError, KeyError, TypeError) as e:
@@ -245,7 +243,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
             for fd in fds:
                 os.close(fd)
             continue
-        pid = spares.assign(orjson.dumps({"job": job_id, "lockfile": named if isinstance(named, str) else None}), fds)
+        pid = spares.assign(message, fds)  # (the spare reads the lock file's name, if any, from it)
         if pid is None:
             forking = trace.now()
             gc.freeze()  # the objects so far stay out of the child's collections: no copy-on-write of their pages

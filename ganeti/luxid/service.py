@@ -380,7 +380,8 @@ class LuxidService(Service):
     def _spawn(self, job: QueuedJob) -> None:
         trace.hop(job.id, "luxid.spawn")
         forkserver = self.forkserver if self.forkserver is not None and self.forkserver.running else None
-        if forkserver is None or forkserver.planned != (job.id, job.livelock, job.process_id):
+        planned = forkserver is not None and forkserver.is_planned(job.id, job.livelock, job.process_id)
+        if not planned:
             # step 1 (unless the job file names the spare planned at its submission): our own lock file in
             # it.  Not fsynced: if lost with a power cut, the job looks queued, which recovery makes of it.
             job.livelock, job.process_id = self.livelock, None
@@ -396,7 +397,7 @@ class LuxidService(Service):
         job_channel.ready.addErrback(lambda f: None)
         if forkserver is not None:
             try:
-                forkserver.spawn(job_channel, (job.livelock, job.process_id))
+                forkserver.spawn(job_channel, planned)
                 return
             except (OSError, RuntimeError):
                 self.log.failure("fork server spawn failed; starting job {job} directly", job=job.id)

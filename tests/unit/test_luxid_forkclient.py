@@ -77,7 +77,8 @@ class ForkClientPipeTests(SynchronousTestCase):
         self.assertEqual(pid, 4242)
         self.assertIsNone(self.server.plan(8))  # that spare is taken
         job_channel = JobChannel(7, PATHS, self.reactor, lambda *_: None)
-        self.server.spawn(job_channel, (lock_path, 4242))  # what its job file holds
+        self.assertTrue(self.server.is_planned(7, lock_path, 4242))  # what its job file holds
+        self.server.spawn(job_channel, planned=True)
         self.assertEqual(self.request(), {"job": 7, "lockfile": lock_path})
         self.assertEqual(job_channel.prerecorded, (lock_path, 4242))
 
@@ -85,14 +86,16 @@ class ForkClientPipeTests(SynchronousTestCase):
         self.server.report({"spare": 4242})
         lock_path, _pid = self.server.plan(7) or ("", 0)
         job_channel = JobChannel(7, PATHS, self.reactor, lambda *_: None)
-        self.server.spawn(job_channel, ("/run/luxi-daemon_1", None))  # step 1 rewrote it
+        self.assertFalse(self.server.is_planned(7, "/run/luxi-daemon_1", None))  # step 1 rewrote it
+        self.server.spawn(job_channel)
         self.assertEqual(self.request(), {"job": 7})
         self.assertIsNone(job_channel.prerecorded)
         # another job spawned first: the spare goes to it, the plan is void
         self.server.report({"spare": 4343})
         self.server.plan(8)
         other = JobChannel(9, PATHS, self.reactor, lambda *_: None)
-        self.server.spawn(other, (None, None))
+        self.assertFalse(self.server.is_planned(9, None, None))
+        self.server.spawn(other)
         self.assertEqual((self.request(), other.prerecorded, self.server.planned), ({"job": 9}, None, None))
 
     def test_a_spare_taken_before_its_report_is_not_planned(self) -> None:
