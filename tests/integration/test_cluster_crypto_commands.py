@@ -34,6 +34,7 @@ from ganeti import crypto, daemons
 from ganeti.noded import commands
 from ganeti.objects import ConfigData
 from ganeti.rpc import tls
+from ganeti.ssconf import SimpleStore
 from ganeti.testing.cluster import BIN, LoopbackCluster, gnt, ok, ssconf_of
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
 from tests.integration.test_failover import cluster_config, ready_cluster, stop_master_daemons
@@ -53,6 +54,15 @@ def candidate_certs(cluster: LoopbackCluster) -> dict[str, str]:
     with open(cluster.master.config_data, "rb") as handle:
         cfg = ConfigData.from_json(handle.read())
     return {cfg.nodes[uuid].name: digest for uuid, digest in cfg.cluster.candidate_certs.items()}
+
+
+async def certificates_taken(cluster: LoopbackCluster, renewed: dict[str, str]) -> None:
+    """Wait until the master's config.data lists the C{renewed} candidate certificates, and every node's
+    ssconf too (its NodeD checks client certificates against that list)."""
+    await cluster.until(lambda: candidate_certs(cluster) == renewed, timeout=30)
+    wanted = {uuid: digest.upper() for uuid, digest in uuid_certs(cluster).items()}
+    await cluster.until(lambda: all({u: d.upper() for u, d in SimpleStore(p).get_master_candidates_certs().items()}
+                                    == wanted for p in cluster.roots), timeout=30)
 
 
 def uuid_certs(cluster: LoopbackCluster) -> dict[str, str]:
@@ -124,7 +134,7 @@ async def test_every_candidate_certificate_lets_ganeti_master_failover_vote(root
                                 ' verify" now is recommended.\n'), out
             assert stream.wait(timeout=120) == 0, "a query failed during the renewal"
             renewed = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
-            await cluster.until(lambda: candidate_certs(cluster) == renewed, timeout=30)  # (config.data: see above)
+            await certificates_taken(cluster, renewed)  # (config.data: see above)
             assert not set(renewed.values()) & set(digests.values())
             await cluster.until(lambda: sorted((ssconf_of(roots[0], "master_candidates_certs") or "").split())
                                 == sorted("%s=%s" % (uuid, d) for uuid, d in uuid_certs(cluster).items()))
@@ -293,7 +303,7 @@ async def test_renew_crypto_while_jobs_and_queries_run(root):
             assert open(root.server_pem, "rb").read() != open(os.path.join(workdir, "server.pem"), "rb").read()
             assert open(root.cluster_domain_secret, "rb").read() != old_cds
             renewed = {name: crypto.cluster_cert_digest(paths) for paths, name in zip(roots, cluster.nodes)}
-            await cluster.until(lambda: candidate_certs(cluster) == renewed, timeout=30)  # (config.data: see above)
+            await certificates_taken(cluster, renewed)  # (config.data: see above)
 
             # the old cluster and client certificates are refused by NodeD, the new ones accepted
             for address in cluster.nodes.values():
