@@ -148,6 +148,13 @@ async def test_prometheus_scrapes_monds_and_rapi(root):
             jobs = query(port, 'sum by (opcode) (ganeti_jobs{status="success"})')
             assert {r["metric"]["opcode"]: r["value"][1] for r in jobs} == {"OP_TEST_DELAY": "1",
                                                                             "OP_INSTANCE_CREATE": "1"}
+            def scrapes() -> int:
+                try:
+                    return int(query(port, 'count_over_time(ganeti_config_serial[1m])')[0]["value"][1])
+                except (OSError, IndexError, ValueError):
+                    return 0
+            # (the first scrapes above may all have come at once: Prometheus then scrapes at its interval)
+            await cluster.until(lambda: scrapes() >= 3, timeout=60)
             samples = query(port, 'count_over_time(ganeti_config_serial[1m])')
             assert int(samples[0]["value"][1]) >= 3, samples  # scraped again and again
         finally:
