@@ -10,20 +10,23 @@ call fails while some nodes have the new key and others the old one, a
 changed key goes through three rounds, each finished on every node before
 the next:
 
-  1. trust: every node trusts the new cluster certificate
-     (C{cluster-trust.pem}) and confd accepts the new HMAC key
-     (C{hmac.key.accept}) besides the current ones;
+  1. trust: every node trusts the new cluster certificate and the current
+     one (C{cluster-trust.pem}), and confd accepts the new HMAC key and the
+     current one (C{hmac.key.accept}), besides what its own files hold;
   2. switch: every node gets the new files (C{server.pem}, C{hmac.key},
-     C{rapi.pem}, C{cluster-domain-secret}) and trusts the old certificate
-     and key instead; then, with a new cluster certificate or
-     C{--new-node-certificates}, the job C{OP_CLUSTER_RENEW_CRYPTO} has
-     every node issue itself a new client certificate;
+     C{rapi.pem}, C{cluster-domain-secret}); the trust files are not
+     touched, so a node trusts both keys whichever of them each file holds
+     at any moment (two files cannot change at once); then, with a new
+     cluster certificate or C{--new-node-certificates}, the job
+     C{OP_CLUSTER_RENEW_CRYPTO} has every node issue itself a new client
+     certificate;
   3. retire: the trust files are emptied: the old certificate and key are
      refused from now on.
 
 A node that fails a round stops the renewal before the next one (the
 cluster keeps working with both keys trusted); running the command again
-finishes it.
+finishes it: what the master's trust files hold is trusted on until that
+run's last round, so nodes the failed run had already switched keep working.
 """
 
 from __future__ import annotations
@@ -140,24 +143,22 @@ def _plan(paths: Paths, opts: argparse.Namespace) -> Plan:
     @raise errors.ConfigurationError: a given file is not usable
     """
     from ganeti.confd.service import accept_file
-    from ganeti.rpc.tls import trust_file
+    from ganeti.rpc.tls import read_trusted, trust_file
 
     plan = Plan()
     if opts.new_cluster_cert:
-        old_key, old_cert = crypto.load_pem_file(paths.server_pem)
-        name = _cluster_name(old_cert)
-        key_pem, cert_pem = crypto.generate_key_and_cert(name)
-        plan.trust.append((trust_file(paths), cert_pem, 0o444))
+        _old_key, old_cert = crypto.load_pem_file(paths.server_pem)
+        key_pem, cert_pem = crypto.generate_key_and_cert(_cluster_name(old_cert))
+        trusted = _unique([cert_pem, old_cert, *read_trusted(paths)])
+        plan.trust.append((trust_file(paths), b"".join(_line(c) for c in trusted), 0o444))
         plan.switch.append((paths.server_pem, _pem(key_pem, cert_pem), crypto.PEM_MODE))
-        plan.switch.append((trust_file(paths), old_cert, 0o444))
         plan.retire.append((trust_file(paths), b"", 0o444))
     if opts.new_confd_hmac_key:
-        old = crypto.load_hmac_key(paths.hmac_key)
         new = crypto.generate_hmac_key()
+        accepted = _unique([new, crypto.load_hmac_key(paths.hmac_key), *_accepted_keys(accept_file(paths))])
         plan.hmac = True
-        plan.trust.append((accept_file(paths), new + b"\n", crypto.SECRET_MODE))
-        plan.switch.append((paths.hmac_key, new + b"\n", crypto.SECRET_MODE))
-        plan.switch.append((accept_file(paths), old + b"\n", crypto.SECRET_MODE))
+        plan.trust.append((accept_file(paths), b"".join(_line(k) for k in accepted), crypto.SECRET_MODE))
+        plan.switch.append((paths.hmac_key, _line(new), crypto.SECRET_MODE))
         plan.retire.append((accept_file(paths), b"", crypto.SECRET_MODE))
     if opts.new_rapi_cert or opts.rapi_cert:
         if opts.rapi_cert:
@@ -178,8 +179,29 @@ def _plan(paths: Paths, opts: argparse.Namespace) -> Plan:
     return plan
 
 
+def _line(data: bytes) -> bytes:
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def _unique(items: list[bytes]) -> list[bytes]:
+    """C{items} without repeats (compared without surrounding whitespace), in order."""
+    kept: dict[bytes, bytes] = {}
+    for item in items:
+        kept.setdefault(item.strip(), item)
+    return list(kept.values())
+
+
+def _accepted_keys(path: str) -> list[bytes]:
+    """The confd keys the master accepts besides its own (those a failed earlier run left)."""
+    try:
+        with open(path, "rb") as handle:
+            return [line.strip() for line in handle if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
 def _pem(key_pem: bytes, cert_pem: bytes) -> bytes:
-    return (key_pem if key_pem.endswith(b"\n") else key_pem + b"\n") + cert_pem
+    return _line(key_pem) + cert_pem
 
 
 def _cluster_name(cert_pem: bytes) -> str:
