@@ -242,26 +242,31 @@ async def check_verify(cluster: ChaosCluster, result: TrialResult) -> None:
 
 async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], result: TrialResult) -> None:
     """A job process killed between two steps of an instance job may leave
-    the instance down with disks missing (the LUs' crash-safe order).  The
-    promise is that C{gnt-cluster verify} reports it and that an admin's
-    re-run (C{gnt-instance remove}, which skips missing disks) repairs it:
-    check both, so the later checks see the repaired cluster."""
+    the instance between two states (the LUs' crash-safe order): down with
+    disks missing (a removal killed after the disks), or marked down while
+    it still runs (a shutdown killed after its config change, before its
+    RPC).  The promise is that C{gnt-cluster verify} reports it and that an
+    admin's re-run of the stream's last step (C{gnt-instance remove}, which
+    skips missing disks and stops the instance first) repairs it: check
+    both, so the later checks see the repaired cluster."""
     killed = acked.get(result.killed_job) if result.killed_job is not None else None
     if killed is None or killed.kind != "instance":
         return
     with LuxiClient(cluster.master.luxi_socket, timeout=30) as client:
         rows = await deferToThread(client.query_instances, [], ["name", "disk_template", "disk.count"], False)
     row = next((r for r in rows if r and r[0] == killed.name), None)
-    if row is None or row[1] != "sharedfile":
+    if row is None:
         return
     shared = cluster.master.shared_file_storage_dir
-    missing = [i for i in range(row[2] or 0) if not os.path.exists(os.path.join(shared, killed.name, "disk%d" % i))]
-    if not missing:
-        return
+    missing = ([i for i in range(row[2] or 0) if not os.path.exists(os.path.join(shared, killed.name, "disk%d" % i))]
+               if row[1] == "sharedfile" else [])
     done = await deferToThread(gnt, cluster.master, "gnt-cluster", "verify")
-    if done.returncode == 0 or "instance %s" % killed.name not in done.stdout:
+    reported = done.returncode != 0 and "instance %s" % killed.name in done.stdout
+    if missing and not reported:
         result.violations.append("killed job %s left instance %s without its disks %s and verify did not report it"
                                  % (killed.job_id, killed.name, missing))
+    if not missing and not reported:
+        return
     removed = await deferToThread(gnt, cluster.master, "gnt-instance", "remove", "-f", killed.name)
     if removed.returncode != 0:
         result.violations.append("re-running the removal of %s (killed job %s) did not repair it: %s"
