@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from typing import Any, Callable
 
@@ -563,6 +562,8 @@ def migrate_instance(ctx: Context, opts: argparse.Namespace) -> int:
 
 def console_command(console: dict[str, Any]) -> list[str]:
     """The ssh command line of an C{ssh} console."""
+    import shlex
+
     command = console.get("command")
     remote = command if isinstance(command, str) else shlex.join(str(part) for part in command or [])
     argv = ["ssh", "-oEscapeChar=~", "-oBatchMode=yes", "-t"]
@@ -577,6 +578,8 @@ def _message_console(ctx: Context, opts: argparse.Namespace, who: str, console: 
     """A message, or a kvm serial console we attach to when its socket is
     here and we are asked to (C{--attach}) or run on a terminal
     (L{ganeti.client.serial_console})."""
+    import shlex
+
     from ganeti.client import serial_console
 
     path = serial_console.socket_path(console)
@@ -602,6 +605,8 @@ def _message_console(ctx: Context, opts: argparse.Namespace, who: str, console: 
 
 
 def connect_console(ctx: Context, opts: argparse.Namespace) -> int:
+    import shlex
+
     name = opts.instance
     response = ctx.client().query("instance", ["name", "console", "oper_state"], make_simple_filter("name", [name]))
     if not response["data"]:

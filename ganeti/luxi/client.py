@@ -27,10 +27,11 @@ library, orjson, L{ganeti.errors}, L{ganeti.luxi.wire} and the declarations
 
 from __future__ import annotations
 
+import _socket  # not socket: its import (selectors, four enum conversions) is a tenth of a gnt-* command's start
 import errno
 import os
 import select
-import socket
+import sys
 import time
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -38,6 +39,8 @@ from ganeti import errors
 from ganeti.luxi import methods, wire
 
 if TYPE_CHECKING:
+    import socket
+
     from twisted.internet.defer import Deferred
 
 #: connect timeout of Ganeti's client (LUXI_DEF_CTMO), seconds
@@ -48,7 +51,13 @@ DEFAULT_TIMEOUT = 180.0
 R = TypeVar("R")
 
 _RECV_SIZE = 65536
-_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+_SEND_FLAGS = getattr(_socket, "MSG_NOSIGNAL", 0)
+
+
+def _is_tls(sock: Any) -> bool:
+    """Whether C{sock} is a TLS socket (to a master on another node), which takes no send flags."""
+    ssl = sys.modules.get("ssl")
+    return ssl is not None and isinstance(sock, ssl.SSLSocket)
 
 
 class NotSent(errors.LuxiError):
@@ -119,7 +128,7 @@ class LuxiClient:
     # --- connection ---------------------------------------------------------
     def _open_socket(self) -> socket.socket:
         """Connect to C{self.address} (tests override this)."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = cast("socket.socket", _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM))
         deadline = time.monotonic() + self.connect_timeout
         try:
             while True:
@@ -203,7 +212,7 @@ class LuxiClient:
             payload = self._receive(sock, deadline, method)
         except BaseException as e:
             self.close()
-            if isinstance(e, socket.timeout):
+            if isinstance(e, TimeoutError):
                 raise (CallTimeout if sent else NotSent)(
                     "%s timed out after %gs waiting for the master daemon at %s" % (method, self.timeout, self.address)
                 ) from None
@@ -223,7 +232,7 @@ class LuxiClient:
         view = memoryview(data)
         while view:
             sock.settimeout(self._remaining(deadline))
-            sent = sock.send(view, _SEND_FLAGS if type(sock) is socket.socket else 0)  # TLS: no flags
+            sent = sock.send(view, 0 if _is_tls(sock) else _SEND_FLAGS)
             view = view[sent:]
 
     def _receive(self, sock: socket.socket, deadline: float, method: str) -> bytes:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import select
-import socket
 import time
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,6 +29,7 @@ from ganeti import httpresponse
 from ganeti.paths import Paths
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
 #: environment variable naming the candidates' confd port (default 1814; tests run many clusters)
@@ -107,6 +107,8 @@ def from_confd(paths: Paths, timeout: float = CONFD_TIMEOUT, port: int | None = 
     query = {wire.REQQ_FIELDS: [wire.REQFIELD_NAME, wire.REQFIELD_MNODE_PIP]}
     salts: dict[str, str] = {}
     best: tuple[int, tuple[str, str]] | None = None
+    import socket  # here: a command on the master asks no confd, and socket's import costs it 3-5 ms
+
     with socket.socket(socket.AF_INET6 if any(":" in p for p in peers) else socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for peer in peers:
             import uuid
@@ -180,6 +182,7 @@ def open_tls(paths: Paths, address: str, port: int, timeout: float) -> socket.so
     @raise OSError: cannot connect (C{ConnectionRefusedError} ...), or the
         peer is not the cluster's master (C{ssl.SSLError})
     """
+    import socket
     import ssl
 
     context, expected = tls_context(paths)
