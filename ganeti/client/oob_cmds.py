@@ -26,7 +26,6 @@ port to answer and starts the instances whose nodes are all back.
 from __future__ import annotations
 
 import argparse
-import socket
 import time
 from typing import Any, Callable
 
@@ -217,6 +216,8 @@ def _instance_start(ctx: Context, opts: argparse.Namespace, names: list[str], st
 
 
 def _reachable(address: str, port: int, timeout: float = EPO_PING_TIMEOUT) -> bool:
+    import socket  # here: gnt-node imports this module, and socket's import costs each of its commands 3-5 ms
+
     try:
         with socket.create_connection((address, port), timeout=timeout):
             return True

@@ -84,3 +84,26 @@ def test_no_tool_imports_what_only_daemons_need():
             " 'attrs', 'zope')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_tools_start_imports_no_socket_random_or_gettext():
+    # socket's import (selectors, four enum conversions), random's (hashlib's sha512, bisect) and argparse's
+    # gettext (locale, a compiled regex) were a seventh of a command's instructions; a master on another node,
+    # a retry and a later `import gettext` still get the real modules
+    code = ("import sys, importlib; from ganeti.client import launch\n"
+            "launch._argparse_untranslated()\n"
+            "for module in launch.TOOLS.values(): importlib.import_module(module)\n"
+            "from ganeti.luxi import client, master, locate\n"
+            "print(sorted(m for m in ('socket', 'selectors', 'random', 'locale', 'gettext') if m in sys.modules))\n"
+            "import gettext; print(gettext.dgettext('x', 'kept'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split("\n")[:2] == ["[]", "kept"], out.stdout
+
+
+def test_argparse_still_speaks_english_without_gettext():
+    code = ("import sys; from ganeti.client import launch; launch._argparse_untranslated()\n"
+            "import argparse; p = argparse.ArgumentParser(prog='gnt-x'); p.add_argument('name', nargs=2)\n"
+            "p.parse_args(['--bogus'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert "gnt-x: error: the following arguments are required: name" in done.stderr, done.stderr
