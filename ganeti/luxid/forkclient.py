@@ -225,6 +225,9 @@ class ForkServer:
     def report(self, message: dict[str, Any]) -> None:
         if "spare" in message:
             self.spare = int(message["spare"])
+        elif "retired" in message:
+            if self.spare == int(message["retired"]):
+                self.spare = None
         elif "spawned" in message:
             self._pids[int(message["spawned"])] = int(message["pid"])
             if self.spare == int(message["pid"]):  # taken by a job sent before its report came

@@ -13,7 +13,11 @@ The server keeps one spare child forked ahead (L{ganeti.jobs.spare}): it
 has its reactor, a connection to WConfD and the config ready, and gets
 the next job's pipe ends over a socket instead of being forked then.  A
 spare that dies without a job is not reported; the job is forked as above
-when there is no spare.  The server freezes its heap (C{gc.freeze}) before
+when there is no spare.  A spare not given a job within L{SPARE_IDLE}
+seconds is retired (its socket closed: it exits): an idle master does not
+keep a job process's memory (about 38 MiB RSS, 20 PSS) for a job that may
+not come; the next job is forked, and the spare forked again after it.
+The server freezes its heap (C{gc.freeze}) before
 each fork: a child's collections then leave the inherited objects, and
 their pages, alone.
 
@@ -22,7 +26,9 @@ C{{"spawned": job_id, "pid": pid}},
 C{{"exited": pid, "job": job_id, "code": c, "signal": s}} and
 C{{"spare": pid}} for each spare forked (the next job's process unless it
 dies first: LuxiD plans it for a job and names, in the job's request
-C{{"job": id, "lockfile": path}}, the lock file the spare is to take).
+C{{"job": id, "lockfile": path}}, the lock file the spare is to take), and
+C{{"retired": pid}} when an idle spare is retired (a job planned for it
+meanwhile is forked: its plan is not used, as for a spare that died).
 It exits when LuxiD closes the socket (or dies).
 """
 
@@ -135,18 +141,23 @@ def _spare_child(paths: Paths, sock: socket.socket, keep_closed: list[int], rpc_
 
 #: seconds without a spare after one died before it was given a job (no loop of spares dying at once)
 SPARE_PAUSE = 5.0
+#: seconds a spare waits for a job before it is retired (the next job is forked, and a spare after it)
+SPARE_IDLE = 30.0
 
 
 class _Spares:
     """The fork server's one spare job process: forked ahead, given the next job."""
 
-    def __init__(self, paths: Paths, rpc_port: int, keep_closed: list[int]) -> None:
+    def __init__(self, paths: Paths, rpc_port: int, keep_closed: list[int], idle: float = SPARE_IDLE) -> None:
         self.paths = paths
         self.rpc_port = rpc_port
         self.keep_closed = keep_closed
+        self.idle = idle
         self.pid: int | None = None
         self.sock: socket.socket | None = None
         self.paused_until = 0.0
+        #: when the spare waiting was forked (it is retired L{idle} seconds later)
+        self.forked_at = 0.0
         #: spares that ended (or were ended) without a job: reaped, never reported
         self.lost: set[int] = set()
         #: a profile per job (L{trace.PROFILE_ENV}) covers a process from its fork: no spares
@@ -168,7 +179,24 @@ class _Spares:
             _spare_child(self.paths, theirs, [*self.keep_closed, mine.fileno()], self.rpc_port)
         theirs.close()
         self.pid, self.sock = pid, mine
+        self.forked_at = time.monotonic()
         _report({"spare": pid})
+
+    def retire_in(self) -> float | None:
+        """Seconds until the spare waiting is retired (0: now), or None without one."""
+        if self.pid is None:
+            return None
+        return max(0.0, self.forked_at + self.idle - time.monotonic())
+
+    def retire(self) -> None:
+        """End the spare waiting: closing its socket makes it exit (reaped as a spare, never reported)."""
+        pid, sock = self.pid, self.sock
+        if pid is None or sock is None:
+            return
+        self.pid = self.sock = None
+        self.lost.add(pid)
+        sock.close()
+        _report({"retired": pid})
 
     def assign(self, message: bytes, fds: list[int]) -> int | None:
         """Give the job of C{message} and its pipe ends to the spare; its
@@ -204,7 +232,7 @@ class _Spares:
         return True
 
 
-def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODED) -> int:
+def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODED, spare_idle: float = SPARE_IDLE) -> int:
     _warm_imports()
     from ganeti.rpc.tls import warm_client_context
 
@@ -216,13 +244,15 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, int] = {}
     watched: list[socket.socket | int] = [control, wake_r]
-    spares = _Spares(paths, rpc_port, [control.fileno(), wake_r, wake_w])
+    spares = _Spares(paths, rpc_port, [control.fileno(), wake_r, wake_w], spare_idle)
     spares.fork()
     while True:
         try:
-            readable, _w, _x = select.select(watched, [], [])
+            readable, _w, _x = select.select(watched, [], [], spares.retire_in())
         except InterruptedError:
             continue
+        if not readable and spares.retire_in() == 0.0:
+            spares.retire()
         if wake_r in readable:
             os.read(wake_r, 4096)
         _reap(children, spares)
@@ -274,8 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ganeti.luxid.forkserver")
     parser.add_argument("--root")
     parser.add_argument("--rpc-port", type=int, default=ports.NODED, help="port of the node daemons, for the jobs")
+    parser.add_argument("--spare-idle", type=float, default=SPARE_IDLE,
+                        help="seconds a spare job process waits for a job before it is retired (default %g)"
+                        % SPARE_IDLE)
     args = parser.parse_args(argv)
-    return serve(Paths.from_option(args.root), rpc_port=args.rpc_port)
+    return serve(Paths.from_option(args.root), rpc_port=args.rpc_port, spare_idle=args.spare_idle)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def _wait_for(predicate, what, timeout=60):
 class _ForkServer:
     """A fork server started as LuxiD starts it (fd 3: its control socket, stdout: its reports)."""
 
-    def __init__(self, root):
+    def __init__(self, root, *options):
         import socket
 
         os.makedirs(root.lock_dir, exist_ok=True)
@@ -107,12 +107,13 @@ class _ForkServer:
         high = os.dup(theirs.fileno())
         theirs.close()
         code = "import os, sys; os.dup2(%d, 3); os.close(%d); from ganeti.luxid import forkserver; " \
-               "sys.exit(forkserver.main(['--root', %r]))" % (high, high, root.root)
+               "sys.exit(forkserver.main(['--root', %r, *%r]))" % (high, high, root.root, list(options))
         self.proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[high], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         os.close(high)
-        #: the spares reported so far ({"spare": pid})
+        #: the spares reported so far ({"spare": pid}), and those retired ({"retired": pid})
         self.spares = []
+        self.retired = []
 
     def spawn(self, job_id, lockfile=None):
         """Ask for job C{job_id} (its lock file named C{lockfile}); its pipes (ours: from the job, to the
@@ -130,12 +131,15 @@ class _ForkServer:
         return to_parent_r, from_parent_w, report["pid"]
 
     def report(self):
-        """The next report that is not a spare's (those go to L{spares})."""
+        """The next report that is not a spare's (those go to L{spares} and L{retired})."""
         while True:
             message = json.loads(self.proc.stdout.readline())
-            if set(message) != {"spare"}:
+            if set(message) == {"spare"}:
+                self.spares.append(message["spare"])
+            elif set(message) == {"retired"}:
+                self.retired.append(message["retired"])
+            else:
                 return message
-            self.spares.append(message["spare"])
 
 
 def test_the_fork_server_hands_a_job_to_its_spare_and_never_reports_a_spare(root):
@@ -169,6 +173,29 @@ def test_the_fork_server_hands_a_job_to_its_spare_and_never_reports_a_spare(root
         os.close(to_job)
         assert server.report() == {"exited": pid, "job": 8, "code": 3, "signal": None}
         os.close(from_job)
+    finally:
+        server.control.close()
+        assert server.proc.wait(timeout=60) == 0
+    _wait_for(lambda: not _children(server.proc.pid), "no spare left")
+
+
+def test_an_idle_spare_is_retired_and_the_next_job_forked(root):
+    """A spare not given a job within --spare-idle seconds is retired (reported, and it exits without a job's
+    end being reported); the next job is forked, with its own lock file, and a spare is forked after it."""
+    server = _ForkServer(root, "--spare-idle", "0.5")
+    try:
+        spare = json.loads(server.proc.stdout.readline())["spare"]
+        assert json.loads(server.proc.stdout.readline()) == {"retired": spare}
+        _wait_for(lambda: spare not in _children(server.proc.pid), "the retired spare gone")
+        assert _children(server.proc.pid) == []
+        from_job, to_job, pid = server.spawn(9, os.path.join(root.lock_dir, "job_000009_1"))
+        assert pid != spare
+        message = first_message(from_job)
+        assert message["pid"] == pid and message["lockfile"].startswith(root.lock_dir + "/job_000009_"), message
+        os.close(to_job)
+        assert server.report() == {"exited": pid, "job": 9, "code": 3, "signal": None}
+        os.close(from_job)
+        assert len(server.spares) == 1 and server.spares[0] != spare, "a spare forked after the job"
     finally:
         server.control.close()
         assert server.proc.wait(timeout=60) == 0

@@ -103,6 +103,14 @@ class ForkClientPipeTests(SynchronousTestCase):
         self.server.report({"spawned": 6, "pid": 4242})  # a job sent before the report came took it
         self.assertIsNone(self.server.plan(7))
 
+    def test_a_retired_spare_is_not_planned(self) -> None:
+        self.server.report({"spare": 4242})
+        self.server.report({"retired": 4141})  # an older one's: the spare waiting stays
+        self.server.report({"retired": 4242})
+        self.assertIsNone(self.server.plan(7))
+        self.server.report({"spare": 4343})
+        self.assertEqual(self.server.plan(8)[1], 4343)
+
     def luxid_fds(self, job_id: int) -> tuple[int, ...]:
         return self.server._pipes[job_id].fds
 

@@ -70,7 +70,7 @@ class JobProcessPortTests(SynchronousTestCase):
         self.addCleanup(server.stop)
         self.assertEqual(option(reactor.spawned[0], "--rpc-port"), "4711")
         served: list[tuple[Any, int]] = []
-        self.patch(forkserver, "serve", lambda paths, rpc_port: served.append((paths.root, rpc_port)) or 0)
+        self.patch(forkserver, "serve", lambda paths, rpc_port, **_: served.append((paths.root, rpc_port)) or 0)
         forkserver.main(["--root", "/r", "--rpc-port", "4711"])
         self.assertEqual(served, [("/r", 4711)])
 
