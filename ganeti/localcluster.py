@@ -90,16 +90,24 @@ def up(directory: str, nodes: int, cluster_name: str, domain: str, candidate_poo
     print(init.stdout.rstrip())
     if init.returncode != 0:
         print(init.stderr.rstrip())
-        return 1
+        return _stop_after_failure(directory)
     share_file_storage(directory, master)
     for number in range(2, nodes + 1):
         if join(directory, number, domain) != 0:
-            return 1
+            return _stop_after_failure(directory)
     print()
     print("Cluster %s is up with %d node(s) under %s." % (cluster_name, nodes, os.path.abspath(directory)))
     print("Use it with:  export GANETI_ROOT=%s   (or --root %s on every command)" % (master.root, master.root))
     print("Stop it with: ganeti-local-cluster down --dir %s [--purge]" % directory)
     return 0
+
+
+def _stop_after_failure(directory: str) -> int:
+    """A failed C{up}: stop the daemons it started (a failed init may have started some: they would hold
+    the ports and the files); the files stay for a look at the logs."""
+    print("Stopping the daemons started so far; the files stay under %s (see the logs there)." % directory)
+    down(directory, purge=False)
+    return 1
 
 
 def join(directory: str, number: int, domain: str) -> int:
