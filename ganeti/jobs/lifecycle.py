@@ -25,7 +25,6 @@ feedback and L{ResultWithJobs}, the result that has more jobs submitted.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterable, Protocol, Sequence
 
 # --- statuses (jobs and opcodes share them; the order matters) -------------
@@ -227,6 +226,8 @@ def fail(job: JobRecord, result: Any, now: Any, start: int = 0, later: Any = Non
         if position == 0:
             op.result = result
         else:  # each its own copy, as if each had failed alone
+            import copy  # here: the gnt-* tools import this module, and copy's import costs each 1 ms
+
             op.result = copy.deepcopy(result if later is None else later)
         op.end_timestamp = now
     job.end_timestamp = now
