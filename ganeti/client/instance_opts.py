@@ -59,7 +59,8 @@ BE_KINDS = {
     "always_failover": K_BOOL,
 }
 
-_SIZE = re.compile(r"^([.\d]+)\s*([a-zA-Z]+)?$")
+#: compiled at the first size parsed (re.compile keeps it), not at every command's start
+_SIZE = r"^([.\d]+)\s*([a-zA-Z]+)?$"
 _UNITS = {"m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024, "t": 1024**2, "tb": 1024**2, "tib": 1024**2}
 
 
@@ -73,7 +74,7 @@ def parse_size(value: Any) -> int:
 
     @raise ValueError: not a size.
     """
-    match = _SIZE.match(str(value).strip())
+    match = re.match(_SIZE, str(value).strip())
     amount = None
     if match is not None:
         try:

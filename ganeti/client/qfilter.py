@@ -28,9 +28,10 @@ GLOB_CHARS = frozenset("*?")
 REGEXP_DELIMITERS = "/#^|"
 _COMPARISONS = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _KEYWORDS = ("and", "or", "not", "in")
-_FIELD = re.compile(r"[A-Za-z][A-Za-z0-9_/.]*")
-_NUMBER = re.compile(r"[+-]?[0-9]+")
-_OPERATOR = re.compile(r"==|!=|<=|>=|=~|!~|=\*|!\*|<|>")
+#: compiled when a filter is parsed (re.compile keeps them): a list command without one compiles none
+_FIELD = r"[A-Za-z][A-Za-z0-9_/.]*"
+_NUMBER = r"[+-]?[0-9]+"
+_OPERATOR = r"==|!=|<=|>=|=~|!~|=\*|!\*|<|>"
 
 
 def glob_regexp(pattern: str) -> str:
@@ -126,7 +127,7 @@ class _Parser:
 
     def _field(self) -> str | None:
         self._skip()
-        match = _FIELD.match(self.text, self.pos)
+        match = re.compile(_FIELD).match(self.text, self.pos)
         if match is None or match.group() in _KEYWORDS:
             return None
         self.pos = match.end()
@@ -162,7 +163,7 @@ class _Parser:
         text = self._quoted()
         if text is not None:
             return text
-        match = _NUMBER.match(self.text, self.pos)
+        match = re.compile(_NUMBER).match(self.text, self.pos)
         if match is not None and not (match.end() < len(self.text) and _is_word_char(self.text[match.end()])):
             self.pos = match.end()
             return int(match.group())
@@ -231,7 +232,7 @@ class _Parser:
         if field is None:
             raise self._fail("expected a field name, a value or '('")
         self._skip()
-        match = _OPERATOR.match(self.text, self.pos)
+        match = re.compile(_OPERATOR).match(self.text, self.pos)
         if match is None:
             return ["?", field]
         self.pos = match.end()
