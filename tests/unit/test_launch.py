@@ -59,9 +59,10 @@ def test_no_command_is_a_usage_error_on_stderr(monkeypatch):
 
 def test_help_loads_neither_the_tool_nor_the_luxi_client():
     code = (
-        "import sys; from ganeti.client import launch; launch.launch('gnt-instance', ['--help']);"
-        "loaded = [m for m in ('ganeti.client.gnt_instance', 'ganeti.luxi.client', 'argparse', 'typing')"
-        " if m in sys.modules]; sys.stderr.write(repr(loaded))"
+        "import sys; before = set(sys.modules); from ganeti.client import launch;"
+        " launch.launch('gnt-instance', ['--help']);"
+        "loaded = [m for m in ('ganeti.client.gnt_instance', 'ganeti.luxi.client', 'argparse', 'typing', 're',"
+        " 'textwrap') if m in sys.modules and m not in before]; sys.stderr.write(repr(loaded))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr == "[]"
@@ -90,11 +91,12 @@ def test_a_tools_start_imports_no_socket_random_or_gettext():
     # socket's import (selectors, four enum conversions), random's (hashlib's sha512, bisect) and argparse's
     # gettext (locale, a compiled regex) were a seventh of a command's instructions; a master on another node,
     # a retry and a later `import gettext` still get the real modules
-    code = ("import sys, importlib; from ganeti.client import launch\n"
+    code = ("import sys; before = set(sys.modules); import importlib; from ganeti.client import launch\n"
             "launch._argparse_untranslated()\n"
             "for module in launch.TOOLS.values(): importlib.import_module(module)\n"
             "from ganeti.luxi import client, master, locate\n"
-            "print(sorted(m for m in ('socket', 'selectors', 'random', 'locale', 'gettext') if m in sys.modules))\n"
+            "print(sorted(m for m in ('socket', 'selectors', 'random', 'locale', 'gettext')"
+            " if m in sys.modules and m not in before))\n"
             "import gettext; print(gettext.dgettext('x', 'kept'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split("\n")[:2] == ["[]", "kept"], out.stdout
