@@ -142,7 +142,7 @@ def _plan(paths: Paths, opts: argparse.Namespace) -> Plan:
 
     @raise errors.ConfigurationError: a given file is not usable
     """
-    from ganeti.confd.service import accept_file
+    from ganeti.confd.service import accept_file, read_accepted_keys
     from ganeti.rpc.tls import read_trusted, trust_file
 
     plan = Plan()
@@ -155,7 +155,7 @@ def _plan(paths: Paths, opts: argparse.Namespace) -> Plan:
         plan.retire.append((trust_file(paths), b"", 0o444))
     if opts.new_confd_hmac_key:
         new = crypto.generate_hmac_key()
-        accepted = _unique([new, crypto.load_hmac_key(paths.hmac_key), *_accepted_keys(accept_file(paths))])
+        accepted = _unique([new, crypto.load_hmac_key(paths.hmac_key), *read_accepted_keys(paths)])
         plan.hmac = True
         plan.trust.append((accept_file(paths), b"".join(_line(k) for k in accepted), crypto.SECRET_MODE))
         plan.switch.append((paths.hmac_key, _line(new), crypto.SECRET_MODE))
@@ -189,15 +189,6 @@ def _unique(items: list[bytes]) -> list[bytes]:
     for item in items:
         kept.setdefault(item.strip(), item)
     return list(kept.values())
-
-
-def _accepted_keys(path: str) -> list[bytes]:
-    """The confd keys the master accepts besides its own (those a failed earlier run left)."""
-    try:
-        with open(path, "rb") as handle:
-            return [line.strip() for line in handle if line.strip()]
-    except FileNotFoundError:
-        return []
 
 
 def _pem(key_pem: bytes, cert_pem: bytes) -> bytes:

@@ -44,6 +44,18 @@ def accept_file(paths: Paths) -> str:
     return os.path.join(paths.data_dir, ACCEPT_FILE)
 
 
+def read_accepted_keys(paths: Paths) -> tuple[bytes, ...]:
+    """The keys of C{hmac.key.accept}, one per line, without their newlines (none without the file).
+
+    @raise OSError: the file exists but cannot be read
+    """
+    try:
+        with open(accept_file(paths), "rb") as handle:
+            return tuple(line.strip() for line in handle if line.strip())
+    except FileNotFoundError:
+        return ()
+
+
 def _signature(path: str) -> tuple[int, int, int, int] | None:
     try:
         st = os.stat(path)
@@ -112,10 +124,7 @@ class ConfdService(Service):
         if sig == self._accept_sig:
             return
         try:
-            with open(path, "rb") as handle:
-                keys = tuple(line.strip() + b"\n" for line in handle if line.strip())  # as hmac.key holds one
-        except FileNotFoundError:
-            keys = ()
+            keys = tuple(key + b"\n" for key in read_accepted_keys(self.paths))  # as hmac.key holds one
         except OSError as e:
             self.log.error("cannot read {path}: {why}", path=path, why=str(e))
             return

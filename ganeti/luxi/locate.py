@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 import select
 import time
-from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from ganeti import httpresponse
 from ganeti.paths import Paths
+from ganeti.plaintuple import plain_tuple
 
 if TYPE_CHECKING:
     import socket
@@ -49,26 +49,8 @@ if TYPE_CHECKING:
         port: int
 
 else:
-
-    class Target(tuple):
-        """Where to talk LUXI: C{address} C{None} means this node's Unix socket.
-
-        The C{NamedTuple} the type checker reads, built without typing's
-        machinery, which compiles each postponed field annotation (see
-        L{ganeti.luxi.methods.Request})."""
-
-        __slots__ = ()
-        _fields = ("name", "address", "port")
-
-        def __new__(cls, name: str, address: str | None, port: int) -> Target:
-            return tuple.__new__(cls, (name, address, port))
-
-        name = property(itemgetter(0))
-        address = property(itemgetter(1))
-        port = property(itemgetter(2))
-
-        def __repr__(self) -> str:
-            return "Target(name=%r, address=%r, port=%r)" % self
+    Target = plain_tuple("Target", ("name", "address", "port"), __name__,
+                         "Where to talk LUXI: C{address} C{None} means this node's Unix socket.")
 
 
 def own_identity(paths: Paths) -> dict[str, str]:

@@ -37,11 +37,11 @@ job id is a number or a string of digits, as Ganeti's tools send either.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Generic, NamedTuple, ParamSpec, Sequence, TypeVar, cast, overload
 
 from ganeti import contract, errors
 from ganeti.contract import ContractError, filled
+from ganeti.plaintuple import plain_tuple
 
 __all__ = ["TABLE", "Blocking", "ContractError", "Method", "Request", "filled"]
 
@@ -59,29 +59,8 @@ if TYPE_CHECKING:
         args: tuple[Any, ...]
 
 else:
-
-    class Request(tuple):
-        """One LUXI call, ready to send: C{method} with positional C{args}.
-        C{R} is the type of the result LuxiD answers.
-
-        The same pair as the C{NamedTuple} the type checker reads, built
-        without it: typing's C{NamedTuple} compiles each postponed field
-        annotation, and a process's first compile costs a gnt-* command 1.5 ms."""
-
-        __slots__ = ()
-        _fields = ("method", "args")
-
-        def __new__(cls, method: str, args: tuple[Any, ...]) -> Request:
-            return tuple.__new__(cls, (method, args))
-
-        method = property(itemgetter(0))
-        args = property(itemgetter(1))
-
-        def __repr__(self) -> str:
-            return "Request(method=%r, args=%r)" % self
-
-        def __class_getitem__(cls, item: Any) -> type:
-            return cls
+    Request = plain_tuple("Request", ("method", "args"), __name__,
+                          "One LUXI call, ready to send: C{method} with positional C{args}.")
 
 
 class Method(contract.Declaration[P, R]):

@@ -262,11 +262,12 @@ async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], 
                if row[1] == "sharedfile" else [])
     done = await deferToThread(gnt, cluster.master, "gnt-cluster", "verify")
     reported = done.returncode != 0 and "instance %s" % killed.name in done.stdout
-    if missing and not reported:
-        result.violations.append("killed job %s left instance %s without its disks %s and verify did not report it"
-                                 % (killed.job_id, killed.name, missing))
-    if not missing and not reported:
-        return
+    if not reported:
+        if missing:
+            result.violations.append("killed job %s left instance %s without its disks %s and verify did not"
+                                     " report it" % (killed.job_id, killed.name, missing))
+        else:
+            return  # nothing left half-way
     removed = await deferToThread(gnt, cluster.master, "gnt-instance", "remove", "-f", killed.name)
     if removed.returncode != 0:
         result.violations.append("re-running the removal of %s (killed job %s) did not repair it: %s"
