@@ -54,6 +54,31 @@ def leave_parent(keep_closed: list[int], new_session: bool = True) -> None:
             pass
 
 
+def set_name(name: str) -> None:
+    """Name this process C{name} in C{ps}, C{top} and the process accounting (a forked child's command line
+    stays its parent's)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+#: Modules that read the environment when imported: imported again in a child given another environment.
+ENV_MODULES = ("ganeti.jobs.trace",)
+
+
+def reread_environment() -> None:
+    """Run the L{ENV_MODULES} imported so far again: they read the environment, which a forked child changed."""
+    import importlib
+
+    for name in ENV_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            importlib.reload(module)
+
+
 def exit_child(run: Callable[[], int]) -> NoReturn:
     """Run C{run()} (the exit code) in a forked child, then end the child
     without the parent's exit handlers; an exception is printed (exit 1)."""

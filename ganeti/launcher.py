@@ -54,7 +54,14 @@ class ServerOptions(twistd.ServerOptions):
 
 
 def main() -> None:
-    """Run as C{twistd} would (C{twisted.scripts.twistd.run})."""
+    """Run as C{twistd} would (C{twisted.scripts.twistd.run}); LuxiD's job
+    fork server is forked first (L{ganeti.forkseed})."""
+    import sys
+
+    if "ganeti-luxid" in sys.argv:
+        from ganeti import forkseed
+
+        forkseed.prefork(sys.argv)
     # Twisted leaves app.run untyped
     app.run(twistd.runApp, ServerOptions)  # type: ignore[no-untyped-call]
 

@@ -97,17 +97,6 @@ def fork() -> int:
     return os.fork()
 
 
-def set_name(name: str) -> None:
-    """Name this process C{name} in C{ps}, C{top} and the process accounting (the command line stays the
-    launcher's)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
-
-
 def run_main(main: Callable[[], Any]) -> int:
     """C{main()}'s exit status as the interpreter would make it of the program's end or its C{SystemExit}."""
     try:
@@ -119,21 +108,10 @@ def run_main(main: Callable[[], Any]) -> int:
     return code if isinstance(code, int) else 0
 
 
-#: Modules that read the environment when imported: imported again in a child, which has the request's.
-ENV_MODULES = ("ganeti.jobs.trace",)
-
-
-def _reread_environment() -> None:
-    for name in ENV_MODULES:
-        module = sys.modules.get(name)
-        if module is not None:
-            importlib.reload(module)
-
-
 def enter_child(request: dict[str, Any], outputs: list[int], keep_closed: list[int]) -> None:
     """In a forked child of a launcher: become the process the request describes, before its program runs.
     Stdin from C{/dev/null}, stdout and stderr to C{outputs} (closed here), the request's environment
-    (L{ENV_MODULES} read again), working directory and C{sys.argv}; the collector on again."""
+    (L{childproc.ENV_MODULES} read again), working directory and C{sys.argv}; the collector on again."""
     gc.enable()
     childproc.leave_parent(keep_closed, new_session=False)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -145,7 +123,7 @@ def enter_child(request: dict[str, Any], outputs: list[int], keep_closed: list[i
         os.close(fd)
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in request["env"].items()})
-    _reread_environment()
+    childproc.reread_environment()
     os.chdir(request["cwd"])
     import random
 
@@ -160,7 +138,7 @@ def _child(request: dict[str, Any], output: int, keep_closed: list[int]) -> None
         enter_child(request, [output, output], keep_closed)
         name = next((arg for arg in sys.argv if arg.startswith("ganeti-") and "/" not in arg), None)
         if name is not None:
-            set_name(name)  # after its daemon
+            childproc.set_name(name)  # after its daemon
         from ganeti import launcher
 
         return run_main(launcher.main)  # None: 0

@@ -30,22 +30,38 @@ from typing import Any, Callable, cast
 
 import orjson
 from twisted.internet.error import ConnectionDone
-from twisted.internet.interfaces import ITransport
+from twisted.internet.interfaces import IReadDescriptor, ITransport
 from twisted.internet.protocol import ProcessProtocol, Protocol, connectionDone
 from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
-from ganeti import ports
+from ganeti import ports, serializer
 from ganeti.jobs import channel
 from ganeti.jobs.orphans import job_lock_path
 from ganeti.luxid.spawner import JobChannel, JobExit
 from ganeti.paths import Paths
-from ganeti.reactors import ITimeProcessReactor
+from ganeti.reactors import IReactor
+
+#: the fork server's pid file (C{run/ganeti/}), written by LuxiD while it runs (not locked: its jobs would inherit
+#: the lock); where a fork server forked at LuxiD's start is found, its command line being LuxiD's launcher's
+PID_FILE_NAME = "ganeti-luxid-forkserver"
 
 #: seconds LuxiD keeps a job's pipes open after the server reported its exit
 #: (so that the job's last messages are still read)
 EXIT_GRACE = 2.0
+
+
+def recorded_pid(paths: Paths) -> int | None:
+    """The pid of the fork server of the LuxiD of C{paths} (its pid file), if that process runs."""
+    try:
+        with open(paths.pid_file(PID_FILE_NAME), "rb") as handle:
+            pid = int(handle.read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
 
 
 class _PipeProtocol(Protocol):
@@ -105,12 +121,44 @@ class _ServerProtocol(ProcessProtocol):
         self.owner.server_ended(reason)
 
 
+@implementer(IReadDescriptor)
+class _Watched:
+    """One descriptor of an adopted fork server the reactor reads (an C{IReadDescriptor}): data goes to
+    C{on_data}; the end of file or an error calls C{on_end} once."""
+
+    def __init__(self, fd: int, on_data: Callable[[bytes], Any], on_end: Callable[[], Any]) -> None:
+        self.fd = fd
+        self.on_data = on_data
+        self.on_end = on_end
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def logPrefix(self) -> str:
+        return "forkserver"
+
+    def doRead(self) -> Any:
+        try:
+            data = os.read(self.fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as e:
+            return e
+        if not data:
+            return ConnectionDone()
+        self.on_data(data)
+        return None
+
+    def connectionLost(self, reason: Failure) -> None:
+        self.on_end()
+
+
 class ForkServer:
     """A pre-imported fork server for job processes."""
 
     log = Logger()
 
-    def __init__(self, reactor: ITimeProcessReactor, paths: Paths, on_exit: Callable[[JobExit], Any],
+    def __init__(self, reactor: IReactor, paths: Paths, on_exit: Callable[[JobExit], Any],
                  on_orphaned: Callable[[list[JobChannel]], Any] | None = None, rpc_port: int = ports.NODED) -> None:
         """@param on_orphaned: called with the channels of the jobs still
             running when the server dies (their exits will not be reported)
@@ -123,6 +171,9 @@ class ForkServer:
         self.running = False
         self._sock: socket.socket | None = None
         self._process: Any = None
+        #: the seed adopted (L{adopt}), and the descriptors of it the reactor watches
+        self._seed: Any = None
+        self._watched: list[_Watched] = []
         self._channels: dict[int, JobChannel] = {}
         self._pids: dict[int, int] = {}
         self._pipes: dict[int, _PipeProtocol] = {}
@@ -132,6 +183,18 @@ class ForkServer:
         self.planned: tuple[int, str, int] | None = None
 
     def start(self) -> None:
+        """Run the fork server: the seed forked at LuxiD's start, if there is one (L{adopt}), else a new
+        C{python -m ganeti.luxid.forkserver} child."""
+        from ganeti import forkseed
+
+        seed = forkseed.take()
+        if seed is not None:
+            try:
+                self.adopt(seed)
+                return
+            except OSError as e:
+                self.log.warn("the fork server forked at LuxiD's start is gone ({e}); starting one", e=e)
+                seed.close()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         os.makedirs(self.paths.log_dir, exist_ok=True)
         log_fd = os.open(self.paths.log_file("jobs"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
@@ -150,11 +213,75 @@ class ForkServer:
             child.close()
         self._sock = parent
         self.running = True
+        self._record_pid(self._process.pid)
         self.log.info("fork server started (pid {pid})", pid=self._process.pid)
 
+    def adopt(self, seed: Any) -> None:
+        """Make C{seed} (a L{ganeti.forkseed.Seed}) the fork server: it is told this node's root, the
+        RPC port and LuxiD's environment; its reports are read from its pipe, and the end of file on its
+        socket (it is not LuxiD's child after twistd daemonized) is its end."""
+        from ganeti import forkseed
+
+        seed.sock.send(forkseed.adopt_message(self.paths.root, self.rpc_port, dict(os.environ)))
+        os.set_blocking(seed.reports, False)
+        reports = _ServerProtocol(self)
+        self._watched = [
+            _Watched(seed.reports, lambda data: reports.childDataReceived(1, data), self._seed_ended),
+            _Watched(seed.sock.fileno(), lambda _data: None, self._seed_ended),
+        ]
+        for watched in self._watched:
+            self.reactor.addReader(watched)
+        self._sock = seed.sock
+        self._seed = seed
+        self.running = True
+        self._record_pid(seed.pid)
+        self.log.info("fork server started (pid {pid}, forked at LuxiD's start)", pid=seed.pid)
+
+    def _seed_ended(self) -> None:
+        seed = self._seed
+        if seed is None:
+            return
+        self._unwatch()
+        self._sock = None
+        seed.close()
+        self._reap(seed.pid)
+        self.server_ended(Failure(ConnectionDone("its socket closed")))
+
+    def _record_pid(self, pid: int | None) -> None:
+        """Write the fork server's pid file (remove it: C{None})."""
+        path = self.paths.pid_file(PID_FILE_NAME)
+        try:
+            if pid is None:
+                os.unlink(path)
+            else:
+                serializer.write_file(path, b"%d\n" % pid, durable=False)
+        except OSError:
+            pass
+
+    def _reap(self, pid: int, tries: int = 20) -> None:
+        """Reap the seed if it is LuxiD's child (LuxiD run without daemonizing; else init's), trying again
+        for a while: its socket may close just before it exits."""
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not done and tries:
+            self.reactor.callLater(0.5, self._reap, pid, tries - 1)
+
+    def _unwatch(self) -> None:
+        watched, self._watched = self._watched, []
+        for one in watched:
+            self.reactor.removeReader(one)
+
     def stop(self) -> None:
+        if self.running:
+            self._record_pid(None)
         self.running = False
         self.spare = self.planned = None
+        self._unwatch()
+        seed, self._seed = self._seed, None
+        if seed is not None:
+            seed.close()  # (its socket too: the server exits on end of file)
         if self._sock is not None:
             self._sock.close()  # the server exits on end of file
             self._sock = None
@@ -246,6 +373,8 @@ class ForkServer:
 
     def server_ended(self, reason: Failure) -> None:
         was_running, self.running = self.running, False
+        if was_running:
+            self._record_pid(None)
         self.spare = self.planned = None
         if was_running:
             self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)

@@ -1,8 +1,10 @@
 """A fork server for job processes: C{python -m ganeti.luxid.forkserver}.
 
 A cold Python interpreter needs ~100 ms before it can run a job.  LuxiD
-starts this server once (as its own child, with C{spawnProcess}); the
-server imports everything a job needs, then waits on fd 3, a Unix socket.
+has one such server: forked at its start, sharing LuxiD's imported pages
+(L{ganeti.forkseed}), or started as its own child with
+C{spawnProcess} where that could not be done; the server imports
+everything a job needs, then waits on fd 3, a Unix socket.
 For each job LuxiD makes the two handshake pipes itself and passes the
 child's ends with C{SCM_RIGHTS}; the server forks, the child puts them on
 fds 3 and 4 and runs exactly what C{python -m ganeti.jobs} runs: the same
@@ -297,6 +299,38 @@ def _reap(children: dict[int, int], spares: _Spares) -> None:
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         _report({"exited": pid, "job": job_id, "code": code, "signal": sig})
+
+
+def serve_seed(control_fd: int, max_adopt: int) -> int:
+    """The fork server forked at LuxiD's start (L{ganeti.forkseed}): import what jobs need, wait for
+    LuxiD's adoption on C{control_fd} (the node's root, the RPC port, LuxiD's environment), then L{serve}.
+    Returns 0 when LuxiD ended without adopting it, 1 for an adoption that is not one."""
+    _warm_imports()
+    control = socket.socket(fileno=control_fd)
+    try:
+        message = control.recv(max_adopt)
+    except OSError:
+        message = b""
+    control.detach()  # (serve wraps the descriptor again)
+    if not message:
+        return 0
+    try:
+        decoded: Any = orjson.loads(message)
+        root, rpc_port, environ = decoded["root"], decoded["rpc_port"], decoded["env"]
+        if not (isinstance(root, str) and isinstance(rpc_port, int) and isinstance(environ, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in environ.items())):
+            raise ValueError("root, rpc_port and env are a string, an integer and an object of strings")
+    except (ValueError, KeyError, TypeError) as e:
+        print("fork server: bad adoption %r: %s" % (message[:100], e), file=sys.stderr, flush=True)
+        return 1
+    os.environ.clear()
+    os.environ.update(environ)
+    childproc.reread_environment()  # the job trace's file, as LuxiD's environment names it
+    paths = Paths.from_option(root)
+    log = os.open(paths.log_file("jobs"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    os.dup2(log, 2)
+    os.close(log)
+    return serve(paths, control_fd, rpc_port=rpc_port)
 
 
 def main(argv: list[str] | None = None) -> int:

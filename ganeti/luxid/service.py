@@ -128,6 +128,7 @@ class LuxidService(Service):
         self._spawn_retry: Any = None
         #: the config serial L{_refresh_limits} read the cluster at
         self._limits_serial: int | None = None
+        self._connecting = False  # connected to WConfD, the job limit and the filter rules not read yet
         self._livelock_fd: int | None = None
         self.livelock = os.path.join(paths.lock_dir, "luxi-daemon_%d" % time.time_ns())
         self.jobs_log = JobsLog(paths.log_file("jobs"), reactor)
@@ -207,11 +208,12 @@ class LuxidService(Service):
             if not self.running:
                 client.close()
                 return
-            self.wconfd = client
+            self.wconfd, self._connecting = client, True  # queries and submissions go on meanwhile, no job starts
             client.reconnected.append(self._wconfd_back)
             await self._refresh_limits()
             await self.filters.follow(client)
             self.log.info("connected to WConfD")
+            self._connecting = False
             self.schedule()
             return
 
@@ -372,8 +374,8 @@ class LuxidService(Service):
             self._finalize(job, lambda job=job, why=why: job.cancel(reason=why))  # type: ignore[misc]
         if decision.fail or decision.cancel or decision.reject:
             self._schedule_again = True
-        if self.wconfd is None:
-            return  # jobs need WConfD: start them once it is there
+        if self.wconfd is None or self._connecting:
+            return  # jobs need WConfD, the job limit and the filters: started once they are there
         for job_id in decision.start:
             self._spawn(self.jobs[job_id])
 
@@ -533,8 +535,7 @@ class LuxidService(Service):
         is allocated or file written: one invalid job refuses the whole request (C{OpPrereqError}, naming
         it), nothing is created.  A job with a known submission id is not made again: its first id is
         answered (L{ganeti.jobs.submission}).  A job is acknowledged once its file is durable here and held
-        by a majority of the master candidates.
-        """
+        by a majority of the master candidates."""
         received = trace.now()
         if self.stepped_down is not None:
             raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)

@@ -8,8 +8,9 @@ killed; a child that dies before confirmation never ran anything.
 Two ways to start the child, same protocol:
   - L{spawn_direct}: C{reactor.spawnProcess} of C{python -m ganeti.jobs}
     with pipes on child fds 3 and 4 (a cold interpreter: ~100 ms);
-  - L{ganeti.luxid.forkserver}: a pre-imported server, child of LuxiD,
-    forks the job process and hands it pipes LuxiD made (~ms).
+  - L{ganeti.luxid.forkserver}: a pre-imported server (forked at LuxiD's
+    start, L{ganeti.forkseed}, or LuxiD's child) forks the job
+    process and hands it pipes LuxiD made (~ms).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import os
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
-from ganeti import errors, ports
+from ganeti import errors, forkseed, ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
 from ganeti.ha.epoch import EpochWatch
@@ -83,6 +83,8 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         quiet_twisted()  # the real daemon: no "Starting factory" line per connection
     paths: Paths = options["paths"]
     paths.ensure_dirs()
+    if options["no-forkserver"]:
+        forkseed.discard()  # (ganeti.launcher forks none for this option's usual spellings)
     # fencing: started first, it adopts this node's master epoch before any RPC client or job process exists
     fence = EpochWatch(paths, reactor, "ganeti-luxid", reactor.stop)
     replicator = JobReplicator(paths, reactor, port=options["rpc-port"]) if os.path.exists(paths.server_pem) else None

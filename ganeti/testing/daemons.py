@@ -74,6 +74,22 @@ def _processes_of(paths: Paths, wanted: tuple[str, ...]) -> list[int]:
     return found
 
 
+def _job_processes(paths: Paths) -> list[int]:
+    """The pids of the root's fork server and job processes: their stderr is the root's jobs log (a fork
+    server forked at LuxiD's start, and the jobs forked from it, have the command line of LuxiD's launcher)."""
+    log = paths.log_file("jobs")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.readlink("/proc/%s/fd/2" % entry) == log:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def _kill(pids: list[int]) -> list[int]:
     killed = []
     for pid in pids:
@@ -89,15 +105,17 @@ def kill_root_processes(paths: Paths) -> list[int]:
     """SIGKILL every process with C{--root ROOT} on its command line (not this one), and the daemons of the
     root forked warm (L{warmfork.forked_pids}); the pids killed."""
     found = _processes_of(paths, ())
+    found += [pid for pid in _job_processes(paths) if pid not in found]
     return _kill(found + [pid for pid in warmfork.forked_pids(paths.root) if pid not in found])
 
 
 def kill_job_processes(paths: Paths) -> list[int]:
     """SIGKILL the root's fork server and the job processes forked from it
-    (they carry its command line) that outlived their LuxiD: a job waiting
+    (by their command line or their stderr, L{_job_processes}) that outlived their LuxiD: a job waiting
     for a WConfD a test stopped would otherwise keep reconnecting for
     minutes, taking CPU from the tests after it.  Returns the pids killed."""
-    return _kill(_processes_of(paths, ("ganeti.luxid.forkserver",)))
+    found = _processes_of(paths, ("ganeti.luxid.forkserver",))
+    return _kill(found + [pid for pid in _job_processes(paths) if pid not in found])
 
 
 #: the common sharedfile directory of roots sharing storage: next to the first

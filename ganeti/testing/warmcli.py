@@ -60,7 +60,7 @@ def child(request: dict[str, Any], outputs: list[int], keep_closed: list[int]) -
         from ganeti import warmstart
 
         warmstart.enter_child(request, outputs, keep_closed)
-        warmstart.set_name(os.path.basename(sys.argv[0]))  # the tool's, as a console script's
+        childproc.set_name(os.path.basename(sys.argv[0]))  # the tool's, as a console script's
         from ganeti.client import launch
 
         return warmstart.run_main(lambda: launch.launch(os.path.basename(sys.argv[0])))

@@ -47,6 +47,7 @@ import orjson
 
 from ganeti import daemons, localcluster, ports
 from ganeti.luxi.client import LuxiClient
+from ganeti.luxid.forkclient import recorded_pid
 from ganeti.paths import Paths
 from tests.bench import memfloor
 from tests.bench.jobs import follow
@@ -103,12 +104,13 @@ def node_processes(paths: Paths) -> dict[str, int]:
         pid = daemons.running_pid(paths, spec)
         if pid is not None and pid > 0:
             found[spec.name[len("ganeti-"):]] = pid
-    for parent, module, name in (("luxid", "ganeti.luxid.forkserver", "forkserver"),
-                                 ("noded", "ganeti.warmstart", "warmstart")):
-        if parent in found:
-            for child in children(found[parent]):
-                if module in cmdline(child):
-                    found[name] = child
+    if "noded" in found:
+        for child in children(found["noded"]):
+            if "ganeti.warmstart" in cmdline(child):
+                found["warmstart"] = child
+    forkserver = recorded_pid(paths)
+    if forkserver is not None:
+        found["forkserver"] = forkserver
     if "forkserver" in found:  # forked, not run: they have its command line
         for number, child in enumerate(sorted(children(found["forkserver"])), 1):
             found["jobspare" + (str(number) if number > 1 else "")] = child

@@ -17,6 +17,8 @@ import statistics
 from typing import Iterator
 
 from ganeti.jobs import trace
+from ganeti.luxid.forkclient import recorded_pid
+from ganeti.paths import Paths
 from ganeti.testing import warmfork
 
 #: the hops of the client (the benchmark), added to the daemons' trace
@@ -93,6 +95,9 @@ def daemon_pids(root: str) -> dict[str, int]:
             continue
         candidates.append((int(entry), [a.decode(errors="replace") for a in argv]))
     candidates += warmfork.forked_children(root)
+    forkserver = recorded_pid(Paths(root))
+    if forkserver is not None:  # (one forked at LuxiD's start has LuxiD's launcher's command line)
+        found["forkserver+jobs"] = forkserver
     for pid, words in candidates:
         if root not in words:
             continue

@@ -13,6 +13,7 @@ import os
 import socket
 from typing import Any, cast
 
+import attrs
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessTerminated
 from twisted.internet.task import Clock
@@ -304,3 +305,51 @@ class PlannedSpareTests(SynchronousTestCase):
         save_job(self.paths, running)  # what the job process writes
         self.service._queue_file_written("job-%d" % job_id)
         self.assertEqual(self.service.jobs[job_id].ops[0].status, "running")
+
+
+class ConnectingTests(SynchronousTestCase):
+    """Jobs submitted while LuxiD connects to WConfD start only once the cluster's job limit and the filter
+    rules are read (before, a restarted LuxiD could run them all at once under the default limit of 20)."""
+
+    def test_no_job_starts_before_the_job_limit_is_known(self) -> None:
+        from ganeti.config.bootstrap import initial_config
+        from ganeti.wconfd import client as wconfd_client
+
+        paths = temp_root(self, "gntw")
+        queue = open_queue(self, paths)
+        clock = Clock()
+        service = LuxidService(paths, clock, queue, use_forkserver=False)
+        service.running = True
+        spawned: list[int] = []
+        self.patch(service_module, "spawn_direct", lambda _r, _p, job_channel, _e, rpc_port=0:
+                   spawned.append(job_channel.job_id))
+        config = initial_config("c.test", "node1.test", "127.0.1.1")
+        config = attrs.evolve(config, cluster=attrs.evolve(config.cluster, max_running_jobs=1))
+        serial: Deferred[int] = Deferred()
+
+        class Client:
+            reconnected: list[Any] = []
+
+            def read_serial(self) -> Deferred[int]:
+                return serial
+
+            async def read_cluster(self) -> Any:
+                return config.cluster
+
+            async def read_config(self) -> Any:
+                return config
+
+        async def connect(*_args: Any, **_kwargs: Any) -> Client:
+            return Client()
+
+        self.patch(wconfd_client.WConfdClient, "connect", staticmethod(connect))
+        service._start_connect()
+        self.assertIsNotNone(service.wconfd, "connected: queries and submissions are served")
+        for _ in range(3):
+            self.successResultOf(Deferred.fromCoroutine(service.submit([[{"OP_ID": "OP_TEST_DELAY",
+                                                                           "duration": 1.0}]])))
+        clock.advance(1)
+        self.assertEqual(spawned, [], "no job started while the limit is unknown")
+        serial.callback(5)
+        self.assertEqual(service.max_running, 1)
+        self.assertEqual(len(spawned), 1, "one job at a time, as the cluster says")

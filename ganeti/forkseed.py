@@ -1,0 +1,158 @@
+"""LuxiD's job fork server, forked from LuxiD's own start instead of run anew.
+
+The fork server (L{ganeti.luxid.forkserver}) run as C{python -m} imports
+Twisted, pyOpenSSL and Ganeti's modules into a heap of its own: 35 MiB of
+a one-node master's memory that no other process shares.  A node's master
+daemons are forked from one launcher that has imported what they share
+(L{ganeti.warmstart}); a fork server forked from LuxiD before LuxiD's own
+start shares those pages too.
+
+L{prefork} runs in C{ganeti-twistd ganeti-luxid} before twistd does
+anything (no reactor installed, no thread started): it forks the I{seed}.
+The seed imports what a job needs (L{ganeti.luxid.forkserver._warm_imports})
+while LuxiD starts, then waits on its socket for LuxiD's adoption message
+(L{adopt_message}: the node's root, the RPC port and LuxiD's environment
+as it is then, with the master epoch LuxiD adopted on its start), and from
+then on is the fork server, reporting on the pipe it has as stdout.  Until
+then it forks nothing: no spare connects to WConfD before LuxiD passed its
+start-up vote.  End of file on the socket (LuxiD gone, or started without
+a fork server) ends the seed.
+
+LuxiD takes the seed (L{take}) when its service starts the fork server; a
+second start (the service stopped and started again), a LuxiD started some
+other way, or a failed prefork run the fork server with C{python -m} as
+before (L{ganeti.luxid.forkclient.ForkServer.start}).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import sys
+import threading
+
+import attrs
+
+#: the seed's socket (LuxiD's adoption, then the job requests): fd 3 in the seed, as in the fork server
+CONTROL_FD = 3
+#: largest adoption message read (the environment included)
+MAX_ADOPT = 1 << 20
+#: the seed's process name (C{ps -o comm}, C{top}; its command line is LuxiD's launcher's); jobs forked from it
+#: have it too, until they run an OS script
+NAME = "ganeti-jobfork"
+#: set (to anything) to start LuxiD's fork server with C{python -m} as before
+DISABLE_ENV = "GANETI_NO_FORKSEED"
+
+
+@attrs.define
+class Seed:
+    """LuxiD's ends of a seed: its pid, its socket and the read end of its report pipe."""
+
+    pid: int
+    sock: socket.socket
+    reports: int
+
+    def close(self) -> None:
+        """Give the seed up: it exits at the end of file."""
+        self.sock.close()
+        try:
+            os.close(self.reports)
+        except OSError:
+            pass
+
+
+_seed: Seed | None = None
+
+
+def take() -> Seed | None:
+    """The seed forked at this process's start, once (None: none, or taken)."""
+    global _seed
+    seed, _seed = _seed, None
+    return seed
+
+
+def discard() -> None:
+    """End the seed nobody will adopt (LuxiD runs jobs without a fork server)."""
+    seed = take()
+    if seed is not None:
+        seed.close()
+
+
+def wanted(argv: list[str]) -> bool:
+    """Whether C{ganeti-twistd ARGV} starts LuxiD with its fork server."""
+    if DISABLE_ENV in os.environ or "ganeti-luxid" not in argv:
+        return False
+    own = argv[argv.index("ganeti-luxid") + 1:]
+    return not any(arg in ("-h", "--help", "--version") or arg.startswith("--no-f") for arg in own)
+
+
+def prefork(argv: list[str]) -> Seed | None:
+    """Fork the seed if C{argv} starts LuxiD with a fork server and this
+    process can fork safely (no reactor installed, no other thread); the
+    seed is kept for L{take}.  Never raises: LuxiD then starts its fork
+    server as before."""
+    global _seed
+    if not wanted(argv) or "twisted.internet.reactor" in sys.modules or threading.active_count() != 1:
+        return None
+    try:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except OSError:
+        return None
+    try:
+        reports, report_w = os.pipe()
+    except OSError:
+        mine.close()
+        theirs.close()
+        return None
+    gc.freeze()  # the seed's collections leave what LuxiD's heap holds now (and its pages) alone
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:
+        _become_seed(theirs.fileno(), report_w)
+    theirs.close()
+    os.close(report_w)
+    if pid < 0:
+        mine.close()
+        os.close(reports)
+        return None
+    _seed = Seed(pid, mine, reports)
+    return _seed
+
+
+def adopt_message(root: str, rpc_port: int, environ: dict[str, str]) -> bytes:
+    """What LuxiD sends the seed to adopt it (read by L{ganeti.luxid.forkserver.serve_seed})."""
+    import orjson
+
+    return orjson.dumps({"root": root, "rpc_port": rpc_port, "env": environ})
+
+
+def _become_seed(control: int, report_w: int) -> None:
+    """In the forked child: the seed.  Never returns."""
+    import fcntl
+    import importlib
+
+    from ganeti import childproc
+
+    def run() -> int:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (control, report_w, devnull)]  # out of 0-3's way
+        for target, fd in zip((CONTROL_FD, 1, 0, 2), (high[0], high[1], high[2], high[2])):
+            os.dup2(fd, target, inheritable=target != CONTROL_FD)
+        os.closerange(CONTROL_FD + 1, _max_fd())  # LuxiD's: its pid file lock, its log, the launcher's
+        childproc.set_name(NAME)
+        # the fork server's own modules, loaded in this process only (LuxiD never imports them): by name
+        forkserver = importlib.import_module("ganeti.luxid.forkserver")
+        return int(forkserver.serve_seed(CONTROL_FD, MAX_ADOPT))
+
+    childproc.exit_child(run)
+
+
+def _max_fd() -> int:
+    try:
+        return int(os.sysconf("SC_OPEN_MAX"))
+    except (ValueError, OSError):
+        return 65536

@@ -1,0 +1,117 @@
+"""A real LuxiD (ganeti-twistd, as every start path runs it) forks its job fork server at its start.
+
+The fork server shares LuxiD's imported pages (ganeti.forkseed):
+jobs run through it; it ends with LuxiD; when it dies LuxiD still runs
+jobs (directly, as for any fork server that died).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest_twisted
+from twisted.internet import reactor, threads
+
+from ganeti import forkseed
+from ganeti.config.bootstrap import initial_config
+from ganeti.luxi.client import LuxiClient
+from ganeti.luxid.forkclient import recorded_pid
+from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
+from ganeti.testing.fdcount import run_jobs
+
+
+def wait_for(what, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("not within %ss: %s" % (timeout, what))
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def describe(pid: int) -> tuple[str, list[str]]:
+    with open("/proc/%d/comm" % pid) as handle:
+        name = handle.read().strip()
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        return name, handle.read().decode(errors="replace").split("\0")
+
+
+@pytest_twisted.ensureDeferred
+async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_it_died():
+    paths = make_root("gntseed")
+    seed_config(paths, initial_config("seed.test", "node1.test", "127.0.1.1"))
+    wconfd = Daemon(paths, "ganeti-wconfd")
+    luxid = Daemon(paths, "ganeti-luxid")
+    try:
+        wconfd.start()
+        await wconfd.ready(reactor)
+        luxid.start()
+        await luxid.ready(reactor)
+
+        def check() -> int:
+            seed = wait_for(lambda: recorded_pid(paths))
+            name, argv = describe(seed)
+            assert name == forkseed.NAME, (name, argv)
+            assert "ganeti.luxid.forkserver" not in argv, argv  # forked, not run anew
+            with LuxiClient(paths.luxi_socket, timeout=60) as client:
+                assert run_jobs(client, 6, batch=3) == {"success": 6}
+                os.kill(seed, signal.SIGKILL)
+                wait_for(lambda: recorded_pid(paths) is None)  # LuxiD saw it end
+                assert run_jobs(client, 3, batch=3) == {"success": 3}  # started directly
+            return seed
+
+        killed = await threads.deferToThread(check)
+        assert not alive(killed)
+        with open(luxid.log_path, encoding="utf-8", errors="replace") as handle:
+            assert "fork server died" in handle.read()
+    finally:
+        luxid.stop()
+        wconfd.stop()
+        remove_root(paths)
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_fork_server_ends_with_luxid():
+    paths = make_root("gntseed")
+    seed_config(paths, initial_config("seed.test", "node1.test", "127.0.1.1"))
+    wconfd = Daemon(paths, "ganeti-wconfd")
+    luxid = Daemon(paths, "ganeti-luxid")
+    try:
+        wconfd.start()
+        await wconfd.ready(reactor)
+        luxid.start()
+        await luxid.ready(reactor)
+        seed = await threads.deferToThread(wait_for, lambda: recorded_pid(paths))
+        spares = await threads.deferToThread(wait_for, lambda: children(seed))
+        luxid.stop()
+        await threads.deferToThread(wait_for, lambda: not alive(seed) and not any(alive(p) for p in spares))
+    finally:
+        luxid.stop()
+        wconfd.stop()
+        remove_root(paths)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as handle:
+                    if handle.read().rsplit(")", 1)[1].split()[1] == str(pid):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
