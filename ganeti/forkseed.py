@@ -81,7 +81,8 @@ def discard() -> None:
 
 def wanted(argv: list[str]) -> bool:
     """Whether C{ganeti-twistd ARGV} starts LuxiD with its fork server."""
-    if DISABLE_ENV in os.environ or "ganeti-luxid" not in argv:
+    daemon = next((arg for arg in argv[1:] if arg.startswith("ganeti-") and "/" not in arg), None)
+    if DISABLE_ENV in os.environ or daemon != "ganeti-luxid":  # (twistd's subcommand: its first such word)
         return False
     own = argv[argv.index("ganeti-luxid") + 1:]
     return not any(arg in ("-h", "--help", "--version") or arg.startswith("--no-f") for arg in own)

@@ -7,9 +7,11 @@ jobs (directly, as for any fork server that died).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from typing import AsyncIterator
 
 import pytest_twisted
 from twisted.internet import reactor, threads
@@ -18,6 +20,7 @@ from ganeti import forkseed
 from ganeti.config.bootstrap import initial_config
 from ganeti.luxi.client import LuxiClient
 from ganeti.luxid.forkclient import recorded_pid
+from ganeti.paths import Paths
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
 from ganeti.testing.fdcount import run_jobs
 
@@ -48,8 +51,9 @@ def describe(pid: int) -> tuple[str, list[str]]:
         return name, handle.read().decode(errors="replace").split("\0")
 
 
-@pytest_twisted.ensureDeferred
-async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_it_died():
+@contextlib.asynccontextmanager
+async def luxid_running() -> AsyncIterator[tuple[Paths, Daemon]]:
+    """WConfD and LuxiD of a fresh one-node root, started as every start path runs them (ganeti-twistd)."""
     paths = make_root("gntseed")
     seed_config(paths, initial_config("seed.test", "node1.test", "127.0.1.1"))
     wconfd = Daemon(paths, "ganeti-wconfd")
@@ -59,6 +63,16 @@ async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_
         await wconfd.ready(reactor)
         luxid.start()
         await luxid.ready(reactor)
+        yield paths, luxid
+    finally:
+        luxid.stop()
+        wconfd.stop()
+        remove_root(paths)
+
+
+@pytest_twisted.ensureDeferred
+async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_it_died():
+    async with luxid_running() as (paths, luxid):
 
         def check() -> int:
             seed = wait_for(lambda: recorded_pid(paths))
@@ -76,31 +90,15 @@ async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_
         assert not alive(killed)
         with open(luxid.log_path, encoding="utf-8", errors="replace") as handle:
             assert "fork server died" in handle.read()
-    finally:
-        luxid.stop()
-        wconfd.stop()
-        remove_root(paths)
 
 
 @pytest_twisted.ensureDeferred
 async def test_the_fork_server_ends_with_luxid():
-    paths = make_root("gntseed")
-    seed_config(paths, initial_config("seed.test", "node1.test", "127.0.1.1"))
-    wconfd = Daemon(paths, "ganeti-wconfd")
-    luxid = Daemon(paths, "ganeti-luxid")
-    try:
-        wconfd.start()
-        await wconfd.ready(reactor)
-        luxid.start()
-        await luxid.ready(reactor)
+    async with luxid_running() as (paths, luxid):
         seed = await threads.deferToThread(wait_for, lambda: recorded_pid(paths))
         spares = await threads.deferToThread(wait_for, lambda: children(seed))
         luxid.stop()
         await threads.deferToThread(wait_for, lambda: not alive(seed) and not any(alive(p) for p in spares))
-    finally:
-        luxid.stop()
-        wconfd.stop()
-        remove_root(paths)
 
 
 def children(pid: int) -> list[int]:

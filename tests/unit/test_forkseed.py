@@ -33,6 +33,8 @@ class WantedTests(SynchronousTestCase):
             self.assertFalse(forkseed.wanted(["ganeti-twistd", "ganeti-luxid", option]), option)
         # twistd's own options before the daemon's name are not LuxiD's
         self.assertTrue(forkseed.wanted(["ganeti-twistd", "--no_save", "ganeti-luxid"]))
+        # another daemon's argument named so is not LuxiD
+        self.assertFalse(forkseed.wanted(["ganeti-twistd", "ganeti-wconfd", "--root", "ganeti-luxid"]))
 
     def test_the_environment_can_turn_it_off(self) -> None:
         self.patch(os, "environ", {forkseed.DISABLE_ENV: "1"})
