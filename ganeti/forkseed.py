@@ -54,12 +54,12 @@ class Seed:
     reports: int
 
     def close(self) -> None:
-        """Give the seed up: it exits at the end of file."""
+        """Give the seed up: it exits at the end of file.  Closes each descriptor once (a number closed
+        may be reused by the time of a second call)."""
         self.sock.close()
-        try:
-            os.close(self.reports)
-        except OSError:
-            pass
+        reports, self.reports = self.reports, -1
+        if reports >= 0:
+            os.close(reports)
 
 
 _seed: Seed | None = None

@@ -238,7 +238,7 @@ class ForkServer:
         self.log.info("fork server started (pid {pid}, forked at LuxiD's start)", pid=seed.pid)
 
     def _seed_ended(self) -> None:
-        seed = self._seed
+        seed, self._seed = self._seed, None  # once: its descriptors' numbers may be reused after
         if seed is None:
             return
         self._unwatch()

@@ -139,6 +139,7 @@ class AdoptionTests(SynchronousTestCase):
 
     def test_the_end_of_its_socket_is_its_end(self) -> None:
         self.server.start()
+        reports = self.seed.reports
         self.seed_end.close()
         sock_reader = [r for r in self.watched() if r.fileno() == self.luxid_end.fileno()][0]
         reason = sock_reader.doRead()
@@ -148,7 +149,14 @@ class AdoptionTests(SynchronousTestCase):
         self.assertEqual(self.watched(), [])
         self.assertIsNone(recorded_pid(self.paths))
         self.assertFalse(os.path.exists(self.paths.pid_file(PID_FILE_NAME)))
-        self.assertRaises(OSError, os.fstat, self.seed.reports)
+        self.assertEqual(self.seed.reports, -1)
+        self.assertRaises(OSError, os.fstat, reports)
+        # its descriptors are closed once: numbers reused since are left alone, whatever comes after
+        reused = os.open(os.devnull, os.O_RDONLY)
+        self.addCleanup(os.close, reused)
+        sock_reader.connectionLost(reason)
+        self.server.stop()
+        os.fstat(reused)
 
     def test_stopping_luxid_closes_the_seeds_socket(self) -> None:
         self.server.start()
