@@ -61,8 +61,13 @@ class SeedProcessTests(SynchronousTestCase):
         """... having forked nothing meanwhile (no spare before the adoption)."""
         result = run_python(textwrap.dedent(PREFORK) + textwrap.dedent("""
             time.sleep(1.5)  # (its imports)
-            children = [e for e in os.listdir("/proc") if e.isdigit()
-                        and open("/proc/%s/stat" % e).read().rsplit(")", 1)[1].split()[1] == str(seed.pid)]
+            def parent(entry):
+                try:
+                    with open("/proc/%s/stat" % entry) as handle:
+                        return int(handle.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):  # (a process that ended meanwhile)
+                    return None
+            children = [e for e in os.listdir("/proc") if e.isdigit() and parent(e) == seed.pid]
             with open("/proc/%d/comm" % seed.pid) as handle:
                 name = handle.read().strip()
             forkseed.discard()
