@@ -69,10 +69,13 @@ def set_name(name: str) -> None:
 ENV_MODULES = ("ganeti.jobs.trace",)
 
 
-def reread_environment() -> None:
-    """Run the L{ENV_MODULES} imported so far again: they read the environment, which a forked child changed."""
+def take_environment(environ: dict[str, str]) -> None:
+    """In a forked child: C{environ} replaces the environment, and the L{ENV_MODULES} imported so far run
+    again (they read it when imported)."""
     import importlib
 
+    os.environ.clear()
+    os.environ.update(environ)
     for name in ENV_MODULES:
         module = sys.modules.get(name)
         if module is not None:

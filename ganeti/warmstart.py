@@ -121,9 +121,7 @@ def enter_child(request: dict[str, Any], outputs: list[int], keep_closed: list[i
         os.dup2(fd, target)
     for fd in set(outputs):
         os.close(fd)
-    os.environ.clear()
-    os.environ.update({str(k): str(v) for k, v in request["env"].items()})
-    childproc.reread_environment()
+    childproc.take_environment({str(k): str(v) for k, v in request["env"].items()})
     os.chdir(request["cwd"])
     import random
 

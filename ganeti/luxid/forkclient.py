@@ -37,7 +37,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from ganeti import ports, serializer
+from ganeti import forkseed, ports, serializer
 from ganeti.jobs import channel
 from ganeti.jobs.orphans import job_lock_path
 from ganeti.luxid.spawner import JobChannel, JobExit
@@ -185,8 +185,6 @@ class ForkServer:
     def start(self) -> None:
         """Run the fork server: the seed forked at LuxiD's start, if there is one (L{adopt}), else a new
         C{python -m ganeti.luxid.forkserver} child."""
-        from ganeti import forkseed
-
         seed = forkseed.take()
         if seed is not None:
             try:
@@ -220,8 +218,6 @@ class ForkServer:
         """Make C{seed} (a L{ganeti.forkseed.Seed}) the fork server: it is told this node's root, the
         RPC port and LuxiD's environment; its reports are read from its pipe, and the end of file on its
         socket (it is not LuxiD's child after twistd daemonized) is its end."""
-        from ganeti import forkseed
-
         seed.sock.send(forkseed.adopt_message(self.paths.root, self.rpc_port, dict(os.environ)))
         os.set_blocking(seed.reports, False)
         reports = _ServerProtocol(self)

@@ -238,7 +238,7 @@ class _Spares:
 
 
 def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODED, spare_idle: float = SPARE_IDLE) -> int:
-    _warm_imports()
+    """The server's loop, once L{_warm_imports} ran (L{main}, L{serve_seed})."""
     from ganeti.rpc.tls import warm_client_context
 
     warm_client_context(paths)  # the node RPC client's TLS context, built here once instead of in every job
@@ -325,9 +325,7 @@ def serve_seed(control_fd: int, max_adopt: int) -> int:
     except (ValueError, KeyError, TypeError) as e:
         print("fork server: bad adoption %r: %s" % (message[:100], e), file=sys.stderr, flush=True)
         return 1
-    os.environ.clear()
-    os.environ.update(environ)
-    childproc.reread_environment()  # the job trace's file, as LuxiD's environment names it
+    childproc.take_environment(environ)  # (the job trace's file, as LuxiD's environment names it)
     paths = Paths.from_option(root)
     log = os.open(paths.log_file("jobs"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
     os.dup2(log, 2)
@@ -345,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a spare job process waits for a job before it is retired (default %g)"
                         % SPARE_IDLE)
     args = parser.parse_args(argv)
+    _warm_imports()
     return serve(Paths.from_option(args.root), rpc_port=args.rpc_port, spare_idle=args.spare_idle)
 
 

@@ -57,11 +57,17 @@ def stop_root(paths: Paths) -> list[int]:
     return kill_root_processes(paths)
 
 
-def _processes_of(paths: Paths, wanted: tuple[str, ...]) -> list[int]:
-    """The pids of the processes with all of C{wanted} and C{--root ROOT} on their command line."""
+def _processes_of(paths: Paths, wanted: tuple[str, ...], jobs: bool = False) -> list[int]:
+    """The pids of the processes with all of C{wanted} and C{--root ROOT} on their command line; with
+    C{jobs}, also those whose stderr is the root's jobs log: the fork server and its job processes (one forked
+    at LuxiD's start, and the jobs forked from it, have the command line of LuxiD's launcher)."""
+    log = paths.log_file("jobs")
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        if jobs and _stderr(entry) == log:
+            found.append(int(entry))
             continue
         try:
             with open("/proc/%s/cmdline" % entry, "rb") as handle:
@@ -74,20 +80,11 @@ def _processes_of(paths: Paths, wanted: tuple[str, ...]) -> list[int]:
     return found
 
 
-def _job_processes(paths: Paths) -> list[int]:
-    """The pids of the root's fork server and job processes: their stderr is the root's jobs log (a fork
-    server forked at LuxiD's start, and the jobs forked from it, have the command line of LuxiD's launcher)."""
-    log = paths.log_file("jobs")
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if os.readlink("/proc/%s/fd/2" % entry) == log:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
+def _stderr(pid: str) -> str | None:
+    try:
+        return os.readlink("/proc/%s/fd/2" % pid)
+    except OSError:
+        return None
 
 
 def _kill(pids: list[int]) -> list[int]:
@@ -104,18 +101,16 @@ def _kill(pids: list[int]) -> list[int]:
 def kill_root_processes(paths: Paths) -> list[int]:
     """SIGKILL every process with C{--root ROOT} on its command line (not this one), and the daemons of the
     root forked warm (L{warmfork.forked_pids}); the pids killed."""
-    found = _processes_of(paths, ())
-    found += [pid for pid in _job_processes(paths) if pid not in found]
+    found = _processes_of(paths, (), jobs=True)
     return _kill(found + [pid for pid in warmfork.forked_pids(paths.root) if pid not in found])
 
 
 def kill_job_processes(paths: Paths) -> list[int]:
     """SIGKILL the root's fork server and the job processes forked from it
-    (by their command line or their stderr, L{_job_processes}) that outlived their LuxiD: a job waiting
+    (by their command line or their stderr, L{_processes_of}) that outlived their LuxiD: a job waiting
     for a WConfD a test stopped would otherwise keep reconnecting for
     minutes, taking CPU from the tests after it.  Returns the pids killed."""
-    found = _processes_of(paths, ("ganeti.luxid.forkserver",))
-    return _kill(found + [pid for pid in _job_processes(paths) if pid not in found])
+    return _kill(_processes_of(paths, ("ganeti.luxid.forkserver",), jobs=True))
 
 
 #: the common sharedfile directory of roots sharing storage: next to the first
