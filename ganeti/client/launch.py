@@ -74,8 +74,17 @@ def _after_root(args: list[str]) -> list[str]:
     return args
 
 
-def launch(prog: str, argv: list[str] | None = None) -> int:
-    """Run tool C{prog}: the command list at once, or the tool's C{main}."""
+def launch(prog: str, argv: list[str] | None = None, console: bool = False) -> int:
+    """Run tool C{prog}: the command list at once, or the tool's C{main}.
+
+    @param console: this process is the tool's own (its console script):
+        the garbage collector does not run while the tool is imported, and
+        what the imports made is then frozen (C{gc.freeze}), so that no
+        collection walks over it again.  Importing a tool makes about
+        14,000 objects the collector tracks (the modules' functions, classes
+        and dictionaries) and frees no cycle among them, yet its passes over
+        them were 15 M instructions of a C{gnt-instance list} (142 M,
+        valgrind's count), a tenth."""
     rest = _after_root(list(sys.argv[1:] if argv is None else argv))
     if not rest or rest[0] in ("-h", "--help"):
         from ganeti.client.helptable import USAGE  # wrapped when generated: no textwrap (and re) here
@@ -85,8 +94,17 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
         return 0 if rest else 2
     import importlib
 
-    _argparse_untranslated()
-    main = importlib.import_module(TOOLS[prog]).main
+    if console:
+        import gc
+
+        gc.disable()
+    try:
+        _argparse_untranslated()
+        main = importlib.import_module(TOOLS[prog]).main
+    finally:
+        if console:
+            gc.freeze()
+            gc.enable()
     return int(main(argv))
 
 
@@ -121,47 +139,47 @@ def _argparse_untranslated() -> None:
 
 
 def gnt_backup() -> int:
-    return launch("gnt-backup")
+    return launch("gnt-backup", console=True)
 
 
 def gnt_cluster() -> int:
-    return launch("gnt-cluster")
+    return launch("gnt-cluster", console=True)
 
 
 def gnt_debug() -> int:
-    return launch("gnt-debug")
+    return launch("gnt-debug", console=True)
 
 
 def gnt_filter() -> int:
-    return launch("gnt-filter")
+    return launch("gnt-filter", console=True)
 
 
 def gnt_group() -> int:
-    return launch("gnt-group")
+    return launch("gnt-group", console=True)
 
 
 def gnt_instance() -> int:
-    return launch("gnt-instance")
+    return launch("gnt-instance", console=True)
 
 
 def gnt_job() -> int:
-    return launch("gnt-job")
+    return launch("gnt-job", console=True)
 
 
 def gnt_network() -> int:
-    return launch("gnt-network")
+    return launch("gnt-network", console=True)
 
 
 def gnt_node() -> int:
-    return launch("gnt-node")
+    return launch("gnt-node", console=True)
 
 
 def gnt_os() -> int:
-    return launch("gnt-os")
+    return launch("gnt-os", console=True)
 
 
 def gnt_storage() -> int:
-    return launch("gnt-storage")
+    return launch("gnt-storage", console=True)
 
 
 def generate() -> str:
