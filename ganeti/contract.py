@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import collections.abc
 import types
-import typing
-from typing import Any, Callable, Generic, Iterator, Mapping, ParamSpec, TypeVar
+
+from ganeti.lighttyping import Generic, ParamSpec, TypeVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator, Mapping
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-if typing.TYPE_CHECKING:
-    D = TypeVar("D", bound="Declaration[Any, Any]")
-else:  # a string bound is compiled (a ForwardRef) at import: the process's first compile costs a command 1.5 ms
-    D = TypeVar("D")
+D = TypeVar("D", bound="Declaration[Any, Any]")
 
 
 class _Filled:
@@ -66,6 +67,24 @@ def filled(value: T) -> T:
 
 
 _NO_DEFAULT: Any = object()
+
+
+class _Typing:
+    """C{typing}'s names the type checks use, imported when first used: a
+    declaration's types are read (and values checked) by a server; a client
+    only binds arguments and never imports C{typing} (L{ganeti.lighttyping})."""
+
+    def __getattr__(self, name: str) -> Any:
+        import typing
+
+        value = getattr(typing, name)
+        setattr(self, name, value)
+        return value
+
+
+_typing = _Typing()
+#: names of C{typing} a stub's annotations may use while its module imports them for mypy alone
+_HINT_NAMES = ("Any", "Callable", "Iterable", "Mapping", "Optional", "Sequence", "Union")
 
 
 class ContractError(TypeError):
@@ -143,17 +162,17 @@ _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings",
 
 def type_name(kind: Any, plural: bool = False) -> str:
     """C{kind} in words, for messages: C{"a list of strings or null"}."""
-    if kind is Any:
+    if kind is _typing.Any:
         return "any values" if plural else "any value"
     if kind is None or kind is type(None):
         return "nulls" if plural else "null"
-    origin = typing.get_origin(kind)
-    if origin in (types.UnionType, typing.Union):
-        return " or ".join(type_name(k, plural) for k in typing.get_args(kind))
-    parameters = typing.get_args(kind)
+    origin = _typing.get_origin(kind)
+    if origin in (types.UnionType, _typing.Union):
+        return " or ".join(type_name(k, plural) for k in _typing.get_args(kind))
+    parameters = _typing.get_args(kind)
     base = _ARRAYS.get(origin, origin) if origin is not None else kind
     name = (_PLURALS if plural else _NAMES).get(base, getattr(base, "__name__", str(base)))
-    if base is list and parameters and parameters[0] is not Any:
+    if base is list and parameters and parameters[0] is not _typing.Any:
         return "%s of %s" % (name, type_name(parameters[0], plural=True))
     return name
 
@@ -163,14 +182,14 @@ def fits(kind: Any, value: Any, strictness: Strictness = LENIENT) -> bool:
 
     @raise ContractError: C{kind} is not a JSON type
     """
-    if kind is Any:
+    if kind is _typing.Any:
         return True
     if kind is None or kind is type(None):
         return value is None
-    origin = typing.get_origin(kind)
-    if origin in (types.UnionType, typing.Union):
-        return any(fits(k, value, strictness) for k in typing.get_args(kind))
-    parameters = typing.get_args(kind) if origin is not None else ()
+    origin = _typing.get_origin(kind)
+    if origin in (types.UnionType, _typing.Union):
+        return any(fits(k, value, strictness) for k in _typing.get_args(kind))
+    parameters: tuple[Any, ...] = _typing.get_args(kind) if origin is not None else ()
     if origin is not None:
         kind = _ARRAYS.get(origin, origin)
     if kind is bool:
@@ -184,13 +203,13 @@ def fits(kind: Any, value: Any, strictness: Strictness = LENIENT) -> bool:
     if kind is list:
         if not isinstance(value, list):
             return False
-        if strictness.elements and parameters and parameters[0] is not Any:
+        if strictness.elements and parameters and parameters[0] is not _typing.Any:
             return all(fits(parameters[0], v, strictness) for v in value)
         return True
     if kind is dict:
         if not isinstance(value, dict):
             return False
-        if strictness.elements and len(parameters) == 2 and parameters != (str, Any):
+        if strictness.elements and len(parameters) == 2 and parameters != (str, _typing.Any):
             key, item = parameters
             return all(fits(key, k, strictness) and fits(item, v, strictness) for k, v in value.items())
         return True
@@ -200,8 +219,8 @@ def fits(kind: Any, value: Any, strictness: Strictness = LENIENT) -> bool:
 def _check_kind(kind: Any) -> None:
     """Refuse, at declaration, a type the checker does not know (also inside containers and unions)."""
     fits(kind, None)
-    for inner in typing.get_args(kind):
-        if inner is not Any and inner is not type(None):
+    for inner in _typing.get_args(kind):
+        if inner is not _typing.Any and inner is not type(None):
             _check_kind(inner)
 
 
@@ -226,27 +245,41 @@ class Declaration(Generic[P, R]):
     def __init__(self, stub: Callable[P, R]) -> None:
         self.name: str = stub.__name__
         self._stub = stub
-        self._parsed: tuple[tuple[Argument, ...], list[Any], Any, str] | None = None
+        self._shaped: tuple[tuple[str, ...], tuple[bool, ...], list[Any], str] | None = None
+        self._parsed: tuple[tuple[Argument, ...], Any] | None = None
         code = stub.__code__
         if code.co_flags & (0x04 | 0x08) or code.co_kwonlyargcount or code.co_posonlyargcount:  # *args, **kwargs
             raise ContractError("%s: every argument must be a plain positional one" % self.name)
 
-    def _parse(self) -> tuple[tuple[Argument, ...], list[Any], Any, str]:
-        """Read the stub once: its arguments, their defaults, its result type and doc line."""
-        if self._parsed is None:
+    def _shape(self) -> tuple[tuple[str, ...], tuple[bool, ...], list[Any], str]:
+        """Read the stub once, without its types: its argument names, which
+        are optional, their defaults and its doc line (all that binding a
+        call needs: a client never imports C{typing})."""
+        if self._shaped is None:
             stub, code = self._stub, self._stub.__code__
-            names = list(code.co_varnames[: code.co_argcount])
+            names = tuple(code.co_varnames[: code.co_argcount])
             given = list(stub.__defaults__ or ())
             defaults = [_NO_DEFAULT] * (len(names) - len(given)) + given
-            hints = typing.get_type_hints(stub)
-            arguments = []
-            for name, default in zip(names, defaults):
-                kind = hints.get(name, Any)
-                _check_kind(kind)
-                arguments.append(Argument(name, kind, default is not _NO_DEFAULT and not isinstance(default, _Filled)))
+            optional = tuple(d is not _NO_DEFAULT and not isinstance(d, _Filled) for d in defaults)
             values = [d.value if isinstance(d, _Filled) else d for d in defaults]
             doc = " ".join(line.strip() for line in (stub.__doc__ or "").strip().split("\n\n")[0].splitlines())
-            self._parsed = (tuple(arguments), values, hints.get("return", Any), doc)
+            self._shaped = (names, optional, values, doc)
+        return self._shaped
+
+    def _parse(self) -> tuple[tuple[Argument, ...], Any]:
+        """Read the stub's types once: its arguments and its result type.
+        A name of C{typing} its module imports for mypy alone (L{ganeti.lighttyping}) is C{typing}'s."""
+        if self._parsed is None:
+            stub = self._stub
+            names, optional, _, _ = self._shape()
+            known = stub.__globals__
+            hints = _typing.get_type_hints(stub, localns={n: getattr(_typing, n) for n in _HINT_NAMES if n not in known})
+            arguments = []
+            for name, is_optional in zip(names, optional):
+                kind = hints.get(name, _typing.Any)
+                _check_kind(kind)
+                arguments.append(Argument(name, kind, is_optional))
+            self._parsed = (tuple(arguments), hints.get("return", _typing.Any))
         return self._parsed
 
     @property
@@ -257,12 +290,12 @@ class Declaration(Generic[P, R]):
     @property
     def result(self) -> Any:
         """The result type."""
-        return self._parse()[2]
+        return self._parse()[1]
 
     @property
     def doc(self) -> str:
         """One line saying what it does."""
-        return self._parse()[3]
+        return self._shape()[3]
 
     def __repr__(self) -> str:
         return "<%s %s(%s)>" % (type(self).__name__, self.name, ", ".join(a.name for a in self.arguments))
@@ -291,20 +324,20 @@ class Declaration(Generic[P, R]):
         @raise ContractError: too many, too few or unknown arguments (or
             what L{refuse_count} raises)
         """
-        arguments, defaults, _, _ = self._parse()
-        if len(args) > len(arguments):
+        names, optional, defaults, _ = self._shape()
+        if len(args) > len(names):
             raise self.refuse_count("Bad arguments for %s: too many positional arguments" % self.name)
-        bound = dict(zip((a.name for a in arguments), args))
+        bound = dict(zip(names, args))
         for name, value in kwargs.items():
-            if name in bound or all(a.name != name for a in arguments):
+            if name in bound or name not in names:
                 raise self.refuse_count("Bad arguments for %s: unexpected or repeated argument %r" % (self.name, name))
             bound[name] = value
-        missing = [a.name for a, d in zip(arguments, defaults) if a.name not in bound and d is _NO_DEFAULT]
+        missing = [n for n, d in zip(names, defaults) if n not in bound and d is _NO_DEFAULT]
         if missing:
             raise self.refuse_count("Bad arguments for %s: missing %s" % (self.name, ", ".join(missing)))
-        given = [i for i, a in enumerate(arguments) if a.name in bound or not a.optional]
-        count = len(arguments) if self.send_all else (given[-1] + 1 if given else 0)
-        return tuple(bound.get(a.name, defaults[i]) for i, a in enumerate(arguments[:count]))
+        given = [i for i, n in enumerate(names) if n in bound or not optional[i]]
+        count = len(names) if self.send_all else (given[-1] + 1 if given else 0)
+        return tuple(bound.get(n, defaults[i]) for i, n in enumerate(names[:count]))
 
     def check(self, args: list[Any] | tuple[Any, ...]) -> None:
         """Refuse arguments that do not fit the declaration (L{check_count}

@@ -8,7 +8,9 @@ errors they expect.  AMP (WConfD) carries them as C{Exc(str(original))}.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # OpPrereqError codes (second argument), as Ganeti names them.
 ECODE_RESOLVER = "resolver_error"

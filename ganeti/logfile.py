@@ -21,9 +21,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import IO, Any, Sequence
 
 from ganeti.jobs import lifecycle
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Sequence
 
 # Twisted is imported only by the daemon-side functions: the gnt-* commands
 # write commands.log through this module and must start fast.

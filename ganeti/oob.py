@@ -22,7 +22,10 @@ logical unit.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 POWER_ON = "power-on"
 POWER_OFF = "power-off"

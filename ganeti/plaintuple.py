@@ -12,7 +12,10 @@ the modules keep a C{NamedTuple} of the same fields for the type checker
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def plain_tuple(name: str, fields: tuple[str, ...], module: str, doc: str) -> Any:

@@ -7,7 +7,9 @@ Standard library only.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: units L{format_unit} accepts
 UNITS = ("h", "m", "g", "t")

@@ -18,9 +18,13 @@ L{ganeti.client.formatting.EXIT_UNKNOWN_FIELD}).  Standard library only.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
 
+from ganeti.lighttyping import cast
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable, TextIO
+
     from ganeti.luxi.client import LuxiClient
 
 EXIT_SUCCESS = 0
@@ -67,7 +71,7 @@ class Command:
             import importlib
 
             module, _, name = self.func.partition(":")
-            return cast(CommandFunc, getattr(importlib.import_module(module), name))
+            return cast("CommandFunc", getattr(importlib.import_module(module), name))
         return self.func
 
 
@@ -137,5 +141,6 @@ class Context:
         self.stderr.flush()
 
 
-#: a command function: (context, options) -> exit status (None means 0)
-CommandFunc = Callable[[Context, argparse.Namespace], int | None]
+if TYPE_CHECKING:
+    #: a command function: (context, options) -> exit status (None means 0)
+    CommandFunc = Callable[[Context, argparse.Namespace], int | None]

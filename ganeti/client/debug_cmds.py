@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.instance_opts import parse_size
 from ganeti.client.jobs import JobExecutor, opcode, submit_opcodes, submit_or_send
 from ganeti.client.options import add_dry_run_option, add_priority_option, add_submit_options
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: OP_TEST_ALLOCATOR's modes and directions (Ganeti's names)
 IALLOCATOR_MODES = ("allocate", "multi-allocate", "relocate", "allocate-secondary", "node-evacuate", "change-group")

@@ -8,10 +8,12 @@ side knows).  Standard library plus L{ganeti.errors}.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class JobSubmitted(Exception):

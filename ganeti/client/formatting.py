@@ -19,7 +19,6 @@ Standard library only: every tool imports this.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
 
 from ganeti.jobs.lifecycle import ELOG_MESSAGE
 from ganeti.querydefs import (  # noqa: F401  (RS_NORMAL re-exported for the tools)
@@ -38,6 +37,10 @@ from ganeti.querydefs import (  # noqa: F401  (RS_NORMAL re-exported for the too
     RS_UNKNOWN,
 )
 from ganeti.units import format_unit  # noqa: F401  (re-exported for the tools)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping, Sequence
 
 #: exit status of a query naming unknown fields (Ganeti's EXIT_UNKNOWN_FIELD)
 EXIT_UNKNOWN_FIELD = 14

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from ganeti import errors, ports
 from ganeti.client import prompt, tags
@@ -42,6 +41,10 @@ from ganeti.client.options import (
 )
 from ganeti.client.runner import run
 from ganeti.client.tags import TAG_CLUSTER
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def queue_ops(ctx: Context, opts: argparse.Namespace) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from ganeti.client import debug_cmds
 from ganeti.client.command import EXIT_SUCCESS, Command, Context
@@ -25,6 +24,10 @@ from ganeti.client.options import (
 )
 from ganeti.client.queries import generic_list
 from ganeti.client.runner import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: default fields of C{gnt-debug locks}
 LOCKS_DEF_FIELDS = ["name", "mode", "owner", "pending"]

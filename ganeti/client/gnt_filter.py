@@ -20,12 +20,15 @@ import argparse
 import json
 import re
 import time
-from typing import Any
 
 from ganeti.client.command import EXIT_SUCCESS, Command, Context
 from ganeti.client.options import add_list_fields_options, add_list_options, make_simple_filter, parse_fields
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: the default fields of C{list} (Ganeti's C{_LIST_DEF_FIELDS})
 LIST_DEF_FIELDS = ["uuid", "watermark", "priority", "predicates", "action", "reason_trail"]

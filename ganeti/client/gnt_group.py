@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
@@ -28,6 +27,10 @@ from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 from ganeti.client.tags import TAG_NODEGROUP, tag_commands
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: default fields of C{gnt-group list}
 LIST_DEF_FIELDS = ["name", "node_cnt", "pinst_cnt", "alloc_policy", "ndparams"]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Callable
 
 from ganeti import errors
 from ganeti.client import instance_opts as iopts
@@ -48,6 +47,10 @@ from ganeti.client.options import add_list_fields_options, make_simple_filter, p
 from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.tags import TAG_INSTANCE, tag_commands
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 #: with more instances than this, the confirmation offers to show the list
 CONFIRM_LIST_MAX = 20

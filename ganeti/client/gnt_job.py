@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, cast
 
 from ganeti import errors
 from ganeti.client import options, prompt
@@ -42,6 +41,11 @@ from ganeti.client.options import (
 from ganeti.client.qfilter import looks_like_filter, make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
+from ganeti.lighttyping import cast
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 #: default fields of C{gnt-job list}
 LIST_DEF_FIELDS = ["id", "status", "summary"]

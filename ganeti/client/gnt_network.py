@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Any
 
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
@@ -31,6 +30,10 @@ from ganeti.client.options import (
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 from ganeti.client.tags import tag_commands
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 TAG_NETWORK = "network"
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
 
 from ganeti import errors
 from ganeti.client import node_storage_cmds, oob_cmds, prompt
@@ -49,6 +48,10 @@ from ganeti.client.qfilter import make_filter
 from ganeti.client.queries import generic_list, generic_list_fields
 from ganeti.client.runner import run
 from ganeti.client.tags import TAG_NODE, tag_commands
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EVAC_PRIMARY, EVAC_SECONDARY, EVAC_ALL = "primary-only", "secondary-only", "all"
 LIST_DEF_FIELDS = ["name", "dtotal", "dfree", "mtotal", "mnode", "mfree", "pinst_cnt", "sinst_cnt"]

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
 
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.formatting import format_table
 from ganeti.client.jobs import opcode, submit_opcodes
 from ganeti.client.options import add_priority_option
 from ganeti.client.runner import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: what C{diagnose} asks for
 DIAGNOSE_FIELDS = ["name", "valid", "variants", "node_status", "hidden", "blacklisted"]

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
 
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Command, Context
 from ganeti.client.jobs import opcode, submit_opcodes
 from ganeti.client.options import add_priority_option
 from ganeti.client.runner import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _natural(name: str) -> list[Any]:

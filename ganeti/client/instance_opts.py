@@ -22,10 +22,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from typing import Any, Iterable, Mapping
 
 from ganeti import errors
 from ganeti.disktemplates import CREATABLE_TEMPLATES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Mapping
 
 #: default fields of C{gnt-instance list}
 LIST_DEF_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import time
 from functools import partial
-from typing import Any
 
 from ganeti import errors
 from ganeti.client.command import Context
@@ -32,6 +31,10 @@ from ganeti.client.formatting import format_log_message
 from ganeti.client.options import PRIORITIES
 from ganeti.jobs import lifecycle
 from ganeti.luxi import jobwait
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: the job statuses (Ganeti's names; defined by L{ganeti.jobs.lifecycle})
 JOB_STATUS_QUEUED = lifecycle.QUEUED

@@ -14,7 +14,6 @@ C{repair-storage} get Ganeti's refusals from their opcodes
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
@@ -27,6 +26,10 @@ from ganeti.client.options import (
     parse_fields,
     yes_no,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VOLUME_FIELDS = ["node", "phys", "vg", "name", "size", "instance"]
 _VOLUME_TITLES = {"node": "Node", "phys": "PhysDev", "vg": "VG", "name": "Name", "size": "Size",

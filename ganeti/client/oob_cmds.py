@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable
 
 from ganeti import oob, ports
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
@@ -40,6 +39,10 @@ from ganeti.client.options import (
     add_submit_options,
     make_simple_filter,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 POWER_COMMANDS = ("on", "off", "cycle", "status")
 #: commands that need nodes and a confirmation

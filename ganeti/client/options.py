@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Iterable, Sequence, TextIO
 
 from ganeti import errors
 from ganeti.client.command import Command, ParserExit
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence, TextIO
 
 #: --priority names -> opcode priority (OP_PRIO_LOW/NORMAL/HIGH)
 PRIORITIES = {"low": 10, "normal": 0, "high": -10}

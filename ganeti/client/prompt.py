@@ -6,7 +6,9 @@ answer is the last choice's value, which for the default yes/no is "no".
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def ask_user(text: str, choices: list[tuple[str, Any, str]] | None = None, tty: str = "/dev/tty") -> Any:

@@ -16,9 +16,12 @@ Standard library only.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
 
 from ganeti import errors
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 #: characters that make a lone argument an expression (Ganeti's choice)
 FILTER_CHARS = frozenset("()=/!~'\"\\<>") | frozenset(" \t\n\r\f\v")

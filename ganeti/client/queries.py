@@ -8,8 +8,6 @@ fields: a warning on stderr, and exit status 14
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
 from ganeti.client.command import EXIT_SUCCESS, Context
 from ganeti.client.formatting import (
     EXIT_UNKNOWN_FIELD,
@@ -19,6 +17,10 @@ from ganeti.client.formatting import (
     qft_name,
     unknown_fields,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
 
 
 def generic_list(

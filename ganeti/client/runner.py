@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from ganeti import errors
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, EXIT_USAGE, Command, Context, ParserExit
 from ganeti.client.errorfmt import JobSubmitted, format_error
 from ganeti.client.launch import usage_lines
 from ganeti.client.options import build_parser
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Sequence, TextIO
 
 
 def format_usage(prog: str, commands: dict[str, Command]) -> list[str]:

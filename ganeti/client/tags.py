@@ -10,9 +10,13 @@ import argparse
 import sys
 
 from ganeti import errors
-from ganeti.client.command import EXIT_SUCCESS, Command, CommandFunc, Context
+from ganeti.client.command import EXIT_SUCCESS, Command, Context
 from ganeti.client.jobs import opcode, submit_or_send
 from ganeti.client.options import add_priority_option, add_submit_options, add_tag_source_option
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ganeti.client.command import CommandFunc
 
 TAG_CLUSTER = "cluster"
 TAG_NODEGROUP = "nodegroup"

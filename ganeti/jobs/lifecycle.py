@@ -25,7 +25,9 @@ feedback and L{ResultWithJobs}, the result that has more jobs submitted.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Protocol, Sequence
 
 # --- statuses (jobs and opcodes share them; the order matters) -------------
 QUEUED = "queued"
@@ -79,24 +81,26 @@ class IllegalTransition(ValueError):
     """A change of status the job lifecycle does not allow."""
 
 
-class OpRecord(Protocol):
-    """What the transitions change of an opcode (L{ganeti.jobs.model.QueuedOpCode})."""
+if TYPE_CHECKING:  # types for mypy: typing is not imported at run time (ganeti.lighttyping)
 
-    status: str
-    result: Any
-    start_timestamp: Any
-    exec_timestamp: Any
-    end_timestamp: Any
+    class OpRecord(Protocol):
+        """What the transitions change of an opcode (L{ganeti.jobs.model.QueuedOpCode})."""
+
+        status: str
+        result: Any
+        start_timestamp: Any
+        exec_timestamp: Any
+        end_timestamp: Any
 
 
-class JobRecord(Protocol):
-    """What the transitions change of a job (L{ganeti.jobs.model.QueuedJob})."""
+    class JobRecord(Protocol):
+        """What the transitions change of a job (L{ganeti.jobs.model.QueuedJob})."""
 
-    start_timestamp: Any
-    end_timestamp: Any
+        start_timestamp: Any
+        end_timestamp: Any
 
-    @property
-    def ops(self) -> Sequence[OpRecord]: ...
+        @property
+        def ops(self) -> Sequence[OpRecord]: ...
 
 
 class ResultWithJobs:

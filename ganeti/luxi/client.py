@@ -33,10 +33,14 @@ import os
 import select
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ganeti import errors
+from ganeti.lighttyping import TypeVar, cast
 from ganeti.luxi import methods, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     import socket

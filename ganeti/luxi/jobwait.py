@@ -18,11 +18,14 @@ reported once, in order, also those that arrive with the final status.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Generator, Protocol, TypeVar
-
 from ganeti import errors
 from ganeti.jobs.lifecycle import ERROR, FINALIZED, SUCCESS
+from ganeti.lighttyping import Protocol, TypeVar
 from ganeti.luxi import methods
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Awaitable, Callable, Generator
 
 #: WaitForJobChange's answer when nothing changed before the timeout
 NOT_CHANGED = "nochange"
@@ -35,8 +38,8 @@ RESULT_FIELDS = ["status", "opstatus", "opresult"]
 T = TypeVar("T")
 
 
-#: one LUXI call L{follow} makes: a request declared in L{ganeti.luxi.methods}
-Call = methods.Request[Any]
+#: one LUXI call L{follow} makes: a request declared in L{ganeti.luxi.methods} ("Any" quoted: L{ganeti.lighttyping})
+Call = methods.Request["Any"]
 
 
 class Reporter(Protocol):

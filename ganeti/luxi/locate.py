@@ -23,11 +23,14 @@ from __future__ import annotations
 import os
 import select
 import time
-from typing import TYPE_CHECKING, NamedTuple
 
 from ganeti import httpresponse
 from ganeti.paths import Paths
 from ganeti.plaintuple import plain_tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
 
 if TYPE_CHECKING:
     import socket

@@ -30,13 +30,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
 
 from ganeti import errors
 from ganeti.luxi import locate, methods
 from ganeti.luxi.client import DEFAULT_TIMEOUT, CallTimeout, ConnectionLost, LuxiClient, NotSent
 from ganeti.luxi.submitid import reason_entry, submission_id
 from ganeti.paths import Paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 #: seconds added to the failover timeout: election, take-over and the new LuxiD's start (with the default
 #: timeout, 30 s in all: Ganeti's client waits as long for its master daemon, LUXI_DEF_CTMO)

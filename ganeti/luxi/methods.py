@@ -37,11 +37,14 @@ job id is a number or a string of digits, as Ganeti's tools send either.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generic, NamedTuple, ParamSpec, Sequence, TypeVar, cast, overload
-
 from ganeti import contract, errors
 from ganeti.contract import ContractError, filled
+from ganeti.lighttyping import Generic, ParamSpec, TypeVar, cast
 from ganeti.plaintuple import plain_tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, NamedTuple, Sequence, overload
 
 __all__ = ["TABLE", "Blocking", "ContractError", "Method", "Request", "filled"]
 
@@ -89,7 +92,7 @@ class Method(contract.Declaration[P, R]):
             self.name, argument.name, argument.describe(), value, index + 1), errors.ECODE_INVAL)
 
 
-class Table(contract.Table[Method[Any, Any]]):
+class Table(contract.Table["Method[Any, Any]"]):
     """The LUXI methods, by wire name."""
 
     kind_name = "method"
@@ -108,16 +111,18 @@ class Blocking(Generic[P, R]):
     def __init__(self, method: Method[P, R]) -> None:
         self.method = method  # its doc is read on first use: importing the client stays cheap
 
-    @overload
-    def __get__(self, client: None, owner: type) -> Blocking[P, R]: ...
+    if TYPE_CHECKING:
 
-    @overload
-    def __get__(self, client: object, owner: type) -> Callable[P, R]: ...
+        @overload
+        def __get__(self, client: None, owner: type) -> Blocking[P, R]: ...
+
+        @overload
+        def __get__(self, client: object, owner: type) -> Callable[P, R]: ...
 
     def __get__(self, client: object, owner: type) -> Blocking[P, R] | Callable[P, R]:
         if client is None:
             return self
-        method, run = self.method, cast(Any, client).run
+        method, run = self.method, cast("Any", client).run
 
         def bound(*args: P.args, **kwargs: P.kwargs) -> R:
             result: R = run(method.call(*args, **kwargs))
@@ -131,14 +136,15 @@ class Blocking(Generic[P, R]):
 TABLE = Table()
 declare = TABLE.declare
 
+# ("Any" quoted: typing is not imported when this runs, see ganeti.lighttyping; the contract resolves it)
 #: an opcode as a client sends it: C{{"OP_ID": ..., parameter: value, ...}} (opcodes.md)
-Opcode = dict[str, Any]
+Opcode = dict[str, "Any"]
 #: a job id: Ganeti's tools send a number or a string of digits
 JobId = int | str
 #: a qlang filter (spec/luxi.md section 4), or C{None} for every item
-Filter = list[Any] | None
+Filter = list["Any"] | None
 #: a row of plain values, in the order of the fields asked for
-Row = list[Any]
+Row = list["Any"]
 
 #: defaults the client fills in, which the wire requires (see L{filled})
 NO_FILTER: Filter = filled(None)

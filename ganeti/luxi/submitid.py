@@ -8,7 +8,9 @@ clients need, so that they do not load LuxiD's submission checks.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: the reason-trail source of a submission id
 SUBMISSION_SOURCE = "gnt:submission"

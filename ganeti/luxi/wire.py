@@ -23,9 +23,12 @@ response too big for C{json} to decode quickly.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
 
 from ganeti import CONFIG_VERSION, errors
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterator
 
 #: The message terminator.
 ETX = b"\x03"
