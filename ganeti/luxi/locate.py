@@ -61,11 +61,11 @@ def own_identity(paths: Paths) -> dict[str, str]:
 
     Read here rather than through L{ganeti.daemons}, which imports Twisted: a command that only asks its
     own NodeD (C{gnt-cluster master-failover}) would spend more on that import than on its request."""
-    import json
+    from ganeti import lightjson
 
     try:
         with open(os.path.join(paths.data_dir, "node.json")) as handle:
-            value = json.load(handle)
+            value = lightjson.loads(handle.read())
     except (OSError, ValueError):
         return {}
     if not isinstance(value, dict):

@@ -122,7 +122,7 @@ def wait_window(paths: Paths) -> float:
     with the standard library: the command line must not pay for the HA
     package's imports (attrs, Twisted's logger) to know one number.
     """
-    import json
+    from ganeti import lightjson
 
     try:
         with open(paths.ssconf("master_candidates")) as handle:
@@ -133,7 +133,7 @@ def wait_window(paths: Paths) -> float:
     timeout = 10.0  # ganeti.ha.params.DEFAULT_FAILOVER_TIMEOUT
     try:
         with open(os.path.join(paths.data_dir, "ha.data"), "rb") as handle:  # ganeti.ha.params.FILE_NAME
-            value = json.loads(handle.read()).get("failover_timeout")
+            value = lightjson.loads(handle.read()).get("failover_timeout")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 3600:
             timeout = float(value)
     except (OSError, ValueError, AttributeError):  # missing, unreadable, damaged: the default

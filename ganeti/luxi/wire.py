@@ -11,10 +11,11 @@ as C{[ClassName, [args...]]} (see L{ganeti.errors.encode}), or as a plain
 string when the request itself could not be parsed.
 
 This module is imported by the blocking CLI client, so it must stay cheap
-to import: the standard library and L{ganeti.errors} only.  What a client
-sends and reads (requests out, responses in) goes through the standard
-library's C{json}, as in Ganeti's own client: importing orjson costs a
-command-line tool more than encoding its few small messages.  What a
+to import: the standard library, L{ganeti.errors} and L{ganeti.lightjson}
+only.  What a client sends and reads (requests out, responses in) goes
+through the standard library's JSON codec (L{ganeti.lightjson}: its C part
+without the C{json} package's import), as in Ganeti's own client: importing
+orjson costs a command-line tool more than encoding its few small messages.  What a
 server reads and sends (requests in, responses out) goes through orjson,
 imported on first use (the daemons have it loaded anyway); so does a
 response too big for C{json} to decode quickly.
@@ -22,9 +23,7 @@ response too big for C{json} to decode quickly.
 
 from __future__ import annotations
 
-import json
-
-from ganeti import CONFIG_VERSION, errors
+from ganeti import CONFIG_VERSION, errors, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +71,7 @@ def _client_dumps(value: Any) -> bytes:
     would refuse them.
     """
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        return lightjson.dumps(value).encode("utf-8")
     except ValueError as e:  # NaN; orjson raises TypeError for what it cannot encode
         raise TypeError(str(e)) from None
 
@@ -81,7 +80,7 @@ def _loads_object(payload: bytes, what: str, fast: bool = True) -> dict[str, Any
     """Decode C{payload} as a JSON object, or raise L{LuxiProtocolError}.
 
     @param fast: decode with orjson (the servers); else with C{json} unless
-        the payload is large (the clients).
+        the payload is large (the clients: L{ganeti.lightjson}).
     """
     try:
         if fast or len(payload) > _LARGE_PAYLOAD:
@@ -89,7 +88,7 @@ def _loads_object(payload: bytes, what: str, fast: bool = True) -> dict[str, Any
 
             value = orjson.loads(payload)
         else:
-            value = json.loads(payload)
+            value = lightjson.loads(payload)
     except (ValueError, UnicodeDecodeError) as e:  # orjson.JSONDecodeError is a json.JSONDecodeError
         raise LuxiProtocolError("%s is not valid JSON: %s" % (what, e)) from None
     if not isinstance(value, dict):
