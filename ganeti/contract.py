@@ -1,4 +1,4 @@
-"""Contracts declared once from typed stubs (pure: the standard library only).
+"""Contracts declared once from typed stubs (pure: the standard library and L{ganeti.lighttyping}).
 
 A protocol whose calls are positional JSON arguments (node RPC, LUXI)
 declares each call once, as a typed stub function: its name is the
@@ -24,8 +24,10 @@ Ganeti's tools sometimes send them, and checks only the container of a
 list or dict; LUXI takes JSON booleans only and checks the elements too.
 
 This module is imported by the blocking LUXI client of the gnt-* tools, so
-it stays cheap: no C{inspect} nor C{dataclasses}, and a stub is read (its
-signature and types) only when its declaration is first used.
+it stays cheap: no C{inspect}, C{dataclasses} nor C{typing}.  A stub is
+read when its declaration is first used: its names and defaults (all a
+caller needs to bind a call), and its types (with C{typing}) only when
+values are checked, as a server does.
 """
 
 from __future__ import annotations

@@ -40,10 +40,8 @@ from ganeti.luxi import methods, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
-if TYPE_CHECKING:
     import socket
+    from typing import Any
 
     from twisted.internet.defer import Deferred
 

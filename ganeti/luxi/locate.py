@@ -30,11 +30,9 @@ from ganeti.plaintuple import plain_tuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NamedTuple
-
-if TYPE_CHECKING:
     import socket
     import ssl
+    from typing import NamedTuple
 
 #: environment variable naming the candidates' confd port (default 1814; tests run many clusters)
 CONFD_PORT_ENV = "GANETI_CONFD_PORT"
