@@ -16,6 +16,11 @@ from ganeti.client import helptable, launch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def python(code: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """C{code} run by a new interpreter in the checkout (what a tool's own process would load)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=check, cwd=ROOT)
+
+
 def test_the_help_table_is_fresh():
     # stale after a command was added or its help changed: python -m ganeti.client.launch --write
     with open(helptable.__file__, encoding="utf-8") as handle:
@@ -64,7 +69,7 @@ def test_help_loads_neither_the_tool_nor_the_luxi_client():
         "loaded = [m for m in ('ganeti.client.gnt_instance', 'ganeti.luxi.client', 'argparse', 'typing', 're',"
         " 'textwrap') if m in sys.modules and m not in before]; sys.stderr.write(repr(loaded))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = python(code)
     assert done.stderr == "[]"
     assert "activate-disks" in done.stdout
 
@@ -83,7 +88,7 @@ def test_no_tool_imports_what_only_daemons_need():
             "for module in launch.TOOLS.values(): importlib.import_module(module)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('orjson', 'dataclasses', 'twisted', 'attr',"
             " 'attrs', 'zope')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = python(code)
     assert out.stdout.strip() == "[]", out.stdout
 
 
@@ -99,7 +104,7 @@ def test_a_tools_start_imports_no_socket_random_gettext_or_typing():
             "print(sorted(m for m in ('socket', 'selectors', 'random', 'locale', 'gettext', 'typing')"
             " if m in sys.modules and m not in before))\n"
             "import gettext; print(gettext.dgettext('x', 'kept'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = python(code)
     assert out.stdout.split("\n")[:2] == ["[]", "kept"], out.stdout
 
 
@@ -107,7 +112,7 @@ def test_argparse_still_speaks_english_without_gettext():
     code = ("import sys; from ganeti.client import launch; launch._argparse_untranslated()\n"
             "import argparse; p = argparse.ArgumentParser(prog='gnt-x'); p.add_argument('name', nargs=2)\n"
             "p.parse_args(['--bogus'])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    done = python(code, check=False)
     assert done.returncode == 2
     assert "gnt-x: error: the following arguments are required: name" in done.stderr, done.stderr
 
@@ -125,7 +130,7 @@ def test_a_tools_start_compiles_no_annotation():
             "for module in launch.TOOLS.values(): importlib.import_module(module)\n"
             "from ganeti.luxi import client, master, locate, jobwait\n"
             "print(made)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = python(code)
     assert out.stdout.strip() == "[]", out.stdout
 
 
@@ -136,11 +141,11 @@ def test_a_console_start_runs_no_collection_and_freezes_what_it_made():
             "runs = []; gc.callbacks.append(lambda phase, info: phase == 'start' and runs.append(info['generation']))\n"
             "code = launch.launch('gnt-debug', ['--version'], console=True)\n"
             "sys.stderr.write(repr((code, runs, gc.isenabled(), gc.get_freeze_count() > 10000)))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    done = python(code)
     assert done.stderr == "(0, [], True, True)", done.stderr
     assert done.stdout.startswith("gnt-debug (ganeti-twisted ")
     # in a process that is not the tool's own (a test, a caller), nothing is frozen
     code = ("import gc, sys; from ganeti.client import launch\n"
             "launch.launch('gnt-debug', ['--version']); sys.stderr.write(repr(gc.get_freeze_count()))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    done = python(code)
     assert done.stderr == "0", done.stderr
