@@ -13,19 +13,16 @@ import argparse
 import math
 import os
 import shutil
-import socket
-from typing import Any
 
-import attrs
-
-from ganeti.client import cluster_opts
-from ganeti.client.cluster_opts import parse_hvparams, parse_keyval
 from ganeti.client.command import EXIT_FAILURE, EXIT_SUCCESS, Context
 from ganeti.client.formatting import format_time
 from ganeti.client.jobs import follow_up_jobs, opcode, submit_or_send
 from ganeti.client.options import add_priority_option, add_submit_options, yes_no
 from ganeti.paths import Paths
-from ganeti.rpc.instances import node_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: cluster-wide storage directories (as Ganeti's defaults); node R keeps them at R + path
 DEFAULT_FILE_STORAGE_DIR = "/srv/ganeti/file-storage"
@@ -37,8 +34,14 @@ def _paths(ctx: Context) -> Paths:
 
 
 def init(ctx: Context, opts: argparse.Namespace) -> int:
+    import socket
+
+    import attrs  # (with the config model: init alone needs them, not info, version or modify)
+
     from ganeti import crypto, daemons, serializer, ssconf
+    from ganeti.client import cluster_opts
     from ganeti.config.bootstrap import initial_config
+    from ganeti.rpc.instances import node_path
 
     paths = _paths(ctx)
     if os.path.exists(paths.config_data):
@@ -264,7 +267,7 @@ def _parameter_sections(data: dict[str, Any], roman: bool) -> list[tuple[str, An
     """Ganeti's "Cluster parameters", defaults and policy sections of C{info}."""
     from ganeti.client.formatting import grouped_params, to_roman
     from ganeti.client.policy_info import policy_info
-    from ganeti.cmdlib.cluster_params import format_uid_pool
+    from ganeti.uidpool import format_uid_pool
 
     get = data.get
     parameters = [
@@ -305,6 +308,9 @@ def setup_info(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_init(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client import cluster_opts
+    from ganeti.client.cluster_opts import parse_hvparams
+
     parser.add_argument("cluster_name", metavar="CLUSTER_NAME")
     parser.add_argument("--primary-ip", required=True, help="this node's primary IP (e.g. 127.0.1.1 for a loopback cluster)")
     parser.add_argument("--node-name", help="this node's name (default: the host's FQDN)")
@@ -336,6 +342,8 @@ def setup_destroy(parser: argparse.ArgumentParser) -> None:
 
 def parse_collector_states(text: str) -> dict[str, bool]:
     """C{name=bool,...} of C{--enabled-data-collectors} (true/false, yes/no, 1/0)."""
+    from ganeti.client.cluster_opts import parse_keyval
+
     states = {}
     for key, value in parse_keyval(text).items():
         word = str(value).lower()
@@ -347,6 +355,8 @@ def parse_collector_states(text: str) -> dict[str, bool]:
 
 def parse_collector_intervals(text: str) -> dict[str, int]:
     """C{name=seconds,...} of C{--data-collector-interval}, in microseconds (as Ganeti stores them)."""
+    from ganeti.client.cluster_opts import parse_keyval
+
     intervals = {}
     for key, value in parse_keyval(text).items():
         try:
@@ -371,6 +381,8 @@ def _seconds(text: str) -> float:
 
 
 def modify(ctx: Context, opts: argparse.Namespace) -> int:
+    from ganeti.client import cluster_opts
+
     params: dict[str, Any] = {}
     for name in (
         "candidate_pool_size", "max_running_jobs", "max_tracked_jobs", "file_storage_dir",
@@ -419,6 +431,9 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
 
 
 def setup_modify(parser: argparse.ArgumentParser) -> None:
+    from ganeti.client import cluster_opts
+    from ganeti.client.cluster_opts import parse_hvparams, parse_keyval
+
     parser.add_argument("-C", "--candidate-pool-size", type=int, help="master candidates to keep")
     parser.add_argument("--max-running-jobs", type=int, help="jobs run at once")
     parser.add_argument("--max-tracked-jobs", type=int, help="jobs tracked at once")

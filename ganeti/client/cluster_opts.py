@@ -206,7 +206,7 @@ def _hvparams(text: str) -> dict[str, dict[str, Any]]:
 
 
 def _uid_pool(text: str | None) -> list[list[int]] | None:
-    from ganeti.cmdlib.cluster_params import check_uid_pool, parse_uid_pool
+    from ganeti.uidpool import check_uid_pool, parse_uid_pool
 
     return None if text is None else check_uid_pool(parse_uid_pool(text))
 

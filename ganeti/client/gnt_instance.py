@@ -363,7 +363,7 @@ def select_os(ctx: Context) -> str | None:
     """Ganeti's C{--select-os}: list the OSes as C{gnt-os list} does
     (variants too), read a number; C{None} when the answer is no valid choice."""
     from ganeti.client.gnt_os import _diagnose
-    from ganeti.opcodes import os_names
+    from ganeti.osnames import os_names
 
     choices = [entry for name, variants in _diagnose(ctx, ["name", "variants"]) for entry in os_names(name, variants)]
     if not choices:

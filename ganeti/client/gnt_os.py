@@ -43,7 +43,7 @@ def _diagnose(ctx: Context, fields: list[str]) -> list[list[Any]]:
 
 
 def list_os(ctx: Context, opts: argparse.Namespace) -> int:
-    from ganeti.opcodes import os_names
+    from ganeti.osnames import os_names
 
     rows = _diagnose(ctx, ["name", "variants"])
     names = [[n] for name, variants in rows for n in os_names(name, variants)]

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ganeti import errors
+from ganeti import errors, uidpool
 from ganeti.cmdlib import allocator, cluster_os, cluster_params, group_params, instance_params, rbd_disks
 from ganeti.cmdlib.base import ALL_SET, LEVEL_CLUSTER, LEVELS, Feedback, LogicalUnit, register
 from ganeti.cmdlib.instance_utils import check_os_params
@@ -246,7 +246,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         if op.master_netmask is not None:
             changes["master_netmask"] = op.master_netmask
         if op.uid_pool is not None or op.add_uids or op.remove_uids:
-            changes["uid_pool"] = cluster_params.uid_pool_changed(cluster.uid_pool, op.add_uids, op.remove_uids,
+            changes["uid_pool"] = uidpool.uid_pool_changed(cluster.uid_pool, op.add_uids, op.remove_uids,
                                                                   op.uid_pool)
         if op.instance_communication_network is not None:
             changes["instance_communication_network"] = op.instance_communication_network

@@ -4,9 +4,7 @@ the user-id pool, the cluster's instance policy, the static hypervisor and
 disk state, the LVM/DRBD names, the master netmask, images, compression
 tools, private OS parameters and the instance communication network.
 
-Ganeti's semantics: a uid pool is a sorted list of C{[lower, higher]}
-ranges (C{add_uids} adds ranges not already there, C{remove_uids} refuses
-a range that is not in the pool); the cluster's policy is complete (the
+Ganeti's semantics: the uid pool as L{ganeti.uidpool} reads and changes it; the cluster's policy is complete (the
 standard spec within one of the min/max pairs, its disk templates enabled);
 images are absolute paths or URLs; C{gzip} must stay among the compression
 tools.  The same checks serve C{gnt-cluster init}
@@ -20,9 +18,8 @@ from typing import Any, Callable, Mapping
 
 from ganeti import errors
 from ganeti.cmdlib import group_params
+from ganeti.uidpool import check_uid_pool, uid_pool_changed
 
-#: Ganeti's bounds of a user id in the pool
-UID_MIN, UID_MAX = 0, 4294967295
 #: Ganeti's instance communication network: address, MAC prefix, and how groups connect it
 COMMUNICATION_NETWORK4 = "169.254.0.0/16"
 COMMUNICATION_MAC_PREFIX = "52:54:00"
@@ -33,69 +30,6 @@ _URL = re.compile(r"^(https?|ftp)://\S+$")
 
 def _invalid(message: str) -> errors.OpPrereqError:
     return errors.OpPrereqError(message, errors.ECODE_INVAL)
-
-
-# --- user-id pool --------------------------------------------------------------------------------
-
-
-def parse_uid_pool(text: str, separator: str = ",") -> list[list[int]]:
-    """Ganeti's C{1000-2000,3000} syntax as C{[[1000, 2000], [3000, 3000]]}.
-    @raise errors.OpPrereqError: not a list of integer ranges"""
-    ranges = []
-    for item in text.split(separator):
-        item = item.strip()
-        if not item:
-            continue
-        bounds = item.split("-")
-        if len(bounds) > 2:
-            raise _invalid("Invalid user-id range definition. Only one hyphen allowed: %s" % bounds)
-        try:
-            lower = int(bounds[0])
-            higher = int(bounds[-1])
-        except ValueError:
-            raise _invalid("Invalid user-id range %r: the boundaries must be integers" % item) from None
-        ranges.append([lower, higher])
-    ranges.sort()
-    return ranges
-
-
-def format_uid_pool(pool: Any, separator: str = ", ") -> str:
-    """The pool as Ganeti shows it (C{1000-2000, 3000})."""
-    return separator.join(str(low) if low == high else "%s-%s" % (low, high) for low, high in pool or [])
-
-
-def check_uid_pool(pool: Any) -> list[list[int]]:
-    """Each range ordered and within Ganeti's bounds (its messages)."""
-    out = []
-    for low, high in pool:
-        if low > high:
-            raise _invalid("Lower user-id range boundary value (%s) is larger than higher boundary value (%s)"
-                           % (low, high))
-        if low < UID_MIN:
-            raise _invalid("Lower user-id range boundary value (%s) is smaller than UIDPOOL_UID_MIN (%s)."
-                           % (low, UID_MIN))
-        if high > UID_MAX:
-            raise _invalid("Higher user-id boundary value (%s) is larger than UIDPOOL_UID_MAX (%s)."
-                           % (high, UID_MAX))
-        out.append([int(low), int(high)])
-    return out
-
-
-def uid_pool_changed(current: Any, add: Any, remove: Any, replace: Any) -> list[list[int]]:
-    """The pool after C{add}, C{remove} then C{replace} (Ganeti's order)."""
-    pool = [list(r) for r in current or []]
-    for item in add or []:
-        if list(item) not in pool:
-            pool.append(list(item))
-    pool.sort()
-    for item in remove or []:
-        if list(item) not in pool:
-            raise _invalid("User-id range to be removed is not found in the current user-id pool: %s"
-                           % str(tuple(item)))
-        pool.remove(list(item))
-    if replace is not None:
-        pool = sorted(list(r) for r in replace)
-    return pool
 
 
 # --- instance policy ---------------------------------------------------------------------------

@@ -8,8 +8,10 @@ Pure decisions (stdlib and attrs only: no Twisted, no I/O), tested directly:
 
 The rest wires them to files, timers and node RPC:
 
-  - L{epoch}: the master epoch that fences a replaced master;
-  - L{params}: the HA cluster parameters (C{ha.data}) and the last failover;
+  - L{epoch}: the master epoch that fences a replaced master (its records; the
+    daemons' fencing services in L{epochwatch});
+  - L{params}: the HA cluster parameters (C{ha.data}) and the last failover
+    (their names, defaults and bounds in L{bounds}, for the opcodes);
   - L{keeper}: WConfD's side of the HA parameters (change, store, replicate);
   - L{voting}: the start-up vote gate of WConfD and LuxiD;
   - L{takeover}: the take-over steps of a failover, reporting through a

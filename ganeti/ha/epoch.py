@@ -34,11 +34,6 @@ import threading
 from contextvars import ContextVar
 from typing import Any, Callable
 
-from twisted.application.service import Service
-from twisted.internet.task import LoopingCall
-from twisted.logger import Logger
-
-from ganeti import serializer
 from ganeti.paths import Paths
 
 #: HTTP header carrying an epoch, in requests and in refusals.
@@ -55,7 +50,13 @@ CONFIG_FILE_NAME = "config-epoch"
 #: the epoch the node RPC being dispatched carries (C{None}: none), set by NodeD around each call
 request_epoch: ContextVar[int | None] = ContextVar("request_epoch", default=None)
 
-log = Logger()
+
+
+def _log() -> Any:
+    """This module's logger (Twisted's, imported when first used: the command line reads epochs too)."""
+    from twisted.logger import Logger
+
+    return Logger(namespace=__name__)
 
 
 class StaleEpoch(Exception):
@@ -109,6 +110,8 @@ def read_epoch(paths: Paths) -> int:
 def write_epoch(paths: Paths, epoch: int, holder: str | None = None) -> None:
     """Record C{epoch} (claimed by C{holder}) durably: atomic replace, fsync of file and directory."""
     line = b"%d\n" % epoch if holder is None else b"%d %s\n" % (epoch, holder.encode("utf-8"))
+    from ganeti import serializer  # (and orjson: not for the command line, which only reads)
+
     serializer.write_file(epoch_path(paths), line, mode=0o644)
 
 
@@ -135,6 +138,8 @@ def write_config_epoch(paths: Paths, epoch: int) -> None:
     (L{ganeti.ha.election.newness}), never an older config under a newer one.
     """
     if read_config_epoch(paths) != epoch:
+        from ganeti import serializer
+
         serializer.write_file(config_epoch_path(paths), b"%d\n" % epoch, mode=0o644)
 
 
@@ -183,7 +188,7 @@ class EpochGuard:
                 raise StaleEpoch(offered, self.highest)
             if offered > self.highest:
                 write_epoch(self.paths, offered)
-                log.info("master epoch raised from {old} to {new}", old=self.highest, new=offered)
+                _log().info("master epoch raised from {old} to {new}", old=self.highest, new=offered)
                 self.highest, self.holder = offered, None
 
     def claim(self, epoch: int, holder: str) -> None:
@@ -199,7 +204,7 @@ class EpochGuard:
                 raise StaleEpoch(epoch, self.highest)
             if (epoch, holder) != (self.highest, self.holder):
                 write_epoch(self.paths, epoch, holder)
-                log.info("master epoch {new} claimed by {holder}", new=epoch, holder=holder)
+                _log().info("master epoch {new} claimed by {holder}", new=epoch, holder=holder)
                 self.highest, self.holder = epoch, holder
 
     def raise_to(self, epoch: int) -> int:
@@ -238,77 +243,3 @@ def forget() -> None:
     """Act under no epoch (tests)."""
     os.environ.pop(ENV, None)
     _fenced_callbacks.clear()
-
-
-class EpochWatch(Service):
-    """Fencing of a master daemon: it stops once a newer master exists.
-
-    It adopts the node's epoch when started (before any RPC client exists
-    and before LuxiD spawns its fork server) and stops the daemon (C{stop}) when a node refuses a call for a stale
-    epoch, or when this node's own record shows a higher epoch (a new master
-    raised it here), checked every C{interval} seconds.
-    """
-
-    log = Logger()
-
-    def __init__(self, paths: Paths, reactor: Any, daemon: str, stop: Callable[[], None], *,
-                 interval: float = 1.0) -> None:
-        self.paths = paths
-        self.reactor = reactor
-        self.daemon = daemon
-        self.epoch = read_epoch(paths)
-        self._stop = stop
-        self._stopping = False
-        self._loop = LoopingCall(self._check)
-        self._loop.clock = reactor
-        self.interval = interval
-
-    def startService(self) -> None:
-        """Adopt the epoch (before the daemon's other services start: put
-        this one first) and watch for a newer one."""
-        super().startService()
-        adopt(self.epoch, self.fence)
-        self._loop.start(self.interval, now=False)
-
-    def stopService(self) -> Any:
-        if self._loop.running:
-            self._loop.stop()
-        return super().stopService()
-
-    def _check(self) -> None:
-        try:
-            highest = read_epoch(self.paths)
-        except (OSError, ValueError) as e:
-            self.log.warn("cannot read the master epoch: {why}", why=str(e))
-            return
-        if highest > self.epoch:
-            self.fence(highest)
-
-    def fence(self, higher: int) -> None:
-        """A newer master exists (epoch C{higher}): stop at once."""
-        if self._stopping or higher <= self.epoch:
-            return
-        self._stopping = True
-        self.log.critical("{daemon}: master epoch {higher} is newer than this master's {mine}: "
-                          "another node took over; stopping", daemon=self.daemon, higher=higher, mine=self.epoch)
-        self._stop()
-
-
-class ConfigEpochMark(Service):
-    """WConfD, once its start-up voting made it master: L{mark_upgraded_config}
-    with the epoch this process adopted."""
-
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
-
-    def startService(self) -> None:
-        super().startService()
-        from ganeti import daemons
-
-        try:
-            me = daemons.read_node_identity(self.paths)["name"]
-        except (SystemExit, KeyError, TypeError):
-            return
-        epoch = process_epoch()
-        if mark_upgraded_config(self.paths, epoch, me):
-            log.info("config.data recorded as written under master epoch {epoch}", epoch=epoch)

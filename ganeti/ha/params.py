@@ -41,23 +41,19 @@ import attrs
 from twisted.logger import Logger
 
 from ganeti import serializer
+from ganeti.ha.bounds import (
+    DEFAULT_FAILOVER_TIMEOUT,
+    DEFAULT_LIVENESS_TIMEOUT,
+    FAILOVER_TIMEOUT_RANGE,
+    LIVENESS_TIMEOUT_RANGE,
+    PARAMETERS,
+)
 from ganeti.paths import Paths
 
 #: file name in the data directory
 FILE_NAME = "ha.data"
 #: file name, in the data directory, of the last failover this node made
 FAILOVER_FILE_NAME = "last-failover"
-#: the parameters an admin changes (opcode fields, C{gnt-cluster modify} options)
-PARAMETERS = ("liveness_timeout", "auto_failover", "failover_timeout")
-
-#: seconds without a byte before LuxiD marks a node unreachable
-DEFAULT_LIVENESS_TIMEOUT = 2.0
-#: seconds the master must be unreachable for a majority before a candidate takes over
-DEFAULT_FAILOVER_TIMEOUT = 10.0
-
-#: bounds an admin may set (seconds)
-LIVENESS_TIMEOUT_RANGE = (0.5, 300.0)
-FAILOVER_TIMEOUT_RANGE = (2.0, 3600.0)
 
 log = Logger()
 

@@ -130,7 +130,7 @@ def wait_window(paths: Paths) -> float:
                 return 0.0
     except OSError:  # not known here: wait as for any cluster
         pass
-    timeout = 10.0  # ganeti.ha.params.DEFAULT_FAILOVER_TIMEOUT
+    timeout = 10.0  # ganeti.ha.bounds.DEFAULT_FAILOVER_TIMEOUT
     try:
         with open(os.path.join(paths.data_dir, "ha.data"), "rb") as handle:  # ganeti.ha.params.FILE_NAME
             value = lightjson.loads(handle.read()).get("failover_timeout")

@@ -15,7 +15,7 @@ from twisted.python import usage
 from ganeti import errors, forkseed, ports
 from ganeti.daemon import FrozenHeapService, PidFileService, lock_pid_file, port_number, positive_float, positive_int
 from ganeti.daemons import node_address
-from ganeti.ha.epoch import EpochWatch
+from ganeti.ha.epochwatch import EpochWatch
 from ganeti.ha.guard import GuardedHandler, MasterGuard
 from ganeti.ha.stepdown import StepDown
 from ganeti.ha.voting import VotingGate, add_options, check_options

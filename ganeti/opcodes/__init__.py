@@ -112,8 +112,8 @@ from ganeti.opcodes.cluster import (
     P_MASTER_CAPABLE,
     P_SECONDARY_IP,
     P_VM_CAPABLE,
-    os_names,
 )
+from ganeti.osnames import os_names
 from ganeti.opcodes import instance, verify, backup  # noqa: F401  (registration)
 from ganeti.opcodes import network  # noqa: F401  (registration)
 from ganeti.opcodes import oob  # noqa: F401  (registration)

@@ -5,11 +5,11 @@ Declared with L{ganeti.opcodes.base.define}; imported by L{ganeti.opcodes}.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import attrs
 
-from ganeti.ha.params import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
+from ganeti.ha.bounds import FAILOVER_TIMEOUT_RANGE, LIVENESS_TIMEOUT_RANGE
 from ganeti.opcodes.base import (
     ABSENT,
     P_DISK_STATE,
@@ -244,12 +244,6 @@ OS_FIELDS = (
     "name", "valid", "hidden", "blacklisted", "variants", "api_versions", "parameters", "node_status",
     "os_hvp", "osparams", "trusted",
 )
-
-
-def os_names(name: str, variants: Iterable[str] | None) -> list[str]:
-    """The names instances use for an OS: C{name+variant} for each variant, else C{name}."""
-    variants = list(variants or [])
-    return ["%s+%s" % (name, v) for v in variants] if variants else [name]
 
 
 define(

@@ -16,7 +16,7 @@ from twisted.python import usage
 
 from ganeti import ports
 from ganeti.daemon import PidFileService, lock_pid_file, positive_float
-from ganeti.ha.epoch import ConfigEpochMark, EpochWatch
+from ganeti.ha.epochwatch import ConfigEpochMark, EpochWatch
 from ganeti.ha.guard import MasterGuard
 from ganeti.ha.keeper import HaKeeper, HaStage
 from ganeti.ha.voting import VotingGate, add_options, check_options

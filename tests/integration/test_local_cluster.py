@@ -18,6 +18,13 @@ def run(*argv: str, root: str | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
 
 
+def imported_by(argv: tuple[str, ...], root: str) -> set[str]:
+    """The modules a gnt-* command imports (C{python -X importtime}), run as a user runs it."""
+    traced = run(sys.executable, "-X", "importtime", os.path.join(BIN, argv[0]), *argv[1:], root=root)
+    assert traced.returncode == 0, traced.stdout + traced.stderr
+    return {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.splitlines() if "|" in line}
+
+
 def test_two_nodes_joined_by_token_share_the_config():
     directory = tempfile.mkdtemp(prefix="gntlc", dir="/tmp")
     tool = os.path.join(BIN, "ganeti-local-cluster")
@@ -42,11 +49,14 @@ def test_two_nodes_joined_by_token_share_the_config():
         # the commands admins type most import neither typing (a tenth of their start: ganeti.lighttyping)
         # nor the json package (ganeti.lightjson)
         for argv in (("gnt-instance", "list"), ("gnt-debug", "delay", "0.01"), ("gnt-job", "list")):
-            traced = run(sys.executable, "-X", "importtime", os.path.join(BIN, argv[0]), *argv[1:], root=master)
-            assert traced.returncode == 0, traced.stdout + traced.stderr
-            imported = {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.splitlines() if "|" in line}
+            imported = imported_by(argv, master)
             assert "ganeti.luxi.client" in imported, (argv, sorted(imported))
             assert not imported & {"typing", "json"}, (argv, sorted(imported))
+        # nor do these load Twisted, attrs or orjson (the daemons' libraries: 474-754 M instructions, now about 100)
+        for argv in (("gnt-cluster", "info"), ("gnt-os", "list"), ("gnt-cluster", "version")):
+            heavy = {name for name in imported_by(argv, master) if name.split(".")[0] in ("twisted", "attrs", "attr",
+                                                                                          "orjson")}
+            assert not heavy, (argv, sorted(heavy))
         status = run(tool, "status", "--dir", directory)
         assert status.returncode == 0 and "ganeti-confd: running" in status.stdout
     finally:

@@ -6,25 +6,25 @@ import argparse
 
 import pytest
 
-from ganeti import errors
+from ganeti import errors, uidpool
 from ganeti.client import cluster_opts
 from ganeti.client.formatting import to_roman
 from ganeti.cmdlib import cluster_params as cp
 
 
 def test_uid_pool_parse_format_add_remove():
-    pool = cp.check_uid_pool(cp.parse_uid_pool("3000,1000-2000, 5000-5001"))
+    pool = uidpool.check_uid_pool(uidpool.parse_uid_pool("3000,1000-2000, 5000-5001"))
     assert pool == [[1000, 2000], [3000, 3000], [5000, 5001]]
-    assert cp.format_uid_pool(pool) == "1000-2000, 3000, 5000-5001"
-    assert cp.uid_pool_changed(pool, [[4000, 4000], [3000, 3000]], [[1000, 2000]], None) == \
+    assert uidpool.format_uid_pool(pool) == "1000-2000, 3000, 5000-5001"
+    assert uidpool.uid_pool_changed(pool, [[4000, 4000], [3000, 3000]], [[1000, 2000]], None) == \
         [[3000, 3000], [4000, 4000], [5000, 5001]]
-    assert cp.uid_pool_changed(pool, [[1, 1]], None, [[7, 8]]) == [[7, 8]]  # a new pool replaces it
+    assert uidpool.uid_pool_changed(pool, [[1, 1]], None, [[7, 8]]) == [[7, 8]]  # a new pool replaces it
     with pytest.raises(errors.OpPrereqError, match="not found in the current user-id pool"):
-        cp.uid_pool_changed(pool, None, [[9, 9]], None)
+        uidpool.uid_pool_changed(pool, None, [[9, 9]], None)
     with pytest.raises(errors.OpPrereqError, match="Only one hyphen allowed"):
-        cp.parse_uid_pool("1-2-3")
+        uidpool.parse_uid_pool("1-2-3")
     with pytest.raises(errors.OpPrereqError, match="larger than UIDPOOL_UID_MAX"):
-        cp.check_uid_pool([[1, 2 ** 32]])
+        uidpool.check_uid_pool([[1, 2 ** 32]])
 
 
 def test_cluster_policy_std_must_fit_a_bounds_pair_and_templates_be_enabled():

@@ -80,7 +80,8 @@ def test_rpc_fills_rbd_disk_params_as_ganeti():
 
 def test_cluster_init_disk_parameters():
     """gnt-cluster init -D: merged per template, checked before anything is written."""
-    from ganeti.client.cluster_init import _diskparams, parse_hvparams
+    from ganeti.client.cluster_init import _diskparams
+    from ganeti.client.cluster_opts import parse_hvparams
 
     given = [parse_hvparams("rbd:pool=p1"), parse_hvparams("rbd:access=userspace")]
     assert _diskparams(given) == {"rbd": {"pool": "p1", "access": "userspace"}}

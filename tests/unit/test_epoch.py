@@ -10,7 +10,7 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
 from twisted.web.client import BrowserLikePolicyForHTTPS
 
-from ganeti.ha import epoch
+from ganeti.ha import epoch, epochwatch
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import NodeRpcResource
 from ganeti.rpc import wire
@@ -115,7 +115,7 @@ def test_epoch_watch_stops_a_master_once_its_node_saw_a_newer_epoch(root):
     epoch.write_epoch(root, 4)
     clock = Clock()
     stopped = []
-    watch = epoch.EpochWatch(root, clock, "ganeti-luxid", lambda: stopped.append(True), interval=1.0)
+    watch = epochwatch.EpochWatch(root, clock, "ganeti-luxid", lambda: stopped.append(True), interval=1.0)
     assert watch.epoch == 4 and epoch.process_epoch() is None
     watch.startService()
     assert epoch.process_epoch() == 4
@@ -133,7 +133,7 @@ def test_epoch_watch_stops_a_master_once_its_node_saw_a_newer_epoch(root):
 def test_epoch_watch_stops_when_a_node_refuses(root):
     root.ensure_dirs()
     stopped = []
-    watch = epoch.EpochWatch(root, Clock(), "ganeti-wconfd", lambda: stopped.append(True))
+    watch = epochwatch.EpochWatch(root, Clock(), "ganeti-wconfd", lambda: stopped.append(True))
     watch.startService()
     epoch.fenced(0)
     assert stopped == []
