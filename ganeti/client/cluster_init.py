@@ -309,7 +309,6 @@ def setup_info(parser: argparse.ArgumentParser) -> None:
 
 def setup_init(parser: argparse.ArgumentParser) -> None:
     from ganeti.client import cluster_opts
-    from ganeti.client.cluster_opts import parse_hvparams
 
     parser.add_argument("cluster_name", metavar="CLUSTER_NAME")
     parser.add_argument("--primary-ip", required=True, help="this node's primary IP (e.g. 127.0.1.1 for a loopback cluster)")
@@ -330,7 +329,7 @@ def setup_init(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-C", "--candidate-pool-size", type=int, default=10, help="master candidates to keep (default 10)")
     parser.add_argument("--mac-prefix", default="aa:00:00", help="prefix of generated MAC addresses")
     parser.add_argument("--no-start", action="store_true", help="write the files but start no daemon")
-    parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=parse_hvparams,
+    parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=cluster_opts.parse_hvparams,
                         metavar="TEMPLATE:key=value,...", help="disk parameters, e.g. rbd:pool=rbd,access=userspace")
     cluster_opts.add_init_options(parser)
 
@@ -432,17 +431,17 @@ def modify(ctx: Context, opts: argparse.Namespace) -> int:
 
 def setup_modify(parser: argparse.ArgumentParser) -> None:
     from ganeti.client import cluster_opts
-    from ganeti.client.cluster_opts import parse_hvparams, parse_keyval
+    from ganeti.client.cluster_opts import parse_keyval
 
     parser.add_argument("-C", "--candidate-pool-size", type=int, help="master candidates to keep")
     parser.add_argument("--max-running-jobs", type=int, help="jobs run at once")
     parser.add_argument("--max-tracked-jobs", type=int, help="jobs tracked at once")
     parser.add_argument("--enabled-hypervisors", help="comma-separated list")
     parser.add_argument("--enabled-disk-templates", help="comma-separated list")
-    parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", action="append", type=parse_hvparams,
+    parser.add_argument("-H", "--hypervisor-parameters", dest="hvparams", action="append", type=cluster_opts.parse_hvparams,
                         help="hypervisor:key=value,... (repeatable)")
     parser.add_argument("-B", "--backend-parameters", dest="beparams", type=parse_keyval, help="key=value,...")
-    parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=parse_hvparams,
+    parser.add_argument("-D", "--disk-parameters", dest="diskparams", action="append", type=cluster_opts.parse_hvparams,
                         metavar="TEMPLATE:key=value,...", help="disk parameters, e.g. rbd:pool=rbd,access=userspace")
     parser.add_argument("-N", "--nic-parameters", dest="nicparams", type=parse_keyval, help="key=value,...")
     parser.add_argument("--node-parameters", dest="ndparams", type=parse_keyval, help="key=value,...")

@@ -16,8 +16,6 @@ from twisted.logger import Logger
 from ganeti.ha.epoch import adopt, mark_upgraded_config, process_epoch, read_epoch
 from ganeti.paths import Paths
 
-log = Logger(namespace="ganeti.ha.epoch")
-
 
 class EpochWatch(Service):
     """Fencing of a master daemon: it stops once a newer master exists.
@@ -77,6 +75,8 @@ class ConfigEpochMark(Service):
     """WConfD, once its start-up voting made it master: L{mark_upgraded_config}
     with the epoch this process adopted."""
 
+    log = Logger()
+
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
 
@@ -90,7 +90,7 @@ class ConfigEpochMark(Service):
             return
         epoch = process_epoch()
         if mark_upgraded_config(self.paths, epoch, me):
-            log.info("config.data recorded as written under master epoch {epoch}", epoch=epoch)
+            self.log.info("config.data recorded as written under master epoch {epoch}", epoch=epoch)
 
 
 __all__ = ["ConfigEpochMark", "EpochWatch"]
