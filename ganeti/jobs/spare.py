@@ -93,11 +93,13 @@ async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
     """Call C{version} on this node's NodeD with the process's node RPC client
     (L{ganeti.cmdlib.base.process_rpc}): the TLS handshake and the client's
     first-use costs are paid before the job, whose calls to this node find the
-    connection open in the client's pool.  Nothing is run that changes
-    anything; a NodeD that does not answer leaves the job to connect itself.
-    A spare makes the call once it has waited L{WARM_AFTER} seconds: in a
-    burst of jobs the spares are taken at once, and a job without node RPCs
-    would pay for it."""
+    connection open in the client's pool, or wait for the call still under
+    way (L{ganeti.rpc.client.RpcClient.warm}) instead of opening another.
+    Nothing is run that changes anything; a NodeD that does not answer leaves
+    the job to connect itself.  A spare makes the call once it has waited
+    L{WARM_AFTER} seconds: in a burst of jobs the spares are taken at once,
+    and a job without node RPCs would pay for it; a spare forked while the
+    job before runs would slow that job down."""
     from ganeti.cmdlib.base import process_rpc
     from ganeti.daemons import node_address
     from ganeti.rpc import procedures
@@ -106,7 +108,7 @@ async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
     if not address:
         return
     try:
-        await process_rpc(reactor, paths, rpc_port).run_one(address, address, procedures.version.call().within(5))
+        await process_rpc(reactor, paths, rpc_port).warm(address, address, procedures.version.call().within(5))
     except Exception:  # (its client closed when the spare ends first) the job connects for itself
         pass
 

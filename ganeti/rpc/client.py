@@ -301,6 +301,8 @@ class RpcClient(Runner):
         # Agent directly, not treq: treq costs every daemon that calls nodes ~2 MiB of imports
         self._agent = Agent.usingEndpointFactory(reactor, NodeEndpoints(reactor, policy, connect_timeout),
                                                  pool=self._pool)
+        #: the calls waiting for a warm-up's connection (L{warm}), by node URL
+        self._warming: dict[bytes, list[Deferred[None]]] = {}
 
     @classmethod
     def from_paths(cls, reactor: ITimeTCPReactor, paths: Paths, **kwargs: Any) -> RpcClient:
@@ -389,6 +391,29 @@ class RpcClient(Runner):
         result: RpcResult = await super().run_one(name, address, call)
         return result
 
+    async def warm(self, name: str, address: Address, call: Call[Any]) -> None:
+        """Make C{call} on one node to open a connection before it is needed
+        (the TCP and TLS handshakes, the client's first use).  Calls to that
+        node made meanwhile wait for it to end, then find its connection in
+        the pool, instead of paying for a second one.  Never raises."""
+        key = self._url(address, "")
+        if key in self._warming:
+            return
+        # runs to its first wait, past _call_one's look at the warm-ups: it does not wait for itself
+        made = defer.ensureDeferred(self.run_one(name, address, call))
+        if made.called:
+            made.addErrback(lambda _f: None)
+            return
+        self._warming[key] = []
+        try:
+            await made
+        except Exception:  # a node that does not answer leaves the callers to connect for themselves
+            pass
+        finally:
+            for waiter in self._warming.pop(key, []):
+                if not waiter.called:  # (a waiter cancelled by its caller is left alone)
+                    waiter.callback(None)
+
     async def call_one(
         self, name: str, address: Address, procedure: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float = wire.TMO_URGENT
     ) -> RpcResult:
@@ -403,6 +428,11 @@ class RpcClient(Runner):
         start = clock.seconds()
         end, retry_end = start + timeout, start + (self.retry_window if retry else 0.0)
         delay, tries = wire.RETRY_FIRST_DELAY, 1
+        waiting = self._warming.get(self._url(address, ""))
+        if waiting is not None:  # a warm-up is opening this node's connection: use that one
+            waiter: Deferred[None] = Deferred()
+            waiting.append(waiter)
+            await waiter
         while True:
             outcome = await self._try_one(name, address, procedure, body, timeout, end - clock.seconds())
             if isinstance(outcome, RpcResult):
