@@ -31,6 +31,7 @@ from ganeti.paths import Paths
 from ganeti.testing import guest
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import N1, NAME, ConsoleReader, GuestError, kill_qemus, qemu_pids
+from ganeti.testing.guest_migration import qmp_status
 from ganeti.testing.netns import Namespaces, NetnsCluster
 
 
@@ -184,7 +185,9 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
         console.send(b"echo %s|dd of=/dev/vdb conv=fsync 2>/dev/null;echo written-$?\n" % token.encode())
         console.wait_for("^written-0$", 30)
         ticks = [line for _, line in console.lines if ", tick " in line]
-        result["tick_before"] = int(ticks[-1].split(", tick ")[1].split(",")[0]) if ticks else -1
+        if not ticks:  # none yet: on a loaded machine the guest's first ticks come late; wait for one
+            ticks = [console.wait_for(", tick ", 30)[1]]
+        result["tick_before"] = int(ticks[-1].split(", tick ")[1].split(",")[0])
         console.close()
         result["console_text"] += console.text()
         console = None
@@ -205,9 +208,15 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
             console.close()
             result["silent_console"] = gnt(root, "gnt-instance", "list", "--no-headers", "-o",
                                            "pnode,status,oper_state", NAME).stdout.split()
+            ctrl = os.path.join(cluster.roots[1].run_dir, "kvm-hypervisor", "ctrl", NAME + ".qmp")
+            result["silent_qemu"] = qmp_status(ctrl)  # running, paused, or moving on without a word
             console = ConsoleReader(root, NAME, time.monotonic())
             console.send(b"\n")
-            _when, line = console.wait_for(", tick ", 60)
+            try:
+                _when, line = console.wait_for(", tick ", 60)
+            except GuestError as e:
+                raise GuestError("%s\nafter the migration: %s; qemu on %s: %s" % (
+                    e, result["silent_console"], N2, result["silent_qemu"])) from None
         result["tick_after"] = int(line.split(", tick ")[1].split(",")[0])
         result["nets_after_migration"] = _nets(console, "netsmigrated", 30)
         result["blocks_after_migration"] = _block_devices(console, "blocksmigrated", 30)
