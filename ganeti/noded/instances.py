@@ -278,6 +278,7 @@ class InstanceProcedures:
     async def _start(self, hyper: Any, instance: Instance, devices: list[Any], paused: bool) -> None:
         await self._hv_call("Could not start instance %s" % instance.name,
                             hyper.start_instance, instance, devices, paused)
+        await self._reported()  # running here now: LuxiD's next query must not read the report from before
 
     async def _stop(self, hyper: Any, instance: Instance, timeout: int) -> None:
         if await self._running_info(hyper, instance.name) is None:
@@ -288,6 +289,7 @@ class InstanceProcedures:
         except RpcFailure:
             if await self._running_info(hyper, instance.name) is not None:
                 raise  # it stopped meanwhile otherwise: that is what was asked
+        await self._reported()  # stopped: reported before the procedure answers, as a start is
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -344,6 +346,7 @@ class InstanceProcedures:
             await self._start(hyper, instance, devices, False)
         else:
             await self._hv_call("Could not reboot instance %s" % instance.name, hyper.reboot_instance, instance)
+            await self._reported()  # its uptime starts again
         return None
 
     @handler(procedures.instance_balloon_memory)
@@ -357,6 +360,7 @@ class InstanceProcedures:
                "hypervisor %s cannot change the memory of a running instance" % instance.hypervisor)
         await self._hv_call("Cannot balloon the memory of instance %s to %d MiB" % (instance.name, mib),
                             hyper.balloon_instance_memory, instance, mib)
+        await self._reported()  # its memory as reported
         return None
 
     # --- queries ---------------------------------------------------------------------

@@ -99,7 +99,7 @@ async def test_rbd_failover_evacuate_and_hail(root, ceph):
         now = placed(master, "rbd1", "rbd2", "rbd3")
         assert all(node in (N2, N3) for node, _ in now.values()), (now, out)
         assert {name: status for name, (_, status) in now.items()} == {
-            "rbd1": "running", "rbd2": "running", "rbd3": "ADMIN_down"}, now
+            "rbd1": "running", "rbd2": "running", "rbd3": "ADMIN_down"}, (now, out)
         running = await cluster.running()
         assert running[N1] == [] and sorted(running[N2] + running[N3]) == ["rbd1", "rbd2"]
         assert sorted(ceph.images()) == images          # nothing copied, nothing left behind

@@ -173,6 +173,32 @@ def test_start_list_info_reboot_shutdown(node, cfg):
     refused(node.instance_balloon_memory(data, 128), "not running")
 
 
+def test_every_change_of_what_runs_is_reported_before_the_answer(node, cfg):
+    """A start, a shutdown, a reboot or a balloon has NodeD's heartbeat report the node's instances
+    before the procedure answers (as a migration's steps do): LuxiD's live queries read those reports,
+    so a C{gnt-instance list} right after the job must not read the report from before the change.
+    What does not change anything (a start of a running instance, a shutdown of a stopped one) is not."""
+    inst, records = make_instance(cfg, disks=1)
+    data = encoded(cfg, inst, records)
+    create_disks(node, records)
+    seen: list[list[str]] = []  # what runs here when the report is asked for
+    node.state_changed = lambda: seen.append(run(node.instance_list(["fake"], {})))
+
+    run(node.instance_start(data, False, []))
+    assert seen == [[NAME]]
+    run(node.instance_start(data, False, []))  # already running: nothing changed
+    assert seen == [[NAME]]
+    run(node.instance_reboot(data, "soft", 30, []))
+    run(node.instance_balloon_memory(data, 192))
+    assert seen == [[NAME]] * 3
+    run(node.instance_reboot(data, "full", 30, []))  # stopped, then started
+    assert seen == [[NAME]] * 3 + [[], [NAME]]
+    run(node.instance_shutdown(data, 10, []))
+    assert seen[-1] == [] and len(seen) == 6
+    run(node.instance_shutdown(data, 10, []))  # not running: nothing changed
+    assert len(seen) == 6
+
+
 def test_start_hands_a_powered_off_instance_to_the_hypervisor(node, cfg, monkeypatch):
     """A guest that powered itself off (state shutdown) is started again:
     the hypervisor replaces what is left of it."""
