@@ -401,9 +401,6 @@ class RpcClient(Runner):
             return
         # runs to its first wait, past _call_one's look at the warm-ups: it does not wait for itself
         made = defer.ensureDeferred(self.run_one(name, address, call))
-        if made.called:
-            made.addErrback(lambda _f: None)
-            return
         self._warming[key] = []
         try:
             await made
@@ -428,7 +425,7 @@ class RpcClient(Runner):
         start = clock.seconds()
         end, retry_end = start + timeout, start + (self.retry_window if retry else 0.0)
         delay, tries = wire.RETRY_FIRST_DELAY, 1
-        waiting = self._warming.get(self._url(address, ""))
+        waiting = self._warming.get(self._url(address, "")) if self._warming else None
         if waiting is not None:  # a warm-up is opening this node's connection: use that one
             waiter: Deferred[None] = Deferred()
             waiting.append(waiter)

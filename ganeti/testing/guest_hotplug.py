@@ -31,7 +31,7 @@ from ganeti.paths import Paths
 from ganeti.testing import guest
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import N1, NAME, ConsoleReader, GuestError, kill_qemus, qemu_pids
-from ganeti.testing.guest_migration import qmp_status
+from ganeti.testing.guest_migration import qmp_socket, qmp_status
 from ganeti.testing.netns import Namespaces, NetnsCluster
 
 
@@ -208,8 +208,8 @@ async def nic_migration_scenario(reactor: Any, qemu: str, migration_port: int,
             console.close()
             result["silent_console"] = gnt(root, "gnt-instance", "list", "--no-headers", "-o",
                                            "pnode,status,oper_state", NAME).stdout.split()
-            ctrl = os.path.join(cluster.roots[1].run_dir, "kvm-hypervisor", "ctrl", NAME + ".qmp")
-            result["silent_qemu"] = qmp_status(ctrl)  # running, paused, or moving on without a word
+            # running, paused, or moving on without a word
+            result["silent_qemu"] = qmp_status(qmp_socket(cluster.roots[1], NAME))
             console = ConsoleReader(root, NAME, time.monotonic())
             console.send(b"\n")
             try:

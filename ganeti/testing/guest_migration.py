@@ -222,7 +222,7 @@ class GuestOnRbd:
                     continue
                 serial = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("-serial", "-chardev")]
                 found.append("qemu %d under %s: state %s, %s" % (pid, root, state, serial))
-        ctrl = os.path.join(self.roots[node_index].run_dir, "kvm-hypervisor", "ctrl", self.name + ".qmp")
+        ctrl = qmp_socket(self.roots[node_index], self.name)
         found.append("QMP %s: %s" % (ctrl, qmp_status(ctrl)))
         return "\n".join(found)
 
@@ -249,6 +249,12 @@ class GuestOnRbd:
 
     def kill_all(self) -> list[int]:
         return kill_qemus([self.master] + self.roots)
+
+
+def qmp_socket(paths: Paths, name: str) -> str:
+    """The QMP socket of instance C{name}'s qemu on the node rooted at C{paths}
+    (L{ganeti.backend.hypervisor.kvm.KvmHypervisor.files})."""
+    return os.path.join(paths.run_dir, "kvm-hypervisor", "ctrl", name + ".qmp")
 
 
 def qmp_status(path: str, timeout: float = 5.0) -> str:
