@@ -17,21 +17,24 @@ A PEM file holds the private key first, then the certificate.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
+import hashlib
 import os
 import re
 import secrets
 import socket
-from typing import Any
-
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from typing import TYPE_CHECKING, Any
 
 from ganeti import errors, serializer
 from ganeti.paths import Paths
+
+if TYPE_CHECKING:
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 #: Validity of generated certificates, in days (Ganeti's default: 5 years).
 DEFAULT_VALIDITY_DAYS = 1825
@@ -50,13 +53,17 @@ _PEM_BLOCK = re.compile(
     rb"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n.*?-----END (?P=label)-----\r?\n?",
     re.DOTALL,
 )
-_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
-    "sha1": hashes.SHA1,
-    "sha256": hashes.SHA256,
-}
+_PEM_FRAME = re.compile(rb"-----(?:BEGIN|END) CERTIFICATE-----|\s")
+_SSL_SOURCE = re.compile(r" \(_ssl\.c:\d+\)")
+#: the digests a fingerprint may use
+_HASHES = ("sha1", "sha256")
 
 
 # --- keys and certificates -------------------------------------------------------
+#
+# What the daemons do with them (read, check, fingerprint, present over TLS) uses the standard library's
+# ssl; making them (cluster init, renew-crypto, a node's join) uses cryptography, imported then: its Rust
+# extension is 9 MiB of memory a daemon does without.
 
 
 def load_private_key(pem: bytes | str) -> Any:
@@ -67,11 +74,15 @@ def load_private_key(pem: bytes | str) -> Any:
     job process loads the cluster key, and OpenSSL checks that the key
     matches its certificate when it is used; so the check is skipped.
     """
+    from cryptography.hazmat.primitives import serialization
+
     data = pem.encode() if isinstance(pem, str) else pem
     return serialization.load_pem_private_key(data, password=None, unsafe_skip_rsa_key_validation=True)
 
 
 def _as_key(key: Any) -> rsa.RSAPrivateKey:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     if isinstance(key, (bytes, str)):
         key = load_private_key(key)
     if not isinstance(key, rsa.RSAPrivateKey):
@@ -80,6 +91,8 @@ def _as_key(key: Any) -> rsa.RSAPrivateKey:
 
 
 def _as_cert(cert: Any) -> x509.Certificate:
+    from cryptography import x509
+
     if isinstance(cert, (bytes, str)):
         cert = x509.load_pem_x509_certificate(cert.encode() if isinstance(cert, str) else cert)
     if not isinstance(cert, x509.Certificate):
@@ -106,6 +119,11 @@ def generate_key_and_cert(
         C{cryptography} objects
     @return: C{(key_pem, cert_pem)}; the key is unencrypted PKCS#8
     """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
@@ -201,19 +219,69 @@ def parse_pem(data: bytes, what: str) -> tuple[bytes, bytes]:
             part for part, block in (("a private key", key_pem), ("a certificate", cert_pem)) if block is None
         )
         raise errors.ConfigurationError("%s lacks %s" % (what, missing))
+    _check_pair(key_pem, cert_pem, what)
+    return key_pem, cert_pem
+
+
+def _der(cert_pem: bytes) -> bytes:
+    """The DER of the first certificate block of C{cert_pem}.
+    @raise ValueError: none, or not base64"""
+    for match in _PEM_BLOCK.finditer(cert_pem):
+        if match.group("label") == b"CERTIFICATE":
+            body = _PEM_FRAME.sub(b"", match.group(0))
+            try:
+                return base64.b64decode(body, validate=True)
+            except binascii.Error as e:
+                raise ValueError("not a PEM certificate: %s" % e) from None
+    raise ValueError("no certificate found")
+
+
+def _parsed(ctx: ssl.SSLContext, cert_pem: bytes) -> None:
+    """OpenSSL parses C{cert_pem}'s first certificate (into C{ctx}'s trust store).
+    @raise ValueError: it does not parse"""
+    import ssl
+
     try:
-        key = load_private_key(key_pem)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
-        raise errors.ConfigurationError("%s has a bad private key: %s" % (what, e)) from e
+        ctx.load_verify_locations(cadata=_der(cert_pem))
+    except ssl.SSLError as e:
+        raise ValueError(ssl_message(e)) from None
+
+
+def ssl_message(error: Exception) -> str:
+    """An C{ssl.SSLError}'s text without the C source line it names."""
+    return _SSL_SOURCE.sub("", str(error))
+
+
+def load_chain(ctx: ssl.SSLContext, key_pem: bytes, cert_pem: bytes) -> None:
+    """Have C{ctx} present C{cert_pem} with C{key_pem} (OpenSSL checks that they match).
+
+    The standard library loads a key from a path only: it goes through a memory file, never on disk.
+    @raise ssl.SSLError: either does not parse, or they do not match
+    """
+    fd = os.memfd_create("ganeti-key", os.MFD_CLOEXEC)
     try:
-        cert = x509.load_pem_x509_certificate(cert_pem)
+        data = key_pem.rstrip(b"\n") + b"\n" + cert_pem
+        while data:
+            data = data[os.write(fd, data):]
+        ctx.load_cert_chain("/proc/self/fd/%d" % fd)
+    finally:
+        os.close(fd)
+
+
+def _check_pair(key_pem: bytes, cert_pem: bytes, what: str) -> None:
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        _parsed(ctx, cert_pem)
     except ValueError as e:
         raise errors.ConfigurationError("%s has a bad certificate: %s" % (what, e)) from e
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    der = serialization.Encoding.DER
-    if key.public_key().public_bytes(der, spki) != cert.public_key().public_bytes(der, spki):
-        raise errors.ConfigurationError("%s: the private key does not match the certificate" % what)
-    return key_pem, cert_pem
+    try:
+        load_chain(ctx, key_pem, cert_pem)
+    except ssl.SSLError as e:
+        if e.reason == "KEY_VALUES_MISMATCH":
+            raise errors.ConfigurationError("%s: the private key does not match the certificate" % what) from e
+        raise errors.ConfigurationError("%s has a bad private key: %s" % (what, ssl_message(e))) from e
 
 
 def certificates_in(data: bytes) -> tuple[bytes, ...]:
@@ -221,12 +289,15 @@ def certificates_in(data: bytes) -> tuple[bytes, ...]:
 
     @raise errors.ConfigurationError: a block that is not a certificate
     """
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     found = []
     for match in _PEM_BLOCK.finditer(data):
         if match.group("label") != b"CERTIFICATE":
             continue
         try:
-            x509.load_pem_x509_certificate(match.group(0))
+            _parsed(ctx, match.group(0))
         except ValueError as e:
             raise errors.ConfigurationError("bad certificate: %s" % e) from e
         found.append(match.group(0))
@@ -237,17 +308,18 @@ def fingerprint(cert_pem: bytes, algorithm: str = "sha1") -> str:
     """The certificate's digest as C{AA:BB:...} (upper-case hex).
 
     @param algorithm: C{"sha1"} (Ganeti's candidate_certs) or C{"sha256"}
+    @raise ValueError: C{cert_pem} holds no certificate
     """
-    try:
-        hash_cls = _HASHES[algorithm.lower()]
-    except KeyError:
-        raise ValueError("unsupported fingerprint algorithm %r" % (algorithm,)) from None
-    cert = x509.load_pem_x509_certificate(cert_pem)
-    return cert.fingerprint(hash_cls()).hex(":").upper()
+    if algorithm.lower() not in _HASHES:
+        raise ValueError("unsupported fingerprint algorithm %r" % (algorithm,))
+    return hashlib.new(algorithm.lower(), _der(cert_pem)).digest().hex(":").upper()
 
 
 def is_issued_by(cert_pem: bytes, issuer_pem: bytes) -> bool:
     """Whether C{issuer_pem}'s key signed C{cert_pem} and names match."""
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+
     cert, issuer = x509.load_pem_x509_certificate(cert_pem), x509.load_pem_x509_certificate(issuer_pem)
     try:
         cert.verify_directly_issued_by(issuer)

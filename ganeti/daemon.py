@@ -156,10 +156,11 @@ def positive_float(value: str) -> float:
 def without_tls() -> None:
     """Keep pyOpenSSL (and the cryptography it loads) out of this process.
 
-    For daemons that never speak TLS (confd, MonD): Twisted's TCP support
-    imports pyOpenSSL whenever it is installed, about 15 MiB of memory.
-    Only done before the reactor is imported (the daemon's start), never
-    in a process that may use TLS.
+    For daemons that never speak TLS (confd, MonD), however they were
+    started: Twisted's TCP support imports pyOpenSSL whenever it is
+    installed, about 15 MiB of memory.  (C{ganeti-twistd} keeps it out of
+    every daemon: their TLS is the standard library's, L{ganeti.tlsbio}.)
+    Only done before the reactor is imported (the daemon's start).
     """
     if "twisted.internet.reactor" not in sys.modules and "OpenSSL" not in sys.modules:
         sys.modules["OpenSSL"] = None  # type: ignore[assignment]

@@ -1,7 +1,7 @@
 """LuxiD's job fork server, forked from LuxiD's own start instead of run anew.
 
 The fork server (L{ganeti.luxid.forkserver}) run as C{python -m} imports
-Twisted, pyOpenSSL and Ganeti's modules into a heap of its own: 35 MiB of
+Twisted, the standard library's TLS and Ganeti's modules into a heap of its own: 35 MiB of
 a one-node master's memory that no other process shares.  A node's master
 daemons are forked from one launcher that has imported what they share
 (L{ganeti.warmstart}); a fork server forked from LuxiD before LuxiD's own

@@ -46,7 +46,6 @@ from twisted.internet.interfaces import IHandshakeListener, IReactorTime, ITCPTr
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
 from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
@@ -562,13 +561,22 @@ def guard(site: Site, limits: HttpLimits, report: ClosureReport, tls: Any = None
     C{release} gives memory back after a flood (L{ConnectionLimiter}).
 
     C{site}'s connections become L{GuardedChannel}s with C{limits}'
-    idle timeout; C{tls}, a server connection creator or context factory,
-    puts TLS between the limiter and the site (give C{None} for plain HTTP).
+    idle timeout; C{tls}, a L{ganeti.tlsbio.TLSEnd} (or a pyOpenSSL context
+    factory), puts TLS between the limiter and the site (give C{None} for
+    plain HTTP).
     """
     use_tls = tls is not None
     room = WaitingRoom()
     # a plain HTTP/1.1 channel instead of Twisted's HTTP/2-negotiating wrapper of one
     site.protocol = lambda: GuardedChannel(limits, report, use_tls, room, max_body)  # type: ignore[method-assign, assignment, return-value]
     site.timeOut = limits.idle_timeout
-    inner: Any = TLSMemoryBIOFactory(tls, False, site) if use_tls else site
+    inner: Any = site
+    if hasattr(tls, "check_peer"):  # a TLS end (L{ganeti.tlsbio})
+        from ganeti.tlsbio import TLSServerFactory
+
+        inner = TLSServerFactory(tls, site)
+    elif use_tls:  # a pyOpenSSL context factory (an unjoined NodeD's: L{ganeti.noded.join})
+        from twisted.protocols.tls import TLSMemoryBIOFactory
+
+        inner = TLSMemoryBIOFactory(tls, False, site)
     return ConnectionLimiter(inner, limits, report, room, release, site.reactor)

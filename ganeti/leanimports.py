@@ -165,12 +165,30 @@ def defer_module(name: str, without_openssl: bool = False) -> bool:
     return True
 
 
+def keep_out_pyopenssl() -> None:
+    """Keep pyOpenSSL (and the C{cryptography} it loads, with an OpenSSL of its own: 8-13 MiB) out of this
+    daemon: Twisted's TCP, endpoints and web client import it when it is installed, for TLS the daemons do
+    with the standard library's C{ssl} (L{ganeti.tlsbio}).  Until L{allow_pyopenssl}: only a node's join
+    uses it (TLS exporters, which the standard library lacks)."""
+    if "OpenSSL" not in sys.modules:
+        sys.modules["OpenSSL"] = None  # type: ignore[assignment]  # an ImportError for whoever imports it
+
+
+def allow_pyopenssl() -> None:
+    """Undo L{keep_out_pyopenssl}: pyOpenSSL can be imported again."""
+    modules: dict[str, Any] = sys.modules
+    if "OpenSSL" in modules and modules["OpenSSL"] is None:
+        del modules["OpenSSL"]
+
+
 def defer_system_openssl() -> bool:
-    """Defer L{DEFERRED}, import L{PROBING} with L{OPENSSL} blocked (see the module docstring).
+    """Defer L{DEFERRED}, import L{PROBING} with L{OPENSSL} blocked (see the module docstring); keep
+    pyOpenSSL out (L{keep_out_pyopenssl}).
 
     @return: whether it did (not when OpenSSL is loaded already: too late
         to save anything)
     """
+    keep_out_pyopenssl()
     if any(name in sys.modules for name in OPENSSL):
         return False
     for name in DEFERRED:

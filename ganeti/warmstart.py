@@ -51,13 +51,13 @@ WARM_MODULES = (
 #: each daemon's own, which would add to every other daemon's memory.
 SHARED_MODULES = (
     "twisted.scripts.twistd", "twisted.application.app", "twisted.internet.epollreactor", "ganeti.launcher",
-    "ganeti.logfile", "twisted.plugins.ganeti_wconfd", "twisted.internet.ssl", "twisted.web.server",
+    "ganeti.logfile", "twisted.plugins.ganeti_wconfd", "ssl", "ganeti.tlsbio", "twisted.web.server",
     "twisted.protocols.amp", "ganeti.objects", "ganeti.paths", "ganeti.rpc.client", "ganeti.daemon",
     "ganeti.http_limits", "attrs", "orjson",
 )
 #: What L{ganeti.daemons.start} has imported when it forks confd and MonD from one launcher (C{--plain}):
-#: what both use, without TLS (L{ganeti.daemon.without_tls}): forked from the L{SHARED_MODULES} launcher,
-#: each would carry pyOpenSSL's 13 MiB.
+#: what both use, without TLS: forked from the L{SHARED_MODULES} launcher, each would carry the standard
+#: library's ssl and the system's OpenSSL.
 PLAIN_MODULES = (
     "twisted.scripts.twistd", "twisted.application.app", "twisted.internet.epollreactor", "ganeti.launcher",
     "ganeti.logfile", "ganeti.daemon", "ganeti.paths", "ganeti.listening", "ganeti.serializer", "attrs", "orjson",

@@ -32,7 +32,6 @@ from typing import Any, Awaitable, Callable, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
@@ -191,7 +190,7 @@ class MasterLookup:
 def _has_setsockopt(handle: Any) -> bool:
     try:
         return callable(getattr(handle, "setsockopt", None))
-    except Exception:  # pyOpenSSL's Connection raises for socket methods it has no socket for
+    except Exception:  # a wrapper may raise for socket methods it has no socket for
         return False
 
 
@@ -203,7 +202,7 @@ def dead_peer_timeout(transport: Any, seconds: float) -> bool:
     the options could be set (the TCP transport is found under TLS)."""
     import socket
 
-    # the TLS layer has a getHandle too (its OpenSSL connection, no socket): look below it
+    # a TLS layer may have a getHandle of its own (pyOpenSSL's: its connection, no socket): look below it
     handle = None
     while transport is not None:
         getter = getattr(transport, "getHandle", None)
@@ -401,7 +400,9 @@ class HeartbeatClient(Service):
         _name, address, port = target
         endpoint: Any = tcp_client_endpoint(self.reactor, address, port, CONNECT_TIMEOUT)
         if self.creator is not None:
-            endpoint = wrapClientTLS(self.creator(), endpoint)
+            from ganeti.tlsbio import wrap_client
+
+            endpoint = wrap_client(self.creator(), endpoint)
         self.pending = await endpoint.connect(Factory.forProtocol(lambda: HeartbeatClientProtocol(self)))
         self._attempt = None
 

@@ -427,11 +427,10 @@ class HeartbeatFactory(ServerFactory):
 
 def tls_factory(paths: Paths, factory: HeartbeatFactory) -> Any:
     """C{factory} behind mutual TLS with the cluster certificate (as noded)."""
-    from twisted.protocols.tls import TLSMemoryBIOFactory
-
     from ganeti.rpc.tls import ReloadingServerContextFactory
+    from ganeti.tlsbio import TLSServerFactory
 
-    return TLSMemoryBIOFactory(ReloadingServerContextFactory(paths), False, factory)
+    return TLSServerFactory(ReloadingServerContextFactory(paths), factory)
 
 
 def heartbeat_listener(service: LivenessService, address: str, port: int, *, max_connections: int, reactor: IReactor,

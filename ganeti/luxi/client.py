@@ -346,7 +346,7 @@ class AsyncLuxiClient:
 
         @raise NotSent: no master known, or it cannot be reached.
         """
-        from twisted.internet.endpoints import connectProtocol, wrapClientTLS
+        from twisted.internet.endpoints import connectProtocol
         from twisted.internet.threads import deferToThreadPool
 
         from ganeti.asyncutil import tcp_client_endpoint
@@ -359,10 +359,11 @@ class AsyncLuxiClient:
         if where is None or where.address is None:
             return await cls.connect(reactor, paths.luxi_socket, timeout)
         from ganeti.rpc.tls import ReloadingPolicy
+        from ganeti.tlsbio import wrap_client
 
         address = "%s (%s port %d)" % (where.name, where.address, where.port)
         creator = ReloadingPolicy(paths).creatorForNetloc(where.address.encode(), where.port)
-        endpoint = wrapClientTLS(creator, tcp_client_endpoint(reactor, where.address, where.port, timeout))
+        endpoint = wrap_client(creator, tcp_client_endpoint(reactor, where.address, where.port, timeout))
         protocol = _protocol_class()(address)
         try:
             await connectProtocol(endpoint, protocol)

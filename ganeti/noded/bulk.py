@@ -22,19 +22,17 @@ blocks on them.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import os
 import secrets
 import socket
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Collection, Protocol
 
 from ganeti.noded import pipeline, stream
-from ganeti.rpc.tls import Credentials
+from ganeti.rpc.tls import Credentials, context, peer_fingerprint
 
 if TYPE_CHECKING:
-    import ssl  # imported by tls_context, when a transfer starts (ganeti.leanimports)
+    import ssl
 
 #: seconds to connect and to complete the TLS handshake
 HANDSHAKE_TIMEOUT = 30.0
@@ -69,29 +67,9 @@ class Source(Protocol):
 
 def tls_context(creds: Credentials, *, server: bool) -> ssl.SSLContext:
     """A context presenting C{creds}' certificate, requiring the peer's, and
-    trusting C{creds.ca_pem} only (the pin is checked by L{authenticate})."""
-    import ssl
-
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.check_hostname = False  # nodes are addressed by IP; the certificate is pinned instead
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    if server:
-        ctx.num_tickets = 0  # nothing after the handshake but the token's answer (see stream)
-    ctx.load_verify_locations(cadata=creds.ca_pem.decode("ascii"))
-    # the standard library loads a key from a path only: a memory file, never on disk
-    fd = os.memfd_create("ganeti-transfer-key", os.MFD_CLOEXEC)
-    try:
-        stream.send_all_fd(fd, creds.key_pem + b"\n" + creds.cert_pem)
-        ctx.load_cert_chain("/proc/self/fd/%d" % fd)
-    finally:
-        os.close(fd)
-    return ctx
-
-
-def fingerprint(der: bytes) -> str:
-    """SHA1 fingerprint C{AA:BB:...} of a DER certificate."""
-    return hashlib.sha1(der).digest().hex(":").upper()
+    trusting C{creds.ca_pem} only (the pin is checked by L{authenticate}):
+    node RPC's (L{ganeti.rpc.tls.context})."""
+    return context(creds, server=server)
 
 
 def authenticate(conn: ssl.SSLSocket, allowed: Collection[str]) -> None:
@@ -101,7 +79,7 @@ def authenticate(conn: ssl.SSLSocket, allowed: Collection[str]) -> None:
     der = conn.getpeercert(binary_form=True)
     if der is None:
         raise stream.StreamError("the peer presented no certificate")
-    digest = fingerprint(der)
+    digest = peer_fingerprint(der)
     if digest not in allowed:
         raise stream.StreamError("the peer's certificate %s is not the expected one" % digest)
 

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO, Any, Callable, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, cast
 
-from cryptography import x509
-from OpenSSL import SSL
 from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.interfaces import IOpenSSLContextFactory
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
@@ -33,6 +30,9 @@ from ganeti.listening import Listener, fail_daemon, failure_message
 from ganeti.paths import Paths
 from ganeti.rpc import join, wire
 
+if TYPE_CHECKING:
+    from OpenSSL import SSL
+
 #: Wrong proofs after which the token is burnt and noded exits.
 MAX_FAILURES = 5
 
@@ -42,25 +42,28 @@ class UnjoinedContextFactory:
     """TLS with a self-signed certificate made in memory; no client certificate."""
 
     def __init__(self, common_name: str = "ganeti-noded-unjoined") -> None:
+        from cryptography import x509
+
+        ossl = join.openssl()
         key_pem, cert_pem = crypto.generate_key_and_cert(common_name, days=7)
-        ctx = SSL.Context(SSL.TLS_METHOD)
-        ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-        ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE | SSL.OP_NO_TICKET)
-        ctx.set_session_cache_mode(SSL.SESS_CACHE_OFF)
+        ctx = ossl.Context(ossl.TLS_METHOD)
+        ctx.set_min_proto_version(ossl.TLS1_2_VERSION)
+        ctx.set_options(ossl.OP_NO_COMPRESSION | ossl.OP_CIPHER_SERVER_PREFERENCE | ossl.OP_NO_TICKET)
+        ctx.set_session_cache_mode(ossl.SESS_CACHE_OFF)
         ctx.use_privatekey(crypto.load_private_key(key_pem))
         ctx.use_certificate(x509.load_pem_x509_certificate(cert_pem))
         ctx.check_privatekey()
-        ctx.set_verify(SSL.VERIFY_NONE, lambda *_: True)
+        ctx.set_verify(ossl.VERIFY_NONE, lambda *_: True)
         self._ctx = ctx
 
-    def getContext(self) -> SSL.Context:
+    def getContext(self) -> Any:
         return self._ctx
 
 
 def _tls_connection(request: Request) -> SSL.Connection:
     # a TLS transport (ISystemHandle), the request's or its channel's
     transport: Any = request.transport if request.transport is not None else request.channel.transport
-    return cast(SSL.Connection, transport.getHandle())
+    return cast("SSL.Connection", transport.getHandle())
 
 
 def _parse_pem(text: str, what: str) -> tuple[bytes, bytes]:
@@ -130,9 +133,10 @@ class JoinResource(Resource):
             body = json.loads(content.read())
         except ValueError:
             return self._answer(request, 400, {"error": "the request body is not JSON"})
+        ossl = join.openssl()
         try:
             key = join.derive_key(service.token, join.export_keying_material(_tls_connection(request)))
-        except (SSL.Error, AttributeError) as e:
+        except (ossl.Error, AttributeError) as e:
             self.log.error("node_join: no TLS keying material: {error}", error=e)
             return self._answer(request, 500, {"error": "no TLS keying material"})
         peer = request.getClientAddress()
@@ -216,6 +220,8 @@ class JoinService(Service):
         site.displayTracebacks = False
         site.noisy = False
         if guard is None:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
             self._factory: Any = TLSMemoryBIOFactory(UnjoinedContextFactory(), False, site)
         else:
             self._factory = guard(site, UnjoinedContextFactory())

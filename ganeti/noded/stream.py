@@ -46,9 +46,6 @@ import threading
 import zlib
 from typing import Any, Callable, Iterable, Protocol, cast
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from ganeti.noded import pipeline
 
 #: frame header: kind, length of the sealed data (plain data and tag)
@@ -134,11 +131,19 @@ class Decompressor:
         return self._zlib.flush()
 
 
+def _aead(key: bytes) -> Any:
+    """AES-GCM under C{key}: C{cryptography}'s, imported by the first transfer (a daemon keeps it out until
+    then: L{ganeti.tlsbio})."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM(key)
+
+
 class Sealer:
     """Seals the frames of one direction (the nonce counts them)."""
 
     def __init__(self, key: bytes, direction: int) -> None:
-        self._aead = AESGCM(key)
+        self._aead = _aead(key)
         self._direction = direction
         self._count = 0
 
@@ -163,7 +168,10 @@ class Opener:
     """Opens the frames of one direction, in order."""
 
     def __init__(self, key: bytes, direction: int) -> None:
-        self._aead = AESGCM(key)
+        from cryptography.exceptions import InvalidTag
+
+        self._aead = _aead(key)
+        self._invalid = InvalidTag
         self._direction = direction
         self._count = 0
 
@@ -172,8 +180,8 @@ class Opener:
         nonce = NONCE.pack(self._direction, self._count)
         self._count += 1
         try:
-            return self._aead.decrypt(nonce, sealed, header)
-        except InvalidTag:
+            return cast(bytes, self._aead.decrypt(nonce, sealed, header))
+        except self._invalid:
             raise StreamError("a frame failed authentication (altered, forged or out of order)") from None
 
     def open_into(self, header: bytes, sealed: Any, out: memoryview) -> None:
@@ -182,7 +190,7 @@ class Opener:
         self._count += 1
         try:
             self._aead.decrypt_into(nonce, sealed, header, out)
-        except InvalidTag:
+        except self._invalid:
             raise StreamError("a frame failed authentication (altered, forged or out of order)") from None
 
 

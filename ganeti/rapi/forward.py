@@ -35,10 +35,8 @@ from twisted.python.failure import Failure
 from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IPolicyForHTTPS
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
-from zope.interface import implementer
 
 from ganeti.paths import Paths
 from ganeti.rapi import wsforward
@@ -86,7 +84,6 @@ def forwarded_headers(headers: Headers) -> Headers:
     return kept
 
 
-@implementer(IPolicyForHTTPS)
 class RapiCertificatePolicy:
     """Trust exactly the cluster's RAPI certificate (host names not checked).
 
@@ -102,21 +99,18 @@ class RapiCertificatePolicy:
         self._creator = self._build()
 
     def _build(self) -> Any:
-        from cryptography import x509
-        from OpenSSL import SSL, crypto
+        import ssl
 
         from ganeti import crypto as gcrypto
-        from ganeti.rpc.tls import _PinnedCreator, make_verify_callback
+        from ganeti.rpc.tls import Pinned
 
         allowed = frozenset(gcrypto.fingerprint(pem, "sha1") for pem in self._certs)
-        ctx = SSL.Context(SSL.TLS_METHOD)
-        ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-        store = ctx.get_cert_store()
-        assert store is not None  # a new context always has one
-        for pem in self._certs:
-            store.add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(pem)))
-        ctx.set_verify(SSL.VERIFY_PEER, make_verify_callback(lambda: allowed, "master RAPI"))
-        return _PinnedCreator(ctx)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = False  # the certificate is pinned instead
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cadata="\n".join(pem.decode("ascii") for pem in self._certs))
+        return Pinned(lambda: ctx, lambda: allowed, "master RAPI")
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
         if self._path is not None and _stamp(self._path) != self._stamp:
@@ -196,9 +190,9 @@ class ForwardingResource(Resource):
     def for_node(cls, local: Resource, paths: Paths, port: int, reactor: ITimeTCPReactor, cert_pem: bytes) -> ForwardingResource:
         pool = HTTPConnectionPool(reactor, persistent=True)
         policy = RapiCertificatePolicy(cert_pem, paths.rapi_pem)
-        agent = Agent(reactor, contextFactory=policy,
-                      connectTimeout=CONNECT_TIMEOUT,
-                      pool=pool)
+        from ganeti.rpc.client import NodeEndpoints
+
+        agent = Agent.usingEndpointFactory(reactor, NodeEndpoints(reactor, policy, CONNECT_TIMEOUT), pool=pool)
         from ganeti.luxi.master import wait_window
 
         async def confd() -> str | None:
@@ -213,11 +207,13 @@ class ForwardingResource(Resource):
 
         def tunnel(address: str, port: int, factory: protocol.Factory) -> Deferred[Any]:
             """A TLS connection to the master's RAPI, its certificate checked as the agent's."""
-            from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS
+            from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
+
+            from ganeti.tlsbio import wrap_client
 
             tcp = (TCP6ClientEndpoint if ":" in address else TCP4ClientEndpoint)(
                 reactor, address, port, timeout=int(CONNECT_TIMEOUT))
-            return wrapClientTLS(policy.creatorForNetloc(address.encode("ascii"), port), tcp).connect(factory)
+            return wrap_client(policy.creatorForNetloc(address.encode("ascii"), port), tcp).connect(factory)
 
         return cls(local, lambda: master_address(paths), port, agent, reactor, window=wait_window(paths),
                    confd=confd, tunnel=tunnel)

@@ -33,11 +33,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 import attrs
-from OpenSSL import SSL
 from twisted.internet import defer
 from twisted.internet import error as ierror
 from twisted.internet.defer import CancelledError, Deferred, succeed
-from twisted.internet.endpoints import wrapClientTLS
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -61,6 +59,7 @@ from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures, wire
 from ganeti.rpc.contract import Call, Runner
 from ganeti.rpc.tls import PinnedPolicy, ReloadingPolicy
+from ganeti.tlsbio import TLSError, wrap_client
 
 #: How a node is reached: an IP address (default port) or C{(address, port)}.
 Address = str | tuple[str, int]
@@ -102,7 +101,7 @@ class NodeEndpoints:
     def endpointForURI(self, uri: Any) -> Any:
         endpoint = tcp_client_endpoint(self._reactor, uri.host.decode("ascii"), uri.port, self._timeout)
         if uri.scheme == b"https":
-            endpoint = wrapClientTLS(self._policy.creatorForNetloc(uri.host, uri.port), endpoint)
+            endpoint = wrap_client(self._policy.creatorForNetloc(uri.host, uri.port), endpoint)
         return endpoint
 
 
@@ -176,10 +175,10 @@ def _transport_message(reason: BaseException) -> str:
         return "node unreachable: %s" % (reason.__class__.__name__,)
     if isinstance(reason, (ResponseNeverReceived, ResponseFailed, RequestTransmissionFailed)):
         inner = [f.value for f in reason.reasons]
-        if any(isinstance(r, SSL.Error) for r in inner):
+        if any(isinstance(r, TLSError) for r in inner):
             return "TLS handshake failed (certificate not accepted): %s" % "; ".join(str(r) for r in inner)
         return "connection lost: %s" % "; ".join(str(r) or r.__class__.__name__ for r in inner)
-    if isinstance(reason, SSL.Error):
+    if isinstance(reason, TLSError):
         return "TLS error: %s" % (reason,)
     return "%s: %s" % (reason.__class__.__name__, reason)
 
@@ -204,10 +203,10 @@ def _cancelled(reason: BaseException) -> bool:
 
 
 def _tls_failure(reason: BaseException) -> bool:
-    if isinstance(reason, SSL.Error):
+    if isinstance(reason, TLSError):
         return True
     inner = getattr(reason, "reasons", None) or []
-    return any(isinstance(f.value, SSL.Error) for f in inner)
+    return any(isinstance(f.value, TLSError) for f in inner)
 
 
 def _retriable(reason: BaseException, idempotent: bool) -> bool:

@@ -34,20 +34,16 @@ import json
 import os
 import socket
 import struct
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from cryptography import x509
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from cryptography.x509.oid import NameOID
-from OpenSSL import SSL
 from twisted.internet.interfaces import IReactorThreads
 
-from ganeti import crypto, errors, httpresponse, ssconf
+from ganeti import crypto, errors, httpresponse, leanimports, ssconf
 from ganeti.paths import Paths
 from ganeti.rpc import wire
+
+if TYPE_CHECKING:
+    from OpenSSL import SSL
 
 #: TLS exporter label (RFC 5705 / RFC 8446 section 7.5).
 EXPORTER_LABEL = b"EXPORTER-ganeti-node-join"
@@ -97,8 +93,20 @@ def export_keying_material(connection: SSL.Connection) -> bytes:
     return connection.export_keying_material(EXPORTER_LABEL, EKM_LENGTH)
 
 
+def openssl() -> Any:
+    """pyOpenSSL's C{SSL}, for the join's TLS (the standard library's C{ssl} exports no keying material);
+    kept out of the daemons until a join needs it (L{ganeti.leanimports.keep_out_pyopenssl})."""
+    leanimports.allow_pyopenssl()
+    from OpenSSL import SSL
+
+    return SSL
+
+
 def derive_key(token: str, ekm: bytes) -> bytes:
     """C{k}: HKDF-SHA256 of the token, salted with the connection's C{ekm}."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=ekm, info=INFO).derive(token.encode("utf-8"))
 
 
@@ -125,6 +133,8 @@ def check_proof(expected: bytes, proof: Any) -> None:
 
 def seal_request(key: bytes, payload: Mapping[str, Any], nonce: bytes | None = None) -> dict[str, str]:
     """The master's request body for C{payload}, under C{key}."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
     data = json.dumps(payload, sort_keys=True).encode("utf-8")
     sealed = AESGCM(key).encrypt(nonce, data, INFO)
@@ -150,6 +160,9 @@ def open_request(key: bytes, body: Any) -> dict[str, Any]:
     @raise BadProof: wrong proof (the sender does not know the token)
     @raise JoinError: anything else wrong (malformed, tampered with)
     """
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     verify_request_proof(key, body)
     try:
         nonce = base64.b64decode(body["nonce"], validate=True)
@@ -209,6 +222,9 @@ def build_payload(
     """What the master sends: its cluster certificate, a client certificate
     for the new node signed by it, and the ssconf values (default: the
     master's ssconf files)."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     try:
         key_pem, cert_pem = crypto.load_pem_file(paths.server_pem)
         values = ssconf.read_values(paths) if ssconf_values is None else ssconf_values
@@ -234,13 +250,14 @@ def build_payload(
     }
 
 
-def _client_context() -> SSL.Context:
+def _client_context() -> Any:
     # No certificate check: the node's certificate is throw-away; the
     # node proves itself by the token proof bound to this connection.
-    ctx = SSL.Context(SSL.TLS_METHOD)
-    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-    ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_NO_TICKET)
-    ctx.set_verify(SSL.VERIFY_NONE, lambda *_: True)
+    ossl = openssl()
+    ctx = ossl.Context(ossl.TLS_METHOD)
+    ctx.set_min_proto_version(ossl.TLS1_2_VERSION)
+    ctx.set_options(ossl.OP_NO_COMPRESSION | ossl.OP_NO_TICKET)
+    ctx.set_verify(ossl.VERIFY_NONE, lambda *_: True)
     return ctx
 
 
@@ -254,14 +271,15 @@ def _set_timeouts(sock: socket.socket, timeout: float) -> None:
 
 
 def _read_all(conn: SSL.Connection, limit: int) -> bytes:
+    ossl = openssl()
     chunks = []
     size = 0
     while True:
         try:
             chunk = conn.recv(65536)
-        except SSL.ZeroReturnError:
+        except ossl.ZeroReturnError:
             break
-        except SSL.SysCallError as e:
+        except ossl.SysCallError as e:
             if e.args and e.args[0] == -1:  # EOF without close_notify
                 break
             raise
@@ -323,6 +341,7 @@ def join_node(
     @raise errors.OpExecError: unreachable node, refused token, a node that
         cannot prove it knows the token, or any other failure
     """
+    ossl = openssl()
     where = "node %s (%s:%d)" % (node_name, address, port)
     try:
         token = check_token(token)
@@ -335,7 +354,7 @@ def join_node(
         raise errors.OpExecError("Cannot join %s: node unreachable (%s)" % (where, e.strerror or e)) from None
     try:
         _set_timeouts(sock, timeout)
-        conn = SSL.Connection(_client_context(), sock)
+        conn = ossl.Connection(_client_context(), sock)
         conn.set_connect_state()
         conn.do_handshake()
         key = derive_key(token, export_keying_material(conn))
@@ -343,9 +362,9 @@ def join_node(
         status, answer = _post(conn, address, port, body)
         try:
             conn.shutdown()
-        except SSL.Error:
+        except ossl.Error:
             pass
-    except (SSL.Error, OSError) as e:
+    except (ossl.Error, OSError) as e:
         raise errors.OpExecError("Cannot join %s: TLS or connection failure: %s" % (where, e or type(e).__name__)) from None
     except JoinError as e:
         raise errors.OpExecError("Cannot join %s: %s" % (where, e)) from None

@@ -15,17 +15,13 @@ one the end expects.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import ssl
 from typing import Any, Callable, Collection
 
 import attrs
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from OpenSSL import SSL, crypto
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IOpenSSLContextFactory
 from twisted.logger import Logger
-from twisted.web.iweb import IPolicyForHTTPS
-from zope.interface import implementer
 
 from ganeti import crypto as gcrypto
 from ganeti import errors
@@ -33,8 +29,6 @@ from ganeti.paths import Paths
 from ganeti.ssconf import SimpleStore
 
 log = Logger()
-
-VerifyCallback = Callable[[SSL.Connection, Any, int, int, int], bool]
 
 
 @attrs.frozen
@@ -70,61 +64,64 @@ class Credentials:
         return gcrypto.fingerprint(self.ca_pem, "sha1")
 
 
-def peer_fingerprint(cert: Any) -> str:
-    """SHA1 fingerprint C{AA:BB:...} of a pyOpenSSL or C{cryptography} certificate."""
-    if isinstance(cert, crypto.X509):
-        return cert.digest("sha1").decode("ascii").upper()
-    return gcrypto.fingerprint(cert.public_bytes(serialization.Encoding.PEM), "sha1")
+def peer_fingerprint(der: bytes) -> str:
+    """SHA1 fingerprint C{AA:BB:...} of a DER certificate (as a peer presents it)."""
+    return hashlib.sha1(der).digest().hex(":").upper()
 
 
-def make_verify_callback(allowed: Callable[[], Collection[str]], what: str = "peer") -> VerifyCallback:
-    """A pyOpenSSL verify callback pinning the leaf certificate's fingerprint.
-
-    OpenSSL's chain verification (C{preverify_ok}) must have passed at
-    every depth; at depth 0 (the peer's own certificate) its SHA1
-    fingerprint must also be in C{allowed()}, which is asked anew for each
-    handshake.
-    """
-
-    def verify(connection: SSL.Connection, cert: Any, errno: int, depth: int, preverify_ok: int) -> bool:
-        if not preverify_ok:
-            log.warn("TLS: {what} certificate refused by chain verification (error {errno}, depth {depth})",
-                     what=what, errno=errno, depth=depth)
-            return False
-        if depth != 0:
-            return True
-        digest = peer_fingerprint(cert)
-        if digest in allowed():
-            return True
-        log.warn("TLS: {what} certificate {digest} is not a cluster certificate", what=what, digest=digest)
-        return False
-
-    return verify
-
-
-def _context(creds: Credentials, verify: VerifyCallback, *, server: bool) -> SSL.Context:
-    ctx = SSL.Context(SSL.TLS_METHOD)
-    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-    ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
-    ctx.use_privatekey(gcrypto.load_private_key(creds.key_pem))
-    ctx.use_certificate(x509.load_pem_x509_certificate(creds.cert_pem))
-    ctx.check_privatekey()
-    ctx.get_cert_store().add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(creds.ca_pem)))  # type: ignore[union-attr]
-    ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, verify)
+def context(creds: Credentials, *, server: bool, trusted: Collection[bytes] = ()) -> ssl.SSLContext:
+    """A TLS context presenting C{creds}' certificate and requiring the peer's, chained to
+    C{creds.ca_pem} or one of C{trusted} (the pin is checked after the handshake: L{Pinned})."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    ctx.check_hostname = False  # nodes are addressed by IP; the certificate is pinned instead
+    ctx.verify_mode = ssl.CERT_REQUIRED
     if server:
-        ctx.set_session_id(b"ganeti-noded")
+        ctx.num_tickets = 0  # no client resumes a session: no tickets to make and send
+    ctx.load_verify_locations(cadata=b"\n".join([creds.ca_pem, *trusted]).decode("ascii"))
+    gcrypto.load_chain(ctx, creds.key_pem, creds.cert_pem)
     return ctx
 
 
-@implementer(IOpenSSLContextFactory)
-class ServerContextFactory:
-    """noded's TLS context (for C{TLSMemoryBIOFactory}): requires a cluster client certificate."""
+class Pinned:
+    """One end of a connection (a L{ganeti.tlsbio.TLSEnd}): the context
+    C{make_context()} returns, and the peer's certificate (chained by
+    OpenSSL during the handshake) pinned to C{allowed()}, asked anew for
+    each connection."""
+
+    def __init__(self, make_context: Callable[[], ssl.SSLContext], allowed: Callable[[], Collection[str]],
+                 what: str) -> None:
+        self._make_context = make_context
+        self._allowed = allowed
+        self.what = what
+
+    def getContext(self) -> ssl.SSLContext:
+        return self._make_context()
+
+    def check_peer(self, der: bytes | None) -> str | None:
+        if der is None:
+            log.warn("TLS: the {what} presented no certificate", what=self.what)
+            return "the %s presented no certificate" % self.what
+        digest = peer_fingerprint(der)
+        if digest in self._allowed():
+            return None
+        log.warn("TLS: {what} certificate {digest} is not a cluster certificate", what=self.what, digest=digest)
+        return "the %s certificate %s is not a cluster certificate" % (self.what, digest)
+
+    def handshake_failed(self, reason: str) -> None:
+        if "certificate verify failed" in reason:
+            log.warn("TLS: {what} certificate refused by chain verification: {reason}", what=self.what, reason=reason)
+        else:
+            log.warn("TLS: handshake with a {what} failed: {reason}", what=self.what, reason=reason)
+
+
+class ServerContextFactory(Pinned):
+    """noded's TLS end: requires a cluster client certificate."""
 
     def __init__(self, creds: Credentials, allowed: Callable[[], Collection[str]]) -> None:
-        self._ctx = _context(creds, make_verify_callback(allowed, "client"), server=True)
-
-    def getContext(self) -> SSL.Context:
-        return self._ctx
+        ctx = context(creds, server=True)
+        super().__init__(lambda: ctx, allowed, "client")
 
 
 class AllowedClients:
@@ -157,19 +154,6 @@ class AllowedClients:
         return self._cached
 
 
-@implementer(IOpenSSLClientConnectionCreator)
-class _PinnedCreator:
-    def __init__(self, ctx: SSL.Context) -> None:
-        self._ctx = ctx
-
-    def clientConnectionForTLS(self, tlsProtocol: Any) -> SSL.Connection:
-        connection = SSL.Connection(self._ctx, None)
-        connection.set_app_data(tlsProtocol)
-        connection.set_connect_state()
-        return connection
-
-
-@implementer(IPolicyForHTTPS)
 class PinnedPolicy:
     """The RPC client's TLS policy: present C{creds}, accept only a node
     whose certificate has one of C{fingerprints} (default: the cluster
@@ -177,10 +161,11 @@ class PinnedPolicy:
 
     def __init__(self, creds: Credentials, fingerprints: Collection[str] | None = None) -> None:
         allowed = frozenset(fingerprints) if fingerprints is not None else frozenset([creds.ca_fingerprint])
-        self._creator = _PinnedCreator(_context(creds, make_verify_callback(lambda: allowed, "node"), server=False))
+        ctx = context(creds, server=False)
+        self._end = Pinned(lambda: ctx, lambda: allowed, "node")
 
-    def creatorForNetloc(self, hostname: bytes, port: int) -> _PinnedCreator:
-        return self._creator
+    def creatorForNetloc(self, hostname: bytes, port: int) -> Pinned:
+        return self._end
 
 
 # --- renewal without a restart: contexts that follow the files -------------------------------
@@ -216,7 +201,7 @@ def _stamp(path: str) -> Any:
 #: credentials and the trusted certificates (a job process inherits its fork server's: L{warm_client_context})
 _READ: dict[str, tuple[Any, Credentials, tuple[bytes, ...]]] = {}
 #: per data directory, the RPC client's last TLS context and the stamps it was built from
-_CLIENT_CONTEXTS: dict[str, tuple[Any, SSL.Context]] = {}
+_CLIENT_CONTEXTS: dict[str, tuple[Any, ssl.SSLContext]] = {}
 
 
 class ClusterTrust:
@@ -260,18 +245,13 @@ class ClusterTrust:
             log.info("TLS: cluster certificate {fp} loaded, {n} more trusted", fp=creds.ca_fingerprint, n=len(trusted))
         return True
 
-    def context(self, verify: VerifyCallback, *, server: bool) -> SSL.Context:
+    def context(self, *, server: bool) -> ssl.SSLContext:
         assert self.creds is not None
-        ctx = _context(self.creds, verify, server=server)
-        store = ctx.get_cert_store()
-        for pem in self.trusted:
-            store.add_cert(crypto.X509.from_cryptography(x509.load_pem_x509_certificate(pem)))  # type: ignore[union-attr]
-        return ctx
+        return context(self.creds, server=server, trusted=self.trusted)
 
 
-@implementer(IOpenSSLContextFactory)
-class ReloadingServerContextFactory:
-    """noded's (and the heartbeat port's) TLS context, rebuilt when
+class ReloadingServerContextFactory(Pinned):
+    """noded's (and the heartbeat port's) TLS end, its context rebuilt when
     C{server.pem} or C{cluster-trust.pem} changes: new connections get the
     new certificate, those open keep theirs.  A client is accepted with the
     cluster certificate, a trusted one, or a candidate's certificate from
@@ -280,45 +260,38 @@ class ReloadingServerContextFactory:
     def __init__(self, paths: Paths) -> None:
         self._trust = ClusterTrust(paths)
         self._candidates = AllowedClients(paths, "")
-        self._ctx: SSL.Context | None = None
+        self._ctx: ssl.SSLContext | None = None
         self._generation = -1
+        super().__init__(self._context, self._allowed_clients, "client")
 
-    def _allowed(self) -> frozenset[str]:
+    def _allowed_clients(self) -> frozenset[str]:
         return self._candidates() | self._trust.fingerprints
 
-    def getContext(self) -> SSL.Context:
+    def _context(self) -> ssl.SSLContext:
         self._trust.refresh()
         if self._ctx is None or self._generation != self._trust.generation:
-            self._ctx = self._trust.context(make_verify_callback(self._allowed, "client"), server=True)
+            self._ctx = self._trust.context(server=True)
             self._generation = self._trust.generation
         return self._ctx
 
 
-@implementer(IOpenSSLClientConnectionCreator)
-class _ReloadingCreator:
+class _ReloadingCreator(Pinned):
     def __init__(self, trust: ClusterTrust) -> None:
         self._trust = trust
-        self._ctx: SSL.Context | None = None
-        self._generation = -1
+        super().__init__(self._context, lambda: trust.fingerprints, "node")
 
-    def clientConnectionForTLS(self, tlsProtocol: Any) -> SSL.Connection:
+    def _context(self) -> ssl.SSLContext:
         self._trust.refresh()
-        if self._ctx is None or self._generation != self._trust.generation:
-            self._ctx = client_context(self._trust)
-            self._generation = self._trust.generation
-        connection = SSL.Connection(self._ctx, None)
-        connection.set_app_data(tlsProtocol)
-        connection.set_connect_state()
-        return connection
+        return client_context(self._trust)
 
 
-def client_context(trust: ClusterTrust) -> SSL.Context:
+def client_context(trust: ClusterTrust) -> ssl.SSLContext:
     """The RPC client's TLS context for C{trust}'s current files, built once per change of the files in this
     process (a key's parsing and checks take about 10 ms)."""
     cached = _CLIENT_CONTEXTS.get(trust.paths.data_dir)
     if cached is not None and cached[0] == trust._stamps:
         return cached[1]
-    ctx = trust.context(make_verify_callback(lambda: trust.fingerprints, "node"), server=False)
+    ctx = trust.context(server=False)
     _CLIENT_CONTEXTS[trust.paths.data_dir] = (trust._stamps, ctx)
     return ctx
 
@@ -332,7 +305,6 @@ def warm_client_context(paths: Paths) -> None:
         pass
 
 
-@implementer(IPolicyForHTTPS)
 class ReloadingPolicy:
     """The RPC client's TLS policy following the files: present the
     current C{server.pem}; accept a node presenting it or a certificate of
@@ -345,31 +317,31 @@ class ReloadingPolicy:
         return self._creator
 
 
-@implementer(IOpenSSLContextFactory)
 class ReloadingCertificate:
-    """A plain TLS server context (no client certificate) from a key-and-
-    certificate PEM file, rebuilt when the file changes (RAPI's C{rapi.pem}:
-    C{renew-crypto --new-rapi-certificate} without a restart).  A file that
-    cannot be read keeps the previous certificate."""
+    """A plain TLS server end (no client certificate) from a key-and-
+    certificate PEM file, its context rebuilt when the file changes (RAPI's
+    C{rapi.pem}: C{renew-crypto --new-rapi-certificate} without a restart).
+    A file that cannot be read keeps the previous certificate."""
+
+    what = "RAPI client"
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._stamp: Any = object()
-        self._ctx: SSL.Context | None = None
+        self._ctx: ssl.SSLContext | None = None
         self.getContext()
 
-    def getContext(self) -> SSL.Context:
+    def getContext(self) -> ssl.SSLContext:
         stamp = _stamp(self._path)
         if stamp != self._stamp:
             try:
                 key_pem, cert_pem = gcrypto.load_pem_file(self._path)
-                ctx = SSL.Context(SSL.TLS_METHOD)
-                ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-                ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
-                ctx.use_privatekey(gcrypto.load_private_key(key_pem))
-                ctx.use_certificate(x509.load_pem_x509_certificate(cert_pem))
-                ctx.check_privatekey()
-            except (errors.ConfigurationError, SSL.Error) as e:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+                ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+                ctx.num_tickets = 0
+                gcrypto.load_chain(ctx, key_pem, cert_pem)
+            except (errors.ConfigurationError, ssl.SSLError) as e:
                 if self._ctx is None:
                     raise
                 log.error("TLS: keeping the previous certificate of {path}: {error}", path=self._path, error=e)
@@ -379,3 +351,6 @@ class ReloadingCertificate:
             self._ctx, self._stamp = ctx, stamp
         assert self._ctx is not None
         return self._ctx
+
+    def check_peer(self, der: bytes | None) -> str | None:
+        return None  # RAPI's clients authenticate with a password, not a certificate

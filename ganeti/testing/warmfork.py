@@ -8,7 +8,7 @@ import, without a reactor (L{ganeti.warmstart}'s checks), freezes its heap, then
 request.  The child runs C{ganeti-twistd ARGV} in the foreground (C{-n}), as the cold command would: the
 same options, pid file and log (its stdout and stderr go to the daemon's log file), the request's
 environment and working directory.  confd and MonD fork from the C{plain} launcher, which never imports
-pyOpenSSL (they speak no TLS: L{ganeti.daemon.without_tls}).
+the TLS modules (they speak no TLS: L{ganeti.daemon.without_tls}).
 
 L{spawn} returns a L{ForkedProcess}, what the tests use of C{subprocess.Popen} (C{pid}, C{poll},
 C{wait}, C{send_signal}, C{kill}, C{returncode}): the launcher reaps its children and reports their exit

@@ -274,10 +274,11 @@ def run(jobs: int, settle: float, flood_count: int) -> str:
         lines.append("%-34s %8.1f %8d %6.2f" % (key, result[key], theirs, ratio))
     lines.append("the runtime alone (RSS): an interpreter %.1f MiB; with twistd's runner and the reactor %.1f;"
                  % (runtime["python"], runtime["twistd"]))
-    lines.append("  with pyOpenSSL and cryptography %.1f; with twisted.web's server %.1f"
-                 % (runtime["tls"], runtime["web"]))
+    lines.append("  with the standard library's ssl %.1f; with twisted.web's server %.1f"
+                 " (twistd with pyOpenSSL and cryptography instead: %.1f)"
+                 % (runtime["tls"], runtime["web"], runtime["pyopenssl"]))
     result.update(python_rss_mib=round(runtime["python"], 1))
-    for name in ("twistd", "tls", "web"):
+    for name in ("twistd", "tls", "web", "pyopenssl"):
         result["layer_%s_rss_mib" % name] = round(runtime[name], 1)
     lines.append(orjson.dumps(result).decode())
     return "\n".join(lines)

@@ -1,12 +1,12 @@
 """The memory floor of a daemon: what its runtime alone takes.
 
 A daemon's memory is its interpreter, the libraries it imports (Twisted,
-pyOpenSSL and cryptography's Rust extension, the standard library) and
+the standard library, its C{ssl} with the system's OpenSSL) and
 ours: Ganeti's modules and the data they hold.  To tell the two apart,
 the benchmark asks each running daemon which modules it has loaded, then
 starts a fresh interpreter (the same executable) that imports the same
-modules except Ganeti's, with the same modules blocked (confd and MonD
-block pyOpenSSL), and measures it.  That process is the floor: the daemon
+modules except Ganeti's, with the same modules blocked (every daemon
+blocks pyOpenSSL), and measures it.  That process is the floor: the daemon
 cannot go under it without dropping a library it uses.
 
 How the daemons are asked: the benchmark puts a C{sitecustomize} module
@@ -136,15 +136,19 @@ def floor(listing: str, env: dict[str, str] | None = None) -> tuple[float, float
 
 _TWISTD = "loaded twisted.scripts.twistd\nloaded twisted.internet.reactor\n"
 
+_NO_PYOPENSSL = "blocked OpenSSL\n"
+
 #: the runtime in layers, each a listing for L{floor} that includes the one
 #: before: an interpreter; twistd's runner and the reactor without TLS (confd,
-#: MonD); with pyOpenSSL and cryptography (every other daemon); with
-#: twisted.web's server (NodeD, RAPI)
+#: MonD); with the standard library's ssl (every other daemon: ganeti.tlsbio);
+#: with twisted.web's server (NodeD, RAPI); and for comparison, twistd with
+#: pyOpenSSL and cryptography, as Twisted's own TLS would have it
 LAYERS = (
     ("python", ""),
-    ("twistd", _TWISTD + "blocked OpenSSL\n"),
-    ("tls", _TWISTD),
-    ("web", _TWISTD + "loaded twisted.web.server\n"),
+    ("twistd", _TWISTD + _NO_PYOPENSSL),
+    ("tls", _TWISTD + _NO_PYOPENSSL + "loaded ssl\n"),
+    ("web", _TWISTD + _NO_PYOPENSSL + "loaded ssl\nloaded twisted.web.server\n"),
+    ("pyopenssl", _TWISTD + "loaded OpenSSL.SSL\nloaded twisted.internet.ssl\n"),
 )
 
 

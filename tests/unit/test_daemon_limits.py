@@ -18,6 +18,7 @@ from ganeti.daemon import PidFileService
 from ganeti.http_limits import ConnectionLimiter, GuardedChannel, HttpLimits
 from ganeti.noded import tap as noded_tap
 from ganeti.rapi import tap as rapi_tap
+from ganeti.tlsbio import TLSServerFactory
 
 
 class TcpTransport(StringTransport):
@@ -50,12 +51,12 @@ def rapi_pem(paths: Any) -> None:
     crypto.write_pem_file(paths.rapi_pem, key, cert)
 
 
-def check_guarded(factory: Any, **expected: Any) -> None:
+def check_guarded(factory: Any, tls_class: type = TLSServerFactory, **expected: Any) -> None:
     assert isinstance(factory, ConnectionLimiter)
     for name, value in expected.items():
         assert getattr(factory.limits, name) == value, name
     tls = factory.wrappedFactory
-    assert isinstance(tls, TLSMemoryBIOFactory)
+    assert isinstance(tls, tls_class)
     site = tls.wrappedFactory
     channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
     assert isinstance(channel, GuardedChannel) and channel.tls
@@ -120,7 +121,9 @@ def test_noded_joined_and_unjoined_listen_with_the_limits(root):
     options.parseOptions(["--root", root.root, "--bind", "127.0.1.1", "--join-token", "t" * 20] + LIMIT_ARGS)
     factory, (_, backlog, _) = listening(noded_tap.makeService, options)
     assert backlog == http_limits.BACKLOG
-    check_guarded(factory, max_connections=40, max_connections_per_ip=7, header_timeout=3, body_timeout=600)
+    # unjoined: pyOpenSSL's TLS (the join's proof needs TLS exporters)
+    check_guarded(factory, TLSMemoryBIOFactory, max_connections=40, max_connections_per_ip=7, header_timeout=3,
+                  body_timeout=600)
     assert posted_form(factory) == ({b"q": [b"1"]}, b"foo=bar")
     crypto.bootstrap_secrets(root, "cluster.test", node_name="node1.test")
     options = noded_tap.Options()

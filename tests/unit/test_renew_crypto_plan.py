@@ -44,8 +44,7 @@ class Node:
         self.confd = ConfdService(self.paths, Clock())
 
     def accepts_rpc_from(self, other: Node) -> bool:
-        conn = other.rpc.creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
-        return handshake(self.noded.getContext(), conn) == (True, True)
+        return handshake(self.noded, other.rpc.creatorForNetloc(b"x", 1)) == (True, True)
 
     def accepts_confd_key_of(self, other: Node) -> bool:
         for confd in (self.confd, other.confd):
@@ -94,8 +93,7 @@ class RenewalPlanTests(unittest.TestCase):
         # the old certificate and key are refused now, the new ones work
         old_client = PinnedPolicy(Credentials(CLUSTER[0], CLUSTER[1], CLUSTER[1]))
         for node in self.nodes:
-            conn = old_client.creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
-            self.assertFalse(handshake(node.noded.getContext(), conn)[1])
+            self.assertFalse(handshake(node.noded, old_client.creatorForNetloc(b"x", 1))[1])
             node.confd.load_key()
             node.confd.load_accepted_keys()
             self.assertEqual((node.confd.key.strip(), node.confd.accepted_keys), (

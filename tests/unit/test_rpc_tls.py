@@ -1,14 +1,13 @@
-"""The TLS verification callbacks and the mutual-TLS policy, in memory (no sockets)."""
+"""The mutual-TLS ends (chain and pin checks) and the contexts that follow their files, in memory (no sockets)."""
 
 from __future__ import annotations
 
 import os
+import ssl
 import tempfile
 import unittest
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from OpenSSL import SSL, crypto
+import attrs
 
 from ganeti import crypto as gcrypto
 from ganeti import ssconf
@@ -16,89 +15,110 @@ from ganeti.paths import Paths
 from ganeti.rpc.tls import (
     AllowedClients,
     Credentials,
+    Pinned,
     PinnedPolicy,
     ReloadingCertificate,
     ReloadingPolicy,
     ReloadingServerContextFactory,
     ServerContextFactory,
-    make_verify_callback,
     peer_fingerprint,
     trust_file,
 )
+from ganeti.tlsbio import TLSEnd
 
 CLUSTER = gcrypto.generate_key_and_cert("cluster.test")
 OTHER = gcrypto.generate_key_and_cert("other.test")
 NODE_CLIENT = gcrypto.generate_key_and_cert("node2.test", signer=CLUSTER)
 
 
-def x509_of(cert_pem: bytes) -> crypto.X509:
-    return crypto.X509.from_cryptography(x509.load_pem_x509_certificate(cert_pem))
+def der(cert_pem: bytes) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(cert_pem.decode("ascii"))
 
 
-def handshake(server: SSL.Context, client: SSL.Connection) -> tuple[bool, bool]:
-    """Drive a handshake through memory BIOs; whether each side completed."""
-    srv = SSL.Connection(server, None)
-    srv.set_accept_state()
+@attrs.define
+class Outcome:
+    client_ok: bool = False
+    server_ok: bool = False
+    #: the certificate each side saw (DER)
+    client_saw: bytes | None = None
+    server_saw: bytes | None = None
+
+
+def connect(server: TLSEnd, client: TLSEnd) -> Outcome:
+    """Drive a handshake between two ends through memory BIOs, each end's
+    C{check_peer} asked once its handshake is done (as L{ganeti.tlsbio})."""
+    bios = {side: (ssl.MemoryBIO(), ssl.MemoryBIO()) for side in ("client", "server")}
+    objs = {"server": server.getContext().wrap_bio(*bios["server"], server_side=True),
+            "client": client.getContext().wrap_bio(*bios["client"], server_side=False)}
+    ends = {"server": server, "client": client}
     done = {"client": False, "server": False}
-    failed = False
+    failed = {"client": False, "server": False}
+    out = Outcome()
     for _ in range(20):
-        for name, conn in (("client", client), ("server", srv)):
-            if done[name]:
+        for side in ("client", "server"):
+            if done[side] or failed[side]:
                 continue
             try:
-                conn.do_handshake()
-                done[name] = True
-            except SSL.WantReadError:
-                pass
-            except SSL.Error:
-                failed = True
-        for src, dst in ((client, srv), (srv, client)):
-            try:
-                data = src.bio_read(65536)
-                dst.bio_write(data)
-            except SSL.WantReadError:
-                pass
-        if failed:
-            break
-    # TLS 1.3: the server checks the client's certificate after the client
-    # believes it is done; an application read shows the alert.
-    if done["client"] and not failed:
-        try:
-            srv.recv(1)
-        except SSL.WantReadError:
-            pass
-        except SSL.Error:
-            done["server"] = False
-    return done["client"] and not failed, done["server"] and not failed
+                objs[side].do_handshake()
+            except ssl.SSLWantReadError:
+                continue
+            except ssl.SSLError:
+                failed[side] = True
+                continue
+            done[side] = True
+            seen = objs[side].getpeercert(binary_form=True)
+            setattr(out, side + "_saw", seen)
+            if ends[side].check_peer(seen) is not None:
+                failed[side] = True
+        bios["server"][0].write(bios["client"][1].read())
+        bios["client"][0].write(bios["server"][1].read())
+    out.client_ok = done["client"] and not failed["client"]
+    out.server_ok = done["server"] and not failed["server"]
+    return out
 
 
-class VerifyCallbackTests(unittest.TestCase):
-    def test_chain_failure_is_refused(self):
-        verify = make_verify_callback(lambda: {peer_fingerprint(x509_of(CLUSTER[1]))})
-        self.assertFalse(verify(None, x509_of(CLUSTER[1]), 20, 0, 0))
+def handshake(server: TLSEnd, client: TLSEnd) -> tuple[bool, bool]:
+    """Whether each side completed the handshake and accepted its peer."""
+    out = connect(server, client)
+    return out.client_ok, out.server_ok
 
-    def test_intermediate_depth_passes_when_chain_is_valid(self):
-        verify = make_verify_callback(lambda: set())
-        self.assertTrue(verify(None, x509_of(CLUSTER[1]), 0, 1, 1))
 
+class _Anyone:
+    """A client that presents nothing and checks nothing (to see what a server presents)."""
+
+    def getContext(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def check_peer(self, der: bytes | None) -> str | None:
+        return None
+
+
+class PinTests(unittest.TestCase):
     def test_leaf_fingerprint_must_be_allowed(self):
-        allowed = {gcrypto.fingerprint(CLUSTER[1])}
-        verify = make_verify_callback(lambda: allowed)
-        self.assertTrue(verify(None, x509_of(CLUSTER[1]), 0, 0, 1))
-        self.assertFalse(verify(None, x509_of(OTHER[1]), 0, 0, 1))
+        pinned = Pinned(ssl.create_default_context, lambda: {gcrypto.fingerprint(CLUSTER[1])}, "node")
+        self.assertIsNone(pinned.check_peer(der(CLUSTER[1])))
+        refusal = pinned.check_peer(der(OTHER[1]))
+        self.assertIn(gcrypto.fingerprint(OTHER[1]), refusal)
+        self.assertIn("not a cluster certificate", refusal)
+
+    def test_no_certificate_is_refused(self):
+        pinned = Pinned(ssl.create_default_context, lambda: {gcrypto.fingerprint(CLUSTER[1])}, "node")
+        self.assertIn("no certificate", pinned.check_peer(None))
 
     def test_allowed_is_asked_each_time(self):
         allowed: set[str] = set()
-        verify = make_verify_callback(lambda: allowed)
-        self.assertFalse(verify(None, x509_of(OTHER[1]), 0, 0, 1))
+        pinned = Pinned(ssl.create_default_context, lambda: allowed, "client")
+        self.assertIsNotNone(pinned.check_peer(der(OTHER[1])))
         allowed.add(gcrypto.fingerprint(OTHER[1]))
-        self.assertTrue(verify(None, x509_of(OTHER[1]), 0, 0, 1))
+        self.assertIsNone(pinned.check_peer(der(OTHER[1])))
 
     def test_peer_fingerprint_matches_ganeti_format(self):
-        fp = peer_fingerprint(x509_of(CLUSTER[1]))
+        fp = peer_fingerprint(der(CLUSTER[1]))
         self.assertEqual(fp, gcrypto.fingerprint(CLUSTER[1], "sha1"))
         self.assertRegex(fp, r"^([0-9A-F]{2}:){19}[0-9A-F]{2}$")
-        self.assertEqual(peer_fingerprint(x509.load_pem_x509_certificate(CLUSTER[1])), fp)
 
 
 class AllowedClientsTests(unittest.TestCase):
@@ -127,13 +147,13 @@ class AllowedClientsTests(unittest.TestCase):
 class MutualTLSTests(unittest.TestCase):
     """noded's context against the client policy, through memory BIOs."""
 
-    def server(self, allowed=None) -> SSL.Context:
+    def server(self, allowed=None) -> ServerContextFactory:
         creds = Credentials(CLUSTER[0], CLUSTER[1], CLUSTER[1])
         fps = allowed if allowed is not None else {creds.ca_fingerprint}
-        return ServerContextFactory(creds, lambda: fps).getContext()
+        return ServerContextFactory(creds, lambda: fps)
 
-    def client(self, creds: Credentials, fingerprints=None) -> SSL.Connection:
-        return PinnedPolicy(creds, fingerprints).creatorForNetloc(b"127.0.1.1", 1811).clientConnectionForTLS(None)
+    def client(self, creds: Credentials, fingerprints=None) -> Pinned:
+        return PinnedPolicy(creds, fingerprints).creatorForNetloc(b"127.0.1.1", 1811)
 
     def test_cluster_certificate_both_ways(self):
         self.assertEqual(handshake(self.server(), self.client(Credentials(CLUSTER[0], CLUSTER[1], CLUSTER[1]))), (True, True))
@@ -189,8 +209,7 @@ class RenewalTests(unittest.TestCase):
             serializer.write_file(trust_file(paths), trust)
 
     def works(self, server: ReloadingServerContextFactory, client: ReloadingPolicy) -> bool:
-        conn = client.creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
-        return handshake(server.getContext(), conn) == (True, True)
+        return handshake(server, client.creatorForNetloc(b"x", 1)) == (True, True)
 
     def test_a_renewal_never_breaks_a_handshake_and_retires_the_old_certificate(self):
         server, client = ReloadingServerContextFactory(self.a), ReloadingPolicy(self.b)
@@ -209,8 +228,7 @@ class RenewalTests(unittest.TestCase):
             self.write(paths, trust=b"")
         self.assertTrue(self.works(server, client))
         old_client = PinnedPolicy(Credentials(CLUSTER[0], CLUSTER[1], CLUSTER[1]))
-        conn = old_client.creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
-        self.assertFalse(handshake(server.getContext(), conn)[1], "the old certificate is refused")
+        self.assertFalse(handshake(server, old_client.creatorForNetloc(b"x", 1))[1], "the old certificate is refused")
 
     def test_without_the_trust_round_a_switch_breaks(self):
         server, client = ReloadingServerContextFactory(self.a), ReloadingPolicy(self.b)
@@ -240,18 +258,20 @@ class RenewalTests(unittest.TestCase):
 
         with mock.patch.object(tls.Credentials, "cluster", staticmethod(counted)):
             tls.warm_client_context(self.b)
-            first = [ReloadingPolicy(self.b).creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
-                     for _ in range(3)]
+            first = [ReloadingPolicy(self.b).creatorForNetloc(b"x", 1) for _ in range(3)]
+            contexts = [end.getContext() for end in first]
             self.assertEqual(reads, [self.b.data_dir])
-            self.assertEqual(len({id(conn.get_context()) for conn in first}), 1)
+            self.assertEqual(len({id(ctx) for ctx in contexts}), 1)
             server = ReloadingServerContextFactory(self.a)
-            self.assertEqual(handshake(server.getContext(), first[0]), (True, True))
+            self.assertEqual(handshake(server, first[0]), (True, True))
             self.write(self.b, server=self.new, trust=CLUSTER[1])   # renewed: read again, a new context
-            again = ReloadingPolicy(self.b).creatorForNetloc(b"x", 1).clientConnectionForTLS(None)
+            again = ReloadingPolicy(self.b).creatorForNetloc(b"x", 1)
+            self.assertIsNot(again.getContext(), contexts[0])
             self.assertEqual(reads, [self.b.data_dir, self.a.data_dir, self.b.data_dir])
-            self.assertIsNot(again.get_context(), first[0].get_context())
-            self.assertEqual(gcrypto.fingerprint(again.get_certificate().to_cryptography().public_bytes(
-                serialization.Encoding.PEM)), gcrypto.fingerprint(self.new[1]))
+            self.write(self.a, trust=self.new[1])  # the server trusts the new one: sees it presented
+            seen = connect(server, again)
+            self.assertTrue(seen.server_ok)
+            self.assertEqual(peer_fingerprint(seen.server_saw), gcrypto.fingerprint(self.new[1]))
 
     def test_reloading_certificate_follows_its_file(self):
         path = os.path.join(self.a.data_dir, "rapi.pem")
@@ -262,6 +282,7 @@ class RenewalTests(unittest.TestCase):
         gcrypto.write_pem_file(path, *self.new)
         second = rapi.getContext()
         self.assertIsNot(second, first)
-        srv = SSL.Connection(second, None)
-        self.assertEqual(gcrypto.fingerprint(srv.get_certificate().to_cryptography().public_bytes(
-            serialization.Encoding.PEM)), gcrypto.fingerprint(self.new[1]))
+        seen = connect(rapi, _Anyone())
+        self.assertTrue(seen.client_ok and seen.server_ok)
+        self.assertEqual(peer_fingerprint(seen.client_saw), gcrypto.fingerprint(self.new[1]))
+        self.assertIsNone(seen.server_saw, "RAPI asks its clients for no certificate")
