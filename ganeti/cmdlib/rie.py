@@ -20,9 +20,6 @@ import re
 import secrets
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
 from ganeti import errors
 from ganeti.jobs import lifecycle
 
@@ -89,6 +86,9 @@ def check_key_name(cds: str, value: Any) -> str:
 
 
 def _sane_pem(cert_pem: str | bytes) -> str:
+    from cryptography import x509  # here: a job process keeps it out until an export needs it
+    from cryptography.hazmat.primitives import serialization
+
     data = cert_pem.encode("ascii") if isinstance(cert_pem, str) else cert_pem
     try:
         cert = x509.load_pem_x509_certificate(data)
