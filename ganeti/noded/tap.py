@@ -9,12 +9,14 @@ the handshake can require and pin the client's cluster certificate before
 any HTTP is parsed.
 
 Without C{server.pem} but with a join token, noded starts in unjoined mode
-(L{ganeti.noded.join}) and switches to the above once the master joined it.
+(L{ganeti.noded.join}, served by a child process: L{ganeti.noded.joinchild})
+and switches to the above once the master joined it.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any
 
 from twisted.application.service import IService, MultiService
@@ -32,7 +34,7 @@ from ganeti.heartbeat.client import heartbeat_client
 from ganeti.listening import stream_listener
 from ganeti.logfile import quiet_twisted
 from ganeti.noded import accel_start, hooks
-from ganeti.noded.join import JoinService
+from ganeti.noded.joinchild import JoinChild
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import node_site
 from ganeti.noded.warm import WarmService
@@ -193,10 +195,12 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     if not options["no-warm-start"]:
         WarmService(paths, reactor).setServiceParent(root)
     if unjoined:
-        JoinService(paths, endpoint, options["token"], joined_factory, token_file=options.get("join-token-file"),
-                    stop=reactor.stop, reactor=reactor, where=where, guard=guard,
-                    after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
-                    ).setServiceParent(root)
+        # the join in a child process (its pyOpenSSL and cryptography stay out of NodeD)
+        JoinChild(paths, endpoint.listen, socket.AF_INET6 if ":" in address else socket.AF_INET, options["token"],
+                  joined_factory, limits=limits, reactor=reactor, where=where,
+                  token_file=options.get("join-token-file"), stop=reactor.stop,
+                  after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
+                  ).setServiceParent(root)
     else:
         stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
     return root

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import ssl
 import time
@@ -121,6 +122,9 @@ async def test_join_then_normal_rpc(master, node):
     assert ssconf.SimpleStore(paths).get_cluster_name() == "cluster.test"
     assert ssconf.SimpleStore(paths).get_master_node() == "node1.test"
     assert daemons.read_node_identity(paths) == {"name": "node2.test", "address": ADDRESS}
+    # the join ran in a child process: its pyOpenSSL and cryptography (10 MiB) never entered NodeD
+    with open("/proc/%d/maps" % daemon.process.pid) as handle:
+        assert "cryptography" not in handle.read()
 
     client = RpcClient.from_paths(reactor, master, port=port)
     try:
@@ -182,3 +186,40 @@ def test_unreachable_node(master):
     port = free_port(ADDRESS)
     with pytest.raises(errors.OpExecError, match="node unreachable"):
         join.join_node(master, ADDRESS, TOKEN, "node2.test", port=port, timeout=5)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/children" % (pid, task)) as handle:
+            found.extend(int(child) for child in handle.read().split())
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().split(") ", 1)[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_killed_unjoined_noded_leaves_nothing_listening(master, node):
+    """The join is served by a child process on NodeD's socket: NodeD killed, the child ends too, and NodeD
+    started again listens on its port and can be joined."""
+    paths, daemon, port, _token_file = node
+    daemon.start()
+    await daemon.ready(reactor)
+    [child] = [pid for pid in _children(daemon.process.pid)
+               if b"ganeti.noded.joinchild" in open("/proc/%d/cmdline" % pid, "rb").read()]
+    os.kill(daemon.process.pid, signal.SIGKILL)  # NodeD alone, not its process group
+    daemon.process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while not _gone(child) and time.monotonic() < deadline:
+        await deferLater(reactor, 0.05, lambda: None)
+    assert _gone(child)
+    daemon.start()
+    await daemon.ready(reactor)
+    await join.join_node_async(reactor, master, ADDRESS, TOKEN, "node2.test", port=port, timeout=20)
+    assert crypto.load_pem_file(paths.server_pem) == crypto.load_pem_file(master.server_pem)

@@ -116,12 +116,91 @@ def test_rapi_caps(root):
     assert [t.disconnected for t in transports[:2]] == [True, False]
 
 
+class _SpawningReactor(MemoryReactorClock):
+    """Records the processes a service spawns and what it writes to them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spawned: list[tuple[list[str], dict[int, Any], list[bytes]]] = []
+
+    def spawnProcess(self, protocol: Any, executable: str, args: Any, env: Any = None, path: Any = None,
+                     uid: Any = None, gid: Any = None, usePTY: Any = False, childFDs: Any = None) -> Any:
+        written: list[bytes] = []
+        self.spawned.append((list(args), dict(childFDs or {}), written))
+
+        class Process:
+            def writeToChild(self, fd: int, data: bytes) -> None:
+                written.append(data)
+
+            def closeStdin(self) -> None:
+                pass
+
+            def signalProcess(self, signal: str) -> None:
+                pass
+
+        return Process()
+
+    def listenTCP(self, port: int, factory: Any, backlog: int = 50, interface: str = "") -> Any:
+        super().listenTCP(port, factory, backlog, interface)
+        self.port = _PausablePort()
+        return self.port
+
+
+class _PausablePort:
+    reading = True
+
+    def stopReading(self) -> None:
+        self.reading = False
+
+    def fileno(self) -> int:
+        return 42
+
+    def stopListening(self) -> None:
+        pass
+
+
+class _Endpoint:
+    def __init__(self) -> None:
+        self.factories: list[Any] = []
+
+    def listen(self, factory: Any) -> Any:
+        from twisted.internet import defer
+
+        self.factories.append(factory)
+        return defer.succeed(None)
+
+
 def test_noded_joined_and_unjoined_listen_with_the_limits(root):
+    """Unjoined, NodeD hands its socket and its limits to the join's child process, which listens with
+    them (pyOpenSSL's TLS: the join's proof needs TLS exporters); joined, NodeD listens with them."""
+    import json
+    import socket
+
+    from ganeti.noded import joinchild
+
     options = noded_tap.Options()
     options.parseOptions(["--root", root.root, "--bind", "127.0.1.1", "--join-token", "t" * 20] + LIMIT_ARGS)
-    factory, (_, backlog, _) = listening(noded_tap.makeService, options)
-    assert backlog == http_limits.BACKLOG
-    # unjoined: pyOpenSSL's TLS (the join's proof needs TLS exporters)
+    reactor = _SpawningReactor()
+    service = noded_tap.makeService(options, reactor)
+    service.startService()
+    try:
+        [(port, refusing, backlog, interface)] = reactor.tcpServers
+        assert (port, interface) == (options["port"], "127.0.1.1") and refusing.buildProtocol(None) is None
+        assert not reactor.port.reading  # NodeD listens, the child accepts
+        [(argv, fds, written)] = reactor.spawned
+        assert argv[1:] == ["-m", "ganeti.noded.joinchild"] and fds[joinchild.SOCKET_FD] == 42
+        settings = json.loads(b"".join(written))
+        assert settings["token"] == "t" * 20 and "t" * 20 not in " ".join(argv)  # never on a command line
+        assert settings["family"] == socket.AF_INET
+    finally:
+        service.stopService()
+        for child in service:
+            if isinstance(child, PidFileService):
+                os.close(child.fd)
+    endpoint = _Endpoint()
+    joinchild.join_service(settings, MemoryReactorClock(), endpoint, stop=lambda: None,
+                           after_join=lambda: None).startService()
+    [factory] = endpoint.factories
     check_guarded(factory, TLSMemoryBIOFactory, max_connections=40, max_connections_per_ip=7, header_timeout=3,
                   body_timeout=600)
     assert posted_form(factory) == ({b"q": [b"1"]}, b"foo=bar")
