@@ -116,7 +116,7 @@ class JoinChild(Service):
         if self._listener.port is None or self._process is not None:
             return
         settings = {"root": self.paths.root, "token": self._token, "token_file": self._token_file,
-                    "limits": attrs.asdict(self._limits), "family": self._family}
+                    "limits": attrs.asdict(self._limits), "family": self._family, "parent": os.getpid()}
         self._process = self._reactor.spawnProcess(
             _Child(self), sys.executable, [sys.executable, "-m", "ganeti.noded.joinchild"], env=dict(os.environ),
             childFDs={0: "w", 1: "r", 2: 2, SOCKET_FD: self._listener.port.fileno()})
@@ -306,6 +306,21 @@ def serve(settings: dict[str, Any], reactor: Any) -> int:
     return status[0]
 
 
+def _end_with_parent(parent: int | None) -> None:
+    """Be sent SIGTERM when NodeD ends (Linux's parent-death signal), at once, even while this process still
+    imports or makes its key; exit now if NodeD is gone already.  (L{_Parent} covers the rest.)"""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if parent is not None and os.getppid() != parent:
+        sys.exit(0)
+
+
 def main() -> int:
     from twisted.internet import epollreactor
 
@@ -317,6 +332,7 @@ def main() -> int:
 
     leanimports.allow_pyopenssl()
     settings = json.loads(os.fdopen(0, "rb", buffering=0, closefd=False).readline())
+    _end_with_parent(settings.get("parent"))
     globalLogBeginner.beginLoggingTo([_relay], redirectStandardIO=False)
     return serve(settings, reactor)
 

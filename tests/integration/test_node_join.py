@@ -211,11 +211,17 @@ async def test_a_killed_unjoined_noded_leaves_nothing_listening(master, node):
     paths, daemon, port, _token_file = node
     daemon.start()
     await daemon.ready(reactor)
-    [child] = [pid for pid in _children(daemon.process.pid)
-               if b"ganeti.noded.joinchild" in open("/proc/%d/cmdline" % pid, "rb").read()]
+    deadline = time.monotonic() + 20
+    while True:  # spawned once NodeD listens (a loaded machine: later)
+        found = [pid for pid in _children(daemon.process.pid)
+                 if b"ganeti.noded.joinchild" in open("/proc/%d/cmdline" % pid, "rb").read()]
+        if found or time.monotonic() > deadline:
+            break
+        await deferLater(reactor, 0.05, lambda: None)
+    [child] = found
     os.kill(daemon.process.pid, signal.SIGKILL)  # NodeD alone, not its process group
     daemon.process.wait(timeout=10)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not _gone(child) and time.monotonic() < deadline:
         await deferLater(reactor, 0.05, lambda: None)
     assert _gone(child)
