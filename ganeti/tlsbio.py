@@ -77,10 +77,10 @@ class TLSProtocol(ProtocolWrapper):
     a TLS close alert, then closes the TCP connection.
     """
 
-    factory: TLSServerFactory
+    factory: _TLSFactory
     transport: Any
 
-    def __init__(self, factory: TLSServerFactory, wrappedProtocol: IProtocol) -> None:
+    def __init__(self, factory: _TLSFactory, wrappedProtocol: IProtocol) -> None:
         super().__init__(cast(Any, factory), wrappedProtocol)
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
@@ -113,7 +113,8 @@ class TLSProtocol(ProtocolWrapper):
         self._incoming.write(data)
         if not self._ready and not self._handshake():
             return
-        self._read()
+        if not self._closed:  # the application may have closed when the handshake was done
+            self._read()
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._closed = True
@@ -275,13 +276,13 @@ def _describe(error: ssl.SSLError) -> str:
     return ssl_message(error)
 
 
-class TLSServerFactory(WrappingFactory):
-    """Accepted connections of C{wrappedFactory} behind TLS as C{end} says;
-    a connection C{wrappedFactory} refuses (its C{buildProtocol} returns
+class _TLSFactory(WrappingFactory):
+    """The connections of C{wrappedFactory} behind TLS as C{end} says; a
+    connection C{wrappedFactory} refuses (its C{buildProtocol} returns
     C{None}) is refused."""
 
     protocol = TLSProtocol
-    server_side = True
+    server_side = False
     noisy = False
 
     def __init__(self, end: TLSEnd, wrappedFactory: IProtocolFactory) -> None:
@@ -293,8 +294,14 @@ class TLSServerFactory(WrappingFactory):
         return None if inner is None else TLSProtocol(self, inner)
 
 
-class _TLSClientFactory(TLSServerFactory):
-    server_side = False
+class TLSServerFactory(_TLSFactory):
+    """A listening factory's accepted connections behind TLS (the server's end)."""
+
+    server_side = True
+
+
+class _TLSClientFactory(_TLSFactory):
+    """A client endpoint's connections behind TLS (L{wrap_client})."""
 
 
 @implementer(IStreamClientEndpoint)

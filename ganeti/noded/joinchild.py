@@ -148,6 +148,8 @@ class JoinChild(Service):
         try:
             value = json.loads(line)
         except ValueError:
+            value = None
+        if not isinstance(value, dict):  # not ours: said as it is
             self.log.info("join: {line}", line=line.decode("utf-8", "replace"))
             return
         if value.get("joined"):
@@ -162,6 +164,8 @@ class JoinChild(Service):
     def _take_over(self) -> None:
         """The child wrote the files and stopped accepting: accept on the same socket in joined mode."""
         paused = self._listener.port
+        if self.joined or paused is None:
+            return
         try:
             self.port = self._reactor.adoptStreamPort(paused.fileno(), self._family, self._joined_factory())
         except Exception as e:  # noqa: BLE001 (the certificate just written, or the socket)

@@ -226,3 +226,54 @@ def test_caps_are_lowered_below_the_open_files_limit(monkeypatch):
     limits = rapi_tap.connection_limits(HttpLimits(max_connections=5000, max_connections_per_ip=100))
     assert limits.max_connections == 1024 - http_limits.FD_RESERVE and limits.max_connections_per_ip == 100
     assert [event["n"] for event in warned] == [1024 - http_limits.FD_RESERVE]
+
+
+class _AdoptingReactor(_SpawningReactor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.adopted: list[tuple[int, int, Any]] = []
+
+    def adoptStreamPort(self, fd: int, family: int, factory: Any) -> Any:
+        self.adopted.append((fd, family, factory))
+        return _PausablePort()
+
+
+def test_noded_takes_the_socket_over_when_the_child_joined(root):
+    """The child's log lines become NodeD's; its "joined" makes NodeD accept on the same socket, once; a
+    burnt token ends NodeD."""
+    import socket
+
+    from twisted.logger import capturedLogs
+
+    from ganeti.noded import joinchild
+
+    reactor = _AdoptingReactor()
+    joined_factory, started, stopped = object(), [], []
+    service = joinchild.JoinChild(root, lambda factory: reactor.listenTCP(1811, factory), socket.AF_INET, "t" * 20,
+                                  lambda: joined_factory, limits=http_limits.HttpLimits(), reactor=reactor,
+                                  where="127.0.1.1 port 1811 (TCP)", stop=lambda: stopped.append(True),
+                                  after_join=lambda: started.append(True))
+    service.startService()
+    assert len(reactor.spawned) == 1 and not reactor.port.reading
+    with capturedLogs() as events:
+        service.message(b'{"level": "warn", "text": "node_join from x: wrong join token proof (1 of 5)"}')
+        service.message(b"a line that is not JSON")
+    assert [(e["log_level"].name, e.get("text", e.get("line"))) for e in events] == [
+        ("warn", "node_join from x: wrong join token proof (1 of 5)"), ("info", "a line that is not JSON")]
+    assert reactor.adopted == [] and started == []
+    service.message(b'{"joined": true}')
+    service.message(b'{"joined": true}')
+    assert reactor.adopted == [(42, socket.AF_INET, joined_factory)] and started == [True] and service.joined
+    service.ended(0, None)  # the child's normal end, after the join: nothing
+    assert stopped == []
+    service.stopService()
+
+    reactor = _AdoptingReactor()
+    service = joinchild.JoinChild(root, lambda factory: reactor.listenTCP(1811, factory), socket.AF_INET, "t" * 20,
+                                  lambda: joined_factory, limits=http_limits.HttpLimits(), reactor=reactor,
+                                  where="127.0.1.1 port 1811 (TCP)", stop=lambda: stopped.append(True))
+    service.startService()
+    service.ended(joinchild.EXIT_BURNT, None)
+    reactor.advance(1)
+    assert stopped == [True] and reactor.adopted == []
+    service.stopService()
