@@ -168,13 +168,14 @@ class TLSProtocol(ProtocolWrapper):
                 data = self._tls.read(READ_SIZE)
             except ssl.SSLWantReadError:
                 break
-            except ssl.SSLZeroReturnError:  # the peer's close alert
+            except ssl.SSLZeroReturnError:  # the peer's close alert (as a socket reports it)
                 end = True
                 break
             except ssl.SSLError as e:
                 end = TLSError("TLS error: %s" % (_describe(e),))
                 break
-            if not data:
+            if not data:  # the peer's close alert (as a memory BIO reports it)
+                end = True
                 break
             chunks.append(data)
         if chunks:

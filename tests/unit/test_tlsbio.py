@@ -147,3 +147,35 @@ class TLSProtocolTests(SynchronousTestCase):
                 return None
 
         self.assertIsNone(TLSServerFactory(noded(), Refusing()).buildProtocol(None))
+
+
+class CloseAlertTests(SynchronousTestCase):
+    def test_a_close_alert_is_answered_with_ours_and_the_connection_closed(self) -> None:
+        """A peer that closes cleanly (pyOpenSSL's, curl's) waits for our close alert before it closes the TCP
+        connection: the server sends it at once and closes (else the connection stayed until a timeout)."""
+        import ssl
+
+        from twisted.internet.testing import StringTransport
+
+        server_app = App()
+        server = TLSServerFactory(noded(), Factory.forProtocol(lambda: server_app)).buildProtocol(None)
+        transport = StringTransport()
+        server.makeConnection(transport)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        client = rpc_client().getContext().wrap_bio(incoming, outgoing, server_side=False)
+        for _ in range(10):
+            try:
+                client.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                server.dataReceived(outgoing.read())
+                incoming.write(transport.value())
+                transport.clear()
+        client.write(b"hello")
+        server.dataReceived(outgoing.read())
+        self.assertEqual(server_app.received, b"hello")
+        self.assertRaises(ssl.SSLWantReadError, client.unwrap)  # our close alert; the server's not yet
+        server.dataReceived(outgoing.read())
+        self.assertTrue(transport.disconnecting)
+        incoming.write(transport.value())
+        client.unwrap()  # the server's close alert arrived: a clean close on both sides
