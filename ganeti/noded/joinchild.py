@@ -21,7 +21,7 @@ L{EXIT_BURNT}, and NodeD ends with it.
 
 What the child gets on its standard input, one JSON line: the root, the
 token (never on a command line), the token file and the connection limits.
-NodeD keeps that pipe open: the child ends when NodeD does, even killed.
+The child ends when NodeD does, even killed (Linux's parent-death signal).
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ class JoinChild(Service):
         self._process = self._reactor.spawnProcess(
             _Child(self), sys.executable, [sys.executable, "-m", "ganeti.noded.joinchild"], env=dict(os.environ),
             childFDs={0: "w", 1: "r", 2: 2, SOCKET_FD: self._listener.port.fileno()})
-        self._process.writeToChild(0, json.dumps(settings).encode("utf-8") + b"\n")  # stdin stays open: see _Parent
+        self._process.writeToChild(0, json.dumps(settings).encode("utf-8") + b"\n")
+        self._process.closeStdin()
 
     def _pause(self) -> None:
         """Listening (the backlog fills), not accepting: the child accepts, then joined mode's port."""
@@ -194,7 +195,7 @@ def _say(value: dict[str, Any]) -> None:
     try:
         sys.stdout.write(json.dumps(value) + "\n")
         sys.stdout.flush()
-    except (OSError, ValueError):  # NodeD is gone (see _Parent)
+    except (OSError, ValueError):  # NodeD is gone (see _end_with_parent)
         pass
 
 
@@ -221,35 +222,6 @@ class _AdoptedEndpoint:
         port = self._reactor.adoptStreamPort(SOCKET_FD, self._family, self._counting(factory))
         os.close(SOCKET_FD)
         return defer.succeed(port)
-
-
-class _Parent:
-    """The child's standard input, which NodeD keeps open: its end (NodeD gone, even killed) ends the child,
-    which would otherwise keep NodeD's socket listening, and a NodeD started again could not listen."""
-
-    def __init__(self, reactor: Any) -> None:
-        self._reactor = reactor
-
-    def fileno(self) -> int:
-        return 0
-
-    def doRead(self) -> None:
-        try:
-            data = os.read(0, 4096)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._reactor.removeReader(self)
-            _say({"level": "warn", "text": "ganeti-noded is gone: the join process ends"})
-            self._reactor.stop()
-
-    def connectionLost(self, reason: Any) -> None:
-        pass
-
-    def logPrefix(self) -> str:
-        return "join-parent"
 
 
 class _Nothing:
@@ -304,15 +276,14 @@ def serve(settings: dict[str, Any], reactor: Any) -> int:
     service = join_service(settings, reactor, _AdoptedEndpoint(reactor, settings["family"], counting),
                            stop=burnt, after_join=linger)
     service.startService()
-    os.set_blocking(0, False)
-    reactor.addReader(_Parent(reactor))
     reactor.run()
     return status[0]
 
 
 def _end_with_parent(parent: int | None) -> None:
     """Be sent SIGTERM when NodeD ends (Linux's parent-death signal), at once, even while this process still
-    imports or makes its key; exit now if NodeD is gone already.  (L{_Parent} covers the rest.)"""
+    imports or makes its key: else it would keep NodeD's socket listening, and a NodeD started again could not
+    listen; exit now if NodeD is gone already."""
     import ctypes
     import signal
 

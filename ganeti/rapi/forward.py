@@ -102,12 +102,10 @@ class RapiCertificatePolicy:
         import ssl
 
         from ganeti import crypto as gcrypto
-        from ganeti.rpc.tls import Pinned
+        from ganeti.rpc.tls import Pinned, base_context
 
         allowed = frozenset(gcrypto.fingerprint(pem, "sha1") for pem in self._certs)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.check_hostname = False  # the certificate is pinned instead
+        ctx = base_context(server=False)
         ctx.verify_mode = ssl.CERT_REQUIRED
         ctx.load_verify_locations(cadata="\n".join(pem.decode("ascii") for pem in self._certs))
         return Pinned(lambda: ctx, lambda: allowed, "master RAPI")

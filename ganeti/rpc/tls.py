@@ -69,16 +69,24 @@ def peer_fingerprint(der: bytes) -> str:
     return hashlib.sha1(der).digest().hex(":").upper()
 
 
-def context(creds: Credentials, *, server: bool, trusted: Collection[bytes] = ()) -> ssl.SSLContext:
-    """A TLS context presenting C{creds}' certificate and requiring the peer's, chained to
-    C{creds.ca_pem} or one of C{trusted} (the pin is checked after the handshake: L{Pinned})."""
+def base_context(*, server: bool) -> ssl.SSLContext:
+    """A context with the cluster's TLS settings, nothing loaded: TLS 1.2 at least, no compression, host
+    names not checked (peers are addressed by IP; their certificates are pinned instead: L{Pinned}), no
+    session tickets (no client resumes a session)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
-    ctx.check_hostname = False  # nodes are addressed by IP; the certificate is pinned instead
-    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.check_hostname = False
     if server:
-        ctx.num_tickets = 0  # no client resumes a session: no tickets to make and send
+        ctx.num_tickets = 0
+    return ctx
+
+
+def context(creds: Credentials, *, server: bool, trusted: Collection[bytes] = ()) -> ssl.SSLContext:
+    """A TLS context presenting C{creds}' certificate and requiring the peer's, chained to
+    C{creds.ca_pem} or one of C{trusted} (the pin is checked after the handshake: L{Pinned})."""
+    ctx = base_context(server=server)
+    ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(cadata=b"\n".join([creds.ca_pem, *trusted]).decode("ascii"))
     gcrypto.load_chain(ctx, creds.key_pem, creds.cert_pem)
     return ctx
@@ -336,10 +344,7 @@ class ReloadingCertificate:
         if stamp != self._stamp:
             try:
                 key_pem, cert_pem = gcrypto.load_pem_file(self._path)
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-                ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
-                ctx.num_tickets = 0
+                ctx = base_context(server=True)
                 gcrypto.load_chain(ctx, key_pem, cert_pem)
             except (errors.ConfigurationError, ssl.SSLError) as e:
                 if self._ctx is None:
