@@ -684,9 +684,22 @@ class MigrationTests(KVMTestCase):
 
     def test_target_not_arrived(self) -> None:
         self.start(self.inst)
-        self.accept()
+        target = self.accept()
         d = self.drive(self.target.finalize_migration(self.inst, None, True))
-        self.assertIn("not arrived", str(self.failureResultOf(d, hv.HypervisorError).value))
+        self.assertIn("not arrived here after 30 s", str(self.failureResultOf(d, hv.HypervisorError).value))
+        self.assertEqual(target.status, "inmigrate")
+
+    def test_target_arriving_late_is_waited_for(self) -> None:
+        # the source reports "completed" once it sent the last state; the target may still be loading it
+        self.start(self.inst)
+        target = self.accept()
+        d = self.target.finalize_migration(self.inst, None, True)
+        self.drive(d, seconds=2)
+        self.assertNoResult(d)
+        target.status = "paused"
+        self.successResultOf(self.drive(d))
+        self.assertEqual(target.status, "running")
+        self.assertEqual(json.loads(open(self.target.files(NAME).conf).read())["state"], "running")
 
     def test_accept_refuses_existing(self) -> None:
         self.start(self.inst)

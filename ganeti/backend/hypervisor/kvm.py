@@ -86,6 +86,9 @@ KILL_GRACE = 5.0
 EXIT_POLL = 0.1
 #: interval of query-migrate while a migration runs
 MIGRATION_POLL = 0.2
+#: seconds the target's qemu has to leave "inmigrate" once the source says the migration completed (the source
+#: reports "completed" when it sent the last state; the target loads it after)
+ARRIVAL_TIMEOUT = 30.0
 
 #: the qemu run state of a guest that powered itself off (qemu runs with -no-shutdown)
 _POWERED_OFF = "shutdown"
@@ -734,9 +737,12 @@ class KVMHypervisor:
             raise hv.HypervisorError("qemu of instance %s died on the target during the migration" % name)
         paused = bool(record.get("source_paused"))
         async with self._qmp(name) as protocol:
-            status = await self._status(protocol)
-            if status == "inmigrate":
-                raise hv.HypervisorError("Instance %s has not arrived here yet (qemu is %s)" % (name, status))
+            deadline = self._reactor.seconds() + ARRIVAL_TIMEOUT
+            while await self._status(protocol) == "inmigrate":
+                if self._reactor.seconds() >= deadline:
+                    raise hv.HypervisorError("Instance %s has not arrived here after %d s (qemu is still inmigrate)"
+                                             % (name, ARRIVAL_TIMEOUT))
+                await self._sleep(MIGRATION_POLL)
             if not paused:
                 await self._execute(protocol, "cont")
         # as Ganeti's FinalizeMigrationDst: routed NICs now that the guest runs here (failures only logged)
