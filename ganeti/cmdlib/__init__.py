@@ -19,8 +19,16 @@ if TYPE_CHECKING:
     from ganeti.cmdlib.base import ALL_SET, REGISTRY, LogicalUnit, OpContext, register  # noqa: F401
 
 
+#: every LU registered (L{load_all} ran to its end)
+_loaded = False
+
+
 def load_all() -> None:
-    """Import (and so register) every LU."""
+    """Import (and so register) every LU; once done, a call costs one test
+    (thirty C{from ... import} statements cost 0.3 ms, on every lookup)."""
+    global _loaded
+    if _loaded:
+        return
     # one line per set of LUs; importing a module registers them
     # isort: off
     from ganeti.cmdlib import cluster, group, node, tags, test  # noqa: F401  (registration)
@@ -36,6 +44,7 @@ def load_all() -> None:
     from ganeti.cmdlib import oob  # noqa: F401  (registration)
     from ganeti.cmdlib import queries  # noqa: F401  (registration)
     # isort: on
+    _loaded = True
 
 
 def lookup(op_id: str) -> type[LogicalUnit]:
