@@ -34,20 +34,21 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
-from ganeti.jobs import scheduler, trace
+from ganeti.jobs import private, scheduler, trace
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import job_id_of, not_started
-from ganeti.jobs.submission import SubmissionIndex
+from ganeti.jobs.submission import SubmissionIndex, check_job, plan, submission_id
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
 from ganeti.luxid import archive as archiving
-from ganeti.luxid import diskfull, intake, recovery
+from ganeti.luxid import diskfull, recovery
 from ganeti.luxid.filters import FilterTable
 from ganeti.luxid.replication import JobDistributor, JobWrite
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
 from ganeti.paths import Paths
+from ganeti.query.resources import op_summary
 
 #: WaitForJobChange never waits longer than this (Ganeti's LUXI_WFJC_TIMEOUT)
 WFJC_TIMEOUT = 89
@@ -102,8 +103,6 @@ class LuxidService(Service):
         #: job id -> the state clients see while its final file waits for a majority of candidates
         self.shown: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
-        #: processes started while their job's submission is made durable (L{intake.EarlyStarts})
-        self.early = intake.EarlyStarts(self)
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
         self.start_attempts: dict[int, int] = {}
         self.private: dict[int, dict[str, Any]] = {}  # job id -> clear private values (ganeti.jobs.private)
@@ -381,11 +380,6 @@ class LuxidService(Service):
             self._spawn(self.jobs[job_id])
 
     def _spawn(self, job: QueuedJob) -> None:
-        early = self.early.take(job.id)
-        if early is not None:  # started while its submission was made durable: told to run now
-            self.processes[job.id] = early
-            early.ready.addCallback(lambda _: self.spawn_times.append(self.reactor.seconds() - early.started_at))
-            return
         trace.hop(job.id, "luxid.spawn")
         forkserver = self.forkserver if self.forkserver is not None and self.forkserver.running else None
         planned = forkserver is not None and forkserver.is_planned(job.id, job.livelock, job.process_id)
@@ -462,10 +456,8 @@ class LuxidService(Service):
                 diskfull.process_ended(self, job, exit, getattr(job_channel, "unsaved", None))
                 self._cleanup_locks()
             else:
-                abandoned = job_channel is not None and job_channel.abandoned  # an early start called off
-                attempts = self.start_attempts.get(job.id, 0) + (0 if abandoned else 1)
-                if attempts:
-                    self.start_attempts[job.id] = attempts
+                attempts = self.start_attempts.get(job.id, 0) + 1
+                self.start_attempts[job.id] = attempts
                 if attempts >= MAX_START_ATTEMPTS:
                     self._fail(job, "the job process could not be started (%s, %d attempts)" % (exit.describe(), attempts))
                 else:
@@ -544,7 +536,76 @@ class LuxidService(Service):
         it), nothing is created.  A job with a known submission id is not made again: its first id is
         answered (L{ganeti.jobs.submission}).  A job is acknowledged once its file is durable here and held
         by a majority of the master candidates."""
-        return await intake.submit(self, jobs_ops, drained_ok)
+        received = trace.now()
+        if self.stepped_down is not None:
+            raise errors.JobQueueError("This master stepped down: %s" % self.stepped_down)
+        if not isinstance(jobs_ops, list):
+            raise errors.OpPrereqError("A submission needs a list of jobs", errors.ECODE_INVAL)
+        known, same_as = plan(self.submissions, jobs_ops)  # a resubmission gets the first submission's ids
+        new = [i for i, job_id in enumerate(known) if job_id is None and i not in same_as]
+        if (new or not jobs_ops) and not drained_ok and self.queue.is_drained():  # a resubmission is answered
+            raise errors.JobQueueDrainError("Queue drained")
+        if not jobs_ops:
+            return []  # as Ganeti's: nothing submitted (its gnt-group evacuate of an empty group)
+        self.queue.check_capacity(len(self.jobs), len(new))
+        diskfull.refuse_submission(self)
+        first = self.queue.serial() + 1
+        checked = [check_job(jobs_ops[i], i, len(jobs_ops), first + n) for n, i in enumerate(new)]
+        written: list[tuple[QueuedJob, bytes]] = []
+        try:
+            # the renames of the serial and the job files are made durable by one fsync of the queue
+            # directory, here or in sync_jobs, before any of them is acknowledged
+            ids = self.queue.allocate_ids(len(checked), sync_dir=False) if checked else []
+            now = time.time()
+            for job_id, ops in zip(ids, checked):
+                job = QueuedJob.new(job_id, private.hold(self.private, job_id, scheduler.resolve_relative_depends(
+                    ops, job_id)), now)
+                if len(checked) == 1 and self.forkserver is not None:  # the spare's lock file named ahead
+                    job.livelock, job.process_id = self.forkserver.plan(job_id) or (None, None)
+                # written, then fsynced while the candidates write it too: durable here before we answer
+                content = self.queue.write_job(job, durable=self.replicator is None, sync_dir=False)
+                written.append((job, content))
+            if written and self.replicator is None:
+                self.queue.sync_dir()
+        except OSError as e:  # never acknowledged: its files are dropped at the next start, or here
+            for job, _content in written:
+                self.queue.remove_unacknowledged(job.id)
+            if diskfull.is_disk_full(e):
+                raise diskfull.submission_failed(self, e) from e
+            raise
+        for (job, _content), ops in zip(written, checked):
+            self.submissions.add(submission_id(ops), job.id)
+            trace.hop(job.id, "luxid.received", received)
+            trace.hop(job.id, "luxid.written")
+        given = dict(zip(new, ids))
+        results = [[True, known[i] if known[i] is not None else given[same_as.get(i, i)]] for i in range(len(known))]
+        if written and self.replicator is not None:
+            local = self._blocking(self.queue.sync_jobs, ids)
+            holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])
+            for job_id in ids:
+                trace.hop(job_id, "luxid.replicated")
+            why = None
+            try:
+                await local
+            except OSError as e:
+                why = "not written durably on the master (%s)" % (e,)
+            for job_id in ids:
+                trace.hop(job_id, "luxid.fsynced")
+            if why is None and holders < total // 2 + 1:
+                why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
+            if why is not None:
+                # never acknowledged: a resubmission with the same submission id makes the job anew (here, or at
+                # the next master, which indexes the copy a candidate may hold); it is not answered with this one
+                self.submissions.forget(job.id for job, _content in written)
+                for job, _content in written:
+                    self._fail(job, why)
+                raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
+        for job, _content in written:
+            self.jobs[job.id] = job  # only now can the scheduler see it
+            self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
+            trace.hop(job.id, "luxid.acked")
+        self.reactor.callLater(0, self.schedule)
+        return results
 
     def _blocking(self, function: Callable[..., Any], *args: Any) -> Deferred:
         """C{function(*args)} (fsyncs) in the reactor's thread pool, if it has one."""

@@ -89,10 +89,6 @@ class JobChannel:
         #: C{(lock file, pid)} recorded durably before the process announced itself (a spare's, see
         #: L{ganeti.luxid.forkclient}): that very announcement is confirmed without another write
         self.prerecorded: tuple[str, int] | None = None
-        #: the announcement is taken but not acted on until L{release} (L{hold})
-        self.held = False
-        #: an early start called off (L{ganeti.luxid.intake.EarlyStarts}): its end is no failed start
-        self.abandoned = False
 
     def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
         self._write, self._kill = write, kill
@@ -125,31 +121,12 @@ class JobChannel:
             return
         self._stop_timer()
         self.lockfile, self.pid = path, pid
-        if not self.held:
-            self._announced()
-
-    def _announced(self) -> None:
-        path, pid = self.lockfile, self.pid
-        assert path is not None and pid is not None
         if self.prerecorded == (path, pid):
             trace.hop(self.job_id, "luxid.lockfile_prerecorded")
             self._confirm(None)
             return
         d = maybeDeferred(self.record, self.job_id, path, pid)
         d.addCallbacks(self._confirm, self._record_failed)
-
-    def hold(self) -> None:
-        """Take the process's announcement, but neither record nor confirm it
-        before L{release}: the process was started before its job was
-        acknowledged, and runs nothing until then."""
-        self.held = True
-
-    def release(self) -> None:
-        """The job is acknowledged and to start: go on with the announcement
-        taken meanwhile, or with the one to come."""
-        self.held = False
-        if self.lockfile is not None and not self.aborted:
-            self._announced()
 
     def _confirm(self, _: Any) -> None:
         if self._write is None or self.aborted:
