@@ -436,6 +436,9 @@ class Processor:
         deadline = None if timeout is None else self.clock.seconds() + timeout
         refresh = type(lu).declare_locks is not LogicalUnit.declare_locks
         cfg_fresh = True
+        # levels that only acquire, asked for together in one request (one wait, one round trip to WConfD)
+        # when the LU computes no level from the locks held (no declare_locks of its own)
+        carried: list[lockplan.LevelPlan] = []
         for level in LEVELS:
             self._check_cancel()
             if level == LEVEL_CLUSTER:
@@ -461,6 +464,12 @@ class Processor:
                 plan = lockplan.plan_level(level, needs, who=type(lu).__name__)
             if not plan.steps:
                 continue
+            if not refresh and all(step.kind == lockplan.ACQUIRE for step in plan.steps):
+                carried.append(plan)
+                continue
+            if carried and not await self._acquire_levels(lu, qop, carried, deadline):
+                return False
+            carried = []
             for step in plan.steps:
                 started = self.clock.seconds()
                 if step.kind == lockplan.OPPORTUNISTIC:
@@ -479,7 +488,23 @@ class Processor:
                 lu.acquired[level] = got
             else:
                 lu.acquired[level] = ALL_SET if plan.held_all else list(plan.held)
-        return True
+        return not carried or await self._acquire_levels(lu, qop, carried, deadline)
+
+    async def _acquire_levels(self, lu: LogicalUnit[OpCode], qop: QueuedOpCode, plans: list[lockplan.LevelPlan],
+                              deadline: float | None) -> bool:
+        """Take the locks of several levels, in one request (all or nothing, as WConfD grants every request);
+        the wait counts for each of them.  False if the deadline passed first."""
+        from ganeti.cmdlib.base import ALL_SET
+
+        started = self.clock.seconds()
+        request = [(name, step.mode) for plan in plans for step in plan.steps for name in step.names]
+        taken = await self._wait_for(request, qop, deadline)
+        for plan in plans:
+            self._waited(qop, plan.level, started)
+        if taken:
+            for plan in plans:
+                lu.acquired[plan.level] = ALL_SET if plan.held_all else list(plan.held)
+        return taken
 
     def _waited(self, qop: QueuedOpCode, level: str, started: float) -> None:
         """Add the time since C{started} to the opcode's wait for locks of

@@ -415,6 +415,51 @@ class ContentionTests(ProcessorTestCase):
         self.env.advance(5)
         self.successResultOf(b.done)
 
+    def recorded_requests(self) -> list[list[tuple[str, str]]]:
+        """The lock requests the job processes send to WConfD, from now on."""
+        from ganeti.wconfd.client import WConfdClient
+
+        requests: list[list[tuple[str, str]]] = []
+        acquire = WConfdClient.acquire
+
+        async def recording(client: WConfdClient, owner: Owner, request: Any, *args: Any, **kwargs: Any) -> None:
+            requests.append([tuple(pair) for pair in request])
+            await acquire(client, owner, request, *args, **kwargs)
+
+        self.patch(WConfdClient, "acquire", recording)
+        return requests
+
+    def test_the_levels_of_an_lu_are_one_request(self) -> None:
+        """An LU that computes no level from the locks it holds (no declare_locks of its own) asks for the BGL
+        and its nodes at once: one wait, one round trip; a job waiting for a node holds no BGL meanwhile."""
+        requests = self.recorded_requests()
+        a = self.env.start(1, [delay(5, no_locks=False)])
+        b = self.env.start(2, [delay(5, no_locks=False)])
+        master = "node/" + self.env.config.cluster.master_node
+        self.assertEqual(requests, [[(BGL, "shared"), (master, "exclusive")]] * 2)
+        self.assertEqual(self.env.locks_of(b.owner), [])
+        self.assertEqual([(o, sorted(r)) for _p, o, r in self.env.pending()],
+                         [(b.owner, [(BGL, "shared"), (master, "exclusive")])])
+        self.env.advance(5)
+        self.assertEqual(self.env.locks_of(b.owner), [(BGL, "shared"), (master, "exclusive")])
+        self.env.advance(5)
+        self.successResultOf(b.done)
+        self.assertEqual(set(b.ops[0].extra["lock_wait"]), {"cluster", "node"})
+        self.assertEqual(b.ops[0].extra["lock_wait"]["node"], 5.0)
+        self.successResultOf(a.done)
+
+    def test_an_lu_computing_its_locks_asks_level_by_level(self) -> None:
+        class Computing(LUTestDelay):
+            def declare_locks(self, level: str) -> None:  # (as an LU whose nodes follow its instances)
+                pass
+
+        requests = self.recorded_requests()
+        run = self.env.start(1, [delay(1, no_locks=False)], registry=registry(OP_TEST_DELAY=Computing))
+        master = "node/" + self.env.config.cluster.master_node
+        self.assertEqual(requests, [[(BGL, "shared")], [(master, "exclusive")]])
+        self.env.finish(run)
+        self.assertEqual(run.job.status, model.SUCCESS)
+
     def test_lock_timeouts_raise_priority_then_block(self) -> None:
         a = self.env.start(1, [delay(10)], registry=registry(OP_TEST_DELAY=ExclusiveDelay), lock_timeouts=())
         b = self.env.start(2, [delay(1, no_locks=False)], lock_timeouts=(1.0, 2.0))
