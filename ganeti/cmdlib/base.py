@@ -38,7 +38,7 @@ cluster object).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, ClassVar, Generic, Iterable, Mapping, TypeVar, get_args, get_origin
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Iterable, TypeVar, get_args, get_origin
 
 import attrs
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
@@ -306,13 +306,6 @@ class LogicalUnit(Generic[OpT]):
         self.acquired: dict[str, Any] = {}
 
     # --- hooks (override) ------------------------------------------------
-    @classmethod
-    def calls_nodes(cls, op: Mapping[str, Any]) -> bool:
-        """Whether running C{op} (its opcode as submitted) may call a node over
-        RPC: a spare job process then opens its connection to its own node's
-        NodeD while the job starts (L{ganeti.jobs.spare.warm_node_rpc})."""
-        return True
-
     def uses_bgl(self) -> bool:
         """Whether to take the BGL at all (mode from C{REQ_BGL})."""
         return True

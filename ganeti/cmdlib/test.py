@@ -7,7 +7,7 @@ C{gnt-debug test-jobqueue}.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
@@ -38,11 +38,6 @@ class LUTestDelay(LogicalUnit[OpTestDelay]):
 
     OP_ID = "OP_TEST_DELAY"
     REQ_BGL = False
-
-    @classmethod
-    def calls_nodes(cls, op: Mapping[str, Any]) -> bool:
-        # (the defaults of OpTestDelay: on the master, uninterruptible)
-        return not op.get("interruptible") and bool(op.get("on_nodes") or op.get("on_master", True))
 
     def uses_bgl(self) -> bool:
         return not self.op.no_locks

@@ -97,11 +97,9 @@ async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
     way (L{ganeti.rpc.client.RpcClient.warm}) instead of opening another.
     Nothing is run that changes anything; a NodeD that does not answer leaves
     the job to connect itself.  A spare makes the call once it has waited
-    L{WARM_AFTER} seconds (a spare forked while the job before runs would
-    slow that job down), or, taken before, as its job starts if the job may
-    call a node (L{calls_nodes}): the handshakes then run beside the job's
-    start (its confirmation, its registration with WConfD, its locks), and a
-    job without node RPCs does not pay for them."""
+    L{WARM_AFTER} seconds: in a burst of jobs the spares are taken at once,
+    and a job without node RPCs would pay for it; a spare forked while the
+    job before runs would slow that job down."""
     from ganeti.cmdlib.base import process_rpc
     from ganeti.daemons import node_address
     from ganeti.rpc import procedures
@@ -113,21 +111,6 @@ async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
         await process_rpc(reactor, paths, rpc_port).warm(address, address, procedures.version.call().within(5))
     except Exception:  # (its client closed when the spare ends first) the job connects for itself
         pass
-
-
-def calls_nodes(paths: Paths, job_id: int) -> bool:
-    """Whether job C{job_id} may call a node over RPC: one of its opcodes'
-    LUs says so (L{ganeti.cmdlib.base.LogicalUnit.calls_nodes}).  Its file is
-    only read (LuxiD wrote it durably before starting it); a file or an
-    opcode that cannot be read says no: the job connects when it calls, if
-    it runs at all."""
-    from ganeti import cmdlib, errors, serializer
-
-    try:
-        ops = serializer.read_json(process.job_file(paths, job_id))["ops"]
-        return any(cmdlib.lookup(op["input"]["OP_ID"]).calls_nodes(op["input"]) for op in ops)
-    except (OSError, ValueError, KeyError, TypeError, errors.GenericError):
-        return False
 
 
 def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
@@ -146,10 +129,8 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
         link = WConfdLink(reactor, paths)
         warming = reactor.callLater(WARM_AFTER, lambda: defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port)))
         assignment = await _Assignment(reactor, sock).waiting
-        if warming.active():  # taken before it called: now, if the job may call a node, beside its start
+        if warming.active():  # taken at once (a burst): its job would not wait for the call
             warming.cancel()
-            if assignment is not None and calls_nodes(paths, assignment[0]):
-                defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port))
         if assignment is None:  # the fork server is gone: no job for this spare
             await close_process_rpc()
             await link.close()

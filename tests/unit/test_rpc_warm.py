@@ -6,7 +6,6 @@ uses its connection, instead of paying for a second TCP and TLS handshake."""
 from __future__ import annotations
 
 import gc
-import os
 from typing import Any
 
 from twisted.internet import defer
@@ -96,45 +95,3 @@ class WarmTests(SynchronousTestCase):
         again = defer.ensureDeferred(self.client.warm("node1", "127.0.1.1", procedures.version.call().within(5)))
         self.successResultOf(again)
         self.assertEqual(len(self.client.exchanges), 1)
-
-
-class SpareWarmsForJobsThatCallNodesTests(SynchronousTestCase):
-    """A spare taken before it warmed up opens its node connection as its job starts only when the job may
-    call a node (L{ganeti.jobs.spare.calls_nodes}, from the job file LuxiD wrote)."""
-
-    def setUp(self) -> None:
-        from tests.unit.queue_helpers import temp_root
-
-        self.paths = temp_root(self, "gntw")
-
-    def job(self, *ops: dict[str, Any]) -> int:
-        from ganeti.jobs.model import QueuedJob
-        from ganeti.jobs.process import save_job
-
-        save_job(self.paths, QueuedJob.new(7, list(ops), 0))
-        return 7
-
-    def calls_nodes(self, job_id: int) -> bool:
-        from ganeti.jobs.spare import calls_nodes
-
-        return calls_nodes(self.paths, job_id)
-
-    def test_a_delay_on_the_master_or_on_nodes_calls_them(self) -> None:
-        self.assertTrue(self.calls_nodes(self.job({"OP_ID": "OP_TEST_DELAY", "duration": 1})))
-        self.assertTrue(self.calls_nodes(self.job({"OP_ID": "OP_TEST_DELAY", "duration": 1, "on_master": False,
-                                                   "on_nodes": ["node1"]})))
-
-    def test_a_delay_in_the_job_process_alone_calls_none(self) -> None:
-        self.assertFalse(self.calls_nodes(self.job({"OP_ID": "OP_TEST_DELAY", "duration": 1, "on_master": False})))
-        self.assertFalse(self.calls_nodes(self.job({"OP_ID": "OP_TEST_DELAY", "duration": 1, "interruptible": True})))
-
-    def test_any_other_opcode_may_call_nodes(self) -> None:
-        self.assertTrue(self.calls_nodes(self.job({"OP_ID": "OP_TEST_DELAY", "duration": 1, "on_master": False},
-                                                  {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "i1"})))
-
-    def test_a_job_file_that_cannot_be_read_warms_nothing(self) -> None:
-        self.assertFalse(self.calls_nodes(8))
-        with open(os.path.join(self.paths.queue_dir, "job-9"), "w") as handle:
-            handle.write("{not json")
-        self.assertFalse(self.calls_nodes(9))
-        self.assertFalse(self.calls_nodes(self.job({"OP_ID": "OP_NO_SUCH_THING"})))
