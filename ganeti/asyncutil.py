@@ -198,6 +198,22 @@ class Ticker(Service):
         return super().stopService()
 
 
+def no_delay(transport: Any) -> bool:
+    """Send every frame at once: C{TCP_NODELAY} on the TCP transport (a TLS
+    layer passes the call down).  With Nagle's algorithm, a frame written
+    while the previous one is not acknowledged yet waits for the peer's
+    delayed ACK (40 ms on Linux): a heartbeat report written just after
+    another reached LuxiD that much later.  Whether it could be set."""
+    setter = getattr(transport, "setTcpNoDelay", None)
+    if setter is None:
+        return False
+    try:
+        setter(True)
+    except OSError:
+        return False
+    return True
+
+
 def tcp_client_endpoint(reactor: ITimeTCPReactor, host: str, port: int, timeout: float) -> Any:
     """A client endpoint to C{host}:C{port}: an IPv4 or IPv6 address
     literal is connected to directly, so a refused connection (a dead

@@ -39,7 +39,7 @@ from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
 from ganeti import errors
-from ganeti.asyncutil import tcp_client_endpoint
+from ganeti.asyncutil import no_delay, tcp_client_endpoint
 from ganeti.ha import params as ha_params
 from ganeti.ha.liveness import master_silent
 from ganeti.heartbeat import wire
@@ -240,10 +240,16 @@ class HeartbeatClientProtocol(Int32StringReceiver):
         #: whether this connection was left because LuxiD fell silent
         self.silent = False
         self._beats: LoopingCall | None = None
+        #: beats sent on this connection, and LuxiD's answers to them: it answers every beat, in order,
+        #: once it has handled the frames sent before it (L{flushed})
+        self.beats_sent = 0
+        self.beats_answered = 0
+        self._flushes: list[tuple[int, Deferred[None]]] = []
 
     def connectionMade(self) -> None:
         self.connected_at = self.client.reactor.seconds()
         dead_peer_timeout(self.transport, USER_TIMEOUT)
+        no_delay(self.transport)
         self.sendString(wire.encode(self.client.hello))
         self._beats = LoopingCall(self._beat)
         self._beats.clock = self.client.reactor
@@ -264,14 +270,33 @@ class HeartbeatClientProtocol(Int32StringReceiver):
             abort = getattr(transport, "abortConnection", None)
             (abort or transport.loseConnection)()
             return
-        self.sendString(wire.BEAT_FRAME_BODY)
+        self._send_beat()
         interval = self.client.beat_interval()
         if self._beats is not None and interval != self._beats.interval:
             self._beats.interval = interval  # the cluster's liveness timeout changed
 
+    def _send_beat(self) -> None:
+        self.sendString(wire.BEAT_FRAME_BODY)
+        self.beats_sent += 1
+
+    def flushed(self) -> Deferred[None]:
+        """Fires once LuxiD has handled every frame sent on this connection so far
+        (a report: merged, what its next query reads): a beat sent now is
+        answered after them.  At once when LuxiD does not answer beats (an older
+        one) or has not accepted the connection; on the connection's loss."""
+        if not (self.accepted and self.answered) or self.transport is None:
+            return succeed(None)
+        self._send_beat()
+        d: Deferred[None] = Deferred()
+        self._flushes.append((self.beats_sent, d))
+        return d
+
     def stringReceived(self, body: bytes) -> None:
-        if body == wire.BEAT_FRAME_BODY:
-            return  # LuxiD's answer to a beat: hearing it was all (dataReceived)
+        if body == wire.BEAT_FRAME_BODY:  # LuxiD's answer to a beat (hearing it: dataReceived)
+            self.beats_answered += 1
+            while self._flushes and self._flushes[0][0] <= self.beats_answered:
+                self._flushes.pop(0)[1].callback(None)
+            return
         try:
             message = wire.decode(body)
         except wire.BadMessage as e:
@@ -292,6 +317,9 @@ class HeartbeatClientProtocol(Int32StringReceiver):
     def connectionLost(self, reason: Any = None) -> None:
         if self._beats is not None and self._beats.running:
             self._beats.stop()
+        flushes, self._flushes = self._flushes, []
+        for _sent, d in flushes:  # what was not handled is lost (a new connection begins with a full report)
+            d.callback(None)
         self.client.lost(self)
 
 
@@ -410,11 +438,22 @@ class HeartbeatClient(Service):
         """An instance procedure changed what runs here (a migration accepted or
         finalized): look at the node and report now, and watch the event
         monitor of a new qemu at once (L{ganeti.heartbeat.kvmd}), rather than
-        at the next poll; fires once the report is sent."""
+        at the next poll; fires once LuxiD has handled the report (L{flushed}),
+        not once it is written: the job's next step, or the query after the
+        job, may reach LuxiD first (through other connections).  A look that
+        found nothing new waits all the same: an earlier look (the fake
+        hypervisor's file watched) may have sent the change a moment before."""
         if self.running and self.reporter is not None:
             d: Deferred[None] = self.reporter.check()
+            d.addCallback(lambda _: self.flushed())
             return d
         return succeed(None)
+
+    def flushed(self) -> Deferred[None]:
+        """Fires once LuxiD has handled what was sent to it so far
+        (L{HeartbeatClientProtocol.flushed}); at once without a connection."""
+        protocol = self.protocol
+        return protocol.flushed() if protocol is not None else succeed(None)
 
     def master_moved(self) -> None:
         """This node's ssconf was rewritten (it may name a new master): without

@@ -38,6 +38,7 @@ from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
 from ganeti import errors
+from ganeti.asyncutil import no_delay
 from ganeti.ha import params as ha_params
 from ganeti.heartbeat import roster as rost
 from ganeti.heartbeat import wire
@@ -304,6 +305,7 @@ class HeartbeatProtocol(Int32StringReceiver):
         self.answer_beats = False
 
     def connectionMade(self) -> None:
+        no_delay(self.transport)  # a beat's answer goes at once (a node waits for it: HeartbeatClientProtocol.flushed)
         self._timer = self.service.reactor.callLater(HELLO_TIMEOUT, self._no_hello)
 
     def _no_hello(self) -> None:
@@ -318,6 +320,7 @@ class HeartbeatProtocol(Int32StringReceiver):
 
     def stringReceived(self, body: bytes) -> None:
         if body == wire.BEAT_FRAME_BODY and self.node is not None:
+            # answered in order, after the frames before it were handled: a node knows its report is merged
             if self.answer_beats:
                 self.sendString(wire.BEAT_FRAME_BODY)
             return

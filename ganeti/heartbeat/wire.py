@@ -20,7 +20,9 @@ From LuxiD (answers to C{hello}):
     C{args}: C{{"instances": [...], "node_info": [...]}}, the arguments of
     the C{all_instances_info} and C{node_info} calls whose answers the
     node's reports carry; C{beats}: C{true} when LuxiD answers every beat
-    with a beat (the hello asked for it).  A node then counts the master
+    with a beat (the hello asked for it), in order, once it has handled the
+    frames before it (a node that sends a beat after a report knows LuxiD
+    has the report when the answer comes).  A node then counts the master
     lost after a liveness timeout without a byte from it, whatever TCP
     says; without it (an older LuxiD), only when the connection closes;
   - C{redirect}: "not the master, the master is X": C{master},

@@ -191,7 +191,8 @@ class InstanceProcedures:
         self.rbd = rbd_disks.RbdDisks(paths.root, reactor)
         self.ext = ext_disks.ExtDisks(paths, reactor)
         #: called once a procedure changed what runs here (NodeD's heartbeat reports it at once); may return
-        #: a Deferred, awaited for at most L{REPORT_WAIT} seconds before the procedure answers
+        #: a Deferred (NodeD's fires once LuxiD has handled the report), awaited for at most L{REPORT_WAIT}
+        #: seconds before the procedure answers
         self.state_changed: Callable[[], Any] = lambda: None
 
     # --- helpers ---------------------------------------------------------------------
