@@ -3,7 +3,7 @@
 The fork server (L{ganeti.luxid.forkserver}) keeps one spare ready: a
 child that has already paid for what does not depend on the job (the fork
 and its first copy-on-write faults, its own reactor, the connection to
-WConfD and a first read of the config) and waits on a socket for its
+WConfD and a first read of the config, its node RPC client) and waits on a socket for its
 assignment, C{{"job": id, "lockfile": path}} with the two handshake pipe
 ends (C{SCM_RIGHTS}).  Then it runs exactly the handshake and job of
 L{ganeti.jobs.process}: its own lock file (at the path LuxiD named, which
@@ -113,6 +113,19 @@ async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
         pass
 
 
+def prepare(reactor: Any, paths: Paths, rpc_port: int) -> None:
+    """Make, while the spare waits, the process's node RPC client (no
+    connection: its TLS context, the cluster's certificate and key read and
+    loaded), which a job's first call to a node made (about 1 ms) when the
+    spare was taken before it warmed up (L{warm_node_rpc})."""
+    from ganeti.cmdlib.base import process_rpc
+
+    try:
+        process_rpc(reactor, paths, rpc_port)
+    except Exception:  # (no certificate yet, say) the job makes it when it calls, and says why
+        pass
+
+
 def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
     """Wait for a job (L{_Assignment}) with the WConfD connection made, then
     run it as L{process.run} does; returns the exit code.  File descriptors
@@ -127,6 +140,7 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
 
     async def main(reactor: Any) -> None:
         link = WConfdLink(reactor, paths)
+        reactor.callLater(0, prepare, reactor, paths, rpc_port)
         warming = reactor.callLater(WARM_AFTER, lambda: defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port)))
         assignment = await _Assignment(reactor, sock).waiting
         if warming.active():  # taken at once (a burst): its job would not wait for the call

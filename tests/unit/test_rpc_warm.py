@@ -95,3 +95,34 @@ class WarmTests(SynchronousTestCase):
         again = defer.ensureDeferred(self.client.warm("node1", "127.0.1.1", procedures.version.call().within(5)))
         self.successResultOf(again)
         self.assertEqual(len(self.client.exchanges), 1)
+
+
+class SparePreparesItsNodeRpcTests(SynchronousTestCase):
+    """A spare job process makes its node RPC client (the cluster's TLS credentials read and loaded) while it
+    waits for its job, so a job whose spare had no time to warm up does not make it in its first RPC."""
+
+    def setUp(self) -> None:
+        from ganeti.cmdlib import base
+        from tests.unit.queue_helpers import temp_root
+
+        self.paths = temp_root(self, "gntp")
+        self.clients = base._PROCESS_RPC
+        self.addCleanup(self.clients.clear)
+
+    def test_the_client_is_made_before_the_job_and_kept_for_it(self) -> None:
+        from ganeti import crypto
+        from ganeti.cmdlib.base import process_rpc
+        from ganeti.jobs.spare import prepare
+
+        crypto.bootstrap_secrets(self.paths, "cluster.example.test", node_name="node1.example.test")
+        reactor = MemoryReactorClock()
+        prepare(reactor, self.paths, 1811)
+        (made,) = self.clients.values()
+        self.assertIs(process_rpc(reactor, self.paths, 1811), made)
+        self.assertEqual(reactor.tcpClients, [], "nothing connected before the job calls")
+
+    def test_a_node_without_credentials_yet_leaves_it_to_the_job(self) -> None:
+        from ganeti.jobs.spare import prepare
+
+        prepare(MemoryReactorClock(), self.paths, 1811)
+        self.assertEqual(self.clients, {})
