@@ -98,7 +98,7 @@ class WarmTests(SynchronousTestCase):
 
 
 class SparePreparesItsNodeRpcTests(SynchronousTestCase):
-    """A spare job process makes its node RPC client (the cluster's TLS credentials read and loaded) while it
+    """A spare job process makes its node RPC client (no connection) while it
     waits for its job, so a job whose spare had no time to warm up does not make it in its first RPC."""
 
     def setUp(self) -> None:
