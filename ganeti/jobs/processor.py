@@ -100,6 +100,13 @@ class _Canceled(Exception):
     """The job was canceled before its current opcode started running."""
 
 
+def _held(plan: lockplan.LevelPlan) -> Any:
+    """What an LU holds of a level once C{plan} is taken (C{lu.acquired}'s entry)."""
+    from ganeti.cmdlib.base import ALL_SET
+
+    return ALL_SET if plan.held_all else list(plan.held)
+
+
 class _Saver:
     """Runs C{save(job)} one at a time, coalescing requests made meanwhile."""
 
@@ -487,15 +494,13 @@ class Processor:
             if plan.opportunistic:
                 lu.acquired[level] = got
             else:
-                lu.acquired[level] = ALL_SET if plan.held_all else list(plan.held)
+                lu.acquired[level] = _held(plan)
         return not carried or await self._acquire_levels(lu, qop, carried, deadline)
 
     async def _acquire_levels(self, lu: LogicalUnit[OpCode], qop: QueuedOpCode, plans: list[lockplan.LevelPlan],
                               deadline: float | None) -> bool:
         """Take the locks of several levels, in one request (all or nothing, as WConfD grants every request);
         the wait counts for each of them.  False if the deadline passed first."""
-        from ganeti.cmdlib.base import ALL_SET
-
         started = self.clock.seconds()
         request = [(name, step.mode) for plan in plans for step in plan.steps for name in step.names]
         taken = await self._wait_for(request, qop, deadline)
@@ -503,7 +508,7 @@ class Processor:
             self._waited(qop, plan.level, started)
         if taken:
             for plan in plans:
-                lu.acquired[plan.level] = ALL_SET if plan.held_all else list(plan.held)
+                lu.acquired[plan.level] = _held(plan)
         return taken
 
     def _waited(self, qop: QueuedOpCode, level: str, started: float) -> None:
