@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 import uuid as uuidlib
-from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, TypeVar
 
 import attrs
 
@@ -332,6 +332,40 @@ class ConfigData(ConfigObject):
     @classmethod
     def from_json(cls, data: bytes | str) -> ConfigData:
         return cls.from_dict(serializer.loads(data))
+
+    def with_changes(self, records: Iterable[dict[str, Any]]) -> ConfigData:
+        """This config with WConfD's change records applied, oldest first
+        (L{ganeti.wconfd.store.ConfigStore.changes_since}): the config of the
+        last record's serial, decoding only the entities that changed (the
+        maps that changed are copied; the others, and every entity that did
+        not change, are this config's own).
+
+        @raise ValueError: a record that is not one
+        """
+        fields: dict[str, Any] = {}
+        maps: dict[str, Any] = {}
+        for record in records:
+            try:
+                changes, serial, when = record["c"], record["s"], record["t"]
+                for kind, uuid, data in changes:
+                    if kind == "cluster":
+                        fields["cluster"] = Cluster.from_dict(data)
+                        continue
+                    if kind == "filter":
+                        cls, key = None, "filters"
+                    else:
+                        cls, key = KINDS[kind]
+                    items = maps.get(key)
+                    if items is None:
+                        items = maps[key] = dict(getattr(self, key))
+                    if data is None:
+                        items.pop(uuid, None)
+                    else:
+                        items[uuid] = data if cls is None else cls.from_dict(data)
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError("not a config change record: %s" % (e,)) from e
+            fields["serial_no"], fields["mtime"] = serial, when
+        return attrs.evolve(self, **maps, **fields)
 
     def find_node(self, name_or_uuid: str) -> Node | None:
         return find_by_key(self.nodes, name_or_uuid)

@@ -1,12 +1,26 @@
 """The connection to WConfD a job process makes ready before its job runs
 (L{ganeti.jobs.process} for a forked job, L{ganeti.jobs.spare} for the
-spare, which makes it before its job is known)."""
+spare, which makes it before its job is known).
+
+A process forked by the fork server starts with the server's copy of the
+config (L{ganeti.luxid.configseed}, handed down with L{inherit}): its
+first read then brings that forward instead of reading the whole config.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ganeti.paths import Paths
+
+#: (serial, config) the process was forked with (L{inherit}), if any
+_inherited: tuple[int, Any] | None = None
+
+
+def inherit(serial: int | None, config: Any) -> None:
+    """Set, before a fork, the config (of serial C{serial}) the child's L{WConfdLink} starts from (C{None}: none)."""
+    global _inherited
+    _inherited = None if serial is None or config is None else (serial, config)
 
 
 class WConfdLink:
@@ -31,6 +45,8 @@ class WConfdLink:
 
         self.client = client
         client.cache_config = True  # the LUs read the config several times per opcode
+        if _inherited is not None:
+            client.adopt_config(*_inherited)
         self.prefetched.append(Deferred.fromCoroutine(client.read_config()).addErrback(lambda _f: None))
         return client
 

@@ -45,13 +45,16 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ganeti import childproc, ports
-from ganeti.jobs import channel, trace
+from ganeti.jobs import channel, trace, wconfdlink
 from ganeti.paths import Paths
+
+if TYPE_CHECKING:
+    from ganeti.luxid.configseed import ConfigSeed
 
 CONTROL_FD = 3
 
@@ -153,8 +156,13 @@ SPARE_IDLE = 30.0
 class _Spares:
     """The fork server's one spare job process: forked ahead, given the next job."""
 
-    def __init__(self, paths: Paths, rpc_port: int, keep_closed: list[int], idle: float = SPARE_IDLE) -> None:
+    def __init__(self, paths: Paths, rpc_port: int, keep_closed: list[int], idle: float = SPARE_IDLE,
+                 seed: ConfigSeed | None = None) -> None:
         self.paths = paths
+        from ganeti.luxid.configseed import ConfigSeed
+
+        #: the config the children start from, brought forward before each fork
+        self.seed = seed or ConfigSeed(paths.wconfd_socket)
         self.rpc_port = rpc_port
         self.keep_closed = keep_closed
         self.idle = idle
@@ -173,6 +181,7 @@ class _Spares:
         if not self.enabled or self.pid is not None or time.monotonic() < self.paused_until:
             return
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.hand_down()
         gc.freeze()
         try:
             pid = os.fork()
@@ -186,6 +195,11 @@ class _Spares:
         self.pid, self.sock = pid, mine
         self.forked_at = time.monotonic()
         _report({"spare": pid})
+
+    def hand_down(self) -> None:
+        """Bring the config copy forward, for the child about to be forked."""
+        self.seed.refresh()
+        wconfdlink.inherit(self.seed.serial, self.seed.config)
 
     def retire_in(self) -> float | None:
         """Seconds until the spare waiting is retired (0: now), or None without one."""
@@ -201,6 +215,8 @@ class _Spares:
         self.pid = self.sock = None
         self.lost.add(pid)
         sock.close()
+        self.seed.drop()  # (an idle server keeps no copy either)
+        wconfdlink.inherit(None, None)
         _report({"retired": pid})
 
     def assign(self, message: bytes, fds: list[int]) -> int | None:
@@ -281,6 +297,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
         pid = spares.assign(message, fds)  # (the spare reads the lock file's name, if any, from it)
         if pid is None:
             forking = trace.now()
+            spares.hand_down()
             gc.freeze()  # the objects so far stay out of the child's collections: no copy-on-write of their pages
             pid = os.fork()
             if pid == 0:

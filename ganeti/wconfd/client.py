@@ -383,14 +383,39 @@ class WConfdClient:
             self._confirmed = False
             return self._config[1]
         cached = self._config
-        return self._take_config(await self.call(c.ReadConfig, unless_serial=cached[0] if cached is not None else None))
+        if cached is not None:
+            taken = self._take_config(await self.call(c.ReadConfig, unless_serial=cached[0], deltas=True))
+            if taken is not None:
+                return taken
+        taken = self._take_config(await self.call(c.ReadConfig))
+        assert taken is not None  # (a whole config always is)
+        return taken
 
-    def _take_config(self, answer: dict[str, Any]) -> ConfigData:
-        """The config of a L{c.ReadConfig} answer (empty bytes: the cached copy is current), kept."""
+    def adopt_config(self, serial: int, config: ConfigData) -> None:
+        """Take C{config} (of serial C{serial}, as WConfD sent it) as the cached
+        copy (L{cache_config}): the next read gets only what changed since."""
+        self._config = (serial, config)
+
+    def _take_config(self, answer: dict[str, Any]) -> ConfigData | None:
+        """The config of a L{c.ReadConfig} answer, kept: the answer's whole
+        config, or the cached copy (empty bytes: it is current) brought
+        forward by the answer's C{changes}; C{None} (the copy dropped) when
+        those do not apply to it (never from WConfD: read the whole config)."""
         cached = self._config
-        if cached is not None and answer["serial_no"] == cached[0] and not answer["config"]:
+        if answer.get("config") or cached is None:
+            config = ConfigData.from_json(answer["config"])
+        elif answer["serial_no"] == cached[0] and not answer.get("changes"):
             return cached[1]
-        config = ConfigData.from_json(answer["config"])
+        else:
+            try:
+                config = cached[1].with_changes(answer.get("changes") or [])
+            except ValueError as e:
+                self.log.warn("WConfD's config changes do not apply: {e}", e=e)
+                self._config = None
+                return None
+            if config.serial_no != answer["serial_no"]:
+                self._config = None
+                return None
         self._config = (answer["serial_no"], config)
         return config
 
@@ -604,8 +629,8 @@ class WConfdClient:
         if not (with_config and self.cache_config and cached is not None):  # (nothing held: read it apart)
             await self.call(c.RegisterOwner, owner=owner)
             return
-        self._take_config(await self.call(c.RegisterOwner, owner=owner, unless_serial=cached[0]))
-        self._confirmed = True
+        taken = self._take_config(await self.call(c.RegisterOwner, owner=owner, unless_serial=cached[0], deltas=True))
+        self._confirmed = taken is not None
 
     async def free_locks(self, owner: Owner) -> None:
         await self.call(c.FreeLocks, owner=owner)

@@ -177,10 +177,15 @@ class Echo(Command):
 
 class ReadConfig(Command):
     """The whole config.data as JSON bytes, with its serial number; empty
-    bytes instead when its serial is C{unless_serial} (the caller holds it)."""
+    bytes instead when its serial is C{unless_serial} (the caller holds it).
+    With C{deltas} too, a caller holding an older serial gets empty bytes
+    and C{changes} instead, when WConfD still keeps them: the change records
+    from C{unless_serial} on, for L{ganeti.objects.ConfigData.with_changes}
+    (a WConfD that does not know C{deltas} sends the config)."""
 
-    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = [(b"unless_serial", amp.Integer(optional=True))]
-    response = [(b"config", BigBytes()), (b"serial_no", amp.Integer())]
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = [
+        (b"unless_serial", amp.Integer(optional=True)), (b"deltas", amp.Boolean(optional=True))]
+    response = [(b"config", BigBytes()), (b"serial_no", amp.Integer()), (b"changes", BigJSON(optional=True))]
 
 
 class ReadSerial(Command):
@@ -342,12 +347,14 @@ class RegisterOwner(Command):
     Refused unless the peer process holds the owner's lock file; a client
     sends it again after reconnecting.  With C{unless_serial} it also
     answers as L{ReadConfig} does (the config, or empty bytes when its
-    serial is that one): a job process's first read comes with it.
+    serial is that one; with C{deltas}, the changes since): a job process's
+    first read comes with it.
     """
 
-    arguments = [OWNER, (b"unless_serial", amp.Integer(optional=True))]
+    arguments = [OWNER, (b"unless_serial", amp.Integer(optional=True)), (b"deltas", amp.Boolean(optional=True))]
     response: ClassVar[list[tuple[bytes, amp.Argument]]] = [
-        (b"config", BigBytes(optional=True)), (b"serial_no", amp.Integer(optional=True))]
+        (b"config", BigBytes(optional=True)), (b"serial_no", amp.Integer(optional=True)),
+        (b"changes", BigJSON(optional=True))]
 
 
 class TryUpdateLocks(Command):

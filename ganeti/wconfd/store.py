@@ -12,6 +12,8 @@ per-entity fragments the next time somebody reads the whole config.
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import islice
 from typing import Any, Iterable, cast
 
 import attrs
@@ -27,6 +29,8 @@ NAMED = ("node", "nodegroup", "instance", "network")
 #: top-level keys of config.data in the order they are written
 _MAP_ORDER = ("nodes", "nodegroups", "instances", "networks", "disks")
 _KIND_OF_MAP = {key: kind for kind, (_cls, key) in KINDS.items()}
+#: change records kept for readers holding an older serial (L{ConfigStore.changes_since})
+RECENT_CHANGES = 256
 
 
 def normalize_mac(mac: str) -> str:
@@ -87,6 +91,8 @@ class ConfigStore:
         self._joined: dict[str, bytes | None] = {kind: None for kind in self.maps}
         self._cluster_bytes = self.cluster.to_json()
         self._cache: bytes | None = None
+        #: the last changes' records (serial, time, changes), oldest first, consecutive serials
+        self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_CHANGES)
 
     def _index_instance(self, uuid: str, inst: Instance) -> None:
         for disk in inst.disks:
@@ -141,6 +147,23 @@ class ConfigStore:
                 parts.append(serializer.dumps(key) + b":" + serializer.dumps(value))
             self._cache = b"{" + b",".join(parts) + b"}"
         return self._cache
+
+    def changes_since(self, serial: int) -> list[dict[str, Any]] | None:
+        """The change records (C{{"s", "t", "c"}}, as journalled) that bring the
+        config of serial C{serial} to this one, oldest first (none when it is
+        this one); C{None} when they are not all kept: older than the last
+        L{RECENT_CHANGES} changes or than a whole-config write (or WConfD's
+        start), or a serial this config never had.  Applied with
+        L{ConfigData.with_changes}."""
+        if serial == self.serial_no:
+            return []
+        recent = self._recent
+        if serial > self.serial_no or not recent or recent[-1]["s"] != self.serial_no:
+            return None
+        first = recent[0]["s"]
+        if serial + 1 < first:
+            return None
+        return list(islice(recent, serial + 1 - first, None))
 
     def lookup(self, kind: str, key: str) -> Any:
         """The entity of C{kind} with uuid or name C{key}."""
@@ -267,7 +290,7 @@ class ConfigStore:
         changes.append([kind, stored.uuid, stored.to_dict()])
         changes += [["disk", uuid, None] for uuid in dropped]
         changes += [["network", n.uuid, n.to_dict()] for n in pools]
-        record = {"s": self.serial_no, "t": when, "c": changes}
+        record = self._keep({"s": self.serial_no, "t": when, "c": changes})
         for disk in new_disks:
             self._apply("disk", disk.uuid, disk)
         self._apply(kind, stored.uuid if kind != "cluster" else None, stored)
@@ -348,6 +371,7 @@ class ConfigStore:
                 uuids.append(net.uuid)
         record = {"s": self.serial_no + 1, "t": when,
                   "c": [[k, u, None if o is None else o.to_dict()] for (k, o), u in zip(changes, uuids)]}
+        self._keep(record)
         for (change_kind, item), item_uuid in zip(changes, uuids):
             self._apply(change_kind, item_uuid, item)
         self._bump(when)
@@ -365,7 +389,7 @@ class ConfigStore:
         when = now()
         self._apply("filter", uuid, rule)
         self._bump(when)
-        return {"s": self.serial_no, "t": when, "c": [["filter", uuid, rule]]}
+        return self._keep({"s": self.serial_no, "t": when, "c": [["filter", uuid, rule]]})
 
     def replace(self, config: ConfigData) -> dict[str, Any]:
         """Replace everything (a whole-config write); verified first.
@@ -392,11 +416,20 @@ class ConfigStore:
         self.serial_no = record["s"]
         self.mtime = record["t"]
         self._cache = None
+        self._keep(record)
 
     # --- internals --------------------------------------------------------
     def _record(self, when: float, changes: list[tuple[str, Any]]) -> dict[str, Any]:
         self._bump(when)
-        return {"s": self.serial_no, "t": when, "c": [[k, o.uuid, o.to_dict()] for k, o in changes]}
+        return self._keep({"s": self.serial_no, "t": when, "c": [[k, o.uuid, o.to_dict()] for k, o in changes]})
+
+    def _keep(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Keep C{record}'s change for L{changes_since} (not a request's answer the service adds to it later)."""
+        recent = self._recent
+        if recent and recent[-1]["s"] != record["s"] - 1:  # (never: serials go one by one) no gap kept
+            recent.clear()
+        recent.append({"s": record["s"], "t": record["t"], "c": record["c"]})
+        return record
 
     def _bump(self, when: float) -> None:
         self.serial_no += 1

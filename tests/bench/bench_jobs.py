@@ -12,6 +12,7 @@ Prints tables, then one JSON line.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -30,9 +31,13 @@ from ganeti.luxid.forkclient import ForkServer
 from ganeti.luxid.spawner import JobChannel
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
 from tests.bench.jobs import follow
+from tests.bench.jobs_big_config import measure_big_config
+from tests.bench.jobs_big_config import rows as big_config_rows
 from tests.bench.jobtrace import CpuMeter, hop_table, print_cpu, print_hops, traced
 from tests.bench.quorum import candidate_config, job_reached, parse_candidates, with_cluster
 
+#: instances in the config of the big config's jobs (L{tests.bench.jobs_big_config}; C{--instances})
+BIG_CONFIG = 10000
 #: rounds of the latency measurements (the first L{WARM_UP} are left out)
 ROUNDS = 60
 WARM_UP = 5
@@ -188,7 +193,7 @@ async def on_cluster(reactor: Any, candidates: int, trace_path: str) -> dict[str
                                   job_reached(1), luxid=True)
 
 
-async def main(reactor: Any, candidates: int = 0) -> None:
+async def main(reactor: Any, candidates: int = 0, instances: int = BIG_CONFIG) -> None:
     load_before = os.getloadavg()[0]
     paths = make_root("gntj")
     seed_config(paths, initial_config("bench.test", "node1.test", "127.0.1.1"))
@@ -212,6 +217,7 @@ async def main(reactor: Any, candidates: int = 0) -> None:
         results.update({"spawn_p50_ms": percentile(spawns, 50), "spawn_p99_ms": percentile(spawns, 99)})
         results.update(await on_cluster(reactor, 0, os.path.join(trace_dir.root, "onenode")))
         quorum = await on_cluster(reactor, candidates, os.path.join(trace_dir.root, "quorum")) if candidates else {}
+        big = await measure_big_config(reactor, instances, delay_op) if instances else {}
     finally:
         remove_root(trace_dir)
     rows = [
@@ -239,6 +245,8 @@ async def main(reactor: Any, candidates: int = 0) -> None:
         ]
         summary["candidates"] = candidates
         summary.update({"%s_%dc" % (k, candidates): round(v, 3) for k, v in quorum.items()})
+    rows += big_config_rows(big)
+    summary.update({k: round(v, 3) for k, v in big.items()})
     summary["load_1min_before"] = round(load_before, 2)
     summary["load_1min_after"] = round(os.getloadavg()[0], 2)
     print("%-52s %-20s %-14s %s" % ("Jobs benchmark", "measured", "target", "Ganeti 3.0"))
@@ -248,5 +256,10 @@ async def main(reactor: Any, candidates: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    count = parse_candidates(sys.argv[1:], "scripts/bench jobs")
-    task.react(lambda reactor: defer.ensureDeferred(main(reactor, count)))
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--instances", type=int, default=BIG_CONFIG)
+    known, rest = extra.parse_known_args(sys.argv[1:])
+    if "-h" in rest or "--help" in rest:
+        print("  --instances N  instances of the big config's jobs (default %d; 0: not measured)" % BIG_CONFIG)
+    count = parse_candidates(rest, "scripts/bench jobs")
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, count, max(0, known.instances))))
