@@ -60,16 +60,20 @@ def _read_box(stream: Any, deadline: float) -> dict[bytes, bytes]:
         box[key] = read(value_size) if value_size else b""
 
 
-def ask_config(path: str, unless_serial: int | None, timeout: float = TIMEOUT) -> dict[str, Any]:
-    """L{ReadConfig} (with C{deltas} when C{unless_serial} is given) from the
-    WConfD listening at C{path}, on a connection of its own; the answer as
-    L{ReadConfig} parses it.
+def ask_config(path: str, copy: ConfigData | None, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """L{ReadConfig} from the WConfD listening at C{path}, on a connection of
+    its own: what changed since C{copy} (the whole config without one); the
+    answer as L{ReadConfig} parses it.
 
     @raise SeedError: not connected, no answer in time, an error answer, or
         an answer that is not one
     """
     deadline = time.monotonic() + timeout
-    arguments: dict[str, Any] = {} if unless_serial is None else {"unless_serial": unless_serial, "deltas": True}
+    arguments: dict[str, Any] = {}
+    if copy is not None:
+        arguments.update(unless_serial=copy.serial_no, deltas=True)
+        if copy.mtime is not None:
+            arguments["unless_mtime"] = copy.mtime
     try:
         request = ReadConfig.makeArguments(arguments, None)
         request[b"_command"] = ReadConfig.commandName
@@ -97,7 +101,7 @@ class ConfigSeed:
     forward by L{refresh} before each fork."""
 
     def __init__(self, path: str, timeout: float = TIMEOUT, clock: Callable[[], float] = time.monotonic,
-                 ask: Callable[[str, int | None, float], dict[str, Any]] = ask_config) -> None:
+                 ask: Callable[[str, ConfigData | None, float], dict[str, Any]] = ask_config) -> None:
         self.path = path
         self.timeout = timeout
         self.clock = clock
@@ -117,7 +121,7 @@ class ConfigSeed:
         if now < self._quiet_until:
             return
         try:
-            answer = self._ask(self.path, self.serial if self.config is not None else None, self.timeout)
+            answer = self._ask(self.path, self.config, self.timeout)
         except SeedError:
             self._quiet_until = now + RETRY_AFTER
             return

@@ -100,6 +100,14 @@ class _ClientProtocol(amp.AMP):
             self.lost.callback(None)
 
 
+def _unless(cached: tuple[int, ConfigData]) -> dict[str, Any]:
+    """The arguments of a config read by a reader holding C{cached} (serial, copy): what changed since it."""
+    arguments: dict[str, Any] = {"unless_serial": cached[0], "deltas": True}
+    if cached[1].mtime is not None:
+        arguments["unless_mtime"] = cached[1].mtime
+    return arguments
+
+
 class WConfdClient:
     """An AMP connection to WConfD with a method per WConfD function.
 
@@ -384,7 +392,7 @@ class WConfdClient:
             return self._config[1]
         cached = self._config
         if cached is not None:
-            taken = self._take_config(await self.call(c.ReadConfig, unless_serial=cached[0], deltas=True))
+            taken = self._take_config(await self.call(c.ReadConfig, **_unless(cached)))
             if taken is not None:
                 return taken
         taken = self._take_config(await self.call(c.ReadConfig))
@@ -629,7 +637,7 @@ class WConfdClient:
         if not (with_config and self.cache_config and cached is not None):  # (nothing held: read it apart)
             await self.call(c.RegisterOwner, owner=owner)
             return
-        taken = self._take_config(await self.call(c.RegisterOwner, owner=owner, unless_serial=cached[0], deltas=True))
+        taken = self._take_config(await self.call(c.RegisterOwner, owner=owner, **_unless(cached)))
         self._confirmed = taken is not None
 
     async def free_locks(self, owner: Owner) -> None:

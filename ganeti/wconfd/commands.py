@@ -181,10 +181,14 @@ class ReadConfig(Command):
     With C{deltas} too, a caller holding an older serial gets empty bytes
     and C{changes} instead, when WConfD still keeps them: the change records
     from C{unless_serial} on, for L{ganeti.objects.ConfigData.with_changes}
-    (a WConfD that does not know C{deltas} sends the config)."""
+    (a WConfD that does not know C{deltas} sends the config).  With
+    C{unless_mtime}, the C{mtime} of the caller's copy, a copy that is not
+    what WConfD had at that serial (changes dropped when the disk was full,
+    their serials given again) gets the whole config."""
 
     arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = [
-        (b"unless_serial", amp.Integer(optional=True)), (b"deltas", amp.Boolean(optional=True))]
+        (b"unless_serial", amp.Integer(optional=True)), (b"deltas", amp.Boolean(optional=True)),
+        (b"unless_mtime", amp.Float(optional=True))]
     response = [(b"config", BigBytes()), (b"serial_no", amp.Integer()), (b"changes", BigJSON(optional=True))]
 
 
@@ -351,7 +355,8 @@ class RegisterOwner(Command):
     first read comes with it.
     """
 
-    arguments = [OWNER, (b"unless_serial", amp.Integer(optional=True)), (b"deltas", amp.Boolean(optional=True))]
+    arguments = [OWNER, (b"unless_serial", amp.Integer(optional=True)), (b"deltas", amp.Boolean(optional=True)),
+                 (b"unless_mtime", amp.Float(optional=True))]
     response: ClassVar[list[tuple[bytes, amp.Argument]]] = [
         (b"config", BigBytes(optional=True)), (b"serial_no", amp.Integer(optional=True)),
         (b"changes", BigJSON(optional=True))]

@@ -125,11 +125,11 @@ class WConfdProtocol(amp.AMP):
         self._bound.discard(owner)
 
     @c.RegisterOwner.responder
-    def register_owner(self, owner: Owner, unless_serial: int | None = None, deltas: bool | None = None
-                       ) -> dict[str, Any]:
+    def register_owner(self, owner: Owner, unless_serial: int | None = None, deltas: bool | None = None,
+                       unless_mtime: float | None = None) -> dict[str, Any]:
         self._bound.discard(owner)
         self._owner(owner)
-        return {} if unless_serial is None else self.read_config(unless_serial, deltas)
+        return {} if unless_serial is None else self.read_config(unless_serial, deltas, unless_mtime)
 
     # --- general and reads ---------------------------------------------------
     @c.Echo.responder
@@ -137,14 +137,15 @@ class WConfdProtocol(amp.AMP):
         return {"text": text}
 
     @c.ReadConfig.responder
-    def read_config(self, unless_serial: int | None = None, deltas: bool | None = None) -> dict[str, Any]:
+    def read_config(self, unless_serial: int | None = None, deltas: bool | None = None,
+                    unless_mtime: float | None = None) -> dict[str, Any]:
         store = self.service.config_store
         serial = store.serial_no
-        if unless_serial is not None and unless_serial == serial:
-            return {"config": b"", "serial_no": serial}  # the caller's copy is current: no snapshot
-        if deltas and unless_serial is not None:
-            changes = store.changes_since(unless_serial)
-            if changes is not None:
+        if unless_serial is not None:
+            changes = store.changes_since(unless_serial, unless_mtime)
+            if changes == []:
+                return {"config": b"", "serial_no": serial}  # the caller's copy is current: no snapshot
+            if deltas and changes is not None:
                 return {"config": b"", "serial_no": serial, "changes": changes}
         data, serial = self.service.read_config()
         return {"config": data, "serial_no": serial}

@@ -92,7 +92,9 @@ class ConfigStore:
         self._cluster_bytes = self.cluster.to_json()
         self._cache: bytes | None = None
         #: the last changes' records (serial, time, changes), oldest first, consecutive serials
-        self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_CHANGES)
+        self._recent: deque[dict[str, Any]] = deque()
+        #: (serial, mtime) of the config the first of them applies to
+        self._recent_base: tuple[int, float | None] = (self.serial_no, self.mtime)
 
     def _index_instance(self, uuid: str, inst: Instance) -> None:
         for disk in inst.disks:
@@ -148,22 +150,25 @@ class ConfigStore:
             self._cache = b"{" + b",".join(parts) + b"}"
         return self._cache
 
-    def changes_since(self, serial: int) -> list[dict[str, Any]] | None:
+    def changes_since(self, serial: int, mtime: float | None = None) -> list[dict[str, Any]] | None:
         """The change records (C{{"s", "t", "c"}}, as journalled) that bring the
-        config of serial C{serial} to this one, oldest first (none when it is
-        this one); C{None} when they are not all kept: older than the last
-        L{RECENT_CHANGES} changes or than a whole-config write (or WConfD's
-        start), or a serial this config never had.  Applied with
-        L{ConfigData.with_changes}."""
+        config of serial C{serial} (and C{mtime}, when given) to this one,
+        oldest first (none when it is this one); C{None} when they are not all
+        kept: older than the last L{RECENT_CHANGES} changes or than a
+        whole-config write (or WConfD's start), or a config this store never
+        had at that serial (one of changes dropped because the disk was full,
+        L{ganeti.wconfd.diskspace}, whose serials were given again: its mtime
+        tells it apart).  Applied with L{ConfigData.with_changes}."""
         if serial == self.serial_no:
-            return []
+            return [] if mtime is None or mtime == self.mtime else None
         recent = self._recent
-        if serial > self.serial_no or not recent or recent[-1]["s"] != self.serial_no:
+        base_serial, base_mtime = self._recent_base
+        if serial > self.serial_no or serial < base_serial:
             return None
-        first = recent[0]["s"]
-        if serial + 1 < first:
+        start = serial - base_serial  # (the serials of the records kept go one by one from the base's)
+        if mtime is not None and mtime != (base_mtime if start == 0 else recent[start - 1]["t"]):
             return None
-        return list(islice(recent, serial + 1 - first, None))
+        return list(islice(recent, start, None))
 
     def lookup(self, kind: str, key: str) -> Any:
         """The entity of C{kind} with uuid or name C{key}."""
@@ -426,8 +431,13 @@ class ConfigStore:
     def _keep(self, record: dict[str, Any]) -> dict[str, Any]:
         """Keep C{record}'s change for L{changes_since} (not a request's answer the service adds to it later)."""
         recent = self._recent
-        if recent and recent[-1]["s"] != record["s"] - 1:  # (never: serials go one by one) no gap kept
+        last = recent[-1]["s"] if recent else self._recent_base[0]
+        if record["s"] != last + 1:  # (never: serials go one by one) no gap kept
             recent.clear()
+            self._recent_base = (record["s"] - 1, None)
+        elif len(recent) >= RECENT_CHANGES:
+            oldest = recent.popleft()
+            self._recent_base = (oldest["s"], oldest["t"])
         recent.append({"s": record["s"], "t": record["t"], "c": record["c"]})
         return record
 

@@ -39,7 +39,7 @@ async def test_the_seed_follows_a_real_wconfd_by_its_changes(root):
         await client.try_update_locks(owner, [("cluster/BGL", "shared")] + [("instance/" + n, "exclusive") for n in names])
         for n in names:
             await client.update_instance(owner, attrs.evolve(await client.read_instance(n), os="changed"))
-        answer = await threads.deferToThread(ask_config, root.wconfd_socket, serial)
+        answer = await threads.deferToThread(ask_config, root.wconfd_socket, ConfigData.from_json(whole))
         assert (answer["config"], [r["s"] for r in answer["changes"]]) == (b"", [serial + 1, serial + 2, serial + 3])
         await threads.deferToThread(seed.refresh)
         whole, serial = await client.read_config_bytes()
@@ -84,10 +84,10 @@ class AskTests(SynchronousTestCase):
     def test_the_request_and_a_chunked_answer(self) -> None:
         path, received = self.serve(self.box(_answer=b"1", config=b"2", **{"config.1": b'{"a"', "config.2": b":1}"},
                                              serial_no=b"7"))
-        answer = ask_config(path, 5)
+        answer = ask_config(path, ConfigData(serial_no=5, mtime=1.5))
         self.assertEqual((answer["config"], answer["serial_no"]), (b'{"a":1}', 7))
         request = received[0]
-        for part in (b"ReadConfig", b"unless_serial", b"deltas", b"True"):
+        for part in (b"ReadConfig", b"unless_serial", b"deltas", b"True", b"unless_mtime", b"1.5"):
             self.assertIn(part, request)
 
     def test_an_error_answer_raises(self) -> None:

@@ -88,6 +88,15 @@ class ChangesSinceTests(SynchronousTestCase):
         apply_changes(self.store)
         self.assertIsNone(self.store.changes_since(self.store.serial_no + 1))
 
+    def test_a_copy_of_another_mtime_at_a_serial_is_not_one_this_config_had(self) -> None:
+        start = ConfigData.from_json(self.store.snapshot())
+        copies = [ConfigData.from_json(self.store.snapshot())]
+        for _record in apply_changes(self.store):
+            copies.append(ConfigData.from_json(self.store.snapshot()))
+        for copy in [start, *copies]:
+            self.assertIsNotNone(self.store.changes_since(copy.serial_no, copy.mtime))
+            self.assertIsNone(self.store.changes_since(copy.serial_no, (copy.mtime or 0) + 0.5))
+
     def test_the_records_kept_carry_no_request_answer(self) -> None:
         inst = by_name(self.store, "instance", INST1)
         _stored, record = self.store.update("instance", attrs.evolve(inst, os="debian").to_dict())

@@ -26,7 +26,8 @@ class FakeWConfD:
         self.fail: Exception | None = None
         self.answer: dict[str, Any] | None = None
 
-    def __call__(self, path: str, unless_serial: int | None, timeout: float) -> dict[str, Any]:
+    def __call__(self, path: str, copy: ConfigData | None, timeout: float) -> dict[str, Any]:
+        unless_serial = None if copy is None else copy.serial_no
         self.asked.append(unless_serial)
         if self.fail is not None:
             raise self.fail
@@ -34,7 +35,7 @@ class FakeWConfD:
             return self.answer
         serial = self.store.serial_no
         if unless_serial is not None:
-            changes = self.store.changes_since(unless_serial)
+            changes = self.store.changes_since(unless_serial, copy.mtime)
             if changes is not None:
                 return {"config": b"", "serial_no": serial, "changes": changes}
         return {"config": self.store.snapshot(), "serial_no": serial}

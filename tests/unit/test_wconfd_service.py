@@ -623,3 +623,28 @@ class FullDiskTests(ServiceTestCase):
         self.successResultOf(self.change(self.a, os="debian"))
         self.assertEqual((self.instance().os, self.service.config_store.serial_no), ("debian", serial + 1))
         self.assertEqual(storage.durable_config()[1][-1]["s"], serial + 1)
+
+    def test_a_copy_holding_a_dropped_change_is_not_taken_for_the_change_given_its_serial(self) -> None:
+        """A reader that read the config while a change that was then dropped
+        was applied holds that serial; the next change gets the same serial,
+        and the reader's copy (its mtime tells) is not taken for it."""
+        storage: FullDiskStorage = self.storage
+        self.hold(self.a, LOCK1)
+        seen: list[ConfigData] = []
+        real_append = storage.append
+
+        def append(record: dict[str, Any]) -> Deferred:
+            seen.append(ConfigData.from_json(self.service.config_store.snapshot()))  # a reader, meanwhile
+            return real_append(record)
+
+        self.patch(storage, "append", append)
+        storage.fails = True
+        self.failureResultOf(self.change(self.a, os="dropped"), errors.ConfigurationError)
+        storage.fails = False
+        self.clock.advance(1)
+        self.successResultOf(self.change(self.a, os="kept"))
+        dropped, store = seen[0], self.service.config_store
+        self.assertEqual((dropped.serial_no, store.serial_no), (store.serial_no, store.serial_no))
+        self.assertIsNone(store.changes_since(dropped.serial_no, dropped.mtime))
+        kept = seen[1]
+        self.assertEqual(store.changes_since(kept.serial_no, kept.mtime), [])
