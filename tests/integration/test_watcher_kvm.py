@@ -27,6 +27,8 @@ from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
 QEMU = shutil.which("qemu-system-x86_64")
 N2 = "node2.test"
 CRASH, POWEROFF = "kvmcrash.test", "kvmoff.test"
+#: the statuses of a job that has not ended
+PENDING = ("queued", "waiting", "running", "canceling")
 
 pytestmark = pytest.mark.skipif(
     QEMU is None, reason="qemu-system-x86_64 is not installed (scripts/install-qemu installs it)")
@@ -66,6 +68,12 @@ def watcher_jobs(cluster: LoopbackCluster, name: str) -> list[list]:
                    and any(e[0] == "gnt:watcher" for e in op.get("reason", [])) for op in r[2][1])]
 
 
+def watcher_jobs_ended(cluster: LoopbackCluster, name: str) -> bool:
+    """Whether the watcher made jobs for C{name} and all have ended."""
+    jobs = watcher_jobs(cluster, name)
+    return bool(jobs) and all(j[1] not in PENDING for j in jobs)
+
+
 @pytest_twisted.ensureDeferred
 async def test_kvm_crash_and_guest_poweroff_restarted(root, tmp_path):
     cluster = LoopbackCluster(reactor, root, loopback_config(2), prefix="gntwk")
@@ -84,6 +92,8 @@ async def test_kvm_crash_and_guest_poweroff_restarted(root, tmp_path):
         os.kill(first, signal.SIGKILL)
         await cluster.until(lambda: qemu_pid(cluster.roots[1], CRASH) not in (None, first), timeout=90)
         await cluster.until(lambda: status(cluster, CRASH) == "running", timeout=90)
+        # (the instance is reported running while the watcher's job still ends: its final write follows)
+        await cluster.until(lambda: watcher_jobs_ended(cluster, CRASH), timeout=60)
         jobs = await threads.deferToThread(watcher_jobs, cluster, CRASH)
         assert [j[1] for j in jobs] == ["success"], jobs
         # qemu runs with a second QMP monitor, NodeD's event watcher's
@@ -108,6 +118,7 @@ async def test_kvm_crash_and_guest_poweroff_restarted(root, tmp_path):
         await cluster.until(three_restarts, timeout=300)
         await cluster.until(lambda: status(cluster, POWEROFF) == "ERROR_down", timeout=120)
         await cluster.until(given_up, timeout=180)
+        await cluster.until(lambda: watcher_jobs_ended(cluster, POWEROFF), timeout=60)
         jobs = await threads.deferToThread(watcher_jobs, cluster, POWEROFF)
         assert len(jobs) == 3, jobs
         with open(cluster.nodeds[1].log_path, errors="replace") as handle:
