@@ -105,7 +105,8 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         self.service: JobService = service
         self.paths = paths
         self._config: ConfigData | None = None
-        self._config_serial = -1
+        #: (serial, mtime) of C{_config}, which the query cache's answers are kept for
+        self._config_serial: Any = None
         self._query_cache: dict[Any, tuple[int, Any]] = {}
         #: the config-only columns of the listings of L{CONFIG_ONLY_RESOURCES} (see
         #: L{q.QueryContext.columns}), for C{_config}: emptied when the serial changes
@@ -120,13 +121,12 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         return client
 
     async def config(self) -> ConfigData:
-        wconfd = await self._wconfd()
-        serial = await wconfd.read_serial()
-        if self._config is None or serial != self._config_serial:
-            self._config = await wconfd.read_config()
-            self._config_serial = serial
-            self._columns = {}
-        return self._config
+        """The config: LuxiD's WConfD client keeps the copy it read last and brings it forward by WConfD's
+        changes (one round trip; nothing is sent or decoded while the copy is current)."""
+        config: ConfigData = await (await self._wconfd()).read_config()
+        if config is not self._config:
+            self._config, self._config_serial, self._columns = config, (config.serial_no, config.mtime), {}
+        return config
 
     async def context(self, what: str, fields: Sequence[str] = (), qfilter: Filter = None,
                       names: list[Any] | None = None) -> q.QueryContext:

@@ -200,7 +200,7 @@ class LuxidService(Service):
         while self.running:
             try:
                 client = await WConfdClient.connect(
-                    self.reactor, self.paths.wconfd_socket, reconnect_for=WCONFD_RECONNECT_FOR
+                    self.reactor, self.paths.wconfd_socket, reconnect_for=WCONFD_RECONNECT_FOR, cache_config=True
                 )
             except errors.GenericError:
                 await deferLater(self.reactor, 0.5, lambda: None)

@@ -164,13 +164,15 @@ class WConfdClient:
 
     @classmethod
     async def connect(
-        cls, reactor: ITimeUNIXReactor, path: str, timeout: float = 10, reconnect_for: float = 0.0
+        cls, reactor: ITimeUNIXReactor, path: str, timeout: float = 10, reconnect_for: float = 0.0,
+        cache_config: bool = False,
     ) -> WConfdClient:
         """Connect to WConfD at C{path}.
 
         @param reconnect_for: with a positive value, the first connection
             is tried for that long too, and the client reconnects when the
             connection breaks (see the module's docstring).
+        @param cache_config: the client's L{cache_config}.
         @raise errors.ConfigurationError: WConfD cannot be reached.
         """
         endpoint = UNIXClientEndpoint(reactor, path, timeout=timeout)
@@ -180,6 +182,7 @@ class WConfdClient:
 
         if reconnect_for > 0:
             client = cls(None, reactor, connector=connector, reconnect_for=reconnect_for)
+            client.cache_config = cache_config
             try:
                 await client._connected()
             except errors.GenericError as e:
@@ -189,7 +192,9 @@ class WConfdClient:
             protocol = await connector()
         except Exception as e:
             raise errors.ConfigurationError("cannot connect to WConfD at %s: %s" % (path, e)) from e
-        return cls(protocol, reactor)
+        client = cls(protocol, reactor)
+        client.cache_config = cache_config
+        return client
 
     @property
     def gone(self) -> bool:

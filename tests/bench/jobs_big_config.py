@@ -3,7 +3,9 @@
 (the scale benchmark's config), jobs one after the other as fast as they
 come back: test delays without locks (the config does not change) and tag
 changes on one instance (each changes it).  Every job process needs the
-config before its job runs; the figures show what that costs per job."""
+config before its job runs; the figures show what that costs per job.
+Then a LUXI query right after each of a few tag changes: LuxiD reads the
+config again for it."""
 
 from __future__ import annotations
 
@@ -33,8 +35,21 @@ def _series(client: LuxiClient, ops: list[dict[str, Any]]) -> list[float]:
     return samples
 
 
+def _queries_after_changes(client: LuxiClient, tags: Any) -> list[float]:
+    """Wall ms of a query of the node names (LuxiD answers it from the config) right after each of
+    L{ROUNDS} tag changes: LuxiD reads the config again."""
+    samples = []
+    for op in tags(ROUNDS):
+        _series(client, [op])
+        start = time.perf_counter()
+        client.query("node", ["name"], None)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
 async def measure_big_config(reactor: Any, instances: int, delay_op: Any) -> dict[str, float]:
-    """C{{"big_config_<series>_p50_ms", "big_config_<series>_cpu_ms"}} for the series C{delay} and C{tags}."""
+    """C{{"big_config_<series>_p50_ms", "big_config_<series>_cpu_ms"}} for the series C{delay} and C{tags},
+    and C{big_config_query_after_change_ms}."""
     from tests.bench.bench_jobs import percentile
     from tests.bench.bench_scale import make_config
 
@@ -62,6 +77,8 @@ async def measure_big_config(reactor: Any, instances: int, delay_op: Any) -> dic
                 samples = await threads.deferToThread(_series, client, make(ROUNDS))
                 out["big_config_%s_p50_ms" % name] = percentile(samples, 50)
                 out["big_config_%s_cpu_ms" % name] = sum(cpu.stop(ROUNDS).values())
+            queries = await threads.deferToThread(_queries_after_changes, client, tags)
+            out["big_config_query_after_change_ms"] = percentile(queries, 50)
         finally:
             client.close()
     finally:
@@ -80,4 +97,6 @@ def rows(figures: dict[str, float]) -> list[tuple[str, str, str, str]]:
         ("  CPU of all daemons per job", "%.1f ms" % figures["big_config_delay_cpu_ms"], "", ""),
         ("OP_TAGS_SET on an instance p50 " + where, "%.1f ms" % figures["big_config_tags_p50_ms"], "", ""),
         ("  CPU of all daemons per job", "%.1f ms" % figures["big_config_tags_cpu_ms"], "", ""),
+        ("node names query after a change p50 " + where, "%.1f ms" % figures["big_config_query_after_change_ms"],
+         "", ""),
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from twisted.internet.defer import Deferred, ensureDeferred
 
@@ -316,6 +317,23 @@ def test_config_only_query_is_cached_and_makes_no_call() -> None:
     first = run(h.luxi_Query("instance", ["name", "pnode"], None))
     assert run(h.luxi_Query("instance", ["name", "pnode"], None)) is first
     assert rpc.calls == [] and len(h._query_cache) == 1
+
+
+@pytest.mark.parametrize("serial_step, mtime_step", [(1, 1.0), (0, 1.0)])
+def test_a_config_that_changed_is_queried_anew(serial_step: int, mtime_step: float) -> None:
+    """A new serial, or the same serial with another mtime (changes dropped when WConfD's disk was full gave
+    their serials again): the answer kept for the config before is not given for it."""
+    h = handler(FakeRpc())
+    first = run(h.luxi_Query("instance", ["name", "os"], None))
+    wconfd = h.service.wconfd
+    before = wconfd.config
+    inst = next(iter(before.instances.values()))
+    wconfd.config = attrs.evolve(before, serial_no=before.serial_no + serial_step, mtime=(before.mtime or 0) + mtime_step,
+                                 instances={**before.instances, inst.uuid: attrs.evolve(inst, os="changed")})
+    second = run(h.luxi_Query("instance", ["name", "os"], None))
+    assert second is not first
+    assert [row[1][1] for row in second["data"] if row[0][1] == inst.name] == ["changed"]
+    assert run(h.luxi_Query("instance", ["name", "os"], None)) is second
 
 
 def test_filter_on_a_live_field_gets_live_data() -> None:
