@@ -20,7 +20,10 @@ seconds is retired (its socket closed: it exits): an idle master does not
 keep a job process (46 MiB RSS, 12 MiB PSS of its own on a one-node master)
 for a job that may not come; the next job is forked (about 40 ms slower
 than on a spare), and the spare forked again after it.
-The server freezes its heap (C{gc.freeze}) before
+Before each fork the server brings its copy of the config forward
+(L{ganeti.luxid.configseed}: one request to WConfD, the changes since the
+copy), which the child starts from; an idle server (its spare retired)
+keeps none.  The server freezes its heap (C{gc.freeze}) before
 each fork: a child's collections then leave the inherited objects, and
 their pages, alone.
 
