@@ -416,8 +416,9 @@ async def _take_over(progress: Progress, rpc: Any, view: Cluster, no_voting: boo
 
         deactivated.addCallback(then_stop)
     me = by_name[view.me]
-    cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=time.time())
-    config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1)
+    when = time.time()
+    cluster = attrs.evolve(config.cluster, master_node=me.uuid, mtime=when)
+    config = attrs.evolve(config, cluster=cluster, serial_no=config.serial_no + 1, mtime=when)  # (serial, mtime): new
     data = config.to_json()
     _settle_local_state(view.paths, data, lambda line: progress.warn("Warning: %s" % line))
     write_config_epoch(view.paths, epoch)  # this config is the new master's, written under its epoch

@@ -73,9 +73,9 @@ def ask_config(path: str, copy: ConfigData | None, timeout: float = TIMEOUT) -> 
     if copy is not None:
         arguments.update(unless_serial=copy.serial_no, deltas=True)
         if copy.mtime is not None:
-            arguments["unless_mtime"] = copy.mtime
+            arguments["unless_mtime"] = float(copy.mtime)  # (a config.data may hold a whole number)
     try:
-        request = ReadConfig.makeArguments(arguments, None)
+        request = ReadConfig.makeArguments(arguments, None)  # (ValueError on a copy that is not one: a bug)
         request[b"_command"] = ReadConfig.commandName
         request[b"_ask"] = b"1"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -122,12 +122,12 @@ class ConfigSeed:
             return
         try:
             answer = self._ask(self.path, self.config, self.timeout)
-        except SeedError:
+        except Exception:  # (SeedError: WConfD did not answer; anything else: the fork server goes on without)
             self._quiet_until = now + RETRY_AFTER
             return
         try:
             self.serial, self.config = answer["serial_no"], self._brought_forward(answer)
-        except (SeedError, ValueError, KeyError, TypeError):
+        except Exception:  # (SeedError, ValueError...: not an answer for this copy) read the whole config next
             self._quiet_until = now + RETRY_AFTER
             self.drop()
 

@@ -104,7 +104,7 @@ def _unless(cached: tuple[int, ConfigData]) -> dict[str, Any]:
     """The arguments of a config read by a reader holding C{cached} (serial, copy): what changed since it."""
     arguments: dict[str, Any] = {"unless_serial": cached[0], "deltas": True}
     if cached[1].mtime is not None:
-        arguments["unless_mtime"] = cached[1].mtime
+        arguments["unless_mtime"] = float(cached[1].mtime)  # (a config.data may hold a whole number)
     return arguments
 
 
@@ -397,10 +397,10 @@ class WConfdClient:
             return self._config[1]
         cached = self._config
         if cached is not None:
-            taken = self._take_config(await self.call(c.ReadConfig, **_unless(cached)))
+            taken = self._take_config(await self.call(c.ReadConfig, **_unless(cached)), cached)
             if taken is not None:
                 return taken
-        taken = self._take_config(await self.call(c.ReadConfig))
+        taken = self._take_config(await self.call(c.ReadConfig), None)
         assert taken is not None  # (a whole config always is)
         return taken
 
@@ -409,19 +409,25 @@ class WConfdClient:
         copy (L{cache_config}): the next read gets only what changed since."""
         self._config = (serial, config)
 
-    def _take_config(self, answer: dict[str, Any]) -> ConfigData | None:
-        """The config of a L{c.ReadConfig} answer, kept: the answer's whole
-        config, or the cached copy (empty bytes: it is current) brought
-        forward by the answer's C{changes}; C{None} (the copy dropped) when
-        those do not apply to it (never from WConfD: read the whole config)."""
-        cached = self._config
-        if answer.get("config") or cached is None:
+    def _take_config(self, answer: dict[str, Any], base: tuple[int, ConfigData] | None) -> ConfigData | None:
+        """The config of a L{c.ReadConfig} answer to a read sent holding
+        C{base} (serial, copy), kept: the answer's whole config, or C{base}'s
+        copy (empty bytes: it is current) brought forward by the answer's
+        C{changes}: that copy, not whatever is cached when the answer comes
+        (an answer to another read sent meanwhile may have moved the cache to
+        a change WConfD then dropped).  C{None} (the cached copy dropped) when
+        there is nothing to apply them to, or they do not apply (never from
+        WConfD): read the whole config."""
+        if answer.get("config"):
             config = ConfigData.from_json(answer["config"])
-        elif answer["serial_no"] == cached[0] and not answer.get("changes"):
-            return cached[1]
+        elif base is None:
+            self._config = None
+            return None
+        elif answer["serial_no"] == base[0] and not answer.get("changes"):
+            config = base[1]
         else:
             try:
-                config = cached[1].with_changes(answer.get("changes") or [])
+                config = base[1].with_changes(answer.get("changes") or [])
             except ValueError as e:
                 self.log.warn("WConfD's config changes do not apply: {e}", e=e)
                 self._config = None
@@ -642,7 +648,7 @@ class WConfdClient:
         if not (with_config and self.cache_config and cached is not None):  # (nothing held: read it apart)
             await self.call(c.RegisterOwner, owner=owner)
             return
-        taken = self._take_config(await self.call(c.RegisterOwner, owner=owner, **_unless(cached)))
+        taken = self._take_config(await self.call(c.RegisterOwner, owner=owner, **_unless(cached)), cached)
         self._confirmed = taken is not None
 
     async def free_locks(self, owner: Owner) -> None:

@@ -84,10 +84,10 @@ class AskTests(SynchronousTestCase):
     def test_the_request_and_a_chunked_answer(self) -> None:
         path, received = self.serve(self.box(_answer=b"1", config=b"2", **{"config.1": b'{"a"', "config.2": b":1}"},
                                              serial_no=b"7"))
-        answer = ask_config(path, ConfigData(serial_no=5, mtime=1.5))
+        answer = ask_config(path, ConfigData(serial_no=5, mtime=2))  # (a whole number in a config.data)
         self.assertEqual((answer["config"], answer["serial_no"]), (b'{"a":1}', 7))
         request = received[0]
-        for part in (b"ReadConfig", b"unless_serial", b"deltas", b"True", b"unless_mtime", b"1.5"):
+        for part in (b"ReadConfig", b"unless_serial", b"deltas", b"True", b"unless_mtime", b"2.0"):
             self.assertIn(part, request)
 
     def test_an_error_answer_raises(self) -> None:

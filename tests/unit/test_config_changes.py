@@ -219,6 +219,49 @@ class DeltaReadTests(ProtocolTestCase):
         self.assertEqual((answer["config"], [r["s"] for r in answer["changes"]]), (b"", [serial + 1]))
 
 
+class TwoReadsTests(SynchronousTestCase):
+    """Two reads sent from one copy (a job process's prefetch and its registration; LuxiD's queries): each
+    answer is applied to the copy its read was sent from."""
+
+    def test_an_answer_is_applied_to_the_copy_its_read_was_sent_from(self) -> None:
+        from ganeti.wconfd.client import WConfdClient
+
+        config = make_config(nodes=3, instances=3)
+        dropped, kept = ConfigStore(config), ConfigStore(config)  # WConfD before and after dropping a change
+        base = (config.serial_no, ConfigData.from_json(dropped.snapshot()))
+        inst1, inst2 = by_name(dropped, "instance", INST1), by_name(kept, "instance", "inst2.example.test")
+        dropped.update("instance", attrs.evolve(inst1, os="dropped").to_dict())
+        kept.update("instance", attrs.evolve(inst2, os="kept").to_dict())
+        self.assertEqual(dropped.serial_no, kept.serial_no)  # the dropped change's serial, given again
+        client = WConfdClient(None, None)
+        client.cache_config = True
+        client._config = base
+        first = client._take_config({"config": b"", "serial_no": dropped.serial_no,
+                                     "changes": dropped.changes_since(*self.key(base[1]))}, base)
+        self.assertEqual(first.find_instance(INST1).os, "dropped")
+        second = client._take_config({"config": b"", "serial_no": kept.serial_no,
+                                      "changes": kept.changes_since(*self.key(base[1]))}, base)
+        self.assertEqual(_as_json(second), _as_json(ConfigData.from_json(kept.snapshot())))
+        self.assertEqual(client._config, (kept.serial_no, second))
+
+    @staticmethod
+    def key(config: ConfigData) -> tuple[int, float | None]:
+        return config.serial_no, config.mtime
+
+    def test_a_changes_answer_without_a_copy_asks_for_the_whole_config(self) -> None:
+        from ganeti.wconfd.client import WConfdClient
+
+        client = WConfdClient(None, None)
+        self.assertIsNone(client._take_config({"config": b"", "serial_no": 5, "changes": []}, None))
+
+    def test_a_whole_number_mtime_is_sent_as_a_float(self) -> None:
+        from ganeti.wconfd.client import _unless
+
+        config = attrs.evolve(make_config(), mtime=1700000000)
+        arguments = _unless((config.serial_no, config))
+        self.assertEqual(c.ReadConfig.makeArguments(arguments, None)[b"unless_mtime"], b"1700000000.0")
+
+
 class ErrorTests(SynchronousTestCase):
     def test_changes_of_an_unknown_kind_are_refused_by_the_store_not_kept(self) -> None:
         store = ConfigStore(make_config())

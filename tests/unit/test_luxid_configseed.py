@@ -95,6 +95,13 @@ class SeedTests(SynchronousTestCase):
             assert self.seed.config is not None
             self.assertEqual(self.seed.config.to_dict(), self.current())
 
+    def test_anything_the_request_raises_leaves_the_fork_server_going(self) -> None:
+        self.seed.refresh()
+        copy = self.seed.config
+        self.wconfd.fail = ValueError("Bad float value 1700000000")
+        self.seed.refresh()  # (raises nothing)
+        self.assertIs(self.seed.config, copy)
+
     def test_drop_forgets_the_copy(self) -> None:
         self.seed.refresh()
         self.seed.drop()
