@@ -336,35 +336,41 @@ class ConfigData(ConfigObject):
     def with_changes(self, records: Iterable[dict[str, Any]]) -> ConfigData:
         """This config with WConfD's change records applied, oldest first
         (L{ganeti.wconfd.store.ConfigStore.changes_since}): the config of the
-        last record's serial, decoding only the entities that changed (the
-        maps that changed are copied; the others, and every entity that did
-        not change, are this config's own).
+        last record's serial, decoding only the last version of each entity
+        that changed (the maps that changed are copied; the others, and every
+        entity that did not change, are this config's own).
 
         @raise ValueError: a record that is not one
         """
         fields: dict[str, Any] = {}
         maps: dict[str, Any] = {}
-        for record in records:
-            try:
+        undecoded: dict[tuple[str, str], type[ConfigObject]] = {}  # entities set from a record, still as dicts
+        cluster: Any = None
+        try:
+            for record in records:
                 changes, serial, when = record["c"], record["s"], record["t"]
                 for kind, uuid, data in changes:
                     if kind == "cluster":
-                        fields["cluster"] = Cluster.from_dict(data)
+                        cluster = data
                         continue
-                    if kind == "filter":
-                        cls, key = None, "filters"
-                    else:
-                        cls, key = KINDS[kind]
+                    cls, key = (None, "filters") if kind == "filter" else KINDS[kind]
                     items = maps.get(key)
                     if items is None:
                         items = maps[key] = dict(getattr(self, key))
                     if data is None:
                         items.pop(uuid, None)
+                        undecoded.pop((key, uuid), None)
                     else:
-                        items[uuid] = data if cls is None else cls.from_dict(data)
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError("not a config change record: %s" % (e,)) from e
-            fields["serial_no"], fields["mtime"] = serial, when
+                        items[uuid] = data  # (in place when it is there: the order of the store's map)
+                        if cls is not None:
+                            undecoded[(key, uuid)] = cls
+                fields["serial_no"], fields["mtime"] = serial, when
+            for (key, uuid), cls in undecoded.items():
+                maps[key][uuid] = cls.from_dict(maps[key][uuid])
+            if cluster is not None:
+                fields["cluster"] = Cluster.from_dict(cluster)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError("not a config change record: %s" % (e,)) from e
         return attrs.evolve(self, **maps, **fields)
 
     def find_node(self, name_or_uuid: str) -> Node | None:

@@ -139,6 +139,20 @@ class WithChangesTests(SynchronousTestCase):
         self.assertIs(brought.instances[other.uuid], other)  # the instances that did not change are shared
         self.assertEqual(copy.instances[inst.uuid].os, inst.os)  # the copy itself is left as it was
 
+    def test_an_entity_changed_many_times_is_decoded_once(self) -> None:
+        from ganeti.objects import Instance
+
+        store = ConfigStore(make_config(nodes=3, instances=3))
+        copy = ConfigData.from_json(store.snapshot())
+        for n in range(5):
+            inst = by_name(store, "instance", INST1)
+            store.update("instance", attrs.evolve(inst, os="os%d" % n).to_dict())
+        decoded: list[Any] = []
+        real = Instance.from_dict.__func__
+        self.patch(Instance, "from_dict", classmethod(lambda cls, data: decoded.append(1) or real(cls, data)))
+        brought = copy.with_changes(store.changes_since(copy.serial_no) or [])
+        self.assertEqual((len(decoded), brought.find_instance(INST1).os), (1, "os4"))
+
     def test_a_record_that_is_not_one_raises_value_error(self) -> None:
         copy = make_config()
         for junk in ({"s": 2}, {"s": 2, "t": 1.0, "c": [["volume", "u", {}]]}, {"s": 2, "t": 1.0, "c": [["node"]]},
