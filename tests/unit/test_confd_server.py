@@ -172,6 +172,30 @@ class ServiceTests(SynchronousTestCase):
         self.clock.advance(0.1)
         self.assertEqual(self.service.index.serial, 101)
 
+    def test_a_slow_reload_spaces_the_next(self) -> None:
+        """A reload that took 0.5 s (10,000 instances): changes coming meanwhile are loaded 1.5 s after it,
+        the newest of them, once; a fast one is followed at once."""
+        from ganeti.confd import service as service_module
+
+        self.service.startService()
+        costs = iter([0.0, 0.5] + [1.0] * 10)  # the reload after the first change takes 0.5 s, the others none
+        self.patch(service_module, "_elapsed", lambda: next(costs))
+        self.write(self.bumped(300))
+        self.events[0][1]("config.data")
+        self.assertEqual(self.service.index.serial, 300)
+        for serial in (301, 302):
+            self.write(self.bumped(serial))
+            self.events[0][1]("config.data")
+            self.clock.advance(0.5)
+        self.assertEqual((self.service.index.serial, self.service.reloads), (300, 2))
+        self.clock.advance(0.5)  # 1.5 s after the slow reload
+        self.assertEqual((self.service.index.serial, self.service.reloads), (302, 3))
+        self.write(self.bumped(303))  # that reload was fast: the next comes at once
+        self.events[0][1]("config.data")
+        self.assertEqual(self.service.index.serial, 303)
+        self.service.stopService()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
     def test_corrupt_keeps_old(self) -> None:
         """A half-written or corrupt file is ignored; the old index keeps serving."""
         self.service.startService()
