@@ -245,7 +245,8 @@ async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], 
     the instance between two states (the LUs' crash-safe order): down with
     disks missing (a removal killed after the disks), or marked down while
     it still runs (a shutdown killed after its config change, before its
-    RPC).  The promise is that C{gnt-cluster verify} reports it and that an
+    RPC; a startup killed after its RPC, before its config change).  The
+    promise is that C{gnt-cluster verify} reports missing disks and that an
     admin's re-run of the stream's last step (C{gnt-instance remove}, which
     skips missing disks and stops the instance first) repairs it: check
     both, so the later checks see the repaired cluster."""
@@ -262,12 +263,11 @@ async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], 
                if row[1] == "sharedfile" else [])
     done = await deferToThread(gnt, cluster.master, "gnt-cluster", "verify")
     reported = done.returncode != 0 and "instance %s" % killed.name in done.stdout
-    if not reported:
-        if missing:
-            result.violations.append("killed job %s left instance %s without its disks %s and verify did not"
-                                     " report it" % (killed.job_id, killed.name, missing))
-        else:
-            return  # nothing left half-way
+    if missing and not reported:
+        result.violations.append("killed job %s left instance %s without its disks %s and verify did not"
+                                 " report it" % (killed.job_id, killed.name, missing))
+    # re-run the removal whatever verify said: a startup killed after its RPC left the node starting the
+    # instance, which may run (marked down) only after this verify looked
     removed = await deferToThread(gnt, cluster.master, "gnt-instance", "remove", "-f", killed.name)
     if removed.returncode != 0:
         result.violations.append("re-running the removal of %s (killed job %s) did not repair it: %s"
