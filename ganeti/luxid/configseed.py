@@ -26,6 +26,7 @@ from typing import Any, Callable, cast
 from twisted.protocols import amp
 
 from ganeti.objects import ConfigData
+from ganeti.wconfd.client import config_of_answer
 from ganeti.wconfd.commands import ReadConfig
 
 #: seconds the fork server waits for WConfD's answer
@@ -106,9 +107,13 @@ class ConfigSeed:
         self.timeout = timeout
         self.clock = clock
         self._ask = ask
-        self.serial: int | None = None
         self.config: ConfigData | None = None
         self._quiet_until = 0.0
+
+    @property
+    def serial(self) -> int | None:
+        """The copy's serial (C{None} without one)."""
+        return self.config.serial_no if self.config is not None else None
 
     def refresh(self) -> None:
         """Ask WConfD what changed since the copy (or the whole config, without
@@ -126,26 +131,11 @@ class ConfigSeed:
             self._quiet_until = now + RETRY_AFTER
             return
         try:
-            self.serial, self.config = answer["serial_no"], self._brought_forward(answer)
-        except Exception:  # (SeedError, ValueError...: not an answer for this copy) read the whole config next
+            self.config = config_of_answer(answer, self.config)
+        except Exception:  # (ValueError, KeyError...: not an answer for this copy) read the whole config next
             self._quiet_until = now + RETRY_AFTER
             self.drop()
 
-    def _brought_forward(self, answer: dict[str, Any]) -> ConfigData:
-        serial, data, changes = answer["serial_no"], answer["config"], answer.get("changes")
-        if data:
-            return ConfigData.from_json(data)
-        if self.config is None:
-            raise SeedError("no config in the answer")
-        if not changes:
-            if serial != self.serial:
-                raise SeedError("serial %s without the changes to it" % (serial,))
-            return self.config
-        config = self.config.with_changes(changes)
-        if config.serial_no != serial:
-            raise SeedError("the changes end at serial %s, not %s" % (config.serial_no, serial))
-        return config
-
     def drop(self) -> None:
         """Forget the copy (an idle fork server keeps none)."""
-        self.serial = self.config = None
+        self.config = None

@@ -161,9 +161,9 @@ class _Spares:
 
     def __init__(self, paths: Paths, rpc_port: int, keep_closed: list[int], idle: float = SPARE_IDLE,
                  seed: ConfigSeed | None = None) -> None:
-        self.paths = paths
         from ganeti.luxid.configseed import ConfigSeed
 
+        self.paths = paths
         #: the config the children start from, brought forward before each fork
         self.seed = seed or ConfigSeed(paths.wconfd_socket)
         self.rpc_port = rpc_port

@@ -105,9 +105,8 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         self.service: JobService = service
         self.paths = paths
         self._config: ConfigData | None = None
-        #: (serial, mtime) of C{_config}, which the query cache's answers are kept for
-        self._config_serial: Any = None
-        self._query_cache: dict[Any, tuple[int, Any]] = {}
+        #: answers kept with the (serial, mtime) of the config they were made from
+        self._query_cache: dict[Any, tuple[tuple[int, float | None], Any]] = {}
         #: the config-only columns of the listings of L{CONFIG_ONLY_RESOURCES} (see
         #: L{q.QueryContext.columns}), for C{_config}: emptied when the serial changes
         self._columns: dict[Any, Any] = {}
@@ -125,7 +124,7 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
         changes (one round trip; nothing is sent or decoded while the copy is current)."""
         config: ConfigData = await (await self._wconfd()).read_config()
         if config is not self._config:
-            self._config, self._config_serial, self._columns = config, (config.serial_no, config.mtime), {}
+            self._config, self._columns = config, {}
         return config
 
     async def context(self, what: str, fields: Sequence[str] = (), qfilter: Filter = None,
@@ -288,13 +287,14 @@ class LuxiHandler(FilterMethods, DeclaredHandler):
             key = (what, tuple(fields), serializer.dumps(qfilter))
         except TypeError:
             return engine.query(what, fields, qfilter, ctx)
+        made_from = (ctx.config.serial_no, ctx.config.mtime)
         hit = self._query_cache.get(key)
-        if hit is not None and hit[0] == self._config_serial:
+        if hit is not None and hit[0] == made_from:
             return cast("dict[str, Any]", hit[1])
         result = engine.query(what, fields, qfilter, ctx)
         if len(self._query_cache) >= QUERY_CACHE_SIZE:
             self._query_cache.clear()
-        self._query_cache[key] = (self._config_serial, result)
+        self._query_cache[key] = (made_from, result)
         return result
 
     def luxi_QueryFields(self, what: str, fields: list[str] | None) -> dict[str, Any]:

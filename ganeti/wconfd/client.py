@@ -108,6 +108,26 @@ def _unless(cached: tuple[int, ConfigData]) -> dict[str, Any]:
     return arguments
 
 
+def config_of_answer(answer: dict[str, Any], base: ConfigData | None) -> ConfigData:
+    """The config a L{c.ReadConfig} (or L{c.RegisterOwner}) answer gives to a
+    read sent holding C{base}: its whole config, or C{base} (empty bytes: it
+    is current) brought forward by its C{changes} -- C{base}, not a copy
+    cached meanwhile by the answer to another read.
+
+    @raise ValueError: nothing to bring forward, or changes that do not
+        bring C{base} to the answer's serial (never from WConfD)
+    """
+    if answer.get("config"):
+        return ConfigData.from_json(answer["config"])
+    if base is None:
+        raise ValueError("an answer without a config to a read that held none")
+    changes = answer.get("changes")
+    config = base.with_changes(changes) if changes else base
+    if config.serial_no != answer["serial_no"]:
+        raise ValueError("the changes bring serial %s, not %s" % (config.serial_no, answer["serial_no"]))
+    return config
+
+
 class WConfdClient:
     """An AMP connection to WConfD with a method per WConfD function.
 
@@ -410,31 +430,15 @@ class WConfdClient:
         self._config = (serial, config)
 
     def _take_config(self, answer: dict[str, Any], base: tuple[int, ConfigData] | None) -> ConfigData | None:
-        """The config of a L{c.ReadConfig} answer to a read sent holding
-        C{base} (serial, copy), kept: the answer's whole config, or C{base}'s
-        copy (empty bytes: it is current) brought forward by the answer's
-        C{changes}: that copy, not whatever is cached when the answer comes
-        (an answer to another read sent meanwhile may have moved the cache to
-        a change WConfD then dropped).  C{None} (the cached copy dropped) when
-        there is nothing to apply them to, or they do not apply (never from
-        WConfD): read the whole config."""
-        if answer.get("config"):
-            config = ConfigData.from_json(answer["config"])
-        elif base is None:
+        """The config of an answer to a read sent holding C{base} (serial,
+        copy), kept (L{config_of_answer}); C{None} (the cached copy dropped)
+        when it gives none (never from WConfD): read the whole config."""
+        try:
+            config = config_of_answer(answer, base[1] if base is not None else None)
+        except ValueError as e:
+            self.log.warn("WConfD's config answer does not apply to the copy held: {e}", e=e)
             self._config = None
             return None
-        elif answer["serial_no"] == base[0] and not answer.get("changes"):
-            config = base[1]
-        else:
-            try:
-                config = base[1].with_changes(answer.get("changes") or [])
-            except ValueError as e:
-                self.log.warn("WConfD's config changes do not apply: {e}", e=e)
-                self._config = None
-                return None
-            if config.serial_no != answer["serial_no"]:
-                self._config = None
-                return None
         self._config = (answer["serial_no"], config)
         return config
 
