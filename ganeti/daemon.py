@@ -153,6 +153,14 @@ def positive_float(value: str) -> float:
     return number
 
 
+def seconds_or_never(value: str) -> float:
+    """A number of seconds, 0 for never (not NaN, not infinite)."""
+    number = float(value)
+    if not 0 <= number < float("inf"):
+        raise ValueError("must be 0 or a positive number of seconds")
+    return number
+
+
 def without_tls() -> None:
     """Keep pyOpenSSL (and the cryptography it loads) out of this process.
 

@@ -52,6 +52,9 @@ PID_FILE_NAME = "ganeti-luxid-forkserver"
 #: (so that the job's last messages are still read)
 EXIT_GRACE = 2.0
 
+#: seconds without a job after which LuxiD retires its fork server (C{--forkserver-idle}; 0: never)
+IDLE = 60.0
+
 
 def recorded_pid(paths: Paths) -> int | None:
     """The pid of the fork server of the LuxiD of C{paths} (its pid file), if that process runs."""
@@ -159,13 +162,19 @@ class ForkServer:
     log = Logger()
 
     def __init__(self, reactor: IReactor, paths: Paths, on_exit: Callable[[JobExit], Any],
-                 on_orphaned: Callable[[list[JobChannel]], Any] | None = None, rpc_port: int = ports.NODED) -> None:
+                 on_orphaned: Callable[[list[JobChannel]], Any] | None = None, rpc_port: int = ports.NODED,
+                 idle: float = IDLE) -> None:
         """@param on_orphaned: called with the channels of the jobs still
             running when the server dies (their exits will not be reported)
-        @param rpc_port: the node daemons' port, handed to every job process"""
+        @param rpc_port: the node daemons' port, handed to every job process
+        @param idle: seconds without a job after which the server is retired (L{retired}; 0: never)"""
         self.reactor = reactor
         self.paths = paths
         self.rpc_port = rpc_port
+        self.idle = idle
+        #: the server was retired for want of jobs: the next job starts a new one (L{spawn})
+        self.retired = False
+        self._idle_call: Any = None
         self.on_exit = on_exit
         self.on_orphaned = on_orphaned
         self.running = False
@@ -182,9 +191,14 @@ class ForkServer:
         #: C{(job id, lock file, pid)}: the spare planned for a job (L{plan}) not spawned yet
         self.planned: tuple[int, str, int] | None = None
 
+    @property
+    def available(self) -> bool:
+        """Whether jobs can be sent to L{spawn}: the server runs, or was retired and starts again."""
+        return self.running or self.retired
+
     def start(self) -> None:
         """Run the fork server: the seed forked at LuxiD's start, if there is one (L{adopt}), else a new
-        C{python -m ganeti.luxid.forkserver} child."""
+        C{python -m ganeti.luxid.forkserver} child.  It is retired after L{idle} seconds without a job."""
         seed = forkseed.take()
         if seed is not None:
             try:
@@ -206,11 +220,14 @@ class ForkServer:
                 env=dict(os.environ),
                 childFDs={0: "w", 1: "r", 2: log_fd, 3: child.fileno()},
             )
+        except BaseException:
+            parent.close()
+            raise
         finally:
             os.close(log_fd)
             child.close()
         self._sock = parent
-        self.running = True
+        self._started()
         self._record_pid(self._process.pid)
         self.log.info("fork server started (pid {pid})", pid=self._process.pid)
 
@@ -229,9 +246,13 @@ class ForkServer:
             self.reactor.addReader(watched)
         self._sock = seed.sock
         self._seed = seed
-        self.running = True
+        self._started()
         self._record_pid(seed.pid)
         self.log.info("fork server started (pid {pid}, forked at LuxiD's start)", pid=seed.pid)
+
+    def _started(self) -> None:
+        self.running, self.retired = True, False
+        self._idle_from_now()
 
     def _seed_ended(self) -> None:
         seed, self._seed = self._seed, None  # once: its descriptors' numbers may be reused after
@@ -274,14 +295,36 @@ class ForkServer:
             self._record_pid(None)
         self.running = False
         self.spare = self.planned = None
+        self._idle_from_now(never=True)
         self._unwatch()
         seed, self._seed = self._seed, None
         if seed is not None:
             seed.close()  # (its socket too: the server exits on end of file)
+            self._reap(seed.pid)
         if self._sock is not None:
             self._sock.close()  # the server exits on end of file
             self._sock = None
         self._close_all_pipes()
+
+    def _idle_from_now(self, never: bool = False) -> None:
+        """Count L{idle} seconds without a job from now (C{never}: stop counting)."""
+        if self._idle_call is not None and self._idle_call.active():
+            self._idle_call.cancel()
+        self._idle_call = None
+        if not never and self.idle > 0:
+            self._idle_call = self.reactor.callLater(self.idle, self._retire)
+
+    def _retire(self) -> None:
+        """No job for L{idle} seconds: end the server (its memory comes back; the next job starts a new one,
+        which takes a new interpreter's imports: about 0.4 s).  Not while a job's pipes are open."""
+        self._idle_call = None
+        if not self.running or self._channels:
+            return  # (the last job's exit counts again)
+        if self.open_pipes:
+            return self._idle_from_now()
+        self.stop()
+        self.retired = True
+        self.log.info("fork server retired after {idle}s without a job", idle=self.idle)
 
     @property
     def open_pipes(self) -> int:
@@ -303,7 +346,11 @@ class ForkServer:
 
     def spawn(self, job_channel: JobChannel, planned: bool = False) -> None:
         """Start C{job_channel}'s job.  C{planned}: its job file holds, durably, the spare planned for it
-        (L{is_planned}); the spare is told the name and its announcement of them is confirmed at once."""
+        (L{is_planned}); the spare is told the name and its announcement of them is confirmed at once.
+        A retired server is started again first."""
+        if self.retired:
+            self.start()
+        self._idle_from_now(never=True)
         if not self.running or self._sock is None:
             raise RuntimeError("the fork server is not running")
         plan, self.planned = self.planned, None
@@ -362,6 +409,8 @@ class ForkServer:
             pipes = self._pipes.get(job_id)
             if pipes is not None and not pipes.closed:
                 self.reactor.callLater(EXIT_GRACE, self._forget_pipes, job_id, pipes)
+            if not self._channels and self.running:
+                self._idle_from_now()
             if job_channel is None:
                 return
             job_channel.ended()
@@ -372,6 +421,7 @@ class ForkServer:
         if was_running:
             self._record_pid(None)
         self.spare = self.planned = None
+        self._idle_from_now(never=True)
         if was_running:
             self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)
         # Its children live on (they are their own sessions); LuxiD follows

@@ -1,12 +1,10 @@
 """LuxiD's job queue manager: submit, schedule, spawn, follow, recover.
 
-Ownership of a job file: LuxiD writes it while the job has no process
-(submission, spawning, cancel of a queued job, failure of a dead job); the
-job process writes it from the confirmation of its handshake until it
-exits.  LuxiD follows every write through inotify and wakes
-C{WaitForJobChange} callers at once; process exits come from the
-C{ProcessProtocol} (or the fork server); job processes that outlived a
-LuxiD restart are followed through their lock files.
+Ownership of a job file: LuxiD writes it while the job has no process (submission, spawning, cancel of a
+queued job, failure of a dead job); the job process writes it from the confirmation of its handshake until it
+exits.  LuxiD follows every write through inotify and wakes C{WaitForJobChange} callers at once; process exits
+come from the C{ProcessProtocol} (or the fork server, L{ganeti.luxid.forkclient}, retired after C{forkserver_idle}
+seconds without a job); job processes that outlived a LuxiD restart are followed through their lock files.
 
 A job's final status (success, error, canceled) is shown to clients
 (C{WaitForJobChange}, C{QueryJobs}, job queries, hence RAPI and gnt-job)
@@ -43,7 +41,7 @@ from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
 from ganeti.luxid import archive as archiving
-from ganeti.luxid import diskfull, recovery
+from ganeti.luxid import diskfull, forkclient, recovery
 from ganeti.luxid.filters import FilterTable
 from ganeti.luxid.replication import JobDistributor, JobWrite
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
@@ -78,6 +76,7 @@ class LuxidService(Service):
         *,
         max_running: int | None = None,
         use_forkserver: bool = True,
+        forkserver_idle: float = forkclient.IDLE,
         distributor: JobWrite | None = None,
         replicator: Any = None,
         follow_interval: float = 0.5,
@@ -90,7 +89,7 @@ class LuxidService(Service):
         self.reactor = reactor
         self.queue = queue
         self.max_running_override = max_running
-        self.use_forkserver = use_forkserver
+        self.use_forkserver, self.forkserver_idle = use_forkserver, forkserver_idle
         self.distributor: JobWrite = distributor or JobDistributor()
         self.replicator = replicator
         self.follow_interval = follow_interval
@@ -146,10 +145,9 @@ class LuxidService(Service):
             self.replicator.start()  # a full resync of every candidate
         self._watch_queue()
         if self.use_forkserver:
-            from ganeti.luxid.forkclient import ForkServer
-
-            self.forkserver = ForkServer(self.reactor, self.paths, self._job_exited, self._jobs_orphaned,
-                                         rpc_port=self.rpc_port)
+            self.forkserver = forkclient.ForkServer(self.reactor, self.paths, self._job_exited,
+                                                    self._jobs_orphaned, rpc_port=self.rpc_port,
+                                                    idle=self.forkserver_idle)
             try:
                 self.forkserver.start()
             except OSError:
@@ -381,7 +379,7 @@ class LuxidService(Service):
 
     def _spawn(self, job: QueuedJob) -> None:
         trace.hop(job.id, "luxid.spawn")
-        forkserver = self.forkserver if self.forkserver is not None and self.forkserver.running else None
+        forkserver = self.forkserver if self.forkserver is not None and self.forkserver.available else None
         planned = forkserver is not None and forkserver.is_planned(job.id, job.livelock, job.process_id)
         if not planned:
             # step 1 (unless the job file names the spare planned at its submission): our own lock file in

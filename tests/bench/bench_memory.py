@@ -6,9 +6,12 @@ of every other test's way), then reads every daemon's RSS, PSS and
 anonymous memory from C{/proc/PID/smaps_rollup}:
 
  1. a one-node master made by C{gnt-cluster init} (NodeD, ConfD, WConfD,
-    RAPI, LuxiD with its fork server and the spare job process the fork
-    server keeps forked ahead, MonD, and the warm launcher NodeD keeps on a
-    master candidate), idle, then again after C{--jobs} jobs;
+    RAPI, LuxiD, MonD, and the warm launcher NodeD keeps on a master
+    candidate), idle: LuxiD has retired its job fork server; then
+    C{gnt-debug delay 0.001} four times (the first starts a fork server
+    anew: C{first_job_after_idle_ms}, the fastest of the others
+    C{next_jobs_ms}), and the master again after C{--jobs} jobs (with the
+    fork server and the spare job process it keeps forked ahead);
  2. then a master candidate (node2) and a plain node (node3: the
     candidate pool size is 2) join with one-time tokens, and their
     daemons are measured, the master's again with them.
@@ -129,6 +132,13 @@ def tool(name: str, paths: Paths, *args: str) -> str:
     return done.stdout
 
 
+def timed_delay(paths: Paths) -> float:
+    """Milliseconds of one C{gnt-debug delay 0.001} (the command as an admin runs it)."""
+    started = time.perf_counter()
+    tool("gnt-debug", paths, "delay", "0.001")
+    return (time.perf_counter() - started) * 1000
+
+
 def run_jobs(paths: Paths, count: int) -> None:
     client = LuxiClient(paths.luxi_socket)
     try:
@@ -222,12 +232,16 @@ def run(jobs: int, settle: float, flood_count: int) -> str:
     try:
         if localcluster.up(directory, 1, "cluster.%s" % DOMAIN, DOMAIN, candidate_pool_size=2) != 0:
             raise SystemExit("ganeti-local-cluster could not bring the master up")
-        from ganeti.luxid.forkserver import SPARE_IDLE
+        from ganeti.luxid.forkclient import IDLE
 
-        time.sleep(max(settle, SPARE_IDLE + 3))  # idle: the fork server retires its spare after SPARE_IDLE s
+        time.sleep(max(settle, IDLE + 3))  # idle: LuxiD retires its fork server after IDLE s without a job
         idle = measure(master)
         record("master", idle)
-        lines += table("one-node master, idle after gnt-cluster init", idle)
+        lines += table("one-node master, idle after gnt-cluster init (fork server retired after %g s)" % IDLE, idle)
+        delays = [timed_delay(master) for _ in range(4)]  # the first starts a fork server anew
+        result.update(first_job_after_idle_ms=round(delays[0], 1), next_jobs_ms=round(min(delays[1:]), 1))
+        lines += ["", "gnt-debug delay 0.001: first after idle %.0f ms, the next three %s ms"
+                  % (delays[0], " / ".join("%.0f" % d for d in delays[1:]))]
         run_jobs(master, jobs)
         time.sleep(settle)
         after = measure(master)

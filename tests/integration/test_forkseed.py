@@ -52,12 +52,12 @@ def describe(pid: int) -> tuple[str, list[str]]:
 
 
 @contextlib.asynccontextmanager
-async def luxid_running() -> AsyncIterator[tuple[Paths, Daemon]]:
+async def luxid_running(*luxid_args: str) -> AsyncIterator[tuple[Paths, Daemon]]:
     """WConfD and LuxiD of a fresh one-node root, started as every start path runs them (ganeti-twistd)."""
     paths = make_root("gntseed")
     seed_config(paths, initial_config("seed.test", "node1.test", "127.0.1.1"))
     wconfd = Daemon(paths, "ganeti-wconfd")
-    luxid = Daemon(paths, "ganeti-luxid")
+    luxid = Daemon(paths, "ganeti-luxid", *luxid_args)
     try:
         wconfd.start()
         await wconfd.ready(reactor)
@@ -90,6 +90,30 @@ async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_
         assert not alive(killed)
         with open(luxid.log_path, encoding="utf-8", errors="replace") as handle:
             assert "fork server died" in handle.read()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_idle_fork_server_is_retired_and_the_next_job_starts_a_new_one():
+    async with luxid_running("--forkserver-idle", "2") as (paths, luxid):
+
+        def check() -> tuple[int, int]:
+            seed = wait_for(lambda: recorded_pid(paths))
+            with LuxiClient(paths.luxi_socket, timeout=60) as client:
+                assert run_jobs(client, 2, batch=2) == {"success": 2}
+                spares = wait_for(lambda: children(seed))
+                wait_for(lambda: recorded_pid(paths) is None)  # retired 2 s after the last job
+                wait_for(lambda: not alive(seed) and not any(alive(pid) for pid in spares))  # its spare too
+                assert run_jobs(client, 3, batch=3) == {"success": 3}
+            new = wait_for(lambda: recorded_pid(paths))
+            assert "ganeti.luxid.forkserver" in describe(new)[1]  # run anew: nothing left to fork it from
+            return seed, new
+
+        seed, new = await threads.deferToThread(check)
+        assert seed != new
+        with open(luxid.log_path, encoding="utf-8", errors="replace") as handle:
+            log = handle.read()
+        assert "fork server retired after 2.0s without a job" in log
+        assert "fork server died" not in log
 
 
 @pytest_twisted.ensureDeferred

@@ -21,6 +21,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from ganeti import forkseed
 from ganeti.jobs import channel
 from ganeti.jobs.model import QueuedJob
 from ganeti.jobs.process import save_job
@@ -173,6 +174,127 @@ class ForkClientPipeTests(SynchronousTestCase):
         self.assertEqual(len(made), 2)
         self.assertEqual([fd for fd in made if is_open(fd)], [])
         self.assertEqual(self.server.open_pipes, 0)
+
+
+class IdleRetirementTests(SynchronousTestCase):
+    """A fork server without a job for C{idle} seconds is ended (its memory comes back); the next job starts
+    a new one.  Each server is a seed (its socket and report pipe), as L{ForkServer.start} adopts it."""
+
+    def setUp(self) -> None:
+        self.reactor = MemoryReactorClock()
+        self.exits: list[JobExit] = []
+        self.server = ForkServer(self.reactor, PATHS, self.exits.append, idle=60.0)
+        self.servers: list[socket.socket] = []  # the server's end of each seed, in the order started
+        self.patch(forkclient.forkseed, "take", self.new_seed)
+        self.addCleanup(self.server.stop)
+
+    def new_seed(self) -> forkseed.Seed:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        reports, report_w = os.pipe()
+        for closing in (ours.close, theirs.close, lambda: os.close(report_w)):
+            self.addCleanup(closing)
+        self.servers.append(theirs)
+        return forkseed.Seed(2**22 + len(self.servers), ours, reports)  # (no such child: never reaped)
+
+    def received(self, server: socket.socket) -> list[bytes]:
+        """What the server end holds: the adoption message, the job requests, b"" once LuxiD closed it."""
+        server.setblocking(False)
+        messages = []
+        while True:
+            try:
+                message, fds, _flags, _addr = socket.recv_fds(server, 1 << 20, 2)
+            except BlockingIOError:
+                return messages
+            for fd in fds:
+                os.close(fd)
+            messages.append(message if not message else (b"job" if b'"job"' in message else b"adopt"))
+            if not message:
+                return messages
+
+    def run_job(self, job_id: int) -> JobChannel:
+        job_channel = JobChannel(job_id, PATHS, self.reactor, lambda *_: None)
+        job_channel.ready.addErrback(lambda _: None)
+        self.server.spawn(job_channel)
+        self.server.report({"spawned": job_id, "pid": 4000 + job_id})
+        return job_channel
+
+    def end_job(self, job_id: int) -> None:
+        self.server.report({"exited": 4000 + job_id, "job": job_id, "code": 0, "signal": None})
+        self.server._forget_pipes(job_id)  # (the job closed its ends)
+
+    def test_the_server_is_retired_after_idle_seconds_and_started_again_for_the_next_job(self) -> None:
+        self.server.start()
+        self.run_job(1)
+        self.end_job(1)
+        self.reactor.advance(59.9)
+        self.assertTrue(self.server.running)
+        self.assertEqual(self.received(self.servers[0]), [b"adopt", b"job"])
+        self.reactor.advance(0.1)
+        self.assertEqual((self.server.running, self.server.retired, self.server.available), (False, True, True))
+        self.assertEqual(self.received(self.servers[0]), [b""])  # closed: the server exits
+        self.assertEqual(self.reactor.getReaders(), [])
+        self.run_job(2)  # a new server, and the job sent to it
+        self.assertEqual((self.server.running, self.server.retired, len(self.servers)), (True, False, 2))
+        self.assertEqual(self.received(self.servers[1]), [b"adopt", b"job"])
+        self.end_job(2)
+        self.assertEqual([e.job_id for e in self.exits], [1, 2])
+        self.reactor.advance(60)
+        self.assertTrue(self.server.retired)
+
+    def test_a_server_that_ran_no_job_is_retired_too(self) -> None:
+        self.server.start()
+        self.reactor.advance(60)
+        self.assertTrue(self.server.retired)
+
+    def test_no_retirement_while_a_job_runs_or_its_pipes_are_open(self) -> None:
+        self.server.start()
+        self.run_job(1)
+        self.run_job(2)
+        self.end_job(1)
+        self.reactor.advance(600)  # job 2 still runs
+        self.assertTrue(self.server.running)
+        self.server.idle = EXIT_GRACE / 2
+        self.server.report({"exited": 4002, "job": 2, "code": 0, "signal": None})  # its pipes not closed yet
+        self.reactor.advance(EXIT_GRACE * 0.9)
+        self.assertTrue(self.server.running)
+        self.reactor.advance(EXIT_GRACE * 0.6)  # closed after the grace, the idle time counted again since
+        self.assertTrue(self.server.retired)
+
+    def test_a_job_in_the_idle_time_counts_it_again(self) -> None:
+        self.server.start()
+        self.reactor.advance(50)
+        self.run_job(1)
+        self.reactor.advance(20)
+        self.end_job(1)
+        self.reactor.advance(59)
+        self.assertTrue(self.server.running)
+        self.reactor.advance(1)
+        self.assertTrue(self.server.retired)
+
+    def test_idle_zero_never_retires(self) -> None:
+        self.server.idle = 0
+        self.server.start()
+        self.run_job(1)
+        self.end_job(1)
+        self.reactor.advance(10 ** 6)
+        self.assertTrue(self.server.running)
+        self.assertEqual(self.reactor.getDelayedCalls(), [])
+
+    def test_a_new_server_that_cannot_start_is_tried_again_by_the_next_job(self) -> None:
+        """(Too many open files, say: the job is started directly; the fork server is not given up.)"""
+        self.server.start()
+        self.reactor.advance(60)
+        self.patch(forkclient.forkseed, "take", lambda: None)
+        self.patch(forkclient.socket, "socketpair", lambda *_: (_ for _ in ()).throw(OSError(errno.EMFILE, "no")))
+        job_channel = JobChannel(1, PATHS, self.reactor, lambda *_: None)
+        self.assertRaises(OSError, self.server.spawn, job_channel)
+        self.assertEqual((self.server.running, self.server.available), (False, True))
+
+    def test_a_server_that_died_is_not_started_again(self) -> None:
+        """(LuxiD then starts its jobs directly: a server that dies at once must not be started for each job.)"""
+        self.server.start()
+        self.server.server_ended(Failure(ProcessTerminated(signal=9)))
+        self.assertEqual((self.server.available, self.reactor.getDelayedCalls()), (False, []))
 
 
 class SpawnFailureTests(SynchronousTestCase):
