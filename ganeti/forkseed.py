@@ -22,6 +22,11 @@ LuxiD takes the seed (L{take}) when its service starts the fork server; a
 second start (the service stopped and started again), a LuxiD started some
 other way, or a failed prefork run the fork server with C{python -m} as
 before (L{ganeti.luxid.forkclient.ForkServer.start}).
+
+LuxiD retires its fork server after a while without a job; for the next job
+it forks a new seed from itself as it runs (L{fork_running}): by then LuxiD
+runs its reactor, its log observers and maybe threads of its thread pool, so
+the child first undoes what it inherited of them (L{_leave_running}).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import os
 import socket
 import sys
 import threading
+from typing import Any
 
 import attrs
 
@@ -96,6 +102,24 @@ def prefork(argv: list[str]) -> Seed | None:
     global _seed
     if not wanted(argv) or "twisted.internet.reactor" in sys.modules or threading.active_count() != 1:
         return None
+    gc.freeze()  # the seed's collections leave what LuxiD's heap holds now (and its pages) alone
+    _seed = _fork(None)
+    return _seed
+
+
+def fork_running() -> Seed | None:
+    """A seed forked from this running LuxiD, for a new fork server after the last one was retired
+    (L{ganeti.luxid.forkclient.ForkServer.start}): it shares LuxiD's imported modules, so it imports only
+    what jobs need on top of them (half a new interpreter's time).  In the child, before anything else,
+    what LuxiD's running reactor left behind is undone (L{_leave_running}).  None if it could not fork
+    (or C{$GANETI_NO_FORKSEED} is set): LuxiD then runs the fork server with C{python -m}."""
+    if DISABLE_ENV in os.environ:
+        return None
+    return _fork(_leave_running)
+
+
+def _fork(in_child: Any) -> Seed | None:
+    """Fork a seed: LuxiD's ends, or None if it could not."""
     try:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     except OSError:
@@ -106,12 +130,13 @@ def prefork(argv: list[str]) -> Seed | None:
         mine.close()
         theirs.close()
         return None
-    gc.freeze()  # the seed's collections leave what LuxiD's heap holds now (and its pages) alone
     try:
         pid = os.fork()
     except OSError:
         pid = -1
     if pid == 0:
+        if in_child is not None:
+            in_child()
         _become_seed(theirs.fileno(), report_w)
     theirs.close()
     os.close(report_w)
@@ -119,8 +144,36 @@ def prefork(argv: list[str]) -> Seed | None:
         mine.close()
         os.close(reports)
         return None
-    _seed = Seed(pid, mine, reports)
-    return _seed
+    return Seed(pid, mine, reports)
+
+
+def _leave_running() -> None:
+    """In a seed forked from a running LuxiD, first: no signal handler of LuxiD's (Twisted's write to its
+    reactor's waker), no log observer of LuxiD's (they write to its log file; both descriptors are closed
+    next and their numbers may be reused), no reactor installed (each job installs its own; LuxiD's epoll
+    instance must not be shared), and no collection of what LuxiD's heap holds (its pages stay shared).
+    The threads of LuxiD's thread pool do not exist here; nothing here uses them."""
+    import signal
+
+    gc.freeze()
+    signal.set_wakeup_fd(-1)
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (ValueError, OSError):
+            continue
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    logger = sys.modules.get("twisted.logger")
+    if logger is not None:
+        publisher = logger.globalLogPublisher
+        for observer in list(getattr(publisher, "_observers", ())):
+            publisher.removeObserver(observer)
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # (twistd's log files otherwise)
+    sys.modules.pop("twisted.internet.reactor", None)
+    internet = sys.modules.get("twisted.internet")
+    if internet is not None:
+        vars(internet).pop("reactor", None)
 
 
 def adopt_message(root: str, rpc_port: int, environ: dict[str, str]) -> bytes:

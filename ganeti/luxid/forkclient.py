@@ -13,6 +13,9 @@ is confirmed at once (L{JobChannel.prerecorded}), without the durable write
 of the usual handshake.  Any other announcement (the spare died or went to
 another job, the job was forked) goes the usual way: recorded, then confirmed.
 
+LuxiD retires the server after L{IDLE} seconds without a job (C{--forkserver-idle}) and, for the next
+job, forks a new one from itself (L{ganeti.forkseed.fork_running}).
+
 LuxiD's two ends are closed when the job process has closed its own (end of
 file: it exited), at the latest L{EXIT_GRACE} seconds after the server
 reported the exit, and at once when the server dies or is stopped: a
@@ -198,14 +201,17 @@ class ForkServer:
 
     def start(self) -> None:
         """Run the fork server: the seed forked at LuxiD's start, if there is one (L{adopt}), else a new
-        C{python -m ganeti.luxid.forkserver} child.  It is retired after L{idle} seconds without a job."""
-        seed = forkseed.take()
+        C{python -m ganeti.luxid.forkserver} child.  It is retired after L{idle} seconds without a job; a new
+        one is then forked from LuxiD as it runs (L{forkseed.fork_running})."""
+        seed, how = forkseed.take(), "at LuxiD's start"
+        if seed is None and self.retired:
+            seed, how = forkseed.fork_running(), "from LuxiD"
         if seed is not None:
             try:
-                self.adopt(seed)
+                self.adopt(seed, how)
                 return
             except OSError as e:
-                self.log.warn("the fork server forked at LuxiD's start is gone ({e}); starting one", e=e)
+                self.log.warn("the fork server forked {how} is gone ({e}); starting one", how=how, e=e)
                 seed.close()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         os.makedirs(self.paths.log_dir, exist_ok=True)
@@ -231,7 +237,7 @@ class ForkServer:
         self._record_pid(self._process.pid)
         self.log.info("fork server started (pid {pid})", pid=self._process.pid)
 
-    def adopt(self, seed: Any) -> None:
+    def adopt(self, seed: Any, how: str = "at LuxiD's start") -> None:
         """Make C{seed} (a L{ganeti.forkseed.Seed}) the fork server: it is told this node's root, the
         RPC port and LuxiD's environment; its reports are read from its pipe, and the end of file on its
         socket (it is not LuxiD's child after twistd daemonized) is its end."""
@@ -248,7 +254,7 @@ class ForkServer:
         self._seed = seed
         self._started()
         self._record_pid(seed.pid)
-        self.log.info("fork server started (pid {pid}, forked at LuxiD's start)", pid=seed.pid)
+        self.log.info("fork server started (pid {pid}, forked {how})", pid=seed.pid, how=how)
 
     def _started(self) -> None:
         self.running, self.retired = True, False
@@ -316,7 +322,7 @@ class ForkServer:
 
     def _retire(self) -> None:
         """No job for L{idle} seconds: end the server (its memory comes back; the next job starts a new one,
-        which takes a new interpreter's imports: about 0.4 s).  Not while a job's pipes are open."""
+        forked from LuxiD, which imports what jobs need: about 0.2 s).  Not while a job's pipes are open."""
         self._idle_call = None
         if not self.running or self._channels:
             return  # (the last job's exit counts again)

@@ -3,7 +3,8 @@
 A cold Python interpreter needs ~100 ms before it can run a job.  LuxiD
 has one such server: forked at its start, sharing LuxiD's imported pages
 (L{ganeti.forkseed}), or started as its own child with
-C{spawnProcess} where that could not be done; the server imports
+C{spawnProcess} where that could not be done; after a while without a job
+LuxiD ends it and forks the next from itself as it runs; the server imports
 everything a job needs, then waits on fd 3, a Unix socket.
 For each job LuxiD makes the two handshake pipes itself and passes the
 child's ends with C{SCM_RIGHTS}; the server forks, the child puts them on

@@ -54,7 +54,7 @@ class Options(usage.Options):
          " tests and benchmarks (default: the cluster's liveness timeout, gnt-cluster modify --liveness-timeout,"
          " followed as it changes).", positive_float],
         ["forkserver-idle", None, forkclient.IDLE, "Seconds without a job before the job fork server is retired"
-         " (its memory comes back; the next job starts a new one, about 0.4 s slower); 0: never.",
+         " (its memory comes back; the next job starts a new one, about 0.2 s slower); 0: never.",
          daemon.seconds_or_never],
     ]
     optFlags = add_options([

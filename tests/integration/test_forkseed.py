@@ -104,8 +104,12 @@ async def test_an_idle_fork_server_is_retired_and_the_next_job_starts_a_new_one(
                 wait_for(lambda: recorded_pid(paths) is None)  # retired 2 s after the last job
                 wait_for(lambda: not alive(seed) and not any(alive(pid) for pid in spares))  # its spare too
                 assert run_jobs(client, 3, batch=3) == {"success": 3}
-            new = wait_for(lambda: recorded_pid(paths))
-            assert "ganeti.luxid.forkserver" in describe(new)[1]  # run anew: nothing left to fork it from
+                new = wait_for(lambda: recorded_pid(paths))
+                name, argv = describe(new)
+                assert name == forkseed.NAME and "ganeti.luxid.forkserver" not in argv, (name, argv)  # forked
+                held = open_files(new)
+                assert luxid.log_path not in held and paths.luxi_socket not in held, held  # none of LuxiD's
+                assert run_jobs(client, 3, batch=3) == {"success": 3}
             return seed, new
 
         seed, new = await threads.deferToThread(check)
@@ -113,7 +117,8 @@ async def test_an_idle_fork_server_is_retired_and_the_next_job_starts_a_new_one(
         with open(luxid.log_path, encoding="utf-8", errors="replace") as handle:
             log = handle.read()
         assert "fork server retired after 2.0s without a job" in log
-        assert "fork server died" not in log
+        assert "fork server started (pid %d, forked from LuxiD)" % new in log
+        assert "fork server died" not in log and "Traceback" not in log
 
 
 @pytest_twisted.ensureDeferred
@@ -123,6 +128,15 @@ async def test_the_fork_server_ends_with_luxid():
         spares = await threads.deferToThread(wait_for, lambda: children(seed))
         luxid.stop()
         await threads.deferToThread(wait_for, lambda: not alive(seed) and not any(alive(p) for p in spares))
+
+
+def open_files(pid: int) -> list[str]:
+    """What the descriptors of process C{pid} lead to."""
+    found = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        with contextlib.suppress(OSError):
+            found.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+    return found
 
 
 def children(pid: int) -> list[int]:

@@ -285,10 +285,21 @@ class IdleRetirementTests(SynchronousTestCase):
         self.server.start()
         self.reactor.advance(60)
         self.patch(forkclient.forkseed, "take", lambda: None)
+        self.patch(forkclient.forkseed, "fork_running", lambda: None)
         self.patch(forkclient.socket, "socketpair", lambda *_: (_ for _ in ()).throw(OSError(errno.EMFILE, "no")))
         job_channel = JobChannel(1, PATHS, self.reactor, lambda *_: None)
         self.assertRaises(OSError, self.server.spawn, job_channel)
         self.assertEqual((self.server.running, self.server.available), (False, True))
+
+    def test_the_new_server_is_forked_from_luxid_as_it_runs(self) -> None:
+        self.server.start()  # (the seed forked at LuxiD's start)
+        self.reactor.advance(60)
+        forked = self.new_seed()
+        self.patch(forkclient.forkseed, "take", lambda: None)  # taken already
+        self.patch(forkclient.forkseed, "fork_running", lambda: forked)
+        self.run_job(1)
+        self.assertEqual((self.server.running, self.server._seed), (True, forked))
+        self.assertEqual(self.received(self.servers[-1]), [b"adopt", b"job"])
 
     def test_a_server_that_died_is_not_started_again(self) -> None:
         """(LuxiD then starts its jobs directly: a server that dies at once must not be started for each job.)"""
