@@ -89,7 +89,9 @@ class LUInstanceStartup(InstanceLU[OpInstanceStartup]):
     one whose guest powered itself off (hypervisor state C{shutdown}, shown
     as C{USER_down} or C{ERROR_down}) is stopped first, then started.
     With C{ignore_offline_nodes} and an offline primary, only the admin
-    state is recorded.
+    state is recorded.  The admin state is recorded up (unless
+    C{no_remember}) before the start, as Ganeti does: a start that fails
+    leaves the instance marked up and stopped (C{ERROR_down}).
     """
 
     OP_ID = "OP_INSTANCE_STARTUP"
@@ -113,27 +115,29 @@ class LUInstanceStartup(InstanceLU[OpInstanceStartup]):
 
     async def exec_(self, feedback: Feedback) -> Any:
         inst, op = self.instance, self.op
-        if self.primary_offline:
-            await self.log_warning("Primary node offline, marked instance as started")
-        else:
+        info = None
+        if not self.primary_offline:
             await iu.check_bridges(self, inst.nics, self.pnode, inst.hypervisor or "")
             info = await iu.instance_info(self, inst)
-            if info is not None and info.get("state") != STATE_SHUTDOWN:
-                await self.feedback("Instance %s is already running" % inst.name)
-            else:
-                if info is not None:
-                    # its guest powered itself off: end what is left of it
-                    # (it still holds its memory, so no free-memory check;
-                    # Ganeti's "requires_cleanup")
-                    await iu.shutdown_instance_on(self, inst, self.pnode, 0)
-                else:
-                    memory = iu.instance_memory(self.cfg, inst, self.bep)
-                    await iu.check_node_free_memory(self, self.pnode, "starting instance %s" % inst.name, memory,
-                                                    inst.hypervisor or "")
-                await iu.start_instance_on(self, inst, self.pnode, hvp=self.hvp or None, bep=self.bep or None,
-                                           paused=op.startup_paused)
+            if info is None:
+                memory = iu.instance_memory(self.cfg, inst, self.bep)
+                await iu.check_node_free_memory(self, self.pnode, "starting instance %s" % inst.name, memory,
+                                                inst.hypervisor or "")
         if not op.no_remember:
-            await iu.set_admin_state(self, inst, iu.ADMIN_UP)
+            # marked up before the start, as Ganeti does: a start that fails (or a job killed during it) leaves an
+            # instance marked up and not running (ERROR_down), which verify reports and the watcher starts again
+            inst = await iu.set_admin_state(self, inst, iu.ADMIN_UP)
+        if self.primary_offline:
+            await self.log_warning("Primary node offline, marked instance as started")
+        elif info is not None and info.get("state") != STATE_SHUTDOWN:
+            await self.feedback("Instance %s is already running" % inst.name)
+        else:
+            if info is not None:
+                # its guest powered itself off: end what is left of it (it still holds its memory, so no
+                # free-memory check; Ganeti's "requires_cleanup")
+                await iu.shutdown_instance_on(self, inst, self.pnode, 0)
+            await iu.start_instance_on(self, inst, self.pnode, hvp=self.hvp or None, bep=self.bep or None,
+                                       paused=op.startup_paused)
         return None
 
 

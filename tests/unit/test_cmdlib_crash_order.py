@@ -163,6 +163,22 @@ class CreateTests(CrashOrderTestCase):
         self.ok(op("STARTUP"))
         self.assertEqual(self.verify(), (True, []))
 
+    def test_a_startup_killed_after_the_start_leaves_a_running_instance_marked_up(self) -> None:
+        """(The start before the admin state, killed between the two, would leave it running marked down: the
+        watcher would not repair that.)"""
+        self.ok(create(pnode=N2, start=False))
+        self.killed_at(op("STARTUP"), "instance_start", after=True)
+        self.assertEqual((self.web().admin_state, self.verify()), ("up", (True, [])))
+
+    def test_a_startup_killed_before_the_start_leaves_it_marked_up_and_stopped(self) -> None:
+        self.ok(create(pnode=N2, start=False))
+        self.killed_at(op("STARTUP"), "instance_start")
+        self.assertEqual(self.web().admin_state, "up")
+        self.assertEqual(self.verify(), (False, ["  - ERROR: instance %s: instance not running on its primary"
+                                                 " node %s" % (WEB, N2)]))
+        self.ok(op("STARTUP"))
+        self.assertEqual(self.verify(), (True, []))
+
     def test_failed_disk_leaves_nothing(self) -> None:
         self.rpc.fail[("blockdev_create", N2)] = "disk full"
         self.error(create(pnode=N2), kind="OpExecError")

@@ -157,6 +157,15 @@ class StateTests(InstanceTestCase):
         self.assertEqual(self.instance().beparams, {"maxmem": 512, "minmem": 512}, "overrides are not stored")
         self.assertIn("Unknown backend parameter", self.error(op("STARTUP", beparams={"x": 1})))
 
+    def test_a_failed_start_leaves_the_instance_marked_up_as_in_ganeti(self) -> None:
+        self.rpc.fail[("instance_start", N2)] = "qemu died"
+        self.assertIn("qemu died", self.error(op("STARTUP"), kind="OpExecError"))
+        self.assertEqual(self.admin()[0], "up")  # shown ERROR_down; the watcher tries again
+        self.rpc.memory[N2] = 256
+        self.ok(op("SHUTDOWN"))
+        self.error(op("STARTUP"), code=errors.ECODE_NORES)
+        self.assertEqual(self.admin()[0], "down", "a prerequisite that fails marks nothing")
+
     def test_no_remember(self) -> None:
         self.ok(op("STARTUP", no_remember=True))
         self.assertEqual(self.admin()[0], "down")
