@@ -104,6 +104,56 @@ class SeedProcessTests(SynchronousTestCase):
         self.assertEqual(result, [True, True])
 
 
+class ForkRunningTests(SynchronousTestCase):
+    def test_a_seed_forked_from_a_running_daemon_keeps_none_of_its_reactor_signals_or_logging(self) -> None:
+        """A reactor running with its signal handlers, a log observer writing to a file and a thread of
+        its pool busy: the child has none of them once L{forkseed._leave_running} ran, and installs a
+        reactor of its own."""
+        log = os.path.join(temp_root(self, "gntfr").root, "daemon.log")
+        result = run_python("""
+            import gc, json, os, signal, sys, time
+            from twisted.internet import reactor
+            from twisted.logger import Logger, globalLogBeginner, textFileLogObserver
+            from ganeti import forkseed
+
+            globalLogBeginner.beginLoggingTo([textFileLogObserver(open(%r, "a"))])
+
+            def inside():
+                reactor.callInThread(time.sleep, 1)  # a thread of the pool, busy at the fork
+                old = id(reactor)
+                before = [signal.getsignal(signal.SIGTERM) != signal.SIG_DFL, signal.set_wakeup_fd(-1)]
+                signal.set_wakeup_fd(before[1])
+                r, w = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    forkseed._leave_running()
+                    Logger().info("written by the child")
+                    from twisted.internet import reactor as own
+                    state = {"own_reactor": id(own) != old, "term": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+                             "int": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                             "wakeup": signal.set_wakeup_fd(-1), "frozen": gc.get_freeze_count() > 0,
+                             "stdout": sys.stdout is sys.__stdout__}
+                    os.write(w, json.dumps(state).encode())
+                    os._exit(0)
+                os.close(w)
+                state = json.loads(os.read(r, 65536))
+                os.waitpid(pid, 0)
+                Logger().info("written by the daemon")
+                os.write(1, json.dumps({"before": before, "child": state}).encode() + b"\\n")  # (print: the log)
+                reactor.stop()
+
+            reactor.callWhenRunning(inside)
+            reactor.run()
+        """ % log)
+        self.assertEqual(result["child"], {"own_reactor": True, "term": True, "int": True, "wakeup": -1,
+                                           "frozen": True, "stdout": True})
+        self.assertTrue(result["before"][0] and result["before"][1] >= 0, result)  # (the daemon had them)
+        with open(log, encoding="utf-8") as handle:
+            written = handle.read()
+        self.assertIn("written by the daemon", written)
+        self.assertNotIn("written by the child", written)
+
+
 class AdoptionTests(SynchronousTestCase):
     """LuxiD's side: the seed is told what it needs, its reports are read, its end is seen."""
 
