@@ -259,8 +259,9 @@ def qmp_socket(paths: Paths, name: str) -> str:
 
 def qmp_status(path: str, timeout: float = 5.0) -> str:
     """qemu's C{query-status} and C{query-chardev} answers on the QMP socket
-    C{path}, and where the guest's first CPU is twice a second apart (HMP
-    C{info registers}: a guest that moves on changes its RIP), or why not."""
+    C{path}, and where the guest's first CPU is three times a second apart (HMP
+    C{info registers}: a guest that moves on changes its RIP; RAX and RDX
+    after a C{rdtsc} show whether its clock moves), or why not."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
@@ -282,9 +283,10 @@ def qmp_status(path: str, timeout: float = 5.0) -> str:
             execute("qmp_capabilities")
             answers.append(json.dumps(execute("query-status")))
             answers.append(json.dumps(execute("query-chardev")))
-            for _ in range(2):
+            for _ in range(3):
                 registers = str(execute("human-monitor-command", {"command-line": "info registers"}))
-                answers.append(" ".join(re.findall(r"\b(?:RIP|EIP|HLT)=\S+", registers)) or registers[:200])
+                answers.append(" ".join(re.findall(r"\b(?:RIP|EIP|HLT|RAX|RDX|RFL)=\S+", registers))
+                               or registers[:200])
                 time.sleep(1)
             return "\n".join(answers)
     except (OSError, ValueError) as e:
