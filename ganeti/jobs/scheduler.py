@@ -55,6 +55,32 @@ class Decision:
             (job_id, filtering.reject_message(rule)) for job_id, rule in self.reject]
 
 
+class JobTable(dict[int, QueuedJob]):
+    """LuxiD's live jobs by id.  It also keeps the ids of the jobs that may not be finalized
+    (L{pending}), so that a scheduling pass costs what is queued, waiting or running, not the
+    thousands of finished jobs a busy master keeps until they are archived (0.9 us each)."""
+
+    def __init__(self, jobs: Mapping[int, QueuedJob] | None = None) -> None:
+        super().__init__(jobs or {})
+        self.unfinished = set(self)
+
+    def __setitem__(self, job_id: int, job: QueuedJob) -> None:
+        super().__setitem__(job_id, job)
+        self.unfinished.add(job_id)
+
+    def pending(self) -> dict[int, QueuedJob]:
+        """The jobs not finalized; the ids of finalized or removed ones are forgotten as they are found
+        (a finalized job never runs again; one put back, e.g. a state restored, is set anew)."""
+        found = {}
+        for job_id in list(self.unfinished):
+            job = self.get(job_id)
+            if job is None or job.finalized:
+                self.unfinished.discard(job_id)
+            else:
+                found[job_id] = job
+        return found
+
+
 def schedule(
     jobs: Mapping[int, QueuedJob],
     running: Collection[int],
@@ -78,9 +104,10 @@ def schedule(
         (L{filtering.rules_from_config}).
     """
     running_ids = set(running)
+    pending = jobs.pending() if isinstance(jobs, JobTable) else jobs  # (finished ones are no candidates)
     candidates = sorted(
         (job.priority, job_id)
-        for job_id, job in jobs.items()
+        for job_id, job in pending.items()
         if job_id not in running_ids and job.status in _SCHEDULABLE
     )
     free = max(0, max_running - len(running_ids))

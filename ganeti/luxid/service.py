@@ -98,7 +98,7 @@ class LuxidService(Service):
         self.killing: set[int] = set()
         #: sends a signal to a pid (tests replace it)
         self.os_kill: Callable[[int, int], None] = os.kill
-        self.jobs: dict[int, QueuedJob] = {}
+        self.jobs = scheduler.JobTable()
         #: job id -> the state clients see while its final file waits for a majority of candidates
         self.shown: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
@@ -138,7 +138,7 @@ class LuxidService(Service):
     def startService(self) -> None:
         super().startService()
         self._livelock_fd = hold_lockfile(self.livelock)
-        self.jobs = self.queue.load_live_jobs()
+        self.jobs = scheduler.JobTable(self.queue.load_live_jobs())
         self.submissions.rebuild(self.jobs.values())
         recovery.recover(self)
         if self.replicator is not None:

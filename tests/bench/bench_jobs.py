@@ -7,7 +7,9 @@ shared, the node exclusive, NodeD's C{test_delay}) on a one-node loopback
 cluster.  The daemons trace every job's hops (L{ganeti.jobs.trace}): the
 median time of each hop since the client sent the job is printed, and the
 CPU each daemon spends per job (load-independent, unlike wall time).
-Prints tables, then one JSON line.
+Then the latency once C{--finished-jobs} more finished jobs are in the queue
+(C{submit_final_p50_ms_finished_N}: a busy master keeps them until they are
+archived).  Prints tables, then one JSON line.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from tests.bench.quorum import candidate_config, job_reached, parse_candidates, 
 
 #: instances in the config of the big config's jobs (L{tests.bench.jobs_big_config}; C{--instances})
 BIG_CONFIG = 10000
+#: finished jobs added to the queue before the last latency measurement (C{--finished-jobs})
+FINISHED = 3000
 #: rounds of the latency measurements (the first L{WARM_UP} are left out)
 ROUNDS = 60
 WARM_UP = 5
@@ -84,6 +88,22 @@ def burst(client: LuxiClient, count: int = 200) -> float:
     for job_id in ids:
         assert follow(client, job_id) == "success"
     return count / (time.perf_counter() - start)
+
+
+def with_finished_jobs(client: LuxiClient, count: int, rounds: int = 30) -> list[float]:
+    """Milliseconds of single jobs once C{count} more finished jobs are in the queue (a busy master keeps
+    its finished jobs until they are archived, 6 hours later)."""
+    for start in range(0, count, 500):
+        answers = client.submit_many_jobs([[delay_op()] for _ in range(min(500, count - start))])
+        for ok, job_id in answers:
+            status = follow(client, job_id) if ok else job_id
+            assert status == "success", (status, client.query_jobs([job_id], ["opresult"]))
+    took = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        assert follow(client, client.submit_job([delay_op()])) == "success"
+        took.append((time.perf_counter() - start) * 1000)
+    return took
 
 
 def cli_delay(paths: Any, rounds: int = 15) -> list[float]:
@@ -152,21 +172,24 @@ async def traced_latency(reactor: Any, paths: Any, trace_path: str, op: dict[str
     return samples, per_job
 
 
-async def measure(reactor: Any, paths: Any, trace_path: str) -> dict[str, float]:
-    """Job latency, the burst and the CLI's wall time against the LuxiD of C{paths}."""
+async def measure(reactor: Any, paths: Any, trace_path: str, finished: int = 0) -> dict[str, float]:
+    """Job latency, the burst and the CLI's wall time against the LuxiD of C{paths}, then the latency once
+    C{finished} more finished jobs are in its queue."""
     lat, cpu = await traced_latency(reactor, paths, trace_path, None, "no locks")
     client = LuxiClient(paths.luxi_socket)
     try:
         rate = await threads.deferToThread(burst, client)
+        cli = await threads.deferToThread(cli_delay, paths)
+        crowded = await threads.deferToThread(with_finished_jobs, client, finished) if finished else []
     finally:
         client.close()
-    cli = await threads.deferToThread(cli_delay, paths)
     return {
         "submit_final_p50_ms": percentile(lat, 50),
         "submit_final_p99_ms": percentile(lat, 99),
         "cpu_per_job_ms": sum(cpu.values()),
         "burst200_jobs_per_s": rate,
         "cli_delay_ms": percentile(cli, 50) if cli else -1.0,
+        **({"submit_final_p50_ms_finished_%d" % finished: percentile(crowded, 50)} if crowded else {}),
     }
 
 
@@ -193,7 +216,7 @@ async def on_cluster(reactor: Any, candidates: int, trace_path: str) -> dict[str
                                   job_reached(1), luxid=True)
 
 
-async def main(reactor: Any, candidates: int = 0, instances: int = BIG_CONFIG) -> None:
+async def main(reactor: Any, candidates: int = 0, instances: int = BIG_CONFIG, finished: int = FINISHED) -> None:
     load_before = os.getloadavg()[0]
     paths = make_root("gntj")
     seed_config(paths, initial_config("bench.test", "node1.test", "127.0.1.1"))
@@ -207,7 +230,7 @@ async def main(reactor: Any, candidates: int = 0, instances: int = BIG_CONFIG) -
                 await wconfd.ready(reactor)
                 luxid.start()
                 await luxid.ready(reactor)
-            results = await measure(reactor, paths, trace_path)
+            results = await measure(reactor, paths, trace_path, finished)
             luxid.stop()  # the spawn measurement takes LuxiD's place on this root
             spawns = await spawn_cost(reactor, paths)
         finally:
@@ -230,6 +253,8 @@ async def main(reactor: Any, candidates: int = 0, instances: int = BIG_CONFIG) -
         ("200 jobs at once (SubmitManyJobs)", "%.1f jobs/s" % results["burst200_jobs_per_s"], ">= 50 jobs/s", "3.5 jobs/s"),
         ("spawn -> handshake confirmed p50", "%.1f ms" % results["spawn_p50_ms"], "<= 20 ms", "~200 ms"),
         ("spawn -> handshake confirmed p99", "%.1f ms" % results["spawn_p99_ms"], "", ""),
+        *([("... with %d more finished jobs in the queue, p50" % finished,
+            "%.1f ms" % results["submit_final_p50_ms_finished_%d" % finished], "", "")] if finished else []),
         ("gnt-debug delay 0.001 wall time p50", "%.0f ms" % results["cli_delay_ms"] if results["cli_delay_ms"] >= 0 else "n/a (no gnt-debug)", "<= 150 ms", "382 ms"),
     ]
     summary: dict[str, float] = {k: round(v, 3) for k, v in results.items()}
@@ -258,8 +283,12 @@ async def main(reactor: Any, candidates: int = 0, instances: int = BIG_CONFIG) -
 if __name__ == "__main__":
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--instances", type=int, default=BIG_CONFIG)
+    extra.add_argument("--finished-jobs", type=int, default=FINISHED)
     known, rest = extra.parse_known_args(sys.argv[1:])
     if "-h" in rest or "--help" in rest:
         print("  --instances N  instances of the big config's jobs (default %d; 0: not measured)" % BIG_CONFIG)
+        print("  --finished-jobs N  finished jobs added to the queue before the last latency (default %d; 0: not"
+              " measured)" % FINISHED)
     count = parse_candidates(rest, "scripts/bench jobs")
-    task.react(lambda reactor: defer.ensureDeferred(main(reactor, count, max(0, known.instances))))
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, count, max(0, known.instances),
+                                                         max(0, known.finished_jobs))))

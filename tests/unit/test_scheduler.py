@@ -376,3 +376,37 @@ def test_start_respects_capacity_and_never_restarts(case):
                 continue
             deps = candidate.depends()
             assert any(d in jobs and jobs[d].status not in FINALIZED for d, _w in deps)
+
+
+# --- LuxiD's job table: finished jobs cost a scheduling pass nothing -------------------------
+
+
+def test_a_job_table_schedules_as_a_plain_mapping_and_looks_at_finished_jobs_once():
+    from ganeti.jobs.scheduler import JobTable
+
+    done = [job(i, SUCCESS) for i in range(1, 1001)]
+    table = JobTable(jobs_of(*done, job(1001), job(1002, depends=[[1000, [SUCCESS]]]), job(1003, RUNNING)))
+    plain = dict(table)
+    assert schedule(table, [1003], 20) == schedule(plain, [1003], 20) == Decision(start=[1001, 1002])
+    assert table.unfinished == {1001, 1002, 1003}  # the finished ones are forgotten, not looked at again
+    table[1001].ops[0].status = SUCCESS  # finalized in place (LuxiD's own cancel or failure)
+    assert schedule(table, [1003], 20) == Decision(start=[1002]) and table.unfinished == {1002, 1003}
+    table[1001] = job(1001)  # a state put back (e.g. one the disk could not take): scheduled again
+    table[1004] = job(1004)  # a submission
+    del table[1002]  # archived or removed
+    assert schedule(table, [1003], 20) == Decision(start=[1001, 1004])
+    assert table.unfinished == {1001, 1003, 1004}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([QUEUED, WAITING, RUNNING, SUCCESS, ERROR, CANCELED]),
+                          st.integers(-2, 2)), max_size=30),
+       st.integers(0, 5))
+def test_a_job_table_decides_what_a_plain_mapping_does(specs, max_running):
+    from ganeti.jobs.scheduler import JobTable
+
+    jobs = {i: job(i, status, priority) for i, (status, priority) in enumerate(specs, 1)}
+    running = [i for i, j in jobs.items() if j.status == RUNNING]
+    table = JobTable(jobs)
+    assert schedule(table, running, max_running) == schedule(dict(jobs), running, max_running)
+    assert schedule(table, running, max_running) == schedule(dict(jobs), running, max_running)  # (again)
