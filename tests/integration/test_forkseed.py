@@ -15,6 +15,7 @@ from typing import AsyncIterator
 
 import pytest_twisted
 from twisted.internet import reactor, threads
+from twisted.internet.task import deferLater
 
 from ganeti import forkseed
 from ganeti.config.bootstrap import initial_config
@@ -22,7 +23,7 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.luxid.forkclient import recorded_pid
 from ganeti.paths import Paths
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
-from ganeti.testing.fdcount import run_jobs
+from ganeti.testing.fdcount import quick_job, run_jobs, wait_final
 
 
 def wait_for(what, timeout: float = 30.0):
@@ -119,6 +120,52 @@ async def test_an_idle_fork_server_is_retired_and_the_next_job_starts_a_new_one(
         assert "fork server retired after 2.0s without a job" in log
         assert "fork server started (pid %d, forked from LuxiD)" % new in log
         assert "fork server died" not in log and "Traceback" not in log
+
+
+@pytest_twisted.ensureDeferred
+async def test_luxid_killed_as_a_job_wakes_its_retired_fork_server_loses_no_job():
+    """SIGKILL at moments from before to after the new fork server was forked for a job (LuxiD on
+    --forkserver-idle 0.5), and LuxiD started again each time: every acknowledged job succeeds, and no
+    fork server of a killed LuxiD is left behind."""
+    async with luxid_running("--forkserver-idle", "0.5") as (paths, luxid):
+        job_ids = []
+        for delay in (0.0, 0.01, 0.03, 0.1, 0.3):
+            await deferLater(reactor, 1.0, lambda: None)  # (retired by now)
+            job_ids.append(await threads.deferToThread(submit_one, paths))
+            await deferLater(reactor, delay, lambda: None)
+            luxid.kill()
+            luxid.start()
+            await luxid.ready(reactor)
+
+        def check() -> dict[int, str]:
+            with LuxiClient(paths.luxi_socket, timeout=60) as client:
+                statuses = wait_final(client, job_ids, timeout=120)
+                longer = int(client.submit_job(quick_job(2.0)))
+                wait_for(lambda: fork_servers(paths))  # (seen while it runs: the check below can fail)
+                wait_final(client, [longer], timeout=60)
+            wait_for(lambda: not fork_servers(paths), timeout=30)  # none of a killed LuxiD; the last one retired
+            return statuses
+
+        statuses = await threads.deferToThread(check)
+        assert statuses == {job_id: "success" for job_id in job_ids}, statuses
+
+
+def submit_one(paths: Paths) -> int:
+    with LuxiClient(paths.luxi_socket, timeout=60) as client:
+        return int(client.submit_job(quick_job()))
+
+
+def fork_servers(paths: Paths) -> list[int]:
+    """The processes forked for C{paths}' LuxiD (fork servers, spares, jobs: named so, writing to its jobs log)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            name, _argv = describe(int(entry))
+            if name == forkseed.NAME and paths.log_file("jobs") in open_files(int(entry)) and alive(int(entry)):
+                found.append(int(entry))
+    return found
 
 
 @pytest_twisted.ensureDeferred
