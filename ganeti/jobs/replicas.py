@@ -239,7 +239,7 @@ def plan(desired: Listing, held: Listing, names: Iterable[str] | None = None) ->
         job_id = job_id_of(name)
         if job_id is not None and is_archived(name):
             wanted.add(live_name(job_id))
-    after = dict(held)
+    after = {name: held[name] for name in wanted if name in held}  # (only these are looked at: no copy of all)
     renames: list[Operation] = []
     for name in sorted(wanted, key=_order):
         if is_archived(name) and name in desired and name not in after:

@@ -7,6 +7,8 @@ import hashlib
 import os
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -403,3 +405,43 @@ class VerifyTests(SynchronousTestCase):
         self.fake.down.add("node3.test")
         self.verify()
         self.assertEqual([(n, w) for _c, n, _m, w in self.lu.errors], [("node3.test", True)])
+
+
+_NAMES = ["job-1", "job-2", "job-3", "archive/0/job-1", "archive/0/job-2", "serial", "drain"]
+
+
+def _apply(held: dict[str, Any], desired: dict[str, Any], steps: list[Any]) -> dict[str, Any]:
+    """What a candidate holding C{held} holds after C{steps} (updates take the master's version)."""
+    after = dict(held)
+    for step in steps:
+        if isinstance(step, Rename):
+            after[step.new] = after.pop(step.old)
+        elif isinstance(step, Update):
+            after[step.name] = desired[step.name]
+        elif isinstance(step, SetDrain):
+            after.pop("drain", None)
+            if step.flag:
+                after["drain"] = desired["drain"]
+        elif isinstance(step, Remove):
+            for name in step.names:
+                after.pop(name, None)
+    return after
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(_NAMES), st.sampled_from("abc")),
+       st.dictionaries(st.sampled_from(_NAMES), st.sampled_from("abc")),
+       st.sets(st.sampled_from(_NAMES)))
+def test_a_plan_for_some_names_brings_just_those_to_the_masters_version(desired, held, names) -> None:
+    """(The drain flag is a file's presence: its content is not compared.)"""
+
+    def flag(listing: dict[str, Any]) -> dict[str, Any]:
+        return {n: (True if n == "drain" else v) for n, v in listing.items()}
+
+    after = flag(_apply(held, desired, plan(desired, held, names)))
+    archived_of = {name: "job-" + name.rsplit("-", 1)[1] for name in names if name.startswith("archive/")}
+    touched = set(names) | set(archived_of.values())
+    assert {n: after.get(n) for n in names} == {n: flag(desired).get(n) for n in names}
+    assert {n: v for n, v in after.items() if n not in touched} == {n: v for n, v in flag(held).items()
+                                                                    if n not in touched}
+    assert flag(_apply(held, desired, plan(desired, held))) == flag(desired)  # (everything, compared in full)
