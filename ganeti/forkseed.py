@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import Callable
 
 import attrs
 
@@ -118,8 +119,8 @@ def fork_running() -> Seed | None:
     return _fork(_leave_running)
 
 
-def _fork(in_child: Any) -> Seed | None:
-    """Fork a seed: LuxiD's ends, or None if it could not."""
+def _fork(in_child: Callable[[], None] | None) -> Seed | None:
+    """Fork a seed (C{in_child} run first in the child): LuxiD's ends, or None if it could not."""
     try:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     except OSError:
@@ -153,8 +154,6 @@ def _leave_running() -> None:
     next and their numbers may be reused), no reactor installed (each job installs its own; LuxiD's epoll
     instance must not be shared), and no collection of what LuxiD's heap holds (its pages stay shared).
     The threads of LuxiD's thread pool do not exist here; nothing here uses them."""
-    import signal
-
     gc.freeze()
     signal.set_wakeup_fd(-1)
     for signum in signal.valid_signals():

@@ -301,7 +301,7 @@ class ForkServer:
             self._record_pid(None)
         self.running = False
         self.spare = self.planned = None
-        self._idle_from_now(never=True)
+        self._idle_stop()
         self._unwatch()
         seed, self._seed = self._seed, None
         if seed is not None:
@@ -312,13 +312,17 @@ class ForkServer:
             self._sock = None
         self._close_all_pipes()
 
-    def _idle_from_now(self, never: bool = False) -> None:
-        """Count L{idle} seconds without a job from now (C{never}: stop counting)."""
+    def _idle_from_now(self) -> None:
+        """Count L{idle} seconds without a job from now."""
+        self._idle_stop()
+        if self.idle > 0:
+            self._idle_call = self.reactor.callLater(self.idle, self._retire)
+
+    def _idle_stop(self) -> None:
+        """Stop counting the idle time (a job came, or the server is gone)."""
         if self._idle_call is not None and self._idle_call.active():
             self._idle_call.cancel()
         self._idle_call = None
-        if not never and self.idle > 0:
-            self._idle_call = self.reactor.callLater(self.idle, self._retire)
 
     def _retire(self) -> None:
         """No job for L{idle} seconds: end the server (its memory comes back; the next job starts a new one,
@@ -356,7 +360,7 @@ class ForkServer:
         A retired server is started again first."""
         if self.retired:
             self.start()
-        self._idle_from_now(never=True)
+        self._idle_stop()
         if not self.running or self._sock is None:
             raise RuntimeError("the fork server is not running")
         plan, self.planned = self.planned, None
@@ -427,7 +431,7 @@ class ForkServer:
         if was_running:
             self._record_pid(None)
         self.spare = self.planned = None
-        self._idle_from_now(never=True)
+        self._idle_stop()
         if was_running:
             self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)
         # Its children live on (they are their own sessions); LuxiD follows

@@ -94,10 +94,7 @@ def with_finished_jobs(client: LuxiClient, count: int, rounds: int = 30) -> list
     """Milliseconds of single jobs once C{count} more finished jobs are in the queue (a busy master keeps
     its finished jobs until they are archived, 6 hours later)."""
     for start in range(0, count, 500):
-        answers = client.submit_many_jobs([[delay_op()] for _ in range(min(500, count - start))])
-        for ok, job_id in answers:
-            status = follow(client, job_id) if ok else job_id
-            assert status == "success", (status, client.query_jobs([job_id], ["opresult"]))
+        burst(client, min(500, count - start))
     took = []
     for _ in range(rounds):
         start = time.perf_counter()
