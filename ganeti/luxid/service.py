@@ -551,9 +551,9 @@ class LuxidService(Service):
         checked = [check_job(jobs_ops[i], i, len(jobs_ops), first + n) for n, i in enumerate(new)]
         written: list[tuple[QueuedJob, bytes]] = []
         try:
-            # the renames of the serial and the job files are made durable by one fsync of the queue
-            # directory, here or in sync_jobs, before any of them is acknowledged
-            ids = self.queue.allocate_ids(len(checked), sync_dir=False) if checked else []
+            # the renames of the job files are made durable by one fsync of the queue directory, here or
+            # in sync_jobs, before any of them is acknowledged (the serial is written in place, not fsynced)
+            ids = self.queue.allocate_ids(len(checked)) if checked else []
             now = time.time()
             for job_id, ops in zip(ids, checked):
                 job = QueuedJob.new(job_id, private.hold(self.private, job_id, scheduler.resolve_relative_depends(

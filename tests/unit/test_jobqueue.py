@@ -210,7 +210,7 @@ def test_failed_serial_write_gives_out_no_ids(queue, paths, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(serializer, "write_file", broken)
+    monkeypatch.setattr(os, "pwrite", broken)
     with pytest.raises(OSError):
         queue.allocate_ids(1)
     monkeypatch.undo()
@@ -239,6 +239,44 @@ def test_empty_serial_after_a_crash_continues_after_the_job_files(paths):
         q.allocate_ids(4)
         q.write_job(make_job(4))
     serializer.write_file(os.path.join(paths.queue_dir, "serial"), b"")
+    with JobQueueDir(paths) as q:
+        assert q.allocate_ids(1) == [5]
+
+
+def test_serial_is_written_in_place(queue, paths):
+    """The serial is rewritten in its file, not replaced by a rename (which makes ext4 write the data out at
+    once, in LuxiD's thread): the same inode throughout, no temporary file left."""
+    serial_path = os.path.join(paths.queue_dir, "serial")
+    queue.allocate_ids(1)
+    inode = os.stat(serial_path).st_ino
+    for _ in range(12):  # past 9 -> 10: the text grows by a digit
+        queue.allocate_ids(1)
+    assert os.stat(serial_path).st_ino == inode
+    assert open(serial_path, "rb").read() == b"13\n"
+    assert sorted(os.listdir(paths.queue_dir)) == ["archive", "lock", "serial", "version"]
+
+
+def test_serial_text_longer_than_the_new_one_is_cut(paths):
+    """A serial file with more than the number in it (written by something else): nothing of it stays after
+    the new number."""
+    os.makedirs(paths.queue_dir, exist_ok=True)
+    with open(os.path.join(paths.queue_dir, "serial"), "wb") as handle:
+        handle.write(b"7\n\n\n\n\n\n")
+    with JobQueueDir(paths) as q:
+        assert q.allocate_ids(1) == [8]
+    assert open(os.path.join(paths.queue_dir, "serial"), "rb").read() == b"8\n"
+    with JobQueueDir(paths) as q:
+        assert q.allocate_ids(1) == [9]
+
+
+def test_serial_of_nul_bytes_after_a_crash_continues_after_the_job_files(paths):
+    """A file written in place whose data never reached the disk may read as NUL bytes after a crash: as an
+    empty serial, the job files tell where to continue."""
+    with JobQueueDir(paths) as q:
+        q.allocate_ids(4)
+        q.write_job(make_job(4))
+    with open(os.path.join(paths.queue_dir, "serial"), "wb") as handle:
+        handle.write(b"\0\0")
     with JobQueueDir(paths) as q:
         assert q.allocate_ids(1) == [5]
 
