@@ -147,6 +147,11 @@ class Paths:
         return os.path.join(self.socket_dir, "ganeti-master")
 
     @property
+    def noded_socket(self) -> str:
+        """NodeD's node RPC for this node's own processes: plain HTTP over a Unix socket (L{ganeti.rpc.local})."""
+        return os.path.join(self.socket_dir, "ganeti-noded")
+
+    @property
     def livelock_dir(self) -> str:
         return os.path.join(self.run_dir, "livelocks")
 

@@ -91,8 +91,9 @@ class _Assignment:
 
 async def warm_node_rpc(reactor: Any, paths: Paths, rpc_port: int) -> None:
     """Call C{version} on this node's NodeD with the process's node RPC client
-    (L{ganeti.cmdlib.base.process_rpc}): the TLS handshake and the client's
-    first-use costs are paid before the job, whose calls to this node find the
+    (L{ganeti.cmdlib.base.process_rpc}): the connection (to NodeD's Unix
+    socket, L{ganeti.rpc.local}) and the client's first-use costs are paid
+    before the job, whose calls to this node find the
     connection open in the client's pool, or wait for the call still under
     way (L{ganeti.rpc.client.RpcClient.warm}) instead of opening another.
     Nothing is run that changes anything; a NodeD that does not answer leaves

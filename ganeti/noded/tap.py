@@ -6,7 +6,9 @@
 Serves node RPC over HTTPS with mutual TLS: the TLS layer is a
 C{TLSMemoryBIOFactory} around the web site on a plain TCP endpoint, so that
 the handshake can require and pin the client's cluster certificate before
-any HTTP is parsed.
+any HTTP is parsed.  The same procedures are served as plain HTTP on a
+Unix socket (C{var/run/ganeti/socket/ganeti-noded}, mode 0600) to this
+node's own processes (L{ganeti.rpc.local}).
 
 Without C{server.pem} but with a join token, noded starts in unjoined mode
 (L{ganeti.noded.join}, served by a child process: L{ganeti.noded.joinchild})
@@ -20,7 +22,7 @@ import socket
 from typing import Any
 
 from twisted.application.service import IService, MultiService
-from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint, UNIXServerEndpoint
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
 from twisted.python import usage
@@ -41,6 +43,7 @@ from ganeti.noded.warm import WarmService
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor, installed
 from ganeti.rpc import join, wire
+from ganeti.rpc.local import SOCKET_MODE
 from ganeti.rpc.tls import ReloadingServerContextFactory
 
 #: noded's defaults: bodies may be large (up to 512 MiB), and only a peer
@@ -162,6 +165,8 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
     # automatic failover: the candidate's side (acts only with the cluster's auto_failover on)
     elections = ElectionService(paths, reactor, options["port"])
 
+    local: list[Any] = []  # the factory of the local socket, made with joined mode's
+
     def joined_factory() -> Any:
         tls = ReloadingServerContextFactory(paths)  # follows server.pem: renew-crypto without a restart
         procedures = NodeProcedures(paths, reactor, shutdown=reactor.stop, port=options["port"],
@@ -173,7 +178,19 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
             procedures.instances.state_changed = heartbeats.instances_changed
         procedures.config_follower.flush()  # config deltas journalled before a stop: into config.data now
         reactor.callWhenRunning(accel_start.probe_at_start, paths, procedures.instances)
+        local.append(guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), None))
         return guard(node_site(procedures, access_log=bool(options["access-log"]), reactor=reactor), tls)
+
+    def local_listener() -> Any:
+        """The same procedures for this node's own processes: plain HTTP on a Unix socket (L{ganeti.rpc.local})."""
+        path = paths.noded_socket
+        endpoint = UNIXServerEndpoint(reactor, path, backlog=http_limits.BACKLOG, mode=SOCKET_MODE)
+        return stream_listener(endpoint, local[-1], "%s (Unix)" % path, daemon="ganeti-noded", reactor=reactor,
+                               stale_socket=path)
+
+    def after_join() -> None:
+        local_listener().setServiceParent(root)
+        start_mond(paths, address, options["mond-port"], reactor)
 
     unjoined = not os.path.exists(paths.server_pem) and options.get("token")
     if not unjoined:
@@ -198,9 +215,9 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         # the join in a child process (its pyOpenSSL and cryptography stay out of NodeD)
         JoinChild(paths, endpoint.listen, socket.AF_INET6 if ":" in address else socket.AF_INET, options["token"],
                   joined_factory, limits=limits, reactor=reactor, where=where,
-                  token_file=options.get("join-token-file"), stop=reactor.stop,
-                  after_join=lambda: start_mond(paths, address, options["mond-port"], reactor)
+                  token_file=options.get("join-token-file"), stop=reactor.stop, after_join=after_join,
                   ).setServiceParent(root)
     else:
         stream_listener(endpoint, factory, where, daemon="ganeti-noded", reactor=reactor).setServiceParent(root)
+        local_listener().setServiceParent(root)
     return root

@@ -58,6 +58,7 @@ from ganeti.paths import Paths
 from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures, wire
 from ganeti.rpc.contract import Call, Runner
+from ganeti.rpc.local import LocalNoded, unix_endpoint
 from ganeti.rpc.tls import PinnedPolicy, ReloadingPolicy
 from ganeti.tlsbio import TLSError, wrap_client
 
@@ -91,15 +92,23 @@ class NodeEndpoints:
 
     @param policy: the TLS policy for C{https} URLs
     @param connect_timeout: seconds to establish a TCP connection
+    @param local: this node's NodeD, reached over its Unix socket without
+        TLS (L{ganeti.rpc.local}); C{None}: every node over TCP
     """
 
-    def __init__(self, reactor: ITimeTCPReactor, policy: Any, connect_timeout: float) -> None:
+    def __init__(self, reactor: ITimeTCPReactor, policy: Any, connect_timeout: float,
+                 local: LocalNoded | None = None) -> None:
         self._reactor = reactor
         self._policy = policy
         self._timeout = connect_timeout
+        self._local = local
 
     def endpointForURI(self, uri: Any) -> Any:
-        endpoint = tcp_client_endpoint(self._reactor, uri.host.decode("ascii"), uri.port, self._timeout)
+        host = uri.host.decode("ascii")
+        path = self._local.socket_for(host, uri.port) if self._local is not None else None
+        if path is not None:
+            return unix_endpoint(self._reactor, path, self._timeout)
+        endpoint = tcp_client_endpoint(self._reactor, host, uri.port, self._timeout)
         if uri.scheme == b"https":
             endpoint = wrap_client(self._policy.creatorForNetloc(uri.host, uri.port), endpoint)
         return endpoint
@@ -272,6 +281,8 @@ class RpcClient(Runner):
         C{None}: none is sent
     @param retry_window: seconds a call is sent again while the node's
         NodeD is restarting (see the module docstring); 0: never
+    @param local: this node's NodeD, called over its Unix socket
+        (L{ganeti.rpc.local}; L{from_paths} gives it); C{None}: over TCP
     """
 
     log = Logger()
@@ -286,6 +297,7 @@ class RpcClient(Runner):
         connect_timeout: float = wire.CONNECT_TIMEOUT,
         epoch: int | None = None,
         retry_window: float = 0.0,
+        local: LocalNoded | None = None,
     ) -> None:
         self._reactor = reactor
         self.epoch = epoch
@@ -298,19 +310,21 @@ class RpcClient(Runner):
         self._pool.maxPersistentPerHost = MAX_PERSISTENT_PER_HOST
         self._pool.retryAutomatically = False
         # Agent directly, not treq: treq costs every daemon that calls nodes ~2 MiB of imports
-        self._agent = Agent.usingEndpointFactory(reactor, NodeEndpoints(reactor, policy, connect_timeout),
+        self._agent = Agent.usingEndpointFactory(reactor, NodeEndpoints(reactor, policy, connect_timeout, local),
                                                  pool=self._pool)
         #: the calls waiting for a warm-up's connection (L{warm}), by node URL
         self._warming: dict[bytes, list[Deferred[None]]] = {}
 
     @classmethod
     def from_paths(cls, reactor: ITimeTCPReactor, paths: Paths, **kwargs: Any) -> RpcClient:
-        """A client presenting this node's cluster certificate (C{server.pem}).
+        """A client presenting this node's cluster certificate (C{server.pem}),
+        calling this node's own NodeD over its Unix socket (L{ganeti.rpc.local}).
 
         Unless C{epoch} is given, it sends the epoch this process acts under
         (L{ganeti.ha.epoch.process_epoch}: set in the master daemons).
         """
         kwargs.setdefault("epoch", master_epoch.process_epoch())
+        kwargs.setdefault("local", LocalNoded(paths, kwargs.get("port", wire.DEFAULT_PORT)))
         return cls(reactor, ReloadingPolicy(paths), **kwargs)
 
     async def close(self) -> None:

@@ -19,6 +19,7 @@ from ganeti.luxid.configseed import ConfigSeed, SeedError, ask_config
 from ganeti.objects import ConfigData
 from ganeti.testing.daemons import Daemon, LiveOwner, seed_config
 from ganeti.wconfd.client import WConfdClient
+from tests.tempdirs import TempDirs
 
 
 @pytest_twisted.ensureDeferred
@@ -50,7 +51,7 @@ async def test_the_seed_follows_a_real_wconfd_by_its_changes(root):
         daemon.stop()
 
 
-class AskTests(SynchronousTestCase):
+class AskTests(TempDirs, SynchronousTestCase):
     """L{ask_config} on a real Unix socket, against a server thread speaking AMP's framing."""
 
     def serve(self, reply: bytes) -> tuple[str, list[bytes]]:

@@ -1,13 +1,19 @@
 """A NodeD restart does not fail the jobs that call it (issue 23): while
 node2's NodeD is stopped and started again, a stream of jobs calls it
 (OP_TEST_DELAY on node2, RPC test_delay); every job succeeds, those that
-called it while it was down once it is back."""
+called it while it was down once it is back.  The same for the master's
+own NodeD killed with SIGKILL, which its jobs reach over its Unix socket
+(L{ganeti.rpc.local}): the socket it leaves behind refuses them until the
+new NodeD replaces it."""
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 
+import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 from twisted.internet.task import deferLater
@@ -16,32 +22,34 @@ from ganeti.luxi.client import LuxiClient
 from ganeti.testing.cluster import LoopbackCluster, loopback_config
 from ganeti.testing.fdcount import wait_final
 
-N2 = "node2.test"
 
-
-def on_node2(duration: float) -> list[dict]:
-    return [{"OP_ID": "OP_TEST_DELAY", "duration": duration, "on_master": False, "on_nodes": [N2],
+def on_node(node: str, duration: float) -> list[dict]:
+    return [{"OP_ID": "OP_TEST_DELAY", "duration": duration, "on_master": False, "on_nodes": [node],
              "reason": [["gnt:client:test", "", 0]]}]
 
 
-def stream(socket: str, stop: threading.Event, out: list[tuple[float, int]]) -> None:
-    """Submit a job every 0.1 s until C{stop}: C{(submitted at, job id)}."""
+def stream(socket: str, node: str, stop: threading.Event, out: list[tuple[float, int]]) -> None:
+    """Submit a job on C{node} every 0.1 s until C{stop}: C{(submitted at, job id)}."""
     client = LuxiClient(socket, timeout=60)
     while not stop.is_set():
-        out.append((time.monotonic(), client.submit_job(on_node2(0.2))))
+        out.append((time.monotonic(), client.submit_job(on_node(node, 0.2))))
         stop.wait(0.1)
 
 
+@pytest.mark.parametrize("index, how", [(1, "stop"), (0, "kill")], ids=["node2-over-tls", "master-over-its-socket"])
 @pytest_twisted.ensureDeferred
-async def test_jobs_ride_through_a_noded_restart(root):
+async def test_jobs_ride_through_a_noded_restart(root, index, how):
     async with LoopbackCluster(reactor, root, loopback_config(3), prefix="gntnr") as cluster:
-        noded = cluster.nodeds[1]
+        noded = cluster.nodeds[index]
+        node = "node%d.test" % (index + 1)
         stop, jobs = threading.Event(), []
-        submitting = threads.deferToThread(stream, root.luxi_socket, stop, jobs)
+        submitting = threads.deferToThread(stream, root.luxi_socket, node, stop, jobs)
         try:
             await deferLater(reactor, 1.5, lambda: None)
             down_at = time.monotonic()
-            await threads.deferToThread(noded.stop)
+            await threads.deferToThread(noded.stop if how == "stop" else noded.kill)
+            if how == "kill":
+                assert os.path.exists(noded.paths.noded_socket), "a killed NodeD's socket is left behind"
             await deferLater(reactor, 3.0, lambda: None)  # jobs call it meanwhile: refused
             await cluster.start_daemon(noded)
             up_at = time.monotonic()
@@ -85,3 +93,29 @@ async def test_a_job_after_the_master_noded_restarted_under_a_warm_spare(root):
         statuses = await threads.deferToThread(wait_final, client, ids, 60)
         rows = await threads.deferToThread(client.query_jobs, ids, ["id", "status", "opresult"])
         assert set(statuses.values()) == {"success"}, rows
+
+
+def unix_connections(path: str) -> int:
+    """Sockets bound to C{path}, as the kernel lists them: the listening one and one per accepted connection."""
+    with open("/proc/net/unix") as handle:
+        return sum(1 for line in handle if line.rstrip().endswith(" " + path))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_node_calls_its_own_noded_over_its_socket(root):
+    """The master's RPC client reaches the master's NodeD on its Unix socket (only root may open it), and
+    node2's over TCP and TLS; both answer."""
+    from ganeti.rpc import RpcClient, procedures
+
+    async with LoopbackCluster(reactor, root, loopback_config(2), prefix="gntnl") as cluster:
+        paths = cluster.nodeds[0].paths
+        assert stat.S_IMODE(os.stat(paths.noded_socket).st_mode) == 0o600
+        before = unix_connections(paths.noded_socket)
+        client = RpcClient.from_paths(reactor, paths, port=cluster.nodeds[0].tcp[1], epoch=None)
+        try:
+            results = await client.run({"node1.test": cluster.nodeds[0].tcp[0], "node2.test": cluster.nodeds[1].tcp[0]},
+                                       procedures.version.call())
+            assert all(not r.failed for r in results.values()), results
+            assert unix_connections(paths.noded_socket) == before + 1  # the client keeps its connection
+        finally:
+            await client.close()

@@ -13,6 +13,7 @@ from ganeti.luxid import configseed
 from ganeti.luxid.configseed import ConfigSeed, SeedError
 from ganeti.objects import ConfigData
 from ganeti.wconfd.store import ConfigStore
+from tests.tempdirs import TempDirs
 from tests.unit.test_wconfd_store import apply_changes
 from tests.unit.wconfd_helpers import make_config
 
@@ -120,7 +121,7 @@ class FakeClient:
         return self.adopted
 
 
-class HandDownTests(SynchronousTestCase):
+class HandDownTests(TempDirs, SynchronousTestCase):
     def tearDown(self) -> None:
         wconfdlink.inherit(None, None)
 
