@@ -111,6 +111,7 @@ async def test_join_then_normal_rpc(master, node):
     status, body = raw_post(port, "version", b"[]")
     assert status == 404 and b"node_join" in body
     assert data_files(paths) == before
+    assert not os.path.exists(paths.noded_socket), "an unjoined NodeD serves its own node's socket"
 
     await join.join_node_async(reactor, master, ADDRESS, TOKEN, "node2.test", port=port, timeout=20)
 
@@ -147,6 +148,14 @@ async def test_join_then_normal_rpc(master, node):
     assert daemons.running_pid(paths, daemons.MOND) is not None
     with urllib.request.urlopen("http://%s:%d/" % (ADDRESS, daemon.mond_port), timeout=10) as answer:
         assert json.load(answer) == [1]
+    # joined, it serves its own node's processes on its Unix socket (ganeti.rpc.local), which only root opens
+    assert os.stat(paths.noded_socket).st_mode & 0o777 == 0o600
+    own = RpcClient.from_paths(reactor, paths, port=port)
+    try:
+        result = await own.call_one("node2", ADDRESS, "version", [], timeout=10)
+        assert result.success, result.fail_msg
+    finally:
+        await own.close()
 
 
 @pytest_twisted.ensureDeferred
