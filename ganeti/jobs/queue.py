@@ -11,9 +11,9 @@ Layout (spec/jobs.md section 4)::
 
 Every change but the serial's is made durable (atomic rename, fsync of
 file and directory) before the method returns (the serial is written in
-place, not fsynced: L{JobQueueDir.allocate_ids}), and is then handed to the C{on_write},
-C{on_rename} or C{on_drain} hook, which replicates it to the master
-candidates.
+place, not fsynced: L{JobQueueDir.allocate_ids}), and is then handed to
+the C{on_write}, C{on_rename} or C{on_drain} hook, which replicates it to
+the master candidates.
 """
 
 from __future__ import annotations
