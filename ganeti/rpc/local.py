@@ -38,21 +38,33 @@ class LocalNoded:
     def __init__(self, paths: Paths, port: int) -> None:
         self._paths = paths
         self._port = port
+        self._stamp: Any = object()
+        self._address = ""
 
     def socket_for(self, host: str, port: int) -> str | None:
         """The socket to reach C{host}:C{port} by, or C{None} (TCP and TLS).
 
-        C{node.json} is read on every new connection (not every call: the
-        client keeps its connections), so a node whose address changed is
-        never taken for this one."""
-        if port != self._port:
-            return None
-        from ganeti.daemons import node_address
-
-        if host != node_address(self._paths):
+        Asked for every request (the HTTP client picks the way before it
+        looks for an open connection): C{node.json} is read again whenever
+        it changed (one C{stat}), so a node whose address changed is never
+        taken for this one."""
+        if port != self._port or host != self._own_address():
             return None
         path = self._paths.noded_socket
         return path if os.path.exists(path) else None
+
+    def _own_address(self) -> str:
+        from ganeti.daemons import node_address, node_file
+
+        try:
+            st = os.stat(node_file(self._paths))
+            stamp: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self._address = node_address(self._paths) if stamp is not None else ""
+        return self._address
 
 
 def unix_endpoint(reactor: Any, path: str, timeout: float) -> Any:

@@ -55,6 +55,22 @@ class LocalNodedTests(TempDirs, SynchronousTestCase):
         self.assertIsNone(local.socket_for("127.0.1.1", 1811))
         self.assertEqual(local.socket_for("127.0.1.9", 1811), paths.noded_socket)
 
+    def test_the_identity_is_read_again_only_when_it_changed(self) -> None:
+        """Asked for every request: an unchanged C{node.json} is not read again."""
+        from ganeti import daemons
+
+        paths = node_root(self.mktemp())
+        local = LocalNoded(paths, 1811)
+        reads: list[Paths] = []
+        real = daemons.node_address
+        self.patch(daemons, "node_address", lambda p: reads.append(p) or real(p))
+        for _ in range(5):
+            self.assertEqual(local.socket_for("127.0.1.1", 1811), paths.noded_socket)
+        self.assertEqual(len(reads), 1)
+        write_node_identity(paths, "node1.example.com", "127.0.1.1")
+        local.socket_for("127.0.1.1", 1811)
+        self.assertEqual(len(reads), 2)
+
     def test_without_an_identity_over_tcp(self) -> None:
         paths = node_root(self.mktemp())
         os.unlink(os.path.join(paths.data_dir, "node.json"))
