@@ -169,6 +169,9 @@ class Listener(Service):
     @param where: the address as people read it (C{127.0.1.1 port 1811 (TCP)})
     @param daemon: the daemon's name, for the log line
     @param stale_socket: a Unix socket path to clear first (L{remove_stale_socket})
+    @param optional: what the daemon serves there it also serves elsewhere (NodeD's
+        own-node socket): a failure is logged as a warning with C{fallback}, and the
+        daemon goes on
     """
 
     log = Logger()
@@ -182,8 +185,12 @@ class Listener(Service):
         reactor: IReactorCore,
         stale_socket: str | None = None,
         exit: Callable[[int], Any] = _exit_now,
+        optional: bool = False,
+        fallback: str = "",
     ) -> None:
         self._listen = listen
+        self._optional = optional
+        self._fallback = fallback
         self.where = where
         self.daemon = daemon
         self._reactor = reactor
@@ -243,6 +250,9 @@ class Listener(Service):
             self.port = result
             return
         message = failure_message(self.daemon, self.where, result.value)
+        if self._optional:
+            self.log.warn("{line}; {fallback}", line=message, fallback=self._fallback or "going on without it")
+            return
         if raise_now:
             self.log.critical("{line}", line=message)
             raise CannotListen(message)
@@ -260,9 +270,10 @@ class Listener(Service):
 
 
 def stream_listener(endpoint: Any, factory: Any, where: str, *, daemon: str, reactor: IReactorCore,
-                    stale_socket: str | None = None) -> Listener:
+                    stale_socket: str | None = None, optional: bool = False, fallback: str = "") -> Listener:
     """A L{Listener} for a stream server endpoint."""
-    return Listener(lambda: endpoint.listen(factory), where, daemon=daemon, reactor=reactor, stale_socket=stale_socket)
+    return Listener(lambda: endpoint.listen(factory), where, daemon=daemon, reactor=reactor, stale_socket=stale_socket,
+                    optional=optional, fallback=fallback)
 
 
 def endpoint_listener(description: str, factory: Any, *, daemon: str, reactor: IReactor) -> Listener:

@@ -185,8 +185,10 @@ def makeService(options: Options, reactor: IReactor | None = None) -> IService:
         """The same procedures for this node's own processes: plain HTTP on a Unix socket (L{ganeti.rpc.local})."""
         path = paths.noded_socket
         endpoint = UNIXServerEndpoint(reactor, path, backlog=http_limits.BACKLOG, mode=SOCKET_MODE)
-        return stream_listener(endpoint, local[-1], "%s (Unix)" % path, daemon="ganeti-noded", reactor=reactor,
-                               stale_socket=path)
+        # optional: a root too long for a socket path (108 bytes), say, leaves the node's own processes on TLS
+        return stream_listener(endpoint, local[-1], "unix socket %s" % path, daemon="ganeti-noded", reactor=reactor,
+                               stale_socket=path, optional=True,
+                               fallback="this node's own processes call it over TCP and TLS instead")
 
     def after_join() -> None:
         local_listener().setServiceParent(root)

@@ -12,7 +12,8 @@ import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti import crypto
-from ganeti.daemons import free_port
+from ganeti.daemons import free_port, write_node_identity
+from ganeti.paths import Paths
 from ganeti.rpc import Credentials, PinnedPolicy, RpcClient, wire
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
@@ -161,3 +162,32 @@ async def test_node_leave_cluster_stops_the_daemon(cluster):
         await client.close()
     daemons[1].process.wait(timeout=10)
     assert not os.path.exists(roots[1].server_pem)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_root_too_long_for_its_socket_serves_over_tls_only():
+    """A root whose socket path would not fit a Unix socket address (108 bytes): NodeD says so and serves over
+    TCP and TLS; its own node's client, finding no socket, calls it that way."""
+    base = make_root("gntlong")
+    paths = Paths(os.path.join(base.root, "r" * 80))
+    try:
+        crypto.bootstrap_secrets(paths, "cluster.test", node_name="node1.test")
+        write_node_identity(paths, "node1.test", "127.0.1.1")
+        port = free_port()
+        daemon = Daemon(paths, "ganeti-noded", "--bind", "127.0.1.1", "--port", str(port), tcp=("127.0.1.1", port))
+        daemon.start()
+        try:
+            await daemon.ready(reactor)
+            assert len(paths.noded_socket.encode()) > 108
+            assert not os.path.exists(paths.noded_socket)
+            assert "this node's own processes call it over TCP and TLS instead" in daemon.output()
+            client = RpcClient.from_paths(reactor, paths, port=port)
+            try:
+                result = await client.call_one("node1", "127.0.1.1", "version", [], timeout=10)
+                assert result.success, result.fail_msg
+            finally:
+                await client.close()
+        finally:
+            daemon.stop()
+    finally:
+        remove_root(base)

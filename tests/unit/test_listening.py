@@ -11,11 +11,11 @@ from typing import Any
 
 from twisted.application.service import IService
 from twisted.internet import defer
-from twisted.internet.endpoints import TCP4ServerEndpoint
+from twisted.internet.endpoints import TCP4ServerEndpoint, UNIXServerEndpoint
 from twisted.internet.error import CannotListenError
 from twisted.internet.protocol import DatagramProtocol, Factory, Protocol
 from twisted.internet.testing import MemoryReactorClock
-from twisted.logger import capturedLogs
+from twisted.logger import LogLevel, capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti import crypto
@@ -103,6 +103,25 @@ class ListenerTests(SynchronousTestCase):
         self.assertEqual(calls, ["listen"], "startService does not listen a second time")
         self.successResultOf(defer.maybeDeferred(listener.stopService))
         self.assertEqual(calls, ["listen", "stop"])
+
+    def test_an_optional_address_that_cannot_be_listened_on_is_a_warning(self) -> None:
+        """NodeD's own-node socket: what it serves there it serves over TCP too, so the daemon goes on, and says
+        why and what it does instead."""
+        reactor = BusyReactor()
+        reactor.running = True
+        endpoint = UNIXServerEndpoint(reactor, "/r/ganeti-noded")
+        listener = stream_listener(endpoint, Factory.forProtocol(Protocol), "unix socket /r/ganeti-noded",
+                                   daemon="ganeti-noded", reactor=reactor, optional=True, fallback="over TCP instead")
+        with capturedLogs() as events:
+            listener.privilegedStartService()  # (no CannotListen)
+            listener.startService()
+        self.assertEqual(reactor.attempts, [("unix", "/r/ganeti-noded")])
+        self.assertEqual(critical_lines(events), [])
+        self.assertFalse(reactor.hasStopped)
+        self.assertIsNone(listener.port)
+        warnings = [formatEvent(e) for e in events if e["log_level"] == LogLevel.warn]
+        self.assertEqual(warnings, ["ganeti-noded cannot listen on unix socket /r/ganeti-noded: [Errno 98] Address "
+                                    "already in use; over TCP instead"])
 
     def test_start_service_alone_listens(self) -> None:
         reactor = MemoryReactorClock()
