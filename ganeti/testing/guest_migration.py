@@ -291,3 +291,12 @@ def qmp_status(path: str, timeout: float = 5.0) -> str:
             return "\n".join(answers)
     except (OSError, ValueError) as e:
         return "no answer (%s)" % e
+
+
+def spins_in_place(diagnosis: str) -> bool:
+    """Whether L{qmp_status}'s register samples, a second apart, find the
+    guest's CPU at the same instruction each time: its kernel spins in one
+    loop (an emulated guest's delay loop after some live migrations here,
+    its clock moving on) instead of running."""
+    rips = re.findall(r"\bRIP=([0-9a-fA-F]+)", diagnosis)
+    return len(rips) >= 2 and len(set(rips)) == 1

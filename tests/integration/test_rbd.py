@@ -31,7 +31,7 @@ from ganeti.testing import guest
 from ganeti.testing.ceph import CephCluster, qemu_image_size, read_drive, require_ceph
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import GuestError
-from ganeti.testing.guest_migration import DISK_TOKEN_OFFSET, GuestOnRbd
+from ganeti.testing.guest_migration import DISK_TOKEN_OFFSET, GuestOnRbd, spins_in_place
 from tests.integration.test_luxid import in_thread
 
 N1, N2, N3 = "node1.test", "node2.test", "node3.test"
@@ -200,11 +200,14 @@ async def test_real_guest_on_rbd_migrates_live(root, ceph):
                     seen = await in_thread(vm.check, index)
                 except GuestError as e:
                     (qemu,) = vm.qemus()[roots[index].root]
-                    if "soft lockup" not in str(e) or not any("accel=tcg" in arg for arg in cmdline(qemu)):
+                    livelocked = "soft lockup" in str(e) or spins_in_place(str(e))
+                    if not livelocked or not any("accel=tcg" in arg for arg in cmdline(qemu)):
                         raise
                     # Seen in 3 of about 15 runs, only with TCG emulation (no usable /dev/kvm here): after the
                     # move the guest's kernel spins at one place (soft lockups on its console) while qemu runs.
-                    # What the cluster did is still checked: the disk token is in the image, read by the host.
+                    # Also seen with a silent console: the CPU at one instruction in three samples a second
+                    # apart (the kernel's delay_tsc loop, its TSC moving on). What the cluster did is still
+                    # checked: the disk token is in the image, read by the host.
                     stored = await in_thread(read_drive, vm.drive(index), DISK_TOKEN_OFFSET, 64)
                     assert stored.split(b"\n", 1)[0] == b"DISK-" + vm.token.encode(), stored
                     pytest.xfail("the emulated (TCG) guest's kernel livelocked after its live migration to %s: %s"
