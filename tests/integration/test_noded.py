@@ -6,10 +6,12 @@ import os
 import shutil
 import socket
 import ssl
+import time
 
 import pytest
 import pytest_twisted
 from twisted.internet import reactor
+from twisted.internet.task import deferLater
 
 from ganeti import crypto
 from ganeti.daemons import free_port, write_node_identity
@@ -180,7 +182,10 @@ async def test_a_root_too_long_for_its_socket_serves_over_tls_only():
             await daemon.ready(reactor)
             assert len(paths.noded_socket.encode()) > 108
             assert not os.path.exists(paths.noded_socket)
-            assert "this node's own processes call it over TCP and TLS instead" in daemon.output()
+            deadline = time.monotonic() + 30  # (its log reaches the file a little after it answers)
+            while "this node's own processes call it over TCP and TLS instead" not in daemon.output():
+                assert time.monotonic() < deadline, daemon.output()
+                await deferLater(reactor, 0.1, lambda: None)
             client = RpcClient.from_paths(reactor, paths, port=port)
             try:
                 result = await client.call_one("node1", "127.0.1.1", "version", [], timeout=10)
