@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 from ganeti.paths import Paths
+from ganeti.rpc.tls import file_stamp
 
 #: permissions of NodeD's socket: its owner only (the daemons run as root)
 SOCKET_MODE = 0o600
@@ -56,11 +57,7 @@ class LocalNoded:
     def _own_address(self) -> str:
         from ganeti.daemons import node_address, node_file
 
-        try:
-            st = os.stat(node_file(self._paths))
-            stamp: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
+        stamp = file_stamp(node_file(self._paths))
         if stamp != self._stamp:
             self._stamp = stamp
             self._address = node_address(self._paths) if stamp is not None else ""

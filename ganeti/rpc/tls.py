@@ -145,11 +145,7 @@ class AllowedClients:
 
     def __call__(self) -> frozenset[str]:
         path = self._paths.ssconf("master_candidates_certs")
-        try:
-            st = os.stat(path)
-            stamp: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
+        stamp = file_stamp(path)
         if stamp != self._stamp:
             self._stamp = stamp
             digests = {self._cluster}
@@ -197,7 +193,9 @@ def read_trusted(paths: Paths) -> tuple[bytes, ...]:
     return gcrypto.certificates_in(data)
 
 
-def _stamp(path: str) -> Any:
+def file_stamp(path: str) -> Any:
+    """What tells a changed file (inode, size, mtime), or None when it cannot be stat'ed: a file
+    read again only when its stamp changed costs one C{stat} per use."""
     try:
         st = os.stat(path)
     except OSError:
@@ -229,7 +227,7 @@ class ClusterTrust:
 
     def refresh(self) -> bool:
         """Reload if a file changed; whether anything was reloaded."""
-        stamps = (_stamp(self.paths.server_pem), _stamp(trust_file(self.paths)))
+        stamps = (file_stamp(self.paths.server_pem), file_stamp(trust_file(self.paths)))
         if stamps == self._stamps:
             return False
         try:
@@ -340,7 +338,7 @@ class ReloadingCertificate:
         self.getContext()
 
     def getContext(self) -> ssl.SSLContext:
-        stamp = _stamp(self._path)
+        stamp = file_stamp(self._path)
         if stamp != self._stamp:
             try:
                 key_pem, cert_pem = gcrypto.load_pem_file(self._path)
