@@ -1,4 +1,4 @@
-"""Watching directories with inotify: the one owner of that mechanism.
+"""Watching directories with inotify: the one owner of that mechanism (and L{file_stamp} for those who poll).
 
 confd reloads C{config.data} when WConfD replaces it, LuxiD reloads a job
 file when its job process rewrites it, and the heartbeat reporter looks at
@@ -12,11 +12,23 @@ L{WatchUnavailable} and the caller falls back to its timer.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable
 
 from twisted.internet.interfaces import IReactorFDSet
 from twisted.logger import Logger
 from twisted.python.filepath import FilePath
+
+
+def file_stamp(path: str) -> tuple[int, int, int] | None:
+    """What tells a changed file (inode, size, mtime), or None when it cannot be stat'ed: a file
+    read again only when its stamp changed costs one C{stat} per use."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
 
 #: a file was closed after writing, or renamed into the directory (an atomic replace)
 WRITTEN = "written"

@@ -38,6 +38,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
+from ganeti.dirwatch import file_stamp
 from ganeti.paths import Paths
 from ganeti.rapi import wsforward
 from ganeti.reactors import ITimeTCPReactor
@@ -94,7 +95,7 @@ class RapiCertificatePolicy:
 
     def __init__(self, cert_pem: bytes, path: str | None = None) -> None:
         self._path = path
-        self._stamp = _stamp(path) if path is not None else None
+        self._stamp = file_stamp(path) if path is not None else None
         self._certs = [cert_pem]
         self._creator = self._build()
 
@@ -111,11 +112,11 @@ class RapiCertificatePolicy:
         return Pinned(lambda: ctx, lambda: allowed, "master RAPI")
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
-        if self._path is not None and _stamp(self._path) != self._stamp:
+        if self._path is not None and file_stamp(self._path) != self._stamp:
             from ganeti import crypto as gcrypto
             from ganeti import errors
 
-            self._stamp = _stamp(self._path)
+            self._stamp = file_stamp(self._path)
             try:
                 _key, cert_pem = gcrypto.load_pem_file(self._path)
             except errors.ConfigurationError:
@@ -124,16 +125,6 @@ class RapiCertificatePolicy:
                 self._certs = [cert_pem, self._certs[0]]
                 self._creator = self._build()
         return self._creator
-
-
-def _stamp(path: str) -> Any:
-    import os
-
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class _Relay(protocol.Protocol):

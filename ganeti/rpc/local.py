@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ganeti.dirwatch import file_stamp
 from ganeti.paths import Paths
-from ganeti.rpc.tls import file_stamp
 
 #: permissions of NodeD's socket: its owner only (the daemons run as root)
 SOCKET_MODE = 0o600

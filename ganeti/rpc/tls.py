@@ -25,6 +25,7 @@ from twisted.logger import Logger
 
 from ganeti import crypto as gcrypto
 from ganeti import errors
+from ganeti.dirwatch import file_stamp
 from ganeti.paths import Paths
 from ganeti.ssconf import SimpleStore
 
@@ -191,16 +192,6 @@ def read_trusted(paths: Paths) -> tuple[bytes, ...]:
     except FileNotFoundError:
         return ()
     return gcrypto.certificates_in(data)
-
-
-def file_stamp(path: str) -> Any:
-    """What tells a changed file (inode, size, mtime), or None when it cannot be stat'ed: a file
-    read again only when its stamp changed costs one C{stat} per use."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 #: per data directory, what every L{ClusterTrust} of this process read last: the two files' stamps, the

@@ -49,6 +49,7 @@ from ganeti.paths import Paths
 from ganeti.testing import guest
 from ganeti.testing.cluster import gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import NAME, ConsoleReader, GuestError, kill_qemus, qemu_pids
+from ganeti.testing.guest_migration import qmp_socket, qmp_status
 from ganeti.testing.netns import Namespaces, NetnsCluster
 
 N1, N2 = "node1.test", "node2.test"
@@ -180,6 +181,25 @@ def ping(namespace: str, address: str, tries: int = 15) -> int:
         if in_ns(namespace, busybox, "ping", "-c", "1", "-W", "2", address, check=False).returncode == 0:
             return attempt
     return 0
+
+
+def _diagnose(roots: list[Paths]) -> dict[str, Any]:
+    """Whether the instance's qemu emulates its CPU (TCG) and where that CPU is
+    (L{ganeti.testing.guest_migration.qmp_status} on its QMP socket)."""
+    for paths in roots:
+        ctrl = qmp_socket(paths, NAME)
+        if os.path.exists(ctrl):
+            tcg = any("accel=tcg" in _cmdline(pid) for pid in qemu_pids([paths]))
+            return {"tcg": tcg, "qmp": qmp_status(ctrl)}
+    return {"tcg": False, "qmp": "no QMP socket of %s under %s" % (NAME, [p.root for p in roots])}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _console_now(root: Paths) -> str:
@@ -390,8 +410,9 @@ async def nic_migration_scenario(reactor: Any, qemu: str, prefix: str, timeout: 
             time.sleep(0.5)
         result["primary"] = status
         result["pings_after"] = {nic["mode"]: ping(spaces.nodes[1], nic["ip"]) for nic in nics}
-        if not all(result["pings_after"].values()):  # what the guest says now, for the report
+        if not all(result["pings_after"].values()):  # what the guest says and does now, for the report
             result["console_after"] = _console_now(root)
+            result["guest_after"] = _diagnose(roots)
         result["node1_after"] = leftovers(spaces.nodes[0], switches[0])
         result["node2_after"] = leftovers(spaces.nodes[1], switches[1])
         ok(root, "gnt-instance", "shutdown", "--timeout", "1", NAME)

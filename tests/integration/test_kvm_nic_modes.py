@@ -17,6 +17,7 @@ import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti.testing import guest_nics
+from ganeti.testing.guest_migration import spins_in_place
 from tests.integration.test_kvm_guest import need_guest_files, need_qemu
 
 
@@ -75,12 +76,19 @@ async def test_nics_follow_a_live_migration():
     assert all(result["pings_before"].values()), (result, text)
     assert "* done" in result["migrate_output"], result["migrate_output"]
     assert result["primary"] == [guest_nics.N2, "running"], result
-    assert result["pings_after"]["bridged"] > 0, result
-    assert result["pings_after"]["routed"] > 0, result
-    assert result["pings_after"]["openvswitch"] > 0, result
     assert result["node1_after"] == {"taps": [], "rules": [], "routes": [], "ports": []}, result
     node2 = result["node2_after"]
     assert len(node2["taps"]) == 3 and len(node2["rules"]) == 1 and len(node2["ports"]) == 1, result
     assert result["node2_after_stop"] == {"taps": [], "rules": [], "routes": [], "ports": []}, result
     assert result["remove_exit"] == 0, result
     assert result["qemu_left"] == [] and result["killed"] == [], result
+    if not all(result["pings_after"].values()):
+        seen = result["guest_after"]
+        livelocked = "soft lockup" in result["console_after"] or spins_in_place(seen["qmp"])
+        if seen["tcg"] and livelocked:
+            # The emulated (TCG) guest's kernel stuck at one instruction after its move, as in test_rbd: what
+            # the cluster did (the NICs' taps, rule, route and port on node2, none left on node1) is checked above.
+            pytest.xfail("the emulated (TCG) guest's kernel livelocked after its live migration: %s" % seen["qmp"])
+    assert result["pings_after"]["bridged"] > 0, result
+    assert result["pings_after"]["routed"] > 0, result
+    assert result["pings_after"]["openvswitch"] > 0, result

@@ -34,6 +34,7 @@ from typing import Callable
 import attrs
 import orjson
 
+from ganeti.dirwatch import file_stamp
 from ganeti.rapi.users import User
 
 #: the session cookie's name
@@ -89,11 +90,7 @@ class RevocationFile:
         self._seen: tuple[int, int, int] | None = None
 
     def _stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return file_stamp(self.path)
 
     def changed(self) -> bool:
         return self._stamp() != self._seen
