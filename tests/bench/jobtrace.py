@@ -39,10 +39,11 @@ def traced(path: str) -> Iterator[str]:
             os.environ[trace.ENV] = before
 
 
-def hop_table(path: str, client: dict[int, tuple[int, int]]) -> list[tuple[str, float, float]]:
-    """C{[(hop, median ms since the client's send, median ms since the hop before)]}
+def hop_table(path: str, client: dict[int, tuple[int, int]]) -> list[tuple[str, float, float, int]]:
+    """C{[(hop, median ms since the client's send, median ms since the hop before, jobs that passed it)]}
     over the jobs of C{client} (C{{job id: (send ns, final ns)}}), in the order
-    of the medians; a hop a job passes several times counts its first pass."""
+    of the medians; a hop a job passes several times counts its first pass.
+    Hops of one path only (a spare planned at the submission or not) count fewer jobs."""
     try:
         jobs = trace.read(path)
     except FileNotFoundError:
@@ -57,15 +58,15 @@ def hop_table(path: str, client: dict[int, tuple[int, int]]) -> list[tuple[str, 
     medians = sorted(((statistics.median(v), name) for name, v in offsets.items()), key=lambda m: m[0])
     rows, previous = [], 0.0
     for median, name in medians:
-        rows.append((name, median, median - previous))
+        rows.append((name, median, median - previous, len(offsets[name])))
         previous = median
     return rows
 
 
-def print_hops(title: str, rows: list[tuple[str, float, float]]) -> None:
-    print("%-40s %10s %10s" % (title, "at (ms)", "+ (ms)"))
-    for name, at, delta in rows:
-        print("  %-38s %10.2f %10.2f" % (name, at, delta))
+def print_hops(title: str, rows: list[tuple[str, float, float, int]]) -> None:
+    print("%-40s %10s %10s %6s" % (title, "at (ms)", "+ (ms)", "jobs"))
+    for name, at, delta, jobs in rows:
+        print("  %-38s %10.2f %10.2f %6d" % (name, at, delta, jobs))
 
 
 def _stat(pid: int) -> tuple[str, int, int, int, int]:
