@@ -86,7 +86,7 @@ async def test_nics_follow_a_live_migration():
         seen = result["guest_after"]
         livelocked = "soft lockup" in result["console_after"] or spins_in_place(seen["qmp"])
         if seen["tcg"] and livelocked:
-            # The emulated (TCG) guest's kernel stuck at one instruction after its move, as in test_rbd: what
+            # The emulated (TCG) guest's kernel stuck in one short loop after its move, as in test_rbd: what
             # the cluster did (the NICs' taps, rule, route and port on node2, none left on node1) is checked above.
             pytest.xfail("the emulated (TCG) guest's kernel livelocked after its live migration: %s" % seen["qmp"])
     assert result["pings_after"]["bridged"] > 0, result
