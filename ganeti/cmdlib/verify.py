@@ -20,7 +20,11 @@ ssconf files the configuration gives and the cluster's name
 instances it runs and the disk files it holds must match the
 configuration (L{ganeti.cmdlib.verify_instances}); every out-of-band
 helper a node of the cluster names must be an executable file there
-(C{ENODEOOBPATH}, as Ganeti checks).  An empty group is
+(C{ENODEOOBPATH}, as Ganeti checks).  Before it asks, the job waits
+(at most C{SSCONF_SETTLE}) until the configuration's last change has
+reached the nodes (WConfD's C{FlushConfig} with C{distributed}): a verify
+right after a change would otherwise find ssconf files one change behind,
+an error that fixes itself.  An empty group is
 skipped, as Ganeti does.  Locks, all shared: the group, its instances
 (any node in the group), its nodes and those instances' nodes.
 """
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any, TypeVar
+
+from twisted.internet import defer
 
 from ganeti import errors, oob
 from ganeti.cmdlib import verify_instances
@@ -55,6 +61,8 @@ _GroupLocksOpT = TypeVar("_GroupLocksOpT", bound=OpClusterVerifyGroup | OpGroupV
 
 #: Per-node timeout of C{node_verify}, seconds.
 VERIFY_TIMEOUT = 60.0
+#: How long a group's verify waits for the last config change to reach the nodes, seconds.
+SSCONF_SETTLE = 30.0
 
 CV_ENODERPC = "ENODERPC"
 CV_ENODENET = "ENODENET"
@@ -211,6 +219,7 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
         oob_paths = list(dict.fromkeys(p for p in (oob_program(cfg, n) for n in cfg.nodes.values()) if p))
         if oob_paths:
             checks[oob.NV_OOB_PATHS] = oob_paths
+        await self._settle()
         await self.feedback("* Gathering data (%d nodes)" % len(members))
         results = {}
         disk_checks = verify_instances.disk_file_checks(cfg, online, scanner)
@@ -276,6 +285,13 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
                     await self._node_error(CV_ENODERPC, problem.item, problem.message)
                 else:
                     await self._item_error(problem.kind, problem.code, problem.item, problem.message, problem.warning)
+
+    async def _settle(self) -> None:
+        waiting = defer.Deferred.fromCoroutine(self.ctx.wconfd.flush_config(distributed=True))
+        try:
+            await waiting.addTimeout(SSCONF_SETTLE, self.ctx.clock)
+        except defer.TimeoutError:
+            pass  # a node the push cannot reach: its ssconf differs, reported below
 
     async def _check_node(self, node: Node, result: Any, release: str) -> None:
         """The checks of one online node of the group, from its

@@ -16,7 +16,7 @@ import signal
 from ganeti.ha import params as ha_params
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
-from ganeti.testing import warmfork
+from ganeti.testing import procs, warmfork
 from ganeti.testing.jobstream import tag_job
 
 
@@ -31,17 +31,10 @@ def root_pids(paths: Paths) -> list[int]:
     """Every process whose command line names C{paths.root} (a unique temporary directory), and the daemons
     forked warm for it (L{warmfork.forked_pids}: their command line is their launcher's)."""
     found = []
-    wanted = paths.root.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if any(arg == wanted or arg.startswith(wanted + b"/") for arg in argv):
-            found.append(int(entry))
+    wanted = paths.root
+    for pid, argv in procs.processes():
+        if any(arg == wanted or arg.startswith(wanted + "/") for arg in argv):
+            found.append(pid)
     return found + [pid for pid in warmfork.forked_pids(paths.root) if pid not in found]
 
 

@@ -42,6 +42,7 @@ from ganeti.jobs import lifecycle
 from ganeti.luxi.client import LuxiClient
 from ganeti.paths import Paths
 from ganeti.rpc import procedures
+from ganeti.testing import procs
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, serial_of
 from ganeti.testing.daemons import Daemon
 from ganeti.wconfd.client import WConfdClient
@@ -102,12 +103,9 @@ def child_processes(pid: int) -> list[str]:
         except OSError:
             continue
         for child in children:
-            try:
-                with open("/proc/%s/cmdline" % child, "rb") as f:
-                    argv = f.read().rstrip(b"\0").split(b"\0")
-            except OSError:
-                continue
-            found.append("%s %s" % (child, " ".join(arg.decode("utf-8", "replace") for arg in argv)))
+            argv = procs.argv(child)
+            if argv:
+                found.append("%s %s" % (child, " ".join(argv)))
     return found
 
 

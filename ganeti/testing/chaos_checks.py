@@ -253,25 +253,26 @@ async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], 
     killed = acked.get(result.killed_job) if result.killed_job is not None else None
     if killed is None or killed.kind != "instance":
         return
+    name = killed.ops[0]["instance_name"]  # the stream's job name is its short form
     with LuxiClient(cluster.master.luxi_socket, timeout=30) as client:
         rows = await deferToThread(client.query_instances, [], ["name", "disk_template", "disk.count"], False)
-    row = next((r for r in rows if r and r[0] == killed.name), None)
+    row = next((r for r in rows if r and r[0] == name), None)
     if row is None:
         return
     shared = cluster.master.shared_file_storage_dir
-    missing = ([i for i in range(row[2] or 0) if not os.path.exists(os.path.join(shared, killed.name, "disk%d" % i))]
+    missing = ([i for i in range(row[2] or 0) if not os.path.exists(os.path.join(shared, name, "disk%d" % i))]
                if row[1] == "sharedfile" else [])
     done = await deferToThread(gnt, cluster.master, "gnt-cluster", "verify")
-    reported = done.returncode != 0 and "instance %s" % killed.name in done.stdout
+    reported = done.returncode != 0 and "instance %s" % name in done.stdout
     if missing and not reported:
         result.violations.append("killed job %s left instance %s without its disks %s and verify did not"
-                                 " report it" % (killed.job_id, killed.name, missing))
+                                 " report it" % (killed.job_id, name, missing))
     # re-run the removal whatever verify said: a startup killed after its RPC left the node starting the
     # instance, which may run (marked down) only after this verify looked
-    removed = await deferToThread(gnt, cluster.master, "gnt-instance", "remove", "-f", killed.name)
+    removed = await deferToThread(gnt, cluster.master, "gnt-instance", "remove", "-f", name)
     if removed.returncode != 0:
         result.violations.append("re-running the removal of %s (killed job %s) did not repair it: %s"
-                                 % (killed.name, killed.job_id, (removed.stdout + removed.stderr)[-500:]))
+                                 % (name, killed.job_id, (removed.stdout + removed.stderr)[-500:]))
 
 
 async def check_instances(cluster: ChaosCluster, result: TrialResult) -> None:

@@ -26,7 +26,7 @@ from ganeti.daemons import accepts_tcp, accepts_unix, free_port, launcher_path
 from ganeti.locking import Owner
 from ganeti.objects import ConfigData
 from ganeti.paths import Paths
-from ganeti.testing import warmfork
+from ganeti.testing import procs, warmfork
 
 #: ganeti-twistd (twistd without Twisted's own plugins), as the daemons run in production
 TWISTD = launcher_path()
@@ -63,26 +63,19 @@ def _processes_of(paths: Paths, wanted: tuple[str, ...], jobs: bool = False) -> 
     at LuxiD's start, and the jobs forked from it, have the command line of LuxiD's launcher)."""
     log = paths.log_file("jobs")
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        if jobs and _stderr(entry) == log:
-            found.append(int(entry))
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                argv = handle.read().decode(errors="replace").split("\0")
-        except OSError:
+    for pid, argv in procs.processes():
+        if jobs and _stderr(pid) == log:
+            found.append(pid)
             continue
         if "--root" in argv and all(word in argv for word in wanted) \
                 and argv.index("--root") + 1 < len(argv) and argv[argv.index("--root") + 1] == paths.root:
-            found.append(int(entry))
+            found.append(pid)
     return found
 
 
-def _stderr(pid: str) -> str | None:
+def _stderr(pid: int) -> str | None:
     try:
-        return os.readlink("/proc/%s/fd/2" % pid)
+        return os.readlink("/proc/%d/fd/2" % pid)
     except OSError:
         return None
 

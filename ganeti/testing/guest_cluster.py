@@ -29,7 +29,7 @@ from typing import Any
 
 from ganeti.paths import Paths
 from ganeti.rpc.instances import node_path
-from ganeti.testing import guest
+from ganeti.testing import guest, procs
 from ganeti.testing.cluster import BIN, LoopbackCluster, loopback_config, ok
 
 NAME = "guest1.test"
@@ -48,19 +48,10 @@ class GuestError(Exception):
 def qemu_pids(roots: list[Paths]) -> list[int]:
     """The live processes whose command line names one of C{roots}."""
     pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                cmdline = handle.read()
-            with open("/proc/%s/stat" % entry, "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[-1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z" and b"qemu" in cmdline.split(b"\0")[0] and any(
-                paths.root.encode() + b"/" in cmdline for paths in roots):
-            pids.append(int(entry))
+    for pid, words in procs.processes(live=True):
+        line = "\0".join(words)
+        if words and "qemu" in words[0] and any(paths.root + "/" in line for paths in roots):
+            pids.append(pid)
     return pids
 
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from ganeti.backend.storage import rbd
 from ganeti.paths import Paths
-from ganeti.testing import guest
+from ganeti.testing import guest, procs
 from ganeti.testing.ceph import CephCluster, qemu_io, read_drive
 from ganeti.testing.cluster import ok
 from ganeti.testing.guest_cluster import ConsoleReader, GuestError, favour_qemus, kill_qemus, qemu_pids
@@ -212,13 +212,9 @@ class GuestOnRbd:
         found = []
         for root, pids in sorted(self.qemus().items()):
             for pid in pids:
-                try:
-                    with open("/proc/%d/stat" % pid, "rb") as handle:
-                        state = handle.read().rsplit(b")", 1)[-1].split()[0].decode()
-                    with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                        argv = handle.read().decode("utf-8", "replace").split("\0")
-                except OSError as e:
-                    found.append("qemu %d under %s: gone (%s)" % (pid, root, e))
+                state, argv = procs.state(pid), procs.argv(pid)
+                if state is None:
+                    found.append("qemu %d under %s: gone" % (pid, root))
                     continue
                 serial = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("-serial", "-chardev")]
                 found.append("qemu %d under %s: state %s, %s" % (pid, root, state, serial))
@@ -232,11 +228,7 @@ class GuestOnRbd:
         with the instance)."""
         out: dict[str, list[int]] = {paths.root: [] for paths in self.roots}
         for pid in qemu_pids(self.roots):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                    argv = handle.read().decode("utf-8", "replace").split("\0")
-            except OSError:
-                continue
+            argv = procs.argv(pid)
             pidfile = argv[argv.index("-pidfile") + 1] if "-pidfile" in argv[:-1] else ""
             for paths in self.roots:
                 if pidfile.startswith(paths.root.rstrip("/") + "/"):

@@ -46,7 +46,7 @@ import time
 from typing import Any
 
 from ganeti.paths import Paths
-from ganeti.testing import guest
+from ganeti.testing import guest, procs
 from ganeti.testing.cluster import gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import NAME, ConsoleReader, GuestError, kill_qemus, qemu_pids
 from ganeti.testing.guest_migration import qmp_socket, qmp_status
@@ -189,17 +189,9 @@ def _diagnose(roots: list[Paths]) -> dict[str, Any]:
     for paths in roots:
         ctrl = qmp_socket(paths, NAME)
         if os.path.exists(ctrl):
-            tcg = any("accel=tcg" in _cmdline(pid) for pid in qemu_pids([paths]))
+            tcg = any("accel=tcg" in " ".join(procs.argv(pid)) for pid in qemu_pids([paths]))
             return {"tcg": tcg, "qmp": qmp_status(ctrl)}
     return {"tcg": False, "qmp": "no QMP socket of %s under %s" % (NAME, [p.root for p in roots])}
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _console_now(root: Paths) -> str:

@@ -470,8 +470,11 @@ class WConfdClient:
     async def verify_config(self) -> list[str]:
         return cast("list[str]", (await self.call(c.VerifyConfig))["problems"])
 
-    async def flush_config(self) -> int:
-        return cast("int", (await self.call(c.FlushConfig))["serial_no"])
+    async def flush_config(self, distributed: bool = False) -> int:
+        """The serial config.data holds once it holds every change so far
+        (with C{distributed}: once its distribution to the nodes ended too)."""
+        args = {"distributed": True} if distributed else {}
+        return cast("int", (await self.call(c.FlushConfig, **args))["serial_no"])
 
     async def read_ha_params(self) -> dict[str, Any]:
         """The cluster's HA parameters (L{ganeti.ha.params} record)."""

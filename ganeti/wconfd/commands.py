@@ -224,9 +224,10 @@ class VerifyConfig(Command):
 
 
 class FlushConfig(Command):
-    """Return once config.data on disk holds every acknowledged change."""
+    """Return once config.data on disk holds every acknowledged change (with
+    C{distributed}: once its distribution to the nodes also ended)."""
 
-    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = []
+    arguments: ClassVar[list[tuple[bytes, amp.Argument]]] = [(b"distributed", amp.Boolean(optional=True))]
     response = [(b"serial_no", amp.Integer())]
 
 

@@ -175,8 +175,8 @@ class WConfdProtocol(amp.AMP):
         return {"problems": self.service.config_store.verify()}
 
     @c.FlushConfig.responder
-    def flush_config(self) -> Deferred:
-        return self.service.flush().addCallback(lambda serial: {"serial_no": serial})
+    def flush_config(self, distributed: bool | None = None) -> Deferred:
+        return self.service.flush(bool(distributed)).addCallback(lambda serial: {"serial_no": serial})
 
     # --- HA parameters -------------------------------------------------------
     def _ha(self) -> Any:

@@ -28,7 +28,7 @@ import os
 from typing import Any, Callable, Iterable, cast
 
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -37,6 +37,7 @@ from ganeti.lockfile import is_free
 from ganeti.locking import CONFIG_LOCK, EXCLUSIVE, SHARED, LockManager, Owner
 from ganeti.objects import ConfigData
 from ganeti.wconfd import diskspace
+from ganeti.wconfd.distribution import Distribution
 from ganeti.wconfd.replication import RecordingDistributor
 from ganeti.wconfd.requests import (
     Answer,
@@ -122,8 +123,7 @@ class WConfdService(Service):
         self._checkpointing = False
         self._checkpoint_duration = 0.0
         self._lock_snapshot_call: Any = None
-        self._distributing = False
-        self._next_distribution: tuple[bytes, int] | None = None
+        self.distribution = Distribution(lambda: self.distributor)
         self._broken: str | None = None
         self._death_loop: LoopingCall | None = None
         #: the HA parameters' keeper (L{ganeti.ha.keeper.HaKeeper}), when the daemon has one
@@ -208,7 +208,7 @@ class WConfdService(Service):
         if replayed or found.records:
             self._run_checkpoint()
         else:  # the replicas (and this node's ssconf) may lag: bring them up to date
-            self._distribute(store.snapshot(), store.serial_no)
+            self.distribution(store.snapshot(), store.serial_no)
 
     # --- owners and connections ------------------------------------------
     def check_owner(self, owner: Owner) -> Owner:
@@ -733,7 +733,7 @@ class WConfdService(Service):
         def written(_: Any) -> None:
             self._checkpoint_duration = self.clock.seconds() - started
             self._durable_serial = max(self._durable_serial, serial)
-            self._distribute(data, serial)
+            self.distribution(data, serial)
 
         ok = [True]
 
@@ -756,9 +756,13 @@ class WConfdService(Service):
         d.addCallback(done)
         return d
 
-    def flush(self) -> Deferred:
-        """Fires with the serial once config.data holds every change so far."""
+    def flush(self, distributed: bool = False) -> Deferred:
+        """Fires with the serial once config.data holds every change so far;
+        with C{distributed}, once its distribution to the nodes also ended
+        (L{Distribution})."""
         target = self.config_store.serial_no
+        if distributed:
+            return self.flush().addCallback(lambda _: self.distribution.wait(target))
         if self._durable_serial >= target:
             return succeed(self._durable_serial)
         waiter: Deferred = Deferred()
@@ -766,22 +770,6 @@ class WConfdService(Service):
         if not self._checkpointing:
             self._run_checkpoint()
         return waiter
-
-    def _distribute(self, data: bytes, serial: int) -> None:
-        if self._distributing:
-            self._next_distribution = (data, serial)
-            return
-        self._distributing = True
-        d = maybeDeferred(self.distributor, data, serial)
-        d.addErrback(lambda f: self.log.failure("distributing config serial {serial} failed", f, serial=serial))
-
-        def next_one(_: Any) -> None:
-            self._distributing = False
-            pending, self._next_distribution = self._next_distribution, None
-            if pending is not None:
-                self._distribute(*pending)
-
-        d.addCallback(next_one)
 
 
 def _names(request: list[Any]) -> str:

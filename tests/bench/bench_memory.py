@@ -52,6 +52,7 @@ from ganeti import daemons, localcluster, ports
 from ganeti.luxi.client import LuxiClient
 from ganeti.luxid.forkclient import recorded_pid
 from ganeti.paths import Paths
+from ganeti.testing import procs
 from tests.bench import memfloor
 from tests.bench.jobs import follow
 
@@ -90,14 +91,6 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def cmdline(pid: int) -> list[str]:
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            return handle.read().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
 def node_processes(paths: Paths) -> dict[str, int]:
     """The daemons a node runs now (by their pid files), LuxiD's fork server, its children (C{jobspare}: at
     idle, the one spare job process it keeps forked ahead; a job running now would be C{jobspare2}...) and
@@ -109,7 +102,7 @@ def node_processes(paths: Paths) -> dict[str, int]:
             found[spec.name[len("ganeti-"):]] = pid
     if "noded" in found:
         for child in children(found["noded"]):
-            if "ganeti.warmstart" in cmdline(child):
+            if "ganeti.warmstart" in procs.argv(child):
                 found["warmstart"] = child
     forkserver = recorded_pid(paths)
     if forkserver is not None:

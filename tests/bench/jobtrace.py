@@ -19,7 +19,7 @@ from typing import Iterator
 from ganeti.jobs import trace
 from ganeti.luxid.forkclient import recorded_pid
 from ganeti.paths import Paths
-from ganeti.testing import warmfork
+from ganeti.testing import procs, warmfork
 
 #: the hops of the client (the benchmark), added to the daemons' trace
 CLIENT_SEND, CLIENT_FINAL = "client.send", "client.final"
@@ -85,16 +85,7 @@ def daemon_pids(root: str) -> dict[str, int]:
     """C{{role: pid}} of the daemons of the node root C{root} (by their command lines, also of the daemons
     forked warm, L{warmfork.forked_children}, whose own command line is their launcher's)."""
     found: dict[str, int] = {}
-    candidates: list[tuple[int, list[str]]] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
-            continue
-        candidates.append((int(entry), [a.decode(errors="replace") for a in argv]))
+    candidates = list(procs.processes())
     candidates += warmfork.forked_children(root)
     forkserver = recorded_pid(Paths(root))
     if forkserver is not None:  # (one forked at LuxiD's start has LuxiD's launcher's command line)

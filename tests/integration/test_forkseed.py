@@ -22,6 +22,7 @@ from ganeti.config.bootstrap import initial_config
 from ganeti.luxi.client import LuxiClient
 from ganeti.luxid.forkclient import recorded_pid
 from ganeti.paths import Paths
+from ganeti.testing import procs
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config
 from ganeti.testing.fdcount import quick_job, run_jobs, wait_final
 
@@ -48,8 +49,7 @@ def alive(pid: int) -> bool:
 def describe(pid: int) -> tuple[str, list[str]]:
     with open("/proc/%d/comm" % pid) as handle:
         name = handle.read().strip()
-    with open("/proc/%d/cmdline" % pid, "rb") as handle:
-        return name, handle.read().decode(errors="replace").split("\0")
+    return name, procs.argv(pid)
 
 
 @contextlib.asynccontextmanager

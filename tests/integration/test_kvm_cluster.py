@@ -37,6 +37,7 @@ from ganeti.config.bootstrap import initial_config
 from ganeti.daemons import free_port
 from ganeti.objects import ConfigData, Node, new_uuid
 from ganeti.paths import Paths
+from ganeti.testing import procs
 from ganeti.testing.daemons import Daemon, make_root, remove_root, seed_config, share_file_storage
 from tests.integration.test_nodes import ok
 
@@ -75,11 +76,6 @@ def qemu_pids(roots: list[Paths]) -> list[int]:
         found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
         pids += [int(pid) for pid in found.stdout.split()]
     return sorted(pids)
-
-
-def cmdline(pid: int) -> list[str]:
-    with open("/proc/%d/cmdline" % pid, "rb") as handle:
-        return handle.read().decode().split("\0")[:-1]
 
 
 async def qmp_status(paths: Paths, name: str) -> str:
@@ -145,7 +141,7 @@ async def test_kvm_instances_migrate(root, monkeypatch):
             assert await qmp_status(roots[0], name) == "running"
         on_node1 = qemu_pids(roots[:1])
         assert len(on_node1) == 2 and qemu_pids(roots[1:]) == []
-        argv = {line[line.index("-name") + 1]: line for line in map(cmdline, on_node1)}
+        argv = {line[line.index("-name") + 1]: line for line in map(procs.argv, on_node1)}
         assert argv[NODISK][0] == QEMU and argv[NODISK][argv[NODISK].index("-m") + 1] == "64"
         assert os.listdir(shared) == [SHARED]
         assert any(arg.startswith("file=%s/%s/" % (shared, SHARED)) for arg in argv[SHARED]), argv[SHARED]
@@ -159,7 +155,7 @@ async def test_kvm_instances_migrate(root, monkeypatch):
         on_node2 = qemu_pids(roots[1:])
         assert qemu_pids(roots[:1]) == [] and len(on_node2) == 2
         for pid in on_node2:  # the cluster's migration_port reached the target
-            assert "tcp:%s:%d" % (NODES[N2], migration_port) in cmdline(pid)
+            assert "tcp:%s:%d" % (NODES[N2], migration_port) in procs.argv(pid)
         console = KVMHypervisor(roots[1], reactor).files(NODISK).serial_socket
         assert "the Unix socket %s on node" % console in ok(root, "gnt-instance", "console", NODISK)
 

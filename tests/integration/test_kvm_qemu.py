@@ -27,6 +27,7 @@ from ganeti.backend.hypervisor.qmp import connect_qmp
 from ganeti.daemons import free_port
 from ganeti.objects import Instance
 from ganeti.paths import Paths
+from ganeti.testing import procs
 from ganeti.testing.daemons import make_root, remove_root
 
 QEMU = shutil.which("qemu-system-x86_64")
@@ -60,20 +61,8 @@ def zombie_children() -> list[int]:
 
 def qemu_pids(roots) -> list[int]:
     """The pids of the processes whose command line names one of C{roots}."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                cmdline = handle.read()
-            with open("/proc/%s/stat" % entry, "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[-1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z" and any(paths.root.encode() + b"/" in cmdline for paths in roots):
-            pids.append(int(entry))
-    return pids
+    return [pid for pid, argv in procs.processes(live=True)
+            if any(paths.root + "/" in "\0".join(argv) for paths in roots)]
 
 
 async def status(hypervisor: KVMHypervisor) -> str:

@@ -18,6 +18,7 @@ from twisted.internet.task import deferLater
 from ganeti import crypto, daemons, errors, ssconf
 from ganeti.daemons import free_port
 from ganeti.rpc import RpcClient, join, wire
+from ganeti.testing import procs
 from ganeti.testing.daemons import Daemon, make_root, remove_root
 
 TOKEN = "correct-horse-battery-staple-42"
@@ -223,7 +224,7 @@ async def test_a_killed_unjoined_noded_leaves_nothing_listening(master, node):
     deadline = time.monotonic() + 20
     while True:  # spawned once NodeD listens (a loaded machine: later)
         found = [pid for pid in _children(daemon.process.pid)
-                 if b"ganeti.noded.joinchild" in open("/proc/%d/cmdline" % pid, "rb").read()]
+                 if "ganeti.noded.joinchild" in procs.argv(pid)]
         if found or time.monotonic() > deadline:
             break
         await deferLater(reactor, 0.05, lambda: None)

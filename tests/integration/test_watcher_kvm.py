@@ -22,6 +22,7 @@ import pytest_twisted
 from twisted.internet import reactor, threads
 
 from ganeti.paths import Paths
+from ganeti.testing import procs
 from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok
 
 QEMU = shutil.which("qemu-system-x86_64")
@@ -98,8 +99,7 @@ async def test_kvm_crash_and_guest_poweroff_restarted(root, tmp_path):
         assert [j[1] for j in jobs] == ["success"], jobs
         # qemu runs with a second QMP monitor, NodeD's event watcher's
         pid = qemu_pid(cluster.roots[1], CRASH)
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            argv = handle.read().decode().split("\0")
+        argv = procs.argv(pid)
         assert any(arg.endswith("/%s.kvmd,server=on,wait=off" % CRASH) for arg in argv), argv
 
         # a guest that powers itself off: restarted, 3 times in all, then left down

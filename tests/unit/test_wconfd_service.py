@@ -361,6 +361,26 @@ class DistributorTests(ServiceTestCase):
         self.assertEqual(len(self.flushLoggedErrors(ConnectionError)), 1)
         self.assertEqual(self.serials()[-1], self.service.config_store.serial_no)
 
+    def test_a_distributed_flush_waits_for_the_distribution_of_its_change(self) -> None:
+        # (what gnt-cluster verify waits for before it compares the nodes' ssconf files)
+        self.hold(self.a, LOCK1)
+        self.successResultOf(self.change(self.a, os="first"))
+        self.clock.advance(0.2)  # first checkpoint: its distribution starts and hangs
+        self.successResultOf(self.change(self.a, os="second"))
+        target = self.service.config_store.serial_no
+        flushed = self.service.flush(distributed=True)
+        durable_only = self.service.flush()
+        self.assertEqual(self.successResultOf(durable_only), target)  # config.data holds it at once
+        self.assertNoResult(flushed)
+        self.distributed[0][2].callback(None)  # the older serial's distribution ended: not enough
+        self.assertNoResult(flushed)
+        self.assertEqual(self.serials()[-1], target)
+        self.distributed[-1][2].errback(ConnectionError("a node down"))  # ended, though a node missed it
+        self.flushLoggedErrors(ConnectionError)
+        self.assertEqual(self.successResultOf(flushed), target)
+        # nothing changed since: answered at once
+        self.assertEqual(self.successResultOf(self.service.flush(distributed=True)), target)
+
 
 class DeathTests(ServiceTestCase):
     def service_options(self) -> dict[str, Any]:
