@@ -27,7 +27,7 @@ import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti.backend.storage import rbd
-from ganeti.testing import guest
+from ganeti.testing import guest, procs
 from ganeti.testing.ceph import CephCluster, qemu_image_size, read_drive, require_ceph
 from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok
 from ganeti.testing.guest_cluster import GuestError
@@ -162,7 +162,7 @@ async def test_real_guest_on_rbd_migrates_live(root, ceph):
     to node2 and back to node1 (qemu migration over loopback), and after each
     move its console shows the same running guest (ticks go on), the memory
     token, and the disk token read back from the image; the image holds it."""
-    from tests.integration.test_kvm_cluster import QEMU, cmdline
+    from tests.integration.test_kvm_cluster import QEMU
 
     assert QEMU is not None, "qemu-system-x86_64 is not installed (scripts/install-qemu installs it)"
     try:
@@ -185,7 +185,7 @@ async def test_real_guest_on_rbd_migrates_live(root, ceph):
             (pid,) = vm.qemus()[roots[0].root]
             drive = "file=rbd:%s/%s:id=%s:conf=%s" % (ceph.pool, image, ceph.user,
                                                       os.path.join(roots[0].root, rbd.CONF_FILE))
-            assert any(arg.startswith(drive + ",") for arg in cmdline(pid)), cmdline(pid)
+            assert any(arg.startswith(drive + ",") for arg in procs.argv(pid)), procs.argv(pid)
 
             for target, index in ((N2, 1), (N1, 0)):
                 moved = await in_thread(vm.migrate, target)
@@ -201,7 +201,7 @@ async def test_real_guest_on_rbd_migrates_live(root, ceph):
                 except GuestError as e:
                     (qemu,) = vm.qemus()[roots[index].root]
                     livelocked = "soft lockup" in str(e) or spins_in_place(str(e))
-                    if not livelocked or not any("accel=tcg" in arg for arg in cmdline(qemu)):
+                    if not livelocked or not any("accel=tcg" in arg for arg in procs.argv(qemu)):
                         raise
                     # Seen in 3 of about 15 runs, only with TCG emulation (no usable /dev/kvm here): after the
                     # move the guest's kernel spins at one place (soft lockups on its console) while qemu runs.
