@@ -38,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("kind", choices=["cluster", "node", "nodegroup", "instance", "network", "disk"])
     show.add_argument("key", nargs="?", default="", help="uuid or name")
     sub.add_parser("verify", help="verify the configuration (exit 1 on problems)")
-    sub.add_parser("flush", help="wait until config.data on disk is up to date")
+    flush = sub.add_parser("flush", help="wait until config.data on disk is up to date")
+    flush.add_argument("--distributed", action="store_true",
+                       help="also wait until its distribution to the nodes (ssconf, candidates) ended")
     sub.add_parser("locks", help="list held locks, their owners and waiting requests")
     sub.add_parser("cleanup-locks", help="free the locks of dead owners now")
     return parser
@@ -84,7 +86,9 @@ async def _run(reactor: ITimeUNIXReactor, paths: Paths, args: argparse.Namespace
                 return EXIT_FAILURE
             print("configuration is consistent")
         elif command == "flush":
-            print("config.data holds serial %d" % await client.flush_config())
+            serial = await client.flush_config(distributed=args.distributed)
+            print(("config.data holds serial %d, distributed" if args.distributed else "config.data holds serial %d")
+                  % serial)
         elif command == "locks":
             owners, pending = await client.list_locks_waiting_status()
             print("%-50s %-10s %s" % ("Name", "Mode", "Owner"))

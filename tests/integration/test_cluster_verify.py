@@ -17,7 +17,7 @@ import pytest_twisted
 from twisted.internet import reactor, threads
 
 from ganeti.rpc.instances import node_path
-from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok, ssconf_of, until
+from ganeti.testing.cluster import LoopbackCluster, gnt, loopback_config, ok, ssconf_of
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 GANETI_LIB = CHECKOUT / ".venv" / "ganeti-3.0" / "usr" / "share" / "ganeti" / "3.0"
@@ -53,9 +53,9 @@ async def test_verify_jobs_verify_disks_and_repair_disk_sizes(root):
         ok(root, "gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-B", "memory=64", "-o", "noop",
            "--no-name-check", "--no-ip-check", "-n", N2, VM)
         disk = node_path(cluster.roots[1].root, "%s/%s/disk0" % (FILE_DIR, VM))
-        await until(reactor, lambda: all(VM in (ssconf_of(r, "instance_list") or "") for r in cluster.roots))
 
-        # --- a sound cluster: the config job, then the group's job, followed
+        # --- a sound cluster: the config job, then the group's job, followed; at once after the addition
+        # (the group's job waits until the change reached every node's ssconf, or it would report them)
         out = ok(root, "gnt-cluster", "verify")
         lines = out.splitlines()
         assert lines[0].startswith("Submitted jobs ") and len(lines[0].split(",")) == 2, out
@@ -75,6 +75,18 @@ async def test_verify_jobs_verify_disks_and_repair_disk_sizes(root):
             ((ops, results),) = got["watcher_job"]
             assert [(op["OP_ID"], op["priority"]) for op in ops] == [("OP_GROUP_VERIFY_DISKS", 10)], watched
             assert results == [[{}, [], {}]], watched
+
+        # --- ganeti-wconfd-client flush --distributed returns once every node's ssconf has the last change;
+        # a verify right after a removal waits for it as well
+        ok(root, "gnt-instance", "add", "-t", "diskless", "-o", "noop", "-n", N2, "--no-name-check",
+           "--no-ip-check", "--no-start", "vm2.test")
+        out = ok(root, "ganeti-wconfd-client", "flush", "--distributed")
+        assert out.startswith("config.data holds serial ") and out.rstrip().endswith(", distributed"), out
+        lists = [(ssconf_of(r, "instance_list") or "").split() for r in cluster.roots]
+        assert all("vm2.test" in names for names in lists), lists
+        ok(root, "gnt-instance", "remove", "-f", "vm2.test")
+        out = ok(root, "gnt-cluster", "verify")
+        assert "ERROR" not in out, out
 
         # --- an instance marked down that runs (started behind Ganeti's back): an error, until marked up
         vm_file = os.path.join(cluster.roots[1].root, "var", "run", "ganeti", "fake-hypervisor", VM)
