@@ -63,6 +63,8 @@ _GroupLocksOpT = TypeVar("_GroupLocksOpT", bound=OpClusterVerifyGroup | OpGroupV
 VERIFY_TIMEOUT = 60.0
 #: How long a group's verify waits for the last config change to reach the nodes, seconds.
 SSCONF_SETTLE = 30.0
+#: seconds of that wait after which the job says what it waits for
+SETTLE_NOTICE = 1.0
 
 CV_ENODERPC = "ENODERPC"
 CV_ENODENET = "ENODENET"
@@ -288,10 +290,16 @@ class LUClusterVerifyGroup(VerifyErrors[OpClusterVerifyGroup], GroupLocks[OpClus
 
     async def _settle(self) -> None:
         waiting = defer.Deferred.fromCoroutine(self.ctx.wconfd.flush_config(distributed=True))
+        # (a node the push cannot reach keeps the distribution for up to a minute: say why verify waits)
+        slow = self.ctx.clock.callLater(SETTLE_NOTICE, lambda: defer.ensureDeferred(self.feedback(
+            "* Waiting (at most %ds) for the last configuration change to reach the nodes" % SSCONF_SETTLE)))
         try:
             await waiting.addTimeout(SSCONF_SETTLE, self.ctx.clock)
         except defer.TimeoutError:
             pass  # a node the push cannot reach: its ssconf differs, reported below
+        finally:
+            if slow.active():
+                slow.cancel()
 
     async def _check_node(self, node: Node, result: Any, release: str) -> None:
         """The checks of one online node of the group, from its

@@ -9,6 +9,7 @@ import io
 from typing import Any
 
 import attrs
+from twisted.internet.defer import Deferred
 
 from ganeti.client import gnt_cluster, runner
 from ganeti.objects import NodeGroup
@@ -125,6 +126,55 @@ class ClusterVerifyJobsTests(VerifyTestCase):
         self.assertIs(self.ok({"OP_ID": "OP_CLUSTER_VERIFY_GROUP", "group_name": "rack2",
                                "debug_simulate_errors": True}), False)
         self.assertIn("  - ERROR: group rack2: simulated error (debug_simulate_errors)", self.log)
+
+
+class VerifyWaitsForTheDistributionTests(VerifyTestCase):
+    """A group's verify compares the nodes' ssconf files with the config only
+    once WConfD distributed the last change (at most SSCONF_SETTLE seconds)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.pushes: list[Deferred] = []
+
+        def distributor(data: bytes, serial: int) -> Deferred:
+            d: Deferred = Deferred()
+            self.pushes.append(d)
+            return d
+
+        self.env.service.distributor = distributor
+        self.ok({"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": ["changed"]})
+        self.env.advance(1)  # the change's config.data written: its distribution starts, and hangs
+        self.assertEqual(len(self.pushes), 1)
+        self.rpc.calls.clear()
+
+    def start_verify(self) -> Any:
+        self.next_id += 1
+        return self.env.start(self.next_id, [{"OP_ID": "OP_CLUSTER_VERIFY_GROUP", "group_name": "default"}],
+                              rpc_factory=lambda: self.rpc)
+
+    def messages(self, run: Any) -> list[str]:
+        return [entry[3] for entry in run.ops[0].log]
+
+    def test_it_asks_the_nodes_once_the_distribution_ended_and_says_why_it_waits(self) -> None:
+        run = self.start_verify()
+        self.env.advance(0.5)
+        self.assertEqual(self.rpc.calls_of("node_verify"), [])
+        self.assertNotIn("* Gathering data (2 nodes)", self.messages(run))
+        self.env.advance(1)
+        self.assertIn("* Waiting (at most 30s) for the last configuration change to reach the nodes",
+                      self.messages(run))
+        self.pushes[0].callback(None)  # ended (a node that missed it would be retried and reported)
+        job = self.env.finish(run)
+        self.assertEqual(job.ops[0].status, "success", job.ops[0].result)
+        self.assertNotEqual(self.rpc.calls_of("node_verify"), [])
+
+    def test_a_distribution_that_does_not_end_delays_verify_by_30_seconds_only(self) -> None:
+        run = self.start_verify()
+        self.env.advance(29)
+        self.assertEqual(self.rpc.calls_of("node_verify"), [])
+        job = self.env.finish(run)
+        self.assertEqual(job.ops[0].status, "success", job.ops[0].result)
+        self.assertNotEqual(self.rpc.calls_of("node_verify"), [])
 
 
 class VerifyDisksTests(VerifyTestCase):
