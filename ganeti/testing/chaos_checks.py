@@ -253,7 +253,7 @@ async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], 
     killed = acked.get(result.killed_job) if result.killed_job is not None else None
     if killed is None or killed.kind != "instance":
         return
-    name = killed.ops[0]["instance_name"]  # the stream's job name is its short form
+    name = instance_of(killed)
     with LuxiClient(cluster.master.luxi_socket, timeout=30) as client:
         rows = await deferToThread(client.query_instances, [], ["name", "disk_template", "disk.count"], False)
     row = next((r for r in rows if r and r[0] == name), None)
@@ -273,6 +273,11 @@ async def repair_killed_job(cluster: ChaosCluster, acked: dict[int, Submitted], 
     if removed.returncode != 0:
         result.violations.append("re-running the removal of %s (killed job %s) did not repair it: %s"
                                  % (name, killed.job_id, (removed.stdout + removed.stderr)[-500:]))
+
+
+def instance_of(job: Submitted) -> str:
+    """The instance an C{instance} job of the stream makes (its name is the job's short one)."""
+    return str(job.ops[0]["instance_name"])
 
 
 async def check_instances(cluster: ChaosCluster, result: TrialResult) -> None:
@@ -323,6 +328,6 @@ def check_effects(cluster: ChaosCluster, acked: dict[int, Submitted], rows: dict
                     result.effects.append("job %d succeeded but tag %s is not on %s" % (job_id, job.name, key))
             elif job.kind == "group" and job.name in groups:
                 result.effects.append("job %d succeeded but group %s is still there" % (job_id, job.name))
-            elif job.kind == "instance" and job.name + ".test" in instances:
-                result.effects.append("job %d succeeded but instance %s.test is still there" % (job_id, job.name))
+            elif job.kind == "instance" and instance_of(job) in instances:
+                result.effects.append("job %d succeeded but instance %s is still there" % (job_id, instance_of(job)))
     result.violations += result.effects

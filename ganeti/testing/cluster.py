@@ -251,15 +251,21 @@ def ok(root: Paths, tool: str, *args: str) -> str:
     return done.stdout
 
 
+def file_tail(path: str, size: int = 3000) -> str | None:
+    """The last C{size} characters of the file at C{path} (for a failure's message), or C{None} without one."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode(errors="replace")[-size:]
+    except OSError:
+        return None
+
+
 def _master_output(root: Paths, stderr: str) -> str:
     """When a command could not reach LuxiD: the end of what LuxiD said (its C{.out} file in the root)."""
     if "master daemon" not in stderr:
         return ""
-    try:
-        with open(os.path.join(root.root, "ganeti-luxid.out"), "rb") as handle:
-            return "ganeti-luxid said: " + handle.read().decode(errors="replace")[-3000:]
-    except OSError as e:
-        return "no output of ganeti-luxid (%s)" % e
+    said = file_tail(os.path.join(root.root, "ganeti-luxid.out"))
+    return "no output of ganeti-luxid" if said is None else "ganeti-luxid said: " + said
 
 
 # --- what has reached a node ----------------------------------------------------------------

@@ -38,7 +38,6 @@ def processes(live: bool = False) -> Iterator[tuple[int, list[str]]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        words = argv(entry)
         if live and state(entry) in (None, "Z"):
             continue
-        yield int(entry), words
+        yield int(entry), argv(entry)

@@ -87,8 +87,7 @@ async def _run(reactor: ITimeUNIXReactor, paths: Paths, args: argparse.Namespace
             print("configuration is consistent")
         elif command == "flush":
             serial = await client.flush_config(distributed=args.distributed)
-            print(("config.data holds serial %d, distributed" if args.distributed else "config.data holds serial %d")
-                  % serial)
+            print("config.data holds serial %d%s" % (serial, ", distributed" if args.distributed else ""))
         elif command == "locks":
             owners, pending = await client.list_locks_waiting_status()
             print("%-50s %-10s %s" % ("Name", "Mode", "Owner"))

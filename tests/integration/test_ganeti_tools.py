@@ -27,7 +27,7 @@ import pytest_twisted
 from twisted.internet import reactor
 
 from ganeti import daemons
-from ganeti.testing.cluster import LoopbackCluster, loopback_config, ok, serial_of
+from ganeti.testing.cluster import LoopbackCluster, file_tail, loopback_config, ok, serial_of
 from ganeti.testing.ganeti_tools import GanetiTools, unavailable_reason
 from tests.integration.test_failover import cluster_config, master_of, ready_cluster, stop_master_daemons
 
@@ -317,14 +317,6 @@ def our_daemon_util(workdir: str) -> str:
     return path
 
 
-def log_tail(path: str, size: int = 3000) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()[-size:].decode("utf-8", "replace")
-    except OSError as e:
-        return "(%s)" % e
-
-
 @pytest_twisted.ensureDeferred
 async def test_ganeti_master_failover_against_our_nodes(root):
     """Ganeti's own gnt-cluster master-failover moves the master to node2: its
@@ -356,7 +348,7 @@ async def test_ganeti_master_failover_against_our_nodes(root):
                 await cluster.until(lambda: all(master_of(p) == N2 for p in roots), timeout=30)
             except AssertionError:  # (seen once under the full suite's load: say where it stood)
                 raise AssertionError("ssconf master_node %s; node2's WConfD log ends:\n%s" % (
-                    [master_of(p) for p in roots], log_tail(roots[1].log_file("wconf-daemon")))) from None
+                    [master_of(p) for p in roots], file_tail(roots[1].log_file("wconf-daemon")))) from None
             assert serial_of(roots[1]) == serial + 1
             wconfd, luxid = daemons.BY_NAME["ganeti-wconfd"], daemons.BY_NAME["ganeti-luxid"]
             assert daemons.running_pid(roots[1], wconfd) and daemons.running_pid(roots[1], luxid)

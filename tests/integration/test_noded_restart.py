@@ -113,7 +113,8 @@ def own_unix_sockets() -> int:
         if target.startswith("socket:["):
             inodes.add(target[len("socket:["):-1])
     with open("/proc/net/unix") as handle:
-        return sum(1 for line in handle if len(line.split()) > 6 and line.split()[6] in inodes)
+        rows = [line.split() for line in handle]
+    return sum(1 for row in rows if len(row) > 6 and row[6] in inodes)
 
 
 @pytest_twisted.ensureDeferred
