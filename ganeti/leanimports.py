@@ -21,8 +21,8 @@ runs, as usual.
 
 Some modules Twisted imports at its start are used only by rare paths:
 C{pdb} (twistd's C{--debug}), C{http.cookiejar}, C{urllib.request} and
-C{http.client} (Twisted's cookie agent: C{twisted.web.client}, in the
-daemons that are RPC clients, runs them), C{asyncio} (what
+C{http.client} (Twisted's cookie agent: C{twisted.web.client}, which
+RAPI's forwarding imports, runs them), C{asyncio} (what
 C{twisted.internet.defer} imports from it, L{PARTIAL}, comes from its
 submodules: C{iscoroutine}, and two names for annotations).
 L{defer_module} puts them in C{sys.modules} without running them: their

@@ -70,7 +70,6 @@ def _warm_imports() -> None:
     from ganeti import leanimports
 
     leanimports.defer_system_openssl()  # as in the daemons: jobs use no HTTPS of the standard library's
-    import encodings.charmap  # noqa: F401  (twisted.web.client's URLs, in every node RPC: else each job loads it)
 
     import twisted.internet.default  # noqa: F401
     import twisted.internet.defer  # noqa: F401

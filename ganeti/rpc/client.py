@@ -35,21 +35,10 @@ from typing import Any, Callable, Iterable, Mapping
 import attrs
 from twisted.internet import defer
 from twisted.internet import error as ierror
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import (
-    Agent,
-    HTTPConnectionPool,
-    RequestTransmissionFailed,
-    ResponseFailed,
-    ResponseNeverReceived,
-    readBody,
-)
-from twisted.web.http_headers import Headers
-from twisted.web.iweb import IAgentEndpointFactory, IBodyProducer
-from zope.interface import implementer
 
 from ganeti.asyncutil import tcp_client_endpoint
 from ganeti.ha import epoch as master_epoch
@@ -58,6 +47,7 @@ from ganeti.paths import Paths
 from ganeti.reactors import ITimeTCPReactor
 from ganeti.rpc import procedures, wire
 from ganeti.rpc.contract import Call, Runner
+from ganeti.rpc.http import AnswerCut, HttpClient, Key, NoAnswer, NotSent
 from ganeti.rpc.local import LocalNoded, unix_endpoint
 from ganeti.rpc.tls import PinnedPolicy, ReloadingPolicy
 from ganeti.tlsbio import TLSError, wrap_client
@@ -72,25 +62,21 @@ ABANDONED = "abandoned"
 #: A call's condition on the results so far: the caller has what it needs.
 Enough = Callable[[Mapping[str, "RpcResult"]], bool]
 
-_HEADERS = Headers({b"Content-Type": [b"application/json"]})
-
-
 #: idle connections kept open to each node (a daemon's fds grow by at most this per node)
 MAX_PERSISTENT_PER_HOST = 4
 
 
-@implementer(IAgentEndpointFactory)
 class NodeEndpoints:
-    """Where the agent connects for a URL: a node's IP address directly.
+    """Where a connection goes: a node's IP address directly.
 
-    Twisted's default, C{HostnameEndpoint}, reports a refused connection
-    only after its 0.3 s "happy eyeballs" delay, even for an address
-    literal with nothing else to try: every call that includes a dead node
-    (the old master in a failover, the start-up vote of the new master's
-    daemons) waited for it.  L{tcp_client_endpoint} connects to an IPv4 or
-    IPv6 literal directly (a refusal is known at once).
+    Twisted's C{HostnameEndpoint} reports a refused connection only after
+    its 0.3 s "happy eyeballs" delay, even for an address literal with
+    nothing else to try: every call that includes a dead node (the old
+    master in a failover, the start-up vote of the new master's daemons)
+    waited for it.  L{tcp_client_endpoint} connects to an IPv4 or IPv6
+    literal directly (a refusal is known at once).
 
-    @param policy: the TLS policy for C{https} URLs
+    @param policy: the TLS policy
     @param connect_timeout: seconds to establish a TCP connection
     @param local: this node's NodeD, reached over its Unix socket without
         TLS (L{ganeti.rpc.local}); C{None}: every node over TCP
@@ -103,37 +89,16 @@ class NodeEndpoints:
         self._timeout = connect_timeout
         self._local = local
 
-    def endpointForURI(self, uri: Any) -> Any:
-        host = uri.host.decode("ascii")
-        path = self._local.socket_for(host, uri.port) if self._local is not None else None
+    def route(self, host: str, port: int) -> Key:
+        """The pool's key for a request to C{host}:C{port} (this node's own NodeD: its socket)."""
+        return (self._local.socket_for(host, port) if self._local is not None else None, host, port)
+
+    def endpoint(self, key: Key) -> Any:
+        path, host, port = key
         if path is not None:
             return unix_endpoint(self._reactor, path, self._timeout)
-        endpoint = tcp_client_endpoint(self._reactor, host, uri.port, self._timeout)
-        if uri.scheme == b"https":
-            endpoint = wrap_client(self._policy.creatorForNetloc(uri.host, uri.port), endpoint)
-        return endpoint
-
-
-@implementer(IBodyProducer)
-class _Body:
-    """A request body that is one byte string (written at once)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.length = len(data)
-
-    def startProducing(self, consumer: Any) -> Deferred[None]:
-        consumer.write(self.data)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
+        endpoint = tcp_client_endpoint(self._reactor, host, port, self._timeout)
+        return wrap_client(self._policy.creatorForNetloc(host.encode("ascii"), port), endpoint)
 
 
 class RpcError(Exception):
@@ -182,7 +147,7 @@ def _transport_message(reason: BaseException) -> str:
         return "node unreachable: connect timeout"
     if isinstance(reason, (ierror.NoRouteError, ierror.DNSLookupError, ierror.ConnectError)):
         return "node unreachable: %s" % (reason.__class__.__name__,)
-    if isinstance(reason, (ResponseNeverReceived, ResponseFailed, RequestTransmissionFailed)):
+    if isinstance(reason, (NotSent, NoAnswer, AnswerCut)):
         inner = [f.value for f in reason.reasons]
         if any(isinstance(r, TLSError) for r in inner):
             return "TLS handshake failed (certificate not accepted): %s" % "; ".join(str(r) for r in inner)
@@ -199,12 +164,12 @@ def _never_reached(reason: BaseException) -> bool:
         return False  # a connect timeout: the node is down, not restarting (5 s spent already)
     if isinstance(reason, ierror.ConnectError):
         return True
-    return isinstance(reason, RequestTransmissionFailed) and not _tls_failure(reason)
+    return isinstance(reason, NotSent) and not _tls_failure(reason)
 
 
 def _cancelled(reason: BaseException) -> bool:
     """Whether a call failed because its caller cancelled it: plainly, or
-    wrapped by the HTTP client (C{ResponseNeverReceived} of a C{CancelledError})."""
+    wrapped by the HTTP client (L{NoAnswer} of a C{CancelledError})."""
     if isinstance(reason, CancelledError):
         return True
     inner = getattr(reason, "reasons", None) or []
@@ -226,7 +191,7 @@ def _retriable(reason: BaseException, idempotent: bool) -> bool:
         return False
     if isinstance(reason, (ierror.TimeoutError, ierror.TCPTimedOutError)):
         return False
-    return isinstance(reason, (ResponseNeverReceived, ResponseFailed, ierror.ConnectionLost, ierror.ConnectionDone))
+    return isinstance(reason, (NoAnswer, AnswerCut, ierror.ConnectionLost, ierror.ConnectionDone))
 
 
 def _until_enough(reactor: Any, names: list[str], calls: list[Deferred[RpcResult]], enough: Enough, grace: float,
@@ -302,16 +267,12 @@ class RpcClient(Runner):
         self._reactor = reactor
         self.epoch = epoch
         self.retry_window = retry_window
-        self._headers = _HEADERS.copy()
+        self._headers = b"Content-Type: application/json\r\n"
         if epoch is not None:
-            self._headers.setRawHeaders(master_epoch.HEADER, [b"%d" % epoch])
+            self._headers += b"%s: %d\r\n" % (master_epoch.HEADER, epoch)
         self._port = port
-        self._pool = HTTPConnectionPool(reactor, persistent=persistent)
-        self._pool.maxPersistentPerHost = MAX_PERSISTENT_PER_HOST
-        self._pool.retryAutomatically = False
-        # Agent directly, not treq: treq costs every daemon that calls nodes ~2 MiB of imports
-        self._agent = Agent.usingEndpointFactory(reactor, NodeEndpoints(reactor, policy, connect_timeout, local),
-                                                 pool=self._pool)
+        self._endpoints = NodeEndpoints(reactor, policy, connect_timeout, local)
+        self._http = HttpClient(self._endpoints.endpoint, persistent=persistent, max_idle=MAX_PERSISTENT_PER_HOST)
         #: the calls waiting for a warm-up's connection (L{warm}), by node URL
         self._warming: dict[bytes, list[Deferred[None]]] = {}
 
@@ -328,7 +289,7 @@ class RpcClient(Runner):
         return cls(reactor, ReloadingPolicy(paths), **kwargs)
 
     async def close(self) -> None:
-        await self._pool.closeCachedConnections()
+        await self._http.close()
 
     def _url(self, address: Address, procedure: str) -> bytes:
         host, port = (address, self._port) if isinstance(address, str) else address
@@ -500,8 +461,11 @@ class RpcClient(Runner):
         return RpcResult(name, True, payload)
 
     async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes, bytes | None]:
+        host, port = (address, self._port) if isinstance(address, str) else address
+        head = b"POST /%s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n%s\r\n" % (
+            procedure.encode("ascii"), (("[%s]" % host) if ":" in host else host).encode("ascii"), len(body),
+            self._headers)
         trace.step("rpc.request")
-        response = await self._agent.request(b"POST", self._url(address, procedure), self._headers, _Body(body))
+        code, headers, answer = await self._http.request(self._endpoints.route(host, port), head, body)
         trace.step("rpc.response")
-        epochs = response.headers.getRawHeaders(master_epoch.HEADER)
-        return response.code, await readBody(response), epochs[0] if epochs else None
+        return code, answer, headers.get(master_epoch.HEADER.lower())

@@ -5,19 +5,15 @@ from __future__ import annotations
 import os
 
 import pytest
-from treq.testing import StubTreq
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import Clock
-from twisted.web.client import BrowserLikePolicyForHTTPS
 
 from ganeti.ha import epoch, epochwatch
 from ganeti.noded.procedures import NodeProcedures
 from ganeti.noded.server import NodeRpcResource
 from ganeti.rpc import wire
 from ganeti.rpc.client import RpcClient
-
-# treq's in-memory transport has no abortConnection, which readBody warns about
-pytestmark = pytest.mark.filterwarnings("ignore:Using readBody with a transport:DeprecationWarning")
+from tests.unit.http_helpers import in_memory
 
 
 @pytest.fixture(autouse=True)
@@ -41,16 +37,13 @@ class Node:
         paths.ensure_dirs()
         self.paths = paths
         self.procs = NodeProcedures(paths, Clock())
-        self.stub = StubTreq(NodeRpcResource(self.procs))
-
-    def client(self, with_epoch):
-        client = RpcClient(Clock(), BrowserLikePolicyForHTTPS(), epoch=with_epoch)
-        client._agent = self.stub._agent  # RpcClient talks through an Agent
-        return client
+        self.resource = NodeRpcResource(self.procs)
 
     def call(self, with_epoch, procedure, *args):
-        d = ensureDeferred(self.client(with_epoch).call({"node": "127.0.0.1"}, procedure, list(args)))
-        self.stub.flush()
+        client = RpcClient(Clock(), None, epoch=with_epoch)
+        link = in_memory(client, self.resource)  # the real HTTP client, the real NodeD resource
+        d = ensureDeferred(client.call({"node": "127.0.0.1"}, procedure, list(args)))
+        link.flush()
         return successful(d)["node"]
 
 

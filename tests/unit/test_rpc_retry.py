@@ -12,10 +12,10 @@ from twisted.internet import error as ierror
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
-from twisted.web.client import RequestTransmissionFailed, ResponseNeverReceived
 
 from ganeti.rpc import procedures, wire
 from ganeti.rpc.client import RpcClient
+from ganeti.rpc.http import NoAnswer, NotSent
 
 OK = (200, wire.encode_response(True, 7), None)
 
@@ -36,8 +36,8 @@ class ScriptedClient(RpcClient):
         return outcome
 
 
-def lost() -> ResponseNeverReceived:
-    return ResponseNeverReceived([Failure(ierror.ConnectionLost())])
+def lost() -> NoAnswer:
+    return NoAnswer([Failure(ierror.ConnectionLost())])
 
 
 class RetryTests(SynchronousTestCase):
@@ -73,7 +73,7 @@ class RetryTests(SynchronousTestCase):
         self.assertEqual(gaps, [0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
 
     def test_a_request_not_sent_in_full_is_sent_again(self) -> None:
-        script: list[Any] = [RequestTransmissionFailed([Failure(ierror.ConnectionLost())]), OK]
+        script: list[Any] = [NotSent([Failure(ierror.ConnectionLost())]), OK]
         reactor, client, d = self.call(script)
         self.settle(reactor, 1)
         self.assertTrue(self.successResultOf(d)["n1"].success)
