@@ -371,6 +371,14 @@ class GuardedChannel(HTTPChannel):
         self.phase = _HANDSHAKE if tls else _HEAD
         self._head_size = 0
         self._deadline: Any = None
+        self._local: Any = None
+
+    def getHost(self) -> Any:
+        """This end's address, asked once per connection (Twisted asks it for
+        every request: a C{getsockname} call each time)."""
+        if self._local is None:
+            self._local = super().getHost()
+        return self._local
 
     # --- deadlines -------------------------------------------------------------------
     def _arm(self, seconds: float, expired: Any) -> None:
