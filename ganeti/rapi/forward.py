@@ -35,8 +35,10 @@ from twisted.python.failure import Failure
 from twisted.web.client import Agent, FileBodyProducer, HTTPConnectionPool, ResponseDone
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
+from twisted.web.iweb import IAgentEndpointFactory
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
+from zope.interface import implementer
 
 from ganeti.dirwatch import file_stamp
 from ganeti.paths import Paths
@@ -146,6 +148,20 @@ class _Relay(protocol.Protocol):
         self.request.finish()
 
 
+@implementer(IAgentEndpointFactory)
+class _MasterEndpoints:
+    """Where the agent connects for a URL: the master's address directly, over TLS (L{NodeEndpoints}: a
+    refused connection, a dead master, is known at once)."""
+
+    def __init__(self, reactor: ITimeTCPReactor, policy: Any) -> None:
+        from ganeti.rpc.client import NodeEndpoints
+
+        self._endpoints = NodeEndpoints(reactor, policy, CONNECT_TIMEOUT)
+
+    def endpointForURI(self, uri: Any) -> Any:
+        return self._endpoints.endpoint((None, uri.host.decode("ascii"), uri.port))
+
+
 class ForwardingResource(Resource):
     """The RAPI root of a candidate: local on the master, forwarded elsewhere.
 
@@ -179,9 +195,7 @@ class ForwardingResource(Resource):
     def for_node(cls, local: Resource, paths: Paths, port: int, reactor: ITimeTCPReactor, cert_pem: bytes) -> ForwardingResource:
         pool = HTTPConnectionPool(reactor, persistent=True)
         policy = RapiCertificatePolicy(cert_pem, paths.rapi_pem)
-        from ganeti.rpc.client import NodeEndpoints
-
-        agent = Agent.usingEndpointFactory(reactor, NodeEndpoints(reactor, policy, CONNECT_TIMEOUT), pool=pool)
+        agent = Agent.usingEndpointFactory(reactor, _MasterEndpoints(reactor, policy), pool=pool)
         from ganeti.luxi.master import wait_window
 
         async def confd() -> str | None:
