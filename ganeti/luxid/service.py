@@ -40,8 +40,8 @@ from ganeti.jobs.submission import SubmissionIndex, check_job, plan, submission_
 from ganeti.lockfile import hold as hold_lockfile
 from ganeti.lockfile import is_free
 from ganeti.logfile import JobsLog
+from ganeti.luxid import acks, diskfull, forkclient, recovery
 from ganeti.luxid import archive as archiving
-from ganeti.luxid import diskfull, forkclient, recovery
 from ganeti.luxid.filters import FilterTable
 from ganeti.luxid.replication import JobDistributor, JobWrite
 from ganeti.luxid.spawner import JobChannel, JobExit, spawn_direct
@@ -102,6 +102,8 @@ class LuxidService(Service):
         #: job id -> the state clients see while its final file waits for a majority of candidates
         self.shown: dict[int, QueuedJob] = {}
         self.processes: dict[int, JobChannel] = {}
+        #: new jobs the scheduler sees before they are acknowledged (L{ganeti.luxid.acks})
+        self.unacked: set[int] = set()
         self.adopted: dict[int, str] = {}  # job id -> lock file (processes we did not start)
         self.start_attempts: dict[int, int] = {}
         self.private: dict[int, dict[str, Any]] = {}  # job id -> clear private values (ganeti.jobs.private)
@@ -378,9 +380,11 @@ class LuxidService(Service):
             self._spawn(self.jobs[job_id])
 
     def _spawn(self, job: QueuedJob) -> None:
-        trace.hop(job.id, "luxid.spawn")
         forkserver = self.forkserver if self.forkserver is not None and self.forkserver.available else None
         planned = forkserver is not None and forkserver.is_planned(job.id, job.livelock, job.process_id)
+        if job.id in self.unacked and not planned:
+            return  # its spawn writes the job file: once acknowledged (acks)
+        trace.hop(job.id, "luxid.spawn")
         if not planned:
             # step 1 (unless the job file names the spare planned at its submission): our own lock file in
             # it.  Not fsynced: if lost with a power cut, the job looks queued, which recovery makes of it.
@@ -391,6 +395,7 @@ class LuxidService(Service):
             except OSError as e:
                 return diskfull.spawn_failed(self, job, e)
         job_channel = JobChannel(job.id, self.paths, self.reactor, self._record_lockfile, private=self.private)
+        job_channel.held = job.id in self.unacked
         self.processes[job.id] = job_channel
         started = time.perf_counter()
         job_channel.ready.addCallback(lambda _: self.spawn_times.append(time.perf_counter() - started))
@@ -578,28 +583,9 @@ class LuxidService(Service):
         given = dict(zip(new, ids))
         results = [[True, known[i] if known[i] is not None else given[same_as.get(i, i)]] for i in range(len(known))]
         if written and self.replicator is not None:
-            local = self._blocking(self.queue.sync_jobs, ids)
-            holders, total = await self.replicator.replicate([(self.queue.job_path(j.id), c) for j, c in written])
-            for job_id in ids:
-                trace.hop(job_id, "luxid.replicated")
-            why = None
-            try:
-                await local
-            except OSError as e:
-                why = "not written durably on the master (%s)" % (e,)
-            for job_id in ids:
-                trace.hop(job_id, "luxid.fsynced")
-            if why is None and holders < total // 2 + 1:
-                why = "not replicated to a majority of the master candidates (%d of %d hold it)" % (holders, total)
-            if why is not None:
-                # never acknowledged: a resubmission with the same submission id makes the job anew (here, or at
-                # the next master, which indexes the copy a candidate may hold); it is not answered with this one
-                self.submissions.forget(job.id for job, _content in written)
-                for job, _content in written:
-                    self._fail(job, why)
-                raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
+            await acks.acknowledge(self, written, ids)  # the scheduler sees the jobs meanwhile (see there)
         for job, _content in written:
-            self.jobs[job.id] = job  # only now can the scheduler see it
+            self.jobs[job.id] = job  # only now can the scheduler see it (with candidates: see acks)
             self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
             trace.hop(job.id, "luxid.acked")
         self.reactor.callLater(0, self.schedule)

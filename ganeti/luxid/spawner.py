@@ -89,6 +89,9 @@ class JobChannel:
         #: C{(lock file, pid)} recorded durably before the process announced itself (a spare's, see
         #: L{ganeti.luxid.forkclient}): that very announcement is confirmed without another write
         self.prerecorded: tuple[str, int] | None = None
+        #: the job is not acknowledged yet (L{ganeti.luxid.acks}): its confirmation waits for L{release}
+        self.held = False
+        self._confirm_waiting = False
 
     def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
         self._write, self._kill = write, kill
@@ -128,8 +131,18 @@ class JobChannel:
         d = maybeDeferred(self.record, self.job_id, path, pid)
         d.addCallbacks(self._confirm, self._record_failed)
 
+    def release(self) -> None:
+        """The job is acknowledged: confirm its process now if it waits for that, else when it asks."""
+        self.held = False
+        if self._confirm_waiting:
+            self._confirm_waiting = False
+            self._confirm(None)
+
     def _confirm(self, _: Any) -> None:
         if self._write is None or self.aborted:
+            return
+        if self.held:
+            self._confirm_waiting = True
             return
         clear = self.private.get(self.job_id)
         self._write(channel.encode({channel.CONFIRM: True, **({channel.PRIVATE: clear} if clear else {})}))

@@ -1,0 +1,115 @@
+"""With master candidates, a job submitted alone gets its waiting spare while
+the candidates write its file, and the spare is confirmed (runs anything)
+only once the job is acknowledged; a job that is not acknowledged never
+runs (L{ganeti.luxid.acks})."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.testing import MemoryReactorClock
+
+from ganeti.jobs import channel
+from ganeti.luxid.forkclient import ForkServer
+from tests.unit.queue_helpers import DELAY, ReplicatedLuxidCase
+from tests.unit.test_luxid_final_majority import FreezableCandidates
+
+
+class AcknowledgementTests(ReplicatedLuxidCase):
+    prefix = "gnta"
+
+    def make_fake(self, names: list[str]) -> FreezableCandidates:
+        return FreezableCandidates(names)
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.service.wconfd = object()  # as if connected: the scheduler starts jobs
+        self.server = ForkServer(MemoryReactorClock(), self.paths, lambda _exit: None)
+        ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(ours.close)
+        self.addCleanup(self.theirs.close)
+        self.server._sock, self.server.running = ours, True
+        self.service.forkserver = self.server
+        self.killed: list[int] = []
+
+    def spawned(self) -> list[int]:
+        """The jobs handed to the fork server so far."""
+        self.theirs.setblocking(False)
+        jobs = []
+        while True:
+            try:
+                message, fds, _flags, _addr = socket.recv_fds(self.theirs, 4096, 2)
+            except BlockingIOError:
+                return jobs
+            for fd in fds:
+                os.close(fd)
+            jobs.append(json.loads(message)["job"])
+
+    def announce(self, job_id: int) -> Any:
+        """The spare announces itself (step 2 of the handshake); its channel, which records kills."""
+        job_channel = self.service.processes[job_id]
+        job_channel._write = lambda data: None
+        job_channel._kill = lambda: self.killed.append(job_id)
+        job = self.queue.read_job(job_id)
+        job_channel.data_received(channel.encode({"lockfile": job.livelock, "pid": job.process_id}))
+        return job_channel
+
+    def thaw(self) -> None:
+        for name in self.nodes:
+            self.fake.thaw(name)
+        self.settle()
+
+    def held_submission(self) -> tuple[Deferred[Any], int]:
+        """A job submitted alone while spare 4242 waits and both candidates are frozen."""
+        self.server.report({"spare": 4242})
+        self.fake.frozen.update(self.nodes)
+        d = ensureDeferred(self.service.submit([DELAY]))
+        self.settle()
+        self.assertNoResult(d)
+        job_id = self.queue.serial()
+        self.assertEqual(self.spawned(), [job_id], "the spare was not given the job while the candidates wrote it")
+        return d, job_id
+
+    def test_the_spare_starts_at_once_and_is_confirmed_when_a_majority_holds_the_job(self) -> None:
+        d, job_id = self.held_submission()
+        job_channel = self.announce(job_id)
+        self.assertFalse(job_channel.confirmed, "confirmed before the job was acknowledged")
+        self.thaw()
+        ((ok, answered),) = self.successResultOf(d)
+        self.assertEqual((ok, answered), (True, job_id))
+        self.assertTrue(job_channel.confirmed)
+        self.assertEqual(self.killed, [])
+
+    def test_a_spare_that_announces_itself_after_the_acknowledgement_is_confirmed_at_once(self) -> None:
+        d, job_id = self.held_submission()
+        self.thaw()
+        self.successResultOf(d)
+        self.assertTrue(self.announce(job_id).confirmed)
+
+    def test_a_job_not_acknowledged_never_runs(self) -> None:
+        d, job_id = self.held_submission()
+        job_channel = self.announce(job_id)
+        self.fake.down.update(self.nodes)  # the frozen candidates come back refusing the call
+        self.thaw()
+        failure = self.failureResultOf(d)
+        self.assertIn("Job(s) %d" % job_id, str(failure.value))
+        self.assertFalse(job_channel.confirmed)
+        self.assertTrue(job_channel.aborted)
+        self.assertEqual(self.killed, [job_id], "the waiting spare was not killed")
+        self.assertEqual(self.service.view(job_id).status, "error")
+        self.assertNotIn(job_id, self.service.live_jobs())
+
+    def test_jobs_submitted_together_start_only_once_acknowledged(self) -> None:
+        """Their spawn writes LuxiD's lock file into the job file: not while it is being made durable."""
+        self.fake.frozen.update(self.nodes)
+        d = ensureDeferred(self.service.submit([DELAY, DELAY]))
+        self.settle()
+        self.assertEqual(self.spawned(), [])
+        self.thaw()
+        ids = [job_id for _ok, job_id in self.successResultOf(d)]
+        self.settle()
+        self.assertEqual(sorted(self.service.processes), ids)
