@@ -83,8 +83,10 @@ async def acknowledge(service: Service, written: list[tuple[QueuedJob, bytes]], 
             del service.jobs[job.id]  # shown from its file, as a job never acknowledged
         if not job.finalized:
             service._fail(job, why)
-    if why is not None:
-        raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
+    if why is None:
+        service.admit([job for job, _content in written])
+        return
+    raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
 
 
 __all__ = ["acknowledge"]

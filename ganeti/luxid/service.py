@@ -583,13 +583,22 @@ class LuxidService(Service):
         given = dict(zip(new, ids))
         results = [[True, known[i] if known[i] is not None else given[same_as.get(i, i)]] for i in range(len(known))]
         if written and self.replicator is not None:
-            await acks.acknowledge(self, written, ids)  # the scheduler sees the jobs meanwhile (see there)
-        for job, _content in written:
-            self.jobs[job.id] = job  # only now can the scheduler see it (with candidates: see acks)
+            # a client that goes away meanwhile does not call the submission off: the job is made (or fails) all
+            # the same, and its resubmission (same submission id) is answered with it
+            answered: Deferred = Deferred()
+            Deferred.fromCoroutine(acks.acknowledge(self, written, ids)).chainDeferred(answered)
+            await answered
+        else:
+            self.admit([job for job, _content in written])
+        return results
+
+    def admit(self, jobs: list[QueuedJob]) -> None:
+        """New C{jobs} are acknowledged: the scheduler sees them (with candidates, since their write: acks)."""
+        for job in jobs:
+            self.jobs[job.id] = job
             self.jobs_log.submitted(job.id, [op_summary(op.input) for op in job.ops])
             trace.hop(job.id, "luxid.acked")
         self.reactor.callLater(0, self.schedule)
-        return results
 
     def _blocking(self, function: Callable[..., Any], *args: Any) -> Deferred:
         """C{function(*args)} (fsyncs) in the reactor's thread pool, if it has one."""

@@ -113,3 +113,20 @@ class AcknowledgementTests(ReplicatedLuxidCase):
         ids = [job_id for _ok, job_id in self.successResultOf(d)]
         self.settle()
         self.assertEqual(sorted(self.service.processes), ids)
+
+    def test_a_client_gone_during_the_acknowledgement_leaves_the_job_made(self) -> None:
+        """Its resubmission (same submission id, as LUXI clients send after a lost connection) is answered
+        with that job, which runs."""
+        job = [dict(DELAY[0], reason=[["gnt:submission", "resent", 1]])]
+        self.server.report({"spare": 4242})
+        self.fake.frozen.update(self.nodes)
+        d = ensureDeferred(self.service.submit([job]))
+        self.settle()
+        (job_id,) = self.spawned()
+        d.cancel()
+        self.failureResultOf(d)
+        self.thaw()
+        self.assertTrue(self.announce(job_id).confirmed)
+        ((ok, again),) = self.successResultOf(ensureDeferred(self.service.submit([job])))
+        self.assertEqual((ok, again), (True, job_id))
+        self.assertIn(job_id, self.service.live_jobs())
