@@ -273,8 +273,8 @@ class RpcClient(Runner):
         self._port = port
         self._endpoints = NodeEndpoints(reactor, policy, connect_timeout, local)
         self._http = HttpClient(self._endpoints.endpoint, persistent=persistent, max_idle=MAX_PERSISTENT_PER_HOST)
-        #: the calls waiting for a warm-up's connection (L{warm}), by node URL
-        self._warming: dict[bytes, list[Deferred[None]]] = {}
+        #: the calls waiting for a warm-up's connection (L{warm}), by node (host, port)
+        self._warming: dict[tuple[str, int], list[Deferred[None]]] = {}
 
     @classmethod
     def from_paths(cls, reactor: ITimeTCPReactor, paths: Paths, **kwargs: Any) -> RpcClient:
@@ -291,11 +291,9 @@ class RpcClient(Runner):
     async def close(self) -> None:
         await self._http.close()
 
-    def _url(self, address: Address, procedure: str) -> bytes:
-        host, port = (address, self._port) if isinstance(address, str) else address
-        if ":" in host:
-            host = "[%s]" % host
-        return ("https://%s:%d/%s" % (host, port, procedure)).encode("ascii")
+    def _target(self, address: Address) -> tuple[str, int]:
+        """A node's host and port (an address alone: this client's NodeD port)."""
+        return (address, self._port) if isinstance(address, str) else address
 
     async def call(
         self,
@@ -370,7 +368,7 @@ class RpcClient(Runner):
         (the TCP and TLS handshakes, the client's first use).  Calls to that
         node made meanwhile wait for it to end, then find its connection in
         the pool, instead of paying for a second one.  Never raises."""
-        key = self._url(address, "")
+        key = self._target(address)
         if key in self._warming:
             return
         # runs to its first wait, past _call_one's look at the warm-ups: it does not wait for itself
@@ -399,7 +397,7 @@ class RpcClient(Runner):
         start = clock.seconds()
         end, retry_end = start + timeout, start + (self.retry_window if retry else 0.0)
         delay, tries = wire.RETRY_FIRST_DELAY, 1
-        waiting = self._warming.get(self._url(address, "")) if self._warming else None
+        waiting = self._warming.get(self._target(address)) if self._warming else None
         if waiting is not None:  # a warm-up is opening this node's connection: use that one
             waiter: Deferred[None] = Deferred()
             waiting.append(waiter)
@@ -461,7 +459,7 @@ class RpcClient(Runner):
         return RpcResult(name, True, payload)
 
     async def _exchange(self, address: Address, procedure: str, body: bytes) -> tuple[int, bytes, bytes | None]:
-        host, port = (address, self._port) if isinstance(address, str) else address
+        host, port = self._target(address)
         head = b"POST /%s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n%s\r\n" % (
             procedure.encode("ascii"), (("[%s]" % host) if ":" in host else host).encode("ascii"), len(body),
             self._headers)
