@@ -50,6 +50,7 @@ def write_file(
     uid: int = -1,
     gid: int = -1,
     sync_dir: bool = True,
+    blank: str | None = None,
 ) -> None:
     """Replace C{path} with C{data} atomically.
 
@@ -57,15 +58,25 @@ def write_file(
     before this returns; without, the write survives a crash of this
     process but not necessarily of the machine.  C{sync_dir=False} leaves
     the directory's fsync (the rename's durability) to the caller, who
-    writes several files and fsyncs their directory once.
+    writes several files and fsyncs their directory once.  C{blank}: an
+    empty file made ahead in the same directory (L{ganeti.jobs.blanks}),
+    written and renamed instead of a temporary file made now.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
     # the thread too: two threads of one daemon may replace the same file at once (NodeD's take-over
     # fetching the queue serial while a replication writes it), and must not share a temporary file
-    tmp = os.path.join(directory, ".%s.%d.%d.tmp" % (os.path.basename(path), os.getpid(), threading.get_ident()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    fd = -1
+    if blank is not None and os.path.dirname(blank) == directory:
+        try:
+            fd = os.open(blank, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)
+            tmp = blank
+        except OSError:  # (removed meanwhile) a temporary file of its own
+            pass
+    if fd < 0:
+        tmp = os.path.join(directory, ".%s.%d.%d.tmp" % (os.path.basename(path), os.getpid(), threading.get_ident()))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:

@@ -29,7 +29,7 @@ from twisted.internet.interfaces import IReactorFromThreads, IReactorTime, ITran
 from twisted.internet.protocol import Protocol
 
 from ganeti import lockfile, ports, serializer
-from ganeti.jobs import channel, space, trace
+from ganeti.jobs import blanks, channel, space, trace
 from ganeti.jobs.orphans import is_job_lock_path, job_lock_path
 from ganeti.paths import Paths
 from ganeti.reactors import IReactor
@@ -50,24 +50,28 @@ FREE_LOCKS_TIMEOUT = 10.0
 EXIT_FENCED = 4
 
 
-def create_lockfile(paths: Paths, job_id: int, path: str | None = None) -> tuple[int, str]:
+def create_lockfile(paths: Paths, job_id: int, path: str | None = None,
+                    held: tuple[int, str] | None = None) -> tuple[int, str]:
     """Create and hold this job process's lock file: C{path} when LuxiD chose
-    it (and it is one of this job's in the lock directory), else a new name."""
+    it (and it is one of this job's in the lock directory), else a new name.
+    C{held}: the spare's lock file, held, renamed to it (L{blanks.claim})."""
     if path is None or not is_job_lock_path(paths, job_id, path):
         path = job_lock_path(paths, job_id)
-    return lockfile.hold(path, create_new=True), path
+    claimed = blanks.claim(held, path) if held is not None else None
+    return claimed or (lockfile.hold(path, create_new=True), path)
 
 
 class NotConfirmed(Exception):
     """LuxiD did not confirm the handshake: the job must not run."""
 
 
-def announce(paths: Paths, job_id: int, to_parent: int, path: str | None = None) -> tuple[int, str]:
+def announce(paths: Paths, job_id: int, to_parent: int, path: str | None = None,
+             held: tuple[int, str] | None = None) -> tuple[int, str]:
     """Step 2 of the handshake: hold a lock file of our own (at C{path} when
-    LuxiD named one) and send its path; raises L{channel.ChannelError} when
-    it cannot be sent."""
+    LuxiD named one; C{held}: the spare's, renamed) and send its path; raises
+    L{channel.ChannelError} when it cannot be sent."""
     trace.hop(job_id, "child.start")
-    lock_fd, lock_path = create_lockfile(paths, job_id, path)
+    lock_fd, lock_path = create_lockfile(paths, job_id, path, held)
     try:
         channel.write_blocking(to_parent, {channel.LOCKFILE: lock_path, "pid": os.getpid()})
         trace.hop(job_id, "child.lockfile_sent")
@@ -137,7 +141,8 @@ def save_job(paths: Paths, job: Any, last: bytes | None = None, to_parent: int |
     if data == last:
         return data
     try:
-        serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized)
+        serializer.write_file(job_file(paths, job.id), data, mode=0o640, durable=job.finalized,
+                              blank=blanks.take(paths.queue_dir))
     except OSError as e:
         if to_parent is not None and space.is_disk_full(e):
             tell_unsaved(to_parent, job)
@@ -375,6 +380,7 @@ def run(
             codes.append(failure_exit(job_id, e))
 
     try:
+        install_reactor()
         task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
     except SystemExit:
         pass
@@ -382,6 +388,15 @@ def run(
         remove_quietly(lock_path)
         os.close(lock_fd)
     return codes[0] if codes else EXIT_FAILED
+
+
+def install_reactor() -> None:
+    """Install the default reactor, unless one is, without importing C{twisted.internet.reactor}
+    (a module that only does this): a forked job process does not search for and load it (0.2-0.3 ms)."""
+    if "twisted.internet.reactor" not in sys.modules:
+        from twisted.internet import default
+
+        default.install()
 
 
 def failure_exit(job_id: int, error: BaseException) -> int:

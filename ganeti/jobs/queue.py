@@ -27,6 +27,7 @@ from typing import Callable, Container, Iterable, Mapping
 from twisted.logger import Logger
 
 from ganeti import errors, lockfile, serializer
+from ganeti.jobs import blanks
 from ganeti.jobs.model import QueuedJob, ts_seconds
 from ganeti.paths import Paths
 
@@ -175,7 +176,8 @@ class JobQueueDir:
             raise
 
     def close(self) -> None:
-        """Release the queue lock (idempotent)."""
+        """Release the queue lock (idempotent); this process's blanks (L{blanks}) are removed."""
+        blanks.drop()
         fd, self._lock_fd = self._lock_fd, None
         self._serial = None
         if fd is not None:
@@ -495,7 +497,8 @@ class JobQueueDir:
 
     # --- helpers -----------------------------------------------------------
     def _write(self, path: str, data: bytes, durable: bool = True, replicate: bool = True, sync_dir: bool = True) -> None:
-        serializer.write_file(path, data, mode=FILE_MODE, durable=durable, sync_dir=sync_dir)
+        serializer.write_file(path, data, mode=FILE_MODE, durable=durable, sync_dir=sync_dir,
+                              blank=blanks.take(os.path.dirname(path)))  # (LuxiD's: acks)
         if replicate and self.on_write is not None:
             self.on_write(path, data)
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
-from ganeti.jobs import channel, process, trace
+from ganeti.jobs import blanks, channel, process, trace
 from ganeti.jobs.wconfdlink import WConfdLink
 from ganeti.paths import Paths
 
@@ -128,6 +128,23 @@ def prepare(reactor: Any, paths: Paths, rpc_port: int) -> None:
         pass
 
 
+def _make_ahead(result: Any, reactor: Any, link: WConfdLink, steps: Iterator[None], assigned: Any) -> Any:
+    """Once the spare is connected and has read the config, make the files its job's path would make
+    (L{blanks.ahead}), one per turn of the reactor until its job comes (its reading is never held up
+    longer than one file takes).  C{result}: L{WConfdLink.deferred}'s, passed on."""
+
+    def step() -> None:
+        if not assigned.called and next(steps, StopIteration) is not StopIteration:
+            reactor.callLater(0, step)
+
+    ready = link.prefetched[0] if link.prefetched else None
+    if ready is None:
+        reactor.callLater(0, step)
+    else:
+        ready.addBoth(lambda r: (reactor.callLater(0, step), r)[1])
+    return result
+
+
 def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
     """Wait for a job (L{_Assignment}) with the WConfD connection made, then
     run it as L{process.run} does; returns the exit code.  File descriptors
@@ -139,15 +156,18 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
 
     codes: list[int] = []
     held: list[tuple[int, str]] = []
+    premade: list[tuple[int, str]] = []  # the spare's lock file (L{blanks.ahead}), until its job takes it
 
     async def main(reactor: Any) -> None:
         link = WConfdLink(reactor, paths)
         reactor.callLater(0, prepare, reactor, paths, rpc_port)
         warming = reactor.callLater(WARM_AFTER, lambda: defer.ensureDeferred(warm_node_rpc(reactor, paths, rpc_port)))
-        assignment = await _Assignment(reactor, sock).waiting
+        waiting = _Assignment(reactor, sock).waiting
+        link.deferred.addBoth(_make_ahead, reactor, link, blanks.ahead(paths, premade), waiting)
+        assignment = await waiting
         if warming.active():  # taken at once (a burst): its job would not wait for the call
             warming.cancel()
-        if assignment is None:  # the fork server is gone: no job for this spare
+        if assignment is None:  # the fork server is gone: no job for this spare (what it made: removed at the end)
             await close_process_rpc()
             await link.close()
             codes.append(process.EXIT_DONE)
@@ -159,7 +179,7 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
         for fd in fds:
             os.close(fd)
         try:
-            held.append(process.announce(paths, job_id, channel.TO_PARENT_FD, named))
+            held.append(process.announce(paths, job_id, channel.TO_PARENT_FD, named, premade.pop() if premade else None))
         except channel.ChannelError as e:
             print("job %d: not confirmed by LuxiD (%s): not running it" % (job_id, e), file=sys.stderr, flush=True)
             await link.close()
@@ -176,11 +196,13 @@ def run(paths: Paths, sock: socket.socket, rpc_port: int) -> int:
             codes.append(process.failure_exit(job_id, e))
 
     try:
+        process.install_reactor()
         task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
     except SystemExit:
         pass
     finally:
-        for lock_fd, lock_path in held:
+        for lock_fd, lock_path in held + premade:
             process.remove_quietly(lock_path)
             os.close(lock_fd)
+        blanks.drop()
     return codes[0] if codes else process.EXIT_FAILED

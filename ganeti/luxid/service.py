@@ -565,11 +565,9 @@ class LuxidService(Service):
                     ops, job_id)), now)
                 if len(checked) == 1 and self.forkserver is not None:  # the spare's lock file named ahead
                     job.livelock, job.process_id = self.forkserver.plan(job_id) or (None, None)
-                # written, then fsynced while the candidates write it too: durable here before we answer
-                content = self.queue.write_job(job, durable=self.replicator is None, sync_dir=False)
+                # written, then fsynced (while the candidates write it too): durable here before we answer
+                content = self.queue.write_job(job, durable=False, sync_dir=False)
                 written.append((job, content))
-            if written and self.replicator is None:
-                self.queue.sync_dir()
         except OSError as e:  # never acknowledged: its files are dropped at the next start, or here
             for job, _content in written:
                 self.queue.remove_unacknowledged(job.id)
@@ -582,14 +580,12 @@ class LuxidService(Service):
             trace.hop(job.id, "luxid.written")
         given = dict(zip(new, ids))
         results = [[True, known[i] if known[i] is not None else given[same_as.get(i, i)]] for i in range(len(known))]
-        if written and self.replicator is not None:
+        if written:
             # a client that goes away meanwhile does not call the submission off: the job is made (or fails) all
             # the same, and its resubmission (same submission id) is answered with it
             answered: Deferred = Deferred()
             Deferred.fromCoroutine(acks.acknowledge(self, written, ids)).chainDeferred(answered)
             await answered
-        else:
-            self.admit([job for job, _content in written])
         return results
 
     def admit(self, jobs: list[QueuedJob]) -> None:

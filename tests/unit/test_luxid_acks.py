@@ -1,21 +1,25 @@
-"""With master candidates, a job submitted alone gets its waiting spare while
-the candidates write its file, and the spare is confirmed (runs anything)
-only once the job is acknowledged; a job that is not acknowledged never
-runs (L{ganeti.luxid.acks})."""
+"""A job submitted alone gets its waiting spare while its file is made
+durable (fsynced here, and written by the master candidates), and the spare
+is confirmed (runs anything) only once the job is acknowledged; a job that
+is not acknowledged never runs (L{ganeti.luxid.acks})."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
 from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import SynchronousTestCase
 
 from ganeti.jobs import channel
 from ganeti.luxid.forkclient import ForkServer
-from tests.unit.queue_helpers import DELAY, ReplicatedLuxidCase
+from ganeti.luxid.service import LuxidService
+from tests.unit.queue_helpers import DELAY, ReplicatedLuxidCase, open_queue, temp_root
 from tests.unit.test_luxid_final_majority import FreezableCandidates
 
 
@@ -130,3 +134,75 @@ class AcknowledgementTests(ReplicatedLuxidCase):
         ((ok, again),) = self.successResultOf(ensureDeferred(self.service.submit([job])))
         self.assertEqual((ok, again), (True, job_id))
         self.assertIn(job_id, self.service.live_jobs())
+
+
+class OneNodeAcknowledgementTests(SynchronousTestCase):
+    """Without candidates, a job submitted alone gets its spare while its file
+    is fsynced here (LuxiD's thread pool), and is confirmed once it is durable."""
+
+    def setUp(self) -> None:
+        self.paths = temp_root(self, "gnt1")
+        self.clock = Clock()
+        self.queue = open_queue(self, self.paths)
+        self.service = LuxidService(self.paths, self.clock, self.queue)
+        self.service.running = True
+        self.service.wconfd = object()
+        self.server = ForkServer(MemoryReactorClock(), self.paths, lambda _exit: None)
+        ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(ours.close)
+        self.addCleanup(self.theirs.close)
+        self.server._sock, self.server.running = ours, True
+        self.service.forkserver = self.server
+        self.killed: list[int] = []
+        self.fsyncs: list[tuple[Deferred[Any], Any]] = []
+        run_now = self.service._blocking
+
+        def blocking(function: Any, *args: Any) -> Deferred[Any]:
+            if function != self.queue.sync_jobs:
+                return run_now(function, *args)
+            d: Deferred[Any] = Deferred()
+            self.fsyncs.append((d, lambda: function(*args)))
+            return d
+
+        self.service._blocking = blocking
+
+    spawned = AcknowledgementTests.spawned
+    announce = AcknowledgementTests.announce
+
+    def settle(self) -> None:
+        for _ in range(3):
+            self.clock.advance(0)
+
+    def submitted(self) -> tuple[Deferred[Any], int]:
+        self.server.report({"spare": 4242})
+        d = ensureDeferred(self.service.submit([DELAY]))
+        self.settle()
+        self.assertNoResult(d)
+        job_id = self.queue.serial()
+        self.assertEqual(self.spawned(), [job_id], "the spare was not given the job while its file was fsynced")
+        self.assertEqual(len(self.fsyncs), 1)
+        return d, job_id
+
+    def test_the_spare_is_confirmed_once_the_job_file_is_durable(self) -> None:
+        d, job_id = self.submitted()
+        job_channel = self.announce(job_id)
+        self.assertFalse(job_channel.confirmed, "confirmed before the job file was durable")
+        fsynced, fsync = self.fsyncs.pop()
+        fsync()
+        fsynced.callback(None)
+        self.settle()
+        self.assertEqual(self.successResultOf(d), [[True, job_id]])
+        self.assertTrue(job_channel.confirmed)
+        self.assertEqual(self.killed, [])
+
+    def test_a_job_whose_file_cannot_be_made_durable_never_runs(self) -> None:
+        d, job_id = self.submitted()
+        job_channel = self.announce(job_id)
+        fsynced, _fsync = self.fsyncs.pop()
+        fsynced.errback(OSError(errno.EIO, "Input/output error"))
+        self.settle()
+        failure = self.failureResultOf(d)
+        self.assertIn("not written durably on the master", str(failure.value))
+        self.assertFalse(job_channel.confirmed)
+        self.assertEqual(self.killed, [job_id], "the waiting spare was not killed")
+        self.assertEqual(self.service.view(job_id).status, "error")
