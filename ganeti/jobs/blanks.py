@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from typing import Callable, Iterator
 
 from ganeti import childproc, lockfile
@@ -41,16 +42,21 @@ _BLANK_RE = re.compile(r"^\.blank-(\d+)-\d+$")
 _SPARE_LOCK = "spare_%d"
 _SPARE_LOCK_RE = re.compile(r"^spare_(\d+)$")
 
-#: this process's blanks not used yet, by directory
+#: this process's blanks not used yet, by directory (a daemon takes them in its reactor's thread and makes
+#: them in its thread pool: L{_guard} keeps a blank from being given twice)
 _ready: dict[str, list[str]] = {}
+_guard = threading.Lock()
 
 
 def make_blanks(directory: str, count: int) -> int:
     """Make this process's blanks in C{directory} up to C{count} unused; how many are ready."""
-    ready = _ready.setdefault(directory, [])
+    with _guard:  # (those removed meanwhile, by a purge of the queue, are forgotten)
+        ready = _ready.setdefault(directory, [])
+        ready[:] = [path for path in ready if os.path.exists(path)]
+        missing = count - len(ready)
     pid = os.getpid()
     n = 0
-    while len(ready) < count and n < 2 * count + 2:
+    while missing > 0 and n < 2 * count + 2:
         path = os.path.join(directory, _BLANK % (pid, n))
         n += 1
         try:  # (a name in use: a blank ready or taken and not yet written, or left by a dead process's pid)
@@ -59,14 +65,17 @@ def make_blanks(directory: str, count: int) -> int:
             continue
         except OSError:  # (a full disk, a directory gone) the writes make their own
             break
-        ready.append(path)
+        with _guard:
+            ready.append(path)
+        missing -= 1
     return len(ready)
 
 
 def take(directory: str) -> str | None:
     """A blank of this process in C{directory}, for one write there; None when none is left."""
-    ready = _ready.get(directory)
-    return ready.pop() if ready else None
+    with _guard:
+        ready = _ready.get(directory)
+        return ready.pop() if ready else None
 
 
 def ahead(paths: Paths, held: list[tuple[int, str]]) -> Iterator[None]:
@@ -98,10 +107,11 @@ def claim(held: tuple[int, str], path: str) -> tuple[int, str] | None:
 
 def drop() -> None:
     """Remove this process's unused blanks (at its end)."""
-    for ready in _ready.values():
-        for path in ready:
-            _unlink(path)
-        ready.clear()
+    with _guard:
+        for ready in _ready.values():
+            for path in ready:
+                _unlink(path)
+            ready.clear()
 
 
 def forget(paths: Paths, pid: int) -> None:

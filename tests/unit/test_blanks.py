@@ -147,3 +147,14 @@ def test_the_fork_server_removes_what_a_reaped_child_made(paths: Paths) -> None:
     assert pid not in spares.lost, "not reaped"
     assert not [n for n in names(paths.queue_dir) if n.startswith(".blank-%d-" % pid)]
     assert "spare_%d" % pid not in names(paths.lock_dir)
+
+
+
+def test_blanks_removed_by_someone_else_are_made_again(paths: Paths) -> None:
+    """(A purge of the queue directory removes every file in it.)"""
+    assert blanks.make_blanks(paths.queue_dir, 2) == 2
+    for name in names(paths.queue_dir):
+        os.unlink(os.path.join(paths.queue_dir, name))
+    assert blanks.make_blanks(paths.queue_dir, 2) == 2
+    assert len(names(paths.queue_dir)) == 2
+    assert all(os.path.exists(blanks.take(paths.queue_dir) or "") for _ in range(2))
