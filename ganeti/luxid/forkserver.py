@@ -320,6 +320,7 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
             for fd in fds:
                 os.close(fd)
             continue
+        trace.hop(job_id, "forkserver.received")
         pid = spares.assign(message, fds)  # (the spare reads the lock file's name, if any, from it)
         if pid is None:
             forking = trace.now()
