@@ -121,7 +121,19 @@ def forget(paths: Paths, pid: int) -> None:
         _unlink(os.path.join(paths.queue_dir, _BLANK % (pid, n)))
 
 
-def sweep(paths: Paths, alive: Callable[[int], bool] = childproc.pid_exists) -> int:
+def running(pid: int) -> bool:
+    """Whether process C{pid} runs: it exists and is not a zombie (killed, not yet reaped by its parent)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            state = handle.read().rpartition(b")")[2].split()[:1]
+    except FileNotFoundError:
+        return False
+    except OSError:  # (no /proc) whether it exists at all
+        return childproc.pid_exists(pid)
+    return state not in ([b"Z"], [b"X"])
+
+
+def sweep(paths: Paths, alive: Callable[[int], bool] = running) -> int:
     """Remove the spare lock files and blanks of processes that are gone; how many files were removed."""
     removed = 0
     for directory, pattern in ((paths.queue_dir, _BLANK_RE), (paths.lock_dir, _SPARE_LOCK_RE)):

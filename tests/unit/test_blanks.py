@@ -158,3 +158,16 @@ def test_blanks_removed_by_someone_else_are_made_again(paths: Paths) -> None:
     assert blanks.make_blanks(paths.queue_dir, 2) == 2
     assert len(names(paths.queue_dir)) == 2
     assert all(os.path.exists(blanks.take(paths.queue_dir) or "") for _ in range(2))
+
+
+def test_a_killed_process_not_yet_reaped_is_not_running() -> None:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # a zombie: it exists, and runs no more
+    try:
+        assert not blanks.running(pid)
+        assert blanks.running(os.getpid())
+    finally:
+        os.waitpid(pid, 0)
+    assert not blanks.running(pid)
