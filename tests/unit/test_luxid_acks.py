@@ -23,6 +23,19 @@ from tests.unit.queue_helpers import DELAY, ReplicatedLuxidCase, open_queue, tem
 from tests.unit.test_luxid_final_majority import FreezableCandidates
 
 
+def with_fork_server(case: Any) -> None:
+    """C{case.service} connected to WConfD (as far as the scheduler sees) and to a fork server whose other
+    end is C{case.theirs}; C{case.killed} records the job processes killed."""
+    case.service.wconfd = object()  # as if connected: the scheduler starts jobs
+    case.server = ForkServer(MemoryReactorClock(), case.paths, lambda _exit: None)
+    ours, case.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    case.addCleanup(ours.close)
+    case.addCleanup(case.theirs.close)
+    case.server._sock, case.server.running = ours, True
+    case.service.forkserver = case.server
+    case.killed = []
+
+
 class AcknowledgementTests(ReplicatedLuxidCase):
     prefix = "gnta"
 
@@ -31,14 +44,7 @@ class AcknowledgementTests(ReplicatedLuxidCase):
 
     def setUp(self) -> None:
         super().setUp()
-        self.service.wconfd = object()  # as if connected: the scheduler starts jobs
-        self.server = ForkServer(MemoryReactorClock(), self.paths, lambda _exit: None)
-        ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.addCleanup(ours.close)
-        self.addCleanup(self.theirs.close)
-        self.server._sock, self.server.running = ours, True
-        self.service.forkserver = self.server
-        self.killed: list[int] = []
+        with_fork_server(self)
 
     def spawned(self) -> list[int]:
         """The jobs handed to the fork server so far."""
@@ -146,14 +152,7 @@ class OneNodeAcknowledgementTests(SynchronousTestCase):
         self.queue = open_queue(self, self.paths)
         self.service = LuxidService(self.paths, self.clock, self.queue)
         self.service.running = True
-        self.service.wconfd = object()
-        self.server = ForkServer(MemoryReactorClock(), self.paths, lambda _exit: None)
-        ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.addCleanup(ours.close)
-        self.addCleanup(self.theirs.close)
-        self.server._sock, self.server.running = ours, True
-        self.service.forkserver = self.server
-        self.killed: list[int] = []
+        with_fork_server(self)
         self.fsyncs: list[tuple[Deferred[Any], Any]] = []
         run_now = self.service._blocking
 
