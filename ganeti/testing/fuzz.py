@@ -215,6 +215,12 @@ class Guard:
             port = cluster.cluster.heartbeat_port
             await cluster.cluster.until(lambda: any(remote[1] == port for _local, remote in tcp_sockets(pid).values()),
                                         timeout=30)
+            from ganeti.noded import warm
+
+            if warm.wanted(cluster.roots[int(daemon[5:]) - 1]):  # so is a candidate's warm launcher (its child and
+                # two pipes, which its NodeD starts at its next look at the node's role, up to 5 s after it starts)
+                await cluster.cluster.until(
+                    lambda: any(" -m ganeti.warmstart " in child for child in child_processes(pid)), timeout=30)
         return cls(daemon, pid, await State.of(cluster), own_fds(cluster, pid), rss_kib(pid))
 
     async def problems(self, cluster: ChaosCluster, fd_timeout: float = 10.0) -> list[str]:
