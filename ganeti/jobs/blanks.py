@@ -12,7 +12,7 @@ its end) in the job process, the new job's file in LuxiD.
 
 So they are made ahead, by a spare once it is ready (L{ahead}, while the job
 before runs; L{ganeti.jobs.spare}) and after each submission in LuxiD's thread
-pool (L{Blanks}): a spare's lock file C{lock_dir/spare_<pid>}, held,
+pool (L{make_blanks}, from L{ganeti.luxid.acks}): a spare's lock file C{lock_dir/spare_<pid>}, held,
 renamed to its job's lock file name when the job comes (the flock stays
 with the file), and empty files C{queue_dir/.blank-<pid>-<n>}, which a
 write fills and renames over its target (L{ganeti.serializer.write_file}'s
@@ -156,4 +156,4 @@ def _unlink(path: str) -> int:
     return 1
 
 
-__all__ = ["SPARE_BLANKS", "ahead", "claim", "drop", "forget", "make_blanks", "sweep", "take"]
+__all__ = ["SPARE_BLANKS", "ahead", "claim", "drop", "forget", "make_blanks", "running", "sweep", "take"]
