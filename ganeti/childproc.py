@@ -40,6 +40,29 @@ def pid_exists(pid: int) -> bool:
     return True
 
 
+def pid_alive(pid: int, marker: str = "", proc: str = "/proc") -> bool:
+    """Whether C{pid} is a live (not zombie) process whose command line
+    contains C{marker}; without C{/proc}, whether the pid exists at all."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if not os.path.isdir(proc):
+        return pid_exists(pid)
+    base = os.path.join(proc, str(pid))
+    try:
+        with open(os.path.join(base, "stat"), "rb") as handle:
+            stat = handle.read()
+        with open(os.path.join(base, "cmdline"), "rb") as handle:
+            cmdline = handle.read()
+    except OSError as e:
+        if e.errno == errno.EACCES:
+            return pid_exists(pid)
+        return False
+    fields = stat.rsplit(b")", 1)[-1].split()
+    if fields and fields[0] in (b"Z", b"X", b"x"):
+        return False
+    return not marker or marker.encode() in cmdline
+
+
 def leave_parent(keep_closed: list[int], new_session: bool = True) -> None:
     """In a forked child: its own session (if C{new_session}), the server's
     signal handling undone, the server's descriptors C{keep_closed} closed."""

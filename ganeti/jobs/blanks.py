@@ -20,8 +20,8 @@ C{blank}).  A write with no blank left makes its temporary file as before.
 
 What a process leaves (a spare retired, a job that wrote less, a process
 killed) is removed by the fork server when it reaps the process
-(L{forget}) and, for processes gone before it started, at its start
-(L{sweep}).  Names of dead processes only: a pid is alive once.
+(L{forget}) and, for processes gone before (a killed LuxiD, the children
+of an earlier fork server), at LuxiD's start (L{sweep}, in its thread pool).  Names of dead processes only: a pid is alive once.
 """
 
 from __future__ import annotations
@@ -121,19 +121,7 @@ def forget(paths: Paths, pid: int) -> None:
         _unlink(os.path.join(paths.queue_dir, _BLANK % (pid, n)))
 
 
-def running(pid: int) -> bool:
-    """Whether process C{pid} runs: it exists and is not a zombie (killed, not yet reaped by its parent)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            state = handle.read().rpartition(b")")[2].split()[:1]
-    except FileNotFoundError:
-        return False
-    except OSError:  # (no /proc) whether it exists at all
-        return childproc.pid_exists(pid)
-    return state not in ([b"Z"], [b"X"])
-
-
-def sweep(paths: Paths, alive: Callable[[int], bool] = running) -> int:
+def sweep(paths: Paths, alive: Callable[[int], bool] = childproc.pid_alive) -> int:
     """Remove the spare lock files and blanks of processes that are gone; how many files were removed."""
     removed = 0
     for directory, pattern in ((paths.queue_dir, _BLANK_RE), (paths.lock_dir, _SPARE_LOCK_RE)):
@@ -156,4 +144,4 @@ def _unlink(path: str) -> int:
     return 1
 
 
-__all__ = ["SPARE_BLANKS", "ahead", "claim", "drop", "forget", "make_blanks", "running", "sweep", "take"]
+__all__ = ["SPARE_BLANKS", "ahead", "claim", "drop", "forget", "make_blanks", "sweep", "take"]

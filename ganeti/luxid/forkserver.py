@@ -283,7 +283,6 @@ def serve(paths: Paths, control_fd: int = CONTROL_FD, rpc_port: int = ports.NODE
     from ganeti.rpc.tls import warm_client_context
 
     warm_client_context(paths)  # the node RPC client's TLS context, built here once instead of in every job
-    blanks.sweep(paths)  # (left by job processes that ended while no fork server reaped them)
     control = socket.socket(fileno=control_fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

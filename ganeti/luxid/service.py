@@ -32,7 +32,7 @@ from twisted.logger import Logger
 
 from ganeti import errors, ports
 from ganeti.dirwatch import DirectoryWatcher, WatchUnavailable
-from ganeti.jobs import private, scheduler, trace
+from ganeti.jobs import blanks, private, scheduler, trace
 from ganeti.jobs.model import PRIO_SUBMIT_VALID, QueuedJob
 from ganeti.jobs.queue import JobQueueDir
 from ganeti.jobs.replicas import job_id_of, not_started
@@ -146,6 +146,7 @@ class LuxidService(Service):
         if self.replicator is not None:
             self.replicator.start()  # a full resync of every candidate
         self._watch_queue()
+        self._blocking(blanks.sweep, self.paths).addErrback(lambda f: self.log.failure("sweeping blanks", f))
         if self.use_forkserver:
             self.forkserver = forkclient.ForkServer(self.reactor, self.paths, self._job_exited,
                                                     self._jobs_orphaned, rpc_port=self.rpc_port,

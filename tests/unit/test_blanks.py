@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ganeti import lockfile, serializer
+from ganeti import childproc, lockfile, serializer
 from ganeti.jobs import blanks
 from ganeti.jobs.orphans import job_lock_path
 from ganeti.jobs.process import create_lockfile
@@ -166,8 +166,27 @@ def test_a_killed_process_not_yet_reaped_is_not_running() -> None:
         os._exit(0)
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # a zombie: it exists, and runs no more
     try:
-        assert not blanks.running(pid)
-        assert blanks.running(os.getpid())
+        assert not childproc.pid_alive(pid)
+        assert childproc.pid_alive(os.getpid())
     finally:
         os.waitpid(pid, 0)
-    assert not blanks.running(pid)
+    assert not childproc.pid_alive(pid)
+
+
+def test_luxid_sweeps_at_its_start_what_dead_processes_left(paths: Paths) -> None:
+    from twisted.internet.testing import MemoryReactorClock
+
+    from ganeti.jobs.queue import JobQueueDir
+    from ganeti.luxid.service import LuxidService
+
+    left = [os.path.join(paths.queue_dir, ".blank-999999991-0"), os.path.join(paths.lock_dir, "spare_999999991")]
+    for path in left:
+        open(path, "wb").close()
+    queue = JobQueueDir(paths)
+    queue.open()
+    service = LuxidService(paths, MemoryReactorClock(), queue, use_forkserver=False)
+    service.startService()
+    try:
+        assert not any(os.path.exists(path) for path in left)
+    finally:
+        service.stopService()

@@ -10,7 +10,6 @@ parameters, so that tests give it fakes.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import shlex
@@ -22,8 +21,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
 from zope.interface import Interface, implementer
 
-from ganeti import childproc
 from ganeti.backend.hypervisor import HypervisorError
+from ganeti.childproc import pid_alive
 
 #: ioctl KVM_GET_API_VERSION, and the only API version Linux ever had
 _KVM_GET_API_VERSION = 0xAE00
@@ -52,29 +51,6 @@ class IQemuProcesses(Interface):
     def run(argv: list[str], env: dict[str, str] | None = None) -> Deferred[tuple[int, str]]:
         """Run a short helper command (with C{env} added to its environment);
         fires with C{(exit code, output)}."""
-
-
-def pid_alive(pid: int, marker: str = "", proc: str = "/proc") -> bool:
-    """Whether C{pid} is a live (not zombie) process whose command line
-    contains C{marker}; without C{/proc}, whether the pid exists at all."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    if not os.path.isdir(proc):
-        return childproc.pid_exists(pid)
-    base = os.path.join(proc, str(pid))
-    try:
-        with open(os.path.join(base, "stat"), "rb") as handle:
-            stat = handle.read()
-        with open(os.path.join(base, "cmdline"), "rb") as handle:
-            cmdline = handle.read()
-    except OSError as e:
-        if e.errno == errno.EACCES:
-            return childproc.pid_exists(pid)
-        return False
-    fields = stat.rsplit(b")", 1)[-1].split()
-    if fields and fields[0] in (b"Z", b"X", b"x"):
-        return False
-    return not marker or marker.encode() in cmdline
 
 
 def _inheritable_fds() -> list[int]:
