@@ -62,6 +62,25 @@ def write_file(
     empty file made ahead in the same directory (L{ganeti.jobs.blanks}),
     written and renamed instead of a temporary file made now.
     """
+    tmp, fd = stage_file(path, data, mode=mode, uid=uid, gid=gid, blank=blank)
+    try:
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
+    put_in_place(tmp, fd, path)
+    if durable and sync_dir:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def stage_file(
+    path: str, data: bytes | str, *, mode: int = 0o644, uid: int = -1, gid: int = -1, blank: str | None = None
+) -> tuple[str, int]:
+    """The first half of L{write_file}: C{data} written to a temporary file
+    beside C{path} (or C{blank}), not fsynced; returns its path and its open
+    descriptor, for L{put_in_place} (after an fsync, if it is to be durable)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
@@ -85,20 +104,28 @@ def write_file(
         os.fchmod(fd, mode)
         if uid != -1 or gid != -1:
             os.fchown(fd, uid, gid)
-        if durable:
-            os.fsync(fd)
     except BaseException:
         os.close(fd)
         _unlink_quietly(tmp)
         raise
+    return tmp, fd
+
+
+def put_in_place(tmp: str, fd: int, path: str) -> None:
+    """The second half of L{write_file}: close C{fd} and rename C{tmp} over C{path} (removed if that fails)."""
     os.close(fd)
     try:
         os.rename(tmp, path)
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    if durable and sync_dir:
-        fsync_dir(directory)
+
+
+def drop_staged(staged: list[tuple[str, int]]) -> None:
+    """Close and remove files L{stage_file} made that are not to be put in place."""
+    for tmp, fd in staged:
+        os.close(fd)
+        _unlink_quietly(tmp)
 
 
 def read_file(path: str) -> bytes:

@@ -10,6 +10,11 @@ The handshake, step by step (DESIGN.md, "Jobs"):
   3. LuxiD stores both in the job file, durably, and answers
      C{{"confirm": true}} (with C{"private"}: the clear values of the
      job's private parameters, which its file holds redacted);
+     A job file that names the child's lock file and pid since the
+     submission (a planned spare) needs no recording: LuxiD confirms as soon
+     as the job is acknowledged, even before the announcement arrives, with
+     C{"if": [path, pid]}; a child that is not that one ignores it and
+     waits for its own;
   4. only then does the child read its job file and run the job (while
      it waits it may connect to WConfD, register as lock owner and read
      the config: nothing that changes anything).  End of file or silence before the confirmation:
@@ -36,6 +41,9 @@ MAX_LINE = 64 * 1024
 
 LOCKFILE = "lockfile"
 CONFIRM = "confirm"
+#: with a confirmation sent before the announcement it answers: C{[lock file, pid]}, the process it is for
+#: (a spare LuxiD recorded in the job file at the submission); any other process ignores it
+IF = "if"
 #: with the confirmation: the job's clear private values (L{ganeti.jobs.private}), never in its file
 PRIVATE = "private"
 CANCEL = "cancel"

@@ -194,7 +194,7 @@ async def execute(
 
     trace.hop(job_id, "child.reactor")
     trace.current_job = job_id
-    control = _Control()
+    control = _Control((lock_path, os.getpid()))
     # mypy reads the Windows StandardIO (no stdin/stdout file descriptors) from twisted.internet.stdio
     StandardIO(control, stdin=from_parent, stdout=to_parent, reactor=reactor)  # type: ignore[call-arg]
     confirmed = control.confirmed.addTimeout(confirm_timeout, reactor)
@@ -305,9 +305,11 @@ class _Control(Protocol):
         """The transport, in methods that run only while connected."""
         return cast(ITransport, self.transport)
 
-    def __init__(self) -> None:
+    def __init__(self, me: tuple[str, int] | None = None) -> None:
         from twisted.internet.defer import Deferred
 
+        #: this process's lock file and pid: a confirmation addressed to another (L{channel.IF}) is not its own
+        self.me = list(me) if me is not None else None
         self.processor: Any = None
         self.decoder = channel.LineDecoder()
         self.confirmed: Deferred = Deferred()
@@ -327,6 +329,8 @@ class _Control(Protocol):
             return
         for message in messages:
             if not self.confirmed.called:
+                if message.get(channel.CONFIRM) is True and channel.IF in message and message[channel.IF] != self.me:
+                    continue  # (for the process LuxiD planned; its own confirmation follows the announcement)
                 if message.get(channel.CONFIRM) is True:
                     self.confirmed.callback(message.get(channel.PRIVATE) or {})
                 else:

@@ -32,7 +32,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 
-from ganeti import errors
+from ganeti import errors, kernelsync
 from ganeti.jobs import blanks, trace
 from ganeti.jobs.model import QueuedJob
 
@@ -50,7 +50,7 @@ async def acknowledge(service: Service, written: list[tuple[QueuedJob, bytes]], 
     @raise errors.JobQueueError: not acknowledged (the jobs failed)"""
     replicated = succeed((1, 1)) if service.replicator is None else Deferred.fromCoroutine(  # (1, 1): the master alone
         service.replicator.replicate([(service.queue.job_path(job.id), content) for job, content in written]))
-    local = service._blocking(service.queue.sync_jobs, ids)
+    local = sync_locally(service, ids)
     service._blocking(blanks.make_blanks, service.queue.queue_dir, BLANKS).addErrback(lambda _: None)  # (the next)
     for job, _content in written:
         service.jobs[job.id] = job  # the scheduler sees it; its process is confirmed once it is acknowledged
@@ -94,4 +94,27 @@ async def acknowledge(service: Service, written: list[tuple[QueuedJob, bytes]], 
     raise errors.JobQueueError("Job(s) %s %s" % (", ".join(str(j.id) for j, _ in written), why))
 
 
-__all__ = ["acknowledge"]
+def sync_locally(service: Service, ids: list[int]) -> Deferred:
+    """Make the files of the jobs C{ids} durable here (their renames too: the queue directory): fsyncs the
+    kernel runs side by side (L{ganeti.kernelsync}), else in the thread pool."""
+    if service.kernel_sync is None:
+        blocking: Deferred = service._blocking(service.queue.sync_jobs, ids)
+        return blocking
+    paths = [service.queue.job_path(job_id) for job_id in ids] + [service.queue.queue_dir]
+    return kernelsync.fsync_paths(service.kernel_sync, paths, service._blocking)
+
+
+def open_kernel_sync(service: Service) -> kernelsync.KernelSync | None:
+    """The service's L{kernelsync.KernelSync}, on a reactor with a thread pool (a real one: not a test's)."""
+    if getattr(service.reactor, "getThreadPool", None) is None:
+        return None
+    return kernelsync.KernelSync.open(service.reactor, service._blocking)
+
+
+def close_kernel_sync(service: Service) -> None:
+    if service.kernel_sync is not None:
+        service.kernel_sync.close()
+        service.kernel_sync = None
+
+
+__all__ = ["acknowledge", "close_kernel_sync", "open_kernel_sync", "sync_locally"]

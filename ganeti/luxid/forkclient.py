@@ -424,7 +424,7 @@ class ForkServer:
             if job_channel is None:
                 return
             job_channel.ended()
-            self.on_exit(JobExit(job_id, message.get("code"), message.get("signal"), job_channel.confirmed))
+            self.on_exit(JobExit(job_id, message.get("code"), message.get("signal"), job_channel.may_have_run))
 
     def server_ended(self, reason: Failure) -> None:
         was_running, self.running = self.running, False

@@ -124,6 +124,7 @@ class LuxidService(Service):
         #: the stall guard (L{ganeti.ha.guard.MasterGuard}): no job starts while it is unconfirmed
         self.guard: Any = None
         self.forkserver: Any = None
+        self.kernel_sync: Any = None  # fsyncs without a thread (L{acks.sync_locally})
         self._queue_watch: DirectoryWatcher | None = None
         self._follow: LoopingCall | None = None
         self._spawn_retry: Any = None
@@ -140,6 +141,7 @@ class LuxidService(Service):
     def startService(self) -> None:
         super().startService()
         self._livelock_fd = hold_lockfile(self.livelock)
+        self.kernel_sync = acks.open_kernel_sync(self)
         self.jobs = scheduler.JobTable(self.queue.load_live_jobs())
         self.submissions.rebuild(self.jobs.values())
         recovery.recover(self)
@@ -174,6 +176,7 @@ class LuxidService(Service):
             self.replicator.stop()
         if self.forkserver is not None:
             self.forkserver.stop()
+        acks.close_kernel_sync(self)
         for waiters in self._watchers.values():
             for d in list(waiters):
                 if not d.called:
@@ -493,9 +496,10 @@ class LuxidService(Service):
         for job_channel in channels:
             if self.processes.get(job_channel.job_id) is not job_channel:
                 continue
-            if job_channel.confirmed and job_channel.lockfile:
+            lockfile = job_channel.lockfile or (job_channel.prerecorded or (None,))[0]
+            if job_channel.may_have_run and lockfile:
                 del self.processes[job_channel.job_id]
-                self.adopted[job_channel.job_id] = job_channel.lockfile
+                self.adopted[job_channel.job_id] = lockfile
             else:
                 self._job_exited(JobExit(job_channel.job_id, None, None, False))
 

@@ -92,6 +92,9 @@ class JobChannel:
         #: the job is not acknowledged yet (L{ganeti.luxid.acks}): its confirmation waits for L{release}
         self.held = False
         self._confirm_waiting = False
+        #: a confirmation addressed to the L{prerecorded} process went before its announcement came (see
+        #: L{release}): that process may run the job from then on, though L{confirmed} waits for its announcement
+        self.confirmed_ahead = False
 
     def attach(self, write: Callable[[bytes], None], kill: Callable[[], None]) -> None:
         self._write, self._kill = write, kill
@@ -126,17 +129,35 @@ class JobChannel:
         self.lockfile, self.pid = path, pid
         if self.prerecorded == (path, pid):
             trace.hop(self.job_id, "luxid.lockfile_prerecorded")
-            self._confirm(None)
+            if self.confirmed_ahead:
+                self._confirmed_now()
+            else:
+                self._confirm(None)
             return
         d = maybeDeferred(self.record, self.job_id, path, pid)
         d.addCallbacks(self._confirm, self._record_failed)
 
     def release(self) -> None:
-        """The job is acknowledged: confirm its process now if it waits for that, else when it asks."""
+        """The job is acknowledged: confirm its process now if it waits for that, else when it asks.  A
+        process whose lock file and pid the job file holds since the submission (L{prerecorded}: a planned
+        spare) is confirmed ahead of its announcement, the confirmation addressed to that lock file and pid
+        (L{channel.IF}): the process goes on as soon as it has announced itself, instead of waiting for
+        this end to read its announcement and answer.  Another process (the spare planned was not the one
+        the job got) ignores it and waits for its own confirmation, sent once its announcement is recorded."""
         self.held = False
         if self._confirm_waiting:
             self._confirm_waiting = False
             self._confirm(None)
+        elif self.prerecorded is not None and self.lockfile is None and self._write is not None \
+                and not self.aborted and not self.confirmed_ahead:
+            self._write(self._confirmation(list(self.prerecorded)))
+            self.confirmed_ahead = True
+            trace.hop(self.job_id, "luxid.confirmed_ahead")
+
+    @property
+    def may_have_run(self) -> bool:
+        """Whether the process may have started the job: confirmed, or confirmed ahead (L{release})."""
+        return self.confirmed or self.confirmed_ahead
 
     def _confirm(self, _: Any) -> None:
         if self._write is None or self.aborted:
@@ -144,8 +165,15 @@ class JobChannel:
         if self.held:
             self._confirm_waiting = True
             return
+        self._write(self._confirmation())
+        self._confirmed_now()
+
+    def _confirmation(self, addressed: list[Any] | None = None) -> bytes:
         clear = self.private.get(self.job_id)
-        self._write(channel.encode({channel.CONFIRM: True, **({channel.PRIVATE: clear} if clear else {})}))
+        return channel.encode({channel.CONFIRM: True, **({channel.IF: addressed} if addressed else {}),
+                               **({channel.PRIVATE: clear} if clear else {})})
+
+    def _confirmed_now(self) -> None:
         self.private.pop(self.job_id, None)
         self.confirmed = True
         self.confirmed_at = self.clock.seconds()
@@ -173,8 +201,9 @@ class JobChannel:
 
     def abort(self) -> bool:
         """Call off a start that is not confirmed yet: the child never ran
-        anything, and never will (SIGKILL).  False once confirmed."""
-        if self.confirmed:
+        anything, and never will (SIGKILL).  False once confirmed, or confirmed ahead (L{release}: the
+        process may run the job)."""
+        if self.may_have_run:
             return False
         self.aborted = True
         self._stop_timer()
@@ -253,7 +282,7 @@ class JobProcessProtocol(ProcessProtocol):
             code = 0
         elif reason.check(ProcessTerminated):
             code, sig = reason.value.exitCode, reason.value.signal
-        self.on_exit(JobExit(self.channel.job_id, code, sig, self.channel.confirmed))
+        self.on_exit(JobExit(self.channel.job_id, code, sig, self.channel.may_have_run))
 
 
 def job_argv(paths: Paths, job_id: int, rpc_port: int = ports.NODED) -> list[str]:

@@ -27,7 +27,7 @@ from twisted.internet.interfaces import ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 
-from ganeti import GANETI_RELEASE, daemons, errors, serializer, ssconf
+from ganeti import GANETI_RELEASE, daemons, errors, kernelsync, serializer, ssconf
 from ganeti.ha import elector
 from ganeti.ha import epoch as master_epoch
 from ganeti.ha import params as ha_params
@@ -493,13 +493,25 @@ class NodeProcedures:
             raise RpcFailure("jobqueue_update_many refused: %s" % e) from None
 
         def write() -> None:
-            directories: set[str] = set()
-            for real, data in writes.items():
-                directory = os.path.dirname(real)
+            directories = sorted({os.path.dirname(real) for real in writes})
+            for directory in directories:
                 os.makedirs(directory, mode=0o700, exist_ok=True)
-                serializer.write_file(real, data, mode=QUEUE_FILE_MODE, durable=durable, sync_dir=False)
-                directories.add(directory)
-            for directory in sorted(directories) if durable else ():
+            staged: list[tuple[str, int]] = []
+            try:
+                for real, data in writes.items():
+                    staged.append(serializer.stage_file(real, data, mode=QUEUE_FILE_MODE))
+                if durable:  # every file's data durable, side by side, before any replaces the old one
+                    kernelsync.fsync_together([fd for _tmp, fd in staged])
+            except BaseException:
+                serializer.drop_staged(staged)
+                raise
+            for n, ((tmp, fd), real) in enumerate(zip(staged, writes)):
+                try:
+                    serializer.put_in_place(tmp, fd, real)
+                except BaseException:
+                    serializer.drop_staged(staged[n + 1:])
+                    raise
+            for directory in directories if durable else ():
                 serializer.fsync_dir(directory)
 
         return self._queue_io(list(writes), write)

@@ -102,7 +102,7 @@ def daemon_pids(root: str) -> dict[str, int]:
 
 class CpuMeter:
     """CPU time (and minor page faults: copy-on-write after a fork among them) of a root's daemons between
-    L{start} and L{stop}."""
+    L{start} and L{stop}; the fork server's own apart from that of its job processes (reaped ones)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -118,7 +118,11 @@ class CpuMeter:
                 _name, own, children, faults, children_faults = _stat(pid)
             except (OSError, ValueError, IndexError):
                 continue
-            out[role] = (own + children, faults + children_faults)
+            if role == "forkserver+jobs":  # apart: the fork server's own share and its job processes'
+                out["forkserver"] = (own, faults)
+                out["jobs"] = (children, children_faults)
+            else:
+                out[role] = (own + children, faults + children_faults)
         return out
 
     def start(self) -> None:
@@ -126,7 +130,7 @@ class CpuMeter:
         self._before = self._read()
 
     def stop(self, jobs: int) -> dict[str, float]:
-        """CPU milliseconds per job of each daemon (the fork server with its job processes)."""
+        """CPU milliseconds per job of each daemon (C{forkserver}: its own; C{jobs}: its reaped children's)."""
         after, tick = self._read(), 1000.0 / os.sysconf("SC_CLK_TCK")
         per_job: dict[str, float] = {}
         for role, (cpu, faults) in after.items():

@@ -79,6 +79,58 @@ class HandshakeTests(SynchronousTestCase):
         self.record_result.callback(None)
         self.assertEqual(self.successResultOf(self.channel.ready), 7)
 
+    def test_a_planned_spare_is_confirmed_when_the_job_is_acknowledged_before_it_announces_itself(self) -> None:
+        # the job file names the spare's lock file and pid since the submission: once the job is acknowledged
+        # the confirmation goes at once, addressed to that spare, without waiting for its announcement
+        self.channel.prerecorded = (GOOD_LOCKFILE, 4242)
+        self.channel.held = True
+        self.channel.private[7] = {"0": {"password": "s3cret"}}
+        self.channel.release()
+        self.assertEqual(self.process.to_child, [(channel.FROM_PARENT_FD, channel.encode(
+            {"confirm": True, "if": [GOOD_LOCKFILE, 4242], "private": {"0": {"password": "s3cret"}}}))])
+        self.assertFalse(self.channel.confirmed, "confirmed once the announcement is read")
+        self.assertTrue(self.channel.may_have_run)
+        self.assertFalse(self.channel.abort(), "the spare may run the job: its start cannot be called off")
+        self.assertEqual(self.process.signals, [])
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})
+        self.assertEqual((self.recorded, len(self.process.to_child)), ([], 1), "no second write, no recording")
+        self.assertTrue(self.channel.confirmed)
+        self.assertEqual(self.successResultOf(self.channel.ready), 7)
+        self.assertEqual(self.channel.private, {}, "the clear values are forgotten once confirmed")
+
+    def test_another_process_than_the_planned_spare_gets_its_own_confirmation_after_recording(self) -> None:
+        self.channel.prerecorded = (GOOD_LOCKFILE, 4242)
+        self.channel.held = True
+        self.channel.private[7] = {"0": {"password": "s3cret"}}
+        self.channel.release()
+        self.record_result = Deferred()
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4343})  # the spare died: the job was forked
+        self.assertEqual(self.recorded, [(7, GOOD_LOCKFILE, 4343)])
+        self.assertEqual(len(self.process.to_child), 1, "nothing for it before its lock file is recorded")
+        self.record_result.callback(None)
+        self.assertEqual(self.process.to_child[1], (channel.FROM_PARENT_FD, channel.encode(
+            {"confirm": True, "private": {"0": {"password": "s3cret"}}})))
+        self.assertTrue(self.channel.confirmed)
+
+    def test_an_exit_after_a_confirmation_ahead_counts_as_a_confirmed_one(self) -> None:
+        # the process may have run the job before its announcement was read: never started again
+        self.channel.prerecorded = (GOOD_LOCKFILE, 4242)
+        self.channel.ready.addErrback(lambda _: None)
+        self.channel.release()
+        self.protocol.processEnded(Failure(ProcessTerminated(exitCode=1)))
+        self.assertEqual([e.confirmed for e in self.exits], [True])
+
+    def test_no_confirmation_ahead_without_a_planned_spare_or_once_it_announced_itself(self) -> None:
+        self.channel.held = True
+        self.channel.release()
+        self.assertEqual(self.process.to_child, [])
+        self.channel.prerecorded = (GOOD_LOCKFILE, 4242)
+        self.channel.held = True
+        self.say({"lockfile": GOOD_LOCKFILE, "pid": 4242})  # announced before the acknowledgement
+        self.assertEqual(self.process.to_child, [])
+        self.channel.release()
+        self.assertEqual(self.process.to_child, [(channel.FROM_PARENT_FD, b'{"confirm":true}\n')])
+
     def test_a_silent_child_is_killed_after_the_timeout(self) -> None:
         self.clock.advance(29.9)
         self.assertEqual(self.process.signals, [])

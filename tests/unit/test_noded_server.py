@@ -202,6 +202,28 @@ def test_jobqueue_update_many_writes_every_file_or_none(node):
     assert open(os.path.join(queue, "job-5"), "rb").read() == b"run"
 
 
+def test_jobqueue_update_many_replaces_nothing_when_an_fsync_fails(node, monkeypatch):
+    """Every file's data is fsynced (side by side) before any replaces the old one: a failed fsync leaves the
+    old files, and no temporary file."""
+    from ganeti import kernelsync
+
+    queue = node.paths.queue_dir
+    assert node.call("jobqueue_update_many", [["/var/lib/ganeti/queue/serial", wire.compress(b"4\n")]])[1] \
+        == [True, None]
+    synced: list[int] = []
+
+    def failing(fds):
+        synced.extend(fds)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(kernelsync, "fsync_together", failing)
+    files = [["/var/lib/ganeti/queue/job-6", wire.compress(b"six")], ["/var/lib/ganeti/queue/serial", wire.compress(b"6\n")]]
+    ok, message = node.call("jobqueue_update_many", files)[1]
+    assert ok is False and "Input/output error" in message
+    assert len(synced) == 2, "both files' data in one go"
+    assert sorted(os.listdir(queue)) == ["serial"] and open(os.path.join(queue, "serial"), "rb").read() == b"4\n"
+
+
 @pytest.mark.parametrize("name", ["/var/lib/ganeti/config.data", "/var/lib/ganeti/queue/../config.data", "/var/lib/ganeti/queue/lock", "/etc/x"])
 def test_jobqueue_refuses_paths_outside_the_queue(node, name):
     before = node.snapshot()
