@@ -159,6 +159,12 @@ class _Watched:
         self.on_end()
 
 
+#: seconds after the fork server died before the next job starts a new one (doubled, up to L{COMEBACK_MAX}, while
+#: the new ones die within L{COMEBACK_MAX} seconds: a server that dies at once is not started again for every job)
+COMEBACK_AFTER = 1.0
+COMEBACK_MAX = 600.0
+
+
 class ForkServer:
     """A pre-imported fork server for job processes."""
 
@@ -193,6 +199,10 @@ class ForkServer:
         self.spare: int | None = None
         #: C{(job id, lock file, pid)}: the spare planned for a job (L{plan}) not spawned yet
         self.planned: tuple[int, str, int] | None = None
+        #: after the server died: the wait before the next job may start a new one (L{server_ended})
+        self.comeback_after = COMEBACK_AFTER
+        self._comeback: Any = None
+        self._started_at = 0.0
 
     @property
     def available(self) -> bool:
@@ -258,6 +268,7 @@ class ForkServer:
 
     def _started(self) -> None:
         self.running, self.retired = True, False
+        self._started_at = self.reactor.seconds()
         self._idle_from_now()
 
     def _seed_ended(self) -> None:
@@ -300,6 +311,9 @@ class ForkServer:
         if self.running:
             self._record_pid(None)
         self.running = False
+        if self._comeback is not None and self._comeback.active():
+            self._comeback.cancel()
+        self._comeback = None
         self.spare = self.planned = None
         self._idle_stop()
         self._unwatch()
@@ -433,7 +447,12 @@ class ForkServer:
         self.spare = self.planned = None
         self._idle_stop()
         if was_running:
-            self.log.error("the fork server died ({why}); jobs are started directly until it is back", why=reason.value)
+            if self.reactor.seconds() - self._started_at >= COMEBACK_MAX:  # it had run a good while: soon again
+                self.comeback_after = COMEBACK_AFTER
+            self.log.error("the fork server died ({why}); jobs are started directly, and a new one in {t:g}s",
+                           why=reason.value, t=self.comeback_after)
+            self._comeback = self.reactor.callLater(self.comeback_after, self._may_come_back)
+            self.comeback_after = min(self.comeback_after * 2, COMEBACK_MAX)
         # Its children live on (they are their own sessions); LuxiD follows
         # them through their lock files from now on.
         orphans = list(self._channels.values())
@@ -444,6 +463,12 @@ class ForkServer:
             job_channel.ended()
         if orphans and self.on_orphaned is not None:
             self.on_orphaned(orphans)
+
+    def _may_come_back(self) -> None:
+        """The wait after a death is over: the next job starts a new server (as after a retirement)."""
+        self._comeback = None
+        if not self.running:
+            self.retired = True
 
     def _forget_pipes(self, job_id: int, pipes: _PipeProtocol | None = None) -> None:
         """Close the pipes of C{job_id} (only C{pipes}, if given)."""

@@ -20,6 +20,7 @@ from twisted.internet.task import deferLater
 from ganeti import forkseed
 from ganeti.config.bootstrap import initial_config
 from ganeti.luxi.client import LuxiClient
+from ganeti.luxid import forkclient
 from ganeti.luxid.forkclient import recorded_pid
 from ganeti.paths import Paths
 from ganeti.testing import procs
@@ -85,6 +86,10 @@ async def test_luxid_runs_jobs_on_the_fork_server_it_forked_and_without_it_once_
                 os.kill(seed, signal.SIGKILL)
                 wait_for(lambda: recorded_pid(paths) is None)  # LuxiD saw it end
                 assert run_jobs(client, 3, batch=3) == {"success": 3}  # started directly
+                time.sleep(forkclient.COMEBACK_AFTER)  # then the next job starts a new one
+                assert run_jobs(client, 3, batch=3) == {"success": 3}
+                again = wait_for(lambda: recorded_pid(paths))
+                assert again != seed and describe(again)[0] == forkseed.NAME
             return seed
 
         killed = await threads.deferToThread(check)

@@ -301,11 +301,37 @@ class IdleRetirementTests(SynchronousTestCase):
         self.assertEqual((self.server.running, self.server._seed), (True, forked))
         self.assertEqual(self.received(self.servers[-1]), [b"adopt", b"job"])
 
-    def test_a_server_that_died_is_not_started_again(self) -> None:
-        """(LuxiD then starts its jobs directly: a server that dies at once must not be started for each job.)"""
+    def test_a_server_that_died_is_started_again_after_a_wait_that_grows_while_they_die_young(self) -> None:
+        """LuxiD starts its jobs directly meanwhile: a server that dies at once is not started for each job."""
+        self.server.start()
+        self.reactor.advance(5)
+        self.server.server_ended(Failure(ProcessTerminated(signal=9)))
+        self.assertFalse(self.server.available)
+        self.reactor.advance(forkclient.COMEBACK_AFTER * 0.9)
+        self.assertFalse(self.server.available)
+        self.reactor.advance(forkclient.COMEBACK_AFTER * 0.1)
+        self.assertEqual((self.server.available, self.server.running), (True, False))
+        self.run_job(1)  # the next job starts a new one
+        self.assertEqual((self.server.running, len(self.servers)), (True, 2))
+        self.assertEqual(self.received(self.servers[1]), [b"adopt", b"job"])
+        self.server.server_ended(Failure(ProcessTerminated(signal=9)))  # it died young: the wait doubles
+        self.reactor.advance(forkclient.COMEBACK_AFTER * 1.9)
+        self.assertFalse(self.server.available)
+        self.reactor.advance(forkclient.COMEBACK_AFTER * 0.1)
+        self.assertTrue(self.server.available)
+        self.run_job(2)
+        self.reactor.advance(forkclient.COMEBACK_MAX)  # this one runs long enough: the next death waits little
+        self.server.idle = 0
+        self.server.server_ended(Failure(ProcessTerminated(signal=9)))
+        self.reactor.advance(forkclient.COMEBACK_AFTER)
+        self.assertTrue(self.server.available)
+
+    def test_a_stopped_server_is_not_started_again(self) -> None:
         self.server.start()
         self.server.server_ended(Failure(ProcessTerminated(signal=9)))
-        self.assertEqual((self.server.available, self.reactor.getDelayedCalls()), (False, []))
+        self.server.stop()
+        self.reactor.advance(forkclient.COMEBACK_MAX)
+        self.assertFalse(self.server.available)
 
 
 class SpawnFailureTests(SynchronousTestCase):
