@@ -435,14 +435,15 @@ class LuxidService(Service):
         self._spawn_retry = None
         self.schedule()
 
-    def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> None:
-        """Step 3: the child's lock file goes into the job file, durably."""
+    def _record_lockfile(self, job_id: int, lockfile: str, pid: int) -> Deferred:
+        """Step 3: the child's lock file goes into the job file, durably (fires then; the reactor goes on)."""
         trace.hop(job_id, "luxid.lockfile_got")
         job = self.jobs[job_id]
         job.livelock, job.process_id = lockfile, pid
         with self._replicating_later(job_id):
-            self._write(job)
-        trace.hop(job_id, "luxid.lockfile_recorded")
+            self._write(job, durable=self.kernel_sync is None)
+        durable = acks.sync_locally(self, [job_id]) if self.kernel_sync is not None else succeed(None)
+        return durable.addCallback(lambda _: trace.hop(job_id, "luxid.lockfile_recorded"))
 
     def _replicating_later(self, job_id: int) -> ContextManager[Any]:
         """Versions of job C{job_id}'s file, one not started yet, written in

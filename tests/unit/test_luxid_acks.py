@@ -205,3 +205,75 @@ class OneNodeAcknowledgementTests(SynchronousTestCase):
         self.assertFalse(job_channel.confirmed)
         self.assertEqual(self.killed, [job_id], "the waiting spare was not killed")
         self.assertEqual(self.service.view(job_id).status, "error")
+
+
+class KernelFsyncs:
+    """A L{ganeti.kernelsync.KernelSync} whose fsyncs end when the test says: the paths of their descriptors."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Deferred[None], list[str]]] = []
+
+    def fsync(self, fds: list[int]) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        self.pending.append((d, [os.readlink("/proc/self/fd/%d" % fd) for fd in fds]))
+        return d
+
+
+class KernelFsyncAcknowledgementTests(OneNodeAcknowledgementTests):
+    """With fsyncs by the kernel (L{ganeti.kernelsync}): the job file and the queue directory in one request,
+    nothing in the thread pool; the lock file of a job whose spare was not planned is recorded without holding
+    the reactor, and confirmed once that write is durable."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.kernel = KernelFsyncs()
+        self.service.kernel_sync = self.kernel
+
+    def submitted(self) -> tuple[Deferred[Any], int]:
+        self.server.report({"spare": 4242})
+        d = ensureDeferred(self.service.submit([DELAY]))
+        self.settle()
+        job_id = self.queue.serial()
+        self.assertEqual(self.fsyncs, [], "nothing fsynced in the thread pool")
+        self.assertEqual(len(self.kernel.pending), 1)
+        fsynced, paths = self.kernel.pending[0]
+        self.assertEqual(paths, [self.queue.job_path(job_id), self.queue.queue_dir])
+        self.fsyncs.append((fsynced, lambda: None))
+        return d, job_id
+
+    def test_a_lock_file_is_confirmed_once_its_record_is_durable(self) -> None:
+        d = ensureDeferred(self.service.submit([DELAY, DELAY]))  # submitted together: no spare planned
+        self.settle()
+        for fsynced, _paths in self.kernel.pending:
+            fsynced.callback(None)
+        self.kernel.pending.clear()
+        ids = [job_id for _ok, job_id in self.successResultOf(d)]
+        self.settle()
+        job_channel = self.service.processes[ids[0]]
+        job_channel._write, job_channel._kill = (lambda data: None), (lambda: self.killed.append(ids[0]))
+        lock = os.path.join(self.paths.lock_dir, "job_%06d_1" % ids[0])
+        job_channel.data_received(channel.encode({"lockfile": lock, "pid": 4343}))
+        self.assertEqual(self.queue.read_job(ids[0]).process_id, 4343, "the lock file is in the job file")
+        self.assertFalse(job_channel.confirmed, "confirmed before that write was durable")
+        ((fsynced, paths),) = self.kernel.pending
+        self.assertEqual(paths, [self.queue.job_path(ids[0]), self.queue.queue_dir])
+        fsynced.callback(None)
+        self.assertTrue(job_channel.confirmed)
+
+    def test_a_lock_file_whose_record_cannot_be_made_durable_is_never_confirmed(self) -> None:
+        d = ensureDeferred(self.service.submit([DELAY, DELAY]))
+        self.settle()
+        for fsynced, _paths in self.kernel.pending:
+            fsynced.callback(None)
+        self.kernel.pending.clear()
+        ids = [job_id for _ok, job_id in self.successResultOf(d)]
+        self.settle()
+        job_channel = self.service.processes[ids[0]]
+        job_channel._write, job_channel._kill = (lambda data: None), (lambda: self.killed.append(ids[0]))
+        lock = os.path.join(self.paths.lock_dir, "job_%06d_1" % ids[0])
+        job_channel.data_received(channel.encode({"lockfile": lock, "pid": 4343}))
+        ((fsynced, _paths),) = self.kernel.pending
+        fsynced.errback(OSError(errno.EIO, "Input/output error"))
+        self.assertFalse(job_channel.confirmed)
+        self.assertEqual(self.killed, [ids[0]])
+        self.assertEqual(len(self.flushLoggedErrors(OSError)), 1)
