@@ -241,7 +241,9 @@ class KernelFsyncAcknowledgementTests(OneNodeAcknowledgementTests):
         self.fsyncs.append((fsynced, lambda: None))
         return d, job_id
 
-    def test_a_lock_file_is_confirmed_once_its_record_is_durable(self) -> None:
+    def announced_unplanned(self) -> tuple[int, Any]:
+        """Two jobs submitted together (no spare planned), acknowledged; the first one's process announces
+        itself: its id and channel."""
         d = ensureDeferred(self.service.submit([DELAY, DELAY]))  # submitted together: no spare planned
         self.settle()
         for fsynced, _paths in self.kernel.pending:
@@ -253,27 +255,21 @@ class KernelFsyncAcknowledgementTests(OneNodeAcknowledgementTests):
         job_channel._write, job_channel._kill = (lambda data: None), (lambda: self.killed.append(ids[0]))
         lock = os.path.join(self.paths.lock_dir, "job_%06d_1" % ids[0])
         job_channel.data_received(channel.encode({"lockfile": lock, "pid": 4343}))
-        self.assertEqual(self.queue.read_job(ids[0]).process_id, 4343, "the lock file is in the job file")
+        return ids[0], job_channel
+
+    def test_a_lock_file_is_confirmed_once_its_record_is_durable(self) -> None:
+        job_id, job_channel = self.announced_unplanned()
+        self.assertEqual(self.queue.read_job(job_id).process_id, 4343, "the lock file is in the job file")
         self.assertFalse(job_channel.confirmed, "confirmed before that write was durable")
         ((fsynced, paths),) = self.kernel.pending
-        self.assertEqual(paths, [self.queue.job_path(ids[0]), self.queue.queue_dir])
+        self.assertEqual(paths, [self.queue.job_path(job_id), self.queue.queue_dir])
         fsynced.callback(None)
         self.assertTrue(job_channel.confirmed)
 
     def test_a_lock_file_whose_record_cannot_be_made_durable_is_never_confirmed(self) -> None:
-        d = ensureDeferred(self.service.submit([DELAY, DELAY]))
-        self.settle()
-        for fsynced, _paths in self.kernel.pending:
-            fsynced.callback(None)
-        self.kernel.pending.clear()
-        ids = [job_id for _ok, job_id in self.successResultOf(d)]
-        self.settle()
-        job_channel = self.service.processes[ids[0]]
-        job_channel._write, job_channel._kill = (lambda data: None), (lambda: self.killed.append(ids[0]))
-        lock = os.path.join(self.paths.lock_dir, "job_%06d_1" % ids[0])
-        job_channel.data_received(channel.encode({"lockfile": lock, "pid": 4343}))
+        job_id, job_channel = self.announced_unplanned()
         ((fsynced, _paths),) = self.kernel.pending
         fsynced.errback(OSError(errno.EIO, "Input/output error"))
         self.assertFalse(job_channel.confirmed)
-        self.assertEqual(self.killed, [ids[0]])
+        self.assertEqual(self.killed, [job_id])
         self.assertEqual(len(self.flushLoggedErrors(OSError)), 1)
