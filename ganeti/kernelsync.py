@@ -110,19 +110,11 @@ class KernelSync:
         """A context of L{SLOTS} requests, or C{None} where there is none to
         have.  C{in_thread(function, *args)}: runs a blocking call (an
         fsync) off the reactor, the fallback."""
-        calls = _SYSCALLS.get(os.uname().machine)
-        if calls is None or ctypes.sizeof(_Iocb) != 64:
+        context = _new_context()
+        if context is None:
             return None
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.syscall.restype = ctypes.c_long
-        except OSError:
-            return None
-        context = ctypes.c_ulong(0)
-        if libc.syscall(ctypes.c_long(calls[0]), ctypes.c_uint(SLOTS), ctypes.byref(context)) != 0:
-            return None  # ENOSYS (no AIO), EAGAIN (the system's aio-max-nr taken)
         eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        return cls(reactor, libc, calls, context.value, eventfd, in_thread)
+        return cls(reactor, *context, eventfd, in_thread)
 
     # --- fsyncs --------------------------------------------------------------------
     def fsync(self, fds: Sequence[int]) -> Deferred[None]:
@@ -173,10 +165,7 @@ class KernelSync:
             self.refused = True
             self.log.info("the kernel refused an asynchronous fsync ({why}): fsyncs run in threads from now on",
                           why=os.strerror(code) if code else "none taken")
-            for fd, batch in not_taken:
-                self._in_thread(os.fsync, fd).addCallbacks(lambda _r, b=batch: b.ended(None),
-                                                            lambda f, b=batch: b.ended(f.value))
-            for fd, batch in self._queued:
+            for fd, batch in not_taken + self._queued:
                 self._in_thread(os.fsync, fd).addCallbacks(lambda _r, b=batch: b.ended(None),
                                                             lambda f, b=batch: b.ended(f.value))
             self._queued = []
@@ -279,16 +268,26 @@ def fsync_together(fds: Sequence[int]) -> None:
 def _thread_context() -> tuple[Any, tuple[int, int, int, int], int] | None:
     """This thread's AIO context (made at its first use), None where there is none."""
     if getattr(_local, "pid", None) != os.getpid():
-        _local.pid, _local.context = os.getpid(), None
-        calls = _SYSCALLS.get(os.uname().machine)
-        if calls is not None and ctypes.sizeof(_Iocb) == 64:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.syscall.restype = ctypes.c_long
-            handle = ctypes.c_ulong(0)
-            if libc.syscall(ctypes.c_long(calls[0]), ctypes.c_uint(SLOTS), ctypes.byref(handle)) == 0:
-                _local.context = (libc, calls, handle.value)
+        _local.pid, _local.context = os.getpid(), _new_context()
     context: tuple[Any, tuple[int, int, int, int], int] | None = _local.context
     return context
+
+
+def _new_context() -> tuple[Any, tuple[int, int, int, int], int] | None:
+    """C{(libc, syscall numbers, context)}: an AIO context of L{SLOTS} requests, C{None} where there is none
+    to have (another architecture, no AIO in the kernel: ENOSYS, the system's aio-max-nr taken: EAGAIN)."""
+    calls = _SYSCALLS.get(os.uname().machine)
+    if calls is None or ctypes.sizeof(_Iocb) != 64:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    libc.syscall.restype = ctypes.c_long
+    handle = ctypes.c_ulong(0)
+    if libc.syscall(ctypes.c_long(calls[0]), ctypes.c_uint(SLOTS), ctypes.byref(handle)) != 0:
+        return None
+    return libc, calls, handle.value
 
 
 def fsync_paths(sync: KernelSync | None, paths: Sequence[str], in_thread: Callable[..., Deferred]) -> Deferred[None]:
